@@ -1,0 +1,210 @@
+"""What extraction finds in one source file: CUDA functions, OpenMP offload regions, launch sites.
+
+Plain frozen dataclasses (cheap to build on every keystroke); ranges are byte spans with their
+LSP positions precomputed, so every consumer (hover, JSON, SARIF) agrees on where things are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from perflsp.source.positions import Position
+
+Dim3 = tuple[int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    start_byte: int
+    end_byte: int
+    start: Position  # 0-based line, UTF-16 character
+    end: Position
+
+    @property
+    def line(self) -> int:
+        """1-based line of the start, as editors and compilers print it."""
+        return self.start.line + 1
+
+    def contains(self, byte_offset: int) -> bool:
+        return self.start_byte <= byte_offset <= self.end_byte
+
+    def to_json(self) -> dict:
+        return {
+            "start": {"line": self.start.line, "character": self.start.character},
+            "end": {"line": self.end.line, "character": self.end.character},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str | None
+    type: str  # declared type as written, without the name, e.g. "const float *__restrict__"
+    element_type: str  # the type without pointers/qualifiers, e.g. "float", "T", "float4"
+    pointer_depth: int = 0
+    is_const: bool = False  # the pointee (or value) is const
+    is_restrict: bool = False
+    is_reference: bool = False
+    array_dims: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateParam:
+    kind: Literal["type", "value", "template"]
+    name: str
+    type: str | None = None  # for value parameters, e.g. "int"
+    default: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConstValue:
+    """An expression at a launch site or in a clause, folded to a value when possible."""
+
+    text: str
+    span: Span | None
+    value: int | float | Dim3 | None = None
+    reason: str | None = None  # why `value` is None ("depends on runtime variable n", ...)
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchBounds:
+    max_threads: ConstValue
+    min_blocks: ConstValue | None = None
+    max_blocks_cluster: ConstValue | None = None
+    span: Span | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CudaFunction:
+    """A `__global__` kernel or a `__device__` function."""
+
+    space: Literal["global", "device"]
+    name: str
+    qualified_name: str  # with namespaces and classes, e.g. "ns::Solver::step"
+    params: tuple[Param, ...]
+    template_params: tuple[TemplateParam, ...]
+    specialization_args: tuple[str, ...] | None  # `template<> __global__ void k<float>(...)`
+    launch_bounds: LaunchBounds | None
+    span: Span  # the whole definition (template header included)
+    name_span: Span
+    body_span: Span
+    body_hash: str  # hash of the normalised text (comments and whitespace removed)
+    recovered: bool = False  # found by the token-level fallback, not the tree
+    is_host_device: bool = False
+
+    kind: Literal["cuda"] = "cuda"
+
+    @property
+    def line(self) -> int:
+        return self.name_span.line
+
+    @property
+    def is_kernel(self) -> bool:
+        return self.space == "global"
+
+
+@dataclass(frozen=True, slots=True)
+class ArraySection:
+    """`a[lo:len]` items of a map/depend clause; a bare variable has no sections."""
+
+    variable: str
+    sections: tuple[tuple[str | None, str | None], ...] = ()  # (lower, length) per dimension
+
+
+@dataclass(frozen=True, slots=True)
+class OmpClause:
+    name: str  # "map", "num_teams", "reduction", ...
+    text: str  # the argument text inside the parentheses (None-like "" for bare clauses)
+    modifier: str | None = None  # map type ("to", "tofrom"), reduction operator, schedule kind
+    items: tuple[ArraySection, ...] = ()  # variables / array sections
+    value: ConstValue | None = None  # num_teams, thread_limit, collapse, chunk size
+
+
+@dataclass(frozen=True, slots=True)
+class LoopHeader:
+    """One `for` loop of an offloaded nest: `for (var = lower; var <op> upper; step)`."""
+
+    variable: str | None
+    lower: str | None
+    upper: str | None
+    condition_op: str | None  # "<", "<=", ">", ">=", "!="
+    step: str | None  # "+1", "-1", "+=2", ... as written, normalised
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class OmpRegion:
+    """A kernel-creating `#pragma omp target ...` and the statement it applies to."""
+
+    directive: str  # normalised construct words, e.g. "target teams distribute parallel for"
+    clauses: tuple[OmpClause, ...]
+    pragma_text: str  # the whole directive with continuations joined
+    span: Span  # the pragma line(s)
+    body_span: Span | None  # the associated statement (loop or block)
+    loops: tuple[LoopHeader, ...]  # the loop nest (collapsed loops first, then inner loops)
+    function: str | None  # qualified name of the enclosing function
+    function_span: Span | None
+    body_hash: str
+    recovered: bool = False
+
+    kind: Literal["omp"] = "omp"
+
+    @property
+    def line(self) -> int:
+        return self.span.line
+
+    @property
+    def name(self) -> str:
+        return f"{self.function or '<file>'}@l{self.line}"
+
+    def clause(self, name: str) -> OmpClause | None:
+        return next((c for c in self.clauses if c.name == name), None)
+
+    def clauses_named(self, name: str) -> list[OmpClause]:
+        return [c for c in self.clauses if c.name == name]
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSite:
+    """`kernel<<<grid, block, shmem, stream>>>(args)`."""
+
+    callee: str  # as written, e.g. "ns::k<float, 4>"
+    name: str  # simple name, e.g. "k"
+    template_args: tuple[str, ...]
+    kernel: str | None  # qualified name of the resolved kernel in the same file
+    grid: ConstValue
+    block: ConstValue
+    shared_mem_bytes: ConstValue | None
+    stream: ConstValue | None
+    args: tuple[ConstValue, ...]
+    span: Span  # the whole call
+    config_span: Span  # `<<<...>>>`
+    callee_span: Span
+    function: str | None  # enclosing function
+
+    @property
+    def line(self) -> int:
+        return self.span.line
+
+
+@dataclass(slots=True)
+class FileKernels:
+    """Everything extraction found in one file."""
+
+    path: str | None
+    kernels: list[CudaFunction] = field(default_factory=list)  # __global__ only
+    device_functions: list[CudaFunction] = field(default_factory=list)
+    omp_regions: list[OmpRegion] = field(default_factory=list)
+    launches: list[LaunchSite] = field(default_factory=list)
+    has_errors: bool = False  # the tree contains ERROR/MISSING nodes
+    notes: list[str] = field(default_factory=list)
+
+    def kernel_named(self, name: str) -> list[CudaFunction]:
+        return [k for k in self.kernels if k.name == name or k.qualified_name == name]
+
+    def launches_of(self, kernel: CudaFunction) -> list[LaunchSite]:
+        return [s for s in self.launches if s.kernel == kernel.qualified_name]

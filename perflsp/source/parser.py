@@ -1,0 +1,41 @@
+"""tree-sitter parsing with the CUDA grammar (a superset of C++, used for OpenMP host code too)."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import PurePath
+
+from tree_sitter import Language, Parser, Query, Tree
+
+from perflsp.resources import read_text
+
+CUDA_SUFFIXES = frozenset({".cu", ".cuh"})
+CXX_SUFFIXES = frozenset({".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".inl", ".inc", ".tpp"})
+SOURCE_SUFFIXES = CUDA_SUFFIXES | CXX_SUFFIXES
+
+
+@cache
+def language() -> Language:
+    import tree_sitter_cuda
+
+    return Language(tree_sitter_cuda.language())
+
+
+@cache
+def query(name: str) -> Query:
+    """Compile `grammars/<name>.scm` once per process."""
+    return Query(language(), read_text("grammars", f"{name}.scm"))
+
+
+def new_parser() -> Parser:
+    # Parsers hold mutable state: one per thread/document, never shared across threads.
+    return Parser(language())
+
+
+def parse(data: bytes, old_tree: Tree | None = None, parser: Parser | None = None) -> Tree:
+    parser = parser or new_parser()
+    return parser.parse(data, old_tree) if old_tree is not None else parser.parse(data)
+
+
+def is_source_path(path: str | PurePath) -> bool:
+    return PurePath(path).suffix.lower() in SOURCE_SUFFIXES
