@@ -9,17 +9,39 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from perflsp.source.positions import Position
+from perflsp.source.positions import LineIndex, Position
 
 Dim3 = tuple[int, int, int]
 
 
-@dataclass(frozen=True, slots=True)
 class Span:
-    start_byte: int
-    end_byte: int
-    start: Position  # 0-based line, UTF-16 character
-    end: Position
+    """A byte range with its LSP positions (0-based line, UTF-16 character).
+
+    Positions are computed on first use: most spans of a file are never shown, and converting
+    every one of them would cost more than finding them.
+    """
+
+    __slots__ = ("start_byte", "end_byte", "_lines", "_start", "_end")
+
+    def __init__(self, start_byte: int, end_byte: int, start: Position | None = None, end: Position | None = None,
+                 lines: LineIndex | None = None):
+        self.start_byte = start_byte
+        self.end_byte = end_byte
+        self._lines = lines
+        self._start = start
+        self._end = end
+
+    @property
+    def start(self) -> Position:
+        if self._start is None:
+            self._start = self._lines.position(self.start_byte) if self._lines else Position(0, 0)
+        return self._start
+
+    @property
+    def end(self) -> Position:
+        if self._end is None:
+            self._end = self._lines.position(self.end_byte) if self._lines else Position(0, 0)
+        return self._end
 
     @property
     def line(self) -> int:
@@ -28,6 +50,15 @@ class Span:
 
     def contains(self, byte_offset: int) -> bool:
         return self.start_byte <= byte_offset <= self.end_byte
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Span) and (self.start_byte, self.end_byte) == (other.start_byte, other.end_byte)
+
+    def __hash__(self) -> int:
+        return hash((self.start_byte, self.end_byte))
+
+    def __repr__(self) -> str:
+        return f"Span({self.start_byte}, {self.end_byte})"
 
     def to_json(self) -> dict:
         return {

@@ -22,9 +22,9 @@ def language() -> Language:
 
 
 @cache
-def query(name: str) -> Query:
-    """Compile `grammars/<name>.scm` once per process."""
-    return Query(language(), read_text("grammars", f"{name}.scm"))
+def query(*names: str) -> Query:
+    """Compile `grammars/<name>.scm` (several files: one query, one tree walk) once per process."""
+    return Query(language(), "\n".join(read_text("grammars", f"{name}.scm") for name in names))
 
 
 def new_parser() -> Parser:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from itertools import accumulate
 from dataclasses import dataclass
 
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
@@ -28,8 +29,11 @@ class LineIndex:
 
     def __init__(self, data: bytes):
         self.data = data
-        starts = [0]
-        starts.extend(m.end() for m in _LINE_BREAK.finditer(data))
+        if b"\r" in data:
+            starts = [0]
+            starts.extend(m.end() for m in _LINE_BREAK.finditer(data))
+        else:
+            starts = [0, *accumulate(len(line) + 1 for line in data.split(b"\n")[:-1])]
         self.line_starts = starts
 
     @property

@@ -1,0 +1,1 @@
+"""Scoring the engine against labeled kernels (`perflsp eval`)."""

@@ -1,0 +1,405 @@
+"""Constant folding of C/C++ expressions as text: literals, `#define`s, constants, `dim3`.
+
+Launch configurations, clause arguments and loop bounds are short expressions; folding their
+text with a small Pratt parser treats every source of text (tree nodes, macro bodies, pragma
+arguments) the same way. Anything not foldable raises `NotConstant` with the reason, which
+callers surface as "unknown: depends on `n`".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+Number = int | float
+Value = Number | tuple[int, int, int]
+
+
+class NotConstant(Exception):
+    """The expression depends on something that is not a compile-time constant here."""
+
+
+_TOKEN = re.compile(
+    r"""
+    (?P<ws>\s+|\\\n)
+  | (?P<num>(?:0[xX][0-9a-fA-F']+|0[bB][01']+|(?:\d[\d']*\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?))[uUlLfF]*)
+  | (?P<id>[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*)
+  | (?P<op><<|>>|<=|>=|==|!=|&&|\|\||[-+*/%()<>&|^!~?:,.{}\[\]])
+  | (?P<str>"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*')
+    """,
+    re.VERBOSE,
+)
+
+# Type names that may appear in casts and sizeof; sizes are those of the CUDA/LP64 ABI.
+TYPE_SIZES_BYTES: dict[str, int] = {
+    "char": 1, "signed char": 1, "unsigned char": 1, "bool": 1, "int8_t": 1, "uint8_t": 1,
+    "short": 2, "unsigned short": 2, "int16_t": 2, "uint16_t": 2, "half": 2, "__half": 2,
+    "__nv_bfloat16": 2, "half2": 4, "__half2": 4,
+    "int": 4, "unsigned": 4, "unsigned int": 4, "int32_t": 4, "uint32_t": 4, "float": 4,
+    "long": 8, "unsigned long": 8, "long long": 8, "unsigned long long": 8, "int64_t": 8,
+    "uint64_t": 8, "size_t": 8, "ssize_t": 8, "ptrdiff_t": 8, "double": 8,
+    "float2": 8, "int2": 8, "uint2": 8, "float3": 12, "int3": 12, "uint3": 12, "dim3": 12,
+    "float4": 16, "int4": 16, "uint4": 16, "double2": 16, "double3": 24, "double4": 32,
+    "long2": 16, "longlong2": 16, "ulonglong2": 16, "char4": 4, "uchar4": 4, "short2": 4,
+    "ushort2": 4, "char2": 2, "uchar2": 2,
+}
+_INT_TYPES = {"char", "short", "int", "long", "unsigned", "signed", "size_t", "int8_t", "uint8_t",
+              "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t", "bool", "ssize_t",
+              "ptrdiff_t", "unsigned int", "unsigned long", "long long", "unsigned long long",
+              "signed char", "unsigned char", "unsigned short"}
+_TYPE_WORDS = {"const", "volatile", "unsigned", "signed", "long", "short", "int", "char", "float",
+               "double", "bool", "size_t"} | set(TYPE_SIZES_BYTES)
+
+
+@dataclass
+class ConstEnv:
+    """Names that fold: macros (text), constants (text or value), `dim3` variables (text).
+
+    `lookup` resolves lazily and memoises, with a guard against self-referential macros.
+    `unknown` names map to the reason they are not constant (e.g. "reassigned in a loop").
+    """
+
+    macros: dict[str, str] = field(default_factory=dict)
+    constants: dict[str, str | Value] = field(default_factory=dict)
+    unknown: dict[str, str] = field(default_factory=dict)
+    parent: ConstEnv | None = None
+    _memo: dict[str, Value] = field(default_factory=dict, repr=False)
+    _active: set[str] = field(default_factory=set, repr=False)
+
+    def all_macros(self) -> dict[str, str]:
+        """Macros of this environment and its parents (the nearest definition wins)."""
+        merged = dict(self.parent.all_macros()) if self.parent is not None else {}
+        merged.update(self.macros)
+        return merged
+
+    def child(self) -> ConstEnv:
+        return ConstEnv(parent=self)
+
+    def lookup(self, name: str) -> Value:
+        if name in self._memo:
+            return self._memo[name]
+        if name in self.unknown:
+            raise NotConstant(f"`{name}` {self.unknown[name]}")
+        source = self.constants.get(name)
+        if source is None:
+            source = self.macros.get(name)
+        if source is None:
+            if self.parent is not None:
+                return self.parent.lookup(name)
+            raise NotConstant(f"depends on `{name}`")
+        if not isinstance(source, str):
+            return source
+        if name in self._active:
+            raise NotConstant(f"`{name}` is defined in terms of itself")
+        self._active.add(name)
+        try:
+            value = evaluate(source, self)
+        except NotConstant as exc:
+            reason = str(exc)
+            raise NotConstant(reason if name in reason else f"depends on `{name}` ({reason})") from None
+        finally:
+            self._active.discard(name)
+        self._memo[name] = value
+        return value
+
+
+def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Value:
+    """Fold `text` to a number or a dim3 triple, or raise NotConstant."""
+    if env is None:
+        env = ConstEnv()
+    elif not isinstance(env, ConstEnv):
+        env = ConstEnv(constants=dict(env))
+    tokens = _tokenize(text)
+    if not tokens:
+        raise NotConstant("empty expression")
+    parser = _Parser(tokens, env)
+    value = parser.expression()
+    if parser.pos != len(tokens):
+        raise NotConstant(f"cannot fold `{text.strip()}`")
+    return value
+
+
+def try_evaluate(text: str, env: ConstEnv | None = None) -> tuple[Value | None, str | None]:
+    """(value, None) when foldable, else (None, reason)."""
+    try:
+        return evaluate(text, env), None
+    except NotConstant as exc:
+        return None, str(exc)
+    except (ZeroDivisionError, OverflowError, ValueError, RecursionError):
+        return None, f"cannot fold `{text.strip()}`"
+
+
+def as_dim3(value: Value) -> tuple[int, int, int]:
+    if isinstance(value, tuple):
+        return value
+    return (int(value), 1, 1)
+
+
+def _tokenize(text: str) -> list[tuple[str, str]]:
+    tokens: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise NotConstant(f"unexpected `{text[pos]}` in `{text.strip()}`")
+        pos = m.end()
+        kind = m.lastgroup
+        if kind == "ws":
+            continue
+        tokens.append((kind, re.sub(r"\s+", "", m.group()) if kind == "id" else m.group()))
+    return tokens
+
+
+def _number(literal: str) -> Number:
+    lit = literal.replace("'", "")
+    low = lit.lower()
+    if low.startswith("0x"):
+        return int(low.rstrip("ul"), 16)
+    if low.startswith("0b"):
+        return int(low[2:].rstrip("ul"), 2)
+    stripped = low.rstrip("ulf") if not low.startswith(("0x",)) else low
+    if any(c in low for c in ".e") or low.endswith("f"):
+        return float(low.rstrip("lf") if not low.endswith("e") else low)
+    if len(stripped) > 1 and stripped.startswith("0"):
+        return int(stripped, 8)
+    return int(stripped)
+
+
+def _c_div(a: Number, b: Number) -> Number:
+    if isinstance(a, int) and isinstance(b, int):
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b >= 0) else -q
+    return a / b
+
+
+def _c_mod(a: Number, b: Number) -> Number:
+    if isinstance(a, int) and isinstance(b, int):
+        return a - _c_div(a, b) * b
+    return math.fmod(a, b)
+
+
+_BINARY: dict[str, tuple[int, Callable[[Number, Number], Number]]] = {
+    "||": (1, lambda a, b: int(bool(a) or bool(b))),
+    "&&": (2, lambda a, b: int(bool(a) and bool(b))),
+    "|": (3, lambda a, b: int(a) | int(b)),
+    "^": (4, lambda a, b: int(a) ^ int(b)),
+    "&": (5, lambda a, b: int(a) & int(b)),
+    "==": (6, lambda a, b: int(a == b)),
+    "!=": (6, lambda a, b: int(a != b)),
+    "<": (7, lambda a, b: int(a < b)),
+    ">": (7, lambda a, b: int(a > b)),
+    "<=": (7, lambda a, b: int(a <= b)),
+    ">=": (7, lambda a, b: int(a >= b)),
+    "<<": (8, lambda a, b: int(a) << int(b)),
+    ">>": (8, lambda a, b: int(a) >> int(b)),
+    "+": (9, lambda a, b: a + b),
+    "-": (9, lambda a, b: a - b),
+    "*": (10, lambda a, b: a * b),
+    "/": (10, _c_div),
+    "%": (10, _c_mod),
+}
+
+_FUNCTIONS: dict[str, Callable[..., Number]] = {
+    "min": min, "max": max, "std::min": min, "std::max": max, "fmin": min, "fmax": max,
+    "fminf": min, "fmaxf": max, "abs": abs, "std::abs": abs, "fabs": abs,
+    "ceil": math.ceil, "floor": math.floor, "ceilf": math.ceil, "floorf": math.floor,
+    "sqrt": math.sqrt, "std::sqrt": math.sqrt, "pow": math.pow, "std::pow": math.pow,
+    "log2": math.log2, "exp2": math.exp2,
+}
+
+
+class _Parser:
+    def __init__(self, tokens: list[tuple[str, str]], env: ConstEnv):
+        self.tokens = tokens
+        self.pos = 0
+        self.env = env
+
+    def peek(self, offset: int = 0) -> tuple[str, str] | None:
+        i = self.pos + offset
+        return self.tokens[i] if i < len(self.tokens) else None
+
+    def take(self, value: str | None = None) -> tuple[str, str]:
+        tok = self.peek()
+        if tok is None or (value is not None and tok[1] != value):
+            raise NotConstant("incomplete expression")
+        self.pos += 1
+        return tok
+
+    def expression(self) -> Value:
+        value = self.binary(0)
+        tok = self.peek()
+        if tok and tok[1] == "?":
+            self.take("?")
+            yes = self.expression()
+            self.take(":")
+            no = self.expression()
+            return yes if value else no
+        return value
+
+    def binary(self, min_prec: int) -> Value:
+        left = self.unary()
+        while True:
+            tok = self.peek()
+            if tok is None or tok[0] != "op" or tok[1] not in _BINARY:
+                return left
+            prec, fn = _BINARY[tok[1]]
+            if prec < min_prec:
+                return left
+            self.take()
+            right = self.binary(prec + 1)
+            if isinstance(left, tuple) or isinstance(right, tuple):
+                raise NotConstant("arithmetic on a dim3")
+            left = fn(left, right)
+
+    def unary(self) -> Value:
+        tok = self.peek()
+        if tok is None:
+            raise NotConstant("incomplete expression")
+        if tok[1] in ("-", "+", "!", "~"):
+            self.take()
+            operand = self.unary()
+            if isinstance(operand, tuple):
+                raise NotConstant("arithmetic on a dim3")
+            return {"-": lambda v: -v, "+": lambda v: v, "!": lambda v: int(not v), "~": lambda v: ~int(v)}[tok[1]](operand)
+        if tok[1] == "(" and self._is_cast():
+            type_words = self._type_in_parens()
+            operand = self.unary()
+            return self._cast(type_words, operand)
+        return self.postfix(self.primary())
+
+    def _is_cast(self) -> bool:
+        i = 1
+        saw = False
+        while (tok := self.peek(i)) is not None and tok[1] != ")":
+            if tok[0] != "id" or tok[1] not in _TYPE_WORDS:
+                return False
+            saw = True
+            i += 1
+        nxt = self.peek(i + 1)
+        return saw and tok is not None and nxt is not None and nxt[1] not in _BINARY.keys() - {"-", "+", "*", "&"} and nxt[1] not in (")", ",")
+
+    def _type_in_parens(self) -> str:
+        self.take("(")
+        words = []
+        while self.peek() and self.peek()[1] != ")":
+            words.append(self.take()[1])
+        self.take(")")
+        return " ".join(w for w in words if w not in ("const", "volatile"))
+
+    @staticmethod
+    def _cast(type_name: str, value: Value) -> Value:
+        if isinstance(value, tuple):
+            raise NotConstant("cast of a dim3")
+        if type_name in _INT_TYPES or type_name.split()[-1] in _INT_TYPES:
+            return int(value)
+        if type_name in ("float", "double"):
+            return float(value)
+        raise NotConstant(f"cast to `{type_name}`")
+
+    def primary(self) -> Value:
+        kind, text = self.take()
+        if kind == "num":
+            return _number(text)
+        if text == "(":
+            value = self.expression()
+            self.take(")")
+            return value
+        if text == "{":
+            return self._dim3_args("}")
+        if kind == "id":
+            if text in ("true", "false"):
+                return int(text == "true")
+            if text in ("sizeof",):
+                return self._sizeof()
+            if text in ("static_cast", "int", "unsigned", "float", "double", "size_t", "long") and self.peek() and self.peek()[1] in ("<", "("):
+                return self._functional_cast(text)
+            if text == "dim3":
+                if self.peek() and self.peek()[1] in ("(", "{"):
+                    close = ")" if self.take()[1] == "(" else "}"
+                    return self._dim3_args(close)
+                raise NotConstant("dim3 without arguments")
+            if self.peek() and self.peek()[1] == "(":
+                return self._call(text)
+            return self.env.lookup(text)
+        raise NotConstant(f"cannot fold `{text}`")
+
+    def postfix(self, value: Value) -> Value:
+        tok = self.peek()
+        if tok and tok[1] == "." and isinstance(value, tuple):
+            self.take(".")
+            member = self.take()[1]
+            if member not in ("x", "y", "z"):
+                raise NotConstant(f"dim3 has no member `{member}`")
+            return value["xyz".index(member)]
+        return value
+
+    def _dim3_args(self, close: str) -> tuple[int, int, int]:
+        parts: list[int] = []
+        if self.peek() and self.peek()[1] == close:
+            self.take(close)
+            return (1, 1, 1)
+        while True:
+            v = self.expression()
+            if isinstance(v, tuple):
+                if not parts and self.peek() and self.peek()[1] == close:
+                    self.take(close)
+                    return v
+                raise NotConstant("nested dim3")
+            parts.append(int(v))
+            if self.take()[1] == close:
+                break
+        if len(parts) > 3:
+            raise NotConstant("dim3 with more than 3 values")
+        parts += [1] * (3 - len(parts))
+        return (parts[0], parts[1], parts[2])
+
+    def _args(self) -> list[Value]:
+        self.take("(")
+        args: list[Value] = []
+        if self.peek() and self.peek()[1] == ")":
+            self.take(")")
+            return args
+        while True:
+            args.append(self.expression())
+            if self.take()[1] == ")":
+                return args
+
+    def _call(self, name: str) -> Value:
+        fn = _FUNCTIONS.get(name)
+        if fn is None:
+            raise NotConstant(f"calls `{name}()`")
+        args = self._args()
+        if any(isinstance(a, tuple) for a in args):
+            raise NotConstant(f"`{name}()` of a dim3")
+        return fn(*args)
+
+    def _functional_cast(self, name: str) -> Value:
+        if name == "static_cast":
+            self.take("<")
+            words = []
+            while self.peek() and self.peek()[1] != ">":
+                words.append(self.take()[1])
+            self.take(">")
+            type_name = " ".join(w for w in words if w not in ("const", "volatile"))
+        else:
+            type_name = name
+        args = self._args()
+        if len(args) != 1:
+            raise NotConstant("cast with several arguments")
+        return self._cast(type_name, args[0])
+
+    def _sizeof(self) -> int:
+        self.take("(")
+        words = []
+        while self.peek() and self.peek()[1] != ")":
+            words.append(self.take()[1])
+        self.take(")")
+        type_name = " ".join(w for w in words if w not in ("const", "volatile", "struct"))
+        if type_name.endswith("*"):
+            return 8
+        size = TYPE_SIZES_BYTES.get(type_name)
+        if size is None:
+            raise NotConstant(f"sizeof({type_name}) is not known here")
+        return size

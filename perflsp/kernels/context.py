@@ -1,0 +1,74 @@
+"""Shared state for extracting from one parsed file: bytes, tree, line index, span helper."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from tree_sitter import Node, Tree
+
+from perflsp.kernels.models import Span
+from perflsp.kernels.text import blank_comments_and_strings
+from perflsp.source.positions import LineIndex
+
+
+_CANDIDATE_TOKENS = re.compile(rb"__global__|__device__|<<<|#[ \t]*pragma")
+
+
+@dataclass
+class ExtractionContext:
+    data: bytes
+    tree: Tree
+    lines: LineIndex
+    path: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def span(self, node: Node) -> Span:
+        return self.span_bytes(node.start_byte, node.end_byte)
+
+    def span_bytes(self, start: int, end: int) -> Span:
+        return Span(start, end, lines=self.lines)
+
+    def text(self, node: Node | None) -> str:
+        if node is None:
+            return ""
+        return self.data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
+
+    def text_bytes(self, start: int, end: int) -> str:
+        return self.data[start:end].decode("utf-8", errors="replace")
+
+    @cached_property
+    def matches(self) -> dict[str, list[dict[str, list[Node]]]]:
+        """Matches of the extraction queries, grouped by their main capture.
+
+        The queries run only over the few byte ranges that can match (the `__global__`,
+        `__device__`, `<<<` and `#pragma` tokens): a ranged query cursor visits just those
+        nodes and their ancestors instead of walking the whole tree.
+        """
+        from tree_sitter import QueryCursor
+
+        from perflsp.source.parser import query
+
+        grouped: dict[str, list[dict[str, list[Node]]]] = {"function": [], "launch": [], "pragma": []}
+        seen: set[tuple[str, int]] = set()
+        extraction_query = query("cuda_functions", "launches", "pragmas")
+        root = self.tree.root_node
+        for m in _CANDIDATE_TOKENS.finditer(self.data):
+            cursor = QueryCursor(extraction_query)
+            cursor.set_byte_range(m.start(), m.end())
+            for _, groups in cursor.matches(root):
+                for key in grouped:
+                    if key in groups:
+                        identity = (key, groups[key][0].start_byte)
+                        if identity not in seen:
+                            seen.add(identity)
+                            grouped[key].append(groups)
+                        break
+        for items in grouped.values():
+            items.sort(key=lambda g: next(iter(g.values()))[0].start_byte)
+        return grouped
+
+    @cached_property
+    def blanked(self) -> bytes:
+        return blank_comments_and_strings(self.data)

@@ -1,0 +1,350 @@
+"""OpenMP offload regions: kernel-creating `#pragma omp target ...` directives, their clauses
+(parsed, not pattern-matched) and the loop nest they apply to."""
+
+from __future__ import annotations
+
+import re
+
+from tree_sitter import Node
+
+from perflsp.kernels.consteval import ConstEnv, try_evaluate
+from perflsp.kernels.context import ExtractionContext
+from perflsp.kernels.launches import enclosing_function, function_name
+from perflsp.kernels.models import ArraySection, ConstValue, LoopHeader, OmpClause, OmpRegion
+from perflsp.kernels.symbols import function_env
+from perflsp.kernels.text import text_hash
+
+CONSTRUCT_WORDS = frozenset({"target", "teams", "distribute", "parallel", "for", "do", "simd", "loop",
+                             "data", "enter", "exit", "update", "declare", "end"})
+DATA_ONLY = frozenset({"data", "enter", "exit", "update"})
+VALUE_CLAUSES = frozenset({"num_teams", "thread_limit", "collapse", "num_threads", "device", "simdlen",
+                           "safelen", "ordered"})
+LIST_CLAUSES = frozenset({"private", "firstprivate", "lastprivate", "shared", "is_device_ptr",
+                          "has_device_addr", "use_device_ptr", "use_device_addr", "nontemporal",
+                          "allocate", "uses_allocators"})
+MODIFIER_LIST_CLAUSES = frozenset({"map", "reduction", "depend", "in_reduction", "task_reduction", "linear", "aligned"})
+
+_CONTINUATION = re.compile(r"\\\r?\n")
+_PRAGMA_LINE = re.compile(rb"^[ \t]*#[ \t]*pragma[ \t]+omp[ \t]+target\b(?![ \t]+(?:data|enter|exit|update)\b)", re.MULTILINE)
+
+
+def is_kernel_directive(words: list[str]) -> bool:
+    """`target ...` creates a kernel unless it only moves data (`target data/enter/exit/update`)."""
+    return bool(words) and words[0] == "target" and (len(words) == 1 or words[1] not in DATA_ONLY)
+
+
+def split_directive(text: str) -> tuple[list[str], str]:
+    """Split `omp target teams ... map(...)` (without `#pragma`) into construct words and clauses."""
+    body = _CONTINUATION.sub(" ", text).strip()
+    if body.startswith("omp"):
+        body = body[3:]
+    words: list[str] = []
+    pos = 0
+    for m in re.finditer(r"\s*([A-Za-z_]\w*)", body):
+        if m.start() != pos:
+            break
+        word = m.group(1)
+        rest = body[m.end():].lstrip()
+        if word not in CONSTRUCT_WORDS or rest.startswith("("):
+            break
+        words.append(word)
+        pos = m.end()
+    return words, body[pos:]
+
+
+def parse_clauses(text: str, env: ConstEnv | None = None) -> tuple[OmpClause, ...]:
+    """Parse the clause list: `name`, `name(args)`, separated by blanks or commas."""
+    clauses: list[OmpClause] = []
+    i = 0
+    n = len(text)
+    while i < n:
+        while i < n and (text[i].isspace() or text[i] == ","):
+            i += 1
+        m = re.compile(r"[A-Za-z_]\w*").match(text, i)
+        if not m:
+            if i < n:
+                i += 1  # skip stray characters rather than loop forever
+            continue
+        name = m.group()
+        i = m.end()
+        j = i
+        while j < n and text[j].isspace():
+            j += 1
+        args: str | None = None
+        if j < n and text[j] == "(":
+            close = _matching_paren(text, j)
+            args = text[j + 1 : close - 1] if close else text[j + 1 :]
+            i = close if close else n
+        clauses.append(_make_clause(name, args, env))
+    return tuple(clauses)
+
+
+def _matching_paren(text: str, open_at: int) -> int | None:
+    depth = 0
+    for k in range(open_at, len(text)):
+        if text[k] in "([":
+            depth += 1
+        elif text[k] in ")]":
+            depth -= 1
+            if depth == 0:
+                return k + 1
+    return None
+
+
+def _split_top(text: str, sep: str = ",") -> list[str]:
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    for k, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            parts.append(text[start:k].strip())
+            start = k + 1
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]
+
+
+def _top_level_colon(text: str) -> int:
+    depth = 0
+    for k, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == ":" and depth == 0 and text[k : k + 2] != "::" and (k == 0 or text[k - 1] != ":"):
+            return k
+    return -1
+
+
+def parse_list_item(item: str) -> ArraySection:
+    """`a[0:n][:m]`, `s.field`, `p->q[1:2]`, `arr` -> ArraySection."""
+    item = item.strip()
+    m = re.match(r"[A-Za-z_][\w.]*(?:->[\w.]+)*", item)
+    if not m:
+        return ArraySection(item)
+    variable = m.group()
+    sections: list[tuple[str | None, str | None]] = []
+    k = m.end()
+    while k < len(item):
+        if item[k].isspace():
+            k += 1
+            continue
+        if item[k] != "[":
+            break
+        close = _matching_paren(item, k)
+        inner = item[k + 1 : (close - 1) if close else len(item)]
+        colon = _top_level_colon(inner)
+        if colon < 0:
+            sections.append((inner.strip() or None, "1"))
+        else:
+            lower, length = inner[:colon].strip(), inner[colon + 1 :].strip()
+            sections.append((lower or None, length or None))
+        k = close if close else len(item)
+    return ArraySection(variable, tuple(sections))
+
+
+def _make_clause(name: str, args: str | None, env: ConstEnv | None) -> OmpClause:
+    text = " ".join((args or "").split())
+    if args is None:
+        return OmpClause(name=name, text="")
+    if name in VALUE_CLAUSES:
+        value, reason = try_evaluate(text, env) if env is not None else (None, "no constants available")
+        return OmpClause(name=name, text=text, value=ConstValue(text, None, value, reason))
+    if name in LIST_CLAUSES:
+        return OmpClause(name=name, text=text, items=tuple(parse_list_item(x) for x in _split_top(text)))
+    if name in MODIFIER_LIST_CLAUSES:
+        colon = _top_level_colon(text)
+        modifier = None
+        items_text = text
+        if colon >= 0:
+            modifier = text[:colon].strip()
+            items_text = text[colon + 1 :]
+            if name == "map":
+                # `always, close, tofrom` -> the map type is the last word
+                modifier = _split_top(modifier)[-1] if modifier else modifier
+        return OmpClause(name=name, text=text, modifier=modifier,
+                         items=tuple(parse_list_item(x) for x in _split_top(items_text)))
+    if name in ("schedule", "dist_schedule"):
+        parts = _split_top(text)
+        kind = parts[0] if parts else None
+        chunk = None
+        if len(parts) > 1:
+            value, reason = try_evaluate(parts[1], env) if env is not None else (None, None)
+            chunk = ConstValue(parts[1], None, value, reason)
+        return OmpClause(name=name, text=text, modifier=kind, value=chunk)
+    return OmpClause(name=name, text=text)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def extract_regions(ctx: ExtractionContext, env: ConstEnv) -> list[OmpRegion]:
+    regions: dict[int, OmpRegion] = {}
+    for groups in ctx.matches["pragma"]:
+        directive = groups["directive"][0]
+        if "".join(ctx.text(directive).split()) != "#pragma":
+            continue
+        pragma = groups["pragma"][0]
+        argument = groups["argument"][0]
+        region = _region(ctx, env, pragma.start_byte, pragma.end_byte, ctx.text(argument), pragma)
+        if region is not None:
+            regions[_line_start(ctx, pragma.start_byte)] = region
+    # Pragmas the tree lost inside ERROR regions: scan lines directly (when some may be missing).
+    if len(_PRAGMA_LINE.findall(ctx.data)) <= len(regions):
+        return [regions[k] for k in sorted(regions)]
+    for m in _PRAGMA_LINE.finditer(ctx.blanked):
+        start = m.start() + (len(m.group()) - len(m.group().lstrip()))
+        if _line_start(ctx, start) in regions:
+            continue
+        end = _directive_end(ctx.data, start)
+        text = ctx.text_bytes(start, end)
+        argument = re.sub(r"^\s*#\s*pragma\s+", "", text)
+        region = _region(ctx, env, start, end, argument, None)
+        if region is not None:
+            regions[_line_start(ctx, start)] = region
+    return [regions[k] for k in sorted(regions)]
+
+
+def _line_start(ctx: ExtractionContext, byte: int) -> int:
+    return ctx.lines.line_of(byte)
+
+
+def _directive_end(data: bytes, start: int) -> int:
+    pos = start
+    while True:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            return len(data)
+        if data[max(start, nl - 2) : nl].rstrip(b"\r").endswith(b"\\"):
+            pos = nl + 1
+            continue
+        return nl if data[nl - 1 : nl] != b"\r" else nl - 1
+
+
+def _region(ctx: ExtractionContext, env: ConstEnv, start: int, end: int, argument: str, pragma: Node | None) -> OmpRegion | None:
+    words, clause_text = split_directive(argument)
+    if not is_kernel_directive(words):
+        return None
+    end = min(end, _directive_end(ctx.data, start))
+    anchor = pragma or ctx.tree.root_node.descendant_for_byte_range(start, start)
+    function = enclosing_function(anchor) if anchor is not None else None
+    local = function_env(ctx, function, start, env) if function is not None else env
+    clauses = parse_clauses(clause_text, local)
+    body = _associated_statement(ctx, pragma, end)
+    loops = _loop_nest(ctx, body) if body is not None else ()
+    hash_end = body.end_byte if body is not None else end
+    return OmpRegion(
+        directive=" ".join(words),
+        clauses=clauses,
+        pragma_text=" ".join(_CONTINUATION.sub(" ", ctx.text_bytes(start, end)).split()),
+        span=ctx.span_bytes(start, end),
+        body_span=ctx.span(body) if body is not None else None,
+        loops=loops,
+        function=function_name(ctx, function) if function is not None else None,
+        function_span=ctx.span(function) if function is not None else None,
+        body_hash=text_hash(ctx.data[start:hash_end]),
+        recovered=pragma is None,
+    )
+
+
+def _associated_statement(ctx: ExtractionContext, pragma: Node | None, end: int) -> Node | None:
+    node = pragma.next_named_sibling if pragma is not None else None
+    if node is None:
+        # The first statement that starts after the directive.
+        probe = ctx.tree.root_node.named_descendant_for_byte_range(end + 1, end + 1)
+        while probe is not None and probe.parent is not None and probe.parent.start_byte > end:
+            probe = probe.parent
+        node = probe if probe is not None and probe.start_byte > end else None
+    while node is not None and node.type in ("comment", "preproc_call"):
+        node = node.next_named_sibling  # nested `#pragma omp teams ...` applies to the same statement
+    return node
+
+
+_LOOP_TYPES = ("for_statement", "for_range_loop")
+
+
+def _loop_nest(ctx: ExtractionContext, body: Node) -> tuple[LoopHeader, ...]:
+    """The perfectly nested `for` chain starting at the region's statement (or, for a block,
+    at its first loop, possibly under nested pragmas)."""
+    node: Node | None = body
+    if node.type == "compound_statement":
+        node = _first_loop(node)
+    loops: list[LoopHeader] = []
+    while node is not None and node.type in _LOOP_TYPES and len(loops) < 8:
+        loops.append(_loop_header(ctx, node))
+        inner = node.child_by_field_name("body")
+        node = _single_statement(inner)
+    return tuple(loops)
+
+
+def _first_loop(block: Node) -> Node | None:
+    stack = list(reversed(block.named_children))
+    while stack:
+        n = stack.pop()
+        if n.type in _LOOP_TYPES:
+            return n
+        if n.type in ("compound_statement",):
+            stack.extend(reversed(n.named_children))
+    return None
+
+
+def _single_statement(node: Node | None) -> Node | None:
+    while node is not None and node.type == "compound_statement":
+        statements = [c for c in node.named_children if c.type not in ("comment", "preproc_call")]
+        if len(statements) != 1:
+            return None
+        node = statements[0]
+    return node
+
+
+def _loop_header(ctx: ExtractionContext, loop: Node) -> LoopHeader:
+    if loop.type == "for_range_loop":
+        decl = loop.child_by_field_name("declarator")
+        right = loop.child_by_field_name("right")
+        return LoopHeader(ctx.text(decl) or None, None, ctx.text(right) or None, "in", None, ctx.span(loop))
+    init = loop.child_by_field_name("initializer")
+    cond = loop.child_by_field_name("condition")
+    update = loop.child_by_field_name("update")
+    variable = lower = upper = op = step = None
+    if init is not None:
+        if init.type == "declaration":
+            decl = init.child_by_field_name("declarator")
+            if decl is not None and decl.type == "init_declarator":
+                variable = ctx.text(decl.child_by_field_name("declarator")) or None
+                lower = ctx.text(decl.child_by_field_name("value")) or None
+        elif init.type == "assignment_expression":
+            variable = ctx.text(init.child_by_field_name("left")) or None
+            lower = ctx.text(init.child_by_field_name("right")) or None
+    if cond is not None and cond.type == "binary_expression":
+        left = ctx.text(cond.child_by_field_name("left"))
+        right = ctx.text(cond.child_by_field_name("right"))
+        op = ctx.text(cond.child_by_field_name("operator"))
+        if variable is not None and right == variable:
+            # `n > i` reads as `i < n`
+            left, right = right, left
+            op = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
+        if variable is None or left == variable:
+            upper = right
+            variable = variable or left
+    if update is not None:
+        step = _step_text(ctx, update, variable)
+    return LoopHeader(variable, lower, upper, op, step, ctx.span(loop))
+
+
+def _step_text(ctx: ExtractionContext, update: Node, variable: str | None) -> str:
+    text = "".join(ctx.text(update).split())
+    if update.type == "update_expression":
+        return "+1" if "++" in text else "-1"
+    if update.type == "assignment_expression":
+        op = ctx.text(update.child_by_field_name("operator"))
+        right = "".join(ctx.text(update.child_by_field_name("right")).split())
+        if op in ("+=", "-="):
+            return f"{op}{right}"
+        if op in ("*=", "<<=", ">>=", "/="):
+            return f"{op}{right}"
+        if op == "=" and variable and right.startswith(variable):
+            return f"={right}"
+    return text

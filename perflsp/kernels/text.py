@@ -1,0 +1,70 @@
+"""Token-level helpers on raw bytes: used where the tree cannot be trusted (ERROR regions) and
+for normalising text before hashing."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+_COMMENT_OR_STRING = re.compile(
+    rb"""//(?:\\\r?\n|[^\n])*|/\*.*?(?:\*/|\Z)|"(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?""",
+    re.DOTALL,
+)
+_DIGIT_SEPARATOR = re.compile(rb"(?<=[0-9a-fA-F])'(?=[0-9a-fA-F])")
+# every byte but CR and LF becomes a space, so offsets and line numbers survive blanking
+_BLANK_TABLE = bytes(b if b in (10, 13) else 32 for b in range(256))
+
+
+def blank_comments_and_strings(data: bytes) -> bytes:
+    """Replace comments and string/char literals by spaces, keeping every byte offset and newline.
+
+    Digit separators (`1'000'000`) are left alone so they are not mistaken for char literals.
+    """
+    data_wo_sep = _DIGIT_SEPARATOR.sub(b"0", data)
+
+    return _COMMENT_OR_STRING.sub(lambda m: m.group().translate(_BLANK_TABLE), data_wo_sep)
+
+
+_WS = re.compile(rb"\s+")
+_ONLY_COMMENTS = re.compile(rb"//[^\n]*|/\*.*?(?:\*/|\Z)", re.DOTALL)
+
+
+def normalised(data: bytes) -> bytes:
+    """Text with comments removed and whitespace runs collapsed: edits that change neither
+    (re-indenting, commenting) keep the same hash."""
+    return _WS.sub(b" ", _ONLY_COMMENTS.sub(b" ", data)).strip()
+
+
+def text_hash(data: bytes) -> str:
+    return hashlib.blake2b(normalised(data), digest_size=12).hexdigest()
+
+
+_OPEN_TO_CLOSE = {ord("("): b")", ord("{"): b"}", ord("["): b"]", ord("<"): b">"}
+_BRACKETS = {opener: re.compile(re.escape(bytes([opener])) + b"|" + re.escape(closer)) for opener, closer in _OPEN_TO_CLOSE.items()}
+
+
+def match_close(blanked: bytes, open_pos: int) -> int | None:
+    """Offset just after the bracket matching the one at `open_pos` (in blanked text)."""
+    opener = blanked[open_pos]
+    depth = 0
+    for m in _BRACKETS[opener].finditer(blanked, open_pos):
+        if m.group()[0] == opener:
+            depth += 1
+        else:
+            depth -= 1
+            if depth == 0:
+                return m.end()
+    return None
+
+
+def line_is_directive(data: bytes, pos: int) -> bool:
+    """Whether `pos` lies on a preprocessor directive line (following `\\` continuations)."""
+    start = pos
+    while True:
+        nl = data.rfind(b"\n", 0, start)
+        line_start = nl + 1
+        if nl > 0 and data[max(0, nl - 2):nl].rstrip(b"\r").endswith(b"\\"):
+            start = nl
+            continue
+        break
+    return data[line_start:pos].lstrip().startswith(b"#")

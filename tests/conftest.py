@@ -1,0 +1,25 @@
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def eval_paths() -> tuple[Path, Path] | None:
+    """(labels CSV, benchmark src/ folder) when the labeled sources are available here."""
+    labels = Path(os.environ.get("PERFLSP_EVAL_LABELS", ROOT.parent / "shared" / "eval" / "rtx3080-roofline-dev.csv"))
+    src = Path(os.environ.get("PERFLSP_EVAL_SRC", "/work/data/src"))
+    if labels.is_file() and src.is_dir():
+        return labels, src
+    return None
+
+
+@pytest.fixture
+def eval_data() -> tuple[Path, Path]:
+    paths = eval_paths()
+    if paths is None:
+        pytest.skip("labeled sources not available: set PERFLSP_EVAL_SRC to the benchmark src/ folder "
+                    "and PERFLSP_EVAL_LABELS to the labels CSV")
+    return paths

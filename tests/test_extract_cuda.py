@@ -1,0 +1,144 @@
+from perflsp.kernels import extract
+
+SRC = b"""#define N 256
+#define THREADS (N / 2)
+const int TILE = 16;
+namespace outer { namespace inner {
+template <typename T, int B = 4>
+__global__ void __launch_bounds__(N, 2) scale(const T *__restrict__ in, T *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] * T(2);
+}
+template <>
+__global__ void scale<double, 8>(const double *in, double *out, int n) { }
+struct Solver { __device__ static float sq(float x) { return x * x; } };
+}}
+__device__ __forceinline__ float helper(float x) { return x + 1.0f; }
+__host__ __device__ int both(int a) { return a; }
+__global__ void proto(int);
+static __global__ void plain(float4 *v, unsigned char (&tab)[16], int rows[][4]) {}
+
+int main(int argc, char **argv) {
+  int n = 1 << 20;
+  int runtime = atoi(argv[1]);
+  dim3 grid((n + THREADS - 1) / THREADS);
+  dim3 block2(TILE, TILE);
+  outer::inner::scale<float, 4><<<grid, THREADS, 0, stream>>>(a, b, n);
+  outer::inner::scale<double, 8><<<grid, 128>>>(c, d, n);
+  plain<<<runtime, block2, TILE * TILE * sizeof(float)>>>(v, t, r);
+  missing<<<1, 32>>>();
+  return 0;
+}
+"""
+
+
+def by_name(fk, name):
+    return [k for k in fk.kernels + fk.device_functions if k.name == name]
+
+
+def test_kernels_and_device_functions():
+    fk = extract(SRC)
+    assert [k.name for k in fk.kernels] == ["scale", "scale", "plain"]
+    assert [k.name for k in fk.device_functions] == ["sq", "helper", "both"]
+    assert not fk.has_errors
+
+
+def test_kernel_details():
+    fk = extract(SRC)
+    scale = fk.kernels[0]
+    assert scale.qualified_name == "outer::inner::scale"
+    assert scale.line == 6
+    assert [(t.kind, t.name, t.type, t.default) for t in scale.template_params] == [
+        ("type", "T", None, None), ("value", "B", "int", "4")]
+    a, b, n = scale.params
+    assert (a.name, a.element_type, a.pointer_depth, a.is_const, a.is_restrict) == ("in", "T", 1, True, True)
+    assert (b.name, b.is_const, b.is_restrict) == ("out", False, False)
+    assert (n.name, n.type, n.pointer_depth) == ("n", "int", 0)
+    assert scale.launch_bounds.max_threads.value == 256
+    assert scale.launch_bounds.min_blocks.value == 2
+    # ranges: the whole definition includes the template header; body starts at "{"
+    assert scale.span.start.line == 4
+    assert SRC[scale.body_span.start_byte:scale.body_span.start_byte + 1] == b"{"
+    assert SRC[scale.name_span.start_byte:scale.name_span.end_byte] == b"scale"
+    spec = fk.kernels[1]
+    assert spec.specialization_args == ("double", "8")
+    assert by_name(fk, "sq")[0].qualified_name == "outer::inner::Solver::sq"
+    assert by_name(fk, "both")[0].is_host_device
+    plain = fk.kernels[2]
+    v, tab, rows = plain.params
+    assert v.element_type == "float4"
+    assert tab.is_reference and tab.element_type == "unsigned char" and tab.array_dims == ("16",)
+    assert rows.array_dims == ("", "4")
+
+
+def test_body_hash_ignores_comments_and_whitespace_only():
+    base = extract(SRC).kernels[0].body_hash
+    reformatted = SRC.replace(b"if (i < n) out[i]", b"// note\n  if (i < n)\n    out[i]")
+    assert extract(reformatted).kernels[0].body_hash == base
+    changed = SRC.replace(b"T(2)", b"T(3)")
+    assert extract(changed).kernels[0].body_hash != base
+
+
+def test_launch_sites_resolve_and_fold():
+    fk = extract(SRC)
+    s1, s2, s3, s4 = fk.launches
+    assert s1.kernel == "outer::inner::scale" and s1.template_args == ("float", "4")
+    assert s1.grid.value == (8192, 1, 1)
+    assert s1.block.value == (128, 1, 1)
+    assert s1.shared_mem_bytes.value == 0
+    assert s1.stream.value is None and "stream" in s1.stream.reason
+    assert [a.text for a in s1.args] == ["a", "b", "n"]
+    assert s1.function == "main"
+    # the explicit specialisation is chosen for matching template arguments
+    assert s2.kernel == "outer::inner::scale" and s2.template_args == ("double", "8")
+    assert s3.kernel == "plain"
+    assert s3.grid.value is None and "runtime" in s3.grid.reason
+    assert s3.block.value == (16, 16, 1)
+    assert s3.shared_mem_bytes.value == 1024
+    assert s4.kernel is None and s4.name == "missing"
+
+
+def test_line_numbers_count_cr_as_line_end():
+    src = b"// a\r// b\n__global__ void k() {}\n"
+    assert extract(src).kernels[0].line == 3
+
+
+def test_macro_alias_and_token_fallback():
+    src = b"""#define GLOBAL __global__
+#define DEV __device__
+GLOBAL static void aliased(float *x) { x[0] = 1; }
+DEV float dhelp(float x) { return x; }
+#define DECLARE(x) x
+DECLARE(int) broken = {
+__global__ void
+  lost (float *a, int n)
+{ a[0] = n; }
+"""
+    fk = extract(src)
+    names = {k.name: k for k in fk.kernels}
+    assert set(names) == {"aliased", "lost"}
+    assert names["lost"].line == 8
+    assert [p.name for p in names["lost"].params] == ["a", "n"]
+    assert [d.name for d in fk.device_functions] == ["dhelp"]
+
+
+def test_prototypes_and_commented_kernels_are_not_kernels():
+    src = b"""__global__ void proto(int n);
+// __global__ void commented(int n) { }
+/* __global__ void block_commented(int n) { } */
+const char *s = "__global__ void in_string() {}";
+"""
+    fk = extract(src)
+    assert fk.kernels == []
+
+
+def test_launch_bounds_macro_between_type_and_name():
+    src = b"""#define LAUNCH_BOUNDS(a, b) __launch_bounds__(a, b)
+template <class real>
+__global__ void
+LAUNCH_BOUNDS (128, 2)
+rates(const real *T, real *R)
+{ R[threadIdx.x] = T[threadIdx.x]; }
+"""
+    (k,) = extract(src).kernels
+    assert (k.name, k.line) == ("rates", 5)
