@@ -87,7 +87,9 @@ class GpuDatabase:
     ):
         self._gpus: dict[str, Gpu] = {}
         for gpu in gpus:  # later definitions replace earlier ones with the same id
-            self._gpus.pop(gpu.id, None)
+            replaced = self._gpus.pop(gpu.id, None)
+            if replaced is not None and not gpu.aliases:  # keep the names users know it by
+                gpu = gpu.model_copy(update={"aliases": replaced.aliases})
             self._gpus[gpu.id] = gpu
         self.archs = dict(archs)
         self.sources = dict(sources)
@@ -411,9 +413,9 @@ def _describe_error(err: Mapping[str, Any]) -> str:
         model = PeakEntry if len(loc) == 3 and loc[0] == "peaks" else GpuEntry
         return f"{path}: unknown field{_did_you_mean(loc[-1], model.model_fields)}"
     if kind == "greater_than":
-        return f"{path}: must be > {ctx.get('gt')} (got {value!r})"
+        return f"{path}: must be > {ctx.get('gt'):g} (got {value!r})"
     if kind == "greater_than_equal":
-        return f"{path}: must be >= {ctx.get('ge')} (got {value!r})"
+        return f"{path}: must be >= {ctx.get('ge'):g} (got {value!r})"
     if kind in ("literal_error", "enum"):
         return f"{path}: must be one of {ctx.get('expected')} (got {value!r})"
     if kind in ("int_parsing", "int_type", "int_from_float", "float_parsing", "float_type"):
