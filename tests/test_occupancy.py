@@ -291,6 +291,15 @@ def test_amd_wavefront_model():
     assert occupancy(mi100, 64, 26, 0).active_warps_per_sm == 36  # 256 // 28 = 9 per SIMD
 
 
+def test_amd_next_step_bisects_lds_and_a_gpu_works_as_limits():
+    mi300x = DB.get("mi300x")
+    step = what_would_it_take(mi300x, 64, 8, 40000)  # 1 workgroup by LDS; 2 need <= 32 KiB
+    assert step.max_shared_memory_per_block_bytes == 32 * 1024
+    assert occupancy(mi300x, 64, 8, 32 * 1024 + 1).active_blocks_per_sm == 1
+    # 64 VGPRs leave all 8 wave slots per SIMD: two 16-wave workgroups fill the CU
+    assert (best_block_size(mi300x, 64).block_size, best_block_size(mi300x, 64).occupancy) == (1024, 1.0)
+
+
 def test_intel_xe_model():
     lim = DB.get("max-1550").limits
     r = occupancy(lim, 256, 64, 0)  # 16 sub-groups of 16; 64 threads per Xe-core -> 4

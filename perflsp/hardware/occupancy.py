@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from perflsp.hardware.models import AmdArchLimits, IntelArchLimits, NvidiaArchLimits
+from perflsp.hardware.models import AmdArchLimits, Gpu, IntelArchLimits, NvidiaArchLimits
 
 AnyArchLimits = NvidiaArchLimits | AmdArchLimits | IntelArchLimits
 UNLIMITED: int | None = None  # a block limit that does not apply
@@ -70,7 +70,7 @@ class OccupancyResult:
 
 
 def occupancy(
-    limits: AnyArchLimits,
+    limits: AnyArchLimits | Gpu,
     threads_per_block: int,
     registers_per_thread: int,
     static_smem_bytes: int = 0,
@@ -84,12 +84,14 @@ def occupancy(
 ) -> OccupancyResult:
     """Active blocks and warps per SM (CU, Xe-core) for one kernel configuration.
 
+    `limits` is a GPU's architecture table (`gpu.limits`) or the `Gpu` itself.
     `registers_per_thread` are registers on NVIDIA, VGPRs (+ AGPRs on gfx90a and later) on
     AMD and GRF registers on Intel (above 128 selects large-GRF mode). Shared memory is LDS on
     AMD and SLM on Intel. `carveout_*` (NVIDIA) is the preferred shared-memory carveout,
     `sgprs_per_wave` (AMD) and `subgroup_size` (Intel) apply to those vendors only.
     Raises `OccupancyInputError` for inputs the hardware rejects outright.
     """
+    limits = _limits_of(limits)
     if isinstance(limits, NvidiaArchLimits):
         return _nvidia(
             limits, threads_per_block, registers_per_thread, static_smem_bytes,
@@ -325,6 +327,10 @@ def _finish(
     )
 
 
+def _limits_of(limits: AnyArchLimits | Gpu) -> AnyArchLimits:
+    return limits.limits if isinstance(limits, Gpu) else limits
+
+
 def _round_up(value: int, unit: int) -> int:
     return -(-value // unit) * unit
 
@@ -360,7 +366,7 @@ class BlockSizeSuggestion:
 
 
 def best_block_size(
-    limits: AnyArchLimits,
+    limits: AnyArchLimits | Gpu,
     registers_per_thread: int,
     static_smem_bytes: int = 0,
     dynamic_smem_bytes: int | Callable[[int], int] = 0,
@@ -375,6 +381,7 @@ def best_block_size(
     `__launch_bounds__`) down in warp-size steps; the first that reaches the maximum wins, and
     ties keep the larger block. `dynamic_smem_bytes` may depend on the block size.
     """
+    limits = _limits_of(limits)
     limit = limits.max_threads_per_block
     if max_threads_per_block is not None:
         _check_int("max threads per block", max_threads_per_block, 1, limit, limits.key)
@@ -430,7 +437,7 @@ class NextStep:
 
 
 def what_would_it_take(
-    limits: AnyArchLimits,
+    limits: AnyArchLimits | Gpu,
     threads_per_block: int,
     registers_per_thread: int,
     static_smem_bytes: int = 0,
@@ -438,6 +445,7 @@ def what_would_it_take(
     **kwargs: Any,
 ) -> NextStep:
     """Registers per thread, or shared memory per block, that give one more resident block."""
+    limits = _limits_of(limits)
     current = occupancy(limits, threads_per_block, registers_per_thread, static_smem_bytes,
                         dynamic_smem_bytes, **kwargs)
     target = current.active_blocks_per_sm + 1
@@ -465,9 +473,7 @@ def what_would_it_take(
     total_smem = static_smem_bytes + dynamic_smem_bytes
     max_regs = next((r for r in range(registers_per_thread, -1, -1)
                      if blocks_with(r, total_smem) >= target), None)
-    unit = max(1, limits.shared_memory_allocation_unit_bytes)
-    max_smem = next((s for s in range(total_smem - total_smem % unit, -1, -unit)
-                     if blocks_with(registers_per_thread, s) >= target), None)
+    max_smem = _largest_smem(limits, total_smem, lambda s: blocks_with(registers_per_thread, s) >= target)
     if max_regs == registers_per_thread:
         max_regs = None  # registers are not what holds it back
     if max_smem == total_smem:
@@ -481,3 +487,22 @@ def what_would_it_take(
     if max_regs is None and max_smem is None:
         lines.append("fewer registers and less shared memory together; neither alone is enough")
     return NextStep(current, target, target_occ, max_regs, max_smem, tuple(lines))
+
+
+def _largest_smem(limits: AnyArchLimits, total: int, fits: Callable[[int], bool]) -> int | None:
+    """The largest shared-memory size <= total (in allocation units) for which `fits` holds."""
+    unit = max(1, limits.shared_memory_allocation_unit_bytes)
+    top = total - total % unit
+    if isinstance(limits, NvidiaArchLimits):
+        # a carveout preference can make blocks-per-SM non-monotone in size: scan every unit
+        return next((s for s in range(top, -1, -unit) if fits(s)), None)
+    if not fits(0):
+        return None
+    low, high = 0, top // unit  # LDS / SLM limits only fall as the size grows: bisect
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid * unit):
+            low = mid
+        else:
+            high = mid - 1
+    return low * unit
