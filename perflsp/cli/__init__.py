@@ -14,7 +14,9 @@ from perflsp import __version__
 
 # name -> "module:attribute" of a click.Command
 SUBCOMMANDS: dict[str, str] = {
+    "gpus": "perflsp.cli.gpus_cmd:gpus",
     "kernels": "perflsp.cli.kernels_cmd:kernels",
+    "occupancy": "perflsp.cli.occupancy_cmd:occupancy_cmd",
 }
 
 

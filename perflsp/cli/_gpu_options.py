@@ -1,0 +1,46 @@
+"""Options and helpers shared by the hardware commands (`gpus`, `occupancy`)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import click
+from rich.console import Console
+
+from perflsp.hardware import GpuConfigError, GpuDatabase, load_database
+from perflsp.hardware.units import parse_size_bytes
+
+gpus_file_option = click.option(
+    "--gpus-file",
+    "gpus_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="TOML file with extra or overriding [[gpu]] definitions (repeatable).",
+)
+
+
+def load_db_or_fail(gpus_files: Sequence[str]) -> GpuDatabase:
+    try:
+        return load_database(gpus_files)
+    except GpuConfigError as exc:
+        lines = exc.problems
+        head = "invalid GPU definition" + ("s" if len(lines) > 1 else "")
+        raise click.ClickException(f"{head}: " + "\n  ".join(lines)) from None
+
+
+def console() -> Console:
+    """Rich console on stdout; wide enough for tables when output is not a terminal."""
+    return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
+
+
+class SizeType(click.ParamType):
+    """A byte size: 16384, 16KiB, 48K, 1MiB."""
+
+    name = "size"
+
+    def convert(self, value, param, ctx) -> int:
+        try:
+            return parse_size_bytes(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
