@@ -65,7 +65,13 @@ def test_parse_name(text, qualified, simple, targs, nparams):
 def test_parse_omp_entry():
     entry = parse_omp_entry("__omp_offloading_fd00_1a2b3c__Z6smoothPfi_l42")
     assert entry is not None
-    assert (entry.device_id, entry.file_id, entry.parent, entry.line, entry.count) == (0xFD00, 0x1A2B3C, "_Z6smoothPfi", 42, None)
+    assert (entry.device_id, entry.file_id, entry.parent, entry.line, entry.count) == (
+        0xFD00,
+        0x1A2B3C,
+        "_Z6smoothPfi",
+        42,
+        None,
+    )
     assert parse_omp_entry("__omp_offloading_10_20_main_l7_2").count == 2
     assert parse_omp_entry("__omp_offloading_10_20_foo_l3_l57").line == 57
     assert parse_omp_entry("void k(int)") is None
@@ -73,7 +79,9 @@ def test_parse_omp_entry():
 
 def test_cuda_mapping_narrows_by_namespace_params_and_specialisation(tmp_path):
     primary = cuda_kernel("saxpy", qualified="ns::saxpy", params=3, line=10, body_hash="p", template_params=("T",))
-    special = cuda_kernel("saxpy", qualified="ns::saxpy", params=3, line=30, body_hash="s", specialization_args=("float",))
+    special = cuda_kernel(
+        "saxpy", qualified="ns::saxpy", params=3, line=30, body_hash="s", specialization_args=("float",)
+    )
     other_ns = cuda_kernel("saxpy", qualified="other::saxpy", params=3, line=50, body_hash="o", template_params=("T",))
     two_params = cuda_kernel("saxpy", qualified="ns::saxpy", params=2, line=70, body_hash="2", template_params=("T",))
     files = [file_kernels(tmp_path / "a.cu", [primary, special, other_ns, two_params])]
@@ -162,7 +170,10 @@ def test_names_of_the_labeled_kernels(use_cxxfilt):
             got = f"{parsed.display}@l{entry.line}"
             ok = got == row["kernel"] and entry.line == int(row["line"])
             if not ok and not use_cxxfilt and parsed.template_args is None:
-                ok = f"{parsed.qualified}@l{entry.line}" == parse_name(row["kernel"].rsplit("@l", 1)[0]).qualified + f"@l{entry.line}"
+                ok = (
+                    f"{parsed.qualified}@l{entry.line}"
+                    == parse_name(row["kernel"].rsplit("@l", 1)[0]).qualified + f"@l{entry.line}"
+                )
         else:
             got = parse_name(demangled[row["kernel_signature"]]).simple
             ok = got == row["kernel"]

@@ -11,8 +11,8 @@ import pytest
 from profiling_helpers import MIXED
 
 from perflsp.analysis.roofline import Precision, classify
-from perflsp.profiling.gpus import RTX_3080, MeasuredGpu, find_measured_gpu, resolve_measured_gpu
 from perflsp.profiling.errors import ProfilingError
+from perflsp.profiling.gpus import RTX_3080, MeasuredGpu, find_measured_gpu, resolve_measured_gpu
 from perflsp.profiling.measured import evaluate, group_launches
 from perflsp.profiling.ncu_csv import parse_ncu_csv
 
@@ -68,10 +68,17 @@ def test_bandwidth_bound_kernel_evidence():
     assert evidence.intensity[P.INT32] == pytest.approx(2 * 4_194_304 / bytes_)
     assert evidence.achieved_bytes_per_s == pytest.approx(bytes_ / seconds)
     assert evidence.pct_of_peak_bandwidth == pytest.approx(100 * bytes_ / seconds / 760.3e9)
-    assert evidence.pct_of_peak_ops[P.FP32] == pytest.approx(100 * 4 * 1_048_576 / seconds / RTX_3080.peak_ops_per_s[P.FP32])
+    assert evidence.pct_of_peak_ops[P.FP32] == pytest.approx(
+        100 * 4 * 1_048_576 / seconds / RTX_3080.peak_ops_per_s[P.FP32]
+    )
     assert evidence.verdict == "bandwidth" and evidence.deciding_precision is None
     assert evidence.measured_clock_mhz == pytest.approx(1440)
     assert evidence.notes == ()
+    assert evidence.summary() == (
+        "measured on NVIDIA GeForce RTX 3080 at 1440 MHz: bandwidth-bound, int32 0.333 op/B (ridge 16.5), "
+        f"{bytes_ / seconds / 1e9:.3g} GB/s ({100 * bytes_ / seconds / 760.3e9:.3g}% of peak)"
+    )
+    assert "stale" in evidence.marked(kernel_hash="a", current_hash="b").summary()
     data = evidence.to_json()
     assert data["source"] == "measured" and data["verdict"] == "bandwidth" and data["gpu"] == RTX_3080.name
 
@@ -116,10 +123,14 @@ def test_missing_dram_metrics_give_no_verdict():
 
 def _labels_path() -> Path | None:
     override = os.environ.get("PERFLSP_EVAL_LABELS")
-    candidates = [Path(override)] if override else [
-        REPO.parent / "shared" / "eval" / "rtx3080-roofline-dev.csv",
-        Path("/work/shared/eval/rtx3080-roofline-dev.csv"),
-    ]
+    candidates = (
+        [Path(override)]
+        if override
+        else [
+            REPO.parent / "shared" / "eval" / "rtx3080-roofline-dev.csv",
+            Path("/work/shared/eval/rtx3080-roofline-dev.csv"),
+        ]
+    )
     return next((c for c in candidates if c.is_file()), None)
 
 
@@ -136,7 +147,9 @@ def test_verdict_rule_equals_labels_on_measured_intensities():
     mismatched = [
         r["kernel_signature"]
         for r in rows
-        if classify({P.FP32: float(r["sp_ai"]), P.FP64: float(r["dp_ai"]), P.INT32: float(r["int_ai"])}, RTX_3080.ridge)[0]
+        if classify(
+            {P.FP32: float(r["sp_ai"]), P.FP64: float(r["dp_ai"]), P.INT32: float(r["int_ai"])}, RTX_3080.ridge
+        )[0]
         != r["label"]
     ]
     assert len(rows) > 0 and mismatched == []
@@ -154,13 +167,19 @@ def test_verdicts_through_the_csv_pipeline_equal_labels(tmp_path):
     dram_read, dram_write = 600_000_000, 400_000_000
     total = dram_read + dram_write
     metrics = [
-        "dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum",
-        "sm__sass_thread_inst_executed_op_dadd_pred_on.sum", "sm__sass_thread_inst_executed_op_dfma_pred_on.sum",
-        "sm__sass_thread_inst_executed_op_fadd_pred_on.sum", "sm__sass_thread_inst_executed_op_ffma_pred_on.sum",
+        "dram__bytes_read.sum",
+        "dram__bytes_write.sum",
+        "gpu__time_duration.sum",
+        "sm__sass_thread_inst_executed_op_dadd_pred_on.sum",
+        "sm__sass_thread_inst_executed_op_dfma_pred_on.sum",
+        "sm__sass_thread_inst_executed_op_fadd_pred_on.sum",
+        "sm__sass_thread_inst_executed_op_ffma_pred_on.sum",
         "smsp__sass_thread_inst_executed_op_integer_pred_on.sum",
     ]
     lines = [",".join(f'"{c}"' for c in ["ID", "Kernel Name", *metrics])]
-    lines.append(",".join(f'"{u}"' for u in ["", "", "byte", "byte", "nsecond", "inst", "inst", "inst", "inst", "inst"]))
+    lines.append(
+        ",".join(f'"{u}"' for u in ["", "", "byte", "byte", "nsecond", "inst", "inst", "inst", "inst", "inst"])
+    )
     for index, row in enumerate(rows):
         fadd, ffma = _split_fma(round(float(row["sp_ai"]) * total))
         dadd, dfma = _split_fma(round(float(row["dp_ai"]) * total))

@@ -64,8 +64,17 @@ def test_replayed_output_is_parsed(ncu, tmp_path):
 
 
 def test_clock_control_launch_limits_and_extra_args(ncu, tmp_path):
-    run_ncu(settings(ncu, clock_control="none", launch_count=3, launch_skip=2, ncu_args=["--cache-control", "all"],
-                     kernel_filter="saxpy|dgemm"), ["/opt/app"])
+    run_ncu(
+        settings(
+            ncu,
+            clock_control="none",
+            launch_count=3,
+            launch_skip=2,
+            ncu_args=["--cache-control", "all"],
+            kernel_filter="saxpy|dgemm",
+        ),
+        ["/opt/app"],
+    )
     argv = calls(tmp_path)[0]["argv"]
     assert argv[argv.index("--clock-control") + 1] == "none"
     assert argv[argv.index("--launch-count") + 1] == "3" and argv[argv.index("--launch-skip") + 1] == "2"
@@ -190,10 +199,19 @@ def test_profile_source_file_end_to_end(ncu, bin_dir, workspace, tmp_path, monke
     nvcc = install_fake_nvcc(bin_dir)
     source = workspace / "my kernels.cu"
     source.write_text("__global__ void saxpy() {}\n", encoding="utf-8")
-    files = [file_kernels(source, [cuda_kernel("saxpy", qualified="ns::saxpy", params=3, body_hash="b1",
-                                               template_params=("T",))], [omp_region("smooth", 42, "o1")])]
-    cfg = settings(ncu, build_command=[str(nvcc), "-O3", "-o", "{exe}", "{file}"], run_command=["{exe}", "{args}"],
-                   args=["--n", "1024"])
+    files = [
+        file_kernels(
+            source,
+            [cuda_kernel("saxpy", qualified="ns::saxpy", params=3, body_hash="b1", template_params=("T",))],
+            [omp_region("smooth", 42, "o1")],
+        )
+    ]
+    cfg = settings(
+        ncu,
+        build_command=[str(nvcc), "-O3", "-o", "{exe}", "{file}"],
+        run_command=["{exe}", "{args}"],
+        args=["--n", "1024"],
+    )
     outcome = profile_target(cfg, source, workspace=workspace, gpu=RTX_3080, files=files)
 
     exe = workspace / ".perflsp" / "build" / "my kernels"
@@ -302,7 +320,9 @@ def test_verify_with_block_placeholder(ncu, workspace, tmp_path, monkeypatch):
 def test_verify_with_environment_variable(ncu, workspace, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_NCU_MODE", "timing")
     monkeypatch.setenv("FAKE_NCU_TIMES", "64:900,128:1000,256:1200")
-    result = verify_launch_params(settings(ncu), exe=workspace / "app", kernel="saxpy", current_block=256, proposed_block=128)
+    result = verify_launch_params(
+        settings(ncu), exe=workspace / "app", kernel="saxpy", current_block=256, proposed_block=128
+    )
     assert [c["block_env"] for c in calls(tmp_path)] == ["64", "128", "256"]
     assert result.speedup == pytest.approx(1200 / 1000)
     assert result.best.block_size == 64
@@ -312,7 +332,9 @@ def test_verify_notices_an_ignored_override(ncu, workspace, monkeypatch):
     monkeypatch.setenv("FAKE_NCU_MODE", "timing")
     monkeypatch.setenv("FAKE_NCU_TIMES", "128:1000")
     monkeypatch.setenv("FAKE_NCU_IGNORE_BLOCK", "1")
-    result = verify_launch_params(settings(ncu), exe=workspace / "app", kernel="saxpy", current_block=128, proposed_block=256, sizes=[128, 256])
+    result = verify_launch_params(
+        settings(ncu), exe=workspace / "app", kernel="saxpy", current_block=128, proposed_block=256, sizes=[128, 256]
+    )
     assert result.speedup is None
     assert any("ignores the override" in n for n in result.notes)
     assert result.summary().startswith("could not measure")
@@ -321,13 +343,21 @@ def test_verify_notices_an_ignored_override(ncu, workspace, monkeypatch):
 def test_verify_records_a_failing_size_and_goes_on(ncu, workspace, monkeypatch):
     monkeypatch.setenv("FAKE_NCU_MODE", "timing")
     monkeypatch.setenv("FAKE_NCU_TIMES", "128:1000")  # 256 has no entry: the stand-in crashes
-    result = verify_launch_params(settings(ncu), exe=workspace / "app", kernel="saxpy", current_block=128, proposed_block=256, sizes=[128, 256])
+    result = verify_launch_params(
+        settings(ncu), exe=workspace / "app", kernel="saxpy", current_block=128, proposed_block=256, sizes=[128, 256]
+    )
     assert result.timing(128).per_launch_ns == 1000
     assert result.timing(256).error and "status 1" in result.timing(256).error
     assert result.speedup is None
 
 
 def test_verify_over_ssh_needs_the_placeholder(ncu, workspace):
-    error = error_of(verify_launch_params, settings(ncu, launcher=["ssh", "gpu01"]), exe=workspace / "app",
-                     kernel="saxpy", current_block=128, proposed_block=256)
+    error = error_of(
+        verify_launch_params,
+        settings(ncu, launcher=["ssh", "gpu01"]),
+        exe=workspace / "app",
+        kernel="saxpy",
+        current_block=128,
+        proposed_block=256,
+    )
     assert error.code == "not-configured" and "{block}" in error.message

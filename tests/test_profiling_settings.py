@@ -51,9 +51,7 @@ def test_camel_and_snake_keys_both_accepted():
 
 @pytest.mark.parametrize("origin", [WS_FILE, WS_SETTINGS])
 def test_untrusted_workspace_cannot_enable_or_set_commands(origin):
-    resolved = resolve_profiling_settings(
-        [SettingsLayer(origin, HOSTILE, ".perflsp.toml")], workspace_trusted=False
-    )
+    resolved = resolve_profiling_settings([SettingsLayer(origin, HOSTILE, ".perflsp.toml")], workspace_trusted=False)
     settings = resolved.settings
     assert settings == ProfilingSettings()  # nothing privileged took effect
     ignored_keys = {i.key for i in resolved.ignored}
@@ -119,7 +117,7 @@ def test_shell_templates_with_placeholders_are_refused():
 
 def test_toml_layer(tmp_path):
     path = tmp_path / ".perflsp.toml"
-    path.write_text('[profiling]\nenabled = true\nrunTimeoutS = 5\n[other]\nx = 1\n', encoding="utf-8")
+    path.write_text("[profiling]\nenabled = true\nrunTimeoutS = 5\n[other]\nx = 1\n", encoding="utf-8")
     layer = layer_from_toml(path, WS_FILE)
     assert layer is not None and layer.values == {"enabled": True, "runTimeoutS": 5}
     resolved = resolve_profiling_settings([layer], workspace_trusted=False)

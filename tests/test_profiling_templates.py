@@ -22,7 +22,10 @@ def test_values_stay_inside_their_argument():
 
 def test_args_expand_to_a_list_only_as_a_whole_argument():
     assert expand(["{exe}", "{args}", "--tail"], {"exe": "/bin/app"}, args=["-n", "1 2"]) == [
-        "/bin/app", "-n", "1 2", "--tail",
+        "/bin/app",
+        "-n",
+        "1 2",
+        "--tail",
     ]
     assert expand(["{exe}", "{args}"], {"exe": "/bin/app"}) == ["/bin/app"]
     with pytest.raises(ProfilingError, match="stand alone"):
@@ -73,7 +76,12 @@ def test_shell_strings_with_placeholders_are_refused():
 
 def test_launcher_prefix_is_an_argv_list():
     assert with_launcher(["srun", "-p", "gpu", "--gres=gpu:1"], ["ncu", "/a b/app"]) == [
-        "srun", "-p", "gpu", "--gres=gpu:1", "ncu", "/a b/app",
+        "srun",
+        "-p",
+        "gpu",
+        "--gres=gpu:1",
+        "ncu",
+        "/a b/app",
     ]
 
 
@@ -93,7 +101,9 @@ def test_ssh_launcher_quotes_for_the_remote_shell(tmp_path):
     printer = tmp_path / "printer.py"
     printer.write_text("import json, sys; print(json.dumps(sys.argv[1:]))", encoding="utf-8")
     values = {"file": str(tmp_path / "a b; touch pwned; $(touch pwned2).cu")}
-    argv = with_launcher([str(ssh), "gpu01"], expand([sys.executable, str(printer), "{file}", "{args}"], values, args=["*", "'q'"]))
+    argv = with_launcher(
+        [str(ssh), "gpu01"], expand([sys.executable, str(printer), "{file}", "{args}"], values, args=["*", "'q'"])
+    )
     result = run_program(argv, timeout_s=30, output_cap_bytes=65536, what="ssh", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == [values["file"], "*", "'q'"]

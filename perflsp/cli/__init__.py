@@ -15,6 +15,7 @@ from perflsp import __version__
 # name -> "module:attribute" of a click.Command
 SUBCOMMANDS: dict[str, str] = {
     "kernels": "perflsp.cli.kernels_cmd:kernels",
+    "profile": "perflsp.cli.profile_cmd:profile",
 }
 
 

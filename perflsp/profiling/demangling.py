@@ -76,7 +76,14 @@ def _with_cxxfilt(names: list[str]) -> dict[str, str]:
 # The library writes integer template arguments as casts, `(unsigned long)8`; c++filt writes
 # literals with suffixes, `8ul`. Types without a suffix keep the cast, as c++filt does.
 _CAST_LITERAL = re.compile(r"\((int|unsigned int|long|unsigned long|long long|unsigned long long|bool)\)(n?)(\d+)")
-_SUFFIX = {"int": "", "unsigned int": "u", "long": "l", "unsigned long": "ul", "long long": "ll", "unsigned long long": "ull"}
+_SUFFIX = {
+    "int": "",
+    "unsigned int": "u",
+    "long": "l",
+    "unsigned long": "ul",
+    "long long": "ll",
+    "unsigned long long": "ull",
+}
 
 
 def _literal(match: re.Match[str]) -> str:

@@ -185,7 +185,8 @@ def _names_match(qualified: str, wanted: str) -> bool:
 def _cuda_match(reported: str, parsed: ParsedName, files: Sequence[FileKernels]) -> KernelMatch:
     pairs = [(f, k) for f in files for k in f.kernels if k.name == parsed.simple]
     if not pairs:
-        return KernelMatch(reported, parsed, None, "not_found", None, None, 0, f"no __global__ {parsed.simple} in the sources")
+        reason = f"no __global__ {parsed.simple} in the sources" if files else "no source files were given"
+        return KernelMatch(reported, parsed, None, "not_found", None, None, 0, reason)
     total = len(pairs)
     wanted = parsed.qualified.replace("(anonymous namespace)::", "")
     pairs = _narrow(pairs, lambda p: _names_match(p[1].qualified_name, wanted))
@@ -193,7 +194,9 @@ def _cuda_match(reported: str, parsed: ParsedName, files: Sequence[FileKernels])
         pairs = _narrow(pairs, lambda p: len(p[1].params) == len(parsed.params))
     if parsed.template_args:
         args = _norm_args(parsed.template_args)
-        specialised = [p for p in pairs if p[1].specialization_args is not None and _norm_args(p[1].specialization_args) == args]
+        specialised = [
+            p for p in pairs if p[1].specialization_args is not None and _norm_args(p[1].specialization_args) == args
+        ]
         primary = [p for p in pairs if p[1].template_params and p[1].specialization_args is None]
         pairs = specialised or primary or pairs
     elif parsed.template_args is None:
@@ -204,10 +207,14 @@ def _cuda_match(reported: str, parsed: ParsedName, files: Sequence[FileKernels])
 def _omp_match(reported: str, entry: OmpEntry, parsed: ParsedName | None, files: Sequence[FileKernels]) -> KernelMatch:
     pairs = [(f, r) for f in files for r in f.omp_regions if r.line == entry.line]
     if not pairs:
-        return KernelMatch(reported, parsed, entry, "not_found", None, None, 0, f"no OpenMP target region on line {entry.line}")
+        reason = f"no OpenMP target region on line {entry.line}" if files else "no source files were given"
+        return KernelMatch(reported, parsed, entry, "not_found", None, None, 0, reason)
     total = len(pairs)
     if parsed is not None:
-        pairs = _narrow(pairs, lambda p: p[1].function is not None and _names_match(parse_name(p[1].function).qualified, parsed.qualified))
+        pairs = _narrow(
+            pairs,
+            lambda p: p[1].function is not None and _names_match(parse_name(p[1].function).qualified, parsed.qualified),
+        )
     if len(pairs) > 1:
         pairs = _narrow(pairs, lambda p: _same_file_id(p[0].path, entry))
     return _result(reported, parsed, entry, pairs, total, "omp")
@@ -229,7 +236,9 @@ def _result(reported, parsed, entry, pairs, total, kind) -> KernelMatch:
     name = kernel.qualified_name if kind == "cuda" else kernel.name
     ref = KernelRef(kind, file.path, kernel.line, name, kernel.body_hash)
     if len(pairs) == 1:
-        return KernelMatch(reported, parsed, entry, "exact", ref, kernel, total, f"matched {name} at line {kernel.line}")
+        return KernelMatch(
+            reported, parsed, entry, "exact", ref, kernel, total, f"matched {name} at line {kernel.line}"
+        )
     where = ", ".join(f"{f.path or '<buffer>'}:{k.line}" for f, k in pairs[:5])
     return KernelMatch(
         reported, parsed, entry, "ambiguous", ref, kernel, total, f"{len(pairs)} candidates ({where}); took the first"

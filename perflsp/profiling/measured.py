@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from perflsp.analysis.roofline import Precision, Verdict, classify
 from perflsp.kernels.models import Dim3
@@ -33,7 +33,13 @@ class KernelCounters:
     @classmethod
     def from_launch(cls, launch: NcuLaunch) -> KernelCounters:
         values = launch.metrics
-        needed = [*(m for t in M.FLOP_METRICS.values() for m in t), M.INTEGER_METRIC, M.DRAM_READ, M.DRAM_WRITE, M.DURATION]
+        needed = [
+            *(m for t in M.FLOP_METRICS.values() for m in t),
+            M.INTEGER_METRIC,
+            M.DRAM_READ,
+            M.DRAM_WRITE,
+            M.DURATION,
+        ]
         ops = {
             precision: values.get(add, 0.0) + values.get(mul, 0.0) + 2.0 * values.get(fma, 0.0)
             for precision, (add, mul, fma) in M.FLOP_METRICS.items()
@@ -125,8 +131,10 @@ def group_launches(launches: Iterable[NcuLaunch]) -> list[MeasuredKernel]:
                 grid=first.grid or _dim_from_total(first.metrics.get(M.GRID_SIZE)),
                 shapes_vary=len(shapes) > 1,
                 registers_per_thread=int(registers) if registers is not None else None,
-                achieved_occupancy_pct=_weighted([(l.metrics.get(M.OCCUPANCY), d) for l, d in zip(group, durations)]),
-                sm_clock_hz=_weighted([(l.metrics.get(M.SM_CLOCK), d) for l, d in zip(group, durations)]),
+                achieved_occupancy_pct=_weighted(
+                    [(l.metrics.get(M.OCCUPANCY), d) for l, d in zip(group, durations, strict=True)]
+                ),
+                sm_clock_hz=_weighted([(l.metrics.get(M.SM_CLOCK), d) for l, d in zip(group, durations, strict=True)]),
                 device_name=first.text.get(M.DEVICE_NAME) or None,
             )
         )
@@ -173,6 +181,29 @@ class MeasuredEvidence:
     def marked(self, *, kernel_hash: str | None, current_hash: str | None) -> MeasuredEvidence:
         return replace(self, kernel_hash=kernel_hash, stale=current_hash is not None and kernel_hash != current_hash)
 
+    def summary(self) -> str:
+        """One line for hover and diagnostics: verdict, deciding intensity vs ridge, bandwidth."""
+        head = f"measured on {self.gpu}"
+        if self.measured_clock_mhz:
+            head += f" at {self.measured_clock_mhz:.0f} MHz"
+        if self.stale:
+            head += " (stale: the kernel changed since)"
+        if self.verdict is None:
+            return f"{head}: no verdict ({'; '.join(self.notes)})"
+        decider = self.deciding_precision or max(
+            (p for p in self.intensity if p in self.ridge),
+            key=lambda p: self.intensity[p] / self.ridge[p],
+            default=None,
+        )
+        parts = [f"{head}: {self.verdict}-bound"]
+        if decider is not None:
+            ai = self.intensity[decider]
+            ai_text = "inf" if math.isinf(ai) else f"{ai:.3g}"
+            parts.append(f"{decider.value} {ai_text} op/B (ridge {self.ridge[decider]:.3g})")
+        if self.achieved_bytes_per_s is not None and self.pct_of_peak_bandwidth is not None:
+            parts.append(f"{self.achieved_bytes_per_s / 1e9:.3g} GB/s ({self.pct_of_peak_bandwidth:.3g}% of peak)")
+        return ", ".join(parts)
+
     def to_json(self) -> dict:
         return {
             "kernel": self.kernel_name,
@@ -212,9 +243,7 @@ def evaluate(kernel: MeasuredKernel, gpu: MeasuredGpu) -> MeasuredEvidence:
     achieved_ops = {p: ops / seconds for p, ops in counters.ops.items()} if seconds > 0 else {}
     achieved_bytes = counters.dram_bytes / seconds if seconds > 0 else None
     pct_ops = {
-        p: 100.0 * rate / gpu.peak_ops_per_s[p]
-        for p, rate in achieved_ops.items()
-        if gpu.peak_ops_per_s.get(p, 0) > 0
+        p: 100.0 * rate / gpu.peak_ops_per_s[p] for p, rate in achieved_ops.items() if gpu.peak_ops_per_s.get(p, 0) > 0
     }
     pct_bw = 100.0 * achieved_bytes / gpu.bandwidth_bytes_per_s if achieved_bytes is not None else None
 

@@ -55,12 +55,31 @@ DIMENSION: dict[str, str] = {DRAM_READ: "bytes", DRAM_WRITE: "bytes", DURATION: 
 DIMENSION.update({SHARED_STATIC: "bytes", SHARED_DYNAMIC: "bytes"})
 
 _SCALE: dict[str, dict[str, float]] = {
-    "bytes": {"byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
-              "kibyte": 1024, "mibyte": 1024**2, "gibyte": 1024**3, "b": 1,
-              "byte/block": 1, "kbyte/block": 1e3, "mbyte/block": 1e6},
+    "bytes": {
+        "byte": 1,
+        "kbyte": 1e3,
+        "mbyte": 1e6,
+        "gbyte": 1e9,
+        "tbyte": 1e12,
+        "kibyte": 1024,
+        "mibyte": 1024**2,
+        "gibyte": 1024**3,
+        "b": 1,
+        "byte/block": 1,
+        "kbyte/block": 1e3,
+        "mbyte/block": 1e6,
+    },
     "ns": {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9, "s": 1e9},
-    "hz": {"cycle/second": 1, "hz": 1, "cycle/usecond": 1e6, "cycle/msecond": 1e3, "cycle/nsecond": 1e9,
-           "khz": 1e3, "mhz": 1e6, "ghz": 1e9},
+    "hz": {
+        "cycle/second": 1,
+        "hz": 1,
+        "cycle/usecond": 1e6,
+        "cycle/msecond": 1e3,
+        "cycle/nsecond": 1e9,
+        "khz": 1e3,
+        "mhz": 1e6,
+        "ghz": 1e9,
+    },
     "pct": {"%": 1, "pct": 1},
 }
 

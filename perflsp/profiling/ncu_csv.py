@@ -17,8 +17,23 @@ from perflsp.profiling import metrics as M
 from perflsp.profiling.errors import ProfilingError
 
 IDENTITY_COLUMNS = frozenset(
-    {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time", "Context", "Stream",
-     "Block Size", "Grid Size", "Device", "CC", "Section Name", "Function Name", "Demangled Name"}
+    {
+        "ID",
+        "Process ID",
+        "Process Name",
+        "Host Name",
+        "Kernel Name",
+        "Kernel Time",
+        "Context",
+        "Stream",
+        "Block Size",
+        "Grid Size",
+        "Device",
+        "CC",
+        "Section Name",
+        "Function Name",
+        "Demangled Name",
+    }
 )
 _MESSAGE = re.compile(r"^==(PROF|WARNING|ERROR|INFO)==")
 _DIM3 = re.compile(r"^\(?\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)?$")
@@ -82,10 +97,14 @@ def parse_ncu_csv(text: str, source: str = "ncu output") -> NcuTable:
     if start is None:
         raise ProfilingError(
             "parse",
-            f"{source}: no Nsight Compute CSV table found (expected a header row starting with \"ID\" "
+            f'{source}: no Nsight Compute CSV table found (expected a header row starting with "ID" '
             'and a "Kernel Name" column, as printed by ncu --csv --page raw --print-units base)',
         )
-    body = [(n, line) for n, line in enumerate(lines[start:], start + 1) if line.strip() and not _MESSAGE.match(line.strip())]
+    body = [
+        (n, line)
+        for n, line in enumerate(lines[start:], start + 1)
+        if line.strip() and not _MESSAGE.match(line.strip())
+    ]
     header, data = _read_rows(body, source)
     if "Metric Name" in header and "Metric Value" in header:
         launches = _long_form(header, data, source)
@@ -111,7 +130,9 @@ def _read_rows(body: list[tuple[int, str]], source: str) -> tuple[list[str], lis
             rows.append((line_no, cells))
     except csv.Error as exc:
         line_no = body[min(reader.line_num, len(body)) - 1][0]
-        raise ProfilingError("parse", f"{source}: malformed CSV at line {line_no} ({exc}); the output looks truncated") from None
+        raise ProfilingError(
+            "parse", f"{source}: malformed CSV at line {line_no} ({exc}); the output looks truncated"
+        ) from None
     header_line, header = rows[0]
     if len(set(header)) != len(header):
         raise ProfilingError("parse", f"{source}: line {header_line}: duplicate column names in the header")

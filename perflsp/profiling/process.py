@@ -42,7 +42,7 @@ class _CappedReader(threading.Thread):
 
     def run(self) -> None:
         try:
-            while chunk := self.stream.read1(_CHUNK) if hasattr(self.stream, "read1") else self.stream.read(_CHUNK):
+            while chunk := self.stream.read1(_CHUNK):
                 if self.overflowed:
                     continue  # keep draining so the child never blocks on a full pipe
                 room = self.cap - self.size
@@ -59,6 +59,10 @@ class _CappedReader(threading.Thread):
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    if not hasattr(os, "killpg"):  # no process groups (Windows): stop the direct child
+        if proc.returncode is None:
+            proc.kill()
+        return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -71,7 +71,9 @@ def read_ncu_rep(path: Path, *, ncu_argv: Sequence[str] | None = None, timeout_s
         result = run_program(argv, timeout_s=timeout_s, output_cap_bytes=MAX_REPORT_BYTES, what="ncu --import")
         if result.returncode != 0:
             raise ProfilingError(
-                "exit-status", f"ncu --import {path} exited with status {result.returncode}: {tail(result.stderr or result.stdout, 3)}"
+                "exit-status",
+                f"ncu --import {path} exited with status {result.returncode}: "
+                + tail(result.stderr or result.stdout, 3),
             )
         return ImportedReport(path, parse_ncu_csv(result.stdout, source=f"ncu --import {path}"), None, "ncu --import")
     raise ProfilingError(
@@ -104,7 +106,9 @@ def _read_with_package(path: Path) -> ImportedReport:
             action = report_range.action_by_idx(action_index)
             launches.append(_launch_from_action(action, str(len(launches)), ncu_report.IAction.NameBase_DEMANGLED))
     if not launches:
-        raise ProfilingError("no-kernels", f"{path} holds no profiled kernel launches (is it an Nsight Compute report?)")
+        raise ProfilingError(
+            "no-kernels", f"{path} holds no profiled kernel launches (is it an Nsight Compute report?)"
+        )
     version = None
     try:
         version = str(context.get_version()) or None

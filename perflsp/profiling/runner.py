@@ -16,9 +16,9 @@ from pathlib import Path
 
 from perflsp.kernels.models import FileKernels
 from perflsp.profiling import metrics as M
+from perflsp.profiling.demangling import demangle_many
 from perflsp.profiling.errors import ProfilingError
 from perflsp.profiling.gpus import MeasuredGpu, find_measured_gpu
-from perflsp.profiling.demangling import demangle_many
 from perflsp.profiling.mapping import KernelMatch, map_kernels, parse_name, parse_omp_entry
 from perflsp.profiling.measured import MeasuredEvidence, MeasuredKernel, evaluate, group_launches
 from perflsp.profiling.ncu_csv import NcuTable, find_messages, parse_ncu_csv
@@ -118,7 +118,8 @@ def summarise(
     if gpu is None:
         named = f" {devices[0]!r}" if devices else ""
         notes.append(f"no figures for the GPU{named}: pass --gpu NAME for verdicts and % of peak")
-    matches = map_kernels([k.name for k in kernels], files) if files else {}
+    # Without sources every kernel is "not found", but its name is still demangled for display.
+    matches = map_kernels([k.name for k in kernels], files)
     results = []
     for kernel in kernels:
         match = matches.get(kernel.name)
@@ -253,15 +254,32 @@ def run_ncu(
             ) from None
         raise
     if not table.launches:
-        raise ProfilingError("no-kernels", "ncu profiled no kernels: did the program launch any, and does the kernel filter match?")
+        raise ProfilingError(
+            "no-kernels", "ncu profiled no kernels: did the program launch any, and does the kernel filter match?"
+        )
     return NcuRun(tuple(argv), table, result)
 
 
+_QUEUED_LAUNCHERS = frozenset({"srun", "salloc", "sbatch", "qsub", "bsub", "flux"})
+
+
 def ncu_version(settings: ProfilingSettings) -> str | None:
-    """`ncu --version`'s version number, or None when it cannot be had (never raises)."""
+    """`ncu --version`'s version number, or None when it cannot be had (never raises).
+
+    Behind a batch-queue launcher (srun, ...) the question would wait for a second allocation,
+    so it is not asked there and the version stays unknown.
+    """
+    if settings.launcher and Path(settings.launcher[0]).name in _QUEUED_LAUNCHERS:
+        return None
     argv = with_launcher(settings.launcher, [settings.ncu_path, "--version"])
     try:
-        result = run_program(argv, timeout_s=min(30.0, settings.run_timeout_s), output_cap_bytes=65536, what="ncu --version", env=settings.env)
+        result = run_program(
+            argv,
+            timeout_s=min(30.0, settings.run_timeout_s),
+            output_cap_bytes=65536,
+            what="ncu --version",
+            env=settings.env,
+        )
     except ProfilingError:
         return None
     if result.returncode != 0:
@@ -274,7 +292,9 @@ def is_source_file(path: Path) -> bool:
     return path.suffix in SOURCE_SUFFIXES
 
 
-def build_executable(settings: ProfilingSettings, source: Path, exe: Path, *, args: Sequence[str] = ()) -> ProcessResult:
+def build_executable(
+    settings: ProfilingSettings, source: Path, exe: Path, *, args: Sequence[str] = ()
+) -> ProcessResult:
     if not settings.build_command:
         raise ProfilingError(
             "not-configured",
@@ -297,7 +317,9 @@ def build_executable(settings: ProfilingSettings, source: Path, exe: Path, *, ar
             f"the build command failed with status {result.returncode}: {tail(result.stderr or result.stdout, 6)}",
         )
     if not exe.exists():
-        raise ProfilingError("exit-status", f"the build command succeeded but did not write {exe} (use {{exe}} as its output)")
+        raise ProfilingError(
+            "exit-status", f"the build command succeeded but did not write {exe} (use {{exe}} as its output)"
+        )
     return result
 
 
@@ -323,11 +345,14 @@ def app_command(
 def _require_enabled(settings: ProfilingSettings) -> None:
     if not settings.enabled:
         raise ProfilingError(
-            "not-enabled", "profiling is off: set perflsp.profiling.enabled to true in user settings (or a trusted workspace)"
+            "not-enabled",
+            "profiling is off: set perflsp.profiling.enabled to true in user settings (or a trusted workspace)",
         )
 
 
-def prepare_target(settings: ProfilingSettings, target: Path, workspace: Path, *, args: Sequence[str] = ()) -> tuple[Path, Path | None]:
+def prepare_target(
+    settings: ProfilingSettings, target: Path, workspace: Path, *, args: Sequence[str] = ()
+) -> tuple[Path, Path | None]:
     """Return (executable, source): build a source file into `.perflsp/build/`, or take an
     executable as it is."""
     target = target.resolve()
@@ -360,7 +385,8 @@ def profile_target(
     _require_enabled(settings)
     exe, source = prepare_target(settings, target, workspace)
     app_argv = app_command(settings, exe=exe, source=source, kernel=kernel, args=args)
-    run = run_ncu(settings, app_argv, kernel=kernel, cwd=exe.parent)
+    # Programs often read inputs relative to their sources: run next to them.
+    run = run_ncu(settings, app_argv, kernel=kernel, cwd=source.parent if source else workspace)
     outcome = summarise(
         run.table,
         origin="run",
@@ -498,7 +524,8 @@ def verify_launch_params(
         app_argv = app_command(settings, exe=exe, source=source, kernel=kernel, block=block, args=args)
         env = {settings.block_env_var: str(block)}
         try:
-            run = run_ncu(settings, app_argv, metrics=M.TIMING_METRICS, kernel=kernel, extra_env=env, cwd=exe.parent)
+            cwd = source.parent if source else exe.parent
+            run = run_ncu(settings, app_argv, metrics=M.TIMING_METRICS, kernel=kernel, extra_env=env, cwd=cwd)
         except ProfilingError as exc:
             if exc.code not in _RECORDED_FAILURES:
                 raise
@@ -522,7 +549,9 @@ def _is_launch_of(reported: str, demangled: str, kernel: str) -> bool:
 
 def _timing(block: int, table: NcuTable, kernel: str) -> BlockTiming:
     names = demangle_many(launch.kernel_name for launch in table.launches)
-    launches = [launch for launch in table.launches if _is_launch_of(launch.kernel_name, names[launch.kernel_name], kernel)]
+    launches = [
+        launch for launch in table.launches if _is_launch_of(launch.kernel_name, names[launch.kernel_name], kernel)
+    ]
     if not launches:
         return BlockTiming(block, None, 0, (), f"no launch of {kernel} was profiled")
     observed = set()

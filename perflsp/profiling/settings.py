@@ -164,7 +164,8 @@ def resolve_profiling_settings(
                         wire_name(name),
                         layer.origin,
                         layer.source,
-                        "the workspace is not trusted, and this setting can run programs (user settings or a trusted workspace only)",
+                        "the workspace is not trusted, and this setting can run programs "
+                        "(user settings or a trusted workspace only)",
                     )
                 )
                 continue
@@ -172,7 +173,9 @@ def resolve_profiling_settings(
                 ProfilingSettings.model_validate({name: value})
             except ValidationError as exc:
                 problem = "; ".join(e["msg"] for e in exc.errors())
-                ignored.append(IgnoredSetting(wire_name(name), layer.origin, layer.source, f"invalid value ({problem})"))
+                ignored.append(
+                    IgnoredSetting(wire_name(name), layer.origin, layer.source, f"invalid value ({problem})")
+                )
                 continue
             merged[name] = value
             origins[name] = layer.origin

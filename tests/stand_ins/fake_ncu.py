@@ -19,8 +19,19 @@ import subprocess
 import sys
 import time
 
-VALUE_OPTIONS = {"--page", "--print-units", "--metrics", "--clock-control", "--kernel-name",
-                 "--launch-count", "--launch-skip", "-k", "-c", "--target-processes", "--import"}
+VALUE_OPTIONS = {
+    "--page",
+    "--print-units",
+    "--metrics",
+    "--clock-control",
+    "--kernel-name",
+    "--launch-count",
+    "--launch-skip",
+    "-k",
+    "-c",
+    "--target-processes",
+    "--import",
+}
 KERNEL = "void ns::saxpy<float>(const float *, float *, int)"
 
 
@@ -46,15 +57,44 @@ def timing_csv(app, metrics):
         block = 128
     times = dict(item.split(":") for item in os.environ["FAKE_NCU_TIMES"].split(","))
     duration = int(times[str(block)])
-    header = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
-              "Block Size", "Grid Size", "Device", "CC", *metrics]
+    header = [
+        "ID",
+        "Process ID",
+        "Process Name",
+        "Host Name",
+        "Kernel Name",
+        "Context",
+        "Stream",
+        "Block Size",
+        "Grid Size",
+        "Device",
+        "CC",
+        *metrics,
+    ]
     units = {"gpu__time_duration.sum": "nsecond", "launch__block_size": "", "launch__grid_size": ""}
     rows = [header, ["", "", "", "", "", "", "", "", "", "", "", *(units.get(m, "") for m in metrics)]]
     for launch in range(3):
-        values = {"gpu__time_duration.sum": f"{duration:,}", "launch__block_size": str(block),
-                  "launch__grid_size": str(4096 // block)}
-        rows.append([str(launch), "4242", "app", "127.0.0.1", KERNEL, "1", "7", f"({block}, 1, 1)",
-                     f"({4096 // block}, 1, 1)", "0", "8.6", *(values.get(m, "0") for m in metrics)])
+        values = {
+            "gpu__time_duration.sum": f"{duration:,}",
+            "launch__block_size": str(block),
+            "launch__grid_size": str(4096 // block),
+        }
+        rows.append(
+            [
+                str(launch),
+                "4242",
+                "app",
+                "127.0.0.1",
+                KERNEL,
+                "1",
+                "7",
+                f"({block}, 1, 1)",
+                f"({4096 // block}, 1, 1)",
+                "0",
+                "8.6",
+                *(values.get(m, "0") for m in metrics),
+            ]
+        )
     return "\n".join(",".join(f'"{cell}"' for cell in row) for row in rows) + "\n"
 
 
@@ -69,8 +109,12 @@ def main():
     log = os.environ.get("FAKE_NCU_LOG")
     if log:
         with open(log, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"argv": argv, "options": options, "app": app,
-                                 "block_env": os.environ.get("PERFLSP_BLOCK_SIZE")}) + "\n")
+            fh.write(
+                json.dumps(
+                    {"argv": argv, "options": options, "app": app, "block_env": os.environ.get("PERFLSP_BLOCK_SIZE")}
+                )
+                + "\n"
+            )
     if options.get("--page") != "raw" or options.get("--print-units") != "base" or "--csv" not in options:
         print("==ERROR== fake ncu: expected --csv --page raw --print-units base", file=sys.stderr)
         return 1
@@ -88,9 +132,11 @@ def main():
         time.sleep(float(os.environ.get("FAKE_NCU_SLEEP_S", "60")))
         return 0
     if mode == "perm":
-        print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
-              "Performance Counters on the target device 0. For instructions on enabling permissions "
-              "and to get more information see https://developer.nvidia.com/ERR_NVGPUCTRPERM")
+        print(
+            "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
+            "Performance Counters on the target device 0. For instructions on enabling permissions "
+            "and to get more information see https://developer.nvidia.com/ERR_NVGPUCTRPERM"
+        )
         print("==PROF== Disconnected from process 4242")
         print("==WARNING== No kernels were profiled.")
         return 0
