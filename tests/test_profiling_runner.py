@@ -15,7 +15,7 @@ from profiling_helpers import MIXED, cuda_kernel, file_kernels, install_fake_ncu
 
 from perflsp.profiling.errors import ProfilingError
 from perflsp.profiling.gpus import RTX_3080
-from perflsp.profiling.runner import profile_target, run_ncu, sweep_sizes, verify_launch_params
+from perflsp.profiling.runner import ncu_version, profile_target, run_ncu, sweep_sizes, verify_launch_params
 from perflsp.profiling.settings import ProfilingSettings
 from perflsp.profiling.store import ProfileStore
 
@@ -183,6 +183,13 @@ def test_launcher_prefix_runs_ncu(ncu, bin_dir, tmp_path):
     assert run.argv[:3] == (sys.executable, str(launcher), "--partition=gpu")
 
 
+def test_ncu_version(ncu, tmp_path):
+    assert ncu_version(settings(ncu)) == "2024.1.0.0"
+    assert ncu_version(settings(tmp_path / "missing")) is None
+    # behind a batch queue the question would wait for a second allocation: not asked
+    assert ncu_version(settings(ncu, launcher=["srun", "-p", "gpu"])) is None
+
+
 # ---------------------------------------------------------------------------------------------
 # profile FILE: build, run, map, store
 
@@ -218,6 +225,7 @@ def test_profile_source_file_end_to_end(ncu, bin_dir, workspace, tmp_path, monke
     assert exe.is_file()
     (call,) = calls(tmp_path)
     assert call["app"] == [str(exe), "--n", "1024"]
+    assert call["cwd"] == str(workspace)  # next to the source: programs read inputs relative to it
     assert (workspace / ".perflsp" / ".gitignore").read_text().strip().endswith("*")
 
     by_name = {r.name: r for r in outcome.results}

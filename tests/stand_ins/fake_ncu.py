@@ -5,7 +5,7 @@ named `ncu` whose shebang is the test interpreter.
 FAKE_NCU_MODE     replay (default) | sleep | exit | perm | garbage | truncated | no-kernels |
                   flood | timing
 FAKE_NCU_FIXTURE  CSV file to print (replay, truncated, exit)
-FAKE_NCU_LOG      append one JSON line per call: argv, app argv, block-size env var
+FAKE_NCU_LOG      append one JSON line per call: argv, app argv, block-size env var, cwd
 FAKE_NCU_SLEEP_S  seconds to sleep (sleep mode); FAKE_NCU_PID_FILE gets "<pid> <child pid>"
 FAKE_NCU_EXIT     exit status (exit mode)
 FAKE_NCU_EXEC_APP run the application first (its output precedes the table, as with real ncu)
@@ -111,7 +111,13 @@ def main():
         with open(log, "a", encoding="utf-8") as fh:
             fh.write(
                 json.dumps(
-                    {"argv": argv, "options": options, "app": app, "block_env": os.environ.get("PERFLSP_BLOCK_SIZE")}
+                    {
+                        "argv": argv,
+                        "options": options,
+                        "app": app,
+                        "block_env": os.environ.get("PERFLSP_BLOCK_SIZE"),
+                        "cwd": os.getcwd(),
+                    }
                 )
                 + "\n"
             )
