@@ -369,3 +369,17 @@ def test_verify_over_ssh_needs_the_placeholder(ncu, workspace):
         proposed_block=256,
     )
     assert error.code == "not-configured" and "{block}" in error.message
+
+
+@pytest.mark.parametrize("mode", ["garbage", "truncated", "exit", "perm", "no-kernels"])
+def test_a_failed_run_leaves_stored_results_alone(ncu, workspace, monkeypatch, mode):
+    exe = workspace / "app"
+    exe.write_text("", encoding="utf-8")
+    exe.chmod(0o755)
+    first = profile_target(settings(ncu), exe, workspace=workspace)
+    before = {p.name: p.read_bytes() for p in first.stored_at.parent.iterdir()}
+    monkeypatch.setenv("FAKE_NCU_MODE", mode)
+    error_of(profile_target, settings(ncu), exe, workspace=workspace)
+    after = {p.name: p.read_bytes() for p in first.stored_at.parent.iterdir()}
+    assert after == before
+    assert len(ProfileStore(workspace).records()) == 1
