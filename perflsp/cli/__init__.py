@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, str] = {
     "gpus": "perflsp.cli.gpus_cmd:gpus",
     "kernels": "perflsp.cli.kernels_cmd:kernels",
     "occupancy": "perflsp.cli.occupancy_cmd:occupancy_cmd",
+    "profile": "perflsp.cli.profile_cmd:profile",
 }
 
 
