@@ -14,6 +14,7 @@ from perflsp import __version__
 
 # name -> "module:attribute" of a click.Command
 SUBCOMMANDS: dict[str, str] = {
+    "cache": "perflsp.cli.cache_cmd:cache",
     "kernels": "perflsp.cli.kernels_cmd:kernels",
 }
 
