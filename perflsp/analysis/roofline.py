@@ -8,17 +8,13 @@ This is exactly how the labels in the evaluation data are defined.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import Literal
+
+from perflsp.hardware.precision import ROOFLINE_PRECISIONS, Precision
 
 Verdict = Literal["compute", "bandwidth"]
 
-
-class Precision(StrEnum):
-    FP64 = "fp64"
-    FP32 = "fp32"
-    FP16 = "fp16"
-    INT32 = "int32"
+__all__ = ["ROOFLINE_PRECISIONS", "Precision", "Verdict", "classify"]
 
 
 def classify(

@@ -1,0 +1,163 @@
+"""What the static engine says about a kernel: facts, per-GPU estimates, lint findings, edits.
+
+Every number carries its evidence and assumptions so hover can show *why*, and nothing here is
+presented as a measurement (`source` says where a verdict came from).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from perflsp.hardware.occupancy import OccupancyResult
+from perflsp.hardware.precision import Precision
+from perflsp.kernels.models import CudaFunction, LaunchSite, OmpRegion, Span
+
+Kernel = CudaFunction | OmpRegion
+VerdictKind = Literal["compute", "bandwidth", "uncertain"]
+Severity = Literal["error", "warning", "information", "hint"]
+
+
+@dataclass(slots=True)
+class OpCounts:
+    """Operations of one work item (a CUDA thread, or one iteration of an OpenMP loop nest).
+
+    FP counts are FLOP (an FMA is 2); `int32` counts integer instructions as the hardware
+    executes them (address arithmetic, loop counters, compares included). Bytes are as the
+    program accesses them, before any cache.
+    """
+
+    fp64: float = 0.0
+    fp32: float = 0.0
+    fp16: float = 0.0
+    int32: float = 0.0
+    special: float = 0.0  # special-function unit instructions (rsqrt, exp2, sin, ...)
+    atomics: float = 0.0
+    global_load_bytes: float = 0.0
+    global_store_bytes: float = 0.0
+    shared_load_bytes: float = 0.0
+    shared_store_bytes: float = 0.0
+    global_loads: float = 0.0
+    global_stores: float = 0.0
+
+    def ops(self, precision: Precision) -> float:
+        return {Precision.FP64: self.fp64, Precision.FP32: self.fp32, Precision.FP16: self.fp16,
+                Precision.INT32: self.int32}.get(precision, 0.0)
+
+    def scaled(self, factor: float) -> OpCounts:
+        return OpCounts(**{k: getattr(self, k) * factor for k in self.__slots__})  # type: ignore[attr-defined]
+
+    def add(self, other: OpCounts, factor: float = 1.0) -> None:
+        for k in self.__slots__:  # type: ignore[attr-defined]
+            setattr(self, k, getattr(self, k) + getattr(other, k) * factor)
+
+
+@dataclass(frozen=True, slots=True)
+class LoopFact:
+    line: int  # 1-based
+    variable: str | None
+    trip_count: float
+    origin: Literal["constant", "launch", "arguments", "grid-stride", "assumed", "data-dependent"]
+    note: str  # e.g. "k < K (K = 1024 from the launch site)"
+
+
+@dataclass(slots=True)
+class KernelFacts:
+    """Architecture-independent facts about one kernel (or OpenMP region)."""
+
+    per_item: OpCounts  # per thread (CUDA) or per iteration of the offloaded nest (OpenMP)
+    work_items: float | None  # threads launched (CUDA) / iterations (OpenMP); None = unknown
+    work_items_note: str
+    total: OpCounts
+    dram_bytes: float  # estimated DRAM traffic of one launch (after reuse and caching)
+    dram_note: str
+    loops: list[LoopFact] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    uncertain: str | None = None  # set when the engine could not understand the kernel
+
+
+@dataclass(slots=True)
+class Estimate:
+    """The roofline verdict of one kernel on one GPU."""
+
+    gpu: str
+    verdict: VerdictKind
+    deciding: Precision | None  # the precision whose intensity reached its ridge
+    confidence: float  # 0..1
+    intensity: dict[Precision, float]  # ops per DRAM byte
+    ridge: dict[Precision, float]
+    occupancy: OccupancyResult | None
+    occupancy_note: str | None
+    evidence: list[str]
+    to_cross: str  # what would move the kernel across the ridge
+    source: Literal["static", "llm", "measured"] = "static"
+
+    def headline(self) -> str:
+        """`compute-bound on H100 · AI 41 FLOP/B · 75% occupancy`."""
+        if self.verdict == "uncertain":
+            return f"uncertain on {self.gpu}"
+        precision = self.deciding or max(self.intensity, key=lambda p: self.intensity[p] / self.ridge[p] if self.ridge.get(p) else 0.0, default=Precision.FP32)
+        unit = "op/B" if precision == Precision.INT32 else "FLOP/B"
+        parts = [f"{self.verdict}-bound on {self.gpu}", f"{precision.value} AI {_fmt(self.intensity.get(precision, 0.0))} {unit}"]
+        if self.occupancy is not None:
+            parts.append(f"{self.occupancy.occupancy:.0%} occupancy")
+        return " · ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class ByteEdit:
+    """Replace bytes [start, end) of the document with `text` (UTF-8)."""
+
+    start_byte: int
+    end_byte: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    title: str
+    edits: tuple[ByteEdit, ...]
+    kind: Literal["quickfix", "refactor"] = "quickfix"
+    preferred: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A lint finding (or a roofline verdict rendered as a diagnostic)."""
+
+    code: str  # stable rule code, e.g. "precision/double-promotion"
+    message: str
+    span: Span
+    severity: Severity
+    fixes: tuple[Fix, ...] = ()
+    related: tuple[tuple[Span, str], ...] = ()
+    kernel: str | None = None  # qualified name / region name it belongs to
+
+
+@dataclass(slots=True)
+class KernelReport:
+    kernel: Kernel
+    launches: list[LaunchSite]
+    facts: KernelFacts
+    estimates: list[Estimate]
+
+    @property
+    def name(self) -> str:
+        return self.kernel.qualified_name if isinstance(self.kernel, CudaFunction) else self.kernel.name
+
+
+@dataclass(slots=True)
+class FileReport:
+    path: str | None
+    kernels: list[KernelReport] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _fmt(value: float) -> str:
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2g}"
