@@ -7,7 +7,7 @@ presented as a measurement (`source` says where a verdict came from).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from perflsp.hardware.occupancy import OccupancyResult
 from perflsp.hardware.precision import Precision
@@ -75,6 +75,7 @@ class KernelFacts:
     assumptions: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
     uncertain: str | None = None  # set when the engine could not understand the kernel
+    traffic: Any = None  # memory.Traffic: per access group footprint and streamed bytes
 
 
 @dataclass(slots=True)

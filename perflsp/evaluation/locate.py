@@ -6,11 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tree_sitter import Tree
+
 from perflsp.evaluation.labels import KernelRow
-from perflsp.kernels.extract import extract_path
+from perflsp.kernels.compile_db import CompileDatabase
+from perflsp.kernels.consteval import ConstEnv
+from perflsp.kernels.extract import extract
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion
-from perflsp.source.files import SkippedFile
+from perflsp.source.files import LoadedFile, SkippedFile, load_file
+from perflsp.source.parser import new_parser
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,17 +27,49 @@ class Located:
 
 
 class Locator:
-    """Locates rows under a source root, extracting each file once."""
+    """Locates rows under a source root, reading and parsing each file once."""
 
-    def __init__(self, src_root: Path):
+    def __init__(self, src_root: Path, compile_db: CompileDatabase | None = None):
         self.src_root = src_root
-        self._files: dict[str, FileKernels | SkippedFile] = {}
+        self.compile_db = compile_db
+        self._files: dict[str, tuple[bytes, Tree, FileKernels] | SkippedFile] = {}
         self._resolver = IncludeResolver()
+        self._parser = new_parser()
+
+    def _load(self, relative: str) -> tuple[bytes, Tree, FileKernels] | SkippedFile:
+        cached = self._files.get(relative)
+        if cached is None:
+            path = self.src_root / relative
+            loaded = load_file(path)
+            if isinstance(loaded, SkippedFile):
+                cached = loaded
+            else:
+                tree = self._parser.parse(loaded.data)
+                env = self.include_env(relative, loaded.data)
+                cached = (loaded.data, tree, extract(loaded.data, tree, path=relative, env=env))
+            self._files[relative] = cached
+        return cached
 
     def file(self, relative: str) -> FileKernels | SkippedFile:
-        if relative not in self._files:
-            self._files[relative] = extract_path(self.src_root / relative, self._resolver)
-        return self._files[relative]
+        loaded = self._load(relative)
+        return loaded if isinstance(loaded, SkippedFile) else loaded[2]
+
+    def source(self, relative: str) -> bytes:
+        loaded = self._load(relative)
+        return b"" if isinstance(loaded, SkippedFile) else loaded[0]
+
+    def tree(self, relative: str) -> Tree:
+        loaded = self._load(relative)
+        if isinstance(loaded, SkippedFile):
+            return self._parser.parse(b"")
+        return loaded[1]
+
+    def include_env(self, relative: str, data: bytes) -> ConstEnv:
+        path = self.src_root / relative
+        flags = self.compile_db.flags_for(path) if self.compile_db is not None else None
+        if flags is None:
+            return self._resolver.env_for(path, data)
+        return self._resolver.env_for(path, data, flags.defines, flags.include_dirs)
 
     def locate(self, row: KernelRow) -> Located:
         result = self.file(row.file)
@@ -50,3 +87,6 @@ class Locator:
             detail = f"(a kernel named {at_line[0]} is there)" if at_line else "(no __global__ definition there)"
             return Located(row, result, None, f"`{name}` not found at {row.file}:{row.line} {detail}")
         return Located(row, result, found_k)
+
+
+__all__ = ["Located", "LoadedFile", "Locator"]

@@ -62,9 +62,11 @@ class ConstEnv:
     """
 
     macros: dict[str, str] = field(default_factory=dict)
+    function_macros: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)  # name -> (params, body)
     constants: dict[str, str | Value] = field(default_factory=dict)
     unknown: dict[str, str] = field(default_factory=dict)
     parent: ConstEnv | None = None
+    argv: tuple[str, ...] | None = None  # the program's arguments, argv[0] included, when known
     _memo: dict[str, Value] = field(default_factory=dict, repr=False)
     _active: set[str] = field(default_factory=set, repr=False)
 
@@ -74,8 +76,21 @@ class ConstEnv:
         merged.update(self.macros)
         return merged
 
+    def all_function_macros(self) -> dict[str, tuple[tuple[str, ...], str]]:
+        merged = dict(self.parent.all_function_macros()) if self.parent is not None else {}
+        merged.update(self.function_macros)
+        return merged
+
     def child(self) -> ConstEnv:
         return ConstEnv(parent=self)
+
+    def program_arguments(self) -> tuple[str, ...] | None:
+        env: ConstEnv | None = self
+        while env is not None:
+            if env.argv is not None:
+                return env.argv
+            env = env.parent
+        return None
 
     def lookup(self, name: str) -> Value:
         if name in self._memo:
@@ -118,6 +133,8 @@ def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Va
     value = parser.expression()
     if parser.pos != len(tokens):
         raise NotConstant(f"cannot fold `{text.strip()}`")
+    if isinstance(value, str):
+        raise NotConstant(f"`{text.strip()}` is a string")
     return value
 
 
@@ -208,6 +225,30 @@ _FUNCTIONS: dict[str, Callable[..., Number]] = {
     "sqrt": math.sqrt, "std::sqrt": math.sqrt, "pow": math.pow, "std::pow": math.pow,
     "log2": math.log2, "exp2": math.exp2,
 }
+
+
+class _StringValue(str):
+    """A string argument (`argv[i]`) on its way into `atoi()` and friends."""
+
+
+def _parse_int(text: str) -> int:
+    m = re.match(r"\s*[-+]?(0[xX][0-9a-fA-F]+|\d+)", text)
+    if not m:
+        raise ValueError(text)
+    return int(m.group(), 0) if m.group().strip().lstrip("+-").startswith(("0x", "0X")) else int(m.group())
+
+
+def _parse_float(text: str) -> float:
+    m = re.match(r"\s*[-+]?(\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)", text)
+    if not m:
+        raise ValueError(text)
+    return float(m.group())
+
+
+_STRING_TO_NUMBER: dict[str, Callable[[str], Number]] = {
+    name: _parse_int for name in ("atoi", "atol", "atoll", "strtol", "strtoul", "strtoll", "strtoull", "std::stoi",
+                                  "std::stol", "std::stoll", "std::stoul", "std::stoull", "stoi", "stol", "stoul")
+} | {name: _parse_float for name in ("atof", "strtod", "strtof", "std::stod", "std::stof", "stod", "stof")}
 
 
 class _Parser:
@@ -311,6 +352,8 @@ class _Parser:
         if kind == "id":
             if text in ("true", "false"):
                 return int(text == "true")
+            if text in ("NULL", "nullptr"):
+                return 0
             if text in ("sizeof",):
                 return self._sizeof()
             if text in ("static_cast", "int", "unsigned", "float", "double", "size_t", "long") and self.peek() and self.peek()[1] in ("<", "("):
@@ -322,6 +365,8 @@ class _Parser:
                 raise NotConstant("dim3 without arguments")
             if self.peek() and self.peek()[1] == "(":
                 return self._call(text)
+            if text in ("argv", "argc"):
+                return self._program_argument(text)
             return self.env.lookup(text)
         raise NotConstant(f"cannot fold `{text}`")
 
@@ -366,7 +411,28 @@ class _Parser:
             if self.take()[1] == ")":
                 return args
 
+    def _program_argument(self, name: str) -> Value:
+        argv = self.env.program_arguments()
+        if argv is None:
+            raise NotConstant(f"depends on the program's arguments (`{name}`)")
+        if name == "argc":
+            return len(argv)
+        self.take("[")
+        index = self.expression()
+        self.take("]")
+        if not isinstance(index, int) or not 0 <= index < len(argv):
+            raise NotConstant(f"argv[{index}] is not given")
+        return _StringValue(argv[index])
+
     def _call(self, name: str) -> Value:
+        if name in _STRING_TO_NUMBER:
+            args = self._args()
+            if not args or not isinstance(args[0], _StringValue):
+                raise NotConstant(f"`{name}()` of a value that is not a known string")
+            try:
+                return _STRING_TO_NUMBER[name](str(args[0]))
+            except ValueError:
+                raise NotConstant(f"`{name}(\"{args[0]}\")` is not a number") from None
         fn = _FUNCTIONS.get(name)
         if fn is None:
             raise NotConstant(f"calls `{name}()`")

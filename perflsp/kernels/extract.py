@@ -19,17 +19,20 @@ from perflsp.source.parser import parse
 from perflsp.source.positions import LineIndex
 
 
+_DEFAULT_RESOLVER = IncludeResolver()
+
+
 def extract(data: bytes, tree: Tree | None = None, path: str | None = None, lines: LineIndex | None = None,
             env: ConstEnv | None = None) -> FileKernels:
     """Find kernels, `__device__` functions, OpenMP target regions and launch sites.
 
-    `env` lets a caller add constants known from elsewhere (another file's `#define`s).
+    `env` is the preprocessor's view of the file (its macros and those of its local headers,
+    from `IncludeResolver.env_for`); without it, the file's own macros are used.
     """
     tree = tree if tree is not None else parse(data)
     ctx = ExtractionContext(data=data, tree=tree, lines=lines or LineIndex(data), path=path)
     constants = file_env(ctx)
-    if env is not None:
-        constants.parent = env
+    constants.parent = env if env is not None else _DEFAULT_RESOLVER.env_for(None, data)
     kernels, device_functions = extract_functions(ctx, constants)
     result = FileKernels(
         path=path,
@@ -43,9 +46,6 @@ def extract(data: bytes, tree: Tree | None = None, path: str | None = None, line
     if any(k.recovered for k in kernels):
         result.notes.append("some kernels were recovered from tokens: the tree has syntax errors around them")
     return result
-
-
-_DEFAULT_RESOLVER = IncludeResolver()
 
 
 def extract_path(path: Path, resolver: IncludeResolver | None = None) -> FileKernels | SkippedFile:

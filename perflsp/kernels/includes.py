@@ -1,105 +1,268 @@
-"""Constants from the headers a file includes (`#include "local.h"`).
+"""A small preprocessor for the macros a translation unit sees.
 
-Kernels are often declared through macros defined in a local header (`#define GLOBAL __global__`)
-and sized by constants from one. A line-level scan of `#define`s and const/constexpr integers in
-quoted includes (recursively, each header read once) gives extraction and folding those names
-without a full preprocessor.
+It follows `#include "local.h"` (quoted includes resolved next to the including file and in
+the include directories), evaluates `#if/#ifdef/#ifndef/#elif/#else/#endif` against what is
+defined at that point (compile flags `-D` and predefined macros included), and records
+`#define`/`#undef` in active regions, so that `#ifdef DOUBLE_PRECISION #define FP double
+#else #define FP float #endif` yields the branch the compiler would take. Conditions it cannot
+evaluate take their first branch. Const/constexpr scalars of headers are collected too.
+
+Each file's directive lines are read once per process and cached.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
-from perflsp.kernels.consteval import ConstEnv
+from perflsp.kernels.consteval import ConstEnv, try_evaluate
 
-_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"', re.MULTILINE)
-_DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])[ \t]*([^\n\\]*(?:\\.[^\n\\]*)*)", re.MULTILINE | re.DOTALL)
+MAX_INCLUDE_DEPTH = 12
+MAX_HEADER_BYTES = 4 * 1024 * 1024
+
+_DIRECTIVE = re.compile(rb"^[ \t]*#[ \t]*([A-Za-z_]+)\b[ \t]*((?:[^\n\\]|\\.)*)", re.MULTILINE | re.DOTALL)
 _CONSTANT = re.compile(
     rb"^[ \t]*(?:static[ \t]+)?(?:const|constexpr)[ \t]+(?:unsigned[ \t]+|signed[ \t]+)?"
     rb"(?:int|long|short|size_t|unsigned|char|float|double|[iu]nt(?:8|16|32|64)_t)[ \t]+"
     rb"([A-Za-z_]\w*)[ \t]*=[ \t]*([^;{}\n]+);",
     re.MULTILINE,
 )
-MAX_INCLUDE_DEPTH = 6
-MAX_HEADER_BYTES = 4 * 1024 * 1024
+_DEFINE_HEAD = re.compile(r"([A-Za-z_]\w*)(\(([^)]*)\))?\s*(.*)", re.DOTALL)
+_DEFINED = re.compile(r"\bdefined\s*(\(\s*([A-Za-z_]\w*)\s*\)|([A-Za-z_]\w*))")
+_COMMENTS = re.compile(r"//.*|/\*.*?\*/", re.DOTALL)
+
+# What the compilers used with CUDA and OpenMP offload define; `-D` flags add to these.
+PREDEFINED_CUDA = {"__CUDACC__": "1", "__cplusplus": "201703L", "__clang__": "1"}
+PREDEFINED_CXX = {"__cplusplus": "201703L", "__clang__": "1", "_OPENMP": "201811"}
 
 
-def scan_definitions(data: bytes, env: ConstEnv) -> None:
-    """Add the `#define`s and const/constexpr scalars of `data` (first definition wins)."""
-    text = data
-    for m in _DEFINE.finditer(text):
-        body = re.sub(rb"\\\r?\n", b" ", m.group(2))
-        body = re.sub(rb"//.*|/\*.*?\*/", b" ", body).strip()
-        env.macros.setdefault(m.group(1).decode("utf-8", "replace"), body.decode("utf-8", "replace"))
+@dataclass(frozen=True, slots=True)
+class Directive:
+    offset: int
+    name: str  # "define", "if", "include", ...
+    argument: str
+
+
+def scan_directives(data: bytes) -> list[Directive]:
+    out = []
+    for m in _DIRECTIVE.finditer(data):
+        argument = re.sub(r"\\\r?\n", " ", m.group(2).decode("utf-8", "replace"))
+        out.append(Directive(m.start(), m.group(1).decode("ascii", "replace"), _COMMENTS.sub(" ", argument).strip()))
+    return out
+
+
+def scan_constants(data: bytes, env: ConstEnv) -> None:
     for m in _CONSTANT.finditer(data):
         env.constants.setdefault(m.group(1).decode("utf-8", "replace"), m.group(2).decode("utf-8", "replace").strip())
 
 
+def define(env: ConstEnv, argument: str) -> None:
+    m = _DEFINE_HEAD.match(argument)
+    if not m:
+        return
+    name = m.group(1)
+    body = m.group(4).strip()
+    if m.group(2) is not None and argument[len(name)] == "(":
+        params = tuple("__VA_ARGS__" if p.strip() == "..." else p.strip() for p in m.group(3).split(",") if p.strip())
+        env.function_macros[name] = (params, body)
+        env.macros.pop(name, None)
+    else:
+        env.macros[name] = body
+        env.function_macros.pop(name, None)
+
+
+def undefine(env: ConstEnv, name: str) -> None:
+    env.macros.pop(name, None)
+    env.function_macros.pop(name, None)
+
+
+def is_defined(env: ConstEnv, name: str) -> bool:
+    return name in env.macros or name in env.function_macros
+
+
+def evaluate_condition(env: ConstEnv, expression: str) -> bool | None:
+    """Value of an `#if` expression, or None when it cannot be decided."""
+    text = _DEFINED.sub(lambda m: "1" if is_defined(env, m.group(2) or m.group(3)) else "0", expression)
+    value, _ = try_evaluate(text, env)
+    if value is None:
+        # identifiers the preprocessor does not know are 0 in `#if`
+        names = set(re.findall(r"[A-Za-z_]\w*", text)) - set(env.macros) - set(env.function_macros)
+        if names:
+            zeroed = re.sub(r"\b(" + "|".join(map(re.escape, names)) + r")\b", "0", text)
+            value, _ = try_evaluate(zeroed, env)
+    if value is None or isinstance(value, tuple):
+        return None
+    return bool(value)
+
+
 class IncludeResolver:
-    """Resolves and scans quoted includes; caches, per header, the definitions visible through it
-    (its own and those of everything it includes), so each header is read once per process."""
+    """Runs the mini preprocessor for a file; caches every file's directives."""
 
-    def __init__(self, include_dirs: tuple[Path, ...] = ()):
+    def __init__(self, include_dirs: tuple[Path, ...] = (), defines: dict[str, str] | None = None):
         self.include_dirs = include_dirs
-        self._closure: dict[Path, ConstEnv] = {}
-        self._resolved: dict[tuple[Path, str], Path | None] = {}
+        self.defines = dict(defines or {})
+        self._directives: dict[Path, tuple[list[Directive], ConstEnv]] = {}
+        self._resolved: dict[tuple[Path, tuple[Path, ...], str], Path | None] = {}
+        self._extra_dirs: tuple[Path, ...] = ()
 
-    def env_for(self, path: Path, data: bytes) -> ConstEnv | None:
-        """Definitions visible to `path` from its (transitively) included local headers."""
-        names = [m.group(1).decode("utf-8", "replace") for m in _INCLUDE.finditer(data)]
-        envs = [self._header_env(h, 0) for h in self._headers(path.parent, names)]
-        envs = [e for e in envs if e.macros or e.constants]
-        if not envs:
-            return None
-        if len(envs) == 1:
-            return envs[0].child()
-        merged = ConstEnv()
-        for env in envs:
-            for macro, body in env.macros.items():
-                merged.macros.setdefault(macro, body)
-            for constant, body in env.constants.items():
-                merged.constants.setdefault(constant, body)
-        return merged
+    def env_for(self, path: Path | None, data: bytes, defines: dict[str, str] | None = None,
+                include_dirs: tuple[Path, ...] = ()) -> ConstEnv:
+        """The macros in effect at the end of `data` (a translation unit), with header constants.
 
-    def _headers(self, directory: Path, names: list[str]) -> list[Path]:
-        out = []
-        for name in names:
-            key = (directory, name)
-            if key not in self._resolved:
-                self._resolved[key] = self._resolve(directory, name)
-            header = self._resolved[key]
-            if header is not None:
-                out.append(header)
-        return out
+        `defines` and `include_dirs` come from the build (`-D`, `-I`) and add to the resolver's."""
+        cuda = path is None or path.suffix.lower() in (".cu", ".cuh")
+        env = ConstEnv()
+        env.macros.update(PREDEFINED_CUDA if cuda else PREDEFINED_CXX)
+        env.macros.update(self.defines)
+        if defines:
+            env.macros.update(defines)
+        constants = ConstEnv()
+        seen: set[Path] = set()
+        self._extra_dirs = include_dirs
+        self._run(scan_directives(data), path.parent if path is not None else None, env, constants, seen, depth=0)
+        for name, body in constants.constants.items():
+            env.constants.setdefault(name, body)
+        return env
+
+    def _run(self, directives: list[Directive], directory: Path | None, env: ConstEnv, constants: ConstEnv,
+             seen: set[Path], depth: int) -> None:
+        # stack of (this branch active, some branch already taken, parent active)
+        stack: list[tuple[bool, bool, bool]] = []
+        active = True
+        for d in directives:
+            name = d.name
+            if name in ("if", "ifdef", "ifndef"):
+                if not active:
+                    stack.append((False, True, False))
+                    continue
+                if name == "if":
+                    cond = evaluate_condition(env, d.argument)
+                    taken = True if cond is None else cond
+                else:
+                    word = d.argument.split()[0] if d.argument.split() else ""
+                    taken = is_defined(env, word) == (name == "ifdef")
+                stack.append((taken, taken, True))
+                active = taken
+            elif name in ("elif", "elifdef", "elifndef"):
+                if not stack:
+                    continue
+                _, already, parent = stack[-1]
+                if not parent or already:
+                    stack[-1] = (False, already, parent)
+                    active = False
+                    continue
+                if name == "elif":
+                    cond = evaluate_condition(env, d.argument)
+                    taken = bool(cond) if cond is not None else False
+                else:
+                    word = d.argument.split()[0] if d.argument.split() else ""
+                    taken = is_defined(env, word) == (name == "elifdef")
+                stack[-1] = (taken, taken, parent)
+                active = taken
+            elif name == "else":
+                if not stack:
+                    continue
+                _, already, parent = stack[-1]
+                stack[-1] = (parent and not already, True, parent)
+                active = parent and not already
+            elif name == "endif":
+                if stack:
+                    stack.pop()
+                active = stack[-1][0] if stack else True
+            elif not active:
+                continue
+            elif name == "define":
+                define(env, d.argument)
+            elif name == "undef":
+                undefine(env, d.argument.split()[0] if d.argument.split() else "")
+            elif name == "include" and directory is not None and depth < MAX_INCLUDE_DEPTH:
+                m = re.match(r'"([^"]+)"', d.argument)
+                if not m:
+                    continue
+                header = self._resolve(directory, m.group(1))
+                if header is None or header in seen:
+                    continue
+                seen.add(header)
+                header_directives, header_constants = self._file(header)
+                for cname, cbody in header_constants.constants.items():
+                    constants.constants.setdefault(cname, cbody)
+                self._run(header_directives, header.parent, env, constants, seen, depth + 1)
+
+    def _file(self, path: Path) -> tuple[list[Directive], ConstEnv]:
+        cached = self._directives.get(path)
+        if cached is None:
+            constants = ConstEnv()
+            try:
+                data = path.read_bytes()[:MAX_HEADER_BYTES]
+            except OSError:
+                data = b""
+            directives = scan_directives(data)
+            scan_constants(data, constants)
+            cached = (directives, constants)
+            self._directives[path] = cached
+        return cached
 
     def _resolve(self, directory: Path, name: str) -> Path | None:
-        for base in (directory, *self.include_dirs):
+        key = (directory, self._extra_dirs, name)
+        if key in self._resolved:
+            return self._resolved[key]
+        found = None
+        for base in (directory, *self.include_dirs, *self._extra_dirs):
             candidate = base / name
             try:
                 if candidate.is_file():
-                    return candidate.resolve()
+                    found = candidate.resolve()
+                    break
             except OSError:
-                return None
-        return None
+                break
+        self._resolved[key] = found
+        return found
 
-    def _header_env(self, header: Path, depth: int) -> ConstEnv:
-        cached = self._closure.get(header)
-        if cached is not None:
-            return cached
-        env = ConstEnv()
-        self._closure[header] = env  # placed first: include cycles see a partial env, not a loop
-        try:
-            data = header.read_bytes()[:MAX_HEADER_BYTES]
-        except OSError:
-            return env
-        scan_definitions(data, env)
-        if depth < MAX_INCLUDE_DEPTH:
-            names = [m.group(1).decode("utf-8", "replace") for m in _INCLUDE.finditer(data)]
-            for nested in self._headers(header.parent, names):
-                inner = self._header_env(nested, depth + 1)
-                for macro, body in inner.macros.items():
-                    env.macros.setdefault(macro, body)
-                for constant, body in inner.constants.items():
-                    env.constants.setdefault(constant, body)
-        return env
+
+def strip_inactive(text: str, env: ConstEnv) -> str:
+    """Blank the lines of `text` in conditional branches that `env` makes inactive (line
+    numbers are kept). Used on a kernel's own text before it is analysed."""
+    if "#" not in text:
+        return text
+    lines = text.split("\n")
+    stack: list[tuple[bool, bool, bool]] = []
+    active = True
+    out = []
+    local = ConstEnv(parent=env)
+    local.macros = dict(env.all_macros())
+    local.function_macros = dict(env.all_function_macros())
+    for line in lines:
+        stripped = line.strip()
+        m = re.match(r"#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)", stripped)
+        if not m:
+            out.append(line if active else "")
+            continue
+        name, argument = m.group(1), _COMMENTS.sub(" ", m.group(2)).strip()
+        if name in ("if", "ifdef", "ifndef"):
+            if not active:
+                stack.append((False, True, False))
+            else:
+                if name == "if":
+                    cond = evaluate_condition(local, argument)
+                    taken = True if cond is None else cond
+                else:
+                    word = argument.split()[0] if argument.split() else ""
+                    taken = is_defined(local, word) == (name == "ifdef")
+                stack.append((taken, taken, True))
+                active = taken
+        elif name == "elif" and stack:
+            _, already, parent = stack[-1]
+            cond = evaluate_condition(local, argument) if parent and not already else False
+            taken = bool(cond)
+            stack[-1] = (taken, already or taken, parent)
+            active = taken
+        elif name == "else" and stack:
+            _, already, parent = stack[-1]
+            stack[-1] = (parent and not already, True, parent)
+            active = parent and not already
+        elif name == "endif" and stack:
+            stack.pop()
+            active = stack[-1][0] if stack else True
+        out.append("")
+    return "\n".join(out)

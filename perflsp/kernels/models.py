@@ -216,6 +216,9 @@ class LaunchSite:
     config_span: Span  # `<<<...>>>`
     callee_span: Span
     function: str | None  # enclosing function
+    # per argument: bytes of the allocation it points to and whether that is mapped host memory,
+    # when known (filled by the analysis when the launch lives in another file)
+    arg_extents: tuple[tuple[float | None, bool], ...] = ()
 
     @property
     def line(self) -> int:

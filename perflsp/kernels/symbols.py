@@ -20,8 +20,8 @@ _LOOP_OR_BRANCH = {"for_statement", "for_range_loop", "while_statement", "do_sta
 
 
 def file_env(ctx: ExtractionContext) -> ConstEnv:
-    """Macros (object-like; the first definition wins, as for `#ifndef X #define X`), enumerators
-    and file/namespace-scope constants."""
+    """Enumerators and file/namespace-scope constants (macros come from the preprocessor pass,
+    `perflsp.kernels.includes`, which becomes this environment's parent)."""
     env = ConstEnv()
     _collect_scope(ctx, ctx.tree.root_node, env)
     return env
@@ -30,12 +30,7 @@ def file_env(ctx: ExtractionContext) -> ConstEnv:
 def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
     for child in node.named_children:
         kind = child.type
-        if kind == "preproc_def":
-            name = child.child_by_field_name("name")
-            value = child.child_by_field_name("value")
-            if name is not None and value is not None:
-                env.macros.setdefault(ctx.text(name), ctx.text(value).replace("\\\n", " ").strip())
-        elif kind in _SCOPE_CONTAINERS:
+        if kind in _SCOPE_CONTAINERS:
             _collect_scope(ctx, child, env)
         elif kind == "namespace_definition":
             body = child.child_by_field_name("body")

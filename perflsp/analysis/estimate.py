@@ -1,0 +1,88 @@
+"""Per-GPU roofline estimate from architecture-independent kernel facts."""
+
+from __future__ import annotations
+
+import math
+
+from perflsp.analysis.models import Estimate, KernelFacts, _fmt
+from perflsp.analysis.roofline import ROOFLINE_PRECISIONS, Precision, classify
+from perflsp.hardware.models import Gpu
+from perflsp.hardware.occupancy import OccupancyInputError, OccupancyResult, occupancy
+
+UNITS = {Precision.INT32: "op/B"}
+LABELS = {Precision.FP64: "FP64", Precision.FP32: "FP32", Precision.FP16: "FP16", Precision.INT32: "INT32"}
+
+
+def estimate_for_gpu(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None,
+                     registers_per_thread: int | None, shared_bytes: int) -> Estimate:
+    ridges = gpu.ridges()
+    if facts.uncertain is not None:
+        return Estimate(gpu.name, "uncertain", None, 0.0, {}, ridges, None, None, [facts.uncertain],
+                        "the engine could not analyse this kernel", "static")
+    dram = max(facts.dram_bytes, 1.0)
+    intensity = {p: facts.total.ops(p) / dram for p in ROOFLINE_PRECISIONS}
+    verdict, deciding = classify(intensity, ridges)
+    occ, occ_note = _occupancy(gpu, threads_per_block, registers_per_thread, shared_bytes)
+    evidence = _evidence(facts, intensity, ridges)
+    confidence = _confidence(facts, intensity, ridges)
+    return Estimate(
+        gpu=gpu.name, verdict=verdict, deciding=deciding, confidence=confidence, intensity=intensity,
+        ridge=ridges, occupancy=occ, occupancy_note=occ_note, evidence=evidence,
+        to_cross=_to_cross(verdict, deciding, intensity, ridges, facts), source="static",
+    )
+
+
+def _occupancy(gpu: Gpu, threads: int | None, regs: int | None, shared_bytes: int) -> tuple[OccupancyResult | None, str | None]:
+    if threads is None:
+        return None, "launch shape unknown: occupancy not computed"
+    registers = regs if regs is not None else 32
+    try:
+        result = occupancy(gpu, threads, registers, shared_bytes)
+    except OccupancyInputError as exc:
+        return None, str(exc)
+    except (ValueError, TypeError) as exc:  # a user GPU without occupancy tables
+        return None, f"occupancy not available for {gpu.name}: {exc}"
+    source = "from ptxas" if regs is not None else "assumed 32 registers/thread"
+    return result, (f"{result.occupancy:.0%} ({result.active_warps_per_sm}/{result.max_warps_per_sm} warps per SM), "
+                    f"limited by {result.limiter.value}; {source}")
+
+
+def _evidence(facts: KernelFacts, intensity: dict[Precision, float], ridges: dict[Precision, float]) -> list[str]:
+    lines = []
+    for p in ROOFLINE_PRECISIONS:
+        ops = facts.total.ops(p)
+        if ops <= 0 and p != Precision.FP32:
+            continue
+        ridge = ridges.get(p)
+        relation = "≥" if ridge is not None and intensity[p] >= ridge else "<"
+        ridge_text = f"ridge {_fmt(ridge)}" if ridge is not None else "no peak known"
+        lines.append(f"{LABELS[p]}: {_fmt(intensity[p])} {UNITS.get(p, 'FLOP/B')} {relation} {ridge_text}")
+    return lines
+
+
+def _confidence(facts: KernelFacts, intensity: dict[Precision, float], ridges: dict[Precision, float]) -> float:
+    """Distance of the deciding intensity from its ridge (log scale), discounted by assumptions."""
+    ratios = [intensity[p] / r for p, r in ridges.items() if r and p in intensity and intensity[p] > 0]
+    if not ratios:
+        return 0.5
+    best = max(ratios)
+    distance = abs(math.log10(best)) if best > 0 else 2.0
+    confidence = min(0.95, 0.5 + 0.35 * min(distance, 1.5) / 1.5 + 0.1)
+    confidence -= 0.05 * min(len(facts.assumptions), 6)
+    return round(max(0.2, confidence), 2)
+
+
+def _to_cross(verdict: str, deciding: Precision | None, intensity: dict[Precision, float],
+              ridges: dict[Precision, float], facts: KernelFacts) -> str:
+    if verdict == "compute" and deciding is not None:
+        factor = intensity[deciding] / ridges[deciding]
+        return (f"{LABELS[deciding]} intensity is {factor:.1f}× its ridge: it would become bandwidth-bound only with "
+                f"{factor:.1f}× fewer {LABELS[deciding]} operations per byte (or that much more DRAM traffic)")
+    if not ridges:
+        return "no peaks known for this GPU"
+    closest = max(ridges, key=lambda p: intensity.get(p, 0.0) / ridges[p])
+    factor = ridges[closest] / max(intensity.get(closest, 0.0), 1e-12)
+    if factor > 1e6:
+        return "no arithmetic to speak of: memory traffic dominates"
+    return (f"closest to the {LABELS[closest]} ridge: {factor:.1f}× more {LABELS[closest]} work per byte, or "
+            f"{factor:.1f}× less DRAM traffic (reuse through shared memory or registers), would make it compute-bound")

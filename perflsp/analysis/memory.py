@@ -1,0 +1,145 @@
+"""DRAM traffic of one launch, from the accesses the walker recorded.
+
+Two figures bound what DRAM sees for each group of accesses (same array, same index shape):
+- the *footprint*: the distinct bytes all work items touch (sector-granular), what DRAM moves
+  when every reuse hits in a cache;
+- the *streamed* bytes: what the warps request from L2 (32-byte sectors per warp access:
+  a broadcast costs one sector, a coalesced float access four, a strided one up to 32), what
+  DRAM moves when no reuse survives.
+Which one applies depends on whether the data reused fits in L2: footprints that fit are read
+once; larger ones are streamed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from perflsp.analysis.costs import CostModel
+from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, distinct_values
+from perflsp.analysis.walker import Access
+
+WARP = 32
+
+
+@dataclass(slots=True)
+class GroupTraffic:
+    array: str
+    is_store: bool
+    footprint_bytes: float
+    streamed_bytes: float
+    accessed_bytes: float
+    atomic: bool
+
+
+@dataclass(slots=True)
+class Traffic:
+    dram_bytes: float
+    footprint_bytes: float
+    streamed_bytes: float
+    accessed_bytes: float
+    groups: list[GroupTraffic]
+    note: str
+
+
+def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_items: float, cost: CostModel,
+                 l2_bytes: float | None, fast_atom: str = "tx",
+                 extents: dict[str, tuple[float | None, bool]] | None = None) -> Traffic:
+    """`extents`: array -> (allocated bytes or None, lives in mapped host memory)."""
+    extents = extents or {}
+    grouped: dict[tuple, list[Access]] = defaultdict(list)
+    for access in accesses:
+        if access.space != "global":
+            continue
+        grouped[(access.array, access.is_store, access.lin.coeffs, access.lin.nonlinear, access.elem_bytes)].append(access)
+    groups: list[GroupTraffic] = []
+    for (array, is_store, _, _, elem), members in grouped.items():
+        form = members[0].lin
+        count = max(sum(m.count for m in members) * work_items, 1.0)
+        offsets = [m.lin.const for m in members if m.lin.const_known]
+        spread = (max(offsets) - min(offsets)) if len(offsets) > 1 else 0.0
+        if "data" in form.nonlinear:
+            footprint = count * max(elem, cost.sector_bytes)
+        else:
+            distinct = min(distinct_values(form, cardinality, count) + spread, count)
+            footprint = distinct * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
+        streamed = count / WARP * _warp_bytes(form, elem, cost, fast_atom)
+        footprint = min(footprint, max(streamed, count * elem))
+        size, host_memory = extents.get(array.rstrip("[]"), (None, False))
+        if host_memory:
+            footprint = streamed = 0.0  # read over the bus from host memory, not from DRAM
+        elif size is not None:
+            footprint = min(footprint, max(size, cost.sector_bytes))
+        groups.append(GroupTraffic(array, is_store, footprint, streamed, count * elem,
+                                   any(m.atomic for m in members)))
+    footprint_total = _union(groups, "footprint_bytes")
+    streamed_total = sum(g.streamed_bytes for g in groups)
+    accessed_total = sum(g.accessed_bytes for g in groups)
+    dram = combine(groups, cost, l2_bytes)
+    fits = l2_bytes is not None and footprint_total <= l2_bytes
+    note = (f"footprint {_bytes(footprint_total)}, {_bytes(streamed_total)} requested by warps "
+            f"({_bytes(accessed_total)} accessed)" + ("; fits in L2" if fits else ""))
+    return Traffic(max(dram, 1.0), footprint_total, streamed_total, accessed_total, groups, note)
+
+
+def combine(groups: list[GroupTraffic], cost: CostModel, l2_bytes: float | None) -> float:
+    """DRAM bytes from the per-group bounds (see the module docstring)."""
+    footprint_total = _union(groups, "footprint_bytes")
+    capacity = l2_bytes if l2_bytes is not None else 0.0
+    dram = 0.0
+    for g in groups:
+        if footprint_total <= capacity * cost.l2_resident_fraction or g.streamed_bytes <= g.footprint_bytes:
+            moved = g.footprint_bytes
+        else:
+            moved = g.footprint_bytes + (g.streamed_bytes - g.footprint_bytes) * cost.l2_miss_fraction
+        if g.is_store and not g.atomic:
+            moved *= cost.write_to_dram
+        dram += moved
+    return dram
+
+
+def _union(groups: list[GroupTraffic], attribute: str) -> float:
+    """Footprint of all groups: different index shapes of one array overlap (the same matrix
+    read by rows and by columns), so each array counts with its largest group."""
+    per_array: dict[tuple[str, bool], float] = {}
+    for g in groups:
+        key = (g.array, g.is_store)
+        per_array[key] = max(per_array.get(key, 0.0), getattr(g, attribute))
+    return sum(per_array.values())
+
+
+def _warp_bytes(form: Linear, elem: int, cost: CostModel, fast_atom: str) -> float:
+    """Bytes of sectors one warp's access requests."""
+    sector = cost.sector_bytes
+    if "data" in form.nonlinear or fast_atom in form.nonlinear:
+        return WARP * sector
+    coeff = form.coeff_map().get(fast_atom, 0.0)
+    if coeff == 0.0:
+        return sector * max(1.0, elem / sector)  # every lane reads the same element
+    if coeff == UNKNOWN_COEFF:
+        return WARP * sector
+    span = WARP * abs(coeff) * elem
+    sectors = min(float(WARP) * max(1.0, elem / sector), max(1.0, span / sector))
+    return sectors * sector
+
+
+def _sector_factor(form: Linear, elem: int, cardinality: dict[str, float], cost: CostModel, fast_atom: str) -> float:
+    """>1 when neighbouring threads touch elements a sector or more apart and nothing else
+    fills the gap (a column of a row-major matrix)."""
+    coeffs = form.coeff_map()
+    dense = [c for a, c in coeffs.items() if c != UNKNOWN_COEFF and abs(c) * elem < cost.sector_bytes
+             and cardinality.get(a, 1.0) > 1.0]
+    if dense:
+        return 1.0
+    thread_coeff = coeffs.get(fast_atom)
+    if thread_coeff is None:
+        return 1.0
+    stride = cost.sector_bytes if thread_coeff == UNKNOWN_COEFF else min(cost.sector_bytes, abs(thread_coeff) * elem)
+    return max(1.0, stride / elem)
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} B"

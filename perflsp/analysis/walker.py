@@ -1,0 +1,1222 @@
+"""Counting what one work item of a kernel does: operations by precision, integer instructions,
+and every memory access with its index as a linear form.
+
+The walker interprets the (macro-expanded) syntax tree abstractly: loops multiply what their
+body does by a trip count, branches weight their arms, calls to `__device__` functions are
+inlined (depth-limited), and values are tracked only as far as the verdict needs (type,
+constant value, linear form over thread indices and loop variables, which array a pointer
+points into).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tree_sitter import Node
+
+from perflsp.analysis import costs
+from perflsp.analysis.costs import CostModel
+from perflsp.analysis.ctype import BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, parse_type
+from perflsp.analysis.linear import Linear
+from perflsp.analysis.models import LoopFact, OpCounts
+
+THREAD_ATOMS = {"threadIdx": ("tx", "ty", "tz"), "blockIdx": ("bx", "by", "bz")}
+DIM_NAMES = {"blockDim": "block", "gridDim": "grid"}
+MAX_INLINE_DEPTH = 4
+MAX_NODES = 200_000  # work budget per kernel: pathological inputs stop, not hang
+
+
+@dataclass(slots=True)
+class Val:
+    ctype: CType
+    value: float | None = None
+    lin: Linear = field(default_factory=Linear)
+    root: str | None = None  # the array a pointer value points into
+    space: str | None = None  # global | shared | local | const
+    dims: tuple[float, ...] = ()  # remaining array dimensions (local/shared arrays)
+    static: bool = False  # a compile-time constant (the compiler can fold it), not just a known value
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None
+
+
+UNKNOWN_VAL = Val(UNKNOWN, lin=Linear(const_known=False))
+
+
+@dataclass(slots=True)
+class Access:
+    array: str
+    space: str
+    elem_bytes: int
+    is_store: bool
+    lin: Linear
+    count: float  # per work item
+    atomic: bool = False
+    line: int = 0
+
+
+@dataclass(slots=True)
+class LaunchShape:
+    grid: tuple[float, float, float] | None
+    block: tuple[float, float, float] | None
+
+
+@dataclass
+class Callee:
+    node: Node  # function_definition
+    data: bytes
+
+
+@dataclass
+class WalkResult:
+    counts: OpCounts
+    accesses: list[Access]
+    loops: list[LoopFact]
+    assumptions: list[str]
+    cardinality: dict[str, float]
+    notes: list[str]
+    truncated: bool = False
+
+
+class KernelWalker:
+    def __init__(
+        self,
+        data: bytes,
+        cost: CostModel,
+        launch: LaunchShape,
+        type_aliases: dict[str, CType] | None = None,
+        callees: dict[str, Callee] | None = None,
+        line_offset: int = 0,
+        loop_bound_resolver: Callable[[str], float | None] | None = None,
+    ):
+        self.data = data
+        self.cost = cost
+        self.launch = launch
+        self.aliases = type_aliases or {}
+        self.callees = callees or {}
+        self.line_offset = line_offset
+        self.counts = OpCounts()
+        self.accesses: list[Access] = []
+        self.loops: list[LoopFact] = []
+        self.assumptions: list[str] = []
+        self.notes: list[str] = []
+        self.mult = 1.0
+        self.scopes: list[dict[str, Val]] = [{}]
+        self.cardinality: dict[str, float] = {}
+        self.loop_depth = 0
+        self.loop_counter = 0
+        self.inline_stack: list[str] = []
+        self.return_values: list[Val] = []
+        self.visited = 0
+        self.truncated = False
+        self.resolve_bound = loop_bound_resolver
+        self._assumed: set[str] = set()
+        for dim, atoms in THREAD_ATOMS.items():
+            shape = launch.block if dim == "threadIdx" else launch.grid
+            for axis, atom in enumerate(atoms):
+                self.cardinality[atom] = shape[axis] if shape else (256.0 if axis == 0 and dim == "threadIdx" else 1.0)
+
+    # -- results ---------------------------------------------------------------------------
+
+    def result(self) -> WalkResult:
+        return WalkResult(self.counts, self.accesses, self.loops, self.assumptions, self.cardinality, self.notes,
+                          self.truncated)
+
+    def assume(self, text: str) -> None:
+        if text not in self._assumed:
+            self._assumed.add(text)
+            self.assumptions.append(text)
+
+    def text(self, node: Node | None) -> str:
+        if node is None:
+            return ""
+        return self.data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
+
+    def line(self, node: Node) -> int:
+        return self.data.count(b"\n", 0, node.start_byte) + 1 + self.line_offset
+
+    # -- scopes ----------------------------------------------------------------------------
+
+    def bind(self, name: str, val: Val) -> None:
+        self.scopes[-1][name] = val
+
+    def lookup(self, name: str) -> Val | None:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return None
+
+    def assign(self, name: str, val: Val) -> None:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                scope[name] = val
+                return
+        self.scopes[-1][name] = val
+
+    # -- counting --------------------------------------------------------------------------
+
+    def count_op(self, ctype: CType, flops: float = 1.0, ints: float = 0.0) -> None:
+        m = self.mult
+        lanes = max(1, ctype.lanes)
+        if ctype.pointer:
+            self.counts.int32 += flops * m * 2  # 64-bit pointer arithmetic
+        elif ctype.kind == "f64":
+            self.counts.fp64 += flops * m * lanes
+        elif ctype.kind == "f32":
+            self.counts.fp32 += flops * m * lanes
+        elif ctype.kind == "f16":
+            self.counts.fp16 += flops * m * lanes
+        elif ctype.kind in ("int", "bool"):
+            self.counts.int32 += flops * m * (2 if ctype.wide else 1) * lanes
+        else:
+            self.counts.fp32 += flops * m * 0.5  # unknown operand types: split the difference
+            self.counts.int32 += flops * m * 0.5
+        if ints:
+            self.counts.int32 += ints * m
+
+    def count_int(self, n: float) -> None:
+        self.counts.int32 += n * self.mult
+
+    def count_math(self, fp: float, special: float, ints: float, precision: CType) -> None:
+        m = self.mult
+        if precision.kind == "f64":
+            self.counts.fp64 += fp * m
+        elif precision.kind == "f16":
+            self.counts.fp16 += fp * m
+        else:
+            self.counts.fp32 += fp * m
+        self.counts.special += special * m
+        self.counts.int32 += ints * m
+
+    def record_access(self, base: Val, index_lin: Linear, elem: CType, is_store: bool, node: Node,
+                      atomic: bool = False) -> None:
+        if base.space in (None, "local") or base.root is None:
+            return
+        size = elem.size_bytes if elem.kind not in ("unknown", "struct", "void") else 4
+        if elem.pointer:
+            size = 8
+        access = Access(base.root, base.space or "global", size, is_store, index_lin, self.mult, atomic, self.line(node))
+        self.accesses.append(access)
+        if base.space == "shared":
+            self.count_int(self.cost.int_per_shared_access)
+            if is_store:
+                self.counts.shared_store_bytes += size * self.mult
+            else:
+                self.counts.shared_load_bytes += size * self.mult
+        elif base.space == "global":
+            self.count_int(self.cost.int_per_global_access)
+            if size < 4:
+                self.count_int(self.cost.int_per_byte_element)
+            if is_store:
+                self.counts.global_store_bytes += size * self.mult
+                self.counts.global_stores += self.mult
+            else:
+                self.counts.global_load_bytes += size * self.mult
+                self.counts.global_loads += self.mult
+        if atomic:
+            self.counts.atomics += self.mult
+
+    # -- statements --------------------------------------------------------------------------
+
+    def walk_statement(self, node: Node | None) -> None:
+        if node is None or self.truncated:
+            return
+        self.visited += 1
+        if self.visited > MAX_NODES:
+            self.truncated = True
+            self.notes.append("the kernel is too large to analyse completely: counted up to a work limit")
+            return
+        kind = node.type
+        handler = _STATEMENTS.get(kind)
+        if handler is not None:
+            handler(self, node)
+        elif kind.endswith("_expression") or kind in ("identifier", "number_literal", "call_expression"):
+            self.eval(node)
+        else:
+            for child in node.named_children:
+                self.walk_statement(child)
+
+    def _compound(self, node: Node) -> None:
+        self.scopes.append({})
+        try:
+            for child in node.named_children:
+                self.walk_statement(child)
+        finally:
+            self.scopes.pop()
+
+    def _expression_statement(self, node: Node) -> None:
+        for child in node.named_children:
+            self.eval(child)
+
+    def _declaration(self, node: Node) -> None:
+        type_node = node.child_by_field_name("type")
+        type_text = self.text(type_node)
+        storage = " ".join(self.text(c) for c in node.children if c.type in ("storage_class_specifier", "type_qualifier"))
+        raw = self.text(node)
+        shared = "__shared__" in raw.split("=", 1)[0]
+        constant = "__constant__" in raw.split("=", 1)[0]
+        base = parse_type(type_text, self.aliases)
+        for declarator in node.children_by_field_name("declarator"):
+            self._declarator(declarator, base, shared, constant, storage)
+
+    def _declarator(self, declarator: Node, base: CType, shared: bool, constant: bool, storage: str) -> None:
+        value_node: Node | None = None
+        target = declarator
+        if declarator.type == "init_declarator":
+            value_node = declarator.child_by_field_name("value")
+            target = declarator.child_by_field_name("declarator") or declarator
+        pointers = 0
+        dims: list[float] = []
+        name_node = target
+        while name_node is not None and name_node.type not in ("identifier", "field_identifier"):
+            if name_node.type == "pointer_declarator":
+                pointers += 1
+            elif name_node.type == "array_declarator":
+                size = name_node.child_by_field_name("size")
+                size_val = self.eval(size).value if size is not None else None
+                dims.insert(0, size_val if size_val else 0.0)
+            elif name_node.type == "reference_declarator":
+                pass
+            nxt = name_node.child_by_field_name("declarator")
+            if nxt is None:
+                nxt = next((c for c in name_node.named_children if c.type not in ("type_qualifier",)), None)
+            name_node = nxt
+        if name_node is None:
+            return
+        name = self.text(name_node)
+        ctype = CType(base.kind, base.size_bytes, base.lanes, base.pointer + pointers, base.wide)
+        if dims:
+            space = "shared" if shared else ("const" if constant else "local")
+            self.bind(name, Val(CType(ctype.kind, ctype.size_bytes, ctype.lanes, ctype.pointer + len(dims), ctype.wide),
+                                root=name, space=space, dims=tuple(dims)))
+            if value_node is not None:
+                self.eval(value_node)
+            return
+        if value_node is None:
+            if shared:
+                self.bind(name, Val(ctype, root=name, space="shared"))
+            else:
+                self.bind(name, Val(ctype, lin=Linear(const_known=False)))
+            return
+        if value_node.type in ("initializer_list", "argument_list"):
+            vals = [self.eval(c) for c in value_node.named_children]
+            val = vals[0] if len(vals) == 1 else Val(ctype, lin=Linear(const_known=False))
+        else:
+            val = self.eval(value_node)
+        if type_is_auto(base):
+            ctype = val.ctype
+        elif val.ctype.kind != ctype.kind and ctype.is_float and val.ctype.is_float:
+            pass  # a conversion instruction, not FP work
+        self.bind(name, Val(ctype if not val.root or ctype.pointer else val.ctype, val.value, val.lin,
+                            val.root if ctype.pointer or val.root else None, val.space, val.dims,
+                            static=val.static))
+
+    @staticmethod
+    def _is_const(storage: str) -> bool:
+        return "const" in storage
+
+    def _if(self, node: Node) -> None:
+        cond = node.child_by_field_name("condition")
+        cval = self.eval(cond)
+        weight = self._branch_weight(cond, cval)
+        consequence = node.child_by_field_name("consequence")
+        alternative = node.child_by_field_name("alternative")
+        saved = self.mult
+        if cval.known:
+            weight = 1.0 if cval.value else 0.0
+        self.mult = saved * weight
+        if weight > 0:
+            self.walk_statement(consequence)
+        if alternative is not None and weight < 1.0:
+            self.mult = saved * (1.0 - weight)
+            self.walk_statement(alternative)
+        self.mult = saved
+
+    def _branch_weight(self, cond: Node | None, cval: Val) -> float:
+        """Fraction of work items that take the `then` arm."""
+        text = self.text(cond)
+        thread_atoms = {a for a in cval.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz") or a.startswith("o")}
+        if "==" in text and thread_atoms and "&&" not in text and "||" not in text:
+            card = 1.0
+            for atom in thread_atoms:
+                card *= max(1.0, self.cardinality.get(atom, 1.0))
+            return 1.0 / card
+        if thread_atoms and re.search(r"<|>", text) and "==" not in text:
+            return 1.0  # a bounds guard: (nearly) every item passes
+        return self.cost.branch_weight
+
+    def _switch(self, node: Node) -> None:
+        self.eval(node.child_by_field_name("condition"))
+        body = node.child_by_field_name("body")
+        if body is None:
+            return
+        cases = [c for c in body.named_children if c.type == "case_statement"]
+        saved = self.mult
+        self.mult = saved / max(1, len(cases))
+        for case in cases:
+            for child in case.named_children:
+                if child.type != "number_literal" and child != case.child_by_field_name("value"):
+                    self.walk_statement(child)
+        self.mult = saved
+
+    def _return(self, node: Node) -> None:
+        for child in node.named_children:
+            val = self.eval(child)
+            if self.inline_stack:
+                self.return_values.append(val)
+
+    # -- loops -----------------------------------------------------------------------------
+
+    def _for(self, node: Node) -> None:
+        self.scopes.append({})
+        try:
+            init = node.child_by_field_name("initializer")
+            cond = node.child_by_field_name("condition")
+            update = node.child_by_field_name("update")
+            body = node.child_by_field_name("body")
+            var, start = self._loop_init(init)
+            trip, origin, note, step_val = self._trip_count(var, start, cond, update, node)
+            self._run_loop(node, var, start, step_val, trip, origin, note, cond, update, body)
+        finally:
+            self.scopes.pop()
+
+    def _loop_init(self, init: Node | None) -> tuple[str | None, Val | None]:
+        if init is None:
+            return None, None
+        if init.type == "declaration":
+            self._declaration(init)
+            decl = init.child_by_field_name("declarator")
+            if decl is not None and decl.type == "init_declarator":
+                name = self.text(decl.child_by_field_name("declarator"))
+                return name, self.lookup(name)
+            return None, None
+        if init.type == "assignment_expression":
+            left = init.child_by_field_name("left")
+            self.eval(init)
+            name = self.text(left)
+            return name, self.lookup(name)
+        self.eval(init)
+        return None, None
+
+    def _trip_count(self, var: str | None, start: Val | None, cond: Node | None, update: Node | None,
+                    loop: Node) -> tuple[float, str, str, Val | None]:
+        """(trip count per work item, origin, note, step value)."""
+        if cond is None:
+            self.assume(f"line {self.line(loop)}: loop without a condition: assumed {self.cost.assumed_while_trips:g} iterations")
+            return self.cost.assumed_while_trips, "assumed", "no condition", None
+        op = None
+        bound_node = None
+        if cond.type == "binary_expression":
+            left = cond.child_by_field_name("left")
+            right = cond.child_by_field_name("right")
+            op = self.text(cond.child_by_field_name("operator"))
+            if var is not None and self.text(right) == var:
+                left, right = right, left
+                op = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
+            if var is None and left is not None and left.type == "identifier":
+                var = self.text(left)
+                start = self.lookup(var)
+            if var is not None and self.text(left) == var:
+                bound_node = right
+        if bound_node is None or var is None or op not in ("<", "<=", ">", ">=", "!="):
+            self.assume(f"line {self.line(loop)}: loop bound `{self.text(cond)}` not understood: assumed {self.cost.assumed_trip_count:g} iterations")
+            return self.cost.assumed_trip_count, "assumed", self.text(cond), None
+        saved_mult = self.mult
+        self.mult = 0.0  # evaluate without counting (the condition is counted per iteration later)
+        bound = self.eval(bound_node)
+        step_kind, step = self._step(var, update)
+        self.mult = saved_mult
+        bound_value = bound.value
+        if bound_value is None and self.resolve_bound is not None:
+            bound_value = self.resolve_bound(self.text(bound_node))
+        start_value = start.value if start is not None else None
+        thread_start = start is not None and bool({a for a in start.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz")})
+        if start_value is None and (thread_start or (start is not None and start.lin.const_known)):
+            start_value = start.lin.const if start is not None else 0.0
+        if bound_value is None:
+            data_dependent = "data" in bound.lin.atoms
+            origin = "data-dependent" if data_dependent else "assumed"
+            trip = self.cost.assumed_trip_count
+            self.assume(f"line {self.line(loop)}: trip count of the `{var}` loop unknown (`{self.text(bound_node)}`): assumed {trip:g}")
+            return trip, origin, f"{var} {op} {self.text(bound_node)}", step
+        if start_value is None:
+            start_value = 0.0
+            self.assume(f"line {self.line(loop)}: start of the `{var}` loop unknown: assumed 0")
+        inclusive = 1.0 if op in ("<=", ">=") else 0.0
+        if step_kind == "add" and step is not None and step.value:
+            s = step.value
+            span = (bound_value - start_value + (inclusive if s > 0 else -inclusive))
+            trip = max(0.0, math.ceil(span / s)) if (span > 0) == (s > 0) else 0.0
+            origin = "grid-stride" if thread_start and step.lin.is_constant() and s >= 32 else ("constant" if bound.known else "arguments")
+            return trip, origin, f"{var} {op} {self.text(bound_node)}", step
+        if step_kind in ("mul", "div") and step is not None and step.value and step.value > 1:
+            lo, hi = sorted((max(start_value, 1.0), max(bound_value, 1.0)))
+            trip = max(0.0, math.ceil(math.log(hi / lo, step.value) + (inclusive or 0.0))) if hi > lo else 0.0
+            return trip, "constant" if bound.known else "arguments", f"{var} {op} {self.text(bound_node)}", None
+        self.assume(f"line {self.line(loop)}: step of the `{var}` loop not understood: assumed {self.cost.assumed_trip_count:g} iterations")
+        return self.cost.assumed_trip_count, "assumed", f"{var} {op} {self.text(bound_node)}", None
+
+    def _step(self, var: str, update: Node | None) -> tuple[str | None, Val | None]:
+        if update is None:
+            return None, None
+        if update.type == "comma_expression":
+            for child in update.named_children:
+                kind, val = self._step(var, child)
+                if kind:
+                    return kind, val
+            return None, None
+        if update.type == "update_expression":
+            arg = update.child_by_field_name("argument")
+            if self.text(arg) != var:
+                return None, None
+            sign = -1.0 if "--" in self.text(update) else 1.0
+            return "add", Val(INT, sign, Linear.constant(sign))
+        if update.type == "assignment_expression":
+            left = update.child_by_field_name("left")
+            if self.text(left) != var:
+                return None, None
+            op = self.text(update.child_by_field_name("operator"))
+            right = update.child_by_field_name("right")
+            val = self.eval(right)
+            if op == "+=":
+                return "add", val
+            if op == "-=":
+                return "add", Val(val.ctype, -val.value if val.value is not None else None, val.lin.scale(-1.0))
+            if op in ("*=", "<<="):
+                factor = val.value if op == "*=" else (2 ** val.value if val.value is not None else None)
+                return "mul", Val(INT, factor)
+            if op in ("/=", ">>="):
+                factor = val.value if op == "/=" else (2 ** val.value if val.value is not None else None)
+                return "div", Val(INT, factor)
+            if op == "=" and right is not None and right.type == "binary_expression":
+                rop = self.text(right.child_by_field_name("operator"))
+                rl = right.child_by_field_name("left")
+                rr = right.child_by_field_name("right")
+                other = rr if self.text(rl) == var else (rl if self.text(rr) == var and rop in ("+", "*") else None)
+                if other is None:
+                    return None, None
+                oval = self.eval(other)
+                if rop == "+":
+                    return "add", oval
+                if rop == "-":
+                    return "add", Val(oval.ctype, -oval.value if oval.value is not None else None, oval.lin.scale(-1.0))
+                if rop in ("*", "<<"):
+                    return "mul", Val(INT, oval.value if rop == "*" else (2 ** oval.value if oval.value is not None else None))
+                if rop in ("/", ">>"):
+                    return "div", Val(INT, oval.value if rop == "/" else (2 ** oval.value if oval.value is not None else None))
+        return None, None
+
+    def _run_loop(self, node: Node, var: str | None, start: Val | None, step: Val | None, trip: float, origin: str,
+                  note: str, cond: Node | None, update: Node | None, body: Node | None) -> None:
+        self.loop_counter += 1
+        atom = f"L{self.loop_counter}"
+        self.cardinality[atom] = max(1.0, trip)
+        self.loops.append(LoopFact(self.line(node), var, trip, origin, note))  # type: ignore[arg-type]
+        saved = self.mult
+        if var is not None and start is not None:
+            lin = start.lin
+            if step is not None and step.value is not None:
+                lin = lin.add(Linear.atom(atom).scale(step.value))
+            elif step is not None:
+                lin = lin.add(step.lin.mul(Linear.atom(atom)) if not step.lin.is_constant() else Linear.atom(atom).scale(None))
+            else:
+                lin = Linear(nonlinear=frozenset({atom}) | start.lin.atoms, const_known=False)
+            self.assign(var, Val(start.ctype if start.ctype.kind != "unknown" else INT, None, lin, start.root, start.space))
+        elif var is not None:
+            self.assign(var, Val(INT, None, Linear(nonlinear=frozenset({atom}), const_known=False)))
+        self.mult = saved * trip
+        self.loop_depth += 1
+        try:
+            self.count_int(self.cost.int_per_loop_iteration)
+            if cond is not None:
+                self.eval(cond)
+            self.walk_statement(body)
+            if update is not None:
+                self.mult = 0.0  # the counter update is part of int_per_loop_iteration
+                self.eval(update)
+        finally:
+            self.loop_depth -= 1
+            self.mult = saved
+        if var is not None:
+            current = self.lookup(var)
+            if current is not None:
+                self.assign(var, Val(current.ctype, None, Linear(const_known=False), current.root, current.space))
+
+    def _while(self, node: Node) -> None:
+        cond = node.child_by_field_name("condition")
+        body = node.child_by_field_name("body")
+        trip = self.cost.assumed_while_trips
+        self.assume(f"line {self.line(node)}: `while` loop with a data-dependent condition: assumed {trip:g} iterations")
+        self._run_loop(node, None, None, None, trip, "data-dependent", self.text(cond), cond, None, body)
+
+    def _do(self, node: Node) -> None:
+        self._while(node)
+
+    def _range_for(self, node: Node) -> None:
+        self.assume(f"line {self.line(node)}: range-based loop: assumed {self.cost.assumed_trip_count:g} iterations")
+        self._run_loop(node, None, None, None, self.cost.assumed_trip_count, "assumed", self.text(node.child_by_field_name("right")),
+                       None, None, node.child_by_field_name("body"))
+
+    # -- expressions -------------------------------------------------------------------------
+
+    def eval(self, node: Node | None) -> Val:
+        if node is None:
+            return UNKNOWN_VAL
+        self.visited += 1
+        if self.visited > MAX_NODES:
+            self.truncated = True
+            return UNKNOWN_VAL
+        handler = _EXPRESSIONS.get(node.type)
+        if handler is not None:
+            return handler(self, node)
+        for child in node.named_children:
+            self.eval(child)
+        return UNKNOWN_VAL
+
+    def _number(self, node: Node) -> Val:
+        text = self.text(node).replace("'", "").lower()
+        is_hex = text.startswith("0x")
+        if not is_hex and ("." in text or "e" in text or text.endswith("f")):
+            ctype = F32 if text.endswith("f") else F64
+            try:
+                value = float(text.rstrip("fl"))
+            except ValueError:
+                value = None
+            return Val(ctype, value, Linear.constant(value), static=True)
+        digits = text.rstrip("ul")
+        try:
+            value = float(int(digits, 0)) if not (len(digits) > 1 and digits.startswith("0") and not is_hex and digits.isdigit()) else float(int(digits, 8))
+        except ValueError:
+            value = None
+        wide = "l" in text[-3:] and not is_hex or (value is not None and value > 2**31)
+        return Val(LONG if wide else INT, value, Linear.constant(value), static=value is not None)
+
+    def _identifier(self, node: Node) -> Val:
+        name = self.text(node)
+        val = self.lookup(name)
+        if val is not None:
+            return val
+        if name in ("true", "false"):
+            return Val(BOOL, float(name == "true"), Linear.constant(float(name == "true")))
+        if name in ("NULL", "nullptr"):
+            return Val(INT, 0.0, Linear.constant(0.0))
+        if name == "warpSize":
+            return Val(INT, 32.0, Linear.constant(32.0), static=True)
+        if name in ("M_PI", "M_E", "FLT_MAX", "FLT_MIN", "DBL_MAX", "INFINITY", "NAN", "HUGE_VALF", "FLT_EPSILON"):
+            return Val(F64 if not name.startswith("FLT") and not name.endswith("F") else F32)
+        return Val(UNKNOWN, None, Linear(const_known=False))
+
+    def _field(self, node: Node) -> Val:
+        arg = node.child_by_field_name("argument")
+        field_name = self.text(node.child_by_field_name("field"))
+        base_text = self.text(arg)
+        if base_text in THREAD_ATOMS and field_name in ("x", "y", "z"):
+            atom = THREAD_ATOMS[base_text]["xyz".index(field_name)]
+            return Val(INT, None, Linear.atom(atom))
+        if base_text in DIM_NAMES and field_name in ("x", "y", "z"):
+            shape = self.launch.block if base_text == "blockDim" else self.launch.grid
+            axis = "xyz".index(field_name)
+            if shape is not None:
+                return Val(INT, float(shape[axis]), Linear.constant(float(shape[axis])))
+            if axis == 0:
+                self.assume(f"{base_text}.x unknown: the launch shape is not visible")
+            return Val(INT, None, Linear(const_known=False))
+        operator = self.text(node.child_by_field_name("operator"))
+        if operator == "." and arg is not None and arg.type == "subscript_expression":
+            element, lin, elem = self._subscript_address(arg)
+            if element is not None and element.space in ("global", "shared") and not (element.dims and len(element.dims) > 1):
+                # `p[i].field`: the element's size is unknown, so elements are far apart
+                address = lin.scale(None) if lin.atoms else lin
+                if node.parent is not None and node.parent.type == "subscript_expression" and node.parent.child_by_field_name("argument") == node:
+                    return Val(CType("unknown", 4, pointer=1), None, address, element.root, element.space)
+                field_type = self._field_type(elem, field_name)
+                self.record_access(element, address, field_type, False, node)
+                return Val(field_type, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+        base = self.eval(arg)
+        if operator == "->" and base.root is not None and base.space == "global":
+            elem = self._field_type(base.ctype, field_name)
+            self.record_access(base, base.lin, elem, False, node)
+            return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+        if base.ctype.lanes > 1 and field_name in ("x", "y", "z", "w"):
+            return Val(base.ctype.element, None, base.lin.opaque() if base.lin.atoms else base.lin)
+        return Val(self._field_type(base.ctype, field_name), None, base.lin.opaque() if base.lin.atoms else Linear(const_known=False))
+
+    @staticmethod
+    def _field_type(base: CType, field_name: str) -> CType:
+        if base.lanes > 1:
+            return base.element
+        if base.kind in ("f64", "f32", "f16", "int"):
+            return CType(base.kind, base.size_bytes, 1, 0, base.wide)
+        return UNKNOWN
+
+    def _parenthesized(self, node: Node) -> Val:
+        inner = [c for c in node.named_children if c.type != "comment"]
+        val = UNKNOWN_VAL
+        for child in inner:
+            val = self.eval(child)
+        return val
+
+    def _comma(self, node: Node) -> Val:
+        val = UNKNOWN_VAL
+        for child in node.named_children:
+            val = self.eval(child)
+        return val
+
+    def _binary(self, node: Node) -> Val:
+        op = self.text(node.child_by_field_name("operator"))
+        left_node = node.child_by_field_name("left")
+        misparsed = self._misparsed_cast(left_node)
+        if misparsed is not None and op in ("*", "/", "%"):
+            # `(i) + (j) * N` parsed as `((i) +(j)) * N`: rebuild `i + ((j) * N)`
+            variable, unary_op, argument = misparsed
+            inner = self._combine(op, self.eval(argument), self.eval(node.child_by_field_name("right")))
+            return self._combine(unary_op, variable, inner)
+        left = self.eval(left_node)
+        right = self.eval(node.child_by_field_name("right"))
+        return self._combine(op, left, right)
+
+    def _misparsed_cast(self, node: Node | None) -> tuple[Val, str, Node] | None:
+        """`(name) + x` where `name` is a variable: the grammar reads a cast of `+x`."""
+        if node is None or node.type != "cast_expression":
+            return None
+        variable = self.lookup(self.text(node.child_by_field_name("type")).strip())
+        value = node.child_by_field_name("value")
+        if variable is None or value is None or value.type not in ("unary_expression", "pointer_expression"):
+            return None
+        op = self.text(value.child_by_field_name("operator"))
+        argument = value.child_by_field_name("argument")
+        if op not in ("+", "-", "*", "&") or argument is None:
+            return None
+        return variable, op, argument
+
+    def _combine(self, op: str, left: Val, right: Val) -> Val:
+        value = _fold(op, left.value, right.value)
+        if op in ("&&", "||"):
+            return Val(BOOL, value, Linear(const_known=value is not None, const=value or 0.0,
+                                           nonlinear=left.lin.atoms | right.lin.atoms))
+        if op in ("<", ">", "<=", ">=", "==", "!="):
+            ctype = common_type(left.ctype, right.ctype)
+            if not (left.static and right.static) and (ctype.is_int or ctype.pointer):
+                self.count_int(1.0)
+            lin = Linear(const_known=value is not None, const=value or 0.0, nonlinear=left.lin.atoms | right.lin.atoms)
+            return Val(BOOL, value, lin)
+        # pointer arithmetic keeps the array
+        if left.ctype.pointer and op in ("+", "-") and not right.ctype.pointer:
+            self.count_int(1.0)
+            return Val(left.ctype, None, left.lin.add(right.lin, 1.0 if op == "+" else -1.0), left.root, left.space, left.dims)
+        if right.ctype.pointer and op == "+":
+            self.count_int(1.0)
+            return Val(right.ctype, None, right.lin.add(left.lin), right.root, right.space, right.dims)
+        ctype = common_type(left.ctype, right.ctype)
+        static = left.static and right.static
+        if not static:
+            self._count_binary(op, ctype, left, right)
+        lin = _linear(op, left.lin, right.lin, left.value, right.value)
+        if ctype.is_float and lin.atoms:
+            lin = lin.opaque()  # float values are not indices
+        return Val(ctype, value, lin, static=static)
+
+    def _count_binary(self, op: str, ctype: CType, left: Val, right: Val) -> None:
+        if op in ("/", "%"):
+            if ctype.is_float:
+                divisor = right.value if right.static else None
+                if divisor is not None and divisor != 0 and math.log2(abs(divisor)).is_integer():
+                    self.count_op(ctype, 1.0)
+                elif ctype.kind == "f64":
+                    fp, sfu, ints = costs.FP64_DIV
+                    self.count_math(fp, sfu, ints, F64)
+                else:
+                    fp, sfu, ints = costs.FP32_DIV
+                    self.count_math(fp, sfu, ints, F32 if ctype.kind != "f16" else F16)
+                return
+            if right.static and right.value is not None and right.value > 0 and math.log2(right.value).is_integer():
+                self.count_int(1.0)
+            elif right.static and right.value is not None:
+                self.count_int(costs.INT_DIV_BY_CONSTANT)
+            else:
+                self.count_int(costs.INT64_DIV if ctype.wide else costs.INT32_DIV)
+            return
+        if op in ("+", "-", "*", "<<", ">>", "&", "|", "^"):
+            if ctype.is_float and op in ("+", "-", "*"):
+                self.count_op(ctype, 1.0)
+            elif ctype.kind == "unknown" and op in ("+", "-", "*"):
+                self.count_op(ctype, 1.0)
+            else:
+                self.count_op(ctype if not ctype.is_float else INT, 1.0)
+
+    def _unary(self, node: Node) -> Val:
+        op = self.text(node.child_by_field_name("operator"))
+        arg = self.eval(node.child_by_field_name("argument"))
+        if arg.value is not None:
+            value = {"-": -arg.value, "+": arg.value, "!": float(not arg.value), "~": float(~int(arg.value))}.get(op)
+            if not arg.static and op in ("!", "~"):
+                self.count_int(1.0)
+            return Val(arg.ctype, value, Linear.constant(value), static=arg.static)
+        if op in ("!", "~") and arg.ctype.is_int:
+            self.count_int(1.0)
+        if op == "-":
+            return Val(arg.ctype, None, arg.lin.scale(-1.0), arg.root, arg.space)
+        return Val(arg.ctype if op != "!" else BOOL, None, arg.lin.opaque())
+
+    def _update(self, node: Node) -> Val:
+        target = node.child_by_field_name("argument")
+        val = self._lvalue_load(target, compound=True)
+        self.count_op(val.ctype if val.ctype.kind != "unknown" else INT, 1.0)
+        if target is not None and target.type == "identifier":
+            name = self.text(target)
+            current = self.lookup(name)
+            if current is not None:
+                self.assign(name, Val(current.ctype, None, current.lin.opaque() if current.lin.atoms else Linear(const_known=False),
+                                      current.root, current.space, current.dims))
+        return val
+
+    def _assignment(self, node: Node) -> Val:
+        left = node.child_by_field_name("left")
+        op = self.text(node.child_by_field_name("operator"))
+        right = self.eval(node.child_by_field_name("right"))
+        compound = op != "="
+        target = self._lvalue_load(left, compound=compound) if compound else self._lvalue_type(left)
+        if compound:
+            arith = op[:-1]
+            ctype = common_type(target.ctype, right.ctype)
+            self._count_binary(arith, ctype if not target.ctype.pointer else INT, target, right)
+        self._store(left, right if not compound else Val(target.ctype))
+        if left is not None and left.type == "identifier":
+            name = self.text(left)
+            current = self.lookup(name)
+            if compound:
+                if current is not None:
+                    new_lin = current.lin.add(right.lin, 1.0 if op == "+=" else -1.0) if op in ("+=", "-=") and current.ctype.pointer else Linear(const_known=False, nonlinear=current.lin.atoms | right.lin.atoms)
+                    self.assign(name, Val(current.ctype, None, new_lin, current.root, current.space, current.dims))
+            else:
+                ctype = current.ctype if current is not None and current.ctype.kind != "unknown" else right.ctype
+                root = right.root if right.root is not None else (current.root if current is not None and not ctype.pointer else None)
+                value = right.value if self.loop_depth == 0 else None
+                self.assign(name, Val(ctype, value, right.lin, root, right.space if right.root else (current.space if current else None), right.dims))
+        return right
+
+    def _lvalue_type(self, node: Node | None) -> Val:
+        if node is None:
+            return UNKNOWN_VAL
+        if node.type == "identifier":
+            return self.lookup(self.text(node)) or UNKNOWN_VAL
+        return UNKNOWN_VAL
+
+    def _lvalue_load(self, node: Node | None, compound: bool) -> Val:
+        """Read an lvalue (for `+=`, `++`): counts the load of an array element."""
+        if node is None:
+            return UNKNOWN_VAL
+        return self.eval(node)
+
+    def _store(self, node: Node | None, value: Val) -> None:
+        if node is None:
+            return
+        if node.type == "subscript_expression":
+            base, index, elem = self._subscript_address(node)
+            if base is not None:
+                self.record_access(base, index, elem, True, node)
+        elif node.type == "pointer_expression" and self.text(node.child_by_field_name("operator")) == "*":
+            target = self.eval(node.child_by_field_name("argument"))
+            if target.root is not None:
+                self.record_access(target, target.lin, target.ctype.deref(), True, node)
+        elif node.type == "field_expression":
+            arg = node.child_by_field_name("argument")
+            if arg is not None and arg.type == "subscript_expression":
+                base, index, elem = self._subscript_address(arg)
+                if base is not None:
+                    self.record_access(base, index, self._field_type(elem, ""), True, node)
+            elif self.text(node.child_by_field_name("operator")) == "->":
+                base = self.eval(arg)
+                if base.root is not None:
+                    self.record_access(base, base.lin, UNKNOWN, True, node)
+        elif node.type == "parenthesized_expression":
+            for child in node.named_children:
+                self._store(child, value)
+
+    def _subscript_address(self, node: Node) -> tuple[Val | None, Linear, CType]:
+        """(array base, element index, element type) of `a[i]` / `a[i][j]` without loading."""
+        arg = node.child_by_field_name("argument")
+        indices = node.child_by_field_name("indices")
+        index_node = next((c for c in indices.named_children if c.type != "comment"), None) if indices is not None else None
+        base = self.eval(arg) if arg is None or arg.type != "subscript_expression" else self._partial_subscript(arg)
+        index = self.eval(index_node)
+        if base.root is None:
+            return None, Linear(), UNKNOWN
+        lin = base.lin.add(index.lin)
+        if base.dims and len(base.dims) > 1:
+            stride: float | None = 1.0
+            for d in base.dims[1:]:
+                stride = stride * d if stride is not None and d else None  # an unknown dimension
+            lin = base.lin.add(index.lin.scale(stride))
+        return base, lin, base.ctype.deref()
+
+    def _partial_subscript(self, node: Node) -> Val:
+        """`a[i]` where `a` is a multi-dimensional array: an address, not a load."""
+        base, lin, elem = self._subscript_address(node)
+        if base is None:
+            return UNKNOWN_VAL
+        if base.dims and len(base.dims) > 1:
+            return Val(elem, None, lin, base.root, base.space, base.dims[1:])
+        # a pointer loaded from memory (`float **rows`): load the row pointer, then index it
+        self.record_access(base, lin, elem, False, node)
+        return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False), base.root + "[]", base.space)
+
+    def _subscript(self, node: Node) -> Val:
+        base, lin, elem = self._subscript_address(node)
+        if base is None:
+            return Val(UNKNOWN, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+        if base.dims and len(base.dims) > 1:
+            return Val(elem, None, lin, base.root, base.space, base.dims[1:])
+        self.record_access(base, lin, elem, False, node)
+        if base.space == "const" or base.space == "local":
+            return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+        return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+
+    def _pointer(self, node: Node) -> Val:
+        op = self.text(node.child_by_field_name("operator"))
+        arg_node = node.child_by_field_name("argument")
+        if op == "&":
+            if arg_node is not None and arg_node.type == "subscript_expression":
+                base, lin, elem = self._subscript_address(arg_node)
+                if base is not None:
+                    return Val(elem.address_of(), None, lin, base.root, base.space)
+            arg = self.eval(arg_node)
+            return Val(arg.ctype.address_of(), None, arg.lin, arg.root, arg.space)
+        target = self.eval(arg_node)
+        if target.root is not None:
+            self.record_access(target, target.lin, target.ctype.deref(), False, node)
+        return Val(target.ctype.deref(), None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+
+    def _cast(self, node: Node) -> Val:
+        type_text = self.text(node.child_by_field_name("type"))
+        value_node = node.child_by_field_name("value")
+        misparsed = self._misparsed_cast(node)
+        if misparsed is not None:
+            variable, op, argument = misparsed
+            return self._combine(op, variable, self.eval(argument))
+        val = self.eval(value_node)
+        ctype = parse_type(type_text, self.aliases)
+        if ctype.kind == "unknown" or ctype.kind == "struct":
+            return val
+        value = val.value
+        if value is not None and ctype.is_int:
+            value = float(int(value))
+        lin = val.lin if ctype.is_int or ctype.pointer else val.lin.opaque()
+        return Val(ctype, value, lin, val.root if ctype.pointer else None, val.space if ctype.pointer else None,
+                   static=val.static)
+
+    def _conditional(self, node: Node) -> Val:
+        cond = self.eval(node.child_by_field_name("condition"))
+        saved = self.mult
+        if cond.known:
+            chosen = node.child_by_field_name("consequence") if cond.value else node.child_by_field_name("alternative")
+            return self.eval(chosen)
+        self.mult = saved * 0.5
+        a = self.eval(node.child_by_field_name("consequence"))
+        b = self.eval(node.child_by_field_name("alternative"))
+        self.mult = saved
+        self.count_int(1.0)  # select
+        ctype = common_type(a.ctype, b.ctype)
+        return Val(ctype, None, Linear(const_known=False, nonlinear=a.lin.atoms | b.lin.atoms | cond.lin.atoms),
+                   a.root or b.root, a.space or b.space)
+
+    def _sizeof(self, node: Node) -> Val:
+        type_node = node.child_by_field_name("type")
+        ctype = parse_type(self.text(type_node), self.aliases) if type_node is not None else UNKNOWN
+        size = float(ctype.value_bytes) if ctype.kind not in ("unknown", "struct") else 4.0
+        return Val(LONG, size, Linear.constant(size), static=True)
+
+    def _initializer_list(self, node: Node) -> Val:
+        for child in node.named_children:
+            self.eval(child)
+        return UNKNOWN_VAL
+
+    def _call(self, node: Node) -> Val:
+        fn = node.child_by_field_name("function")
+        args_node = node.child_by_field_name("arguments")
+        arg_nodes = [c for c in args_node.named_children if c.type != "comment"] if args_node is not None else []
+        name = self.text(fn).replace(" ", "")
+        simple = re.sub(r"<.*>", "", name).split("::")[-1] if name else ""
+        if fn is not None and fn.type == "field_expression":
+            # method call: `v.load()`, `cg::this_grid().sync()`: evaluate the object, unknown result
+            obj = self.eval(fn.child_by_field_name("argument"))
+            method = self.text(fn.child_by_field_name("field"))
+            if method in ("data", "get", "ptr", "begin") and obj.root is not None:
+                return Val(obj.ctype if obj.ctype.pointer else obj.ctype.address_of(), None, obj.lin, obj.root, obj.space)
+            for a in arg_nodes:
+                self.eval(a)
+            return Val(UNKNOWN, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+        if simple in ("reinterpret_cast", "static_cast", "const_cast", "dynamic_cast") and arg_nodes:
+            target = re.search(r"<(.*)>", name)
+            val = self.eval(arg_nodes[0])
+            ctype = parse_type(target.group(1), self.aliases) if target else val.ctype
+            if ctype.kind in ("unknown", "struct") and not ctype.pointer:
+                return val
+            return Val(ctype, val.value if not ctype.pointer else None, val.lin if (ctype.is_int or ctype.pointer) else val.lin.opaque(),
+                       val.root if ctype.pointer else None, val.space if ctype.pointer else None, static=val.static)
+        if simple in costs.ATOMIC_FUNCTIONS:
+            return self._atomic(node, arg_nodes)
+        if simple in costs.LOAD_FUNCTIONS and arg_nodes:
+            ptr = self.eval(arg_nodes[0])
+            if ptr.root is not None:
+                self.record_access(ptr, ptr.lin, ptr.ctype.deref(), False, node)
+            return Val(ptr.ctype.deref(), None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+        if simple in costs.STORE_FUNCTIONS and len(arg_nodes) >= 2:
+            ptr = self.eval(arg_nodes[0])
+            self.eval(arg_nodes[1])
+            if ptr.root is not None:
+                self.record_access(ptr, ptr.lin, ptr.ctype.deref(), True, node)
+            return UNKNOWN_VAL
+        args = [self.eval(a) for a in arg_nodes]
+        if simple in costs.SYNC_FUNCTIONS:
+            return UNKNOWN_VAL
+        if simple in costs.WARP_FUNCTIONS:
+            self.count_int(1.0)
+            ctype = args[1].ctype if len(args) > 1 else INT
+            return Val(ctype, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+        if simple in costs.MATH_FP32:
+            fp, sfu, ints = costs.MATH_FP32[simple]
+            self.count_math(fp, sfu, ints, F32)
+            return Val(F32, _fold_math(simple, args), Linear(const_known=False))
+        if simple in costs.MATH_FP64:
+            precision = F64
+            if simple in costs.OVERLOADED and args and args[0].ctype.kind == "f32" and all(a.ctype.kind != "f64" for a in args):
+                precision = F32  # `sqrt(float)` is the float overload in CUDA C++
+                table = costs.MATH_FP32.get(simple + "f", costs.MATH_FP64[simple])
+                fp, sfu, ints = table
+            else:
+                fp, sfu, ints = costs.MATH_FP64[simple]
+            self.count_math(fp, sfu, ints, precision)
+            return Val(precision, _fold_math(simple, args), Linear(const_known=False))
+        if simple in costs.HALF_INTRINSICS:
+            self.count_math(costs.HALF_INTRINSICS[simple], 0, 0, F16)
+            return Val(F16)
+        if simple in ("min", "max", "std::min", "std::max", "umin", "umax", "llmin", "llmax", "abs", "labs", "llabs"):
+            ctype = common_type(args[0].ctype, args[1].ctype) if len(args) > 1 else (args[0].ctype if args else INT)
+            values = [a.value for a in args]
+            if all(v is not None for v in values) and values:
+                folded = (min if "min" in simple else max)(values) if simple not in ("abs", "labs", "llabs") else abs(values[0])
+                return Val(ctype, folded, Linear.constant(folded))
+            if ctype.is_int:
+                self.count_int(1.0)
+            return Val(ctype, None, Linear(const_known=False, nonlinear=frozenset().union(*(a.lin.atoms for a in args)) if args else frozenset()))
+        if simple in ("dim3", "make_float2", "make_float3", "make_float4", "make_double2", "make_int2", "make_int3",
+                      "make_int4", "make_uint2", "make_uint4", "make_double3", "make_double4", "make_short2", "make_uchar4"):
+            return Val(parse_type(simple.replace("make_", ""), self.aliases))
+        if simple in ("__int2float_rn", "__float2int_rn", "__float2int_rz", "__int2double_rn", "__double2float_rn",
+                      "__float2half", "__half2float", "__float2uint_rn", "__uint2float_rn", "float", "double", "int",
+                      "__ll2float_rn", "__float_as_int", "__int_as_float", "__double_as_longlong", "__longlong_as_double"):
+            target = {"float": F32, "double": F64, "int": INT}.get(simple)
+            if target is None:
+                target = F16 if "2half" in simple else (F32 if "2float" in simple or "as_float" in simple else (F64 if "double" in simple.split("2")[-1] else INT))
+            return Val(target, args[0].value if args else None, args[0].lin if args and target.is_int else Linear(const_known=False))
+        callee = self.callees.get(simple)
+        if callee is not None and simple not in self.inline_stack and len(self.inline_stack) < MAX_INLINE_DEPTH:
+            return self._inline(simple, callee, args)
+        if callee is None and simple and simple not in self._assumed and simple not in ("assert", "static_cast", "reinterpret_cast"):
+            self.notes.append(f"call to `{simple}` not analysed (definition not visible)")
+            self._assumed.add(simple)
+        ctype = next((a.ctype for a in args if a.ctype.is_float), UNKNOWN)
+        return Val(ctype, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+
+    def _atomic(self, node: Node, arg_nodes: list[Node]) -> Val:
+        if not arg_nodes:
+            return UNKNOWN_VAL
+        ptr = self.eval(arg_nodes[0])
+        vals = [self.eval(a) for a in arg_nodes[1:]]
+        elem = ptr.ctype.deref()
+        if ptr.root is not None:
+            self.record_access(ptr, ptr.lin, elem, True, node, atomic=True)
+        else:
+            self.counts.atomics += self.mult
+        self.count_int(1.0)
+        return Val(vals[0].ctype if vals else elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+
+    def _inline(self, name: str, callee: Callee, args: list[Val]) -> Val:
+        fn = callee.node
+        declarator = fn.child_by_field_name("declarator")
+        while declarator is not None and declarator.type != "function_declarator":
+            declarator = declarator.child_by_field_name("declarator")
+        body = fn.child_by_field_name("body")
+        if declarator is None or body is None:
+            return UNKNOWN_VAL
+        saved_data = self.data
+        self.data = callee.data
+        scope: dict[str, Val] = {}
+        params = declarator.child_by_field_name("parameters")
+        param_nodes = [p for p in params.named_children if p.type.endswith("parameter_declaration")] if params is not None else []
+        for index, param in enumerate(param_nodes):
+            ptype = parse_type(self.text(param.child_by_field_name("type")) + " " + "*" * self.text(param).count("*"), self.aliases)
+            pname = _declared_name(self, param)
+            if pname is None:
+                continue
+            if index < len(args):
+                arg = args[index]
+                ctype = ptype if ptype.kind not in ("unknown", "struct") else arg.ctype
+                scope[pname] = Val(ctype, arg.value, arg.lin, arg.root, arg.space, arg.dims)
+            else:
+                scope[pname] = Val(ptype, None, Linear(const_known=False))
+        ret_type = parse_type(self.text(fn.child_by_field_name("type")), self.aliases)
+        saved_scopes = self.scopes
+        saved_returns = self.return_values
+        self.scopes = [scope]
+        self.return_values = []
+        self.inline_stack.append(name)
+        try:
+            self.walk_statement(body)
+            returned = self.return_values[-1] if self.return_values else None
+        finally:
+            self.inline_stack.pop()
+            self.scopes = saved_scopes
+            self.return_values = saved_returns
+            self.data = saved_data
+        if returned is None:
+            return Val(ret_type)
+        return Val(ret_type if ret_type.kind not in ("unknown", "struct", "void") else returned.ctype,
+                   returned.value, returned.lin, returned.root, returned.space)
+
+
+def _declared_name(walker: KernelWalker, param: Node) -> str | None:
+    node = param.child_by_field_name("declarator")
+    while node is not None and node.type not in ("identifier",):
+        nxt = node.child_by_field_name("declarator")
+        if nxt is None:
+            nxt = next((c for c in node.named_children if c.type not in ("type_qualifier",)), None)
+        node = nxt
+    return walker.text(node) if node is not None else None
+
+
+def type_is_auto(ctype: CType) -> bool:
+    return ctype.kind in ("unknown", "struct")
+
+
+def _fold(op: str, a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return None
+    try:
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if op == "/":
+            return a / b if not (float(a).is_integer() and float(b).is_integer()) else float(int(a / b))
+        if op == "%":
+            return float(math.fmod(a, b))
+        if op == "<<":
+            return float(int(a) << int(b))
+        if op == ">>":
+            return float(int(a) >> int(b))
+        if op == "&":
+            return float(int(a) & int(b))
+        if op == "|":
+            return float(int(a) | int(b))
+        if op == "^":
+            return float(int(a) ^ int(b))
+        if op == "<":
+            return float(a < b)
+        if op == ">":
+            return float(a > b)
+        if op == "<=":
+            return float(a <= b)
+        if op == ">=":
+            return float(a >= b)
+        if op == "==":
+            return float(a == b)
+        if op == "!=":
+            return float(a != b)
+        if op == "&&":
+            return float(bool(a) and bool(b))
+        if op == "||":
+            return float(bool(a) or bool(b))
+    except (ZeroDivisionError, OverflowError, ValueError):
+        return None
+    return None
+
+
+def _fold_math(name: str, args: list[Val]) -> float | None:
+    values = [a.value for a in args]
+    if not values or any(v is None for v in values):
+        return None
+    base = name.rstrip("f") if name.endswith("f") and name not in ("erf",) else name
+    fn = {"sqrt": math.sqrt, "exp": math.exp, "log": math.log, "log2": math.log2, "ceil": math.ceil,
+          "floor": math.floor, "fabs": abs, "pow": math.pow}.get(base)
+    try:
+        return float(fn(*values)) if fn is not None else None  # type: ignore[misc]
+    except (ValueError, OverflowError, TypeError):
+        return None
+
+
+def _linear(op: str, a: Linear, b: Linear, av: float | None, bv: float | None) -> Linear:
+    if op == "+":
+        return a.add(b)
+    if op == "-":
+        return a.add(b, -1.0)
+    if op == "*":
+        return a.mul(b)
+    if op == "<<" and bv is not None:
+        return a.scale(float(2 ** int(bv)))
+    if op in ("/", ">>") and bv is not None and bv != 0:
+        # integer division of an index by a constant: still walks the same range, coarser
+        factor = bv if op == "/" else float(2 ** int(bv))
+        if not a.atoms:
+            return Linear.constant(None if av is None else av / factor)
+        return Linear(tuple((atom, c / factor) for atom, c in a.coeffs), a.const / factor, a.const_known, a.nonlinear)
+    if op in ("%", "&") and a.atoms:
+        return a.opaque()
+    return Linear(const_known=False, nonlinear=a.atoms | b.atoms)
+
+
+_STATEMENTS: dict[str, Callable[[KernelWalker, Node], None]] = {
+    "compound_statement": KernelWalker._compound,
+    "expression_statement": KernelWalker._expression_statement,
+    "declaration": KernelWalker._declaration,
+    "if_statement": KernelWalker._if,
+    "for_statement": KernelWalker._for,
+    "for_range_loop": KernelWalker._range_for,
+    "while_statement": KernelWalker._while,
+    "do_statement": KernelWalker._do,
+    "switch_statement": KernelWalker._switch,
+    "return_statement": KernelWalker._return,
+    "comment": lambda self, node: None,
+    "preproc_call": lambda self, node: None,
+    "type_definition": lambda self, node: None,
+    "break_statement": lambda self, node: None,
+    "continue_statement": lambda self, node: None,
+    "goto_statement": lambda self, node: None,
+    "labeled_statement": lambda self, node: [self.walk_statement(c) for c in node.named_children[1:]] and None,
+}
+
+_EXPRESSIONS: dict[str, Callable[[KernelWalker, Node], Val]] = {
+    "number_literal": KernelWalker._number,
+    "identifier": KernelWalker._identifier,
+    "field_expression": KernelWalker._field,
+    "parenthesized_expression": KernelWalker._parenthesized,
+    "condition_clause": KernelWalker._parenthesized,
+    "binary_expression": KernelWalker._binary,
+    "unary_expression": KernelWalker._unary,
+    "update_expression": KernelWalker._update,
+    "assignment_expression": KernelWalker._assignment,
+    "subscript_expression": KernelWalker._subscript,
+    "pointer_expression": KernelWalker._pointer,
+    "cast_expression": KernelWalker._cast,
+    "conditional_expression": KernelWalker._conditional,
+    "call_expression": KernelWalker._call,
+    "sizeof_expression": KernelWalker._sizeof,
+    "comma_expression": KernelWalker._comma,
+    "initializer_list": KernelWalker._initializer_list,
+    "char_literal": lambda self, node: Val(INT, None, Linear(const_known=False)),
+    "string_literal": lambda self, node: UNKNOWN_VAL,
+    "true": lambda self, node: Val(BOOL, 1.0, Linear.constant(1.0)),
+    "false": lambda self, node: Val(BOOL, 0.0, Linear.constant(0.0)),
+    "null": lambda self, node: Val(INT, 0.0, Linear.constant(0.0)),
+    "this": lambda self, node: UNKNOWN_VAL,
+    "qualified_identifier": lambda self, node: self._identifier(node),
+    "template_function": lambda self, node: UNKNOWN_VAL,
+    "lambda_expression": lambda self, node: UNKNOWN_VAL,
+}
