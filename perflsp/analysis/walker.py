@@ -57,6 +57,7 @@ class Access:
     count: float  # per work item
     atomic: bool = False
     line: int = 0
+    loops: frozenset[str] = frozenset()  # atoms of the loops enclosing the access
 
 
 @dataclass(slots=True)
@@ -109,6 +110,7 @@ class KernelWalker:
         self.cardinality: dict[str, float] = {}
         self.loop_depth = 0
         self.loop_counter = 0
+        self.loop_atoms: list[str] = []
         self.inline_stack: list[str] = []
         self.return_values: list[Val] = []
         self.visited = 0
@@ -199,16 +201,20 @@ class KernelWalker:
         size = elem.size_bytes if elem.kind not in ("unknown", "struct", "void") else 4
         if elem.pointer:
             size = 8
-        access = Access(base.root, base.space or "global", size, is_store, index_lin, self.mult, atomic, self.line(node))
+        access = Access(base.root, base.space or "global", size, is_store, index_lin, self.mult, atomic, self.line(node),
+                        frozenset(self.loop_atoms))
         self.accesses.append(access)
         if base.space == "shared":
             self.count_int(self.cost.int_per_shared_access)
+            self.counts.int_address += self.cost.int_per_shared_access * self.mult
+            self.counts.shared_accesses += self.mult
             if is_store:
                 self.counts.shared_store_bytes += size * self.mult
             else:
                 self.counts.shared_load_bytes += size * self.mult
         elif base.space == "global":
             self.count_int(self.cost.int_per_global_access)
+            self.counts.int_address += self.cost.int_per_global_access * self.mult
             if size < 4:
                 self.count_int(self.cost.int_per_byte_element)
             if is_store:
@@ -530,8 +536,11 @@ class KernelWalker:
             self.assign(var, Val(INT, None, Linear(nonlinear=frozenset({atom}), const_known=False)))
         self.mult = saved * trip
         self.loop_depth += 1
+        self.loop_atoms.append(atom)
         try:
             self.count_int(self.cost.int_per_loop_iteration)
+            self.counts.int_loop += self.cost.int_per_loop_iteration * self.mult
+            self.counts.loop_iterations += self.mult
             if cond is not None:
                 self.eval(cond)
             self.walk_statement(body)
@@ -540,6 +549,7 @@ class KernelWalker:
                 self.eval(update)
         finally:
             self.loop_depth -= 1
+            self.loop_atoms.pop()
             self.mult = saved
         if var is not None:
             current = self.lookup(var)
@@ -947,6 +957,9 @@ class KernelWalker:
             method = self.text(fn.child_by_field_name("field"))
             if method in ("data", "get", "ptr", "begin") and obj.root is not None:
                 return Val(obj.ctype if obj.ctype.pointer else obj.ctype.address_of(), None, obj.lin, obj.root, obj.space)
+            callee = self.callees.get(method)
+            if callee is not None and method not in self.inline_stack and len(self.inline_stack) < MAX_INLINE_DEPTH:
+                return self._inline(method, callee, [self.eval(a) for a in arg_nodes])
             for a in arg_nodes:
                 self.eval(a)
             return Val(UNKNOWN, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
