@@ -3,3 +3,5 @@
 (declaration) @declaration
 (assignment_expression) @assignment
 (update_expression) @update
+; `&x`: the variable may be written through the pointer (`parse(argv, &n)`, `scanf("%d", &n)`)
+(pointer_expression) @address

@@ -86,6 +86,7 @@ class CostModel:
     int_per_byte_element: float = 1.0  # extra integer work to handle 8/16-bit elements
     branch_weight: float = 0.5  # fraction of items assumed to take a data-dependent branch
     assumed_trip_count: float = 32.0  # a loop whose bound is unknown
+    unroll_limit: float = 32.0  # loops with a compile-time trip count up to this are unrolled
     assumed_while_trips: float = 8.0  # a `while` loop with a data-dependent condition
     assumed_problem_size: float = 1 << 20  # elements, when nothing tells the size
     write_to_dram: float = 1.0  # fraction of written bytes that reach DRAM within the launch

@@ -33,7 +33,7 @@ MAX_NODES = 200_000  # work budget per kernel: pathological inputs stop, not han
 class Val:
     ctype: CType
     value: float | None = None
-    lin: Linear = field(default_factory=Linear)
+    lin: Linear = field(default_factory=lambda: Linear(const_known=False))
     root: str | None = None  # the array a pointer value points into
     space: str | None = None  # global | shared | local | const
     dims: tuple[float, ...] = ()  # remaining array dimensions (local/shared arrays)
@@ -111,6 +111,8 @@ class KernelWalker:
         self.loop_depth = 0
         self.loop_counter = 0
         self.loop_atoms: list[str] = []
+        self.unrolled_atoms: set[str] = set()
+        self.trip_is_static = False
         self.inline_stack: list[str] = []
         self.return_values: list[Val] = []
         self.visited = 0
@@ -204,17 +206,23 @@ class KernelWalker:
         access = Access(base.root, base.space or "global", size, is_store, index_lin, self.mult, atomic, self.line(node),
                         frozenset(self.loop_atoms))
         self.accesses.append(access)
+        # an address that a loop does not change is computed once, outside that loop
+        invariant = 1.0
+        for atom in self.loop_atoms:
+            if atom not in index_lin.atoms or (atom in self.unrolled_atoms and atom not in index_lin.nonlinear):
+                invariant *= max(1.0, self.cardinality.get(atom, 1.0))
+        address_mult = self.mult / invariant
         if base.space == "shared":
-            self.count_int(self.cost.int_per_shared_access)
-            self.counts.int_address += self.cost.int_per_shared_access * self.mult
+            self.counts.int32 += self.cost.int_per_shared_access * address_mult
+            self.counts.int_address += self.cost.int_per_shared_access * address_mult
             self.counts.shared_accesses += self.mult
             if is_store:
                 self.counts.shared_store_bytes += size * self.mult
             else:
                 self.counts.shared_load_bytes += size * self.mult
         elif base.space == "global":
-            self.count_int(self.cost.int_per_global_access)
-            self.counts.int_address += self.cost.int_per_global_access * self.mult
+            self.counts.int32 += self.cost.int_per_global_access * address_mult
+            self.counts.int_address += self.cost.int_per_global_access * address_mult
             if size < 4:
                 self.count_int(self.cost.int_per_byte_element)
             if is_store:
@@ -317,9 +325,10 @@ class KernelWalker:
             ctype = val.ctype
         elif val.ctype.kind != ctype.kind and ctype.is_float and val.ctype.is_float:
             pass  # a conversion instruction, not FP work
-        self.bind(name, Val(ctype if not val.root or ctype.pointer else val.ctype, val.value, val.lin,
-                            val.root if ctype.pointer or val.root else None, val.space, val.dims,
-                            static=val.static))
+        keeps_array = ctype.pointer or type_is_auto(base)  # a scalar declaration drops the array
+        self.bind(name, Val(ctype, val.value, val.lin if keeps_array or not val.root else Linear(const_known=False),
+                            val.root if keeps_array else None, val.space if keeps_array else None,
+                            val.dims if keeps_array else (), static=val.static))
 
     @staticmethod
     def _is_const(storage: str) -> bool:
@@ -386,7 +395,10 @@ class KernelWalker:
             body = node.child_by_field_name("body")
             var, start = self._loop_init(init)
             trip, origin, note, step_val = self._trip_count(var, start, cond, update, node)
-            self._run_loop(node, var, start, step_val, trip, origin, note, cond, update, body)
+            pragma = node.prev_named_sibling
+            asked = pragma is not None and pragma.type == "preproc_call" and "unroll" in self.text(pragma)
+            unrolled = self.trip_is_static and (trip <= self.cost.unroll_limit or asked)
+            self._run_loop(node, var, start, step_val, trip, origin, note, cond, update, body, unrolled)
         finally:
             self.scopes.pop()
 
@@ -410,7 +422,9 @@ class KernelWalker:
 
     def _trip_count(self, var: str | None, start: Val | None, cond: Node | None, update: Node | None,
                     loop: Node) -> tuple[float, str, str, Val | None]:
-        """(trip count per work item, origin, note, step value)."""
+        """(trip count per work item, origin, note, step value); sets `trip_is_static` when the
+        compiler knows the trip count too (it can then unroll the loop)."""
+        self.trip_is_static = False
         if cond is None:
             self.assume(f"line {self.line(loop)}: loop without a condition: assumed {self.cost.assumed_while_trips:g} iterations")
             return self.cost.assumed_while_trips, "assumed", "no condition", None
@@ -453,6 +467,7 @@ class KernelWalker:
             start_value = 0.0
             self.assume(f"line {self.line(loop)}: start of the `{var}` loop unknown: assumed 0")
         inclusive = 1.0 if op in ("<=", ">=") else 0.0
+        self.trip_is_static = bool(bound.static and start is not None and start.static and step is not None and step.static)
         if step_kind == "add" and step is not None and step.value:
             s = step.value
             span = (bound_value - start_value + (inclusive if s > 0 else -inclusive))
@@ -480,7 +495,7 @@ class KernelWalker:
             if self.text(arg) != var:
                 return None, None
             sign = -1.0 if "--" in self.text(update) else 1.0
-            return "add", Val(INT, sign, Linear.constant(sign))
+            return "add", Val(INT, sign, Linear.constant(sign), static=True)
         if update.type == "assignment_expression":
             left = update.child_by_field_name("left")
             if self.text(left) != var:
@@ -517,7 +532,9 @@ class KernelWalker:
         return None, None
 
     def _run_loop(self, node: Node, var: str | None, start: Val | None, step: Val | None, trip: float, origin: str,
-                  note: str, cond: Node | None, update: Node | None, body: Node | None) -> None:
+                  note: str, cond: Node | None, update: Node | None, body: Node | None, unrolled: bool = False) -> None:
+        """Walk a loop body `trip` times. An unrolled loop has no counter or compare, and the
+        addresses it steps through become immediate offsets."""
         self.loop_counter += 1
         atom = f"L{self.loop_counter}"
         self.cardinality[atom] = max(1.0, trip)
@@ -537,9 +554,12 @@ class KernelWalker:
         self.mult = saved * trip
         self.loop_depth += 1
         self.loop_atoms.append(atom)
+        if unrolled:
+            self.unrolled_atoms.add(atom)
         try:
-            self.count_int(self.cost.int_per_loop_iteration)
-            self.counts.int_loop += self.cost.int_per_loop_iteration * self.mult
+            if not unrolled:
+                self.count_int(self.cost.int_per_loop_iteration)
+                self.counts.int_loop += self.cost.int_per_loop_iteration * self.mult
             self.counts.loop_iterations += self.mult
             if cond is not None:
                 self.eval(cond)
@@ -647,6 +667,9 @@ class KernelWalker:
                 self.record_access(element, address, field_type, False, node)
                 return Val(field_type, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
         base = self.eval(arg)
+        if operator == "." and base.root is not None and base.space == "global" and base.dims:
+            # a member of an accessor/struct parameter (`pitched.ptr`, `t.data`): same memory
+            return Val(CType("unknown", 4, pointer=1), None, base.lin, base.root, base.space, base.dims)
         if operator == "->" and base.root is not None and base.space == "global":
             elem = self._field_type(base.ctype, field_name)
             self.record_access(base, base.lin, elem, False, node)
@@ -718,9 +741,12 @@ class KernelWalker:
         if left.ctype.pointer and op in ("+", "-") and not right.ctype.pointer:
             self.count_int(1.0)
             return Val(left.ctype, None, left.lin.add(right.lin, 1.0 if op == "+" else -1.0), left.root, left.space, left.dims)
-        if right.ctype.pointer and op == "+":
+        if right.ctype.pointer and op == "+" and (right.root is not None or left.root is None):
             self.count_int(1.0)
             return Val(right.ctype, None, right.lin.add(left.lin), right.root, right.space, right.dims)
+        if left.ctype.pointer and op == "+":
+            self.count_int(1.0)
+            return Val(left.ctype, None, left.lin.add(right.lin), left.root, left.space, left.dims)
         ctype = common_type(left.ctype, right.ctype)
         static = left.static and right.static
         if not static:
@@ -1034,7 +1060,10 @@ class KernelWalker:
             self.notes.append(f"call to `{simple}` not analysed (definition not visible)")
             self._assumed.add(simple)
         ctype = next((a.ctype for a in args if a.ctype.is_float), UNKNOWN)
-        return Val(ctype, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+        # an unknown function of indices is still an index over the same ranges (a constructor
+        # `Position(x, y)`, a helper `idx(i, j)`); of nothing known, it is data
+        atoms = frozenset().union(*(a.lin.atoms for a in args)) if args else frozenset()
+        return Val(ctype, None, Linear(nonlinear=atoms or frozenset({"data"}), const_known=False))
 
     def _atomic(self, node: Node, arg_nodes: list[Node]) -> Val:
         if not arg_nodes:
@@ -1088,7 +1117,9 @@ class KernelWalker:
             self.return_values = saved_returns
             self.data = saved_data
         if returned is None:
-            return Val(ret_type)
+            # a constructor or a function whose result we did not see: it depends on its inputs
+            atoms = frozenset().union(*(a.lin.atoms for a in args)) if args else frozenset()
+            return Val(ret_type, None, Linear(nonlinear=atoms, const_known=False))
         return Val(ret_type if ret_type.kind not in ("unknown", "struct", "void") else returned.ctype,
                    returned.value, returned.lin, returned.root, returned.space)
 

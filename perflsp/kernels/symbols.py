@@ -226,6 +226,12 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
                 _bind_assignment(ctx, assignment, env, control)
 
             events.append((node.start_byte, node.start_byte, assign))
+        elif capture == "address":
+            target = node.child_by_field_name("argument")
+            operator = node.child_by_field_name("operator")
+            if target is not None and target.type == "identifier" and operator is not None and ctx.text(operator) == "&":
+                events.append((node.start_byte, node.start_byte,
+                               _mark_unknown(ctx.text(target), "may be set through its address")))
         else:
             target = node.child_by_field_name("argument")
             if target is not None and target.type == "identifier":
