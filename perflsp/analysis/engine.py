@@ -461,7 +461,11 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
     if override is not None:
         teams = math.prod(override[0])
         threads = math.prod(override[1])
-    walker = KernelWalker(wrapped, cost, LaunchShape(None, None), dict(unit.type_aliases), unit.callees,
+    num_teams = region.clause("num_teams")
+    if teams is None and num_teams is not None and num_teams.value is not None and isinstance(num_teams.value.value, (int, float)):
+        teams = int(num_teams.value.value)
+    shape = LaunchShape((float(teams), 1.0, 1.0) if teams else None, (float(threads), 1.0, 1.0) if threads else None)
+    walker = KernelWalker(wrapped, cost, shape, dict(unit.type_aliases), unit.callees,
                           line_offset=region.body_span.start.line - 1)
     walker.scopes[0].update(unit.globals)
     extents = _bind_host_variables(unit, walker, host_types, host_env, expanded)
@@ -472,6 +476,11 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
         parallel_levels = int(collapse.value.value) if collapse and collapse.value and isinstance(collapse.value.value, (int, float)) else 1
     work_items, items_note, unknown_atoms = _walk_region(walker, statement, parallel_levels, assumptions)
     result = walker.result()
+    if parallel_levels == 0 and "teams" in words and teams and threads and work_items == 1.0:
+        # SPMD-style region: every thread of every team runs the body, indexing itself with
+        # omp_get_team_num()/omp_get_thread_num()
+        work_items = float(teams * threads)
+        items_note = f"{_int(work_items)} threads ({teams} teams × {threads} threads) run the region"
     if unknown_atoms:
         known_part = work_items or 1.0
         if override is not None:

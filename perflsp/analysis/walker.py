@@ -24,6 +24,9 @@ from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import LoopFact, OpCounts
 
 THREAD_ATOMS = {"threadIdx": ("tx", "ty", "tz"), "blockIdx": ("bx", "by", "bz")}
+# OpenMP's runtime calls inside a target region play the roles of CUDA's built-ins
+OMP_THREAD_API = {"omp_get_thread_num": ("tx", None), "omp_get_team_num": ("bx", None),
+                  "omp_get_num_threads": (None, "block"), "omp_get_num_teams": (None, "grid")}
 DIM_NAMES = {"blockDim": "block", "gridDim": "grid"}
 MAX_INLINE_DEPTH = 4
 MAX_NODES = 200_000  # work budget per kernel: pathological inputs stop, not hang
@@ -1010,6 +1013,13 @@ class KernelWalker:
             if ptr.root is not None:
                 self.record_access(ptr, ptr.lin, ptr.ctype.deref(), True, node)
             return UNKNOWN_VAL
+        if simple in OMP_THREAD_API:
+            atom, dim = OMP_THREAD_API[simple]
+            if atom is not None:
+                return Val(INT, None, Linear.atom(atom))
+            shape = self.launch.block if dim == "block" else self.launch.grid
+            value = float(shape[0]) if shape is not None else None
+            return Val(INT, value, Linear.constant(value))
         args = [self.eval(a) for a in arg_nodes]
         if simple in costs.SYNC_FUNCTIONS:
             return UNKNOWN_VAL
