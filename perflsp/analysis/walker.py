@@ -1065,7 +1065,12 @@ class KernelWalker:
             return Val(target, args[0].value if args else None, args[0].lin if args and target.is_int else Linear(const_known=False))
         callee = self.callees.get(simple)
         if callee is not None and simple not in self.inline_stack and len(self.inline_stack) < MAX_INLINE_DEPTH:
-            return self._inline(simple, callee, args)
+            template_args = []
+            if fn is not None and fn.type in ("template_function", "qualified_identifier"):
+                targs = next((c for c in _walk_named(fn) if c.type == "template_argument_list"), None)
+                if targs is not None:
+                    template_args = [c for c in targs.named_children if c.type != "comment"]
+            return self._inline(simple, callee, args, template_args)
         if callee is None and simple and simple not in self._assumed and simple not in ("assert", "static_cast", "reinterpret_cast"):
             self.notes.append(f"call to `{simple}` not analysed (definition not visible)")
             self._assumed.add(simple)
@@ -1088,8 +1093,25 @@ class KernelWalker:
         self.count_int(1.0)
         return Val(vals[0].ctype if vals else elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
 
-    def _inline(self, name: str, callee: Callee, args: list[Val]) -> Val:
+    def _inline(self, name: str, callee: Callee, args: list[Val], template_args: list[Node] | None = None) -> Val:
         fn = callee.node
+        # template arguments at the call (`fill<tile, stride>(...)`), evaluated in the caller
+        bound: dict[str, Val] = {}
+        aliases_added: dict[str, CType] = {}
+        template = fn.parent if fn.parent is not None and fn.parent.type == "template_declaration" else None
+        if template is not None and template_args:
+            plist = template.child_by_field_name("parameters")
+            params = [p for p in plist.named_children if p.type != "comment"] if plist is not None else []
+            for param, arg in zip(params, template_args):
+                pname = _template_param_name(param, callee.data)
+                if pname is None:
+                    continue
+                if param.type in ("type_parameter_declaration", "optional_type_parameter_declaration"):
+                    aliases_added[pname] = parse_type(self.text(arg), self.aliases)
+                else:
+                    val = self.eval(arg)
+                    if val.value is not None:
+                        bound[pname] = Val(INT, val.value, Linear.constant(val.value), static=True)
         declarator = fn.child_by_field_name("declarator")
         while declarator is not None and declarator.type != "function_declarator":
             declarator = declarator.child_by_field_name("declarator")
@@ -1113,6 +1135,10 @@ class KernelWalker:
             else:
                 scope[pname] = Val(ptype, None, Linear(const_known=False))
         ret_type = parse_type(self.text(fn.child_by_field_name("type")), self.aliases)
+        scope.update(bound)
+        saved_aliases = self.aliases
+        if aliases_added:
+            self.aliases = {**self.aliases, **aliases_added}
         saved_scopes = self.scopes
         saved_returns = self.return_values
         self.scopes = [scope]
@@ -1126,12 +1152,33 @@ class KernelWalker:
             self.scopes = saved_scopes
             self.return_values = saved_returns
             self.data = saved_data
+            self.aliases = saved_aliases
         if returned is None:
             # a constructor or a function whose result we did not see: it depends on its inputs
             atoms = frozenset().union(*(a.lin.atoms for a in args)) if args else frozenset()
             return Val(ret_type, None, Linear(nonlinear=atoms, const_known=False))
         return Val(ret_type if ret_type.kind not in ("unknown", "struct", "void") else returned.ctype,
                    returned.value, returned.lin, returned.root, returned.space)
+
+
+def _walk_named(node: Node):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.named_children))
+
+
+def _template_param_name(param: Node, data: bytes) -> str | None:
+    name = param.child_by_field_name("name")
+    if name is None:
+        declarator = param.child_by_field_name("declarator")
+        name = declarator
+        while name is not None and name.type not in ("identifier", "type_identifier"):
+            name = name.child_by_field_name("declarator") or next(iter(name.named_children), None)
+    if name is None:
+        name = next((c for c in param.named_children if c.type in ("type_identifier", "identifier")), None)
+    return data[name.start_byte : name.end_byte].decode("utf-8", "replace") if name is not None else None
 
 
 def _declared_name(walker: KernelWalker, param: Node) -> str | None:
