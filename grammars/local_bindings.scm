@@ -1,5 +1,7 @@
 ; Statements that change what is known about a local variable (constant folding of launch
-; configurations): declarations, assignments and ++/--.
+; configurations): declarations, assignments, ++/-- and taking the address (`&x` lets a call
+; such as cudaOccupancyMaxPotentialBlockSize(&grid, &block, ...) write it).
 (declaration) @declaration
 (assignment_expression) @assignment
 (update_expression) @update
+(pointer_expression operator: "&" argument: (identifier)) @address

@@ -3,6 +3,7 @@ and a function's local variables as they stand at a given point."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from tree_sitter import Node, QueryCursor
@@ -34,7 +35,7 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
             name = child.child_by_field_name("name")
             value = child.child_by_field_name("value")
             if name is not None and value is not None:
-                env.macros.setdefault(ctx.text(name), ctx.text(value).replace("\\\n", " ").strip())
+                env.macros.setdefault(ctx.text(name), _macro_body(ctx.text(value)))
         elif kind in _SCOPE_CONTAINERS:
             _collect_scope(ctx, child, env)
         elif kind == "namespace_definition":
@@ -51,6 +52,15 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
                 if sub.type == "enum_specifier":
                     _bind_enum(ctx, sub, env)
     # enums nested in declarations such as `enum { A = 1 } x;` are rare enough to ignore
+
+
+_MACRO_COMMENT = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)", re.DOTALL)
+
+
+def _macro_body(text: str) -> str:
+    """A macro's replacement text without line continuations and comments
+    (`#define BLOCK 100  // why` folds to 100)."""
+    return _MACRO_COMMENT.sub(" ", text.replace("\\\n", " ")).strip()
 
 
 def _is_constant_declaration(ctx: ExtractionContext, decl: Node) -> bool:
@@ -215,7 +225,7 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
     cursor.set_byte_range(body.start_byte, body.end_byte)
     for node, capture in _ordered_captures(cursor.captures(body)):
         enclosing = _nested_scope(node, body)
-        if enclosing == "skip":
+        if enclosing == "skip" and not (capture == "address" and not _in_nested_definition(node, body)):
             continue
         in_control = enclosing == "control"
         if capture == "declaration":
@@ -231,6 +241,11 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
                 _bind_assignment(ctx, assignment, env, control)
 
             events.append((node.start_byte, node.start_byte, assign))
+        elif capture == "address":
+            target = node.child_by_field_name("argument")
+            if target is not None:
+                events.append((node.start_byte, node.start_byte,
+                               _mark_unknown(ctx.text(target), "has its address taken (it may be written through it)")))
         else:
             target = node.child_by_field_name("argument")
             if target is not None and target.type == "identifier":
@@ -259,6 +274,15 @@ def _nested_scope(node: Node, body: Node) -> str:
             return "skip"  # `int a = b = 3` style nesting: ignore the inner part
         parent = parent.parent
     return state
+
+
+def _in_nested_definition(node: Node, body: Node) -> bool:
+    parent = node.parent
+    while parent is not None and parent != body:
+        if parent.type in _NESTED_DEFINITIONS:
+            return True
+        parent = parent.parent
+    return False
 
 
 def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in_control: bool) -> None:
