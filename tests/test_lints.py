@@ -460,3 +460,37 @@ def test_every_example_fix_applies_and_reparses(gpus):
                 assert syntax_error_count(parse(fixed)) == 0, (rel, fix.title)
                 applied += 1
     assert applied >= 9
+
+
+def test_promotion_silent_when_computing_into_a_double():
+    src = """__global__ void k(const float *u, double *f) {
+    float u0 = u[threadIdx.x];
+    double usqr = 3 * (u0 * u0) / 2.;
+    f[threadIdx.x] += 2 * 1. / 18 * (-u0);
+    f[0] = usqr;
+}
+"""
+    assert codes(lint(src), PROMO) == []
+
+
+def test_uncoalesced_reports_each_array_once_with_the_other_accesses_related():
+    src = """__global__ void k(const float *a, float *out, int n) {
+    const int tid = blockIdx.x * blockDim.x + threadIdx.x;
+    out[tid] = a[tid * n] + a[tid * n + 1] + a[tid * n + 2];
+}
+"""
+    (finding,) = codes(lint(src), UNC)
+    assert text_of(src, finding) == "a[tid * n]"
+    assert len(finding.related) == 2 and "2 more access(es)" in finding.message
+
+
+def test_uncoalesced_sees_through_integer_functional_casts():
+    src = """typedef int Index_t;
+__global__ void k(const int *nodes, int *out) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int *mine = nodes + Index_t(8) * i;
+    out[i] = mine[0];
+}
+"""
+    (finding,) = codes(lint(src), UNC)
+    assert "8 elements (32 bytes) apart" in finding.message

@@ -80,13 +80,36 @@ def validated_fix(data: bytes, tree: Tree, title: str, edits: Sequence[ByteEdit]
     if not edits:
         raise EditError("nothing to change")
     new_data = apply_edits(data, edits)
-    new_tree = parse(new_data)
+    new_tree = _reparse(data, tree, edits, new_data)
     before, after = syntax_error_count(tree), syntax_error_count(new_tree)
     if after > before:
         raise EditError(f"the edited text would not parse cleanly ({after - before} new syntax error(s))")
     if check is not None:
         check(new_data, new_tree)
     return Fix(title=title, edits=tuple(edits), kind=kind, preferred=preferred)  # type: ignore[arg-type]
+
+
+def _reparse(data: bytes, tree: Tree, edits: Sequence[ByteEdit], new_data: bytes) -> Tree:
+    """Parse the edited text incrementally from a copy of the old tree (the caller's tree is
+    left untouched)."""
+    from tree_sitter import Point
+
+    def point(offset: int) -> Point:
+        return Point(data.count(b"\n", 0, offset), offset - (data.rfind(b"\n", 0, offset) + 1))
+
+    old = tree.copy()
+    unique = sorted({(e.start_byte, e.end_byte, e.text) for e in edits}, reverse=True)
+    for start, end, text in unique:  # last first: earlier offsets stay valid
+        inserted = text.encode("utf-8")
+        start_point = point(start)
+        lines = inserted.count(b"\n")
+        if lines:
+            new_end_point = Point(start_point.row + lines, len(inserted) - (inserted.rfind(b"\n") + 1))
+        else:
+            new_end_point = Point(start_point.row, start_point.column + len(inserted))
+        old.edit(start_byte=start, old_end_byte=end, new_end_byte=start + len(inserted),
+                 start_point=start_point, old_end_point=point(end), new_end_point=new_end_point)
+    return parse(new_data, old)
 
 
 def _check_int(what: str, value: object, low: int, high: int) -> int:
@@ -118,6 +141,29 @@ def _unwrap(node: Node) -> Node:
             node = node.child_by_field_name("value")
         else:
             return node
+
+
+def _reextract(data: bytes, tree: Tree, *, kernels: bool = False, launches: bool = False,
+               regions: bool = False) -> FileKernels:
+    """Extraction of an edited text, limited to what a check needs (a whole `extract` of a big
+    file costs more than the rest of a fix)."""
+    from perflsp.kernels.context import ExtractionContext
+    from perflsp.kernels.cuda import extract_functions
+    from perflsp.kernels.launches import extract_launches
+    from perflsp.kernels.omp import extract_regions
+    from perflsp.kernels.symbols import file_env
+    from perflsp.source.positions import LineIndex
+
+    ctx = ExtractionContext(data=data, tree=tree, lines=LineIndex(data))
+    env = file_env(ctx)
+    result = FileKernels(path=None)
+    if kernels or launches:
+        result.kernels, result.device_functions = extract_functions(ctx, env)
+    if launches:
+        result.launches = extract_launches(ctx, env, result.kernels)
+    if regions:
+        result.omp_regions = extract_regions(ctx, env)
+    return result
 
 
 # --------------------------------------------------------------------------- precision fixes
@@ -226,7 +272,7 @@ def set_launch_bounds(data: bytes, tree: Tree, kernel: CudaFunction, max_threads
     index = _index_of(fk.kernels, kernel)
 
     def check(new_data: bytes, new_tree: Tree) -> None:
-        after = extract(new_data, new_tree).kernels
+        after = _reextract(new_data, new_tree, kernels=True).kernels
         if len(after) != len(fk.kernels):
             raise EditError("the edit changed which kernels the file defines")
         bounds = after[index].launch_bounds
@@ -609,7 +655,7 @@ def set_block_size(data: bytes, tree: Tree, site: LaunchSite, block: int, *, war
     title = f"Launch `{site.name}` with {block} threads per block"
 
     def check(new_data: bytes, new_tree: Tree) -> None:
-        after = extract(new_data, new_tree)
+        after = _reextract(new_data, new_tree, launches=True)
         if len(after.launches) != len(fk.launches):
             raise EditError("the edit changed which launches the file contains")
         new_site = after.launches[index]
@@ -934,7 +980,7 @@ def set_omp_clauses(data: bytes, tree: Tree, region: OmpRegion, thread_limit: in
         edits.append(ByteEdit(insert_at, insert_at, " " + " ".join(additions)))
 
     def check(new_data: bytes, new_tree: Tree) -> None:
-        regions = extract(new_data, new_tree).omp_regions
+        regions = _reextract(new_data, new_tree, regions=True).omp_regions
         if len(regions) != len(fk.omp_regions):
             raise EditError("the edit changed which OpenMP regions the file contains")
         new_region = regions[index]

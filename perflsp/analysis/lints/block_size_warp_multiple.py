@@ -98,9 +98,9 @@ def _candidates(threads: int, warp: int) -> list[int]:
 def _message(threads: int, warp: int, what: str) -> str:
     warps = -(-threads // warp)
     idle = warps * warp - threads
-    return (f"{what} of {threads} threads is not a multiple of the warp size {warp}: "
-            f"each block runs {warps} warps, and the last has {idle} idle lanes "
-            f"({idle / (warps * warp):.0%} of the block's lanes)")
+    runs = f"runs {warps} warps, and the last has" if warps > 1 else "runs one warp with"
+    return (f"{what} of {threads} thread{'s' if threads != 1 else ''} is not a multiple of the warp size {warp}: "
+            f"each block {runs} {idle} idle lanes ({idle / (warps * warp):.0%} of the block's lanes)")
 
 
 def _prefer_first(fixes: list[Fix]) -> None:

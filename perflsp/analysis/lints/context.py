@@ -200,6 +200,13 @@ class LintContext:
         return list(seen.values()) or [Instantiation()]
 
     def scope_of(self, function: Node, aliases: dict[str, str]) -> Scope:
+        key = (function.start_byte, function.end_byte, tuple(sorted(aliases.items())))
+        cache: dict = self.__dict__.setdefault("_scopes", {})
+        if key not in cache:
+            cache[key] = self._build_scope(function, aliases)
+        return cache[key]
+
+    def _build_scope(self, function: Node, aliases: dict[str, str]) -> Scope:
         names: dict[str, Ty | Node | None] = {}
         declarator = function.child_by_field_name("declarator")
         while declarator is not None and declarator.type != "function_declarator":
@@ -231,9 +238,15 @@ class LintContext:
                             names[name] = Ty(base, depth)
         return Scope(names, parent=self.file_scope)
 
-    def gpu_code(self) -> Iterator[GpuCode]:
+    def gpu_code(self) -> list[GpuCode]:
         """Every piece of device code: kernels (per instantiation), `__device__` functions,
-        OpenMP target regions."""
+        OpenMP target regions (computed once; typers keep their memo between rules)."""
+        cached = self.__dict__.get("_gpu_code")
+        if cached is None:
+            cached = self.__dict__["_gpu_code"] = list(self._gpu_code())
+        return cached
+
+    def _gpu_code(self) -> Iterator[GpuCode]:
         for fn in [*self.kernels.kernels, *self.kernels.device_functions]:
             node = self.function_node(fn)
             if node is None:
@@ -252,8 +265,16 @@ class LintContext:
         function = body.parent
         while function is not None and function.type != "function_definition":
             function = function.parent
-        scope = self.scope_of(function, self.aliases) if function is not None else self.file_scope
-        yield GpuCode(region.name, body, ExprTyper(scope, self.aliases, self.function_returns, self.language))
+        if function is None:
+            typer = ExprTyper(self.file_scope, self.aliases, self.function_returns, self.language)
+        else:  # regions of one function share its typer
+            typers: dict = self.__dict__.setdefault("_region_typers", {})
+            key = function.start_byte
+            if key not in typers:
+                typers[key] = ExprTyper(self.scope_of(function, self.aliases), self.aliases, self.function_returns,
+                                        self.language)
+            typer = typers[key]
+        yield GpuCode(region.name, body, typer)
 
     def value_env(self, inst: Instantiation | None = None) -> ConstEnv:
         """Template value parameters (`BLOCK` = 256) on top of the file's constants."""

@@ -21,6 +21,7 @@ from perflsp.analysis.exprtypes import (
     ARITH_OPS,
     COMPARE_OPS,
     COMPOUND_FLOAT_OPS,
+    DOUBLE,
     FLIT,
     FLOAT,
     ExprTyper,
@@ -66,6 +67,8 @@ def _float_sinks(ctx: LintContext, code: GpuCode, node: Node):
             return
         for value, partner in ((right, left), (left, right)):
             if _is(typer.intended(partner), FLOAT) and _is(typer.intended(value), FLIT):
+                if _destination_is_double(code, node):
+                    return  # mixed-precision code computing into a double: the promotion is wanted
                 yield value, f"promotes `{_short(ctx, partner)}` (float) and the `{op.type}` to FP64"
     elif kind == "assignment_expression":
         op = node.child_by_field_name("operator")
@@ -104,6 +107,35 @@ def _float_sinks(ctx: LintContext, code: GpuCode, node: Node):
         value = next((c for c in node.named_children if c.type != "comment"), None)
         if value is not None and _is(typer.intended(value), FLIT) and is_runtime(value):
             yield value, "is computed in FP64 and then returned as a float"
+
+
+_PASS_THROUGH = frozenset({"binary_expression", "parenthesized_expression", "unary_expression",
+                           "conditional_expression", "cast_expression"})
+
+
+def _destination_is_double(code: GpuCode, node: Node) -> bool:
+    """Whether the full expression around `node` is stored into (or returned as) a double."""
+    top = node
+    while top.parent is not None and top.parent.type in _PASS_THROUGH:
+        if top.parent.type == "cast_expression":
+            return _is(code.typer.actual(top.parent), DOUBLE)
+        if top.parent.type == "binary_expression" and top.parent.child_by_field_name("operator").type not in ARITH_OPS:
+            return False
+        top = top.parent
+    parent = top.parent
+    if parent is None:
+        return False
+    if parent.type == "init_declarator":
+        declaration = parent.parent
+        type_node = declaration.child_by_field_name("type") if declaration is not None else None
+        target = parent.child_by_field_name("declarator")
+        return (type_node is not None and target is not None and target.type == "identifier"
+                and normalise_type(type_node.text.decode("utf-8", "replace"), code.typer.aliases) == DOUBLE)
+    if parent.type == "assignment_expression" and parent.child_by_field_name("right") == top:
+        return _is(code.typer.intended(parent.child_by_field_name("left")), DOUBLE)
+    if parent.type == "return_statement":
+        return code.returns is not None and code.returns.scalar == DOUBLE
+    return False
 
 
 def _finding(ctx: LintContext, code: GpuCode, literal: Node, why: str) -> Finding:

@@ -11,7 +11,7 @@ Checked per configured GPU (NVIDIA GPUs for CUDA launches, every GPU for OpenMP 
 kernel's constant `__shared__` arrays plus the launch's dynamic shared memory:
 - the block is limited by the launch shape (resident-block or warp-slot limit) and reaches at most
   `occupancy_threshold` (50%) of the SM's warps;
-- a constant grid (or `num_teams`) has fewer blocks than the GPU has SMs.
+- a constant grid (or `num_teams`) has fewer blocks than three quarters of the GPU's SMs.
 Occupancy limited by registers or shared memory is a resource question, not reported here.
 Fix: the block size that reaches the best occupancy on every configured GPU (128, 256, 512,
 1024 tried first), with the grid and `__launch_bounds__` adjusted.
@@ -35,6 +35,7 @@ NAME = "occupancy-low"
 DEFAULT_SEVERITY = "information"
 
 _SHAPE_LIMITERS = (Limiter.BLOCKS, Limiter.WARPS)
+SM_FRACTION = 0.75  # a constant grid filling fewer SMs than this share of the GPU is reported
 
 
 def check(ctx: LintContext) -> list[Finding]:
@@ -110,18 +111,20 @@ def _block_finding(ctx: LintContext, gpus: list[Gpu], threads: int, regs: int, s
 
 def _why(result: OccupancyResult) -> str:
     if result.limiter == Limiter.BLOCKS:
+        warps = "warp" if result.warps_per_block == 1 else "warps"
         return (f"at most {result.active_blocks_per_sm} resident blocks per SM x {result.warps_per_block} "
-                f"warp(s) = {result.active_warps_per_sm} of {result.max_warps_per_sm} warps")
+                f"{warps} = {result.active_warps_per_sm} of {result.max_warps_per_sm} warps")
     return f"{result.active_blocks_per_sm} block(s) of {result.warps_per_block} warps fit in {result.max_warps_per_sm} warp slots"
 
 
 def _grid_finding(gpus: list[Gpu], blocks: int, span: Span, kernel: str | None, what: str, unit: str) -> Finding | None:
-    short = sorted((g for g in gpus if blocks < g.sm_count), key=lambda g: blocks / g.sm_count)
+    short = sorted((g for g in gpus if blocks < SM_FRACTION * g.sm_count), key=lambda g: blocks / g.sm_count)
     if not short:
         return None
     parts = [f"{g.sm_count - blocks} of {g.sm_count} SMs idle on {g.name}" for g in short[:3]]
     more = f" and {len(short) - 3} more GPU(s)" if len(short) > 3 else ""
-    message = f"a {what} of {blocks} {unit} leaves " + "; ".join(parts) + more
+    noun = unit if blocks != 1 else unit.rstrip("s")
+    message = f"a {what} of {blocks} {noun} leaves " + "; ".join(parts) + more
     return Finding(code=CODE, message=message, span=span, severity=DEFAULT_SEVERITY, kernel=kernel)
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from perflsp.analysis.exprtypes import Ty
+from perflsp.analysis.exprtypes import INT, Ty, normalise_type
 from perflsp.analysis.lints.context import Instantiation, LintContext, walk
 from perflsp.analysis.models import Finding
 from perflsp.kernels.consteval import TYPE_SIZES_BYTES, ConstEnv, try_evaluate
@@ -143,7 +143,7 @@ class _KernelIndexes:
             type_node = node.child_by_field_name("type")
             value = self.poly(node.child_by_field_name("value"))
             if type_node is not None and any(w in (type_node.text or b"") for w in (b"float", b"double")):
-                return self._opaque(value, "cast")
+                return self._opaque(value, node)
             return value
         if kind == "field_expression":
             arg = node.child_by_field_name("argument")
@@ -160,7 +160,7 @@ class _KernelIndexes:
                 return _scale(value, -1)
             if op is not None and op.type == "+":
                 return value
-            return self._opaque(value, "unary")
+            return self._opaque(value, node)
         if kind == "binary_expression":
             op = node.child_by_field_name("operator")
             left = self.poly(node.child_by_field_name("left"))
@@ -175,8 +175,15 @@ class _KernelIndexes:
                 return _mul(left, right)
             if op.type == "<<" and isinstance(right, dict) and set(right) <= {()}:
                 return _scale(left, 1 << right.get((), 0)) if 0 <= right.get((), 0) < 31 else TX_UNKNOWN
-            return self._opaque(_add(left, right), op.type)
-        return self._opaque(self._any_tx(node), kind)
+            return self._opaque(_add(left, right), node)
+        if kind == "call_expression":
+            fn = node.child_by_field_name("function")
+            args = node.child_by_field_name("arguments")
+            items = [a for a in args.named_children if a.type != "comment"] if args is not None else []
+            if fn is not None and len(items) == 1 and (
+                    fn.type == "primitive_type" or normalise_type(fn.text.decode("utf-8", "replace"), self.aliases) == INT):
+                return self.poly(items[0])  # `Index_t(8)`, `int(x)`: an integer conversion
+        return self._opaque(self._any_tx(node), node)
 
     def _any_tx(self, node: Node) -> Poly | _TxUnknown:
         for child in walk(node):
@@ -186,10 +193,10 @@ class _KernelIndexes:
                     return TX_UNKNOWN
         return {}
 
-    def _opaque(self, value: Poly | _TxUnknown, label: str) -> Poly | _TxUnknown:
+    def _opaque(self, value: Poly | _TxUnknown, node: Node) -> Poly | _TxUnknown:
         if value is TX_UNKNOWN or _has_tx(value):
             return TX_UNKNOWN
-        return self.fresh(label)
+        return self.fresh(" ".join(self.ctx.text(node).split()))
 
     def variable(self, name: str) -> Poly | _TxUnknown:
         if name in self._memo:
@@ -302,10 +309,27 @@ class _KernelIndexes:
         return TYPE_SIZES_BYTES.get(" ".join(base.split()))
 
     def findings(self) -> list[Finding]:
-        out: list[Finding] = []
+        """One finding per array: the first strided access, the others as related locations."""
+        first: dict[str, Finding] = {}
+        others: dict[str, list] = defaultdict(list)
+        for base, finding in self._accesses():
+            if base in first:
+                others[base].append((finding.span, "another access with the same stride"))
+            else:
+                first[base] = finding
+        out = []
+        for base, finding in first.items():
+            related = tuple(others[base])
+            if related:
+                finding = Finding(finding.code, f"{finding.message} ({len(related)} more access(es) to `{base}` alike)",
+                                  finding.span, finding.severity, finding.fixes, related, finding.kernel)
+            out.append(finding)
+        return out
+
+    def _accesses(self):
         body = self.node.child_by_field_name("body")
         if body is None:
-            return out
+            return
         for node in walk(body):
             if node.type == "subscript_expression":
                 base_node = node.child_by_field_name("argument")
@@ -316,6 +340,7 @@ class _KernelIndexes:
                     continue
                 total = _add(pointer.offset, self.poly(_index(node)))
                 finding = self._judge(node, pointer, total, self.ctx.text(base_node))
+                shown = self.ctx.text(base_node)
             elif node.type == "pointer_expression":
                 op = node.child_by_field_name("operator")
                 arg = node.child_by_field_name("argument")
@@ -325,11 +350,11 @@ class _KernelIndexes:
                 if pointer is None:
                     continue
                 finding = self._judge(node, pointer, pointer.offset, pointer.base)
+                shown = pointer.base
             else:
                 continue
             if finding is not None:
-                out.append(finding)
-        return out
+                yield shown, finding
 
     def _judge(self, node: Node, pointer: _Pointer, total: Poly | _TxUnknown, shown: str) -> Finding | None:
         if total is TX_UNKNOWN or any(mono.count(TX) > 1 for mono in total):
@@ -351,7 +376,7 @@ class _KernelIndexes:
             apart = f"`{shown_stride}` elements apart"
         where = f" in `{self.inst.label}`" if self.inst.label else ""
         message = (f"uncoalesced access: neighbouring threads (threadIdx.x) read `{shown}` {apart}{where}; "
-                   f"a warp's access touches up to {sectors} 32-byte sectors instead of {ideal}")
+                   f"one warp-wide access touches up to {sectors} sectors of 32 bytes instead of {ideal}")
         return Finding(code=CODE, message=message, span=self.ctx.span(node), severity=DEFAULT_SEVERITY,
                        kernel=self.kernel.qualified_name)
 
@@ -442,6 +467,8 @@ def _render(poly: Poly) -> str:
             terms.append(str(c))
         elif c == 1:
             terms.append(factor)
+        elif c == -1:
+            terms.append(f"-{factor}")
         else:
             terms.append(f"{c} * {factor}")
     return " + ".join(terms).replace("+ -", "- ")
