@@ -154,9 +154,57 @@ def test_shared_macro_and_shared_grid_variable_edit_only_this_launch():
 
 
 def test_block_constant_used_inside_the_kernel_and_elsewhere_is_refused():
-    doc = example("examples/cuda/reduction.cu")
-    with pytest.raises(EditError, match="also used inside"):
-        set_block_size(doc.data, doc.tree, doc.site("reduce_tree"), 128, file_kernels=doc.fk)
+    doc = Doc("""#define BLOCK 256
+__global__ void k(float *x) { __shared__ float s[BLOCK]; s[threadIdx.x] = x[blockIdx.x * blockDim.x + threadIdx.x]; }
+__global__ void j(float *x) { x[blockIdx.x * blockDim.x + threadIdx.x] = 0.0f; }
+void host(float *x) { k<<<64, BLOCK>>>(x); j<<<64, BLOCK>>>(x); }
+""")
+    with pytest.raises(EditError, match="also used inside `k`"):
+        set_block_size(doc.data, doc.tree, doc.site("k"), 128, file_kernels=doc.fk)
+    with pytest.raises(EditError, match="does not follow"):  # j's grid is a constant 64 blocks
+        set_block_size(doc.data, doc.tree, doc.site("j"), 128, file_kernels=doc.fk)
+
+
+@pytest.mark.parametrize("body, why", [
+    ("x[blockIdx.x] = 0.0f;", "never reads threadIdx"),               # one thread per block by design
+    ("x[blockIdx.x * 256 + threadIdx.x] = 0.0f;", "never reads blockDim"),
+    ("x[blockIdx.x * blockDim.x + threadIdx.x] = 0.0f;", "does not follow"),  # grid 64 would stay 64
+    ("__shared__ float s[256]; s[threadIdx.x] = x[blockIdx.x * blockDim.x + threadIdx.x];", "uses the number 256"),
+])
+def test_kernels_that_assume_their_block_size_are_refused(body, why):
+    doc = Doc(f"__global__ void k(float *x) {{ {body} }}\nvoid host(float *x) {{ k<<<64, 256>>>(x); }}\n")
+    with pytest.raises(EditError, match=why):
+        set_block_size(doc.data, doc.tree, doc.site("k"), 128, file_kernels=doc.fk)
+
+
+def test_kernel_defined_elsewhere_is_refused():
+    doc = Doc("__global__ void k(float *x);\nvoid host(float *x, int n) { k<<<(n + 255) / 256, 256>>>(x); }\n")
+    with pytest.raises(EditError, match="not defined in this file"):
+        set_block_size(doc.data, doc.tree, doc.site("k"), 128, file_kernels=doc.fk)
+
+
+def test_dynamic_shared_memory_follows_the_block():
+    doc = Doc("""#define BLOCK 128
+__global__ void __launch_bounds__(BLOCK) blur(int n, float *x) {
+    extern __shared__ float line[];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    line[threadIdx.x] = x[i];
+}
+__global__ void __launch_bounds__(BLOCK) other(float *x, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) x[i] = 0.0f;
+}
+void host(int n, float *x, int r) {
+    const size_t smem = (BLOCK + 2 * r) * sizeof(float);
+    blur<<<(n + BLOCK - 1) / BLOCK, BLOCK, smem>>>(n, x);
+    other<<<64, BLOCK, BLOCK * 4>>>(x, n);
+}
+""")
+    after = doc.applied(set_block_size(doc.data, doc.tree, doc.site("blur"), 256, file_kernels=doc.fk))
+    assert "const size_t smem = (256 + 2 * r) * sizeof(float);" in after.text
+    assert "blur<<<(n + 256 - 1) / 256, 256, smem>>>" in after.text
+    assert "__launch_bounds__(256) blur" in after.text and "__launch_bounds__(BLOCK) other" in after.text
+    after = doc.applied(set_block_size(doc.data, doc.tree, doc.site("other"), 64, file_kernels=doc.fk))
+    assert "other<<<64, 64, 64 * 4>>>" in after.text
 
 
 @pytest.mark.parametrize("grid, expected", [
@@ -169,7 +217,7 @@ def test_block_constant_used_inside_the_kernel_and_elsewhere_is_refused():
 ])
 def test_grid_forms_follow_the_block(grid, expected):
     src = f"""int div_up(int a, int b);
-__global__ void k(int n, float *x) {{ x[0] = 1.0f; }}
+__global__ void k(int n, float *x) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = 1.0f; }}
 void host(int n, float *x, int threads) {{ k<<<{grid}, threads>>>(n, x); }}
 """
     doc = Doc(src)
@@ -178,7 +226,7 @@ void host(int n, float *x, int threads) {{ k<<<{grid}, threads>>>(n, x); }}
 
 
 def test_exact_division_grid_is_refused():
-    doc = Doc("""__global__ void k(float *x) { x[0] = 1.0f; }
+    doc = Doc("""__global__ void k(float *x) { x[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f; }
 void host(float *x, int n) { k<<<n / 256, 256>>>(x); }
 """)
     with pytest.raises(EditError, match="without rounding up"):
@@ -186,7 +234,7 @@ void host(float *x, int n) { k<<<n / 256, 256>>>(x); }
 
 
 def test_local_constants_and_grid_variable_used_only_here_are_edited_in_place():
-    doc = Doc("""__global__ void k(int n, float *x) { x[0] = 1.0f; }
+    doc = Doc("""__global__ void k(int n, float *x) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = 1.0f; }
 void host(int n, float *x) {
     const int threads = 64;
     const int blocks = (n + threads - 1) / threads;
@@ -199,7 +247,7 @@ void host(int n, float *x) {
 
 
 def test_dim3_block_variable():
-    doc = Doc("""__global__ void k(int n, float *x) { x[0] = 1.0f; }
+    doc = Doc("""__global__ void k(int n, float *x) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = 1.0f; }
 void host(int n, float *x) {
     dim3 block(64);
     dim3 grid((n + 63) / 64);
@@ -228,7 +276,7 @@ def test_two_dimensional_block_is_refused():
 
 def test_template_block_parameter_is_refused():
     doc = example("examples/cuda/templated.cu")
-    with pytest.raises(EditError, match="template argument"):
+    with pytest.raises(EditError, match="template argument too"):
         set_block_size(doc.data, doc.tree, doc.site("sum_squares"), 512, file_kernels=doc.fk)
 
 
@@ -349,3 +397,17 @@ def test_incremental_reparse_matches_a_full_parse():
         new_data = apply_edits(doc.data, fix.edits)
         assert str(_reparse(doc.data, doc.tree, fix.edits, new_data).root_node) == str(parse(new_data).root_node)
     assert str(doc.tree.root_node) == str(parse(doc.data).root_node)  # the caller's tree is untouched
+
+
+def test_regions_that_share_out_work_by_hand_are_refused():
+    doc = Doc("""#include <omp.h>
+void f(float *x) {
+#pragma omp target teams num_teams(64) thread_limit(128)
+    {
+#pragma omp parallel
+        x[omp_get_team_num() * 128 + omp_get_thread_num()] = 0.0f;
+    }
+}
+""")
+    with pytest.raises(EditError, match="by hand"):
+        set_omp_clauses(doc.data, doc.tree, doc.fk.omp_regions[0], thread_limit=256, file_kernels=doc.fk)

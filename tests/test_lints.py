@@ -227,7 +227,7 @@ WARP = "launch/block-size-not-warp-multiple"
 
 
 def test_odd_block_fires_with_nearest_fixes_and_grid_follows():
-    src = """__global__ void __launch_bounds__(100) k(int n, float *x) { x[0] = 1.0f; }
+    src = """__global__ void __launch_bounds__(100) k(int n, float *x) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = 1.0f; }
 void host(int n, float *x) { k<<<(n + 99) / 100, 100>>>(n, x); }
 """
     (finding,) = codes(lint(src), WARP)
@@ -279,7 +279,7 @@ OCC = "occupancy/low"
 
 
 def test_one_warp_blocks_cap_occupancy(gpus):
-    src = """__global__ void __launch_bounds__(32) k(int n, float *x) { x[0] = 1.0f; }
+    src = """__global__ void __launch_bounds__(32) k(int n, float *x) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = 1.0f; }
 void host(int n, float *x) { k<<<(n + 31) / 32, 32>>>(n, x); }
 """
     (finding,) = codes(lint(src, gpus), OCC)

@@ -462,6 +462,15 @@ class _Refs:
                     raise EditError(f"{what} divides by {self.old} without rounding up; rewrite it by hand")
         return list(edits.values())
 
+    def rewrite_all(self, expr: _Expr) -> list[ByteEdit]:
+        """Every mention of the block size (a dynamic shared-memory size: `B * sizeof(float)`)."""
+        edits = []
+        for root in expr.nodes:
+            for node in _walk(root):
+                if node.type in ("identifier", "number_literal") and self.is_ref(node):
+                    edits.append(ByteEdit(expr.start(node), expr.end(node), str(self.new)))
+        return edits
+
     def _ceiling_division(self, div: Node, set_ref) -> bool:
         left = _unwrap(div.child_by_field_name("left"))
         terms = _sum_terms(left)
@@ -531,6 +540,7 @@ class _Definition:
     scope: tuple[int, int]  # where its uses are counted (file, or the enclosing function)
     declaration: tuple[int, int]  # the defining construct, excluded from the uses
     is_args: bool = False  # the value is a parenthesised argument list: `dim3 grid(a, b)`
+    local: bool = False  # a variable of the launching function (not a file-level constant/macro)
 
 
 class _Document:
@@ -592,16 +602,16 @@ class _Document:
         value = declarator.child_by_field_name("value") if declarator.type == "init_declarator" else None
         scope = (decl.start_byte, body.end_byte)
         if self._modified(name, decl.end_byte, body.end_byte):
-            return _Definition(name, 0, 0, False, scope, (decl.start_byte, decl.end_byte))
+            return _Definition(name, 0, 0, False, scope, (decl.start_byte, decl.end_byte), local=True)
         if value is None:
             args = declarator.child_by_field_name("parameters") if declarator.type == "function_declarator" else None
             if args is not None:  # `dim3 block(256)`: the most vexing parse
                 return _Definition(name, args.start_byte, args.end_byte, False, scope, (decl.start_byte, decl.end_byte),
-                                   is_args=True)
-            return _Definition(name, 0, 0, False, scope, (decl.start_byte, decl.end_byte))
+                                   is_args=True, local=True)
+            return _Definition(name, 0, 0, False, scope, (decl.start_byte, decl.end_byte), local=True)
         editable = _int_value(value) is not None
         return _Definition(name, value.start_byte, value.end_byte, editable, scope, (decl.start_byte, decl.end_byte),
-                           is_args=value.type in ("argument_list", "initializer_list"))
+                           is_args=value.type in ("argument_list", "initializer_list"), local=True)
 
     def _modified(self, name: str, start: int, end: int) -> bool:
         pattern = re.compile(rb"(?<![\w$.>])" + re.escape(name.encode())
@@ -691,6 +701,32 @@ class _BlockPlan:
             self.old = value[0]
         if self.old == block:
             raise EditError(f"the launch already uses {block} threads per block")
+        self._check_kernel_adapts()
+
+    def _check_kernel_adapts(self) -> None:
+        """Refuse kernels whose code assumes the current block size."""
+        name = self.site.name
+        if self.kernel is None:
+            raise EditError(f"`{name}` is not defined in this file: perflsp cannot check that it works with "
+                            "another block size")
+        if self.kernel.recovered:
+            raise EditError(f"`{name}` sits in code the parser could not read; change its launch by hand")
+        body = self.doc.blanked[self.kernel.body_span.start_byte:self.kernel.body_span.end_byte]
+        uses = {word: re.search(rb"\b" + word.replace(b".", rb"\s*\.\s*") + rb"\b", body) is not None
+                for word in (b"threadIdx.x", b"blockDim.x", b"blockIdx.x")}
+        old = "its current" if self.old is None else str(self.old)
+        if self.old is not None and self.kernel.template_params and any(
+                try_evaluate(arg)[0] == self.old for arg in self.site.template_args):
+            raise EditError(f"`{self.site.callee}` passes {self.old} as a template argument too: change both by hand")
+        if not uses[b"threadIdx.x"]:
+            raise EditError(f"`{name}` never reads threadIdx.x: it is written for {old} thread(s) per block")
+        if uses[b"blockIdx.x"] and not uses[b"blockDim.x"]:
+            raise EditError(f"`{name}` indexes with blockIdx.x but never reads blockDim.x: it assumes {old} threads "
+                            "per block")
+        if self.old is not None and self.old >= 16 and re.search(
+                rb"(?<![\w.])" + str(self.old).encode() + rb"(?![\w.])", body):
+            raise EditError(f"`{name}` uses the number {self.old} in its code (an array or index sized to the block?): "
+                            "change the block size by hand")
 
     # -- ranges that belong to this kernel -----------------------------------------------
 
@@ -789,83 +825,125 @@ class _BlockPlan:
         self.edits.append(ByteEdit(args.start(x), args.end(x), str(self.block)))
         return None
 
-    def _grid_var_ranges(self) -> list[tuple[int, int]]:
-        """Declarations of a grid variable used only by this launch (its init may name the block)."""
-        var = self._grid_variable()
-        if var is None:
-            return []
-        definition, only_here = var
-        return [definition.declaration] if only_here else []
+    def _dependent_spans(self) -> list[tuple[Span, str]]:
+        spans = [(self.site.grid.span, "grid")]
+        if self.site.shared_mem_bytes is not None and self.site.shared_mem_bytes.span is not None:
+            spans.append((self.site.shared_mem_bytes.span, "shared memory size"))
+        return [(span, what) for span, what in spans if span is not None]
 
-    def _grid_variable(self) -> tuple[_Definition, bool] | None:
-        span = self.site.grid.span
-        node = _node_at(self.doc.tree, span.start_byte, span.end_byte) if span else None
+    def _grid_var_ranges(self) -> list[tuple[int, int]]:
+        """Declarations of grid / shared-memory variables used only by this launch (their inits
+        may name the block size)."""
+        ranges = []
+        for span, _ in self._dependent_spans():
+            var = self._variable_at(span)
+            if var is not None and var[1]:
+                ranges.append(var[0].declaration)
+        return ranges
+
+    def _variable_at(self, span: Span) -> tuple[_Definition, bool] | None:
+        """The local variable a launch argument names, and whether this launch is its only use."""
+        node = _node_at(self.doc.tree, span.start_byte, span.end_byte)
         if node is None or _unwrap_parens(node).type != "identifier":
             return None
         node = _unwrap_parens(node)
         definition = self.doc.definition(node.text.decode(), node.start_byte)
-        if definition is None:
-            return None
+        if definition is None or not definition.local:
+            return None  # file-level: not a variable of the launching function
         uses = [u for u in self.doc.uses(definition.name, definition.scope)
                 if not definition.declaration[0] <= u < definition.declaration[1]]
         config = self.site.config_span
         return definition, all(config.start_byte <= u < config.end_byte for u in uses)
 
     def _grid(self, edited_name: str | None) -> None:
-        data = self.doc.data
-        span = self.site.grid.span
-        if span is None:
-            return
         refs = _Refs(self.old, self.block, lambda name: name != edited_name and (
             name == self.block_name or (self.old is not None and self.doc.fold(name) == self.old)))
+        for span, what in self._dependent_spans():
+            edits = self._dependent(span, what, refs, edited_name)
+            if edits and what == "grid":
+                self.grid_rewritten = True
+        if not self.grid_rewritten and not self._grid_follows_name(edited_name) and not self._grid_stride():
+            grid = self.site.grid.text.strip()
+            raise EditError(f"the grid `{grid}` does not follow the block size and `{self.site.name}` is not a "
+                            "grid-stride loop: the launch would cover a different number of threads; scale the grid "
+                            "by hand")
+
+    def _grid_follows_name(self, edited_name: str | None) -> bool:
+        """The grid is computed from the constant whose definition was edited."""
+        if edited_name is None or self.site.grid.span is None:
+            return False
+        span = self.site.grid.span
+        texts = [self.doc.blanked[span.start_byte:span.end_byte]]
+        var = self._variable_at(span)
+        if var is not None:
+            texts.append(self.doc.blanked[var[0].declaration[0]:var[0].declaration[1]])
+        pattern = re.compile(rb"(?<![\w$])" + re.escape(edited_name.encode()) + rb"(?![\w$])")
+        return any(pattern.search(text) for text in texts)
+
+    def _grid_stride(self) -> bool:
+        """The kernel strides over its data by the grid size: any grid covers it."""
+        body = self.kernel.body_span
+        return re.search(rb"\bgridDim\b", self.doc.blanked[body.start_byte:body.end_byte]) is not None
+
+    def _dependent(self, span: Span, what: str, refs: _Refs, edited_name: str | None) -> list[ByteEdit]:
+        """Rewrite a launch argument that depends on the block size: the grid (ceiling divisions
+        only) or the dynamic shared memory (every mention)."""
+        data = self.doc.data
         node = _unwrap_parens(_node_at(self.doc.tree, span.start_byte, span.end_byte))
-        var = self._grid_variable() if node.type == "identifier" else None
+
+        def rewrite(expr: _Expr, label: str) -> list[ByteEdit]:
+            return refs.rewrite(expr, label) if what == "grid" else refs.rewrite_all(expr)
+
+        var = self._variable_at(span) if node.type == "identifier" else None
         if var is None:
             if node.type == "identifier":
                 definition = self.doc.definition(node.text.decode(), node.start_byte)
                 if definition is not None and definition.value_end > definition.value_start and self._mentions_block(
-                        definition.value_start, definition.value_end, edited_name):
-                    raise EditError(f"the grid `{definition.name}` is computed from the block size elsewhere; edit it by hand")
-                return
-            edits = refs.rewrite(_Expr([node], 0), f"the grid `{_text(data, node.start_byte, node.end_byte)}`")
+                        definition.value_start, definition.value_end, edited_name, what):
+                    raise EditError(f"the {what} `{definition.name}` is computed from the block size elsewhere; "
+                                    "edit it by hand")
+                return []
+            edits = rewrite(_Expr([node], 0), f"the {what} `{_text(data, node.start_byte, node.end_byte)}`")
             self.edits.extend(edits)
-            self.grid_rewritten = bool(edits)
-            return
+            return edits
         definition, only_here = var
         if definition.value_end <= definition.value_start:
-            if not definition.editable and self._mentions_block(definition.declaration[0], definition.declaration[1], edited_name):
-                raise EditError(f"the grid `{definition.name}` changes after it is computed; edit it by hand")
-            return
+            if self._mentions_block(definition.scope[0], node.start_byte, edited_name, what):
+                raise EditError(f"the {what} `{definition.name}` changes after it is computed; edit it by hand")
+            return []
         is_args = definition.is_args
         expr = (_parse_args(data, definition.value_start, definition.value_end) if is_args
                 else _parse_text_expression(data, definition.value_start, definition.value_end))
-        edits = refs.rewrite(expr, f"the grid `{definition.name}`")
+        edits = rewrite(expr, f"the {what} `{definition.name}`")
         if not edits:
-            return
-        self.grid_rewritten = True
+            return []
         if only_here:
             self.edits.extend(edits)
-            return
-        # The grid variable serves other launches too: inline the rewritten expression here.
-        function = self.doc.enclosing_function(node.start_byte)
-        if function is not None and any(
-                self.doc._modified(ident, definition.declaration[1], node.start_byte)
-                for ident in set(re.findall(r"[A-Za-z_]\w*", _text(data, definition.value_start, definition.value_end)))):
-            raise EditError(f"the grid `{definition.name}` is shared with other launches and its inputs change before "
-                            "this one; edit it by hand")
+            return edits
+        # The variable serves other launches too: inline the rewritten expression here.
+        if any(self.doc._modified(ident, definition.declaration[1], node.start_byte)
+               for ident in set(re.findall(r"[A-Za-z_]\w*", _text(data, definition.value_start, definition.value_end)))):
+            raise EditError(f"the {what} `{definition.name}` is shared with other launches and its inputs change "
+                            "before this one; edit it by hand")
         shifted = [ByteEdit(e.start_byte - definition.value_start, e.end_byte - definition.value_start, e.text) for e in edits]
         text = apply_edits(data[definition.value_start:definition.value_end], shifted).decode("utf-8", "replace")
         if is_args:
             text = "dim3(" + text[1:-1] + ")"
         elif re.search(r"[<>,]", text):
             text = f"({text})"  # keep `>` and `,` from reading as the end of `<<<...>>>`
-        self.edits.append(ByteEdit(node.start_byte, node.end_byte, text))
+        edit = ByteEdit(node.start_byte, node.end_byte, text)
+        self.edits.append(edit)
+        return [edit]
 
-    def _mentions_block(self, start: int, end: int, edited_name: str | None) -> bool:
+    def _mentions_block(self, start: int, end: int, edited_name: str | None, what: str = "grid") -> bool:
         text = self.doc.blanked[start:end]
         if self.block_name and edited_name is None and re.search(rb"(?<![\w$])" + re.escape(self.block_name.encode()) + rb"(?![\w$])", text):
             return True
-        return self.old is not None and re.search(rb"/\s*(?:\(\s*\w+\s*\)\s*)?" + str(self.old).encode() + rb"(?![\w.])", text) is not None
+        if self.old is None:
+            return False
+        if what == "grid":  # a division by the old size
+            return re.search(rb"/\s*(?:\(\s*\w+\s*\)\s*)?" + str(self.old).encode() + rb"(?![\w.])", text) is not None
+        return re.search(rb"(?<![\w.])" + str(self.old).encode() + rb"(?![\w.])", text) is not None
 
     def _launch_bounds(self, edited_name: str | None) -> None:
         bounds = self.kernel.launch_bounds if self.kernel is not None else None
@@ -940,8 +1018,12 @@ def set_omp_clauses(data: bytes, tree: Tree, region: OmpRegion, thread_limit: in
         _check_int("thread_limit", thread_limit, 1, MAX_THREADS_PER_BLOCK)
     if num_teams is not None:
         _check_int("num_teams", num_teams, 1, MAX_NUM_TEAMS)
-    if "teams" not in region.directive.split():
+    words = region.directive.split()
+    if "teams" not in words:
         raise EditError(f"`{region.directive}` has no teams construct: thread_limit/num_teams need `teams`")
+    if "distribute" not in words and "loop" not in words:
+        raise EditError(f"`{region.directive}` shares out its work by hand (no `distribute` or `loop`): its code may "
+                        "assume the current team and thread counts; change them by hand")
     fk = file_kernels if file_kernels is not None else extract(data, tree)
     index = _index_of(fk.omp_regions, region)
     blanked = blank_comments_and_strings(data)
