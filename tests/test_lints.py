@@ -494,3 +494,12 @@ __global__ void k(const int *nodes, int *out) {
 """
     (finding,) = codes(lint(src), UNC)
     assert "8 elements (32 bytes) apart" in finding.message
+
+
+def test_promotion_through_a_type_macro_and_auto():
+    src = """#define real_t float
+__global__ void k(const real_t *x, real_t *y) { auto v = x[threadIdx.x]; y[threadIdx.x] = v - 0.5; }
+"""
+    (finding,) = codes(lint(src), PROMO)
+    assert text_of(src, finding) == "0.5"
+    assert codes(lint(src.replace("float", "double")), PROMO) == []

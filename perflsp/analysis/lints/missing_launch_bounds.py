@@ -18,7 +18,7 @@ import math
 
 from perflsp.analysis.fixes import EditError, set_launch_bounds
 from perflsp.analysis.lints.context import LintContext
-from perflsp.analysis.models import Finding
+from perflsp.analysis.models import Finding, Fix
 
 CODE = "launch/missing-launch-bounds"
 NAME = "missing-launch-bounds"
@@ -49,7 +49,8 @@ def check(ctx: LintContext) -> list[Finding]:
                        "when it allocates registers")
             fixes = ()
             try:
-                fixes = (set_launch_bounds(ctx.data, ctx.tree, kernel, largest, file_kernels=ctx.kernels),)
+                fix = set_launch_bounds(ctx.data, ctx.tree, kernel, largest, file_kernels=ctx.kernels)
+                fixes = (Fix(fix.title, fix.edits, fix.kind, True),)
             except EditError:
                 pass
             findings.append(Finding(code=CODE, message=message, span=kernel.name_span, severity=DEFAULT_SEVERITY,
