@@ -67,8 +67,8 @@ class AnalysisUnit:
         self.kernels = kernels
         self.options = options
         self.ctx = ExtractionContext(data, tree, lines or LineIndex(data), kernels.path)
-        env = file_env(self.ctx)
-        env.parent = options.include_env if options.include_env is not None else IncludeResolver().env_for(None, data)
+        env = file_env(self.ctx, options.include_env if options.include_env is not None
+                       else IncludeResolver().env_for(None, data))
         if options.argv is not None:
             base = env
             while base.parent is not None:
