@@ -315,8 +315,7 @@ def _cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchS
     if work_items is None:
         work_items = cost.assumed_problem_size
         assumptions.append(f"launch shape unknown: assumed {_int(work_items)} threads")
-    per_item = result.counts
-    per_item.int32 += cost.int_per_thread
+    per_item = _calibrated(result.counts, cost, cost.int_per_thread)
     shared_bytes = _static_shared_bytes(result)
     if site is not None and site.shared_mem_bytes is not None and isinstance(site.shared_mem_bytes.value, (int, float)):
         shared_bytes += int(site.shared_mem_bytes.value)
@@ -495,8 +494,7 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
         for atom in unknown_atoms:
             walker.cardinality[atom] = max(1.0, share)
         work_items = total
-    per_item = result.counts
-    per_item.int32 += cost.int_per_omp_iteration
+    per_item = _calibrated(result.counts, cost, cost.int_per_omp_iteration)
     fast_atom = f"o{max(parallel_levels, 1) - 1}"
     return _finish(unit, per_item, work_items, items_note, result, assumptions, fast_atom, extents), threads, 0
 
@@ -699,6 +697,15 @@ def _nested_worksharing_loop(node: Node) -> Node | None:
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def _calibrated(counts: OpCounts, cost: CostModel, fixed_ints: float) -> OpCounts:
+    """Integer instructions as the hardware executes them: address and loop arithmetic as
+    counted, source-level integer operations scaled by what the compiler fuses, plus the fixed
+    per-item overhead."""
+    arithmetic = max(0.0, counts.int32 - counts.int_address - counts.int_loop)
+    counts.int32 = counts.int_address + counts.int_loop + arithmetic * cost.int_arith_factor + fixed_ints
+    return counts
 
 
 def _finish(unit: AnalysisUnit, per_item: OpCounts, work_items: float, items_note: str, result, assumptions: list[str],
