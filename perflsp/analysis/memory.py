@@ -51,9 +51,10 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     for access in accesses:
         if access.space != "global":
             continue
-        grouped[(access.array, access.is_store, access.lin.coeffs, access.lin.nonlinear, access.elem_bytes)].append(access)
+        grouped[(access.array, access.is_store, access.lin.coeffs, access.lin.nonlinear, access.elem_bytes,
+                 access.loops)].append(access)
     groups: list[GroupTraffic] = []
-    for (array, is_store, _, _, elem), members in grouped.items():
+    for (array, is_store, _, _, elem, loops), members in grouped.items():
         form = members[0].lin
         count = max(sum(m.count for m in members) * work_items, 1.0)
         offsets = [m.lin.const for m in members if m.lin.const_known]
@@ -63,7 +64,11 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
         else:
             distinct = min(distinct_values(form, cardinality, count) + spread, count)
             footprint = distinct * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
-        streamed = count / WARP * _warp_bytes(form, elem, cost, fast_atom)
+        # a loop that does not move the address re-reads the same element: L1/registers serve it
+        reuse_in_thread = 1.0
+        for loop in loops - form.atoms:
+            reuse_in_thread *= max(1.0, cardinality.get(loop, 1.0))
+        streamed = count / reuse_in_thread / WARP * _warp_bytes(form, elem, cost, fast_atom)
         footprint = min(footprint, max(streamed, count * elem))
         size, host_memory = extents.get(array.rstrip("[]"), (None, False))
         if host_memory:
@@ -79,16 +84,20 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     fits = l2_bytes is not None and footprint_total <= l2_bytes
     note = (f"footprint {_bytes(footprint_total)}, {_bytes(streamed_total)} requested by warps "
             f"({_bytes(accessed_total)} accessed)" + ("; fits in L2" if fits else ""))
-    return Traffic(max(dram, 1.0), footprint_total, streamed_total, accessed_total, groups, note)
+    if dram < cost.min_dram_bytes:
+        note += f"; at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)"
+    return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups, note)
 
 
 def combine(groups: list[GroupTraffic], cost: CostModel, l2_bytes: float | None) -> float:
     """DRAM bytes from the per-group bounds (see the module docstring)."""
-    footprint_total = _union(groups, "footprint_bytes")
     capacity = l2_bytes if l2_bytes is not None else 0.0
     dram = 0.0
     for g in groups:
-        if footprint_total <= capacity * cost.l2_resident_fraction or g.streamed_bytes <= g.footprint_bytes:
+        # data small enough to stay in L2 is read from DRAM once however often it is reused
+        # stores merge in L2 (write-back): DRAM sees each written sector once
+        if (g.is_store and not g.atomic) or g.footprint_bytes <= capacity * cost.l2_resident_fraction \
+                or g.streamed_bytes <= g.footprint_bytes:
             moved = g.footprint_bytes
         else:
             moved = g.footprint_bytes + (g.streamed_bytes - g.footprint_bytes) * cost.l2_miss_fraction

@@ -39,6 +39,10 @@ class OpCounts:
     shared_store_bytes: float = 0.0
     global_loads: float = 0.0
     global_stores: float = 0.0
+    shared_accesses: float = 0.0
+    loop_iterations: float = 0.0
+    int_address: float = 0.0  # of int32: address arithmetic of memory accesses
+    int_loop: float = 0.0  # of int32: loop counters and their compares
 
     def ops(self, precision: Precision) -> float:
         return {Precision.FP64: self.fp64, Precision.FP32: self.fp32, Precision.FP16: self.fp16,
