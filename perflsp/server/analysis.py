@@ -43,12 +43,21 @@ class _Anchor:
     length: int
 
 
+_LINE_NUMBER = re.compile(r"\bline \d+")
+
+
 @dataclass
 class _Group:
     items: tuple[Item, ...]
     findings: list[Finding]
     anchors: list[list[_Anchor | None]]  # per finding: main span, then each related span
     starts: tuple[int, ...]  # item starts when computed
+    item_lines: tuple[int, ...] = ()  # item lines when computed (messages may quote them)
+
+    @property
+    def quotes_lines(self) -> bool:
+        return any(_LINE_NUMBER.search(f.message) or any(_LINE_NUMBER.search(m) for _, m in f.related)
+                   for f in self.findings)
 
 
 @dataclass
@@ -180,7 +189,11 @@ class Analyzer:
         return out
 
     def _reusable(self, cached: _Group | None, items: tuple[Item, ...]) -> bool:
-        return cached is not None and len(cached.items) == len(items) and all(a is b for a, b in zip(cached.items, items))
+        if cached is None or len(cached.items) != len(items) or not all(a is b for a, b in zip(cached.items, items)):
+            return False
+        if cached.quotes_lines and tuple(i.span.start.line for i in items) != cached.item_lines:
+            return False  # a message names a line that moved
+        return True
 
 def lint_fresh(data: bytes, tree: Any, fk: FileKernels, gpus: Sequence[Gpu], lint_codes: Iterable[str] | None,
                items: Sequence[Item]) -> list[Finding]:
@@ -281,7 +294,8 @@ def _assign(findings: list[Finding], groups: Sequence[tuple[Item, ...]], lines: 
             entries.append((start, -end, len(entries), item, key))
     entries.sort(key=lambda e: (e[0], e[1], e[2]))
     starts = [e[0] for e in entries]
-    out = {tuple(id(i) for i in g): _Group(g, [], [], tuple(_start(i) for i in g)) for g in groups}
+    out = {tuple(id(i) for i in g): _Group(g, [], [], tuple(_start(i) for i in g), tuple(i.span.start.line for i in g))
+           for g in groups}
 
     def innermost(offset: int) -> tuple[Item, tuple[int, ...]] | None:
         best: tuple[Item, tuple[int, ...]] | None = None
@@ -349,4 +363,4 @@ def _moved(group: _Group, lines: LineIndex, edit_start: int | None) -> _Group:
             related=tuple((place(a, s), m) for a, (s, m) in zip(spans[1:], finding.related)),
         ))
         anchors.append(spans)
-    return _Group(group.items, findings, anchors, starts)
+    return _Group(group.items, findings, anchors, starts, group.item_lines)

@@ -256,14 +256,20 @@ class DocumentWorker:
         await self._notify()
 
     def _settle_compute(self, config: ResolvedConfig, version: int | None) -> Snapshot | None:
-        """Parse from scratch; None when the fresh tree is the incremental one."""
+        """Parse and extract from scratch; None when that equals the incremental result."""
+        from perflsp.server.extraction import extract_full, signature
+
         state = self.state
         assert state is not None
         fresh = state.doc._parser.parse(state.data)
-        if str(fresh.root_node) == str(state.tree.root_node):
+        full = extract_full(state.data, fresh, state.lines, state.path, state.preprocessed)
+        if str(fresh.root_node) == str(state.tree.root_node) and \
+                signature(full.kernels) == signature(state.extracted.kernels):
             return None
+        log.debug("%s: a fresh parse differs from the incremental one: analysing again", self.uri)
         state.doc.tree = fresh
-        state.reextract(None)
+        state.extracted = full
+        state.full_extractions += 1
         snap = self._snapshot(config, version, None, exact=True)
         while not snap.complete:
             snap = self._resume(snap)
