@@ -197,7 +197,11 @@ class Analyzer:
 
 def lint_fresh(data: bytes, tree: Any, fk: FileKernels, gpus: Sequence[Gpu], lint_codes: Iterable[str] | None,
                items: Sequence[Item]) -> list[Finding]:
-    """Findings with their fixes for the groups of `items`, computed on this text (code actions)."""
+    """Findings with their fixes for the groups of `items`, computed on this text (code actions).
+
+    The groups are linted alone first (cheap); the rules that found something there and can fix
+    it then run over the whole file, because a fix is validated against the whole file (the
+    constant it edits must belong to this launch only, the edit must keep every launch, ...)."""
     if not engine.lints_available() or not items:
         return []
     wanted = {id(i) for i in items}
@@ -205,9 +209,17 @@ def lint_fresh(data: bytes, tree: Any, fk: FileKernels, gpus: Sequence[Gpu], lin
     if not groups:
         return []
     codes = None if lint_codes is None else frozenset(lint_codes)
-    findings = engine.run_lints(data, tree, _restricted(fk, groups, data), gpus, codes)
     extents = [_extent(i) for g in groups for i in g]
-    return [f for f in findings if any(s <= f.span.start_byte <= e for s, e in extents)]
+
+    def near(finding: Finding) -> bool:
+        return any(s <= finding.span.start_byte <= e for s, e in extents)
+
+    found = [f for f in engine.run_lints(data, tree, _restricted(fk, groups, data), gpus, codes) if near(f)]
+    fixable = {f.code for f in found if engine.rule_has_fix(f.code)}
+    if not fixable:
+        return found
+    with_fixes = [f for f in engine.run_lints(data, tree, fk, gpus, fixable) if near(f)]
+    return [f for f in found if f.code not in fixable] + with_fixes
 
 
 # --------------------------------------------------------------------------- groups

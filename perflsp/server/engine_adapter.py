@@ -143,6 +143,12 @@ def default_severity(code: str) -> str:
     return ROOFLINE_DEFAULTS.get(code, "warning")
 
 
+def rule_has_fix(code: str) -> bool:
+    rules = _optional("perflsp.analysis.rules")
+    info = rules.rule_info(code) if rules is not None else None
+    return bool(info is not None and info.has_fix)
+
+
 def rule_summary(code: str) -> str | None:
     rules = _optional("perflsp.analysis.rules")
     info = rules.rule_info(code) if rules is not None else None

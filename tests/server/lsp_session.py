@@ -36,6 +36,12 @@ class Session:
         self.statuses: list[dict[str, Any]] = []
         self._status_waiters: list[asyncio.Future[dict[str, Any]]] = []
         self.versions: dict[str, int] = {}
+        self.initialize_result: lsp.InitializeResult | None = None
+        self.registrations: list[lsp.Registration] = []
+
+        @client.feature(lsp.CLIENT_REGISTER_CAPABILITY)
+        def on_register(params: lsp.RegistrationParams) -> None:
+            self.registrations.extend(params.registrations)
 
         client.protocol.fm.features.pop(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, None)  # replaced below
 
@@ -51,7 +57,7 @@ class Session:
 
         @client.feature("perflsp/status")
         def on_status(params: Any) -> None:
-            payload = params if isinstance(params, dict) else client.protocol._converter.unstructure(params)
+            payload = _plain(params)
             self.statuses.append(payload)
             for future in self._status_waiters:
                 if not future.done():
@@ -101,6 +107,37 @@ class Session:
             lsp.ExecuteCommandParams(command=name, arguments=list(arguments))), timeout)
 
 
+def _plain(value: Any) -> Any:
+    """pygls decodes unknown notifications into namedtuples: back to JSON shapes."""
+    if hasattr(value, "_asdict"):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def apply_text_edits(text: str, edits: list[lsp.TextEdit]) -> str:
+    """Apply LSP edits (UTF-16 positions) to `text`, last first."""
+    lines = text.splitlines(keepends=True)
+
+    def offset(pos: lsp.Position) -> int:
+        before = sum(len(line) for line in lines[: pos.line])
+        line = lines[pos.line] if pos.line < len(lines) else ""
+        units = 0
+        for index, ch in enumerate(line):
+            if units >= pos.character:
+                return before + index
+            units += 2 if ord(ch) > 0xFFFF else 1
+        return before + len(line.rstrip("\r\n"))
+
+    for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        start, end = offset(edit.range.start), offset(edit.range.end)
+        text = text[:start] + edit.new_text + text[end:]
+    return text
+
+
 def replace(start: tuple[int, int], end: tuple[int, int], text: str) -> lsp.TextDocumentContentChangePartial:
     return lsp.TextDocumentContentChangePartial(
         range=lsp.Range(lsp.Position(*start), lsp.Position(*end)), text=text)
@@ -130,7 +167,7 @@ async def session(
     await lsp_client.start_io(sys.executable, "-m", "perflsp", "serve", env=server_env(**(env or {})), cwd=str(ROOT))
     status = wrapper.expect_status()
     folders = [lsp.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)] if workspace else None
-    await lsp_client.initialize_session(lsp.InitializeParams(
+    wrapper.initialize_result = await lsp_client.initialize_session(lsp.InitializeParams(
         capabilities=capabilities(client, pull),
         root_uri=workspace.as_uri() if workspace else None,
         workspace_folders=folders,
