@@ -95,7 +95,8 @@ class DocumentWorker:
             idle = not self._changes and (self._task is None or self._task.done())
             if not self.enabled and idle:
                 return None
-            if snap is not None and snap.version == self.version and not self._changes:
+            if snap is not None and snap.version == self.version and not self._changes and not self._reanalyze \
+                    and not self._reextract:
                 if (snap.complete or not complete) and (snap.exact or not exact):
                     return snap
                 if exact and not snap.exact and not self._settle:
@@ -163,8 +164,8 @@ class DocumentWorker:
         self.snapshot = snap
         if self.enabled:
             self._publish(snap)
-        elif self.published and self.published[-1][0] is not None:
-            self.host.publish(self.uri, version, [])
+        elif not self.published or self.published[-1][0] is not None:
+            self.host.publish(self.uri, version, [])  # not analysed: nothing to show (clears old results)
             self.published.append((None, True))
         await self._notify()
         if not snap.exact:

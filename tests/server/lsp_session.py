@@ -39,6 +39,16 @@ class Session:
         self.initialize_result: lsp.InitializeResult | None = None
         self.registrations: list[lsp.Registration] = []
 
+        self.refreshes = {"codeLens": 0, "inlayHint": 0}
+
+        @client.feature(lsp.WORKSPACE_CODE_LENS_REFRESH)
+        def on_lens_refresh(params: Any) -> None:
+            self.refreshes["codeLens"] += 1
+
+        @client.feature(lsp.WORKSPACE_INLAY_HINT_REFRESH)
+        def on_hint_refresh(params: Any) -> None:
+            self.refreshes["inlayHint"] += 1
+
         @client.feature(lsp.CLIENT_REGISTER_CAPABILITY)
         def on_register(params: lsp.RegistrationParams) -> None:
             self.registrations.extend(params.registrations)
@@ -82,7 +92,16 @@ class Session:
         self.client.text_document_did_open(lsp.DidOpenTextDocumentParams(
             lsp.TextDocumentItem(uri=uri, language_id="cuda-cpp", version=version, text=text)))
         self.versions[uri] = version
-        return await asyncio.wait_for(waiter, timeout)
+        await asyncio.wait_for(waiter, timeout)
+        return await self.settled(uri, timeout)
+
+    async def settled(self, uri: str, timeout: float = 30) -> lsp.PublishDiagnosticsParams:
+        """The last publication once the analysis is complete (a large file's first publication
+        may be partial). A code lens request is answered from the complete analysis and after
+        its publication, so the stream already holds it."""
+        await asyncio.wait_for(self.client.text_document_code_lens_async(
+            lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri=uri))), timeout)
+        return self.published[uri][-1]
 
     def change(self, uri: str, changes: list[lsp.TextDocumentContentChangeEvent]) -> int:
         version = self.versions[uri] + 1
@@ -95,7 +114,8 @@ class Session:
                    timeout: float = 30) -> lsp.PublishDiagnosticsParams:
         waiter = self.expect_diagnostics(uri, self.versions[uri] + 1)
         self.change(uri, [replace(start, end, text)])
-        return await asyncio.wait_for(waiter, timeout)
+        await asyncio.wait_for(waiter, timeout)
+        return await self.settled(uri, timeout)
 
     async def pull(self, uri: str, timeout: float = 60) -> list[lsp.Diagnostic]:
         report = await asyncio.wait_for(self.client.text_document_diagnostic_async(
@@ -145,8 +165,8 @@ def replace(start: tuple[int, int], end: tuple[int, int], text: str) -> lsp.Text
 
 def capabilities(name: str = "visual-studio-code", pull: bool = False) -> lsp.ClientCapabilities:
     caps = client_capabilities(name)
-    if not pull and caps.text_document is not None:
-        caps.text_document.diagnostic = None
+    if caps.text_document is not None:
+        caps.text_document.diagnostic = lsp.DiagnosticClientCapabilities(related_document_support=False) if pull else None
     return caps
 
 
@@ -159,12 +179,13 @@ async def session(
     client: str = "visual-studio-code",
     pull: bool = False,
     env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
 ) -> AsyncIterator[Session]:
     lsp_client = make_test_lsp_client()
     if configuration is not None:
         lsp_client.set_configuration(configuration)
     wrapper = Session(lsp_client)
-    await lsp_client.start_io(sys.executable, "-m", "perflsp", "serve", env=server_env(**(env or {})), cwd=str(ROOT))
+    await lsp_client.start_io(sys.executable, "-m", "perflsp", "serve", *args, env=server_env(**(env or {})), cwd=str(ROOT))
     status = wrapper.expect_status()
     folders = [lsp.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)] if workspace else None
     wrapper.initialize_result = await lsp_client.initialize_session(lsp.InitializeParams(
