@@ -31,7 +31,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 MINIMAL_SERVER = "from pygls.lsp.server import LanguageServer; LanguageServer('minimal', '0').start_io()"
-DEFAULT_LABELS = ROOT.parent / "shared" / "eval" / "rtx3080-roofline-dev.csv"
+_LABELS_NAME = Path("shared") / "eval" / "rtx3080-roofline-dev.csv"
+DEFAULT_LABELS = Path(os.environ["PERFLSP_EVAL_LABELS"]) if os.environ.get("PERFLSP_EVAL_LABELS") else next(
+    (base / _LABELS_NAME for base in (ROOT.parent, ROOT.parent.parent) if (base / _LABELS_NAME).is_file()),
+    ROOT.parent / _LABELS_NAME)
 
 
 class Client:

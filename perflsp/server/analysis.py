@@ -153,7 +153,13 @@ class Analyzer:
             self._lints_done = True
         self._prune(state)
         state.complete = True
+        self.release()
         return state
+
+    def release(self) -> None:
+        """Forget the finished run's inputs (text, tree): only caches stay."""
+        self._job = {}
+        self._state = None
 
     def _prune(self, state: AnalysisState) -> None:
         fk: FileKernels = self._job["fk"]

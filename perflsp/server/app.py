@@ -30,6 +30,7 @@ COMMANDS = (
 )
 CODE_ACTION_KINDS = [lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.RefactorRewrite, lsp.CodeActionKind.Empty]
 STATUS_NOTIFICATION = "perflsp/status"
+HOT_DOCUMENTS = 16  # documents whose syntax trees stay in memory (the others are parsed again on use)
 
 
 class PerfLanguageServer(LanguageServer):
@@ -43,6 +44,7 @@ class PerfLanguageServer(LanguageServer):
         self.log_handler: Any = None
         self._ready: asyncio.Event | None = None
         self.scan_cache: dict[Any, Any] = {}
+        self.recent: dict[str, None] = {}  # uris, least recently active first
 
     # ------------------------------------------------------------------ lifecycle helpers
 
@@ -109,6 +111,17 @@ class PerfLanguageServer(LanguageServer):
             return None
         return await worker.current(exact=exact)
 
+    def document_idle(self, worker: Any) -> None:
+        """Keep the syntax trees of the HOT_DOCUMENTS most recently active documents only."""
+        self.recent.pop(worker.uri, None)
+        self.recent[worker.uri] = None
+        for uri in list(self.recent)[:-HOT_DOCUMENTS]:
+            cold = self.workers.get(uri)
+            if cold is None:
+                self.recent.pop(uri, None)
+            elif cold.hibernate():
+                self.recent.pop(uri, None)
+
     def send_status(self) -> None:
         from perflsp.server.features import status
 
@@ -164,6 +177,7 @@ def did_change(ls: PerfLanguageServer, params: lsp.DidChangeTextDocumentParams) 
 @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: PerfLanguageServer, params: lsp.DidCloseTextDocumentParams) -> None:
     worker = ls.workers.pop(params.text_document.uri, None)
+    ls.recent.pop(params.text_document.uri, None)
     if worker is not None:
         worker.close()
         if not ls.pull_mode:

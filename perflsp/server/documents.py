@@ -24,7 +24,7 @@ class Snapshot:
     uri: str
     version: int | None
     data: bytes
-    tree: Tree
+    _tree: Tree | None
     lines: LineIndex
     kernels: FileKernels
     analysis: AnalysisState
@@ -33,6 +33,19 @@ class Snapshot:
     exact: bool = True  # the tree equals a fresh parse (incremental error recovery can differ)
     diagnostics: list[Any] = field(default_factory=list)  # lsp.Diagnostic, as published
     diagnostics_json: list[Any] | None = None  # the same, unstructured (published without a converter pass)
+
+    @property
+    def tree(self) -> Tree:
+        """The syntax tree (parsed again if the document was hibernated to save memory)."""
+        tree = self._tree
+        if tree is None:
+            from perflsp.source.parser import parse
+
+            tree = self._tree = parse(self.data)
+        return tree
+
+    def hibernate(self) -> None:
+        self._tree = None
 
     @property
     def complete(self) -> bool:

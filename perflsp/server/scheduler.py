@@ -68,6 +68,16 @@ class DocumentWorker:
         self._cancel_settle()
         self._kick()
 
+    def hibernate(self) -> bool:
+        """Free the syntax trees of an idle document (it is parsed again when next needed)."""
+        if self.state is None or self._busy or self._changes or (self._task is not None and not self._task.done()):
+            return False
+        self.state.hibernate()
+        self.analyzer.release()
+        if self.snapshot is not None:
+            self.snapshot.hibernate()
+        return True
+
     def reanalyze(self, reextract: bool = False) -> None:
         """Settings changed: analyse again (and extract again for new compile flags)."""
         self._reanalyze = True
@@ -173,6 +183,7 @@ class DocumentWorker:
         await self._notify()
         if not snap.exact:
             self._schedule_settle()
+        self.host.document_idle(self)
 
     def _compute(self, initial: str | None, changes: list[Change], version: int | None, config: ResolvedConfig,
                  reextract: bool, deadline: float) -> Snapshot:
@@ -188,6 +199,7 @@ class DocumentWorker:
                   exact: bool | None = None) -> Snapshot:
         state = self.state
         assert state is not None
+        state._awake()
         extracted = state.extracted
         if not self.enabled:
             from perflsp.server.analysis import AnalysisState
@@ -271,6 +283,7 @@ class DocumentWorker:
 
         state = self.state
         assert state is not None
+        state._awake()
         fresh = state.doc._parser.parse(state.data)
         full = extract_full(state.data, fresh, state.lines, state.path, state.preprocessed)
         if str(fresh.root_node) == str(state.tree.root_node) and \

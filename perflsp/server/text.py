@@ -56,7 +56,16 @@ class TextState:
     def version(self) -> int | None:
         return self.doc.version
 
+    def hibernate(self) -> None:
+        """Drop the syntax tree (the bulk of a document's memory); the next edit parses again."""
+        self.doc.tree = None  # type: ignore[assignment]
+
+    def _awake(self) -> None:
+        if self.doc.tree is None:
+            self.doc.tree = self.doc._parser.parse(self.doc.data)
+
     def apply(self, changes: Sequence[Change], version: int | None) -> None:
+        self._awake()
         old_data, old_tree = self.doc.data, self.doc.tree
         edited_old_tree: Tree | None = None
         edits: list[TextEdit] = []
@@ -144,6 +153,7 @@ class TextState:
         parse: tree-sitter's error recovery can differ between incremental and fresh parses)."""
         if resolver is not None:
             self.resolver = resolver
+        self._awake()
         if fresh_parse:
             self.doc.tree = self.doc._parser.parse(self.doc.data)
         self.preprocessed = self._preprocess()
