@@ -152,8 +152,12 @@ def open_document(ls: PerfLanguageServer, params: lsp.DidOpenTextDocumentParams)
 
 
 async def _start(ls: PerfLanguageServer, worker: DocumentWorker) -> None:
+    from perflsp.server import resource_usage
+
     await ls.ready.wait()
     worker._kick()
+    if await worker.current() is not None:
+        resource_usage.schedule(ls, worker)
 
 
 def change_document(ls: PerfLanguageServer, params: lsp.DidChangeTextDocumentParams) -> None:
@@ -176,6 +180,12 @@ def change_document(ls: PerfLanguageServer, params: lsp.DidChangeTextDocumentPar
 
 
 async def saved(ls: PerfLanguageServer, uri: str) -> None:
+    from perflsp.server import resource_usage
+
+    await ls.ready.wait()
+    worker = ls.workers.get(uri)
+    if worker is not None:
+        resource_usage.schedule(ls, worker)
     path = path_of(uri)
     if path is not None and path.suffix.lower() in (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl"):
         await files_changed(ls, [uri])

@@ -78,6 +78,11 @@ class DocumentWorker:
             self.snapshot.hibernate()
         return True
 
+    def set_registers(self, registers: tuple[tuple[str, int], ...]) -> None:
+        if self.state is not None and registers != self.state.registers:
+            self.state.registers = registers
+            self.reanalyze()
+
     def reanalyze(self, reextract: bool = False) -> None:
         """Settings changed: analyse again (and extract again for new compile flags)."""
         self._reanalyze = True
@@ -87,6 +92,9 @@ class DocumentWorker:
     def close(self) -> None:
         self.closed = True
         self._cancel_settle()
+        resource_task = getattr(self, "_resource_task", None)
+        if resource_task is not None:
+            resource_task.cancel()
         if self._task is not None:
             self._task.cancel()
 

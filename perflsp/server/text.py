@@ -43,6 +43,7 @@ class TextState:
         self.extracted: Extracted = extract_full(self.doc.data, self.doc.tree, self.lines, path, self.preprocessed)
         self.full_extractions = 1
         self.incremental_extractions = 0
+        self.registers: tuple[tuple[str, int], ...] = ()  # per kernel, from ptxas (resource_usage.py)
 
     @property
     def data(self) -> bytes:
