@@ -1087,6 +1087,11 @@ class KernelWalker:
             if target is None:
                 target = F16 if "2half" in simple else (F32 if "2float" in simple or "as_float" in simple else (F64 if "double" in simple.split("2")[-1] else INT))
             return Val(target, args[0].value if args else None, args[0].lin if args and target.is_int else Linear(const_known=False))
+        if (simple in self.aliases or simple in _SCALAR_TYPE_NAMES) and len(args) == 1 and simple not in self.callees:
+            # a functional cast: `Real_t(0.5)`, `float(i)`
+            target = self.aliases.get(simple) or parse_type(simple, self.aliases)
+            value = args[0]
+            return Val(target, value.value, value.lin if target.is_int else value.lin.opaque(), static=value.static)
         callee = self.callees.get(simple)
         if callee is not None and simple not in self.inline_stack and len(self.inline_stack) < MAX_INLINE_DEPTH:
             template_args = []
@@ -1183,6 +1188,10 @@ class KernelWalker:
             return Val(ret_type, None, Linear(nonlinear=atoms, const_known=False))
         return Val(ret_type if ret_type.kind not in ("unknown", "struct", "void") else returned.ctype,
                    returned.value, returned.lin, returned.root, returned.space)
+
+
+_SCALAR_TYPE_NAMES = {"float", "double", "int", "unsigned", "long", "short", "char", "size_t", "int64_t",
+                      "uint64_t", "int32_t", "uint32_t", "half", "__half", "bool"}
 
 
 def _exact_float_scale(left: Val, right: Val) -> bool:

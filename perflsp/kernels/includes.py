@@ -28,6 +28,8 @@ _CONSTANT = re.compile(
     rb"([A-Za-z_]\w*)[ \t]*=[ \t]*([^;{}\n]+);",
     re.MULTILINE,
 )
+_TYPEDEF = re.compile(rb"^[ \t]*typedef[ \t]+([A-Za-z_][\w: \t<>,*]*?)[ \t*]*\b([A-Za-z_]\w*)[ \t]*;", re.MULTILINE)
+_USING = re.compile(rb"^[ \t]*using[ \t]+([A-Za-z_]\w*)[ \t]*=[ \t]*([^;\n]+);", re.MULTILINE)
 _DEFINE_HEAD = re.compile(r"([A-Za-z_]\w*)(\(([^)]*)\))?\s*(.*)", re.DOTALL)
 _DEFINED = re.compile(r"\bdefined\s*(\(\s*([A-Za-z_]\w*)\s*\)|([A-Za-z_]\w*))")
 _COMMENTS = re.compile(r"//.*|/\*.*?\*/", re.DOTALL)
@@ -53,8 +55,13 @@ def scan_directives(data: bytes) -> list[Directive]:
 
 
 def scan_constants(data: bytes, env: ConstEnv) -> None:
+    """Const/constexpr scalars and type aliases of a header (line level, position independent)."""
     for m in _CONSTANT.finditer(data):
         env.constants.setdefault(m.group(1).decode("utf-8", "replace"), m.group(2).decode("utf-8", "replace").strip())
+    for m in _TYPEDEF.finditer(data):
+        env.type_aliases.setdefault(m.group(2).decode("utf-8", "replace"), m.group(1).decode("utf-8", "replace").strip())
+    for m in _USING.finditer(data):
+        env.type_aliases.setdefault(m.group(1).decode("utf-8", "replace"), m.group(2).decode("utf-8", "replace").strip())
 
 
 def define(env: ConstEnv, argument: str) -> None:
@@ -119,10 +126,14 @@ class IncludeResolver:
             env.macros.update(defines)
         constants = ConstEnv()
         seen: set[Path] = set()
+        seen_order: list[Path] = []
+        self._seen_order = seen_order
         self._extra_dirs = include_dirs
         self._run(scan_directives(data), path.parent if path is not None else None, env, constants, seen, depth=0)
         for name, body in constants.constants.items():
             env.constants.setdefault(name, body)
+        env.type_aliases.update(constants.type_aliases)
+        env.headers = tuple(seen_order)
         return env
 
     def _run(self, directives: list[Directive], directory: Path | None, env: ConstEnv, constants: ConstEnv,
@@ -184,9 +195,12 @@ class IncludeResolver:
                 if header is None or header in seen:
                     continue
                 seen.add(header)
+                self._seen_order.append(header)
                 header_directives, header_constants = self._file(header)
                 for cname, cbody in header_constants.constants.items():
                     constants.constants.setdefault(cname, cbody)
+                for tname, tbody in header_constants.type_aliases.items():
+                    constants.type_aliases.setdefault(tname, tbody)
                 self._run(header_directives, header.parent, env, constants, seen, depth + 1)
 
     def _file(self, path: Path) -> tuple[list[Directive], ConstEnv]:
