@@ -49,8 +49,12 @@ class Directive:
 def scan_directives(data: bytes) -> list[Directive]:
     out = []
     for m in _DIRECTIVE.finditer(data):
-        argument = re.sub(r"\\\r?\n", " ", m.group(2).decode("utf-8", "replace"))
-        out.append(Directive(m.start(), m.group(1).decode("ascii", "replace"), _COMMENTS.sub(" ", argument).strip()))
+        argument = m.group(2).decode("utf-8", "replace")
+        if "\\" in argument:
+            argument = re.sub(r"\\\r?\n", " ", argument)
+        if "/" in argument:
+            argument = _COMMENTS.sub(" ", argument)
+        out.append(Directive(m.start(), m.group(1).decode("ascii", "replace"), argument.strip()))
     return out
 
 
