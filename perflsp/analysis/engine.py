@@ -332,7 +332,7 @@ def analyze_kernel(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, gpus: S
     except RecursionError:
         facts, threads, shared = _uncertain("the kernel is nested too deeply to analyse"), None, 0
     registers = unit.options.registers_for(kernel.qualified_name if isinstance(kernel, CudaFunction) else kernel.name)
-    estimates = [estimate_for_gpu(facts, gpu, threads, registers, shared) for gpu in gpus]
+    estimates = [estimate_for_gpu(facts, gpu, threads, registers, shared, unit.options.cost) for gpu in gpus]
     return KernelReport(kernel=kernel, launches=launches, facts=facts, estimates=estimates)
 
 
