@@ -168,3 +168,20 @@ __global__ void k(const float *a, float *b, int iters) {
     text = " | ".join(k.facts.assumptions)
     assert "iters" in text and "assumed" in text
     assert "launch" in text
+
+
+def test_static_shared_memory_feeds_occupancy():
+    src = """
+__global__ void k(float *a) {
+  __shared__ float big[12288];
+  big[threadIdx.x] = a[threadIdx.x];
+  __syncthreads();
+  a[threadIdx.x] = big[255 - threadIdx.x];
+}
+int main() { k<<<1024, 256>>>(0); }
+"""
+    (k,) = run(src, gpus=(DB.get("RTX 3080"),)).kernels
+    (est,) = k.estimates
+    # 48 KB per block: the 100 KB of shared memory per SM fits two blocks
+    assert est.occupancy is not None and est.occupancy.active_blocks_per_sm == 2
+    assert est.occupancy.limiter.value == "shared_memory"

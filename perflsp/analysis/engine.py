@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -23,7 +23,7 @@ from tree_sitter import Node, Tree
 
 from perflsp import __version__
 from perflsp.analysis.costs import CostModel
-from perflsp.analysis.ctype import F32, INT, UNKNOWN, CType, parse_type
+from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.estimate import estimate_for_gpu
 from perflsp.analysis.extents import cuda_extent, leading_name, omp_extent
 from perflsp.analysis.linear import Linear
@@ -387,7 +387,7 @@ def _cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchS
         work_items = cost.assumed_problem_size
         assumptions.append(f"launch shape unknown: assumed {_int(work_items)} threads")
     per_item = _calibrated(result.counts, cost, cost.int_per_thread)
-    shared_bytes = _static_shared_bytes(result)
+    shared_bytes = int(result.shared_bytes)
     if site is not None and site.shared_mem_bytes is not None and isinstance(site.shared_mem_bytes.value, (int, float)):
         shared_bytes += int(site.shared_mem_bytes.value)
     facts = _finish(unit, per_item, work_items, items_note, result, assumptions, "tx", extents)
@@ -480,10 +480,6 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
         else:
             walker.bind(param.name, Val(ctype, None, Linear(const_known=False)))
     return extents
-
-
-def _static_shared_bytes(result) -> int:
-    return 0
 
 
 # ---------------------------------------------------------------------------------------------

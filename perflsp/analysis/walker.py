@@ -84,6 +84,7 @@ class WalkResult:
     cardinality: dict[str, float]
     notes: list[str]
     truncated: bool = False
+    shared_bytes: float = 0.0
 
 
 class KernelWalker:
@@ -114,6 +115,7 @@ class KernelWalker:
         self.loop_depth = 0
         self.loop_counter = 0
         self.loop_atoms: list[str] = []
+        self.shared_bytes = 0.0  # static __shared__ arrays declared by the kernel
         self.unrolled_atoms: set[str] = set()
         self.geometric_loops: dict[str, float] = {}  # loop atom -> trip count of `s *= 2` style loops
         self.trip_is_static = False
@@ -133,7 +135,7 @@ class KernelWalker:
 
     def result(self) -> WalkResult:
         return WalkResult(self.counts, self.accesses, self.loops, self.assumptions, self.cardinality, self.notes,
-                          self.truncated)
+                          self.truncated, self.shared_bytes)
 
     def assume(self, text: str) -> None:
         if text not in self._assumed:
@@ -314,6 +316,8 @@ class KernelWalker:
         ctype = CType(base.kind, base.size_bytes, base.lanes, base.pointer + pointers, base.wide)
         if dims:
             space = "shared" if shared else ("const" if constant else "local")
+            if shared and all(dims) and ctype.kind not in ("unknown", "struct", "void"):
+                self.shared_bytes += math.prod(dims) * (8 if ctype.pointer else ctype.size_bytes)
             self.bind(name, Val(CType(ctype.kind, ctype.size_bytes, ctype.lanes, ctype.pointer + len(dims), ctype.wide),
                                 root=name, space=space, dims=tuple(dims)))
             if value_node is not None:
