@@ -28,6 +28,7 @@ _CONSTANT = re.compile(
     rb"([A-Za-z_]\w*)[ \t]*=[ \t]*([^;{}\n]+);",
     re.MULTILINE,
 )
+_INCLUDE_NAME = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"(?:[^"\n]*/)?([^"/\n]+)"', re.MULTILINE)
 _TYPEDEF = re.compile(rb"^[ \t]*typedef[ \t]+([A-Za-z_][\w: \t<>,*]*?)[ \t*]*\b([A-Za-z_]\w*)[ \t]*;", re.MULTILINE)
 _USING = re.compile(rb"^[ \t]*using[ \t]+([A-Za-z_]\w*)[ \t]*=[ \t]*([^;\n]+);", re.MULTILINE)
 _DEFINE_HEAD = re.compile(r"([A-Za-z_]\w*)(\(([^)]*)\))?\s*(.*)", re.DOTALL)
@@ -116,18 +117,31 @@ class IncludeResolver:
         self._directives: dict[Path, tuple[list[Directive], ConstEnv]] = {}
         self._resolved: dict[tuple[Path, tuple[Path, ...], str], Path | None] = {}
         self._extra_dirs: tuple[Path, ...] = ()
+        self._includers: dict[Path, dict[str, list[Path]]] = {}
 
     def env_for(self, path: Path | None, data: bytes, defines: dict[str, str] | None = None,
-                include_dirs: tuple[Path, ...] = ()) -> ConstEnv:
+                include_dirs: tuple[Path, ...] = (), includers: bool = False) -> ConstEnv:
         """The macros in effect at the end of `data` (a translation unit), with header constants.
 
-        `defines` and `include_dirs` come from the build (`-D`, `-I`) and add to the resolver's."""
+        `defines` and `include_dirs` come from the build (`-D`, `-I`) and add to the resolver's.
+        A file that a sibling source `#include`s (`kernel.cu` pulled into `main.cu` after
+        `#define fp float`) is read in that sibling's context when `includers` is set."""
         cuda = path is None or path.suffix.lower() in (".cu", ".cuh")
         env = ConstEnv()
         env.macros.update(PREDEFINED_CUDA if cuda else PREDEFINED_CXX)
         env.macros.update(self.defines)
         if defines:
             env.macros.update(defines)
+        if includers and path is not None:
+            for includer in self.includers_of(path):
+                context = self.env_for(includer, self._file_bytes(includer), defines, include_dirs, includers=False)
+                for name, body in context.macros.items():
+                    env.macros.setdefault(name, body)
+                for name, definition in context.function_macros.items():
+                    env.function_macros.setdefault(name, definition)
+                for name, text in context.type_aliases.items():
+                    env.type_aliases.setdefault(name, text)
+                break
         constants = ConstEnv()
         seen: set[Path] = set()
         seen_order: list[Path] = []
@@ -206,6 +220,30 @@ class IncludeResolver:
                 for tname, tbody in header_constants.type_aliases.items():
                     constants.type_aliases.setdefault(tname, tbody)
                 self._run(header_directives, header.parent, env, constants, seen, depth + 1)
+
+    def includers_of(self, path: Path) -> list[Path]:
+        """Sources in the same folder that `#include "<this file's name>"`."""
+        folder = path.parent
+        index = self._includers.get(folder)
+        if index is None:
+            index = {}
+            try:
+                entries = sorted(folder.iterdir())
+            except OSError:
+                entries = []
+            for entry in entries:
+                if entry.suffix.lower() not in (".cu", ".cpp", ".cc", ".cxx", ".c") or not entry.is_file():
+                    continue
+                for m in _INCLUDE_NAME.finditer(self._file_bytes(entry)):
+                    index.setdefault(m.group(1).decode("utf-8", "replace"), []).append(entry)
+            self._includers[folder] = index
+        return [p for p in index.get(path.name, []) if p != path]
+
+    def _file_bytes(self, path: Path) -> bytes:
+        try:
+            return path.read_bytes()[:MAX_HEADER_BYTES]
+        except OSError:
+            return b""
 
     def _file(self, path: Path) -> tuple[list[Directive], ConstEnv]:
         cached = self._directives.get(path)
