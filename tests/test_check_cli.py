@@ -232,3 +232,22 @@ def test_real_subprocess_exit_code_and_clean_streams(tmp_path):
     report = json.loads(proc.stdout)
     assert report["summary"]["failing"] == report["summary"]["findings"]["warning"] > 0
     assert "Traceback" not in proc.stderr
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    import perflsp.cli.check_cmd as check_cmd
+
+    for i in range(check_cmd.PROGRESS_MIN_FILES):
+        (tmp_path / f"k{i}.cu").write_text(f"__global__ void k{i}(float *x) {{ x[threadIdx.x] *= 2.0f; }}\n")
+    terminal = io.StringIO()
+    monkeypatch.setattr(check_cmd, "stderr", Console(file=terminal, force_terminal=True, width=100))
+    assert run(str(tmp_path), "--json").exit_code == 0
+    assert "checking" in terminal.getvalue() and f"{check_cmd.PROGRESS_MIN_FILES}/{check_cmd.PROGRESS_MIN_FILES}" in terminal.getvalue()
+    terminal.seek(0)
+    terminal.truncate()
+    assert run(str(tmp_path), "--json", "--no-progress").exit_code == 0
+    assert "checking" not in terminal.getvalue()
