@@ -116,7 +116,15 @@ def test_program_arguments_reach_the_engine(tmp_path):
     out = tmp_path / "predictions.json"
     eval_json("--predictions-out", str(out), labels=labels)
     poly = next(p for p in json.loads(out.read_text()) if p["kernel"] == "poly")
-    assert poly["verdict"] == "bandwidth" and poly["intensity"]["fp32"] == pytest.approx(1.0)
+    # 8 FLOP per element over 4 B read and 4 B written (of which a calibrated share reaches DRAM)
+    assert poly["verdict"] == "bandwidth" and 1.0 <= poly["intensity"]["fp32"] <= 2.0
+    for row in rows:
+        if row["kernel"] == "poly":
+            row["exe_args"] = "400"  # a hundred times the work per byte: compute-bound
+    eval_json("--predictions-out", str(out), labels=write_rows(tmp_path / "labels400.csv", rows))
+    heavy = next(p for p in json.loads(out.read_text()) if p["kernel"] == "poly")
+    assert heavy["verdict"] == "compute"
+    assert heavy["intensity"]["fp32"] == pytest.approx(100 * poly["intensity"]["fp32"], rel=0.01)
 
 
 def test_scrambled_measured_columns_change_no_prediction(tmp_path):
