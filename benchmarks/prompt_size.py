@@ -43,9 +43,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perflsp.llm.prompts import PromptRenderer, PromptTooLarge, number_lines  # noqa: E402
-from perflsp.llm.request import KernelQuestion  # noqa: E402
-from perflsp.llm.tokens import estimate_tokens  # noqa: E402
+from perflsp.llm.prompts import PromptRenderer, PromptTooLarge, number_lines
+from perflsp.llm.request import KernelQuestion
+from perflsp.llm.tokens import estimate_tokens
 
 PROGRAM_ARGUMENTS = "program arguments of the measured run: "  # perflsp.evaluation.llm_eval's prefix
 
@@ -163,18 +163,18 @@ def measure(
                         "launch_sites": [s for s in question.launch_sites if s.text.startswith(PROGRAM_ARGUMENTS)]}
             )
         )
-        # the study quoted files as they are: no L<n> line numbers
+        # the study quoted files as they are: no line numbers
         whole_messages = [m.content for m in whole.messages]
         whole_messages[-1] = whole_messages[-1].replace(number_lines(file_text), file_text.rstrip("\n"), 1)
         code = [question.kernel_source, *(f.source for f in question.device_functions),
                 *(d.source for d in question.definitions), *(s.text for s in question.launch_sites)]
-        common = dict(
-            kernel=question.name,
-            whole_file_tokens=sum(count(m) for m in whole_messages),
-            whole_file_user_tokens=count(whole_messages[-1]),
-            code_tokens=sum(count(c) for c in code),
-            file_tokens=count(file_text),
-        )
+        common = {
+            "kernel": question.name,
+            "whole_file_tokens": sum(count(m) for m in whole_messages),
+            "whole_file_user_tokens": count(whole_messages[-1]),
+            "code_tokens": sum(count(c) for c in code),
+            "file_tokens": count(file_text),
+        }
         try:
             prompt = ours_renderer.render(question)
         except PromptTooLarge:

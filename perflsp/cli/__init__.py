@@ -15,6 +15,7 @@ from perflsp import __version__
 # name -> "module:attribute" of a click.Command
 SUBCOMMANDS: dict[str, str] = {
     "cache": "perflsp.cli.cache_cmd:cache",
+    "explain": "perflsp.cli.explain_cmd:explain",
     "gpus": "perflsp.cli.gpus_cmd:gpus",
     "kernels": "perflsp.cli.kernels_cmd:kernels",
     "occupancy": "perflsp.cli.occupancy_cmd:occupancy_cmd",

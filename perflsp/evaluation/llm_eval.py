@@ -260,7 +260,7 @@ async def evaluate_llm(
 
     outcomes: list[RowOutcome] = []
     for item in prepared:
-        row, answer, analysis, question, estimated = item
+        row, answer, analysis, _question, estimated = item
         static_verdict = analysis.report.estimates[0].verdict if analysis.report is not None else None
         result = by_index.get(id(item))
         if result is None:
@@ -320,7 +320,8 @@ def summarize(outcomes: Sequence[RowOutcome], gpu: str, model: str | None = None
 def _short(reason: str) -> str:
     """One bucket per kind of failure: figures and kernel names vary from row to row."""
     reason = re.sub(r"\bkernel \S+", "kernel K", " ".join(reason.split()))
-    reason = re.sub(r"\d+(?:\.\d+)?", "N", reason)
+    reason = re.sub(r"https?://\S+", "the endpoint", reason)  # the result names the endpoint once
+    reason = re.sub(r"(?<!HTTP )\b\d+(?:\.\d+)?", "N", reason)  # keep status codes
     return reason if len(reason) <= MAX_REASON_CHARS else reason[: MAX_REASON_CHARS - 3] + "..."
 
 

@@ -13,7 +13,6 @@ never `main`, never the file's path.
 from __future__ import annotations
 
 import re
-import textwrap
 from collections.abc import Iterable, Sequence
 
 from tree_sitter import Node, Tree
@@ -21,7 +20,13 @@ from tree_sitter import Node, Tree
 from perflsp.analysis.models import Estimate, KernelFacts, KernelReport, LoopFact
 from perflsp.hardware.models import Gpu
 from perflsp.hardware.precision import ROOFLINE_PRECISIONS, Precision
-from perflsp.kernels.models import ConstValue, CudaFunction, FileKernels, LaunchSite, OmpRegion
+from perflsp.kernels.models import (
+    ConstValue,
+    CudaFunction,
+    FileKernels,
+    LaunchSite,
+    OmpRegion,
+)
 from perflsp.llm.request import (
     Definition,
     DeviceFunction,
@@ -44,8 +49,8 @@ MAX_ARGS = 8
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _CALL = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^;{}()]*>\s*)?\(")
-_COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.S)
-_COMMENT_STRING_OR_SPACES = re.compile(_COMMENT_OR_STRING.pattern + r"|[ \t]{2,}", re.S)
+_COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.DOTALL)
+_COMMENT_STRING_OR_SPACES = re.compile(_COMMENT_OR_STRING.pattern + r"|[ \t]{2,}", re.DOTALL)
 _KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "sizeof", "do", "else", "case"})
 
 
