@@ -15,7 +15,7 @@ by the kernel's entire source file, quoted as it is (no line numbers). Three rat
 
 Tokens: tiktoken's cl100k_base encoding when tiktoken is installed and can load it offline
 (its cache, or `--tiktoken-file` pointing at a `cl100k_base.tiktoken` file), else perflsp's
-documented estimate (`perflsp.llm.tokens`: 1 token per 3 characters, an overestimate). Both
+documented estimate (`perflsp.llm.tokens`, about 20 % above cl100k on code). Both
 prompts are always counted with the same counter; the report says which one.
 
 Inputs, either:
@@ -193,13 +193,13 @@ def measure(
 def token_counter(choice: str, tiktoken_file: Path | None = None) -> tuple[Counter, str]:
     """(counter, its name). "auto": tiktoken cl100k_base when it loads offline, else the estimate."""
     if choice == "estimate":
-        return estimate_tokens, "estimate (1 token per 3 characters)"
+        return estimate_tokens, "estimate (perflsp.llm.tokens)"
     try:
         encoding = _cl100k(tiktoken_file)
     except Exception as exc:  # noqa: BLE001 - any failure to load means "not available offline"
         if choice == "tiktoken":
             raise SystemExit(f"prompt_size: tiktoken is not usable offline: {exc}") from None
-        return estimate_tokens, f"estimate (1 token per 3 characters; tiktoken unavailable: {exc})"
+        return estimate_tokens, f"estimate (perflsp.llm.tokens; tiktoken unavailable: {exc})"
 
     def count(text: str) -> int:
         return len(encoding.encode(text, disallowed_special=()))

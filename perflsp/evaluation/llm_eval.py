@@ -188,6 +188,33 @@ class LlmEvalResult:
     estimated_prompt_tokens: TokenStats
     rows: list[RowOutcome] = field(default_factory=list)
 
+    def summary_lines(self) -> list[str]:
+        """The result as a few lines of text (what `perflsp eval --llm` prints without --json)."""
+
+        def acc(s: Score) -> str:
+            return f"accuracy {s.accuracy:.3f}, balanced {s.balanced_accuracy:.3f} (n={s.listed})"
+
+        def tokens(t: TokenStats) -> str:
+            return "-" if t.median is None else f"median {t.median:.0f}, total {t.total:,}"
+
+        lines = [
+            f"LLM path on {self.gpu}: {self.model or 'no model'} at {self.endpoint or '-'}",
+            f"kernels: {self.listed} listed, {self.asked} asked, {self.llm_answers} answered by the LLM "
+            f"({self.from_cache} from the cache), {self.static_fallbacks} static fallbacks",
+            f"shown verdict (LLM, else static): {acc(self.final)}",
+            f"LLM answers only: {acc(self.llm_only)}",
+            f"static engine alone: {acc(self.static)}",
+            "per language (shown verdict): " + "; ".join(f"{k} {v.balanced_accuracy:.3f} balanced (n={v.listed})"
+                                                         for k, v in self.by_language.items()),
+            f"LLM overrode the engine on {self.overrides['total']} kernels: {self.overrides['right']} right, "
+            f"{self.overrides['wrong']} wrong",
+            f"tokens per kernel (endpoint's count): prompt {tokens(self.prompt_tokens)}; "
+            f"completion {tokens(self.completion_tokens)}; perflsp's prompt estimate "
+            f"{tokens(self.estimated_prompt_tokens)}",
+        ]
+        lines += [f"fallback ({count}x): {reason}" for reason, count in list(self.fallback_reasons.items())[:5]]
+        return lines
+
     def to_json(self, with_rows: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
             "gpu": self.gpu, "model": self.model, "endpoint": self.endpoint, "listed": self.listed,

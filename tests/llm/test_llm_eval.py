@@ -81,6 +81,10 @@ async def test_scores_fallbacks_and_tokens():
     assert ghost["verdict"] is None and "not found" in ghost["reason"]
     assert "rows" not in result.to_json()
     json.dumps(data)  # serialisable as is
+    text = "\n".join(result.summary_lines())
+    assert "3 asked, 2 answered by the LLM (0 from the cache), 1 static fallbacks" in text
+    assert "LLM answers only: accuracy 0.500" in text and "static engine alone: accuracy 0.750" in text
+    assert "prompt median 120, total 240" in text and "fallback (1x): " in text
 
 
 async def test_questions_carry_the_static_evidence_and_program_arguments():
