@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, str] = {
     "cache": "perflsp.cli.cache_cmd:cache",
     "check": "perflsp.cli.check_cmd:check",
     "eval": "perflsp.cli.eval_cmd:eval_cmd",
+    "explain": "perflsp.cli.explain_cmd:explain",
     "gpus": "perflsp.cli.gpus_cmd:gpus",
     "kernels": "perflsp.cli.kernels_cmd:kernels",
     "occupancy": "perflsp.cli.occupancy_cmd:occupancy_cmd",
