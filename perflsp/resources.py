@@ -23,3 +23,22 @@ def data_dir(name: str) -> Path:
 
 def read_text(folder: str, filename: str) -> str:
     return (data_dir(folder) / filename).read_text(encoding="utf-8")
+
+
+USER_CONFIG_ENV = "PERFLSP_CONFIG"
+
+
+def user_config_path() -> Path:
+    """The user-level config file: $PERFLSP_CONFIG, else <user config dir>/perflsp/config.toml.
+
+    Its tables (`[llm]`, `[profiling]`, ...) are the user's own settings: trusted, unlike a
+    repository's `.perflsp.toml`.
+    """
+    import os
+
+    override = os.environ.get(USER_CONFIG_ENV)
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("perflsp")) / "config.toml"

@@ -142,3 +142,14 @@ rates(const real *T, real *R)
 """
     (k,) = extract(src).kernels
     assert (k.name, k.line) == ("rates", 5)
+
+
+def test_a_file_included_by_a_sibling_is_read_in_its_context(tmp_path):
+    from perflsp.kernels.includes import IncludeResolver
+
+    (tmp_path / "main.cu").write_text('#define fp float\n#include "kernel.cu"\nint main() {}\n')
+    kernel = tmp_path / "kernel.cu"
+    kernel.write_text("__global__ void k(fp *a) { a[0] = 1; }\n")
+    env = IncludeResolver().env_for(kernel, kernel.read_bytes(), includers=True)
+    assert env.all_macros()["fp"] == "float"
+    assert "fp" not in IncludeResolver().env_for(kernel, kernel.read_bytes()).all_macros()

@@ -96,3 +96,17 @@ void f(int n, float *a) {
 """
     fk = extract(src)
     assert [r.line for r in fk.omp_regions] == [4]
+
+
+def test_pragma_inside_a_conditional_applies_to_the_statement_after_it():
+    src = b"""void f(int n, float *a) {
+#ifdef OMP_TARGET
+  #pragma omp target teams distribute parallel for \\
+  thread_limit(128)
+#endif
+  for (int i = 0; i < n; i++) a[i] = 0;
+}
+"""
+    (region,) = extract(src).omp_regions
+    assert region.line == 3
+    assert [lp.variable for lp in region.loops] == ["i"]

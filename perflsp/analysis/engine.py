@@ -14,15 +14,16 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
+from pathlib import Path
 
 from tree_sitter import Node, Tree
 
 from perflsp import __version__
 from perflsp.analysis.costs import CostModel
-from perflsp.analysis.ctype import F32, INT, UNKNOWN, CType, parse_type
+from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.estimate import estimate_for_gpu
 from perflsp.analysis.extents import cuda_extent, leading_name, omp_extent
 from perflsp.analysis.linear import Linear
@@ -35,7 +36,9 @@ from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
+from perflsp.kernels.extract import extract
 from perflsp.kernels.preprocess import expand_macros
+from perflsp.source.files import SkippedFile, load_file
 from perflsp.kernels.symbols import file_env, function_env
 from perflsp.source.parser import parse
 from perflsp.source.positions import LineIndex
@@ -81,7 +84,30 @@ class AnalysisUnit:
         aliases: dict[str, CType] = {}
         for node in self.tree.root_node.named_children:
             self._collect_aliases(node, aliases, depth=0)
+        # typedefs of the local headers (`typedef real8 Real_t;`), resolved through each other
+        header_aliases = self._header_type_aliases()
+        for _ in range(3):
+            for name, text in header_aliases.items():
+                if name not in aliases or aliases[name].kind in ("unknown", "struct"):
+                    aliases[name] = parse_type(text, aliases)
         return aliases
+
+    def _header_type_aliases(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        env: ConstEnv | None = self.env
+        while env is not None:
+            for name, text in env.type_aliases.items():
+                out.setdefault(name, text)
+            env = env.parent
+        return out
+
+    def _headers(self) -> tuple[Path, ...]:
+        env: ConstEnv | None = self.env
+        while env is not None:
+            if env.headers:
+                return env.headers
+            env = env.parent
+        return ()
 
     def _collect_aliases(self, node: Node, aliases: dict[str, CType], depth: int) -> None:
         if node.type == "type_definition":
@@ -122,7 +148,8 @@ class AnalysisUnit:
 
     @cached_property
     def callees(self) -> dict[str, Callee]:
-        """`__device__` functions (and host-device helpers) by simple name, macro-expanded."""
+        """`__device__` functions (and host-device helpers) by simple name, macro-expanded:
+        this file's, then those of the local headers it includes."""
         out: dict[str, Callee] = {}
         for fn in self.kernels.device_functions:
             if fn.name in out:
@@ -130,6 +157,16 @@ class AnalysisUnit:
             node = self.function_node(fn)
             if node is not None:
                 out[fn.name] = node
+        for header in self._headers():
+            parsed = _parsed_header(header)
+            if parsed is None:
+                continue
+            data, tree, functions = parsed
+            for fn in functions:
+                if fn.name not in out:
+                    callee = _callee_from(data, tree, fn, self.env)
+                    if callee is not None:
+                        out[fn.name] = callee
         return out
 
     def function_node(self, fn: CudaFunction) -> Callee | None:
@@ -217,6 +254,40 @@ class AnalysisUnit:
         return calls.get(name, [])
 
 
+@lru_cache(maxsize=256)
+def _parsed_header_cached(path: Path, mtime_ns: int, size: int) -> tuple[bytes, Tree, tuple[CudaFunction, ...]] | None:
+    loaded = load_file(path)
+    if isinstance(loaded, SkippedFile):
+        return None
+    tree = parse(loaded.data)
+    extracted = extract(loaded.data, tree, str(path))
+    return loaded.data, tree, tuple(extracted.device_functions)
+
+
+def _parsed_header(path: Path) -> tuple[bytes, Tree, tuple[CudaFunction, ...]] | None:
+    """A local header's `__device__` functions (parsed once per version of the file)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _parsed_header_cached(path, stat.st_mtime_ns, stat.st_size)
+
+
+def _callee_from(data: bytes, tree: Tree, fn: CudaFunction, env: ConstEnv) -> Callee | None:
+    text = data[fn.span.start_byte : fn.span.end_byte]
+    expanded = expand_macros(text.decode("utf-8", errors="replace"), env).encode("utf-8", errors="replace")
+    if expanded == text:
+        node = tree.root_node.descendant_for_byte_range(fn.body_span.start_byte, fn.body_span.start_byte)
+        while node is not None and node.type != "function_definition":
+            node = node.parent
+        if node is not None:
+            return Callee(node, data)
+    node = _first_function(parse(expanded).root_node)
+    if node is None:
+        return None
+    return Callee(node, expanded)
+
+
 def _first_function(node: Node) -> Node | None:
     stack = [node]
     while stack:
@@ -261,7 +332,7 @@ def analyze_kernel(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, gpus: S
     except RecursionError:
         facts, threads, shared = _uncertain("the kernel is nested too deeply to analyse"), None, 0
     registers = unit.options.registers_for(kernel.qualified_name if isinstance(kernel, CudaFunction) else kernel.name)
-    estimates = [estimate_for_gpu(facts, gpu, threads, registers, shared) for gpu in gpus]
+    estimates = [estimate_for_gpu(facts, gpu, threads, registers, shared, unit.options.cost) for gpu in gpus]
     return KernelReport(kernel=kernel, launches=launches, facts=facts, estimates=estimates)
 
 
@@ -316,7 +387,7 @@ def _cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchS
         work_items = cost.assumed_problem_size
         assumptions.append(f"launch shape unknown: assumed {_int(work_items)} threads")
     per_item = _calibrated(result.counts, cost, cost.int_per_thread)
-    shared_bytes = _static_shared_bytes(result)
+    shared_bytes = int(result.shared_bytes)
     if site is not None and site.shared_mem_bytes is not None and isinstance(site.shared_mem_bytes.value, (int, float)):
         shared_bytes += int(site.shared_mem_bytes.value)
     facts = _finish(unit, per_item, work_items, items_note, result, assumptions, "tx", extents)
@@ -409,10 +480,6 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
         else:
             walker.bind(param.name, Val(ctype, None, Linear(const_known=False)))
     return extents
-
-
-def _static_shared_bytes(result) -> int:
-    return 0
 
 
 # ---------------------------------------------------------------------------------------------

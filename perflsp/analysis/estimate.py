@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from perflsp.analysis.costs import CostModel
+from perflsp.analysis.memory import combine
 from perflsp.analysis.models import Estimate, KernelFacts, _fmt
 from perflsp.analysis.roofline import ROOFLINE_PRECISIONS, Precision, classify
 from perflsp.hardware.models import Gpu
@@ -14,12 +16,12 @@ LABELS = {Precision.FP64: "FP64", Precision.FP32: "FP32", Precision.FP16: "FP16"
 
 
 def estimate_for_gpu(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None,
-                     registers_per_thread: int | None, shared_bytes: int) -> Estimate:
+                     registers_per_thread: int | None, shared_bytes: int, cost: CostModel | None = None) -> Estimate:
     ridges = gpu.ridges()
     if facts.uncertain is not None:
         return Estimate(gpu.name, "uncertain", None, 0.0, {}, ridges, None, None, [facts.uncertain],
                         "the engine could not analyse this kernel", "static")
-    dram = max(facts.dram_bytes, 1.0)
+    dram = dram_bytes_on(facts, gpu, cost or CostModel())
     intensity = {p: facts.total.ops(p) / dram for p in ROOFLINE_PRECISIONS}
     verdict, deciding = classify(intensity, ridges)
     occ, occ_note = _occupancy(gpu, threads_per_block, registers_per_thread, shared_bytes)
@@ -30,6 +32,13 @@ def estimate_for_gpu(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None
         ridge=ridges, occupancy=occ, occupancy_note=occ_note, evidence=evidence,
         to_cross=_to_cross(verdict, deciding, intensity, ridges, facts), source="static",
     )
+
+
+def dram_bytes_on(facts: KernelFacts, gpu: Gpu, cost: CostModel) -> float:
+    """The launch's DRAM traffic with this GPU's L2 (what fits in it is read once)."""
+    if facts.traffic is None or gpu.l2_cache_bytes is None:
+        return max(facts.dram_bytes, 1.0)
+    return max(combine(facts.traffic.groups, cost, float(gpu.l2_cache_bytes)), cost.min_dram_bytes, 1.0)
 
 
 def _occupancy(gpu: Gpu, threads: int | None, regs: int | None, shared_bytes: int) -> tuple[OccupancyResult | None, str | None]:

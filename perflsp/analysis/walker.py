@@ -84,6 +84,7 @@ class WalkResult:
     cardinality: dict[str, float]
     notes: list[str]
     truncated: bool = False
+    shared_bytes: float = 0.0
 
 
 class KernelWalker:
@@ -114,8 +115,11 @@ class KernelWalker:
         self.loop_depth = 0
         self.loop_counter = 0
         self.loop_atoms: list[str] = []
+        self.shared_bytes = 0.0  # static __shared__ arrays declared by the kernel
         self.unrolled_atoms: set[str] = set()
+        self.geometric_loops: dict[str, float] = {}  # loop atom -> trip count of `s *= 2` style loops
         self.trip_is_static = False
+        self.last_step_kind: str | None = None
         self.inline_stack: list[str] = []
         self.return_values: list[Val] = []
         self.visited = 0
@@ -131,7 +135,7 @@ class KernelWalker:
 
     def result(self) -> WalkResult:
         return WalkResult(self.counts, self.accesses, self.loops, self.assumptions, self.cardinality, self.notes,
-                          self.truncated)
+                          self.truncated, self.shared_bytes)
 
     def assume(self, text: str) -> None:
         if text not in self._assumed:
@@ -219,7 +223,9 @@ class KernelWalker:
             self.counts.int32 += self.cost.int_per_shared_access * address_mult
             self.counts.int_address += self.cost.int_per_shared_access * address_mult
             self.counts.shared_accesses += self.mult
-            if is_store:
+            if atomic:
+                pass  # counted under atomics
+            elif is_store:
                 self.counts.shared_store_bytes += size * self.mult
             else:
                 self.counts.shared_load_bytes += size * self.mult
@@ -228,7 +234,9 @@ class KernelWalker:
             self.counts.int_address += self.cost.int_per_global_access * address_mult
             if size < 4:
                 self.count_int(self.cost.int_per_byte_element)
-            if is_store:
+            if atomic:
+                pass  # counted under atomics; the access still counts for DRAM traffic
+            elif is_store:
                 self.counts.global_store_bytes += size * self.mult
                 self.counts.global_stores += self.mult
             else:
@@ -308,6 +316,8 @@ class KernelWalker:
         ctype = CType(base.kind, base.size_bytes, base.lanes, base.pointer + pointers, base.wide)
         if dims:
             space = "shared" if shared else ("const" if constant else "local")
+            if shared and all(dims) and ctype.kind not in ("unknown", "struct", "void"):
+                self.shared_bytes += math.prod(dims) * (8 if ctype.pointer else ctype.size_bytes)
             self.bind(name, Val(CType(ctype.kind, ctype.size_bytes, ctype.lanes, ctype.pointer + len(dims), ctype.wide),
                                 root=name, space=space, dims=tuple(dims)))
             if value_node is not None:
@@ -364,6 +374,11 @@ class KernelWalker:
                 card *= max(1.0, self.cardinality.get(atom, 1.0))
             return 1.0 / card
         if thread_atoms and re.search(r"<|>", text) and "==" not in text:
+            halving = [a for a in cval.lin.atoms if a in self.geometric_loops]
+            if halving:
+                # `if (tid < s)` in `for (s = n / 2; s > 0; s >>= 1)`: half the threads, then a
+                # quarter, ...: about one full pass over the whole loop
+                return 1.0 / max(1.0, self.geometric_loops[halving[0]])
             return 1.0  # a bounds guard: (nearly) every item passes
         return self.cost.branch_weight
 
@@ -401,6 +416,8 @@ class KernelWalker:
             pragma = node.prev_named_sibling
             asked = pragma is not None and pragma.type == "preproc_call" and "unroll" in self.text(pragma)
             unrolled = self.trip_is_static and (trip <= self.cost.unroll_limit or asked)
+            if self.last_step_kind in ("mul", "div"):
+                self.geometric_loops[f"L{self.loop_counter + 1}"] = max(1.0, trip)
             self._run_loop(node, var, start, step_val, trip, origin, note, cond, update, body, unrolled)
         finally:
             self.scopes.pop()
@@ -428,6 +445,7 @@ class KernelWalker:
         """(trip count per work item, origin, note, step value); sets `trip_is_static` when the
         compiler knows the trip count too (it can then unroll the loop)."""
         self.trip_is_static = False
+        self.last_step_kind = None
         if cond is None:
             self.assume(f"line {self.line(loop)}: loop without a condition: assumed {self.cost.assumed_while_trips:g} iterations")
             return self.cost.assumed_while_trips, "assumed", "no condition", None
@@ -452,6 +470,7 @@ class KernelWalker:
         self.mult = 0.0  # evaluate without counting (the condition is counted per iteration later)
         bound = self.eval(bound_node)
         step_kind, step = self._step(var, update)
+        self.last_step_kind = step_kind
         self.mult = saved_mult
         bound_value = bound.value
         if bound_value is None and self.resolve_bound is not None:
@@ -474,7 +493,12 @@ class KernelWalker:
         if step_kind == "add" and step is not None and step.value:
             s = step.value
             span = (bound_value - start_value + (inclusive if s > 0 else -inclusive))
-            trip = max(0.0, math.ceil(span / s)) if (span > 0) == (s > 0) else 0.0
+            if thread_start:
+                # threads start spread over one stride (grid-/block-stride loops): on average
+                # span / stride iterations each, not the ceiling of it
+                trip = max(0.0, span / s) if (span > 0) == (s > 0) else 0.0
+            else:
+                trip = max(0.0, math.ceil(span / s)) if (span > 0) == (s > 0) else 0.0
             origin = "grid-stride" if thread_start and step.lin.is_constant() and s >= 32 else ("constant" if bound.known else "arguments")
             return trip, origin, f"{var} {op} {self.text(bound_node)}", step
         if step_kind in ("mul", "div") and step is not None and step.value and step.value > 1:
@@ -760,6 +784,8 @@ class KernelWalker:
         return Val(ctype, value, lin, static=static)
 
     def _count_binary(self, op: str, ctype: CType, left: Val, right: Val) -> None:
+        if ctype.kind == "f64" and op == "*" and _exact_float_scale(left, right):
+            ctype = F32  # float × 0.5 is exact in float: nvcc keeps it single precision
         if op in ("/", "%"):
             if ctype.is_float:
                 divisor = right.value if right.static else None
@@ -954,8 +980,10 @@ class KernelWalker:
         if cond.known:
             chosen = node.child_by_field_name("consequence") if cond.value else node.child_by_field_name("alternative")
             return self.eval(chosen)
-        self.mult = saved * 0.5
+        weight = self._branch_weight(node.child_by_field_name("condition"), cond)
+        self.mult = saved * weight
         a = self.eval(node.child_by_field_name("consequence"))
+        self.mult = saved * (1.0 - weight)
         b = self.eval(node.child_by_field_name("alternative"))
         self.mult = saved
         self.count_int(1.0)  # select
@@ -1063,6 +1091,11 @@ class KernelWalker:
             if target is None:
                 target = F16 if "2half" in simple else (F32 if "2float" in simple or "as_float" in simple else (F64 if "double" in simple.split("2")[-1] else INT))
             return Val(target, args[0].value if args else None, args[0].lin if args and target.is_int else Linear(const_known=False))
+        if (simple in self.aliases or simple in _SCALAR_TYPE_NAMES) and len(args) == 1 and simple not in self.callees:
+            # a functional cast: `Real_t(0.5)`, `float(i)`
+            target = self.aliases.get(simple) or parse_type(simple, self.aliases)
+            value = args[0]
+            return Val(target, value.value, value.lin if target.is_int else value.lin.opaque(), static=value.static)
         callee = self.callees.get(simple)
         if callee is not None and simple not in self.inline_stack and len(self.inline_stack) < MAX_INLINE_DEPTH:
             template_args = []
@@ -1159,6 +1192,20 @@ class KernelWalker:
             return Val(ret_type, None, Linear(nonlinear=atoms, const_known=False))
         return Val(ret_type if ret_type.kind not in ("unknown", "struct", "void") else returned.ctype,
                    returned.value, returned.lin, returned.root, returned.space)
+
+
+_SCALAR_TYPE_NAMES = {"float", "double", "int", "unsigned", "long", "short", "char", "size_t", "int64_t",
+                      "uint64_t", "int32_t", "uint32_t", "half", "__half", "bool"}
+
+
+def _exact_float_scale(left: Val, right: Val) -> bool:
+    """One side is a float value, the other a double literal power of two."""
+    for a, b in ((left, right), (right, left)):
+        if a.ctype.kind == "f32" and b.ctype.kind == "f64" and b.static and b.value:
+            exponent = math.log2(abs(b.value))
+            if exponent.is_integer():
+                return True
+    return False
 
 
 def _walk_named(node: Node):

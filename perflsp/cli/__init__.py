@@ -15,6 +15,9 @@ from perflsp import __version__
 # name -> "module:attribute" of a click.Command
 SUBCOMMANDS: dict[str, str] = {
     "cache": "perflsp.cli.cache_cmd:cache",
+    "check": "perflsp.cli.check_cmd:check",
+    "eval": "perflsp.cli.eval_cmd:eval_cmd",
+    "explain": "perflsp.cli.explain_cmd:explain",
     "gpus": "perflsp.cli.gpus_cmd:gpus",
     "kernels": "perflsp.cli.kernels_cmd:kernels",
     "occupancy": "perflsp.cli.occupancy_cmd:occupancy_cmd",

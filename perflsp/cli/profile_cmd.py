@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -41,6 +40,7 @@ from perflsp.profiling.settings import (
     layer_from_toml,
     resolve_profiling_settings,
 )
+from perflsp.resources import user_config_path
 
 WORKSPACE_FILE = ".perflsp.toml"
 
@@ -48,15 +48,6 @@ WORKSPACE_FILE = ".perflsp.toml"
 def _fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"perflsp profile: error: {message}", err=True)
     sys.exit(code)
-
-
-def user_config_path() -> Path:
-    override = os.environ.get("PERFLSP_CONFIG")
-    if override:
-        return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("perflsp")) / "config.toml"
 
 
 def _resolve_settings(

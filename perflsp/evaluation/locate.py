@@ -68,8 +68,8 @@ class Locator:
         path = self.src_root / relative
         flags = self.compile_db.flags_for(path) if self.compile_db is not None else None
         if flags is None:
-            return self._resolver.env_for(path, data)
-        return self._resolver.env_for(path, data, flags.defines, flags.include_dirs)
+            return self._resolver.env_for(path, data, includers=True)
+        return self._resolver.env_for(path, data, flags.defines, flags.include_dirs, includers=True)
 
     def locate(self, row: KernelRow) -> Located:
         result = self.file(row.file)

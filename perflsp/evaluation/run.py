@@ -19,6 +19,7 @@ from perflsp.analysis.extents import cuda_extent, leading_name
 from perflsp.evaluation.labels import Answer, KernelRow
 from perflsp.evaluation.locate import Locator
 from perflsp.hardware.models import Gpu
+from perflsp.kernels.compile_db import CompileDatabase
 from perflsp.kernels.models import ConstValue, CudaFunction, FileKernels, LaunchSite
 from perflsp.source.files import SkippedFile
 from perflsp.source.parser import is_source_path
@@ -35,8 +36,11 @@ class Prediction:
 
 
 def predict_rows(rows: Iterable[KernelRow], src_root: Path, gpu: Gpu, cost: CostModel | None = None,
-                 progress: Callable[[int], None] | None = None) -> list[Prediction]:
-    locator = Locator(src_root)
+                 progress: Callable[[int], None] | None = None,
+                 compile_db: CompileDatabase | None = None) -> list[Prediction]:
+    """Predict every row, in order. `compile_db` (re-rooted under `src_root`) supplies each
+    file's include directories and macros; `progress` is called with the count done."""
+    locator = Locator(src_root, compile_db)
     launches = _LaunchIndex(locator, src_root)
     predictions = []
     for count, row in enumerate(rows, start=1):
@@ -47,7 +51,10 @@ def predict_rows(rows: Iterable[KernelRow], src_root: Path, gpu: Gpu, cost: Cost
 
 
 def _predict(locator: Locator, launches: _LaunchIndex, row: KernelRow, gpu: Gpu, cost: CostModel) -> Prediction:
-    located = locator.locate(row)
+    try:
+        located = locator.locate(row)
+    except Exception as exc:  # noqa: BLE001 - an extraction bug must not stop the other rows
+        return Prediction(row, None, f"extraction error: {type(exc).__name__}: {exc}")
     if located.kernel is None or located.file is None:
         return Prediction(row, None, located.reason)
     file = located.file

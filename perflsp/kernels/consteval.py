@@ -67,6 +67,8 @@ class ConstEnv:
     unknown: dict[str, str] = field(default_factory=dict)
     parent: ConstEnv | None = None
     argv: tuple[str, ...] | None = None  # the program's arguments, argv[0] included, when known
+    type_aliases: dict[str, str] = field(default_factory=dict)  # `typedef double Real_t;` in headers
+    headers: tuple = ()  # local headers the translation unit includes (paths), in include order
     _memo: dict[str, Value] = field(default_factory=dict, repr=False)
     _active: set[str] = field(default_factory=set, repr=False)
 

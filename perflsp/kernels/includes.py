@@ -28,6 +28,9 @@ _CONSTANT = re.compile(
     rb"([A-Za-z_]\w*)[ \t]*=[ \t]*([^;{}\n]+);",
     re.MULTILINE,
 )
+_INCLUDE_NAME = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"(?:[^"\n]*/)?([^"/\n]+)"', re.MULTILINE)
+_TYPEDEF = re.compile(rb"^[ \t]*typedef[ \t]+([A-Za-z_][\w: \t<>,*]*?)[ \t*]*\b([A-Za-z_]\w*)[ \t]*;", re.MULTILINE)
+_USING = re.compile(rb"^[ \t]*using[ \t]+([A-Za-z_]\w*)[ \t]*=[ \t]*([^;\n]+);", re.MULTILINE)
 _DEFINE_HEAD = re.compile(r"([A-Za-z_]\w*)(\(([^)]*)\))?\s*(.*)", re.DOTALL)
 _DEFINED = re.compile(r"\bdefined\s*(\(\s*([A-Za-z_]\w*)\s*\)|([A-Za-z_]\w*))")
 _COMMENTS = re.compile(r"//.*|/\*.*?\*/", re.DOTALL)
@@ -47,14 +50,23 @@ class Directive:
 def scan_directives(data: bytes) -> list[Directive]:
     out = []
     for m in _DIRECTIVE.finditer(data):
-        argument = re.sub(r"\\\r?\n", " ", m.group(2).decode("utf-8", "replace"))
-        out.append(Directive(m.start(), m.group(1).decode("ascii", "replace"), _COMMENTS.sub(" ", argument).strip()))
+        argument = m.group(2).decode("utf-8", "replace")
+        if "\\" in argument:
+            argument = re.sub(r"\\\r?\n", " ", argument)
+        if "/" in argument:
+            argument = _COMMENTS.sub(" ", argument)
+        out.append(Directive(m.start(), m.group(1).decode("ascii", "replace"), argument.strip()))
     return out
 
 
 def scan_constants(data: bytes, env: ConstEnv) -> None:
+    """Const/constexpr scalars and type aliases of a header (line level, position independent)."""
     for m in _CONSTANT.finditer(data):
         env.constants.setdefault(m.group(1).decode("utf-8", "replace"), m.group(2).decode("utf-8", "replace").strip())
+    for m in _TYPEDEF.finditer(data):
+        env.type_aliases.setdefault(m.group(2).decode("utf-8", "replace"), m.group(1).decode("utf-8", "replace").strip())
+    for m in _USING.finditer(data):
+        env.type_aliases.setdefault(m.group(1).decode("utf-8", "replace"), m.group(2).decode("utf-8", "replace").strip())
 
 
 def define(env: ConstEnv, argument: str) -> None:
@@ -105,24 +117,41 @@ class IncludeResolver:
         self._directives: dict[Path, tuple[list[Directive], ConstEnv]] = {}
         self._resolved: dict[tuple[Path, tuple[Path, ...], str], Path | None] = {}
         self._extra_dirs: tuple[Path, ...] = ()
+        self._includers: dict[Path, dict[str, list[Path]]] = {}
 
     def env_for(self, path: Path | None, data: bytes, defines: dict[str, str] | None = None,
-                include_dirs: tuple[Path, ...] = ()) -> ConstEnv:
+                include_dirs: tuple[Path, ...] = (), includers: bool = False) -> ConstEnv:
         """The macros in effect at the end of `data` (a translation unit), with header constants.
 
-        `defines` and `include_dirs` come from the build (`-D`, `-I`) and add to the resolver's."""
+        `defines` and `include_dirs` come from the build (`-D`, `-I`) and add to the resolver's.
+        A file that a sibling source `#include`s (`kernel.cu` pulled into `main.cu` after
+        `#define fp float`) is read in that sibling's context when `includers` is set."""
         cuda = path is None or path.suffix.lower() in (".cu", ".cuh")
         env = ConstEnv()
         env.macros.update(PREDEFINED_CUDA if cuda else PREDEFINED_CXX)
         env.macros.update(self.defines)
         if defines:
             env.macros.update(defines)
+        if includers and path is not None:
+            for includer in self.includers_of(path):
+                context = self.env_for(includer, self._file_bytes(includer), defines, include_dirs, includers=False)
+                for name, body in context.macros.items():
+                    env.macros.setdefault(name, body)
+                for name, definition in context.function_macros.items():
+                    env.function_macros.setdefault(name, definition)
+                for name, text in context.type_aliases.items():
+                    env.type_aliases.setdefault(name, text)
+                break
         constants = ConstEnv()
         seen: set[Path] = set()
+        seen_order: list[Path] = []
+        self._seen_order = seen_order
         self._extra_dirs = include_dirs
         self._run(scan_directives(data), path.parent if path is not None else None, env, constants, seen, depth=0)
         for name, body in constants.constants.items():
             env.constants.setdefault(name, body)
+        env.type_aliases.update(constants.type_aliases)
+        env.headers = tuple(seen_order)
         return env
 
     def _run(self, directives: list[Directive], directory: Path | None, env: ConstEnv, constants: ConstEnv,
@@ -184,10 +213,37 @@ class IncludeResolver:
                 if header is None or header in seen:
                     continue
                 seen.add(header)
+                self._seen_order.append(header)
                 header_directives, header_constants = self._file(header)
                 for cname, cbody in header_constants.constants.items():
                     constants.constants.setdefault(cname, cbody)
+                for tname, tbody in header_constants.type_aliases.items():
+                    constants.type_aliases.setdefault(tname, tbody)
                 self._run(header_directives, header.parent, env, constants, seen, depth + 1)
+
+    def includers_of(self, path: Path) -> list[Path]:
+        """Sources in the same folder that `#include "<this file's name>"`."""
+        folder = path.parent
+        index = self._includers.get(folder)
+        if index is None:
+            index = {}
+            try:
+                entries = sorted(folder.iterdir())
+            except OSError:
+                entries = []
+            for entry in entries:
+                if entry.suffix.lower() not in (".cu", ".cpp", ".cc", ".cxx", ".c") or not entry.is_file():
+                    continue
+                for m in _INCLUDE_NAME.finditer(self._file_bytes(entry)):
+                    index.setdefault(m.group(1).decode("utf-8", "replace"), []).append(entry)
+            self._includers[folder] = index
+        return [p for p in index.get(path.name, []) if p != path]
+
+    def _file_bytes(self, path: Path) -> bytes:
+        try:
+            return path.read_bytes()[:MAX_HEADER_BYTES]
+        except OSError:
+            return b""
 
     def _file(self, path: Path) -> tuple[list[Directive], ConstEnv]:
         cached = self._directives.get(path)

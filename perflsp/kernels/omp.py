@@ -252,6 +252,9 @@ def _region(ctx: ExtractionContext, env: ConstEnv, start: int, end: int, argumen
 
 def _associated_statement(ctx: ExtractionContext, pragma: Node | None, end: int) -> Node | None:
     node = pragma.next_named_sibling if pragma is not None else None
+    if node is None and pragma is not None and pragma.parent is not None and pragma.parent.type.startswith("preproc_"):
+        # `#ifdef OMP_TARGET  #pragma omp target ...  #endif` followed by the loop
+        node = pragma.parent.next_named_sibling
     if node is None:
         # The first statement that starts after the directive.
         probe = ctx.tree.root_node.named_descendant_for_byte_range(end + 1, end + 1)

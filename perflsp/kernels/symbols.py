@@ -3,7 +3,6 @@ and a function's local variables as they stand at a given point."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from tree_sitter import Node, QueryCursor

@@ -1,11 +1,11 @@
 """The question the advisor asks about one kernel: plain data the static engine fills in.
 
-The LLM layer knows nothing about parsing or the engine's internals; the server/CLI builds a
-`KernelQuestion` from extraction (`perflsp.kernels.models`), the GPU database and the static
-estimate, and hands it to `Advisor.ask` / `Advisor.explain_stream`. Only what the question needs
-travels: the kernel, the `__device__` functions it calls, its launch sites, the GPU's figures and
-the engine's facts — never the whole file, never its path.
-"""
+These models know nothing about parsing or the engine's internals: `perflsp.llm.questions`
+builds a `KernelQuestion` from extraction (`perflsp.kernels.models`), the GPU database and the
+static estimate, and the server/CLI hand it to `Advisor.ask` / `Advisor.explain_stream`. Only what
+the question needs travels: the kernel, the `__device__` functions it calls, the file-scope
+definitions they use, its launch sites, the GPU's figures and the engine's facts — never the whole
+file, never its path."""
 
 from __future__ import annotations
 
@@ -27,6 +27,14 @@ class _Plain(BaseModel):
 
 class DeviceFunction(_Plain):
     """A `__device__` function the kernel calls (directly or through another device function)."""
+
+    name: str
+    source: str
+
+
+class Definition(_Plain):
+    """A file-scope macro, constant, global variable or type alias the kernel's text uses
+    (`#define BLOCK 256`, `__constant__ float coeff[16]`): what the kernel alone leaves open."""
 
     name: str
     source: str
@@ -95,6 +103,7 @@ class KernelQuestion(_Plain):
     kernel_source: str
     first_line: int = Field(default=1, ge=1)
     device_functions: list[DeviceFunction] = Field(default_factory=list)
+    definitions: list[Definition] = Field(default_factory=list)
     launch_sites: list[LaunchSiteFacts] = Field(default_factory=list)
     gpu: GpuFacts
     static: StaticFacts

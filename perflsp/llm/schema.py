@@ -36,7 +36,7 @@ class Factor(_Strict):
 
     text: str = Field(min_length=1, max_length=300)
     line: int | None = Field(
-        default=None, ge=1, le=100_000, description="line number L<n> of the kernel listing, or null"
+        default=None, ge=1, le=100_000, description="the line number shown in the kernel listing, or null"
     )
 
 

@@ -25,16 +25,24 @@ class Position:
 class LineIndex:
     """Line starts of one immutable byte string, with byte <-> UTF-16 conversion."""
 
-    __slots__ = ("data", "line_starts")
+    __slots__ = ("data", "_line_starts")
 
     def __init__(self, data: bytes):
         self.data = data
-        if b"\r" in data:
-            starts = [0]
-            starts.extend(m.end() for m in _LINE_BREAK.finditer(data))
-        else:
-            starts = [0, *accumulate(len(line) + 1 for line in data.split(b"\n")[:-1])]
-        self.line_starts = starts
+        self._line_starts: list[int] | None = None  # computed on first use
+
+    @property
+    def line_starts(self) -> list[int]:
+        starts = self._line_starts
+        if starts is None:
+            data = self.data
+            if b"\r" in data:
+                starts = [0]
+                starts.extend(m.end() for m in _LINE_BREAK.finditer(data))
+            else:
+                starts = [0, *accumulate(len(line) + 1 for line in data.split(b"\n")[:-1])]
+            self._line_starts = starts
+        return starts
 
     @property
     def line_count(self) -> int:

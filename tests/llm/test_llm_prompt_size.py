@@ -38,7 +38,7 @@ def test_measure_ratios_and_budget():
     medians = [report.median_ratio(m) for m in ("code", "user", "full")]
     assert 0 < medians[0] < medians[1] < medians[2] < 1.0  # the fixed parts weigh on every prompt
 
-    tiny = _module().measure([(q, text) for q in questions[:1]], budget_tokens=500)
+    tiny = _module().measure([(q, text) for q in questions[:1]], budget_tokens=200)
     assert tiny.rows[0].ours_tokens is None and tiny.fit_budget_pct == 0.0 and not tiny.meets_targets
 
 
@@ -55,3 +55,33 @@ def test_command_line(tmp_path: Path):
     report = json.loads(proc.stdout)
     assert len(report["rows"]) == 3 and report["fit_budget_pct"] == 100.0
     assert set(report["median_ratio"]) == {"full", "user", "code"}
+
+
+def test_labeled_kernels(tmp_path: Path):
+    """The benchmark's labeled mode on the tiny synthetic set: one question per located kernel,
+    the whole file against our prompt with the same estimate, the unlocatable row skipped."""
+    data = ROOT / "tests" / "data" / "llm_eval"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--labels", str(data / "labels.csv"), "--src",
+                           str(data / "src"), "--tokenizer", "estimate", "--json", "--rows"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["kernels"] == 3 and report["skipped"] == 1 and report["tokenizer"].startswith("estimate")
+    assert report["fit_budget_pct"] == 100.0 and report["whole_file_fit_budget_pct"] == 100.0
+    assert all(r["code_tokens"] < r["file_tokens"] for r in report["rows"])
+    assert 0 < report["median_ratio"]["code"] < report["median_ratio"]["full"] < 1
+    assert report["p90_ratio"]["full"] >= report["median_ratio"]["full"]
+
+
+def test_whole_file_prompt_quotes_the_file_unnumbered():
+    text, questions = _file_with(2)
+    module = _module()
+    seen: list[str] = []
+
+    def count(message: str) -> int:
+        seen.append(message)
+        return len(message)
+
+    module.measure([(questions[0], text)], count=count)
+    assert any(text.rstrip("\n") in m for m in seen)  # the study's prompt: the file as it is

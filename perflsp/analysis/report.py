@@ -1,0 +1,247 @@
+"""The check result of one file: roofline verdicts per kernel and GPU plus the lint findings.
+
+    result = check_document(data, tree, file_kernels, gpus, CheckSettings(rule_levels=...))
+
+Pure (no I/O): `perflsp check` (text, JSON, SARIF) builds on it and the server can too, so both
+agree on what a file's diagnostics are. A verdict is also a `Finding` (`roofline/<verdict>` at
+the kernel's name, informational by default), re-levelled or silenced by `[rules]` like a lint.
+A kernel the engine fails on gets an `uncertain` verdict naming the failure, never an exception.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tree_sitter import Tree
+
+from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
+from perflsp.analysis.estimate import LABELS, UNITS, estimate_for_gpu
+from perflsp.analysis.lints import run_lints
+from perflsp.analysis.lints.context import LintOptions
+from perflsp.analysis.models import Estimate, Finding, KernelFacts, KernelReport, OpCounts, Severity, _fmt
+from perflsp.analysis.rules import RULES, SEVERITIES, apply_rule_levels, enabled_codes, rule_doc_url
+from perflsp.hardware.models import Gpu
+from perflsp.hardware.precision import Precision
+from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion, Span
+from perflsp.source.positions import LineIndex
+
+# `--fail-on` levels, most severe first; "none" never fails.
+FAIL_ON_LEVELS: tuple[str, ...] = (*SEVERITIES, "none")
+_RANK = {severity: rank for rank, severity in enumerate(SEVERITIES)}
+
+
+def at_or_above(severity: str, level: str) -> bool:
+    """Whether a finding of `severity` reaches the `--fail-on` level (`none`: never)."""
+    if level == "none":
+        return False
+    return _RANK[severity] <= _RANK[level]
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    rule_levels: Mapping[str, str] = field(default_factory=dict)  # code -> level, from `[rules]`
+    options: AnalysisOptions = AnalysisOptions()
+    lint_options: LintOptions | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The roofline verdict of one kernel on one GPU, and the finding that shows it."""
+
+    kernel: KernelReport
+    estimate: Estimate
+    gpu: Gpu
+    finding: Finding | None  # None when its rule is switched off
+
+
+@dataclass(slots=True)
+class FileCheck:
+    path: str | None
+    lines: LineIndex
+    kernels: list[KernelReport] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+    lints: list[Finding] = field(default_factory=list)  # after `[rules]` levels
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Lint findings and verdict findings, in document order."""
+        shown = [v.finding for v in self.verdicts if v.finding is not None]
+        return sorted([*self.lints, *shown], key=lambda f: (f.span.start_byte, f.span.end_byte, f.code))
+
+
+def check_document(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Sequence[Gpu],
+                   settings: CheckSettings = CheckSettings(), lines: LineIndex | None = None) -> FileCheck:
+    lines = lines or LineIndex(data)
+    result = FileCheck(path=file_kernels.path, lines=lines, notes=list(file_kernels.notes))
+    if file_kernels.has_errors:
+        result.notes.append("the file has syntax errors: kernels near them may be missed or only partly analysed")
+    try:
+        unit: AnalysisUnit | None = AnalysisUnit(data, tree, file_kernels, settings.options, lines)
+    except Exception as exc:  # noqa: BLE001 - every kernel then gets `uncertain` with this reason
+        unit = None
+        unit_error = f"engine error: {type(exc).__name__}: {exc}"
+    for kernel in [*file_kernels.kernels, *file_kernels.omp_regions]:
+        if unit is None:
+            report = _failed(kernel, file_kernels, gpus, unit_error)
+        else:
+            try:
+                report = analyze_kernel(unit, kernel, gpus)
+            except Exception as exc:  # noqa: BLE001 - one kernel the engine trips on must not hide the rest
+                report = _failed(kernel, file_kernels, gpus, f"engine error: {type(exc).__name__}: {exc}")
+        result.kernels.append(report)
+        for estimate, gpu in zip(report.estimates, gpus):
+            finding = verdict_finding(report, estimate)
+            shown = apply_rule_levels([finding], settings.rule_levels)
+            result.verdicts.append(Verdict(report, estimate, gpu, shown[0] if shown else None))
+    lints = run_lints(data, tree, file_kernels, gpus, enabled=enabled_codes(settings.rule_levels),
+                      options=settings.lint_options, notes=result.notes)
+    result.lints = apply_rule_levels(lints, settings.rule_levels)
+    return result
+
+
+def _failed(kernel: CudaFunction | OmpRegion, file_kernels: FileKernels, gpus: Sequence[Gpu], reason: str) -> KernelReport:
+    facts = KernelFacts(OpCounts(), None, "unknown", OpCounts(), 0.0, "unknown", uncertain=reason)
+    launches = file_kernels.launches_of(kernel) if isinstance(kernel, CudaFunction) else []
+    return KernelReport(kernel, launches, facts, [estimate_for_gpu(facts, gpu, None, None, 0) for gpu in gpus])
+
+
+def kernel_span(kernel: CudaFunction | OmpRegion) -> Span:
+    """Where a kernel's verdict is shown: the name of a CUDA kernel, the pragma of a region."""
+    return kernel.name_span if isinstance(kernel, CudaFunction) else kernel.span
+
+
+def shown_precision(estimate: Estimate) -> Precision | None:
+    """The precision a one-line summary quotes: the deciding one, else the closest to its ridge."""
+    if estimate.deciding is not None:
+        return estimate.deciding
+    ranked = [p for p in estimate.intensity if estimate.ridge.get(p)]
+    if not ranked:
+        return None
+    return max(ranked, key=lambda p: estimate.intensity[p] / estimate.ridge[p])
+
+
+def verdict_summary(estimate: Estimate, facts: KernelFacts) -> str:
+    """`compute-bound on H100 SXM5 80GB · FP32 AI 41 FLOP/B (ridge 20) · assumptions: 2`."""
+    if estimate.verdict == "uncertain":
+        reason = facts.uncertain or "; ".join(estimate.evidence) or "the engine could not analyse this kernel"
+        return f"uncertain on {estimate.gpu} · {reason}"
+    parts = [f"{estimate.verdict}-bound on {estimate.gpu}"]
+    precision = shown_precision(estimate)
+    if precision is not None:
+        parts.append(f"{LABELS.get(precision, precision.value)} AI {_fmt(estimate.intensity[precision])} "
+                     f"{UNITS.get(precision, 'FLOP/B')} (ridge {_fmt(estimate.ridge[precision])})")
+    if facts.assumptions:
+        parts.append(f"assumptions: {len(facts.assumptions)}")
+    return " · ".join(parts)
+
+
+def verdict_finding(report: KernelReport, estimate: Estimate) -> Finding:
+    """A verdict as a diagnostic at the kernel, default severity from the rule registry."""
+    code = f"roofline/{estimate.verdict}-bound" if estimate.verdict != "uncertain" else "roofline/uncertain"
+    return Finding(code=code, message=verdict_summary(estimate, report.facts), span=kernel_span(report.kernel),
+                   severity=RULES[code].default_severity, kernel=report.name)
+
+
+def severity_counts(findings: Sequence[Finding]) -> dict[Severity, int]:
+    counts: dict[Severity, int] = {s: 0 for s in SEVERITIES}
+    for finding in findings:
+        counts[finding.severity] += 1
+    return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON (the shapes are documented in docs/cli.md)
+
+
+def file_check_json(check: FileCheck, path: str | None = None) -> dict[str, Any]:
+    return {
+        "path": path if path is not None else check.path,
+        "kernels": [kernel_json(k, [v for v in check.verdicts if v.kernel is k]) for k in check.kernels],
+        "findings": [finding_json(f, check.lines) for f in check.findings],
+        "notes": list(check.notes),
+    }
+
+
+def kernel_json(report: KernelReport, verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    kernel = report.kernel
+    facts = report.facts
+    return {
+        "name": report.name,
+        "kind": kernel.kind,
+        "line": kernel.line,
+        "range": kernel_span(kernel).to_json(),
+        "launch_lines": [site.line for site in report.launches],
+        "facts": {
+            "work_items": json_number(facts.work_items),
+            "work_items_note": facts.work_items_note,
+            "per_item": _ops_json(facts.per_item),
+            "total": _ops_json(facts.total),
+            "dram_bytes": json_number(facts.dram_bytes),
+            "dram_note": facts.dram_note,
+            "loops": [{"line": loop.line, "variable": loop.variable, "trip_count": json_number(loop.trip_count),
+                       "origin": loop.origin, "note": loop.note} for loop in facts.loops],
+            "assumptions": list(facts.assumptions),
+            "evidence": list(facts.evidence),
+            "uncertain": facts.uncertain,
+        },
+        "estimates": [estimate_json(v.estimate, v.gpu, report.facts) for v in verdicts],
+    }
+
+
+def estimate_json(estimate: Estimate, gpu: Gpu, facts: KernelFacts) -> dict[str, Any]:
+    return {
+        "gpu": gpu.id,
+        "gpu_name": gpu.name,
+        "verdict": estimate.verdict,
+        "deciding": estimate.deciding.value if estimate.deciding is not None else None,
+        "confidence": estimate.confidence,
+        "intensity": {p.value: json_number(v) for p, v in estimate.intensity.items()},
+        "ridge": {p.value: json_number(v) for p, v in estimate.ridge.items()},
+        "occupancy": json_number(estimate.occupancy.occupancy) if estimate.occupancy is not None else None,
+        "occupancy_note": estimate.occupancy_note,
+        "evidence": list(estimate.evidence),
+        "to_cross": estimate.to_cross,
+        "source": estimate.source,
+        "summary": verdict_summary(estimate, facts),
+    }
+
+
+def finding_json(finding: Finding, lines: LineIndex) -> dict[str, Any]:
+    start, end = finding.span.start, finding.span.end
+    return {
+        "code": finding.code,
+        "severity": finding.severity,
+        "message": finding.message,
+        "kernel": finding.kernel,
+        "line": start.line + 1,
+        "column": start.character + 1,  # 1-based, UTF-16 code units (as LSP and SARIF count)
+        "range": finding.span.to_json(),
+        "doc_url": rule_doc_url(finding.code),
+        "related": [{"range": span.to_json(), "message": message} for span, message in finding.related],
+        "fixes": [
+            {"title": fix.title, "kind": fix.kind, "preferred": fix.preferred,
+             "edits": [{"range": _range_json(lines, e.start_byte, e.end_byte), "new_text": e.text} for e in fix.edits]}
+            for fix in finding.fixes
+        ],
+    }
+
+
+def _range_json(lines: LineIndex, start_byte: int, end_byte: int) -> dict[str, Any]:
+    start, end = lines.position(start_byte), lines.position(end_byte)
+    return {"start": {"line": start.line, "character": start.character},
+            "end": {"line": end.line, "character": end.character}}
+
+
+def _ops_json(ops: OpCounts) -> dict[str, float | None]:
+    return {name: json_number(getattr(ops, name)) for name in ops.__slots__}  # type: ignore[attr-defined]
+
+
+def json_number(value: float | None) -> float | None:
+    """JSON has no infinities or NaN: those become null."""
+    if value is None or not math.isfinite(value):
+        return None
+    return value

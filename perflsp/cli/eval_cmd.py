@@ -1,0 +1,183 @@
+"""`perflsp eval`: score the static engine against a labels CSV of roofline verdicts.
+
+The engine is given only what the study gave its LLMs (sources, launch shape, program
+arguments); the measured columns and the label are read by the scorer alone
+(`perflsp.evaluation.labels`). Kernels not located or not analysed count as wrong and are
+listed with their reason.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from perflsp.cli.output import EXIT_OK, fail, print_json, stderr, stdout
+
+if TYPE_CHECKING:
+    from perflsp.evaluation.labels import Answer
+    from perflsp.evaluation.run import Prediction, Score
+
+PREDICTED_COLUMNS = ("compute", "bandwidth", "uncertain", "not located")
+
+
+@click.command("eval")
+@click.option("--labels", "labels_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Labels CSV (columns target, language, kernel, file, line, label, block, grid, exe_args, ...).")
+@click.option("--src", "src_root", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Folder the CSV's `file` column is relative to.")
+@click.option("--gpu-file", "--gpus-file", "gpu_files", multiple=True, type=click.Path(dir_okay=False),
+              help="TOML file with [[gpu]] definitions, e.g. the study's GPU (repeatable).")
+@click.option("--gpu", "gpu_name", required=True, help="The GPU the labels were measured on (id, alias or name).")
+@click.option("--compile-commands", "compile_commands", type=click.Path(dir_okay=False, path_type=Path),
+              help="compile_commands.json (re-rooted under --src) supplying -I and -D flags per file.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (keys in docs/cli.md).")
+@click.option("--show-misses", type=click.IntRange(min=0), default=0, metavar="N",
+              help="Also list up to N misclassified kernels.")
+@click.option("--predictions-out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write every row's prediction (no labels) as JSON to FILE, e.g. to diff engine versions.")
+@click.option("--no-progress", is_flag=True, help="Never draw a progress bar.")
+def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_name: str,
+             compile_commands: Path | None, as_json: bool, show_misses: int, predictions_out: Path | None,
+             no_progress: bool) -> None:
+    """Run the static engine over labeled kernels and print accuracy, balanced accuracy and the
+    confusion matrix, overall and per language.
+
+    Exit codes: 0 scored, 2 bad arguments, labels file or GPU definitions.
+    """
+    from perflsp.cli._gpu_options import load_db_or_fail
+    from perflsp.evaluation.labels import LabelsError, read_labels
+    from perflsp.evaluation.run import predict_rows, score, score_by_language
+    from perflsp.hardware import UnknownGpuError
+
+    try:
+        pairs = read_labels(labels_path)
+    except LabelsError as exc:
+        fail(str(exc))
+    if not pairs:
+        fail(f"{labels_path}: no kernels listed")
+    try:
+        db = load_db_or_fail(gpu_files)
+    except click.ClickException as exc:
+        fail(exc.message)
+    try:
+        gpu = db.get(gpu_name)
+    except UnknownGpuError as exc:
+        fail(str(exc))
+    compile_db = None
+    if compile_commands is not None:
+        from perflsp.kernels.compile_db import CompileDatabase, CompileDatabaseError
+
+        try:
+            compile_db = CompileDatabase.load(compile_commands, source_root=src_root)
+        except CompileDatabaseError as exc:
+            fail(str(exc))
+
+    rows = [row for row, _ in pairs]
+    started = time.perf_counter()
+    bar = None if no_progress or not stderr.is_terminal else _bar()
+    if bar is not None:
+        with bar:
+            task = bar.add_task("analysing", total=len(rows))
+            predictions = predict_rows(rows, src_root, gpu, progress=lambda n: bar.update(task, completed=n),
+                                       compile_db=compile_db)
+    else:
+        predictions = predict_rows(rows, src_root, gpu, compile_db=compile_db)
+    elapsed_s = time.perf_counter() - started
+
+    if predictions_out is not None:
+        try:
+            predictions_out.write_text(json.dumps([prediction_json(p) for p in predictions], indent=1) + "\n",
+                                       encoding="utf-8")
+        except OSError as exc:
+            fail(f"{predictions_out}: cannot write ({exc.strerror or exc})")
+
+    scored = list(zip(predictions, [answer for _, answer in pairs]))
+    overall = score(scored)
+    by_language = score_by_language(scored)
+    unanalyzed = [prediction_json(p) for p in predictions if p.verdict not in ("compute", "bandwidth")]
+    misses = [_miss_json(p, a) for p, a in scored if p.verdict in ("compute", "bandwidth") and p.verdict != a.label]
+    if as_json:
+        out: dict[str, Any] = {
+            "labels": str(labels_path),
+            "src": str(src_root),
+            "gpu": {"id": gpu.id, "name": gpu.name},
+            **overall.to_json(),
+            "by_language": {language: s.to_json() for language, s in by_language.items()},
+            "unanalyzed": unanalyzed,
+            "elapsed_s": round(elapsed_s, 3),
+            "kernels_per_s": round(len(rows) / elapsed_s, 1) if elapsed_s > 0 else None,
+        }
+        if show_misses:
+            out["misses"] = misses[:show_misses]
+        print_json(out)
+    else:
+        _print_text(labels_path, gpu, overall, by_language, unanalyzed, misses[:show_misses], elapsed_s, len(rows))
+    raise click.exceptions.Exit(EXIT_OK)
+
+
+def prediction_json(prediction: Prediction) -> dict[str, Any]:
+    row = prediction.row
+    return {
+        "file": row.file, "line": row.line, "kernel": row.kernel, "language": row.language,
+        "verdict": prediction.verdict, "reason": prediction.reason,
+        "intensity": {k: round(v, 6) for k, v in sorted(prediction.intensity.items())},
+    }
+
+
+def _miss_json(prediction: Prediction, answer: Answer) -> dict[str, Any]:
+    return {**prediction_json(prediction), "label": answer.label}
+
+
+def _bar():
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=stderr, transient=True)
+
+
+def _confusion_table(title: str, confusion: dict[str, dict[str, int]]) -> Table:
+    table = Table(title=title, title_justify="left", header_style="bold")
+    table.add_column("truth \\ predicted")
+    columns = [c for c in PREDICTED_COLUMNS if c in ("compute", "bandwidth") or any(c in row for row in confusion.values())]
+    for column in columns:
+        table.add_column(column, justify="right")
+    for truth, row in confusion.items():
+        table.add_row(truth, *(str(row.get(column, 0)) for column in columns))
+    return table
+
+
+def _print_text(labels_path: Path, gpu, overall: Score, by_language: dict[str, Score], unanalyzed: list[dict],
+                misses: list[dict], elapsed_s: float, rows: int) -> None:
+    stdout.print(f"[bold]{escape(str(labels_path))}[/] on {escape(gpu.name)} ({escape(gpu.id)})")
+    figures = Table(header_style="bold")
+    for header in ("", "listed", "located", "analysed", "accuracy", "balanced accuracy"):
+        figures.add_column(header, justify="left" if not header else "right")
+    for name, s in [("all", overall), *by_language.items()]:
+        figures.add_row(name, str(s.listed), str(s.located), str(s.analyzed), f"{s.accuracy:.3f}",
+                        f"{s.balanced_accuracy:.3f}")
+    stdout.print(figures)
+    stdout.print(_confusion_table("confusion (all)", overall.confusion))
+    for language, s in by_language.items():
+        stdout.print(_confusion_table(f"confusion ({language})", s.confusion))
+    if unanalyzed:
+        stdout.print(f"[bold]not located or not analysed ({len(unanalyzed)}, counted as wrong):[/]")
+        for item in unanalyzed:
+            state = "not located" if item["verdict"] is None else item["verdict"]
+            stdout.print(f"  {escape(item['file'])}:{item['line']} {escape(item['kernel'])} — {state}: "
+                         f"{escape(item['reason'] or '')}")
+    if misses:
+        stdout.print(f"[bold]misclassified (first {len(misses)}):[/]")
+        for item in misses:
+            stdout.print(f"  {escape(item['file'])}:{item['line']} {escape(item['kernel'])} — predicted "
+                         f"{item['verdict']}, labeled {item['label']}")
+    rate = f"{rows / elapsed_s:.0f} kernels/s" if elapsed_s > 0 else "-"
+    stdout.print(f"{rows} kernels in {elapsed_s:.1f} s ({rate})")
+
+
+__all__ = ["eval_cmd", "prediction_json"]

@@ -1,0 +1,70 @@
+"""What `perflsp check` takes from a project's `.perflsp.toml`: GPUs, user GPUs and `[rules]`.
+
+    gpus = ["h100", "rtx3080"]          # default targets of `perflsp check` (a string works too)
+    [rules]
+    "occupancy/low" = "off"             # re-level or silence a code
+    [[gpu]]                             # user GPUs, same schema as `--gpus-file`
+    id = "my-card" ...
+
+Other tables (`[profiling]`, `[llm]`, ...) belong to other commands and are ignored here; none
+of the keys read here can run anything or send code anywhere.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perflsp.analysis.rules import RuleConfigError, parse_rule_levels
+
+CONFIG_NAME = ".perflsp.toml"
+
+
+class ProjectConfigError(ValueError):
+    """The configuration file is unreadable or holds invalid values (one line, names the file)."""
+
+
+@dataclass(slots=True)
+class ProjectConfig:
+    path: Path | None = None
+    gpus: list[str] = field(default_factory=list)
+    rules: dict[str, str] = field(default_factory=dict)
+    gpu_tables: list[dict[str, Any]] = field(default_factory=list)
+
+
+def load_project_config(explicit: Path | None, cwd: Path | None = None) -> ProjectConfig:
+    """`explicit` (must exist) or `.perflsp.toml` in `cwd` (optional)."""
+    if explicit is None:
+        candidate = (cwd or Path.cwd()) / CONFIG_NAME
+        if not candidate.is_file():
+            return ProjectConfig()
+        explicit = candidate
+    try:
+        data = tomllib.loads(explicit.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProjectConfigError(f"{explicit}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ProjectConfigError(f"{explicit}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ProjectConfigError(f"{explicit}: invalid TOML ({exc})") from None
+    config = ProjectConfig(path=explicit)
+    gpus = data.get("gpus", [])
+    if isinstance(gpus, str):
+        gpus = [gpus]
+    if not isinstance(gpus, list) or not all(isinstance(g, str) and g.strip() for g in gpus):
+        raise ProjectConfigError(f"{explicit}: `gpus` must be a GPU name or a list of names (got {gpus!r})")
+    config.gpus = [g.strip() for g in gpus]
+    rules = data.get("rules", {})
+    if not isinstance(rules, dict):
+        raise ProjectConfigError(f"{explicit}: `[rules]` must be a table of code = level")
+    try:
+        config.rules = dict(parse_rule_levels(rules))
+    except RuleConfigError as exc:
+        raise ProjectConfigError(f"{explicit}: [rules]: {exc}") from None
+    tables = data.get("gpu", [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise ProjectConfigError(f"{explicit}: `gpu` must be an array of tables ([[gpu]])")
+    config.gpu_tables = tables
+    return config
