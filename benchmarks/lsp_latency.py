@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 MINIMAL_SERVER = "from pygls.lsp.server import LanguageServer; LanguageServer('minimal', '0').start_io()"
 _LABELS_NAME = Path("shared") / "eval" / "rtx3080-roofline-dev.csv"
 DEFAULT_LABELS = Path(os.environ["PERFLSP_EVAL_LABELS"]) if os.environ.get("PERFLSP_EVAL_LABELS") else next(

@@ -132,7 +132,7 @@ class TextState:
         moved = [x + delta for x in starts[last:]] if delta else starts[last:]
         fresh = LineIndex.__new__(LineIndex)
         fresh.data = new_data
-        fresh.line_starts = starts[:first] + inserted + moved
+        _set_line_starts(fresh, starts[:first] + inserted + moved)
         doc.data = new_data
         doc.lines = fresh
         doc.tree = doc._parser.parse(new_data, doc.tree)
@@ -143,7 +143,7 @@ class TextState:
         fresh = self.doc.lines
         if fresh is not self.lines:
             self.lines.data = fresh.data
-            self.lines.line_starts = fresh.line_starts
+            _set_line_starts(self.lines, _line_starts_of(fresh))
             self.doc.lines = self.lines
 
     def _preprocess(self) -> ConstEnv:
@@ -160,6 +160,18 @@ class TextState:
         self.preprocessed = self._preprocess()
         self.extracted = extract_full(self.doc.data, self.doc.tree, self.lines, self.path, self.preprocessed)
         self.full_extractions += 1
+
+
+def _set_line_starts(index: LineIndex, starts: list[int] | None) -> None:
+    # LineIndex computes its line starts lazily (`_line_starts`) in newer versions
+    if "_line_starts" in getattr(LineIndex, "__slots__", ()):
+        index._line_starts = starts  # type: ignore[attr-defined]
+    else:
+        index.line_starts = starts  # type: ignore[misc]
+
+
+def _line_starts_of(index: LineIndex) -> list[int] | None:
+    return getattr(index, "_line_starts", None) if "_line_starts" in getattr(LineIndex, "__slots__", ()) else index.line_starts
 
 
 def path_of(uri: str) -> Path | None:
