@@ -37,6 +37,7 @@ class DocumentWorker:
         self.host = host  # the language server (config_for, publish, ...)
         self.uri = uri
         self.version = version  # newest version received
+        self._opened_version = version
         self._initial: str | None = text
         self._changes: list[Change] = []
         self._reset_text: str | None = None
@@ -53,6 +54,7 @@ class DocumentWorker:
         self._settle_timer: asyncio.TimerHandle | None = None
         self._busy = False
         self._burst = False
+        self._failed: object = object()  # the version whose analysis raised (requests get the last result)
         self.published: list[tuple[int | None, bool]] = []  # (version, complete) of each publish (tests)
         from perflsp.server.features.diagnostics import DiagnosticCache
 
@@ -61,6 +63,7 @@ class DocumentWorker:
     # ------------------------------------------------------------------ input
 
     def change(self, version: int | None, changes: Sequence[Change]) -> None:
+        self._failed = object()
         self._changes.extend(changes)
         self.version = version
         if self._busy:
@@ -116,6 +119,8 @@ class DocumentWorker:
             idle = not self._changes and (self._task is None or self._task.done())
             if not self.enabled and idle:
                 return None
+            if idle and self._failed == self.version and not self._changes:
+                return snap  # this version could not be analysed (logged): the last result, if any
             if snap is not None and snap.version == self.version and not self._changes and not self._reanalyze \
                     and not self._reextract:
                 if (snap.complete or not complete) and (snap.exact or not exact):
@@ -156,6 +161,7 @@ class DocumentWorker:
             raise
         except Exception:  # a bug must not kill the document: log it and keep the last result
             log.exception("analysis of %s failed", self.uri)
+            self._failed = self.version
         finally:
             await self._notify()
 
@@ -195,9 +201,10 @@ class DocumentWorker:
 
     def _compute(self, initial: str | None, changes: list[Change], version: int | None, config: ResolvedConfig,
                  reextract: bool, deadline: float) -> Snapshot:
-        if self.state is None:
-            self.state = TextState(initial or "", version, self.host.path_for(self.uri), self.host.resolver_for(self.uri))
-        elif changes:
+        if self.state is None:  # edits may have arrived before the first analysis: open, then apply them
+            self.state = TextState(initial or "", self._opened_version, self.host.path_for(self.uri),
+                                   self.host.resolver_for(self.uri))
+        if changes:
             self.state.apply(changes, version)
         if reextract:
             self.state.reextract(self.host.resolver_for(self.uri))

@@ -102,6 +102,23 @@ async def test_large_file_publishes_early_then_completes(tmp_path):
         assert len([d for d in complete.diagnostics if d.code.startswith("roofline/")]) >= kernels - 5
 
 
+async def test_an_edit_right_after_open_is_not_lost(tmp_path):
+    shutil.copytree(EXAMPLES / "cuda", tmp_path / "cuda")
+    path = tmp_path / "cuda" / "saxpy.cu"
+    text = path.read_text()
+    async with session(tmp_path) as s:
+        uri = path.as_uri()
+        s.client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+            lsp.TextDocumentItem(uri=uri, language_id="cuda-cpp", version=1, text=text)))
+        s.versions[uri] = 1
+        final = s.expect_diagnostics(uri, 2)
+        s.change(uri, [replace((0, 0), (0, 0), "// one\n// two\n")])
+        await asyncio.wait_for(final, 30)
+        published = await s.settled(uri)
+        assert published.version == 2
+        assert diagnostic_keys(published.diagnostics) == fresh_keys("// one\n// two\n" + text, path)
+
+
 async def test_pull_diagnostics(tmp_path):
     shutil.copytree(EXAMPLES / "cuda", tmp_path / "cuda")
     path = tmp_path / "cuda" / "saxpy.cu"

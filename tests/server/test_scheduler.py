@@ -1,0 +1,99 @@
+"""The document worker in-process, with a stand-in for the language server (its plumbing only:
+configuration, publishing); the analysis is the real one."""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from perflsp.kernels.includes import IncludeResolver
+from perflsp.server.config import defaults
+from perflsp.server.oneshot import analyse_text, diagnostic_keys
+from perflsp.server.scheduler import DocumentWorker
+from perflsp.server.text import Change
+from perflsp.source.positions import Position
+
+ROOT = Path(__file__).resolve().parents[2]
+SAXPY = ROOT / "examples" / "cuda" / "saxpy.cu"
+pytestmark = pytest.mark.asyncio
+
+
+class Host:
+    def __init__(self, fail: bool = False):
+        self.config = defaults()
+        self.published: list[tuple[int | None, list]] = []
+        self.fail = fail
+        self.idle: list[str] = []
+
+    def config_for(self, uri):
+        return self.config
+
+    def document_enabled(self, uri, config):
+        return True
+
+    def path_for(self, uri):
+        if self.fail:
+            raise RuntimeError("broken host")
+        return None
+
+    def resolver_for(self, uri):
+        return IncludeResolver()
+
+    def lint_codes(self, config):
+        return None
+
+    def publish(self, uri, version, diagnostics, as_json=None):
+        self.published.append((version, as_json if as_json is not None else diagnostics))
+
+    def document_idle(self, worker):
+        self.idle.append(worker.uri)
+
+
+async def test_edits_during_an_analysis_are_coalesced_and_stale_results_dropped():
+    host = Host()
+    text = SAXPY.read_text()
+    worker = DocumentWorker(host, "file:///saxpy.cu", text, 1)
+    worker._kick()
+    for version in range(2, 12):  # arrive while version 1 is analysed
+        worker.change(version, [Change("// x\n", Position(0, 0), Position(0, 0))])
+    snap = await asyncio.wait_for(worker.current(), 30)
+    assert snap.version == 11
+    versions = [v for v, _ in host.published]
+    assert versions == sorted(versions) and versions[-1] == 11 and len(versions) < 11
+    expected = analyse_text("// x\n" * 10 + text, "file:///saxpy.cu", host.config)
+    assert diagnostic_keys(host.published[-1][1]) == diagnostic_keys(expected.diagnostics)
+
+
+async def test_a_failing_analysis_does_not_hang_requests():
+    host = Host(fail=True)
+    worker = DocumentWorker(host, "file:///saxpy.cu", SAXPY.read_text(), 1)
+    worker._kick()
+    assert await asyncio.wait_for(worker.current(), 10) is None
+    worker.close()
+
+
+async def test_hibernated_documents_wake_up_on_edit():
+    host = Host()
+    worker = DocumentWorker(host, "file:///saxpy.cu", SAXPY.read_text(), 1)
+    worker._kick()
+    first = await asyncio.wait_for(worker.current(), 30)
+    assert worker.hibernate() and worker.state.doc.tree is None and first._tree is None
+    assert first.tree.root_node.type == "translation_unit"  # parsed again on use
+    line = next(i for i, l in enumerate(SAXPY.read_text().splitlines()) if "y[i] = a * x[i]" in l)
+    worker.change(2, [Change("        y[i] += 1.0f;\n", Position(line, 0), Position(line, 0))])
+    second = await asyncio.wait_for(worker.current(), 30)
+    assert second.version == 2 and second.tree.root_node.has_error is False
+
+
+async def test_an_erroneous_tree_is_checked_against_a_fresh_parse():
+    host = Host()
+    text = SAXPY.read_text()
+    worker = DocumentWorker(host, "file:///saxpy.cu", text, 1)
+    worker._kick()
+    await asyncio.wait_for(worker.current(), 30)
+    line = next(i for i, l in enumerate(text.splitlines()) if "y[i] = a * x[i]" in l)
+    worker.change(2, [Change("        y[i] += (1.0f;\n", Position(line, 0), Position(line, 0))])
+    snap = await asyncio.wait_for(worker.current(), 30)
+    assert not snap.exact  # the tree has errors
+    exact = await asyncio.wait_for(worker.current(exact=True), 30)
+    assert exact.exact and exact.version == 2
