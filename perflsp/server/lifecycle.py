@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
 from perflsp.server import engine_adapter as engine
 from perflsp.server import logs
-from perflsp.server.config import CONFIG_FILE
+from perflsp.server.config import CONFIG_FILE, Origin
 from perflsp.server.scheduler import DocumentWorker
 from perflsp.server.text import Change, path_of
 from perflsp.server.workspace import WorkspaceState
@@ -44,35 +45,57 @@ async def initialized(ls: PerfLanguageServer) -> None:
     ls.send_status()
 
 
-_WARM_UP_SOURCE = b"""
-#define B 128
-__device__ float twice(float v) { return 2.0f * v; }
-__global__ void __launch_bounds__(B) k(int n, const float *x, float *y) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = twice(x[i]) + 1.0;
-}
-void host(int n, float *x, float *y) {
-    k<<<(n + B - 1) / B, B>>>(n, x, y);
-#pragma omp target teams distribute parallel for
-    for (int i = 0; i < n; ++i) y[i] += x[i];
-}
-"""
+_WARM_UP_SOURCE = (Path(__file__).resolve().parents[2] / "examples" / "cuda" / "saxpy.cu")
 
 
 def warm_up() -> None:
-    """Compile the tree-sitter queries and load the rules once, before the first document."""
+    """Run every stage once on a small kernel before the first document: tree-sitter queries,
+    the engine's and the rules' first-use work, the LSP types' serialisers."""
+    import json
+
+    from pygls.protocol import default_converter
+
     from perflsp.server.analysis import Analyzer
     from perflsp.server.config import defaults
+    from perflsp.server.documents import Snapshot
+    from perflsp.server.features import diagnostics, hover
     from perflsp.server.text import TextState
 
+    source = _WARM_UP_TEXT
     try:
         config = defaults()
-        state = TextState(_WARM_UP_SOURCE.decode(), 0, None)
+        state = TextState(source, 0, None)
         analyzer = Analyzer()
         analyzer.start(state, state.extracted, config.gpus, None, (0,), state.lines)
-        analyzer.step(None)
+        analysis = analyzer.step(None)
+        snap = Snapshot("file:///warm-up.cu", 0, state.data, state.tree, state.lines, state.extracted.kernels,
+                        analysis, config, state.preprocessed)
+        items = diagnostics.build(snap)
+        json.dumps(default_converter().unstructure(items))
+        for report in snap.reports():
+            hover.kernel_markdown(report)
     except Exception:  # noqa: BLE001 - warming up is an optimisation only
         log.exception("warm-up failed")
+
+
+_WARM_UP_TEXT = """
+#define BLOCK 256
+__device__ float twice(float v) { return 2.0f * v; }
+__global__ void __launch_bounds__(BLOCK) k(int n, float a, const float *__restrict__ x, float *__restrict__ y) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * twice(x[i]) + y[i] + 1.0;
+}
+int main() {
+    const int n = 1 << 20;
+    float *x, *y;
+    cudaMalloc(&x, n * sizeof(float));
+    cudaMalloc(&y, n * sizeof(float));
+    k<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(n, 2.0f, x, y);
+#pragma omp target teams distribute parallel for map(to: x[0:n]) map(tofrom: y[0:n])
+    for (int i = 0; i < n; ++i) y[i] += x[i];
+    return 0;
+}
+"""
 
 
 async def pull_configuration(ls: PerfLanguageServer) -> None:
@@ -107,8 +130,8 @@ async def refresh_all(ls: PerfLanguageServer, initial: bool = False) -> None:
         if changed:
             changed_folders.append(folder)
     config = state.folders[0].config
-    if config is not None:
-        logs.set_level(ls.log_handler, config.settings.log_level)
+    if config is not None and config.origin_of("log_level") is not Origin.DEFAULT:
+        logs.set_level(ls.log_handler, config.settings.log_level)  # else `perflsp serve --log-level` stays
     if initial:
         return
     for uri, worker in ls.workers.items():

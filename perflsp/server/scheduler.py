@@ -201,6 +201,16 @@ class DocumentWorker:
 
     def _compute(self, initial: str | None, changes: list[Change], version: int | None, config: ResolvedConfig,
                  reextract: bool, deadline: float) -> Snapshot:
+        started = time.monotonic()
+        snap = self._compute_inner(initial, changes, version, config, reextract, deadline)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s v%s: %s extraction, %d kernel(s) analysed%s in %.1f ms", self.uri.rsplit("/", 1)[-1], version,
+                      self.state.extracted.change if self.state else "?", self.analyzer.analysed,
+                      "" if snap.complete else " (partial)", (time.monotonic() - started) * 1000)
+        return snap
+
+    def _compute_inner(self, initial: str | None, changes: list[Change], version: int | None, config: ResolvedConfig,
+                       reextract: bool, deadline: float) -> Snapshot:
         if self.state is None:  # edits may have arrived before the first analysis: open, then apply them
             self.state = TextState(initial or "", self._opened_version, self.host.path_for(self.uri),
                                    self.host.resolver_for(self.uri))
