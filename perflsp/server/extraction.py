@@ -1,0 +1,432 @@
+"""Incremental extraction: after an edit, re-extract only the top-level definition it touched.
+
+A full extraction of a 10,000-line file costs ~100 ms, too slow to run on every keystroke. When
+every change (the edited bytes and tree-sitter's `changed_ranges`) lies inside one function
+definition that is the same node before and after, nothing outside it can change: the file's
+constants are collected from top-level declarations only, and the rest of the file parses the
+same. So the kernels, regions and launch sites inside that definition are extracted again with
+the kernels layer's own routines restricted to its byte range, the others are kept (their spans
+moved by the edit's length), and launch sites elsewhere that name a kernel of the definition are
+resolved again. Anything else (an edit between definitions, a changed `#define`, ...) falls back
+to a full extraction. `tests/server/test_incremental_extraction.py` checks, over random edits,
+that the result always equals a full extraction.
+
+This module orchestrates kernels-layer internals (`perflsp.kernels.cuda` etc.); it lives with
+the server because only the server edits documents.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from tree_sitter import Node, QueryCursor, Tree
+
+from perflsp.kernels import cuda as _cuda
+from perflsp.kernels.consteval import ConstEnv
+from perflsp.kernels.context import _CANDIDATE_TOKENS, ExtractionContext
+from perflsp.kernels.launches import extract_launches
+from perflsp.kernels.models import (
+    ConstValue,
+    CudaFunction,
+    FileKernels,
+    LaunchBounds,
+    LaunchSite,
+    LoopHeader,
+    OmpClause,
+    OmpRegion,
+    Span,
+)
+from perflsp.kernels.omp import _PRAGMA_LINE, extract_regions
+from perflsp.kernels.symbols import file_env
+from perflsp.kernels.text import _BLANK_TABLE, blank_comments_and_strings
+from perflsp.source.parser import query
+from perflsp.source.positions import LineIndex
+
+RECOVERED_NOTE = "some kernels were recovered from tokens: the tree has syntax errors around them"
+
+# Nodes whose children are top-level declarations (file_env walks exactly these).
+_CONTAINERS = {
+    "translation_unit", "declaration_list", "preproc_if", "preproc_ifdef", "preproc_else",
+    "preproc_elif", "preproc_elifdef", "linkage_specification", "namespace_definition",
+}
+
+
+@dataclass
+class Extracted:
+    """Extraction result plus what an incremental update reuses."""
+
+    kernels: FileKernels
+    env: ConstEnv  # the file's constants (parent: constants of included headers)
+    aliases: dict[str, str]  # macros that expand to __global__/__device__
+    token_scan: bool  # whether the token-level fallback for CUDA functions ran
+    token_found: frozenset[int]  # name offsets of functions found only by that fallback
+    omp_line_scan: bool  # whether the line-level fallback for pragmas ran
+    pragma_lines: int  # `#pragma omp target` lines (the fallback's trigger counts them)
+    spans: dict[int, list[Span]] = dataclasses.field(default_factory=dict)  # id(item) -> its spans
+    incremental: bool = False  # how this result was produced (for logs and tests)
+
+
+def _tree_functions(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, str], nodes: list[Node]) -> list[CudaFunction]:
+    found: list[CudaFunction] = []
+    seen: set[int] = set()
+    for node in nodes:
+        fn = _cuda._from_definition(ctx, node, env, aliases)
+        if fn is not None and fn.name_span.start_byte not in seen:
+            found.append(fn)
+            seen.add(fn.name_span.start_byte)
+    return found
+
+
+def _needs_token_scan(aliases: dict[str, str], tree: Tree, data: bytes, tree_found: int) -> bool:
+    # the condition of `perflsp.kernels.cuda.extract_functions`
+    mentions = data.count(b"__global__") + data.count(b"__device__")
+    return bool(aliases) or tree.root_node.has_error or mentions > tree_found
+
+
+def extract_full(data: bytes, tree: Tree, lines: LineIndex, path: str | None, include_env: ConstEnv | None) -> Extracted:
+    """Exactly `perflsp.kernels.extract(...)`, keeping what an incremental update needs."""
+    ctx = ExtractionContext(data=data, tree=tree, lines=lines, path=path)
+    env = file_env(ctx)
+    if include_env is not None:
+        env.parent = include_env
+    aliases = _cuda.macro_aliases(env)
+    found = _tree_functions(ctx, env, aliases, list(_cuda._function_definitions(ctx, aliases)))
+    token_scan = _needs_token_scan(aliases, tree, data, len(found))
+    token_found: set[int] = set()
+    if token_scan:
+        seen = {f.name_span.start_byte for f in found}
+        for fn in _cuda._token_fallback(ctx, env, aliases, seen):
+            found.append(fn)
+            token_found.add(fn.name_span.start_byte)
+    found.sort(key=lambda f: f.name_span.start_byte)
+    kernels = [f for f in found if f.space == "global"]
+    regions = extract_regions(ctx, env) if b"omp" in data else []
+    result = FileKernels(
+        path=path,
+        kernels=kernels,
+        device_functions=[f for f in found if f.space == "device"],
+        omp_regions=regions,
+        launches=extract_launches(ctx, env, kernels) if b"<<<" in data else [],
+        has_errors=tree.root_node.has_error,
+        notes=ctx.notes,
+    )
+    if any(k.recovered for k in kernels):
+        result.notes.append(RECOVERED_NOTE)
+    pragma_lines = len(_PRAGMA_LINE.findall(data)) if b"omp" in data else 0
+    line_scan = b"omp" in data and pragma_lines > sum(1 for r in regions if not r.recovered)
+    spans = {id(item): spans_of(item) for item in (*found, *regions, *result.launches)}
+    return Extracted(result, env, aliases, token_scan, frozenset(token_found), line_scan, pragma_lines, spans)
+
+
+# --------------------------------------------------------------------------- changed region
+
+
+def changed_region(old: bytes, new: bytes) -> tuple[int, int, int] | None:
+    """(start, old_end, new_end) of the smallest byte range that differs; None if equal."""
+    if old == new:
+        return None
+    n = min(len(old), len(new))
+    lo, hi = 0, n
+    while lo < hi:  # longest common prefix (bytes comparisons run at memcmp speed)
+        mid = (lo + hi + 1) // 2
+        if old[:mid] == new[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    prefix = lo
+    lo, hi = 0, n - prefix
+    while lo < hi:  # longest common suffix not overlapping the prefix
+        mid = (lo + hi + 1) // 2
+        if old.endswith(new[len(new) - mid:]):
+            lo = mid
+        else:
+            hi = mid - 1
+    return prefix, len(old) - lo, len(new) - lo
+
+
+def _unit(root: Node, lo: int, hi: int) -> Node | None:
+    """The top-level function definition (or comment) containing [lo, hi], or None."""
+    node = root
+    while True:
+        child = None
+        for c in node.named_children:
+            if c.start_byte <= lo and hi <= c.end_byte:
+                child = c
+                break
+            if c.start_byte > hi:
+                break
+        if child is None:
+            return None
+        if child.type in _CONTAINERS:
+            node = child
+            continue
+        if child.type == "function_definition" or child.type == "comment":
+            return child
+        if child.type == "template_declaration" and any(c.type == "function_definition" for c in child.named_children):
+            return child
+        return None
+
+
+# --------------------------------------------------------------------------- restricted extraction
+
+
+class _RangeContext(ExtractionContext):
+    """An extraction context whose queries and token scans see only bytes [lo, hi)."""
+
+    def __init__(self, data: bytes, tree: Tree, lines: LineIndex, path: str | None, lo: int, hi: int):
+        super().__init__(data=data, tree=tree, lines=lines, path=path)
+        self.lo = lo
+        self.hi = hi
+
+    @cached_property
+    def matches(self) -> dict[str, list[dict[str, list[Node]]]]:
+        grouped: dict[str, list[dict[str, list[Node]]]] = {"function": [], "launch": [], "pragma": []}
+        seen: set[tuple[str, int]] = set()
+        extraction_query = query("cuda_functions", "launches", "pragmas")
+        root = self.tree.root_node
+        for m in _CANDIDATE_TOKENS.finditer(self.data, self.lo, self.hi):
+            cursor = QueryCursor(extraction_query)
+            cursor.set_byte_range(m.start(), m.end())
+            for _, groups in cursor.matches(root):
+                for key in grouped:
+                    if key in groups:
+                        main = groups[key][0]
+                        identity = (key, main.start_byte)
+                        if identity not in seen and self.lo <= main.start_byte and main.end_byte <= self.hi:
+                            seen.add(identity)
+                            grouped[key].append(groups)
+                        break
+        for items in grouped.values():
+            items.sort(key=lambda g: next(iter(g.values()))[0].start_byte)
+        return grouped
+
+    @cached_property
+    def blanked(self) -> bytes:
+        # Outside the range: newlines only, so line-based scans keep their line numbers.
+        return (self.data[: self.lo].translate(_BLANK_TABLE)
+                + blank_comments_and_strings(self.data[self.lo : self.hi])
+                + self.data[self.hi :].translate(_BLANK_TABLE))
+
+
+def _unit_function_nodes(ctx: _RangeContext, aliases: dict[str, str]) -> list[Node]:
+    """`cuda._function_definitions` restricted to the context's range."""
+    nodes = {g["function"][0].start_byte: g["function"][0] for g in ctx.matches["function"]}
+    if aliases:
+        cursor = QueryCursor(query("function_definitions"))
+        cursor.set_byte_range(ctx.lo, ctx.hi)
+        for n in cursor.captures(ctx.tree.root_node).get("function", []):
+            if ctx.lo <= n.start_byte and n.end_byte <= ctx.hi:
+                nodes.setdefault(n.start_byte, n)
+    return [nodes[k] for k in sorted(nodes)]
+
+
+# --------------------------------------------------------------------------- moving spans
+
+
+_SPAN_CARRIERS = ("Span", "ConstValue", "LaunchBounds", "LoopHeader", "OmpClause")
+_FIELDS_CACHE: dict[type, tuple[str, ...]] = {}
+
+
+def _span_fields(cls: type) -> tuple[str, ...]:
+    names = _FIELDS_CACHE.get(cls)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(cls) if any(t in str(f.type) for t in _SPAN_CARRIERS))
+        _FIELDS_CACHE[cls] = names
+    return names
+
+
+def spans_of(value: Any, out: list[Span] | None = None) -> list[Span]:
+    """Every Span object reachable from an extraction item."""
+    out = [] if out is None else out
+    if isinstance(value, Span):
+        out.append(value)
+    elif isinstance(value, tuple):
+        for v in value:
+            spans_of(v, out)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for name in _span_fields(type(value)):
+            spans_of(getattr(value, name), out)
+    return out
+
+
+def _shift_in_place(spans: list[Span], delta: int) -> None:
+    """Move spans after an edit. Extraction items are shared by consecutive versions and only the
+    newest is ever read, so moving the spans in place is safe and much cheaper than rebuilding
+    hundreds of frozen dataclasses per keystroke."""
+    for span in spans:
+        span.start_byte += delta
+        span.end_byte += delta
+        span._start = None
+        span._end = None
+
+
+def _extent(item: CudaFunction | OmpRegion | LaunchSite) -> tuple[int, int]:
+    if isinstance(item, OmpRegion):
+        end = max(item.span.end_byte, item.body_span.end_byte if item.body_span else 0)
+        return item.span.start_byte, end
+    return item.span.start_byte, item.span.end_byte
+
+
+def _signature(fn: CudaFunction) -> tuple[Any, ...]:
+    return (fn.name, fn.qualified_name, fn.specialization_args, tuple(p.type for p in fn.params), fn.space)
+
+
+# --------------------------------------------------------------------------- the update
+
+
+def extract_incremental(
+    previous: Extracted,
+    old_data: bytes,
+    old_tree: Tree,
+    new_data: bytes,
+    new_tree: Tree,
+    edited_old_tree: Tree,
+    lines: LineIndex,
+    path: str | None,
+) -> Extracted | None:
+    """Update `previous` (extracted from `old_data`/`old_tree`) for the new text, or None when
+    the change is not confined to one definition (the caller then extracts in full)."""
+    region = changed_region(old_data, new_data)
+    old_fk = previous.kernels
+    if region is None:
+        return dataclasses.replace(previous, incremental=True)
+    start, old_end, new_end = region
+    delta = new_end - old_end
+    lo, hi = start, new_end
+    for r in new_tree.changed_ranges(edited_old_tree):
+        lo, hi = min(lo, r.start_byte), max(hi, r.end_byte)
+    unit = _unit(new_tree.root_node, lo, hi)
+    if unit is None:
+        return None
+    a, b = unit.start_byte, unit.end_byte
+    old_b = b - delta
+    old_unit = _unit(old_tree.root_node, min(start, old_b), min(max(start, old_end), old_b))
+    if old_unit is None or (old_unit.type, old_unit.start_byte, old_unit.end_byte) != (unit.type, a, old_b):
+        return None
+    if (b"omp" in new_data) != (b"omp" in old_data) or (b"<<<" in new_data) != (b"<<<" in old_data):
+        return None  # extract() skips whole passes on these tokens
+
+    before: dict[str, list[Any]] = {"functions": [], "regions": [], "launches": []}
+    after: dict[str, list[Any]] = {"functions": [], "regions": [], "launches": []}
+    replaced_functions: list[CudaFunction] = []
+    groups = {
+        "functions": [*old_fk.kernels, *old_fk.device_functions],
+        "regions": old_fk.omp_regions,
+        "launches": old_fk.launches,
+    }
+    for name, items in groups.items():
+        for item in items:
+            s, e = _extent(item)
+            if e <= a and s < a:
+                before[name].append(item)
+            elif s >= old_b and (s > old_b or e > old_b):
+                after[name].append(item)
+            elif s >= a and e <= old_b:
+                if name == "functions":
+                    replaced_functions.append(item)
+            else:
+                return None  # an item straddles the definition's boundary
+
+    ctx = _RangeContext(new_data, new_tree, lines, path, a, b)
+    env, aliases = previous.env, previous.aliases
+
+    # CUDA functions: the tree's, then the token fallback exactly when a full extraction runs it.
+    unit_functions = _tree_functions(ctx, env, aliases, _unit_function_nodes(ctx, aliases))
+    outside_tree = sum(1 for f in (*before["functions"], *after["functions"])
+                       if f.name_span.start_byte not in previous.token_found)
+    token_scan = _needs_token_scan(aliases, new_tree, new_data, outside_tree + len(unit_functions))
+    unit_token_found: list[CudaFunction] = []
+    segment = new_data[a:b]
+    unit_tokens = segment.count(b"__global__") + segment.count(b"__device__")
+    if token_scan:
+        if not previous.token_scan:
+            return None  # what the fallback finds elsewhere is unknown
+    if token_scan and (aliases or unit_tokens > len(unit_functions)):
+        # (each function the tree found accounts for one token: only a surplus can be another)
+        seen = {f.name_span.start_byte for f in unit_functions}
+        unit_token_found = [f for f in _cuda._token_fallback(ctx, env, aliases, seen)
+                            if a <= f.span.start_byte and f.span.end_byte <= b]
+    elif not token_scan:
+        before["functions"] = [f for f in before["functions"] if f.name_span.start_byte not in previous.token_found]
+        after["functions"] = [f for f in after["functions"] if f.name_span.start_byte not in previous.token_found]
+    new_functions = unit_functions + unit_token_found
+
+    # OpenMP regions: the line-level fallback likewise.
+    line_scan = False
+    new_regions: list[OmpRegion] = []
+    pragma_lines = 0
+    if b"omp" in new_data:
+        # `#pragma` lines are single lines: recount only those of the definition's lines.
+        line_start = new_data.rfind(b"\n", 0, a) + 1
+        old_stop, new_stop = old_data.find(b"\n", old_b), new_data.find(b"\n", b)
+        old_stop = len(old_data) if old_stop < 0 else old_stop
+        new_stop = len(new_data) if new_stop < 0 else new_stop
+        pragma_lines = (previous.pragma_lines - len(_PRAGMA_LINE.findall(old_data, line_start, old_stop))
+                        + len(_PRAGMA_LINE.findall(new_data, line_start, new_stop)))
+        new_regions = extract_regions(ctx, env) if b"pragma" in new_data[a:b] else []
+        if any(r.span.start_byte < a or _extent(r)[1] > b for r in new_regions):
+            return None
+        outside_tree_regions = sum(1 for r in (*before["regions"], *after["regions"]) if not r.recovered)
+        line_scan = pragma_lines > outside_tree_regions + sum(1 for r in new_regions if not r.recovered)
+        if line_scan and not previous.omp_line_scan:
+            return None
+        if not line_scan:
+            new_regions = [r for r in new_regions if not r.recovered]
+            before["regions"] = [r for r in before["regions"] if not r.recovered]
+            after["regions"] = [r for r in after["regions"] if not r.recovered]
+
+    # Token-found functions are remembered by name offset: note them before spans move.
+    token_found = {f.name_span.start_byte for f in before["functions"] if f.name_span.start_byte in previous.token_found}
+    token_found |= {f.name_span.start_byte + delta for f in after["functions"] if f.name_span.start_byte in previous.token_found}
+    token_found |= {f.name_span.start_byte for f in unit_token_found}
+
+    span_lists = previous.spans
+    if delta:
+        moved: dict[int, Span] = {}
+        for group in after.values():
+            for item in group:
+                for span in span_lists.get(id(item)) or spans_of(item):
+                    moved[id(span)] = span
+        _shift_in_place(list(moved.values()), delta)
+
+    functions = before["functions"] + new_functions + after["functions"]
+    functions.sort(key=lambda f: f.name_span.start_byte)
+    kernels = [f for f in functions if f.space == "global"]
+    device = [f for f in functions if f.space == "device"]
+
+    launches: list[LaunchSite] = []
+    if b"<<<" in new_data:
+        changed_names = {f.name for f in replaced_functions if f.space == "global"} | {
+            f.name for f in new_functions if f.space == "global"}
+        if sorted(map(_signature, (f for f in replaced_functions if f.space == "global"))) == sorted(
+                map(_signature, (f for f in new_functions if f.space == "global"))):
+            changed_names = set()  # same kernels by resolution rules: other launches resolve as before
+        inside = extract_launches(ctx, env, kernels)
+
+        def reresolve(site: LaunchSite) -> LaunchSite:
+            if site.name not in changed_names:
+                return site
+            single = _RangeContext(new_data, new_tree, lines, path, site.span.start_byte, site.span.end_byte)
+            redone = extract_launches(single, env, kernels)
+            return redone[0] if redone else site
+
+        launches = [reresolve(s) for s in before["launches"]] + inside + [reresolve(s) for s in after["launches"]]
+
+    regions = before["regions"] + new_regions + after["regions"]
+    result = FileKernels(
+        path=path,
+        kernels=kernels,
+        device_functions=device,
+        omp_regions=regions if b"omp" in new_data else [],
+        launches=launches,
+        has_errors=new_tree.root_node.has_error,
+        notes=[RECOVERED_NOTE] if any(k.recovered for k in kernels) else [],
+    )
+    spans = {id(item): span_lists.get(id(item)) or spans_of(item)
+             for item in (*functions, *result.omp_regions, *launches)}
+    return Extracted(result, env, aliases, token_scan, frozenset(token_found), line_scan, pragma_lines, spans,
+                     incremental=True)
