@@ -1,0 +1,64 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { axesFor, describePoint, formatNumber, normalise, roofLine, sortRoofs } from "../src/roofline/model";
+
+const data = {
+  gpus: [{ id: "h100", name: "NVIDIA H100", memoryBandwidthGbs: 3350, peaksTflops: { fp32: 67, fp64: 33.5 }, ridges: { fp32: 20, fp64: 10 } }],
+  kernels: [
+    {
+      name: "saxpy",
+      uri: "file:///ws/saxpy.cu",
+      range: { start: { line: 11, character: 0 }, end: { line: 16, character: 1 } },
+      results: { h100: { verdict: "bandwidth", predicted: { precision: "fp32", intensity: 0.1667, gflops: 558 }, measured: { precision: "fp32", intensity: 0.15, gflops: 480 } } },
+    },
+    { name: "sgemm", uri: "file:///ws/sgemm.cu", range: { start: { line: 3, character: 0 } }, results: { h100: { verdict: "compute", predicted: { precision: "fp32", intensity: 40, gflops: 67000 } } } },
+    { name: "other-gpu-only", uri: "file:///ws/x.cu", results: { a100: { verdict: "compute", predicted: { intensity: 1, gflops: 1 } } } },
+  ],
+};
+
+test("one predicted point per kernel on the GPU, measured ones told apart", () => {
+  const [view] = normalise(data);
+  assert.equal(view.id, "h100");
+  assert.deepEqual(view.points.map((p) => `${p.kernel}:${p.kind}`), ["saxpy:predicted", "saxpy:measured", "sgemm:predicted"]);
+  assert.deepEqual([view.points[0].line, view.points[0].character], [11, 0]);
+  assert.deepEqual(sortRoofs(view.roofs).map((r) => [r.precision, r.peakGflops, r.ridge]), [["fp64", 33500, 10], ["fp32", 67000, 20]]);
+});
+
+test("snake_case answers and missing ridges normalise too", () => {
+  const [view] = normalise({ gpus: [{ id: "g", memory_bandwidth_gbs: 1000, peaks_tflops: { fp32: 10 } }], kernels: [] });
+  assert.equal(view.roofs[0].ridge, 10);
+  assert.deepEqual(normalise({}), []);
+});
+
+test("the axes span whole decades around ridges and points", () => {
+  const [view] = normalise(data);
+  const axes = axesFor(view);
+  for (const v of [axes.xMin, axes.xMax, axes.yMin, axes.yMax]) {
+    assert.equal(Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9, true, `${v} is a decade`);
+  }
+  assert.ok(axes.xMin <= 0.01 && axes.xMax >= 100);
+  assert.ok(axes.yMax > 67000 && axes.yMin <= 3350 * axes.xMin);
+});
+
+test("a roof rises with the bandwidth up to its ridge, then stays flat", () => {
+  const [view] = normalise(data);
+  const axes = axesFor(view);
+  const fp32 = view.roofs.find((r) => r.precision === "fp32")!;
+  const line = roofLine(fp32, view.bandwidthGbs, axes);
+  assert.equal(line.length, 3);
+  assert.ok(Math.abs(line[0].y - 3350 * axes.xMin) < 1e-9);
+  assert.ok(Math.abs(line[1].x - 67000 / 3350) < 1e-9);
+  assert.equal(line[1].y, 67000);
+  assert.deepEqual(line[2], { x: axes.xMax, y: 67000 });
+});
+
+test("tooltips give the point's numbers", () => {
+  const [view] = normalise(data);
+  const lines = describePoint(view.points[1], view);
+  assert.equal(lines[0], "Measured on NVIDIA H100");
+  assert.match(lines[1], /0\.15 FLOP\/byte \(fp32\)/);
+  assert.match(lines[2], /Attained: 480 GFLOP\/s/);
+  assert.equal(lines[3], "Verdict: bandwidth-bound");
+  assert.equal(formatNumber(67000), "67,000");
+  assert.equal(formatNumber(0.001234), "1.2e-3");
+});
