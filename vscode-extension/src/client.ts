@@ -2,7 +2,9 @@
 import * as os from "node:os";
 import * as vscode from "vscode";
 import {
+  CloseAction,
   DidChangeConfigurationNotification,
+  ErrorAction,
   LanguageClient,
   RevealOutputChannelOn,
   State,
@@ -126,7 +128,20 @@ export class ServerManager implements vscode.Disposable {
       outputChannel: this.output,
       traceOutputChannel: this.output,
       revealOutputChannelOn: RevealOutputChannelOn.Never,
-      initializationOptions: { workspaceTrusted: vscode.workspace.isTrusted, client: "vscode" },
+      // one clear notification of ours (see fail) instead of the client library's generic ones
+      initializationFailedHandler: () => false,
+      errorHandler: {
+        error: () => ({ action: ErrorAction.Continue }),
+        // A server that dies before it ever ran is not restarted (the notification says why); one
+        // that crashes later is restarted by the library's default policy.
+        closed: async () => {
+          if (!everRan) {
+            return { action: CloseAction.DoNotRestart, handled: true };
+          }
+          return (defaultHandler ??= client.createDefaultErrorHandler(4)).closed();
+        },
+      },
+      initializationOptions: { workspaceTrusted: vscode.workspace.isTrusted },
       middleware: {
         workspace: {
           // The trust flag is the editor's to say, never a settings file's: stamp it on every answer.
@@ -146,10 +161,13 @@ export class ServerManager implements vscode.Disposable {
         },
       },
     };
+    let everRan = false;
+    let defaultHandler: ReturnType<LanguageClient["createDefaultErrorHandler"]> | undefined;
     const client = new LanguageClient("perflsp", "perflsp", serverOptions, clientOptions);
     this.client = client;
     client.onDidChangeState((e) => {
       if (e.newState === State.Running) {
+        everRan = true;
         this.setState("running");
       } else if (e.newState === State.Stopped && this.client === client) {
         this.setState(this.problem ? "failed" : "stopped");
@@ -164,7 +182,7 @@ export class ServerManager implements vscode.Disposable {
     } catch (err) {
       this.fail({
         kind: "perflsp-broken",
-        message: `perflsp: the server failed to start with ${interpreter.command.join(" ")}: ${err instanceof Error ? err.message : err}. See the “perflsp” output for its log.`,
+        message: `perflsp: the server (${[...interpreter.command, "-m", "perflsp", "serve"].join(" ")}) stopped while starting. Its log is in the “perflsp” output.`,
         detail: String(err),
       });
     }

@@ -50,13 +50,15 @@ export async function deactivate(): Promise<void> {
 
 async function chooseGpus(server: ServerManager): Promise<void> {
   let gpus;
+  let current: string[];
   try {
-    gpus = parseGpuList(await server.execute("perflsp.listGpus"));
+    const answer = await server.execute<{ gpus?: unknown; selected?: string[] }>("perflsp.listGpus", {});
+    gpus = parseGpuList(answer);
+    current = answer?.selected ?? server.status?.gpus.map((g) => g.id) ?? [];
   } catch (err) {
     void vscode.window.showErrorMessage(`perflsp: cannot list GPUs: ${err instanceof Error ? err.message : err}`);
     return;
   }
-  const current = server.status?.gpus.map((g) => g.id) ?? vscode.workspace.getConfiguration("perflsp").get<string[]>("gpus") ?? [];
   const items = gpuItems(gpus, current).map((i) =>
     i.kind === "separator"
       ? { label: i.label, kind: vscode.QuickPickItemKind.Separator, id: "" }
@@ -72,46 +74,55 @@ async function chooseGpus(server: ServerManager): Promise<void> {
   if (!picked || picked.length === 0) {
     return;
   }
-  const ids = picked.map((p) => p.id);
-  // The server owns the choice (it also knows about `.perflsp.toml`); it answers how it stored it.
+  // The server keeps the choice for this session, above the settings and .perflsp.toml.
   try {
-    await server.execute("perflsp.selectGpus", ids);
+    await server.execute("perflsp.setGpus", { gpus: picked.map((p) => p.id) });
   } catch (err) {
     void vscode.window.showErrorMessage(`perflsp: cannot select GPUs: ${err instanceof Error ? err.message : err}`);
   }
 }
 
-/** Runs a kernel command for the kernel at (or above) the cursor, with the code lens's own arguments. */
+interface KernelEntry {
+  name: string;
+  range: { start: { line: number }; end: { line: number } };
+}
+
+/** The kernel whose definition holds the cursor, else the nearest one above it. */
+async function kernelAtCursor(server: ServerManager, editor: vscode.TextEditor): Promise<string | undefined> {
+  const uri = editor.document.uri.toString();
+  const data = await server.execute<{ kernels?: KernelEntry[] }>("perflsp.rooflineData", { scope: "open", uri });
+  const line = editor.selection.active.line;
+  const kernels = (data?.kernels ?? []).filter((k) => k.range.start.line <= line).sort((a, b) => b.range.start.line - a.range.start.line);
+  return kernels[0]?.name ?? data?.kernels?.[0]?.name;
+}
+
+/** Explain or profile the kernel at the cursor (the code lens runs the server's command directly). */
 async function runKernelCommand(server: ServerManager, command: string): Promise<void> {
   const editor = vscode.window.activeTextEditor;
   if (!editor) {
     void vscode.window.showInformationMessage("perflsp: open a CUDA or OpenMP file and put the cursor in a kernel.");
     return;
   }
-  const lenses = (await vscode.commands.executeCommand<vscode.CodeLens[]>("vscode.executeCodeLensProvider", editor.document.uri, 100)) ?? [];
-  const line = editor.selection.active.line;
-  const candidates = lenses
-    .filter((l) => l.command?.command === command && l.range.start.line <= line)
-    .sort((a, b) => b.range.start.line - a.range.start.line);
-  const args = candidates[0]?.command?.arguments ?? [{ uri: editor.document.uri.toString(), position: editor.selection.active }];
   try {
-    const result = await server.execute<unknown>(command, ...args);
-    await showResult(result);
+    const kernel = await kernelAtCursor(server, editor);
+    if (!kernel) {
+      void vscode.window.showInformationMessage("perflsp: no kernel in this file.");
+      return;
+    }
+    const result = await server.execute<{ markdown?: string; message?: string; status?: string }>(command, {
+      uri: editor.document.uri.toString(),
+      kernel,
+      quiet: true,
+    });
+    if (typeof result?.markdown === "string") {
+      const doc = await vscode.workspace.openTextDocument({ language: "markdown", content: `# ${kernel}\n\n${result.markdown}` });
+      await vscode.commands.executeCommand("markdown.showPreview", doc.uri);
+    } else if (typeof result?.message === "string") {
+      const show = result.status === "disabled" || result.status === "unavailable" ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
+      void show(`perflsp: ${result.message}`);
+    }
   } catch (err) {
     void vscode.window.showErrorMessage(`perflsp: ${err instanceof Error ? err.message : err}`);
-  }
-}
-
-async function showResult(result: unknown): Promise<void> {
-  const markdown =
-    typeof result === "string"
-      ? result
-      : typeof (result as { markdown?: unknown })?.markdown === "string"
-        ? (result as { markdown: string }).markdown
-        : undefined;
-  if (markdown) {
-    const doc = await vscode.workspace.openTextDocument({ language: "markdown", content: markdown });
-    await vscode.commands.executeCommand("markdown.showPreview", doc.uri);
   }
 }
 

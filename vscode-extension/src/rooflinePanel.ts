@@ -59,7 +59,7 @@ export class RooflinePanel implements vscode.Disposable {
       return;
     }
     try {
-      const data = await this.server.execute<unknown>("perflsp.rooflineData");
+      const data = await this.server.execute<unknown>("perflsp.rooflineData", { scope: "workspace" });
       await panel.webview.postMessage({ type: "data", data });
     } catch (err) {
       await panel.webview.postMessage({ type: "error", error: err instanceof Error ? err.message : String(err) });

@@ -43,7 +43,7 @@ export function parseStatus(raw: unknown): ServerStatus {
   if (typeof state === "string" && (LLM_STATES as string[]).includes(state)) {
     llm = state as LlmState;
   }
-  const detail = (rawLlm as { detail?: unknown } | undefined)?.detail ?? obj.llmDetail;
+  const detail = (rawLlm as { detail?: unknown } | undefined)?.detail ?? obj.llmReason ?? obj.llmDetail;
   if (typeof detail === "string" && detail) {
     llmDetail = detail;
   }

@@ -113,6 +113,65 @@ function pointOf(kernel: unknown, result: unknown, kind: PointKind, where: unkno
   };
 }
 
+/**
+ * The server's per-GPU estimate `{verdict, deciding, intensity: {precision: FLOP/B}, ridge, confidence,
+ * measured}`: the predicted point sits at the deciding precision's intensity, at the height its roof
+ * allows there (attainable performance, min(peak, bandwidth × intensity)).
+ */
+function pointsOfEstimate(kernel: unknown, estimate: unknown, gpuId: string, bandwidthGbs: number, roofs: Roof[]): KernelPoint[] {
+  if (!estimate) {
+    return [];
+  }
+  const intensity = (get(estimate, "intensity") ?? {}) as Json;
+  const ridge = (get(estimate, "ridge") ?? {}) as Json;
+  let precision = str(get(estimate, "deciding"));
+  if (!precision) {
+    // nearest to its ridge, as the server's headline does
+    let best = -1;
+    for (const [p, v] of Object.entries(intensity)) {
+      const r = num(ridge[p]);
+      const ai = num(v);
+      if (r && ai !== undefined && ai / r > best) {
+        best = ai / r;
+        precision = p;
+      }
+    }
+  }
+  const ai = num(intensity[precision]);
+  const roof = roofs.find((r) => r.precision === precision);
+  const points: KernelPoint[] = [];
+  const detail: string[] = [];
+  const label = get(estimate, "label");
+  if (typeof label === "string") {
+    detail.push(label);
+  }
+  const confidence = num(get(estimate, "confidence"));
+  if (confidence !== undefined) {
+    detail.push(`Confidence: ${Math.round(confidence * 100)}%`);
+  }
+  const occupancy = num(get(estimate, "occupancy"));
+  if (occupancy !== undefined) {
+    detail.push(`Occupancy: ${Math.round(occupancy * 100)}%${get(estimate, "limiter") ? ` (limited by ${get(estimate, "limiter")})` : ""}`);
+  }
+  if (ai !== undefined && ai > 0) {
+    const ceiling = roof ? roof.peakGflops : Infinity;
+    const predicted = pointOf(kernel, estimate, "predicted", { precision, intensity: ai, gflops: Math.min(ceiling, bandwidthGbs * ai) });
+    if (predicted) {
+      predicted.detail = detail;
+      points.push(predicted);
+    }
+  }
+  const measured = get(estimate, "measured");
+  if (measured) {
+    const point = pointOf(kernel, estimate, "measured", measured);
+    if (point) {
+      points.push(point);
+    }
+  }
+  void gpuId;
+  return points;
+}
+
 /** Normalises the server's `perflsp.rooflineData` answer (camelCase or snake_case keys). */
 export function normalise(data: unknown): GpuView[] {
   const gpus = get(data, "gpus");
@@ -122,9 +181,15 @@ export function normalise(data: unknown): GpuView[] {
   }
   return gpus.map((gpu): GpuView => {
     const id = str(get(gpu, "id"));
-    const bandwidthGbs = num(get(gpu, "memoryBandwidthGbs", "memory_bandwidth_gbs", "bandwidthGbs", "bandwidth_gbs")) ?? 1;
+    const bandwidthGbs = num(get(gpu, "bandwidthGbs", "memoryBandwidthGbs", "memory_bandwidth_gbs", "bandwidth_gbs")) ?? 1;
     const points: KernelPoint[] = [];
     for (const kernel of Array.isArray(kernels) ? kernels : []) {
+      const estimates = get(kernel, "estimates");
+      if (Array.isArray(estimates)) {
+        const estimate = estimates.find((e) => get(e, "gpu") === id);
+        points.push(...pointsOfEstimate(kernel, estimate, id, bandwidthGbs, roofsOf(gpu, bandwidthGbs)));
+        continue;
+      }
       const result = get(get(kernel, "results", "perGpu", "per_gpu", "gpus"), id);
       if (!result) {
         continue;
