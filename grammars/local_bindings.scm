@@ -1,5 +1,8 @@
 ; Statements that change what is known about a local variable (constant folding of launch
-; configurations): declarations, assignments and ++/--.
+; configurations): declarations, assignments, ++/-- and taking the address (`&x` lets a call
+; such as cudaOccupancyMaxPotentialBlockSize(&grid, &block, ...) write it).
 (declaration) @declaration
 (assignment_expression) @assignment
 (update_expression) @update
+; `&x`: the variable may be written through the pointer (`parse(argv, &n)`, `scanf("%d", &n)`)
+(pointer_expression operator: "&" argument: (identifier)) @address

@@ -76,19 +76,31 @@ STORE_FUNCTIONS = {"__stcg", "__stcs", "__stwb", "__stwt"}
 
 @dataclass(frozen=True)
 class CostModel:
-    """Model constants (same for every kernel); fitted on labeled data, grouped by benchmark."""
+    """Model constants (same for every kernel).
+
+    The first group are instruction costs read off compiled code; the second are calibration
+    constants fitted on profiled kernels (RTX 3080 labels, cross-validation grouped by benchmark,
+    see docs/engine.md) and chosen from coarse grids, so they describe hardware and compiler
+    behaviour rather than any one kernel.
+    """
 
     int_per_global_access: float = 2.0  # 64-bit address arithmetic per global load/store
     int_per_shared_access: float = 1.0
-    int_per_loop_iteration: float = 2.0  # counter update + compare
+    int_per_loop_iteration: float = 2.0  # counter update + compare (not for unrolled loops)
     int_per_thread: float = 3.0  # thread index, bounds check, exit
-    int_per_omp_iteration: float = 6.0  # the OpenMP runtime's loop scheduling per iteration
     int_per_byte_element: float = 1.0  # extra integer work to handle 8/16-bit elements
+    unroll_limit: float = 32.0  # loops with a compile-time trip count up to this are unrolled
+    sector_bytes: float = 32.0
     branch_weight: float = 0.5  # fraction of items assumed to take a data-dependent branch
     assumed_trip_count: float = 32.0  # a loop whose bound is unknown
     assumed_while_trips: float = 8.0  # a `while` loop with a data-dependent condition
     assumed_problem_size: float = 1 << 20  # elements, when nothing tells the size
-    write_to_dram: float = 1.0  # fraction of written bytes that reach DRAM within the launch
+
+    # calibrated
+    int_arith_factor: float = 0.35  # source-level integer operations per SASS instruction
+    # (multiply-add fusion, immediates, strength reduction)
+    int_per_omp_iteration: float = 24.0  # the OpenMP device runtime's work per loop iteration
+    write_to_dram: float = 0.5  # fraction of written bytes reaching DRAM during the launch
     l2_resident_fraction: float = 1.0  # share of L2 a footprint may fill and still be served from it
-    l2_miss_fraction: float = 1.0  # of the re-requested bytes of footprints larger than L2
-    sector_bytes: float = 32.0
+    l2_miss_fraction: float = 0.0  # of the re-requested bytes of footprints larger than L2
+    min_dram_bytes: float = 1e5  # every launch moves some DRAM traffic (code, constants, setup)

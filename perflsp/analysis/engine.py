@@ -67,8 +67,8 @@ class AnalysisUnit:
         self.kernels = kernels
         self.options = options
         self.ctx = ExtractionContext(data, tree, lines or LineIndex(data), kernels.path)
-        env = file_env(self.ctx)
-        env.parent = options.include_env if options.include_env is not None else IncludeResolver().env_for(None, data)
+        env = file_env(self.ctx, options.include_env if options.include_env is not None
+                       else IncludeResolver().env_for(None, data))
         if options.argv is not None:
             base = env
             while base.parent is not None:
@@ -315,8 +315,7 @@ def _cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchS
     if work_items is None:
         work_items = cost.assumed_problem_size
         assumptions.append(f"launch shape unknown: assumed {_int(work_items)} threads")
-    per_item = result.counts
-    per_item.int32 += cost.int_per_thread
+    per_item = _calibrated(result.counts, cost, cost.int_per_thread)
     shared_bytes = _static_shared_bytes(result)
     if site is not None and site.shared_mem_bytes is not None and isinstance(site.shared_mem_bytes.value, (int, float)):
         shared_bytes += int(site.shared_mem_bytes.value)
@@ -461,7 +460,11 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
     if override is not None:
         teams = math.prod(override[0])
         threads = math.prod(override[1])
-    walker = KernelWalker(wrapped, cost, LaunchShape(None, None), dict(unit.type_aliases), unit.callees,
+    num_teams = region.clause("num_teams")
+    if teams is None and num_teams is not None and num_teams.value is not None and isinstance(num_teams.value.value, (int, float)):
+        teams = int(num_teams.value.value)
+    shape = LaunchShape((float(teams), 1.0, 1.0) if teams else None, (float(threads), 1.0, 1.0) if threads else None)
+    walker = KernelWalker(wrapped, cost, shape, dict(unit.type_aliases), unit.callees,
                           line_offset=region.body_span.start.line - 1)
     walker.scopes[0].update(unit.globals)
     extents = _bind_host_variables(unit, walker, host_types, host_env, expanded)
@@ -472,6 +475,11 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
         parallel_levels = int(collapse.value.value) if collapse and collapse.value and isinstance(collapse.value.value, (int, float)) else 1
     work_items, items_note, unknown_atoms = _walk_region(walker, statement, parallel_levels, assumptions)
     result = walker.result()
+    if parallel_levels == 0 and "teams" in words and teams and threads and work_items == 1.0:
+        # SPMD-style region: every thread of every team runs the body, indexing itself with
+        # omp_get_team_num()/omp_get_thread_num()
+        work_items = float(teams * threads)
+        items_note = f"{_int(work_items)} threads ({teams} teams × {threads} threads) run the region"
     if unknown_atoms:
         known_part = work_items or 1.0
         if override is not None:
@@ -486,8 +494,7 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
         for atom in unknown_atoms:
             walker.cardinality[atom] = max(1.0, share)
         work_items = total
-    per_item = result.counts
-    per_item.int32 += cost.int_per_omp_iteration
+    per_item = _calibrated(result.counts, cost, cost.int_per_omp_iteration)
     fast_atom = f"o{max(parallel_levels, 1) - 1}"
     return _finish(unit, per_item, work_items, items_note, result, assumptions, fast_atom, extents), threads, 0
 
@@ -690,6 +697,15 @@ def _nested_worksharing_loop(node: Node) -> Node | None:
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def _calibrated(counts: OpCounts, cost: CostModel, fixed_ints: float) -> OpCounts:
+    """Integer instructions as the hardware executes them: address and loop arithmetic as
+    counted, source-level integer operations scaled by what the compiler fuses, plus the fixed
+    per-item overhead."""
+    arithmetic = max(0.0, counts.int32 - counts.int_address - counts.int_loop)
+    counts.int32 = counts.int_address + counts.int_loop + arithmetic * cost.int_arith_factor + fixed_ints
+    return counts
 
 
 def _finish(unit: AnalysisUnit, per_item: OpCounts, work_items: float, items_note: str, result, assumptions: list[str],

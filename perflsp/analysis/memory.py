@@ -84,7 +84,9 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     fits = l2_bytes is not None and footprint_total <= l2_bytes
     note = (f"footprint {_bytes(footprint_total)}, {_bytes(streamed_total)} requested by warps "
             f"({_bytes(accessed_total)} accessed)" + ("; fits in L2" if fits else ""))
-    return Traffic(max(dram, 1.0), footprint_total, streamed_total, accessed_total, groups, note)
+    if dram < cost.min_dram_bytes:
+        note += f"; at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)"
+    return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups, note)
 
 
 def combine(groups: list[GroupTraffic], cost: CostModel, l2_bytes: float | None) -> float:

@@ -24,6 +24,9 @@ from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import LoopFact, OpCounts
 
 THREAD_ATOMS = {"threadIdx": ("tx", "ty", "tz"), "blockIdx": ("bx", "by", "bz")}
+# OpenMP's runtime calls inside a target region play the roles of CUDA's built-ins
+OMP_THREAD_API = {"omp_get_thread_num": ("tx", None), "omp_get_team_num": ("bx", None),
+                  "omp_get_num_threads": (None, "block"), "omp_get_num_teams": (None, "grid")}
 DIM_NAMES = {"blockDim": "block", "gridDim": "grid"}
 MAX_INLINE_DEPTH = 4
 MAX_NODES = 200_000  # work budget per kernel: pathological inputs stop, not hang
@@ -33,7 +36,7 @@ MAX_NODES = 200_000  # work budget per kernel: pathological inputs stop, not han
 class Val:
     ctype: CType
     value: float | None = None
-    lin: Linear = field(default_factory=Linear)
+    lin: Linear = field(default_factory=lambda: Linear(const_known=False))
     root: str | None = None  # the array a pointer value points into
     space: str | None = None  # global | shared | local | const
     dims: tuple[float, ...] = ()  # remaining array dimensions (local/shared arrays)
@@ -111,6 +114,8 @@ class KernelWalker:
         self.loop_depth = 0
         self.loop_counter = 0
         self.loop_atoms: list[str] = []
+        self.unrolled_atoms: set[str] = set()
+        self.trip_is_static = False
         self.inline_stack: list[str] = []
         self.return_values: list[Val] = []
         self.visited = 0
@@ -204,17 +209,23 @@ class KernelWalker:
         access = Access(base.root, base.space or "global", size, is_store, index_lin, self.mult, atomic, self.line(node),
                         frozenset(self.loop_atoms))
         self.accesses.append(access)
+        # an address that a loop does not change is computed once, outside that loop
+        invariant = 1.0
+        for atom in self.loop_atoms:
+            if atom not in index_lin.atoms or (atom in self.unrolled_atoms and atom not in index_lin.nonlinear):
+                invariant *= max(1.0, self.cardinality.get(atom, 1.0))
+        address_mult = self.mult / invariant
         if base.space == "shared":
-            self.count_int(self.cost.int_per_shared_access)
-            self.counts.int_address += self.cost.int_per_shared_access * self.mult
+            self.counts.int32 += self.cost.int_per_shared_access * address_mult
+            self.counts.int_address += self.cost.int_per_shared_access * address_mult
             self.counts.shared_accesses += self.mult
             if is_store:
                 self.counts.shared_store_bytes += size * self.mult
             else:
                 self.counts.shared_load_bytes += size * self.mult
         elif base.space == "global":
-            self.count_int(self.cost.int_per_global_access)
-            self.counts.int_address += self.cost.int_per_global_access * self.mult
+            self.counts.int32 += self.cost.int_per_global_access * address_mult
+            self.counts.int_address += self.cost.int_per_global_access * address_mult
             if size < 4:
                 self.count_int(self.cost.int_per_byte_element)
             if is_store:
@@ -317,9 +328,10 @@ class KernelWalker:
             ctype = val.ctype
         elif val.ctype.kind != ctype.kind and ctype.is_float and val.ctype.is_float:
             pass  # a conversion instruction, not FP work
-        self.bind(name, Val(ctype if not val.root or ctype.pointer else val.ctype, val.value, val.lin,
-                            val.root if ctype.pointer or val.root else None, val.space, val.dims,
-                            static=val.static))
+        keeps_array = ctype.pointer or type_is_auto(base)  # a scalar declaration drops the array
+        self.bind(name, Val(ctype, val.value, val.lin if keeps_array or not val.root else Linear(const_known=False),
+                            val.root if keeps_array else None, val.space if keeps_array else None,
+                            val.dims if keeps_array else (), static=val.static))
 
     @staticmethod
     def _is_const(storage: str) -> bool:
@@ -386,7 +398,10 @@ class KernelWalker:
             body = node.child_by_field_name("body")
             var, start = self._loop_init(init)
             trip, origin, note, step_val = self._trip_count(var, start, cond, update, node)
-            self._run_loop(node, var, start, step_val, trip, origin, note, cond, update, body)
+            pragma = node.prev_named_sibling
+            asked = pragma is not None and pragma.type == "preproc_call" and "unroll" in self.text(pragma)
+            unrolled = self.trip_is_static and (trip <= self.cost.unroll_limit or asked)
+            self._run_loop(node, var, start, step_val, trip, origin, note, cond, update, body, unrolled)
         finally:
             self.scopes.pop()
 
@@ -410,7 +425,9 @@ class KernelWalker:
 
     def _trip_count(self, var: str | None, start: Val | None, cond: Node | None, update: Node | None,
                     loop: Node) -> tuple[float, str, str, Val | None]:
-        """(trip count per work item, origin, note, step value)."""
+        """(trip count per work item, origin, note, step value); sets `trip_is_static` when the
+        compiler knows the trip count too (it can then unroll the loop)."""
+        self.trip_is_static = False
         if cond is None:
             self.assume(f"line {self.line(loop)}: loop without a condition: assumed {self.cost.assumed_while_trips:g} iterations")
             return self.cost.assumed_while_trips, "assumed", "no condition", None
@@ -453,6 +470,7 @@ class KernelWalker:
             start_value = 0.0
             self.assume(f"line {self.line(loop)}: start of the `{var}` loop unknown: assumed 0")
         inclusive = 1.0 if op in ("<=", ">=") else 0.0
+        self.trip_is_static = bool(bound.static and start is not None and start.static and step is not None and step.static)
         if step_kind == "add" and step is not None and step.value:
             s = step.value
             span = (bound_value - start_value + (inclusive if s > 0 else -inclusive))
@@ -480,7 +498,7 @@ class KernelWalker:
             if self.text(arg) != var:
                 return None, None
             sign = -1.0 if "--" in self.text(update) else 1.0
-            return "add", Val(INT, sign, Linear.constant(sign))
+            return "add", Val(INT, sign, Linear.constant(sign), static=True)
         if update.type == "assignment_expression":
             left = update.child_by_field_name("left")
             if self.text(left) != var:
@@ -517,7 +535,9 @@ class KernelWalker:
         return None, None
 
     def _run_loop(self, node: Node, var: str | None, start: Val | None, step: Val | None, trip: float, origin: str,
-                  note: str, cond: Node | None, update: Node | None, body: Node | None) -> None:
+                  note: str, cond: Node | None, update: Node | None, body: Node | None, unrolled: bool = False) -> None:
+        """Walk a loop body `trip` times. An unrolled loop has no counter or compare, and the
+        addresses it steps through become immediate offsets."""
         self.loop_counter += 1
         atom = f"L{self.loop_counter}"
         self.cardinality[atom] = max(1.0, trip)
@@ -537,9 +557,12 @@ class KernelWalker:
         self.mult = saved * trip
         self.loop_depth += 1
         self.loop_atoms.append(atom)
+        if unrolled:
+            self.unrolled_atoms.add(atom)
         try:
-            self.count_int(self.cost.int_per_loop_iteration)
-            self.counts.int_loop += self.cost.int_per_loop_iteration * self.mult
+            if not unrolled:
+                self.count_int(self.cost.int_per_loop_iteration)
+                self.counts.int_loop += self.cost.int_per_loop_iteration * self.mult
             self.counts.loop_iterations += self.mult
             if cond is not None:
                 self.eval(cond)
@@ -647,6 +670,9 @@ class KernelWalker:
                 self.record_access(element, address, field_type, False, node)
                 return Val(field_type, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
         base = self.eval(arg)
+        if operator == "." and base.root is not None and base.space == "global" and base.dims:
+            # a member of an accessor/struct parameter (`pitched.ptr`, `t.data`): same memory
+            return Val(CType("unknown", 4, pointer=1), None, base.lin, base.root, base.space, base.dims)
         if operator == "->" and base.root is not None and base.space == "global":
             elem = self._field_type(base.ctype, field_name)
             self.record_access(base, base.lin, elem, False, node)
@@ -718,9 +744,12 @@ class KernelWalker:
         if left.ctype.pointer and op in ("+", "-") and not right.ctype.pointer:
             self.count_int(1.0)
             return Val(left.ctype, None, left.lin.add(right.lin, 1.0 if op == "+" else -1.0), left.root, left.space, left.dims)
-        if right.ctype.pointer and op == "+":
+        if right.ctype.pointer and op == "+" and (right.root is not None or left.root is None):
             self.count_int(1.0)
             return Val(right.ctype, None, right.lin.add(left.lin), right.root, right.space, right.dims)
+        if left.ctype.pointer and op == "+":
+            self.count_int(1.0)
+            return Val(left.ctype, None, left.lin.add(right.lin), left.root, left.space, left.dims)
         ctype = common_type(left.ctype, right.ctype)
         static = left.static and right.static
         if not static:
@@ -984,6 +1013,13 @@ class KernelWalker:
             if ptr.root is not None:
                 self.record_access(ptr, ptr.lin, ptr.ctype.deref(), True, node)
             return UNKNOWN_VAL
+        if simple in OMP_THREAD_API:
+            atom, dim = OMP_THREAD_API[simple]
+            if atom is not None:
+                return Val(INT, None, Linear.atom(atom))
+            shape = self.launch.block if dim == "block" else self.launch.grid
+            value = float(shape[0]) if shape is not None else None
+            return Val(INT, value, Linear.constant(value))
         args = [self.eval(a) for a in arg_nodes]
         if simple in costs.SYNC_FUNCTIONS:
             return UNKNOWN_VAL
@@ -1029,12 +1065,20 @@ class KernelWalker:
             return Val(target, args[0].value if args else None, args[0].lin if args and target.is_int else Linear(const_known=False))
         callee = self.callees.get(simple)
         if callee is not None and simple not in self.inline_stack and len(self.inline_stack) < MAX_INLINE_DEPTH:
-            return self._inline(simple, callee, args)
+            template_args = []
+            if fn is not None and fn.type in ("template_function", "qualified_identifier"):
+                targs = next((c for c in _walk_named(fn) if c.type == "template_argument_list"), None)
+                if targs is not None:
+                    template_args = [c for c in targs.named_children if c.type != "comment"]
+            return self._inline(simple, callee, args, template_args)
         if callee is None and simple and simple not in self._assumed and simple not in ("assert", "static_cast", "reinterpret_cast"):
             self.notes.append(f"call to `{simple}` not analysed (definition not visible)")
             self._assumed.add(simple)
         ctype = next((a.ctype for a in args if a.ctype.is_float), UNKNOWN)
-        return Val(ctype, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+        # an unknown function of indices is still an index over the same ranges (a constructor
+        # `Position(x, y)`, a helper `idx(i, j)`); of nothing known, it is data
+        atoms = frozenset().union(*(a.lin.atoms for a in args)) if args else frozenset()
+        return Val(ctype, None, Linear(nonlinear=atoms or frozenset({"data"}), const_known=False))
 
     def _atomic(self, node: Node, arg_nodes: list[Node]) -> Val:
         if not arg_nodes:
@@ -1049,8 +1093,25 @@ class KernelWalker:
         self.count_int(1.0)
         return Val(vals[0].ctype if vals else elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
 
-    def _inline(self, name: str, callee: Callee, args: list[Val]) -> Val:
+    def _inline(self, name: str, callee: Callee, args: list[Val], template_args: list[Node] | None = None) -> Val:
         fn = callee.node
+        # template arguments at the call (`fill<tile, stride>(...)`), evaluated in the caller
+        bound: dict[str, Val] = {}
+        aliases_added: dict[str, CType] = {}
+        template = fn.parent if fn.parent is not None and fn.parent.type == "template_declaration" else None
+        if template is not None and template_args:
+            plist = template.child_by_field_name("parameters")
+            params = [p for p in plist.named_children if p.type != "comment"] if plist is not None else []
+            for param, arg in zip(params, template_args):
+                pname = _template_param_name(param, callee.data)
+                if pname is None:
+                    continue
+                if param.type in ("type_parameter_declaration", "optional_type_parameter_declaration"):
+                    aliases_added[pname] = parse_type(self.text(arg), self.aliases)
+                else:
+                    val = self.eval(arg)
+                    if val.value is not None:
+                        bound[pname] = Val(INT, val.value, Linear.constant(val.value), static=True)
         declarator = fn.child_by_field_name("declarator")
         while declarator is not None and declarator.type != "function_declarator":
             declarator = declarator.child_by_field_name("declarator")
@@ -1074,6 +1135,10 @@ class KernelWalker:
             else:
                 scope[pname] = Val(ptype, None, Linear(const_known=False))
         ret_type = parse_type(self.text(fn.child_by_field_name("type")), self.aliases)
+        scope.update(bound)
+        saved_aliases = self.aliases
+        if aliases_added:
+            self.aliases = {**self.aliases, **aliases_added}
         saved_scopes = self.scopes
         saved_returns = self.return_values
         self.scopes = [scope]
@@ -1087,10 +1152,33 @@ class KernelWalker:
             self.scopes = saved_scopes
             self.return_values = saved_returns
             self.data = saved_data
+            self.aliases = saved_aliases
         if returned is None:
-            return Val(ret_type)
+            # a constructor or a function whose result we did not see: it depends on its inputs
+            atoms = frozenset().union(*(a.lin.atoms for a in args)) if args else frozenset()
+            return Val(ret_type, None, Linear(nonlinear=atoms, const_known=False))
         return Val(ret_type if ret_type.kind not in ("unknown", "struct", "void") else returned.ctype,
                    returned.value, returned.lin, returned.root, returned.space)
+
+
+def _walk_named(node: Node):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.named_children))
+
+
+def _template_param_name(param: Node, data: bytes) -> str | None:
+    name = param.child_by_field_name("name")
+    if name is None:
+        declarator = param.child_by_field_name("declarator")
+        name = declarator
+        while name is not None and name.type not in ("identifier", "type_identifier"):
+            name = name.child_by_field_name("declarator") or next(iter(name.named_children), None)
+    if name is None:
+        name = next((c for c in param.named_children if c.type in ("type_identifier", "identifier")), None)
+    return data[name.start_byte : name.end_byte].decode("utf-8", "replace") if name is not None else None
 
 
 def _declared_name(walker: KernelWalker, param: Node) -> str | None:

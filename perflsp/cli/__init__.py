@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, str] = {
     "kernels": "perflsp.cli.kernels_cmd:kernels",
     "occupancy": "perflsp.cli.occupancy_cmd:occupancy_cmd",
     "profile": "perflsp.cli.profile_cmd:profile",
+    "serve": "perflsp.cli.serve_cmd:serve",
 }
 
 

@@ -31,8 +31,7 @@ def extract(data: bytes, tree: Tree | None = None, path: str | None = None, line
     """
     tree = tree if tree is not None else parse(data)
     ctx = ExtractionContext(data=data, tree=tree, lines=lines or LineIndex(data), path=path)
-    constants = file_env(ctx)
-    constants.parent = env if env is not None else _DEFAULT_RESOLVER.env_for(None, data)
+    constants = file_env(ctx, env if env is not None else _DEFAULT_RESOLVER.env_for(None, data))
     kernels, device_functions = extract_functions(ctx, constants)
     result = FileKernels(
         path=path,

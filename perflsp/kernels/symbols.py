@@ -3,6 +3,7 @@ and a function's local variables as they stand at a given point."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from tree_sitter import Node, QueryCursor
@@ -19,10 +20,12 @@ _LOOP_OR_BRANCH = {"for_statement", "for_range_loop", "while_statement", "do_sta
                    "if_statement", "switch_statement", "else_clause", "case_statement"}
 
 
-def file_env(ctx: ExtractionContext) -> ConstEnv:
-    """Enumerators and file/namespace-scope constants (macros come from the preprocessor pass,
-    `perflsp.kernels.includes`, which becomes this environment's parent)."""
-    env = ConstEnv()
+def file_env(ctx: ExtractionContext, macros: ConstEnv | None = None) -> ConstEnv:
+    """Enumerators and file/namespace-scope constants, over the preprocessor's macros
+    (`macros`, from `IncludeResolver.env_for`; without it, the file's own `#define`s)."""
+    from perflsp.kernels.includes import IncludeResolver
+
+    env = ConstEnv(parent=macros if macros is not None else IncludeResolver().env_for(None, ctx.data))
     _collect_scope(ctx, ctx.tree.root_node, env)
     return env
 
@@ -46,6 +49,7 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
                 if sub.type == "enum_specifier":
                     _bind_enum(ctx, sub, env)
     # enums nested in declarations such as `enum { A = 1 } x;` are rare enough to ignore
+
 
 
 def _is_constant_declaration(ctx: ExtractionContext, decl: Node) -> bool:
@@ -210,7 +214,7 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
     cursor.set_byte_range(body.start_byte, body.end_byte)
     for node, capture in _ordered_captures(cursor.captures(body)):
         enclosing = _nested_scope(node, body)
-        if enclosing == "skip":
+        if enclosing == "skip" and not (capture == "address" and not _in_nested_definition(node, body)):
             continue
         in_control = enclosing == "control"
         if capture == "declaration":
@@ -226,6 +230,12 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
                 _bind_assignment(ctx, assignment, env, control)
 
             events.append((node.start_byte, node.start_byte, assign))
+        elif capture == "address":
+            target = node.child_by_field_name("argument")
+            operator = node.child_by_field_name("operator")
+            if target is not None and target.type == "identifier" and operator is not None and ctx.text(operator) == "&":
+                events.append((node.start_byte, node.start_byte,
+                               _mark_unknown(ctx.text(target), "may be set through its address")))
         else:
             target = node.child_by_field_name("argument")
             if target is not None and target.type == "identifier":
@@ -254,6 +264,15 @@ def _nested_scope(node: Node, body: Node) -> str:
             return "skip"  # `int a = b = 3` style nesting: ignore the inner part
         parent = parent.parent
     return state
+
+
+def _in_nested_definition(node: Node, body: Node) -> bool:
+    parent = node.parent
+    while parent is not None and parent != body:
+        if parent.type in _NESTED_DEFINITIONS:
+            return True
+        parent = parent.parent
+    return False
 
 
 def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in_control: bool) -> None:

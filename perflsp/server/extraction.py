@@ -28,6 +28,7 @@ from tree_sitter import Node, QueryCursor, Tree
 from perflsp.kernels import cuda as _cuda
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.context import _CANDIDATE_TOKENS, ExtractionContext
+from perflsp.kernels.includes import scan_directives
 from perflsp.kernels.launches import extract_launches
 from perflsp.kernels.models import (
     ConstValue,
@@ -60,7 +61,7 @@ class Extracted:
     """Extraction result plus what an incremental update reuses."""
 
     kernels: FileKernels
-    env: ConstEnv  # the file's constants (parent: constants of included headers)
+    env: ConstEnv  # the file's constants (parent: the preprocessor's macros and header constants)
     aliases: dict[str, str]  # macros that expand to __global__/__device__
     token_scan: bool  # whether the token-level fallback for CUDA functions ran
     token_found: frozenset[int]  # name offsets of functions found only by that fallback
@@ -68,6 +69,10 @@ class Extracted:
     pragma_lines: int  # `#pragma omp target` lines (the fallback's trigger counts them)
     spans: dict[int, list[Span]] = dataclasses.field(default_factory=dict)  # id(item) -> its spans
     incremental: bool = False  # how this result was produced (for logs and tests)
+    # What the last update changed: "none", "comment" (only a comment), "kernel" (only the body
+    # of __global__ kernels, no device function or OpenMP region), "other" (one definition), "full".
+    change: str = "full"
+    edit_start: int | None = None  # first changed byte of the last update (positions after it moved)
 
 
 def _tree_functions(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, str], nodes: list[Node]) -> list[CudaFunction]:
@@ -87,12 +92,12 @@ def _needs_token_scan(aliases: dict[str, str], tree: Tree, data: bytes, tree_fou
     return bool(aliases) or tree.root_node.has_error or mentions > tree_found
 
 
-def extract_full(data: bytes, tree: Tree, lines: LineIndex, path: str | None, include_env: ConstEnv | None) -> Extracted:
-    """Exactly `perflsp.kernels.extract(...)`, keeping what an incremental update needs."""
+def extract_full(data: bytes, tree: Tree, lines: LineIndex, path: str | None, preprocessed: ConstEnv) -> Extracted:
+    """Exactly `perflsp.kernels.extract(data, tree, path, lines, env=preprocessed)`, keeping what
+    an incremental update needs. `preprocessed` is `IncludeResolver.env_for(...)` of the text."""
     ctx = ExtractionContext(data=data, tree=tree, lines=lines, path=path)
     env = file_env(ctx)
-    if include_env is not None:
-        env.parent = include_env
+    env.parent = preprocessed
     aliases = _cuda.macro_aliases(env)
     found = _tree_functions(ctx, env, aliases, list(_cuda._function_definitions(ctx, aliases)))
     token_scan = _needs_token_scan(aliases, tree, data, len(found))
@@ -264,6 +269,13 @@ def _shift_in_place(spans: list[Span], delta: int) -> None:
         span._end = None
 
 
+def _directives(segment: bytes) -> list[tuple[str, str]]:
+    """Preprocessor directives other than `#pragma` (which the preprocessor pass ignores)."""
+    if b"#" not in segment:
+        return []
+    return [(d.name, d.argument) for d in scan_directives(segment) if d.name != "pragma"]
+
+
 def _extent(item: CudaFunction | OmpRegion | LaunchSite) -> tuple[int, int]:
     if isinstance(item, OmpRegion):
         end = max(item.span.end_byte, item.body_span.end_byte if item.body_span else 0)
@@ -293,7 +305,7 @@ def extract_incremental(
     region = changed_region(old_data, new_data)
     old_fk = previous.kernels
     if region is None:
-        return dataclasses.replace(previous, incremental=True)
+        return dataclasses.replace(previous, incremental=True, change="none")
     start, old_end, new_end = region
     delta = new_end - old_end
     lo, hi = start, new_end
@@ -309,6 +321,8 @@ def extract_incremental(
         return None
     if (b"omp" in new_data) != (b"omp" in old_data) or (b"<<<" in new_data) != (b"<<<" in old_data):
         return None  # extract() skips whole passes on these tokens
+    if _directives(old_data[a:old_b]) != _directives(new_data[a:b]):
+        return None  # the preprocessor's view of the file (its macros) may have changed
 
     before: dict[str, list[Any]] = {"functions": [], "regions": [], "launches": []}
     after: dict[str, list[Any]] = {"functions": [], "regions": [], "launches": []}
@@ -384,14 +398,15 @@ def extract_incremental(
     token_found |= {f.name_span.start_byte + delta for f in after["functions"] if f.name_span.start_byte in previous.token_found}
     token_found |= {f.name_span.start_byte for f in unit_token_found}
 
+    # Items after the edit move by `delta` (even with delta 0 a replaced line break moves their
+    # positions: the shift also forgets positions computed before).
     span_lists = previous.spans
-    if delta:
-        moved: dict[int, Span] = {}
-        for group in after.values():
-            for item in group:
-                for span in span_lists.get(id(item)) or spans_of(item):
-                    moved[id(span)] = span
-        _shift_in_place(list(moved.values()), delta)
+    moved: dict[int, Span] = {}
+    for group in after.values():
+        for item in group:
+            for span in span_lists.get(id(item)) or spans_of(item):
+                moved[id(span)] = span
+    _shift_in_place(list(moved.values()), delta)
 
     functions = before["functions"] + new_functions + after["functions"]
     functions.sort(key=lambda f: f.name_span.start_byte)
@@ -428,5 +443,12 @@ def extract_incremental(
     )
     spans = {id(item): span_lists.get(id(item)) or spans_of(item)
              for item in (*functions, *result.omp_regions, *launches)}
+    if unit.type == "comment":
+        change = "comment"
+    elif (replaced_functions or new_functions) and all(f.space == "global" for f in (*replaced_functions, *new_functions)) \
+            and not new_regions and not any(a <= r.span.start_byte < old_b for r in old_fk.omp_regions):
+        change = "kernel"
+    else:
+        change = "other"
     return Extracted(result, env, aliases, token_scan, frozenset(token_found), line_scan, pragma_lines, spans,
-                     incremental=True)
+                     incremental=True, change=change, edit_start=start)

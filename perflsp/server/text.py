@@ -14,6 +14,7 @@ from pathlib import Path
 from tree_sitter import Tree
 
 from perflsp.kernels.consteval import ConstEnv
+from perflsp.kernels.includes import IncludeResolver
 from perflsp.server.extraction import Extracted, extract_full, extract_incremental
 from perflsp.source.document import SourceDocument, TextEdit, _point, _point_after
 from perflsp.source.files import decode_source
@@ -30,15 +31,16 @@ class Change:
 
 
 class TextState:
-    def __init__(self, text: str, version: int | None, path: str | None, include_env: ConstEnv | None = None):
+    def __init__(self, text: str, version: int | None, path: str | None, resolver: IncludeResolver | None = None):
         data, _ = decode_source(text.encode("utf-8", errors="surrogatepass"))
         self.doc = SourceDocument(data, version)
         # One LineIndex object for the document's lifetime: spans of kept kernels point at it, so
         # moving the content in (instead of swapping objects) never keeps old texts alive.
         self.lines: LineIndex = self.doc.lines
         self.path = path
-        self.include_env = include_env
-        self.extracted: Extracted = extract_full(self.doc.data, self.doc.tree, self.lines, path, include_env)
+        self.resolver = resolver or IncludeResolver()
+        self.preprocessed: ConstEnv = self._preprocess()
+        self.extracted: Extracted = extract_full(self.doc.data, self.doc.tree, self.lines, path, self.preprocessed)
         self.full_extractions = 1
         self.incremental_extractions = 0
 
@@ -80,7 +82,8 @@ class TextState:
             updated = extract_incremental(self.extracted, old_data, old_tree, self.doc.data, self.doc.tree,
                                           edited_old_tree, self.lines, self.path)
         if updated is None:
-            updated = extract_full(self.doc.data, self.doc.tree, self.lines, self.path, self.include_env)
+            self.preprocessed = self._preprocess()
+            updated = extract_full(self.doc.data, self.doc.tree, self.lines, self.path, self.preprocessed)
             self.full_extractions += 1
         else:
             self.incremental_extractions += 1
@@ -133,10 +136,18 @@ class TextState:
             self.lines.line_starts = fresh.line_starts
             self.doc.lines = self.lines
 
-    def reextract(self, include_env: ConstEnv | None = None) -> None:
-        """Full extraction of the current text (new include constants, settings)."""
-        self.include_env = include_env
-        self.extracted = extract_full(self.doc.data, self.doc.tree, self.lines, self.path, include_env)
+    def _preprocess(self) -> ConstEnv:
+        return self.resolver.env_for(Path(self.path) if self.path else None, self.doc.data)
+
+    def reextract(self, resolver: IncludeResolver | None = None, fresh_parse: bool = False) -> None:
+        """Full extraction of the current text (new compile flags, changed headers, or a fresh
+        parse: tree-sitter's error recovery can differ between incremental and fresh parses)."""
+        if resolver is not None:
+            self.resolver = resolver
+        if fresh_parse:
+            self.doc.tree = self.doc._parser.parse(self.doc.data)
+        self.preprocessed = self._preprocess()
+        self.extracted = extract_full(self.doc.data, self.doc.tree, self.lines, self.path, self.preprocessed)
         self.full_extractions += 1
 
 

@@ -1,0 +1,63 @@
+"""Performance lint rules: one module per rule (ruff style), each with `CODE`, `NAME`,
+`DEFAULT_SEVERITY`, a docstring and `check(ctx) -> list[Finding]`.
+
+`run_lints` runs the enabled rules over one parsed document; fixes are computed with the
+validated builders of `perflsp.analysis.fixes`, so the server and the CLI offer the same edits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from types import ModuleType
+
+from tree_sitter import Tree
+
+from perflsp.analysis.lints import (
+    block_size_warp_multiple,
+    double_math_function,
+    double_promotion,
+    missing_launch_bounds,
+    occupancy_low,
+    uncoalesced_access,
+)
+from perflsp.analysis.lints.context import GpuCode, Instantiation, LintContext, LintOptions
+from perflsp.analysis.models import Finding
+from perflsp.hardware.models import Gpu
+from perflsp.kernels.models import FileKernels
+
+RULE_MODULES: tuple[ModuleType, ...] = (
+    double_promotion,
+    double_math_function,
+    block_size_warp_multiple,
+    occupancy_low,
+    uncoalesced_access,
+    missing_launch_bounds,
+)
+LINT_CODES: tuple[str, ...] = tuple(m.CODE for m in RULE_MODULES)
+
+__all__ = ["GpuCode", "Instantiation", "LINT_CODES", "LintContext", "LintOptions", "RULE_MODULES", "run_lints"]
+
+
+def run_lints(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Sequence[Gpu] = (),
+              enabled: Collection[str] | None = None, options: LintOptions | None = None,
+              notes: list[str] | None = None) -> list[Finding]:
+    """Findings of the enabled rules (all when `enabled` is None), in document order.
+
+    `gpus` feeds `occupancy/low` (no GPUs: that rule stays silent). A rule that fails on
+    unexpected input is skipped with a line in `notes` instead of failing the whole run.
+    """
+    ctx = LintContext(data=data, tree=tree, kernels=file_kernels, gpus=tuple(gpus),
+                      options=options or LintOptions(), path=file_kernels.path)
+    findings: list[Finding] = []
+    for module in RULE_MODULES:
+        if enabled is not None and module.CODE not in enabled:
+            continue
+        try:
+            findings.extend(module.check(ctx))
+        except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
+            if notes is not None:
+                notes.append(f"lint {module.CODE} failed: {type(exc).__name__}: {exc}")
+    if notes is not None:
+        notes.extend(ctx.notes)
+    findings.sort(key=lambda f: (f.span.start_byte, f.span.end_byte, f.code))
+    return findings

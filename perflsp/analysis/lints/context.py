@@ -1,0 +1,341 @@
+"""What a lint rule sees: the document, its tree, what extraction found, the GPUs and options.
+
+Everything derived (the file's constants, type aliases, the scope and typer of each function) is
+computed once on first use and shared by every rule.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import PurePath
+from typing import Literal
+
+from tree_sitter import Node, Tree
+
+from perflsp.analysis.exprtypes import (
+    ExprTyper,
+    Scope,
+    Ty,
+    bind_declaration,
+    declarator_name_and_depth,
+    normalise_type,
+)
+from perflsp.hardware.models import Gpu
+from perflsp.kernels.consteval import ConstEnv
+from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion, Span, TemplateParam
+from perflsp.kernels.text import blank_comments_and_strings
+from perflsp.source.positions import LineIndex
+
+Language = Literal["c", "cpp"]
+
+
+@dataclass(frozen=True, slots=True)
+class LintOptions:
+    registers_per_thread: int = 32  # assumed when nothing better is known (no ptxas figures)
+    occupancy_threshold: float = 0.5  # occupancy/low fires at or below this fraction
+    warp_size: int = 32  # CUDA's warp; launch shapes are judged against it
+    strided_access_min_bytes: int = 32  # neighbouring threads this far apart each need their own sector
+    language: Language | None = None  # None: from the file suffix (.c is C, everything else C++)
+
+
+@dataclass(frozen=True, slots=True)
+class Instantiation:
+    """Template arguments of one instantiation: type parameters and value parameters."""
+
+    types: dict[str, str] = field(default_factory=dict)
+    values: dict[str, str] = field(default_factory=dict)
+    label: str | None = None  # e.g. "sum_squares<float, 256>"; None for non-templates
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCode:
+    """One piece of device code a precision rule walks: a function body under one template
+    instantiation, or an OpenMP target region's statement."""
+
+    label: str  # kernel/function/region name, as findings name it
+    node: Node  # what to walk
+    typer: ExprTyper
+    instantiation: str | None = None  # e.g. "sum_squares<float, 256>"
+    returns: Ty | None = None  # return type of a function, for `return` statements
+    template: Instantiation | None = None
+
+
+@dataclass
+class LintContext:
+    data: bytes
+    tree: Tree
+    kernels: FileKernels
+    gpus: Sequence[Gpu] = ()
+    options: LintOptions = field(default_factory=LintOptions)
+    path: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    # -- text and positions --------------------------------------------------------------
+
+    @cached_property
+    def lines(self) -> LineIndex:
+        return LineIndex(self.data)
+
+    @cached_property
+    def blanked(self) -> bytes:
+        return blank_comments_and_strings(self.data)
+
+    @property
+    def root(self) -> Node:
+        return self.tree.root_node
+
+    def span(self, node: Node) -> Span:
+        return Span(node.start_byte, node.end_byte, lines=self.lines)
+
+    def span_bytes(self, start: int, end: int) -> Span:
+        return Span(start, end, lines=self.lines)
+
+    def text(self, node: Node | None) -> str:
+        if node is None:
+            return ""
+        return self.data[node.start_byte:node.end_byte].decode("utf-8", "replace")
+
+    def node_at(self, span: Span | None) -> Node | None:
+        return node_at(self.root, span)
+
+    @property
+    def language(self) -> Language:
+        if self.options.language is not None:
+            return self.options.language
+        path = self.path or self.kernels.path
+        return "c" if path is not None and PurePath(path).suffix == ".c" else "cpp"
+
+    # -- file-level facts ------------------------------------------------------------------
+
+    @cached_property
+    def constants(self) -> ConstEnv:
+        from perflsp.kernels.context import ExtractionContext
+        from perflsp.kernels.symbols import file_env
+
+        return file_env(ExtractionContext(data=self.data, tree=self.tree, lines=self.lines, path=self.path))
+
+    @cached_property
+    def aliases(self) -> dict[str, str]:
+        """typedef / using / `#define NAME type` names of scalar types."""
+        aliases: dict[str, str] = {}
+        for name, body in self.constants.all_macros().items():
+            words = body.split()
+            if words and all(w in _TYPE_WORDS for w in words):
+                aliases[name] = body
+        for node in _top_level(self.root):
+            if node.type == "type_definition":
+                type_node = node.child_by_field_name("type")
+                for declarator in node.children_by_field_name("declarator"):
+                    if declarator.type == "type_identifier" and type_node is not None:
+                        aliases[self.text(declarator)] = self.text(type_node)
+            elif node.type == "alias_declaration":
+                name = node.child_by_field_name("name")
+                type_node = node.child_by_field_name("type")
+                if name is not None and type_node is not None and "*" not in self.text(type_node):
+                    aliases[self.text(name)] = self.text(type_node)
+        return aliases
+
+    @cached_property
+    def file_scope(self) -> Scope:
+        names: dict[str, Ty | Node | None] = {}
+        for node in _top_level(self.root):
+            if node.type == "declaration" and not any(c.type == "function_declarator" for c in node.named_children):
+                bind_declaration(node, names, self.aliases)
+        return Scope(names)
+
+    @cached_property
+    def function_returns(self) -> dict[str, Ty | None]:
+        """Return types of the file's `__device__` functions, by simple and qualified name."""
+        returns: dict[str, Ty | None] = {}
+        for fn in self.kernels.device_functions:
+            node = self.function_node(fn)
+            ty = self._return_type(node, {}) if node is not None else None
+            for name in (fn.name, fn.qualified_name):
+                if name in returns and returns[name] != ty:
+                    returns[name] = None  # overloads with different return types
+                else:
+                    returns[name] = ty
+        return returns
+
+    def _return_type(self, function: Node, aliases: dict[str, str]) -> Ty | None:
+        type_node = function.child_by_field_name("type")
+        if type_node is None:
+            return None
+        base = normalise_type(self.text(type_node), aliases or self.aliases)
+        declarator = function.child_by_field_name("declarator")
+        depth = 0
+        while declarator is not None and declarator.type == "pointer_declarator":
+            depth += 1
+            declarator = declarator.child_by_field_name("declarator")
+        return Ty(base, depth) if base else None
+
+    # -- functions and their code ----------------------------------------------------------
+
+    def function_node(self, fn: CudaFunction) -> Node | None:
+        """The `function_definition` of an extracted function (None for recovered ones)."""
+        if fn.recovered:
+            return None
+        node = self.root.named_descendant_for_byte_range(fn.name_span.start_byte, fn.name_span.end_byte)
+        while node is not None and node.type != "function_definition":
+            node = node.parent
+        return node
+
+    def instantiations(self, kernel: CudaFunction) -> list[Instantiation]:
+        """Template bindings of a kernel: one per distinct set of explicit template arguments at
+        its launch sites (`k<float, 256>`), else the explicit specialisation's, else none
+        (template parameters then stay unknown, and unknown types never produce findings)."""
+        params = kernel.template_params
+        if not params:
+            return [Instantiation()]
+        if kernel.specialization_args is not None:
+            return [_bind(params, kernel.specialization_args, None)]
+        seen: dict[tuple[str, ...], Instantiation] = {}
+        for site in self.kernels.launches_of(kernel):
+            if site.template_args and site.template_args not in seen:
+                seen[site.template_args] = _bind(params, site.template_args,
+                                                 f"{kernel.name}<{', '.join(site.template_args)}>")
+        return list(seen.values()) or [Instantiation()]
+
+    def scope_of(self, function: Node, aliases: dict[str, str]) -> Scope:
+        key = (function.start_byte, function.end_byte, tuple(sorted(aliases.items())))
+        cache: dict = self.__dict__.setdefault("_scopes", {})
+        if key not in cache:
+            cache[key] = self._build_scope(function, aliases)
+        return cache[key]
+
+    def _build_scope(self, function: Node, aliases: dict[str, str]) -> Scope:
+        names: dict[str, Ty | Node | None] = {}
+        declarator = function.child_by_field_name("declarator")
+        while declarator is not None and declarator.type != "function_declarator":
+            declarator = declarator.child_by_field_name("declarator")
+        params = declarator.child_by_field_name("parameters") if declarator is not None else None
+        if params is not None:
+            for param in params.named_children:
+                if param.type in ("parameter_declaration", "optional_parameter_declaration"):
+                    decl = param.child_by_field_name("declarator")
+                    if decl is None:
+                        continue
+                    name, depth, _ = declarator_name_and_depth(decl)
+                    type_node = param.child_by_field_name("type")
+                    base = normalise_type(self.text(type_node), aliases) if type_node is not None else None
+                    if name is not None:
+                        names[name] = Ty(base, depth) if base else None
+        body = function.child_by_field_name("body")
+        if body is not None:
+            for node in walk(body):
+                if node.type == "declaration":
+                    bind_declaration(node, names, aliases)
+                elif node.type == "for_range_loop":
+                    decl = node.child_by_field_name("declarator")
+                    type_node = node.child_by_field_name("type")
+                    if decl is not None and type_node is not None:
+                        name, depth, _ = declarator_name_and_depth(decl)
+                        base = normalise_type(self.text(type_node), aliases)
+                        if name is not None and base is not None:
+                            names[name] = Ty(base, depth)
+        return Scope(names, parent=self.file_scope)
+
+    def gpu_code(self) -> list[GpuCode]:
+        """Every piece of device code: kernels (per instantiation), `__device__` functions,
+        OpenMP target regions (computed once; typers keep their memo between rules)."""
+        cached = self.__dict__.get("_gpu_code")
+        if cached is None:
+            cached = self.__dict__["_gpu_code"] = list(self._gpu_code())
+        return cached
+
+    def _gpu_code(self) -> Iterator[GpuCode]:
+        for fn in [*self.kernels.kernels, *self.kernels.device_functions]:
+            node = self.function_node(fn)
+            if node is None:
+                continue
+            for inst in (self.instantiations(fn) if fn.is_kernel else [Instantiation()]):
+                aliases = {**self.aliases, **inst.types}
+                typer = ExprTyper(self.scope_of(node, aliases), aliases, self.function_returns, self.language)
+                yield GpuCode(fn.qualified_name, node, typer, inst.label, self._return_type(node, aliases), inst)
+        for region in self.kernels.omp_regions:
+            yield from self._region_code(region)
+
+    def _region_code(self, region: OmpRegion) -> Iterator[GpuCode]:
+        body = self.node_at(region.body_span)
+        if body is None:
+            return
+        function = body.parent
+        while function is not None and function.type != "function_definition":
+            function = function.parent
+        if function is None:
+            typer = ExprTyper(self.file_scope, self.aliases, self.function_returns, self.language)
+        else:  # regions of one function share its typer
+            typers: dict = self.__dict__.setdefault("_region_typers", {})
+            key = function.start_byte
+            if key not in typers:
+                typers[key] = ExprTyper(self.scope_of(function, self.aliases), self.aliases, self.function_returns,
+                                        self.language)
+            typer = typers[key]
+        yield GpuCode(region.name, body, typer)
+
+    def value_env(self, inst: Instantiation | None = None) -> ConstEnv:
+        """Template value parameters (`BLOCK` = 256) on top of the file's constants."""
+        env = self.constants.child()
+        if inst is not None:
+            env.constants.update(inst.values)
+        return env
+
+    def uses_of(self, name: str, start: int = 0, end: int | None = None) -> list[int]:
+        """Byte offsets of `name` as a whole token, outside comments and strings."""
+        pattern = re.compile(rb"(?<![\w$])" + re.escape(name.encode()) + rb"(?![\w$])")
+        return [m.start() for m in pattern.finditer(self.blanked, start, len(self.data) if end is None else end)]
+
+
+_TYPE_WORDS = frozenset({"float", "double", "int", "unsigned", "signed", "long", "short", "char", "const",
+                         "size_t", "int32_t", "uint32_t", "int64_t", "uint64_t"})
+
+
+def _bind(params: tuple[TemplateParam, ...], args: tuple[str, ...], label: str | None) -> Instantiation:
+    types: dict[str, str] = {}
+    values: dict[str, str] = {}
+    for i, param in enumerate(params):
+        value = args[i] if i < len(args) else param.default
+        if value is None:
+            continue
+        (types if param.kind == "type" else values)[param.name] = value
+    return Instantiation(types, values, label)
+
+
+def _top_level(root: Node) -> Iterator[Node]:
+    stack = list(reversed(root.named_children))
+    while stack:
+        node = stack.pop()
+        if node.type in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "linkage_specification",
+                         "declaration_list"):
+            stack.extend(reversed(node.named_children))
+        elif node.type == "namespace_definition":
+            body = node.child_by_field_name("body")
+            if body is not None:
+                stack.extend(reversed(body.named_children))
+        else:
+            yield node
+
+
+def walk(node: Node) -> Iterator[Node]:
+    """Named descendants of `node` (itself first), depth first, in source order."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.named_children))
+
+
+def node_at(root: Node, span: Span | None) -> Node | None:
+    """The outermost named node covering exactly `span` (or the smallest covering it)."""
+    if span is None:
+        return None
+    node = root.named_descendant_for_byte_range(span.start_byte, span.end_byte)
+    if node is None:
+        return None
+    while (node.parent is not None and node.parent.start_byte == span.start_byte
+           and node.parent.end_byte == span.end_byte and node.parent.type != "translation_unit"):
+        node = node.parent
+    return node

@@ -1,0 +1,352 @@
+"""Per-document analysis with caching: recompute only what an edit can have changed.
+
+Kernels and regions are analysed by the static engine one at a time; a result is reused while
+its `analysis_key` (the kernel's normalised text, its launch sites, the GPUs, the options) is the
+same *and* nothing outside kernel bodies changed since (the engine also reads host code, device
+functions and file-level declarations: an edit there starts a new "context" and everything is
+analysed again).
+
+Lint findings are cached per group: a kernel with its launch sites, a device function, an
+OpenMP region, an unresolved launch site. After an edit inside one kernel only that kernel's
+group is linted again (with the device functions it calls, for typing); the other groups keep
+their findings, their positions moved with the text. Fixes are not cached: code actions lint
+the groups they need afresh, so every edit they offer is computed on the current text.
+
+Runs in the document's worker thread; `step` analyses until a deadline so a large file can
+publish its first diagnostics early.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from perflsp.analysis.models import Finding, KernelReport
+from perflsp.hardware.models import Gpu
+from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion, Span
+from perflsp.server import engine_adapter as engine
+from perflsp.server.extraction import Extracted
+from perflsp.source.positions import LineIndex
+
+Item = CudaFunction | OmpRegion | LaunchSite
+
+
+@dataclass
+class _Anchor:
+    item: Item  # the group item the span lay in when the finding was computed
+    offset: int  # span start - item start at that time
+    length: int
+
+
+@dataclass
+class _Group:
+    items: tuple[Item, ...]
+    findings: list[Finding]
+    anchors: list[list[_Anchor | None]]  # per finding: main span, then each related span
+    starts: tuple[int, ...]  # item starts when computed
+
+
+@dataclass
+class AnalysisState:
+    """What one analysis run produced (immutable once `complete`)."""
+
+    context: int
+    reports: dict[int, KernelReport] = field(default_factory=dict)  # id(kernel or region) -> report
+    findings: list[Finding] = field(default_factory=list)
+    complete: bool = False
+    lint_notes: list[str] = field(default_factory=list)
+
+    def report_for(self, item: Any) -> KernelReport | None:
+        return self.reports.get(id(item))
+
+
+class Analyzer:
+    """Caches of one document (worker thread only)."""
+
+    def __init__(self) -> None:
+        self.context = 0
+        self._config_key: Any = None
+        self._keys: dict[int, tuple[Item, tuple[int, ...], str]] = {}  # id(item) -> (item, launch ids, key)
+        self._reports: dict[tuple[int, str], KernelReport] = {}
+        self._groups: dict[tuple[int, ...], _Group] = {}
+        self._pending: list[Item] = []
+        self._state: AnalysisState | None = None
+        self._job: dict[str, Any] = {}
+        self.analysed = 0  # engine runs (for tests and logs)
+        self.linted_groups = 0
+
+    # ------------------------------------------------------------------ run
+
+    def start(self, text: Any, extracted: Extracted, gpus: Sequence[Gpu], lint_codes: Iterable[str] | None,
+              config_key: Any, lines: LineIndex) -> AnalysisState:
+        """Begin analysing the current text; call `step` until the state is complete."""
+        if config_key != self._config_key or extracted.change in ("full", "other"):
+            self.context += 1
+            self._config_key = config_key
+            self._keys.clear()
+            self._reports.clear()
+            self._groups.clear()
+        fk = extracted.kernels
+        opts = engine.options(getattr(text, "preprocessed", None))
+        self._job = {
+            "data": text.data, "tree": text.tree, "fk": fk, "gpus": tuple(gpus), "opts": opts, "lines": lines,
+            "unit": None, "lint_codes": None if lint_codes is None else frozenset(lint_codes),
+            "edit_start": extracted.edit_start,
+        }
+        self._state = AnalysisState(self.context)
+        self._pending = [*fk.kernels, *fk.omp_regions]
+        self._lints_done = False
+        return self._state
+
+    def step(self, deadline: float | None = None) -> AnalysisState:
+        state = self._state
+        assert state is not None
+        job = self._job
+        fk: FileKernels = job["fk"]
+        while self._pending:
+            item = self._pending[0]
+            launches = fk.launches_of(item) if isinstance(item, CudaFunction) else []
+            launch_ids = tuple(id(s) for s in launches)
+            cached = self._keys.get(id(item))
+            if cached is not None and cached[0] is item and cached[1] == launch_ids:
+                key = cached[2]
+            else:
+                key = engine.key(item, launches, job["gpus"], job["opts"])
+                self._keys[id(item)] = (item, launch_ids, key)
+            report = self._reports.get((self.context, key))
+            if report is None:
+                if job["unit"] is None:
+                    job["unit"] = engine.new_unit(job["data"], job["tree"], fk, job["opts"], job["lines"])
+                report = engine.analyze(job["unit"], item, job["gpus"])
+                self.analysed += 1
+                self._reports[(self.context, key)] = report
+            elif report.kernel is not item or report.launches != launches:
+                report = dataclasses.replace(report, kernel=item, launches=list(launches))
+                self._reports[(self.context, key)] = report
+            state.reports[id(item)] = report
+            self._pending.pop(0)
+            if deadline is not None and time.monotonic() > deadline and self._pending:
+                return state
+        if not self._lints_done:
+            state.findings = self._lint(state)
+            self._lints_done = True
+        self._prune(state)
+        state.complete = True
+        return state
+
+    def _prune(self, state: AnalysisState) -> None:
+        fk: FileKernels = self._job["fk"]
+        live = {id(x) for x in (*fk.kernels, *fk.omp_regions)}
+        self._keys = {k: v for k, v in self._keys.items() if k in live}
+        wanted = {(self.context, v[2]) for v in self._keys.values()}
+        self._reports = {k: v for k, v in self._reports.items() if k in wanted}
+        self._job["unit"] = None  # holds the whole text's helper structures
+
+    # ------------------------------------------------------------------ lints
+
+    def _lint(self, state: AnalysisState) -> list[Finding]:
+        job = self._job
+        if not engine.lints_available():
+            return []
+        fk: FileKernels = job["fk"]
+        groups = _groups_of(fk)
+        identity = {tuple(id(i) for i in g): g for g in groups}
+        stale = [g for k, g in identity.items() if not self._reusable(self._groups.get(k), g)]
+        fresh_groups: dict[tuple[int, ...], _Group] = {}
+        if stale:
+            if len(stale) == len(groups):
+                findings = engine.run_lints(job["data"], job["tree"], fk, job["gpus"], job["lint_codes"], state.lint_notes)
+            else:
+                findings = engine.run_lints(job["data"], job["tree"], _restricted(fk, stale, job["data"]), job["gpus"],
+                                            job["lint_codes"], state.lint_notes)
+            self.linted_groups += len(stale)
+            fresh_groups = _assign(findings, stale, job["lines"])
+        out: list[Finding] = []
+        new_cache: dict[tuple[int, ...], _Group] = {}
+        for k, items in identity.items():
+            group = fresh_groups.get(k) or self._groups.get(k)
+            if group is None:
+                group = _Group(items, [], [], tuple(_start(i) for i in items))
+            group = _moved(group, job["lines"], job["edit_start"])
+            new_cache[k] = group
+            out.extend(group.findings)
+        self._groups = new_cache
+        out.sort(key=lambda f: (f.span.start_byte, f.span.end_byte, f.code))
+        return out
+
+    def _reusable(self, cached: _Group | None, items: tuple[Item, ...]) -> bool:
+        return cached is not None and len(cached.items) == len(items) and all(a is b for a, b in zip(cached.items, items))
+
+def lint_fresh(data: bytes, tree: Any, fk: FileKernels, gpus: Sequence[Gpu], lint_codes: Iterable[str] | None,
+               items: Sequence[Item]) -> list[Finding]:
+    """Findings with their fixes for the groups of `items`, computed on this text (code actions)."""
+    if not engine.lints_available() or not items:
+        return []
+    wanted = {id(i) for i in items}
+    groups = [g for g in _groups_of(fk) if any(id(i) in wanted for i in g)]
+    if not groups:
+        return []
+    codes = None if lint_codes is None else frozenset(lint_codes)
+    findings = engine.run_lints(data, tree, _restricted(fk, groups, data), gpus, codes)
+    extents = [_extent(i) for g in groups for i in g]
+    return [f for f in findings if any(s <= f.span.start_byte <= e for s, e in extents)]
+
+
+# --------------------------------------------------------------------------- groups
+
+
+def _groups_of(fk: FileKernels) -> list[tuple[Item, ...]]:
+    groups: list[tuple[Item, ...]] = []
+    by_kernel: dict[str, list[LaunchSite]] = {}
+    unresolved: list[LaunchSite] = []
+    for site in fk.launches:
+        if site.kernel is None:
+            unresolved.append(site)
+        else:
+            by_kernel.setdefault(site.kernel, []).append(site)
+    seen_names: set[str] = set()
+    for kernel in fk.kernels:
+        sites = by_kernel.get(kernel.qualified_name, []) if kernel.qualified_name not in seen_names else []
+        seen_names.add(kernel.qualified_name)
+        groups.append((kernel, *sites))
+    for name, sites in by_kernel.items():
+        if name not in seen_names:  # launches of a kernel that is gone: lint them alone
+            groups.extend((s,) for s in sites)
+    groups.extend((fn,) for fn in fk.device_functions)
+    groups.extend((r,) for r in fk.omp_regions)
+    groups.extend((s,) for s in unresolved)
+    return groups
+
+
+_CALL = re.compile(rb"([A-Za-z_]\w*)\s*(?:<[^<>;{}]*>)?\s*\(")
+
+
+def _restricted(fk: FileKernels, groups: Sequence[tuple[Item, ...]], data: bytes) -> FileKernels:
+    """The items of `groups`, plus the device functions their code calls (for typing calls)."""
+    kernels: list[CudaFunction] = []
+    device: list[CudaFunction] = []
+    regions: list[OmpRegion] = []
+    launches: list[LaunchSite] = []
+    for group in groups:
+        for item in group:
+            if isinstance(item, LaunchSite):
+                launches.append(item)
+            elif isinstance(item, OmpRegion):
+                regions.append(item)
+            elif item.space == "global":
+                kernels.append(item)
+            else:
+                device.append(item)
+    by_name: dict[str, list[CudaFunction]] = {}
+    for fn in fk.device_functions:
+        by_name.setdefault(fn.name, []).append(fn)
+    chosen = {id(d) for d in device}
+    todo = [*kernels, *device, *regions]
+    while todo:  # calls, transitively
+        item = todo.pop()
+        start, end = _extent(item)
+        for m in _CALL.finditer(data, start, end):
+            for fn in by_name.get(m.group(1).decode("ascii", "replace"), ()):
+                if id(fn) not in chosen:
+                    chosen.add(id(fn))
+                    device.append(fn)
+                    todo.append(fn)
+    device.sort(key=lambda f: f.span.start_byte)
+    return FileKernels(path=fk.path, kernels=kernels, device_functions=device, omp_regions=regions,
+                       launches=sorted(launches, key=lambda s: s.span.start_byte), has_errors=fk.has_errors)
+
+
+def _extent(item: Item) -> tuple[int, int]:
+    if isinstance(item, OmpRegion):
+        return item.span.start_byte, max(item.span.end_byte, item.body_span.end_byte if item.body_span else 0)
+    return item.span.start_byte, item.span.end_byte
+
+
+def _start(item: Item) -> int:
+    return item.span.start_byte
+
+
+def _assign(findings: list[Finding], groups: Sequence[tuple[Item, ...]], lines: LineIndex) -> dict[tuple[int, ...], _Group]:
+    """Give each finding to the group whose innermost item contains its span."""
+    entries: list[tuple[int, int, int, Item, tuple[int, ...]]] = []  # start, -end, order, item, group key
+    for group in groups:
+        key = tuple(id(i) for i in group)
+        for item in group:
+            start, end = _extent(item)
+            entries.append((start, -end, len(entries), item, key))
+    entries.sort(key=lambda e: (e[0], e[1], e[2]))
+    starts = [e[0] for e in entries]
+    out = {tuple(id(i) for i in g): _Group(g, [], [], tuple(_start(i) for i in g)) for g in groups}
+
+    def innermost(offset: int) -> tuple[Item, tuple[int, ...]] | None:
+        best: tuple[Item, tuple[int, ...]] | None = None
+        best_size = None
+        for index in range(bisect.bisect_right(starts, offset) - 1, -1, -1):
+            start, neg_end, _, item, key = entries[index]
+            if offset <= -neg_end and (best_size is None or -neg_end - start < best_size):
+                best, best_size = (item, key), -neg_end - start
+        return best
+
+    for finding in findings:
+        hit = innermost(finding.span.start_byte)
+        if hit is None:
+            continue
+        item, key = hit
+        group = out[key]
+        anchors: list[_Anchor | None] = [_anchor_in(group.items, finding.span)]
+        anchors += [_anchor_in(group.items, span) for span, _ in finding.related]
+        group.findings.append(_rebound(finding, lines))
+        group.anchors.append(anchors)
+    return out
+
+
+def _anchor_in(items: tuple[Item, ...], span: Span) -> _Anchor | None:
+    for item in sorted(items, key=lambda i: _extent(i)[1] - _extent(i)[0]):
+        start, end = _extent(item)
+        if start <= span.start_byte and span.end_byte <= end:
+            return _Anchor(item, span.start_byte - item.span.start_byte, span.end_byte - span.start_byte)
+    return None
+
+
+def _rebound(finding: Finding, lines: LineIndex) -> Finding:
+    """The finding with its spans on the document's line index and without fixes (fixes carry
+    byte offsets that other edits would invalidate; code actions recompute them)."""
+    return dataclasses.replace(
+        finding,
+        span=Span(finding.span.start_byte, finding.span.end_byte, lines=lines),
+        related=tuple((Span(s.start_byte, s.end_byte, lines=lines), m) for s, m in finding.related),
+        fixes=(),
+    )
+
+
+def _moved(group: _Group, lines: LineIndex, edit_start: int | None) -> _Group:
+    """Move a reused group's findings with the items they belong to (and forget positions
+    computed before an edit that precedes them)."""
+    starts = tuple(_start(i) for i in group.items)
+    if not group.findings:
+        return group
+    if starts == group.starts and (edit_start is None or all(f.span.start_byte < edit_start for f in group.findings)):
+        return group
+    findings: list[Finding] = []
+    anchors: list[list[_Anchor | None]] = []
+    for finding, spans in zip(group.findings, group.anchors):
+        main = spans[0]
+        if main is None:
+            continue  # cannot follow the text: dropped until the group is linted again
+        def place(anchor: _Anchor | None, old: Span) -> Span:
+            if anchor is None:
+                return old
+            start = anchor.item.span.start_byte + anchor.offset
+            return Span(start, start + anchor.length, lines=lines)
+        findings.append(dataclasses.replace(
+            finding,
+            span=place(main, finding.span),
+            related=tuple((place(a, s), m) for a, (s, m) in zip(spans[1:], finding.related)),
+        ))
+        anchors.append(spans)
+    return _Group(group.items, findings, anchors, starts)

@@ -1,0 +1,305 @@
+"""The perflsp language server: the pygls server class and the registration of its features.
+
+Analysis code is imported only after `initialize` has been answered (the editor waits for that
+answer); each feature lives in `perflsp.server.features.<name>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+
+from perflsp import __version__
+from perflsp.server.protocol import PerfProtocol, is_parse_error
+
+log = logging.getLogger("perflsp.server")
+
+COMMANDS = (
+    "perflsp.explainKernel",
+    "perflsp.profileKernel",
+    "perflsp.askLaunchParameters",
+    "perflsp.listGpus",
+    "perflsp.setGpus",
+    "perflsp.rooflineData",
+    "perflsp.status",
+)
+CODE_ACTION_KINDS = [lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.RefactorRewrite, lsp.CodeActionKind.Empty]
+STATUS_NOTIFICATION = "perflsp/status"
+
+
+class PerfLanguageServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("perflsp", __version__, protocol_cls=PerfProtocol,
+                         text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+        self.workers: dict[str, Any] = {}  # uri -> DocumentWorker
+        self.workspace_state: Any = None  # WorkspaceState, after `initialized`
+        self.init_params: lsp.InitializeParams | None = None
+        self.pull_mode = False
+        self.log_handler: Any = None
+        self._ready: asyncio.Event | None = None
+        self.scan_cache: dict[Any, Any] = {}
+
+    # ------------------------------------------------------------------ lifecycle helpers
+
+    @property
+    def ready(self) -> asyncio.Event:
+        if self._ready is None:
+            self._ready = asyncio.Event()
+        return self._ready
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        if is_parse_error(error):
+            self.protocol.send_parse_error(error)  # type: ignore[attr-defined]
+            return
+        log.error("server error: %s", error)
+
+    def capability(self, path: str) -> Any:
+        value: Any = self.client_capabilities
+        for part in path.split("."):
+            value = getattr(value, part, None) if value is not None else None
+        return value
+
+    # ------------------------------------------------------------------ what workers ask
+
+    def config_for(self, uri: str) -> Any:
+        return self.workspace_state.config_for(uri)
+
+    def document_enabled(self, uri: str, config: Any) -> bool:
+        return self.workspace_state.document_enabled(uri, config)
+
+    def path_for(self, uri: str) -> str | None:
+        from perflsp.server.text import path_of
+
+        path = path_of(uri)
+        return str(path) if path is not None else None
+
+    def resolver_for(self, uri: str) -> Any:
+        return self.workspace_state.resolver_for(uri)
+
+    def lint_codes(self, config: Any) -> set[str] | None:
+        from perflsp.server import engine_adapter as engine
+
+        codes = engine.lint_codes()
+        levels = config.settings.rules
+        return {c for c in codes if levels.get(c) != "off"} if codes else None
+
+    def publish(self, uri: str, version: int | None, diagnostics: list[lsp.Diagnostic]) -> None:
+        if self.pull_mode:
+            return
+        self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics))
+
+    async def snapshot(self, uri: str, exact: bool = False) -> Any:
+        await self.ready.wait()
+        worker = self.workers.get(uri)
+        if worker is None:
+            return None
+        return await worker.current(exact=exact)
+
+    def send_status(self) -> None:
+        from perflsp.server.features import status
+
+        self.protocol.notify(STATUS_NOTIFICATION, status.payload(self))
+
+
+server = PerfLanguageServer()
+
+
+# ---------------------------------------------------------------------- lifecycle
+
+
+@server.feature(lsp.INITIALIZE)
+def on_initialize(ls: PerfLanguageServer, params: lsp.InitializeParams) -> None:
+    ls.init_params = params
+    ls.pull_mode = params.capabilities.text_document is not None and params.capabilities.text_document.diagnostic is not None
+
+
+@server.feature(lsp.INITIALIZED)
+async def on_initialized(ls: PerfLanguageServer, params: lsp.InitializedParams) -> None:
+    from perflsp.server import lifecycle
+
+    try:
+        await lifecycle.initialized(ls)
+    finally:
+        ls.ready.set()
+
+
+@server.feature(lsp.SHUTDOWN)
+def on_shutdown(ls: PerfLanguageServer, params: Any) -> None:
+    for worker in ls.workers.values():
+        worker.close()
+    ls.workers.clear()
+
+
+# ---------------------------------------------------------------------- documents
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: PerfLanguageServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    from perflsp.server.lifecycle import open_document
+
+    open_document(ls, params)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: PerfLanguageServer, params: lsp.DidChangeTextDocumentParams) -> None:
+    from perflsp.server.lifecycle import change_document
+
+    change_document(ls, params)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: PerfLanguageServer, params: lsp.DidCloseTextDocumentParams) -> None:
+    worker = ls.workers.pop(params.text_document.uri, None)
+    if worker is not None:
+        worker.close()
+        if not ls.pull_mode:
+            ls.publish(params.text_document.uri, None, [])
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
+async def did_save(ls: PerfLanguageServer, params: lsp.DidSaveTextDocumentParams) -> None:
+    from perflsp.server.lifecycle import saved
+
+    await saved(ls, params.text_document.uri)
+
+
+@server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def did_change_configuration(ls: PerfLanguageServer, params: lsp.DidChangeConfigurationParams) -> None:
+    from perflsp.server.lifecycle import configuration_changed
+
+    await ls.ready.wait()
+    await configuration_changed(ls, params.settings)
+
+
+@server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+async def did_change_watched_files(ls: PerfLanguageServer, params: lsp.DidChangeWatchedFilesParams) -> None:
+    from perflsp.server.lifecycle import files_changed
+
+    await ls.ready.wait()
+    await files_changed(ls, [change.uri for change in params.changes])
+
+
+@server.feature(lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+async def did_change_folders(ls: PerfLanguageServer, params: lsp.DidChangeWorkspaceFoldersParams) -> None:
+    from perflsp.server.lifecycle import folders_changed
+
+    await ls.ready.wait()
+    await folders_changed(ls, params.event)
+
+
+# ---------------------------------------------------------------------- language features
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DIAGNOSTIC,
+                lsp.DiagnosticOptions(identifier="perflsp", inter_file_dependencies=False, workspace_diagnostics=False))
+async def pull_diagnostics(ls: PerfLanguageServer, params: lsp.DocumentDiagnosticParams) -> lsp.DocumentDiagnosticReport:
+    from perflsp.server.features import diagnostics
+
+    snap = await ls.snapshot(params.text_document.uri, exact=True)
+    return diagnostics.full_report(snap, params.previous_result_id)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_HOVER)
+async def hover(ls: PerfLanguageServer, params: lsp.HoverParams) -> lsp.Hover | None:
+    from perflsp.server.features import hover as feature
+
+    snap = await ls.snapshot(params.text_document.uri)
+    return feature.hover(snap, params.position) if snap is not None else None
+
+
+@server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION,
+                lsp.CodeActionOptions(code_action_kinds=CODE_ACTION_KINDS, resolve_provider=False))
+async def code_action(ls: PerfLanguageServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction] | None:
+    from perflsp.server.features import code_actions
+
+    snap = await ls.snapshot(params.text_document.uri)
+    if snap is None:
+        return None
+    worker = ls.workers.get(params.text_document.uri)
+    return await asyncio.to_thread(code_actions.actions, ls, worker, snap, params)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_INLAY_HINT, lsp.InlayHintOptions(resolve_provider=False))
+async def inlay_hints(ls: PerfLanguageServer, params: lsp.InlayHintParams) -> list[lsp.InlayHint] | None:
+    from perflsp.server.features import inlay_hints as feature
+
+    snap = await ls.snapshot(params.text_document.uri)
+    return feature.hints(snap, params.range) if snap is not None else None
+
+
+@server.feature(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=False))
+async def code_lens(ls: PerfLanguageServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens] | None:
+    from perflsp.server.features import code_lens as feature
+
+    snap = await ls.snapshot(params.text_document.uri)
+    return feature.lenses(snap) if snap is not None else None
+
+
+# ---------------------------------------------------------------------- commands
+
+
+def _register_commands() -> None:
+    for name in COMMANDS:
+        def make(command: str):
+            async def handler(ls: PerfLanguageServer, *args: Any) -> Any:
+                from perflsp.server.features import commands
+
+                await ls.ready.wait()
+                return await commands.run(ls, command, list(args))
+
+            handler.__name__ = command.replace(".", "_")
+            return handler
+
+        server.command(name)(make(name))
+
+
+_register_commands()
+
+
+# ---------------------------------------------------------------------- entry point
+
+
+def run(tcp: str | None = None, log_level: str = "info") -> None:
+    from perflsp.server import logs
+
+    server.log_handler = logs.setup(log_level, server)
+    if tcp:
+        host, _, port = tcp.rpartition(":")
+        _serve_tcp(host or "127.0.0.1", int(port))
+    else:
+        server.start_io()
+
+
+def _serve_tcp(host: str, port: int) -> None:
+    """pygls' start_tcp, reporting the bound port on stderr (useful with port 0)."""
+    from pygls.io_ import run_async
+
+    stop = server._stop_event = __import__("threading").Event()
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        server.protocol.set_writer(writer)  # type: ignore[arg-type]
+        await run_async(stop_event=stop, reader=reader, protocol=server.protocol, logger=logging.getLogger("pygls"),
+                        error_handler=server.report_server_error)
+        server.shutdown()
+
+    async def main() -> None:
+        tcp_server = await asyncio.start_server(connection, host, port)
+        server._server = tcp_server
+        bound = tcp_server.sockets[0].getsockname()
+        sys.stderr.write(f"perflsp: listening on {bound[0]}:{bound[1]}\n")
+        sys.stderr.flush()
+        async with tcp_server:
+            try:
+                await tcp_server.serve_forever()
+            except asyncio.CancelledError:
+                pass
+
+    try:
+        asyncio.run(main())
+    except (KeyboardInterrupt, SystemExit):
+        pass

@@ -1,0 +1,101 @@
+"""What the features read: one analysed version of one document (a `Snapshot`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tree_sitter import Tree
+
+from perflsp.analysis.models import KernelReport
+from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
+from perflsp.source.positions import LineIndex, Position
+
+if TYPE_CHECKING:
+    from perflsp.server.analysis import AnalysisState
+    from perflsp.server.config import ResolvedConfig
+
+
+@dataclass
+class Snapshot:
+    """One version's text, tree, extraction and analysis. Only the newest snapshot of a
+    document is ever read: its line index (and the spans of kept kernels) follow later edits."""
+
+    uri: str
+    version: int | None
+    data: bytes
+    tree: Tree
+    lines: LineIndex
+    kernels: FileKernels
+    analysis: AnalysisState
+    config: ResolvedConfig
+    preprocessed: Any = None  # the preprocessor's macros for this text (ConstEnv)
+    exact: bool = True  # the tree equals a fresh parse (incremental error recovery can differ)
+    diagnostics: list[Any] = field(default_factory=list)  # lsp.Diagnostic, as published
+
+    @property
+    def complete(self) -> bool:
+        return self.analysis.complete
+
+    def offset(self, position: Position | tuple[int, int]) -> int:
+        return self.lines.offset(position)
+
+    def reports(self) -> list[KernelReport]:
+        """Reports in document order (kernels, then OpenMP regions, by position)."""
+        items = sorted([*self.kernels.kernels, *self.kernels.omp_regions], key=lambda k: k.span.start_byte)
+        out = []
+        for item in items:
+            report = self.analysis.report_for(item)
+            if report is not None:
+                out.append(report)
+        return out
+
+    def report_for(self, item: Any) -> KernelReport | None:
+        return self.analysis.report_for(item)
+
+    # -- what is under the cursor --------------------------------------------------------
+
+    def kernel_at_name(self, offset: int) -> CudaFunction | None:
+        for kernel in (*self.kernels.kernels, *self.kernels.device_functions):
+            if kernel.name_span.contains(offset):
+                return kernel
+        return None
+
+    def kernel_containing(self, offset: int) -> CudaFunction | None:
+        best = None
+        for kernel in self.kernels.kernels:
+            if kernel.span.contains(offset) and (best is None or kernel.span.start_byte > best.span.start_byte):
+                best = kernel
+        return best
+
+    def launch_at(self, offset: int) -> LaunchSite | None:
+        best = None
+        for site in self.kernels.launches:
+            if site.span.contains(offset) and (best is None or site.span.start_byte > best.span.start_byte):
+                best = site
+        return best
+
+    def region_at(self, offset: int, pragma_only: bool = False) -> OmpRegion | None:
+        for region in self.kernels.omp_regions:
+            if region.span.contains(offset):
+                return region
+            if not pragma_only and region.body_span is not None and region.body_span.contains(offset):
+                return region
+        return None
+
+    def kernel_named(self, name: str) -> CudaFunction | OmpRegion | None:
+        for kernel in self.kernels.kernels:
+            if name in (kernel.qualified_name, kernel.name):
+                return kernel
+        for region in self.kernels.omp_regions:
+            if region.name == name:
+                return region
+        return None
+
+    def report_of_launch(self, site: LaunchSite) -> KernelReport | None:
+        if site.kernel is None:
+            return None
+        for kernel in self.kernels.kernels:
+            if kernel.qualified_name == site.kernel:
+                return self.report_for(kernel)
+        return None

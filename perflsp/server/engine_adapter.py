@@ -1,0 +1,176 @@
+"""The server's only door to the analysis layer: the static engine, the lint rules, the rule
+registry and the fix builders. Everything else in the server calls these functions, so a change
+of signature in the analysis layer is absorbed here.
+
+The lint rules, the rule registry and the fix builders are optional imports: a build without
+them still serves roofline verdicts (and says so in the log).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+from tree_sitter import Tree
+
+from perflsp.analysis.engine import ENGINE_VERSION, AnalysisOptions, AnalysisUnit, analysis_key, analyze_kernel
+from perflsp.analysis.models import Finding, Fix, KernelReport
+from perflsp.hardware.models import Gpu
+from perflsp.kernels.consteval import ConstEnv
+from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
+from perflsp.source.positions import LineIndex
+
+log = logging.getLogger(__name__)
+
+Kernel = CudaFunction | OmpRegion
+ROOFLINE_DEFAULTS = {"roofline/compute-bound": "information", "roofline/bandwidth-bound": "information",
+                     "roofline/uncertain": "hint"}
+DOCS_FALLBACK_URL = "https://github.com/perflsp/perflsp/blob/main/docs/"
+
+__all__ = ["ENGINE_VERSION", "AnalysisOptions", "Kernel", "analysis_key"]
+
+
+@cache
+def _optional(name: str) -> ModuleType | None:
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        log.info("%s is not available (%s): its features are off", name, exc)
+        return None
+
+
+def lints_available() -> bool:
+    return _optional("perflsp.analysis.lints") is not None
+
+
+def fixes_available() -> bool:
+    return _optional("perflsp.analysis.fixes") is not None
+
+
+# --------------------------------------------------------------------------- engine
+
+
+def options(preprocessed: ConstEnv | None, registers: Sequence[tuple[str, int]] = ()) -> AnalysisOptions:
+    return AnalysisOptions(include_env=preprocessed, registers=tuple(registers))
+
+
+def new_unit(data: bytes, tree: Tree, kernels: FileKernels, opts: AnalysisOptions, lines: LineIndex) -> AnalysisUnit:
+    return AnalysisUnit(data, tree, kernels, opts, lines)
+
+
+def key(kernel: Kernel, launches: Sequence[LaunchSite], gpus: Sequence[Gpu], opts: AnalysisOptions) -> str:
+    return analysis_key(kernel, launches, gpus, opts)
+
+
+def analyze(unit: AnalysisUnit, kernel: Kernel, gpus: Sequence[Gpu]) -> KernelReport:
+    return analyze_kernel(unit, kernel, gpus)
+
+
+# --------------------------------------------------------------------------- lints and rules
+
+
+def lint_codes() -> tuple[str, ...]:
+    module = _optional("perflsp.analysis.lints")
+    return tuple(getattr(module, "LINT_CODES", ())) if module is not None else ()
+
+
+def run_lints(data: bytes, tree: Tree, kernels: FileKernels, gpus: Sequence[Gpu],
+              enabled: Collection[str] | None, notes: list[str] | None = None) -> list[Finding]:
+    module = _optional("perflsp.analysis.lints")
+    if module is None:
+        return []
+    return module.run_lints(data, tree, kernels, gpus, enabled=enabled, notes=notes)
+
+
+def known_rule_codes() -> set[str] | None:
+    rules = _optional("perflsp.analysis.rules")
+    if rules is None:
+        return None
+    return set(rules.RULES)
+
+
+def rule_doc_url(code: str) -> str | None:
+    rules = _optional("perflsp.analysis.rules")
+    if rules is None:
+        return DOCS_FALLBACK_URL + "rules/roofline.md" if code.startswith("roofline/") else None
+    return rules.rule_doc_url(code)
+
+
+def default_severity(code: str) -> str:
+    rules = _optional("perflsp.analysis.rules")
+    info = rules.rule_info(code) if rules is not None else None
+    if info is not None:
+        return info.default_severity
+    return ROOFLINE_DEFAULTS.get(code, "warning")
+
+
+def rule_summary(code: str) -> str | None:
+    rules = _optional("perflsp.analysis.rules")
+    info = rules.rule_info(code) if rules is not None else None
+    return info.summary if info is not None else None
+
+
+# --------------------------------------------------------------------------- fixes
+
+
+class FixUnavailable(Exception):
+    """The fix builders are missing or refused this edit (the reason is the message)."""
+
+
+def _fixes() -> Any:
+    module = _optional("perflsp.analysis.fixes")
+    if module is None:
+        raise FixUnavailable("the fix builders (perflsp.analysis.fixes) are not installed")
+    return module
+
+
+def _call(name: str, *args: Any, **kwargs: Any) -> Fix:
+    import inspect
+
+    module = _fixes()
+    function = getattr(module, name)
+    if "file_kernels" in kwargs and "file_kernels" not in inspect.signature(function).parameters:
+        kwargs.pop("file_kernels")
+    try:
+        return function(*args, **kwargs)
+    except module.EditError as exc:
+        raise FixUnavailable(str(exc)) from exc
+
+
+def set_block_size(data: bytes, tree: Tree, site: LaunchSite, block: int, file_kernels: FileKernels | None = None) -> Fix:
+    return _call("set_block_size", data, tree, site, block, file_kernels=file_kernels)
+
+
+def set_launch_bounds(data: bytes, tree: Tree, kernel: CudaFunction, max_threads: int, min_blocks: int | None = None,
+                      file_kernels: FileKernels | None = None) -> Fix:
+    return _call("set_launch_bounds", data, tree, kernel, max_threads, min_blocks, file_kernels=file_kernels)
+
+
+def set_omp_clauses(data: bytes, tree: Tree, region: OmpRegion, thread_limit: int | None = None,
+                    num_teams: int | None = None) -> Fix:
+    return _call("set_omp_clauses", data, tree, region, thread_limit=thread_limit, num_teams=num_teams)
+
+
+def best_block_for(kernel: CudaFunction | None, gpu: Gpu, regs_per_thread: int | None = None) -> int | None:
+    """The occupancy-best block size (a multiple of the warp) for `kernel` on `gpu`."""
+    module = _optional("perflsp.analysis.fixes")
+    if module is not None and hasattr(module, "best_block_for"):
+        try:
+            return int(module.best_block_for(kernel, gpu, regs_per_thread))
+        except (ValueError, TypeError):
+            return None
+    from perflsp.hardware.occupancy import OccupancyInputError, best_block_size
+
+    limit = None
+    if kernel is not None and kernel.launch_bounds is not None and isinstance(kernel.launch_bounds.max_threads.value, int):
+        limit = kernel.launch_bounds.max_threads.value
+    try:
+        size = best_block_size(gpu, regs_per_thread or 32, max_threads_per_block=limit).block_size
+    except (OccupancyInputError, ValueError, TypeError):
+        return None
+    return max(gpu.warp_size, size - size % gpu.warp_size)

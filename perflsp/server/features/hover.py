@@ -1,0 +1,179 @@
+"""Hover: the roofline story of a kernel (on its name, a launch site or an OpenMP pragma), and a
+short performance note on GPU-specific identifiers (`__shfl_sync`, `__ldg`, `atomicAdd`, ...)."""
+
+from __future__ import annotations
+
+import tomllib
+from functools import cache
+from pathlib import Path
+
+from lsprotocol import types as lsp
+
+from perflsp.analysis.models import Estimate, KernelReport, OpCounts
+from perflsp.hardware.precision import ROOFLINE_PRECISIONS
+from perflsp.kernels.models import LaunchSite, Span
+from perflsp.server.documents import Snapshot
+from perflsp.server.features.common import (
+    LABELS,
+    intensity_vs_ridge,
+    kernel_name,
+    launch_label,
+    number,
+    short_verdict,
+    to_range,
+    unit,
+)
+from perflsp.source.positions import Position
+
+
+@cache
+def intrinsic_notes() -> dict[str, str]:
+    data = tomllib.loads((Path(__file__).with_name("intrinsics.toml")).read_text(encoding="utf-8"))
+    return {name: entry["note"] for name, entry in data.items()}
+
+
+def hover(snapshot: Snapshot, position: lsp.Position) -> lsp.Hover | None:
+    offset = snapshot.offset(Position(position.line, position.character))
+    region = snapshot.region_at(offset, pragma_only=True)
+    if region is not None:
+        report = snapshot.report_for(region)
+        if report is not None:
+            return _hover(kernel_markdown(report), region.span)
+    kernel = snapshot.kernel_at_name(offset)
+    if kernel is not None:
+        report = snapshot.report_for(kernel)
+        if report is not None:
+            return _hover(kernel_markdown(report), kernel.name_span)
+        if kernel.space == "device":
+            return _hover(f"### `{kernel.qualified_name}` (`__device__` function)\n\nAnalysed as part of the kernels "
+                          "that call it; its operations count toward theirs.", kernel.name_span)
+    site = snapshot.launch_at(offset)
+    if site is not None and (site.callee_span.contains(offset) or site.config_span.contains(offset)):
+        report = snapshot.report_of_launch(site)
+        if report is not None:
+            return _hover(launch_markdown(site) + "\n\n---\n\n" + kernel_markdown(report), site.callee_span)
+        return _hover(launch_markdown(site) + f"\n\nThe kernel `{site.callee}` is not defined in this file: no verdict.",
+                      site.callee_span)
+    return _identifier_note(snapshot, offset)
+
+
+def _hover(markdown: str, span: Span) -> lsp.Hover:
+    return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=markdown), range=to_range(span))
+
+
+def _identifier_note(snapshot: Snapshot, offset: int) -> lsp.Hover | None:
+    node = snapshot.tree.root_node.descendant_for_byte_range(offset, offset)
+    if node is None:
+        return None
+    if node.type not in ("identifier", "field_identifier", "type_qualifier", "__shared__", "primitive_type") and node.child_count:
+        return None
+    name = snapshot.data[node.start_byte:node.end_byte].decode("utf-8", "replace")
+    note = intrinsic_notes().get(name)
+    if note is None:
+        return None
+    span = Span(node.start_byte, node.end_byte, lines=snapshot.lines)
+    return _hover(f"**`{name}`** — performance note\n\n{note}", span)
+
+
+# --------------------------------------------------------------------------- Markdown
+
+
+def kernel_markdown(report: KernelReport) -> str:
+    name = kernel_name(report.kernel)
+    kind = "OpenMP target region" if report.kernel.kind == "omp" else "kernel"
+    lines = [f"### `{name}` — {kind}", ""]
+    lines += _verdict_table(report.estimates)
+    facts = report.facts
+    if facts.uncertain:
+        lines += ["", f"**Uncertain:** {facts.uncertain}"]
+    lines += ["", *_ops_table(report)]
+    for estimate in report.estimates:
+        lines += ["", f"**{estimate.gpu}** — {short_verdict(estimate)}"]
+        for item in estimate.evidence:
+            lines.append(f"- {item}")
+        if estimate.occupancy is not None:
+            lines.append(f"- occupancy {_occupancy(estimate)}")
+        elif estimate.occupancy_note:
+            lines.append(f"- occupancy: {estimate.occupancy_note}")
+        if estimate.to_cross:
+            lines.append(f"- *to cross the ridge:* {estimate.to_cross}")
+    if facts.loops:
+        lines += ["", "**Loops**"]
+        lines += [f"- line {loop.line}: `{loop.variable or '?'}` × {number(loop.trip_count)} ({loop.origin}: {loop.note})"
+                  for loop in facts.loops]
+    if facts.assumptions:
+        lines += ["", "**Assumptions**"]
+        lines += [f"- {a}" for a in facts.assumptions]
+    if facts.evidence:
+        lines += ["", "**Evidence**"]
+        lines += [f"- {e}" for e in facts.evidence]
+    lines += ["", "*Static estimate (not a measurement). Click the code lens for the full explanation.*"]
+    return "\n".join(lines)
+
+
+def _verdict_table(estimates: list[Estimate]) -> list[str]:
+    rows = ["| GPU | verdict | intensity vs ridge | occupancy | confidence |", "| --- | --- | --- | --- | --- |"]
+    for e in estimates:
+        occ = f"{e.occupancy.occupancy:.0%} ({e.occupancy.limiter.value.replace('_', ' ')})" if e.occupancy else "—"
+        rows.append(f"| {e.gpu} | **{short_verdict(e)}** | {intensity_vs_ridge(e) if e.verdict != 'uncertain' else '—'} | "
+                    f"{occ} | {e.confidence:.0%} |")
+    return rows
+
+
+def _ops_table(report: KernelReport) -> list[str]:
+    facts = report.facts
+    per, total = facts.per_item, facts.total
+    item = "thread" if report.kernel.kind == "cuda" else "iteration"
+    rows = [f"| per {item} | per {item} | whole launch |", "| --- | ---: | ---: |"]
+
+    def row(label: str, a: float, b: float) -> None:
+        if a or b:
+            rows.append(f"| {label} | {number(a)} | {_big(b)} |")
+
+    for precision in ROOFLINE_PRECISIONS:
+        ops = OpCounts.ops(per, precision)
+        row(f"{LABELS.get(precision, precision.value)} {'ops' if unit(precision) == 'op/B' else 'FLOP'}",
+            ops, OpCounts.ops(total, precision))
+    row("special-function ops", per.special, total.special)
+    row("atomics", per.atomics, total.atomics)
+    row("global load bytes", per.global_load_bytes, total.global_load_bytes)
+    row("global store bytes", per.global_store_bytes, total.global_store_bytes)
+    row("shared-memory bytes", per.shared_load_bytes + per.shared_store_bytes,
+        total.shared_load_bytes + total.shared_store_bytes)
+    rows.append(f"| **DRAM bytes (estimated)** | | **{_big(facts.dram_bytes)}** |")
+    work = f"{facts.work_items_note}" if facts.work_items_note else "unknown"
+    return [f"**Work:** {work}", "", *rows, "", f"DRAM model: {facts.dram_note}"]
+
+
+def _occupancy(estimate: Estimate) -> str:
+    occ = estimate.occupancy
+    assert occ is not None
+    limits = ", ".join(f"{lim.value.replace('_', ' ')} {n}" for lim, n in occ.block_limits.items() if n is not None)
+    text = (f"{occ.occupancy:.0%}: {occ.active_blocks_per_sm} blocks × {occ.warps_per_block} warps of "
+            f"{occ.max_warps_per_sm} warp slots per SM, limited by **{occ.limiter.value.replace('_', ' ')}** "
+            f"(blocks per SM allowed by {limits})")
+    if estimate.occupancy_note and "assumed" in estimate.occupancy_note:
+        text += "; registers assumed 32/thread (no ptxas figures)"
+    return text
+
+
+def _big(value: float) -> str:
+    for factor, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {suffix}"
+    return number(value)
+
+
+def launch_markdown(site: LaunchSite) -> str:
+    def value(v) -> str:
+        if v is None:
+            return "—"
+        if v.known:
+            return f"`{v.text.strip()}` = {v.value}"
+        return f"`{v.text.strip()}` ({v.reason or 'not a compile-time constant'})"
+
+    lines = [f"### Launch of `{site.callee}` {launch_label(site)}", "",
+             f"- grid: {value(site.grid)}", f"- block: {value(site.block)}"]
+    if site.shared_mem_bytes is not None:
+        lines.append(f"- dynamic shared memory: {value(site.shared_mem_bytes)}")
+    return "\n".join(lines)

@@ -1,0 +1,50 @@
+"""Inlay hints after each launch site's `<<<...>>>` and each OpenMP target pragma: occupancy and
+verdict per configured GPU."""
+
+from __future__ import annotations
+
+from lsprotocol import types as lsp
+
+from perflsp.server.documents import Snapshot
+from perflsp.server.features.common import short_verdict, verdict_message
+from perflsp.source.positions import Position
+
+_SHORT = {"compute": "compute", "bandwidth": "bandwidth", "uncertain": "uncertain"}
+
+
+def hints(snapshot: Snapshot, visible: lsp.Range) -> list[lsp.InlayHint]:
+    if not snapshot.config.settings.inlay_hints:
+        return []
+    start = snapshot.offset(Position(visible.start.line, visible.start.character))
+    end = snapshot.offset(Position(visible.end.line, visible.end.character))
+    out: list[lsp.InlayHint] = []
+    for site in snapshot.kernels.launches:
+        if not start <= site.config_span.end_byte <= end:
+            continue
+        report = snapshot.report_of_launch(site)
+        if report is None:
+            continue
+        out.append(_hint(site.config_span.end, report))
+    for region in snapshot.kernels.omp_regions:
+        if start <= region.span.end_byte <= end:
+            report = snapshot.report_for(region)
+            if report is not None:
+                out.append(_hint(region.span.end, report))
+    return out
+
+
+def _hint(position: Position, report) -> lsp.InlayHint:
+    parts = []
+    for estimate in report.estimates:
+        gpu = estimate.gpu.split(" ")[0] if len(report.estimates) > 1 else ""
+        text = short_verdict(estimate)
+        if estimate.occupancy is not None:
+            text = f"{estimate.occupancy.occupancy:.0%} occ · {text}"
+        parts.append(f"{gpu}: {text}" if gpu else text)
+    tooltip = "\n\n".join(verdict_message(report, e) for e in report.estimates)
+    return lsp.InlayHint(
+        position=lsp.Position(position.line, position.character),
+        label=" " + " | ".join(parts),
+        padding_left=True,
+        tooltip=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=tooltip),
+    )

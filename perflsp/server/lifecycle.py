@@ -1,0 +1,187 @@
+"""Startup, documents and configuration changes (the handlers in app.py delegate here)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types as lsp
+
+from perflsp.server import engine_adapter as engine
+from perflsp.server import logs
+from perflsp.server.config import CONFIG_FILE
+from perflsp.server.scheduler import DocumentWorker
+from perflsp.server.text import Change, path_of
+from perflsp.server.workspace import WorkspaceState
+from perflsp.source.positions import Position
+
+if TYPE_CHECKING:
+    from perflsp.server.app import PerfLanguageServer
+
+log = logging.getLogger("perflsp.server")
+
+
+async def initialized(ls: PerfLanguageServer) -> None:
+    params = ls.init_params
+    assert params is not None
+    folders: list[tuple[str, Any]] = [(f.uri, path_of(f.uri)) for f in params.workspace_folders or []]
+    if not folders and (params.root_uri or params.root_path):
+        from pygls.uris import from_fs_path
+
+        uri = params.root_uri or from_fs_path(params.root_path or "") or ""
+        folders = [(uri, path_of(uri))]
+    ls.log_handler and setattr(ls.log_handler, "loop", asyncio.get_running_loop())
+    state = WorkspaceState(folders, params.initialization_options)
+    ls.workspace_state = state
+    await pull_configuration(ls)
+    await refresh_all(ls, initial=True)
+    await _register_watchers(ls)
+    log.info("perflsp %s ready: %d workspace folder(s), %s diagnostics, lint rules %s", ls.version,
+             len([f for f in state.folders if f.uri]), "pull" if ls.pull_mode else "push",
+             "on" if engine.lints_available() else "not installed")
+    ls.send_status()
+
+
+async def pull_configuration(ls: PerfLanguageServer) -> None:
+    """Ask the client for `perflsp` settings of each folder (when it answers configuration requests)."""
+    state: WorkspaceState = ls.workspace_state
+    if not ls.capability("workspace.configuration"):
+        return
+    folders = state.folders
+    items = [lsp.ConfigurationItem(section="perflsp", scope_uri=f.uri or None) for f in folders]
+    try:
+        results = await asyncio.wait_for(ls.workspace_configuration_async(lsp.ConfigurationParams(items=items)), 10)
+    except Exception as exc:  # noqa: BLE001 - a client that cannot answer keeps the other layers
+        log.warning("workspace/configuration failed: %s", exc)
+        return
+    from perflsp.server.config import client_values
+
+    for folder, result in zip(folders, results or []):
+        folder.workspace_settings = client_values(result) if isinstance(result, dict) else {}
+
+
+async def refresh_all(ls: PerfLanguageServer, initial: bool = False) -> None:
+    state: WorkspaceState = ls.workspace_state
+    known = engine.known_rule_codes()
+    changed_folders = []
+    for folder in state.folders:
+        changed, problems = state.refresh(folder, known)
+        for problem in problems:
+            ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error if "ignored" not in problem
+                                                          else lsp.MessageType.Warning,
+                                                          message=f"perflsp: {problem}"))
+            log.warning("%s", problem)
+        if changed:
+            changed_folders.append(folder)
+    config = state.folders[0].config
+    if config is not None:
+        logs.set_level(ls.log_handler, config.settings.log_level)
+    if initial:
+        return
+    for uri, worker in ls.workers.items():
+        folder = state.folder_for(uri)
+        if folder in changed_folders:
+            worker.reanalyze(reextract=True)
+    if changed_folders:
+        if ls.capability("workspace.code_lens.refresh_support"):
+            ls.workspace_code_lens_refresh(None)
+        if ls.capability("workspace.inlay_hint.refresh_support"):
+            ls.workspace_inlay_hint_refresh(None)
+        if ls.pull_mode and ls.capability("workspace.diagnostics.refresh_support"):
+            ls.workspace_diagnostic_refresh(None)
+    ls.send_status()
+
+
+async def _register_watchers(ls: PerfLanguageServer) -> None:
+    if not ls.capability("workspace.did_change_watched_files.dynamic_registration"):
+        return
+    watchers = [lsp.FileSystemWatcher(glob_pattern=f"**/{CONFIG_FILE}"),
+                lsp.FileSystemWatcher(glob_pattern="**/*.{h,hh,hpp,hxx,cuh,inc,inl}")]
+    registration = lsp.Registration(id="perflsp-watch", method=lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                                    register_options=lsp.DidChangeWatchedFilesRegistrationOptions(watchers=watchers))
+    try:
+        await asyncio.wait_for(ls.client_register_capability_async(lsp.RegistrationParams(registrations=[registration])), 10)
+    except Exception as exc:  # noqa: BLE001
+        log.info("could not register file watchers (%s): .perflsp.toml changes apply after didChangeConfiguration", exc)
+
+
+# ---------------------------------------------------------------------- documents
+
+
+def open_document(ls: PerfLanguageServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    doc = params.text_document
+    old = ls.workers.pop(doc.uri, None)
+    if old is not None:
+        old.close()
+    worker = DocumentWorker(ls, doc.uri, doc.text, doc.version)
+    ls.workers[doc.uri] = worker
+    asyncio.get_running_loop().create_task(_start(ls, worker))
+
+
+async def _start(ls: PerfLanguageServer, worker: DocumentWorker) -> None:
+    await ls.ready.wait()
+    worker._kick()
+
+
+def change_document(ls: PerfLanguageServer, params: lsp.DidChangeTextDocumentParams) -> None:
+    worker = ls.workers.get(params.text_document.uri)
+    if worker is None:
+        log.warning("change to a document that is not open: %s", params.text_document.uri)
+        return
+    changes = []
+    for change in params.content_changes:
+        if isinstance(change, lsp.TextDocumentContentChangePartial):
+            start, end = change.range.start, change.range.end
+            changes.append(Change(change.text, Position(start.line, start.character), Position(end.line, end.character)))
+        else:
+            changes.append(Change(change.text))
+    if ls.ready.is_set():
+        worker.change(params.text_document.version, changes)
+    else:  # queued: the worker starts once the configuration is known
+        worker._changes.extend(changes)
+        worker.version = params.text_document.version
+
+
+async def saved(ls: PerfLanguageServer, uri: str) -> None:
+    path = path_of(uri)
+    if path is not None and path.suffix.lower() in (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl"):
+        await files_changed(ls, [uri])
+
+
+# ---------------------------------------------------------------------- configuration
+
+
+async def configuration_changed(ls: PerfLanguageServer, settings: Any) -> None:
+    from perflsp.server.config import client_values
+
+    state: WorkspaceState = ls.workspace_state
+    pushed = client_values(settings) if isinstance(settings, dict) else {}
+    if pushed and not ls.capability("workspace.configuration"):
+        state.pushed = pushed  # a client without workspace/configuration sends its settings here
+    elif pushed and "trustedWorkspace" in pushed:
+        state.pushed = {"trusted_workspace": pushed["trustedWorkspace"]}
+    await pull_configuration(ls)
+    await refresh_all(ls)
+
+
+async def files_changed(ls: PerfLanguageServer, uris: list[str]) -> None:
+    state: WorkspaceState = ls.workspace_state
+    configs = [u for u in uris if u.endswith("/" + CONFIG_FILE)]
+    headers = [u for u in uris if u not in configs]
+    if headers:
+        state.forget_headers()
+        for worker in ls.workers.values():
+            worker.reanalyze(reextract=True)
+    if configs:
+        await refresh_all(ls)
+
+
+async def folders_changed(ls: PerfLanguageServer, event: lsp.WorkspaceFoldersChangeEvent) -> None:
+    state: WorkspaceState = ls.workspace_state
+    for removed in event.removed:
+        state.remove_folder(removed.uri)
+    for added in event.added:
+        state.add_folder(added.uri)
+    await pull_configuration(ls)
+    await refresh_all(ls)

@@ -1,0 +1,270 @@
+"""One worker per open document: applies edits, analyses, publishes; never blocks the event loop.
+
+- Edits are queued as they arrive; the worker applies every queued edit, then parses and
+  analyses once (in a thread, `asyncio.to_thread`). A lone edit is analysed at once; edits that
+  arrive while an analysis runs are a burst: the worker waits `debounceMs` for typing to pause.
+- A result whose version is older than the newest edit is dropped, never published.
+- A long analysis (a large file opened, or an edit outside kernel bodies) publishes what it has
+  after `FIRST_PUBLISH_S`, then the rest.
+- tree-sitter's error recovery can differ between an incremental and a fresh parse, so when the
+  tree has errors, the worker re-parses from scratch once the user pauses (`SETTLE_S`) and
+  republishes if that changes anything. Pull diagnostics wait for this exact state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from perflsp.server.analysis import Analyzer
+from perflsp.server.documents import Snapshot
+from perflsp.server.text import Change, TextState
+
+if TYPE_CHECKING:
+    from perflsp.server.config import ResolvedConfig
+
+log = logging.getLogger(__name__)
+
+FIRST_PUBLISH_S = 0.12  # analysis time after which partial results are published
+SETTLE_S = 0.4  # pause after which an error-recovered tree is checked against a fresh parse
+
+
+class DocumentWorker:
+    def __init__(self, host: Any, uri: str, text: str, version: int | None):
+        self.host = host  # the language server (config_for, publish, ...)
+        self.uri = uri
+        self.version = version  # newest version received
+        self._initial: str | None = text
+        self._changes: list[Change] = []
+        self._reset_text: str | None = None
+        self.state: TextState | None = None
+        self.analyzer = Analyzer()
+        self.snapshot: Snapshot | None = None
+        self.enabled = True
+        self.closed = False
+        self._task: asyncio.Task[None] | None = None
+        self._updated = asyncio.Condition()
+        self._reanalyze = True
+        self._reextract = False
+        self._settle = False
+        self._settle_timer: asyncio.TimerHandle | None = None
+        self._busy = False
+        self._burst = False
+        self.published: list[tuple[int | None, bool]] = []  # (version, complete) of each publish (tests)
+
+    # ------------------------------------------------------------------ input
+
+    def change(self, version: int | None, changes: Sequence[Change]) -> None:
+        self._changes.extend(changes)
+        self.version = version
+        if self._busy:
+            self._burst = True
+        self._cancel_settle()
+        self._kick()
+
+    def reanalyze(self, reextract: bool = False) -> None:
+        """Settings changed: analyse again (and extract again for new compile flags)."""
+        self._reanalyze = True
+        self._reextract = self._reextract or reextract
+        self._kick()
+
+    def close(self) -> None:
+        self.closed = True
+        self._cancel_settle()
+        if self._task is not None:
+            self._task.cancel()
+
+    def _kick(self) -> None:
+        if self.closed:
+            return
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    # ------------------------------------------------------------------ waiting
+
+    async def current(self, exact: bool = False, complete: bool = True) -> Snapshot | None:
+        """The snapshot of the newest version (waits for it); None when the document is not
+        analysed (disabled, excluded, closed)."""
+        while True:
+            if self.closed:
+                return None
+            snap = self.snapshot
+            idle = not self._changes and (self._task is None or self._task.done())
+            if not self.enabled and idle:
+                return None
+            if snap is not None and snap.version == self.version and not self._changes:
+                if (snap.complete or not complete) and (snap.exact or not exact):
+                    return snap
+                if exact and not snap.exact and not self._settle:
+                    self._settle = True
+                    self._kick()
+            elif idle:
+                self._kick()
+            async with self._updated:
+                try:
+                    await asyncio.wait_for(self._updated.wait(), timeout=1.0)
+                except TimeoutError:
+                    pass
+
+    async def _notify(self) -> None:
+        async with self._updated:
+            self._updated.notify_all()
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _run(self) -> None:
+        try:
+            while not self.closed:
+                if self._changes or self._initial is not None or self._reanalyze or self._reextract:
+                    await self._analyse()
+                elif self._settle:
+                    self._settle = False
+                    await self._settle_now()
+                else:
+                    break
+                if self._burst and self._changes:
+                    self._burst = False
+                    delay = self.host.config_for(self.uri).settings.debounce_ms / 1000
+                    if delay:
+                        await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug must not kill the document: log it and keep the last result
+            log.exception("analysis of %s failed", self.uri)
+        finally:
+            await self._notify()
+
+    async def _analyse(self) -> None:
+        changes, self._changes = self._changes, []
+        initial, self._initial = self._initial, None
+        version = self.version
+        config: ResolvedConfig = self.host.config_for(self.uri)
+        reextract, self._reextract = self._reextract, False
+        self._reanalyze = False
+        self.enabled = self.host.document_enabled(self.uri, config)
+        self._busy = True
+        try:
+            started = time.monotonic()
+            snap = await asyncio.to_thread(self._compute, initial, changes, version, config, reextract,
+                                           started + FIRST_PUBLISH_S)
+            while not snap.complete:
+                if self._changes or self.closed:
+                    return  # stale: the next round starts from the newer text
+                if self.enabled and not self.published or self.published[-1][0] != version:
+                    self._publish(snap, partial=True)
+                snap = await asyncio.to_thread(self._resume, snap)
+        finally:
+            self._busy = False
+        if self._changes or self.closed:
+            return  # a newer version arrived: this result is stale
+        self.snapshot = snap
+        if self.enabled:
+            self._publish(snap)
+        elif self.published and self.published[-1][0] is not None:
+            self.host.publish(self.uri, version, [])
+            self.published.append((None, True))
+        await self._notify()
+        if not snap.exact:
+            self._schedule_settle()
+
+    def _compute(self, initial: str | None, changes: list[Change], version: int | None, config: ResolvedConfig,
+                 reextract: bool, deadline: float) -> Snapshot:
+        if self.state is None:
+            self.state = TextState(initial or "", version, self.host.path_for(self.uri), self.host.resolver_for(self.uri))
+        elif changes:
+            self.state.apply(changes, version)
+        if reextract:
+            self.state.reextract(self.host.resolver_for(self.uri))
+        return self._snapshot(config, version, deadline)
+
+    def _snapshot(self, config: ResolvedConfig, version: int | None, deadline: float | None,
+                  exact: bool | None = None) -> Snapshot:
+        state = self.state
+        assert state is not None
+        extracted = state.extracted
+        if not self.enabled:
+            from perflsp.server.analysis import AnalysisState
+
+            analysis = AnalysisState(self.analyzer.context, complete=True)
+        else:
+            self.analyzer.start(state, extracted, config.gpus, self.host.lint_codes(config),
+                                (config.generation, id(state.preprocessed)), state.lines)
+            analysis = self.analyzer.step(deadline)
+        if exact is None:
+            exact = not state.tree.root_node.has_error
+        snap = Snapshot(self.uri, version, state.data, state.tree, state.lines, extracted.kernels, analysis, config,
+                        state.preprocessed, exact)
+        if analysis.complete:
+            snap.diagnostics = self._diagnostics(snap)
+        return snap
+
+    def _resume(self, snap: Snapshot) -> Snapshot:
+        snap.analysis = self.analyzer.step(time.monotonic() + FIRST_PUBLISH_S)
+        if snap.analysis.complete:
+            snap.diagnostics = self._diagnostics(snap)
+        return snap
+
+    def _diagnostics(self, snap: Snapshot) -> list[Any]:
+        from perflsp.server.features import diagnostics
+
+        return diagnostics.build(snap)
+
+    def _publish(self, snap: Snapshot, partial: bool = False) -> None:
+        if partial:
+            items = self._diagnostics(snap)
+        else:
+            items = snap.diagnostics
+        self.host.publish(self.uri, snap.version, items)
+        self.published.append((snap.version, not partial))
+
+    # ------------------------------------------------------------------ settling
+
+    def _schedule_settle(self) -> None:
+        self._cancel_settle()
+        loop = asyncio.get_running_loop()
+
+        def due() -> None:
+            self._settle_timer = None
+            self._settle = True
+            self._kick()
+
+        self._settle_timer = loop.call_later(SETTLE_S, due)
+
+    def _cancel_settle(self) -> None:
+        if self._settle_timer is not None:
+            self._settle_timer.cancel()
+            self._settle_timer = None
+
+    async def _settle_now(self) -> None:
+        snap = self.snapshot
+        if snap is None or snap.exact or self._changes or self.state is None:
+            return
+        version = self.version
+        config = self.host.config_for(self.uri)
+        new = await asyncio.to_thread(self._settle_compute, config, version)
+        if self._changes or self.closed:
+            return
+        if new is not None:
+            self.snapshot = new
+            if self.enabled and [d for d in new.diagnostics] != [d for d in snap.diagnostics]:
+                self._publish(new)
+        else:
+            snap.exact = True
+        await self._notify()
+
+    def _settle_compute(self, config: ResolvedConfig, version: int | None) -> Snapshot | None:
+        """Parse from scratch; None when the fresh tree is the incremental one."""
+        state = self.state
+        assert state is not None
+        fresh = state.doc._parser.parse(state.data)
+        if str(fresh.root_node) == str(state.tree.root_node):
+            return None
+        state.doc.tree = fresh
+        state.reextract(None)
+        snap = self._snapshot(config, version, None, exact=True)
+        while not snap.complete:
+            snap = self._resume(snap)
+        return snap

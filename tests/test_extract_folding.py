@@ -1,0 +1,47 @@
+"""Folding at launch sites: macro bodies with comments, locals whose address is taken."""
+
+from perflsp.kernels import extract
+
+
+def _sites(src: str):
+    return extract(src.encode()).launches
+
+
+def test_macro_with_trailing_comment_folds():
+    src = """#define BLOCK 100  // not a multiple of 32
+#define OTHER /* why */ 64 /* more */
+__global__ void k(int n) {}
+void host(int n) { k<<<(n + BLOCK - 1) / BLOCK, BLOCK>>>(n); k<<<2, OTHER>>>(n); }
+"""
+    first, second = _sites(src)
+    assert first.block.value == (100, 1, 1)
+    assert second.block.value == (64, 1, 1)
+
+
+def test_local_whose_address_is_taken_is_unknown_after():
+    src = """__global__ void k(int n) {}
+void query(int *g, int *b);
+void host(int n) {
+    int grid = 0, block = 0;
+    k<<<4, block + 32>>>(n);
+    query(&grid, &block);
+    k<<<grid, block>>>(n);
+}
+"""
+    before, after = _sites(src)
+    assert before.block.value == (32, 1, 1)
+    assert after.block.value is None and "address" in after.block.reason
+    assert after.grid.value is None
+
+
+def test_address_taken_inside_a_declaration_counts():
+    src = """__global__ void k(int n) {}
+void host(int n) {
+    int block = 128;
+    int *p = &block;
+    *p = 64;
+    k<<<1, block>>>(n);
+}
+"""
+    (site,) = _sites(src)
+    assert site.block.value is None
