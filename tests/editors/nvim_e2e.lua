@@ -88,7 +88,7 @@ local function wait_diagnostics(bufnr, what)
   local list = {}
   for _, d in ipairs(perflsp_diagnostics(bufnr)) do
     local code = d.code or (d.user_data and d.user_data.lsp and d.user_data.lsp.code)
-    table.insert(list, { lnum = d.lnum, code = code, message = d.message, severity = d.severity })
+    table.insert(list, { lnum = d.lnum, col = d.col, code = code, message = d.message, severity = d.severity })
   end
   return list
 end
@@ -118,22 +118,16 @@ local function run()
   results.diagnostics = wait_diagnostics(bufnr, vim.api.nvim_buf_get_name(bufnr))
   table.insert(results.steps, "diagnostics")
 
-  -- Hover on the kernel's name in its definition line.
-  local lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+  -- Hover on the kernel's name: where its roofline diagnostic starts.
   local hover_line, hover_col
-  for i, line in ipairs(lines) do
-    local s = line:find("__global__", 1, true)
-    if s then
-      local name_start = line:find("[%w_]+%s*%(", s + 10)
-      -- the kernel name is the identifier right before the parameter list
-      local name = line:match("([%w_]+)%s*%(", s + 10)
-      if name then
-        local e = line:find(name .. "%s*%(", s + 10)
-        hover_line, hover_col = i - 1, e
-        break
-      end
-      hover_line, hover_col = i - 1, name_start
+  for _, d in ipairs(results.diagnostics) do
+    if tostring(d.code):find("^roofline/") then
+      hover_line, hover_col = d.lnum, d.col
+      break
     end
+  end
+  if not hover_line then
+    error("no roofline diagnostic to hover")
   end
   results.hover_position = { hover_line, hover_col }
   local hover = request(client, bufnr, "textDocument/hover", {
@@ -158,29 +152,44 @@ local function run()
   results.fix_diagnostics = wait_diagnostics(fbuf, fix_file)
   local at_line = {}
   for _, d in ipairs(vim.diagnostic.get(fbuf, { lnum = fix_line })) do
-    if d.user_data and d.user_data.lsp then
-      table.insert(at_line, d.user_data.lsp)
+    -- rebuild the LSP diagnostic (0.7 keeps only code/codeDescription/data in user_data.lsp)
+    local lsp_d = {
+      range = { start = { line = d.lnum, character = d.col }, ["end"] = { line = d.end_lnum, character = d.end_col } },
+      message = d.message, severity = d.severity, code = d.code, source = d.source,
+    }
+    for k, v in pairs((d.user_data and d.user_data.lsp) or {}) do
+      lsp_d[k] = v
     end
+    table.insert(at_line, lsp_d)
   end
   local text = vim.api.nvim_buf_get_lines(fbuf, fix_line, fix_line + 1, false)[1]
   results.line_before = text
+  results.context_diagnostics = at_line
   local actions = request(fclient, fbuf, "textDocument/codeAction", {
     textDocument = { uri = vim.uri_from_bufnr(fbuf) },
     range = { start = { line = fix_line, character = 0 }, ["end"] = { line = fix_line, character = #text } },
-    context = { diagnostics = at_line, only = { "quickfix" } },
+    context = { diagnostics = at_line },
   }) or {}
   results.actions = {}
   local chosen
   for _, a in ipairs(actions) do
-    table.insert(results.actions, a.title)
-    if not chosen and (a.edit or (a.command and type(a.command) == "table")) then
+    table.insert(results.actions, { title = a.title, kind = a.kind, edit = a.edit ~= nil })
+  end
+  -- a quick fix that edits the launch, else any action with an edit
+  for _, a in ipairs(actions) do
+    if a.edit and a.kind == "quickfix" and not chosen then
+      chosen = a
+    end
+  end
+  for _, a in ipairs(actions) do
+    if a.edit and not chosen then
       chosen = a
     end
   end
   if not chosen then
-    error("no quick fix with an edit at line " .. (fix_line + 1) .. "; actions: " .. vim.inspect(results.actions))
+    error("no code action with an edit at line " .. (fix_line + 1) .. "; actions: " .. vim.inspect(results.actions))
   end
-  results.applied = chosen.title
+  results.applied = { title = chosen.title, kind = chosen.kind }
   if chosen.edit then
     vim.lsp.util.apply_workspace_edit(chosen.edit, fclient.offset_encoding or "utf-16")
   end
