@@ -47,6 +47,21 @@ def server_python() -> str:
     return os.environ.get("PERFLSP_SERVER_PYTHON", sys.executable)
 
 
+def server_launcher(directory: Path) -> str:
+    """An executable that runs this test's Python with this checkout's perflsp importable, so the
+    editor itself can run without PYTHONPATH (and a Python without perflsp really lacks it)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    launcher = directory / "python"
+    launcher.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{server_python()}" "$@"\n')
+    launcher.chmod(0o755)
+    return str(launcher)
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without PYTHONPATH."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def server_env() -> dict[str, str]:
     """Environment for an editor whose server must import this checkout's perflsp."""
     env = dict(os.environ)
@@ -55,11 +70,11 @@ def server_env() -> dict[str, str]:
 
 
 def make_workspace(base: Path, gpus: tuple[str, ...] = ("h100",)) -> Path:
-    """A workspace with examples/cuda/saxpy.cu and examples/lints/launch_slips.cu (and their header)."""
+    """A workspace with examples/cuda/{saxpy,sgemm_tiled}.cu and examples/lints/launch_slips.cu."""
     ws = base / "ws"
     (ws / "cuda").mkdir(parents=True)
     (ws / "lints").mkdir()
-    for name in ("saxpy.cu", "check.cuh"):
+    for name in ("saxpy.cu", "sgemm_tiled.cu", "check.cuh"):
         shutil.copy(EXAMPLES / "cuda" / name, ws / "cuda" / name)
     shutil.copy(EXAMPLES / "lints" / "launch_slips.cu", ws / "lints" / "launch_slips.cu")
     gpu_list = ", ".join(f'"{g}"' for g in gpus)

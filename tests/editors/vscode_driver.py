@@ -58,7 +58,8 @@ class CodeServer:
                 "extensions.ignoreRecommendations": True, "telemetry.telemetryLevel": "off",
                 "workbench.colorTheme": "Default Dark Modern", "editor.hover.delay": 200,
                 "window.commandCenter": False, "workbench.layoutControl.enabled": False,
-                "chat.disableAIFeatures": True, "editor.minimap.enabled": False, "files.autoSave": "off"}
+                "chat.disableAIFeatures": True, "editor.minimap.enabled": False, "files.autoSave": "off",
+                "workbench.secondarySideBar.defaultVisibility": "hidden", "workbench.welcomePage.walkthroughs.openOnInstall": False}
         (self.user_data / "User" / "settings.json").write_text(json.dumps({**base, **settings}, indent=2))
         # code-server is a remote window: machine-scoped settings (the interpreter) are read from here
         (self.user_data / "Machine").mkdir(exist_ok=True)
@@ -76,7 +77,8 @@ class CodeServer:
             [*self._args(), "--bind-addr", f"127.0.0.1:{self.port}", "--auth", "none", "--disable-telemetry",
              "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override",
              str(self.workspace)],
-            env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            cwd=self.base)  # not the checkout: nothing may import perflsp from the current directory
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -134,12 +136,15 @@ class Workbench:
         return path
 
     def command(self, title: str) -> None:
+        widget = self.page.locator(".quick-input-widget")
+        widget.wait_for(state="hidden")  # F1 while the last one still closes would toggle it away
         self.page.keyboard.press("F1")
         box = self.page.locator(".quick-input-widget input")
         box.wait_for(state="visible")
         box.fill(">" + title)
         self.page.locator(".quick-input-list .monaco-list-row", has_text=title).first.wait_for(timeout=10_000)
         self.page.keyboard.press("Enter")
+        widget.wait_for(state="hidden")
 
     def open_file(self, relative: str) -> None:
         self.page.keyboard.press("Control+P")
@@ -150,6 +155,11 @@ class Workbench:
         self.page.keyboard.press("Enter")
         self.page.locator(f".tab[data-resource-name='{Path(relative).name}'], .tab:has-text('{Path(relative).name}')").first.wait_for(timeout=15_000)
         self.page.locator(".monaco-editor .view-lines").first.wait_for()
+
+    def show_line(self, line: int, column: int, text: str) -> None:
+        """Put the cursor at line:column and wait until the editor renders that line."""
+        self.go_to_line(line, column)
+        self.page.locator(".view-line", has_text=text).first.wait_for(timeout=15_000)
 
     def go_to_line(self, line: int, column: int = 1) -> None:
         self.page.keyboard.press("Control+G")
@@ -169,6 +179,19 @@ class Workbench:
                 return text
             self.page.wait_for_timeout(250)
         raise AssertionError(f"no notification matching {pattern!r} within {timeout_s} s; shown: {self.toasts()!r}")
+
+    def webview_frame(self, selector: str, timeout_s: float = 60):
+        """The (nested) webview frame that contains `selector`."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for frame in self.page.frames:
+                try:
+                    if frame.locator(selector).count() > 0:
+                        return frame
+                except Exception:  # a frame detached while we looked
+                    continue
+            self.page.wait_for_timeout(250)
+        raise AssertionError(f"no webview shows {selector!r} within {timeout_s} s")
 
     def status_item(self):
         return self.page.locator(".statusbar-item[id$='perflsp.status']")

@@ -111,7 +111,8 @@ export class ServerManager implements vscode.Disposable {
     this.interpreter = interpreter;
     this.output.appendLine(`[client] interpreter: ${interpreter.command.join(" ")} (${interpreter.source})`);
     const env = { ...process.env };
-    const checked = await probe(interpreter, env);
+    const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    const checked = await probe(interpreter, env, 15000, cwd); // where the server will run: same sys.path
     if (!checked.ok && checked.problem) {
       this.fail(checked.problem);
       return;
@@ -121,7 +122,7 @@ export class ServerManager implements vscode.Disposable {
     const serverOptions: ServerOptions = {
       command: exe,
       args: [...pre, "-m", "perflsp", "serve"],
-      options: { env, cwd: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath },
+      options: { env, cwd },
     };
     const clientOptions: LanguageClientOptions = {
       documentSelector: DOCUMENT_SELECTOR,
@@ -153,7 +154,9 @@ export class ServerManager implements vscode.Disposable {
             return result.map((value, i) => {
               const section = params.items[i]?.section;
               if ((section === "perflsp" || section === undefined) && value && typeof value === "object") {
-                return { ...value, trustedWorkspace: vscode.workspace.isTrusted };
+                // the extension's own settings (interpreter, tracing) are not the server's
+                const { python: _python, trace: _trace, ...serverSettings } = value as Record<string, unknown>;
+                return { ...serverSettings, trustedWorkspace: vscode.workspace.isTrusted };
               }
               return value;
             });

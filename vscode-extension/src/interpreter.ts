@@ -53,7 +53,9 @@ export interface ProbeResult {
   problem?: Problem;
 }
 
-const PROBE = "import sys\nimport perflsp\nprint(perflsp.__version__)\n";
+// perflsp itself, then the server's module with everything it imports (pygls, tree-sitter, ...):
+// a half-installed perflsp is named here rather than as a server that dies while starting.
+const PROBE = "import perflsp\nprint(perflsp.__version__)\nimport perflsp.server.app\n";
 const MIN_PYTHON = "3.11";
 
 function describe(interpreter: Interpreter): string {
@@ -88,6 +90,15 @@ export function diagnose(interpreter: Interpreter, error: { code?: string | numb
       detail: stderr,
     };
   }
+  const dependency = /ModuleNotFoundError: No module named '([^']+)'/.exec(stderr);
+  if (dependency) {
+    return {
+      kind: "perflsp-broken",
+      message: `perflsp is installed in ${who}, but the module '${dependency[1]}' it needs is missing. Reinstall it with: ${pip} --force-reinstall`,
+      fixCommand: `${pip} --force-reinstall`,
+      detail: stderr,
+    };
+  }
   if (/SyntaxError|requires Python|TypeError: unsupported operand type\(s\) for \|/.test(stderr)) {
     return {
       kind: "too-old",
@@ -105,12 +116,12 @@ export function diagnose(interpreter: Interpreter, error: { code?: string | numb
 }
 
 /** Runs the interpreter once to check that `import perflsp` works (10 s limit). */
-export function probe(interpreter: Interpreter, env: NodeJS.ProcessEnv = process.env, timeoutMs = 10000): Promise<ProbeResult> {
+export function probe(interpreter: Interpreter, env: NodeJS.ProcessEnv = process.env, timeoutMs = 10000, cwd?: string): Promise<ProbeResult> {
   const [exe, ...pre] = interpreter.command;
   return new Promise((resolve) => {
-    execFile(exe, [...pre, "-c", PROBE], { env, timeout: timeoutMs, windowsHide: true }, (error, stdout, stderr) => {
+    execFile(exe, [...pre, "-c", PROBE], { env, cwd, timeout: timeoutMs, windowsHide: true }, (error, stdout, stderr) => {
       if (!error) {
-        resolve({ ok: true, version: stdout.trim() });
+        resolve({ ok: true, version: stdout.trim().split("\n")[0] });
         return;
       }
       const code = (error as NodeJS.ErrnoException).code ?? (error as { code?: number }).code ?? null;

@@ -33,6 +33,13 @@ test("a missing module gives the pip command that fixes it", () => {
   assert.match(p.message, /not installed in \/usr\/bin\/python3/);
 });
 
+test("a missing dependency of perflsp is named, with a reinstall command", () => {
+  const p = diagnose({ command: ["/v/bin/python"], source: "setting" }, { code: 1 }, "0.1.0\nTraceback...\nModuleNotFoundError: No module named 'pygls'\n");
+  assert.equal(p.kind, "perflsp-broken");
+  assert.match(p.message, /the module 'pygls' it needs is missing/);
+  assert.equal(p.fixCommand, "/v/bin/python -m pip install perflsp --force-reinstall");
+});
+
 test("paths with spaces are quoted in the fix command", () => {
   const p = diagnose({ command: ["/My Envs/py"], source: "setting" }, { code: 1 }, "ModuleNotFoundError: No module named 'perflsp'");
   assert.equal(p.fixCommand, "'/My Envs/py' -m pip install perflsp");

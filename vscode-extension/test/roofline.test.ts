@@ -62,3 +62,24 @@ test("tooltips give the point's numbers", () => {
   assert.equal(formatNumber(67000), "67,000");
   assert.equal(formatNumber(0.001234), "1.2e-3");
 });
+
+test("the server's estimates become points at the deciding precision, on the roof's ceiling or slope", () => {
+  const server = {
+    gpus: [{ id: "h100", name: "H100 SXM5 80GB", bandwidthGbs: 3350, ridges: { fp32: 20, int32: 10, fp16_tensor: 295 }, peaksTflops: { fp32: 67, int32: 33.5, fp16_tensor: 989 } }],
+    kernels: [
+      { name: "saxpy", uri: "file:///ws/saxpy.cu", range: { start: { line: 11, character: 41 }, end: { line: 11, character: 46 } },
+        estimates: [{ gpu: "h100", verdict: "bandwidth", label: "bandwidth-bound", deciding: "int32", intensity: { fp32: 0.17, int32: 1.0 }, ridge: { fp32: 20, int32: 10 }, confidence: 0.83, occupancy: 1, limiter: "warps", measured: null }] },
+      { name: "sgemm", uri: "file:///ws/sgemm.cu", range: { start: { line: 3, character: 0 }, end: { line: 3, character: 5 } },
+        estimates: [{ gpu: "h100", verdict: "compute", deciding: null, intensity: { fp32: 40, int32: 2 }, ridge: { fp32: 20, int32: 10 }, confidence: 0.6, measured: { intensity: 35, gflops: 41000 } }] },
+    ],
+  };
+  const [view] = normalise(server);
+  assert.deepEqual(view.roofs.map((r) => r.precision).sort(), ["fp32", "int32"], "tensor roofs only when used");
+  const [saxpy, sgemm, measured] = view.points;
+  assert.deepEqual([saxpy.precision, saxpy.intensity, saxpy.gflops, saxpy.verdict], ["int32", 1.0, 3350, "bandwidth"]);
+  assert.deepEqual([saxpy.line, saxpy.character], [11, 41]);
+  assert.ok(saxpy.detail.includes("Confidence: 83%") && saxpy.detail.includes("Occupancy: 100% (limited by warps)"));
+  // no deciding precision: the one nearest its ridge (fp32: 40/20 beats int32: 2/10), capped by its peak
+  assert.deepEqual([sgemm.precision, sgemm.gflops, sgemm.kind], ["fp32", 67000, "predicted"]);
+  assert.deepEqual([measured.kind, measured.intensity, measured.gflops, measured.kernel], ["measured", 35, 41000, "sgemm"]);
+});

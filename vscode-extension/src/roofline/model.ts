@@ -172,6 +172,10 @@ function pointsOfEstimate(kernel: unknown, estimate: unknown, gpuId: string, ban
   return points;
 }
 
+/** The precisions a verdict is decided on (the server's ROOFLINE_PRECISIONS): their roofs are drawn;
+ * tensor-core roofs only when a kernel's point uses one. */
+export const VERDICT_PRECISIONS = ["fp64", "fp32", "fp16", "int32"];
+
 /** Normalises the server's `perflsp.rooflineData` answer (camelCase or snake_case keys). */
 export function normalise(data: unknown): GpuView[] {
   const gpus = get(data, "gpus");
@@ -206,7 +210,9 @@ export function normalise(data: unknown): GpuView[] {
         }
       }
     }
-    return { id, name: str(get(gpu, "name"), id), bandwidthGbs, roofs: roofsOf(gpu, bandwidthGbs), points };
+    const used = new Set(points.map((p) => p.precision));
+    const roofs = roofsOf(gpu, bandwidthGbs).filter((r) => VERDICT_PRECISIONS.includes(r.precision) || used.has(r.precision));
+    return { id, name: str(get(gpu, "name"), id), bandwidthGbs, roofs, points };
   });
 }
 

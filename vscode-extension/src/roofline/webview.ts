@@ -143,13 +143,13 @@ function render(): void {
           type: "logarithmic",
           min: axes.yMin,
           max: axes.yMax,
-          title: { display: true, text: "Performance (GFLOP/s)" },
+          title: { display: true, text: "Performance (GFLOP/s, GOP/s for int32)" },
           grid: { color: colors.grid },
           ticks: { callback: (v) => logTick(Number(v)) },
         },
       },
       plugins: {
-        legend: { position: "bottom", labels: { usePointStyle: true, color: colors.foreground } },
+        legend: { position: "bottom", labels: { usePointStyle: true, boxWidth: 8, color: colors.foreground } },
         tooltip: {
           backgroundColor: colors.widget,
           borderColor: colors.border,
@@ -255,5 +255,14 @@ $("refresh").addEventListener("click", () => vscode.postMessage({ type: "refresh
 
 // VS Code swaps the body's theme class when the colour theme changes: redraw in the new colours.
 new MutationObserver(() => render()).observe(document.body, { attributes: true, attributeFilter: ["class"] });
+
+// Where the n-th kernel point is drawn (CSS pixels in the canvas): lets a test hover a point.
+(window as unknown as { perflspPointPosition: (n: number) => { x: number; y: number } | undefined }).perflspPointPosition = (n) => {
+  const points = (chart?.data.datasets ?? [])
+    .map((d, i) => ({ d, i }))
+    .filter(({ d }) => d.type === "scatter")
+    .flatMap(({ i }) => chart!.getDatasetMeta(i).data.map((e) => ({ x: e.x, y: e.y })));
+  return points[n];
+};
 
 vscode.postMessage({ type: "ready" });

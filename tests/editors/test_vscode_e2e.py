@@ -1,0 +1,185 @@
+"""Real VS Code: code-server (VS Code's workbench and extension host) with the freshly built
+perflsp .vsix, driven by headless Chromium. Screenshots land in .ci/artifacts/editors/vscode/."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.editors.tools import (
+    ENABLED,
+    SKIP_REASON,
+    artifacts,
+    clean_env,
+    make_workspace,
+    server_env,
+    server_launcher,
+)
+
+pytestmark = pytest.mark.skipif(not ENABLED, reason=SKIP_REASON)
+
+if ENABLED:
+    from tests.editors.vscode_driver import CodeServer, Workbench, browser_page, build_vsix
+
+
+@pytest.fixture(scope="module")
+def vsix() -> Path:
+    return build_vsix()
+
+
+@pytest.fixture(scope="module")
+def session(vsix, tmp_path_factory):
+    """One code-server + browser for the whole module (the tests run in order, as a person would)."""
+    base = tmp_path_factory.mktemp("vscode")
+    ws = make_workspace(base)
+    python = server_launcher(base / "bin")
+    server = CodeServer(base, vsix, ws, {"perflsp.python.path": python}, clean_env())
+    server.good_python = python
+    url = server.start()
+    try:
+        with browser_page(url) as page:
+            yield Workbench(page, artifacts("vscode")), server, ws
+    finally:
+        server.stop()
+
+
+def line_of(path: Path, needle: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), start=1) if needle in line)
+
+
+def test_status_bar_shows_the_gpu(session):
+    wb, _, _ = session
+    wb.open_file("cuda/saxpy.cu")
+    item = wb.status_item()
+    item.filter(has_text="H100").wait_for(timeout=60_000)
+    wb.screenshot("01-status-bar")
+    assert "H100" in item.inner_text()
+
+
+def test_problems_panel_lists_the_roofline_verdict(session):
+    wb, _, _ = session
+    wb.page.keyboard.press("Control+Shift+M")
+    panel = wb.page.locator(".markers-panel")
+    panel.wait_for()
+    panel.locator(".monaco-list-row", has_text="bandwidth-bound").first.wait_for(timeout=60_000)
+    text = panel.inner_text()
+    wb.screenshot("02-problems")
+    assert "saxpy" in text and "roofline/bandwidth-bound" in text, text[:2000]
+
+
+def test_hover_on_the_kernel_shows_the_verdict(session):
+    wb, _, ws = session
+    line = line_of(ws / "cuda" / "saxpy.cu", "__global__")
+    wb.go_to_line(line)
+    token = wb.page.locator(".view-line", has_text="__global__").locator("span", has_text=re.compile(r"^saxpy$")).first
+    token.wait_for()
+    token.hover()
+    hover = wb.page.locator(".monaco-hover:visible").filter(has_text="bound").first
+    hover.wait_for(timeout=30_000)
+    text = hover.inner_text()
+    wb.screenshot("03-hover")
+    assert "saxpy" in text and "bandwidth-bound" in text, text[:2000]
+    wb.page.keyboard.press("Escape")
+
+
+def test_quick_fix_edits_the_launch(session):
+    wb, _, ws = session
+    wb.open_file("lints/launch_slips.cu")
+    path = ws / "lints" / "launch_slips.cu"
+    line = line_of(path, "scale<<<")
+    # the server's diagnostics for this file first, so the lightbulb has something to offer
+    wb.page.locator(".markers-panel .monaco-list-row", has_text="block-size-not-warp-multiple").first.wait_for(timeout=60_000)
+    wb.show_line(line, 5, "scale<<<")
+    wb.page.keyboard.press("Control+.")
+    menu = wb.page.locator(".action-widget")
+    option = menu.locator(".action-widget-action, .monaco-list-row", has_text="threads per block").first
+    option.wait_for(timeout=30_000)
+    wb.screenshot("04-quick-fix-menu")
+    title = option.inner_text()
+    option.click()
+    block = re.search(r"with (\d+) threads", title).group(1)
+    before = path.read_text()
+    wb.page.keyboard.press("Control+S")
+    after = wait_for_change(path, before)
+    changed = [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+               if line.startswith("+") and not line.startswith("+++")]
+    # the fix rewrites the launch's block size, or the macro the launch uses for it
+    assert any(block in line and ("ODD_BLOCK" in line or "scale<<<" in line) for line in changed), changed
+    wb.show_line(line_of(path, "ODD_BLOCK " + block), 1, "ODD_BLOCK " + block)
+    wb.screenshot("05-quick-fix-applied")
+
+
+def wait_for_change(path: Path, before: str, timeout_s: float = 15) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        text = path.read_text()
+        if text != before:
+            return text
+        time.sleep(0.1)
+    raise AssertionError(f"{path} was not changed by the quick fix within {timeout_s} s")
+
+
+def test_roofline_view_has_one_point_per_kernel(session):
+    wb, _, ws = session
+    expected = kernel_count(ws)
+    wb.command("perflsp: Show Roofline")
+    frame = wb.webview_frame("#chart")
+    body = frame.locator("body[data-point-count]")
+    body.wait_for(timeout=60_000)
+    frame.locator(f"#kernels tr >> nth={expected - 1}").wait_for(timeout=60_000)
+    rows = frame.locator("#kernels tr").all_inner_texts()
+    # room for the picture: no panel, the roofline's editor group maximised
+    wb.command("View: Hide Panel")
+    wb.command("View: Toggle Maximize Editor Group")
+    frame.locator("#chart").wait_for()
+    wb.page.wait_for_timeout(500)  # the chart redraws at its new size (animation is off)
+    wb.screenshot("06-roofline")
+    point = first_point_position(frame)
+    frame.locator("#chart").hover(position=point)
+    frame.locator("body").wait_for()
+    wb.page.wait_for_timeout(300)
+    wb.screenshot("07-roofline-tooltip")
+    predicted = [r for r in rows if "predicted" in r]
+    assert len(predicted) == expected, f"{expected} kernels, rows: {rows}"
+    assert int(frame.locator("body").get_attribute("data-point-count")) == len(rows)
+
+
+def first_point_position(frame) -> dict:
+    """Where the chart drew its first kernel point (canvas coordinates)."""
+    return frame.evaluate("() => window.perflspPointPosition(0)")
+
+
+def kernel_count(ws: Path) -> int:
+    """Kernels in the workspace, counted by the CLI (`perflsp kernels --json`), not the editor."""
+    import json
+
+    out = subprocess.run([sys.executable, "-m", "perflsp", "kernels", "--json", str(ws)],
+                         capture_output=True, text=True, env=server_env(), check=True).stdout
+    return sum(1 for entry in json.loads(out) if entry["entry"] == "kernel")
+
+
+def test_wrong_interpreter_gives_a_clear_message(session, tmp_path):
+    wb, server, _ = session
+    bad = str(tmp_path / "no" / "such" / "python")
+    server.write_settings({"perflsp.python.path": bad})
+    text = wb.wait_for_toast(re.escape(bad))
+    wb.screenshot("08-wrong-interpreter")
+    assert "cannot be run" in text and "perflsp.python.path" in text, text
+    assert "perflsp" in wb.status_item().inner_text()
+
+
+def test_missing_perflsp_gives_the_install_command(session, tmp_path):
+    wb, server, _ = session
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    python = str(tmp_path / "venv" / "bin" / "python")
+    server.write_settings({"perflsp.python.path": python})
+    text = wb.wait_for_toast(re.escape(f"perflsp is not installed in {python}"))
+    wb.screenshot("09-missing-perflsp")
+    assert f"{python} -m pip install perflsp" in text, text
+    server.write_settings({"perflsp.python.path": server.good_python})
