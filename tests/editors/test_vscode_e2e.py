@@ -106,23 +106,25 @@ def test_quick_fix_edits_the_launch(session):
     block = re.search(r"with (\d+) threads", title).group(1)
     before = path.read_text()
     wb.page.keyboard.press("Control+S")
-    after = wait_for_change(path, before)
-    changed = [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
-               if line.startswith("+") and not line.startswith("+++")]
     # the fix rewrites the launch's block size, or the macro the launch uses for it
-    assert any(block in line and ("ODD_BLOCK" in line or "scale<<<" in line) for line in changed), changed
+    changed = wait_for_saved_change(path, before, lambda line: block in line and ("ODD_BLOCK" in line or "scale<<<" in line))
+    assert changed
     wb.show_line(line_of(path, "ODD_BLOCK " + block), 1, "ODD_BLOCK " + block)
     wb.screenshot("05-quick-fix-applied")
 
 
-def wait_for_change(path: Path, before: str, timeout_s: float = 15) -> str:
+def wait_for_saved_change(path: Path, before: str, wanted, timeout_s: float = 15) -> list[str]:
+    """The added lines once the saved file has one that `wanted` accepts (a save may be read mid-write)."""
     deadline = time.monotonic() + timeout_s
+    changed: list[str] = []
     while time.monotonic() < deadline:
-        text = path.read_text()
-        if text != before:
-            return text
+        after = path.read_text()
+        changed = [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+                   if line.startswith("+") and not line.startswith("+++")]
+        if any(wanted(line) for line in changed):
+            return changed
         time.sleep(0.1)
-    raise AssertionError(f"{path} was not changed by the quick fix within {timeout_s} s")
+    raise AssertionError(f"{path} was not changed as the quick fix says within {timeout_s} s; added lines: {changed}")
 
 
 def test_roofline_view_has_one_point_per_kernel(session):
@@ -162,6 +164,25 @@ def kernel_count(ws: Path) -> int:
     out = subprocess.run([sys.executable, "-m", "perflsp", "kernels", "--json", str(ws)],
                          capture_output=True, text=True, env=server_env(), check=True).stdout
     return sum(1 for entry in json.loads(out) if entry["entry"] == "kernel")
+
+
+def test_status_bar_click_picks_gpus_from_the_database(session):
+    wb, _, _ = session
+    wb.status_item().click()
+    rows = wb.page.locator(".quick-input-list .monaco-list-row")
+    rows.filter(has_text="TFLOP/s").first.wait_for(timeout=30_000)
+    assert rows.filter(has_text="GB/s").count() > 3, "the picker shows the database with specs"
+    box = wb.page.locator(".quick-input-widget input")
+    box.fill("3080")
+    row = rows.filter(has_text="RTX 3080").first
+    row.wait_for()
+    row.locator(".monaco-checkbox, input[type=checkbox], .quick-input-list-checkbox").first.click()
+    wb.screenshot("10-gpu-picker")
+    wb.page.locator(".quick-input-widget .monaco-button", has_text="OK").click()
+    wb.status_item().filter(has_text="rtx-3080").wait_for(timeout=30_000)
+    text = wb.status_item().inner_text()
+    wb.screenshot("11-two-gpus")
+    assert "h100" in text and "rtx-3080" in text, text
 
 
 def test_wrong_interpreter_gives_a_clear_message(session, tmp_path):

@@ -141,10 +141,6 @@ function pointsOfEstimate(kernel: unknown, estimate: unknown, gpuId: string, ban
   const roof = roofs.find((r) => r.precision === precision);
   const points: KernelPoint[] = [];
   const detail: string[] = [];
-  const label = get(estimate, "label");
-  if (typeof label === "string") {
-    detail.push(label);
-  }
   const confidence = num(get(estimate, "confidence"));
   if (confidence !== undefined) {
     detail.push(`Confidence: ${Math.round(confidence * 100)}%`);
@@ -269,7 +265,7 @@ export function describePoint(p: KernelPoint, view: GpuView): string[] {
     `Verdict: ${p.verdict}-bound`.replace("uncertain-bound", "uncertain"),
   ];
   if (roof) {
-    lines.push(`Ridge (${roof.precision}): ${formatNumber(roof.ridge)} FLOP/byte`);
+    lines.push(`Ridge (${roof.precision}): ${formatNumber(roof.ridge)} ${roof.precision.startsWith("int") ? "OP" : "FLOP"}/byte`);
   }
   return [...lines, ...p.detail];
 }

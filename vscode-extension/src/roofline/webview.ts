@@ -182,7 +182,10 @@ function render(): void {
 
 function logTick(v: number): string {
   const exponent = Math.log10(v);
-  return Math.abs(exponent - Math.round(exponent)) < 1e-9 ? formatNumber(v) : "";
+  if (Math.abs(exponent - Math.round(exponent)) > 1e-9) {
+    return "";
+  }
+  return v < 1 ? String(Number(v.toPrecision(1))) : formatNumber(v);
 }
 
 function reveal(p: KernelPoint): void {
