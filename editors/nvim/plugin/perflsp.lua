@@ -1,9 +1,14 @@
--- On Neovim 0.11+, where perflsp is started by vim.lsp.enable("perflsp") with lsp/perflsp.lua,
--- Neovim only writes a wrong interpreter path to its LSP log. Say it where the user looks.
-if vim.g.loaded_perflsp or vim.fn.has("nvim-0.11") == 0 then
+-- :PerflspGpus and :PerflspStatus for every setup; on Neovim 0.11+, where perflsp is started by
+-- vim.lsp.enable("perflsp") with lsp/perflsp.lua, Neovim only writes a wrong interpreter path to its
+-- LSP log: say it where the user looks.
+if vim.g.loaded_perflsp then
   return
 end
 vim.g.loaded_perflsp = true
+require("perflsp").create_commands()
+if vim.fn.has("nvim-0.11") == 0 then
+  return
+end
 
 local reported = false
 vim.api.nvim_create_autocmd("FileType", {

@@ -82,7 +82,7 @@ M.handlers = {
 
 --- For a statusline: "h100 · LLM ready".
 function M.statusline()
-  local s = M.status
+  local s = M.status or vim.g.perflsp_status -- the native lsp/perflsp.lua config sets the latter
   if type(s) ~= "table" then
     return ""
   end
@@ -138,18 +138,25 @@ function M.attach(bufnr)
   return id
 end
 
-local function server_command(command, args)
-  for _, client in pairs(vim.lsp.get_active_clients and vim.lsp.get_active_clients() or vim.lsp.get_clients()) do
+local function server_command(command, arg)
+  local list = vim.lsp.get_clients and vim.lsp.get_clients() or vim.lsp.get_active_clients()
+  for _, client in pairs(list) do
     if client.name == "perflsp" then
-      return client.request_sync("workspace/executeCommand", { command = command, arguments = args }, 10000, 0)
+      -- every perflsp command takes one JSON object argument
+      local answer = client.request_sync("workspace/executeCommand", { command = command, arguments = { arg } }, 10000, 0)
+      if answer and answer.err then
+        notify(("perflsp: %s failed: %s"):format(command, answer.err.message or vim.inspect(answer.err)), vim.log.levels.ERROR)
+        return nil
+      end
+      return answer
     end
   end
-  notify("perflsp is not running in this buffer", vim.log.levels.WARN)
+  notify("perflsp is not running", vim.log.levels.WARN)
 end
 
---- :PerflspGpus - choose the GPUs from the server's database.
+--- :PerflspGpus - choose the GPU from the server's database (for this session).
 function M.select_gpus()
-  local answer = server_command("perflsp.listGpus", {})
+  local answer = server_command("perflsp.listGpus", vim.empty_dict and vim.empty_dict() or {})
   local gpus = answer and answer.result
   if type(gpus) == "table" and gpus.gpus then
     gpus = gpus.gpus
@@ -161,12 +168,14 @@ function M.select_gpus()
   vim.ui.select(gpus, {
     prompt = "perflsp GPU",
     format_item = function(g)
-      local bw = g.memoryBandwidthGbs or g.memory_bandwidth_gbs
-      return ("%s (%s)%s"):format(g.name or g.id, g.id, bw and (" %d GB/s"):format(bw) or "")
+      local bw = g.memory_bandwidth_gbs or g.memoryBandwidthGbs
+      local fp32 = (g.peaks_tflops or g.peaksTflops or {}).fp32
+      return ("%s (%s)%s%s%s"):format(g.name or g.id, g.id, g.selected and " [selected]" or "",
+        fp32 and (" · FP32 %.1f TFLOP/s"):format(fp32) or "", bw and (" · %d GB/s"):format(bw) or "")
     end,
   }, function(choice)
     if choice then
-      server_command("perflsp.selectGpus", { { choice.id } })
+      server_command("perflsp.setGpus", { gpus = { choice.id } })
     end
   end)
 end
@@ -181,7 +190,12 @@ function M.setup(opts)
       M.attach(args.buf)
     end,
   })
-  vim.api.nvim_create_user_command("PerflspGpus", M.select_gpus, { desc = "perflsp: choose GPUs" })
+  M.create_commands()
+end
+
+--- :PerflspGpus and :PerflspStatus (plugin/perflsp.lua calls this; setup() too).
+function M.create_commands()
+  vim.api.nvim_create_user_command("PerflspGpus", M.select_gpus, { desc = "perflsp: choose the GPU" })
   vim.api.nvim_create_user_command("PerflspStatus", function()
     notify(M.statusline() ~= "" and M.statusline() or "no status yet")
   end, { desc = "perflsp: GPUs and LLM state" })
