@@ -39,7 +39,7 @@ def nvim_binaries() -> list[str]:
 
 
 def version_of(nvim: str) -> str:
-    first = subprocess.run([nvim, "--version"], capture_output=True, text=True, timeout=20).stdout.splitlines()[0]
+    first = subprocess.run([nvim, "--version"], capture_output=True, text=True, timeout=20, check=True).stdout.splitlines()[0]
     return first.split()[-1].lstrip("v")
 
 
@@ -81,7 +81,8 @@ def run_nvim(nvim: str, version: str, ws: Path, tmp: Path, python: str, mode: st
     }
     started = time.monotonic()
     proc = subprocess.run(["timeout", "120", nvim, "--headless", "-n", "-i", "NONE", "-u", str(SCRIPT),
-                           str(ws / "cuda" / "saxpy.cu")], cwd=ws, env=env, capture_output=True, text=True)
+                           str(ws / "cuda" / "saxpy.cu")], cwd=ws, env=env, capture_output=True, text=True,
+                          check=False)  # the results file says what went wrong
     elapsed = time.monotonic() - started
     log_dir = artifacts("nvim")
     lsp_logs = list((tmp / "state").rglob("lsp.log")) + list((tmp / "cache").rglob("lsp.log"))

@@ -10,9 +10,11 @@ import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+
+from playwright.sync_api import Error as PlaywrightError
 
 from tests.editors.tools import ROOT, artifacts, free_port, installed_env, require
 
@@ -35,7 +37,9 @@ def build_vsix() -> Path:
 
 
 class CodeServer:
-    def __init__(self, base: Path, vsix: Path, workspace: Path, user_settings: dict, env: dict[str, str]):
+    def __init__(self, base: Path, vsix: Path, workspace: Path, user_settings: dict, env: dict[str, str],
+                 workspace_trust: bool = False):
+        self.workspace_trust = workspace_trust  # False: --disable-workspace-trust (every folder trusted)
         tools = installed_env()
         self.binary = tools.get("PERFLSP_CODE_SERVER", "")
         self.node_dir = tools.get("PERFLSP_NODE24_DIR", "")
@@ -75,8 +79,8 @@ class CodeServer:
         # its own process group: a file-watcher child outlives the main process otherwise
         self.proc = subprocess.Popen(
             [*self._args(), "--bind-addr", f"127.0.0.1:{self.port}", "--auth", "none", "--disable-telemetry",
-             "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override",
-             str(self.workspace)],
+             "--disable-update-check", "--disable-getting-started-override",
+             *([] if self.workspace_trust else ["--disable-workspace-trust"]), str(self.workspace)],
             env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             cwd=self.base)  # not the checkout: nothing may import perflsp from the current directory
         deadline = time.monotonic() + 60
@@ -167,6 +171,7 @@ class Workbench:
         box.wait_for(state="visible")
         box.fill(f":{line}:{column}")
         self.page.keyboard.press("Enter")
+        self.page.locator(".quick-input-widget").wait_for(state="hidden")
 
     def toasts(self) -> str:
         return " | ".join(self.page.locator(".notifications-toasts .notification-toast").all_inner_texts())
@@ -188,10 +193,22 @@ class Workbench:
                 try:
                     if frame.locator(selector).count() > 0:
                         return frame
-                except Exception:  # a frame detached while we looked
+                except PlaywrightError:  # a frame detached while we looked
                     continue
             self.page.wait_for_timeout(250)
         raise AssertionError(f"no webview shows {selector!r} within {timeout_s} s")
+
+    def status_tooltip(self, text: str, timeout_s: float = 30) -> str:
+        """The perflsp status item's tooltip (VS Code also gives it as the item's aria-label), once it
+        contains `text`."""
+        deadline = time.monotonic() + timeout_s
+        shown = ""
+        while time.monotonic() < deadline:
+            shown = self.status_item().get_attribute("aria-label") or ""
+            if text in shown:
+                return shown
+            self.page.wait_for_timeout(250)
+        raise AssertionError(f"the status tooltip never said {text!r}; last: {shown!r}")
 
     def status_item(self):
         return self.page.locator(".statusbar-item[id$='perflsp.status']")

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_JSON = ROOT / "vscode-extension" / "package.json"
 sys.path.insert(0, str(ROOT))
 
-from perflsp.server.settings import setting_rows, vscode_configuration  # noqa: E402
+from perflsp.server.settings import setting_rows, vscode_configuration
 
 # Set by the editor itself (from VS Code's workspace trust), never by a user: not contributed.
 EDITOR_SUPPLIED = {"perflsp.trustedWorkspace"}

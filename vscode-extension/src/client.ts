@@ -13,6 +13,7 @@ import {
 } from "vscode-languageclient/node";
 import { PythonExtension } from "@vscode/python-extension";
 import { chooseInterpreter, expandPath, probe, type Interpreter, type Problem } from "./interpreter";
+import { contributedKeys, sameSettings, splitByOrigin, type Nested } from "./settingsLayers";
 import { parseStatus, type ClientState, type ServerStatus } from "./status";
 
 export const DOCUMENT_SELECTOR = [
@@ -48,7 +49,13 @@ export class ServerManager implements vscode.Disposable {
           this.output.appendLine("[client] interpreter settings changed: restarting the server");
           void this.restart();
         } else if (e.affectsConfiguration("perflsp")) {
-          this.notifyConfigurationChanged();
+          if (this.client && this.userSettingsSent && !sameSettings(this.userSettings(), this.userSettingsSent)) {
+            // user-level settings reach the server as initializationOptions (their origin matters for trust)
+            this.output.appendLine("[client] user settings changed: restarting the server");
+            void this.restart();
+          } else {
+            this.notifyConfigurationChanged();
+          }
         }
       }),
       // Trust granted while the server runs: it re-reads the settings, now with the trusted ones.
@@ -57,6 +64,24 @@ export class ServerManager implements vscode.Disposable {
         this.notifyConfigurationChanged();
       }),
     );
+  }
+
+  private userSettingsSent: Nested | undefined;
+
+  private settingKeys(): string[] {
+    return contributedKeys(this.context.extension.packageJSON);
+  }
+
+  /** perflsp settings set in the user's settings (not defaults, not the workspace's). */
+  userSettings(): Nested {
+    const config = vscode.workspace.getConfiguration("perflsp");
+    return splitByOrigin(this.settingKeys(), (key) => config.inspect(key)).user;
+  }
+
+  /** perflsp settings set by the workspace or the folder of `scopeUri`. */
+  workspaceSettings(scopeUri: string | undefined): Nested {
+    const config = vscode.workspace.getConfiguration("perflsp", scopeUri ? vscode.Uri.parse(scopeUri) : undefined);
+    return splitByOrigin(this.settingKeys(), (key) => config.inspect(key)).workspace;
   }
 
   private setState(state: ClientState): void {
@@ -142,21 +167,23 @@ export class ServerManager implements vscode.Disposable {
           return (defaultHandler ??= client.createDefaultErrorHandler(4)).closed();
         },
       },
-      initializationOptions: { workspaceTrusted: vscode.workspace.isTrusted },
+      // User-level settings travel here, so the server knows they are the user's own (trusted-only
+      // settings are honoured from here even in an untrusted workspace); the trust flag with them.
+      initializationOptions: { workspaceTrusted: vscode.workspace.isTrusted, settings: (this.userSettingsSent = this.userSettings()) },
       middleware: {
         workspace: {
-          // The trust flag is the editor's to say, never a settings file's: stamp it on every answer.
+          // workspace/configuration answers with what the workspace and folder set (defaults and
+          // user values are not the workspace's), plus the trust flag: the editor's to say, never a
+          // settings file's.
           configuration: async (params, token, next) => {
             const result = await next(params, token);
             if (!Array.isArray(result)) {
               return result;
             }
             return result.map((value, i) => {
-              const section = params.items[i]?.section;
-              if ((section === "perflsp" || section === undefined) && value && typeof value === "object") {
-                // the extension's own settings (interpreter, tracing) are not the server's
-                const { python: _python, trace: _trace, ...serverSettings } = value as Record<string, unknown>;
-                return { ...serverSettings, trustedWorkspace: vscode.workspace.isTrusted };
+              const item = params.items[i];
+              if (item?.section === "perflsp") {
+                return { ...this.workspaceSettings(item.scopeUri), trustedWorkspace: vscode.workspace.isTrusted };
               }
               return value;
             });

@@ -11,6 +11,8 @@ export interface ServerStatus {
   gpus: GpuRef[];
   llm: LlmState;
   llmDetail?: string;
+  /** whether the server honours trusted-only settings (the editor told it the workspace is trusted) */
+  trusted?: boolean;
 }
 
 export type ClientState = "starting" | "running" | "stopped" | "failed";
@@ -47,7 +49,7 @@ export function parseStatus(raw: unknown): ServerStatus {
   if (typeof detail === "string" && detail) {
     llmDetail = detail;
   }
-  return { gpus, llm, llmDetail };
+  return { gpus, llm, llmDetail, trusted: typeof obj.trusted === "boolean" ? obj.trusted : undefined };
 }
 
 const LLM_ICON: Record<LlmState, string> = { off: "", ready: "$(sparkle)", busy: "$(sync~spin)", failing: "$(warning)" };
@@ -85,6 +87,14 @@ export function statusView(client: ClientState, status: ServerStatus | undefined
     "",
     `LLM advisor: ${status.llm}${status.llmDetail ? ` — ${status.llmDetail}` : ""}`,
     "",
+    ...(status.trusted === undefined
+      ? []
+      : [
+          status.trusted
+            ? "Workspace: trusted"
+            : "Workspace: restricted — settings that run programs or send code off the machine are taken from your user settings only",
+          "",
+        ]),
     "Click to choose GPUs.",
   ].join("\n");
   return {

@@ -3,11 +3,13 @@ import { test } from "node:test";
 import { gpuLabel, parseStatus, statusView } from "../src/status";
 
 test("status notifications parse with ids or objects", () => {
-  assert.deepEqual(parseStatus({ gpus: ["h100"], llm: "ready" }), { gpus: [{ id: "h100" }], llm: "ready", llmDetail: undefined });
+  assert.deepEqual(parseStatus({ gpus: ["h100"], llm: "ready" }), { gpus: [{ id: "h100" }], llm: "ready", llmDetail: undefined, trusted: undefined });
+  assert.equal(parseStatus({ gpus: [], llm: "off", llmReason: "disabled", trusted: false }).llmDetail, "disabled");
   assert.deepEqual(parseStatus({ gpus: [{ id: "a100", name: "NVIDIA A100" }], llm: { state: "failing", detail: "timeout" } }), {
     gpus: [{ id: "a100", name: "NVIDIA A100" }],
     llm: "failing",
     llmDetail: "timeout",
+    trusted: undefined,
   });
   assert.equal(parseStatus({ llm: "bogus" }).llm, "off");
   assert.deepEqual(parseStatus(null).gpus, []);
@@ -37,4 +39,10 @@ test("a failed start shows the problem and opens the log", () => {
   assert.equal(v.tooltip, "perflsp is not installed in python3");
   assert.equal(v.command, "perflsp.showOutput");
   assert.equal(statusView("starting", undefined).text, "$(loading~spin) perflsp");
+});
+
+test("the tooltip says whether the workspace is trusted", () => {
+  assert.match(statusView("running", { gpus: [{ id: "h100" }], llm: "off", trusted: false }).tooltip, /Workspace: restricted/);
+  assert.match(statusView("running", { gpus: [{ id: "h100" }], llm: "off", trusted: true }).tooltip, /Workspace: trusted/);
+  assert.doesNotMatch(statusView("running", { gpus: [{ id: "h100" }], llm: "off" }).tooltip, /Workspace:/);
 });

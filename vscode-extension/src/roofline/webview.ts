@@ -259,12 +259,19 @@ $("refresh").addEventListener("click", () => vscode.postMessage({ type: "refresh
 // VS Code swaps the body's theme class when the colour theme changes: redraw in the new colours.
 new MutationObserver(() => render()).observe(document.body, { attributes: true, attributeFilter: ["class"] });
 
-// Where the n-th kernel point is drawn (CSS pixels in the canvas): lets a test hover a point.
-(window as unknown as { perflspPointPosition: (n: number) => { x: number; y: number } | undefined }).perflspPointPosition = (n) => {
+// Where the n-th kernel point is drawn (CSS pixels in the canvas) and whose it is: lets a test
+// hover and click a point as a person would.
+type DrawnPoint = { x: number; y: number; kernel: string; uri: string; line: number };
+(window as unknown as { perflspPointPosition: (n: number) => DrawnPoint | undefined }).perflspPointPosition = (n) => {
   const points = (chart?.data.datasets ?? [])
     .map((d, i) => ({ d, i }))
     .filter(({ d }) => d.type === "scatter")
-    .flatMap(({ i }) => chart!.getDatasetMeta(i).data.map((e) => ({ x: e.x, y: e.y })));
+    .flatMap(({ d, i }) =>
+      chart!.getDatasetMeta(i).data.map((e, j) => {
+        const p = (d.data[j] as PointData).point;
+        return { x: e.x, y: e.y, kernel: p.kernel, uri: p.uri, line: p.line };
+      }),
+    );
   return points[n];
 };
 
