@@ -43,12 +43,21 @@ class _Anchor:
     length: int
 
 
+_LINE_NUMBER = re.compile(r"\bline \d+")
+
+
 @dataclass
 class _Group:
     items: tuple[Item, ...]
     findings: list[Finding]
     anchors: list[list[_Anchor | None]]  # per finding: main span, then each related span
     starts: tuple[int, ...]  # item starts when computed
+    item_lines: tuple[int, ...] = ()  # item lines when computed (messages may quote them)
+
+    @property
+    def quotes_lines(self) -> bool:
+        return any(_LINE_NUMBER.search(f.message) or any(_LINE_NUMBER.search(m) for _, m in f.related)
+                   for f in self.findings)
 
 
 @dataclass
@@ -180,11 +189,19 @@ class Analyzer:
         return out
 
     def _reusable(self, cached: _Group | None, items: tuple[Item, ...]) -> bool:
-        return cached is not None and len(cached.items) == len(items) and all(a is b for a, b in zip(cached.items, items))
+        if cached is None or len(cached.items) != len(items) or not all(a is b for a, b in zip(cached.items, items)):
+            return False
+        if cached.quotes_lines and tuple(i.span.start.line for i in items) != cached.item_lines:
+            return False  # a message names a line that moved
+        return True
 
 def lint_fresh(data: bytes, tree: Any, fk: FileKernels, gpus: Sequence[Gpu], lint_codes: Iterable[str] | None,
                items: Sequence[Item]) -> list[Finding]:
-    """Findings with their fixes for the groups of `items`, computed on this text (code actions)."""
+    """Findings with their fixes for the groups of `items`, computed on this text (code actions).
+
+    The groups are linted alone first (cheap); the rules that found something there and can fix
+    it then run over the whole file, because a fix is validated against the whole file (the
+    constant it edits must belong to this launch only, the edit must keep every launch, ...)."""
     if not engine.lints_available() or not items:
         return []
     wanted = {id(i) for i in items}
@@ -192,9 +209,17 @@ def lint_fresh(data: bytes, tree: Any, fk: FileKernels, gpus: Sequence[Gpu], lin
     if not groups:
         return []
     codes = None if lint_codes is None else frozenset(lint_codes)
-    findings = engine.run_lints(data, tree, _restricted(fk, groups, data), gpus, codes)
     extents = [_extent(i) for g in groups for i in g]
-    return [f for f in findings if any(s <= f.span.start_byte <= e for s, e in extents)]
+
+    def near(finding: Finding) -> bool:
+        return any(s <= finding.span.start_byte <= e for s, e in extents)
+
+    found = [f for f in engine.run_lints(data, tree, _restricted(fk, groups, data), gpus, codes) if near(f)]
+    fixable = {f.code for f in found if engine.rule_has_fix(f.code)}
+    if not fixable:
+        return found
+    with_fixes = [f for f in engine.run_lints(data, tree, fk, gpus, fixable) if near(f)]
+    return [f for f in found if f.code not in fixable] + with_fixes
 
 
 # --------------------------------------------------------------------------- groups
@@ -281,7 +306,8 @@ def _assign(findings: list[Finding], groups: Sequence[tuple[Item, ...]], lines: 
             entries.append((start, -end, len(entries), item, key))
     entries.sort(key=lambda e: (e[0], e[1], e[2]))
     starts = [e[0] for e in entries]
-    out = {tuple(id(i) for i in g): _Group(g, [], [], tuple(_start(i) for i in g)) for g in groups}
+    out = {tuple(id(i) for i in g): _Group(g, [], [], tuple(_start(i) for i in g), tuple(i.span.start.line for i in g))
+           for g in groups}
 
     def innermost(offset: int) -> tuple[Item, tuple[int, ...]] | None:
         best: tuple[Item, tuple[int, ...]] | None = None
@@ -349,4 +375,4 @@ def _moved(group: _Group, lines: LineIndex, edit_start: int | None) -> _Group:
             related=tuple((place(a, s), m) for a, (s, m) in zip(spans[1:], finding.related)),
         ))
         anchors.append(spans)
-    return _Group(group.items, findings, anchors, starts)
+    return _Group(group.items, findings, anchors, starts, group.item_lines)

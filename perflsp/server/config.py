@@ -174,9 +174,9 @@ class _Merged:
     section_layers: dict[str, list[tuple[Layer, dict[str, Any]]]] = field(default_factory=dict)
 
 
-def _display(layer: Layer, path: str) -> str:
+def _display(layer: Layer, path: str, written: str | None = None) -> str:
     if layer.origin is Origin.FILE:
-        return f"{layer.source}: {path}"
+        return f"{layer.source}: {written or path}"
     return f"{layer.source}: {wire_key(path)}"
 
 
@@ -214,7 +214,7 @@ def merge_layers(layers: Iterable[Layer], workspace_trusted: bool) -> _Merged:
                 continue
             if name in trusted_only and not layer.origin.user_controlled and not workspace_trusted:
                 merged.ignored.append(
-                    f"{_display(layer, name)} ignored: the workspace is not trusted, and this setting "
+                    f"{_display(layer, name, str(key))} ignored: the workspace is not trusted, and this setting "
                     "runs a program or sends code off the machine; set it in user settings or trust the workspace")
                 continue
             if name == "rules" and isinstance(value, Mapping) and isinstance(merged.values.get("rules"), dict):

@@ -59,16 +59,46 @@ def options(preprocessed: ConstEnv | None, registers: Sequence[tuple[str, int]] 
     return AnalysisOptions(include_env=preprocessed, registers=tuple(registers))
 
 
-def new_unit(data: bytes, tree: Tree, kernels: FileKernels, opts: AnalysisOptions, lines: LineIndex) -> AnalysisUnit:
-    return AnalysisUnit(data, tree, kernels, opts, lines)
+class _BrokenUnit:
+    """Stands in for an AnalysisUnit the engine could not build (every kernel is uncertain)."""
+
+    def __init__(self, reason: str, kernels: FileKernels):
+        self.reason = reason
+        self.kernels = kernels
+
+
+def new_unit(data: bytes, tree: Tree, kernels: FileKernels, opts: AnalysisOptions, lines: LineIndex) -> Any:
+    try:
+        return AnalysisUnit(data, tree, kernels, opts, lines)
+    except Exception as exc:  # noqa: BLE001 - an engine bug must not take the document down
+        log.exception("the static engine failed to prepare %s", kernels.path or "a document")
+        return _BrokenUnit(f"the static engine failed on this file ({type(exc).__name__}: {exc})", kernels)
 
 
 def key(kernel: Kernel, launches: Sequence[LaunchSite], gpus: Sequence[Gpu], opts: AnalysisOptions) -> str:
     return analysis_key(kernel, launches, gpus, opts)
 
 
-def analyze(unit: AnalysisUnit, kernel: Kernel, gpus: Sequence[Gpu]) -> KernelReport:
-    return analyze_kernel(unit, kernel, gpus)
+def analyze(unit: Any, kernel: Kernel, gpus: Sequence[Gpu]) -> KernelReport:
+    """The engine's report, or an `uncertain` one naming the failure when the engine raises."""
+    if isinstance(unit, _BrokenUnit):
+        return _uncertain_report(kernel, unit.kernels, gpus, unit.reason)
+    try:
+        return analyze_kernel(unit, kernel, gpus)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("the static engine failed on %s: %s: %s", getattr(kernel, "name", "?"), type(exc).__name__, exc)
+        return _uncertain_report(kernel, unit.kernels, gpus,
+                                 f"the static engine failed on this kernel ({type(exc).__name__}: {exc})")
+
+
+def _uncertain_report(kernel: Kernel, kernels: FileKernels, gpus: Sequence[Gpu], reason: str) -> KernelReport:
+    from perflsp.analysis.estimate import estimate_for_gpu
+    from perflsp.analysis.models import KernelFacts, OpCounts
+
+    facts = KernelFacts(OpCounts(), None, "unknown", OpCounts(), 0.0, "unknown", uncertain=reason)
+    launches = kernels.launches_of(kernel) if isinstance(kernel, CudaFunction) else []
+    return KernelReport(kernel=kernel, launches=launches, facts=facts,
+                        estimates=[estimate_for_gpu(facts, gpu, None, None, 0) for gpu in gpus])
 
 
 # --------------------------------------------------------------------------- lints and rules
@@ -84,7 +114,11 @@ def run_lints(data: bytes, tree: Tree, kernels: FileKernels, gpus: Sequence[Gpu]
     module = _optional("perflsp.analysis.lints")
     if module is None:
         return []
-    return module.run_lints(data, tree, kernels, gpus, enabled=enabled, notes=notes)
+    try:
+        return module.run_lints(data, tree, kernels, gpus, enabled=enabled, notes=notes)
+    except Exception as exc:  # noqa: BLE001 - the rules guard themselves; this guards their context
+        log.warning("the lint rules failed: %s: %s", type(exc).__name__, exc)
+        return []
 
 
 def known_rule_codes() -> set[str] | None:
@@ -107,6 +141,12 @@ def default_severity(code: str) -> str:
     if info is not None:
         return info.default_severity
     return ROOFLINE_DEFAULTS.get(code, "warning")
+
+
+def rule_has_fix(code: str) -> bool:
+    rules = _optional("perflsp.analysis.rules")
+    info = rules.rule_info(code) if rules is not None else None
+    return bool(info is not None and info.has_fix)
 
 
 def rule_summary(code: str) -> str | None:

@@ -43,7 +43,7 @@ from perflsp.kernels.models import (
 )
 from perflsp.kernels.omp import _PRAGMA_LINE, extract_regions
 from perflsp.kernels.symbols import file_env
-from perflsp.kernels.text import _BLANK_TABLE, blank_comments_and_strings
+from perflsp.kernels.text import _BLANK_TABLE, _COMMENT_OR_STRING, _DIGIT_SEPARATOR, blank_comments_and_strings
 from perflsp.source.parser import query
 from perflsp.source.positions import LineIndex
 
@@ -269,6 +269,19 @@ def _shift_in_place(spans: list[Span], delta: int) -> None:
         span._end = None
 
 
+def _open_ended(segment: bytes) -> bool:
+    """Whether a comment or string (as the token and line fallbacks blank them) starts in
+    `segment` and is not closed in it: then it blanks text beyond the segment too."""
+    if not (b"/*" in segment or b'"' in segment or b"'" in segment):
+        return False
+    for m in _COMMENT_OR_STRING.finditer(_DIGIT_SEPARATOR.sub(b"0", segment)):
+        if m.end() < len(segment):
+            continue
+        text = m.group()
+        return not (text.startswith(b"/*") and len(text) >= 4 and text.endswith(b"*/"))
+    return False
+
+
 def _directives(segment: bytes) -> list[tuple[str, str]]:
     """Preprocessor directives other than `#pragma` (which the preprocessor pass ignores)."""
     if b"#" not in segment:
@@ -323,6 +336,8 @@ def extract_incremental(
         return None  # extract() skips whole passes on these tokens
     if _directives(old_data[a:old_b]) != _directives(new_data[a:b]):
         return None  # the preprocessor's view of the file (its macros) may have changed
+    if _open_ended(old_data[a:old_b]) or _open_ended(new_data[a:b]):
+        return None  # the fallbacks' comment/string blanking would run past the definition
 
     before: dict[str, list[Any]] = {"functions": [], "regions": [], "launches": []}
     after: dict[str, list[Any]] = {"functions": [], "regions": [], "launches": []}
@@ -452,3 +467,15 @@ def extract_incremental(
         change = "other"
     return Extracted(result, env, aliases, token_scan, frozenset(token_found), line_scan, pragma_lines, spans,
                      incremental=True, change=change, edit_start=start)
+
+
+def signature(value: Any) -> Any:
+    """A comparable form of an extraction result (spans as byte ranges)."""
+    if isinstance(value, Span):
+        return (value.start_byte, value.end_byte)
+    if isinstance(value, (list, tuple)):
+        return tuple(signature(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__,) + tuple(signature(getattr(value, f.name)) for f in dataclasses.fields(value)
+                                                if f.name != "notes")
+    return value

@@ -29,6 +29,13 @@ class ClientLogHandler(logging.Handler):
             return
         level = record.levelno
         try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:  # on the loop's thread: send now, in order with other messages
+            self._send(level, message)
+            return
+        try:
             loop.call_soon_threadsafe(self._send, level, message)
         except RuntimeError:  # loop closed while shutting down
             pass

@@ -52,8 +52,9 @@ class PerfProtocol(LanguageServerProtocol):
         super().handle_message(message)
 
     def send_parse_error(self, exc: Exception) -> None:
-        error = JsonRpcParseError(f"the message body is not valid JSON: {exc}")
-        self._send_response(None, None, error.to_response_error())  # type: ignore[arg-type]
+        # a plain dict: the converter would drop the `"id": null` that JSON-RPC requires here
+        self._send_data({"jsonrpc": "2.0", "id": None,
+                         "error": {"code": JsonRpcParseError.CODE, "message": f"the message body is not valid JSON: {exc}"}})
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams):  # type: ignore[override]

@@ -95,7 +95,8 @@ class DocumentWorker:
             idle = not self._changes and (self._task is None or self._task.done())
             if not self.enabled and idle:
                 return None
-            if snap is not None and snap.version == self.version and not self._changes:
+            if snap is not None and snap.version == self.version and not self._changes and not self._reanalyze \
+                    and not self._reextract:
                 if (snap.complete or not complete) and (snap.exact or not exact):
                     return snap
                 if exact and not snap.exact and not self._settle:
@@ -163,8 +164,8 @@ class DocumentWorker:
         self.snapshot = snap
         if self.enabled:
             self._publish(snap)
-        elif self.published and self.published[-1][0] is not None:
-            self.host.publish(self.uri, version, [])
+        elif not self.published or self.published[-1][0] is not None:
+            self.host.publish(self.uri, version, [])  # not analysed: nothing to show (clears old results)
             self.published.append((None, True))
         await self._notify()
         if not snap.exact:
@@ -256,14 +257,20 @@ class DocumentWorker:
         await self._notify()
 
     def _settle_compute(self, config: ResolvedConfig, version: int | None) -> Snapshot | None:
-        """Parse from scratch; None when the fresh tree is the incremental one."""
+        """Parse and extract from scratch; None when that equals the incremental result."""
+        from perflsp.server.extraction import extract_full, signature
+
         state = self.state
         assert state is not None
         fresh = state.doc._parser.parse(state.data)
-        if str(fresh.root_node) == str(state.tree.root_node):
+        full = extract_full(state.data, fresh, state.lines, state.path, state.preprocessed)
+        if str(fresh.root_node) == str(state.tree.root_node) and \
+                signature(full.kernels) == signature(state.extracted.kernels):
             return None
+        log.debug("%s: a fresh parse differs from the incremental one: analysing again", self.uri)
         state.doc.tree = fresh
-        state.reextract(None)
+        state.extracted = full
+        state.full_extractions += 1
         snap = self._snapshot(config, version, None, exact=True)
         while not snap.complete:
             snap = self._resume(snap)

@@ -180,7 +180,7 @@ def _relative(path: Path, root: Path | None) -> str:
 def _matches(patterns: list[str], relative: str) -> bool:
     import pathspec
 
-    return pathspec.PathSpec.from_lines("gitwildmatch", patterns).match_file(relative)
+    return pathspec.PathSpec.from_lines("gitignore", patterns).match_file(relative)
 
 
 def compile_flag_macros(flags: list[str], root: Path | None) -> tuple[dict[str, str], list[Path]]:

@@ -36,6 +36,22 @@ class Session:
         self.statuses: list[dict[str, Any]] = []
         self._status_waiters: list[asyncio.Future[dict[str, Any]]] = []
         self.versions: dict[str, int] = {}
+        self.initialize_result: lsp.InitializeResult | None = None
+        self.registrations: list[lsp.Registration] = []
+
+        self.refreshes = {"codeLens": 0, "inlayHint": 0}
+
+        @client.feature(lsp.WORKSPACE_CODE_LENS_REFRESH)
+        def on_lens_refresh(params: Any) -> None:
+            self.refreshes["codeLens"] += 1
+
+        @client.feature(lsp.WORKSPACE_INLAY_HINT_REFRESH)
+        def on_hint_refresh(params: Any) -> None:
+            self.refreshes["inlayHint"] += 1
+
+        @client.feature(lsp.CLIENT_REGISTER_CAPABILITY)
+        def on_register(params: lsp.RegistrationParams) -> None:
+            self.registrations.extend(params.registrations)
 
         client.protocol.fm.features.pop(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, None)  # replaced below
 
@@ -51,7 +67,7 @@ class Session:
 
         @client.feature("perflsp/status")
         def on_status(params: Any) -> None:
-            payload = params if isinstance(params, dict) else client.protocol._converter.unstructure(params)
+            payload = _plain(params)
             self.statuses.append(payload)
             for future in self._status_waiters:
                 if not future.done():
@@ -76,7 +92,16 @@ class Session:
         self.client.text_document_did_open(lsp.DidOpenTextDocumentParams(
             lsp.TextDocumentItem(uri=uri, language_id="cuda-cpp", version=version, text=text)))
         self.versions[uri] = version
-        return await asyncio.wait_for(waiter, timeout)
+        await asyncio.wait_for(waiter, timeout)
+        return await self.settled(uri, timeout)
+
+    async def settled(self, uri: str, timeout: float = 30) -> lsp.PublishDiagnosticsParams:
+        """The last publication once the analysis is complete (a large file's first publication
+        may be partial). A code lens request is answered from the complete analysis and after
+        its publication, so the stream already holds it."""
+        await asyncio.wait_for(self.client.text_document_code_lens_async(
+            lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri=uri))), timeout)
+        return self.published[uri][-1]
 
     def change(self, uri: str, changes: list[lsp.TextDocumentContentChangeEvent]) -> int:
         version = self.versions[uri] + 1
@@ -89,7 +114,8 @@ class Session:
                    timeout: float = 30) -> lsp.PublishDiagnosticsParams:
         waiter = self.expect_diagnostics(uri, self.versions[uri] + 1)
         self.change(uri, [replace(start, end, text)])
-        return await asyncio.wait_for(waiter, timeout)
+        await asyncio.wait_for(waiter, timeout)
+        return await self.settled(uri, timeout)
 
     async def pull(self, uri: str, timeout: float = 60) -> list[lsp.Diagnostic]:
         report = await asyncio.wait_for(self.client.text_document_diagnostic_async(
@@ -101,6 +127,37 @@ class Session:
             lsp.ExecuteCommandParams(command=name, arguments=list(arguments))), timeout)
 
 
+def _plain(value: Any) -> Any:
+    """pygls decodes unknown notifications into namedtuples: back to JSON shapes."""
+    if hasattr(value, "_asdict"):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def apply_text_edits(text: str, edits: list[lsp.TextEdit]) -> str:
+    """Apply LSP edits (UTF-16 positions) to `text`, last first."""
+    lines = text.splitlines(keepends=True)
+
+    def offset(pos: lsp.Position) -> int:
+        before = sum(len(line) for line in lines[: pos.line])
+        line = lines[pos.line] if pos.line < len(lines) else ""
+        units = 0
+        for index, ch in enumerate(line):
+            if units >= pos.character:
+                return before + index
+            units += 2 if ord(ch) > 0xFFFF else 1
+        return before + len(line.rstrip("\r\n"))
+
+    for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        start, end = offset(edit.range.start), offset(edit.range.end)
+        text = text[:start] + edit.new_text + text[end:]
+    return text
+
+
 def replace(start: tuple[int, int], end: tuple[int, int], text: str) -> lsp.TextDocumentContentChangePartial:
     return lsp.TextDocumentContentChangePartial(
         range=lsp.Range(lsp.Position(*start), lsp.Position(*end)), text=text)
@@ -108,8 +165,8 @@ def replace(start: tuple[int, int], end: tuple[int, int], text: str) -> lsp.Text
 
 def capabilities(name: str = "visual-studio-code", pull: bool = False) -> lsp.ClientCapabilities:
     caps = client_capabilities(name)
-    if not pull and caps.text_document is not None:
-        caps.text_document.diagnostic = None
+    if caps.text_document is not None:
+        caps.text_document.diagnostic = lsp.DiagnosticClientCapabilities(related_document_support=False) if pull else None
     return caps
 
 
@@ -122,15 +179,16 @@ async def session(
     client: str = "visual-studio-code",
     pull: bool = False,
     env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
 ) -> AsyncIterator[Session]:
     lsp_client = make_test_lsp_client()
     if configuration is not None:
         lsp_client.set_configuration(configuration)
     wrapper = Session(lsp_client)
-    await lsp_client.start_io(sys.executable, "-m", "perflsp", "serve", env=server_env(**(env or {})), cwd=str(ROOT))
+    await lsp_client.start_io(sys.executable, "-m", "perflsp", "serve", *args, env=server_env(**(env or {})), cwd=str(ROOT))
     status = wrapper.expect_status()
     folders = [lsp.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)] if workspace else None
-    await lsp_client.initialize_session(lsp.InitializeParams(
+    wrapper.initialize_result = await lsp_client.initialize_session(lsp.InitializeParams(
         capabilities=capabilities(client, pull),
         root_uri=workspace.as_uri() if workspace else None,
         workspace_folders=folders,

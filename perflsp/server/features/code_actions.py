@@ -68,13 +68,13 @@ def actions(ls: Any, worker: Any, snap: Snapshot, params: lsp.CodeActionParams) 
             out.append(action)
 
     # commands
-    for item in [*kernels, *regions]:
+    for item in [*_with_launched(kernels, launches, snap), *regions]:
         name = kernel_name(item)
         arguments = [{"uri": snap.uri, "kernel": name}]
         out.append(lsp.CodeAction(title=f"Explain `{name}` (perflsp)", kind=lsp.CodeActionKind.Empty,
-                                  command=lsp.Command(f"Explain {name}", "perflsp.explainKernel", arguments)))
+                                  command=lsp.Command(title=f"Explain {name}", command="perflsp.explainKernel", arguments=arguments)))
         out.append(lsp.CodeAction(title=f"Profile `{name}` with Nsight Compute (perflsp)", kind=lsp.CodeActionKind.Empty,
-                                  command=lsp.Command(f"Profile {name}", "perflsp.profileKernel", arguments)))
+                                  command=lsp.Command(title=f"Profile {name}", command="perflsp.profileKernel", arguments=arguments)))
     if only:
         out = [a for a in out if any(str(a.kind or "").startswith(str(k)) for k in only)]
     return _dedupe(out)

@@ -1,0 +1,296 @@
+"""LSP latency of the real server (a subprocess over stdio, driven by a raw JSON-RPC client).
+
+    python benchmarks/lsp_latency.py [SRC_DIR] [--labels CSV] [--edits 200] [--lines 10000]
+
+Measures, in one run:
+- initialize: spawn -> `initialize` answered, perflsp vs a minimal pygls server (median of 5 each,
+  alternating); target: perflsp within 1.3x of the minimal server;
+- first diagnostics: `didOpen` of a ~10,000-line CUDA file generated from examples/cuda (each
+  example in its own namespace) -> its first `publishDiagnostics`; target <= 300 ms;
+- edit latency: `--edits` single-character edits typed inside one kernel in the middle of that
+  file, each `didChange` -> `publishDiagnostics` for that version (p50, p95, max); target p95 <= 50 ms;
+- RSS of the server after opening every file of the labeled benchmark sources (SRC_DIR, default
+  $PERFLSP_EVAL_SRC or /work/data/src; with --labels only the folders named in its `target`
+  column) and waiting for all their diagnostics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import itertools
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+MINIMAL_SERVER = "from pygls.lsp.server import LanguageServer; LanguageServer('minimal', '0').start_io()"
+DEFAULT_LABELS = ROOT.parent / "shared" / "eval" / "rtx3080-roofline-dev.csv"
+
+
+class Client:
+    """Content-Length framed JSON-RPC over a subprocess' stdio."""
+
+    def __init__(self, process: asyncio.subprocess.Process):
+        self.process = process
+        self.ids = itertools.count(1)
+        self.pending: dict[int, asyncio.Future[Any]] = {}
+        self.listeners: list[Any] = []
+        self.reader = asyncio.get_running_loop().create_task(self._read())
+
+    @classmethod
+    async def start(cls, *argv: str) -> tuple[Client, float]:
+        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        started = time.perf_counter()
+        process = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                                                       stderr=asyncio.subprocess.DEVNULL, env=env, cwd=str(ROOT))
+        return cls(process), started
+
+    async def _read(self) -> None:
+        stdout = self.process.stdout
+        assert stdout is not None
+        while True:
+            length = 0
+            while True:
+                line = await stdout.readline()
+                if not line:
+                    return
+                if line in (b"\r\n", b"\n"):
+                    break
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            message = json.loads(await stdout.readexactly(length))
+            now = time.perf_counter()
+            if "id" in message and "method" not in message:
+                future = self.pending.pop(message["id"], None)
+                if future is not None and not future.done():
+                    future.set_result(message)
+            elif "id" in message and "method" in message:  # a request from the server
+                self.send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+            else:
+                for listener in list(self.listeners):
+                    listener(message, now)
+
+    def send(self, message: dict[str, Any]) -> None:
+        body = json.dumps(message).encode()
+        assert self.process.stdin is not None
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    async def request(self, method: str, params: Any) -> Any:
+        msg_id = next(self.ids)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[msg_id] = future
+        self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        return await future
+
+    def notify(self, method: str, params: Any) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def wait_for(self, predicate: Any) -> asyncio.Future[float]:
+        """Future of the arrival time of the first notification matching `predicate`."""
+        future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+
+        def listener(message: dict[str, Any], when: float) -> None:
+            if not future.done() and predicate(message):
+                future.set_result(when)
+                self.listeners.remove(listener)
+
+        self.listeners.append(listener)
+        return future
+
+    async def initialize(self, root: Path | None = None) -> None:
+        await self.request("initialize", {"processId": os.getpid(), "rootUri": root.as_uri() if root else None,
+                                          "capabilities": {"textDocument": {"publishDiagnostics": {}}}})
+        self.notify("initialized", {})
+
+    async def close(self) -> None:
+        try:
+            await asyncio.wait_for(self.request("shutdown", None), 30)
+            self.notify("exit", None)
+            await asyncio.wait_for(self.process.wait(), 30)
+        except (TimeoutError, ConnectionError, BrokenPipeError):
+            self.process.kill()
+        self.reader.cancel()
+
+
+def diagnostics_of(uri: str, version: int | None = None) -> Any:
+    def predicate(message: dict[str, Any]) -> bool:
+        if message.get("method") != "textDocument/publishDiagnostics":
+            return False
+        params = message["params"]
+        return params["uri"] == uri and (version is None or params.get("version") == version)
+
+    return predicate
+
+
+# --------------------------------------------------------------------------- the big file
+
+
+def generate_big_file(lines: int) -> str:
+    """Concatenate examples/cuda/*.cu, each copy in its own namespace, to about `lines` lines."""
+    sources = sorted((ROOT / "examples" / "cuda").glob("*.cu"))
+    header = "#include <cstdio>\n#include <cmath>\n#include <vector>\n#include \"check.cuh\"\n"
+    parts = [header]
+    count = header.count("\n")
+    for copy in itertools.count():
+        for source in sources:
+            text = "\n".join(l for l in source.read_text().splitlines() if not l.startswith("#include"))
+            text = re.sub(r"\bint main\(\)", f"int main_{copy}()", text)
+            block = f"namespace copy{copy} {{\n{text}\n}}  // namespace copy{copy}\n"
+            parts.append(block)
+            count += block.count("\n")
+            if count >= lines:
+                return "".join(parts)
+    raise AssertionError("unreachable")
+
+
+def kernel_body_line(text: str) -> int:
+    """A line inside a kernel body near the middle of the file (0-based)."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("__global__")]
+    middle = starts[len(starts) // 2]
+    for i in range(middle, len(lines)):
+        if lines[i].startswith("{"):
+            return i + 1
+    raise AssertionError("no kernel body")
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+async def initialize_time(argv: list[str]) -> float:
+    client, started = await Client.start(*argv)
+    await client.initialize()
+    elapsed = time.perf_counter() - started
+    await client.close()
+    return elapsed
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+async def edit_latency(big: Path, text: str, edits: int) -> tuple[float, list[float]]:
+    client, _ = await Client.start(sys.executable, "-m", "perflsp", "serve")
+    await client.initialize(big.parent)
+    uri = big.as_uri()
+    first = client.wait_for(diagnostics_of(uri, 1))
+    opened = time.perf_counter()
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "cuda-cpp", "version": 1,
+                                                            "text": text}})
+    first_s = await asyncio.wait_for(first, 120) - opened
+    # the analysis of the opened file completes (the first publication may be partial) before typing:
+    # a code lens request is answered from the complete analysis
+    await asyncio.wait_for(client.request("textDocument/codeLens", {"textDocument": {"uri": uri}}), 120)
+    line = kernel_body_line(text)
+    typed = "    float extra = acc * 2.0f + 1.0f;  // tuning\n"
+    column = 0
+    latencies = []
+    version = 1
+    for index in range(edits):
+        version += 1
+        if index % 10 == 9 and column > 0:  # a backspace now and then
+            change = {"range": {"start": {"line": line, "character": column - 1}, "end": {"line": line, "character": column}},
+                      "text": ""}
+            column -= 1
+        else:
+            ch = typed[index % len(typed)]
+            change = {"range": {"start": {"line": line, "character": column}, "end": {"line": line, "character": column}},
+                      "text": ch}
+            if ch == "\n":
+                line, column = line + 1, 0
+            else:
+                column += 1
+        published = client.wait_for(diagnostics_of(uri, version))
+        sent = time.perf_counter()
+        client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version},
+                                                 "contentChanges": [change]})
+        latencies.append(await asyncio.wait_for(published, 60) - sent)
+    await client.close()
+    return first_s, latencies
+
+
+def rss_mib(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+async def rss_after_opening(src: Path, labels: Path | None) -> tuple[int, float | None, float | None]:
+    from perflsp.source.files import iter_source_paths
+
+    folders = [src]
+    if labels is not None and labels.is_file():
+        with labels.open(newline="") as fh:
+            folders = sorted({src / row["target"] for row in csv.DictReader(fh)} )
+        folders = [f for f in folders if f.is_dir()]
+    files = [p for p in iter_source_paths(folders) if isinstance(p, Path)]
+    client, _ = await Client.start(sys.executable, "-m", "perflsp", "serve")
+    await client.initialize(src)
+    baseline = rss_mib(client.process.pid)
+    waiting = []
+    for version, path in enumerate(files, 1):
+        try:
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        uri = path.as_uri()
+        waiting.append(client.wait_for(diagnostics_of(uri)))
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "cuda-cpp", "version": 1,
+                                                                "text": text}})
+    await asyncio.wait_for(asyncio.gather(*waiting), 1800)
+    rss = rss_mib(client.process.pid)
+    await client.close()
+    return len(waiting), baseline, rss
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("src", nargs="?", default=os.environ.get("PERFLSP_EVAL_SRC", "/work/data/src"))
+    ap.add_argument("--labels", type=Path, default=DEFAULT_LABELS if DEFAULT_LABELS.is_file() else None)
+    ap.add_argument("--edits", type=int, default=200)
+    ap.add_argument("--lines", type=int, default=10_000)
+    ap.add_argument("--skip-rss", action="store_true")
+    args = ap.parse_args()
+
+    ours, minimal = [], []
+    for _ in range(5):
+        minimal.append(await initialize_time([sys.executable, "-c", MINIMAL_SERVER]))
+        ours.append(await initialize_time([sys.executable, "-m", "perflsp", "serve"]))
+    ours_s, minimal_s = statistics.median(ours), statistics.median(minimal)
+    print(f"initialize: perflsp {ours_s * 1000:.0f} ms, minimal pygls {minimal_s * 1000:.0f} ms "
+          f"(ratio {ours_s / minimal_s:.2f}, target <= 1.3)")
+
+    text = generate_big_file(args.lines)
+    big = Path(os.environ.get("TMPDIR", "/tmp")) / "perflsp-bench" / "big.cu"
+    big.parent.mkdir(parents=True, exist_ok=True)
+    big.write_text(text)
+    (big.parent / "check.cuh").write_text((ROOT / "examples" / "cuda" / "check.cuh").read_text())
+    first_s, latencies = await edit_latency(big, text, args.edits)
+    print(f"big file: {text.count(chr(10))} lines, first diagnostics after didOpen: {first_s * 1000:.0f} ms (target <= 300)")
+    print(f"didChange -> publishDiagnostics over {len(latencies)} edits: p50 {percentile(latencies, .5) * 1000:.1f} ms, "
+          f"p95 {percentile(latencies, .95) * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms (target p95 <= 50)")
+
+    if not args.skip_rss:
+        src = Path(args.src)
+        if not src.is_dir():
+            print(f"RSS: skipped ({src} is not a folder; pass SRC_DIR or set PERFLSP_EVAL_SRC)")
+            return
+        count, baseline, rss = await rss_after_opening(src, args.labels)
+        print(f"RSS after opening {count} files of {src}"
+              f"{' (labeled folders)' if args.labels else ''}: {rss:.0f} MiB (after initialize: {baseline:.0f} MiB)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

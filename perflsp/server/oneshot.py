@@ -1,0 +1,48 @@
+"""A fresh, uncached analysis of one text, exactly as the server would publish it: what the
+server's incremental results are checked against (tests, `perflsp.status` debugging)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from perflsp.kernels.includes import IncludeResolver
+from perflsp.server.analysis import Analyzer
+from perflsp.server.config import ResolvedConfig
+from perflsp.server.documents import Snapshot
+from perflsp.server.engine_adapter import lint_codes
+from perflsp.server.text import TextState
+
+
+def analyse_text(text: str, uri: str, config: ResolvedConfig, path: str | None = None,
+                 resolver: IncludeResolver | None = None) -> Snapshot:
+    state = TextState(text, None, path, resolver)
+    analyzer = Analyzer()
+    codes = lint_codes()
+    levels = config.settings.rules
+    enabled = {c for c in codes if levels.get(c) != "off"} if codes else None
+    analyzer.start(state, state.extracted, config.gpus, enabled, (config.generation,), state.lines)
+    analysis = analyzer.step(None)
+    snap = Snapshot(uri, None, state.data, state.tree, state.lines, state.extracted.kernels, analysis, config,
+                    state.preprocessed, True)
+    from perflsp.server.features import diagnostics
+
+    snap.diagnostics = diagnostics.build(snap)
+    return snap
+
+
+def diagnostic_keys(diagnostics: list[Any]) -> list[tuple[Any, ...]]:
+    """Comparable form of LSP diagnostics (objects or JSON)."""
+    out = []
+    for d in diagnostics:
+        if isinstance(d, dict):
+            r = d["range"]
+            out.append((d.get("code"), r["start"]["line"], r["start"]["character"], r["end"]["line"],
+                        r["end"]["character"], d.get("severity"), d.get("message")))
+        else:
+            out.append((d.code, d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character,
+                        int(d.severity) if d.severity is not None else None, d.message))
+    return sorted(out, key=repr)
+
+
+__all__ = ["analyse_text", "diagnostic_keys", "Path"]

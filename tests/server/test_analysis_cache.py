@@ -1,0 +1,104 @@
+"""The server's per-kernel caching: an edit inside one kernel re-analyses and re-lints only it,
+and the results always equal a fresh, uncached analysis of the text."""
+
+from pathlib import Path
+
+import pytest
+
+from perflsp.server import engine_adapter
+from perflsp.server.analysis import Analyzer
+from perflsp.server.config import Layer, Origin, resolve
+from perflsp.server.documents import Snapshot
+from perflsp.server.features.diagnostics import build
+from perflsp.server.oneshot import analyse_text, diagnostic_keys
+from perflsp.server.text import Change, TextState
+from perflsp.source.positions import Position
+
+ROOT = Path(__file__).resolve().parents[2]
+SLIPS = ROOT / "examples" / "lints" / "launch_slips.cu"
+CONFIG = resolve([Layer(Origin.INIT_OPTIONS, "test", {"gpus": ["h100", "rtx3080"]})])
+
+
+def analyse(state: TextState, analyzer: Analyzer) -> Snapshot:
+    analyzer.start(state, state.extracted, CONFIG.gpus, None, (CONFIG.generation,), state.lines)
+    analysis = analyzer.step(None)
+    return Snapshot("file:///x.cu", state.version, state.data, state.tree, state.lines, state.extracted.kernels,
+                    analysis, CONFIG, state.preprocessed)
+
+
+def fresh(state: TextState):
+    return diagnostic_keys(analyse_text(state.data.decode(), "file:///x.cu", CONFIG, path=state.path,
+                                        resolver=state.resolver).diagnostics)
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines()) if needle in line)
+
+
+def test_an_edit_inside_one_kernel_reanalyses_only_that_kernel():
+    text = SLIPS.read_text()
+    state = TextState(text, 1, str(SLIPS))
+    analyzer = Analyzer()
+    snap = analyse(state, analyzer)
+    kernels = len(state.extracted.kernels.kernels)
+    assert analyzer.analysed == kernels and kernels >= 4
+    linted = analyzer.linted_groups
+    assert any(d.code == "launch/block-size-not-warp-multiple" for d in build(snap))
+
+    line = line_of(text, "x[i] = -x[i];")  # inside `negate`
+    state.apply([Change("    x[i] *= 1.0f;\n", Position(line, 0), Position(line, 0))], 2)
+    assert state.extracted.change == "kernel"
+    snap = analyse(state, analyzer)
+    assert analyzer.analysed == kernels + 1
+    assert analyzer.linted_groups == linted + 1
+    assert diagnostic_keys(build(snap)) == fresh(state)
+
+
+def test_an_edit_in_host_code_reanalyses_everything():
+    text = SLIPS.read_text()
+    state = TextState(text, 1, str(SLIPS))
+    analyzer = Analyzer()
+    analyse(state, analyzer)
+    before = analyzer.analysed
+    line = line_of(text, "const int rows = 65536")
+    state.apply([Change("    int unused = 0;\n", Position(line, 0), Position(line, 0))], 2)
+    assert state.extracted.change == "other"
+    snap = analyse(state, analyzer)
+    assert analyzer.analysed == 2 * before
+    assert diagnostic_keys(build(snap)) == fresh(state)
+
+
+def test_findings_follow_the_text_after_an_edit_above_them():
+    text = SLIPS.read_text()
+    state = TextState(text, 1, str(SLIPS))
+    analyzer = Analyzer()
+    first = build(analyse(state, analyzer))
+    line = line_of(text, "x[i] *= s;")  # inside `scale`, the first kernel
+    state.apply([Change("\n\n", Position(line, 0), Position(line, 0))], 2)
+    second = build(analyse(state, analyzer))
+    moved = {(d.code, d.range.start.line) for d in second}
+    for d in first:
+        if d.range.start.line > line:
+            assert (d.code, d.range.start.line + 2) in moved
+    assert diagnostic_keys(second) == fresh(state)
+
+
+def test_an_engine_failure_becomes_an_uncertain_verdict(monkeypatch):
+    def broken(unit, kernel, gpus):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(engine_adapter, "analyze_kernel", broken)
+    state = TextState((ROOT / "examples" / "cuda" / "saxpy.cu").read_text(), 1, None)
+    diagnostics = build(analyse(state, Analyzer()))
+    uncertain = [d for d in diagnostics if d.code == "roofline/uncertain"]
+    assert len(uncertain) == 2 and "the static engine failed on this kernel (ZeroDivisionError: boom)" in uncertain[0].message
+
+
+@pytest.mark.parametrize("name", ["precision_slips.cu", "launch_slips.cu"])
+def test_lint_findings_match_a_whole_file_run(name):
+    path = ROOT / "examples" / "lints" / name
+    state = TextState(path.read_text(), 1, str(path))
+    snap = analyse(state, Analyzer())
+    lint_codes = {d.code for d in build(snap)} - {"roofline/compute-bound", "roofline/bandwidth-bound", "roofline/uncertain"}
+    assert lint_codes, "the examples are written to trigger lints"
+    assert diagnostic_keys(build(snap)) == fresh(state)

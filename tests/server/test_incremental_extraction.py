@@ -1,0 +1,82 @@
+"""Incremental extraction equals a full extraction of the same text and tree."""
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from perflsp.kernels import extract
+from perflsp.server.extraction import changed_region
+from perflsp.server.text import Change, TextState
+from perflsp.source.positions import Position
+from tests.server.kernel_dump import dump_file
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = sorted((ROOT / "examples").rglob("*.cu")) + sorted((ROOT / "examples").rglob("*.cpp"))
+SNIPPETS = ["{", "}", "(", ")", '"', "'", ";", "\n", "\r\n", "/*", "*/", "//", "é", "𝄞", "x", " ", "0.5", "__global__ ",
+            "<<<", ">>>", "k<<<1, 256>>>(n);", "#pragma omp target teams distribute parallel for\n",
+            "#define B 128\n", "int N = 4;", "__device__ float f(float a) { return a * 2.0f; }\n"]
+
+
+def position(text: str, index: int) -> Position:
+    before = text[:index]
+    start = before.rfind("\n") + 1
+    return Position(before.count("\n"), len(before[start:].encode("utf-16-le")) // 2)
+
+
+def full(state: TextState):
+    return extract(state.data, tree=state.tree, path=state.path, env=state.resolver.env_for(Path(state.path), state.data))
+
+
+edit = st.tuples(st.floats(0, 1), st.integers(0, 6), st.sampled_from(SNIPPETS), st.booleans())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(FILES), st.lists(edit, min_size=5, max_size=40), st.booleans())
+def test_incremental_equals_full_extraction(path, edits, in_kernels):
+    state = TextState(path.read_text(), 0, str(path))
+    for version, (where, delete, snippet, insert) in enumerate(edits, 1):
+        text = state.data.decode()
+        kernels = state.extracted.kernels.kernels
+        if in_kernels and kernels:  # most edits land inside kernel bodies, as when typing
+            kernel = kernels[int(where * len(kernels)) % len(kernels)]
+            lo = len(state.data[: kernel.body_span.start_byte + 1].decode(errors="ignore"))
+            hi = len(state.data[: kernel.body_span.end_byte - 1].decode(errors="ignore"))
+            index = lo + int(where * max(0, hi - lo))
+        else:
+            index = int(where * len(text))
+        end = min(len(text), index + delete)
+        state.apply([Change(snippet if insert else "", position(text, index), position(text, end))], version)
+        if not state.tree.root_node.has_error:
+            assert dump_file(state.extracted.kernels) == dump_file(full(state)), (path.name, version)
+
+
+def test_typing_in_a_kernel_of_a_large_file_stays_incremental():
+    from benchmarks.lsp_latency import generate_big_file, kernel_body_line
+
+    text = generate_big_file(3000)
+    state = TextState(text, 0, None)
+    line = kernel_body_line(text)
+    typed = "    float extra = acc * 2.0f;\n"
+    column = 0
+    for version, ch in enumerate(typed, 1):
+        state.apply([Change(ch, Position(line, column), Position(line, column))], version)
+        line, column = (line + 1, 0) if ch == "\n" else (line, column + 1)
+    assert state.full_extractions == 1 and state.incremental_extractions == len(typed)
+    assert state.extracted.change == "kernel"
+    assert dump_file(state.extracted.kernels) == dump_file(
+        extract(state.data, tree=state.tree, env=state.resolver.env_for(None, state.data)))
+
+
+def test_changed_region():
+    assert changed_region(b"abc", b"abc") is None
+    assert changed_region(b"abcdef", b"abXdef") == (2, 3, 3)
+    assert changed_region(b"aaaa", b"aaaaa") == (4, 4, 5)
+    assert changed_region(b"abc", b"") == (0, 3, 0)
+
+
+def test_edit_between_definitions_falls_back_to_full_extraction():
+    text = (ROOT / "examples" / "cuda" / "saxpy.cu").read_text()
+    state = TextState(text, 0, None)
+    state.apply([Change("#define EXTRA 4\n", Position(10, 0), Position(10, 0))], 1)
+    assert state.extracted.change == "full" and state.full_extractions == 2
