@@ -87,6 +87,18 @@ def test_hover_on_the_kernel_shows_the_verdict(session):
     wb.page.keyboard.press("Escape")
 
 
+def test_explain_kernel_opens_the_analysis(session):
+    wb, _, _ = session
+    wb.command("perflsp: Explain Kernel")  # the cursor is still in saxpy
+    frame = wb.webview_frame("h1")
+    heading = frame.locator("h1", has_text="saxpy")
+    heading.wait_for(timeout=30_000)
+    text = frame.locator("body").inner_text()
+    wb.screenshot("04-explain")
+    assert "bandwidth-bound" in text and "H100" in text, text[:1500]
+    wb.command("View: Close Editor")
+
+
 def test_quick_fix_edits_the_launch(session):
     wb, _, ws = session
     wb.open_file("lints/launch_slips.cu")
@@ -106,7 +118,7 @@ def test_quick_fix_edits_the_launch(session):
             if attempt == 2:
                 raise
             wb.page.keyboard.press("Escape")
-    wb.screenshot("04-quick-fix-menu")
+    wb.screenshot("05-quick-fix-menu")
     title = option.inner_text()
     option.click()
     block = re.search(r"with (\d+) threads", title).group(1)
@@ -116,7 +128,7 @@ def test_quick_fix_edits_the_launch(session):
     changed = wait_for_saved_change(path, before, lambda line: block in line and ("ODD_BLOCK" in line or "scale<<<" in line))
     assert changed
     wb.show_line(line_of(path, "ODD_BLOCK " + block), 1, "ODD_BLOCK " + block)
-    wb.screenshot("05-quick-fix-applied")
+    wb.screenshot("06-quick-fix-applied")
 
 
 def wait_for_saved_change(path: Path, before: str, wanted, timeout_s: float = 15) -> list[str]:
@@ -147,11 +159,11 @@ def test_roofline_view_has_one_point_per_kernel(session):
     wb.command("View: Toggle Maximize Editor Group")
     frame.locator("#chart").wait_for()
     wb.page.wait_for_timeout(500)  # the chart redraws at its new size (animation is off)
-    wb.screenshot("06-roofline")
+    wb.screenshot("07-roofline")
     point = first_point_position(frame)
     frame.locator("#chart").hover(position={"x": point["x"], "y": point["y"]})
     wb.page.wait_for_timeout(300)  # the tooltip is drawn on the canvas: only the picture shows it
-    wb.screenshot("07-roofline-tooltip")
+    wb.screenshot("08-roofline-tooltip")
     # clicking a point opens its kernel
     frame.locator("#chart").click(position={"x": point["x"], "y": point["y"]})
     file_name = point["uri"].rsplit("/", 1)[-1]
@@ -185,11 +197,11 @@ def test_status_bar_click_picks_gpus_from_the_database(session):
     row = rows.filter(has_text="RTX 3080").first
     row.wait_for()
     row.locator(".monaco-checkbox, input[type=checkbox], .quick-input-list-checkbox").first.click()
-    wb.screenshot("10-gpu-picker")
+    wb.screenshot("11-gpu-picker")
     wb.page.locator(".quick-input-widget .monaco-button", has_text="OK").click()
     wb.status_item().filter(has_text="rtx-3080").wait_for(timeout=30_000)
     text = wb.status_item().inner_text()
-    wb.screenshot("11-two-gpus")
+    wb.screenshot("12-two-gpus")
     assert "h100" in text and "rtx-3080" in text, text
 
 
@@ -198,7 +210,7 @@ def test_wrong_interpreter_gives_a_clear_message(session, tmp_path):
     bad = str(tmp_path / "no" / "such" / "python")
     server.write_settings({"perflsp.python.path": bad})
     text = wb.wait_for_toast(re.escape(bad))
-    wb.screenshot("08-wrong-interpreter")
+    wb.screenshot("09-wrong-interpreter")
     assert "cannot be run" in text and "perflsp.python.path" in text, text
     assert "perflsp" in wb.status_item().inner_text()
 
@@ -209,6 +221,6 @@ def test_missing_perflsp_gives_the_install_command(session, tmp_path):
     python = str(tmp_path / "venv" / "bin" / "python")
     server.write_settings({"perflsp.python.path": python})
     text = wb.wait_for_toast(re.escape(f"perflsp is not installed in {python}"))
-    wb.screenshot("09-missing-perflsp")
+    wb.screenshot("10-missing-perflsp")
     assert f"{python} -m pip install perflsp" in text, text
     server.write_settings({"perflsp.python.path": server.good_python})

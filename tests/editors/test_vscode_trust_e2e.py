@@ -45,7 +45,7 @@ def test_trust_state_reaches_the_server_and_follows_a_grant(vsix, tmp_path):
             wb.open_file("cuda/saxpy.cu")
             wb.status_item().filter(has_text="H100").wait_for(timeout=60_000)
             restricted = wb.status_tooltip("Workspace: restricted")
-            wb.screenshot("12-restricted-mode")
+            wb.screenshot("13-restricted-mode")
             assert "(perflsp.llm.enabled)" in llm_line(restricted), restricted  # the workspace's wish is not honoured
             # only what the workspace set reaches the server as workspace settings: no warnings about defaults
             assert "ignored" not in wb.toasts(), wb.toasts()
@@ -53,8 +53,8 @@ def test_trust_state_reaches_the_server_and_follows_a_grant(vsix, tmp_path):
             page.locator(".workspace-trust-editor .monaco-button", has_text="Trust").first.click(timeout=30_000)
             trusted = wb.status_tooltip("Workspace: trusted")
             assert "(perflsp.llm.enabled)" not in llm_line(trusted), trusted  # now it is
-            page.keyboard.press("Escape")
+            wb.command("View: Close Editor")  # the trust editor opens as a modal
             page.locator(".statusbar-item", has_text="Restricted Mode").first.wait_for(state="hidden")
-            wb.screenshot("13-trust-granted")
+            wb.screenshot("14-trust-granted")
     finally:
         server.stop()

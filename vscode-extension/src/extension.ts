@@ -8,6 +8,9 @@ import { statusView } from "./status";
 
 let manager: ServerManager | undefined;
 
+const EXPLAIN_SCHEME = "perflsp-explanation";
+const explanations = new Map<string, string>(); // uri -> Markdown of an explanation
+
 export async function activate(context: vscode.ExtensionContext): Promise<{ manager: ServerManager }> {
   const output = vscode.window.createOutputChannel("perflsp", { log: true });
   const server = new ServerManager(context, output);
@@ -32,6 +35,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ mana
     roofline,
     item,
     server.onDidChange(paint),
+    vscode.workspace.registerTextDocumentContentProvider(EXPLAIN_SCHEME, {
+      provideTextDocumentContent: (uri) => explanations.get(uri.toString()) ?? "",
+    }),
+    vscode.workspace.onDidCloseTextDocument((doc) => explanations.delete(doc.uri.toString())),
     vscode.commands.registerCommand("perflsp.restartServer", () => server.restart()),
     vscode.commands.registerCommand("perflsp.showOutput", () => output.show()),
     vscode.commands.registerCommand("perflsp.showRoofline", () => roofline.show()),
@@ -115,8 +122,10 @@ async function runKernelCommand(server: ServerManager, command: string): Promise
       quiet: true,
     });
     if (typeof result?.markdown === "string") {
-      const doc = await vscode.workspace.openTextDocument({ language: "markdown", content: `# ${kernel}\n\n${result.markdown}` });
-      await vscode.commands.executeCommand("markdown.showPreview", doc.uri);
+      // a read-only document (no "save changes?" on close), shown as a Markdown preview
+      const uri = vscode.Uri.from({ scheme: EXPLAIN_SCHEME, path: `/${kernel}.md`, query: String(Date.now()) });
+      explanations.set(uri.toString(), `# ${kernel}\n\n${result.markdown}`);
+      await vscode.commands.executeCommand("markdown.showPreview", uri);
     } else if (typeof result?.message === "string") {
       const show = result.status === "disabled" || result.status === "unavailable" ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
       void show(`perflsp: ${result.message}`);
