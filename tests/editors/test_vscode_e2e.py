@@ -169,6 +169,8 @@ def test_roofline_view_has_one_point_per_kernel(session):
     file_name = point["uri"].rsplit("/", 1)[-1]
     wb.page.locator(".tab.active", has_text=file_name).wait_for(timeout=15_000)
     wb.page.locator(".statusbar-item", has_text=f"Ln {point['line'] + 1},").wait_for(timeout=15_000)
+    violations = [m for m in wb.page.console_messages if "Content Security Policy" in m]
+    assert not violations, violations  # the chart runs under the webview's strict policy
     predicted = [r for r in rows if "predicted" in r]
     assert len(predicted) == expected, f"{expected} kernels, rows: {rows}"
     assert int(frame.locator("body").get_attribute("data-point-count")) == len(rows)

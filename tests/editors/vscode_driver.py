@@ -123,6 +123,7 @@ def browser_page(url: str) -> Iterator:
         try:
             yield page
         finally:
+            (artifacts("vscode") / "browser-console.log").write_text("\n".join(page.console_messages))  # type: ignore[attr-defined]
             context.close()
             browser.close()
 
