@@ -104,10 +104,13 @@ class Client:
         self.listeners.append(listener)
         return future
 
-    async def initialize(self, root: Path | None = None) -> None:
+    async def initialize(self, root: Path | None = None, wait_ready: bool = False) -> None:
+        ready = self.wait_for(lambda m: m.get("method") == "perflsp/status") if wait_ready else None
         await self.request("initialize", {"processId": os.getpid(), "rootUri": root.as_uri() if root else None,
                                           "capabilities": {"textDocument": {"publishDiagnostics": {}}}})
         self.notify("initialized", {})
+        if ready is not None:  # perflsp says it is ready (settings read, analysis code loaded)
+            await asyncio.wait_for(ready, 120)
 
     async def close(self) -> None:
         try:
@@ -177,9 +180,22 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
 
 
+async def cold_first_diagnostics(big: Path, text: str) -> float:
+    """Spawn -> initialize -> didOpen at once -> first publishDiagnostics (imports included)."""
+    client, started = await Client.start(sys.executable, "-m", "perflsp", "serve")
+    uri = big.as_uri()
+    first = client.wait_for(diagnostics_of(uri, 1))
+    await client.initialize(big.parent)
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "cuda-cpp", "version": 1,
+                                                            "text": text}})
+    elapsed = await asyncio.wait_for(first, 120) - started
+    await client.close()
+    return elapsed
+
+
 async def edit_latency(big: Path, text: str, edits: int) -> tuple[float, list[float]]:
     client, _ = await Client.start(sys.executable, "-m", "perflsp", "serve")
-    await client.initialize(big.parent)
+    await client.initialize(big.parent, wait_ready=True)
     uri = big.as_uri()
     first = client.wait_for(diagnostics_of(uri, 1))
     opened = time.perf_counter()
@@ -237,7 +253,7 @@ async def rss_after_opening(src: Path, labels: Path | None) -> tuple[int, float 
         folders = [f for f in folders if f.is_dir()]
     files = [p for p in iter_source_paths(folders) if isinstance(p, Path)]
     client, _ = await Client.start(sys.executable, "-m", "perflsp", "serve")
-    await client.initialize(src)
+    await client.initialize(src, wait_ready=True)
     baseline = rss_mib(client.process.pid)
     waiting = []
     for version, path in enumerate(files, 1):
@@ -278,7 +294,11 @@ async def main() -> None:
     big.write_text(text)
     (big.parent / "check.cuh").write_text((ROOT / "examples" / "cuda" / "check.cuh").read_text())
     first_s, latencies = await edit_latency(big, text, args.edits)
-    print(f"big file: {text.count(chr(10))} lines, first diagnostics after didOpen: {first_s * 1000:.0f} ms (target <= 300)")
+    print(f"big file: {text.count(chr(10))} lines, first diagnostics after didOpen: {first_s * 1000:.0f} ms (target <= 300; "
+          "server ready)")
+    cold = await cold_first_diagnostics(big, text)
+    print(f"cold start: spawn -> first diagnostics of the big file {cold * 1000:.0f} ms (initialize, settings, "
+          "loading the analysis code included)")
     print(f"didChange -> publishDiagnostics over {len(latencies)} edits: p50 {percentile(latencies, .5) * 1000:.1f} ms, "
           f"p95 {percentile(latencies, .95) * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms (target p95 <= 50)")
 

@@ -80,9 +80,11 @@ class Analyzer:
     def __init__(self) -> None:
         self.context = 0
         self._config_key: Any = None
-        self._keys: dict[int, tuple[Item, tuple[int, ...], str]] = {}  # id(item) -> (item, launch ids, key)
+        # id(item) -> (item, launch ids, key, its report)
+        self._keys: dict[int, tuple[Item, tuple[int, ...], str, KernelReport | None]] = {}
         self._reports: dict[tuple[int, str], KernelReport] = {}
         self._groups: dict[tuple[int, ...], _Group] = {}
+        self._lint_facts: dict[str, Any] = {}  # file-level lint facts, valid within one context
         self._pending: list[Item] = []
         self._state: AnalysisState | None = None
         self._job: dict[str, Any] = {}
@@ -100,6 +102,7 @@ class Analyzer:
             self._keys.clear()
             self._reports.clear()
             self._groups.clear()
+            self._lint_facts.clear()
         fk = extracted.kernels
         opts = engine.options(getattr(text, "preprocessed", None))
         self._job = {
@@ -117,26 +120,30 @@ class Analyzer:
         assert state is not None
         job = self._job
         fk: FileKernels = job["fk"]
+        by_kernel: dict[str, list[LaunchSite]] = job.setdefault("launches_by_kernel", _launches_by_kernel(fk))
         while self._pending:
             item = self._pending[0]
-            launches = fk.launches_of(item) if isinstance(item, CudaFunction) else []
+            launches = by_kernel.get(item.qualified_name, []) if isinstance(item, CudaFunction) else []
             launch_ids = tuple(id(s) for s in launches)
             cached = self._keys.get(id(item))
             if cached is not None and cached[0] is item and cached[1] == launch_ids:
-                key = cached[2]
+                key, report = cached[2], cached[3]
+                if report is not None and self._reports.get((self.context, key)) is None:
+                    report = None
             else:
-                key = engine.key(item, launches, job["gpus"], job["opts"])
-                self._keys[id(item)] = (item, launch_ids, key)
-            report = self._reports.get((self.context, key))
+                key, report = engine.key(item, launches, job["gpus"], job["opts"]), None
             if report is None:
-                if job["unit"] is None:
-                    job["unit"] = engine.new_unit(job["data"], job["tree"], fk, job["opts"], job["lines"])
-                report = engine.analyze(job["unit"], item, job["gpus"])
-                self.analysed += 1
-                self._reports[(self.context, key)] = report
-            elif report.kernel is not item or report.launches != launches:
-                report = dataclasses.replace(report, kernel=item, launches=list(launches))
-                self._reports[(self.context, key)] = report
+                shared = self._reports.get((self.context, key))  # identical kernels share one analysis
+                if shared is None:
+                    if job["unit"] is None:
+                        job["unit"] = engine.new_unit(job["data"], job["tree"], fk, job["opts"], job["lines"])
+                    shared = engine.analyze(job["unit"], item, job["gpus"])
+                    self.analysed += 1
+                    self._reports[(self.context, key)] = shared
+                report = shared
+                if report.kernel is not item or [id(s) for s in report.launches] != list(launch_ids):
+                    report = dataclasses.replace(report, kernel=item, launches=list(launches))
+            self._keys[id(item)] = (item, launch_ids, key, report)
             state.reports[id(item)] = report
             self._pending.pop(0)
             if deadline is not None and time.monotonic() > deadline and self._pending:
@@ -168,11 +175,9 @@ class Analyzer:
         stale = [g for k, g in identity.items() if not self._reusable(self._groups.get(k), g)]
         fresh_groups: dict[tuple[int, ...], _Group] = {}
         if stale:
-            if len(stale) == len(groups):
-                findings = engine.run_lints(job["data"], job["tree"], fk, job["gpus"], job["lint_codes"], state.lint_notes)
-            else:
-                findings = engine.run_lints(job["data"], job["tree"], _restricted(fk, stale, job["data"]), job["gpus"],
-                                            job["lint_codes"], state.lint_notes)
+            subject = fk if len(stale) == len(groups) else _restricted(fk, stale, job["data"])
+            findings = engine.run_lints(job["data"], job["tree"], subject, job["gpus"], job["lint_codes"],
+                                        state.lint_notes, lines=job["lines"], shared=self._lint_facts)
             self.linted_groups += len(stale)
             fresh_groups = _assign(findings, stale, job["lines"])
         out: list[Finding] = []
@@ -223,6 +228,14 @@ def lint_fresh(data: bytes, tree: Any, fk: FileKernels, gpus: Sequence[Gpu], lin
 
 
 # --------------------------------------------------------------------------- groups
+
+
+def _launches_by_kernel(fk: FileKernels) -> dict[str, list[LaunchSite]]:
+    out: dict[str, list[LaunchSite]] = {}
+    for site in fk.launches:
+        if site.kernel is not None:
+            out.setdefault(site.kernel, []).append(site)
+    return out
 
 
 def _groups_of(fk: FileKernels) -> list[tuple[Item, ...]]:

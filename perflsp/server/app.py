@@ -88,10 +88,19 @@ class PerfLanguageServer(LanguageServer):
         levels = config.settings.rules
         return {c for c in codes if levels.get(c) != "off"} if codes else None
 
-    def publish(self, uri: str, version: int | None, diagnostics: list[lsp.Diagnostic]) -> None:
+    def publish(self, uri: str, version: int | None, diagnostics: list[lsp.Diagnostic],
+                as_json: list[dict[str, Any]] | None = None) -> None:
         if self.pull_mode:
             return
-        self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics))
+        if as_json is None:
+            self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, version=version,
+                                                                                diagnostics=diagnostics))
+            return
+        params: dict[str, Any] = {"uri": uri, "diagnostics": as_json}
+        if version is not None:
+            params["version"] = version
+        # already unstructured (and cached per diagnostic): straight to JSON
+        self.protocol._send_data({"jsonrpc": "2.0", "method": lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "params": params})
 
     async def snapshot(self, uri: str, exact: bool = False) -> Any:
         await self.ready.wait()

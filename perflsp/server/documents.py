@@ -32,6 +32,7 @@ class Snapshot:
     preprocessed: Any = None  # the preprocessor's macros for this text (ConstEnv)
     exact: bool = True  # the tree equals a fresh parse (incremental error recovery can differ)
     diagnostics: list[Any] = field(default_factory=list)  # lsp.Diagnostic, as published
+    diagnostics_json: list[Any] | None = None  # the same, unstructured (published without a converter pass)
 
     @property
     def complete(self) -> bool:

@@ -109,13 +109,46 @@ def lint_codes() -> tuple[str, ...]:
     return tuple(getattr(module, "LINT_CODES", ())) if module is not None else ()
 
 
+_FILE_LEVEL_LINT_FACTS = ("constants", "aliases")  # depend only on file-level declarations and macros
+
+
 def run_lints(data: bytes, tree: Tree, kernels: FileKernels, gpus: Sequence[Gpu],
-              enabled: Collection[str] | None, notes: list[str] | None = None) -> list[Finding]:
+              enabled: Collection[str] | None, notes: list[str] | None = None, *,
+              lines: LineIndex | None = None, shared: dict[str, Any] | None = None) -> list[Finding]:
+    """`perflsp.analysis.lints.run_lints`, optionally reusing what does not change between runs
+    on one document: its line index (`lines`, same content as the text) and, in `shared`, the
+    file-level facts of the previous run while nothing outside kernel bodies changed. Without
+    those it is exactly `run_lints`."""
     module = _optional("perflsp.analysis.lints")
     if module is None:
         return []
     try:
-        return module.run_lints(data, tree, kernels, gpus, enabled=enabled, notes=notes)
+        if lines is None and shared is None:
+            return module.run_lints(data, tree, kernels, gpus, enabled=enabled, notes=notes)
+        ctx = module.LintContext(data=data, tree=tree, kernels=kernels, gpus=tuple(gpus),
+                                 options=module.LintOptions(), path=kernels.path)
+        if lines is not None:
+            ctx.__dict__["lines"] = lines
+        for name in _FILE_LEVEL_LINT_FACTS if shared is not None else ():
+            if name in shared:
+                ctx.__dict__[name] = shared[name]
+        findings: list[Finding] = []
+        for rule in module.RULE_MODULES:  # as run_lints does
+            if enabled is not None and rule.CODE not in enabled:
+                continue
+            try:
+                findings.extend(rule.check(ctx))
+            except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
+                if notes is not None:
+                    notes.append(f"lint {rule.CODE} failed: {type(exc).__name__}: {exc}")
+        if notes is not None:
+            notes.extend(ctx.notes)
+        if shared is not None:
+            for name in _FILE_LEVEL_LINT_FACTS:
+                if name in ctx.__dict__:
+                    shared[name] = ctx.__dict__[name]
+        findings.sort(key=lambda f: (f.span.start_byte, f.span.end_byte, f.code))
+        return findings
     except Exception as exc:  # noqa: BLE001 - the rules guard themselves; this guards their context
         log.warning("the lint rules failed: %s: %s", type(exc).__name__, exc)
         return []

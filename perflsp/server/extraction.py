@@ -96,8 +96,7 @@ def extract_full(data: bytes, tree: Tree, lines: LineIndex, path: str | None, pr
     """Exactly `perflsp.kernels.extract(data, tree, path, lines, env=preprocessed)`, keeping what
     an incremental update needs. `preprocessed` is `IncludeResolver.env_for(...)` of the text."""
     ctx = ExtractionContext(data=data, tree=tree, lines=lines, path=path)
-    env = file_env(ctx)
-    env.parent = preprocessed
+    env = file_env(ctx, preprocessed)
     aliases = _cuda.macro_aliases(env)
     found = _tree_functions(ctx, env, aliases, list(_cuda._function_definitions(ctx, aliases)))
     token_scan = _needs_token_scan(aliases, tree, data, len(found))

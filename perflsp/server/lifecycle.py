@@ -37,10 +37,42 @@ async def initialized(ls: PerfLanguageServer) -> None:
     await pull_configuration(ls)
     await refresh_all(ls, initial=True)
     await _register_watchers(ls)
+    await asyncio.to_thread(warm_up)
     log.info("perflsp %s ready: %d workspace folder(s), %s diagnostics, lint rules %s", ls.version,
              len([f for f in state.folders if f.uri]), "pull" if ls.pull_mode else "push",
              "on" if engine.lints_available() else "not installed")
     ls.send_status()
+
+
+_WARM_UP_SOURCE = b"""
+#define B 128
+__device__ float twice(float v) { return 2.0f * v; }
+__global__ void __launch_bounds__(B) k(int n, const float *x, float *y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = twice(x[i]) + 1.0;
+}
+void host(int n, float *x, float *y) {
+    k<<<(n + B - 1) / B, B>>>(n, x, y);
+#pragma omp target teams distribute parallel for
+    for (int i = 0; i < n; ++i) y[i] += x[i];
+}
+"""
+
+
+def warm_up() -> None:
+    """Compile the tree-sitter queries and load the rules once, before the first document."""
+    from perflsp.server.analysis import Analyzer
+    from perflsp.server.config import defaults
+    from perflsp.server.text import TextState
+
+    try:
+        config = defaults()
+        state = TextState(_WARM_UP_SOURCE.decode(), 0, None)
+        analyzer = Analyzer()
+        analyzer.start(state, state.extracted, config.gpus, None, (0,), state.lines)
+        analyzer.step(None)
+    except Exception:  # noqa: BLE001 - warming up is an optimisation only
+        log.exception("warm-up failed")
 
 
 async def pull_configuration(ls: PerfLanguageServer) -> None:

@@ -54,6 +54,9 @@ class DocumentWorker:
         self._busy = False
         self._burst = False
         self.published: list[tuple[int | None, bool]] = []  # (version, complete) of each publish (tests)
+        from perflsp.server.features.diagnostics import DiagnosticCache
+
+        self._diagnostic_cache = DiagnosticCache()
 
     # ------------------------------------------------------------------ input
 
@@ -209,16 +212,22 @@ class DocumentWorker:
         return snap
 
     def _diagnostics(self, snap: Snapshot) -> list[Any]:
+        """Build the complete snapshot's diagnostics (and their JSON, reusing unchanged ones)."""
         from perflsp.server.features import diagnostics
 
-        return diagnostics.build(snap)
+        cache = self._diagnostic_cache
+        items = diagnostics.build(snap, cache)
+        snap.diagnostics_json = cache.json(items)
+        cache.rotate()
+        return items
 
     def _publish(self, snap: Snapshot, partial: bool = False) -> None:
         if partial:
-            items = self._diagnostics(snap)
+            from perflsp.server.features import diagnostics
+
+            self.host.publish(self.uri, snap.version, diagnostics.build(snap))
         else:
-            items = snap.diagnostics
-        self.host.publish(self.uri, snap.version, items)
+            self.host.publish(self.uri, snap.version, snap.diagnostics, snap.diagnostics_json)
         self.published.append((snap.version, not partial))
 
     # ------------------------------------------------------------------ settling

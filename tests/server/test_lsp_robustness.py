@@ -163,6 +163,11 @@ COUNTER = itertools.count()
 edit = st.tuples(st.floats(0, 1), st.integers(0, 12), st.sampled_from(SNIPPETS), st.integers(0, 3))
 
 
+def _boundary(text: str, index: int) -> int:
+    """LSP positions cannot point between the CR and LF of a line break (no client sends that)."""
+    return index - 1 if 0 < index < len(text) and text[index - 1] == "\r" and text[index] == "\n" else index
+
+
 async def _drive(s, workspace: Path, source: Path, edits) -> tuple[str, Path, list]:
     path = workspace / f"{next(COUNTER)}_{source.name}"
     text = source.read_text()
@@ -173,8 +178,8 @@ async def _drive(s, workspace: Path, source: Path, edits) -> tuple[str, Path, li
     for index, (where, delete, snippet, kind) in enumerate(edits):
         data = text.encode()
         lines = LineIndex(data)
-        start = int(where * len(text))
-        end = min(len(text), start + (delete if kind != 1 else 0))
+        start = _boundary(text, int(where * len(text)))
+        end = _boundary(text, min(len(text), start + (delete if kind != 1 else 0)))
         new = "" if kind == 0 else snippet
         a = lines.position(len(text[:start].encode()))
         b = lines.position(len(text[:end].encode()))

@@ -6,6 +6,8 @@ Published (`textDocument/publishDiagnostics`) for every analysed version, or ans
 
 from __future__ import annotations
 
+from typing import Any
+
 from lsprotocol import types as lsp
 
 from perflsp.server import engine_adapter as engine
@@ -30,13 +32,65 @@ def _description(code: str, cache: dict[str, lsp.CodeDescription | None]) -> lsp
     return cache[code]
 
 
-def build(snapshot: Snapshot) -> list[lsp.Diagnostic]:
+class DiagnosticCache:
+    """Diagnostics (and their JSON) of results that did not change since the last build: after an
+    edit inside one kernel, only that kernel's diagnostics (and those whose position moved) are
+    built and serialised again."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[Any, ...], tuple[Any, lsp.Diagnostic, dict[str, Any]]] = {}
+        self._fresh: dict[tuple[Any, ...], tuple[Any, lsp.Diagnostic, dict[str, Any]]] = {}
+
+    def get(self, key: tuple[Any, ...], owner: Any) -> lsp.Diagnostic | None:
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is owner:
+            self._fresh[key] = entry
+            return entry[1]
+        return None
+
+    def put(self, key: tuple[Any, ...], owner: Any, diagnostic: lsp.Diagnostic) -> None:
+        from pygls.protocol import default_converter
+
+        global _CONVERTER
+        if _CONVERTER is None:
+            _CONVERTER = default_converter()
+        self._fresh[key] = (owner, diagnostic, _CONVERTER.unstructure(diagnostic))
+
+    def json(self, diagnostics: list[lsp.Diagnostic]) -> list[dict[str, Any]]:
+        by_id = {id(entry[1]): entry[2] for entry in self._fresh.values()}
+        return [by_id[id(d)] for d in diagnostics]
+
+    def rotate(self) -> None:
+        self._entries, self._fresh = self._fresh, {}
+
+
+_CONVERTER: Any = None
+
+
+def _positions(span: Any) -> tuple[int, int, int, int]:
+    start, end = span.start, span.end
+    return (start.line, start.character, end.line, end.character)
+
+
+def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.Diagnostic]:
+    cache = cache or DiagnosticCache()
     settings = snapshot.config.settings
     out: list[lsp.Diagnostic] = []
     descriptions: dict[str, lsp.CodeDescription | None] = {}
     for report in snapshot.reports():
         kernel = report.kernel
-        rng = to_range(anchor_span(kernel))
+        anchor = anchor_span(kernel)
+        where = (_positions(anchor), tuple(_positions(site.span) for site in report.launches), snapshot.uri)
+        levels = []
+        for estimate in report.estimates:
+            code = VERDICT_CODES[estimate.verdict]
+            levels.append(settings.rules.get(code) or engine.default_severity(code))
+        key = ("roofline", id(report), where, tuple(levels))
+        cached = [cache.get(key + (i,), report) for i in range(len(report.estimates))]
+        if all(d is not None for d in cached):
+            out.extend(d for d, level in zip(cached, levels) if level != "off")  # type: ignore[misc]
+            continue
+        rng = to_range(anchor)
         related = [
             lsp.DiagnosticRelatedInformation(
                 location=lsp.Location(uri=snapshot.uri, range=to_range(site.span)),
@@ -44,12 +98,9 @@ def build(snapshot: Snapshot) -> list[lsp.Diagnostic]:
             )
             for site in report.launches
         ]
-        for estimate in report.estimates:
+        for index, (estimate, level) in enumerate(zip(report.estimates, levels)):
             code = VERDICT_CODES[estimate.verdict]
-            level = settings.rules.get(code) or engine.default_severity(code)
-            if level == "off":
-                continue
-            out.append(lsp.Diagnostic(
+            diagnostic = lsp.Diagnostic(
                 range=rng,
                 message=verdict_message(report, estimate),
                 severity=SEVERITIES.get(level, lsp.DiagnosticSeverity.Information),
@@ -58,16 +109,25 @@ def build(snapshot: Snapshot) -> list[lsp.Diagnostic]:
                 source=SOURCE,
                 related_information=related or None,
                 data={"kind": "roofline", "kernel": kernel_name(kernel), "gpu": estimate.gpu},
-            ))
+            )
+            cache.put(key + (index,), report, diagnostic)
+            if level != "off":
+                out.append(diagnostic)
     for finding in snapshot.analysis.findings:
         level = settings.rules.get(finding.code) or finding.severity
         if level == "off":
+            continue
+        key = ("lint", id(finding), level, _positions(finding.span),
+               tuple(_positions(span) for span, _ in finding.related), snapshot.uri)
+        cached_lint = cache.get(key, finding)
+        if cached_lint is not None:
+            out.append(cached_lint)
             continue
         related = [
             lsp.DiagnosticRelatedInformation(location=lsp.Location(uri=snapshot.uri, range=to_range(span)), message=message)
             for span, message in finding.related
         ]
-        out.append(lsp.Diagnostic(
+        diagnostic = lsp.Diagnostic(
             range=to_range(finding.span),
             message=finding.message,
             severity=SEVERITIES.get(level, lsp.DiagnosticSeverity.Warning),
@@ -76,7 +136,9 @@ def build(snapshot: Snapshot) -> list[lsp.Diagnostic]:
             source=SOURCE,
             related_information=related or None,
             data={"kind": "lint", "kernel": finding.kernel},
-        ))
+        )
+        cache.put(key, finding, diagnostic)
+        out.append(diagnostic)
     return out
 
 
