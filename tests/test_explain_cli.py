@@ -5,6 +5,8 @@ printed."""
 
 from __future__ import annotations
 
+import re
+
 import json
 import os
 import subprocess
@@ -79,7 +81,7 @@ def test_no_endpoint_prints_the_static_explanation_and_how_to_configure(env, tmp
     out = proc.stdout
     assert "## CUDA kernel nbody_accel" in out and "## CUDA kernel nbody_integrate" in out
     assert "compute-bound" in out and "bandwidth-bound" in out
-    assert "Evidence:" in out and "FP32: 22236 FLOP/B ≥ ridge 39.2" in out and "Occupancy:" in out
+    assert "Evidence:" in out and re.search(r"FP32: \d+ FLOP/B ≥ ridge 39\.2", out) and "Occupancy:" in out
     assert "To change the verdict:" in out
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "LLM not used: the LLM advisor is off" in lines[0]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-from tree_sitter import Node, Tree
+from tree_sitter import Node, QueryCursor, Tree
 
 from perflsp import __version__
 from perflsp.analysis.costs import CostModel
@@ -40,7 +40,7 @@ from perflsp.kernels.extract import extract
 from perflsp.kernels.preprocess import expand_macros
 from perflsp.source.files import SkippedFile, load_file
 from perflsp.kernels.symbols import file_env, function_env
-from perflsp.source.parser import parse
+from perflsp.source.parser import parse, query
 from perflsp.source.positions import LineIndex
 
 ENGINE_VERSION = f"{__version__}+engine.1"
@@ -171,7 +171,8 @@ class AnalysisUnit:
 
     def function_node(self, fn: CudaFunction) -> Callee | None:
         text = self.data[fn.span.start_byte : fn.span.end_byte]
-        expanded = expand_macros(text.decode("utf-8", errors="replace"), self.env).encode("utf-8", errors="replace")
+        expanded = expand_macros(text.decode("utf-8", errors="replace"), self.env,
+                                 keep_constants=True).encode("utf-8", errors="replace")
         if expanded == text and not fn.recovered:
             node = self.tree.root_node.descendant_for_byte_range(fn.body_span.start_byte, fn.body_span.start_byte)
             while node is not None and node.type != "function_definition":
@@ -181,6 +182,25 @@ class AnalysisUnit:
         tree = parse(expanded)
         node = _first_function(tree.root_node)
         return Callee(node, expanded) if node is not None else None
+
+    def constant(self, name: str) -> tuple[float, str] | None:
+        """A macro or file-scope constant by name (a compile-time constant) and the kind of its
+        literal ("int", "f32" for `1e-9f`, "f64"), or None."""
+        cache: dict[str, tuple[float, str] | None] = self.__dict__.setdefault("_constants", {})
+        if name not in cache:
+            value, _ = try_evaluate(name, self.env)
+            if isinstance(value, (int, float)):
+                body = self.env.all_macros().get(name, "")
+                if isinstance(value, int):
+                    kind = "int"
+                elif re.search(r"\d[fF]\b|\.[fF]\b", body):
+                    kind = "f32"
+                else:
+                    kind = "f64"
+                cache[name] = (float(value), kind)
+            else:
+                cache[name] = None
+        return cache[name]
 
     def fold_at(self, byte_offset: int, text: str) -> float | tuple | None:
         value, _ = try_evaluate(text, self.env_at(byte_offset))
@@ -241,15 +261,11 @@ class AnalysisUnit:
         calls = self.__dict__.setdefault("_calls", None)
         if calls is None:
             calls = {}
-            stack = [self.tree.root_node]
-            while stack:
-                n = stack.pop()
-                if n.type == "call_expression":
-                    fn = n.child_by_field_name("function")
-                    if fn is not None:
-                        callee = re.sub(r"<.*", "", self.ctx.text(fn)).split("::")[-1].strip()
-                        calls.setdefault(callee, []).append(n)
-                stack.extend(n.named_children)
+            captures = QueryCursor(query("calls")).matches(self.tree.root_node)
+            for _, groups in captures:
+                fn = groups["callee"][0]
+                callee = re.sub(r"<.*", "", self.ctx.text(fn)).split("::")[-1].strip()
+                calls.setdefault(callee, []).append(groups["call"][0])
             self.__dict__["_calls"] = calls
         return calls.get(name, [])
 
@@ -331,6 +347,9 @@ def analyze_kernel(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, gpus: S
             facts, threads, shared = _omp_facts(unit, kernel)
     except RecursionError:
         facts, threads, shared = _uncertain("the kernel is nested too deeply to analyse"), None, 0
+    except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        # an engine defect on unusual code must not take the whole file (or the server) down
+        facts, threads, shared = _uncertain(f"engine error on this kernel: {type(exc).__name__}: {exc}"), None, 0
     registers = unit.options.registers_for(kernel.qualified_name if isinstance(kernel, CudaFunction) else kernel.name)
     estimates = [estimate_for_gpu(facts, gpu, threads, registers, shared, unit.options.cost) for gpu in gpus]
     return KernelReport(kernel=kernel, launches=launches, facts=facts, estimates=estimates)
@@ -371,7 +390,8 @@ def _cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchS
     aliases = dict(unit.type_aliases)
     template_values = _bind_template(kernel, site, aliases, assumptions)
     walker = KernelWalker(callee.data, cost, LaunchShape(grid, block), aliases, unit.callees,
-                          line_offset=kernel.span.start.line if callee.data is not unit.data else 0)
+                          line_offset=kernel.span.start.line if callee.data is not unit.data else 0,
+                          constant_lookup=unit.constant)
     walker.scopes[0].update(unit.globals)
     for name, value in template_values.items():
         walker.bind(name, Val(INT, value, Linear.constant(value), static=True))

@@ -97,6 +97,7 @@ class KernelWalker:
         callees: dict[str, Callee] | None = None,
         line_offset: int = 0,
         loop_bound_resolver: Callable[[str], float | None] | None = None,
+        constant_lookup: Callable[[str], tuple[float, str] | None] | None = None,
     ):
         self.data = data
         self.cost = cost
@@ -125,6 +126,7 @@ class KernelWalker:
         self.visited = 0
         self.truncated = False
         self.resolve_bound = loop_bound_resolver
+        self.constant_lookup = constant_lookup  # macros/constants left unexpanded in the text
         self._assumed: set[str] = set()
         for dim, atoms in THREAD_ATOMS.items():
             shape = launch.block if dim == "threadIdx" else launch.grid
@@ -148,7 +150,8 @@ class KernelWalker:
         return self.data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
 
     def line(self, node: Node) -> int:
-        return self.data.count(b"\n", 0, node.start_byte) + 1 + self.line_offset
+        # the tree's own row (LF-counted): cheap, and exact for the LF files compilers see
+        return node.start_point[0] + 1 + self.line_offset
 
     # -- scopes ----------------------------------------------------------------------------
 
@@ -535,10 +538,10 @@ class KernelWalker:
             if op == "-=":
                 return "add", Val(val.ctype, -val.value if val.value is not None else None, val.lin.scale(-1.0))
             if op in ("*=", "<<="):
-                factor = val.value if op == "*=" else (2 ** val.value if val.value is not None else None)
+                factor = val.value if op == "*=" else _pow2(val.value)
                 return "mul", Val(INT, factor)
             if op in ("/=", ">>="):
-                factor = val.value if op == "/=" else (2 ** val.value if val.value is not None else None)
+                factor = val.value if op == "/=" else _pow2(val.value)
                 return "div", Val(INT, factor)
             if op == "=" and right is not None and right.type == "binary_expression":
                 rop = self.text(right.child_by_field_name("operator"))
@@ -553,9 +556,9 @@ class KernelWalker:
                 if rop == "-":
                     return "add", Val(oval.ctype, -oval.value if oval.value is not None else None, oval.lin.scale(-1.0))
                 if rop in ("*", "<<"):
-                    return "mul", Val(INT, oval.value if rop == "*" else (2 ** oval.value if oval.value is not None else None))
+                    return "mul", Val(INT, oval.value if rop == "*" else _pow2(oval.value))
                 if rop in ("/", ">>"):
-                    return "div", Val(INT, oval.value if rop == "/" else (2 ** oval.value if oval.value is not None else None))
+                    return "div", Val(INT, oval.value if rop == "/" else _pow2(oval.value))
         return None, None
 
     def _run_loop(self, node: Node, var: str | None, start: Val | None, step: Val | None, trip: float, origin: str,
@@ -663,6 +666,12 @@ class KernelWalker:
             return Val(INT, 0.0, Linear.constant(0.0))
         if name == "warpSize":
             return Val(INT, 32.0, Linear.constant(32.0), static=True)
+        if self.constant_lookup is not None:
+            constant = self.constant_lookup(name)
+            if constant is not None:
+                value, kind = constant
+                ctype = {"int": INT, "f32": F32}.get(kind, F64)
+                return Val(ctype, value, Linear.constant(value), static=True)
         if name in ("M_PI", "M_E", "FLT_MAX", "FLT_MIN", "DBL_MAX", "INFINITY", "NAN", "HUGE_VALF", "FLT_EPSILON"):
             return Val(F64 if not name.startswith("FLT") and not name.endswith("F") else F32)
         return Val(UNKNOWN, None, Linear(const_known=False))
@@ -1198,6 +1207,13 @@ _SCALAR_TYPE_NAMES = {"float", "double", "int", "unsigned", "long", "short", "ch
                       "uint64_t", "int32_t", "uint32_t", "half", "__half", "bool"}
 
 
+def _pow2(exponent: float | None) -> float | None:
+    """2**exponent for a shift amount; None when it is unknown or not a sane shift."""
+    if exponent is None or not 0 <= exponent < 63:
+        return None
+    return float(2 ** int(exponent))
+
+
 def _exact_float_scale(left: Val, right: Val) -> bool:
     """One side is a float value, the other a double literal power of two."""
     for a, b in ((left, right), (right, left)):
@@ -1307,9 +1323,9 @@ def _linear(op: str, a: Linear, b: Linear, av: float | None, bv: float | None) -
         return a.add(b, -1.0)
     if op == "*":
         return a.mul(b)
-    if op == "<<" and bv is not None:
+    if op == "<<" and bv is not None and 0 <= bv < 63:
         return a.scale(float(2 ** int(bv)))
-    if op in ("/", ">>") and bv is not None and bv != 0:
+    if op in ("/", ">>") and bv is not None and bv != 0 and (op == "/" or 0 <= bv < 63):
         # integer division of an index by a constant: still walks the same range, coarser
         factor = bv if op == "/" else float(2 ** int(bv))
         if not a.atoms:

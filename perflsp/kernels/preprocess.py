@@ -31,19 +31,38 @@ def _tokens(text: str) -> list[str]:
     return [m.group() for m in _TOKEN.finditer(text)]
 
 
-def expand_macros(text: str, env: ConstEnv) -> str:
-    """Expand every macro `env` knows in `text`; returns `text` itself when none occur."""
+def expand_macros(text: str, env: ConstEnv, keep_constants: bool = False) -> str:
+    """Expand every macro `env` knows in `text`; returns `text` itself when none occur.
+
+    With `keep_constants`, a text whose only macros are numeric constants (`BLOCK` for 256) is
+    returned unexpanded: such names do not change how the code parses, and the caller resolves
+    them by name (this saves a re-parse of most kernels).
+    """
     text = strip_inactive(text, env)
     objects = env.all_macros()
     functions = env.all_function_macros()
     if not objects and not functions:
         return text
     names = set(re.findall(r"[A-Za-z_]\w*", text))
-    if not (names & objects.keys()) and not (names & functions.keys()):
+    used_objects = names & objects.keys()
+    used_functions = names & functions.keys()
+    if not used_objects and not used_functions:
+        return text
+    if keep_constants and not used_functions and all(_is_numeric(objects[n], env) for n in used_objects):
         return text
     expander = _Expander(objects, functions)
     out = expander.expand(_tokens(text), frozenset(), 0)
     return "".join(out)
+
+
+def _is_numeric(body: str, env: ConstEnv) -> bool:
+    from perflsp.kernels.consteval import try_evaluate
+
+    cache: dict[str, bool] = env.__dict__.setdefault("_numeric_bodies", {})
+    if body not in cache:
+        value, _ = try_evaluate(body, env)
+        cache[body] = isinstance(value, (int, float))
+    return cache[body]
 
 
 class _Expander:

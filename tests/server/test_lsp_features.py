@@ -261,8 +261,8 @@ async def test_roofline_data_open_and_workspace_with_progress(s, workspace):
 
     big = workspace / "generated"
     big.mkdir(exist_ok=True)
-    for i in range(3):
-        (big / f"big{i}.cu").write_text(generate_big_file(2500))
+    for i in range(8):  # ~1-2 s of analysis on this machine: well past the 0.5 s threshold
+        (big / f"big{i}.cu").write_text(generate_big_file(4000))
     before = set(s.client.progress_reports)
     scanned = await s.command("perflsp.rooflineData", {"scope": "workspace"}, timeout=120)
     files = {k["uri"].rsplit("/", 1)[-1] for k in scanned["kernels"]}
