@@ -46,7 +46,11 @@ def extract_launches(ctx: ExtractionContext, env: ConstEnv, kernels: list[CudaFu
 
 def _fold(ctx: ExtractionContext, node: Node, env: ConstEnv, dim3: bool) -> ConstValue:
     text = ctx.text(node)
-    value, reason = try_evaluate(text, env)
+    # launches in straight-line code share one environment snapshot: fold each text once
+    memo: dict[str, tuple] = env.__dict__.setdefault("_launch_folds", {})
+    if text not in memo:
+        memo[text] = try_evaluate(text, env)
+    value, reason = memo[text]
     if value is not None and dim3:
         try:
             value = as_dim3(value)

@@ -153,6 +153,7 @@ class _Replay:
         self.env = env
         self.next = 0
         self.position = 0
+        self._snapshot: tuple[int, int, ConstEnv] | None = None  # (events applied, parent id, env)
 
     def advance(self, before_byte: int, parent: ConstEnv) -> ConstEnv:
         while self.next < len(self.events):
@@ -162,7 +163,12 @@ class _Replay:
             apply(self.env)
             self.next += 1
         self.position = before_byte
-        return ConstEnv(constants=dict(self.env.constants), unknown=dict(self.env.unknown), parent=parent)
+        # launches with no binding between them share one snapshot (and its folding memo)
+        if self._snapshot is not None and self._snapshot[:2] == (self.next, id(parent)):
+            return self._snapshot[2]
+        env = ConstEnv(constants=dict(self.env.constants), unknown=dict(self.env.unknown), parent=parent)
+        self._snapshot = (self.next, id(parent), env)
+        return env
 
 
 _Event = tuple[int, int, Callable[[ConstEnv], None]]
