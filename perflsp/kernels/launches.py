@@ -12,6 +12,9 @@ from perflsp.kernels.symbols import function_env
 
 def extract_launches(ctx: ExtractionContext, env: ConstEnv, kernels: list[CudaFunction]) -> list[LaunchSite]:
     sites: list[LaunchSite] = []
+    by_name: dict[str, list[CudaFunction]] = {}
+    for kernel in kernels:
+        by_name.setdefault(kernel.name, []).append(kernel)
     for groups in ctx.matches["launch"]:
         launch = groups["launch"][0]
         callee = groups["callee"][0]
@@ -25,7 +28,7 @@ def extract_launches(ctx: ExtractionContext, env: ConstEnv, kernels: list[CudaFu
         if len(values) < 2:
             values += [ConstValue("", None, None, "missing launch argument")] * (2 - len(values))
         call_args = tuple(_fold(ctx, a, local, dim3=False) for a in args.named_children if a.type != "comment")
-        resolved = _resolve(ctx, kernels, callee, name, template_args, len(call_args))
+        resolved = _resolve(ctx, by_name.get(name, []), callee, name, template_args, len(call_args))
         sites.append(LaunchSite(
             callee=" ".join(ctx.text(callee).split()),
             name=name,
@@ -91,7 +94,7 @@ def _callee_name(ctx: ExtractionContext, callee: Node) -> tuple[str, tuple[str, 
 def _resolve(ctx: ExtractionContext, kernels: list[CudaFunction], callee: Node, name: str,
              template_args: tuple[str, ...], arg_count: int) -> CudaFunction | None:
     written = "".join(ctx.text(callee).split())
-    candidates = [k for k in kernels if k.name == name]
+    candidates = kernels  # those with the callee's simple name
     if not candidates:
         return None
     if "::" in written:
