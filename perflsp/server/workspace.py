@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
+
 from perflsp.kernels.includes import IncludeResolver
+from perflsp.llm.secrets import register_secret
 from perflsp.server.config import (
     CONFIG_FILE,
     ConfigProblem,
@@ -26,6 +29,9 @@ from perflsp.server.text import path_of
 from perflsp.source.parser import is_source_path
 
 log = logging.getLogger(__name__)
+
+# initializationOptions keys that are not settings
+_CLIENT_KEYS = ("workspaceTrusted", "workspace_trusted", "settings", "llmApiKey", "llm_api_key")
 
 
 @dataclass
@@ -44,10 +50,16 @@ class WorkspaceState:
             self.folders.append(Folder("", None))  # files opened without a workspace
         raw = init_options if isinstance(init_options, Mapping) else {}
         self.client_trusted = bool(raw.get("workspaceTrusted") or raw.get("workspace_trusted"))
+        # The LLM API key from the editor's secret storage: kept as a SecretStr (repr shows
+        # stars), masked in every log record from now on, never part of the settings.
+        self.api_key: SecretStr | None = None
+        secret = raw.get("llmApiKey") or raw.get("llm_api_key")
+        if isinstance(secret, str) and secret:
+            register_secret(secret)
+            self.api_key = SecretStr(secret)
         settings = raw.get("settings", raw)
         self.init_settings = client_values(
-            {k: v for k, v in settings.items() if k not in ("workspaceTrusted", "workspace_trusted", "settings")}
-            if isinstance(settings, Mapping) else {})
+            {k: v for k, v in settings.items() if k not in _CLIENT_KEYS} if isinstance(settings, Mapping) else {})
         self.pushed: dict[str, Any] = {}  # settings pushed by didChangeConfiguration
         self.session: dict[str, Any] = {}  # overrides set by commands (perflsp.setGpus)
         self.shown: set[str] = set()  # problems already shown to the user
