@@ -210,15 +210,17 @@ class ProfileStore:
         kernel's body hash differs from the one measured.
 
         Verdicts are recomputed with `gpu` when given (judge every record with one GPU's
-        figures), else with `gpu_resolver(record.gpu)` (default: the built-in GPUs); records
-        whose GPU cannot be resolved are skipped.
+        figures), else with `gpu_resolver(record.gpu or record.device_name)` (default: the built-in
+        GPUs); records whose GPU cannot be resolved are skipped.
         """
         gpu_resolver = gpu_resolver or find_measured_gpu
         wanted_file = _relative(file, self.workspace) if file else None
         seen: set[str] = set()
         found: list[MeasuredEvidence] = []
         for record in reversed(self.records()):
-            judge = gpu or (gpu_resolver(record.gpu) if record.gpu else None)
+            # a record imported without GPU figures still names the device ncu saw
+            named = record.gpu or record.device_name
+            judge = gpu or (gpu_resolver(named) if named else None)
             if judge is None or judge.name in seen:
                 continue
             for stored in record.kernels:

@@ -6,6 +6,7 @@ The LSP side (asking the client, showing messages) is in `app.py`; this holds th
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,9 @@ from perflsp.source.parser import is_source_path
 
 log = logging.getLogger(__name__)
 
+# The key from the editor's secret storage, as the server process's environment (VS Code passes it
+# so; it never travels in a protocol message that a client trace would log).
+API_KEY_ENV = "PERFLSP_LLM_API_KEY"
 # initializationOptions keys that are not settings
 _CLIENT_KEYS = ("workspaceTrusted", "workspace_trusted", "settings", "llmApiKey", "llm_api_key")
 
@@ -53,7 +57,7 @@ class WorkspaceState:
         # The LLM API key from the editor's secret storage: kept as a SecretStr (repr shows
         # stars), masked in every log record from now on, never part of the settings.
         self.api_key: SecretStr | None = None
-        secret = raw.get("llmApiKey") or raw.get("llm_api_key")
+        secret = raw.get("llmApiKey") or raw.get("llm_api_key") or os.environ.get(API_KEY_ENV)
         if isinstance(secret, str) and secret:
             register_secret(secret)
             self.api_key = SecretStr(secret)
