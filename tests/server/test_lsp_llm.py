@@ -133,6 +133,13 @@ async def test_static_first_then_llm_marked_and_one_request_per_edited_kernel(tm
             await wait_for(s, uri, all_from("llm", 2))
             assert len(llm.requests) == 6 and kernel_of(llm.requests[-1]) == "k2"
 
+            # close and reopen: the answers come from the cache, nothing is asked
+            s.client.text_document_did_close(lsp.DidCloseTextDocumentParams(lsp.TextDocumentIdentifier(uri=uri)))
+            edited_text = text.replace("x[i] * 2.0f", "x[i] * 3.0f")
+            await s.open(path, text=edited_text, version=1)
+            await wait_for(s, uri, all_from("llm", 1))
+            assert len(llm.requests) == 6
+
         # a restart with the same answer cache asks nothing
         async with session(path.parent, init_options=init, env=env_for(tmp_path)) as s:
             await s.open(path)

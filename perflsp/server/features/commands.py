@@ -219,15 +219,21 @@ async def ask_launch_parameters(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
     from perflsp.server.features.code_actions import code_action_json
     from perflsp.server.features.proposals import describe, proposal_edits
 
-    worker = ls.workers[snap.uri]
-    edits = await worker.exclusive(lambda s: (s, proposal_edits(s, name, answer.proposals, gpu, label)))
-    current, found = edits
+    def build(current: Any) -> tuple[Any, list[dict[str, Any]]]:
+        found = proposal_edits(current, name, answer.proposals, gpu, label)
+        return found, [code_action_json(current, fix) for fix in found.fixes]
+
+    worker = ls.workers.get(snap.uri)
+    built = await worker.exclusive(build) if worker is not None else None
+    if built is None:
+        raise CommandError(f"{snap.uri} was closed")
+    found, actions = built
     ls.advice.proposals[(snap.uri, name)] = (question.kernel_hash, gpu, answer.proposals, label)
     result.update({
         "source": "llm",
         "llm": {"used": True, "label": label, "verdict": answer.verdict, "confidence": answer.confidence,
                 "rationale": answer.rationale, "proposals": describe(answer.proposals)},
-        "actions": [code_action_json(current, fix) for fix in found.fixes],
+        "actions": actions,
         "rejected": found.rejected,
         "notes": found.notes,
     })
