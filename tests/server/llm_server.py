@@ -73,7 +73,11 @@ def answer(verdict: str = "bandwidth", block_size: int | None = None, **extra) -
 
 
 def prompt_of(record: Recorded) -> str:
-    return "\n".join(m["content"] for m in record.json["messages"])
+    parts = []
+    for message in record.json["messages"]:
+        content = message["content"]
+        parts.append(content if isinstance(content, str) else "\n".join(b.get("text", "") for b in content))
+    return "\n".join(parts)
 
 
 def kernel_of(record: Recorded) -> str | None:
@@ -92,9 +96,11 @@ def task_of(record: Recorded) -> str:
 
 
 def endpoint(verdicts: dict[str, str] | None = None, block_size: int = 128,
-             hold: Callable[[Recorded], Reply | None] | None = None) -> ScriptedServer:
-    """Answers verdicts (per kernel name, default bandwidth), launch parameters and explanations."""
+             hold: Callable[[Recorded], Reply | None] | None = None, kind: str = "openai") -> ScriptedServer:
+    """Answers verdicts (per kernel name, default bandwidth), launch parameters and explanations
+    in the wire protocol `kind` (openai, ollama, anthropic)."""
     verdicts = verdicts or {}
+    wire = Wire(kind)
 
     def reply(record: Recorded) -> Reply:
         held = hold(record) if hold is not None else None
@@ -102,16 +108,17 @@ def endpoint(verdicts: dict[str, str] | None = None, block_size: int = 128,
             return held
         task = task_of(record)
         if task == "explain":
-            return WIRE.reply(EXPLANATION)
+            return wire.reply(EXPLANATION, tool=False)
         if task == "launch_params":
-            return WIRE.reply(answer("bandwidth", block_size=block_size))
-        return WIRE.reply(answer(verdicts.get(kernel_of(record) or "", "bandwidth")))
+            return wire.reply(answer("bandwidth", block_size=block_size))
+        return wire.reply(answer(verdicts.get(kernel_of(record) or "", "bandwidth")))
 
     return ScriptedServer(reply)
 
 
-def llm_settings(url: str, **extra) -> dict:
-    return {"enabled": True, "provider": "openai", "baseUrl": f"{url}/v1", "model": MODEL, **extra}
+def llm_settings(url: str, provider: str = "openai", **extra) -> dict:
+    base = f"{url}/v1" if provider == "openai" else url
+    return {"enabled": True, "provider": provider, "baseUrl": base, "model": MODEL, **extra}
 
 
 def write_workspace(root: Path, text: str = FIVE_KERNELS, config: str = 'gpus = ["h100"]\n') -> Path:

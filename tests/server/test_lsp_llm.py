@@ -149,6 +149,56 @@ async def test_static_first_then_llm_marked_and_one_request_per_edited_kernel(tm
             assert "(cached answer)" in await hover(s, uri, path.read_text(), "k1(const")
 
 
+async def test_editing_a_kernel_cancels_its_request_and_shows_no_stale_answer(tmp_path):
+    path = write_workspace(tmp_path / "ws")
+    uri = path.as_uri()
+    held: list[Any] = []
+
+    def hang_first_k2(record) -> Reply | None:
+        if kernel_of(record) == "k2" and not held:
+            held.append(record)
+            return Reply(hang=True)  # never answers: only a cancellation ends it
+        return None
+
+    with endpoint({"k2": "compute"}, hold=hang_first_k2) as llm:
+        init = {"settings": {"llm": llm_settings(llm.url)}}
+        async with session(path.parent, init_options=init, env=env_for(tmp_path)) as s:
+            await s.open(path)
+            await asyncio.to_thread(llm.wait_for_requests, 5)
+            first = await wait_for(s, uri, lambda p: sum(d.data["source"] == "llm" for d in roofline(p).values()) == 4)
+            assert f"asking {LABEL}" in roofline(first)["k2"].message  # still waiting for the held answer
+            text = path.read_text()
+            index = text.index("x[i] * 2.0f")
+            line, col = text[:index].count("\n"), index - (text.rfind("\n", 0, index) + 1)
+            await s.edit(uri, (line, col + 7), (line, col + 8), "5")
+            done = roofline(await wait_for(s, uri, all_from("llm", 2)))
+            assert len(llm.requests) == 6 and kernel_of(llm.requests[-1]) == "k2"
+            assert "x[i] * 5.0f" in llm.requests[-1].json["messages"][-1]["content"]
+            assert done["k2"].code == "roofline/compute-bound"
+            assert all(p.version == 2 for p in s.published[uri][-1:])
+            assert (await s.command("perflsp.status", {}))["llm"] == "ready"  # the held request is gone
+
+
+@pytest.mark.parametrize("provider", ["ollama", "anthropic"])
+async def test_other_providers(tmp_path, provider):
+    path = write_workspace(tmp_path / "ws")
+    uri = path.as_uri()
+    with endpoint({"k3": "compute"}, kind=provider) as llm:
+        init = {"settings": {"llm": llm_settings(llm.url, provider)}}
+        env = env_for(tmp_path, ANTHROPIC_API_KEY=API_KEY)
+        async with session(path.parent, init_options=init, env=env) as s:
+            await s.open(path)
+            answered = roofline(await wait_for(s, uri, all_from("llm")))
+            assert answered["k3"].code == "roofline/compute-bound" and answered["k1"].code == "roofline/bandwidth-bound"
+            assert len(llm.requests) == 5
+            expected = "/api/chat" if provider == "ollama" else "/v1/messages"
+            assert all(r.path == expected for r in llm.requests)
+            if provider == "anthropic":
+                assert all(r.headers["x-api-key"] == API_KEY for r in llm.requests)
+            explained = await s.command("perflsp.explainKernel", {"uri": uri, "kernel": "k1", "quiet": True})
+            assert explained["source"] == "llm" and EXPLANATION in explained["markdown"]
+
+
 async def test_explain_streams_and_launch_parameters_become_validated_edits(tmp_path):
     path = write_workspace(tmp_path / "ws")
     uri = path.as_uri()
