@@ -308,7 +308,7 @@ class AdviceService:
                 try:
                     question = question_for(report, estimate, gpu, snap.data, snap.kernels, "verdict",
                                             kernel_id=kernel_id(snap.uri, name, gpu.id), tree=snap.tree)
-                except Exception:  # noqa: BLE001 - a question that cannot be built leaves the static verdict
+                except Exception:  # a question that cannot be built leaves the static verdict
                     log.exception("cannot build the LLM question for %s on %s", name, gpu.name)
                     continue
                 asked[key] = Asked(question, question.content_digest(), report)

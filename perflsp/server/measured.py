@@ -157,7 +157,7 @@ class MeasuredService:
         path = path_of(snap.uri)
         try:
             return evidence_for_reports(self.store(root), snap.config, str(path) if path else None, snap.reports())
-        except Exception:  # noqa: BLE001 - unreadable results must not stop the analysis
+        except Exception:  # unreadable results must not stop the analysis
             log.exception("cannot read the stored profiles of %s", root)
             return None
 

@@ -119,7 +119,7 @@ async def explain_kernel(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
     """
     snap, report = await _report(ls, arg)
     name = kernel_name(report.kernel)
-    estimate, gpu = _estimate_gpu(snap, report, arg.get("gpu"))
+    _estimate, gpu = _estimate_gpu(snap, report, arg.get("gpu"))
     static_md = kernel_markdown(report, snap)
     headline = " | ".join(e.headline() for e in report.estimates)
     llm_state, reason, label = ls.advice.status(snap.config)
@@ -205,7 +205,7 @@ async def ask_launch_parameters(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
     if advisor is None:
         result["llm"] = {"used": False, "state": llm_state, "reason": reason}
         return result
-    estimate, gpu = _estimate_gpu(snap, report, arg.get("gpu"))
+    _estimate, gpu = _estimate_gpu(snap, report, arg.get("gpu"))
     question = await _question(ls, snap.uri, name, gpu, "launch_params")
     async with progress(ls, f"perflsp: asking {label} for launch parameters of {name}", arg.get("workDoneToken")):
         answer = await advisor.ask(question)

@@ -117,8 +117,8 @@ def kernel_markdown(report: KernelReport, snapshot: Snapshot | None = None) -> s
         lines += ["", "**Evidence**"]
         lines += [f"- {e}" for e in facts.evidence]
     if measured_any:
-        lines += ["", "*Predictions are static estimates; measured figures come from Nsight Compute results stored "
-                  "under `.perflsp/profiles/`.*"]
+        lines += ["", ("*Predictions are static estimates; measured figures come from Nsight Compute results stored "
+                       "under `.perflsp/profiles/`.*")]
     else:
         lines += ["", "*Static estimate (not a measurement). Click the code lens for the full explanation.*"]
     return "\n".join(lines)
@@ -137,8 +137,8 @@ def _llm_sections(snapshot: Snapshot, report: KernelReport) -> list[str]:
                 lines += ["", f"**{advice.label}** on {estimate.gpu}: *asking…* (the static verdict stands until it answers)"]
             continue
         if result.source != "llm":
-            lines += ["", f"**{advice.label}** on {estimate.gpu}: no answer — {result.fallback_reason}. "
-                          "The static verdict stands."]
+            lines += ["", (f"**{advice.label}** on {estimate.gpu}: no answer — {result.fallback_reason}. "
+                           "The static verdict stands.")]
             continue
         verdict = {"compute": "compute-bound", "bandwidth": "bandwidth-bound"}.get(result.verdict, f"{result.verdict}-bound")
         head = f"**{result.label}** on {estimate.gpu}: **{verdict}**, confidence {result.confidence:.0%}"
