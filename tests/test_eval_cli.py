@@ -228,3 +228,59 @@ def test_dev_labels_scrambled_sample_predicts_the_same(eval_data, tmp_path):
     original = predict_rows([r for r, _ in read_labels(write_rows(tmp_path / "a.csv", rows))], src, gpu)
     shuffled = predict_rows([r for r, _ in read_labels(write_rows(tmp_path / "b.csv", scrambled(rows, 11)))], src, gpu)
     assert [(p.verdict, p.reason, p.intensity) for p in original] == [(p.verdict, p.reason, p.intensity) for p in shuffled]
+
+
+# ---------------------------------------------------------------------------------------------
+# --llm: the LLM path on the same rows, against a loopback OpenAI-compatible server
+
+
+def _llm_env(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PERFLSP_CONFIG", str(tmp_path / "no-user-config.toml"))  # never the developer's own
+    monkeypatch.delenv("PERFLSP_CACHE_DIR", raising=False)
+
+
+def _llm_args(url: str, tmp_path: Path) -> list[str]:
+    return ["--llm", "--provider", "openai", "--base-url", url, "--model", "fake-model", "--no-cache",
+            "--workspace", str(tmp_path)]
+
+
+def test_llm_json_scores_and_tokens_per_kernel(tmp_path, monkeypatch):
+    from tests.llm.llm_fakes import ScriptedServer, Wire
+
+    _llm_env(tmp_path, monkeypatch)
+    wire = Wire("openai")
+    answer = json.dumps({"verdict": "bandwidth", "confidence": 0.7, "rationale": "Scripted.", "factors": [],
+                         "proposals": {"block_size": None, "launch_bounds": None, "num_teams": None,
+                                       "thread_limit": None, "code_changes": []}})
+    with ScriptedServer(lambda record: wire.reply(answer)) as server:
+        data = eval_json(*_llm_args(server.url, tmp_path), "--limit", "3")
+        assert len(server.requests) == 3  # --limit 3: the first three labeled kernels, all located
+    assert data["listed"] == 3
+    llm = data["llm"]
+    assert (llm["listed"], llm["asked"], llm["llm_answers"], llm["static_fallbacks"]) == (3, 3, 3, 0)
+    assert llm["model"] == "fake-model" and llm["endpoint"] == server.url
+    # every answer says bandwidth: right for vadd, wrong for mmul and poly (compute)
+    assert llm["final"]["accuracy"] == pytest.approx(1 / 3)
+    tokens = llm["tokens_per_kernel"]
+    assert tokens["prompt"] == {"kernels": 3, "median": 120.0, "total": 360, "max": 120}
+    assert tokens["completion"]["total"] == 135 and tokens["estimated_prompt"]["kernels"] == 3
+    assert [(r["kernel"], r["prompt_tokens"], r["completion_tokens"]) for r in llm["rows"]] == \
+        [("vadd", 120, 45), ("mmul", 120, 45), ("poly", 120, 45)]
+
+
+def test_llm_text_reports_tokens_and_fallbacks(tmp_path, monkeypatch):
+    from tests.llm.llm_fakes import closed_port_url
+
+    _llm_env(tmp_path, monkeypatch)
+    result = run_eval(*_llm_args(closed_port_url(), tmp_path), "--limit", "2", "--timeout", "5")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "LLM path on" in out and "kernels: 2 listed, 2 asked, 0 answered by the LLM" in out
+    assert "tokens per kernel (endpoint's count)" in out and "fallback (2x): cannot connect to" in out
+
+
+def test_llm_without_a_configured_endpoint_says_how(tmp_path, monkeypatch):
+    _llm_env(tmp_path, monkeypatch)
+    result = run_eval("--llm", "--workspace", str(tmp_path))
+    assert result.exit_code == 2
+    assert "LLM not used" in result.stderr and "perflsp eval --llm" in result.stderr

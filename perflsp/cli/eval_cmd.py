@@ -4,6 +4,11 @@ The engine is given only what the study gave its LLMs (sources, launch shape, pr
 arguments); the measured columns and the label are read by the scorer alone
 (`perflsp.evaluation.labels`). Kernels not located or not analysed count as wrong and are
 listed with their reason.
+
+With `--llm`, the configured LLM (the shared LLM options, `perflsp.cli.llm_options`) is asked
+about every located kernel as well (`perflsp.evaluation.llm_eval`): scores of the verdict shown
+(LLM, else the static fallback), of the LLM alone and of the engine on the same rows, fallbacks
+with their reasons, and tokens per kernel. `--limit N` keeps the first N labeled kernels.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from perflsp.cli.llm_options import LlmFlags, llm_options
 from perflsp.cli.output import EXIT_OK, fail, print_json, stderr, stdout
 
 if TYPE_CHECKING:
@@ -42,13 +48,18 @@ PREDICTED_COLUMNS = ("compute", "bandwidth", "uncertain", "not located")
 @click.option("--predictions-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every row's prediction (no labels) as JSON to FILE, e.g. to diff engine versions.")
 @click.option("--no-progress", is_flag=True, help="Never draw a progress bar.")
+@click.option("--llm", "use_llm", is_flag=True,
+              help="Also ask the configured LLM about each kernel and score its verdicts (tokens per kernel too).")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Only the first N labeled kernels.")
+@llm_options
 def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_name: str,
              compile_commands: Path | None, as_json: bool, show_misses: int, predictions_out: Path | None,
-             no_progress: bool) -> None:
+             no_progress: bool, use_llm: bool, limit: int | None, llm: LlmFlags) -> None:
     """Run the static engine over labeled kernels and print accuracy, balanced accuracy and the
-    confusion matrix, overall and per language.
+    confusion matrix, overall and per language; with --llm, the LLM path too.
 
-    Exit codes: 0 scored, 2 bad arguments, labels file or GPU definitions.
+    Exit codes: 0 scored, 2 bad arguments, labels file, GPU definitions, or --llm without a
+    usable LLM configuration.
     """
     from perflsp.cli._gpu_options import load_db_or_fail
     from perflsp.evaluation.labels import LabelsError, read_labels
@@ -61,6 +72,9 @@ def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_
         fail(str(exc))
     if not pairs:
         fail(f"{labels_path}: no kernels listed")
+    if limit is not None:
+        pairs = pairs[:limit]
+    advisor = _advisor(llm) if use_llm else None
     try:
         db = load_db_or_fail(gpu_files)
     except click.ClickException as exc:
@@ -102,6 +116,9 @@ def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_
     by_language = score_by_language(scored)
     unanalyzed = [prediction_json(p) for p in predictions if p.verdict not in ("compute", "bandwidth")]
     misses = [_miss_json(p, a) for p, a in scored if p.verdict in ("compute", "bandwidth") and p.verdict != a.label]
+    llm_result = None
+    if advisor is not None:
+        llm_result = _run_llm(pairs, src_root, gpu, advisor, compile_db, no_progress)
     if as_json:
         out: dict[str, Any] = {
             "labels": str(labels_path),
@@ -115,10 +132,56 @@ def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_
         }
         if show_misses:
             out["misses"] = misses[:show_misses]
+        if llm_result is not None:
+            out["llm"] = llm_result.to_json(with_rows=True)
         print_json(out)
     else:
         _print_text(labels_path, gpu, overall, by_language, unanalyzed, misses[:show_misses], elapsed_s, len(rows))
+        if llm_result is not None:
+            _print_llm(llm_result)
     raise click.exceptions.Exit(EXIT_OK)
+
+
+def _advisor(flags: LlmFlags):
+    """The advisor `--llm` asks, or exit 2 saying why there is none and how to configure one."""
+    from perflsp.cli.llm_options import choose_advisor, how_to_configure
+
+    choice = choose_advisor(flags)
+    if choice.advisor is None:
+        fail(how_to_configure(choice.reason, "perflsp eval --llm") if not choice.failed else
+             f"--llm: {choice.reason}")
+    return choice.advisor
+
+
+def _run_llm(pairs, src_root: Path, gpu, advisor, compile_db, no_progress: bool):
+    from perflsp.evaluation.llm_eval import run_llm_eval
+
+    bar = None if no_progress or not stderr.is_terminal else _bar()
+    if bar is None:
+        return run_llm_eval(pairs, src_root, gpu, advisor, compile_db=compile_db)
+    with bar:
+        task = bar.add_task("asking the LLM", total=None)
+        return run_llm_eval(pairs, src_root, gpu, advisor, compile_db=compile_db,
+                            progress=lambda done, total: bar.update(task, completed=done, total=total))
+
+
+def _print_llm(result) -> None:
+    stdout.print()
+    for line in result.summary_lines():
+        stdout.print(escape(line))
+    asked = [row for row in result.rows if row.source is not None]
+    if not asked:
+        return
+    table = Table(title="tokens per kernel (endpoint's count; perflsp's prompt estimate)", title_justify="left",
+                  header_style="bold")
+    for header in ("kernel", "label", "static", "shown", "source", "prompt", "completion", "estimate"):
+        table.add_column(header, justify="right" if header in ("prompt", "completion", "estimate") else "left")
+    for row in asked:
+        table.add_row(escape(f"{row.row.file}:{row.row.line} {row.row.kernel}"), row.label, row.static_verdict or "-",
+                      row.verdict or "-", row.source + (" (cached)" if row.from_cache else ""),
+                      str(row.prompt_tokens or "-"), str(row.completion_tokens or "-"),
+                      str(row.estimated_prompt_tokens or "-"))
+    stdout.print(table)
 
 
 def prediction_json(prediction: Prediction) -> dict[str, Any]:

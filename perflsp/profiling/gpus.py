@@ -1,8 +1,8 @@
 """The GPU figures a measured verdict needs: peaks per precision, DRAM bandwidth, ridges.
 
 Deliberately a small explicit record: the hardware layer owns the GPU database, and
-`MeasuredGpu` is the one place that adapts its models (see `from_peaks`). The built-in entry is
-the RTX 3080 at its 1.44 GHz base clock, the figures that define the evaluation labels.
+`MeasuredGpu.from_hardware` is the one place that adapts its models. The built-in entry is the
+RTX 3080 at its 1.44 GHz base clock, the figures that define the evaluation labels.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from perflsp.analysis.roofline import Precision
+from perflsp.analysis.roofline import ROOFLINE_PRECISIONS, Precision
+from perflsp.hardware.models import Gpu
 from perflsp.profiling.errors import ProfilingError
 
 
@@ -44,6 +45,21 @@ class MeasuredGpu:
         clock_hz = clock_mhz * 1e6
         peaks = {p: lanes * sm_count * clock_hz * 2 for p, lanes in lanes_per_sm.items()}
         return cls(name, clock_mhz, peaks, bandwidth_gbs * 1e9, aliases=aliases)
+
+    @classmethod
+    def from_hardware(cls, gpu: Gpu) -> MeasuredGpu:
+        """A GPU of the hardware database at its base clock, the clock `ncu --clock-control base`
+        (its default) locks: each peak quoted at another clock is scaled to it. Without a base
+        clock the peaks stay at the clock they were quoted for."""
+        clock_mhz = gpu.base_clock_mhz or gpu.boost_clock_mhz
+        peaks = {}
+        for precision in ROOFLINE_PRECISIONS:
+            peak = gpu.peak(precision)
+            if peak is None:
+                continue
+            scale = clock_mhz / peak.clock_mhz if peak.clock_mhz and gpu.base_clock_mhz else 1.0
+            peaks[precision] = peak.ops_per_s * scale
+        return cls(gpu.name, clock_mhz, peaks, gpu.memory_bandwidth_bytes_per_s, aliases=(gpu.id, *gpu.aliases))
 
     def to_json(self) -> dict:
         return {

@@ -163,8 +163,10 @@ def import_and_store(
     files: Sequence[FileKernels] = (),
     ncu_argv: Sequence[str] | None = None,
     store: bool = True,
+    gpu_resolver=find_measured_gpu,
 ) -> ProfileOutcome:
-    """`perflsp profile import REPORT` and the `perflsp.profile.import` command."""
+    """`perflsp profile import REPORT` and the `perflsp.importProfile` command. Without `gpu`,
+    `gpu_resolver` turns the device name in the report into GPU figures (or None)."""
     imported = import_report(report, ncu_argv=ncu_argv)
     outcome = summarise(
         imported.table,
@@ -174,6 +176,7 @@ def import_and_store(
         workspace=workspace,
         report=str(report.resolve()),
         ncu_version=imported.ncu_version,
+        gpu_resolver=gpu_resolver,
     )
     return _store(outcome, workspace) if store else outcome
 
@@ -380,6 +383,7 @@ def profile_target(
     args: Sequence[str] | None = None,
     files: Sequence[FileKernels] = (),
     store: bool = True,
+    gpu_resolver=find_measured_gpu,
 ) -> ProfileOutcome:
     """`perflsp profile FILE|TARGET`: build (for a source file), run under ncu, map, judge, store."""
     _require_enabled(settings)
@@ -397,6 +401,7 @@ def profile_target(
         ncu_version=ncu_version(settings),
         clock_control=settings.clock_control,
         command=run.argv,
+        gpu_resolver=gpu_resolver,
     )
     return _store(outcome, workspace) if store else outcome
 

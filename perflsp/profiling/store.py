@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -150,6 +151,10 @@ class ProfileStore:
         self.workspace = workspace
         self.directory = workspace / STATE_DIR / PROFILES_DIR
         self.problems: list[str] = []  # files that could not be read, with the reason
+        # parsed files by name, with the (mtime, size) they were read at: a long-lived store (the
+        # language server's) reads each file once, however often evidence is asked for
+        self._parsed: dict[str, tuple[tuple[int, int], ProfileRecord | str]] = {}
+        self._lock = threading.Lock()
 
     def save(self, record: ProfileRecord) -> Path:
         ensure_state_dir(self.workspace)
@@ -166,15 +171,31 @@ class ProfileStore:
 
     def records(self) -> list[ProfileRecord]:
         """All readable records, oldest first; unreadable files are listed in `problems`."""
-        self.problems = []
+        problems: list[str] = []
         if not self.directory.is_dir():
+            self.problems = problems
             return []
         records = []
-        for path in sorted(self.directory.glob("*.json")):
-            try:
-                records.append(ProfileRecord.model_validate(json.loads(path.read_text(encoding="utf-8"))))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValidationError) as exc:
-                self.problems.append(f"{path.name}: {str(exc).splitlines()[0]}")
+        with self._lock:
+            seen: set[str] = set()
+            for path in sorted(self.directory.glob("*.json")):
+                seen.add(path.name)
+                try:
+                    stat = path.stat()
+                except OSError:
+                    continue  # removed meanwhile
+                stamp = (stat.st_mtime_ns, stat.st_size)
+                cached = self._parsed.get(path.name)
+                if cached is None or cached[0] != stamp:
+                    cached = (stamp, _read_record(path))
+                    self._parsed[path.name] = cached
+                if isinstance(cached[1], str):
+                    problems.append(cached[1])
+                else:
+                    records.append(cached[1])
+            for name in set(self._parsed) - seen:
+                del self._parsed[name]
+        self.problems = problems
         return sorted(records, key=lambda r: r.created_at)
 
     def evidence_for(
@@ -189,15 +210,17 @@ class ProfileStore:
         kernel's body hash differs from the one measured.
 
         Verdicts are recomputed with `gpu` when given (judge every record with one GPU's
-        figures), else with `gpu_resolver(record.gpu)` (default: the built-in GPUs); records
-        whose GPU cannot be resolved are skipped.
+        figures), else with `gpu_resolver(record.gpu or record.device_name)` (default: the built-in
+        GPUs); records whose GPU cannot be resolved are skipped.
         """
         gpu_resolver = gpu_resolver or find_measured_gpu
         wanted_file = _relative(file, self.workspace) if file else None
         seen: set[str] = set()
         found: list[MeasuredEvidence] = []
         for record in reversed(self.records()):
-            judge = gpu or (gpu_resolver(record.gpu) if record.gpu else None)
+            # a record imported without GPU figures still names the device ncu saw
+            named = record.gpu or record.device_name
+            judge = gpu or (gpu_resolver(named) if named else None)
             if judge is None or judge.name in seen:
                 continue
             for stored in record.kernels:
@@ -211,6 +234,14 @@ class ProfileStore:
                 seen.add(judge.name)
                 break
         return found
+
+
+def _read_record(path: Path) -> ProfileRecord | str:
+    """The record in `path`, or a line saying why it cannot be read."""
+    try:
+        return ProfileRecord.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValidationError) as exc:
+        return f"{path.name}: {str(exc).splitlines()[0]}"
 
 
 def _same_kernel(mapping: StoredMapping, kernel: CudaFunction | OmpRegion, wanted_file: str | None) -> bool:

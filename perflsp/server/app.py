@@ -27,6 +27,8 @@ COMMANDS = (
     "perflsp.setGpus",
     "perflsp.rooflineData",
     "perflsp.status",
+    "perflsp.importProfile",
+    "perflsp.verifyLaunchParameters",
 )
 CODE_ACTION_KINDS = [lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.RefactorRewrite, lsp.CodeActionKind.Empty]
 STATUS_NOTIFICATION = "perflsp/status"
@@ -45,6 +47,24 @@ class PerfLanguageServer(LanguageServer):
         self._ready: asyncio.Event | None = None
         self.scan_cache: dict[Any, Any] = {}
         self.recent: dict[str, None] = {}  # uris, least recently active first
+        self._advice: Any = None  # AdviceService (advice.py), created on first use
+        self._measured: Any = None  # MeasuredService (measured.py)
+
+    @property
+    def advice(self) -> Any:
+        if self._advice is None:
+            from perflsp.server.advice import AdviceService
+
+            self._advice = AdviceService(self)
+        return self._advice
+
+    @property
+    def measured(self) -> Any:
+        if self._measured is None:
+            from perflsp.server.measured import MeasuredService
+
+            self._measured = MeasuredService()
+        return self._measured
 
     # ------------------------------------------------------------------ lifecycle helpers
 
@@ -127,6 +147,33 @@ class PerfLanguageServer(LanguageServer):
 
         self.protocol.notify(STATUS_NOTIFICATION, status.payload(self))
 
+    # ------------------------------------------------------------------ LLM answers, measurements
+
+    def annotate(self, worker: Any, snap: Any) -> None:
+        """After an analysis, in the worker's thread: stored measurements and LLM questions."""
+        snap.measured = self.measured.evidence(snap)
+        snap.advice = self.advice.prepare(worker, snap)
+
+    def measure(self, snap: Any) -> Any:
+        return self.measured.evidence(snap)
+
+    def published_hook(self, worker: Any, snap: Any) -> None:
+        """The static diagnostics are out: ask the LLM about what it has not answered."""
+        self.advice.published(worker, snap)
+
+    def diagnostics_refreshed(self, worker: Any) -> None:
+        if self.pull_mode and self.capability("workspace.diagnostics.refresh_support"):
+            self.workspace_diagnostic_refresh(None)
+        if self.capability("workspace.code_lens.refresh_support"):
+            self.workspace_code_lens_refresh(None)
+
+    def refresh_folder(self, root: Any) -> None:
+        """Stored profiles of a folder changed: republish its open documents."""
+        for uri, worker in self.workers.items():
+            config = self.config_for(uri)
+            if root is None or config.root == root:
+                worker.refresh(remeasure=True)
+
 
 server = PerfLanguageServer()
 
@@ -154,6 +201,8 @@ async def on_initialized(ls: PerfLanguageServer, params: lsp.InitializedParams) 
 def on_shutdown(ls: PerfLanguageServer, params: Any) -> None:
     for worker in ls.workers.values():
         worker.close()
+        if ls._advice is not None:
+            ls.advice.forget(worker)
     ls.workers.clear()
 
 
@@ -180,6 +229,8 @@ def did_close(ls: PerfLanguageServer, params: lsp.DidCloseTextDocumentParams) ->
     ls.recent.pop(params.text_document.uri, None)
     if worker is not None:
         worker.close()
+        if ls._advice is not None:
+            ls.advice.forget(worker)
         if not ls.pull_mode:
             ls.publish(params.text_document.uri, None, [])
 
@@ -259,8 +310,13 @@ async def inlay_hints(ls: PerfLanguageServer, params: lsp.InlayHintParams) -> li
 async def code_lens(ls: PerfLanguageServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens] | None:
     from perflsp.server.features import code_lens as feature
 
+    from perflsp.server.features.status import profiling_status
+
     snap = await ls.snapshot(params.text_document.uri)
-    return feature.lenses(snap) if snap is not None else None
+    if snap is None:
+        return None
+    profiling = profiling_status(snap.config)[0] == "ready"
+    return feature.lenses(snap, profiling, snap.advice.label if snap.advice is not None else None)
 
 
 # ---------------------------------------------------------------------- commands

@@ -33,6 +33,9 @@ class Snapshot:
     exact: bool = True  # the tree equals a fresh parse (incremental error recovery can differ)
     diagnostics: list[Any] = field(default_factory=list)  # lsp.Diagnostic, as published
     diagnostics_json: list[Any] | None = None  # the same, unstructured (published without a converter pass)
+    advice: Any = None  # SnapshotAdvice: the LLM's questions and answers (advice.py), when it is on
+    measured: Any = None  # SnapshotMeasured: stored Nsight Compute results (measured.py)
+    revision: int = 0  # counts republications of this version (LLM answers, imported results)
 
     @property
     def tree(self) -> Tree:
@@ -66,6 +69,17 @@ class Snapshot:
 
     def report_for(self, item: Any) -> KernelReport | None:
         return self.analysis.report_for(item)
+
+    # -- what the LLM and the profiler add -----------------------------------------------
+
+    def llm_result(self, name: str, gpu: str) -> Any:
+        return self.advice.result(name, gpu) if self.advice is not None else None
+
+    def llm_pending(self, name: str, gpu: str) -> bool:
+        return self.advice is not None and self.advice.pending(name, gpu)
+
+    def measured_for(self, name: str, gpu: str) -> Any:
+        return self.measured.for_estimate(name, gpu) if self.measured is not None else None
 
     # -- what is under the cursor --------------------------------------------------------
 

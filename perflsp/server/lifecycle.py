@@ -132,6 +132,7 @@ async def refresh_all(ls: PerfLanguageServer, initial: bool = False) -> None:
     config = state.folders[0].config
     if config is not None and config.origin_of("log_level") is not Origin.DEFAULT:
         logs.set_level(ls.log_handler, config.settings.log_level)  # else `perflsp serve --log-level` stays
+    ls.advice.configure([f.config for f in state.folders if f.config is not None])
     if initial:
         return
     for uri, worker in ls.workers.items():

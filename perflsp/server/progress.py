@@ -52,11 +52,13 @@ class Progress:
 
 
 @contextlib.asynccontextmanager
-async def progress(ls: Any, title: str, token: Any = None) -> AsyncIterator[Progress]:
+async def progress(ls: Any, title: str, token: Any = None, delay: float = DELAY_S) -> AsyncIterator[Progress]:
+    """A progress bar for the block's work; `delay` 0 shows it at once (work known to be long)."""
     bar = Progress(ls, title, token)
 
     async def later() -> None:
-        await asyncio.sleep(DELAY_S)
+        if delay > 0:
+            await asyncio.sleep(delay)
         await bar._begin()
 
     starter = asyncio.get_running_loop().create_task(later())

@@ -9,6 +9,11 @@
 - tree-sitter's error recovery can differ between an incremental and a fresh parse, so when the
   tree has errors, the worker re-parses from scratch once the user pauses (`SETTLE_S`) and
   republishes if that changes anything. Pull diagnostics wait for this exact state.
+- After each analysis the host may annotate the snapshot in the same thread (`host.annotate`:
+  LLM questions, stored measurements) and act once it is published (`host.published`: ask the
+  LLM). Answers and imported results arrive later: `refresh()` republishes the current version.
+- Each round of work on the text holds `lock`; `exclusive(fn)` runs `fn(snapshot)` in a thread
+  under it, so commands read a snapshot whose spans no edit is moving meanwhile.
 """
 
 from __future__ import annotations
@@ -56,6 +61,10 @@ class DocumentWorker:
         self._burst = False
         self._failed: object = object()  # the version whose analysis raised (requests get the last result)
         self.published: list[tuple[int | None, bool]] = []  # (version, complete) of each publish (tests)
+        self.advice: Any = None  # the LLM's questions and answers for this document (advice.py)
+        self.lock = asyncio.Lock()
+        self._republish = False
+        self._remeasure = False
         from perflsp.server.features.diagnostics import DiagnosticCache
 
         self._diagnostic_cache = DiagnosticCache()
@@ -91,6 +100,21 @@ class DocumentWorker:
         self._reanalyze = True
         self._reextract = self._reextract or reextract
         self._kick()
+
+    def refresh(self, remeasure: bool = False) -> None:
+        """Republish the current version (an LLM answer arrived; with `remeasure`, stored profiles
+        changed): diagnostics are built again, the analysis is kept."""
+        self._republish = True
+        self._remeasure = self._remeasure or remeasure
+        self._kick()
+
+    async def exclusive(self, fn: Any) -> Any:
+        """`fn(snapshot)` in a thread while no edit is applied (None when nothing is analysed)."""
+        async with self.lock:
+            snap = self.snapshot
+            if snap is None or self.closed:
+                return None
+            return await asyncio.to_thread(fn, snap)
 
     def close(self) -> None:
         self.closed = True
@@ -146,10 +170,15 @@ class DocumentWorker:
         try:
             while not self.closed:
                 if self._changes or self._initial is not None or self._reanalyze or self._reextract:
-                    await self._analyse()
+                    async with self.lock:
+                        await self._analyse()
                 elif self._settle:
                     self._settle = False
-                    await self._settle_now()
+                    async with self.lock:
+                        await self._settle_now()
+                elif self._republish:
+                    async with self.lock:
+                        await self._republish_now()
                 else:
                     break
                 if self._burst and self._changes:
@@ -172,6 +201,7 @@ class DocumentWorker:
         config: ResolvedConfig = self.host.config_for(self.uri)
         reextract, self._reextract = self._reextract, False
         self._reanalyze = False
+        self._republish = self._remeasure = False  # this analysis reads the answers and results anew
         self.enabled = self.host.document_enabled(self.uri, config)
         self._busy = True
         try:
@@ -191,6 +221,7 @@ class DocumentWorker:
         self.snapshot = snap
         if self.enabled:
             self._publish(snap)
+            self._published_hook(snap)
         elif not self.published or self.published[-1][0] is not None:
             self.host.publish(self.uri, version, [])  # not analysed: nothing to show (clears old results)
             self.published.append((None, True))
@@ -239,14 +270,57 @@ class DocumentWorker:
         snap = Snapshot(self.uri, version, state.data, state.tree, state.lines, extracted.kernels, analysis, config,
                         state.preprocessed, exact)
         if analysis.complete:
+            self._annotate(snap)
             snap.diagnostics = self._diagnostics(snap)
         return snap
 
     def _resume(self, snap: Snapshot) -> Snapshot:
         snap.analysis = self.analyzer.step(time.monotonic() + FIRST_PUBLISH_S)
         if snap.analysis.complete:
+            self._annotate(snap)
             snap.diagnostics = self._diagnostics(snap)
         return snap
+
+    def _annotate(self, snap: Snapshot) -> None:
+        annotate = getattr(self.host, "annotate", None)
+        if annotate is not None and self.enabled:
+            annotate(self, snap)
+
+    def _published_hook(self, snap: Snapshot) -> None:
+        published = getattr(self.host, "published_hook", None)
+        if published is not None:
+            published(self, snap)
+
+    # ------------------------------------------------------------------ republishing
+
+    async def _republish_now(self) -> None:
+        self._republish = False
+        remeasure, self._remeasure = self._remeasure, False
+        snap = self.snapshot
+        if snap is None or self.closed or not self.enabled or not snap.complete:
+            return
+        if snap.version != self.version or self._changes:
+            return  # the next analysis publishes the newer text with everything known by then
+        before = snap.diagnostics_json
+        await asyncio.to_thread(self._rebuild, snap, remeasure)
+        if self._changes or self.closed:
+            return
+        if snap.diagnostics_json != before:
+            snap.revision += 1
+            self._publish(snap)
+            refreshed = getattr(self.host, "diagnostics_refreshed", None)
+            if refreshed is not None:
+                refreshed(self)
+        if remeasure:
+            self._published_hook(snap)
+        await self._notify()
+
+    def _rebuild(self, snap: Snapshot, remeasure: bool) -> None:
+        if remeasure:
+            measure = getattr(self.host, "measure", None)
+            if measure is not None:
+                snap.measured = measure(snap)
+        snap.diagnostics = self._diagnostics(snap)
 
     def _diagnostics(self, snap: Snapshot) -> list[Any]:
         """Build the complete snapshot's diagnostics (and their JSON, reusing unchanged ones)."""
@@ -298,6 +372,7 @@ class DocumentWorker:
             self.snapshot = new
             if self.enabled and [d for d in new.diagnostics] != [d for d in snap.diagnostics]:
                 self._publish(new)
+                self._published_hook(new)
         else:
             snap.exact = True
         await self._notify()

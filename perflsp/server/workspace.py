@@ -6,12 +6,16 @@ The LSP side (asking the client, showing messages) is in `app.py`; this holds th
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
+
 from perflsp.kernels.includes import IncludeResolver
+from perflsp.llm.secrets import register_secret
 from perflsp.server.config import (
     CONFIG_FILE,
     ConfigProblem,
@@ -26,6 +30,12 @@ from perflsp.server.text import path_of
 from perflsp.source.parser import is_source_path
 
 log = logging.getLogger(__name__)
+
+# The key from the editor's secret storage, as the server process's environment (VS Code passes it
+# so; it never travels in a protocol message that a client trace would log).
+API_KEY_ENV = "PERFLSP_LLM_API_KEY"
+# initializationOptions keys that are not settings
+_CLIENT_KEYS = ("workspaceTrusted", "workspace_trusted", "settings", "llmApiKey", "llm_api_key")
 
 
 @dataclass
@@ -44,10 +54,16 @@ class WorkspaceState:
             self.folders.append(Folder("", None))  # files opened without a workspace
         raw = init_options if isinstance(init_options, Mapping) else {}
         self.client_trusted = bool(raw.get("workspaceTrusted") or raw.get("workspace_trusted"))
+        # The LLM API key from the editor's secret storage: kept as a SecretStr (repr shows
+        # stars), masked in every log record from now on, never part of the settings.
+        self.api_key: SecretStr | None = None
+        secret = raw.get("llmApiKey") or raw.get("llm_api_key") or os.environ.get(API_KEY_ENV)
+        if isinstance(secret, str) and secret:
+            register_secret(secret)
+            self.api_key = SecretStr(secret)
         settings = raw.get("settings", raw)
         self.init_settings = client_values(
-            {k: v for k, v in settings.items() if k not in ("workspaceTrusted", "workspace_trusted", "settings")}
-            if isinstance(settings, Mapping) else {})
+            {k: v for k, v in settings.items() if k not in _CLIENT_KEYS} if isinstance(settings, Mapping) else {})
         self.pushed: dict[str, Any] = {}  # settings pushed by didChangeConfiguration
         self.session: dict[str, Any] = {}  # overrides set by commands (perflsp.setGpus)
         self.shown: set[str] = set()  # problems already shown to the user

@@ -138,6 +138,22 @@ local function run()
   results.hover = type(contents) == "table" and (contents.value or vim.inspect(contents)) or tostring(contents)
   table.insert(results.steps, "hover")
 
+  -- :PerflspExplain on the kernel: the explanation lands in a Markdown buffer.
+  vim.api.nvim_win_set_cursor(0, { hover_line + 1, hover_col })
+  local explained
+  require("perflsp").explain({ bufnr = bufnr, on_done = function(result, buf)
+    explained = { result = result, lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false),
+      filetype = vim.api.nvim_buf_get_option(buf, "filetype") }
+  end })
+  if not vim.wait(30000, function() return explained ~= nil end, 50) then
+    error(":PerflspExplain gave no explanation in 30 s")
+  end
+  results.explanation = { text = table.concat(explained.lines, "\n"), filetype = explained.filetype,
+    source = explained.result.source }
+  vim.cmd("close")
+  vim.api.nvim_set_current_buf(bufnr)
+  table.insert(results.steps, "explain")
+
   -- A quick fix at a launch site of the lint example.
   local fix_file = os.getenv("PERFLSP_E2E_FIX_FILE")
   local fix_line = tonumber(os.getenv("PERFLSP_E2E_FIX_LINE")) - 1

@@ -104,6 +104,9 @@ def test_diagnostics_hover_and_quick_fix(nvim, tmp_path):
     codes = {d["code"] for d in result["diagnostics"]}
     assert any(str(c).startswith("roofline/") for c in codes), f"no roofline verdict among {codes}"
     assert "bound" in result["hover"].lower(), f"hover does not state a verdict: {result['hover'][:500]}"
+    explanation = result["explanation"]
+    assert explanation["filetype"] == "markdown" and explanation["source"] == "static"
+    assert "### `saxpy`" in explanation["text"] and "LLM advisor: off" in explanation["text"], explanation["text"][:500]
     before = (ws / "lints" / "launch_slips.cu").read_text().splitlines()
     changed = [line for line in difflib.unified_diff(before, result["buffer_after"], lineterm="", n=0)
                if line.startswith("+") and not line.startswith("+++")]

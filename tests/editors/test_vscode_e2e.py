@@ -36,6 +36,7 @@ def session(vsix, tmp_path_factory):
     """One code-server + browser for the whole module (the tests run in order, as a person would)."""
     base = tmp_path_factory.mktemp("vscode")
     ws = make_workspace(base)
+    store_profile(ws)
     python = server_launcher(base / "bin")
     server = CodeServer(base, vsix, ws, {"perflsp.python.path": python}, clean_env())
     server.good_python = python
@@ -45,6 +46,17 @@ def session(vsix, tmp_path_factory):
             yield Workbench(page, artifacts("vscode")), server, ws
     finally:
         server.stop()
+
+
+H100_SAXPY = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "synthetic-raw-h100-saxpy.csv"
+
+
+def store_profile(ws: Path) -> None:
+    """Nsight Compute results for saxpy on the H100 (synthetic), stored as `perflsp profile import`
+    stores them: the editor shows them beside the prediction."""
+    subprocess.run([sys.executable, "-m", "perflsp", "profile", "import", str(H100_SAXPY), "--workspace", str(ws),
+                    "--source", str(ws / "cuda" / "saxpy.cu")], check=True, capture_output=True, text=True,
+                   env={**server_env(), "PERFLSP_CONFIG": str(ws / "no-user-config.toml")})
 
 
 def line_of(path: Path, needle: str) -> int:
@@ -84,6 +96,7 @@ def test_hover_on_the_kernel_shows_the_verdict(session):
     text = hover.inner_text()
     wb.screenshot("03-hover")
     assert "saxpy" in text and "bandwidth-bound" in text, text[:2000]
+    assert "Predicted vs measured on H100 SXM5 80GB" in text, text[:2000]  # the stored profile
     wb.page.keyboard.press("Escape")
 
 
@@ -173,6 +186,8 @@ def test_roofline_view_has_one_point_per_kernel(session):
     assert not violations, violations  # the chart runs under the webview's strict policy
     predicted = [r for r in rows if "predicted" in r]
     assert len(predicted) == expected, f"{expected} kernels, rows: {rows}"
+    measured = [r for r in rows if "measured" in r]  # the stored profile of saxpy (store_profile)
+    assert len(measured) == 1 and "saxpy" in measured[0] and "bandwidth" in measured[0], rows
     assert int(frame.locator("body").get_attribute("data-point-count")) == len(rows)
 
 

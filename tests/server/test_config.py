@@ -106,14 +106,16 @@ def test_trust_flag_from_client_settings(tmp_path):
 
 
 def test_llm_origins_are_recorded_for_the_endpoint_policy(tmp_path):
-    from perflsp.server.features.status import llm_status
+    from perflsp.server.advice import decision_for
 
     layer = file_layer(tmp_path, '[llm]\nenabled = true\nmodel = "m"\nbaseUrl = "https://llm.example.com/v1"\n')
-    state, reason = llm_status(resolve([layer], root=tmp_path))
-    assert state == "off" and "untrusted" in reason
+    decision = decision_for(resolve([layer], root=tmp_path))
+    assert not decision.allowed and "untrusted" in decision.reason
+    trusted = decision_for(resolve([layer], root=tmp_path, client_trusted=True))
+    assert trusted.allowed and not trusted.loopback
     loopback = file_layer(tmp_path, '[llm]\nenabled = true\nmodel = "m"\nbaseUrl = "http://127.0.0.1:8000/v1"\n')
-    state, reason = llm_status(resolve([loopback], root=tmp_path))
-    assert "configured" in reason
+    decision = decision_for(resolve([loopback], root=tmp_path))
+    assert decision.allowed and decision.loopback
 
 
 def test_user_gpus_and_gpus_file(tmp_path):

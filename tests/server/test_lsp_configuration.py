@@ -100,7 +100,7 @@ async def test_init_options_exclude_and_log_messages(tmp_path):
 
 
 async def test_trust_decides_what_the_repository_file_may_switch_on(tmp_path):
-    config = ('nvccPath = "/bin/true"\n[profiling]\nenabled = true\nbuildCommand = ["make", "{exe}"]\n'
+    config = ('nvccPath = "/bin/true"\n[profiling]\nenabled = true\nbuildCommand = ["false", "{exe}", "{file}"]\n'
               '[llm]\nenabled = true\nmodel = "m"\nbaseUrl = "https://llm.example.com/v1"\n')
     ws = make_workspace(tmp_path, config)
     saxpy = ws / "cuda" / "saxpy.cu"
@@ -116,13 +116,15 @@ async def test_trust_decides_what_the_repository_file_may_switch_on(tmp_path):
         profiled = await s.command("perflsp.profileKernel", {"uri": saxpy.as_uri(), "kernel": "saxpy", "quiet": True})
         assert profiled["status"] == "disabled"
 
-    async with session(ws, init_options={"workspaceTrusted": True}) as s:
+    async with session(ws, init_options={"workspaceTrusted": True}, env={"OPENAI_API_KEY": ""}) as s:
         status = s.statuses[-1]
         assert status["trusted"] and status["profiling"] == "ready" and not status["ignoredSettings"]
-        assert "configured" in status["llmReason"]  # the remote endpoint is allowed in a trusted workspace
+        # the remote endpoint is allowed in a trusted workspace, but there is no key for it
+        assert status["llm"] == "failing" and "no API key" in status["llmReason"]
         await s.open(saxpy)
         profiled = await s.command("perflsp.profileKernel", {"uri": saxpy.as_uri(), "kernel": "saxpy", "quiet": True})
-        assert profiled["status"] == "unavailable" and "perflsp profile run" in profiled["message"]
+        # the trusted workspace's build command ran (and failed: it is `false`)
+        assert profiled["status"] == "failed" and "build command failed with status 1" in profiled["message"]
 
 
 async def test_set_gpus_command(tmp_path):

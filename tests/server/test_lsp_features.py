@@ -228,7 +228,7 @@ async def test_commands(s, workspace):
     shown = len(s.client.messages)
     profiled = await s.command("perflsp.profileKernel", {"uri": uri, "kernel": "saxpy"})
     assert profiled["status"] == "disabled" and "perflsp.profiling.enabled" in profiled["message"]
-    assert len(s.client.messages) == shown + 1 and "Profiling is not enabled" in s.client.messages[-1].message
+    assert len(s.client.messages) == shown + 1 and "profiling is off" in s.client.messages[-1].message
 
     asked = await s.command("perflsp.askLaunchParameters", {"uri": uri, "kernel": "saxpy"})
     assert [g["gpu"] for g in asked["suggestions"]] == ["h100-sxm5-80gb", "rtx-3080-10gb"]

@@ -26,6 +26,21 @@ export const DOCUMENT_SELECTOR = [
 /** Settings whose change needs a new server process (the rest the server re-reads itself). */
 const RESTART_SETTINGS = ["perflsp.python.path"];
 
+/** Where the LLM API key lives in VS Code's secret storage. It reaches the server only as the
+ * environment variable below of the server process: never in a protocol message (which the
+ * client's trace would log), never in a settings file. */
+export const API_KEY_SECRET = "perflsp.llmApiKey";
+const API_KEY_ENV = "PERFLSP_LLM_API_KEY";
+
+/** `perflsp/explanation`: a streamed explanation's Markdown so far (`done` on the last one). */
+export interface ExplanationUpdate {
+  id: string;
+  uri: string;
+  kernel: string;
+  markdown: string;
+  done: boolean;
+}
+
 export class ServerManager implements vscode.Disposable {
   client: LanguageClient | undefined;
   status: ServerStatus | undefined;
@@ -34,6 +49,10 @@ export class ServerManager implements vscode.Disposable {
   interpreter: Interpreter | undefined;
   private readonly changed = new vscode.EventEmitter<void>();
   readonly onDidChange = this.changed.event;
+  private readonly explanation = new vscode.EventEmitter<ExplanationUpdate>();
+  readonly onExplanation = this.explanation.event;
+  /** Runs the server's `perflsp.explainKernel` when a code lens asks for it (opens the explanation). */
+  explainHandler: ((arg: { uri: string; kernel: string }) => Promise<void>) | undefined;
   private readonly disposables: vscode.Disposable[] = [];
   private python: PythonExtension | undefined;
   private starting: Promise<void> | undefined;
@@ -44,6 +63,7 @@ export class ServerManager implements vscode.Disposable {
   ) {
     this.disposables.push(
       this.changed,
+      this.explanation,
       vscode.workspace.onDidChangeConfiguration((e) => {
         if (RESTART_SETTINGS.some((s) => e.affectsConfiguration(s))) {
           this.output.appendLine("[client] interpreter settings changed: restarting the server");
@@ -135,7 +155,11 @@ export class ServerManager implements vscode.Disposable {
     const interpreter = await this.resolveInterpreter();
     this.interpreter = interpreter;
     this.output.appendLine(`[client] interpreter: ${interpreter.command.join(" ")} (${interpreter.source})`);
-    const env = { ...process.env };
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    const secret = await this.context.secrets.get(API_KEY_SECRET);
+    if (secret) {
+      env[API_KEY_ENV] = secret;
+    }
     const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
     const checked = await probe(interpreter, env, 15000, cwd); // where the server will run: same sys.path
     if (!checked.ok && checked.problem) {
@@ -171,6 +195,14 @@ export class ServerManager implements vscode.Disposable {
       // settings are honoured from here even in an untrusted workspace); the trust flag with them.
       initializationOptions: { workspaceTrusted: vscode.workspace.isTrusted, settings: (this.userSettingsSent = this.userSettings()) },
       middleware: {
+        // A code lens's "explain" opens the explanation (streamed) instead of only a message.
+        executeCommand: async (command, args, next) => {
+          const arg = args?.[0] as { uri?: unknown; kernel?: unknown } | undefined;
+          if (command === "perflsp.explainKernel" && this.explainHandler && typeof arg?.uri === "string" && typeof arg?.kernel === "string") {
+            return this.explainHandler({ uri: arg.uri, kernel: arg.kernel });
+          }
+          return next(command, args);
+        },
         workspace: {
           // workspace/configuration answers with what the workspace and folder set (defaults and
           // user values are not the workspace's), plus the trust flag: the editor's to say, never a
@@ -207,6 +239,7 @@ export class ServerManager implements vscode.Disposable {
       this.status = parseStatus(raw);
       this.changed.fire();
     });
+    client.onNotification("perflsp/explanation", (update: ExplanationUpdate) => this.explanation.fire(update));
     try {
       await client.start();
     } catch (err) {

@@ -1,7 +1,7 @@
 // perflsp for VS Code: starts the language server and adds the status bar, GPU picker, roofline
 // view and commands around it.
 import * as vscode from "vscode";
-import { ServerManager } from "./client";
+import { API_KEY_SECRET, ServerManager } from "./client";
 import { gpuItems, parseGpuList } from "./gpuPicker";
 import { RooflinePanel } from "./rooflinePanel";
 import { statusView } from "./status";
@@ -10,6 +10,7 @@ let manager: ServerManager | undefined;
 
 const EXPLAIN_SCHEME = "perflsp-explanation";
 const explanations = new Map<string, string>(); // uri -> Markdown of an explanation
+const explanationChanged = new vscode.EventEmitter<vscode.Uri>();
 
 export async function activate(context: vscode.ExtensionContext): Promise<{ manager: ServerManager }> {
   const output = vscode.window.createOutputChannel("perflsp", { log: true });
@@ -35,7 +36,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ mana
     roofline,
     item,
     server.onDidChange(paint),
+    explanationChanged,
     vscode.workspace.registerTextDocumentContentProvider(EXPLAIN_SCHEME, {
+      onDidChange: explanationChanged.event,
       provideTextDocumentContent: (uri) => explanations.get(uri.toString()) ?? "",
     }),
     vscode.workspace.onDidCloseTextDocument((doc) => explanations.delete(doc.uri.toString())),
@@ -46,7 +49,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ mana
     vscode.commands.registerCommand("perflsp.explainKernelAtCursor", () => runKernelCommand(server, "perflsp.explainKernel")),
     vscode.commands.registerCommand("perflsp.profileKernelAtCursor", () => runKernelCommand(server, "perflsp.profileKernel")),
     vscode.commands.registerCommand("perflsp.openRuleDocs", (code?: string) => openRuleDocs(code)),
+    vscode.commands.registerCommand("perflsp.importProfileFromFile", (file?: vscode.Uri) => importProfile(server, roofline, file)),
+    vscode.commands.registerCommand("perflsp.setLlmApiKey", () => setApiKey(context, server)),
+    vscode.commands.registerCommand("perflsp.clearLlmApiKey", async () => {
+      await context.secrets.delete(API_KEY_SECRET);
+      void vscode.window.showInformationMessage("perflsp: the LLM API key was removed; restarting the server.");
+      await server.restart();
+    }),
   );
+  server.explainHandler = (arg) => explain(server, arg.uri, arg.kernel);
   void server.start();
   return { manager: server };
 }
@@ -116,23 +127,105 @@ async function runKernelCommand(server: ServerManager, command: string): Promise
       void vscode.window.showInformationMessage("perflsp: no kernel in this file.");
       return;
     }
-    const result = await server.execute<{ markdown?: string; message?: string; status?: string }>(command, {
+    if (command === "perflsp.explainKernel") {
+      await explain(server, editor.document.uri.toString(), kernel);
+      return;
+    }
+    const result = await server.execute<{ message?: string; status?: string }>(command, {
       uri: editor.document.uri.toString(),
       kernel,
       quiet: true,
     });
-    if (typeof result?.markdown === "string") {
-      // a read-only document (no "save changes?" on close), shown as a Markdown preview
-      const uri = vscode.Uri.from({ scheme: EXPLAIN_SCHEME, path: `/${kernel}.md`, query: String(Date.now()) });
-      explanations.set(uri.toString(), `# ${kernel}\n\n${result.markdown}`);
-      await vscode.commands.executeCommand("markdown.showPreview", uri);
-    } else if (typeof result?.message === "string") {
-      const show = result.status === "disabled" || result.status === "unavailable" ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
+    if (typeof result?.message === "string") {
+      const show = result.status === "ok" ? vscode.window.showInformationMessage : vscode.window.showWarningMessage;
       void show(`perflsp: ${result.message}`);
     }
   } catch (err) {
     void vscode.window.showErrorMessage(`perflsp: ${err instanceof Error ? err.message : err}`);
   }
+}
+
+/**
+ * The explanation of `kernel` as a read-only Markdown preview (no "save changes?" on close). With
+ * an LLM the server streams it (`perflsp/explanation`): the preview opens with the first part and
+ * grows as the model writes; without one, the static explanation arrives at once.
+ */
+async function explain(server: ServerManager, docUri: string, kernel: string): Promise<void> {
+  const uri = vscode.Uri.from({ scheme: EXPLAIN_SCHEME, path: `/${kernel}.md`, query: String(Date.now()) });
+  const key = uri.toString();
+  let opened: Thenable<unknown> | undefined;
+  const show = (markdown: string) => {
+    explanations.set(key, `# ${kernel}\n\n${markdown}`);
+    if (opened) {
+      explanationChanged.fire(uri);
+    } else {
+      opened = vscode.commands.executeCommand("markdown.showPreview", uri);
+    }
+  };
+  const listener = server.onExplanation((update) => {
+    if (update.id === key) {
+      show(update.markdown);
+    }
+  });
+  try {
+    const result = await server.execute<{ markdown?: string }>("perflsp.explainKernel", { uri: docUri, kernel, quiet: true, streamId: key });
+    if (typeof result?.markdown === "string") {
+      show(result.markdown);
+    }
+    await opened;
+  } catch (err) {
+    void vscode.window.showErrorMessage(`perflsp: ${err instanceof Error ? err.message : err}`);
+  } finally {
+    listener.dispose();
+  }
+}
+
+/** "Import Profile…": an Nsight Compute report (.ncu-rep or CSV) into the workspace's .perflsp/. */
+async function importProfile(server: ServerManager, roofline: RooflinePanel, file?: vscode.Uri): Promise<void> {
+  const folder = vscode.workspace.workspaceFolders?.[0];
+  if (!folder) {
+    void vscode.window.showWarningMessage("perflsp: open a folder first: imported results are stored under its .perflsp/ folder.");
+    return;
+  }
+  let target = file;
+  if (!target) {
+    const picked = await vscode.window.showOpenDialog({
+      title: "perflsp: import Nsight Compute results",
+      openLabel: "Import",
+      canSelectMany: false,
+      defaultUri: folder.uri,
+      filters: { "Nsight Compute reports": ["ncu-rep", "csv"], "All files": ["*"] },
+    });
+    target = picked?.[0];
+  }
+  if (!target) {
+    return;
+  }
+  try {
+    const result = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `perflsp: importing ${target.fsPath.split("/").pop()}` },
+      () => server.execute<{ message?: string }>("perflsp.importProfile", { path: target.fsPath, uri: folder.uri.toString(), quiet: true }),
+    );
+    void vscode.window.showInformationMessage(`perflsp: ${result?.message ?? "imported"}`);
+    void roofline.refresh();
+  } catch (err) {
+    void vscode.window.showErrorMessage(`perflsp: ${err instanceof Error ? err.message : err}`);
+  }
+}
+
+async function setApiKey(context: vscode.ExtensionContext, server: ServerManager): Promise<void> {
+  const key = await vscode.window.showInputBox({
+    title: "perflsp: LLM API key",
+    prompt: "Kept in VS Code's secret storage and given to the perflsp server only; sent only to the endpoint set in your settings.",
+    password: true,
+    ignoreFocusOut: true,
+  });
+  if (!key) {
+    return;
+  }
+  await context.secrets.store(API_KEY_SECRET, key);
+  void vscode.window.showInformationMessage("perflsp: LLM API key stored; restarting the server.");
+  await server.restart();
 }
 
 async function openRuleDocs(code?: string): Promise<void> {

@@ -83,3 +83,31 @@ test("the server's estimates become points at the deciding precision, on the roo
   assert.deepEqual([sgemm.precision, sgemm.gflops, sgemm.kind], ["fp32", 67000, "predicted"]);
   assert.deepEqual([measured.kind, measured.intensity, measured.gflops, measured.kernel], ["measured", 35, 41000, "sgemm"]);
 });
+
+test("a measured point from the server's evidence; a stale one says so", () => {
+  const data = {
+    gpus: [{ id: "rtx-3080-10gb", name: "GeForce RTX 3080 (10GB)", bandwidthGbs: 760, peaksTflops: { fp32: 29.8, int32: 14.9 }, ridges: { fp32: 39.2, int32: 19.6 } }],
+    kernels: [
+      {
+        name: "ns::saxpy",
+        uri: "file:///w/k.cu",
+        range: { start: { line: 2, character: 16 }, end: { line: 2, character: 21 } },
+        estimates: [
+          {
+            gpu: "rtx-3080-10gb",
+            verdict: "bandwidth",
+            deciding: null,
+            intensity: { fp32: 0.2, int32: 1 },
+            ridge: { fp32: 39.2, int32: 19.6 },
+            measured: { precision: "int32", intensity: 0.333, gflops: 202, verdict: "bandwidth", stale: true, summary: "measured on NVIDIA GeForce RTX 3080 (stale: the kernel changed since)" },
+          },
+        ],
+      },
+    ],
+  };
+  const [view] = normalise(data);
+  const measured = view.points.find((p) => p.kind === "measured");
+  assert.ok(measured);
+  assert.deepEqual([measured.precision, measured.intensity, measured.gflops, measured.verdict, measured.stale], ["int32", 0.333, 202, "bandwidth", true]);
+  assert.ok(measured.detail.some((line) => line.startsWith("Stale")));
+});

@@ -29,6 +29,9 @@ return {
     ["perflsp/status"] = function(_, result)
       vim.g.perflsp_status = result
     end,
+    ["perflsp/explanation"] = function(...)
+      require("perflsp").on_explanation(...)
+    end,
   },
   before_init = function(_, config)
     cmd_in_use = config.cmd

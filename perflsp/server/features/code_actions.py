@@ -43,7 +43,8 @@ def actions(ls: Any, worker: Any, snap: Snapshot, params: lsp.CodeActionParams) 
         for fix in finding.fixes:
             out.append(_action(snap, fix, _matching(params.context.diagnostics, finding)))
 
-    # launch shape refactors
+    # launch shape refactors (with a "measure" command when profiling may run)
+    profiling = _profiling_ready(snap)
     for site in launches:
         kernel = _kernel_of(snap, site)
         for block, names in _best_blocks(kernel, gpus).items():
@@ -57,7 +58,19 @@ def actions(ls: Any, worker: Any, snap: Snapshot, params: lsp.CodeActionParams) 
             except engine.FixUnavailable:
                 continue
             title = f"Launch `{site.name}` with {block} threads per block (best occupancy on {', '.join(names)})"
-            out.append(_action(snap, Fix(title, fix.edits, "refactor"), []))
+            measured = _measured_title(ls, snap, kernel, current, block)
+            out.append(_action(snap, Fix(title + measured, fix.edits, "refactor"), []))
+            if profiling and kernel is not None and isinstance(current, int) and not measured:
+                name = kernel_name(kernel)
+                out.append(lsp.CodeAction(
+                    title=f"Measure `{name}` with {block} vs {current} threads per block (Nsight Compute, perflsp)",
+                    kind=lsp.CodeActionKind.Empty,
+                    command=lsp.Command(title=f"Measure {name}", command="perflsp.verifyLaunchParameters",
+                                        arguments=[{"uri": snap.uri, "kernel": name, "current": current,
+                                                    "proposed": block}])))
+    # the LLM's last launch-parameter proposals, while the kernel is unchanged
+    for item in [*_with_launched(kernels, launches, snap), *regions]:
+        out += _proposal_actions(ls, snap, item)
     for kernel in _with_launched(kernels, launches, snap):
         action = _launch_bounds_action(snap, kernel, gpus)
         if action is not None:
@@ -78,6 +91,47 @@ def actions(ls: Any, worker: Any, snap: Snapshot, params: lsp.CodeActionParams) 
     if only:
         out = [a for a in out if any(str(a.kind or "").startswith(str(k)) for k in only)]
     return _dedupe(out)
+
+
+def _profiling_ready(snap: Snapshot) -> bool:
+    from perflsp.server.features.status import profiling_status
+
+    return profiling_status(snap.config)[0] == "ready"
+
+
+def _measured_title(ls: Any, snap: Snapshot, kernel: CudaFunction | None, current: Any, block: int) -> str:
+    """" — measured 1.40× faster" once `perflsp.verifyLaunchParameters` timed this change."""
+    measured = getattr(ls, "_measured", None)
+    if kernel is None or measured is None or not isinstance(current, int):
+        return ""
+    result = measured.verified.get((snap.uri, kernel_name(kernel), kernel.body_hash, current, block))
+    if result is None:
+        return ""
+    speedup = result.speedup
+    if speedup is None:
+        return " — not measured: could not time both block sizes"
+    return f" — measured {speedup:.2f}× {'faster' if speedup >= 1 else 'slower'}"
+
+
+def _proposal_actions(ls: Any, snap: Snapshot, item: CudaFunction | OmpRegion) -> list[lsp.CodeAction]:
+    advice = getattr(ls, "_advice", None)
+    if advice is None:
+        return []
+    stored = advice.proposals.get((snap.uri, kernel_name(item)))
+    if stored is None or stored[0] != item.body_hash:
+        return []
+    from perflsp.server.features.proposals import proposal_edits
+
+    _hash, gpu, proposals, label = stored
+    found = proposal_edits(snap, kernel_name(item), proposals, gpu, label)
+    return [_action(snap, fix, []) for fix in found.fixes]
+
+
+def code_action_json(snap: Snapshot, fix: Fix) -> dict[str, Any]:
+    """A fix as a code action in JSON (what `perflsp.askLaunchParameters` returns)."""
+    from pygls.protocol import default_converter
+
+    return default_converter().unstructure(_action(snap, fix, []))
 
 
 def _overlaps(a: int, b: int, start: int, end: int) -> bool:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from lsprotocol import types as lsp
 
 from perflsp.analysis.models import Estimate, KernelReport
@@ -70,16 +73,83 @@ def occupancy_text(estimate: Estimate) -> str | None:
     return f"{occ.occupancy:.0%} occupancy (limited by {occ.limiter.value.replace('_', ' ')})"
 
 
-def verdict_message(report: KernelReport, estimate: Estimate) -> str:
+def _kind(verdict: str | None) -> str:
+    return {"compute": "compute-bound", "bandwidth": "bandwidth-bound", "latency": "latency-bound"}.get(
+        verdict or "", "uncertain")
+
+
+def measured_vs_ridge(measured: Any) -> str:
+    """`FP32 intensity 38 ≥ ridge 33 FLOP/B` of a measurement (its deciding or nearest precision)."""
+    from perflsp.server.measured import deciding_precision
+
+    precision = deciding_precision(measured)
+    if precision is None:
+        return "no intensity measured"
+    ai = measured.intensity.get(precision, 0.0)
+    ridge = measured.ridge.get(precision)
+    label = LABELS.get(precision, precision.value)
+    shown = "∞" if math.isinf(ai) else number(ai)
+    if not ridge:
+        return f"{label} intensity {shown} {unit(precision)}"
+    return f"{label} intensity {shown} {'≥' if ai >= ridge else '<'} ridge {number(ridge)} {unit(precision)}"
+
+
+def shown_verdict(estimate: Estimate, llm: Any = None, measured: Any = None) -> tuple[str, str]:
+    """(verdict, source) a diagnostic leads with: a current measurement, else the LLM's answer,
+    else the static estimate."""
+    if measured is not None and not measured.stale and measured.verdict is not None:
+        return measured.verdict, "measured"
+    if llm is not None and llm.source == "llm":
+        return llm.verdict, "llm"
+    return estimate.verdict, "static"
+
+
+def verdict_message(report: KernelReport, estimate: Estimate, llm: Any = None, measured: Any = None,
+                    pending: str | None = None) -> str:
+    """The verdict diagnostic's text, saying whose verdict it is.
+
+    `llm`: the advisor's AdvisorResult (an answer, or a static fallback); `pending`: the label of
+    an LLM still being asked; `measured`: MeasuredEvidence of this kernel on this GPU."""
     name = kernel_name(report.kernel)
+    occ = occupancy_text(estimate)
     if estimate.verdict == "uncertain":
         why = estimate.evidence[0] if estimate.evidence else "the engine could not analyse it"
-        return f"`{name}`: roofline verdict uncertain on {estimate.gpu}: {why}"
-    parts = [f"`{name}` is {estimate.verdict}-bound on {estimate.gpu}: {intensity_vs_ridge(estimate)}"]
-    occ = occupancy_text(estimate)
-    if occ:
-        parts.append(occ)
-    return " · ".join(parts)
+        static = f"the static estimate is uncertain: {why}"
+    else:
+        static = f"predicted {estimate.verdict}-bound: {intensity_vs_ridge(estimate)}" + (f" · {occ}" if occ else "")
+    fresh = measured is not None and not measured.stale and measured.verdict is not None
+    answered = llm is not None and llm.source == "llm"
+    if fresh:
+        text = (f"`{name}` on {estimate.gpu}: measured {_kind(measured.verdict)} ({measured_vs_ridge(measured)}), "
+                f"{static}")
+    elif answered and (llm.verdict != estimate.verdict or estimate.verdict == "uncertain"):
+        text = (f"`{name}` is {_kind(llm.verdict)} on {estimate.gpu} according to {llm.label} "
+                f"(confidence {llm.confidence:.0%}), which disagrees with the static estimate: {static}")
+    elif estimate.verdict == "uncertain":
+        why = estimate.evidence[0] if estimate.evidence else "the engine could not analyse it"
+        text = f"`{name}`: roofline verdict uncertain on {estimate.gpu}: {why}"
+    else:
+        parts = [f"`{name}` is {estimate.verdict}-bound on {estimate.gpu}: {intensity_vs_ridge(estimate)}"]
+        if occ:
+            parts.append(occ)
+        text = " · ".join(parts)
+    notes = []
+    if measured is not None and not fresh:
+        if measured.verdict is None:
+            notes.append(f"measured on {measured.gpu}: no verdict ({'; '.join(measured.notes)})")
+        else:
+            notes.append(f"measured before the last edit (stale): {_kind(measured.verdict)} "
+                         f"({measured_vs_ridge(measured)})")
+    if answered:
+        if fresh:
+            notes.append(f"{llm.label} says {_kind(llm.verdict)} ({llm.confidence:.0%})")
+        elif llm.verdict == estimate.verdict:
+            notes.append(f"{llm.label} agrees ({llm.confidence:.0%})")
+    elif llm is not None:
+        notes.append("static estimate (no LLM answer: see the hover)")
+    elif pending:
+        notes.append(f"static estimate; asking {pending}")
+    return text + "".join(f" · {n}" for n in notes)
 
 
 def short_verdict(estimate: Estimate) -> str:

@@ -18,6 +18,7 @@ from perflsp.server.features.common import (
     anchor_span,
     kernel_name,
     launch_label,
+    shown_verdict,
     to_range,
     verdict_message,
 )
@@ -81,11 +82,17 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
         kernel = report.kernel
         anchor = anchor_span(kernel)
         where = (_positions(anchor), tuple(_positions(site.span) for site in report.launches), snapshot.uri)
-        levels = []
+        name = kernel_name(kernel)
+        levels, codes, extras = [], [], []
         for estimate in report.estimates:
-            code = VERDICT_CODES[estimate.verdict]
+            llm = snapshot.llm_result(name, estimate.gpu)
+            measured = snapshot.measured_for(name, estimate.gpu)
+            shown, source = shown_verdict(estimate, llm, measured)
+            code = VERDICT_CODES.get(shown) or VERDICT_CODES[estimate.verdict]  # an LLM's "latency" has no code
+            codes.append((code, source, llm, measured))
             levels.append(settings.rules.get(code) or engine.default_severity(code))
-        key = ("roofline", id(report), where, tuple(levels))
+            extras.append((id(llm), snapshot.llm_pending(name, estimate.gpu), id(measured), code))
+        key = ("roofline", id(report), where, tuple(levels), tuple(extras))
         cached = [cache.get(key + (i,), report) for i in range(len(report.estimates))]
         if all(d is not None for d in cached):
             out.extend(d for d, level in zip(cached, levels) if level != "off")  # type: ignore[misc]
@@ -98,17 +105,29 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
             )
             for site in report.launches
         ]
+        label = snapshot.advice.label if snapshot.advice is not None else None
         for index, (estimate, level) in enumerate(zip(report.estimates, levels)):
-            code = VERDICT_CODES[estimate.verdict]
+            code, source, llm, measured = codes[index]
+            pending = label if snapshot.llm_pending(name, estimate.gpu) else None
+            data: dict[str, Any] = {"kind": "roofline", "kernel": name, "gpu": estimate.gpu, "source": source,
+                                    "static": estimate.verdict}
+            if llm is not None:
+                data["llm"] = {"verdict": llm.verdict if llm.source == "llm" else None, "label": llm.label,
+                               "confidence": llm.confidence, "disagrees": llm.source == "llm" and llm.verdict != estimate.verdict,
+                               "fallbackReason": llm.fallback_reason}
+            elif pending:
+                data["llm"] = {"verdict": None, "label": pending, "pending": True}
+            if measured is not None:
+                data["measured"] = {"verdict": measured.verdict, "gpu": measured.gpu, "stale": measured.stale}
             diagnostic = lsp.Diagnostic(
                 range=rng,
-                message=verdict_message(report, estimate),
+                message=verdict_message(report, estimate, llm, measured, pending),
                 severity=SEVERITIES.get(level, lsp.DiagnosticSeverity.Information),
                 code=code,
                 code_description=_description(code, descriptions),
                 source=SOURCE,
                 related_information=related or None,
-                data={"kind": "roofline", "kernel": kernel_name(kernel), "gpu": estimate.gpu},
+                data=data,
             )
             cache.put(key + (index,), report, diagnostic)
             if level != "off":
@@ -146,7 +165,7 @@ def full_report(snapshot: Snapshot | None, previous_result_id: str | None) -> ls
     """Answer to a pull (`textDocument/diagnostic`)."""
     if snapshot is None:
         return lsp.RelatedFullDocumentDiagnosticReport(items=[], result_id="off")
-    result_id = f"{snapshot.version}:{id(snapshot)}"
+    result_id = f"{snapshot.version}:{id(snapshot)}:{snapshot.revision}"
     if previous_result_id == result_id:
         return lsp.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
     return lsp.RelatedFullDocumentDiagnosticReport(items=snapshot.diagnostics, result_id=result_id)

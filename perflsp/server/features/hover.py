@@ -3,9 +3,11 @@ short performance note on GPU-specific identifiers (`__shfl_sync`, `__ldg`, `ato
 
 from __future__ import annotations
 
+import math
 import tomllib
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from lsprotocol import types as lsp
 
@@ -38,12 +40,12 @@ def hover(snapshot: Snapshot, position: lsp.Position) -> lsp.Hover | None:
     if region is not None:
         report = snapshot.report_for(region)
         if report is not None:
-            return _hover(kernel_markdown(report), region.span)
+            return _hover(kernel_markdown(report, snapshot), region.span)
     kernel = snapshot.kernel_at_name(offset)
     if kernel is not None:
         report = snapshot.report_for(kernel)
         if report is not None:
-            return _hover(kernel_markdown(report), kernel.name_span)
+            return _hover(kernel_markdown(report, snapshot), kernel.name_span)
         if kernel.space == "device":
             return _hover(f"### `{kernel.qualified_name}` (`__device__` function)\n\nAnalysed as part of the kernels "
                           "that call it; its operations count toward theirs.", kernel.name_span)
@@ -51,7 +53,7 @@ def hover(snapshot: Snapshot, position: lsp.Position) -> lsp.Hover | None:
     if site is not None and (site.callee_span.contains(offset) or site.config_span.contains(offset)):
         report = snapshot.report_of_launch(site)
         if report is not None:
-            return _hover(launch_markdown(site) + "\n\n---\n\n" + kernel_markdown(report), site.callee_span)
+            return _hover(launch_markdown(site) + "\n\n---\n\n" + kernel_markdown(report, snapshot), site.callee_span)
         return _hover(launch_markdown(site) + f"\n\nThe kernel `{site.callee}` is not defined in this file: no verdict.",
                       site.callee_span)
     return _identifier_note(snapshot, offset)
@@ -78,11 +80,18 @@ def _identifier_note(snapshot: Snapshot, offset: int) -> lsp.Hover | None:
 # --------------------------------------------------------------------------- Markdown
 
 
-def kernel_markdown(report: KernelReport) -> str:
+def kernel_markdown(report: KernelReport, snapshot: Snapshot | None = None) -> str:
+    """The kernel's story; with `snapshot`, also the LLM's verdicts and the stored measurements
+    beside the static estimate."""
     name = kernel_name(report.kernel)
     kind = "OpenMP target region" if report.kernel.kind == "omp" else "kernel"
     lines = [f"### `{name}` — {kind}", ""]
     lines += _verdict_table(report.estimates)
+    measured_any = False
+    if snapshot is not None:
+        llm_lines, measured_lines = _llm_sections(snapshot, report), _measured_sections(snapshot, report)
+        measured_any = bool(measured_lines)
+        lines += measured_lines + llm_lines
     facts = report.facts
     if facts.uncertain:
         lines += ["", f"**Uncertain:** {facts.uncertain}"]
@@ -107,8 +116,94 @@ def kernel_markdown(report: KernelReport) -> str:
     if facts.evidence:
         lines += ["", "**Evidence**"]
         lines += [f"- {e}" for e in facts.evidence]
-    lines += ["", "*Static estimate (not a measurement). Click the code lens for the full explanation.*"]
+    if measured_any:
+        lines += ["", ("*Predictions are static estimates; measured figures come from Nsight Compute results stored "
+                       "under `.perflsp/profiles/`.*")]
+    else:
+        lines += ["", "*Static estimate (not a measurement). Click the code lens for the full explanation.*"]
     return "\n".join(lines)
+
+
+def _llm_sections(snapshot: Snapshot, report: KernelReport) -> list[str]:
+    advice = snapshot.advice
+    if advice is None:
+        return []
+    name = kernel_name(report.kernel)
+    lines: list[str] = []
+    for estimate in report.estimates:
+        result = snapshot.llm_result(name, estimate.gpu)
+        if result is None:
+            if snapshot.llm_pending(name, estimate.gpu):
+                lines += ["", f"**{advice.label}** on {estimate.gpu}: *asking…* (the static verdict stands until it answers)"]
+            continue
+        if result.source != "llm":
+            lines += ["", (f"**{advice.label}** on {estimate.gpu}: no answer — {result.fallback_reason}. "
+                           "The static verdict stands.")]
+            continue
+        verdict = {"compute": "compute-bound", "bandwidth": "bandwidth-bound"}.get(result.verdict, f"{result.verdict}-bound")
+        head = f"**{result.label}** on {estimate.gpu}: **{verdict}**, confidence {result.confidence:.0%}"
+        if result.verdict != estimate.verdict:
+            head += f" — **disagrees** with the static estimate ({short_verdict(estimate)})"
+        else:
+            head += " — agrees with the static estimate"
+        if result.from_cache:
+            head += " *(cached answer)*"
+        lines += ["", head, "", *(f"> {line}" for line in result.rationale.splitlines() if line.strip())]
+        for factor in result.factors:
+            where = f"line {factor.line}: " if factor.line else ""
+            lines.append(f"- {where}{factor.text}")
+    return lines
+
+
+def _measured_sections(snapshot: Snapshot, report: KernelReport) -> list[str]:
+    """Predicted beside measured, per GPU with a stored measurement."""
+    if snapshot.measured is None:
+        return []
+    name = kernel_name(report.kernel)
+    lines: list[str] = []
+    for estimate in report.estimates:
+        measured = snapshot.measured_for(name, estimate.gpu)
+        if measured is not None:
+            lines += ["", *_predicted_vs_measured(estimate, measured)]
+    for measured in snapshot.measured.unmatched(name):
+        lines += ["", *_predicted_vs_measured(None, measured)]
+    return lines
+
+
+def _predicted_vs_measured(estimate: Estimate | None, measured: Any) -> list[str]:
+    state = " — **stale**: the kernel changed since it was measured" if measured.stale else ""
+    clock = f" at {measured.measured_clock_mhz:.0f} MHz" if measured.measured_clock_mhz else ""
+    title = f"**Predicted vs measured on {estimate.gpu if estimate else measured.gpu}**{state}" if estimate else \
+        f"**Measured on {measured.gpu}**{clock}{state} (not among the configured GPUs)"
+    rows = [title, "", "| | predicted (static) | measured |" if estimate else "| | measured |",
+            "| --- | --- | --- |" if estimate else "| --- | --- |"]
+
+    def row(label: str, predicted: str, value: str) -> None:
+        rows.append(f"| {label} | {predicted} | {value} |" if estimate else f"| {label} | {value} |")
+
+    row("verdict", f"**{short_verdict(estimate)}**" if estimate else "",
+        f"**{measured.verdict}-bound**" if measured.verdict else "no verdict")
+    precisions = [p for p in ROOFLINE_PRECISIONS if (measured.intensity.get(p) or (estimate and estimate.intensity.get(p)))]
+    for precision in precisions:
+        label = LABELS.get(precision, precision.value)
+        ai = measured.intensity.get(precision)
+        shown = "—" if ai is None else ("∞" if math.isinf(ai) else number(ai))
+        ridge = measured.ridge.get(precision)
+        predicted_ai = estimate.intensity.get(precision) if estimate else None
+        predicted_ridge = estimate.ridge.get(precision) if estimate else None
+        row(f"{label} intensity ({unit(precision)})",
+            (f"{number(predicted_ai)}" if predicted_ai is not None else "—") +
+            (f" (ridge {number(predicted_ridge)})" if predicted_ridge else ""),
+            shown + (f" (ridge {number(ridge)})" if ridge else ""))
+    row("DRAM bytes", "", _big(measured.dram_bytes))
+    if measured.duration_ns:
+        row("time", "", f"{_duration(measured.duration_ns)} over {measured.launches} launch(es)")
+    if measured.pct_of_peak_bandwidth is not None:
+        row("DRAM bandwidth", "", f"{measured.pct_of_peak_bandwidth:.3g}% of peak")
+    if estimate is not None and estimate.occupancy is not None:
+        row("occupancy", f"{estimate.occupancy.occupancy:.0%} (theoretical)", "")
+    rows += [f"- {note}" for note in measured.notes]
+    return rows
 
 
 def _verdict_table(estimates: list[Estimate]) -> list[str]:
@@ -155,6 +250,14 @@ def _occupancy(estimate: Estimate) -> str:
     if estimate.occupancy_note and "assumed" in estimate.occupancy_note:
         text += "; registers assumed 32/thread (no ptxas figures)"
     return text
+
+
+def _duration(ns: float) -> str:
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3g} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.3g} µs"
+    return f"{ns:.3g} ns"
 
 
 def _big(value: float) -> str:

@@ -14,7 +14,8 @@ def payload(ls: Any) -> dict[str, Any]:
     if state is None:
         return {"version": __version__, "ready": False}
     config = state.folders[0].config or state.config_for(state.folders[0].uri)
-    llm_state, llm_reason = llm_status(config)
+    llm_state, llm_reason, llm_label = ls.advice.status(config)
+    ls.advice.status_sent(llm_state, llm_reason)
     profiling_state, profiling_reason = profiling_status(config)
     return {
         "version": __version__,
@@ -25,6 +26,7 @@ def payload(ls: Any) -> dict[str, Any]:
         "trusted": config.workspace_trusted,
         "llm": llm_state,
         "llmReason": llm_reason,
+        "llmLabel": llm_label,
         "profiling": profiling_state,
         "profilingReason": profiling_reason,
         "lints": engine.lints_available(),
@@ -33,18 +35,6 @@ def payload(ls: Any) -> dict[str, Any]:
         "ignoredSettings": list(config.ignored),
         "openDocuments": len(ls.workers),
     }
-
-
-def llm_status(config: Any) -> tuple[str, str]:
-    """("off" | "ready", reason): the LLM endpoint policy applied to the settings' origins."""
-    from perflsp.llm.config import decide
-
-    origins = {path.split(".", 1)[1]: origin.llm_origin() for path, origin in config.origins.items() if path.startswith("llm.")}
-    decision = decide(config.settings.llm, origins, workspace_trusted=config.workspace_trusted)
-    if not decision.allowed:
-        return "off", decision.reason
-    # The advisor itself is wired by the LLM integration; until then it is configured, not running.
-    return "off", f"configured ({decision.reason}); the editor integration of the LLM advisor is not enabled in this build"
 
 
 def profiling_status(config: Any) -> tuple[str, str]:
@@ -56,4 +46,4 @@ def profiling_status(config: Any) -> tuple[str, str]:
         return "off", "profiling is off (perflsp.profiling.enabled)"
     if not settings.build_command and settings.run_command == ["{exe}", "{args}"]:
         return "off", "profiling is on but perflsp.profiling.buildCommand is not set"
-    return "ready", "profiling is enabled; run it with `perflsp profile run`"
+    return "ready", "profiling is enabled: the code lens and `perflsp.profileKernel` run it"

@@ -21,6 +21,7 @@ export interface KernelPoint {
   gflops: number; // attained (measured) or attainable (predicted) GFLOP/s
   verdict: string; // "compute" | "bandwidth" | "uncertain"
   detail: string[]; // extra lines for the tooltip
+  stale?: boolean; // a measurement of an older text of the kernel
 }
 
 export interface GpuView {
@@ -99,7 +100,12 @@ function pointOf(kernel: unknown, result: unknown, kind: PointKind, where: unkno
   if (typeof summary === "string" && summary) {
     detail.push(summary);
   }
+  const stale = get(where, "stale") === true;
+  if (stale) {
+    detail.push("Stale: the kernel changed since it was measured");
+  }
   return {
+    stale,
     kernel: str(get(kernel, "name", "kernel"), "kernel"),
     uri: str(get(kernel, "uri")),
     line: num(get(start, "line")) ?? 0,

@@ -208,7 +208,7 @@ function renderTable(view: GpuView | undefined): void {
     });
     name.append(link);
     row.append(name);
-    for (const text of [p.kind, p.precision, formatNumber(p.intensity), formatNumber(p.gflops), p.verdict]) {
+    for (const text of [p.stale ? `${p.kind} (stale)` : p.kind, p.precision, formatNumber(p.intensity), formatNumber(p.gflops), p.verdict]) {
       const cell = document.createElement("td");
       cell.textContent = text;
       row.append(cell);

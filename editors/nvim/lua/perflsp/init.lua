@@ -72,11 +72,31 @@ local function root_dir(bufnr)
   return dir
 end
 
+local stream = nil -- the explanation being streamed: { id, buf }
+
+local function show_markdown(buf, markdown)
+  if buf and vim.api.nvim_buf_is_valid(buf) then
+    vim.api.nvim_buf_set_option(buf, "modifiable", true)
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(markdown, "\n", { plain = true }))
+    vim.api.nvim_buf_set_option(buf, "modifiable", false)
+  end
+end
+
+--- `perflsp/explanation`: the Markdown of a streamed explanation so far.
+function M.on_explanation(_, result)
+  if type(result) == "table" and stream and result.id == stream.id then
+    show_markdown(stream.buf, result.markdown or "")
+  end
+end
+
 M.handlers = {
   ["perflsp/status"] = function(_, result)
     M.status = result
     vim.g.perflsp_status = result
     pcall(vim.api.nvim_exec_autocmds, "User", { pattern = "PerflspStatus", modeline = false })
+  end,
+  ["perflsp/explanation"] = function(...)
+    M.on_explanation(...)
   end,
 }
 
@@ -154,6 +174,86 @@ local function server_command(command, arg)
   notify("perflsp is not running", vim.log.levels.WARN)
 end
 
+local function buffer_client(bufnr)
+  local list = vim.lsp.get_clients and vim.lsp.get_clients({ bufnr = bufnr }) or vim.lsp.buf_get_clients(bufnr)
+  for _, client in pairs(list) do
+    if client.name == "perflsp" then
+      return client
+    end
+  end
+end
+
+local function execute(client, bufnr, command, arg, callback)
+  client.request("workspace/executeCommand", { command = command, arguments = { arg } }, function(err, result)
+    if err then
+      notify(("perflsp: %s failed: %s"):format(command, err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      return
+    end
+    callback(result)
+  end, bufnr)
+end
+
+local stream_count = 0
+
+--- :PerflspExplain - the kernel under the cursor (or the nearest above it), explained in a
+--- Markdown scratch buffer: the LLM's explanation as it streams in when the advisor is on, else
+--- the static engine's. `opts.on_done(result)` gets the server's answer.
+function M.explain(opts)
+  opts = opts or {}
+  local bufnr = opts.bufnr or vim.api.nvim_get_current_buf()
+  local client = buffer_client(bufnr)
+  if not client then
+    notify("perflsp is not attached to this buffer", vim.log.levels.WARN)
+    return
+  end
+  local uri = vim.uri_from_bufnr(bufnr)
+  local line = vim.api.nvim_win_get_cursor(0)[1] - 1
+  execute(client, bufnr, "perflsp.rooflineData", { scope = "open", uri = uri }, function(data)
+    local best
+    for _, kernel in ipairs((data and data.kernels) or {}) do
+      local start = kernel.range.start.line
+      if start <= line and (not best or start > best.range.start.line) then
+        best = kernel
+      end
+    end
+    best = best or (data and data.kernels and data.kernels[1])
+    if not best then
+      notify("perflsp: no kernel in this buffer")
+      return
+    end
+    stream_count = stream_count + 1
+    local buf = vim.api.nvim_create_buf(false, true)
+    vim.api.nvim_buf_set_name(buf, ("perflsp://explain/%s/%d"):format(best.name, stream_count))
+    vim.api.nvim_buf_set_option(buf, "filetype", "markdown")
+    vim.api.nvim_buf_set_option(buf, "bufhidden", "wipe")
+    show_markdown(buf, "# " .. best.name .. "\n\n*Waiting for the explanation…*")
+    vim.cmd("botright split")
+    vim.api.nvim_win_set_buf(0, buf)
+    stream = { id = "nvim-" .. stream_count, buf = buf }
+    execute(client, bufnr, "perflsp.explainKernel", { uri = uri, kernel = best.name, quiet = true, streamId = stream.id },
+      function(result)
+        show_markdown(buf, "# " .. best.name .. "\n\n" .. ((result and result.markdown) or ""))
+        stream = nil
+        if opts.on_done then
+          opts.on_done(result, buf)
+        end
+      end)
+  end)
+end
+
+--- :PerflspImportProfile REPORT - Nsight Compute results (.ncu-rep or CSV) into the workspace.
+function M.import_profile(path)
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = buffer_client(bufnr)
+  if not client then
+    notify("perflsp is not attached to this buffer", vim.log.levels.WARN)
+    return
+  end
+  execute(client, bufnr, "perflsp.importProfile", { path = vim.fn.fnamemodify(path, ":p"), quiet = true }, function(result)
+    notify("perflsp: " .. ((result and result.message) or "imported"))
+  end)
+end
+
 --- :PerflspGpus - choose the GPU from the server's database (for this session).
 function M.select_gpus()
   local answer = server_command("perflsp.listGpus", vim.empty_dict and vim.empty_dict() or {})
@@ -193,12 +293,19 @@ function M.setup(opts)
   M.create_commands()
 end
 
---- :PerflspGpus and :PerflspStatus (plugin/perflsp.lua calls this; setup() too).
+--- :PerflspGpus, :PerflspStatus, :PerflspExplain, :PerflspImportProfile (plugin/perflsp.lua calls
+--- this; setup() too).
 function M.create_commands()
   vim.api.nvim_create_user_command("PerflspGpus", M.select_gpus, { desc = "perflsp: choose the GPU" })
   vim.api.nvim_create_user_command("PerflspStatus", function()
     notify(M.statusline() ~= "" and M.statusline() or "no status yet")
   end, { desc = "perflsp: GPUs and LLM state" })
+  vim.api.nvim_create_user_command("PerflspExplain", function()
+    M.explain()
+  end, { desc = "perflsp: explain the kernel under the cursor" })
+  vim.api.nvim_create_user_command("PerflspImportProfile", function(args)
+    M.import_profile(args.args)
+  end, { nargs = 1, complete = "file", desc = "perflsp: import Nsight Compute results" })
 end
 
 return M
