@@ -200,12 +200,27 @@ async def cold_first_diagnostics(big: Path, text: str) -> float:
 async def edit_latency(big: Path, text: str, edits: int) -> tuple[float, list[float]]:
     client, _ = await Client.start(sys.executable, "-m", "perflsp", "serve")
     await client.initialize(big.parent, wait_ready=True)
+    # first diagnostics: opened under five names (each a new document), median of the five
+    firsts = []
+    for copy in range(1, 6):
+        other = big.with_name(f"{big.stem}_copy{copy}{big.suffix}")
+        other.write_text(text)
+        other_uri = other.as_uri()
+        first = client.wait_for(diagnostics_of(other_uri, 1))
+        opened = time.perf_counter()
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": other_uri, "languageId": "cuda-cpp",
+                                                                "version": 1, "text": text}})
+        firsts.append(await asyncio.wait_for(first, 120) - opened)
+        await asyncio.wait_for(client.request("textDocument/codeLens", {"textDocument": {"uri": other_uri}}), 120)
+        client.notify("textDocument/didClose", {"textDocument": {"uri": other_uri}})
+        other.unlink()
+    first_s = statistics.median(firsts)
+    print(f"first diagnostics of each of 5 opens: {', '.join(f'{x * 1000:.0f}' for x in firsts)} ms")
     uri = big.as_uri()
     first = client.wait_for(diagnostics_of(uri, 1))
-    opened = time.perf_counter()
     client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "cuda-cpp", "version": 1,
                                                             "text": text}})
-    first_s = await asyncio.wait_for(first, 120) - opened
+    await asyncio.wait_for(first, 120)
     # the analysis of the opened file completes (the first publication may be partial) before typing:
     # a code lens request is answered from the complete analysis
     await asyncio.wait_for(client.request("textDocument/codeLens", {"textDocument": {"uri": uri}}), 120)
@@ -298,7 +313,7 @@ async def main() -> None:
     big.write_text(text)
     (big.parent / "check.cuh").write_text((ROOT / "examples" / "cuda" / "check.cuh").read_text())
     first_s, latencies = await edit_latency(big, text, args.edits)
-    print(f"big file: {text.count(chr(10))} lines, first diagnostics after didOpen: {first_s * 1000:.0f} ms (target <= 300; "
+    print(f"big file: {text.count(chr(10))} lines, first diagnostics after didOpen: median of 5 opens {first_s * 1000:.0f} ms (target <= 300; "
           "server ready)")
     cold = await cold_first_diagnostics(big, text)
     print(f"cold start: spawn -> first diagnostics of the big file {cold * 1000:.0f} ms (initialize, settings, "

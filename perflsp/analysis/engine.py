@@ -147,27 +147,11 @@ class AnalysisUnit:
         return out
 
     @cached_property
-    def callees(self) -> dict[str, Callee]:
+    def callees(self) -> _Callees:
         """`__device__` functions (and host-device helpers) by simple name, macro-expanded:
-        this file's, then those of the local headers it includes."""
-        out: dict[str, Callee] = {}
-        for fn in self.kernels.device_functions:
-            if fn.name in out:
-                continue
-            node = self.function_node(fn)
-            if node is not None:
-                out[fn.name] = node
-        for header in self._headers():
-            parsed = _parsed_header(header)
-            if parsed is None:
-                continue
-            data, tree, functions = parsed
-            for fn in functions:
-                if fn.name not in out:
-                    callee = _callee_from(data, tree, fn, self.env)
-                    if callee is not None:
-                        out[fn.name] = callee
-        return out
+        this file's, then those of the local headers it includes. Built on first lookup of
+        each name: a kernel pays only for the helpers it calls."""
+        return _Callees(self)
 
     def function_node(self, fn: CudaFunction) -> Callee | None:
         text = self.data[fn.span.start_byte : fn.span.end_byte]
@@ -258,16 +242,25 @@ class AnalysisUnit:
         return values
 
     def _calls_to(self, name: str) -> list[Node]:
-        calls = self.__dict__.setdefault("_calls", None)
-        if calls is None:
-            calls = {}
-            captures = QueryCursor(query("calls")).matches(self.tree.root_node)
-            for _, groups in captures:
+        """Call expressions whose callee's simple name is `name`: found by scanning the text for
+        `name(` and querying just those spots (no walk over the whole tree)."""
+        cache: dict[str, list[Node]] = self.__dict__.setdefault("_calls", {})
+        if name in cache:
+            return cache[name]
+        found: dict[int, Node] = {}
+        calls_query = query("calls")
+        root = self.tree.root_node
+        for m in re.finditer(rb"\b" + re.escape(name.encode()) + rb"\s*(?:<[^;{}()]*>\s*)?\(", self.data):
+            cursor = QueryCursor(calls_query)
+            cursor.set_byte_range(m.start(), m.end())
+            for _, groups in cursor.matches(root):
                 fn = groups["callee"][0]
                 callee = re.sub(r"<.*", "", self.ctx.text(fn)).split("::")[-1].strip()
-                calls.setdefault(callee, []).append(groups["call"][0])
-            self.__dict__["_calls"] = calls
-        return calls.get(name, [])
+                if callee == name:
+                    call = groups["call"][0]
+                    found[call.start_byte] = call
+        cache[name] = [found[k] for k in sorted(found)]
+        return cache[name]
 
 
 @lru_cache(maxsize=256)
@@ -302,6 +295,49 @@ def _callee_from(data: bytes, tree: Tree, fn: CudaFunction, env: ConstEnv) -> Ca
     if node is None:
         return None
     return Callee(node, expanded)
+
+
+class _Callees:
+    """A lazy name -> Callee mapping over a unit's device functions (see AnalysisUnit.callees)."""
+
+    def __init__(self, unit: AnalysisUnit):
+        self._unit = unit
+        self._built: dict[str, Callee | None] = {}
+        self._local: dict[str, CudaFunction] = {}
+        for fn in unit.kernels.device_functions:
+            self._local.setdefault(fn.name, fn)
+        self._headers: list[tuple[bytes, Tree, dict[str, CudaFunction]]] | None = None
+
+    def _header_functions(self) -> list[tuple[bytes, Tree, dict[str, CudaFunction]]]:
+        if self._headers is None:
+            self._headers = []
+            for header in self._unit._headers():
+                parsed = _parsed_header(header)
+                if parsed is not None:
+                    data, tree, functions = parsed
+                    by_name: dict[str, CudaFunction] = {}
+                    for fn in functions:
+                        by_name.setdefault(fn.name, fn)
+                    self._headers.append((data, tree, by_name))
+        return self._headers
+
+    def get(self, name: str, default: Callee | None = None) -> Callee | None:
+        if name not in self._built:
+            callee = None
+            if name in self._local:
+                callee = self._unit.function_node(self._local[name])
+            else:
+                for data, tree, by_name in self._header_functions():
+                    if name in by_name:
+                        callee = _callee_from(data, tree, by_name[name], self._unit.env)
+                        if callee is not None:
+                            break
+            self._built[name] = callee
+        found = self._built[name]
+        return found if found is not None else default
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
 
 
 def _first_function(node: Node) -> Node | None:

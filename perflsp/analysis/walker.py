@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
@@ -94,7 +94,7 @@ class KernelWalker:
         cost: CostModel,
         launch: LaunchShape,
         type_aliases: dict[str, CType] | None = None,
-        callees: dict[str, Callee] | None = None,
+        callees: Mapping[str, Callee] | None = None,
         line_offset: int = 0,
         loop_bound_resolver: Callable[[str], float | None] | None = None,
         constant_lookup: Callable[[str], tuple[float, str] | None] | None = None,

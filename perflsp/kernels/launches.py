@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tree_sitter import Node
 
 from perflsp.kernels.consteval import ConstEnv, as_dim3, try_evaluate
@@ -21,7 +23,7 @@ def extract_launches(ctx: ExtractionContext, env: ConstEnv, kernels: list[CudaFu
         config = groups["config"][0]
         args = groups["args"][0]
         function = enclosing_function(launch)
-        local = function_env(ctx, function, launch.start_byte, env)
+        local = _LocalEnv(ctx, function, launch.start_byte, env)
         name, template_args = _callee_name(ctx, callee)
         config_args = [c for c in config.named_children if c.type != "comment"]
         values = [_fold(ctx, c, local, dim3=i < 2) for i, c in enumerate(config_args)]
@@ -47,19 +49,45 @@ def extract_launches(ctx: ExtractionContext, env: ConstEnv, kernels: list[CudaFu
     return sites
 
 
-def _fold(ctx: ExtractionContext, node: Node, env: ConstEnv, dim3: bool) -> ConstValue:
+def _fold(ctx: ExtractionContext, node: Node, env: ConstEnv | Callable[[], ConstEnv], dim3: bool) -> ConstValue:
+    """The argument's text now; its value when first asked for (the environment too, when it
+    is given as a function)."""
     text = ctx.text(node)
-    # launches in straight-line code share one environment snapshot: fold each text once
-    memo: dict[str, tuple] = env.__dict__.setdefault("_launch_folds", {})
-    if text not in memo:
-        memo[text] = try_evaluate(text, env)
-    value, reason = memo[text]
-    if value is not None and dim3:
-        try:
-            value = as_dim3(value)
-        except (TypeError, ValueError):
-            value, reason = None, f"`{text}` is not a launch dimension"
-    return ConstValue(text=text, span=ctx.span(node), value=value, reason=reason)
+
+    def fold() -> tuple[object, str | None]:
+        resolved = env() if callable(env) else env
+        # launches in straight-line code share one environment snapshot: fold each text once
+        memo: dict[str, tuple] = resolved.__dict__.setdefault("_launch_folds", {})
+        if text not in memo:
+            memo[text] = try_evaluate(text, resolved)
+        value, reason = memo[text]
+        if value is not None and dim3:
+            try:
+                value = as_dim3(value)
+            except (TypeError, ValueError):
+                value, reason = None, f"`{text}` is not a launch dimension"
+        return value, reason
+
+    return ConstValue.lazy(text, ctx.span(node), fold)
+
+
+class _LocalEnv:
+    """The constants at a launch, computed on first use (launches are folded lazily). Launches
+    of one function must be folded in source order for the incremental replay to pay off; out
+    of order they are still correct."""
+
+    __slots__ = ("_args", "_env")
+
+    def __init__(self, ctx: ExtractionContext, function: Node | None, before: int, parent: ConstEnv):
+        self._args: tuple | None = (ctx, function, before, parent)
+        self._env: ConstEnv | None = None
+
+    def __call__(self) -> ConstEnv:
+        if self._env is None:
+            ctx, function, before, parent = self._args  # type: ignore[misc]
+            self._env = function_env(ctx, function, before, parent)
+            self._args = None
+        return self._env
 
 
 def _callee_name(ctx: ExtractionContext, callee: Node) -> tuple[str, tuple[str, ...]]:

@@ -7,6 +7,7 @@ LSP positions precomputed, so every consumer (hover, JSON, SARIF) agrees on wher
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Literal
 
 from perflsp.source.positions import LineIndex, Position
@@ -87,18 +88,60 @@ class TemplateParam:
     default: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
 class ConstValue:
-    """An expression at a launch site or in a clause, folded to a value when possible."""
+    """An expression at a launch site or in a clause, folded to a value when possible.
 
-    text: str
-    span: Span | None
-    value: int | float | Dim3 | None = None
-    reason: str | None = None  # why `value` is None ("depends on runtime variable n", ...)
+    Folding can be deferred: `ConstValue.lazy(text, span, fold)` calls `fold()` -> (value,
+    reason) the first time the value is asked for, so extraction does not pay for folding
+    the arguments of launches nobody looks at.
+    """
+
+    __slots__ = ("text", "span", "_value", "_reason", "_fold")
+
+    def __init__(self, text: str, span: Span | None, value: int | float | Dim3 | None = None,
+                 reason: str | None = None):
+        self.text = text
+        self.span = span
+        self._value = value
+        self._reason = reason
+        self._fold: Callable[[], tuple[object, str | None]] | None = None
+
+    @classmethod
+    def lazy(cls, text: str, span: Span | None, fold: Callable[[], tuple[object, str | None]]) -> ConstValue:
+        value = cls(text, span)
+        value._fold = fold
+        return value
+
+    def _resolve(self) -> None:
+        fold, self._fold = self._fold, None
+        if fold is not None:
+            self._value, self._reason = fold()  # type: ignore[assignment]
+
+    @property
+    def value(self) -> int | float | Dim3 | None:
+        if self._fold is not None:
+            self._resolve()
+        return self._value
+
+    @property
+    def reason(self) -> str | None:  # why `value` is None ("depends on runtime variable n", ...)
+        if self._fold is not None:
+            self._resolve()
+        return self._reason
 
     @property
     def known(self) -> bool:
         return self.value is not None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ConstValue) and (self.text, self.span, self.value, self.reason) == (
+            other.text, other.span, other.value, other.reason)
+
+    def __hash__(self) -> int:
+        return hash((self.text, self.value if not isinstance(self.value, list) else tuple(self.value)))
+
+    def __repr__(self) -> str:
+        return f"ConstValue(text={self.text!r}, value={self.value!r}, reason={self.reason!r})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -248,6 +248,9 @@ def spans_of(value: Any, out: list[Span] | None = None) -> list[Span]:
     out = [] if out is None else out
     if isinstance(value, Span):
         out.append(value)
+    elif isinstance(value, ConstValue):  # not a dataclass: its folding is deferred
+        if value.span is not None:
+            out.append(value.span)
     elif isinstance(value, tuple):
         for v in value:
             spans_of(v, out)

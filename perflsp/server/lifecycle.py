@@ -63,6 +63,9 @@ def warm_up() -> None:
 
     source = _WARM_UP_TEXT
     try:
+        from perflsp.source.parser import warm_up as compile_queries
+
+        compile_queries()  # every query file, also those the small kernel below does not reach
         config = defaults()
         state = TextState(source, 0, None)
         analyzer = Analyzer()

@@ -39,3 +39,13 @@ def parse(data: bytes, old_tree: Tree | None = None, parser: Parser | None = Non
 
 def is_source_path(path: str | PurePath) -> bool:
     return PurePath(path).suffix.lower() in SOURCE_SUFFIXES
+
+
+def warm_up() -> None:
+    """Compile every query file now (a server does this in the background at start, so the
+    first document does not wait for it)."""
+    from perflsp.resources import data_dir
+
+    for path in sorted(data_dir("grammars").glob("*.scm")):
+        query(path.stem)
+    query("cuda_functions", "launches", "pragmas")
