@@ -9,9 +9,8 @@ from functools import cached_property
 from tree_sitter import Node, Tree
 
 from perflsp.kernels.models import Span
-from perflsp.kernels.text import blank_comments_and_strings
+from perflsp.kernels.text import _BLANK_TABLE, blank_comments_and_strings
 from perflsp.source.positions import LineIndex
-
 
 _CANDIDATE_TOKENS = re.compile(rb"__global__|__device__|<<<|#[ \t]*pragma")
 
@@ -23,6 +22,9 @@ class ExtractionContext:
     lines: LineIndex
     path: str | None = None
     notes: list[str] = field(default_factory=list)
+    # The byte range whose kernels, regions and launch sites are wanted (the server re-extracts
+    # one edited definition); None: the whole file.
+    byte_range: tuple[int, int] | None = None
 
     def span(self, node: Node) -> Span:
         return self.span_bytes(node.start_byte, node.end_byte)
@@ -54,14 +56,16 @@ class ExtractionContext:
         seen: set[tuple[str, int]] = set()
         extraction_query = query("cuda_functions", "launches", "pragmas")
         root = self.tree.root_node
-        for m in _CANDIDATE_TOKENS.finditer(self.data):
+        lo, hi = self.byte_range or (0, len(self.data))
+        for m in _CANDIDATE_TOKENS.finditer(self.data, lo, hi):
             cursor = QueryCursor(extraction_query)
             cursor.set_byte_range(m.start(), m.end())
             for _, groups in cursor.matches(root):
                 for key in grouped:
                     if key in groups:
-                        identity = (key, groups[key][0].start_byte)
-                        if identity not in seen:
+                        main = groups[key][0]
+                        identity = (key, main.start_byte)
+                        if identity not in seen and lo <= main.start_byte and main.end_byte <= hi:
                             seen.add(identity)
                             grouped[key].append(groups)
                         break
@@ -71,4 +75,9 @@ class ExtractionContext:
 
     @cached_property
     def blanked(self) -> bytes:
-        return blank_comments_and_strings(self.data)
+        if self.byte_range is None:
+            return blank_comments_and_strings(self.data)
+        # Outside the range: newlines only, so line-based scans keep their line numbers.
+        lo, hi = self.byte_range
+        return (self.data[:lo].translate(_BLANK_TABLE) + blank_comments_and_strings(self.data[lo:hi])
+                + self.data[hi:].translate(_BLANK_TABLE))

@@ -132,22 +132,11 @@ def run_lints(data: bytes, tree: Tree, kernels: FileKernels, gpus: Sequence[Gpu]
         for name in _FILE_LEVEL_LINT_FACTS if shared is not None else ():
             if name in shared:
                 ctx.__dict__[name] = shared[name]
-        findings: list[Finding] = []
-        for rule in module.RULE_MODULES:  # as run_lints does
-            if enabled is not None and rule.CODE not in enabled:
-                continue
-            try:
-                findings.extend(rule.check(ctx))
-            except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
-                if notes is not None:
-                    notes.append(f"lint {rule.CODE} failed: {type(exc).__name__}: {exc}")
-        if notes is not None:
-            notes.extend(ctx.notes)
+        findings = module.run_rules(ctx, enabled, notes)
         if shared is not None:
             for name in _FILE_LEVEL_LINT_FACTS:
                 if name in ctx.__dict__:
                     shared[name] = ctx.__dict__[name]
-        findings.sort(key=lambda f: (f.span.start_byte, f.span.end_byte, f.code))
         return findings
     except Exception as exc:  # noqa: BLE001 - the rules guard themselves; this guards their context
         log.warning("the lint rules failed: %s: %s", type(exc).__name__, exc)

@@ -18,32 +18,30 @@ the server because only the server edits documents.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 from tree_sitter import Node, QueryCursor, Tree
 
 from perflsp.kernels import cuda as _cuda
 from perflsp.kernels.consteval import ConstEnv
-from perflsp.kernels.context import _CANDIDATE_TOKENS, ExtractionContext
+from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.includes import scan_directives
 from perflsp.kernels.launches import extract_launches
 from perflsp.kernels.models import (
     ConstValue,
     CudaFunction,
     FileKernels,
-    LaunchBounds,
     LaunchSite,
-    LoopHeader,
-    OmpClause,
     OmpRegion,
     Span,
 )
 from perflsp.kernels.omp import _PRAGMA_LINE, extract_regions
 from perflsp.kernels.symbols import file_env
-from perflsp.kernels.text import _BLANK_TABLE, _COMMENT_OR_STRING, _DIGIT_SEPARATOR, blank_comments_and_strings
+from perflsp.kernels.text import (
+    _COMMENT_OR_STRING,
+    _DIGIT_SEPARATOR,
+)
 from perflsp.source.parser import query
 from perflsp.source.positions import LineIndex
 
@@ -178,52 +176,20 @@ def _unit(root: Node, lo: int, hi: int) -> Node | None:
 # --------------------------------------------------------------------------- restricted extraction
 
 
-class _RangeContext(ExtractionContext):
+def _range_context(data: bytes, tree: Tree, lines: LineIndex, path: str | None, lo: int, hi: int) -> ExtractionContext:
     """An extraction context whose queries and token scans see only bytes [lo, hi)."""
-
-    def __init__(self, data: bytes, tree: Tree, lines: LineIndex, path: str | None, lo: int, hi: int):
-        super().__init__(data=data, tree=tree, lines=lines, path=path)
-        self.lo = lo
-        self.hi = hi
-
-    @cached_property
-    def matches(self) -> dict[str, list[dict[str, list[Node]]]]:
-        grouped: dict[str, list[dict[str, list[Node]]]] = {"function": [], "launch": [], "pragma": []}
-        seen: set[tuple[str, int]] = set()
-        extraction_query = query("cuda_functions", "launches", "pragmas")
-        root = self.tree.root_node
-        for m in _CANDIDATE_TOKENS.finditer(self.data, self.lo, self.hi):
-            cursor = QueryCursor(extraction_query)
-            cursor.set_byte_range(m.start(), m.end())
-            for _, groups in cursor.matches(root):
-                for key in grouped:
-                    if key in groups:
-                        main = groups[key][0]
-                        identity = (key, main.start_byte)
-                        if identity not in seen and self.lo <= main.start_byte and main.end_byte <= self.hi:
-                            seen.add(identity)
-                            grouped[key].append(groups)
-                        break
-        for items in grouped.values():
-            items.sort(key=lambda g: next(iter(g.values()))[0].start_byte)
-        return grouped
-
-    @cached_property
-    def blanked(self) -> bytes:
-        # Outside the range: newlines only, so line-based scans keep their line numbers.
-        return (self.data[: self.lo].translate(_BLANK_TABLE)
-                + blank_comments_and_strings(self.data[self.lo : self.hi])
-                + self.data[self.hi :].translate(_BLANK_TABLE))
+    return ExtractionContext(data=data, tree=tree, lines=lines, path=path, byte_range=(lo, hi))
 
 
-def _unit_function_nodes(ctx: _RangeContext, aliases: dict[str, str]) -> list[Node]:
+def _unit_function_nodes(ctx: ExtractionContext, aliases: dict[str, str]) -> list[Node]:
     """`cuda._function_definitions` restricted to the context's range."""
     nodes = {g["function"][0].start_byte: g["function"][0] for g in ctx.matches["function"]}
     if aliases:
         cursor = QueryCursor(query("function_definitions"))
-        cursor.set_byte_range(ctx.lo, ctx.hi)
+        lo, hi = ctx.byte_range
+        cursor.set_byte_range(lo, hi)
         for n in cursor.captures(ctx.tree.root_node).get("function", []):
-            if ctx.lo <= n.start_byte and n.end_byte <= ctx.hi:
+            if lo <= n.start_byte and n.end_byte <= hi:
                 nodes.setdefault(n.start_byte, n)
     return [nodes[k] for k in sorted(nodes)]
 
@@ -362,7 +328,7 @@ def extract_incremental(
             else:
                 return None  # an item straddles the definition's boundary
 
-    ctx = _RangeContext(new_data, new_tree, lines, path, a, b)
+    ctx = _range_context(new_data, new_tree, lines, path, a, b)
     env, aliases = previous.env, previous.aliases
 
     # CUDA functions: the tree's, then the token fallback exactly when a full extraction runs it.
@@ -442,7 +408,7 @@ def extract_incremental(
         def reresolve(site: LaunchSite) -> LaunchSite:
             if site.name not in changed_names:
                 return site
-            single = _RangeContext(new_data, new_tree, lines, path, site.span.start_byte, site.span.end_byte)
+            single = _range_context(new_data, new_tree, lines, path, site.span.start_byte, site.span.end_byte)
             redone = extract_launches(single, env, kernels)
             return redone[0] if redone else site
 

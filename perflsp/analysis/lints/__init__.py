@@ -35,7 +35,7 @@ RULE_MODULES: tuple[ModuleType, ...] = (
 )
 LINT_CODES: tuple[str, ...] = tuple(m.CODE for m in RULE_MODULES)
 
-__all__ = ["GpuCode", "Instantiation", "LINT_CODES", "LintContext", "LintOptions", "RULE_MODULES", "run_lints"]
+__all__ = ["GpuCode", "Instantiation", "LINT_CODES", "LintContext", "LintOptions", "RULE_MODULES", "run_lints", "run_rules"]
 
 
 def run_lints(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Sequence[Gpu] = (),
@@ -48,6 +48,12 @@ def run_lints(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Sequence
     """
     ctx = LintContext(data=data, tree=tree, kernels=file_kernels, gpus=tuple(gpus),
                       options=options or LintOptions(), path=file_kernels.path)
+    return run_rules(ctx, enabled, notes)
+
+
+def run_rules(ctx: LintContext, enabled: Collection[str] | None = None,
+              notes: list[str] | None = None) -> list[Finding]:
+    """`run_lints` on a context built by the caller (the server reuses file-level facts in it)."""
     findings: list[Finding] = []
     for module in RULE_MODULES:
         if enabled is not None and module.CODE not in enabled:
