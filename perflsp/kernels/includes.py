@@ -21,7 +21,9 @@ from perflsp.kernels.consteval import ConstEnv, try_evaluate
 MAX_INCLUDE_DEPTH = 12
 MAX_HEADER_BYTES = 4 * 1024 * 1024
 
-_DIRECTIVE = re.compile(rb"^[ \t]*#[ \t]*([A-Za-z_]+)\b[ \t]*((?:[^\n\\]|\\.)*)", re.MULTILINE | re.DOTALL)
+# Starts at the `#` (a literal prefix lets the regex engine skip ahead quickly); the caller checks
+# that only blanks precede it on its line.
+_DIRECTIVE = re.compile(rb"#[ \t]*([A-Za-z_]+)\b[ \t]*((?:[^\n\\]|\\.)*)", re.DOTALL)
 _CONSTANT = re.compile(
     rb"^[ \t]*(?:static[ \t]+)?(?:const|constexpr)[ \t]+(?:unsigned[ \t]+|signed[ \t]+)?"
     rb"(?:int|long|short|size_t|unsigned|char|float|double|[iu]nt(?:8|16|32|64)_t)[ \t]+"
@@ -49,13 +51,19 @@ class Directive:
 
 def scan_directives(data: bytes) -> list[Directive]:
     out = []
-    for m in _DIRECTIVE.finditer(data):
+    pos = 0
+    while (m := _DIRECTIVE.search(data, pos)) is not None:
+        line_start = data.rfind(b"\n", 0, m.start()) + 1
+        if data[line_start : m.start()].strip(b" \t"):  # a `#` inside a line: not a directive
+            pos = m.start() + 1
+            continue
+        pos = m.end()
         argument = m.group(2).decode("utf-8", "replace")
         if "\\" in argument:
             argument = re.sub(r"\\\r?\n", " ", argument)
         if "/" in argument:
             argument = _COMMENTS.sub(" ", argument)
-        out.append(Directive(m.start(), m.group(1).decode("ascii", "replace"), argument.strip()))
+        out.append(Directive(line_start, m.group(1).decode("ascii", "replace"), argument.strip()))
     return out
 
 
