@@ -11,7 +11,7 @@ from tree_sitter import Node, QueryCursor
 from perflsp.kernels.consteval import ConstEnv, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.models import ConstValue, CudaFunction, LaunchBounds, Param, TemplateParam
-from perflsp.kernels.text import line_is_directive, match_close, text_hash
+from perflsp.kernels.text import function_space_mentions, line_is_directive, match_close, text_hash
 from perflsp.source.parser import query
 
 _SPACE_TOKENS = {"__global__": "global", "__device__": "device"}
@@ -44,8 +44,8 @@ def extract_functions(ctx: ExtractionContext, env: ConstEnv) -> tuple[list[CudaF
             found.append(fn)
             seen_names.add(fn.name_span.start_byte)
     # The token scan costs a blanking pass: only needed when the tree may have lost a definition.
-    mentions = ctx.data.count(b"__global__") + ctx.data.count(b"__device__")
-    needs_scan = bool(aliases) or ctx.tree.root_node.has_error or mentions > len(found)
+    needs_scan = (bool(aliases) or ctx.tree.root_node.has_error
+                  or function_space_mentions(ctx.data, more_than=len(found)) > len(found))
     for fn in _token_fallback(ctx, env, aliases, seen_names) if needs_scan else ():
         found.append(fn)
         seen_names.add(fn.name_span.start_byte)

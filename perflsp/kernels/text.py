@@ -32,6 +32,26 @@ def blank_comments_and_strings(data: bytes) -> bytes:
     return _COMMENT_OR_STRING.sub(lambda m: m.group().translate(_BLANK_TABLE), data_wo_sep)
 
 
+_SPACE_WORDS = (b"__global__", b"__device__")
+
+
+def function_space_mentions(data: bytes, more_than: int = -1) -> int:
+    """How many `__global__`/`__device__` tokens stand in code, not in comments.
+
+    Each CUDA function the tree finds accounts for one; a surplus means the token-level
+    fallback must look for definitions the tree lost. Comments are only searched when the raw
+    count exceeds `more_than` (the usual case needs no scan at all).
+    """
+    mentions = sum(data.count(w) for w in _SPACE_WORDS)
+    if mentions <= more_than:
+        return mentions
+    for m in _COMMENT_OR_STRING.finditer(data):
+        if data[m.start()] == 0x2F:  # "/": a comment
+            text = m.group()
+            mentions -= sum(text.count(w) for w in _SPACE_WORDS)
+    return mentions
+
+
 _WS = re.compile(rb"\s+")
 _ONLY_COMMENTS = re.compile(rb"//[^\n]*|/\*[^*]*(?:\*+[^*/][^*]*)*(?:\*+/|\*+\Z|\Z)")
 

@@ -38,10 +38,7 @@ from perflsp.kernels.models import (
 )
 from perflsp.kernels.omp import _PRAGMA_LINE, extract_regions
 from perflsp.kernels.symbols import file_env
-from perflsp.kernels.text import (
-    _COMMENT_OR_STRING,
-    _DIGIT_SEPARATOR,
-)
+from perflsp.kernels.text import _COMMENT_OR_STRING, _DIGIT_SEPARATOR, function_space_mentions
 from perflsp.source.parser import query
 from perflsp.source.positions import LineIndex
 
@@ -65,6 +62,7 @@ class Extracted:
     token_found: frozenset[int]  # name offsets of functions found only by that fallback
     omp_line_scan: bool  # whether the line-level fallback for pragmas ran
     pragma_lines: int  # `#pragma omp target` lines (the fallback's trigger counts them)
+    mentions: int  # `__global__`/`__device__` tokens outside comments (the CUDA fallback's trigger)
     spans: dict[int, list[Span]] = dataclasses.field(default_factory=dict)  # id(item) -> its spans
     incremental: bool = False  # how this result was produced (for logs and tests)
     # What the last update changed: "none", "comment" (only a comment), "kernel" (only the body
@@ -84,9 +82,8 @@ def _tree_functions(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, st
     return found
 
 
-def _needs_token_scan(aliases: dict[str, str], tree: Tree, data: bytes, tree_found: int) -> bool:
+def _needs_token_scan(aliases: dict[str, str], tree: Tree, mentions: int, tree_found: int) -> bool:
     # the condition of `perflsp.kernels.cuda.extract_functions`
-    mentions = data.count(b"__global__") + data.count(b"__device__")
     return bool(aliases) or tree.root_node.has_error or mentions > tree_found
 
 
@@ -97,7 +94,8 @@ def extract_full(data: bytes, tree: Tree, lines: LineIndex, path: str | None, pr
     env = file_env(ctx, preprocessed)
     aliases = _cuda.macro_aliases(env)
     found = _tree_functions(ctx, env, aliases, list(_cuda._function_definitions(ctx, aliases)))
-    token_scan = _needs_token_scan(aliases, tree, data, len(found))
+    mentions = function_space_mentions(data)  # exact, so that edits can update it
+    token_scan = _needs_token_scan(aliases, tree, mentions, len(found))
     token_found: set[int] = set()
     if token_scan:
         seen = {f.name_span.start_byte for f in found}
@@ -121,7 +119,8 @@ def extract_full(data: bytes, tree: Tree, lines: LineIndex, path: str | None, pr
     pragma_lines = len(_PRAGMA_LINE.findall(data)) if b"omp" in data else 0
     line_scan = b"omp" in data and pragma_lines > sum(1 for r in regions if not r.recovered)
     spans = {id(item): spans_of(item) for item in (*found, *regions, *result.launches)}
-    return Extracted(result, env, aliases, token_scan, frozenset(token_found), line_scan, pragma_lines, spans)
+    return Extracted(result, env, aliases, token_scan, frozenset(token_found), line_scan, pragma_lines, mentions,
+                     spans)
 
 
 # --------------------------------------------------------------------------- changed region
@@ -335,13 +334,14 @@ def extract_incremental(
     unit_functions = _tree_functions(ctx, env, aliases, _unit_function_nodes(ctx, aliases))
     outside_tree = sum(1 for f in (*before["functions"], *after["functions"])
                        if f.name_span.start_byte not in previous.token_found)
-    token_scan = _needs_token_scan(aliases, new_tree, new_data, outside_tree + len(unit_functions))
+    # The definition cannot start or end inside a comment (`_open_ended`): its mentions add up.
+    unit_tokens = function_space_mentions(new_data[a:b])
+    mentions = previous.mentions - function_space_mentions(old_data[a:old_b]) + unit_tokens
+    token_scan = _needs_token_scan(aliases, new_tree, mentions, outside_tree + len(unit_functions))
     unit_token_found: list[CudaFunction] = []
-    segment = new_data[a:b]
-    unit_tokens = segment.count(b"__global__") + segment.count(b"__device__")
-    if token_scan:
-        if not previous.token_scan:
-            return None  # what the fallback finds elsewhere is unknown
+    # When the last extraction needed no fallback, every mention outside the definition belongs
+    # to a function the tree found (each found function holds one): the fallback, if it runs
+    # now, can only find something new inside the definition.
     if token_scan and (aliases or unit_tokens > len(unit_functions)):
         # (each function the tree found accounts for one token: only a surplus can be another)
         seen = {f.name_span.start_byte for f in unit_functions}
@@ -433,8 +433,8 @@ def extract_incremental(
         change = "kernel"
     else:
         change = "other"
-    return Extracted(result, env, aliases, token_scan, frozenset(token_found), line_scan, pragma_lines, spans,
-                     incremental=True, change=change, edit_start=start)
+    return Extracted(result, env, aliases, token_scan, frozenset(token_found), line_scan, pragma_lines, mentions,
+                     spans, incremental=True, change=change, edit_start=start)
 
 
 def signature(value: Any) -> Any:
