@@ -82,6 +82,33 @@ def test_import_without_gpu_figures_still_reports_intensities(tmp_path, env):
     assert "scale" in result.stdout
 
 
+def test_import_judges_with_the_gpu_database(tmp_path, env):
+    h100 = NCU_FIXTURES / "synthetic-raw-h100-saxpy.csv"
+    # the GPU the report names, found in the database (not only the built-in RTX 3080 figures)
+    result = perflsp(["import", str(h100), "--no-store", "--json"], env, tmp_path)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["gpu"]["name"] == "H100 SXM5 80GB"
+    assert data["kernels"][0]["evidence"]["verdict"] == "bandwidth"
+    # --gpu names any database GPU; its figures are those of `perflsp gpus show`
+    result = perflsp(["import", str(h100), "--no-store", "--json", "--gpu", "a100"], env, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["gpu"]["name"] == "A100 SXM4 40GB"
+    # and --gpus-file adds the user's own
+    study = REPO / "examples" / "gpus" / "rtx3080-study.toml"
+    result = perflsp(["import", str(h100), "--no-store", "--json", "--gpu", "rtx3080-study", "--gpus-file", str(study)],
+                     env, tmp_path)
+    assert result.returncode == 0, result.stderr
+    gpu = json.loads(result.stdout)["gpu"]
+    assert gpu["bandwidth_gbs"] == pytest.approx(760.3) and gpu["ridge"]["fp32"] == pytest.approx(32.97, rel=1e-3)
+
+
+def test_unknown_gpu_gets_suggestions(tmp_path, env):
+    result = perflsp(["import", str(MIXED), "--gpu", "h10"], env, tmp_path)
+    assert_clean_error(result, "unknown GPU 'h10'; did you mean")
+    assert result.returncode == 2 and "h100-sxm5-80gb" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

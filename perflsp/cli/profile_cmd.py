@@ -25,7 +25,7 @@ import click
 from perflsp.analysis.roofline import Precision
 from perflsp.kernels.models import FileKernels
 from perflsp.profiling.errors import ProfilingError
-from perflsp.profiling.gpus import MeasuredGpu, resolve_measured_gpu
+from perflsp.profiling.gpus import MeasuredGpu, database_resolver
 from perflsp.profiling.runner import (
     ProfileOutcome,
     import_and_store,
@@ -81,8 +81,24 @@ def _split(text: str | None, option: str) -> list[str] | None:
         _fail(f"{option}: {exc}", 2)
 
 
-def _gpu(name: str | None) -> MeasuredGpu | None:
-    return resolve_measured_gpu(name) if name else None
+def _gpus(name: str | None, gpus_files: Sequence[str]) -> tuple[MeasuredGpu | None, Any]:
+    """(the GPU `--gpu` names, or None; a resolver for the GPU a report names): the built-in
+    figures, the GPU database and the `--gpus-file` definitions."""
+    from perflsp.hardware import GpuConfigError, load_database
+
+    try:
+        database = load_database(gpus_files)
+    except GpuConfigError as exc:
+        _fail("invalid GPU definition(s): " + "; ".join(exc.problems), 2)
+    resolve = database_resolver(database)
+    if not name:
+        return None, resolve
+    gpu = resolve(name)
+    if gpu is None:
+        close = database.suggestions(name)
+        _fail(f"unknown GPU {name!r}" + (f"; did you mean {', '.join(close)}?" if close else
+                                          " (`perflsp gpus` lists the known GPUs; --gpus-file adds yours)"), 2)
+    return gpu, resolve
 
 
 def _extract(path: Path) -> FileKernels | None:
@@ -230,6 +246,13 @@ _common = [
         metavar="NAME",
         help="GPU whose figures judge the results (default: the one in the report).",
     ),
+    click.option(
+        "--gpus-file",
+        "gpus_files",
+        multiple=True,
+        type=click.Path(dir_okay=False),
+        help="TOML file with extra or overriding [[gpu]] definitions (repeatable).",
+    ),
     click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON."),
     click.option("--no-store", is_flag=True, help="Do not write the results under .perflsp/."),
 ]
@@ -283,6 +306,7 @@ def run_cmd(
     target,
     workspace,
     gpu_name,
+    gpus_files,
     as_json,
     no_store,
     kernel,
@@ -310,7 +334,7 @@ def run_cmd(
     }
     try:
         resolved = _resolve_settings(workspace, trust_workspace=trust_workspace, config=config, flags=flags)
-        gpu = _gpu(gpu_name)
+        gpu, resolve = _gpus(gpu_name, gpus_files)
         source_paths = list(sources) or ([target] if is_source_file(target) else [])
         files, notes = _source_files(source_paths)
         outcome = profile_target(
@@ -322,6 +346,7 @@ def run_cmd(
             args=list(program_args) if program_args else None,
             files=files,
             store=not no_store,
+            gpu_resolver=resolve,
         )
     except ProfilingError as exc:
         _fail(exc.message)
@@ -338,16 +363,17 @@ def run_cmd(
     "--ncu", "ncu_path", metavar="PATH", help="ncu to convert a .ncu-rep when the ncu-report package is missing."
 )
 @click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="User config file.")
-def import_cmd(report, workspace, gpu_name, as_json, no_store, sources, ncu_path, config) -> None:
+def import_cmd(report, workspace, gpu_name, gpus_files, as_json, no_store, sources, ncu_path, config) -> None:
     """Import REPORT (.ncu-rep or `ncu --csv --page raw --print-units base` output)."""
     workspace = (workspace or Path.cwd()).resolve()
     try:
         # Converting a .ncu-rep may run ncu: only user-level settings may say which one.
         resolved = _resolve_settings(workspace, trust_workspace=False, config=config, flags={"ncu_path": ncu_path})
-        gpu = _gpu(gpu_name)
+        gpu, resolve = _gpus(gpu_name, gpus_files)
         files, notes = _source_files(list(sources))
         outcome = import_and_store(
-            report, workspace=workspace, gpu=gpu, files=files, ncu_argv=[resolved.settings.ncu_path], store=not no_store
+            report, workspace=workspace, gpu=gpu, files=files, ncu_argv=[resolved.settings.ncu_path],
+            store=not no_store, gpu_resolver=resolve,
         )
     except ProfilingError as exc:
         _fail(exc.message)

@@ -7,8 +7,9 @@ RTX 3080 at its 1.44 GHz base clock, the figures that define the evaluation labe
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from perflsp.analysis.roofline import ROOFLINE_PRECISIONS, Precision
@@ -106,3 +107,22 @@ def resolve_measured_gpu(name: str, gpus: tuple[MeasuredGpu, ...] = BUILTIN_GPUS
         known = ", ".join(g.name for g in gpus)
         raise ProfilingError("unknown-gpu", f"unknown GPU {name!r} (known: {known})")
     return gpu
+
+
+def database_resolver(database) -> Callable[[str], MeasuredGpu | None]:
+    """Figures for a GPU named by a user or a report: the built-in GPUs (at the clock the labels
+    use), else the GPU database (`perflsp.hardware.GpuDatabase`) at the GPU's base clock."""
+    return _database_resolver(database)
+
+
+@functools.lru_cache(maxsize=8)
+def _database_resolver(database) -> Callable[[str], MeasuredGpu | None]:
+    @functools.lru_cache(maxsize=64)
+    def resolve(name: str) -> MeasuredGpu | None:
+        builtin = find_measured_gpu(name)
+        if builtin is not None:
+            return builtin
+        gpu = database.find(name)
+        return MeasuredGpu.from_hardware(gpu) if gpu is not None else None
+
+    return resolve

@@ -10,7 +10,6 @@ others are shown as measured on their own GPU.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import threading
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perflsp.analysis.models import KernelReport
-from perflsp.profiling.gpus import MeasuredGpu, find_measured_gpu
+from perflsp.profiling.gpus import MeasuredGpu, database_resolver
 from perflsp.profiling.measured import MeasuredEvidence
 from perflsp.profiling.runner import LaunchVerification
 from perflsp.profiling.store import ProfileStore
@@ -52,20 +51,7 @@ class SnapshotMeasured:
 def gpu_resolver(config: ResolvedConfig) -> Callable[[str], MeasuredGpu | None]:
     """Figures for a GPU named in a record: the profiling layer's built-in GPUs (at the clock the
     labels use), else the configured GPU database at its base clock."""
-    return _resolver(config.database)
-
-
-@functools.lru_cache(maxsize=8)
-def _resolver(database: Any) -> Callable[[str], MeasuredGpu | None]:
-    @functools.lru_cache(maxsize=64)
-    def resolve(name: str) -> MeasuredGpu | None:
-        builtin = find_measured_gpu(name)
-        if builtin is not None:
-            return builtin
-        gpu = database.find(name)
-        return MeasuredGpu.from_hardware(gpu) if gpu is not None else None
-
-    return resolve
+    return database_resolver(config.database)
 
 
 def evidence_for_reports(store: ProfileStore, config: ResolvedConfig, path: str | None,
