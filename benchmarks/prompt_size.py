@@ -213,9 +213,17 @@ def _cl100k(tiktoken_file: Path | None):
     if tiktoken_file is not None:
         # tiktoken looks encodings up in TIKTOKEN_CACHE_DIR under the sha1 of their URL and checks
         # the file's own hash, so a copy of the official file works without a download
-        cache = Path(tempfile.mkdtemp(prefix="perflsp-tiktoken-"))
-        shutil.copyfile(tiktoken_file, cache / hashlib.sha1(CL100K_URL.encode()).hexdigest())
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+        with tempfile.TemporaryDirectory(prefix="perflsp-tiktoken-") as cache:
+            shutil.copyfile(tiktoken_file, Path(cache) / hashlib.sha1(CL100K_URL.encode()).hexdigest())
+            previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+            os.environ["TIKTOKEN_CACHE_DIR"] = cache
+            try:
+                return tiktoken.get_encoding("cl100k_base")  # read now: the folder can go
+            finally:
+                if previous is None:
+                    os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+                else:
+                    os.environ["TIKTOKEN_CACHE_DIR"] = previous
     return tiktoken.get_encoding("cl100k_base")
 
 
