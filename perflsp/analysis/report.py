@@ -211,7 +211,7 @@ def estimate_json(estimate: Estimate, gpu: Gpu, facts: KernelFacts) -> dict[str,
 
 
 def finding_json(finding: Finding, lines: LineIndex) -> dict[str, Any]:
-    start, end = finding.span.start, finding.span.end
+    start = finding.span.start
     return {
         "code": finding.code,
         "severity": finding.severity,
