@@ -10,7 +10,6 @@ import tomllib
 from pathlib import Path
 
 import jsonschema
-import pytest
 from click.testing import CliRunner
 
 from perflsp.cli import cli

@@ -1,4 +1,5 @@
 from perflsp.kernels import extract
+from perflsp.kernels.consteval import ConstEnv
 
 SRC = b"""#define N 256
 #define THREADS (N / 2)
@@ -153,3 +154,28 @@ def test_a_file_included_by_a_sibling_is_read_in_its_context(tmp_path):
     env = IncludeResolver().env_for(kernel, kernel.read_bytes(), includers=True)
     assert env.all_macros()["fp"] == "float"
     assert "fp" not in IncludeResolver().env_for(kernel, kernel.read_bytes()).all_macros()
+
+
+def test_function_space_mentions_ignore_comments():
+    from perflsp.kernels.text import function_space_mentions
+
+    src = (b"// small __device__ helpers, see the __global__ kernel below\n"
+           b"/* __device__ in a block comment */\n"
+           b'const char *s = "__global__";\n'  # a string is not a comment: counted (the scan then decides)
+           b"__device__ float f(float x) { return x; }\n"
+           b"__global__ void k(float *x) { x[0] = f(x[0]); }\n")
+    assert function_space_mentions(src) == 3
+    # below the threshold the raw count is answered without looking for comments
+    assert function_space_mentions(src, more_than=10) == 6
+
+
+def test_comment_mentions_do_not_trigger_the_token_fallback():
+    from perflsp.server.extraction import extract_full
+    from perflsp.source.document import SourceDocument
+
+    doc = SourceDocument(b"// a __device__ helper and a __global__ kernel\n"
+                         b"__device__ float f(float x) { return x; }\n"
+                         b"__global__ void k(float *x) { x[0] = f(x[0]); }\n", 0)
+    extracted = extract_full(doc.data, doc.tree, doc.lines, None, ConstEnv())
+    assert not extracted.token_scan and extracted.mentions == 2
+    assert [f.name for f in (*extracted.kernels.kernels, *extracted.kernels.device_functions)] == ["k", "f"]

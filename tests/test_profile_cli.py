@@ -109,6 +109,15 @@ def test_unknown_gpu_gets_suggestions(tmp_path, env):
     assert result.returncode == 2 and "h100-sxm5-80gb" in result.stderr
 
 
+def test_a_malformed_gpus_file_is_a_clear_error(tmp_path, env):
+    bad = tmp_path / "gpus.toml"
+    bad.write_text('[[gpu]]\nid = "mine"\nvendor = "NVIDIA"\nmemory_bandwidth_gbs = -5\n', encoding="utf-8")
+    result = perflsp(["import", str(MIXED), "--no-store", "--gpus-file", str(bad)], env, tmp_path)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "invalid GPU definition" in result.stderr and "gpus.toml" in result.stderr
+    assert "memory_bandwidth_gbs" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

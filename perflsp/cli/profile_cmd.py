@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 import click
 
 from perflsp.analysis.roofline import Precision
+from perflsp.cli._gpu_options import gpus_file_option, load_db_or_fail
 from perflsp.kernels.models import FileKernels
 from perflsp.profiling.errors import ProfilingError
 from perflsp.profiling.gpus import MeasuredGpu, database_resolver
@@ -84,20 +85,18 @@ def _split(text: str | None, option: str) -> list[str] | None:
 def _gpus(name: str | None, gpus_files: Sequence[str]) -> tuple[MeasuredGpu | None, Any]:
     """(the GPU `--gpu` names, or None; a resolver for the GPU a report names): the built-in
     figures, the GPU database and the `--gpus-file` definitions."""
-    from perflsp.hardware import GpuConfigError, load_database
+    from perflsp.hardware import UnknownGpuError
 
-    try:
-        database = load_database(gpus_files)
-    except GpuConfigError as exc:
-        _fail("invalid GPU definition(s): " + "; ".join(exc.problems), 2)
+    database = load_db_or_fail(gpus_files)
     resolve = database_resolver(database)
     if not name:
         return None, resolve
     gpu = resolve(name)
     if gpu is None:
-        close = database.suggestions(name)
-        _fail(f"unknown GPU {name!r}" + (f"; did you mean {', '.join(close)}?" if close else
-                                          " (`perflsp gpus` lists the known GPUs; --gpus-file adds yours)"), 2)
+        try:
+            database.get(name)  # raises with the "did you mean" suggestions
+        except UnknownGpuError as exc:
+            _fail(str(exc), 2)
     return gpu, resolve
 
 
@@ -246,13 +245,7 @@ _common = [
         metavar="NAME",
         help="GPU whose figures judge the results (default: the one in the report).",
     ),
-    click.option(
-        "--gpus-file",
-        "gpus_files",
-        multiple=True,
-        type=click.Path(dir_okay=False),
-        help="TOML file with extra or overriding [[gpu]] definitions (repeatable).",
-    ),
+    gpus_file_option,
     click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON."),
     click.option("--no-store", is_flag=True, help="Do not write the results under .perflsp/."),
 ]

@@ -85,6 +85,21 @@ class Session:
         self._status_waiters.append(future)
         return future
 
+    async def diagnostics_matching(self, uri: str, predicate: Any,
+                                   timeout: float = 30) -> lsp.PublishDiagnosticsParams:
+        """The first publication (the latest already received, or one to come) that satisfies
+        `predicate`: for results that arrive later (LLM answers, imported measurements)."""
+
+        async def watch() -> lsp.PublishDiagnosticsParams:
+            while True:
+                waiter = self.expect_diagnostics(uri)
+                for params in self.published.get(uri, [])[-1:]:
+                    if predicate(params):
+                        return params
+                await waiter
+
+        return await asyncio.wait_for(watch(), timeout)
+
     async def open(self, path: Path, text: str | None = None, version: int = 1, timeout: float = 30) -> lsp.PublishDiagnosticsParams:
         uri = path.as_uri()
         text = path.read_text() if text is None else text
@@ -125,6 +140,11 @@ class Session:
     async def command(self, name: str, *arguments: Any, timeout: float = 60) -> Any:
         return await asyncio.wait_for(self.client.workspace_execute_command_async(
             lsp.ExecuteCommandParams(command=name, arguments=list(arguments))), timeout)
+
+
+def roofline(params: lsp.PublishDiagnosticsParams) -> dict[str, lsp.Diagnostic]:
+    """The verdict diagnostics of a publication, by kernel name."""
+    return {d.data["kernel"]: d for d in params.diagnostics if str(d.code).startswith("roofline/")}
 
 
 def _plain(value: Any) -> Any:

@@ -80,3 +80,19 @@ def test_edit_between_definitions_falls_back_to_full_extraction():
     state = TextState(text, 0, None)
     state.apply([Change("#define EXTRA 4\n", Position(10, 0), Position(10, 0))], 1)
     assert state.extracted.change == "full" and state.full_extractions == 2
+
+
+def test_a_syntax_error_typed_into_a_kernel_stays_incremental(tmp_path):
+    # No fallback scan before the edit (the comment's __device__ does not count); the half-typed
+    # statement puts an ERROR node in the kernel, which calls for the scan: it runs on that
+    # definition only, and the result still equals a full extraction.
+    text = ("// a __device__ helper and two kernels\n"
+            "__device__ float f(float x) { return x; }\n"
+            "__global__ void a(float *x) {\n    x[0] = f(x[0]);\n}\n"
+            "__global__ void b(float *y) { y[0] = 1.0f; }\n")
+    state = TextState(text, 0, str(tmp_path / "k.cu"))
+    assert not state.extracted.token_scan
+    state.apply([Change("    x[1] = ;\n", Position(3, 0), Position(3, 0))], 1)
+    assert state.tree.root_node.has_error
+    assert state.extracted.incremental and state.extracted.token_scan
+    assert dump_file(state.extracted.kernels) == dump_file(full(state))

@@ -27,31 +27,9 @@ from tests.server.llm_server import (
     task_of,
     write_workspace,
 )
-from tests.server.lsp_session import Session, session
+from tests.server.lsp_session import Session, roofline, session
 
 pytestmark = pytest.mark.asyncio
-
-
-def roofline(params: lsp.PublishDiagnosticsParams) -> dict[str, lsp.Diagnostic]:
-    out = {}
-    for d in params.diagnostics:
-        if str(d.code).startswith("roofline/"):
-            out[d.data["kernel"]] = d
-    return out
-
-
-async def wait_for(s: Session, uri: str, predicate, timeout: float = 30) -> lsp.PublishDiagnosticsParams:
-    """The first publication (already received or coming) that satisfies `predicate`."""
-
-    async def watch() -> lsp.PublishDiagnosticsParams:
-        while True:
-            waiter = s.expect_diagnostics(uri)
-            for params in s.published.get(uri, [])[-1:]:
-                if predicate(params):
-                    return params
-            await waiter
-
-    return await asyncio.wait_for(watch(), timeout)
 
 
 def all_from(source: str, version: int | None = None):
@@ -94,7 +72,7 @@ async def test_static_first_then_llm_marked_and_one_request_per_edited_kernel(tm
             assert len(static) == 5 and all(d.data["source"] == "static" for d in static.values())
             assert all(f"asking {LABEL}" in d.message for d in static.values())
 
-            answered = roofline(await wait_for(s, uri, all_from("llm", 1)))
+            answered = roofline(await s.diagnostics_matching(uri, all_from("llm", 1)))
             assert len(llm.requests) == 5
             assert sorted(kernel_of(r) for r in llm.requests) == ["k1", "k2", "k3", "k4", "k5"]
             assert all(r.headers["authorization"] == f"Bearer {API_KEY}" for r in llm.requests)
@@ -130,20 +108,20 @@ async def test_static_first_then_llm_marked_and_one_request_per_edited_kernel(tm
             edited = roofline(await asyncio.wait_for(waiter, 30))
             assert edited["k2"].data["source"] == "static" and f"asking {LABEL}" in edited["k2"].message
             assert edited["k3"].data["source"] == "llm"  # unchanged kernels keep their answers
-            await wait_for(s, uri, all_from("llm", 2))
+            await s.diagnostics_matching(uri, all_from("llm", 2))
             assert len(llm.requests) == 6 and kernel_of(llm.requests[-1]) == "k2"
 
             # close and reopen: the answers come from the cache, nothing is asked
             s.client.text_document_did_close(lsp.DidCloseTextDocumentParams(lsp.TextDocumentIdentifier(uri=uri)))
             edited_text = text.replace("x[i] * 2.0f", "x[i] * 3.0f")
             await s.open(path, text=edited_text, version=1)
-            await wait_for(s, uri, all_from("llm", 1))
+            await s.diagnostics_matching(uri, all_from("llm", 1))
             assert len(llm.requests) == 6
 
         # a restart with the same answer cache asks nothing
         async with session(path.parent, init_options=init, env=env_for(tmp_path)) as s:
             await s.open(path)
-            again = roofline(await wait_for(s, uri, all_from("llm")))
+            again = roofline(await s.diagnostics_matching(uri, all_from("llm")))
             assert len(llm.requests) == 6
             assert again["k3"].code == "roofline/compute-bound"
             assert "(cached answer)" in await hover(s, uri, path.read_text(), "k1(const")
@@ -165,13 +143,13 @@ async def test_editing_a_kernel_cancels_its_request_and_shows_no_stale_answer(tm
         async with session(path.parent, init_options=init, env=env_for(tmp_path)) as s:
             await s.open(path)
             await asyncio.to_thread(llm.wait_for_requests, 5)
-            first = await wait_for(s, uri, lambda p: sum(d.data["source"] == "llm" for d in roofline(p).values()) == 4)
+            first = await s.diagnostics_matching(uri, lambda p: sum(d.data["source"] == "llm" for d in roofline(p).values()) == 4)
             assert f"asking {LABEL}" in roofline(first)["k2"].message  # still waiting for the held answer
             text = path.read_text()
             index = text.index("x[i] * 2.0f")
             line, col = text[:index].count("\n"), index - (text.rfind("\n", 0, index) + 1)
             await s.edit(uri, (line, col + 7), (line, col + 8), "5")
-            done = roofline(await wait_for(s, uri, all_from("llm", 2)))
+            done = roofline(await s.diagnostics_matching(uri, all_from("llm", 2)))
             assert len(llm.requests) == 6 and kernel_of(llm.requests[-1]) == "k2"
             assert "x[i] * 5.0f" in llm.requests[-1].json["messages"][-1]["content"]
             assert done["k2"].code == "roofline/compute-bound"
@@ -188,7 +166,7 @@ async def test_other_providers(tmp_path, provider):
         env = env_for(tmp_path, ANTHROPIC_API_KEY=API_KEY)
         async with session(path.parent, init_options=init, env=env) as s:
             await s.open(path)
-            answered = roofline(await wait_for(s, uri, all_from("llm")))
+            answered = roofline(await s.diagnostics_matching(uri, all_from("llm")))
             assert answered["k3"].code == "roofline/compute-bound" and answered["k1"].code == "roofline/bandwidth-bound"
             assert len(llm.requests) == 5
             expected = "/api/chat" if provider == "ollama" else "/v1/messages"
@@ -212,7 +190,7 @@ async def test_explain_streams_and_launch_parameters_become_validated_edits(tmp_
                 streamed.append(params)
 
             await s.open(path)
-            await wait_for(s, uri, all_from("llm"))
+            await s.diagnostics_matching(uri, all_from("llm"))
             explained = await s.command("perflsp.explainKernel", {"uri": uri, "kernel": "k1", "streamId": "x1",
                                                                  "quiet": True})
             assert explained["source"] == "llm" and explained["label"] == LABEL
@@ -257,7 +235,7 @@ async def test_a_dead_endpoint_gives_one_message_and_static_diagnostics_keep_flo
     init = {"settings": {"llm": llm_settings(dead, maxRetries=0)}}
     async with session(path.parent, init_options=init, env=env_for(tmp_path)) as s:
         await s.open(path)
-        failed = roofline(await wait_for(s, uri, lambda p: all(
+        failed = roofline(await s.diagnostics_matching(uri, lambda p: all(
             "no LLM answer" in d.message for d in roofline(p).values()) and len(roofline(p)) == 5))
         assert all(d.data["source"] == "static" for d in failed.values())
         text = path.read_text()
@@ -297,7 +275,7 @@ async def test_a_repository_may_choose_a_loopback_endpoint_but_gets_no_key(tmp_p
                                                        f'baseUrl = "{llm.url}/v1"\n')
         async with session(path.parent, env=env_for(tmp_path)) as s:
             await s.open(path)
-            await wait_for(s, path.as_uri(), all_from("llm"))
+            await s.diagnostics_matching(path.as_uri(), all_from("llm"))
             assert len(llm.requests) == 5 and all("authorization" not in r.headers for r in llm.requests)
 
 
@@ -315,7 +293,7 @@ async def test_the_api_key_never_reaches_a_log(tmp_path, capfd):
         init = {"settings": {"llm": llm_settings(llm.url, maxRetries=0), "logLevel": "debug"}, "llmApiKey": secret}
         async with session(path.parent, init_options=init, env=env_for(tmp_path), args=("--log-level", "debug")) as s:
             await s.open(path)
-            await wait_for(s, path.as_uri(), lambda p: all(
+            await s.diagnostics_matching(path.as_uri(), lambda p: all(
                 "no LLM answer" in d.message for d in roofline(p).values()) and len(roofline(p)) == 5)
             assert llm.requests and llm.requests[0].headers["authorization"] == f"Bearer {secret}"
             status = await s.command("perflsp.status", {})

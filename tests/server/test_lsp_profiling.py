@@ -5,14 +5,13 @@ measurement shows as stale, and an untrusted repository cannot switch profiling 
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 from lsprotocol import types as lsp
 
 from tests.profiling_helpers import MIXED, install_fake_ncu, install_fake_nvcc
-from tests.server.lsp_session import Session, session
+from tests.server.lsp_session import Session, roofline, session
 
 pytestmark = pytest.mark.asyncio
 GPU = "GeForce RTX 3080 (10GB)"
@@ -53,10 +52,6 @@ def workspace(root: Path, config: str = 'gpus = ["rtx3080"]\n') -> Path:
     return path
 
 
-def roofline(params: lsp.PublishDiagnosticsParams) -> dict[str, lsp.Diagnostic]:
-    return {d.data["kernel"]: d for d in params.diagnostics if str(d.code).startswith("roofline/")}
-
-
 def position(text: str, needle: str, offset: int = 0) -> lsp.Position:
     index = text.index(needle) + offset
     return lsp.Position(text[:index].count("\n"), index - (text.rfind("\n", 0, index) + 1))
@@ -67,18 +62,6 @@ async def hover(s: Session, uri: str, text: str, needle: str) -> str:
                                                                       position(text, needle)))
     assert result is not None
     return result.contents.value
-
-
-async def republished(s: Session, uri: str, predicate, timeout: float = 30) -> lsp.PublishDiagnosticsParams:
-    async def watch() -> lsp.PublishDiagnosticsParams:
-        while True:
-            waiter = s.expect_diagnostics(uri)
-            for params in s.published.get(uri, [])[-1:]:
-                if predicate(params):
-                    return params
-            await waiter
-
-    return await asyncio.wait_for(watch(), timeout)
 
 
 async def test_imported_results_show_beside_the_prediction_and_go_stale_on_edit(tmp_path):
@@ -95,7 +78,7 @@ async def test_imported_results_show_beside_the_prediction_and_go_stale_on_edit(
         assert mapped["ns::saxpy<float>"]["file"] == str(path) and mapped["dgemm_tile"]["line"] == 9
         assert "2 matched to sources" in imported["message"]
 
-        after = roofline(await republished(s, uri, lambda p: roofline(p)["ns::saxpy"].data["source"] == "measured"))
+        after = roofline(await s.diagnostics_matching(uri, lambda p: roofline(p)["ns::saxpy"].data["source"] == "measured"))
         saxpy, dgemm = after["ns::saxpy"], after["dgemm_tile"]
         # 4.2M integer instructions over 12.6 MB per launch; INT32 is the precision nearest its ridge
         assert saxpy.message.startswith(f"`ns::saxpy` on {GPU}: measured bandwidth-bound (INT32 intensity 0.33 < "
@@ -153,7 +136,7 @@ async def test_profile_and_measure_from_the_editor(tmp_path):
         assert result["status"] == "ok", result
         assert result["message"].startswith("ns::saxpy: measured on NVIDIA GeForce RTX 3080")
         assert (path.parent / ".perflsp" / "build" / "kernels").is_file()
-        await republished(s, uri, lambda p: roofline(p)["ns::saxpy"].data["source"] == "measured")
+        await s.diagnostics_matching(uri, lambda p: roofline(p)["ns::saxpy"].data["source"] == "measured")
 
     timing = {**env, "FAKE_NCU_MODE": "timing", "FAKE_NCU_TIMES": "128:2100,384:1800,768:1500"}
     async with session(path.parent, init_options={"settings": {"profiling": profiling}}, env=timing) as s:

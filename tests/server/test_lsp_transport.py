@@ -46,7 +46,7 @@ async def test_tcp():
         assert response["result"]["serverInfo"]["name"] == "perflsp"
         writer.write(frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
         writer.write(frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
-        while (message := await asyncio.wait_for(read_message(reader), 60)).get("id") != 2:
+        while (await asyncio.wait_for(read_message(reader), 60)).get("id") != 2:
             pass
         writer.write(frame({"jsonrpc": "2.0", "method": "exit"}))
         await writer.drain()
