@@ -37,7 +37,6 @@ GRID: dict[str, list[float]] = {
     "write_to_dram": [0.25, 0.5, 0.75, 1.0],
     "int_arith_factor": [0.35, 0.5, 0.75, 1.0],
     "int_per_omp_iteration": [6.0, 12.0, 24.0],
-    "l2_miss_fraction": [0.0, 0.1, 0.3],
     "min_dram_bytes": [0.0, 1e4, 1e5],
 }
 
@@ -86,7 +85,7 @@ def verdict(sample: Sample, cost: CostModel, base: CostModel, gpu: dict) -> str:
     arithmetic = max(0.0, p.int32 - p.int_address - p.int_loop - fixed0) / base.int_arith_factor
     fixed = base.int_per_thread if sample.language == "cuda" else cost.int_per_omp_iteration
     ints = p.int_address + p.int_loop + arithmetic * cost.int_arith_factor + fixed
-    dram = max(combine(sample.groups, cost, gpu["l2"]), cost.min_dram_bytes, 1.0)
+    dram = max(combine(sample.groups, cost), cost.min_dram_bytes, 1.0)
     n = sample.work_items
     intensity = {"fp32": p.fp32 * n / dram, "fp64": p.fp64 * n / dram, "int32": ints * n / dram}
     compute = any(intensity[k] >= r for k, r in gpu["ridges"].items() if k in intensity)

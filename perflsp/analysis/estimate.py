@@ -35,10 +35,11 @@ def estimate_for_gpu(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None
 
 
 def dram_bytes_on(facts: KernelFacts, gpu: Gpu, cost: CostModel) -> float:
-    """The launch's DRAM traffic with this GPU's L2 (what fits in it is read once)."""
-    if facts.traffic is None or gpu.l2_cache_bytes is None:
+    """The launch's DRAM traffic: its compulsory traffic (memory.combine), the same on every
+    GPU; what differs per GPU is the ridge it is judged against."""
+    if facts.traffic is None:
         return max(facts.dram_bytes, 1.0)
-    return max(combine(facts.traffic.groups, cost, float(gpu.l2_cache_bytes)), cost.min_dram_bytes, 1.0)
+    return max(combine(facts.traffic.groups, cost), cost.min_dram_bytes, 1.0)
 
 
 def _occupancy(gpu: Gpu, threads: int | None, regs: int | None, shared_bytes: int) -> tuple[OccupancyResult | None, str | None]:
