@@ -426,7 +426,8 @@ def _cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchS
     known_block = block
     shape_known = grid is not None and block is not None
     if not shape_known:
-        grid, block, shape_note = production_shape(callee.data.decode("utf-8", errors="replace"), grid, block,
+        kernel_text = callee.data[callee.node.start_byte : callee.node.end_byte].decode("utf-8", errors="replace")
+        grid, block, shape_note = production_shape(kernel_text, grid, block,
                                                    cost.assumed_problem_size)
         assumptions.insert(0, shape_note)
     aliases = dict(unit.type_aliases)
