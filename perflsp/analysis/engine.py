@@ -622,12 +622,22 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
     num_teams = region.clause("num_teams")
     if teams is None and num_teams is not None and num_teams.value is not None and isinstance(num_teams.value.value, (int, float)):
         teams = int(num_teams.value.value)
+    words = set(region.directive.split())
+    spmd = ("teams" in words and not words & {"distribute", "for", "loop", "simd"}
+            and _OMP_SPMD_CALLS.search(expanded) is not None and _nested_worksharing_loop(statement) is None
+            if statement is not None else False)
+    if spmd and (teams is None or threads is None):
+        # CUDA-style region (every thread of every team runs it, indexing itself with
+        # omp_get_team_num()/omp_get_thread_num()) whose launch shape the source does not say
+        threads = threads or 256
+        teams = teams or max(1, int(cost.assumed_problem_size // threads))
+        assumptions.insert(0, f"problem size unknown: assumed large ({_int(float(teams * threads))} threads, "
+                              f"{teams} teams × {threads}), data beyond L2")
     shape = LaunchShape((float(teams), 1.0, 1.0) if teams else None, (float(threads), 1.0, 1.0) if threads else None)
     walker = KernelWalker(wrapped, cost, shape, dict(unit.type_aliases), unit.callees,
                           line_offset=region.body_span.start.line - 1)
     walker.scopes[0].update(unit.globals)
     extents = _bind_host_variables(unit, walker, host_types, host_env, expanded)
-    words = set(region.directive.split())
     parallel_levels = 0
     if words & {"distribute", "for", "loop", "simd"}:
         collapse = region.clause("collapse")
@@ -656,6 +666,9 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
     per_item = _calibrated(result.counts, cost, cost.int_per_omp_iteration)
     fast_atom = f"o{max(parallel_levels, 1) - 1}"
     return _finish(unit, per_item, work_items, items_note, result, assumptions, fast_atom, extents), threads, 0
+
+
+_OMP_SPMD_CALLS = re.compile(r"\bomp_get_(?:team|thread)_num\s*\(")
 
 
 def _host_types(unit: AnalysisUnit, function: Node | None) -> dict[str, tuple[CType, tuple[float, ...]]]:
