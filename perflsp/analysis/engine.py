@@ -894,7 +894,22 @@ def _finish(unit: AnalysisUnit, per_item: OpCounts, work_items: float, items_not
     )
     if result.truncated:
         facts.assumptions.append("analysis stopped at its work limit: counts are a lower bound")
+    facts.uncertain = _degenerate(per_item, work_items, traffic, cost)
     return facts
+
+
+def _degenerate(per_item: OpCounts, work_items: float, traffic, cost: CostModel) -> str | None:
+    """Why an analysis says too little to give a verdict on, or None. A ratio of two numbers
+    the analysis did not really find (no memory traffic, a launch of one item, traffic that
+    is only the assumed per-launch floor) is no evidence either way."""
+    if per_item.global_loads + per_item.global_stores + per_item.atomics <= 0:
+        return "no global-memory access found in the kernel (accesses hidden behind calls or types the engine cannot see?)"
+    if work_items <= 1.0:
+        return "the analysis found one work item for the whole launch"
+    if traffic.footprint_bytes < cost.min_dram_bytes * 0.01:
+        return (f"the DRAM traffic found ({traffic.footprint_bytes:.0f} B) is far below the per-launch floor: "
+                "the accesses that matter were not found")
+    return None
 
 
 def _evidence(per_item: OpCounts, work_items: float, traffic) -> list[str]:
