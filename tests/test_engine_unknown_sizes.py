@@ -116,10 +116,10 @@ int main() { float *x, *y; cudaMalloc(&x, 4096 * 4); cudaMalloc(&y, 4096 * 4);
     assert not any(a.startswith("problem size unknown") for a in k.facts.assumptions)
 
 
-def test_dram_traffic_is_the_same_on_every_gpu_and_only_the_ridges_differ():
+def test_reads_are_the_same_on_every_gpu_and_the_ridges_differ():
     k = kernel(SCALE, "scale", gpus=(H100, RTX3080))
     h100, rtx = k.estimates
-    assert h100.dram_bytes_per_item == pytest.approx(rtx.dram_bytes_per_item)
+    assert h100.dram_bytes_per_item >= 6.0 and rtx.dram_bytes_per_item >= 6.0
     assert h100.ridge[Precision.FP32] != rtx.ridge[Precision.FP32]
 
 
@@ -175,3 +175,20 @@ __global__ void k(const float *x, float *y) {
 }""", "k").estimates[0]
     far = kernel(SCALE, "scale").estimates[0]
     assert 0.5 < near.confidence <= far.confidence <= 0.9
+
+
+def test_hip_builtin_spellings_index_like_cuda_ones():
+    src = """
+template <typename T>
+__global__ void copy(const T *a, T *c) { const int i = hipThreadIdx_x + hipBlockIdx_x * hipBlockDim_x; c[i] = a[i]; }
+"""
+    k = kernel(src, "copy")
+    assert k.facts.uncertain is None
+    assert k.facts.traffic.footprint_bytes >= 8 * (1 << 24) * 0.99
+
+
+def test_writes_beyond_a_gpus_l2_reach_dram_during_the_launch():
+    h100, rtx = kernel(SCALE, "scale", gpus=(H100, RTX3080)).estimates
+    # 64 MiB written: most of it exceeds the RTX 3080's 5 MiB L2, less of it the H100's 50 MB
+    assert rtx.dram_bytes_per_item > h100.dram_bytes_per_item
+    assert rtx.dram_bytes_per_item <= 8.0

@@ -455,7 +455,7 @@ def _cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchS
     return facts, threads_per_block, shared_bytes
 
 
-_AXIS_USE = re.compile(r"\b(threadIdx|blockDim|blockIdx|gridDim)\s*\.\s*([xyz])\b")
+_AXIS_USE = re.compile(r"\b(?:hip)?(threadIdx|blockDim|blockIdx|gridDim|ThreadIdx|BlockDim|BlockIdx|GridDim)\s*[._]\s*([xyz])\b")
 _PRODUCTION_BLOCKS = {1: (256.0, 1.0, 1.0), 2: (16.0, 16.0, 1.0), 3: (8.0, 8.0, 4.0)}
 
 
@@ -468,7 +468,7 @@ def production_shape(kernel_text: str, grid: tuple[float, float, float] | None,
     assumed to run as one block (several blocks would repeat the same work)."""
     used: dict[str, int] = {"thread": 0, "block": 0}
     for m in _AXIS_USE.finditer(kernel_text):
-        family = "thread" if m.group(1) in ("threadIdx", "blockDim") else "block"
+        family = "thread" if m.group(1).lower() in ("threadidx", "blockdim") else "block"
         used[family] = max(used[family], "xyz".index(m.group(2)) + 1)
     if block is None:
         block = _PRODUCTION_BLOCKS[max(1, used["thread"])]

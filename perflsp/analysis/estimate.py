@@ -36,11 +36,12 @@ def estimate_for_gpu(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None
 
 
 def dram_bytes_on(facts: KernelFacts, gpu: Gpu, cost: CostModel) -> float:
-    """The launch's DRAM traffic: its compulsory traffic (memory.combine), the same on every
-    GPU; what differs per GPU is the ridge it is judged against."""
+    """The launch's DRAM traffic on this GPU (memory.combine): its compulsory reads, and its
+    writes, of which what exceeds this GPU's L2 reaches DRAM during the launch."""
     if facts.traffic is None:
         return max(facts.dram_bytes, 1.0)
-    return max(combine(facts.traffic.groups, cost), cost.min_dram_bytes, 1.0)
+    l2 = float(gpu.l2_cache_bytes) if gpu.l2_cache_bytes else None
+    return max(combine(facts.traffic.groups, cost, l2), cost.min_dram_bytes, 1.0)
 
 
 def _occupancy(gpu: Gpu, threads: int | None, regs: int | None, shared_bytes: int) -> tuple[OccupancyResult | None, str | None]:

@@ -88,21 +88,28 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups, note)
 
 
-def combine(groups: list[GroupTraffic], cost: CostModel) -> float:
-    """DRAM bytes of one launch: the compulsory traffic of an ideal cache. Every distinct
-    sector is read from DRAM once (the footprint); bytes that warps request again (reuse across
-    threads or loop iterations) are served by L1/L2. No capacity model runs: measured against
-    a per-GPU capacity-miss model (share 1 - L2/footprint of re-requests missing), this one
-    agreed better with profiled kernels, whose re-requests mostly come from neighbouring,
-    concurrently running threads (docs/engine.md). Stores merge in L2 (write-back): DRAM sees
-    each written sector once, and a share of them only after the launch ends."""
-    dram = 0.0
+def combine(groups: list[GroupTraffic], cost: CostModel, l2_bytes: float | None = None) -> float:
+    """DRAM bytes of one launch on a GPU with `l2_bytes` of L2 (None: unknown GPU).
+
+    Loads: the compulsory traffic of an ideal cache. Every distinct sector is read from DRAM
+    once (the footprint); bytes that warps request again (reuse across threads or loop
+    iterations) are served by L1/L2. A capacity-miss model for those re-requests (a share
+    1 - L2/footprint missing) was measured against profiled kernels and agreed worse: their
+    re-requests mostly come from neighbouring, concurrently running threads (docs/engine.md).
+    Stores: L2 is write-back, so written sectors merge there and a share of them reaches DRAM
+    only after the launch; but what does not fit in this GPU's L2 must be written back during
+    the launch."""
+    loads = 0.0
+    stores = 0.0
     for g in groups:
-        moved = g.footprint_bytes
         if g.is_store and not g.atomic:
-            moved *= cost.write_to_dram
-        dram += moved
-    return dram
+            stores += g.footprint_bytes
+        else:
+            loads += g.footprint_bytes
+    written = stores * cost.write_to_dram
+    if l2_bytes is not None:
+        written = max(written, stores - l2_bytes)
+    return loads + written
 
 
 def _union(groups: list[GroupTraffic], attribute: str) -> float:

@@ -28,6 +28,9 @@ THREAD_ATOMS = {"threadIdx": ("tx", "ty", "tz"), "blockIdx": ("bx", "by", "bz")}
 OMP_THREAD_API = {"omp_get_thread_num": ("tx", None), "omp_get_team_num": ("bx", None),
                   "omp_get_num_threads": (None, "block"), "omp_get_num_teams": (None, "grid")}
 DIM_NAMES = {"blockDim": "block", "gridDim": "grid"}
+# HIP's older spellings of the built-ins (`hipThreadIdx_x` = `threadIdx.x`)
+HIP_BUILTINS = {f"hip{family[0].upper()}{family[1:]}_{axis}": (family, "xyz".index(axis))
+                for family in ("threadIdx", "blockIdx", "blockDim", "gridDim") for axis in "xyz"}
 MAX_INLINE_DEPTH = 4
 MAX_NODES = 200_000  # work budget per kernel: pathological inputs stop, not hang
 
@@ -719,6 +722,14 @@ class KernelWalker:
             return Val(BOOL, float(name == "true"), Linear.constant(float(name == "true")))
         if name in ("NULL", "nullptr"):
             return Val(INT, 0.0, Linear.constant(0.0))
+        if name in HIP_BUILTINS:
+            family, axis = HIP_BUILTINS[name]
+            if family in THREAD_ATOMS:
+                return Val(INT, None, Linear.atom(THREAD_ATOMS[family][axis]))
+            shape = self.launch.block if family == "blockDim" else self.launch.grid
+            if shape is not None:
+                return Val(INT, float(shape[axis]), Linear.constant(float(shape[axis])))
+            return Val(INT, None, Linear(const_known=False))
         if name == "warpSize":
             return Val(INT, 32.0, Linear.constant(32.0), static=True)
         if self.constant_lookup is not None:
