@@ -3,6 +3,7 @@
 import * as vscode from "vscode";
 import { API_KEY_SECRET, ServerManager } from "./client";
 import { gpuItems, parseGpuList } from "./gpuPicker";
+import { errorMessage } from "./errors";
 import { RooflinePanel } from "./rooflinePanel";
 import { statusView } from "./status";
 
@@ -12,7 +13,7 @@ const EXPLAIN_SCHEME = "perflsp-explanation";
 const explanations = new Map<string, string>(); // uri -> Markdown of an explanation
 const explanationChanged = new vscode.EventEmitter<vscode.Uri>();
 
-export async function activate(context: vscode.ExtensionContext): Promise<{ manager: ServerManager }> {
+export function activate(context: vscode.ExtensionContext): { manager: ServerManager } {
   const output = vscode.window.createOutputChannel("perflsp", { log: true });
   const server = new ServerManager(context, output);
   manager = server;
@@ -74,7 +75,7 @@ async function chooseGpus(server: ServerManager): Promise<void> {
     gpus = parseGpuList(answer);
     current = answer?.selected ?? server.status?.gpus.map((g) => g.id) ?? [];
   } catch (err) {
-    void vscode.window.showErrorMessage(`perflsp: cannot list GPUs: ${err instanceof Error ? err.message : err}`);
+    void vscode.window.showErrorMessage(`perflsp: cannot list GPUs: ${errorMessage(err)}`);
     return;
   }
   const items = gpuItems(gpus, current).map((i) =>
@@ -96,7 +97,7 @@ async function chooseGpus(server: ServerManager): Promise<void> {
   try {
     await server.execute("perflsp.setGpus", { gpus: picked.map((p) => p.id) });
   } catch (err) {
-    void vscode.window.showErrorMessage(`perflsp: cannot select GPUs: ${err instanceof Error ? err.message : err}`);
+    void vscode.window.showErrorMessage(`perflsp: cannot select GPUs: ${errorMessage(err)}`);
   }
 }
 
@@ -141,7 +142,7 @@ async function runKernelCommand(server: ServerManager, command: string): Promise
       void show(`perflsp: ${result.message}`);
     }
   } catch (err) {
-    void vscode.window.showErrorMessage(`perflsp: ${err instanceof Error ? err.message : err}`);
+    void vscode.window.showErrorMessage(`perflsp: ${errorMessage(err)}`);
   }
 }
 
@@ -174,7 +175,7 @@ async function explain(server: ServerManager, docUri: string, kernel: string): P
     }
     await opened;
   } catch (err) {
-    void vscode.window.showErrorMessage(`perflsp: ${err instanceof Error ? err.message : err}`);
+    void vscode.window.showErrorMessage(`perflsp: ${errorMessage(err)}`);
   } finally {
     listener.dispose();
   }
@@ -209,7 +210,7 @@ async function importProfile(server: ServerManager, roofline: RooflinePanel, fil
     void vscode.window.showInformationMessage(`perflsp: ${result?.message ?? "imported"}`);
     void roofline.refresh();
   } catch (err) {
-    void vscode.window.showErrorMessage(`perflsp: ${err instanceof Error ? err.message : err}`);
+    void vscode.window.showErrorMessage(`perflsp: ${errorMessage(err)}`);
   }
 }
 

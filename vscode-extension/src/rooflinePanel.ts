@@ -93,7 +93,7 @@ export class RooflinePanel implements vscode.Disposable {
 <meta charset="UTF-8">
 <meta http-equiv="Content-Security-Policy" content="${csp}">
 <meta name="viewport" content="width=device-width, initial-scale=1.0">
-<link rel="stylesheet" href="${style}">
+<link rel="stylesheet" href="${style.toString()}">
 <title>perflsp: Roofline</title>
 </head>
 <body>
@@ -110,7 +110,7 @@ export class RooflinePanel implements vscode.Disposable {
   <thead><tr><th>Kernel</th><th>Point</th><th>Precision</th><th>FLOP/byte</th><th>GFLOP/s</th><th>Verdict</th></tr></thead>
   <tbody id="kernels"></tbody>
 </table>
-<script nonce="${nonce}" src="${script}"></script>
+<script nonce="${nonce}" src="${script.toString()}"></script>
 </body>
 </html>`;
   }
@@ -118,6 +118,8 @@ export class RooflinePanel implements vscode.Disposable {
   dispose(): void {
     clearTimeout(this.refreshTimer);
     this.panel?.dispose();
-    this.disposables.forEach((d) => d.dispose());
+    for (const d of this.disposables) {
+      d.dispose();
+    }
   }
 }

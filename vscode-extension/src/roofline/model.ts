@@ -153,7 +153,8 @@ function pointsOfEstimate(kernel: unknown, estimate: unknown, gpuId: string, ban
   }
   const occupancy = num(get(estimate, "occupancy"));
   if (occupancy !== undefined) {
-    detail.push(`Occupancy: ${Math.round(occupancy * 100)}%${get(estimate, "limiter") ? ` (limited by ${get(estimate, "limiter")})` : ""}`);
+    const limiter = str(get(estimate, "limiter"));
+    detail.push(`Occupancy: ${Math.round(occupancy * 100)}%${limiter ? ` (limited by ${limiter})` : ""}`);
   }
   if (ai !== undefined && ai > 0) {
     const ceiling = roof ? roof.peakGflops : Infinity;
@@ -192,7 +193,7 @@ export function normalise(data: unknown): GpuView[] {
     for (const kernel of Array.isArray(kernels) ? kernels : []) {
       const estimates = get(kernel, "estimates");
       if (Array.isArray(estimates)) {
-        const estimate = estimates.find((e) => get(e, "gpu") === id);
+        const estimate: unknown = (estimates as unknown[]).find((e) => get(e, "gpu") === id);
         points.push(...pointsOfEstimate(kernel, estimate, id, bandwidthGbs, roofsOf(gpu, bandwidthGbs)));
         continue;
       }
