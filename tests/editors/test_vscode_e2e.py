@@ -177,6 +177,19 @@ def test_roofline_view_has_one_point_per_kernel(session):
     frame.locator("#chart").hover(position={"x": point["x"], "y": point["y"]})
     wb.page.wait_for_timeout(300)  # the tooltip is drawn on the canvas: only the picture shows it
     wb.screenshot("08-roofline-tooltip")
+    # each point is judged against its own precision's roof: the axis, legend and note say so; the
+    # hovered point's roof is highlighted and its tooltip names what decides it
+    info = frame.evaluate("() => window.perflspChartInfo()")
+    unit = "op/B" if point["precision"].startswith("int") else "FLOP/B"
+    name = point["precision"].upper().replace("_TENSOR", " tensor")
+    assert f"{name} {unit}" in info["x"] and "deciding precision" in info["x"], info["x"]
+    assert "FLOP / DRAM byte" not in info["x"]
+    assert any(label.startswith(f"{name} roof") and "judges" in label for label in info["legend"]), info["legend"]
+    assert info["highlighted"] == point["precision"] and info["roofWidths"][point["precision"]] == 5, info
+    assert any(line.startswith(f"Judged against the {name} roof") for line in info["tooltip"]), info["tooltip"]
+    assert any(line.startswith("Decided by") for line in info["tooltip"]), info["tooltip"]
+    note = frame.locator("#judged").inner_text()
+    assert "judged against the roof of its own deciding precision" in note, note
     # clicking a point opens its kernel
     frame.locator("#chart").click(position={"x": point["x"], "y": point["y"]})
     file_name = point["uri"].rsplit("/", 1)[-1]

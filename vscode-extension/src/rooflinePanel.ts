@@ -105,9 +105,10 @@ export class RooflinePanel implements vscode.Disposable {
 </header>
 <p id="error" role="alert" hidden></p>
 <p id="empty" hidden></p>
-<div class="chart-box"><canvas id="chart" role="img" aria-label="Roofline chart: every kernel's arithmetic intensity against its performance"></canvas></div>
+<div class="chart-box"><canvas id="chart" role="img" aria-label="Roofline chart: every kernel's arithmetic intensity against its performance, each judged against the roof of its own precision"></canvas></div>
+<p id="judged" hidden></p>
 <table>
-  <thead><tr><th>Kernel</th><th>Point</th><th>Precision</th><th>FLOP/byte</th><th>GFLOP/s</th><th>Verdict</th></tr></thead>
+  <thead><tr><th>Kernel</th><th>Point</th><th>Judged against</th><th>Intensity</th><th>Performance</th><th>Verdict</th><th>Decided by</th></tr></thead>
   <tbody id="kernels"></tbody>
 </table>
 <script nonce="${nonce}" src="${script.toString()}"></script>
