@@ -123,6 +123,7 @@ test("a measured point from the server's evidence; a stale one says so", () => {
   assert.ok(measured);
   assert.deepEqual([measured.precision, measured.intensity, measured.gflops, measured.verdict, measured.stale], ["int32", 0.333, 202, "bandwidth", true]);
   assert.ok(measured.detail.some((line) => line.startsWith("Stale")));
+  assert.ok(describePoint(measured, view).includes("Decided by the measurement (Nsight Compute), not by an assumption"));
 });
 
 const mixed = {

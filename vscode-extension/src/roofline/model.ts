@@ -286,7 +286,9 @@ export function describePoint(p: KernelPoint, view: GpuView): string[] {
     const side = p.intensity >= roof.ridge ? "≥" : "<";
     lines.push(`Judged against the ${name} roof: ${formatNumber(p.intensity)} ${side} ridge ${formatNumber(roof.ridge)} ${unit}`);
   }
-  if (p.assumption) {
+  if (p.kind === "measured") {
+    lines.push("Decided by the measurement (Nsight Compute), not by an assumption");
+  } else if (p.assumption) {
     lines.push(`Decided by the assumption: ${p.assumption}`);
   } else if (p.assumption === null) {
     lines.push("Decided by no assumption: the sizes come from the source");

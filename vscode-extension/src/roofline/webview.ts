@@ -120,7 +120,12 @@ function datasets(view: GpuView): ChartDataset<"scatter" | "line", (PointData | 
     groups.set(key, [...(groups.get(key) ?? []), p]);
   }
   const order = sortRoofs([...judging.keys()].map((precision) => ({ precision, peakGflops: 0, ridge: 0 }))).map((r) => r.precision);
-  const keys = [...groups.keys()].sort((a, b) => order.indexOf(a.split("|")[0]) - order.indexOf(b.split("|")[0]) || a.localeCompare(b));
+  // by precision (legend order), predicted before measured, then verdict
+  const rank = (key: string) => {
+    const [precision, kind] = key.split("|");
+    return order.indexOf(precision) * 2 + (kind === "measured" ? 1 : 0);
+  };
+  const keys = [...groups.keys()].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
   for (const key of keys) {
     const points = groups.get(key) ?? [];
     const [precision, kind, verdict] = key.split("|");
