@@ -29,11 +29,20 @@ return {
   root_markers = { ".perflsp.toml", "compile_commands.json", ".git" },
   settings = { perflsp = {} },
   handlers = {
-    ["perflsp/status"] = function(...)
-      require("perflsp").on_status(...)
+    -- this file also works copied alone to ~/.config/nvim/lsp/: the plugin's module is optional
+    ["perflsp/status"] = function(err, result, ...)
+      local ok, perflsp = pcall(require, "perflsp")
+      if ok then
+        perflsp.on_status(err, result, ...)
+      else
+        vim.g.perflsp_status = result
+      end
     end,
     ["perflsp/explanation"] = function(...)
-      require("perflsp").on_explanation(...)
+      local ok, perflsp = pcall(require, "perflsp")
+      if ok then
+        perflsp.on_explanation(...)
+      end
     end,
   },
   before_init = function(_, config)
