@@ -174,3 +174,13 @@ test("axis titles and legend name the precisions; the deciding roofs are told ap
   assert.equal(precisionName("fp16_tensor"), "FP16 tensor");
   assert.equal(intensityUnit("fp64"), "FLOP/B");
 });
+
+test("the point sits at the precision the server judges it by (judgedBy), over the deciding one", () => {
+  const [view] = normalise({
+    ...mixed,
+    kernels: [{ ...mixed.kernels[0], estimates: [{ ...mixed.kernels[0].estimates[0], deciding: null, judgedBy: "fp32" }] }],
+  });
+  const [saxpy] = view.points;
+  assert.deepEqual([saxpy.precision, saxpy.intensity], ["fp32", 0.17]);
+  assert.ok(describePoint(saxpy, view).includes("Judged against the FP32 roof: 0.17 < ridge 20 FLOP/B"));
+});

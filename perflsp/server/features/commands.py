@@ -520,6 +520,13 @@ def deciding_assumption(estimate: Any, facts: Any) -> str | None:
     return str(assumptions[0]) if assumptions else None
 
 
+def judged_precision(estimate: Any) -> Any:
+    """The precision whose roof the roofline view judges the kernel's point against: the one its
+    headline quotes (the engine's `main_precision()` where it has one), else the deciding or nearest."""
+    main = getattr(estimate, "main_precision", None)
+    return main() if callable(main) else closest_precision(estimate)
+
+
 def _estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: Any = None, facts: Any = None) -> dict[str, Any]:
     gpu = gpus.get(estimate.gpu)
     deciding = closest_precision(estimate)
@@ -538,6 +545,7 @@ def _estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: Any = Non
         "source": estimate.source,
         "measured": measured_json(measured) if measured is not None else None,
         # the roofline view judges the point against this precision's roof and names what decides it
+        "judgedBy": (judged.value if (judged := judged_precision(estimate)) is not None else None),
         "decidingAssumption": deciding_assumption(estimate, facts),
     }
 

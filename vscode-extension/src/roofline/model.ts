@@ -132,7 +132,8 @@ function pointsOfEstimate(kernel: unknown, estimate: unknown, gpuId: string, ban
   }
   const intensity = (get(estimate, "intensity") ?? {}) as Json;
   const ridge = (get(estimate, "ridge") ?? {}) as Json;
-  let precision = str(get(estimate, "deciding"));
+  // the precision whose roof judges the point: the one the headline quotes (`judgedBy`), else the deciding one
+  let precision = str(get(estimate, "judgedBy", "deciding"));
   if (!precision) {
     // nearest to its ridge, as the server's headline does
     let best = -1;
