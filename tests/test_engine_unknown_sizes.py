@@ -192,3 +192,35 @@ def test_writes_beyond_a_gpus_l2_reach_dram_during_the_launch():
     # 64 MiB written: most of it exceeds the RTX 3080's 5 MiB L2, less of it the H100's 50 MB
     assert rtx.dram_bytes_per_item > h100.dram_bytes_per_item
     assert rtx.dram_bytes_per_item <= 8.0
+
+
+TEMPLATE_REGION = """
+#define STEP s = v - s; s = s * v;
+template <class T>
+void add(T *data, int n, int iters, T v) {
+  #pragma omp target teams distribute parallel for thread_limit(256)
+  for (int gid = 0; gid < n; gid++) {
+    T s = data[gid];
+    for (int j = 0; j < iters; ++j) { STEP STEP }
+    data[gid] = s;
+  }
+}
+"""
+
+
+def test_function_around_finds_the_definition_from_the_tokens():
+    from perflsp.analysis.engine import _function_around
+
+    data = TEMPLATE_REGION.encode()
+    start, end = _function_around(data, data.index(b"#pragma"))
+    assert data[start:end].startswith(b"template <class T>\nvoid add(T *data") and data[start:end].endswith(b"}")
+
+
+def test_openmp_region_whose_function_the_tree_lost_reads_it_from_the_tokens(monkeypatch):
+    # macro-heavy files can end up as one ERROR node in tree-sitter: no enclosing definition
+    import perflsp.analysis.engine as engine
+
+    monkeypatch.setattr(engine, "enclosing_function", lambda node: None)
+    (k,) = run(TEMPLATE_REGION, gpus=(H100,)).kernels
+    assert k.facts.uncertain is None
+    assert k.facts.per_item.global_loads >= 1 and k.facts.per_item.global_stores >= 1

@@ -586,7 +586,7 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
     pragma_node = unit.tree.root_node.descendant_for_byte_range(region.span.start_byte, region.span.start_byte)
     function = enclosing_function(pragma_node) if pragma_node is not None else None
     host_env = unit.env_at(region.span.start_byte)
-    host_types = _host_types(unit, function)
+    host_types = _host_types(unit, function, region.span.start_byte)
     body_end = region.body_span.end_byte
     body_text = unit.data[region.body_span.start_byte : body_end].decode("utf-8", errors="replace")
     expanded = expand_macros(body_text, unit.env)
@@ -671,19 +671,55 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
 _OMP_SPMD_CALLS = re.compile(r"\bomp_get_(?:team|thread)_num\s*\(")
 
 
-def _host_types(unit: AnalysisUnit, function: Node | None) -> dict[str, tuple[CType, tuple[float, ...]]]:
+_FUNCTION_HEAD = re.compile(rb"[A-Za-z_][\w:<>,\s\*&]*?\b[A-Za-z_][\w:~]*\s*\([^;{}]*\)\s*(?:const\s*)?\{")
+
+
+def _function_around(data: bytes, offset: int) -> tuple[int, int] | None:
+    """Byte range of the function definition around `offset`, found from the tokens when the
+    tree lost it (a file that tree-sitter parses as one ERROR node): the last `name(...) {`
+    opened at brace depth 0 before `offset` whose body closes after it."""
+    depth = 0
+    starts: list[int] = []
+    best: tuple[int, int] | None = None
+    for m in re.finditer(rb"[{}]", data):
+        if m.start() > offset and not starts:
+            break
+        if m.group() == b"{":
+            if depth == 0:
+                starts.append(m.start())
+            depth += 1
+        else:
+            depth = max(0, depth - 1)
+            if depth == 0 and starts:
+                brace = starts.pop()
+                if brace < offset < m.end():
+                    best = (brace, m.end())
+                    break
+    if best is None:
+        return None
+    head_from = data.rfind(b"\n\n", 0, best[0])
+    head_from = 0 if head_from < 0 else head_from
+    head = None
+    for m in _FUNCTION_HEAD.finditer(data, head_from, best[0] + 1):
+        if m.end() - 1 == best[0]:
+            head = m.start()
+    return (head, best[1]) if head is not None else None
+
+
+def _host_types(unit: AnalysisUnit, function: Node | None, offset: int) -> dict[str, tuple[CType, tuple[float, ...]]]:
     """Types of the enclosing function's parameters and locals (and file-scope variables),
     read from the macro-expanded function (`FP (*a)[N]` with `#define FP float`)."""
     cache: dict[int, dict] = unit.__dict__.setdefault("_host_type_cache", {})
-    key = function.start_byte if function is not None else -1
+    span = (function.start_byte, function.end_byte) if function is not None else _function_around(unit.data, offset)
+    key = span[0] if span is not None else -1
     if key in cache:
         return cache[key]
     out: dict[str, tuple[CType, tuple[float, ...]]] = {}
     _collect_host_types(unit, [n for n in unit.tree.root_node.named_children if n.type == "declaration"], unit.data, out)
-    if function is not None:
-        text = unit.data[function.start_byte : function.end_byte].decode("utf-8", errors="replace")
+    if span is not None:
+        text = unit.data[span[0] : span[1]].decode("utf-8", errors="replace")
         expanded = expand_macros(text, unit.env)
-        if expanded != text:
+        if expanded != text or function is None:
             data = expanded.encode("utf-8", errors="replace")
             tree = parse(data)
             fn = _first_function(tree.root_node)
