@@ -71,21 +71,30 @@ class PartFigure:
     rows: int  # rows with a measurement for this part
     agree: int
     median_factor: float | None  # median of max(e/m, m/e) over rows with an estimate
+    measured_rows: int = 0  # rows whose measurement reaches the floor (the kernel really does this work)
+    measured_agree: int = 0
 
     @property
     def share(self) -> float | None:
         return self.agree / self.rows if self.rows else None
 
+    @property
+    def measured_share(self) -> float | None:
+        return self.measured_agree / self.measured_rows if self.measured_rows else None
+
     def to_json(self) -> dict:
-        return {"rows": self.rows, "agree": self.agree,
-                "share": None if self.share is None else round(self.share, 4),
-                "median_factor": None if self.median_factor is None else round(self.median_factor, 3)}
+        def r(x: float | None, digits: int = 4) -> float | None:
+            return None if x is None else round(x, digits)
+
+        return {"rows": self.rows, "agree": self.agree, "share": r(self.share),
+                "median_factor": r(self.median_factor, 3), "measured_rows": self.measured_rows,
+                "measured_agree": self.measured_agree, "measured_share": r(self.measured_share)}
 
 
 def part_figures(pairs: list[tuple[Prediction, Answer]]) -> dict[str, PartFigure]:
     out = {}
     for part, (estimate_attr, measured_attr, floor) in PARTS.items():
-        rows = agree = 0
+        rows = agree = measured_rows = measured_agree = 0
         errors = []
         for prediction, answer in pairs:
             measured = getattr(answer, measured_attr)
@@ -93,12 +102,16 @@ def part_figures(pairs: list[tuple[Prediction, Answer]]) -> dict[str, PartFigure
                 continue
             rows += 1
             estimated = getattr(prediction.totals, estimate_attr) if prediction.totals is not None else None
-            agree += agrees(estimated, measured, floor)
+            ok = agrees(estimated, measured, floor)
+            agree += ok
+            if measured >= floor:
+                measured_rows += 1
+                measured_agree += ok
             error = log_error(estimated, measured, floor)
             if error is not None:
                 errors.append(error)
         median = 2 ** statistics.median(errors) if errors else None
-        out[part] = PartFigure(rows, agree, median)
+        out[part] = PartFigure(rows, agree, median, measured_rows, measured_agree)
     return out
 
 
@@ -129,9 +142,15 @@ def markdown(results: dict[str, dict[str, dict[str, PartFigure]]], factor: float
             cells = []
             for part in parts:
                 f = figures[part]
-                cells.append("-" if f.share is None else
-                             f"{100 * f.share:.0f}% ({f.agree}/{f.rows}; median x{f.median_factor:.1f})"
-                             if f.median_factor is not None else f"{100 * f.share:.0f}% ({f.agree}/{f.rows})")
+                if f.share is None:
+                    cells.append("-")
+                    continue
+                cell = f"{100 * f.share:.0f}%"
+                if f.measured_share is not None:
+                    cell += f" ({100 * f.measured_share:.0f}% of {f.measured_rows} measured above the floor)"
+                if f.median_factor is not None:
+                    cell += f", median x{f.median_factor:.1f}"
+                cells.append(cell)
             lines.append(f"| {mode}{'' if group == 'all' else f', {group}'} | {kernels} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -179,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"Share of kernels whose estimate is within {FACTOR:g}x of the measurement "
               f"({args.labels.name}{f', rows of {args.split.name}' if args.split else ''}; "
-              f"counts below {OPS_FLOOR:g} operations / {BYTES_FLOOR // 1024} KiB on both sides agree):\n")
+              f"counts below {OPS_FLOOR:g} operations / {BYTES_FLOOR // 1024} KiB on both sides agree; in brackets "
+              f"the share among kernels whose measured count reaches that floor; median: the typical factor "
+              f"between estimate and measurement):\n")
         print(markdown(results))
     return 0
 
