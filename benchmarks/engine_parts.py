@@ -145,12 +145,12 @@ def markdown(results: dict[str, dict[str, dict[str, PartFigure]]], factor: float
                 if f.share is None:
                     cells.append("-")
                     continue
-                cell = f"{100 * f.share:.0f}%"
+                inner = []
                 if f.measured_share is not None:
-                    cell += f" ({100 * f.measured_share:.0f}% of {f.measured_rows} measured above the floor)"
+                    inner.append(f"{100 * f.measured_share:.0f}% of {f.measured_rows}")
                 if f.median_factor is not None:
-                    cell += f", median x{f.median_factor:.1f}"
-                cells.append(cell)
+                    inner.append(f"x{f.median_factor:.1f}")
+                cells.append(f"{100 * f.share:.0f}%" + (f" ({'; '.join(inner)})" if inner else ""))
             lines.append(f"| {mode}{'' if group == 'all' else f', {group}'} | {kernels} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -198,8 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"Share of kernels whose estimate is within {FACTOR:g}x of the measurement "
               f"({args.labels.name}{f', rows of {args.split.name}' if args.split else ''}; "
-              f"counts below {OPS_FLOOR:g} operations / {BYTES_FLOOR // 1024} KiB on both sides agree; in brackets "
-              f"the share among kernels whose measured count reaches that floor; median: the typical factor "
+              f"counts below {OPS_FLOOR:g} operations / {BYTES_FLOOR // 1024} KiB on both sides agree. In brackets: "
+              f"the share among the kernels whose measured count reaches that floor, and the median factor "
               f"between estimate and measurement):\n")
         print(markdown(results))
     return 0

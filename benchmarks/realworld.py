@@ -293,6 +293,7 @@ def report(outcomes: list[Outcome], gpus: tuple[str, ...], holdout: set[str]) ->
     repos = sorted({o.case.repo for o in dev})
     out = {
         "gpus": list(gpus),
+        "all": summary(outcomes, gpus),
         "dev": summary(dev, gpus),
         "by_repo": {repo: summary([o for o in dev if o.case.repo == repo], gpus) for repo in repos},
         "holdout": {repo: summary([o for o in held if o.case.repo == repo], gpus) for repo in sorted(holdout)},
@@ -301,8 +302,6 @@ def report(outcomes: list[Outcome], gpus: tuple[str, ...], holdout: set[str]) ->
                      "expected": o.case.expected, "verdicts": o.verdicts, "confidence": o.confidence,
                      "agrees": o.agrees, "degenerate": o.degenerate, "reason": o.reason} for o in dev],
     }
-    if held:
-        out["holdout_all"] = summary(held, gpus)
     return out
 
 
@@ -318,6 +317,8 @@ def _line(name: str, s: dict, gpus: tuple[str, ...]) -> str:
 
 
 def print_text(result: dict, gpus: tuple[str, ...], show_kernels: bool) -> None:
+    if result["holdout"]:
+        print(_line("all repositories", result["all"], gpus))
     print(_line("development repositories", result["dev"], gpus))
     for repo, s in result["by_repo"].items():
         print("  " + _line(repo, s, gpus))

@@ -163,6 +163,7 @@ def test_held_out_repository_is_aggregate_only(setup, capsys):
     held = result["holdout"]["other/secret"]
     assert held["kernels"] == 2 and held["expected"] == {"compute": 2, "bandwidth": 0}
     assert "secret" not in json.dumps(result["kernels"])
+    assert result["all"]["kernels"] == 6 and result["dev"]["kernels"] == 4
 
 
 def test_missing_blobs_and_large_files_are_left_out(tmp_path):

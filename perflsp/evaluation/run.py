@@ -152,8 +152,7 @@ class _EditorChecks:
     def predict(self, row: KernelRow) -> Prediction:
         checked = self.check(row.file)
         if isinstance(checked, str):
-            reason = "no such file" if not (self.src_root / row.file).exists() else checked
-            return Prediction(row, None, f"{row.file}: {reason}")
+            return Prediction(row, None, f"{row.file}: {checked}")  # what `check` names when it skips a file
         reports = {id(r.kernel): r for r in checked.kernels}
         kernels = [r.kernel for r in checked.kernels if isinstance(r.kernel, CudaFunction)]
         regions = [r.kernel for r in checked.kernels if isinstance(r.kernel, OmpRegion)]
