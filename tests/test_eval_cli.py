@@ -226,13 +226,19 @@ def test_dev_labels_run_and_every_kernel_is_located(eval_data):
 
 
 @pytest.mark.eval
-def test_dev_labels_scrambled_sample_predicts_the_same(eval_data, tmp_path):
+@pytest.mark.parametrize("mode", ["launch-given", "editor"])
+def test_dev_labels_scrambled_sample_predicts_the_same(eval_data, tmp_path, mode):
     labels, src = eval_data
     rows = random.Random(3).sample(label_rows(labels), 40)
     gpu = load_database([STUDY]).get("rtx3080-study")
-    original = predict_rows([r for r, _ in read_labels(write_rows(tmp_path / "a.csv", rows))], src, gpu)
-    shuffled = predict_rows([r for r, _ in read_labels(write_rows(tmp_path / "b.csv", scrambled(rows, 11)))], src, gpu)
-    assert [(p.verdict, p.reason, p.intensity) for p in original] == [(p.verdict, p.reason, p.intensity) for p in shuffled]
+    original = predict_rows([r for r, _ in read_labels(write_rows(tmp_path / "a.csv", rows))], src, gpu, mode=mode)
+    shuffled = predict_rows([r for r, _ in read_labels(write_rows(tmp_path / "b.csv", scrambled(rows, 11)))], src, gpu,
+                            mode=mode)
+
+    def seen(p):
+        return (p.verdict, p.reason, p.intensity, p.confidence, p.totals)
+
+    assert [seen(p) for p in original] == [seen(p) for p in shuffled]
 
 
 # ---------------------------------------------------------------------------------------------
