@@ -423,6 +423,13 @@ def _cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchS
     callee = unit.function_node(kernel)
     if callee is None:
         return _uncertain("the kernel's definition could not be parsed"), None, 0
+    known_block = block
+    shape_known = grid is not None and block is not None
+    if not shape_known:
+        kernel_text = callee.data[callee.node.start_byte : callee.node.end_byte].decode("utf-8", errors="replace")
+        grid, block, shape_note = production_shape(kernel_text, grid, block,
+                                                   cost.assumed_problem_size)
+        assumptions.insert(0, shape_note)
     aliases = dict(unit.type_aliases)
     template_values = _bind_template(kernel, site, aliases, assumptions)
     walker = KernelWalker(callee.data, cost, LaunchShape(grid, block), aliases, unit.callees,
@@ -435,19 +442,48 @@ def _cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchS
     body = callee.node.child_by_field_name("body")
     walker.walk_statement(body)
     result = walker.result()
-    threads_per_block = int(math.prod(block)) if block else None
-    work_items = float(math.prod(grid) * math.prod(block)) if grid and block else None
-    items_note = (f"{_int(work_items)} threads ({_dims(grid)} blocks × {_dims(block)} threads)" if work_items
-                  else "launch shape unknown")
-    if work_items is None:
-        work_items = cost.assumed_problem_size
-        assumptions.append(f"launch shape unknown: assumed {_int(work_items)} threads")
+    threads_per_block = int(math.prod(known_block)) if known_block else None
+    work_items = float(math.prod(grid) * math.prod(block))
+    items_note = f"{_int(work_items)} threads ({_dims(grid)} blocks × {_dims(block)} threads)"
+    if not shape_known:
+        items_note += ", assumed"
     per_item = _calibrated(result.counts, cost, cost.int_per_thread)
     shared_bytes = int(result.shared_bytes)
     if site is not None and site.shared_mem_bytes is not None and isinstance(site.shared_mem_bytes.value, (int, float)):
         shared_bytes += int(site.shared_mem_bytes.value)
     facts = _finish(unit, per_item, work_items, items_note, result, assumptions, "tx", extents)
     return facts, threads_per_block, shared_bytes
+
+
+_AXIS_USE = re.compile(r"\b(threadIdx|blockDim|blockIdx|gridDim)\s*\.\s*([xyz])\b")
+_PRODUCTION_BLOCKS = {1: (256.0, 1.0, 1.0), 2: (16.0, 16.0, 1.0), 3: (8.0, 8.0, 4.0)}
+
+
+def production_shape(kernel_text: str, grid: tuple[float, float, float] | None,
+                     block: tuple[float, float, float] | None, threads: float
+                     ) -> tuple[tuple[float, float, float], tuple[float, float, float], str]:
+    """The launch shape assumed when the source cannot say it: production scale, `threads`
+    threads over the grid axes the kernel reads (data well beyond any L2), and a common block
+    shape over the block axes it reads. A kernel that never reads `blockIdx`/`gridDim` is
+    assumed to run as one block (several blocks would repeat the same work)."""
+    used: dict[str, int] = {"thread": 0, "block": 0}
+    for m in _AXIS_USE.finditer(kernel_text):
+        family = "thread" if m.group(1) in ("threadIdx", "blockDim") else "block"
+        used[family] = max(used[family], "xyz".index(m.group(2)) + 1)
+    if block is None:
+        block = _PRODUCTION_BLOCKS[max(1, used["thread"])]
+    if grid is None:
+        axes = used["block"]
+        if axes == 0:
+            grid = (1.0, 1.0, 1.0)
+        else:
+            extent = threads ** (1.0 / axes)  # problem extent per grid axis
+            dims = [max(1.0, round(extent / block[a])) if a < axes else 1.0 for a in range(3)]
+            grid = (dims[0], dims[1], dims[2])
+    total = math.prod(grid) * math.prod(block)
+    note = (f"problem size unknown: assumed large ({_int(total)} threads, {_dims(grid)} blocks × {_dims(block)}), "
+            "data beyond L2")
+    return grid, block, note
 
 
 def _launch_shape(unit: AnalysisUnit, site: LaunchSite | None, assumptions: list[str]
@@ -586,12 +622,22 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
     num_teams = region.clause("num_teams")
     if teams is None and num_teams is not None and num_teams.value is not None and isinstance(num_teams.value.value, (int, float)):
         teams = int(num_teams.value.value)
+    words = set(region.directive.split())
+    spmd = ("teams" in words and not words & {"distribute", "for", "loop", "simd"}
+            and _OMP_SPMD_CALLS.search(expanded) is not None and _nested_worksharing_loop(statement) is None
+            if statement is not None else False)
+    if spmd and (teams is None or threads is None):
+        # CUDA-style region (every thread of every team runs it, indexing itself with
+        # omp_get_team_num()/omp_get_thread_num()) whose launch shape the source does not say
+        threads = threads or 256
+        teams = teams or max(1, int(cost.assumed_problem_size // threads))
+        assumptions.insert(0, f"problem size unknown: assumed large ({_int(float(teams * threads))} threads, "
+                              f"{teams} teams × {threads}), data beyond L2")
     shape = LaunchShape((float(teams), 1.0, 1.0) if teams else None, (float(threads), 1.0, 1.0) if threads else None)
     walker = KernelWalker(wrapped, cost, shape, dict(unit.type_aliases), unit.callees,
                           line_offset=region.body_span.start.line - 1)
     walker.scopes[0].update(unit.globals)
     extents = _bind_host_variables(unit, walker, host_types, host_env, expanded)
-    words = set(region.directive.split())
     parallel_levels = 0
     if words & {"distribute", "for", "loop", "simd"}:
         collapse = region.clause("collapse")
@@ -611,7 +657,7 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
             items_note = f"{_int(total)} iterations (from the launch: {teams} teams × {threads} threads)"
         else:
             total = max(cost.assumed_problem_size, known_part)
-            assumptions.append(f"iteration count unknown: assumed {_int(total)}")
+            assumptions.insert(0, f"problem size unknown: assumed large ({_int(total)} iterations), data beyond L2")
             items_note = "iteration count unknown"
         share = (total / known_part) ** (1.0 / len(unknown_atoms))
         for atom in unknown_atoms:
@@ -620,6 +666,9 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
     per_item = _calibrated(result.counts, cost, cost.int_per_omp_iteration)
     fast_atom = f"o{max(parallel_levels, 1) - 1}"
     return _finish(unit, per_item, work_items, items_note, result, assumptions, fast_atom, extents), threads, 0
+
+
+_OMP_SPMD_CALLS = re.compile(r"\bomp_get_(?:team|thread)_num\s*\(")
 
 
 def _host_types(unit: AnalysisUnit, function: Node | None) -> dict[str, tuple[CType, tuple[float, ...]]]:
@@ -834,8 +883,7 @@ def _calibrated(counts: OpCounts, cost: CostModel, fixed_ints: float) -> OpCount
 def _finish(unit: AnalysisUnit, per_item: OpCounts, work_items: float, items_note: str, result, assumptions: list[str],
             fast_atom: str = "tx", extents: dict[str, tuple[float | None, bool]] | None = None) -> KernelFacts:
     cost = unit.options.cost
-    l2 = 5 * 1024 * 1024  # refined per GPU in the estimate (the footprint note says whether it fits)
-    traffic = dram_traffic(result.accesses, result.cardinality, work_items, cost, l2, fast_atom, extents)
+    traffic = dram_traffic(result.accesses, result.cardinality, work_items, cost, fast_atom, extents)
     total = per_item.scaled(work_items)
     evidence = _evidence(per_item, work_items, traffic)
     all_assumptions = assumptions + result.assumptions
@@ -846,7 +894,22 @@ def _finish(unit: AnalysisUnit, per_item: OpCounts, work_items: float, items_not
     )
     if result.truncated:
         facts.assumptions.append("analysis stopped at its work limit: counts are a lower bound")
+    facts.uncertain = _degenerate(per_item, work_items, traffic, cost)
     return facts
+
+
+def _degenerate(per_item: OpCounts, work_items: float, traffic, cost: CostModel) -> str | None:
+    """Why an analysis says too little to give a verdict on, or None. A ratio of two numbers
+    the analysis did not really find (no memory traffic, a launch of one item, traffic that
+    is only the assumed per-launch floor) is no evidence either way."""
+    if per_item.global_loads + per_item.global_stores + per_item.atomics <= 0:
+        return "no global-memory access found in the kernel (accesses hidden behind calls or types the engine cannot see?)"
+    if work_items <= 1.0:
+        return "the analysis found one work item for the whole launch"
+    if traffic.footprint_bytes < cost.min_dram_bytes * 0.01:
+        return (f"the DRAM traffic found ({traffic.footprint_bytes:.0f} B) is far below the per-launch floor: "
+                "the accesses that matter were not found")
+    return None
 
 
 def _evidence(per_item: OpCounts, work_items: float, traffic) -> list[str]:
