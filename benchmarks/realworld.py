@@ -14,7 +14,8 @@ Kernels are matched by name (CUDA; the nearest definition to `line` when the nam
 GPU is the expected one; balanced agreement is the mean over the two classes of the share that
 agrees (per GPU too). Uncertain verdicts and kernels not found count as disagreeing. A verdict rests
 on a *degenerate* analysis when the engine says so (`facts.degenerate`), or else when it found no
-global memory access or a single work item.
+global memory access or a single work item; the count reported is of verdicts (not `uncertain`)
+that rest on one.
 
 `--holdout-repo OWNER/NAME` (repeatable) sets repositories aside: their kernels are scored
 separately and only in aggregate (no per-kernel line, no per-kernel JSON).
@@ -172,10 +173,13 @@ def run_check(perflsp: list[str], tree: Path, path: str, gpus: tuple[str, ...], 
 
 
 def is_degenerate(facts: dict) -> bool:
-    """The engine's flag when it reports one; else no global memory access, or one work item."""
+    """The engine's flag when it reports one; else the engine's `uncertain` reason, no global memory
+    access, or one work item (the rule of `perflsp.evaluation.run.is_degenerate`)."""
     flag = facts.get("degenerate")
     if isinstance(flag, bool):
         return flag
+    if facts.get("uncertain"):
+        return True
     total = facts.get("total") or {}
     accessed = sum((total.get(k) or 0) for k in ("global_load_bytes", "global_store_bytes", "atomics"))
     work_items = facts.get("work_items")

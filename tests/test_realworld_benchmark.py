@@ -209,6 +209,7 @@ def test_kernel_matching_and_degenerate_facts():
     assert realworld.is_degenerate({"total": {"global_load_bytes": 8}, "work_items": 1})
     assert not realworld.is_degenerate({"total": {"global_load_bytes": 8}, "work_items": 4096})
     assert realworld.is_degenerate({"degenerate": True, "total": {"global_load_bytes": 8}, "work_items": 4096})
+    assert realworld.is_degenerate({"uncertain": "no global-memory access found", "total": {}, "work_items": 4096})
 
 
 def test_bad_csv_exits_2(tmp_path, capsys):

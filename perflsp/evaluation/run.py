@@ -95,12 +95,13 @@ def predict_rows(rows: Iterable[KernelRow], src_root: Path, gpu: Gpu, cost: Cost
 
 
 def is_degenerate(facts: KernelFacts) -> bool:
-    """Whether a verdict rests on a degenerate analysis: the engine's own flag when it has one,
-    else no global memory access found, a single work item, or an engine failure."""
+    """Whether the analysis is degenerate: the engine's own flag when it has one, else the engine
+    declared it uncertain (an engine failure, or its own degeneracy checks), found no global memory
+    access, or found a single work item."""
     flag = getattr(facts, "degenerate", None)
     if isinstance(flag, bool):
         return flag
-    if facts.uncertain is not None and facts.uncertain.startswith("engine error"):
+    if facts.uncertain is not None:
         return True
     accessed = facts.total.global_load_bytes + facts.total.global_store_bytes + facts.total.atomics
     return accessed <= 0 or (facts.work_items is not None and facts.work_items <= 1)
