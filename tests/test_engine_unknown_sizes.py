@@ -145,14 +145,23 @@ void run(const float *in, float *out, int width, int blocks) {
 @pytest.mark.parametrize("src, reason", [
     ("__global__ void spin(int n) { float s = 0; for (int i = 0; i < n; ++i) s = s * 1.5f + 1.0f; }",
      "no global-memory access found"),
-    ("void serial(float *a) {\n  #pragma omp target map(tofrom: a[0:1])\n  { a[0] = a[0] + 1.0f; }\n}",
-     "one work item"),
+    ("void lost(float *a, int n) {\n  #pragma omp target teams distribute parallel for\n"
+     "  { int i = 0; while (i < n) { a[i] = a[i] + 1.0f; i++; } }\n}",
+     "parallel loop was not found"),
 ])
 def test_degenerate_analyses_are_uncertain_with_the_reason(src, reason):
     (k,) = run(src).kernels
     assert k.facts.uncertain is not None and reason in k.facts.uncertain
     for est in k.estimates:
         assert est.verdict == "uncertain"
+
+
+def test_a_serial_target_region_and_a_one_thread_launch_are_real_and_keep_their_verdict():
+    serial = "void serial(float *a) {\n  #pragma omp target map(tofrom: a[0:1])\n  { a[0] = a[0] + 1.0f; }\n}"
+    single = SCALE + "int main() { float *x, *y; cudaMalloc(&x, 4); cudaMalloc(&y, 4); scale<<<1, 1>>>(y, x, 2.0f, 1); }"
+    for k in (*run(serial).kernels, *run(single).kernels):
+        assert k.facts.uncertain is None
+        assert all(e.verdict in ("compute", "bandwidth") for e in k.estimates)
 
 
 def test_uncertain_verdict_reaches_the_check_report_with_its_reason():

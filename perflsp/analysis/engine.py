@@ -451,7 +451,8 @@ def _cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchS
     shared_bytes = int(result.shared_bytes)
     if site is not None and site.shared_mem_bytes is not None and isinstance(site.shared_mem_bytes.value, (int, float)):
         shared_bytes += int(site.shared_mem_bytes.value)
-    facts = _finish(unit, per_item, work_items, items_note, result, assumptions, "tx", extents)
+    facts = _finish(unit, per_item, work_items, items_note, result, assumptions, "tx", extents,
+                    sizes_assumed=not shape_known, one_item_expected=shape_known)
     return facts, threads_per_block, shared_bytes
 
 
@@ -665,7 +666,11 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
         work_items = total
     per_item = _calibrated(result.counts, cost, cost.int_per_omp_iteration)
     fast_atom = f"o{max(parallel_levels, 1) - 1}"
-    return _finish(unit, per_item, work_items, items_note, result, assumptions, fast_atom, extents), threads, 0
+    sizes_assumed = any(a.startswith("problem size unknown") for a in assumptions)
+    serial = not words & {"teams", "parallel", "distribute", "for", "loop", "simd"} and \
+        (statement is None or _nested_worksharing_loop(statement) is None)
+    return _finish(unit, per_item, work_items, items_note, result, assumptions, fast_atom, extents,
+                   sizes_assumed=sizes_assumed, one_item_expected=serial), threads, 0
 
 
 _OMP_SPMD_CALLS = re.compile(r"\bomp_get_(?:team|thread)_num\s*\(")
@@ -917,7 +922,8 @@ def _calibrated(counts: OpCounts, cost: CostModel, fixed_ints: float) -> OpCount
 
 
 def _finish(unit: AnalysisUnit, per_item: OpCounts, work_items: float, items_note: str, result, assumptions: list[str],
-            fast_atom: str = "tx", extents: dict[str, tuple[float | None, bool]] | None = None) -> KernelFacts:
+            fast_atom: str = "tx", extents: dict[str, tuple[float | None, bool]] | None = None, *,
+            sizes_assumed: bool = False, one_item_expected: bool = True) -> KernelFacts:
     cost = unit.options.cost
     traffic = dram_traffic(result.accesses, result.cardinality, work_items, cost, fast_atom, extents)
     total = per_item.scaled(work_items)
@@ -930,21 +936,24 @@ def _finish(unit: AnalysisUnit, per_item: OpCounts, work_items: float, items_not
     )
     if result.truncated:
         facts.assumptions.append("analysis stopped at its work limit: counts are a lower bound")
-    facts.uncertain = _degenerate(per_item, work_items, traffic, cost)
+    facts.uncertain = _degenerate(per_item, work_items, traffic, cost, sizes_assumed, one_item_expected)
     return facts
 
 
-def _degenerate(per_item: OpCounts, work_items: float, traffic, cost: CostModel) -> str | None:
+def _degenerate(per_item: OpCounts, work_items: float, traffic, cost: CostModel, sizes_assumed: bool,
+                one_item_expected: bool) -> str | None:
     """Why an analysis says too little to give a verdict on, or None. A ratio of two numbers
-    the analysis did not really find (no memory traffic, a launch of one item, traffic that
-    is only the assumed per-launch floor) is no evidence either way."""
+    the analysis did not really find (no memory traffic, a parallel launch seen as one item,
+    traffic that is only the per-launch floor at production scale) is no evidence either way.
+    A launch of one thread, a serial target region, or a tiny footprint at sizes the source
+    states are real and keep their verdict."""
     if per_item.global_loads + per_item.global_stores + per_item.atomics <= 0:
         return "no global-memory access found in the kernel (accesses hidden behind calls or types the engine cannot see?)"
-    if work_items <= 1.0:
-        return "the analysis found one work item for the whole launch"
-    if traffic.footprint_bytes < cost.min_dram_bytes * 0.01:
-        return (f"the DRAM traffic found ({traffic.footprint_bytes:.0f} B) is far below the per-launch floor: "
-                "the accesses that matter were not found")
+    if work_items <= 1.0 and not one_item_expected:
+        return "the region's parallel loop was not found: the analysis saw one work item"
+    if sizes_assumed and traffic.footprint_bytes < cost.min_dram_bytes * 0.01:
+        return (f"at production scale the DRAM traffic found ({traffic.footprint_bytes:.0f} B) is far below the "
+                "per-launch floor: the accesses that matter were not found")
     return None
 
 
