@@ -122,7 +122,10 @@ def _from_definition(ctx: ExtractionContext, node: Node, env: ConstEnv, aliases:
     name = ctx.text(name_node)
     outer = node.parent if node.parent is not None and node.parent.type == "template_declaration" else node
     scopes = _enclosing_scopes(ctx, node) + scope_prefix
-    params = _params(ctx, declarator.child_by_field_name("parameters"))
+    plist = declarator.child_by_field_name("parameters")
+    params = _expanded_params(ctx, plist, env) if plist is not None else None
+    if params is None:
+        params = _params(ctx, plist)
     launch_bounds = _launch_bounds(ctx, node, env)
     return CudaFunction(
         space=space,  # type: ignore[arg-type]
@@ -261,6 +264,32 @@ def _params(ctx: ExtractionContext, plist: Node | None) -> tuple[Param, ...]:
     return tuple(out)
 
 
+def _expanded_params(ctx: ExtractionContext, plist: Node, env: ConstEnv) -> tuple[Param, ...] | None:
+    """The parameters read from the macro-expanded list when a macro that is not a plain number
+    occurs in it (`double * RESTRICT a` with `#define RESTRICT __restrict__`: the tree reads
+    `RESTRICT` as the name); None when the list as written can be read directly."""
+    text = ctx.text(plist)
+    macros = env.all_macros()
+    functions = env.all_function_macros()
+    names = set(re.findall(r"[A-Za-z_]\w*", text))
+    if not (names & macros.keys()) and not (names & functions.keys()):
+        return None
+    return _params_of_text(ctx, text, env)
+
+
+def _params_of_text(ctx: ExtractionContext, text: str, env: ConstEnv) -> tuple[Param, ...]:
+    """Parameters of a `( ... )` list parsed on its own, after macro expansion."""
+    from perflsp.kernels.preprocess import expand_macros
+    from perflsp.source.parser import parse
+
+    expanded = expand_macros(text, env, keep_constants=True)
+    snippet = ("void f" + expanded + ";").encode("utf-8", errors="replace")
+    tree = parse(snippet)
+    sub = ExtractionContext(snippet, tree, ctx.lines, ctx.path)
+    plist = next((n for n in _walk(tree.root_node) if n.type == "parameter_list"), None)
+    return _params(sub, plist) if plist is not None else ()
+
+
 def _element_type(base: str) -> str:
     words = [w for w in base.replace("*", " ").replace("&", " ").split() if w not in _QUALIFIER_WORDS]
     return " ".join(words) or base
@@ -389,19 +418,9 @@ def _scan_definition(ctx: ExtractionContext, pos: int, space: str) -> tuple[int,
 
 def _recovered_function(ctx: ExtractionContext, env: ConstEnv, space: str, start: int, name_start: int,
                         name_end: int, params_open: int, params_close: int, body_open: int, body_close: int) -> CudaFunction:
-    from perflsp.source.parser import parse
-
     name = ctx.text_bytes(name_start, name_end)
     # Parse the parameter list on its own: it is usually intact even when the body is not.
-    snippet = b"void f" + ctx.data[params_open:params_close] + b";"
-    tree = parse(snippet)
-    sub = ExtractionContext(snippet, tree, ctx.lines, ctx.path)
-    plist = None
-    for n in _walk(tree.root_node):
-        if n.type == "parameter_list":
-            plist = n
-            break
-    params = _params(sub, plist) if plist is not None else ()
+    params = _params_of_text(ctx, ctx.text_bytes(params_open, params_close), env)
     bounds = None
     lb = re.search(rb"__launch_bounds__\s*\(", ctx.blanked[start:name_start])
     if lb:
