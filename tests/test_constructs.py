@@ -54,3 +54,47 @@ def test_restrict_macro_keeps_pointer_parameters():
     assert (per.global_loads, per.global_stores) == (1, 1)
     assert (per.global_load_bytes, per.global_store_bytes) == (8, 8)
     assert report.estimates[0].verdict == "bandwidth"
+
+
+# 2. template arguments and sizes from #define, constexpr and const ----------------------------
+
+FOLDED_SIZES_SRC = """
+#define BLOCK 256
+#define REAL double
+constexpr int TILE = 16;
+const int n = 1 << 20;
+template <int B, int T, typename V = float>
+__global__ void tiled(V *x, int n) {
+  int i = blockIdx.x * B + threadIdx.x;
+  V s = 0;
+  for (int j = 0; j < T; j++) s += x[i] * j;
+  if (i < n) x[i] = s;
+}
+__global__ void bounded(float *x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float s = 0.0f;
+  for (int j = 0; j < TILE; j++) s += x[i] * j;
+  if (i < n) x[i] = s;
+}
+int main() {
+  const int m = 1 << 20;
+  constexpr int STEPS = TILE / 2;
+  float *x;
+  cudaMalloc(&x, m * sizeof(double));
+  tiled<BLOCK, STEPS, REAL><<<m / BLOCK, BLOCK>>>((double *)x, m);
+  bounded<<<n / BLOCK, BLOCK>>>(x);
+}
+"""
+
+
+def test_template_arguments_fold_through_macros_and_constants():
+    tiled, bounded = analyse(FOLDED_SIZES_SRC)
+    assert not any("template" in a or "assumed 32" in a for a in tiled.facts.assumptions)
+    (loop,) = tiled.facts.loops
+    assert loop.trip_count == 8  # STEPS = TILE / 2, a constexpr of the launching function
+    assert tiled.facts.per_item.fp64 == 16 and tiled.facts.per_item.fp32 == 0  # V = REAL = double
+    assert tiled.facts.work_items == 1 << 20
+    (loop,) = bounded.facts.loops
+    assert loop.trip_count == 16  # a file-scope constexpr as a loop bound
+    assert bounded.facts.per_item.fp32 == 32
+    assert bounded.facts.work_items == 1 << 20
