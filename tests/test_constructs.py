@@ -4,6 +4,8 @@ small program written for the test."""
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
 from perflsp.hardware import load_database
 from perflsp.kernels.extract import extract
@@ -98,3 +100,80 @@ def test_template_arguments_fold_through_macros_and_constants():
     assert loop.trip_count == 16  # a file-scope constexpr as a loop bound
     assert bounded.facts.per_item.fp32 == 32
     assert bounded.facts.work_items == 1 << 20
+
+
+# 3. OpenMP directives through _Pragma, macros, split target/teams pragmas and #if ------------
+
+OMP_FORMS_SRC = """
+#define OMP_OFFLOAD _Pragma("omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])")
+#define PRAGMA(x) _Pragma(#x)
+#define N (1 << 22)
+void by_operator(int n, const float *x, float *y) {
+  _Pragma("omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])")
+  for (int i = 0; i < n; i++) y[i] = 2.0f * x[i];
+}
+void by_macro(int n, const float *x, float *y) {
+  OMP_OFFLOAD
+  for (int i = 0; i < n; i++) y[i] = 3.0f * x[i];
+}
+void by_stringizing_macro(int n, const float *x, float *y) {
+  PRAGMA(omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n]))
+  for (int i = 0; i < n; i++) y[i] = 4.0f * x[i];
+}
+void split(int n, const float *x, float *y) {
+  #pragma omp target map(to: x[0:n]) map(from: y[0:n])
+  #pragma omp teams distribute parallel for thread_limit(128)
+  for (int i = 0; i < n; i++) y[i] = 5.0f * x[i];
+}
+void split_block(int n, const float *x, float *y) {
+  #pragma omp target map(to: x[0:n]) map(from: y[0:n])
+  {
+    #pragma omp teams distribute parallel for
+    for (int i = 0; i < n; i++) y[i] = 6.0f * x[i];
+  }
+}
+void conditional(int n, const float *x, float *y) {
+#ifdef USE_SIMD
+  #pragma omp target teams distribute parallel for simd map(to: x[0:n]) map(from: y[0:n])
+#else
+  #pragma omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])
+#endif
+  for (int i = 0; i < n; i++) y[i] = 7.0f * x[i];
+}
+int main() {
+  float *x = new float[N], *y = new float[N];
+  by_operator(N, x, y); by_macro(N, x, y); by_stringizing_macro(N, x, y);
+  split(N, x, y); split_block(N, x, y); conditional(N, x, y);
+}
+"""
+
+
+def test_openmp_directive_forms_are_regions_over_their_loop():
+    data = OMP_FORMS_SRC.encode()
+    regions = extract(data, parse(data)).omp_regions
+    assert [r.function for r in regions] == ["by_operator", "by_macro", "by_stringizing_macro", "split",
+                                              "split_block", "conditional"]
+    for region in regions:
+        assert region.body_span is not None
+        assert data[region.body_span.start_byte:region.body_span.end_byte].startswith(b"for" if region.function != "split_block" else b"{")
+    split = regions[3]
+    assert split.directive == "target teams distribute parallel for"
+    assert split.clause("thread_limit").value.value == 128
+    assert "simd" not in regions[5].directive  # USE_SIMD is not defined: the #else branch
+    for report in analyse(OMP_FORMS_SRC):
+        facts = report.facts
+        assert facts.work_items == 1 << 22, report.kernel.function
+        assert (facts.per_item.fp32, facts.per_item.global_loads, facts.per_item.global_stores) == (1, 1, 1)
+        assert not any("assumed" in a for a in facts.assumptions), (report.kernel.function, facts.assumptions)
+        assert report.estimates[0].verdict == "bandwidth"
+
+
+def test_clause_fix_refuses_directives_it_cannot_edit():
+    from perflsp.analysis.fixes import EditError, set_omp_clauses
+
+    data = OMP_FORMS_SRC.encode()
+    tree = parse(data)
+    regions = extract(data, tree).omp_regions
+    for region in (regions[0], regions[3]):  # `_Pragma`; `teams` on a separate line
+        with pytest.raises(EditError):
+            set_omp_clauses(data, tree, region, thread_limit=256)
