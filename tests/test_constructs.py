@@ -177,3 +177,62 @@ def test_clause_fix_refuses_directives_it_cannot_edit():
     for region in (regions[0], regions[3]):  # `_Pragma`; `teams` on a separate line
         with pytest.raises(EditError):
             set_omp_clauses(data, tree, region, thread_limit=256)
+
+
+# 4. kernels in a file that another translation unit includes ------------------------------------
+
+INCLUDED_KERNELS = """
+__global__ void axpy(Real_type *y, const Real_type *x, Real_type a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+template <int UNROLL>
+__global__ void copy(float *out, const float *in) {
+  int i = (blockIdx.x * blockDim.x + threadIdx.x) * UNROLL;
+  for (int u = 0; u < UNROLL; u++) out[i + u] = in[i + u];
+}
+"""
+
+INCLUDER = """
+#include "missing_types.h"
+#define LENGTH (1 << 24)
+#define UNROLL_BY 4
+#include "kernels.h"
+int main() {
+  Real_type *x, *y;
+  float *a, *b;
+  cudaMalloc(&x, LENGTH * sizeof(Real_type));
+  cudaMalloc(&y, LENGTH * sizeof(Real_type));
+  cudaMalloc(&a, LENGTH * sizeof(float));
+  cudaMalloc(&b, LENGTH * sizeof(float));
+  axpy<<<LENGTH / 256, 256>>>(y, x, 2.0, LENGTH);
+  copy<UNROLL_BY><<<LENGTH / 256 / UNROLL_BY, 256>>>(a, b);
+}
+"""
+
+
+def test_included_kernels_take_their_includers_launches(tmp_path):
+    from perflsp.analysis.report import CheckSettings
+    from perflsp.cli.check_cmd import check_file
+
+    (tmp_path / "kernels.h").write_text(INCLUDED_KERNELS)
+    (tmp_path / "main.cu").write_text(INCLUDER)
+    check = check_file(tmp_path / "kernels.h", [H100], CheckSettings(), IncludeResolver())
+    axpy, copy = check.kernels
+    assert axpy.facts.work_items == 1 << 24  # the includer's launch, with its macros
+    assert axpy.facts.per_item.fp64 == 2 and axpy.facts.per_item.global_load_bytes == 16
+    assert any("`Real_type`" in a and "assumed double" in a for a in axpy.facts.assumptions)
+    assert not any("launch" in a for a in axpy.facts.assumptions)
+    assert copy.facts.work_items == (1 << 24) // 4
+    (loop,) = copy.facts.loops
+    assert loop.trip_count == 4  # UNROLL = UNROLL_BY of the includer
+    assert axpy.estimates[0].verdict == copy.estimates[0].verdict == "bandwidth"
+
+
+def test_unresolved_type_names_are_guessed_from_their_name():
+    from perflsp.analysis.ctype import F32, F64, guessed_float_type
+
+    assert guessed_float_type("Real_type") == F64 and guessed_float_type("real8") == F64
+    assert guessed_float_type("dfloat") == F64 and guessed_float_type("FP") == F32
+    assert guessed_float_type("real4") == F32 and guessed_float_type("float_t") == F32
+    assert guessed_float_type("RealVector") is None and guessed_float_type("Particle") is None

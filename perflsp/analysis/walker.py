@@ -19,7 +19,8 @@ from tree_sitter import Node
 
 from perflsp.analysis import costs
 from perflsp.analysis.costs import CostModel
-from perflsp.analysis.ctype import BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, parse_type
+from perflsp.analysis.ctype import (BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, guessed_type_notes,
+                                    parse_type)
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import LoopFact, OpCounts
 
@@ -128,6 +129,7 @@ class KernelWalker:
         self.resolve_bound = loop_bound_resolver
         self.constant_lookup = constant_lookup  # macros/constants left unexpanded in the text
         self._assumed: set[str] = set()
+        self.first_statement: Node | None = None  # the kernel's body (its function's text names its types)
         for dim, atoms in THREAD_ATOMS.items():
             shape = launch.block if dim == "threadIdx" else launch.grid
             for axis, atom in enumerate(atoms):
@@ -136,6 +138,10 @@ class KernelWalker:
     # -- results ---------------------------------------------------------------------------
 
     def result(self) -> WalkResult:
+        if self.first_statement is not None:
+            root = self.first_statement.parent or self.first_statement
+            for note in guessed_type_notes(self.text(root), self.aliases):
+                self.assume(note)
         return WalkResult(self.counts, self.accesses, self.loops, self.assumptions, self.cardinality, self.notes,
                           self.truncated, self.shared_bytes)
 
@@ -253,6 +259,8 @@ class KernelWalker:
     def walk_statement(self, node: Node | None) -> None:
         if node is None or self.truncated:
             return
+        if self.first_statement is None:
+            self.first_statement = node
         self.visited += 1
         if self.visited > MAX_NODES:
             self.truncated = True

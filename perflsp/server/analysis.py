@@ -104,7 +104,8 @@ class Analyzer:
             self._groups.clear()
             self._lint_facts.clear()
         fk = extracted.kernels
-        opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()))
+        opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()),
+                              engine.includer_launches(text, fk))
         self._job = {
             "data": text.data, "tree": text.tree, "fk": fk, "gpus": tuple(gpus), "opts": opts, "lines": lines,
             "unit": None, "lint_codes": None if lint_codes is None else frozenset(lint_codes),

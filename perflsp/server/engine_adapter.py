@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Sequence
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -55,8 +56,26 @@ def fixes_available() -> bool:
 # --------------------------------------------------------------------------- engine
 
 
-def options(preprocessed: ConstEnv | None, registers: Sequence[tuple[str, int]] = ()) -> AnalysisOptions:
-    return AnalysisOptions(include_env=preprocessed, registers=tuple(registers))
+def options(preprocessed: ConstEnv | None, registers: Sequence[tuple[str, int]] = (),
+            external_launches: Sequence[LaunchSite] = ()) -> AnalysisOptions:
+    return AnalysisOptions(include_env=preprocessed, registers=tuple(registers),
+                           external_launches=tuple(external_launches))
+
+
+def includer_launches(text: Any, kernels: FileKernels) -> tuple[LaunchSite, ...]:
+    """Launch sites of this file's kernels in the sources that `#include` it (none when the
+    file launches them itself or has no path)."""
+    path = getattr(text, "path", None)
+    resolver = getattr(text, "resolver", None)
+    if not path or resolver is None or not kernels.kernels:
+        return ()
+    try:
+        from perflsp.analysis.includers import includer_launches as find
+
+        return find(Path(path), kernels, resolver)
+    except Exception:  # noqa: BLE001 - a sibling file perflsp trips on must not take this one down
+        log.exception("reading the files that include %s failed", path)
+        return ()
 
 
 class _BrokenUnit:
