@@ -236,3 +236,70 @@ def test_unresolved_type_names_are_guessed_from_their_name():
     assert guessed_float_type("dfloat") == F64 and guessed_float_type("FP") == F32
     assert guessed_float_type("real4") == F32 and guessed_float_type("float_t") == F32
     assert guessed_float_type("RealVector") is None and guessed_float_type("Particle") is None
+
+
+# 5. tensor-core work in its own precision -------------------------------------------------------
+
+WMMA_SRC = """
+#include <mma.h>
+using namespace nvcuda;
+#define TILE_K 16
+template <typename In, typename Acc, int M, int N, int K>
+__global__ void repeat_mma(const In *a, const In *b, Acc *c) {
+  wmma::fragment<wmma::matrix_a, M, N, K, In, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, M, N, K, In, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, M, N, K, Acc> acc;
+  wmma::fill_fragment(acc, 0);
+  int tile = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  wmma::load_matrix_sync(fa, a + tile * M * K, K);
+  wmma::load_matrix_sync(fb, b + tile * K * N, K);
+  for (int r = 0; r < 1024; r++)
+    wmma::mma_sync(acc, fa, fb, acc);
+  wmma::store_matrix_sync(c + tile * M * N, acc, N, wmma::mem_row_major);
+}
+__global__ void half_tiles(const half *a, const half *b, float *c) {
+  wmma::fragment<wmma::matrix_a, 16, 16, TILE_K, half, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, TILE_K, half, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, TILE_K, float> acc;
+  int tile = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  wmma::load_matrix_sync(fa, a + tile * 256, 16);
+  wmma::load_matrix_sync(fb, b + tile * 256, 16);
+  for (int r = 0; r < 1024; r++) wmma::mma_sync(acc, fa, fb, acc);
+  wmma::store_matrix_sync(c + tile * 256, acc, 16, wmma::mem_row_major);
+}
+__global__ void ptx_mma(float *out, const unsigned *a, const unsigned *b) {
+  float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+  unsigned a0 = a[blockIdx.x * blockDim.x + threadIdx.x], b0 = b[blockIdx.x * blockDim.x + threadIdx.x];
+  for (int r = 0; r < 1024; r++)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%4,%4,%4}, {%5,%5}, {%0,%1,%2,%3};"
+                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(a0), "r"(b0));
+  out[blockIdx.x * blockDim.x + threadIdx.x] = d0 + d1 + d2 + d3;
+}
+int main() {
+  half *ha, *hb; float *fc; double *da, *db, *dc; unsigned *ua, *ub;
+  repeat_mma<double, double, 8, 8, 4><<<4096, 256>>>(da, db, dc);
+  repeat_mma<half, half, 16, 16, 16><<<4096, 256>>>(ha, hb, (half *)fc);
+  half_tiles<<<4096, 256>>>(ha, hb, fc);
+  ptx_mma<<<4096, 256>>>(fc, ua, ub);
+}
+"""
+
+
+def test_tensor_core_operations_count_in_their_precision():
+    from perflsp.hardware.precision import Precision
+
+    reports = analyse(WMMA_SRC)
+    by_name = {r.kernel.name: r for r in reports}
+    half_tiles = by_name["half_tiles"]
+    per = half_tiles.facts.per_item
+    assert per.tensor_fp16 == pytest.approx(1024 * 2 * 16 * 16 * 16 / 32)
+    assert per.global_load_bytes == 2 * 16 * 16 * 2 / 32  # two 16×16 half tiles per warp
+    est = half_tiles.estimates[0]
+    assert est.verdict == "compute" and est.deciding == Precision.FP16_TENSOR
+    ptx = by_name["ptx_mma"]
+    assert ptx.facts.per_item.tensor_bf16 == pytest.approx(1024 * 2 * 16 * 8 * 16 / 32)
+    assert Precision.BF16_TENSOR in ptx.estimates[0].intensity
+    # the template's instantiation decides the shape and the precision
+    repeat = by_name["repeat_mma"]
+    assert repeat.facts.per_item.tensor_fp64 == pytest.approx(1024 * 2 * 8 * 8 * 4 / 32)
+    assert repeat.estimates[0].deciding == Precision.FP64_TENSOR

@@ -130,6 +130,7 @@ class KernelWalker:
         self.constant_lookup = constant_lookup  # macros/constants left unexpanded in the text
         self._assumed: set[str] = set()
         self.first_statement: Node | None = None  # the kernel's body (its function's text names its types)
+        self.fragments: dict[str, tuple[str, tuple[float | None, ...], str]] = {}  # wmma fragments: use, m×n×k, type
         for dim, atoms in THREAD_ATOMS.items():
             shape = launch.block if dim == "threadIdx" else launch.grid
             for axis, atom in enumerate(atoms):
@@ -296,6 +297,8 @@ class KernelWalker:
         shared = "__shared__" in raw.split("=", 1)[0]
         constant = "__constant__" in raw.split("=", 1)[0]
         base = parse_type(type_text, self.aliases)
+        if "fragment" in type_text:
+            self._fragment_declaration(type_text, node)
         for declarator in node.children_by_field_name("declarator"):
             self._declarator(declarator, base, shared, constant, storage)
 
@@ -1047,6 +1050,10 @@ class KernelWalker:
                        val.root if ctype.pointer else None, val.space if ctype.pointer else None, static=val.static)
         if simple in costs.ATOMIC_FUNCTIONS:
             return self._atomic(node, arg_nodes)
+        if simple == "mma_sync" and len(arg_nodes) >= 4:
+            return self._mma_sync(arg_nodes)
+        if simple in ("load_matrix_sync", "store_matrix_sync") and len(arg_nodes) >= 3:
+            return self._matrix_sync(node, arg_nodes, simple == "store_matrix_sync")
         if simple in costs.LOAD_FUNCTIONS and arg_nodes:
             ptr = self.eval(arg_nodes[0])
             if ptr.root is not None:
@@ -1129,6 +1136,113 @@ class KernelWalker:
         # `Position(x, y)`, a helper `idx(i, j)`); of nothing known, it is data
         atoms = frozenset().union(*(a.lin.atoms for a in args)) if args else frozenset()
         return Val(ctype, None, Linear(nonlinear=atoms or frozenset({"data"}), const_known=False))
+
+    # -- tensor cores ------------------------------------------------------------------------
+
+    def _fragment_declaration(self, type_text: str, node: Node) -> None:
+        """`wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a, b[2];`: remember
+        each name's use, shape and element type."""
+        m = _FRAGMENT.search(type_text)
+        if m is None:
+            return
+        parts = [p.strip() for p in m.group(1).split(",")]
+        if len(parts) < 4:
+            return
+        use = parts[0].split("::")[-1]
+        shape = tuple(self._fragment_dim(p) for p in parts[1:4])
+        element = self._tensor_type_name(parts[4]) if len(parts) > 4 else ""
+        for declarator in node.children_by_field_name("declarator"):
+            name = re.match(r"\W*(\w+)", self.text(declarator))
+            if name:
+                self.fragments[name.group(1)] = (use, shape, element)
+
+    def _tensor_type_name(self, text: str) -> str:
+        """A fragment's element type as written, or the scalar a template parameter or alias
+        stands for (`In` bound to `double`)."""
+        if _tensor_field(text, "float") is not None or "precision" in text:
+            return text
+        ctype = parse_type(text, self.aliases)
+        return {"f64": "double", "f16": "half", "f32": "float"}.get(ctype.kind, text) if ctype.lanes == 1 else text
+
+    def _fragment_dim(self, text: str) -> float | None:
+        value = _int_literal(text)
+        if value is not None:
+            return value
+        bound = self.lookup(text)
+        if bound is not None and bound.value is not None:
+            return bound.value
+        if self.constant_lookup is not None:
+            found = self.constant_lookup(text)
+            if found is not None:
+                return found[0]
+        return None
+
+    def _mma_sync(self, arg_nodes: list[Node]) -> Val:
+        """`wmma::mma_sync(d, a, b, c)`: one m×n×k multiply-accumulate per warp, 2·m·n·k
+        operations in the precision of `a` (and, for FP16, of the accumulator)."""
+        for a in arg_nodes:
+            self.eval(a)
+        names = [re.match(r"\W*(\w+)", self.text(a)) for a in arg_nodes]
+        fragments = [self.fragments.get(n.group(1)) if n else None for n in names]
+        a_frag, acc = fragments[1], fragments[0] or fragments[3]
+        shape = a_frag[1] if a_frag is not None else (acc[1] if acc is not None else (None, None, None))
+        if any(d is None for d in shape):
+            self.assume("tensor-core fragment shape unknown: assumed 16×16×16")
+            shape = tuple(d if d is not None else 16.0 for d in shape)
+        element = a_frag[2] if a_frag is not None else "half"
+        if a_frag is None:
+            self.assume("tensor-core fragment types not visible: assumed FP16 inputs")
+        accumulator = acc[2] if acc is not None else "float"
+        self._count_tensor(2.0 * shape[0] * shape[1] * shape[2] / WARP_SIZE, _tensor_field(element, accumulator))
+        return UNKNOWN_VAL
+
+    def _matrix_sync(self, node: Node, arg_nodes: list[Node], is_store: bool) -> Val:
+        """`wmma::load_matrix_sync(frag, ptr, ldm)` / `store_matrix_sync(ptr, frag, ldm, layout)`:
+        the warp moves the fragment's tile; each thread its share of the elements."""
+        ptr_node, frag_node = (arg_nodes[0], arg_nodes[1]) if is_store else (arg_nodes[1], arg_nodes[0])
+        for a in arg_nodes:
+            if a is not ptr_node:
+                self.eval(a)
+        ptr = self.eval(ptr_node)
+        name = re.match(r"\W*(\w+)", self.text(frag_node))
+        fragment = self.fragments.get(name.group(1)) if name else None
+        if ptr.root is None:
+            return UNKNOWN_VAL
+        if fragment is not None and all(d is not None for d in fragment[1]):
+            m, n, k = fragment[1]
+            use = fragment[0]
+            rows_cols = m * k if use == "matrix_a" else (k * n if use == "matrix_b" else m * n)
+            element = parse_type(fragment[2], self.aliases) if fragment[2] else ptr.ctype.deref()
+            if element.kind in ("unknown", "struct") or "precision" in fragment[2]:
+                element = ptr.ctype.deref()
+        else:
+            rows_cols, element = 256.0, ptr.ctype.deref()
+        per_thread = max(1, int(rows_cols / WARP_SIZE))
+        size = element.size_bytes if element.kind not in ("unknown", "struct", "void") else 2
+        tile = CType(element.kind, size * per_thread, per_thread)
+        self.record_access(ptr, ptr.lin, tile, is_store, node)
+        return UNKNOWN_VAL
+
+    def _count_tensor(self, ops_per_thread: float, field_name: str | None) -> None:
+        if field_name is None:
+            return
+        setattr(self.counts, field_name, getattr(self.counts, field_name) + ops_per_thread * self.mult)
+
+    def _asm(self, node: Node) -> Val:
+        """Inline PTX: `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` is one warp-wide
+        multiply-accumulate of 2·m·n·k operations."""
+        text = self.text(node)
+        for m in _PTX_MMA.finditer(text):
+            types = m.group(4).split(".")
+            inputs = next((t for t in types[1:] if t in _PTX_TYPES), types[-1] if types else "f16")
+            accumulator = "half" if types and types[0] == "f16" else "float"
+            element = _PTX_TYPES.get(inputs, "half")
+            self._count_tensor(2.0 * int(m.group(1)) * int(m.group(2)) * int(m.group(3)) / WARP_SIZE,
+                               _tensor_field(element, accumulator))
+        for child in node.named_children:
+            if child.type != "string_literal":
+                self.eval(child)
+        return UNKNOWN_VAL
 
     def _atomic(self, node: Node, arg_nodes: list[Node]) -> Val:
         if not arg_nodes:
@@ -1379,6 +1493,7 @@ _EXPRESSIONS: dict[str, Callable[[KernelWalker, Node], Val]] = {
     "cast_expression": KernelWalker._cast,
     "conditional_expression": KernelWalker._conditional,
     "call_expression": KernelWalker._call,
+    "gnu_asm_expression": KernelWalker._asm,
     "sizeof_expression": KernelWalker._sizeof,
     "comma_expression": KernelWalker._comma,
     "initializer_list": KernelWalker._initializer_list,
@@ -1392,3 +1507,35 @@ _EXPRESSIONS: dict[str, Callable[[KernelWalker, Node], Val]] = {
     "template_function": lambda self, node: UNKNOWN_VAL,
     "lambda_expression": lambda self, node: UNKNOWN_VAL,
 }
+
+
+WARP_SIZE = 32.0
+_FRAGMENT = re.compile(r"\bfragment\s*<(.*)>")
+# `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`: shape, then layouts, then D/A/B/C types
+_PTX_MMA = re.compile(r"\bmma\.sync\.aligned\.m(\d+)n(\d+)k(\d+)((?:\.[a-z0-9]+)*)")
+_PTX_TYPES = {"f16": "half", "bf16": "__nv_bfloat16", "tf32": "precision::tf32", "f64": "double",
+              "s8": "signed char", "u8": "unsigned char", "s4": "precision::s4", "u4": "precision::u4"}
+
+
+def _tensor_field(element: str, accumulator: str) -> str | None:
+    """The `OpCounts` field of a matrix multiply-accumulate with inputs of type `element`."""
+    e = element.replace(" ", "").split("::")[-1].lower()
+    if e in ("half", "__half", "f16"):
+        return "tensor_fp16_fp16acc" if accumulator.replace(" ", "").split("::")[-1].lower() in ("half", "__half") \
+            else "tensor_fp16"
+    if e in ("__nv_bfloat16", "nv_bfloat16", "bf16"):
+        return "tensor_bf16"
+    if e == "tf32":
+        return "tensor_tf32"
+    if e == "double":
+        return "tensor_fp64"
+    if e in ("signedchar", "unsignedchar", "char", "int8_t", "uint8_t", "s8", "u8", "s4", "u4", "b1"):
+        return "tensor_int8"
+    return None
+
+
+def _int_literal(text: str) -> float | None:
+    try:
+        return float(int(text.rstrip("uUlL"), 0))
+    except ValueError:
+        return None
