@@ -303,3 +303,37 @@ def test_tensor_core_operations_count_in_their_precision():
     repeat = by_name["repeat_mma"]
     assert repeat.facts.per_item.tensor_fp64 == pytest.approx(1024 * 2 * 8 * 8 * 4 / 32)
     assert repeat.estimates[0].deciding == Precision.FP64_TENSOR
+
+
+# 6. compile-time constant expressions cost nothing at run time -----------------------------------
+
+CONSTANT_EXPRESSIONS_SRC = """
+#include <math.h>
+#define SCALE (1.0 / 3.0)
+__global__ void gelu_like(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    const float c = sqrtf(2.0f / M_PI);
+    float v = x[i];
+    x[i] = v * c * (float)SCALE + (float)M_PI * 2;
+  }
+}
+__global__ void promoted(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * (1.0 / 3.0);  // float × double: a runtime FP64 multiply
+}
+int main() {
+  float *x;
+  cudaMalloc(&x, (1 << 24) * sizeof(float));
+  gelu_like<<<(1 << 24) / 256, 256>>>(x, 1 << 24);
+  promoted<<<(1 << 24) / 256, 256>>>(x, 1 << 24);
+}
+"""
+
+
+def test_constant_expressions_are_folded_at_compile_time():
+    gelu_like, promoted = analyse(CONSTANT_EXPRESSIONS_SRC)
+    per = gelu_like.facts.per_item
+    assert per.fp64 == 0 and per.special == 0
+    assert per.fp32 == 3  # v * c, * SCALE, + the folded constant
+    assert promoted.facts.per_item.fp64 == 1 and promoted.facts.per_item.fp32 == 0

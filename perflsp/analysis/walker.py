@@ -683,8 +683,10 @@ class KernelWalker:
                 value, kind = constant
                 ctype = {"int": INT, "f32": F32}.get(kind, F64)
                 return Val(ctype, value, Linear.constant(value), static=True)
-        if name in ("M_PI", "M_E", "FLT_MAX", "FLT_MIN", "DBL_MAX", "INFINITY", "NAN", "HUGE_VALF", "FLT_EPSILON"):
-            return Val(F64 if not name.startswith("FLT") and not name.endswith("F") else F32)
+        if name in LIBRARY_CONSTANTS:
+            # <math.h>/<float.h> constants: compile-time constants of their type
+            value, ctype = LIBRARY_CONSTANTS[name]
+            return Val(ctype, value, Linear.constant(value), static=True)
         return Val(UNKNOWN, None, Linear(const_known=False))
 
     def _field(self, node: Node) -> Val:
@@ -1079,6 +1081,14 @@ class KernelWalker:
             self.count_int(1.0)
             ctype = args[1].ctype if len(args) > 1 else INT
             return Val(ctype, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+        if args and all(a.static for a in args) and (simple in costs.MATH_FP32 or simple in costs.MATH_FP64):
+            # `sqrtf(2.0f / M_PI)`: every operand is a compile-time constant, the compiler folds it
+            precision = F32 if simple in costs.MATH_FP32 else F64
+            if simple in costs.OVERLOADED and all(a.ctype.kind == "f32" for a in args):
+                precision = F32
+            value = _fold_math(simple, args)
+            return Val(precision, value, Linear.constant(value) if value is not None else Linear(const_known=False),
+                       static=True)
         if simple in costs.MATH_FP32:
             fp, sfu, ints = costs.MATH_FP32[simple]
             self.count_math(fp, sfu, ints, F32)
@@ -1431,7 +1441,11 @@ def _fold_math(name: str, args: list[Val]) -> float | None:
         return None
     base = name.rstrip("f") if name.endswith("f") and name not in ("erf",) else name
     fn = {"sqrt": math.sqrt, "exp": math.exp, "log": math.log, "log2": math.log2, "ceil": math.ceil,
-          "floor": math.floor, "fabs": abs, "pow": math.pow}.get(base)
+          "floor": math.floor, "fabs": abs, "pow": math.pow, "log10": math.log10, "exp2": lambda x: 2.0 ** x,
+          "sin": math.sin, "cos": math.cos, "tan": math.tan, "tanh": math.tanh, "atan": math.atan,
+          "asin": math.asin, "acos": math.acos, "atan2": math.atan2, "cbrt": lambda x: math.copysign(abs(x) ** (1 / 3), x),
+          "rsqrt": lambda x: 1.0 / math.sqrt(x), "erf": math.erf, "fmin": min, "fmax": max,
+          "hypot": math.hypot, "fmod": math.fmod}.get(base)
     try:
         return float(fn(*values)) if fn is not None else None  # type: ignore[misc]
     except (ValueError, OverflowError, TypeError):
@@ -1539,3 +1553,17 @@ def _int_literal(text: str) -> float | None:
         return float(int(text.rstrip("uUlL"), 0))
     except ValueError:
         return None
+
+
+# <math.h> and <float.h> constants (values and the type they have in C)
+LIBRARY_CONSTANTS: dict[str, tuple[float, CType]] = {
+    "M_PI": (math.pi, F64), "M_PI_2": (math.pi / 2, F64), "M_PI_4": (math.pi / 4, F64),
+    "M_1_PI": (1 / math.pi, F64), "M_2_PI": (2 / math.pi, F64), "M_2_SQRTPI": (2 / math.sqrt(math.pi), F64),
+    "M_SQRT2": (math.sqrt(2), F64), "M_SQRT1_2": (math.sqrt(0.5), F64), "M_E": (math.e, F64),
+    "M_LN2": (math.log(2), F64), "M_LN10": (math.log(10), F64), "M_LOG2E": (math.log2(math.e), F64),
+    "M_LOG10E": (math.log10(math.e), F64),
+    "FLT_MAX": (3.4028234663852886e38, F32), "FLT_MIN": (1.1754943508222875e-38, F32),
+    "FLT_EPSILON": (1.1920928955078125e-07, F32), "DBL_MAX": (1.7976931348623157e308, F64),
+    "DBL_MIN": (2.2250738585072014e-308, F64), "DBL_EPSILON": (2.220446049250313e-16, F64),
+    "INFINITY": (math.inf, F32), "HUGE_VALF": (math.inf, F32), "HUGE_VAL": (math.inf, F64), "NAN": (math.nan, F32),
+}
