@@ -337,3 +337,62 @@ def test_constant_expressions_are_folded_at_compile_time():
     assert per.fp64 == 0 and per.special == 0
     assert per.fp32 == 3  # v * c, * SCALE, + the folded constant
     assert promoted.facts.per_item.fp64 == 1 and promoted.facts.per_item.fp32 == 0
+
+
+# 7. macros that expand to __global__, defined in a header on the include path --------------------
+
+SPACE_MACROS_HEADER = """
+#pragma once
+#define DEVICE_SPACE __global__
+#define KERNEL DEVICE_SPACE
+#define GLOBAL __global__ void
+#define DEFINE_KERNEL(name) __global__ void name
+"""
+
+SPACE_MACROS_SRC = """
+#include "space_macros.h"
+KERNEL void add(float *a, const float *b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) a[i] += b[i];
+}
+GLOBAL sub(float *a, const float *b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) a[i] -= b[i];
+}
+DEFINE_KERNEL(mul)(float *a, const float *b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) a[i] *= b[i];
+}
+int main() {
+  float *a, *b;
+  cudaMalloc(&a, (1 << 24) * sizeof(float));
+  cudaMalloc(&b, (1 << 24) * sizeof(float));
+  add<<<(1 << 24) / 256, 256>>>(a, b, 1 << 24);
+  sub<<<(1 << 24) / 256, 256>>>(a, b, 1 << 24);
+  mul<<<(1 << 24) / 256, 256>>>(a, b, 1 << 24);
+}
+"""
+
+
+@pytest.mark.parametrize("layout", ["include-dir", "sibling", "conventional-folder"])
+def test_global_macros_from_headers_on_the_include_path(tmp_path, layout):
+    source_dir = tmp_path / "src"
+    header_dir = {"include-dir": tmp_path / "headers", "sibling": source_dir,
+                  "conventional-folder": tmp_path / "include"}[layout]
+    source_dir.mkdir()
+    header_dir.mkdir(exist_ok=True)
+    (header_dir / "space_macros.h").write_text(SPACE_MACROS_HEADER)
+    main = source_dir / "main.cu"
+    main.write_text(SPACE_MACROS_SRC)
+    data = main.read_bytes()
+    include_dirs = (header_dir,) if layout == "include-dir" else ()
+    env = IncludeResolver().env_for(main, data, None, include_dirs)
+    kernels = extract(data, parse(data), str(main), env=env)
+    assert [k.name for k in kernels.kernels] == ["add", "sub", "mul"]
+    assert all(len(k.params) == 3 for k in kernels.kernels)
+    assert [s.kernel for s in kernels.launches] == ["add", "sub", "mul"]
+    unit = AnalysisUnit(data, parse(data), kernels, AnalysisOptions(include_env=env))
+    for kernel in kernels.kernels:
+        facts = analyze_kernel(unit, kernel, [H100]).facts
+        assert facts.work_items == 1 << 24
+        assert (facts.per_item.fp32, facts.per_item.global_loads, facts.per_item.global_stores) == (1, 2, 1)

@@ -22,14 +22,26 @@ _QUALIFIER_WORDS = {"const", "volatile", "__restrict__", "__restrict", "restrict
 
 
 def macro_aliases(env: ConstEnv) -> dict[str, str]:
-    """Macros that expand to `__global__`/`__device__` (e.g. `#define GLOBAL __global__`)."""
+    """Macros that expand to `__global__`/`__device__`: `#define GLOBAL __global__`, through
+    other macros (`#define KERNEL DEVICE_SPACE`), and function-like ones
+    (`#define KERNEL(name) __global__ void name`)."""
+    objects = env.all_macros()
+    functions = env.all_function_macros()
     aliases: dict[str, str] = {}
-    for name, body in env.all_macros().items():
-        words = body.split()
-        for token, space in _SPACE_TOKENS.items():
-            if token in words:
-                aliases[name] = space
-                break
+    bodies = {**{n: b for n, b in objects.items()}, **{n: b for n, (_, b) in functions.items()}}
+    for _ in range(4):  # macros that expand to other such macros
+        before = len(aliases)
+        for name, body in bodies.items():
+            if name in aliases:
+                continue
+            words = re.findall(r"\w+", body)
+            for word in words:
+                space = _SPACE_TOKENS.get(word) or aliases.get(word)
+                if space is not None:
+                    aliases[name] = space
+                    break
+        if len(aliases) == before:
+            break
     return aliases
 
 
@@ -330,6 +342,7 @@ def _token_fallback(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, st
     if not words:
         return []
     blanked = ctx.blanked
+    functions = env.all_function_macros()
     pattern = re.compile(rb"\b(" + b"|".join(re.escape(w.encode()) for w in words) + rb")\b")
     out: list[CudaFunction] = []
     for m in pattern.finditer(blanked):
@@ -337,7 +350,18 @@ def _token_fallback(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, st
         space = _SPACE_TOKENS.get(word) or aliases.get(word)
         if space is None or line_is_directive(blanked, m.start()):
             continue
-        hit = _scan_definition(ctx, m.end(), space)
+        start_scan, name_hint = m.end(), None
+        if word in functions:
+            # `KERNEL(name)(params) {`: the definition's name is the macro's last argument word
+            open_at = _next_nonblank(blanked, m.end())
+            if blanked[open_at : open_at + 1] != b"(":
+                continue
+            close = match_close(blanked, open_at)
+            names = list(_IDENT.finditer(blanked, open_at, close)) if close else []
+            if not names:
+                continue
+            start_scan, name_hint = close, (names[-1].start(), names[-1].end())
+        hit = _scan_definition(ctx, start_scan, space, name_hint)
         if hit is None:
             continue
         name_start, name_end, params_open, params_close, body_open, body_close = hit
@@ -349,11 +373,18 @@ def _token_fallback(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, st
     return out
 
 
-def _scan_definition(ctx: ExtractionContext, pos: int, space: str) -> tuple[int, int, int, int, int, int] | None:
+def _next_nonblank(blanked: bytes, pos: int) -> int:
+    while pos < len(blanked) and blanked[pos : pos + 1].isspace():
+        pos += 1
+    return pos
+
+
+def _scan_definition(ctx: ExtractionContext, pos: int, space: str, name_hint: tuple[int, int] | None = None
+                     ) -> tuple[int, int, int, int, int, int] | None:
     blanked = ctx.blanked
     limit = min(len(blanked), pos + 2000)
     i = pos
-    last_ident: tuple[int, int] | None = None
+    last_ident: tuple[int, int] | None = name_hint
     while i < limit:
         c = blanked[i : i + 1]
         if c.isspace():
