@@ -107,6 +107,8 @@ def test_template_arguments_fold_through_macros_and_constants():
 OMP_FORMS_SRC = """
 #define OMP_OFFLOAD _Pragma("omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])")
 #define PRAGMA(x) _Pragma(#x)
+#define OFFLOAD_LOOP(i, n) _Pragma("omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])") \\
+  for (int i = 0; i < n; i++)
 #define N (1 << 22)
 void by_operator(int n, const float *x, float *y) {
   _Pragma("omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])")
@@ -119,6 +121,11 @@ void by_macro(int n, const float *x, float *y) {
 void by_stringizing_macro(int n, const float *x, float *y) {
   PRAGMA(omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n]))
   for (int i = 0; i < n; i++) y[i] = 4.0f * x[i];
+}
+void loop_in_macro(int n, const float *x, float *y) {
+  OFFLOAD_LOOP(i, n) {
+    y[i] = 8.0f * x[i];
+  }
 }
 void split(int n, const float *x, float *y) {
   #pragma omp target map(to: x[0:n]) map(from: y[0:n])
@@ -142,7 +149,7 @@ void conditional(int n, const float *x, float *y) {
 }
 int main() {
   float *x = new float[N], *y = new float[N];
-  by_operator(N, x, y); by_macro(N, x, y); by_stringizing_macro(N, x, y);
+  by_operator(N, x, y); by_macro(N, x, y); by_stringizing_macro(N, x, y); loop_in_macro(N, x, y);
   split(N, x, y); split_block(N, x, y); conditional(N, x, y);
 }
 """
@@ -151,15 +158,18 @@ int main() {
 def test_openmp_directive_forms_are_regions_over_their_loop():
     data = OMP_FORMS_SRC.encode()
     regions = extract(data, parse(data)).omp_regions
-    assert [r.function for r in regions] == ["by_operator", "by_macro", "by_stringizing_macro", "split",
-                                              "split_block", "conditional"]
+    assert [r.function for r in regions] == ["by_operator", "by_macro", "by_stringizing_macro", "loop_in_macro",
+                                              "split", "split_block", "conditional"]
+    starts = {"split_block": b"{", "loop_in_macro": b"OFFLOAD_LOOP(i, n) {"}
     for region in regions:
         assert region.body_span is not None
-        assert data[region.body_span.start_byte:region.body_span.end_byte].startswith(b"for" if region.function != "split_block" else b"{")
-    split = regions[3]
+        body = data[region.body_span.start_byte:region.body_span.end_byte]
+        assert body.startswith(starts.get(region.function, b"for")), region.function
+        assert body.rstrip().endswith(b"}" if region.function in starts else b";")
+    split = regions[4]
     assert split.directive == "target teams distribute parallel for"
     assert split.clause("thread_limit").value.value == 128
-    assert "simd" not in regions[5].directive  # USE_SIMD is not defined: the #else branch
+    assert "simd" not in regions[6].directive  # USE_SIMD is not defined: the #else branch
     for report in analyse(OMP_FORMS_SRC):
         facts = report.facts
         assert facts.work_items == 1 << 22, report.kernel.function
@@ -174,7 +184,7 @@ def test_clause_fix_refuses_directives_it_cannot_edit():
     data = OMP_FORMS_SRC.encode()
     tree = parse(data)
     regions = extract(data, tree).omp_regions
-    for region in (regions[0], regions[3]):  # `_Pragma`; `teams` on a separate line
+    for region in (regions[0], regions[4]):  # `_Pragma`; `teams` on a separate line
         with pytest.raises(EditError):
             set_omp_clauses(data, tree, region, thread_limit=256)
 

@@ -585,7 +585,7 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
     if fn is None:
         return _uncertain("the offloaded statement could not be parsed"), None, 0
     body = fn.child_by_field_name("body")
-    statement = next((c for c in body.named_children if c.type not in ("comment",)), None) if body else None
+    statement = next((c for c in body.named_children if c.type not in ("comment", "preproc_call")), None) if body else None
     threads = None
     teams = None
     limit = region.clause("thread_limit")

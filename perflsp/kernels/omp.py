@@ -442,10 +442,6 @@ def _step_text(ctx: ExtractionContext, update: Node, variable: str | None) -> st
 # `_Pragma("omp target ...")` and macros that expand to it
 
 
-_PRAGMA_OPERATOR = re.compile(r'\b_Pragma\s*\(\s*((?:"(?:\\.|[^"\\])*"\s*)+)\)')
-_STRING_PART = re.compile(r'"((?:\\.|[^"\\])*)"')
-
-
 def pragma_macros(env: ConstEnv) -> dict[str, bool]:
     """Macros whose expansion holds a `_Pragma` operator: name -> whether function-like
     (`#define OMP_TARGET _Pragma("omp target ...")`, `#define PRAGMA(x) _Pragma(#x)`)."""
@@ -470,9 +466,9 @@ def pragma_macros(env: ConstEnv) -> dict[str, bool]:
     return found
 
 
-def _operator_uses(ctx: ExtractionContext, env: ConstEnv) -> list[tuple[int, int, str]]:
-    """(start, end, pragma argument) of each `_Pragma(...)` or pragma macro use outside
-    directive lines, in source order."""
+def _operator_uses(ctx: ExtractionContext, env: ConstEnv) -> list[tuple[int, int, str, bool]]:
+    """(start, end, pragma argument, whether the expansion goes on after the directive) of each
+    `_Pragma(...)` or pragma macro use outside directive lines, in source order."""
     from perflsp.kernels.preprocess import expand_macros
     from perflsp.kernels.text import line_is_directive, match_close
 
@@ -480,7 +476,7 @@ def _operator_uses(ctx: ExtractionContext, env: ConstEnv) -> list[tuple[int, int
     names = ["_Pragma", *macros]
     pattern = re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in names) + rb")\b")
     blanked = ctx.blanked
-    uses: list[tuple[int, int, str]] = []
+    uses: list[tuple[int, int, str, bool]] = []
     for m in pattern.finditer(blanked):
         start = m.start()
         if line_is_directive(ctx.data, start):
@@ -488,29 +484,26 @@ def _operator_uses(ctx: ExtractionContext, env: ConstEnv) -> list[tuple[int, int
         name = m.group(1).decode()
         end = m.end()
         if name == "_Pragma" or macros.get(name):
-            k = end
-            while k < len(blanked) and blanked[k : k + 1] in (b" ", b"\t", b"\r", b"\n"):
-                k += 1
+            k = _next_token(blanked, end)
             if k >= len(blanked) or blanked[k : k + 1] != b"(":
                 continue
             close = match_close(blanked, k)
             if close is None:
                 continue
             end = close
-        text = ctx.text_bytes(start, end)
-        expanded = expand_macros(text, env) if name != "_Pragma" else text
-        for operator in _PRAGMA_OPERATOR.finditer(expanded):
-            parts = _STRING_PART.findall(operator.group(1))
-            argument = "".join(parts).replace('\\"', '"').replace("\\\\", "\\")
-            uses.append((start, end, argument))
-            break
+        expanded = expand_macros(ctx.text_bytes(start, end), env)
+        directive = re.search(r"^[ \t]*#[ \t]*pragma[ \t]+(.*)$", expanded, re.MULTILINE)
+        if directive is None:
+            continue
+        rest = expanded[directive.end():]
+        uses.append((start, end, directive.group(1).strip(), bool(re.search(r"[^\s;]", rest))))
     return uses
 
 
 def _operator_regions(ctx: ExtractionContext, env: ConstEnv) -> list[OmpRegion]:
     uses = _operator_uses(ctx, env)
     regions: list[OmpRegion] = []
-    for index, (start, end, argument) in enumerate(uses):
+    for index, (start, end, argument, goes_on) in enumerate(uses):
         words, clause_text = split_directive(argument)
         if not is_kernel_directive(words):
             continue
@@ -521,8 +514,8 @@ def _operator_regions(ctx: ExtractionContext, env: ConstEnv) -> list[OmpRegion]:
         # directives that follow (`_Pragma("omp teams distribute parallel for")`, `#pragma ...`)
         nested: list[str] = []
         pos = end
-        following = {s: (e, a) for s, e, a in uses[index + 1 :]}
-        while True:
+        following = {s: (e, a) for s, e, a, _ in uses[index + 1 :]}
+        while not goes_on:
             nxt = _next_token(ctx.blanked, pos)
             if nxt in following:
                 pos, argument_next = following[nxt]
@@ -535,16 +528,25 @@ def _operator_regions(ctx: ExtractionContext, env: ConstEnv) -> list[OmpRegion]:
                 break
         if nested and not set(words) & _WORKSHARING:
             words, clauses = _combined(words, clauses, nested, local)
-        found = _statement_at(ctx, _next_token(ctx.blanked, pos))
-        body_ctx, body = found if found is not None else (ctx, None)
+        statement_start = _next_token(ctx.blanked, pos)
+        if goes_on:
+            # the macro holds the loop header too (`OMP_FOR(i, n) { ... }`): the statement is
+            # the macro use and the block after it, read through the macros by the engine
+            statement_end = _statement_end(ctx.blanked, statement_start)
+            body_ctx, body = ctx, None
+            body_span = ctx.span_bytes(start, statement_end) if statement_end is not None else None
+        else:
+            found = _statement_at(ctx, statement_start)
+            body_ctx, body = found if found is not None else (ctx, None)
+            body_span = ctx.span(body) if body is not None else None
         loops = _loop_nest(body_ctx, body) if body is not None else ()
-        hash_end = body.end_byte if body is not None else end
+        hash_end = body_span.end_byte if body_span is not None else end
         regions.append(OmpRegion(
             directive=" ".join(words),
             clauses=clauses,
             pragma_text=" ".join(ctx.text_bytes(start, end).split()),
             span=ctx.span_bytes(start, end),
-            body_span=ctx.span(body) if body is not None else None,
+            body_span=body_span,
             loops=loops,
             function=function_name(ctx, function) if function is not None else None,
             function_span=ctx.span(function) if function is not None else None,
