@@ -65,6 +65,7 @@ FOLDED_SIZES_SRC = """
 #define REAL double
 constexpr int TILE = 16;
 const int n = 1 << 20;
+namespace config { constexpr int UNROLL = 4; }
 template <int B, int T, typename V = float>
 __global__ void tiled(V *x, int n) {
   int i = blockIdx.x * B + threadIdx.x;
@@ -76,6 +77,7 @@ __global__ void bounded(float *x) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   float s = 0.0f;
   for (int j = 0; j < TILE; j++) s += x[i] * j;
+  for (int j = 0; j < config::UNROLL; j++) s += x[i] * j;
   if (i < n) x[i] = s;
 }
 int main() {
@@ -83,7 +85,7 @@ int main() {
   constexpr int STEPS = TILE / 2;
   float *x;
   cudaMalloc(&x, m * sizeof(double));
-  tiled<BLOCK, STEPS, REAL><<<m / BLOCK, BLOCK>>>((double *)x, m);
+  tiled<BLOCK, STEPS * config::UNROLL / 4, REAL><<<m / BLOCK, BLOCK>>>((double *)x, m);
   bounded<<<n / BLOCK, BLOCK>>>(x);
 }
 """
@@ -96,9 +98,10 @@ def test_template_arguments_fold_through_macros_and_constants():
     assert loop.trip_count == 8  # STEPS = TILE / 2, a constexpr of the launching function
     assert tiled.facts.per_item.fp64 == 16 and tiled.facts.per_item.fp32 == 0  # V = REAL = double
     assert tiled.facts.work_items == 1 << 20
-    (loop,) = bounded.facts.loops
-    assert loop.trip_count == 16  # a file-scope constexpr as a loop bound
-    assert bounded.facts.per_item.fp32 == 32
+    first, second = bounded.facts.loops
+    assert first.trip_count == 16  # a file-scope constexpr as a loop bound
+    assert second.trip_count == 4  # a namespace-scope one, qualified
+    assert bounded.facts.per_item.fp32 == 40
     assert bounded.facts.work_items == 1 << 20
 
 
