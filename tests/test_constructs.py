@@ -409,3 +409,23 @@ def test_global_macros_from_headers_on_the_include_path(tmp_path, layout):
         facts = analyze_kernel(unit, kernel, [H100]).facts
         assert facts.work_items == 1 << 24
         assert (facts.per_item.fp32, facts.per_item.global_loads, facts.per_item.global_stores) == (1, 2, 1)
+
+
+def test_the_server_takes_the_includers_launches_too(tmp_path):
+    from types import SimpleNamespace
+
+    from perflsp.server import engine_adapter
+
+    (tmp_path / "kernels.h").write_text(INCLUDED_KERNELS)
+    (tmp_path / "main.cu").write_text(INCLUDER)
+    data = INCLUDED_KERNELS.encode()
+    resolver = IncludeResolver()
+    env = resolver.env_for(tmp_path / "kernels.h", data, includers=True)
+    assert "LENGTH" in env.all_macros()  # the includer's macros
+    kernels = extract(data, parse(data), str(tmp_path / "kernels.h"), env=env)
+    text = SimpleNamespace(path=str(tmp_path / "kernels.h"), resolver=resolver)
+    sites = engine_adapter.includer_launches(text, kernels)
+    assert sorted(s.name for s in sites) == ["axpy", "copy"]
+    assert all(s.grid.value is not None and s.block.value == (256, 1, 1) for s in sites)
+    copy = next(s for s in sites if s.name == "copy")
+    assert copy.template_args == ("4",)
