@@ -424,7 +424,7 @@ def test_the_server_takes_the_includers_launches_too(tmp_path):
     assert "LENGTH" in env.all_macros()  # the includer's macros
     kernels = extract(data, parse(data), str(tmp_path / "kernels.h"), env=env)
     text = SimpleNamespace(path=str(tmp_path / "kernels.h"), resolver=resolver)
-    sites = engine_adapter.includer_launches(text, kernels)
+    sites = engine_adapter.with_includer_launches(engine_adapter.options(env), text, kernels).external_launches
     assert sorted(s.name for s in sites) == ["axpy", "copy"]
     assert all(s.grid.value is not None and s.block.value == (256, 1, 1) for s in sites)
     copy = next(s for s in sites if s.name == "copy")

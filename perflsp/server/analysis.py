@@ -104,13 +104,14 @@ class Analyzer:
             self._groups.clear()
             self._lint_facts.clear()
         fk = extracted.kernels
-        opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()),
-                              engine.includer_launches(text, fk))
+        opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()))
         self._job = {
             "data": text.data, "tree": text.tree, "fk": fk, "gpus": tuple(gpus), "opts": opts, "lines": lines,
             "unit": None, "lint_codes": None if lint_codes is None else frozenset(lint_codes),
             "edit_start": extracted.edit_start,
         }
+        # kernels of a file that other sources `#include` take their launch sites
+        self._job["opts"] = engine.with_includer_launches(self._job["opts"], text, fk)
         self._state = AnalysisState(self.context)
         self._pending = [*fk.kernels, *fk.omp_regions]
         self._lints_done = False

@@ -8,6 +8,7 @@ them still serves roofline verdicts (and says so in the log).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Collection, Sequence
 from functools import cache
@@ -56,10 +57,14 @@ def fixes_available() -> bool:
 # --------------------------------------------------------------------------- engine
 
 
-def options(preprocessed: ConstEnv | None, registers: Sequence[tuple[str, int]] = (),
-            external_launches: Sequence[LaunchSite] = ()) -> AnalysisOptions:
-    return AnalysisOptions(include_env=preprocessed, registers=tuple(registers),
-                           external_launches=tuple(external_launches))
+def options(preprocessed: ConstEnv | None, registers: Sequence[tuple[str, int]] = ()) -> AnalysisOptions:
+    return AnalysisOptions(include_env=preprocessed, registers=tuple(registers))
+
+
+def with_includer_launches(opts: AnalysisOptions, text: Any, kernels: FileKernels) -> AnalysisOptions:
+    """`opts` with the launch sites of this file's kernels in the sources that `#include` it."""
+    external = includer_launches(text, kernels)
+    return dataclasses.replace(opts, external_launches=external) if external else opts
 
 
 def includer_launches(text: Any, kernels: FileKernels) -> tuple[LaunchSite, ...]:
