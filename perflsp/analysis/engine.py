@@ -431,7 +431,7 @@ def _cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchS
                                                    cost.assumed_problem_size)
         assumptions.insert(0, shape_note)
     aliases = dict(unit.type_aliases)
-    template_values = _bind_template(kernel, site, aliases, assumptions)
+    template_values = _bind_template(kernel, site, aliases, assumptions, _template_env(unit, site))
     walker = KernelWalker(callee.data, cost, LaunchShape(grid, block), aliases, unit.callees,
                           line_offset=kernel.span.start.line if callee.data is not unit.data else 0,
                           constant_lookup=unit.constant)
@@ -517,8 +517,16 @@ def _as_dim(value: object) -> tuple[int, int, int] | None:
     return None
 
 
+def _template_env(unit: AnalysisUnit, site: LaunchSite | None) -> ConstEnv:
+    """What a launch's template arguments can name: the file's macros and constants, and the
+    launching function's constants (`constexpr int TILE = 16;` before `k<TILE><<<...>>>`)."""
+    if site is None or not any(s is site for s in unit.kernels.launches):
+        return unit.env  # no site, or one in another file (its arguments come folded)
+    return unit.env_at(site.span.start_byte)
+
+
 def _bind_template(kernel: CudaFunction, site: LaunchSite | None, aliases: dict[str, CType],
-                   assumptions: list[str]) -> dict[str, float]:
+                   assumptions: list[str], env: ConstEnv | None = None) -> dict[str, float]:
     values: dict[str, float] = {}
     args = list(site.template_args) if site is not None else []
     if kernel.specialization_args:
@@ -527,14 +535,18 @@ def _bind_template(kernel: CudaFunction, site: LaunchSite | None, aliases: dict[
         arg = args[index] if index < len(args) else param.default
         if param.kind == "type":
             if arg is not None:
-                aliases[param.name] = parse_type(arg, aliases)
+                type_text = expand_macros(arg, env).strip() if env is not None else arg
+                aliases[param.name] = parse_type(type_text or arg, aliases)
             else:
                 aliases[param.name] = F32
                 assumptions.append(f"template type `{param.name}` not visible at a launch site: assumed float")
         elif param.kind == "value":
-            value, _ = try_evaluate(arg, None) if arg is not None else (None, None)
+            value, _ = try_evaluate(arg, env) if arg is not None else (None, None)
             if isinstance(value, (int, float)):
                 values[param.name] = float(value)
+                if env is not None:
+                    # later parameters' defaults may name earlier ones (`int B, int T = B / 2`)
+                    env = ConstEnv(parent=env, constants={param.name: value})
             else:
                 assumptions.append(f"template value `{param.name}` unknown")
     return values
@@ -610,7 +622,7 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
     if fn is None:
         return _uncertain("the offloaded statement could not be parsed"), None, 0
     body = fn.child_by_field_name("body")
-    statement = next((c for c in body.named_children if c.type not in ("comment",)), None) if body else None
+    statement = next((c for c in body.named_children if c.type not in ("comment", "preproc_call")), None) if body else None
     threads = None
     teams = None
     limit = region.clause("thread_limit")

@@ -9,23 +9,28 @@ from perflsp.analysis.memory import combine
 from perflsp.analysis.models import Estimate, KernelFacts, _fmt
 from perflsp.analysis.roofline import ROOFLINE_PRECISIONS, Precision, classify
 from perflsp.hardware.models import Gpu
+from perflsp.hardware.precision import TENSOR_PRECISIONS
 from perflsp.hardware.occupancy import OccupancyInputError, OccupancyResult, occupancy
 
 UNITS = {Precision.INT32: "op/B"}
-LABELS = {Precision.FP64: "FP64", Precision.FP32: "FP32", Precision.FP16: "FP16", Precision.INT32: "INT32"}
+LABELS = {Precision.FP64: "FP64", Precision.FP32: "FP32", Precision.FP16: "FP16", Precision.INT32: "INT32",
+          Precision.FP64_TENSOR: "FP64 tensor", Precision.TF32_TENSOR: "TF32 tensor",
+          Precision.FP16_TENSOR: "FP16 tensor", Precision.FP16_TENSOR_FP16ACC: "FP16 tensor (FP16 accumulate)",
+          Precision.BF16_TENSOR: "BF16 tensor", Precision.INT8_TENSOR: "INT8 tensor"}
 
 
 def estimate_for_gpu(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None,
                      registers_per_thread: int | None, shared_bytes: int, cost: CostModel | None = None) -> Estimate:
     ridges = gpu.ridges()
+    precisions = _precisions(facts, gpu, ridges)
     if facts.uncertain is not None:
         return Estimate(gpu.name, "uncertain", None, 0.0, {}, ridges, None, None, [facts.uncertain],
                         "the engine could not analyse this kernel", "static")
     dram = dram_bytes_on(facts, gpu, cost or CostModel())
-    intensity = {p: facts.total.ops(p) / dram for p in ROOFLINE_PRECISIONS}
+    intensity = {p: facts.total.ops(p) / dram for p in precisions}
     verdict, deciding = classify(intensity, ridges)
     occ, occ_note = _occupancy(gpu, threads_per_block, registers_per_thread, shared_bytes)
-    evidence = _evidence(facts, intensity, ridges)
+    evidence = _evidence(facts, intensity, ridges, precisions)
     confidence = _confidence(facts, intensity, ridges)
     return Estimate(
         gpu=gpu.name, verdict=verdict, deciding=deciding, confidence=confidence, intensity=intensity,
@@ -59,9 +64,23 @@ def _occupancy(gpu: Gpu, threads: int | None, regs: int | None, shared_bytes: in
                     f"limited by {result.limiter.value}; {source}")
 
 
-def _evidence(facts: KernelFacts, intensity: dict[Precision, float], ridges: dict[Precision, float]) -> list[str]:
+def _precisions(facts: KernelFacts, gpu: Gpu, ridges: dict[Precision, float]) -> tuple[Precision, ...]:
+    """The roofline precisions, and the tensor-core ones the kernel uses (their ridges added
+    to `ridges` where the GPU has a peak for them)."""
+    tensor = tuple(p for p in TENSOR_PRECISIONS if facts.total.ops(p) > 0)
+    for p in tensor:
+        ridge = gpu.ridge(p)
+        if ridge is None and p == Precision.FP16_TENSOR_FP16ACC:
+            ridge = gpu.ridge(Precision.FP16_TENSOR)  # FP16 accumulate runs at least the FP32-accumulate rate
+        if ridge is not None:
+            ridges[p] = ridge
+    return ROOFLINE_PRECISIONS + tensor
+
+
+def _evidence(facts: KernelFacts, intensity: dict[Precision, float], ridges: dict[Precision, float],
+              precisions: tuple[Precision, ...] = ROOFLINE_PRECISIONS) -> list[str]:
     lines = []
-    for p in ROOFLINE_PRECISIONS:
+    for p in precisions:
         ops = facts.total.ops(p)
         if ops <= 0 and p != Precision.FP32:
             continue

@@ -43,10 +43,20 @@ class OpCounts:
     loop_iterations: float = 0.0
     int_address: float = 0.0  # of int32: address arithmetic of memory accesses
     int_loop: float = 0.0  # of int32: loop counters and their compares
+    # tensor-core operations (an m×n×k matrix multiply-accumulate is 2·m·n·k), by input precision
+    tensor_fp64: float = 0.0
+    tensor_tf32: float = 0.0
+    tensor_fp16: float = 0.0  # FP32 accumulate
+    tensor_fp16_fp16acc: float = 0.0
+    tensor_bf16: float = 0.0
+    tensor_int8: float = 0.0
 
     def ops(self, precision: Precision) -> float:
         return {Precision.FP64: self.fp64, Precision.FP32: self.fp32, Precision.FP16: self.fp16,
-                Precision.INT32: self.int32}.get(precision, 0.0)
+                Precision.INT32: self.int32, Precision.FP64_TENSOR: self.tensor_fp64,
+                Precision.TF32_TENSOR: self.tensor_tf32, Precision.FP16_TENSOR: self.tensor_fp16,
+                Precision.FP16_TENSOR_FP16ACC: self.tensor_fp16_fp16acc, Precision.BF16_TENSOR: self.tensor_bf16,
+                Precision.INT8_TENSOR: self.tensor_int8}.get(precision, 0.0)
 
     def scaled(self, factor: float) -> OpCounts:
         return OpCounts(**{k: getattr(self, k) * factor for k in self.__slots__})  # type: ignore[attr-defined]

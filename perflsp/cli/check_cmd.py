@@ -105,6 +105,7 @@ def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolve
     """The check result of one file, or why it was skipped."""
     import dataclasses
 
+    from perflsp.analysis.includers import includer_launches
     from perflsp.analysis.report import check_document
     from perflsp.kernels.extract import extract
     from perflsp.source.files import SkippedFile, load_file
@@ -116,12 +117,16 @@ def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolve
         return loaded.reason
     try:
         flags = compile_db.flags_for(path) if compile_db is not None else None
-        env = (resolver.env_for(path, loaded.data) if flags is None
-               else resolver.env_for(path, loaded.data, flags.defines, flags.include_dirs))
+        # a file that a sibling source `#include`s is read in that sibling's context
+        env = (resolver.env_for(path, loaded.data, includers=True) if flags is None
+               else resolver.env_for(path, loaded.data, flags.defines, flags.include_dirs, includers=True))
         tree = parse(loaded.data)
         lines = LineIndex(loaded.data)
         kernels = extract(loaded.data, tree, path=str(path), lines=lines, env=env)
-        options = dataclasses.replace(settings.options, include_env=env)
+        external = includer_launches(path, kernels, resolver, settings.options.argv,
+                                     flags.defines if flags is not None else None,
+                                     flags.include_dirs if flags is not None else ())
+        options = dataclasses.replace(settings.options, include_env=env, external_launches=external)
         check = check_document(loaded.data, tree, kernels, gpus, dataclasses.replace(settings, options=options), lines)
     except RecursionError:
         return "too deeply nested to parse"

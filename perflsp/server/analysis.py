@@ -110,6 +110,8 @@ class Analyzer:
             "unit": None, "lint_codes": None if lint_codes is None else frozenset(lint_codes),
             "edit_start": extracted.edit_start,
         }
+        # kernels of a file that other sources `#include` take their launch sites
+        self._job["opts"] = engine.with_includer_launches(self._job["opts"], text, fk)
         self._state = AnalysisState(self.context)
         self._pending = [*fk.kernels, *fk.omp_regions]
         self._lints_done = False
