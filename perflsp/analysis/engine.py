@@ -464,23 +464,29 @@ def production_shape(kernel_text: str, grid: tuple[float, float, float] | None,
                      block: tuple[float, float, float] | None, threads: float
                      ) -> tuple[tuple[float, float, float], tuple[float, float, float], str]:
     """The launch shape assumed when the source cannot say it: production scale, `threads`
-    threads over the grid axes the kernel reads (data well beyond any L2), and a common block
-    shape over the block axes it reads. A kernel that never reads `blockIdx`/`gridDim` is
-    assumed to run as one block (several blocks would repeat the same work)."""
-    used: dict[str, int] = {"thread": 0, "block": 0}
+    threads over the grid axes the kernel reads (data well beyond L2), and a common block
+    shape over the block axes it reads. An axis the kernel never reads gets one block (or
+    thread): more would repeat the same work on the same data. A kernel that never reads
+    `blockIdx`/`gridDim` is one block."""
+    read: dict[str, set[int]] = {"thread": set(), "block": set()}
     for m in _AXIS_USE.finditer(kernel_text):
         family = "thread" if m.group(1).lower() in ("threadidx", "blockdim") else "block"
-        used[family] = max(used[family], "xyz".index(m.group(2)) + 1)
+        read[family].add("xyz".index(m.group(2)))
     if block is None:
-        block = _PRODUCTION_BLOCKS[max(1, used["thread"])]
+        axes = sorted(read["thread"]) or [0]
+        sizes = _PRODUCTION_BLOCKS[len(axes)]
+        dims = [1.0, 1.0, 1.0]
+        for axis, size in zip(axes, sizes):
+            dims[axis] = size
+        block = (dims[0], dims[1], dims[2])
     if grid is None:
-        axes = used["block"]
-        if axes == 0:
-            grid = (1.0, 1.0, 1.0)
-        else:
-            extent = threads ** (1.0 / axes)  # problem extent per grid axis
-            dims = [max(1.0, round(extent / block[a])) if a < axes else 1.0 for a in range(3)]
-            grid = (dims[0], dims[1], dims[2])
+        axes = sorted(read["block"])
+        dims = [1.0, 1.0, 1.0]
+        if axes:
+            extent = threads ** (1.0 / len(axes))  # problem extent per grid axis read
+            for axis in axes:
+                dims[axis] = max(1.0, round(extent / block[axis]))
+        grid = (dims[0], dims[1], dims[2])
     total = math.prod(grid) * math.prod(block)
     note = (f"problem size unknown: assumed large ({_int(total)} threads, {_dims(grid)} blocks × {_dims(block)}), "
             "data beyond L2")
