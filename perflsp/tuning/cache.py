@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 import statistics
 from collections.abc import Mapping
@@ -124,7 +125,7 @@ def entry_time(entry: Mapping[str, Any] | None) -> float | None:
     time = entry.get("time")
     if isinstance(time, bool) or not isinstance(time, (int, float)):
         return None
-    if time != time or time <= 0 or time > 1e12:  # NaN, nonsense
+    if math.isnan(time) or time <= 0 or time > 1e12:  # NaN, nonsense
         return None
     return float(time)
 

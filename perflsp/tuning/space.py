@@ -121,6 +121,7 @@ class TuningSpace:
     current: Config | None = None
     problem_size: tuple[int, ...] | None = None
     notes: list[str] = field(default_factory=list)
+    code_values: dict[str, Value] | None = None  # what the code has now, also outside the value lists
 
     def __post_init__(self) -> None:
         for name, values in self.tune_params.items():
@@ -232,7 +233,7 @@ def with_gpu_restrictions(space: TuningSpace, max_threads_per_block: int | None,
     notes = [*space.notes, f"limits of {gpu_name}: {max_threads_per_block} threads"
              + (f", {max_shared_bytes} bytes of shared memory per block" if space.shared_memory_bytes else "")]
     return TuningSpace(space.kernel_name, space.tune_params, restrictions, space.block_params,
-                       space.shared_memory_bytes, space.current, space.problem_size, notes)
+                       space.shared_memory_bytes, space.current, space.problem_size, notes, space.code_values)
 
 
 __all__ = [
