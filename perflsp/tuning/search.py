@@ -232,7 +232,10 @@ def kt_cache_file(record: TuningRecord, folder: Path) -> Path:
             "problem_size": _problem_size(record), "tune_params_keys": list(record.tune_params),
             "tune_params": record.tune_params, "objective": record.objective, "cache": entries}
     path = folder / "cache.json"
-    path.write_text(json.dumps(data), encoding="utf-8")
+    text = json.dumps(data)
+    if not text.endswith("}}}"):  # Kernel Tuner takes any other ending for a file a run left open
+        text = text[:-1] + "\n}"
+    path.write_text(text, encoding="utf-8")
     return path
 
 

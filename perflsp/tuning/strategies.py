@@ -85,9 +85,13 @@ def static_ranking(space: TuningSpace, gpu: Gpu | None, registers_per_thread: in
     """Valid configurations, best first by the static prior (stable for equal scores)."""
     items = list(configs) if configs is not None else space.valid_configs()
     memo: dict[tuple[int, int], float] = {}
-    scored = [(score(space, c, gpu, registers_per_thread, memo).key, i, c) for i, c in enumerate(items)]
-    scored.sort(key=lambda item: (tuple(-k for k in item[0]), item[1]))
+    scored = [(score(space, c, gpu, registers_per_thread, memo).key, _order(c), c) for c in items]
+    scored.sort(key=lambda item: (tuple(-k for k in item[0]), item[1]))  # ties: by the values, any enumeration
     return [c for _k, _i, c in scored]
+
+
+def _order(config: Config) -> tuple[tuple[int, float | str], ...]:
+    return tuple((0, v) if isinstance(v, (int, float)) else (1, str(v)) for v in config.values())
 
 
 def static_proposal(space: TuningSpace, gpu: Gpu | None, registers_per_thread: int = 32) -> Config | None:
