@@ -5,7 +5,7 @@ the optimum; plus the static proposal alone (zero evaluations) against the optim
 
     git clone https://github.com/AutoTuningAssociation/benchmark_hub /tmp/benchmark_hub   # MIT
     python benchmarks/tuning.py /tmp/benchmark_hub [--seeds 20] [--kernels convolution,dedispersion]
-           [--builtins genetic_algorithm,simulated_annealing,greedy_ils] [--llm-url URL --llm-model M]
+           [--builtins genetic_algorithm,pso,simulated_annealing] [--llm-url URL --llm-model M]
 
 Nothing of benchmark_hub is vendored: the caches are read where they lie. Strategies: Kernel
 Tuner's `random_sample` and built-ins, perflsp's `prior` (static ranking + hill climbing) and
@@ -99,7 +99,7 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--kernels", default="convolution,dedispersion")
     parser.add_argument("--devices", default=",".join(DEVICES))
-    parser.add_argument("--builtins", default="genetic_algorithm,simulated_annealing,greedy_ils")
+    parser.add_argument("--builtins", default="genetic_algorithm,pso,simulated_annealing")
     parser.add_argument("--max-fevals", type=int, default=100)
     parser.add_argument("--llm-url", help="a real OpenAI-compatible endpoint (default: the stand-in)")
     parser.add_argument("--llm-model", default="stand-in")
