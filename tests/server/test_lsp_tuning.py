@@ -6,7 +6,9 @@ without profiling and without a cache there is nothing to run."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,10 @@ from lsprotocol import types as lsp
 
 from perflsp.kernels.extract import extract
 from perflsp.source.parser import parse
+from tests.llm.llm_fakes import Recorded, Reply, ScriptedServer
+from tests.server.llm_server import API_KEY, WIRE, answer, llm_settings, prompt_of
 from tests.server.lsp_session import Session, session
+from tests.stand_ins.tuning_llm import propose, state_from_prompt
 
 pytestmark = pytest.mark.asyncio
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tuning"
@@ -133,3 +138,61 @@ async def test_tune_refuses_a_cache_of_another_space_and_unknown_devices(tmp_pat
         missing = await s.command("perflsp.tuneKernel", {"uri": uri, "kernel": "convolution_kernel",
                                                          "device": "NVIDIA H100", "quiet": True})
         assert missing["status"] == "failed" and "no Kernel Tuner cache" in missing["message"]
+
+
+
+def llm_endpoint(delay_s: float) -> ScriptedServer:
+    """A loopback OpenAI-compatible endpoint: tuning rounds get the stand-in's proposals (outside
+    the space first) after `delay_s`; the advisor's verdict questions get a verdict."""
+
+    def reply(record: Recorded) -> Reply:
+        text = prompt_of(record)
+        if "Tuning state (JSON)" in text:
+            time.sleep(delay_s)
+            configs = propose(state_from_prompt(text), out_of_space=True)
+            return WIRE.reply(json.dumps({"configs": configs, "reason": "neighbours of the best"}),
+                              stream=bool(record.json.get("stream")))
+        return WIRE.reply(answer("bandwidth"))
+
+    return ScriptedServer(reply)
+
+
+async def test_llm_strategy_and_cancelling_the_progress(tmp_path):
+    """With the LLM on, *Tune* asks it round by round (its out-of-space proposals rejected, never run);
+    the user cancels the progress notification (`window/workDoneProgress/cancel`): the search stops
+    after the evaluation in flight and says so."""
+    path = workspace(tmp_path / "ws")
+    uri = path.as_uri()
+    with llm_endpoint(0.3) as llm:
+        init = {"settings": {"llm": llm_settings(llm.url)}}
+        env = {"PERFLSP_CONFIG": str(tmp_path / "none.toml"), "PERFLSP_CACHE_DIR": str(tmp_path / "cache"),
+               "OPENAI_API_KEY": API_KEY}
+        async with session(path.parent, init_options=init, env=env) as s:
+            await s.open(path)
+            await s.command("perflsp.importTuningCache", {"path": str(FIXTURES / "convolution_A100.json"),
+                                                          "quiet": True})
+            done = await s.command("perflsp.tuneKernel", {"uri": uri, "kernel": "convolution_kernel", "device": A100,
+                                                          "maxFevals": 6, "quiet": True})
+            assert done["status"] == "ok" and done["strategy"] == "llm" and done["evaluations"] == 6, done
+            assert any("no_such_parameter is not a tuning parameter" in n for n in done["notes"]), done["notes"]
+            tuning = [r for r in llm.requests if "Tuning state (JSON)" in prompt_of(r)]
+            assert tuning and all(r.headers["authorization"] == f"Bearer {API_KEY}" for r in tuning)
+
+            before = set(s.client.progress_reports)
+            run = asyncio.ensure_future(s.command("perflsp.tuneKernel", {
+                "uri": uri, "kernel": "convolution_kernel", "device": A100, "maxFevals": 200, "quiet": True}))
+            token = None
+            for _ in range(1000):
+                token = next((t for t in set(s.client.progress_reports) - before
+                              if any(isinstance(v, lsp.WorkDoneProgressReport) for v in s.client.progress_reports[t])),
+                             None)
+                if token is not None or run.done():
+                    break
+                await asyncio.sleep(0.02)
+            assert token is not None, "no progress report before the search ended"
+            s.client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
+            result = await run
+            assert result["status"] == "cancelled", result
+            assert 1 <= result["evaluations"] < 200 and "cancelled" in result["message"]
+            again = await s.command("perflsp.cancelTuning", {})
+            assert again == {"cancelled": False, "message": "no tuning run is under way"}
