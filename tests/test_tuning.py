@@ -324,3 +324,53 @@ def test_cli_import_and_replay(tmp_path):
     measured = runner.invoke(cli, ["tune", "run", str(source), "-k", "convolution_kernel", "--workspace",
                                    str(tmp_path)], env={"PERFLSP_CONFIG": str(tmp_path / "none.toml")})
     assert measured.exit_code != 0 and "profiling is off" in measured.output
+
+
+def test_measuring_through_the_profiling_runner(tmp_path, monkeypatch, gpu):
+    """Tuning a plain launch on "the GPU": the stand-in nvcc builds each configuration's edited copy,
+    the stand-in ncu times the kernel per block size; a block size it cannot time fails and the search
+    goes on; the measurements are stored as the GPU's Kernel Tuner cache and continued next time."""
+    from perflsp.profiling.settings import ProfilingSettings
+    from perflsp.tuning.measure import program_evaluator
+    from perflsp.tuning.session import load_file, tune
+    from tests.profiling_helpers import install_fake_ncu, install_fake_nvcc
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ncu = install_fake_ncu(bin_dir)
+    nvcc = install_fake_nvcc(bin_dir)
+    times = {b: 2000 + 4 * abs(b - 256) for b in range(32, 1025, 32)}  # ns per launch, fastest at 256
+    del times[160]  # the "program" cannot be timed at 160 threads: a failed evaluation
+    monkeypatch.setenv("FAKE_NCU_MODE", "timing")
+    monkeypatch.setenv("FAKE_NCU_TIMES", ",".join(f"{b}:{t}" for b, t in times.items()))
+    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu.log"))
+    source = tmp_path / "saxpy.cu"
+    source.write_text("__global__ void saxpy(const float *x, float *y, int n) {\n"
+                      "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] += 2.0f * x[i];\n}\n"
+                      "int main() { float *x, *y; int n = 1 << 20; saxpy<<<(n + 127) / 128, 128>>>(x, y, n); }\n")
+    settings = ProfilingSettings(enabled=True, ncu_path=str(ncu),
+                                 build_command=[str(nvcc), "-O3", "-o", "{exe}", "{file}"])
+    ctx = load_file(source)
+    kernel = ctx.kernel("saxpy")
+    space = problem_for(ctx.data, ctx.kernels, kernel, gpu)
+    evaluate = program_evaluator(settings, source, ctx.data, ctx.tree, ctx.kernels, kernel, space, tmp_path)
+    result, space, stored = tune(ctx, kernel, gpu, tmp_path, strategy="prior", max_fevals=12, evaluate=evaluate)
+    assert len(result.evaluations) == 12 and stored == TuningStore(tmp_path).path_for("saxpy", gpu.name)
+    best_block = min(times, key=times.get)
+    assert result.best[0] == {"block_size_x": best_block} and result.best[1] == times[best_block] / 1e6
+    failed = [e for e in result.evaluations if e.time_ms is None]
+    assert [e.config for e in failed] == [{"block_size_x": 160}] and failed[0].error
+    calls = [json.loads(line) for line in (tmp_path / "ncu.log").read_text().splitlines()]
+    assert {c["block_env"] for c in calls} == {str(e.config["block_size_x"]) for e in result.evaluations}
+    assert not list(tmp_path.glob(".perflsp-tune-*")), "the edited copies are removed after the build"
+    record = read_cache(stored)
+    assert not record.recorded and len(record.entries) == 12 and record.device_name == gpu.name
+    # a second run continues from the cache: nothing measured twice
+    before = len(calls)
+    again, _space, _stored = tune(ctx, kernel, gpu, tmp_path, strategy="random_sample", max_fevals=20, seed=1,
+                                  evaluate=evaluate)
+    calls = [json.loads(line) for line in (tmp_path / "ncu.log").read_text().splitlines()]
+    measured_again = {c["block_env"] for c in calls[before:]}
+    assert not measured_again & {str(e.config["block_size_x"]) for e in result.evaluations}
+    assert len(read_cache(stored).entries) == 12 + len(calls) - before
+    assert len(again.evaluations) == 20

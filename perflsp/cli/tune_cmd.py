@@ -115,7 +115,9 @@ def run_cmd(file: Path, kernel: str, gpu: str | None, gpus_files: tuple[str, ...
                f"({result.strategy}, {how}){gain}")
     for note in result.notes:
         click.echo(f"note: {note}")
-    if stored:
+    if stored and result.record.recorded:
+        click.echo(f"replayed: {stored}")
+    elif stored:
         click.echo(f"stored: {stored}")
 
 

@@ -33,6 +33,8 @@ def program_evaluator(settings: ProfilingSettings, source: Path, data: bytes, tr
         raise ProfilingError("not-enabled", "profiling is off: tuning on a GPU runs the program like profiling does; "
                                             "set perflsp.profiling.enabled in user settings (or a trusted workspace)")
     build_dir = workspace / ".perflsp" / "build" / "tune" / slug(kernel.name)
+    launched = next((_threads(site.block.value) for site in kernels.launches_of(kernel)
+                     if _threads(site.block.value)), None)  # the launch's block when no parameter sets it
 
     def evaluate(config: Config) -> Measurement:
         started = time.perf_counter()
@@ -54,11 +56,13 @@ def program_evaluator(settings: ProfilingSettings, source: Path, data: bytes, tr
         finally:
             copy.unlink(missing_ok=True)
         compiled = time.perf_counter()
-        threads = space.threads(config) or 0
+        threads = space.threads(config) or launched
+        if not threads:
+            return Measurement(None, "RuntimeFailedConfig: the block size of the launch is unknown (name it with "
+                                     "perflsp:block or use a literal block)", compile_ms=(compiled - started) * 1000)
         try:
             verification = verify_launch_params(settings, exe=exe, kernel=kernel.name, current_block=threads,
-                                                 proposed_block=threads, sizes=[threads] if threads else [0],
-                                                 source=source)
+                                                 proposed_block=threads, sizes=[threads], source=source)
         except ProfilingError as exc:
             return Measurement(None, f"RuntimeFailedConfig: {exc.message}",
                                compile_ms=(compiled - started) * 1000)
@@ -72,6 +76,14 @@ def program_evaluator(settings: ProfilingSettings, source: Path, data: bytes, tr
         return Measurement(ns / 1e6, None, compile_ms=compile_ms, benchmark_ms=bench_ms)
 
     return evaluate
+
+
+def _threads(value: object) -> int | None:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, tuple) and all(isinstance(v, int) for v in value):
+        return value[0] * value[1] * value[2]
+    return None
 
 
 __all__ = ["program_evaluator"]

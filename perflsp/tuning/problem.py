@@ -47,8 +47,11 @@ class Knob:
     current: Value | None
 
 
-def _marker_text(data: bytes, kernel: CudaFunction) -> list[tuple[str, str]]:
-    start = data[: kernel.span.start_byte].decode("utf-8", "replace")
+def _marker_text(data: bytes, kernel: CudaFunction, kernels: FileKernels) -> list[tuple[str, str]]:
+    # the lines above the kernel, but not past the end of the definition before it
+    floor = max((f.span.end_byte for f in [*kernels.kernels, *kernels.device_functions]
+                 if f.span.end_byte <= kernel.span.start_byte), default=0)
+    start = data[floor: kernel.span.start_byte].decode("utf-8", "replace")
     above = "\n".join(start.splitlines()[-LINES_ABOVE:])
     body = data[kernel.span.start_byte: kernel.span.end_byte].decode("utf-8", "replace")
     out = []
@@ -110,7 +113,7 @@ def problem_for(data: bytes, kernels: FileKernels, kernel: CudaFunction, gpu: Gp
     block: tuple[str, ...] | None = None
     current: dict[str, Value] = {}
     notes: list[str] = []
-    for kind, rest in _marker_text(data, kernel):
+    for kind, rest in _marker_text(data, kernel, kernels):
         if kind == "tune":
             for item in rest.split():
                 name, sep, values = item.partition("=")
