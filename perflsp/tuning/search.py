@@ -44,12 +44,19 @@ class TuningUnavailable(RuntimeError):
 
 
 def kernel_tuner_available() -> str | None:
-    """None when `kernel_tuner` imports, else the reason to show."""
+    """None when `kernel_tuner` is installed, else the reason to show. Cheap: it looks the package
+    up without importing it (its import pulls in numpy, scipy and pandas: the search does that, in
+    its worker thread, not the editor's requests)."""
+    import importlib.util
+    import sys
+
+    if "kernel_tuner" in sys.modules:
+        return None if sys.modules["kernel_tuner"] is not None else KT_MISSING
     try:
-        import kernel_tuner  # noqa: F401
-    except ImportError as exc:
-        return f"{KT_MISSING} ({exc})"
-    return None
+        found = importlib.util.find_spec("kernel_tuner") is not None
+    except (ImportError, ValueError):
+        found = False
+    return None if found else KT_MISSING
 
 
 @dataclass
