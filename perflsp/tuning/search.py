@@ -269,8 +269,7 @@ def run_search(
                                 f"tuning parameters ({', '.join(space.tune_params)})")
     if evaluate is None and not record.entries:
         raise TuningUnavailable("nothing to replay and no way to measure: import a cache or enable profiling")
-    size = sum(1 for _ in space.configs())
-    if size == 0:
+    if next(space.configs(), None) is None:
         raise TuningUnavailable(f"the restrictions exclude every configuration of `{space.kernel_name}` "
                                 f"({space.cartesian_size} combinations, restrictions: {'; '.join(space.restrictions)})")
     name = strategy if isinstance(strategy, str) else getattr(strategy, "name", type(strategy).__name__)
@@ -283,10 +282,6 @@ def run_search(
         inner = strategy_map[strategy]
     else:
         inner = strategy
-    if evaluate is None:
-        missing = sum(1 for c in space.configs() if space.key(c) not in record.entries)
-        if missing:
-            log.info("%d valid configurations are not in the cache of %s", missing, record.device_name)
     search = _Search(space, record, evaluate, on_evaluation, cancel)
     options: dict[str, Any] = dict(strategy_options or {})
     if max_fevals is not None:
