@@ -28,6 +28,9 @@ THREAD_ATOMS = {"threadIdx": ("tx", "ty", "tz"), "blockIdx": ("bx", "by", "bz")}
 OMP_THREAD_API = {"omp_get_thread_num": ("tx", None), "omp_get_team_num": ("bx", None),
                   "omp_get_num_threads": (None, "block"), "omp_get_num_teams": (None, "grid")}
 DIM_NAMES = {"blockDim": "block", "gridDim": "grid"}
+# HIP's older spellings of the built-ins (`hipThreadIdx_x` = `threadIdx.x`)
+HIP_BUILTINS = {f"hip{family[0].upper()}{family[1:]}_{axis}": (family, "xyz".index(axis))
+                for family in ("threadIdx", "blockIdx", "blockDim", "gridDim") for axis in "xyz"}
 MAX_INLINE_DEPTH = 4
 MAX_NODES = 200_000  # work budget per kernel: pathological inputs stop, not hang
 
@@ -415,6 +418,9 @@ class KernelWalker:
             update = node.child_by_field_name("update")
             body = node.child_by_field_name("body")
             var, start = self._loop_init(init)
+            if var is None:
+                # `int i = tid; for (; i < n; i += stride)`: the index was declared before the loop
+                var, start = self._condition_variable(cond)
             trip, origin, note, step_val = self._trip_count(var, start, cond, update, node)
             pragma = node.prev_named_sibling
             asked = pragma is not None and pragma.type == "preproc_call" and "unroll" in self.text(pragma)
@@ -424,6 +430,21 @@ class KernelWalker:
             self._run_loop(node, var, start, step_val, trip, origin, note, cond, update, body, unrolled)
         finally:
             self.scopes.pop()
+
+    def _condition_variable(self, cond: Node | None) -> tuple[str | None, Val | None]:
+        """The variable a loop condition compares (`i < n` -> i), when it is already bound."""
+        while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") \
+                and cond.named_child_count == 1:
+            cond = cond.named_children[0]
+        if cond is None or cond.type != "binary_expression":
+            return None, None
+        for side in ("left", "right"):
+            operand = cond.child_by_field_name(side)
+            if operand is not None and operand.type == "identifier":
+                value = self.lookup(self.text(operand))
+                if value is not None:
+                    return self.text(operand), value
+        return None, None
 
     def _loop_init(self, init: Node | None) -> tuple[str | None, Val | None]:
         if init is None:
@@ -482,6 +503,13 @@ class KernelWalker:
         thread_start = start is not None and bool({a for a in start.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz")})
         if start_value is None and (thread_start or (start is not None and start.lin.const_known)):
             start_value = start.lin.const if start is not None else 0.0
+        if bound_value is None and thread_start and step_kind == "add" and step is not None and step.value \
+                and step.value >= max(32.0, self._launch_threads()):
+            # a grid-stride loop over a size the source does not say: the production size
+            trip = max(1.0, self.cost.assumed_problem_size / step.value)
+            self.assume(f"line {self.line(loop)}: grid-stride loop over an unknown size (`{self.text(bound_node)}`): "
+                        f"assumed the production size, {trip:g} iteration(s) per thread")
+            return trip, "assumed", f"{var} {op} {self.text(bound_node)}", step
         if bound_value is None:
             data_dependent = "data" in bound.lin.atoms
             origin = "data-dependent" if data_dependent else "assumed"
@@ -510,6 +538,11 @@ class KernelWalker:
             return trip, "constant" if bound.known else "arguments", f"{var} {op} {self.text(bound_node)}", None
         self.assume(f"line {self.line(loop)}: step of the `{var}` loop not understood: assumed {self.cost.assumed_trip_count:g} iterations")
         return self.cost.assumed_trip_count, "assumed", f"{var} {op} {self.text(bound_node)}", None
+
+    def _launch_threads(self) -> float:
+        if self.launch.grid is None or self.launch.block is None:
+            return math.inf
+        return math.prod(self.launch.grid) * math.prod(self.launch.block)
 
     def _step(self, var: str, update: Node | None) -> tuple[str | None, Val | None]:
         if update is None:
@@ -609,9 +642,34 @@ class KernelWalker:
     def _while(self, node: Node) -> None:
         cond = node.child_by_field_name("condition")
         body = node.child_by_field_name("body")
+        if node.type == "while_statement" and self._counted_while(node, cond, body):
+            return
         trip = self.cost.assumed_while_trips
         self.assume(f"line {self.line(node)}: `while` loop with a data-dependent condition: assumed {trip:g} iterations")
         self._run_loop(node, None, None, None, trip, "data-dependent", self.text(cond), cond, None, body)
+
+    def _counted_while(self, node: Node, cond: Node | None, body: Node | None) -> bool:
+        """`while (i < n) { ...; i += stride; }`: a counted loop whose update is the body's last
+        statement; walked like the equivalent `for`."""
+        var, start = self._condition_variable(cond)
+        if var is None or body is None:
+            return False
+        statements = [c for c in body.named_children if c.type != "comment"] if body.type == "compound_statement" else [body]
+        last = statements[-1] if statements else None
+        update = last.named_children[0] if last is not None and last.type == "expression_statement" and last.named_child_count else None
+        if update is None or self._step(var, update)[0] is None:
+            return False
+        inner = cond
+        while inner is not None and inner.type in ("parenthesized_expression", "condition_clause") \
+                and inner.named_child_count == 1:
+            inner = inner.named_children[0]
+        self.scopes.append({})
+        try:
+            trip, origin, note, step_val = self._trip_count(var, start, inner, update, node)
+            self._run_loop(node, var, start, step_val, trip, origin, note, inner, None, body)
+        finally:
+            self.scopes.pop()
+        return True
 
     def _do(self, node: Node) -> None:
         self._while(node)
@@ -664,6 +722,14 @@ class KernelWalker:
             return Val(BOOL, float(name == "true"), Linear.constant(float(name == "true")))
         if name in ("NULL", "nullptr"):
             return Val(INT, 0.0, Linear.constant(0.0))
+        if name in HIP_BUILTINS:
+            family, axis = HIP_BUILTINS[name]
+            if family in THREAD_ATOMS:
+                return Val(INT, None, Linear.atom(THREAD_ATOMS[family][axis]))
+            shape = self.launch.block if family == "blockDim" else self.launch.grid
+            if shape is not None:
+                return Val(INT, float(shape[axis]), Linear.constant(float(shape[axis])))
+            return Val(INT, None, Linear(const_known=False))
         if name == "warpSize":
             return Val(INT, 32.0, Linear.constant(32.0), static=True)
         if self.constant_lookup is not None:

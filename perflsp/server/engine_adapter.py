@@ -55,8 +55,11 @@ def fixes_available() -> bool:
 # --------------------------------------------------------------------------- engine
 
 
-def options(preprocessed: ConstEnv | None, registers: Sequence[tuple[str, int]] = ()) -> AnalysisOptions:
-    return AnalysisOptions(include_env=preprocessed, registers=tuple(registers))
+def options(preprocessed: ConstEnv | None, registers: Sequence[tuple[str, int]] = (),
+            argv: Sequence[str] | None = None) -> AnalysisOptions:
+    """`argv`: the program's arguments (`perflsp.profiling.args`), folded where main() parses argv."""
+    return AnalysisOptions(include_env=preprocessed, registers=tuple(registers),
+                           argv=tuple(argv) if argv is not None else None)
 
 
 class _BrokenUnit:

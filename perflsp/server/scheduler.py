@@ -263,7 +263,7 @@ class DocumentWorker:
             analysis = AnalysisState(self.analyzer.context, complete=True)
         else:
             self.analyzer.start(state, extracted, config.gpus, self.host.lint_codes(config),
-                                (config.generation, id(state.preprocessed)), state.lines)
+                                (config.generation, id(state.preprocessed)), state.lines, argv=config.argv)
             analysis = self.analyzer.step(deadline)
         if exact is None:
             exact = not state.tree.root_node.has_error
