@@ -457,6 +457,7 @@ def _cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchS
 
 
 _AXIS_USE = re.compile(r"\b(?:hip)?(threadIdx|blockDim|blockIdx|gridDim|ThreadIdx|BlockDim|BlockIdx|GridDim)\s*[._]\s*([xyz])\b")
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _PRODUCTION_BLOCKS = {1: (256.0, 1.0, 1.0), 2: (16.0, 16.0, 1.0), 3: (8.0, 8.0, 4.0)}
 
 
@@ -469,7 +470,7 @@ def production_shape(kernel_text: str, grid: tuple[float, float, float] | None,
     thread): more would repeat the same work on the same data. A kernel that never reads
     `blockIdx`/`gridDim` is one block."""
     read: dict[str, set[int]] = {"thread": set(), "block": set()}
-    for m in _AXIS_USE.finditer(kernel_text):
+    for m in _AXIS_USE.finditer(_COMMENTS.sub(" ", kernel_text)):
         family = "thread" if m.group(1).lower() in ("threadidx", "blockdim") else "block"
         read[family].add("xyz".index(m.group(2)))
     if block is None:
