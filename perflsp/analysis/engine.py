@@ -695,6 +695,24 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
 _OMP_SPMD_CALLS = re.compile(r"\bomp_get_(?:team|thread)_num\s*\(")
 
 
+def _including_function_text(unit: AnalysisUnit) -> str | None:
+    """The text of the function, in a file of the same folder, whose body `#include`s this
+    file, or None."""
+    if not unit.kernels.path:
+        return None
+    path = Path(unit.kernels.path)
+    directive = re.compile(rb'#\s*include\s*"(?:[^"]*/)?' + re.escape(path.name.encode()) + rb'"')
+    for includer in IncludeResolver().includers_of(path)[:4]:
+        loaded = load_file(includer)
+        if isinstance(loaded, SkippedFile):
+            continue
+        m = directive.search(loaded.data)
+        span = _function_around(loaded.data, m.start()) if m is not None else None
+        if span is not None:
+            return loaded.data[span[0] : span[1]].decode("utf-8", errors="replace")
+    return None
+
+
 _FUNCTION_HEAD = re.compile(rb"[A-Za-z_][\w:<>,\s\*&]*?\b[A-Za-z_][\w:~]*\s*\([^;{}]*\)\s*(?:const\s*)?\{")
 
 
@@ -740,8 +758,13 @@ def _host_types(unit: AnalysisUnit, function: Node | None, offset: int) -> dict[
         return cache[key]
     out: dict[str, tuple[CType, tuple[float, ...]]] = {}
     _collect_host_types(unit, [n for n in unit.tree.root_node.named_children if n.type == "declaration"], unit.data, out)
-    if span is not None:
-        text = unit.data[span[0] : span[1]].decode("utf-8", errors="replace")
+    text = unit.data[span[0] : span[1]].decode("utf-8", errors="replace") if span is not None else None
+    if text is None:
+        # a fragment `#include`d inside a function of another file (`{ #include "step.h" }`):
+        # its variables are that function's
+        text = _including_function_text(unit)
+        function = None
+    if text is not None:
         expanded = expand_macros(text, unit.env)
         if expanded != text or function is None:
             data = expanded.encode("utf-8", errors="replace")
