@@ -16,7 +16,9 @@ from typing import Any, Literal
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from perflsp.llm.sanitize import clean
 
 LlmVerdictKind = Literal["compute", "bandwidth", "latency"]
 
@@ -29,6 +31,22 @@ CodeChange = Annotated[str, StringConstraints(min_length=1, max_length=500)]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _clean_text(cls, data: Any) -> Any:
+        """Model text is data: control sequences out of every string before it is checked."""
+        return _cleaned(data)
+
+
+def _cleaned(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {k: _cleaned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    return value
 
 
 class Factor(_Strict):
