@@ -117,7 +117,8 @@ def test_occupancy_bad_size_and_unknown_gpu():
 
 def test_real_subprocess_python_m_perflsp():
     done = subprocess.run([sys.executable, "-m", "perflsp", "occupancy", "--gpu", "H100", "--threads", "1024",
-                           "--regs", "255", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+                           "--regs", "255", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                          check=False)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["active_blocks_per_sm"] == 0 and data["limiter"] == "registers"
