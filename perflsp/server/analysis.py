@@ -202,7 +202,7 @@ class Analyzer:
         first = min(left, key=_start)
         state.budget_note = (
             f"perflsp: the analysis budget of {self.budget_s:g} s for one file was spent after "
-            f"{len(state.reports)} kernel(s): {len(left)} more (from line {first.span.line} on) "
+            f"{len(state.reports)} kernel(s): {len(left)} more (from line {getattr(first, 'name_span', first.span).line} on) "
             f"are not analysed")
 
     def release(self) -> None:

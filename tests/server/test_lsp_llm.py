@@ -305,3 +305,19 @@ async def test_the_api_key_never_reaches_a_log(tmp_path, capfd):
             assert not any(secret in t or API_KEY in t for t in texts)  # ... without the key
     err = capfd.readouterr().err
     assert "HTTP 401" in err and secret not in err and API_KEY not in err
+
+
+async def test_a_repository_cannot_choose_the_key_variable(tmp_path):
+    """As `perflsp explain` (tests/test_explain_cli.py): refused, with one message saying why."""
+    with endpoint() as llm:
+        path = write_workspace(tmp_path / "ws", config=f'gpus = ["h100"]\n[llm]\nenabled = true\nmodel = "m"\n'
+                                                       f'baseUrl = "{llm.url}/v1"\napiKeyEnv = "OPENAI_API_KEY"\n')
+        async with session(path.parent, env=env_for(tmp_path)) as s:
+            status = s.statuses[-1]
+            assert status["llm"] == "off"
+            assert "API key variable was chosen by workspace-file settings of an untrusted workspace" in status["llmReason"]
+            said = [m.message for m in s.client.messages if "LLM advisor not used" in m.message]
+            assert len(said) == 1 and "API key variable" in said[0]
+            published = await s.open(path)
+            assert all(d.data["source"] == "static" for d in roofline(published).values())
+            assert not llm.requests
