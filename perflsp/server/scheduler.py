@@ -236,8 +236,8 @@ class DocumentWorker:
     async def request(self, wait_s: float = REQUEST_WAIT_S) -> Snapshot | None:
         """What a request (hover, inlay hints, lens, code actions) reads: the complete analysis of
         the newest version when it is ready within `wait_s`, else the newest snapshot of the live
-        text (provisional: the last complete analysis on the newest applied text). Waits only
-        while edits are being applied, or for the first analysis of the document."""
+        text (provisional: the last complete analysis on the newest applied text). Waits longer
+        only for the first analysis of the document. Read the snapshot with `read()`."""
         self.last_used = time.monotonic()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
