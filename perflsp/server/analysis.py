@@ -16,9 +16,10 @@ Runs in the document's worker thread; `step` analyses until a deadline so a larg
 publish its first diagnostics early.
 
 Cost is bounded per file: one analysis run spends at most `ANALYSIS_BUDGET_S` in the engine
-(`PERFLSP_ANALYSIS_BUDGET_S` overrides it); the kernels and regions after that point are left
-out (`AnalysisState.unanalysed`, with the reason in `budget_note`) and not linted, and the
-diagnostics say so. Reused results cost nothing, so later edits fill in nothing new: the budget
+and the lints (`PERFLSP_ANALYSIS_BUDGET_S` overrides it); the kernels and regions after that
+point are left out (`AnalysisState.unanalysed`, with the reason in `budget_note`) and not
+linted, and the diagnostics say so. A file with more than `LINT_CHUNK` groups to lint is linted
+in chunks of that many, so that the budget can stop it between chunks too. Reused results cost nothing, so later edits fill in nothing new: the budget
 is a ceiling for pathological files (tens of thousands of kernels), not a normal limit.
 """
 
@@ -61,12 +62,13 @@ _LINE_NUMBER = re.compile(r"\bline \d+")
 
 def _budget_from_env() -> float:
     try:
-        return float(os.environ.get("PERFLSP_ANALYSIS_BUDGET_S", "") or 20.0)
+        return float(os.environ.get("PERFLSP_ANALYSIS_BUDGET_S", "") or 10.0)
     except ValueError:
-        return 20.0
+        return 10.0
 
 
-ANALYSIS_BUDGET_S = _budget_from_env()  # engine time per file and analysis run
+ANALYSIS_BUDGET_S = _budget_from_env()  # engine and lint time per file and analysis run
+LINT_CHUNK = 2000  # groups linted per call in very large files (a normal file is linted in one call)
 
 
 @dataclass
@@ -116,7 +118,8 @@ class Analyzer:
         self.analysed = 0  # engine runs (for tests and logs)
         self.linted_groups = 0
         self.budget_s = ANALYSIS_BUDGET_S
-        self._spent = 0.0  # engine time of the current run
+        self._spent = 0.0  # engine and lint time of the current run
+        self._cancelled = False
         self._edit_floor: int | None = None  # first edited byte since the last lint (runs may be cut short)
 
     # ------------------------------------------------------------------ run
@@ -155,6 +158,8 @@ class Analyzer:
         fk: FileKernels = job["fk"]
         by_kernel: dict[str, list[LaunchSite]] = job.setdefault("launches_by_kernel", _launches_by_kernel(fk))
         while self._pending:
+            if self._cancelled:
+                return state  # the document was closed: never complete
             item = self._pending[0]
             launches = by_kernel.get(item.qualified_name, []) if isinstance(item, CudaFunction) else []
             launch_ids = tuple(id(s) for s in launches)
@@ -205,6 +210,10 @@ class Analyzer:
             f"{len(state.reports)} kernel(s): {len(left)} more (from line {getattr(first, 'name_span', first.span).line} on) "
             f"are not analysed")
 
+    def cancel(self) -> None:
+        """Stop the run in progress at its next kernel (the document was closed)."""
+        self._cancelled = True
+
     def release(self) -> None:
         """Forget the finished run's inputs (text, tree): only caches stay."""
         self._job = {}
@@ -232,15 +241,36 @@ class Analyzer:
         identity = {tuple(id(i) for i in g): g for g in groups}
         stale = [g for k, g in identity.items() if not self._reusable(self._groups.get(k), g)]
         fresh_groups: dict[tuple[int, ...], _Group] = {}
-        if stale:
+        unlinted: set[tuple[int, ...]] = set()
+        if stale and len(stale) <= LINT_CHUNK:
             subject = fk if len(stale) == len(every) else _restricted(fk, stale, job["data"])
             findings = engine.run_lints(job["data"], job["tree"], subject, job["gpus"], job["lint_codes"],
                                         state.lint_notes, lines=job["lines"], shared=self._lint_facts)
             self.linted_groups += len(stale)
             fresh_groups = _assign(findings, stale, job["lines"])
+        elif stale:  # a very large file: in chunks, within the budget
+            for index in range(0, len(stale), LINT_CHUNK):
+                chunk = stale[index:index + LINT_CHUNK]
+                if self._spent > self.budget_s or self._cancelled:
+                    unlinted.update(tuple(id(i) for i in g) for g in stale[index:])
+                    break
+                began = time.monotonic()
+                findings = engine.run_lints(job["data"], job["tree"], _restricted(fk, chunk, job["data"]), job["gpus"],
+                                            job["lint_codes"], state.lint_notes, lines=job["lines"],
+                                            shared=self._lint_facts)
+                self._spent += time.monotonic() - began
+                self.linted_groups += len(chunk)
+                fresh_groups.update(_assign(findings, chunk, job["lines"]))
+            if unlinted:
+                note = (f"perflsp: the analysis budget of {self.budget_s:g} s for one file was spent: "
+                        f"{len(unlinted)} of {len(every)} kernels, functions and launch sites were not linted")
+                state.lint_notes.append(note)
+                state.budget_note = state.budget_note or note
         out: list[Finding] = []
         new_cache: dict[tuple[int, ...], _Group] = {}
         for k, items in identity.items():
+            if k in unlinted:
+                continue  # not linted: not cached either (linted when the budget allows)
             group = fresh_groups.get(k) or self._groups.get(k)
             if group is None:
                 group = _Group(items, [], [], tuple(_start(i) for i in items))

@@ -150,6 +150,7 @@ class DocumentWorker:
             resource_task.cancel()
         if self._task is not None:
             self._task.cancel()
+        self.analyzer.cancel()  # a run in the pool's thread stops at its next kernel
         self.snapshot = self.latest = None
         self.state = None
         self._initial = None

@@ -214,3 +214,45 @@ async def test_a_file_over_the_size_limit_is_refused_and_others_stay_responsive(
 
 def refused_reason(message: str) -> str:
     return message.split("is not analysed: ", 1)[1].split(", the limit", 1)[0]
+
+
+async def test_a_closed_document_stops_its_analysis_at_the_next_kernel():
+    analyzer = Analyzer()
+    config = defaults()
+    state = TextState(IMAGE.read_text(), 1, None)
+    analyzer.start(state, state.extracted, config.gpus, None, (0,), state.lines)
+    analyzer.cancel()
+    assert not analyzer.step(None).complete and analyzer.analysed == 0
+
+
+async def test_very_large_files_are_linted_in_chunks_within_the_budget(monkeypatch):
+    from perflsp.server import analysis
+
+    kernel = "__global__ void k{n}(float *a, double d) {{ a[threadIdx.x] = a[threadIdx.x] * 2.0 + d; }}\n"
+    text = "".join(kernel.format(n=n) for n in range(12))
+    whole = analysed(text)
+    assert whole.analysis.budget_note is None and whole.analysis.findings
+    monkeypatch.setattr(analysis, "LINT_CHUNK", 5)
+    chunked = analysed(text)  # three calls, the same findings
+    assert [(f.code, f.kernel, f.span.start_byte) for f in chunked.analysis.findings] == \
+        [(f.code, f.kernel, f.span.start_byte) for f in whole.analysis.findings]
+
+    config = defaults()
+    state = TextState(text, 1, None)
+    analyzer = Analyzer()
+    real = engine_adapter.run_lints
+
+    def first_chunk_spends_the_budget(*args, **kwargs):
+        analyzer.budget_s = 0.0
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine_adapter, "run_lints", first_chunk_spends_the_budget)
+    analyzer.start(state, state.extracted, config.gpus, None, (0,), state.lines)
+    cut = analyzer.step(None)
+    assert cut.complete and len(cut.reports) == 12 and not cut.unanalysed
+    assert "7 of 12 kernels, functions and launch sites were not linted" in cut.budget_note
+    assert {f.kernel for f in cut.findings} <= {f"k{n}" for n in range(5)}
+    snap = Snapshot("file:///x.cu", 1, state.data, state.tree, state.lines, state.extracted.kernels, cut, config,
+                    state.preprocessed)
+    (note,) = [d for d in diagnostics.build(snap) if (d.data or {}).get("kind") == "budget"]
+    assert note.range.start.line == 0 and "not linted" in note.message
