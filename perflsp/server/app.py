@@ -154,7 +154,17 @@ class PerfLanguageServer(LanguageServer):
         self.recent.pop(uri, None)
         if self._trim is not None:
             self._trim.cancel()
-        self._trim = asyncio.get_running_loop().call_later(memory.TRIM_DELAY_S, memory.give_back)
+        self._trim = asyncio.get_running_loop().call_later(memory.TRIM_DELAY_S, self._trim_when_idle, 120)
+
+    def _trim_when_idle(self, tries: int) -> None:
+        """Give memory back once no job runs (a closed document's job may still be finishing)."""
+        from perflsp.server import memory
+
+        if self.pool.busy and tries:
+            self._trim = asyncio.get_running_loop().call_later(0.5, self._trim_when_idle, tries - 1)
+            return
+        self._trim = None
+        memory.give_back()
 
     def document_idle(self, worker: Any) -> None:
         """Keep the syntax trees of the HOT_DOCUMENTS most recently active documents only."""

@@ -34,6 +34,11 @@ class WorkPool:
         self.granted = 0  # jobs started (tests, logs)
 
     @property
+    def busy(self) -> bool:
+        """Some job's thread is running."""
+        return self._free < self.slots
+
+    @property
     def waiting(self) -> int:
         return len(self._waiting)
 

@@ -529,11 +529,12 @@ class DocumentWorker:
     def _settle_compute(self, config: ResolvedConfig, version: int | None) -> Snapshot | None:
         """Parse and extract from scratch; None when that equals the incremental result."""
         from perflsp.server.extraction import extract_full, signature
+        from perflsp.source.parser import parse
 
         state = self.state
         assert state is not None
         state._awake()
-        fresh = state.doc._parser.parse(state.data)
+        fresh = parse(state.data, parser=state.doc._parser)
         full = extract_full(state.data, fresh, state.lines, state.path, state.preprocessed)
         if str(fresh.root_node) == str(state.tree.root_node) and \
                 signature(full.kernels) == signature(state.extracted.kernels):
