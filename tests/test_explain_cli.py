@@ -5,10 +5,9 @@ printed."""
 
 from __future__ import annotations
 
-import re
-
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path

@@ -12,9 +12,7 @@ provider's structured-output mechanism (OpenAI `response_format`, Ollama `format
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
-
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 

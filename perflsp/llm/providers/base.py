@@ -14,26 +14,25 @@ masked in every error message and log record (see `perflsp.llm.secrets`).
 from __future__ import annotations
 
 import email.utils
-import ssl
 import json
 import logging
+import ssl
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
-from functools import cache
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from perflsp.llm.providers.sse import NotAnEventStream
-from perflsp.llm.sanitize import StreamCleaner, char_limit, clean, truncation_note
-
 from perflsp.llm.privacy import is_loopback_url
 from perflsp.llm.prompts import Message
+from perflsp.llm.providers.sse import NotAnEventStream
+from perflsp.llm.sanitize import StreamCleaner, char_limit, clean, truncation_note
 from perflsp.llm.secrets import redact, resolve_api_key
 
 log = logging.getLogger("perflsp.llm.providers")

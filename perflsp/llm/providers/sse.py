@@ -33,8 +33,7 @@ async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str | None,
         name, _, value = line.partition(":")
         if name not in _FIELDS and stray is None:
             stray = line[:80]
-        if value.startswith(" "):
-            value = value[1:]
+        value = value.removeprefix(" ")
         if name == "event":
             event = value
         elif name == "data":
