@@ -1,11 +1,12 @@
 """Calibrate the engine's model constants on labeled kernels, judged by grouped cross-validation.
 
     python benchmarks/calibrate_engine.py --labels CSV --src DIR --gpu-file FILE --gpu NAME \
-        [--compile-commands FILE] [--folds 5] [--seeds 3]
+        [--compile-commands FILE] [--folds 5] [--seeds 3] [--editor]
 
-The engine runs once per kernel (with the launch shape and program arguments only); the
+The engine runs once per kernel (with the launch shape and program arguments only, or, with
+`--editor`, with neither, as in the editor); the
 constants that act after counting (integer fusion factor, OpenMP per-iteration overhead,
-write-back share, L2 miss share, minimum DRAM traffic) are then searched on a coarse grid by
+write-back share, minimum DRAM traffic) are then searched on a coarse grid by
 coordinate ascent of balanced accuracy. Folds are grouped by benchmark (the target name without
 `-cuda`/`-omp`), so a benchmark's CUDA and OpenMP versions are never split between training and
 test. The script prints the cross-validated balanced accuracy per seed and the constants fitted
@@ -37,7 +38,6 @@ GRID: dict[str, list[float]] = {
     "write_to_dram": [0.25, 0.5, 0.75, 1.0],
     "int_arith_factor": [0.35, 0.5, 0.75, 1.0],
     "int_per_omp_iteration": [6.0, 12.0, 24.0],
-    "l2_miss_fraction": [0.0, 0.1, 0.3],
     "min_dram_bytes": [0.0, 1e4, 1e5],
 }
 
@@ -64,7 +64,9 @@ def collect(args: argparse.Namespace) -> tuple[list[Sample], dict]:
         items = 0.0
         groups: list = []
         if located.kernel is not None:
-            options = AnalysisOptions(argv=tuple(shlex.split(row.exe_args)), launch_override=(row.grid, row.block),
+            given = not args.editor
+            options = AnalysisOptions(argv=tuple(shlex.split(row.exe_args)) if given else None,
+                                      launch_override=(row.grid, row.block) if given and row.grid and row.block else None,
                                       include_env=locator.include_env(row.file, locator.source(row.file)))
             try:
                 unit = AnalysisUnit(locator.source(row.file), locator.tree(row.file), located.file, options)
@@ -86,7 +88,7 @@ def verdict(sample: Sample, cost: CostModel, base: CostModel, gpu: dict) -> str:
     arithmetic = max(0.0, p.int32 - p.int_address - p.int_loop - fixed0) / base.int_arith_factor
     fixed = base.int_per_thread if sample.language == "cuda" else cost.int_per_omp_iteration
     ints = p.int_address + p.int_loop + arithmetic * cost.int_arith_factor + fixed
-    dram = max(combine(sample.groups, cost, gpu["l2"]), cost.min_dram_bytes, 1.0)
+    dram = max(combine(sample.groups, cost), cost.min_dram_bytes, 1.0)
     n = sample.work_items
     intensity = {"fp32": p.fp32 * n / dram, "fp64": p.fp64 * n / dram, "int32": ints * n / dram}
     compute = any(intensity[k] >= r for k, r in gpu["ridges"].items() if k in intensity)
@@ -120,6 +122,7 @@ def main() -> None:
     ap.add_argument("--compile-commands", type=Path)
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--editor", action="store_true", help="no launch shape or program arguments (as in the editor)")
     args = ap.parse_args()
     samples, gpu = collect(args)
     base = CostModel()

@@ -47,7 +47,8 @@ def test_saxpy_is_bandwidth_bound_with_exact_counts():
 def test_program_arguments_size_the_launch():
     """Without argv the launch shape is an assumption; with it, the grid folds."""
     (unknown,) = run(SAXPY).kernels
-    assert unknown.facts.work_items == pytest.approx(1 << 20)  # the assumed problem size
+    assert unknown.facts.work_items == pytest.approx(1 << 24)  # the assumed production size
+    assert unknown.facts.assumptions[0].startswith("problem size unknown: assumed large")
     assert any("launch shape" in a or "grid" in a for a in unknown.facts.assumptions)
     (known,) = run(SAXPY, AnalysisOptions(argv=("4096",))).kernels
     assert known.facts.work_items == 4096

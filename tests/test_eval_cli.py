@@ -24,7 +24,8 @@ DATA = ROOT / "tests" / "data" / "eval"
 LABELS = DATA / "labels.csv"
 SRC = DATA / "src"
 STUDY = ROOT / "examples" / "gpus" / "rtx3080-study.toml"
-MEASURED = ("sp_ai", "dp_ai", "int_ai", "traffic", "label", "executions", "labels_disagree", "location_status")
+MEASURED = ("sp_ai", "dp_ai", "int_ai", "traffic", "label", "executions", "labels_disagree", "location_status",
+            "dram_bytes", "fp32_ops", "fp64_ops", "int_ops", "xtime_ns")
 SCORE_KEYS = {"listed", "located", "analyzed", "accuracy", "balanced_accuracy", "confusion"}
 
 
@@ -64,6 +65,8 @@ def scrambled(rows: list[dict[str, str]], seed: int) -> list[dict[str, str]]:
         row["executions"] = str(rng.randint(1, 9))
         row["labels_disagree"] = rng.choice(["true", "false"])
         row["location_status"] = rng.choice(["exact", "moved"])
+        for column in ("dram_bytes", "fp32_ops", "fp64_ops", "int_ops", "xtime_ns"):
+            row[column] = f"{rng.choice([0.0, rng.uniform(0, 1e5), rng.uniform(0, 1e12)]):.6g}"
         out.append(row)
     return out
 
@@ -127,11 +130,13 @@ def test_program_arguments_reach_the_engine(tmp_path):
     assert heavy["intensity"]["fp32"] == pytest.approx(100 * poly["intensity"]["fp32"], rel=0.01)
 
 
-def test_scrambled_measured_columns_change_no_prediction(tmp_path):
+@pytest.mark.parametrize("mode", [[], ["--editor"]])
+def test_scrambled_measured_columns_change_no_prediction(tmp_path, mode):
     original, shuffled = tmp_path / "original.json", tmp_path / "shuffled.json"
-    eval_json("--predictions-out", str(original))
+    eval_json("--predictions-out", str(original), *mode, labels=write_rows(tmp_path / "measured.csv", with_measured()))
     labels = write_rows(tmp_path / "scrambled.csv", scrambled(label_rows(LABELS), seed=7))
-    eval_json("--predictions-out", str(shuffled), labels=labels)
+    assert set(MEASURED) <= set(label_rows(labels)[0])
+    eval_json("--predictions-out", str(shuffled), *mode, labels=labels)
     assert json.loads(original.read_text()) == json.loads(shuffled.read_text())
 
 
@@ -221,13 +226,19 @@ def test_dev_labels_run_and_every_kernel_is_located(eval_data):
 
 
 @pytest.mark.eval
-def test_dev_labels_scrambled_sample_predicts_the_same(eval_data, tmp_path):
+@pytest.mark.parametrize("mode", ["launch-given", "editor"])
+def test_dev_labels_scrambled_sample_predicts_the_same(eval_data, tmp_path, mode):
     labels, src = eval_data
     rows = random.Random(3).sample(label_rows(labels), 40)
     gpu = load_database([STUDY]).get("rtx3080-study")
-    original = predict_rows([r for r, _ in read_labels(write_rows(tmp_path / "a.csv", rows))], src, gpu)
-    shuffled = predict_rows([r for r, _ in read_labels(write_rows(tmp_path / "b.csv", scrambled(rows, 11)))], src, gpu)
-    assert [(p.verdict, p.reason, p.intensity) for p in original] == [(p.verdict, p.reason, p.intensity) for p in shuffled]
+    original = predict_rows([r for r, _ in read_labels(write_rows(tmp_path / "a.csv", rows))], src, gpu, mode=mode)
+    shuffled = predict_rows([r for r, _ in read_labels(write_rows(tmp_path / "b.csv", scrambled(rows, 11)))], src, gpu,
+                            mode=mode)
+
+    def seen(p):
+        return (p.verdict, p.reason, p.intensity, p.confidence, p.totals)
+
+    assert [seen(p) for p in original] == [seen(p) for p in shuffled]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,3 +295,165 @@ def test_llm_without_a_configured_endpoint_says_how(tmp_path, monkeypatch):
     result = run_eval("--llm", "--workspace", str(tmp_path))
     assert result.exit_code == 2
     assert "LLM not used" in result.stderr and "perflsp eval --llm" in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# --editor, the reliability table, tiny runs, and what a prediction carries
+
+# measured columns for the synthetic rows (the answers: only the scorer may read them)
+MEASURED_VALUES = {
+    "vadd": ("12582912", "1048576", "0", "9437184", "16500"),
+    "mmul": ("2097152", "67108864", "0", "20000000", "50000"),
+    "poly": ("32768", "268435456", "0", "40000000", "80000"),  # a tiny run: under 64 KiB of DRAM traffic
+    "main@l14": ("12582912", "1048576", "0", "12000000", "16500"),
+    "main@l11": ("8192", "8388608", "0", "2000000", "9000"),  # tiny too
+    "vsub": ("", "", "", "", ""),
+    "gone": ("1000000", "0", "0", "1000", "1000"),
+}
+
+
+def with_measured() -> list[dict[str, str]]:
+    rows = label_rows(LABELS)
+    for row in rows:
+        values = MEASURED_VALUES[row["kernel"]]
+        row.update(zip(("dram_bytes", "fp32_ops", "fp64_ops", "int_ops", "xtime_ns"), values))
+    return rows
+
+
+def check_json(path: Path, *args: str) -> dict:
+    result = CliRunner().invoke(cli, ["check", str(path), "--gpus-file", str(STUDY), "--gpu", "rtx3080-study", "--json",
+                                      "--fail-on", "none", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_editor_mode_gives_exactly_what_check_shows(tmp_path):
+    out = tmp_path / "predictions.json"
+    report = eval_json("--editor", "--predictions-out", str(out))
+    assert report["mode"] == "editor"
+    for prediction in json.loads(out.read_text()):
+        if prediction["verdict"] is None:
+            continue
+        checked = check_json(SRC / prediction["file"])
+        kernels = checked["files"][0]["kernels"]
+        kernel = next(k for k in kernels if k["line"] == prediction["line"])
+        estimate = kernel["estimates"][0]
+        assert prediction["verdict"] == estimate["verdict"], prediction["kernel"]
+        assert prediction["confidence"] == pytest.approx(estimate["confidence"])
+        assert prediction["intensity"] == pytest.approx({k: v for k, v in estimate["intensity"].items() if v is not None},
+                                                        rel=1e-5)
+        assert prediction["totals"]["dram_bytes"] == pytest.approx(kernel["facts"]["dram_bytes"])
+        assert prediction["totals"]["fp32"] == pytest.approx(kernel["facts"]["total"]["fp32"])
+        assert prediction["totals"]["work_items"] == kernel["facts"]["work_items"]
+
+
+def test_editor_mode_ignores_launch_shape_and_program_arguments(tmp_path):
+    rows = label_rows(LABELS)
+    given_a, given_b, editor_a, editor_b = (tmp_path / f"{n}.json" for n in ("ga", "gb", "ea", "eb"))
+    for row in rows:
+        if row["kernel"] == "poly":
+            row["exe_args"] = "4"
+    four = write_rows(tmp_path / "four.csv", rows)
+    for row in rows:
+        row["block"] = row["grid"] = ""
+        if row["kernel"] == "poly":
+            row["exe_args"] = "400"
+    other = write_rows(tmp_path / "other.csv", rows)
+    eval_json("--predictions-out", str(given_a), labels=four)
+    eval_json("--predictions-out", str(given_b), labels=other)
+    assert json.loads(given_a.read_text()) != json.loads(given_b.read_text())  # launch-given mode reads them
+    eval_json("--editor", "--predictions-out", str(editor_a), labels=four)
+    eval_json("--editor", "--predictions-out", str(editor_b), labels=other)
+    assert json.loads(editor_a.read_text()) == json.loads(editor_b.read_text())
+    # poly is defined in kernels.h and launched in main.cu: check on kernels.h sees no launch
+    poly = next(p for p in json.loads(editor_a.read_text()) if p["kernel"] == "poly")
+    given = next(p for p in json.loads(given_a.read_text()) if p["kernel"] == "poly")
+    assert poly["totals"]["work_items"] != given["totals"]["work_items"]
+
+
+def test_mode_is_named_in_text_and_json():
+    assert eval_json()["mode"] == "launch-given"
+    text = run_eval("--editor").stdout
+    assert "mode: editor" in text and "pipeline of `perflsp check FILE`" in text
+    assert "mode: launch-given" in run_eval().stdout
+
+
+def test_predictions_carry_confidence_and_totals(tmp_path):
+    out = tmp_path / "predictions.json"
+    eval_json("--predictions-out", str(out))
+    predictions = json.loads(out.read_text())
+    for p in predictions:
+        assert "label" not in p and not set(MEASURED) & set(p)
+        if p["verdict"] is None:
+            assert p["confidence"] is None and p["totals"] is None
+            continue
+        assert 0.0 <= p["confidence"] <= 1.0
+        assert set(p["totals"]) == {"dram_bytes", "fp32", "fp64", "fp16", "int32", "work_items", "degenerate"}
+    vadd = next(p for p in predictions if p["kernel"] == "vadd")
+    # 1,048,576 elements: two float loads and one store each
+    assert vadd["totals"]["work_items"] >= 1048576 and vadd["totals"]["fp32"] >= 1048576
+    assert vadd["totals"]["degenerate"] is False
+
+
+def test_reliability_table_matches_the_predictions(tmp_path):
+    out = tmp_path / "predictions.json"
+    report = eval_json("--predictions-out", str(out))
+    table = report["reliability"]
+    predictions = json.loads(out.read_text())
+    truths = {(r["file"], r["kernel"]): r["label"] for r in label_rows(LABELS)}
+    analysed = [(p["confidence"], p["verdict"] == truths[(p["file"], p["kernel"])]) for p in predictions
+                if p["verdict"] in ("compute", "bandwidth")]
+    assert table["analyzed"] == len(analysed) == sum(b["count"] for b in table["bins"])
+    assert [(b["low"], b["high"]) for b in table["bins"]] == [(0.0, 0.5), (0.5, 0.6), (0.6, 0.7), (0.7, 0.8),
+                                                             (0.8, 0.9), (0.9, 1.0)]
+    for b in table["bins"]:
+        members = [ok for c, ok in analysed if b["low"] <= c < b["high"] or (b["high"] == 1.0 and c == 1.0)]
+        assert b["count"] == len(members)
+        if members:
+            assert b["accuracy"] == pytest.approx(sum(members) / len(members), abs=1e-4)
+            assert b["gap"] == pytest.approx(b["accuracy"] - b["mean_confidence"], abs=2e-4)
+    text = run_eval().stdout
+    assert "reliability (" in text and "[0.9, 1.0]" in text and "expected calibration error" in text
+
+
+def test_reliability_bins_by_hand():
+    from perflsp.evaluation.labels import Answer, KernelRow
+    from perflsp.evaluation.run import Prediction, reliability
+
+    row = KernelRow("t", "cuda", "k", "", "f.cu", 1, None, None, "")
+    cases = [(0.55, "compute", "compute"), (0.58, "bandwidth", "compute"), (0.95, "bandwidth", "bandwidth"),
+             (1.0, "compute", "compute"), (0.3, "compute", "bandwidth"), (0.9, "uncertain", "compute")]
+    pairs = [(Prediction(row, v, confidence=c), Answer(label)) for c, v, label in cases]
+    table = reliability(pairs)
+    by_low = {b.low: b for b in table.bins}
+    assert table.analyzed == 5  # the uncertain verdict is not scored for calibration
+    assert (by_low[0.5].count, by_low[0.5].accuracy) == (2, 0.5)
+    assert by_low[0.5].gap == pytest.approx(0.5 - 0.565)
+    assert (by_low[0.9].count, by_low[0.9].accuracy) == (2, 1.0)  # 1.0 lands in the closed last bin
+    assert (by_low[0.0].count, by_low[0.0].accuracy) == (1, 0.0)
+    assert by_low[0.7].count == 0 and by_low[0.7].accuracy is None and by_low[0.7].gap is None
+    assert table.median_confidence_right == pytest.approx(0.95)
+    assert table.median_confidence_wrong == pytest.approx(0.44)
+
+
+def test_tiny_runs_are_scored_apart_in_editor_mode(tmp_path):
+    labels = write_rows(tmp_path / "measured.csv", with_measured())
+    report = eval_json("--editor", labels=labels)
+    tiny = report["tiny_runs"]
+    assert tiny["threshold_bytes"] == 65536 and tiny["tiny"] == 2  # poly and main@l11
+    assert tiny["with"]["listed"] == 7 and tiny["without"]["listed"] == 5 and tiny["only"]["listed"] == 2
+    assert tiny["with"]["balanced_accuracy"] == report["balanced_accuracy"]
+    assert tiny["without_by_language"]["omp"]["listed"] == 1
+    assert "tiny_runs" not in eval_json(labels=labels)  # launch-given mode: not reported
+    assert "tiny_runs" not in eval_json("--editor")  # no dram_bytes column: nothing to split on
+    text = run_eval("--editor", labels=labels).stdout
+    assert "tiny runs (under 64 KiB of measured DRAM traffic: 2 labels) scored apart" in text
+    assert "without tiny runs" in text and "tiny runs only" in text
+
+
+def test_measured_columns_reach_only_the_answer(tmp_path):
+    pairs = read_labels(write_rows(tmp_path / "measured.csv", with_measured()))
+    row, answer = pairs[0]
+    assert (answer.dram_bytes, answer.fp32_ops, answer.int_ops) == (12582912.0, 1048576.0, 9437184.0)
+    assert not any(str(v) in ("12582912", "9437184") for v in (row.exe_args, row.signature))
+    assert pairs[5][1].dram_bytes is None  # empty cell

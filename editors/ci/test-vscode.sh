@@ -23,7 +23,8 @@ stage "install editors" env PERFLSP_EDITORS=vscode bash editors/ci/install-edito
 stage "settings in sync with the server's model" "$PYTHON" vscode-extension/scripts/sync_settings.py --check
 stage "npm ci" bash -c 'cd vscode-extension && npm ci --no-audit --no-fund --loglevel=error'
 stage "typecheck + unit tests" bash -c 'cd vscode-extension && npm run -s typecheck && npm test'
+stage "eslint (typescript-eslint)" bash -c 'cd vscode-extension && npm run -s lint'
 stage "package .vsix" bash -c 'cd vscode-extension && npm run -s package < /dev/null'
 cp vscode-extension/perflsp.vsix .ci/artifacts/editors/vscode/
 stage "e2e (code-server + Chromium)" env PERFLSP_EDITOR_TESTS=1 PERFLSP_VSIX="$ROOT/vscode-extension/perflsp.vsix" \
-  "$PYTHON" -m pytest tests/editors/test_vscode_e2e.py tests/editors/test_vscode_trust_e2e.py -v -p no:cacheprovider --junitxml=.ci/artifacts/editors/vscode/junit.xml
+  "$PYTHON" -m pytest tests/editors/test_vscode_e2e.py tests/editors/test_vscode_trust_e2e.py tests/editors/test_vscode_quiet_e2e.py -v -p no:cacheprovider --junitxml=.ci/artifacts/editors/vscode/junit.xml

@@ -94,13 +94,13 @@ class CostModel:
     branch_weight: float = 0.5  # fraction of items assumed to take a data-dependent branch
     assumed_trip_count: float = 32.0  # a loop whose bound is unknown
     assumed_while_trips: float = 8.0  # a `while` loop with a data-dependent condition
-    assumed_problem_size: float = 1 << 20  # elements, when nothing tells the size
+    # work items (threads / iterations) when nothing tells the size: production scale, so that
+    # every array streamed by the launch is far larger than any GPU's L2 (2^24 floats = 64 MiB)
+    assumed_problem_size: float = 1 << 24
 
     # calibrated
     int_arith_factor: float = 0.35  # source-level integer operations per SASS instruction
     # (multiply-add fusion, immediates, strength reduction)
     int_per_omp_iteration: float = 24.0  # the OpenMP device runtime's work per loop iteration
     write_to_dram: float = 0.5  # fraction of written bytes reaching DRAM during the launch
-    l2_resident_fraction: float = 1.0  # share of L2 a footprint may fill and still be served from it
-    l2_miss_fraction: float = 0.0  # of the re-requested bytes of footprints larger than L2
     min_dram_bytes: float = 1e5  # every launch moves some DRAM traffic (code, constants, setup)

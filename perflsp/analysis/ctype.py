@@ -83,13 +83,25 @@ def parse_type(text: str, aliases: dict[str, CType] | None = None) -> CType:
     """Classify a type as written (`const float *__restrict__`, `double2`, `T`, `uint8_t[16]`)."""
     pointer = text.count("*") + text.count("[")
     words = [w for w in re.findall(r"[A-Za-z_]\w*(?:::\w+)*", text) if w not in _QUALIFIERS]
-    base = _classify_words(words, aliases or {})
+    outer = _TEMPLATE_ARGUMENTS.sub(" ", text) if "<" in text else text
+    if outer is not text and not re.search(r"\bcomplex\b", outer):
+        # `Accessor<scalar_t, 4>` is the accessor, whatever `scalar_t` stands for: aliases and
+        # guesses apply to the outer name only; of its arguments, only plain scalars are read
+        outer_words = [w for w in re.findall(r"[A-Za-z_]\w*(?:::\w+)*", outer) if w not in _QUALIFIERS]
+        base = _classify_words(outer_words, aliases or {})
+        if base.kind == "struct":
+            base = _classify_words(words, {}, guess=False)
+    else:
+        base = _classify_words(words, aliases or {})
     if pointer:
         return CType(base.kind, base.size_bytes, base.lanes, base.pointer + pointer, base.wide)
     return base
 
 
-def _classify_words(words: list[str], aliases: dict[str, CType]) -> CType:
+_TEMPLATE_ARGUMENTS = re.compile(r"<[^<>]*(?:<[^<>]*(?:<[^<>]*>[^<>]*)*>[^<>]*)*>")
+
+
+def _classify_words(words: list[str], aliases: dict[str, CType], guess: bool = True) -> CType:
     if not words:
         return UNKNOWN
     joined = " ".join(words)
@@ -121,7 +133,48 @@ def _classify_words(words: list[str], aliases: dict[str, CType]) -> CType:
             return CType("f64", 16, 2)
     if "unsigned" in words or "signed" in words:
         return INT
+    if len(words) == 1 and guess:
+        guessed = guessed_float_type(words[0].split("::")[-1])
+        if guessed is not None:
+            return guessed
     return CType("struct", 4) if words else UNKNOWN
+
+
+# Names of floating-point element types whose definition is not visible (a header that was not
+# found): `Real_type`, `real_t`, `REAL`, `dfloat`, `real8`, `FP`. The engine states the guess as
+# an assumption (see `guessed_type_notes`) rather than count no floating-point work at all.
+_FLOAT_NAME = re.compile(r"^(?P<prefix>[dDsS]?)(?P<word>real|float|double|fp)(?:_?(?:t|type|T))?(?P<bits>4|8|32|64)?(?:_?(?:t|type))?$",
+                         re.IGNORECASE)
+
+
+def guessed_float_type(name: str) -> CType | None:
+    """The element type an unresolved type name most likely stands for, or None: names with
+    `double` or `real` (or a `d` prefix, an 8/64 suffix) read as double, names with `float` or
+    `fp` (or an `s` prefix, a 4/32 suffix) as float. (`scalar_t` is left alone: its meaning
+    varies too much between code bases.)"""
+    m = _FLOAT_NAME.match(name)
+    if m is None or name in ("float", "double"):
+        return None
+    word = m.group("word").lower()
+    bits = m.group("bits")
+    if bits in ("8", "64") or m.group("prefix").lower() == "d":
+        return F64
+    if bits in ("4", "32") or m.group("prefix").lower() == "s":
+        return F32
+    return F64 if word in ("double", "real") else F32
+
+
+def guessed_type_notes(text: str, aliases: dict[str, CType]) -> list[str]:
+    """Assumptions for the unresolved floating-point type names that `text` uses as types."""
+    notes = []
+    for name in sorted(set(re.findall(r"\b([A-Za-z_]\w*)\s*(?:[*&]|\s[A-Za-z_(]|>)", text))):
+        if name in aliases or name in _SCALARS:
+            continue
+        guessed = guessed_float_type(name)
+        if guessed is not None:
+            kind = "double" if guessed.kind == "f64" else "float"
+            notes.append(f"type `{name}` is not defined in any source or header found: assumed {kind} (from its name)")
+    return notes
 
 
 def common_type(a: CType, b: CType) -> CType:

@@ -423,8 +423,15 @@ def _cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchS
     callee = unit.function_node(kernel)
     if callee is None:
         return _uncertain("the kernel's definition could not be parsed"), None, 0
+    known_block = block
+    shape_known = grid is not None and block is not None
+    if not shape_known:
+        kernel_text = callee.data[callee.node.start_byte : callee.node.end_byte].decode("utf-8", errors="replace")
+        grid, block, shape_note = production_shape(kernel_text, grid, block,
+                                                   cost.assumed_problem_size)
+        assumptions.insert(0, shape_note)
     aliases = dict(unit.type_aliases)
-    template_values = _bind_template(kernel, site, aliases, assumptions)
+    template_values = _bind_template(kernel, site, aliases, assumptions, _template_env(unit, site))
     walker = KernelWalker(callee.data, cost, LaunchShape(grid, block), aliases, unit.callees,
                           line_offset=kernel.span.start.line if callee.data is not unit.data else 0,
                           constant_lookup=unit.constant)
@@ -435,19 +442,49 @@ def _cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchS
     body = callee.node.child_by_field_name("body")
     walker.walk_statement(body)
     result = walker.result()
-    threads_per_block = int(math.prod(block)) if block else None
-    work_items = float(math.prod(grid) * math.prod(block)) if grid and block else None
-    items_note = (f"{_int(work_items)} threads ({_dims(grid)} blocks × {_dims(block)} threads)" if work_items
-                  else "launch shape unknown")
-    if work_items is None:
-        work_items = cost.assumed_problem_size
-        assumptions.append(f"launch shape unknown: assumed {_int(work_items)} threads")
+    threads_per_block = int(math.prod(known_block)) if known_block else None
+    work_items = float(math.prod(grid) * math.prod(block))
+    items_note = f"{_int(work_items)} threads ({_dims(grid)} blocks × {_dims(block)} threads)"
+    if not shape_known:
+        items_note += ", assumed"
     per_item = _calibrated(result.counts, cost, cost.int_per_thread)
     shared_bytes = int(result.shared_bytes)
     if site is not None and site.shared_mem_bytes is not None and isinstance(site.shared_mem_bytes.value, (int, float)):
         shared_bytes += int(site.shared_mem_bytes.value)
-    facts = _finish(unit, per_item, work_items, items_note, result, assumptions, "tx", extents)
+    facts = _finish(unit, per_item, work_items, items_note, result, assumptions, "tx", extents,
+                    sizes_assumed=not shape_known, one_item_expected=shape_known)
     return facts, threads_per_block, shared_bytes
+
+
+_AXIS_USE = re.compile(r"\b(?:hip)?(threadIdx|blockDim|blockIdx|gridDim|ThreadIdx|BlockDim|BlockIdx|GridDim)\s*[._]\s*([xyz])\b")
+_PRODUCTION_BLOCKS = {1: (256.0, 1.0, 1.0), 2: (16.0, 16.0, 1.0), 3: (8.0, 8.0, 4.0)}
+
+
+def production_shape(kernel_text: str, grid: tuple[float, float, float] | None,
+                     block: tuple[float, float, float] | None, threads: float
+                     ) -> tuple[tuple[float, float, float], tuple[float, float, float], str]:
+    """The launch shape assumed when the source cannot say it: production scale, `threads`
+    threads over the grid axes the kernel reads (data well beyond any L2), and a common block
+    shape over the block axes it reads. A kernel that never reads `blockIdx`/`gridDim` is
+    assumed to run as one block (several blocks would repeat the same work)."""
+    used: dict[str, int] = {"thread": 0, "block": 0}
+    for m in _AXIS_USE.finditer(kernel_text):
+        family = "thread" if m.group(1).lower() in ("threadidx", "blockdim") else "block"
+        used[family] = max(used[family], "xyz".index(m.group(2)) + 1)
+    if block is None:
+        block = _PRODUCTION_BLOCKS[max(1, used["thread"])]
+    if grid is None:
+        axes = used["block"]
+        if axes == 0:
+            grid = (1.0, 1.0, 1.0)
+        else:
+            extent = threads ** (1.0 / axes)  # problem extent per grid axis
+            dims = [max(1.0, round(extent / block[a])) if a < axes else 1.0 for a in range(3)]
+            grid = (dims[0], dims[1], dims[2])
+    total = math.prod(grid) * math.prod(block)
+    note = (f"problem size unknown: assumed large ({_int(total)} threads, {_dims(grid)} blocks × {_dims(block)}), "
+            "data beyond L2")
+    return grid, block, note
 
 
 def _launch_shape(unit: AnalysisUnit, site: LaunchSite | None, assumptions: list[str]
@@ -480,8 +517,16 @@ def _as_dim(value: object) -> tuple[int, int, int] | None:
     return None
 
 
+def _template_env(unit: AnalysisUnit, site: LaunchSite | None) -> ConstEnv:
+    """What a launch's template arguments can name: the file's macros and constants, and the
+    launching function's constants (`constexpr int TILE = 16;` before `k<TILE><<<...>>>`)."""
+    if site is None or not any(s is site for s in unit.kernels.launches):
+        return unit.env  # no site, or one in another file (its arguments come folded)
+    return unit.env_at(site.span.start_byte)
+
+
 def _bind_template(kernel: CudaFunction, site: LaunchSite | None, aliases: dict[str, CType],
-                   assumptions: list[str]) -> dict[str, float]:
+                   assumptions: list[str], env: ConstEnv | None = None) -> dict[str, float]:
     values: dict[str, float] = {}
     args = list(site.template_args) if site is not None else []
     if kernel.specialization_args:
@@ -490,14 +535,18 @@ def _bind_template(kernel: CudaFunction, site: LaunchSite | None, aliases: dict[
         arg = args[index] if index < len(args) else param.default
         if param.kind == "type":
             if arg is not None:
-                aliases[param.name] = parse_type(arg, aliases)
+                type_text = expand_macros(arg, env).strip() if env is not None else arg
+                aliases[param.name] = parse_type(type_text or arg, aliases)
             else:
                 aliases[param.name] = F32
                 assumptions.append(f"template type `{param.name}` not visible at a launch site: assumed float")
         elif param.kind == "value":
-            value, _ = try_evaluate(arg, None) if arg is not None else (None, None)
+            value, _ = try_evaluate(arg, env) if arg is not None else (None, None)
             if isinstance(value, (int, float)):
                 values[param.name] = float(value)
+                if env is not None:
+                    # later parameters' defaults may name earlier ones (`int B, int T = B / 2`)
+                    env = ConstEnv(parent=env, constants={param.name: value})
             else:
                 assumptions.append(f"template value `{param.name}` unknown")
     return values
@@ -550,7 +599,7 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
     pragma_node = unit.tree.root_node.descendant_for_byte_range(region.span.start_byte, region.span.start_byte)
     function = enclosing_function(pragma_node) if pragma_node is not None else None
     host_env = unit.env_at(region.span.start_byte)
-    host_types = _host_types(unit, function)
+    host_types = _host_types(unit, function, region.span.start_byte)
     body_end = region.body_span.end_byte
     body_text = unit.data[region.body_span.start_byte : body_end].decode("utf-8", errors="replace")
     expanded = expand_macros(body_text, unit.env)
@@ -573,7 +622,7 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
     if fn is None:
         return _uncertain("the offloaded statement could not be parsed"), None, 0
     body = fn.child_by_field_name("body")
-    statement = next((c for c in body.named_children if c.type not in ("comment",)), None) if body else None
+    statement = next((c for c in body.named_children if c.type not in ("comment", "preproc_call")), None) if body else None
     threads = None
     teams = None
     limit = region.clause("thread_limit")
@@ -586,12 +635,22 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
     num_teams = region.clause("num_teams")
     if teams is None and num_teams is not None and num_teams.value is not None and isinstance(num_teams.value.value, (int, float)):
         teams = int(num_teams.value.value)
+    words = set(region.directive.split())
+    spmd = ("teams" in words and not words & {"distribute", "for", "loop", "simd"}
+            and _OMP_SPMD_CALLS.search(expanded) is not None and _nested_worksharing_loop(statement) is None
+            if statement is not None else False)
+    if spmd and (teams is None or threads is None):
+        # CUDA-style region (every thread of every team runs it, indexing itself with
+        # omp_get_team_num()/omp_get_thread_num()) whose launch shape the source does not say
+        threads = threads or 256
+        teams = teams or max(1, int(cost.assumed_problem_size // threads))
+        assumptions.insert(0, f"problem size unknown: assumed large ({_int(float(teams * threads))} threads, "
+                              f"{teams} teams × {threads}), data beyond L2")
     shape = LaunchShape((float(teams), 1.0, 1.0) if teams else None, (float(threads), 1.0, 1.0) if threads else None)
     walker = KernelWalker(wrapped, cost, shape, dict(unit.type_aliases), unit.callees,
                           line_offset=region.body_span.start.line - 1)
     walker.scopes[0].update(unit.globals)
     extents = _bind_host_variables(unit, walker, host_types, host_env, expanded)
-    words = set(region.directive.split())
     parallel_levels = 0
     if words & {"distribute", "for", "loop", "simd"}:
         collapse = region.clause("collapse")
@@ -611,7 +670,7 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
             items_note = f"{_int(total)} iterations (from the launch: {teams} teams × {threads} threads)"
         else:
             total = max(cost.assumed_problem_size, known_part)
-            assumptions.append(f"iteration count unknown: assumed {_int(total)}")
+            assumptions.insert(0, f"problem size unknown: assumed large ({_int(total)} iterations), data beyond L2")
             items_note = "iteration count unknown"
         share = (total / known_part) ** (1.0 / len(unknown_atoms))
         for atom in unknown_atoms:
@@ -619,22 +678,65 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
         work_items = total
     per_item = _calibrated(result.counts, cost, cost.int_per_omp_iteration)
     fast_atom = f"o{max(parallel_levels, 1) - 1}"
-    return _finish(unit, per_item, work_items, items_note, result, assumptions, fast_atom, extents), threads, 0
+    sizes_assumed = any(a.startswith("problem size unknown") for a in assumptions)
+    serial = not words & {"teams", "parallel", "distribute", "for", "loop", "simd"} and \
+        (statement is None or _nested_worksharing_loop(statement) is None)
+    return _finish(unit, per_item, work_items, items_note, result, assumptions, fast_atom, extents,
+                   sizes_assumed=sizes_assumed, one_item_expected=serial), threads, 0
 
 
-def _host_types(unit: AnalysisUnit, function: Node | None) -> dict[str, tuple[CType, tuple[float, ...]]]:
+_OMP_SPMD_CALLS = re.compile(r"\bomp_get_(?:team|thread)_num\s*\(")
+
+
+_FUNCTION_HEAD = re.compile(rb"[A-Za-z_][\w:<>,\s\*&]*?\b[A-Za-z_][\w:~]*\s*\([^;{}]*\)\s*(?:const\s*)?\{")
+
+
+def _function_around(data: bytes, offset: int) -> tuple[int, int] | None:
+    """Byte range of the function definition around `offset`, found from the tokens when the
+    tree lost it (a file that tree-sitter parses as one ERROR node): the last `name(...) {`
+    opened at brace depth 0 before `offset` whose body closes after it."""
+    depth = 0
+    starts: list[int] = []
+    best: tuple[int, int] | None = None
+    for m in re.finditer(rb"[{}]", data):
+        if m.start() > offset and not starts:
+            break
+        if m.group() == b"{":
+            if depth == 0:
+                starts.append(m.start())
+            depth += 1
+        else:
+            depth = max(0, depth - 1)
+            if depth == 0 and starts:
+                brace = starts.pop()
+                if brace < offset < m.end():
+                    best = (brace, m.end())
+                    break
+    if best is None:
+        return None
+    head_from = data.rfind(b"\n\n", 0, best[0])
+    head_from = 0 if head_from < 0 else head_from
+    head = None
+    for m in _FUNCTION_HEAD.finditer(data, head_from, best[0] + 1):
+        if m.end() - 1 == best[0]:
+            head = m.start()
+    return (head, best[1]) if head is not None else None
+
+
+def _host_types(unit: AnalysisUnit, function: Node | None, offset: int) -> dict[str, tuple[CType, tuple[float, ...]]]:
     """Types of the enclosing function's parameters and locals (and file-scope variables),
     read from the macro-expanded function (`FP (*a)[N]` with `#define FP float`)."""
     cache: dict[int, dict] = unit.__dict__.setdefault("_host_type_cache", {})
-    key = function.start_byte if function is not None else -1
+    span = (function.start_byte, function.end_byte) if function is not None else _function_around(unit.data, offset)
+    key = span[0] if span is not None else -1
     if key in cache:
         return cache[key]
     out: dict[str, tuple[CType, tuple[float, ...]]] = {}
     _collect_host_types(unit, [n for n in unit.tree.root_node.named_children if n.type == "declaration"], unit.data, out)
-    if function is not None:
-        text = unit.data[function.start_byte : function.end_byte].decode("utf-8", errors="replace")
+    if span is not None:
+        text = unit.data[span[0] : span[1]].decode("utf-8", errors="replace")
         expanded = expand_macros(text, unit.env)
-        if expanded != text:
+        if expanded != text or function is None:
             data = expanded.encode("utf-8", errors="replace")
             tree = parse(data)
             fn = _first_function(tree.root_node)
@@ -832,10 +934,10 @@ def _calibrated(counts: OpCounts, cost: CostModel, fixed_ints: float) -> OpCount
 
 
 def _finish(unit: AnalysisUnit, per_item: OpCounts, work_items: float, items_note: str, result, assumptions: list[str],
-            fast_atom: str = "tx", extents: dict[str, tuple[float | None, bool]] | None = None) -> KernelFacts:
+            fast_atom: str = "tx", extents: dict[str, tuple[float | None, bool]] | None = None, *,
+            sizes_assumed: bool = False, one_item_expected: bool = True) -> KernelFacts:
     cost = unit.options.cost
-    l2 = 5 * 1024 * 1024  # refined per GPU in the estimate (the footprint note says whether it fits)
-    traffic = dram_traffic(result.accesses, result.cardinality, work_items, cost, l2, fast_atom, extents)
+    traffic = dram_traffic(result.accesses, result.cardinality, work_items, cost, fast_atom, extents)
     total = per_item.scaled(work_items)
     evidence = _evidence(per_item, work_items, traffic)
     all_assumptions = assumptions + result.assumptions
@@ -846,7 +948,25 @@ def _finish(unit: AnalysisUnit, per_item: OpCounts, work_items: float, items_not
     )
     if result.truncated:
         facts.assumptions.append("analysis stopped at its work limit: counts are a lower bound")
+    facts.uncertain = _degenerate(per_item, work_items, traffic, cost, sizes_assumed, one_item_expected)
     return facts
+
+
+def _degenerate(per_item: OpCounts, work_items: float, traffic, cost: CostModel, sizes_assumed: bool,
+                one_item_expected: bool) -> str | None:
+    """Why an analysis says too little to give a verdict on, or None. A ratio of two numbers
+    the analysis did not really find (no memory traffic, a parallel launch seen as one item,
+    traffic that is only the per-launch floor at production scale) is no evidence either way.
+    A launch of one thread, a serial target region, or a tiny footprint at sizes the source
+    states are real and keep their verdict."""
+    if per_item.global_loads + per_item.global_stores + per_item.atomics <= 0:
+        return "no global-memory access found in the kernel (accesses hidden behind calls or types the engine cannot see?)"
+    if work_items <= 1.0 and not one_item_expected:
+        return "the region's parallel loop was not found: the analysis saw one work item"
+    if sizes_assumed and traffic.footprint_bytes < cost.min_dram_bytes * 0.01:
+        return (f"at production scale the DRAM traffic found ({traffic.footprint_bytes:.0f} B) is far below the "
+                "per-launch floor: the accesses that matter were not found")
+    return None
 
 
 def _evidence(per_item: OpCounts, work_items: float, traffic) -> list[str]:

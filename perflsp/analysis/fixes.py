@@ -1024,6 +1024,10 @@ def set_omp_clauses(data: bytes, tree: Tree, region: OmpRegion, thread_limit: in
     if "distribute" not in words and "loop" not in words:
         raise EditError(f"`{region.directive}` shares out its work by hand (no `distribute` or `loop`): its code may "
                         "assume the current team and thread counts; change them by hand")
+    if not region.pragma_text.lstrip().startswith("#"):
+        raise EditError("the directive is written through `_Pragma` or a macro: change its clauses by hand")
+    if "teams" not in region.pragma_text.split():
+        raise EditError("`teams` is on a separate directive after `target`: add thread_limit/num_teams there by hand")
     fk = file_kernels if file_kernels is not None else extract(data, tree)
     index = _index_of(fk.omp_regions, region)
     blanked = blank_comments_and_strings(data)

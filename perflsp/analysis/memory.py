@@ -43,7 +43,7 @@ class Traffic:
 
 
 def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_items: float, cost: CostModel,
-                 l2_bytes: float | None, fast_atom: str = "tx",
+                 fast_atom: str = "tx",
                  extents: dict[str, tuple[float | None, bool]] | None = None) -> Traffic:
     """`extents`: array -> (allocated bytes or None, lives in mapped host memory)."""
     extents = extents or {}
@@ -80,31 +80,36 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     footprint_total = _union(groups, "footprint_bytes")
     streamed_total = sum(g.streamed_bytes for g in groups)
     accessed_total = sum(g.accessed_bytes for g in groups)
-    dram = combine(groups, cost, l2_bytes)
-    fits = l2_bytes is not None and footprint_total <= l2_bytes
+    dram = combine(groups, cost)
     note = (f"footprint {_bytes(footprint_total)}, {_bytes(streamed_total)} requested by warps "
-            f"({_bytes(accessed_total)} accessed)" + ("; fits in L2" if fits else ""))
+            f"({_bytes(accessed_total)} accessed)")
     if dram < cost.min_dram_bytes:
         note += f"; at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)"
     return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups, note)
 
 
-def combine(groups: list[GroupTraffic], cost: CostModel, l2_bytes: float | None) -> float:
-    """DRAM bytes from the per-group bounds (see the module docstring)."""
-    capacity = l2_bytes if l2_bytes is not None else 0.0
-    dram = 0.0
+def combine(groups: list[GroupTraffic], cost: CostModel, l2_bytes: float | None = None) -> float:
+    """DRAM bytes of one launch on a GPU with `l2_bytes` of L2 (None: unknown GPU).
+
+    Loads: the compulsory traffic of an ideal cache. Every distinct sector is read from DRAM
+    once (the footprint); bytes that warps request again (reuse across threads or loop
+    iterations) are served by L1/L2. A capacity-miss model for those re-requests (a share
+    1 - L2/footprint missing) was measured against profiled kernels and agreed worse: their
+    re-requests mostly come from neighbouring, concurrently running threads (docs/engine.md).
+    Stores: L2 is write-back, so written sectors merge there and a share of them reaches DRAM
+    only after the launch; but what does not fit in this GPU's L2 must be written back during
+    the launch."""
+    loads = 0.0
+    stores = 0.0
     for g in groups:
-        # data small enough to stay in L2 is read from DRAM once however often it is reused
-        # stores merge in L2 (write-back): DRAM sees each written sector once
-        if (g.is_store and not g.atomic) or g.footprint_bytes <= capacity * cost.l2_resident_fraction \
-                or g.streamed_bytes <= g.footprint_bytes:
-            moved = g.footprint_bytes
-        else:
-            moved = g.footprint_bytes + (g.streamed_bytes - g.footprint_bytes) * cost.l2_miss_fraction
         if g.is_store and not g.atomic:
-            moved *= cost.write_to_dram
-        dram += moved
-    return dram
+            stores += g.footprint_bytes
+        else:
+            loads += g.footprint_bytes
+    written = stores * cost.write_to_dram
+    if l2_bytes is not None:
+        written = max(written, stores - l2_bytes)
+    return loads + written
 
 
 def _union(groups: list[GroupTraffic], attribute: str) -> float:

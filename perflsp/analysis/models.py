@@ -43,10 +43,20 @@ class OpCounts:
     loop_iterations: float = 0.0
     int_address: float = 0.0  # of int32: address arithmetic of memory accesses
     int_loop: float = 0.0  # of int32: loop counters and their compares
+    # tensor-core operations (an m×n×k matrix multiply-accumulate is 2·m·n·k), by input precision
+    tensor_fp64: float = 0.0
+    tensor_tf32: float = 0.0
+    tensor_fp16: float = 0.0  # FP32 accumulate
+    tensor_fp16_fp16acc: float = 0.0
+    tensor_bf16: float = 0.0
+    tensor_int8: float = 0.0
 
     def ops(self, precision: Precision) -> float:
         return {Precision.FP64: self.fp64, Precision.FP32: self.fp32, Precision.FP16: self.fp16,
-                Precision.INT32: self.int32}.get(precision, 0.0)
+                Precision.INT32: self.int32, Precision.FP64_TENSOR: self.tensor_fp64,
+                Precision.TF32_TENSOR: self.tensor_tf32, Precision.FP16_TENSOR: self.tensor_fp16,
+                Precision.FP16_TENSOR_FP16ACC: self.tensor_fp16_fp16acc, Precision.BF16_TENSOR: self.tensor_bf16,
+                Precision.INT8_TENSOR: self.tensor_int8}.get(precision, 0.0)
 
     def scaled(self, factor: float) -> OpCounts:
         return OpCounts(**{k: getattr(self, k) * factor for k in self.__slots__})  # type: ignore[attr-defined]
@@ -97,17 +107,51 @@ class Estimate:
     evidence: list[str]
     to_cross: str  # what would move the kernel across the ridge
     source: Literal["static", "llm", "measured"] = "static"
+    dram_bytes_per_item: float | None = None  # estimated DRAM bytes per work item
+
+    def main_precision(self) -> Precision | None:
+        """The precision a summary quotes. Compute-bound: the roof that was reached. Otherwise
+        the kernel's main arithmetic: the floating-point precision nearest its roof (FP32 for
+        a float kernel), INT32 only for a kernel without floating-point work."""
+        if self.deciding is not None:
+            return self.deciding
+        judged = [p for p in self.intensity if self.ridge.get(p)]
+        floating = [p for p in judged if p != Precision.INT32 and self.intensity[p] > 0]
+        pool = floating or judged
+        return max(pool, key=lambda p: self.intensity[p] / self.ridge[p]) if pool else None
+
+    def nearest_roof(self) -> Precision | None:
+        judged = [p for p in self.intensity if self.ridge.get(p)]
+        return max(judged, key=lambda p: self.intensity[p] / self.ridge[p]) if judged else None
+
+    def headline_parts(self) -> list[str]:
+        """`bandwidth-bound on H100 · 12 B DRAM per item · FP32 AI 0.083 FLOP/B (ridge 20)`; INT32
+        is named as integer instructions, and only when that roof is the nearest one."""
+        if self.verdict == "uncertain":
+            return [f"uncertain on {self.gpu}"]
+        parts = [f"{self.verdict}-bound on {self.gpu}"]
+        if self.verdict == "bandwidth" and self.dram_bytes_per_item:
+            parts.append(f"{_fmt(self.dram_bytes_per_item)} B DRAM per work item")
+        shown = self.main_precision()
+        if shown is not None:
+            parts.append(_intensity_text(shown, self.intensity.get(shown, 0.0), self.ridge[shown]))
+        nearest = self.nearest_roof()
+        if nearest == Precision.INT32 and shown != Precision.INT32:
+            parts.append("nearest roof: " + _intensity_text(nearest, self.intensity[nearest], self.ridge[nearest]))
+        return parts
 
     def headline(self) -> str:
-        """`compute-bound on H100 · AI 41 FLOP/B · 75% occupancy`."""
-        if self.verdict == "uncertain":
-            return f"uncertain on {self.gpu}"
-        precision = self.deciding or max(self.intensity, key=lambda p: self.intensity[p] / self.ridge[p] if self.ridge.get(p) else 0.0, default=Precision.FP32)
-        unit = "op/B" if precision == Precision.INT32 else "FLOP/B"
-        parts = [f"{self.verdict}-bound on {self.gpu}", f"{precision.value} AI {_fmt(self.intensity.get(precision, 0.0))} {unit}"]
-        if self.occupancy is not None:
+        """`compute-bound on H100 · FP32 AI 41 FLOP/B (ridge 20) · 75% occupancy`."""
+        parts = self.headline_parts()
+        if self.verdict != "uncertain" and self.occupancy is not None:
             parts.append(f"{self.occupancy.occupancy:.0%} occupancy")
         return " · ".join(parts)
+
+
+def _intensity_text(precision: Precision, value: float, ridge: float) -> str:
+    if precision == Precision.INT32:
+        return f"INT32 (integer instructions) {_fmt(value)} op/B (ridge {_fmt(ridge)})"
+    return f"{precision.value.upper()} AI {_fmt(value)} FLOP/B (ridge {_fmt(ridge)})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,10 +18,10 @@ from typing import Any
 from tree_sitter import Tree
 
 from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
-from perflsp.analysis.estimate import LABELS, UNITS, estimate_for_gpu
+from perflsp.analysis.estimate import estimate_for_gpu
 from perflsp.analysis.lints import run_lints
 from perflsp.analysis.lints.context import LintOptions
-from perflsp.analysis.models import Estimate, Finding, KernelFacts, KernelReport, OpCounts, Severity, _fmt
+from perflsp.analysis.models import Estimate, Finding, KernelFacts, KernelReport, OpCounts, Severity
 from perflsp.analysis.rules import RULES, SEVERITIES, apply_rule_levels, enabled_codes, rule_doc_url
 from perflsp.hardware.models import Gpu
 from perflsp.hardware.precision import Precision
@@ -115,27 +115,23 @@ def kernel_span(kernel: CudaFunction | OmpRegion) -> Span:
 
 
 def shown_precision(estimate: Estimate) -> Precision | None:
-    """The precision a one-line summary quotes: the deciding one, else the closest to its ridge."""
-    if estimate.deciding is not None:
-        return estimate.deciding
-    ranked = [p for p in estimate.intensity if estimate.ridge.get(p)]
-    if not ranked:
-        return None
-    return max(ranked, key=lambda p: estimate.intensity[p] / estimate.ridge[p])
+    """The precision a one-line summary quotes (see `Estimate.main_precision`)."""
+    return estimate.main_precision()
 
 
 def verdict_summary(estimate: Estimate, facts: KernelFacts) -> str:
-    """`compute-bound on H100 SXM5 80GB · FP32 AI 41 FLOP/B (ridge 20) · assumptions: 2`."""
+    """`bandwidth-bound on H100 SXM5 80GB · 12 B DRAM per work item · FP32 AI 0.083 FLOP/B (ridge 20)
+    · problem size unknown: assumed large ...`: the deciding assumption is named first."""
     if estimate.verdict == "uncertain":
         reason = facts.uncertain or "; ".join(estimate.evidence) or "the engine could not analyse this kernel"
         return f"uncertain on {estimate.gpu} · {reason}"
-    parts = [f"{estimate.verdict}-bound on {estimate.gpu}"]
-    precision = shown_precision(estimate)
-    if precision is not None:
-        parts.append(f"{LABELS.get(precision, precision.value)} AI {_fmt(estimate.intensity[precision])} "
-                     f"{UNITS.get(precision, 'FLOP/B')} (ridge {_fmt(estimate.ridge[precision])})")
+    parts = estimate.headline_parts()
     if facts.assumptions:
-        parts.append(f"assumptions: {len(facts.assumptions)}")
+        first = facts.assumptions[0]
+        more = len(facts.assumptions) - 1
+        parts.append(first.split(":")[0] + ": assumed large" if first.startswith("problem size unknown") else first)
+        if more:
+            parts.append(f"{more} more assumption{'s' if more > 1 else ''}")
     return " · ".join(parts)
 
 

@@ -19,7 +19,8 @@ from tree_sitter import Node
 
 from perflsp.analysis import costs
 from perflsp.analysis.costs import CostModel
-from perflsp.analysis.ctype import BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, parse_type
+from perflsp.analysis.ctype import (BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, guessed_type_notes,
+                                    parse_type)
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import LoopFact, OpCounts
 
@@ -28,6 +29,9 @@ THREAD_ATOMS = {"threadIdx": ("tx", "ty", "tz"), "blockIdx": ("bx", "by", "bz")}
 OMP_THREAD_API = {"omp_get_thread_num": ("tx", None), "omp_get_team_num": ("bx", None),
                   "omp_get_num_threads": (None, "block"), "omp_get_num_teams": (None, "grid")}
 DIM_NAMES = {"blockDim": "block", "gridDim": "grid"}
+# HIP's older spellings of the built-ins (`hipThreadIdx_x` = `threadIdx.x`)
+HIP_BUILTINS = {f"hip{family[0].upper()}{family[1:]}_{axis}": (family, "xyz".index(axis))
+                for family in ("threadIdx", "blockIdx", "blockDim", "gridDim") for axis in "xyz"}
 MAX_INLINE_DEPTH = 4
 MAX_NODES = 200_000  # work budget per kernel: pathological inputs stop, not hang
 
@@ -128,6 +132,8 @@ class KernelWalker:
         self.resolve_bound = loop_bound_resolver
         self.constant_lookup = constant_lookup  # macros/constants left unexpanded in the text
         self._assumed: set[str] = set()
+        self.first_statement: Node | None = None  # the kernel's body (its function's text names its types)
+        self.fragments: dict[str, tuple[str, tuple[float | None, ...], str]] = {}  # wmma fragments: use, m×n×k, type
         for dim, atoms in THREAD_ATOMS.items():
             shape = launch.block if dim == "threadIdx" else launch.grid
             for axis, atom in enumerate(atoms):
@@ -136,6 +142,10 @@ class KernelWalker:
     # -- results ---------------------------------------------------------------------------
 
     def result(self) -> WalkResult:
+        if self.first_statement is not None:
+            root = self.first_statement.parent or self.first_statement
+            for note in guessed_type_notes(self.text(root), self.aliases):
+                self.assume(note)
         return WalkResult(self.counts, self.accesses, self.loops, self.assumptions, self.cardinality, self.notes,
                           self.truncated, self.shared_bytes)
 
@@ -253,6 +263,8 @@ class KernelWalker:
     def walk_statement(self, node: Node | None) -> None:
         if node is None or self.truncated:
             return
+        if self.first_statement is None:
+            self.first_statement = node
         self.visited += 1
         if self.visited > MAX_NODES:
             self.truncated = True
@@ -288,6 +300,8 @@ class KernelWalker:
         shared = "__shared__" in raw.split("=", 1)[0]
         constant = "__constant__" in raw.split("=", 1)[0]
         base = parse_type(type_text, self.aliases)
+        if "fragment" in type_text:
+            self._fragment_declaration(type_text, node)
         for declarator in node.children_by_field_name("declarator"):
             self._declarator(declarator, base, shared, constant, storage)
 
@@ -415,6 +429,9 @@ class KernelWalker:
             update = node.child_by_field_name("update")
             body = node.child_by_field_name("body")
             var, start = self._loop_init(init)
+            if var is None:
+                # `int i = tid; for (; i < n; i += stride)`: the index was declared before the loop
+                var, start = self._condition_variable(cond)
             trip, origin, note, step_val = self._trip_count(var, start, cond, update, node)
             pragma = node.prev_named_sibling
             asked = pragma is not None and pragma.type == "preproc_call" and "unroll" in self.text(pragma)
@@ -424,6 +441,21 @@ class KernelWalker:
             self._run_loop(node, var, start, step_val, trip, origin, note, cond, update, body, unrolled)
         finally:
             self.scopes.pop()
+
+    def _condition_variable(self, cond: Node | None) -> tuple[str | None, Val | None]:
+        """The variable a loop condition compares (`i < n` -> i), when it is already bound."""
+        while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") \
+                and cond.named_child_count == 1:
+            cond = cond.named_children[0]
+        if cond is None or cond.type != "binary_expression":
+            return None, None
+        for side in ("left", "right"):
+            operand = cond.child_by_field_name(side)
+            if operand is not None and operand.type == "identifier":
+                value = self.lookup(self.text(operand))
+                if value is not None:
+                    return self.text(operand), value
+        return None, None
 
     def _loop_init(self, init: Node | None) -> tuple[str | None, Val | None]:
         if init is None:
@@ -482,6 +514,13 @@ class KernelWalker:
         thread_start = start is not None and bool({a for a in start.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz")})
         if start_value is None and (thread_start or (start is not None and start.lin.const_known)):
             start_value = start.lin.const if start is not None else 0.0
+        if bound_value is None and thread_start and step_kind == "add" and step is not None and step.value \
+                and step.value >= max(32.0, self._launch_threads()):
+            # a grid-stride loop over a size the source does not say: the production size
+            trip = max(1.0, self.cost.assumed_problem_size / step.value)
+            self.assume(f"line {self.line(loop)}: grid-stride loop over an unknown size (`{self.text(bound_node)}`): "
+                        f"assumed the production size, {trip:g} iteration(s) per thread")
+            return trip, "assumed", f"{var} {op} {self.text(bound_node)}", step
         if bound_value is None:
             data_dependent = "data" in bound.lin.atoms
             origin = "data-dependent" if data_dependent else "assumed"
@@ -510,6 +549,11 @@ class KernelWalker:
             return trip, "constant" if bound.known else "arguments", f"{var} {op} {self.text(bound_node)}", None
         self.assume(f"line {self.line(loop)}: step of the `{var}` loop not understood: assumed {self.cost.assumed_trip_count:g} iterations")
         return self.cost.assumed_trip_count, "assumed", f"{var} {op} {self.text(bound_node)}", None
+
+    def _launch_threads(self) -> float:
+        if self.launch.grid is None or self.launch.block is None:
+            return math.inf
+        return math.prod(self.launch.grid) * math.prod(self.launch.block)
 
     def _step(self, var: str, update: Node | None) -> tuple[str | None, Val | None]:
         if update is None:
@@ -609,9 +653,34 @@ class KernelWalker:
     def _while(self, node: Node) -> None:
         cond = node.child_by_field_name("condition")
         body = node.child_by_field_name("body")
+        if node.type == "while_statement" and self._counted_while(node, cond, body):
+            return
         trip = self.cost.assumed_while_trips
         self.assume(f"line {self.line(node)}: `while` loop with a data-dependent condition: assumed {trip:g} iterations")
         self._run_loop(node, None, None, None, trip, "data-dependent", self.text(cond), cond, None, body)
+
+    def _counted_while(self, node: Node, cond: Node | None, body: Node | None) -> bool:
+        """`while (i < n) { ...; i += stride; }`: a counted loop whose update is the body's last
+        statement; walked like the equivalent `for`."""
+        var, start = self._condition_variable(cond)
+        if var is None or body is None:
+            return False
+        statements = [c for c in body.named_children if c.type != "comment"] if body.type == "compound_statement" else [body]
+        last = statements[-1] if statements else None
+        update = last.named_children[0] if last is not None and last.type == "expression_statement" and last.named_child_count else None
+        if update is None or self._step(var, update)[0] is None:
+            return False
+        inner = cond
+        while inner is not None and inner.type in ("parenthesized_expression", "condition_clause") \
+                and inner.named_child_count == 1:
+            inner = inner.named_children[0]
+        self.scopes.append({})
+        try:
+            trip, origin, note, step_val = self._trip_count(var, start, inner, update, node)
+            self._run_loop(node, var, start, step_val, trip, origin, note, inner, None, body)
+        finally:
+            self.scopes.pop()
+        return True
 
     def _do(self, node: Node) -> None:
         self._while(node)
@@ -664,6 +733,14 @@ class KernelWalker:
             return Val(BOOL, float(name == "true"), Linear.constant(float(name == "true")))
         if name in ("NULL", "nullptr"):
             return Val(INT, 0.0, Linear.constant(0.0))
+        if name in HIP_BUILTINS:
+            family, axis = HIP_BUILTINS[name]
+            if family in THREAD_ATOMS:
+                return Val(INT, None, Linear.atom(THREAD_ATOMS[family][axis]))
+            shape = self.launch.block if family == "blockDim" else self.launch.grid
+            if shape is not None:
+                return Val(INT, float(shape[axis]), Linear.constant(float(shape[axis])))
+            return Val(INT, None, Linear(const_known=False))
         if name == "warpSize":
             return Val(INT, 32.0, Linear.constant(32.0), static=True)
         if self.constant_lookup is not None:
@@ -672,8 +749,10 @@ class KernelWalker:
                 value, kind = constant
                 ctype = {"int": INT, "f32": F32}.get(kind, F64)
                 return Val(ctype, value, Linear.constant(value), static=True)
-        if name in ("M_PI", "M_E", "FLT_MAX", "FLT_MIN", "DBL_MAX", "INFINITY", "NAN", "HUGE_VALF", "FLT_EPSILON"):
-            return Val(F64 if not name.startswith("FLT") and not name.endswith("F") else F32)
+        if name in LIBRARY_CONSTANTS:
+            # <math.h>/<float.h> constants: compile-time constants of their type
+            value, ctype = LIBRARY_CONSTANTS[name]
+            return Val(ctype, value, Linear.constant(value), static=True)
         return Val(UNKNOWN, None, Linear(const_known=False))
 
     def _field(self, node: Node) -> Val:
@@ -1039,6 +1118,10 @@ class KernelWalker:
                        val.root if ctype.pointer else None, val.space if ctype.pointer else None, static=val.static)
         if simple in costs.ATOMIC_FUNCTIONS:
             return self._atomic(node, arg_nodes)
+        if simple == "mma_sync" and len(arg_nodes) >= 4:
+            return self._mma_sync(arg_nodes)
+        if simple in ("load_matrix_sync", "store_matrix_sync") and len(arg_nodes) >= 3:
+            return self._matrix_sync(node, arg_nodes, simple == "store_matrix_sync")
         if simple in costs.LOAD_FUNCTIONS and arg_nodes:
             ptr = self.eval(arg_nodes[0])
             if ptr.root is not None:
@@ -1064,6 +1147,14 @@ class KernelWalker:
             self.count_int(1.0)
             ctype = args[1].ctype if len(args) > 1 else INT
             return Val(ctype, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+        if args and all(a.static for a in args) and (simple in costs.MATH_FP32 or simple in costs.MATH_FP64):
+            # `sqrtf(2.0f / M_PI)`: every operand is a compile-time constant, the compiler folds it
+            precision = F32 if simple in costs.MATH_FP32 else F64
+            if simple in costs.OVERLOADED and all(a.ctype.kind == "f32" for a in args):
+                precision = F32
+            value = _fold_math(simple, args)
+            return Val(precision, value, Linear.constant(value) if value is not None else Linear(const_known=False),
+                       static=True)
         if simple in costs.MATH_FP32:
             fp, sfu, ints = costs.MATH_FP32[simple]
             self.count_math(fp, sfu, ints, F32)
@@ -1121,6 +1212,113 @@ class KernelWalker:
         # `Position(x, y)`, a helper `idx(i, j)`); of nothing known, it is data
         atoms = frozenset().union(*(a.lin.atoms for a in args)) if args else frozenset()
         return Val(ctype, None, Linear(nonlinear=atoms or frozenset({"data"}), const_known=False))
+
+    # -- tensor cores ------------------------------------------------------------------------
+
+    def _fragment_declaration(self, type_text: str, node: Node) -> None:
+        """`wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a, b[2];`: remember
+        each name's use, shape and element type."""
+        m = _FRAGMENT.search(type_text)
+        if m is None:
+            return
+        parts = [p.strip() for p in m.group(1).split(",")]
+        if len(parts) < 4:
+            return
+        use = parts[0].split("::")[-1]
+        shape = tuple(self._fragment_dim(p) for p in parts[1:4])
+        element = self._tensor_type_name(parts[4]) if len(parts) > 4 else ""
+        for declarator in node.children_by_field_name("declarator"):
+            name = re.match(r"\W*(\w+)", self.text(declarator))
+            if name:
+                self.fragments[name.group(1)] = (use, shape, element)
+
+    def _tensor_type_name(self, text: str) -> str:
+        """A fragment's element type as written, or the scalar a template parameter or alias
+        stands for (`In` bound to `double`)."""
+        if _tensor_field(text, "float") is not None or "precision" in text:
+            return text
+        ctype = parse_type(text, self.aliases)
+        return {"f64": "double", "f16": "half", "f32": "float"}.get(ctype.kind, text) if ctype.lanes == 1 else text
+
+    def _fragment_dim(self, text: str) -> float | None:
+        value = _int_literal(text)
+        if value is not None:
+            return value
+        bound = self.lookup(text)
+        if bound is not None and bound.value is not None:
+            return bound.value
+        if self.constant_lookup is not None:
+            found = self.constant_lookup(text)
+            if found is not None:
+                return found[0]
+        return None
+
+    def _mma_sync(self, arg_nodes: list[Node]) -> Val:
+        """`wmma::mma_sync(d, a, b, c)`: one m×n×k multiply-accumulate per warp, 2·m·n·k
+        operations in the precision of `a` (and, for FP16, of the accumulator)."""
+        for a in arg_nodes:
+            self.eval(a)
+        names = [re.match(r"\W*(\w+)", self.text(a)) for a in arg_nodes]
+        fragments = [self.fragments.get(n.group(1)) if n else None for n in names]
+        a_frag, acc = fragments[1], fragments[0] or fragments[3]
+        shape = a_frag[1] if a_frag is not None else (acc[1] if acc is not None else (None, None, None))
+        if any(d is None for d in shape):
+            self.assume("tensor-core fragment shape unknown: assumed 16×16×16")
+            shape = tuple(d if d is not None else 16.0 for d in shape)
+        element = a_frag[2] if a_frag is not None else "half"
+        if a_frag is None:
+            self.assume("tensor-core fragment types not visible: assumed FP16 inputs")
+        accumulator = acc[2] if acc is not None else "float"
+        self._count_tensor(2.0 * shape[0] * shape[1] * shape[2] / WARP_SIZE, _tensor_field(element, accumulator))
+        return UNKNOWN_VAL
+
+    def _matrix_sync(self, node: Node, arg_nodes: list[Node], is_store: bool) -> Val:
+        """`wmma::load_matrix_sync(frag, ptr, ldm)` / `store_matrix_sync(ptr, frag, ldm, layout)`:
+        the warp moves the fragment's tile; each thread its share of the elements."""
+        ptr_node, frag_node = (arg_nodes[0], arg_nodes[1]) if is_store else (arg_nodes[1], arg_nodes[0])
+        for a in arg_nodes:
+            if a is not ptr_node:
+                self.eval(a)
+        ptr = self.eval(ptr_node)
+        name = re.match(r"\W*(\w+)", self.text(frag_node))
+        fragment = self.fragments.get(name.group(1)) if name else None
+        if ptr.root is None:
+            return UNKNOWN_VAL
+        if fragment is not None and all(d is not None for d in fragment[1]):
+            m, n, k = fragment[1]
+            use = fragment[0]
+            rows_cols = m * k if use == "matrix_a" else (k * n if use == "matrix_b" else m * n)
+            element = parse_type(fragment[2], self.aliases) if fragment[2] else ptr.ctype.deref()
+            if element.kind in ("unknown", "struct") or "precision" in fragment[2]:
+                element = ptr.ctype.deref()
+        else:
+            rows_cols, element = 256.0, ptr.ctype.deref()
+        per_thread = max(1, int(rows_cols / WARP_SIZE))
+        size = element.size_bytes if element.kind not in ("unknown", "struct", "void") else 2
+        tile = CType(element.kind, size * per_thread, per_thread)
+        self.record_access(ptr, ptr.lin, tile, is_store, node)
+        return UNKNOWN_VAL
+
+    def _count_tensor(self, ops_per_thread: float, field_name: str | None) -> None:
+        if field_name is None:
+            return
+        setattr(self.counts, field_name, getattr(self.counts, field_name) + ops_per_thread * self.mult)
+
+    def _asm(self, node: Node) -> Val:
+        """Inline PTX: `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` is one warp-wide
+        multiply-accumulate of 2·m·n·k operations."""
+        text = self.text(node)
+        for m in _PTX_MMA.finditer(text):
+            types = m.group(4).split(".")
+            inputs = next((t for t in types[1:] if t in _PTX_TYPES), types[-1] if types else "f16")
+            accumulator = "half" if types and types[0] == "f16" else "float"
+            element = _PTX_TYPES.get(inputs, "half")
+            self._count_tensor(2.0 * int(m.group(1)) * int(m.group(2)) * int(m.group(3)) / WARP_SIZE,
+                               _tensor_field(element, accumulator))
+        for child in node.named_children:
+            if child.type != "string_literal":
+                self.eval(child)
+        return UNKNOWN_VAL
 
     def _atomic(self, node: Node, arg_nodes: list[Node]) -> Val:
         if not arg_nodes:
@@ -1309,7 +1507,11 @@ def _fold_math(name: str, args: list[Val]) -> float | None:
         return None
     base = name.rstrip("f") if name.endswith("f") and name not in ("erf",) else name
     fn = {"sqrt": math.sqrt, "exp": math.exp, "log": math.log, "log2": math.log2, "ceil": math.ceil,
-          "floor": math.floor, "fabs": abs, "pow": math.pow}.get(base)
+          "floor": math.floor, "fabs": abs, "pow": math.pow, "log10": math.log10, "exp2": lambda x: 2.0 ** x,
+          "sin": math.sin, "cos": math.cos, "tan": math.tan, "tanh": math.tanh, "atan": math.atan,
+          "asin": math.asin, "acos": math.acos, "atan2": math.atan2, "cbrt": lambda x: math.copysign(abs(x) ** (1 / 3), x),
+          "rsqrt": lambda x: 1.0 / math.sqrt(x), "erf": math.erf, "fmin": min, "fmax": max,
+          "hypot": math.hypot, "fmod": math.fmod}.get(base)
     try:
         return float(fn(*values)) if fn is not None else None  # type: ignore[misc]
     except (ValueError, OverflowError, TypeError):
@@ -1371,6 +1573,7 @@ _EXPRESSIONS: dict[str, Callable[[KernelWalker, Node], Val]] = {
     "cast_expression": KernelWalker._cast,
     "conditional_expression": KernelWalker._conditional,
     "call_expression": KernelWalker._call,
+    "gnu_asm_expression": KernelWalker._asm,
     "sizeof_expression": KernelWalker._sizeof,
     "comma_expression": KernelWalker._comma,
     "initializer_list": KernelWalker._initializer_list,
@@ -1383,4 +1586,50 @@ _EXPRESSIONS: dict[str, Callable[[KernelWalker, Node], Val]] = {
     "qualified_identifier": lambda self, node: self._identifier(node),
     "template_function": lambda self, node: UNKNOWN_VAL,
     "lambda_expression": lambda self, node: UNKNOWN_VAL,
+}
+
+
+WARP_SIZE = 32.0
+_FRAGMENT = re.compile(r"\bfragment\s*<(.*)>")
+# `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`: shape, then layouts, then D/A/B/C types
+_PTX_MMA = re.compile(r"\bmma\.sync\.aligned\.m(\d+)n(\d+)k(\d+)((?:\.[a-z0-9]+)*)")
+_PTX_TYPES = {"f16": "half", "bf16": "__nv_bfloat16", "tf32": "precision::tf32", "f64": "double",
+              "s8": "signed char", "u8": "unsigned char", "s4": "precision::s4", "u4": "precision::u4"}
+
+
+def _tensor_field(element: str, accumulator: str) -> str | None:
+    """The `OpCounts` field of a matrix multiply-accumulate with inputs of type `element`."""
+    e = element.replace(" ", "").split("::")[-1].lower()
+    if e in ("half", "__half", "f16"):
+        return "tensor_fp16_fp16acc" if accumulator.replace(" ", "").split("::")[-1].lower() in ("half", "__half") \
+            else "tensor_fp16"
+    if e in ("__nv_bfloat16", "nv_bfloat16", "bf16"):
+        return "tensor_bf16"
+    if e == "tf32":
+        return "tensor_tf32"
+    if e == "double":
+        return "tensor_fp64"
+    if e in ("signedchar", "unsignedchar", "char", "int8_t", "uint8_t", "s8", "u8", "s4", "u4", "b1"):
+        return "tensor_int8"
+    return None
+
+
+def _int_literal(text: str) -> float | None:
+    try:
+        return float(int(text.rstrip("uUlL"), 0))
+    except ValueError:
+        return None
+
+
+# <math.h> and <float.h> constants (values and the type they have in C)
+LIBRARY_CONSTANTS: dict[str, tuple[float, CType]] = {
+    "M_PI": (math.pi, F64), "M_PI_2": (math.pi / 2, F64), "M_PI_4": (math.pi / 4, F64),
+    "M_1_PI": (1 / math.pi, F64), "M_2_PI": (2 / math.pi, F64), "M_2_SQRTPI": (2 / math.sqrt(math.pi), F64),
+    "M_SQRT2": (math.sqrt(2), F64), "M_SQRT1_2": (math.sqrt(0.5), F64), "M_E": (math.e, F64),
+    "M_LN2": (math.log(2), F64), "M_LN10": (math.log(10), F64), "M_LOG2E": (math.log2(math.e), F64),
+    "M_LOG10E": (math.log10(math.e), F64),
+    "FLT_MAX": (3.4028234663852886e38, F32), "FLT_MIN": (1.1754943508222875e-38, F32),
+    "FLT_EPSILON": (1.1920928955078125e-07, F32), "DBL_MAX": (1.7976931348623157e308, F64),
+    "DBL_MIN": (2.2250738585072014e-308, F64), "DBL_EPSILON": (2.220446049250313e-16, F64),
+    "INFINITY": (math.inf, F32), "HUGE_VALF": (math.inf, F32), "HUGE_VAL": (math.inf, F64), "NAN": (math.nan, F32),
 }

@@ -57,6 +57,28 @@ def source_paths(paths: Sequence[Path]) -> tuple[list[Path], list[tuple[Path, st
     return found, missing
 
 
+def check_settings(rule_levels: dict[str, str] | None = None, argv: Sequence[str] | None = None) -> CheckSettings:
+    """The settings `perflsp check` analyses with: `[rules]` levels and the program's arguments
+    (`--args` / `[profiling] args`, folded as `argv[1:]`; None: unknown). `perflsp eval --editor`
+    uses the same, so it scores exactly what `check` shows."""
+    from perflsp.analysis.engine import AnalysisOptions
+    from perflsp.analysis.report import CheckSettings
+
+    return CheckSettings(rule_levels=dict(rule_levels or {}),
+                         options=AnalysisOptions(argv=tuple(argv) if argv is not None else None))
+
+
+def parse_program_args(text: str) -> tuple[str, ...]:
+    """`--args "-n 1024 input.bin"` split as a POSIX shell would (as eval splits `exe_args`)."""
+    import shlex
+
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as exc:
+        fail(f"--args {text!r}: {exc}")
+        raise  # unreachable: fail exits
+
+
 def check_paths(files: Sequence[Path], gpus: Sequence[Gpu], settings: CheckSettings,
                 compile_db: CompileDatabase | None = None,
                 progress: Callable[[Path], None] | None = None) -> CheckRun:
@@ -83,6 +105,7 @@ def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolve
     """The check result of one file, or why it was skipped."""
     import dataclasses
 
+    from perflsp.analysis.includers import includer_launches
     from perflsp.analysis.report import check_document
     from perflsp.kernels.extract import extract
     from perflsp.source.files import SkippedFile, load_file
@@ -94,12 +117,16 @@ def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolve
         return loaded.reason
     try:
         flags = compile_db.flags_for(path) if compile_db is not None else None
-        env = (resolver.env_for(path, loaded.data) if flags is None
-               else resolver.env_for(path, loaded.data, flags.defines, flags.include_dirs))
+        # a file that a sibling source `#include`s is read in that sibling's context
+        env = (resolver.env_for(path, loaded.data, includers=True) if flags is None
+               else resolver.env_for(path, loaded.data, flags.defines, flags.include_dirs, includers=True))
         tree = parse(loaded.data)
         lines = LineIndex(loaded.data)
         kernels = extract(loaded.data, tree, path=str(path), lines=lines, env=env)
-        options = dataclasses.replace(settings.options, include_env=env)
+        external = includer_launches(path, kernels, resolver, settings.options.argv,
+                                     flags.defines if flags is not None else None,
+                                     flags.include_dirs if flags is not None else ())
+        options = dataclasses.replace(settings.options, include_env=env, external_launches=external)
         check = check_document(loaded.data, tree, kernels, gpus, dataclasses.replace(settings, options=options), lines)
     except RecursionError:
         return "too deeply nested to parse"
@@ -123,6 +150,9 @@ def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolve
                    "overrides [rules] of the configuration.")
 @click.option("--compile-commands", "compile_commands", type=click.Path(dir_okay=False, path_type=Path),
               help="compile_commands.json supplying -I and -D flags per file.")
+@click.option("--args", "program_args", metavar="'ARG...'",
+              help="The program's arguments (argv[1:], shell-split), folded where main() parses argv; "
+                   "default: `args` of [profiling] in .perflsp.toml.")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "information", "hint", "none"]), default="error",
               show_default=True, help="Exit 1 when a finding reaches this severity.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (shape in docs/cli.md).")
@@ -133,19 +163,21 @@ def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolve
               help="Write the report to FILE instead of stdout.")
 @click.option("--no-progress", is_flag=True, help="Never draw a progress bar.")
 def check(paths: tuple[Path, ...], gpu_names: tuple[str, ...], gpus_files: tuple[str, ...], config_path: Path | None,
-          rule_overrides: tuple[str, ...], compile_commands: Path | None, fail_on: str, as_json: bool, as_sarif: bool,
-          sarif_root: Path | None, output: Path | None, no_progress: bool) -> None:
+          rule_overrides: tuple[str, ...], compile_commands: Path | None, program_args: str | None, fail_on: str,
+          as_json: bool, as_sarif: bool, sarif_root: Path | None, output: Path | None, no_progress: bool) -> None:
     """Roofline verdicts (per kernel and GPU) and lint findings for files or folders.
 
     Folders are searched recursively for C, C++ and CUDA sources. Exit codes: 0 ok, 1 findings
     at or above --fail-on, 2 bad arguments or configuration, 3 some inputs unreadable (skipped).
     """
-    from perflsp.analysis.report import CheckSettings, at_or_above
+    from perflsp.analysis.report import at_or_above
 
     if as_json and as_sarif:
         fail("--json and --sarif are exclusive: choose one output format")
-    gpus, rule_levels, compile_db = _resolve_setup(gpu_names, gpus_files, config_path, rule_overrides, compile_commands)
-    settings = CheckSettings(rule_levels=rule_levels)
+    gpus, rule_levels, compile_db, config_args = _resolve_setup(gpu_names, gpus_files, config_path, rule_overrides,
+                                                                compile_commands)
+    argv = parse_program_args(program_args) if program_args is not None else config_args
+    settings = check_settings(rule_levels, argv)
 
     files, missing = source_paths(paths)
     bar = _progress(len(files), no_progress)
@@ -216,7 +248,7 @@ def _resolve_setup(gpu_names: Sequence[str], gpus_files: Sequence[str], config_p
             compile_db = CompileDatabase.load(compile_commands)
         except CompileDatabaseError as exc:
             fail(str(exc))
-    return gpus, rule_levels, compile_db
+    return gpus, rule_levels, compile_db, config.args
 
 
 def _progress(total: int, disabled: bool):
@@ -332,4 +364,5 @@ def _print_summary(run: CheckRun, failing: int, fail_on: str, to_stderr: bool) -
     (stderr if to_stderr else stdout).print(escape(line), highlight=False)
 
 
-__all__ = ["CheckRun", "DEFAULT_GPU", "EXIT_USAGE", "check", "check_file", "check_paths", "source_paths"]
+__all__ = ["CheckRun", "DEFAULT_GPU", "EXIT_USAGE", "check", "check_file", "check_paths", "check_settings",
+           "parse_program_args", "source_paths"]

@@ -5,6 +5,11 @@ arguments); the measured columns and the label are read by the scorer alone
 (`perflsp.evaluation.labels`). Kernels not located or not analysed count as wrong and are
 listed with their reason.
 
+`--editor` drops `block`, `grid` and `exe_args` and takes each kernel's verdict from exactly the
+pipeline `perflsp check FILE` runs (`perflsp.cli.check_cmd.check_file`); labels of tiny runs
+(under 64 KiB of measured DRAM traffic) are then scored apart too. Every run prints a reliability
+table: confidence bins vs the observed accuracy of the verdicts in them.
+
 With `--llm`, the configured LLM (the shared LLM options, `perflsp.cli.llm_options`) is asked
 about every located kernel as well (`perflsp.evaluation.llm_eval`): scores of the verdict shown
 (LLM, else the static fallback), of the LLM alone and of the engine on the same rows, fallbacks
@@ -27,7 +32,7 @@ from perflsp.cli.output import EXIT_OK, fail, print_json, stderr, stdout
 
 if TYPE_CHECKING:
     from perflsp.evaluation.labels import Answer
-    from perflsp.evaluation.run import Prediction, Score
+    from perflsp.evaluation.run import Prediction, Reliability, Score
 
 PREDICTED_COLUMNS = ("compute", "bandwidth", "uncertain", "not located")
 
@@ -43,6 +48,9 @@ PREDICTED_COLUMNS = ("compute", "bandwidth", "uncertain", "not located")
 @click.option("--compile-commands", "compile_commands", type=click.Path(dir_okay=False, path_type=Path),
               help="compile_commands.json (re-rooted under --src) supplying -I and -D flags per file.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (keys in docs/cli.md).")
+@click.option("--editor", is_flag=True,
+              help="Score what the editor shows: drop block, grid and exe_args and run exactly the pipeline "
+                   "of `perflsp check FILE` on each kernel's file.")
 @click.option("--show-misses", type=click.IntRange(min=0), default=0, metavar="N",
               help="Also list up to N misclassified kernels.")
 @click.option("--predictions-out", type=click.Path(dir_okay=False, path_type=Path),
@@ -53,7 +61,7 @@ PREDICTED_COLUMNS = ("compute", "bandwidth", "uncertain", "not located")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Only the first N labeled kernels.")
 @llm_options
 def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_name: str,
-             compile_commands: Path | None, as_json: bool, show_misses: int, predictions_out: Path | None,
+             compile_commands: Path | None, as_json: bool, editor: bool, show_misses: int, predictions_out: Path | None,
              no_progress: bool, use_llm: bool, limit: int | None, llm: LlmFlags) -> None:
     """Run the static engine over labeled kernels and print accuracy, balanced accuracy and the
     confusion matrix, overall and per language; with --llm, the LLM path too.
@@ -63,7 +71,7 @@ def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_
     """
     from perflsp.cli._gpu_options import load_db_or_fail
     from perflsp.evaluation.labels import LabelsError, read_labels
-    from perflsp.evaluation.run import predict_rows, score, score_by_language
+    from perflsp.evaluation.run import predict_rows, reliability, score, score_by_language, tiny_runs
     from perflsp.hardware import UnknownGpuError
 
     try:
@@ -93,15 +101,16 @@ def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_
             fail(str(exc))
 
     rows = [row for row, _ in pairs]
+    mode = "editor" if editor else "launch-given"
     started = time.perf_counter()
     bar = None if no_progress or not stderr.is_terminal else _bar()
     if bar is not None:
         with bar:
             task = bar.add_task("analysing", total=len(rows))
             predictions = predict_rows(rows, src_root, gpu, progress=lambda n: bar.update(task, completed=n),
-                                       compile_db=compile_db)
+                                       compile_db=compile_db, mode=mode)
     else:
-        predictions = predict_rows(rows, src_root, gpu, compile_db=compile_db)
+        predictions = predict_rows(rows, src_root, gpu, compile_db=compile_db, mode=mode)
     elapsed_s = time.perf_counter() - started
 
     if predictions_out is not None:
@@ -114,6 +123,8 @@ def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_
     scored = list(zip(predictions, [answer for _, answer in pairs]))
     overall = score(scored)
     by_language = score_by_language(scored)
+    calibration = reliability(scored)
+    tiny = tiny_runs(scored) if editor else None
     unanalyzed = [prediction_json(p) for p in predictions if p.verdict not in ("compute", "bandwidth")]
     misses = [_miss_json(p, a) for p, a in scored if p.verdict in ("compute", "bandwidth") and p.verdict != a.label]
     llm_result = None
@@ -124,19 +135,24 @@ def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_
             "labels": str(labels_path),
             "src": str(src_root),
             "gpu": {"id": gpu.id, "name": gpu.name},
+            "mode": mode,
             **overall.to_json(),
             "by_language": {language: s.to_json() for language, s in by_language.items()},
+            "reliability": calibration.to_json(),
             "unanalyzed": unanalyzed,
             "elapsed_s": round(elapsed_s, 3),
             "kernels_per_s": round(len(rows) / elapsed_s, 1) if elapsed_s > 0 else None,
         }
+        if tiny is not None:
+            out["tiny_runs"] = _tiny_json(tiny)
         if show_misses:
             out["misses"] = misses[:show_misses]
         if llm_result is not None:
             out["llm"] = llm_result.to_json(with_rows=True)
         print_json(out)
     else:
-        _print_text(labels_path, gpu, overall, by_language, unanalyzed, misses[:show_misses], elapsed_s, len(rows))
+        _print_text(labels_path, gpu, mode, overall, by_language, unanalyzed, misses[:show_misses], elapsed_s,
+                    len(rows), calibration, tiny)
         if llm_result is not None:
             _print_llm(llm_result)
     raise click.exceptions.Exit(EXIT_OK)
@@ -185,12 +201,23 @@ def _print_llm(result) -> None:
 
 
 def prediction_json(prediction: Prediction) -> dict[str, Any]:
+    """One row's prediction (never its label or measurements): the verdict, the estimate's
+    confidence and intensities, and the facts' totals for one launch."""
     row = prediction.row
     return {
         "file": row.file, "line": row.line, "kernel": row.kernel, "language": row.language,
         "verdict": prediction.verdict, "reason": prediction.reason,
+        "confidence": round(prediction.confidence, 6) if prediction.confidence is not None else None,
         "intensity": {k: round(v, 6) for k, v in sorted(prediction.intensity.items())},
+        "totals": prediction.totals.to_json() if prediction.totals is not None else None,
     }
+
+
+def _tiny_json(tiny: dict[str, Any]) -> dict[str, Any]:
+    return {"threshold_bytes": tiny["threshold_bytes"], "tiny": tiny["tiny"], "with": tiny["with"].to_json(),
+            "without": tiny["without"].to_json(),
+            "without_by_language": {k: v.to_json() for k, v in tiny["without_by_language"].items()},
+            "only": tiny["only"].to_json()}
 
 
 def _miss_json(prediction: Prediction, answer: Answer) -> dict[str, Any]:
@@ -215,9 +242,26 @@ def _confusion_table(title: str, confusion: dict[str, dict[str, int]]) -> Table:
     return table
 
 
-def _print_text(labels_path: Path, gpu, overall: Score, by_language: dict[str, Score], unanalyzed: list[dict],
-                misses: list[dict], elapsed_s: float, rows: int) -> None:
+def _reliability_table(calibration: Reliability) -> Table:
+    table = Table(title=f"reliability ({calibration.analyzed} analysed verdicts; confidence vs observed accuracy)",
+                  title_justify="left", header_style="bold")
+    for header in ("confidence", "kernels", "mean confidence", "accuracy", "gap"):
+        table.add_column(header, justify="left" if header == "confidence" else "right")
+    for b in calibration.bins:
+        closing = "]" if b.high >= 1.0 else ")"
+        table.add_row(f"[{b.low:.1f}, {b.high:.1f}{closing}", str(b.count),
+                      "-" if b.mean_confidence is None else f"{b.mean_confidence:.3f}",
+                      "-" if b.accuracy is None else f"{b.accuracy:.3f}",
+                      "-" if b.gap is None else f"{b.gap:+.3f}")
+    return table
+
+
+def _print_text(labels_path: Path, gpu, mode: str, overall: Score, by_language: dict[str, Score],
+                unanalyzed: list[dict], misses: list[dict], elapsed_s: float, rows: int, calibration: Reliability,
+                tiny: dict[str, Any] | None) -> None:
     stdout.print(f"[bold]{escape(str(labels_path))}[/] on {escape(gpu.name)} ({escape(gpu.id)})")
+    stdout.print("mode: editor (block, grid and exe_args dropped; the pipeline of `perflsp check FILE`)" if mode == "editor"
+                 else "mode: launch-given (block, grid and exe_args handed to the engine)")
     figures = Table(header_style="bold")
     for header in ("", "listed", "located", "analysed", "accuracy", "balanced accuracy"):
         figures.add_column(header, justify="left" if not header else "right")
@@ -228,6 +272,26 @@ def _print_text(labels_path: Path, gpu, overall: Score, by_language: dict[str, S
     stdout.print(_confusion_table("confusion (all)", overall.confusion))
     for language, s in by_language.items():
         stdout.print(_confusion_table(f"confusion ({language})", s.confusion))
+    stdout.print(_reliability_table(calibration))
+    ece = calibration.expected_calibration_error
+
+    def fmt(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    stdout.print(f"expected calibration error {fmt(ece)}; median confidence right {fmt(calibration.median_confidence_right)}, "
+                 f"wrong {fmt(calibration.median_confidence_wrong)}")
+    if tiny is not None:
+        kb = tiny["threshold_bytes"] // 1024
+        split = Table(title=f"tiny runs (under {kb} KiB of measured DRAM traffic: {tiny['tiny']} labels) scored apart",
+                      title_justify="left", header_style="bold")
+        for header in ("", "listed", "analysed", "accuracy", "balanced accuracy"):
+            split.add_column(header, justify="left" if not header else "right")
+        named = [("with tiny runs", tiny["with"]), ("without tiny runs", tiny["without"]),
+                 *((f"  without, {k}", v) for k, v in tiny["without_by_language"].items()),
+                 ("tiny runs only", tiny["only"])]
+        for name, s in named:
+            split.add_row(name, str(s.listed), str(s.analyzed), f"{s.accuracy:.3f}", f"{s.balanced_accuracy:.3f}")
+        stdout.print(split)
     if unanalyzed:
         stdout.print(f"[bold]not located or not analysed ({len(unanalyzed)}, counted as wrong):[/]")
         for item in unanalyzed:

@@ -1,13 +1,18 @@
-"""What `perflsp check` takes from a project's `.perflsp.toml`: GPUs, user GPUs and `[rules]`.
+"""What `perflsp check` takes from a project's `.perflsp.toml`: GPUs, user GPUs, `[rules]` and
+the program's arguments.
 
     gpus = ["h100", "rtx3080"]          # default targets of `perflsp check` (a string works too)
     [rules]
     "occupancy/low" = "off"             # re-level or silence a code
     [[gpu]]                             # user GPUs, same schema as `--gpus-file`
     id = "my-card" ...
+    [profiling]
+    args = ["-n", "4096"]               # the program's arguments: folded where main() parses argv
 
-Other tables (`[profiling]`, `[llm]`, ...) belong to other commands and are ignored here; none
-of the keys read here can run anything or send code anywhere.
+`args` is shared with profiling (which runs the program with them); `check` only folds them into
+the analysis, so reading them here runs nothing. Other keys of `[profiling]` and other tables
+(`[llm]`, ...) belong to other commands and are ignored here; none of the keys read here can run
+anything or send code anywhere.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class ProjectConfig:
     gpus: list[str] = field(default_factory=list)
     rules: dict[str, str] = field(default_factory=dict)
     gpu_tables: list[dict[str, Any]] = field(default_factory=list)
+    args: tuple[str, ...] | None = None  # `[profiling] args`: the program's arguments (None: not set)
 
 
 def load_project_config(explicit: Path | None, cwd: Path | None = None) -> ProjectConfig:
@@ -67,4 +73,12 @@ def load_project_config(explicit: Path | None, cwd: Path | None = None) -> Proje
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         raise ProjectConfigError(f"{explicit}: `gpu` must be an array of tables ([[gpu]])")
     config.gpu_tables = tables
+    profiling = data.get("profiling", {})
+    if not isinstance(profiling, dict):
+        raise ProjectConfigError(f"{explicit}: `[profiling]` must be a table")
+    if "args" in profiling:
+        args = profiling["args"]
+        if not isinstance(args, list) or not all(isinstance(a, str) and "\0" not in a for a in args):
+            raise ProjectConfigError(f"{explicit}: [profiling] `args` must be a list of strings (got {args!r})")
+        config.args = tuple(args)
     return config

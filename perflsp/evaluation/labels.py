@@ -15,6 +15,8 @@ Dim3 = tuple[int, int, int]
 # Columns a predictor may use (what the study gave its LLMs): never the measured ones.
 PREDICTOR_COLUMNS = ("target", "language", "kernel", "kernel_signature", "file", "line", "block", "grid", "exe_args")
 REQUIRED_COLUMNS = ("target", "language", "kernel", "file", "line", "label")
+# Measured per-kernel quantities (answers, like the label): read into `Answer`, for the scorer only.
+MEASURED_COLUMNS = ("dram_bytes", "fp32_ops", "fp64_ops", "int_ops", "xtime_ns")
 
 
 class LabelsError(ValueError):
@@ -37,6 +39,22 @@ class KernelRow:
 @dataclass(frozen=True, slots=True)
 class Answer:
     label: str  # "compute" | "bandwidth"
+    # the representative execution's measurements (None when the file has no such column or cell)
+    dram_bytes: float | None = None
+    fp32_ops: float | None = None
+    fp64_ops: float | None = None
+    int_ops: float | None = None
+    xtime_ns: float | None = None
+
+
+def _measured(raw: dict[str, str], column: str) -> float | None:
+    text = (raw.get(column) or "").strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def _dim3(text: str) -> Dim3 | None:
@@ -65,7 +83,9 @@ def read_labels(path: Path) -> list[tuple[KernelRow, Answer]]:
                     )
                 except (TypeError, ValueError) as exc:
                     raise LabelsError(f"{path}:{number}: bad row ({exc})") from None
-                rows.append((row, Answer(label=raw["label"].strip().lower())))
+                answer = Answer(label=raw["label"].strip().lower(),
+                                **{column: _measured(raw, column) for column in MEASURED_COLUMNS})
+                rows.append((row, answer))
             return rows
     except OSError as exc:
         raise LabelsError(f"{path}: cannot read ({exc.strerror or exc})") from None

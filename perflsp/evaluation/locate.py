@@ -3,6 +3,7 @@ line of its `#pragma omp target`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,18 +76,26 @@ class Locator:
         result = self.file(row.file)
         if isinstance(result, SkippedFile):
             return Located(row, None, None, f"{row.file}: {result.reason}")
-        if row.language == "omp":
-            found = next((r for r in result.omp_regions if r.line == row.line), None)
-            if found is None:
-                return Located(row, result, None, f"no kernel-creating `#pragma omp target` at {row.file}:{row.line}")
-            return Located(row, result, found)
-        name = row.kernel.split("<", 1)[0].split("::")[-1]
-        found_k = next((k for k in result.kernels if k.line == row.line and k.name == name), None)
-        if found_k is None:
-            at_line = [k.name for k in result.kernels if k.line == row.line]
-            detail = f"(a kernel named {at_line[0]} is there)" if at_line else "(no __global__ definition there)"
-            return Located(row, result, None, f"`{name}` not found at {row.file}:{row.line} {detail}")
-        return Located(row, result, found_k)
+        kernel, reason = match_kernel(row, result.kernels, result.omp_regions)
+        return Located(row, result, kernel, reason)
 
 
-__all__ = ["Located", "LoadedFile", "Locator"]
+def match_kernel(row: KernelRow, kernels: Sequence[CudaFunction],
+                 omp_regions: Sequence[OmpRegion]) -> tuple[CudaFunction | OmpRegion | None, str | None]:
+    """The kernel a row names among a file's kernels (CUDA: the name at the row's line; OpenMP: the
+    `#pragma omp target` at that line), or None and why not. `perflsp eval` locates with it in both
+    modes, on the Locator's extraction and on the one `perflsp check` makes (`--editor`)."""
+    if row.language == "omp":
+        found = next((r for r in omp_regions if r.line == row.line), None)
+        if found is None:
+            return None, f"no kernel-creating `#pragma omp target` at {row.file}:{row.line}"
+        return found, None
+    name = row.kernel.split("<", 1)[0].split("::")[-1]
+    found_k = next((k for k in kernels if k.line == row.line and k.name == name), None)
+    if found_k is None:
+        at_line = [k.name for k in kernels if k.line == row.line]
+        detail = f"(a kernel named {at_line[0]} is there)" if at_line else "(no __global__ definition there)"
+        return None, f"`{name}` not found at {row.file}:{row.line} {detail}"
+    return found_k, None
+
+__all__ = ["Located", "LoadedFile", "Locator", "match_kernel"]

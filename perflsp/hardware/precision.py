@@ -47,3 +47,15 @@ ROOFLINE_PRECISIONS: tuple[Precision, ...] = (
     Precision.FP16,
     Precision.INT32,
 )
+
+# Tensor-core precisions a kernel's matrix multiply-accumulates are counted in (the static
+# engine's `OpCounts.tensor_*`); they join the verdict when a kernel has such work and the GPU a
+# peak for it.
+TENSOR_PRECISIONS: tuple[Precision, ...] = (
+    Precision.FP64_TENSOR,
+    Precision.TF32_TENSOR,
+    Precision.FP16_TENSOR,
+    Precision.FP16_TENSOR_FP16ACC,
+    Precision.BF16_TENSOR,
+    Precision.INT8_TENSOR,
+)

@@ -369,6 +369,12 @@ class _Parser:
                 return self._call(text)
             if text in ("argv", "argc"):
                 return self._program_argument(text)
+            if "::" in text:
+                # `cfg::TILE`: namespace-scope constants are known by their simple name
+                try:
+                    return self.env.lookup(text)
+                except NotConstant:
+                    return self.env.lookup(text.rsplit("::", 1)[1])
             return self.env.lookup(text)
         raise NotConstant(f"cannot fold `{text}`")
 

@@ -22,14 +22,26 @@ _QUALIFIER_WORDS = {"const", "volatile", "__restrict__", "__restrict", "restrict
 
 
 def macro_aliases(env: ConstEnv) -> dict[str, str]:
-    """Macros that expand to `__global__`/`__device__` (e.g. `#define GLOBAL __global__`)."""
+    """Macros that expand to `__global__`/`__device__`: `#define GLOBAL __global__`, through
+    other macros (`#define KERNEL DEVICE_SPACE`), and function-like ones
+    (`#define KERNEL(name) __global__ void name`)."""
+    objects = env.all_macros()
+    functions = env.all_function_macros()
     aliases: dict[str, str] = {}
-    for name, body in env.all_macros().items():
-        words = body.split()
-        for token, space in _SPACE_TOKENS.items():
-            if token in words:
-                aliases[name] = space
-                break
+    bodies = {**{n: b for n, b in objects.items()}, **{n: b for n, (_, b) in functions.items()}}
+    for _ in range(4):  # macros that expand to other such macros
+        before = len(aliases)
+        for name, body in bodies.items():
+            if name in aliases:
+                continue
+            words = re.findall(r"\w+", body)
+            for word in words:
+                space = _SPACE_TOKENS.get(word) or aliases.get(word)
+                if space is not None:
+                    aliases[name] = space
+                    break
+        if len(aliases) == before:
+            break
     return aliases
 
 
@@ -122,7 +134,10 @@ def _from_definition(ctx: ExtractionContext, node: Node, env: ConstEnv, aliases:
     name = ctx.text(name_node)
     outer = node.parent if node.parent is not None and node.parent.type == "template_declaration" else node
     scopes = _enclosing_scopes(ctx, node) + scope_prefix
-    params = _params(ctx, declarator.child_by_field_name("parameters"))
+    plist = declarator.child_by_field_name("parameters")
+    params = _expanded_params(ctx, plist, env) if plist is not None else None
+    if params is None:
+        params = _params(ctx, plist)
     launch_bounds = _launch_bounds(ctx, node, env)
     return CudaFunction(
         space=space,  # type: ignore[arg-type]
@@ -261,6 +276,32 @@ def _params(ctx: ExtractionContext, plist: Node | None) -> tuple[Param, ...]:
     return tuple(out)
 
 
+def _expanded_params(ctx: ExtractionContext, plist: Node, env: ConstEnv) -> tuple[Param, ...] | None:
+    """The parameters read from the macro-expanded list when a macro that is not a plain number
+    occurs in it (`double * RESTRICT a` with `#define RESTRICT __restrict__`: the tree reads
+    `RESTRICT` as the name); None when the list as written can be read directly."""
+    text = ctx.text(plist)
+    macros = env.all_macros()
+    functions = env.all_function_macros()
+    names = set(re.findall(r"[A-Za-z_]\w*", text))
+    if not (names & macros.keys()) and not (names & functions.keys()):
+        return None
+    return _params_of_text(ctx, text, env)
+
+
+def _params_of_text(ctx: ExtractionContext, text: str, env: ConstEnv) -> tuple[Param, ...]:
+    """Parameters of a `( ... )` list parsed on its own, after macro expansion."""
+    from perflsp.kernels.preprocess import expand_macros
+    from perflsp.source.parser import parse
+
+    expanded = expand_macros(text, env, keep_constants=True)
+    snippet = ("void f" + expanded + ";").encode("utf-8", errors="replace")
+    tree = parse(snippet)
+    sub = ExtractionContext(snippet, tree, ctx.lines, ctx.path)
+    plist = next((n for n in _walk(tree.root_node) if n.type == "parameter_list"), None)
+    return _params(sub, plist) if plist is not None else ()
+
+
 def _element_type(base: str) -> str:
     words = [w for w in base.replace("*", " ").replace("&", " ").split() if w not in _QUALIFIER_WORDS]
     return " ".join(words) or base
@@ -301,6 +342,7 @@ def _token_fallback(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, st
     if not words:
         return []
     blanked = ctx.blanked
+    functions = env.all_function_macros()
     pattern = re.compile(rb"\b(" + b"|".join(re.escape(w.encode()) for w in words) + rb")\b")
     out: list[CudaFunction] = []
     for m in pattern.finditer(blanked):
@@ -308,7 +350,18 @@ def _token_fallback(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, st
         space = _SPACE_TOKENS.get(word) or aliases.get(word)
         if space is None or line_is_directive(blanked, m.start()):
             continue
-        hit = _scan_definition(ctx, m.end(), space)
+        start_scan, name_hint = m.end(), None
+        if word in functions:
+            # `KERNEL(name)(params) {`: the definition's name is the macro's last argument word
+            open_at = _next_nonblank(blanked, m.end())
+            if blanked[open_at : open_at + 1] != b"(":
+                continue
+            close = match_close(blanked, open_at)
+            names = list(_IDENT.finditer(blanked, open_at, close)) if close else []
+            if not names:
+                continue
+            start_scan, name_hint = close, (names[-1].start(), names[-1].end())
+        hit = _scan_definition(ctx, start_scan, space, name_hint)
         if hit is None:
             continue
         name_start, name_end, params_open, params_close, body_open, body_close = hit
@@ -320,11 +373,18 @@ def _token_fallback(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, st
     return out
 
 
-def _scan_definition(ctx: ExtractionContext, pos: int, space: str) -> tuple[int, int, int, int, int, int] | None:
+def _next_nonblank(blanked: bytes, pos: int) -> int:
+    while pos < len(blanked) and blanked[pos : pos + 1].isspace():
+        pos += 1
+    return pos
+
+
+def _scan_definition(ctx: ExtractionContext, pos: int, space: str, name_hint: tuple[int, int] | None = None
+                     ) -> tuple[int, int, int, int, int, int] | None:
     blanked = ctx.blanked
     limit = min(len(blanked), pos + 2000)
     i = pos
-    last_ident: tuple[int, int] | None = None
+    last_ident: tuple[int, int] | None = name_hint
     while i < limit:
         c = blanked[i : i + 1]
         if c.isspace():
@@ -389,19 +449,9 @@ def _scan_definition(ctx: ExtractionContext, pos: int, space: str) -> tuple[int,
 
 def _recovered_function(ctx: ExtractionContext, env: ConstEnv, space: str, start: int, name_start: int,
                         name_end: int, params_open: int, params_close: int, body_open: int, body_close: int) -> CudaFunction:
-    from perflsp.source.parser import parse
-
     name = ctx.text_bytes(name_start, name_end)
     # Parse the parameter list on its own: it is usually intact even when the body is not.
-    snippet = b"void f" + ctx.data[params_open:params_close] + b";"
-    tree = parse(snippet)
-    sub = ExtractionContext(snippet, tree, ctx.lines, ctx.path)
-    plist = None
-    for n in _walk(tree.root_node):
-        if n.type == "parameter_list":
-            plist = n
-            break
-    params = _params(sub, plist) if plist is not None else ()
+    params = _params_of_text(ctx, ctx.text_bytes(params_open, params_close), env)
     bounds = None
     lb = re.search(rb"__launch_bounds__\s*\(", ctx.blanked[start:name_start])
     if lb:

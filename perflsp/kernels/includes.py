@@ -272,7 +272,7 @@ class IncludeResolver:
         if key in self._resolved:
             return self._resolved[key]
         found = None
-        for base in (directory, *self.include_dirs, *self._extra_dirs):
+        for base in (directory, *self.include_dirs, *self._extra_dirs, *_conventional_dirs(directory)):
             candidate = base / name
             try:
                 if candidate.is_file():
@@ -282,6 +282,20 @@ class IncludeResolver:
                 break
         self._resolved[key] = found
         return found
+
+
+# Where projects keep their headers when no `-I` says (an editor without a compile database):
+# `include/`, `inc/` or `common/` beside the file or up to two folders above it; searched after
+# the file's folder and the include directories.
+CONVENTIONAL_INCLUDE_FOLDERS = ("include", "inc", "common")
+
+
+def _conventional_dirs(directory: Path) -> list[Path]:
+    dirs = []
+    for ancestor in (directory, directory.parent, directory.parent.parent):
+        for sub in CONVENTIONAL_INCLUDE_FOLDERS:
+            dirs.append(ancestor / sub)
+    return dirs
 
 
 def strip_inactive(text: str, env: ConstEnv) -> str:

@@ -153,6 +153,12 @@ def enclosing_function(node: Node) -> Node | None:
     parent = node.parent
     while parent is not None:
         if parent.type == "function_definition":
+            if parent.parent is not None and parent.parent.type in ("compound_statement", "ERROR"):
+                # a "function" inside a function body is a misread macro use
+                # (`OMP_FOR(i, n) { ... }`): the real function is further out
+                outer = enclosing_function(parent)
+                if outer is not None:
+                    return outer
             return parent
         parent = parent.parent
     return None

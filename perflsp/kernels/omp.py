@@ -182,6 +182,14 @@ def _make_clause(name: str, args: str | None, env: ConstEnv | None) -> OmpClause
 
 
 def extract_regions(ctx: ExtractionContext, env: ConstEnv) -> list[OmpRegion]:
+    regions = _pragma_regions(ctx, env)
+    if b"_Pragma" in ctx.data or pragma_macros(env):
+        for region in _operator_regions(ctx, env):
+            regions.setdefault(_line_start(ctx, region.span.start_byte), region)
+    return _one_per_statement(ctx, env, [regions[k] for k in sorted(regions)])
+
+
+def _pragma_regions(ctx: ExtractionContext, env: ConstEnv) -> dict[int, OmpRegion]:
     regions: dict[int, OmpRegion] = {}
     for groups in ctx.matches["pragma"]:
         directive = groups["directive"][0]
@@ -194,7 +202,7 @@ def extract_regions(ctx: ExtractionContext, env: ConstEnv) -> list[OmpRegion]:
             regions[_line_start(ctx, pragma.start_byte)] = region
     # Pragmas the tree lost inside ERROR regions: scan lines directly (when some may be missing).
     if len(_PRAGMA_LINE.findall(ctx.data)) <= len(regions):
-        return [regions[k] for k in sorted(regions)]
+        return regions
     for m in _PRAGMA_LINE.finditer(ctx.blanked):
         start = m.start() + (len(m.group()) - len(m.group().lstrip()))
         if _line_start(ctx, start) in regions:
@@ -205,7 +213,40 @@ def extract_regions(ctx: ExtractionContext, env: ConstEnv) -> list[OmpRegion]:
         region = _region(ctx, env, start, end, argument, None)
         if region is not None:
             regions[_line_start(ctx, start)] = region
-    return [regions[k] for k in sorted(regions)]
+    return regions
+
+
+def _one_per_statement(ctx: ExtractionContext, env: ConstEnv, regions: list[OmpRegion]) -> list[OmpRegion]:
+    """`#ifdef A #pragma omp target ... #else #pragma omp target ... #endif` before one loop: the
+    compiler sees one directive. Keep the one in the branch the macros select (the first when
+    neither or both are)."""
+    by_body: dict[int, list[OmpRegion]] = {}
+    for region in regions:
+        if region.body_span is not None:
+            by_body.setdefault(region.body_span.start_byte, []).append(region)
+    if all(len(group) == 1 for group in by_body.values()):
+        return regions
+    inactive = _inactive_lines(ctx, env)
+    dropped: set[int] = set()
+    for group in by_body.values():
+        if len(group) > 1:
+            keep = next((r for r in group if ctx.lines.line_of(r.span.start_byte) not in inactive), group[0])
+            dropped.update(id(r) for r in group if r is not keep)
+    return [r for r in regions if id(r) not in dropped]
+
+
+def _inactive_lines(ctx: ExtractionContext, env: ConstEnv) -> set[int]:
+    """0-based lines in conditional branches that the macros make inactive."""
+    from perflsp.kernels.includes import strip_inactive
+
+    text = ctx.data.decode("utf-8", errors="replace")
+    original = text.split("\n")
+    stripped = strip_inactive(text, env).split("\n")
+    return {i for i, (a, b) in enumerate(zip(original, stripped)) if a.strip() and not b.strip()
+            and not _CONDITIONAL_LINE.match(a)}
+
+
+_CONDITIONAL_LINE = re.compile(r"\s*#\s*(?:if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b")
 
 
 def _line_start(ctx: ExtractionContext, byte: int) -> int:
@@ -233,7 +274,11 @@ def _region(ctx: ExtractionContext, env: ConstEnv, start: int, end: int, argumen
     function = enclosing_function(anchor) if anchor is not None else None
     local = function_env(ctx, function, start, env) if function is not None else env
     clauses = parse_clauses(clause_text, local)
-    body = _associated_statement(ctx, pragma, end)
+    body, nested = _associated_statement(ctx, pragma, end)
+    if nested and not set(words) & _WORKSHARING:
+        # `#pragma omp target map(...)` + `#pragma omp teams distribute parallel for` on the next
+        # line: one combined construct over the loop that follows
+        words, clauses = _combined(words, clauses, nested, local)
     loops = _loop_nest(ctx, body) if body is not None else ()
     hash_end = body.end_byte if body is not None else end
     return OmpRegion(
@@ -250,20 +295,60 @@ def _region(ctx: ExtractionContext, env: ConstEnv, start: int, end: int, argumen
     )
 
 
-def _associated_statement(ctx: ExtractionContext, pragma: Node | None, end: int) -> Node | None:
-    node = pragma.next_named_sibling if pragma is not None else None
-    if node is None and pragma is not None and pragma.parent is not None and pragma.parent.type.startswith("preproc_"):
-        # `#ifdef OMP_TARGET  #pragma omp target ...  #endif` followed by the loop
-        node = pragma.parent.next_named_sibling
-    if node is None:
+_WORKSHARING = frozenset({"distribute", "for", "do", "loop", "simd"})
+_CONDITIONAL = ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef")
+_BRANCH_ENDS = ("preproc_else", "preproc_elif", "preproc_elifdef")
+
+
+def _associated_statement(ctx: ExtractionContext, pragma: Node | None, end: int) -> tuple[Node | None, list[str]]:
+    """The statement a directive applies to, and the arguments of the `#pragma omp ...` lines
+    between them (a nested `teams distribute parallel for` applies to the same statement)."""
+    nested: list[str] = []
+    node = _skip_directives(ctx, pragma.next_named_sibling if pragma is not None else None, nested)
+    if (node is None or node.type in _BRANCH_ENDS) and pragma is not None and pragma.parent is not None \
+            and pragma.parent.type in _CONDITIONAL:
+        # `#ifdef A  #pragma omp target ...  #else ...  #endif` followed by the loop: the tree
+        # puts the pragma in the conditional's branch and the loop after the conditional
+        top = pragma.parent
+        while top.parent is not None and top.type in _BRANCH_ENDS:
+            top = top.parent
+        node = _skip_directives(ctx, top.next_named_sibling, nested)
+    elif node is not None and node.type in _BRANCH_ENDS:
+        node = None
+    if node is None and (pragma is None or pragma.next_named_sibling is None):
         # The first statement that starts after the directive.
         probe = ctx.tree.root_node.named_descendant_for_byte_range(end + 1, end + 1)
         while probe is not None and probe.parent is not None and probe.parent.start_byte > end:
             probe = probe.parent
         node = probe if probe is not None and probe.start_byte > end else None
+        node = _skip_directives(ctx, node, nested)
+    return node, nested
+
+
+def _skip_directives(ctx: ExtractionContext, node: Node | None, nested: list[str]) -> Node | None:
     while node is not None and node.type in ("comment", "preproc_call"):
-        node = node.next_named_sibling  # nested `#pragma omp teams ...` applies to the same statement
+        if node.type == "preproc_call":
+            argument = node.child_by_field_name("argument")
+            directive = node.child_by_field_name("directive")
+            if argument is not None and directive is not None and ctx.text(directive).strip() == "#pragma":
+                nested.append(ctx.text(argument))
+        node = node.next_named_sibling
     return node
+
+
+def _combined(words: list[str], clauses: tuple[OmpClause, ...], nested: list[str], env: ConstEnv
+              ) -> tuple[list[str], tuple[OmpClause, ...]]:
+    merged = list(words)
+    all_clauses = list(clauses)
+    for argument in nested:
+        if not argument.lstrip().startswith("omp"):
+            continue
+        inner_words, inner_clauses = split_directive(argument)
+        if not inner_words or inner_words[0] in ("target", "declare", "end") or inner_words[0] in DATA_ONLY:
+            break
+        merged.extend(w for w in inner_words if w not in merged)
+        all_clauses.extend(parse_clauses(inner_clauses, env))
+    return merged, tuple(all_clauses)
 
 
 _LOOP_TYPES = ("for_statement", "for_range_loop")
@@ -351,3 +436,167 @@ def _step_text(ctx: ExtractionContext, update: Node, variable: str | None) -> st
         if op == "=" and variable and right.startswith(variable):
             return f"={right}"
     return text
+
+
+# --------------------------------------------------------------------------------------------
+# `_Pragma("omp target ...")` and macros that expand to it
+
+
+def pragma_macros(env: ConstEnv) -> dict[str, bool]:
+    """Macros whose expansion holds a `_Pragma` operator: name -> whether function-like
+    (`#define OMP_TARGET _Pragma("omp target ...")`, `#define PRAGMA(x) _Pragma(#x)`)."""
+    cache = env.__dict__.get("_pragma_macro_cache")
+    if cache is not None:
+        return cache
+    objects = env.all_macros()
+    functions = env.all_function_macros()
+    found: dict[str, bool] = {}
+    for _ in range(4):  # macros that expand to other pragma macros
+        before = len(found)
+        pattern = re.compile(r"\b(_Pragma" + "".join("|" + re.escape(n) for n in found) + r")\b")
+        for name, body in objects.items():
+            if name not in found and pattern.search(body):
+                found[name] = False
+        for name, (_, body) in functions.items():
+            if name not in found and pattern.search(body):
+                found[name] = True
+        if len(found) == before:
+            break
+    env.__dict__["_pragma_macro_cache"] = found
+    return found
+
+
+def _operator_uses(ctx: ExtractionContext, env: ConstEnv) -> list[tuple[int, int, str, bool]]:
+    """(start, end, pragma argument, whether the expansion goes on after the directive) of each
+    `_Pragma(...)` or pragma macro use outside directive lines, in source order."""
+    from perflsp.kernels.preprocess import expand_macros
+    from perflsp.kernels.text import line_is_directive, match_close
+
+    macros = pragma_macros(env)
+    names = ["_Pragma", *macros]
+    pattern = re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in names) + rb")\b")
+    blanked = ctx.blanked
+    uses: list[tuple[int, int, str, bool]] = []
+    for m in pattern.finditer(blanked):
+        start = m.start()
+        if line_is_directive(ctx.data, start):
+            continue
+        name = m.group(1).decode()
+        end = m.end()
+        if name == "_Pragma" or macros.get(name):
+            k = _next_token(blanked, end)
+            if k >= len(blanked) or blanked[k : k + 1] != b"(":
+                continue
+            close = match_close(blanked, k)
+            if close is None:
+                continue
+            end = close
+        expanded = expand_macros(ctx.text_bytes(start, end), env)
+        directive = re.search(r"^[ \t]*#[ \t]*pragma[ \t]+(.*)$", expanded, re.MULTILINE)
+        if directive is None:
+            continue
+        rest = expanded[directive.end():]
+        uses.append((start, end, directive.group(1).strip(), bool(re.search(r"[^\s;]", rest))))
+    return uses
+
+
+def _operator_regions(ctx: ExtractionContext, env: ConstEnv) -> list[OmpRegion]:
+    uses = _operator_uses(ctx, env)
+    regions: list[OmpRegion] = []
+    for index, (start, end, argument, goes_on) in enumerate(uses):
+        words, clause_text = split_directive(argument)
+        if not is_kernel_directive(words):
+            continue
+        anchor = ctx.tree.root_node.descendant_for_byte_range(start, start)
+        function = enclosing_function(anchor) if anchor is not None else None
+        local = function_env(ctx, function, start, env) if function is not None else env
+        clauses = parse_clauses(clause_text, local)
+        # directives that follow (`_Pragma("omp teams distribute parallel for")`, `#pragma ...`)
+        nested: list[str] = []
+        pos = end
+        following = {s: (e, a) for s, e, a, _ in uses[index + 1 :]}
+        while not goes_on:
+            nxt = _next_token(ctx.blanked, pos)
+            if nxt in following:
+                pos, argument_next = following[nxt]
+                nested.append(argument_next)
+            elif nxt < len(ctx.data) and ctx.data[nxt : nxt + 1] == b"#":
+                line_end = _directive_end(ctx.data, nxt)
+                nested.append(re.sub(r"^\s*#\s*pragma\s+", "", ctx.text_bytes(nxt, line_end)))
+                pos = line_end
+            else:
+                break
+        if nested and not set(words) & _WORKSHARING:
+            words, clauses = _combined(words, clauses, nested, local)
+        statement_start = _next_token(ctx.blanked, pos)
+        if goes_on:
+            # the macro holds the loop header too (`OMP_FOR(i, n) { ... }`): the statement is
+            # the macro use and the block after it, read through the macros by the engine
+            statement_end = _statement_end(ctx.blanked, statement_start)
+            body_ctx, body = ctx, None
+            body_span = ctx.span_bytes(start, statement_end) if statement_end is not None else None
+        else:
+            found = _statement_at(ctx, statement_start)
+            body_ctx, body = found if found is not None else (ctx, None)
+            body_span = ctx.span(body) if body is not None else None
+        loops = _loop_nest(body_ctx, body) if body is not None else ()
+        hash_end = body_span.end_byte if body_span is not None else end
+        regions.append(OmpRegion(
+            directive=" ".join(words),
+            clauses=clauses,
+            pragma_text=" ".join(ctx.text_bytes(start, end).split()),
+            span=ctx.span_bytes(start, end),
+            body_span=body_span,
+            loops=loops,
+            function=function_name(ctx, function) if function is not None else None,
+            function_span=ctx.span(function) if function is not None else None,
+            body_hash=text_hash(ctx.data[start:hash_end]),
+            recovered=True,
+        ))
+    return regions
+
+
+def _next_token(blanked: bytes, pos: int) -> int:
+    while pos < len(blanked) and blanked[pos : pos + 1] in (b" ", b"\t", b"\r", b"\n"):
+        pos += 1
+    return pos
+
+
+def _statement_end(blanked: bytes, pos: int, depth: int = 0) -> int | None:
+    """End of the statement starting at `pos`, read from the text (the tree around a `_Pragma`
+    use is often broken): a `for (...)` header and its body, a `{...}` block, or up to `;`."""
+    from perflsp.kernels.text import match_close
+
+    if depth > 8 or pos >= len(blanked):
+        return None
+    if blanked[pos : pos + 1] == b"{":
+        return match_close(blanked, pos)
+    m = re.compile(rb"(for|while)\s*\(").match(blanked, pos)
+    if m:
+        close = match_close(blanked, m.end() - 1)
+        return _statement_end(blanked, _next_token(blanked, close), depth + 1) if close else None
+    semicolon = blanked.find(b";", pos)
+    return semicolon + 1 if semicolon >= 0 else None
+
+
+def _statement_at(ctx: ExtractionContext, pos: int) -> tuple[ExtractionContext, Node] | None:
+    """The statement starting at `pos`, parsed on its own (every byte outside it blanked, so
+    offsets and lines stay those of the file)."""
+    from perflsp.source.parser import parse
+
+    end = _statement_end(ctx.blanked, pos)
+    if end is None:
+        return None
+    masked = (ctx.data[:pos].translate(_BLANK_ALL) + ctx.data[pos:end]
+              + ctx.data[end:].translate(_BLANK_ALL))
+    tree = parse(masked)
+    node = tree.root_node.named_descendant_for_byte_range(pos, pos)
+    while node is not None and node.parent is not None and node.parent.start_byte == pos \
+            and node.parent.end_byte <= end:
+        node = node.parent
+    if node is None or node.start_byte != pos:
+        return None
+    return ExtractionContext(masked, tree, ctx.lines, ctx.path), node
+
+
+_BLANK_ALL = bytes(b if b == 10 else 32 for b in range(256))

@@ -42,17 +42,35 @@ def expand_macros(text: str, env: ConstEnv, keep_constants: bool = False) -> str
     objects = env.all_macros()
     functions = env.all_function_macros()
     if not objects and not functions:
-        return text
+        return pragma_lines(text)
     names = set(re.findall(r"[A-Za-z_]\w*", text))
     used_objects = names & objects.keys()
     used_functions = names & functions.keys()
     if not used_objects and not used_functions:
-        return text
+        return pragma_lines(text)
     if keep_constants and not used_functions and all(_is_numeric(objects[n], env) for n in used_objects):
-        return text
+        return pragma_lines(text)
     expander = _Expander(objects, functions)
     out = expander.expand(_tokens(text), frozenset(), 0)
-    return "".join(out)
+    return pragma_lines("".join(out))
+
+
+_PRAGMA_OPERATOR = re.compile(r'\b_Pragma\s*\(\s*((?:"(?:\\.|[^"\\\n])*"\s*)+)\)')
+_STRING_PART = re.compile(r'"((?:\\.|[^"\\])*)"')
+
+
+def pragma_lines(text: str) -> str:
+    """`_Pragma("omp target ...")` as the directive it stands for, on a line of its own
+    (`#pragma omp target ...`): how the compiler reads it, and how the tree shows directives."""
+    if "_Pragma" not in text:
+        return text
+    return _PRAGMA_OPERATOR.sub(lambda m: "\n#pragma " + pragma_argument(m.group(1)) + "\n", text)
+
+
+def pragma_argument(strings: str) -> str:
+    """The directive text of a `_Pragma` operand: its string literals, destringized."""
+    parts = _STRING_PART.findall(strings)
+    return "".join(parts).replace('\\"', '"').replace("\\\\", "\\").replace("\n", " ")
 
 
 def _is_numeric(body: str, env: ConstEnv) -> bool:

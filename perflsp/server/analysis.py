@@ -125,7 +125,7 @@ class Analyzer:
     # ------------------------------------------------------------------ run
 
     def start(self, text: Any, extracted: Extracted, gpus: Sequence[Gpu], lint_codes: Iterable[str] | None,
-              config_key: Any, lines: LineIndex) -> AnalysisState:
+              config_key: Any, lines: LineIndex, argv: Sequence[str] | None = None) -> AnalysisState:
         """Begin analysing the current text; call `step` until the state is complete."""
         if config_key != self._config_key or extracted.change in ("full", "other"):
             self.context += 1
@@ -135,12 +135,14 @@ class Analyzer:
             self._groups.clear()
             self._lint_facts.clear()
         fk = extracted.kernels
-        opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()))
+        opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()), argv)
         self._job = {
             "data": text.data, "tree": text.tree, "fk": fk, "gpus": tuple(gpus), "opts": opts, "lines": lines,
             "unit": None, "lint_codes": None if lint_codes is None else frozenset(lint_codes),
             "edit_start": extracted.edit_start,
         }
+        # kernels of a file that other sources `#include` take their launch sites
+        self._job["opts"] = engine.with_includer_launches(self._job["opts"], text, fk)
         edit_start = extracted.edit_start
         if self._edit_floor is not None:  # an earlier run was dropped before its lints: its edit counts too
             edit_start = self._edit_floor if edit_start is None else min(edit_start, self._edit_floor)

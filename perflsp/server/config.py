@@ -86,6 +86,15 @@ class ResolvedConfig:
     def gpu_ids(self) -> tuple[str, ...]:
         return tuple(g.id for g in self.gpus)
 
+    @property
+    def argv(self) -> tuple[str, ...] | None:
+        """The program's arguments for the analysis: `perflsp.profiling.args` when some layer set it
+        (the same key profiling runs the program with; it takes effect under the same trust rule),
+        else None (unknown)."""
+        if "args" not in self.profiling.origins:
+            return None
+        return tuple(self.profiling.settings.args)
+
 
 class ConfigProblem(Exception):
     def __init__(self, problems: Sequence[str]):

@@ -8,9 +8,11 @@ them still serves roofline verdicts (and says so in the log).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Collection, Sequence
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -55,8 +57,33 @@ def fixes_available() -> bool:
 # --------------------------------------------------------------------------- engine
 
 
-def options(preprocessed: ConstEnv | None, registers: Sequence[tuple[str, int]] = ()) -> AnalysisOptions:
-    return AnalysisOptions(include_env=preprocessed, registers=tuple(registers))
+def options(preprocessed: ConstEnv | None, registers: Sequence[tuple[str, int]] = (),
+            argv: Sequence[str] | None = None) -> AnalysisOptions:
+    """`argv`: the program's arguments (`perflsp.profiling.args`), folded where main() parses argv."""
+    return AnalysisOptions(include_env=preprocessed, registers=tuple(registers),
+                           argv=tuple(argv) if argv is not None else None)
+
+
+def with_includer_launches(opts: AnalysisOptions, text: Any, kernels: FileKernels) -> AnalysisOptions:
+    """`opts` with the launch sites of this file's kernels in the sources that `#include` it."""
+    external = includer_launches(text, kernels)
+    return dataclasses.replace(opts, external_launches=external) if external else opts
+
+
+def includer_launches(text: Any, kernels: FileKernels) -> tuple[LaunchSite, ...]:
+    """Launch sites of this file's kernels in the sources that `#include` it (none when the
+    file launches them itself or has no path)."""
+    path = getattr(text, "path", None)
+    resolver = getattr(text, "resolver", None)
+    if not path or resolver is None or not kernels.kernels:
+        return ()
+    try:
+        from perflsp.analysis.includers import includer_launches as find
+
+        return find(Path(path), kernels, resolver)
+    except Exception:  # noqa: BLE001 - a sibling file perflsp trips on must not take this one down
+        log.exception("reading the files that include %s failed", path)
+        return ()
 
 
 class _BrokenUnit:

@@ -36,7 +36,7 @@ from perflsp.kernels.models import (
     OmpRegion,
     Span,
 )
-from perflsp.kernels.omp import _PRAGMA_LINE, extract_regions
+from perflsp.kernels.omp import _PRAGMA_LINE, extract_regions, pragma_macros
 from perflsp.kernels.symbols import file_env
 from perflsp.kernels.text import _COMMENT_OR_STRING, _DIGIT_SEPARATOR, function_space_mentions
 from perflsp.source.parser import query
@@ -301,6 +301,8 @@ def extract_incremental(
         return None
     if (b"omp" in new_data) != (b"omp" in old_data) or (b"<<<" in new_data) != (b"<<<" in old_data):
         return None  # extract() skips whole passes on these tokens
+    if b"_Pragma" in new_data or b"_Pragma" in old_data or pragma_macros(previous.env):
+        return None  # directives written as `_Pragma` (or macros of it) are found by a text scan of the file
     if _directives(old_data[a:old_b]) != _directives(new_data[a:b]):
         return None  # the preprocessor's view of the file (its macros) may have changed
     if _open_ended(old_data[a:old_b]) or _open_ended(new_data[a:b]):

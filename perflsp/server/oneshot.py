@@ -21,7 +21,7 @@ def analyse_text(text: str, uri: str, config: ResolvedConfig, path: str | None =
     codes = lint_codes()
     levels = config.settings.rules
     enabled = {c for c in codes if levels.get(c) != "off"} if codes else None
-    analyzer.start(state, state.extracted, config.gpus, enabled, (config.generation,), state.lines)
+    analyzer.start(state, state.extracted, config.gpus, enabled, (config.generation,), state.lines, argv=config.argv)
     analysis = analyzer.step(None)
     snap = Snapshot(uri, None, state.data, state.tree, state.lines, state.extracted.kernels, analysis, config,
                     state.preprocessed, True)

@@ -363,7 +363,7 @@ class DocumentWorker:
         state = self.state
         assert state is not None
         self.analyzer.start(state, state.extracted, config.gpus, self.host.lint_codes(config),
-                            (config.generation, id(state.preprocessed)), state.lines)
+                            (config.generation, id(state.preprocessed)), state.lines, argv=config.argv)
 
     def _provisional(self, version: int | None, config: ResolvedConfig) -> Snapshot | None:
         """The live text with the last complete analysis (None before the first one)."""

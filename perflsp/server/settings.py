@@ -180,7 +180,9 @@ SECTION_FIELDS: dict[str, dict[str, tuple[str, Scope, bool]]] = {
                     "settings or a trusted workspace.", "resource", True),
         "build_command": ("argv template that builds the program (`{file}`, `{exe}`, `{args}`).", "resource", True),
         "run_command": ("argv template that runs it (`{exe}`, `{args}`, `{kernel}`, `{block}`).", "resource", True),
-        "args": ("What `{args}` becomes.", "resource", True),
+        "args": ("The program's arguments: what `{args}` becomes, and the `argv` the static analysis folds "
+                 "where `main` parses it (loop bounds, sizes), as `perflsp check --args` does. Unset: unknown.",
+                 "resource", True),
         "launcher": ("Prefix such as `srun -p gpu --gres=gpu:1` or `ssh host`.", "resource", True),
         "ncu_path": ("The `ncu` executable.", "machine-overridable", True),
         "ncu_args": ("Extra ncu arguments.", "resource", True),

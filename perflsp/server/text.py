@@ -148,7 +148,7 @@ class TextState:
             self.doc.lines = self.lines
 
     def _preprocess(self) -> ConstEnv:
-        return self.resolver.env_for(Path(self.path) if self.path else None, self.doc.data)
+        return self.resolver.env_for(Path(self.path) if self.path else None, self.doc.data, includers=True)
 
     def reextract(self, resolver: IncludeResolver | None = None, fresh_parse: bool = False) -> None:
         """Full extraction of the current text (new compile flags, changed headers, or a fresh

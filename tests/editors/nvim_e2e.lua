@@ -219,13 +219,38 @@ local function run()
   results.line_after = results.buffer_after[fix_line + 1]
   table.insert(results.steps, "code action")
 
-  -- :PerflspGpus with a scripted vim.ui.select: the status notification names the new GPU.
+  -- :PerflspGpus with a list: two GPUs at once
   local perflsp = require("perflsp")
+  local function status_ids()
+    local s = vim.g.perflsp_status
+    local ids = {}
+    for _, g in ipairs((type(s) == "table" and s.gpus) or {}) do
+      table.insert(ids, g.id)
+    end
+    return table.concat(ids, ",")
+  end
+  vim.cmd("PerflspGpus h100,l40s")
+  vim.wait(20000, function()
+    return status_ids() == "h100-sxm5-80gb,l40s"
+  end, 50)
+  results.status_after_list = status_ids()
+  table.insert(results.steps, "gpus from a list")
+
+  -- :PerflspGpus picker with a scripted vim.ui.select: untick l40s, tick the RTX 3080, then Done
+  local script = { "l40s", "rtx-3080-10gb", "done" }
+  results.picker_prompts = {}
   vim.ui.select = function(items, opts, on_choice)
-    results.gpu_choices = #items
-    results.gpu_item_example = opts.format_item(items[1])
+    local want = table.remove(script, 1)
+    table.insert(results.picker_prompts, opts.format_item(items[1]))
     for _, item in ipairs(items) do
-      if item.id == "rtx-3080-10gb" then
+      if item.id == "l40s" and not results.gpu_l40s_label then -- as the picker first shows it
+        results.gpu_l40s_label = opts.format_item(item)
+      end
+    end
+    results.gpu_choices = #items - 1
+    results.gpu_item_example = opts.format_item(items[2])
+    for _, item in ipairs(items) do
+      if (want == "done" and item.done) or (want ~= "done" and item.id == want) then
         return on_choice(item)
       end
     end
@@ -233,12 +258,19 @@ local function run()
   end
   vim.cmd("PerflspGpus")
   vim.wait(20000, function()
-    local s = vim.g.perflsp_status
-    return type(s) == "table" and s.gpus and s.gpus[1] and s.gpus[1].id == "rtx-3080-10gb"
+    return status_ids() == "h100-sxm5-80gb,rtx-3080-10gb"
   end, 50)
   results.status_after_gpus = vim.g.perflsp_status
   results.statusline = perflsp.statusline()
   table.insert(results.steps, "gpus")
+
+  -- :checkhealth perflsp: what the report buffer says
+  vim.cmd("checkhealth perflsp")
+  vim.wait(5000, function()
+    return #table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), "\n") > 200
+  end, 50)
+  results.health = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), "\n")
+  table.insert(results.steps, "health")
 end
 
 vim.api.nvim_create_autocmd("VimEnter", {

@@ -177,6 +177,19 @@ def test_roofline_view_has_one_point_per_kernel(session):
     frame.locator("#chart").hover(position={"x": point["x"], "y": point["y"]})
     wb.page.wait_for_timeout(300)  # the tooltip is drawn on the canvas: only the picture shows it
     wb.screenshot("08-roofline-tooltip")
+    # each point is judged against its own precision's roof: the axis, legend and note say so; the
+    # hovered point's roof is highlighted and its tooltip names what decides it
+    info = frame.evaluate("() => window.perflspChartInfo()")
+    unit = "op/B" if point["precision"].startswith("int") else "FLOP/B"
+    name = point["precision"].upper().replace("_TENSOR", " tensor")
+    assert f"{name} {unit}" in info["x"] and "deciding precision" in info["x"], info["x"]
+    assert "FLOP / DRAM byte" not in info["x"]
+    assert any(label.startswith(f"{name} roof") and "judges" in label for label in info["legend"]), info["legend"]
+    assert info["highlighted"] == point["precision"] and info["roofWidths"][point["precision"]] == 5, info
+    assert any(line.startswith(f"Judged against the {name} roof") for line in info["tooltip"]), info["tooltip"]
+    assert any(line.startswith("Decided by") for line in info["tooltip"]), info["tooltip"]
+    note = frame.locator("#judged").inner_text()
+    assert "judged against the roof of its own deciding precision" in note, note
     # clicking a point opens its kernel
     frame.locator("#chart").click(position={"x": point["x"], "y": point["y"]})
     file_name = point["uri"].rsplit("/", 1)[-1]
@@ -220,6 +233,36 @@ def test_status_bar_click_picks_gpus_from_the_database(session):
     text = wb.status_item().inner_text()
     wb.screenshot("12-two-gpus")
     assert "h100" in text and "rtx-3080" in text, text
+
+
+def test_walkthrough_opens_and_writes_the_project_config(session):
+    """The first-run walkthrough: its steps (GPUs, .perflsp.toml, LLM, profiling, trust) show, and
+    its "Write .perflsp.toml" button writes the GPUs just picked (h100 + rtx-3080) into the file."""
+    wb, _, ws = session
+    wb.command("perflsp: Get Started")
+    page = wb.page
+    container = page.locator(".gettingStartedContainer")
+    container.get_by_text("Get started with perflsp").first.wait_for(timeout=30_000)
+    for title in ("Pick the GPUs you target", "Write .perflsp.toml for the team", "Optional: an LLM advisor",
+                  "Optional: measure with Nsight Compute", "Who may switch these on: workspace trust"):
+        container.get_by_text(title).first.wait_for(timeout=10_000)
+    # the first step is open, its Markdown (rendered beside it) explains the verdict per GPU
+    wb.webview_frame("text=Which GPUs?", timeout_s=30)
+    wb.screenshot("15-walkthrough")
+    container.get_by_text("Optional: an LLM advisor").first.click()
+    llm_media = wb.webview_frame("text=What it sends", timeout_s=30)
+    assert "honoured only from your" in llm_media.locator("body").inner_text()
+    container.get_by_text("Write .perflsp.toml for the team").first.click()
+    container.locator(".monaco-button", has_text=re.compile(r"^Write \.perflsp\.toml$")).first.click()
+    config = ws / ".perflsp.toml"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and "rtx-3080-10gb" not in config.read_text():
+        time.sleep(0.2)
+    text = config.read_text()
+    assert re.search(r'^gpus = \["h100-sxm5-80gb", "rtx-3080-10gb"\]$', text, re.M), text
+    wb.page.locator(".tab.active", has_text=".perflsp.toml").wait_for(timeout=15_000)
+    wb.screenshot("15b-walkthrough-wrote-config")
+    wb.command("View: Close All Editors")
 
 
 def test_wrong_interpreter_gives_a_clear_message(session, tmp_path):

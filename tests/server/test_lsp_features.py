@@ -256,6 +256,9 @@ async def test_roofline_data_open_and_workspace_with_progress(s, workspace):
     estimate = kernel["estimates"][0]
     assert {"gpu", "verdict", "intensity", "ridge", "deciding", "occupancy", "confidence", "source", "measured"} <= set(estimate)
     assert estimate["source"] == "static" and estimate["measured"] is None and kernel["range"]["start"]["line"] >= 0
+    # the roofline view's tooltip: what the verdict rests on (saxpy's sizes come from its launch)
+    assert kernel["assumptions"] == [] and estimate["decidingAssumption"] is None
+    assert estimate["judgedBy"] in estimate["intensity"]
 
     # a workspace scan long enough (>0.5 s) to show progress: add generated files
     from benchmarks.lsp_latency import generate_big_file

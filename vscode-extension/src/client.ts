@@ -14,6 +14,7 @@ import {
 import { PythonExtension } from "@vscode/python-extension";
 import { chooseInterpreter, expandPath, probe, type Interpreter, type Problem } from "./interpreter";
 import { contributedKeys, sameSettings, splitByOrigin, type Nested } from "./settingsLayers";
+import { errorMessage } from "./errors";
 import { parseStatus, type ClientState, type ServerStatus } from "./status";
 
 export const DOCUMENT_SELECTOR = [
@@ -130,7 +131,7 @@ export class ServerManager implements vscode.Disposable {
       const exe = env?.executable.uri?.fsPath;
       return exe ? [exe] : undefined;
     } catch (err) {
-      this.output.appendLine(`[client] the Python extension gave no interpreter: ${err}`);
+      this.output.appendLine(`[client] the Python extension gave no interpreter: ${errorMessage(err)}`);
       return undefined;
     }
   }
@@ -201,7 +202,7 @@ export class ServerManager implements vscode.Disposable {
           if (command === "perflsp.explainKernel" && this.explainHandler && typeof arg?.uri === "string" && typeof arg?.kernel === "string") {
             return this.explainHandler({ uri: arg.uri, kernel: arg.kernel });
           }
-          return next(command, args);
+          return (await next(command, args)) as unknown;
         },
         workspace: {
           // workspace/configuration answers with what the workspace and folder set (defaults and
@@ -212,7 +213,7 @@ export class ServerManager implements vscode.Disposable {
             if (!Array.isArray(result)) {
               return result;
             }
-            return result.map((value, i) => {
+            return (result as unknown[]).map((value, i): unknown => {
               const item = params.items[i];
               if (item?.section === "perflsp") {
                 return { ...this.workspaceSettings(item.scopeUri), trustedWorkspace: vscode.workspace.isTrusted };
@@ -286,7 +287,7 @@ export class ServerManager implements vscode.Disposable {
       try {
         await client.stop(5000);
       } catch (err) {
-        this.output.appendLine(`[client] stopping the server: ${err}`);
+        this.output.appendLine(`[client] stopping the server: ${errorMessage(err)}`);
       }
       await client.dispose().catch(() => undefined);
     }
@@ -305,11 +306,13 @@ export class ServerManager implements vscode.Disposable {
     if (!this.client?.isRunning()) {
       throw new Error(this.problem?.message ?? "The perflsp server is not running (see the “perflsp” output).");
     }
-    return (await this.client.sendRequest("workspace/executeCommand", { command, arguments: args })) as T;
+    return this.client.sendRequest<T>("workspace/executeCommand", { command, arguments: args });
   }
 
   dispose(): void {
-    this.disposables.forEach((d) => d.dispose());
+    for (const d of this.disposables) {
+      d.dispose();
+    }
     void this.stop();
   }
 }

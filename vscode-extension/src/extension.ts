@@ -3,16 +3,20 @@
 import * as vscode from "vscode";
 import { API_KEY_SECRET, ServerManager } from "./client";
 import { gpuItems, parseGpuList } from "./gpuPicker";
+import { newProjectConfig, withGpus } from "./projectConfig";
+import { errorMessage } from "./errors";
 import { RooflinePanel } from "./rooflinePanel";
 import { statusView } from "./status";
 
 let manager: ServerManager | undefined;
 
 const EXPLAIN_SCHEME = "perflsp-explanation";
+/** `publisher.name#walkthrough id` (package.json `contributes.walkthroughs`). */
+export const WALKTHROUGH_ID = "perflsp.perflsp#gettingStarted";
 const explanations = new Map<string, string>(); // uri -> Markdown of an explanation
 const explanationChanged = new vscode.EventEmitter<vscode.Uri>();
 
-export async function activate(context: vscode.ExtensionContext): Promise<{ manager: ServerManager }> {
+export function activate(context: vscode.ExtensionContext): { manager: ServerManager } {
   const output = vscode.window.createOutputChannel("perflsp", { log: true });
   const server = new ServerManager(context, output);
   manager = server;
@@ -51,6 +55,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ mana
     vscode.commands.registerCommand("perflsp.openRuleDocs", (code?: string) => openRuleDocs(code)),
     vscode.commands.registerCommand("perflsp.importProfileFromFile", (file?: vscode.Uri) => importProfile(server, roofline, file)),
     vscode.commands.registerCommand("perflsp.setLlmApiKey", () => setApiKey(context, server)),
+    vscode.commands.registerCommand("perflsp.openWalkthrough", () =>
+      vscode.commands.executeCommand("workbench.action.openWalkthrough", WALKTHROUGH_ID, false),
+    ),
+    vscode.commands.registerCommand("perflsp.writeProjectConfig", () => writeProjectConfig(server)),
     vscode.commands.registerCommand("perflsp.clearLlmApiKey", async () => {
       await context.secrets.delete(API_KEY_SECRET);
       void vscode.window.showInformationMessage("perflsp: the LLM API key was removed; restarting the server.");
@@ -74,7 +82,7 @@ async function chooseGpus(server: ServerManager): Promise<void> {
     gpus = parseGpuList(answer);
     current = answer?.selected ?? server.status?.gpus.map((g) => g.id) ?? [];
   } catch (err) {
-    void vscode.window.showErrorMessage(`perflsp: cannot list GPUs: ${err instanceof Error ? err.message : err}`);
+    void vscode.window.showErrorMessage(`perflsp: cannot list GPUs: ${errorMessage(err)}`);
     return;
   }
   const items = gpuItems(gpus, current).map((i) =>
@@ -96,7 +104,45 @@ async function chooseGpus(server: ServerManager): Promise<void> {
   try {
     await server.execute("perflsp.setGpus", { gpus: picked.map((p) => p.id) });
   } catch (err) {
-    void vscode.window.showErrorMessage(`perflsp: cannot select GPUs: ${err instanceof Error ? err.message : err}`);
+    void vscode.window.showErrorMessage(`perflsp: cannot select GPUs: ${errorMessage(err)}`);
+  }
+}
+
+/** The GPUs in use now: the server's (a picker choice included), else the `perflsp.gpus` setting. */
+function gpusInUse(server: ServerManager, folder: vscode.WorkspaceFolder): string[] {
+  const fromServer = server.status?.gpus.map((g) => g.id).filter(Boolean) ?? [];
+  if (fromServer.length > 0) {
+    return fromServer;
+  }
+  return vscode.workspace.getConfiguration("perflsp", folder.uri).get<string[]>("gpus") ?? ["h100"];
+}
+
+/** "Write .perflsp.toml": the GPUs in use into the workspace folder's `.perflsp.toml` (created with
+ * commented examples, or only its `gpus` line replaced), then opened. */
+async function writeProjectConfig(server: ServerManager): Promise<void> {
+  const folders = vscode.workspace.workspaceFolders ?? [];
+  const folder = folders.length > 1 ? await vscode.window.showWorkspaceFolderPick({ placeHolder: "perflsp: the folder whose .perflsp.toml to write" }) : folders[0];
+  if (!folder) {
+    if (folders.length === 0) {
+      void vscode.window.showWarningMessage("perflsp: open a folder first: .perflsp.toml lives at the root of a workspace folder.");
+    }
+    return;
+  }
+  const uri = vscode.Uri.joinPath(folder.uri, ".perflsp.toml");
+  const gpus = gpusInUse(server, folder);
+  let text: string;
+  try {
+    const existing = new TextDecoder().decode(await vscode.workspace.fs.readFile(uri));
+    text = withGpus(existing, gpus);
+  } catch {
+    text = newProjectConfig(gpus);
+  }
+  try {
+    await vscode.workspace.fs.writeFile(uri, new TextEncoder().encode(text));
+    await vscode.window.showTextDocument(uri, { preview: false });
+    void vscode.window.showInformationMessage(`perflsp: wrote gpus = [${gpus.join(", ")}] to .perflsp.toml; commit it so the whole team and CI use the same GPUs.`);
+  } catch (err) {
+    void vscode.window.showErrorMessage(`perflsp: cannot write ${uri.fsPath}: ${errorMessage(err)}`);
   }
 }
 
@@ -141,7 +187,7 @@ async function runKernelCommand(server: ServerManager, command: string): Promise
       void show(`perflsp: ${result.message}`);
     }
   } catch (err) {
-    void vscode.window.showErrorMessage(`perflsp: ${err instanceof Error ? err.message : err}`);
+    void vscode.window.showErrorMessage(`perflsp: ${errorMessage(err)}`);
   }
 }
 
@@ -174,7 +220,7 @@ async function explain(server: ServerManager, docUri: string, kernel: string): P
     }
     await opened;
   } catch (err) {
-    void vscode.window.showErrorMessage(`perflsp: ${err instanceof Error ? err.message : err}`);
+    void vscode.window.showErrorMessage(`perflsp: ${errorMessage(err)}`);
   } finally {
     listener.dispose();
   }
@@ -209,7 +255,7 @@ async function importProfile(server: ServerManager, roofline: RooflinePanel, fil
     void vscode.window.showInformationMessage(`perflsp: ${result?.message ?? "imported"}`);
     void roofline.refresh();
   } catch (err) {
-    void vscode.window.showErrorMessage(`perflsp: ${err instanceof Error ? err.message : err}`);
+    void vscode.window.showErrorMessage(`perflsp: ${errorMessage(err)}`);
   }
 }
 

@@ -93,7 +93,7 @@ export class RooflinePanel implements vscode.Disposable {
 <meta charset="UTF-8">
 <meta http-equiv="Content-Security-Policy" content="${csp}">
 <meta name="viewport" content="width=device-width, initial-scale=1.0">
-<link rel="stylesheet" href="${style}">
+<link rel="stylesheet" href="${style.toString()}">
 <title>perflsp: Roofline</title>
 </head>
 <body>
@@ -105,12 +105,13 @@ export class RooflinePanel implements vscode.Disposable {
 </header>
 <p id="error" role="alert" hidden></p>
 <p id="empty" hidden></p>
-<div class="chart-box"><canvas id="chart" role="img" aria-label="Roofline chart: every kernel's arithmetic intensity against its performance"></canvas></div>
+<div class="chart-box"><canvas id="chart" role="img" aria-label="Roofline chart: every kernel's arithmetic intensity against its performance, each judged against the roof of its own precision"></canvas></div>
+<p id="judged" hidden></p>
 <table>
-  <thead><tr><th>Kernel</th><th>Point</th><th>Precision</th><th>FLOP/byte</th><th>GFLOP/s</th><th>Verdict</th></tr></thead>
+  <thead><tr><th>Kernel</th><th>Point</th><th>Judged against</th><th>Intensity</th><th>Performance</th><th>Verdict</th><th>Decided by</th></tr></thead>
   <tbody id="kernels"></tbody>
 </table>
-<script nonce="${nonce}" src="${script}"></script>
+<script nonce="${nonce}" src="${script.toString()}"></script>
 </body>
 </html>`;
   }
@@ -118,6 +119,8 @@ export class RooflinePanel implements vscode.Disposable {
   dispose(): void {
     clearTimeout(this.refreshTimer);
     this.panel?.dispose();
-    this.disposables.forEach((d) => d.dispose());
+    for (const d of this.disposables) {
+      d.dispose();
+    }
   }
 }

@@ -1,6 +1,19 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { axesFor, describePoint, formatNumber, normalise, roofLine, sortRoofs } from "../src/roofline/model";
+import {
+  axesFor,
+  axisTitles,
+  decidingRoofs,
+  describePoint,
+  formatNumber,
+  intensityUnit,
+  normalise,
+  pointGroupLabel,
+  precisionName,
+  roofLabel,
+  roofLine,
+  sortRoofs,
+} from "../src/roofline/model";
 
 const data = {
   gpus: [{ id: "h100", name: "NVIDIA H100", memoryBandwidthGbs: 3350, peaksTflops: { fp32: 67, fp64: 33.5 }, ridges: { fp32: 20, fp64: 10 } }],
@@ -56,7 +69,7 @@ test("tooltips give the point's numbers", () => {
   const [view] = normalise(data);
   const lines = describePoint(view.points[1], view);
   assert.equal(lines[0], "Measured on NVIDIA H100");
-  assert.match(lines[1], /0\.15 FLOP\/byte \(fp32\)/);
+  assert.match(lines[1], /0\.15 FLOP\/B \(FP32\)/);
   assert.match(lines[2], /Attained: 480 GFLOP\/s/);
   assert.equal(lines[3], "Verdict: bandwidth-bound");
   assert.equal(formatNumber(67000), "67,000");
@@ -110,4 +123,64 @@ test("a measured point from the server's evidence; a stale one says so", () => {
   assert.ok(measured);
   assert.deepEqual([measured.precision, measured.intensity, measured.gflops, measured.verdict, measured.stale], ["int32", 0.333, 202, "bandwidth", true]);
   assert.ok(measured.detail.some((line) => line.startsWith("Stale")));
+  assert.ok(describePoint(measured, view).includes("Decided by the measurement (Nsight Compute), not by an assumption"));
+});
+
+const mixed = {
+  gpus: [{ id: "h100", name: "H100 SXM5 80GB", bandwidthGbs: 3350, ridges: { fp64: 10, fp32: 20, int32: 10, fp16: 40 }, peaksTflops: { fp64: 33.5, fp32: 67, int32: 33.5, fp16: 134 } }],
+  kernels: [
+    { name: "saxpy", uri: "file:///ws/saxpy.cu", range: { start: { line: 11, character: 41 } }, assumptions: [],
+      estimates: [{ gpu: "h100", verdict: "bandwidth", deciding: "int32", intensity: { fp32: 0.17, int32: 1.0 }, ridge: { fp32: 20, int32: 10 }, decidingAssumption: null, measured: null }] },
+    { name: "gemm", uri: "file:///ws/gemm.cu", range: { start: { line: 3, character: 0 } }, assumptions: ["problem size unknown: assumed large, data beyond L2"],
+      estimates: [{ gpu: "h100", verdict: "compute", deciding: "fp32", intensity: { fp32: 40, int32: 2 }, ridge: { fp32: 20, int32: 10 }, decidingAssumption: "problem size unknown: assumed large, data beyond L2", measured: null }] },
+  ],
+};
+
+test("each point is judged against its own precision's roof, in that precision's units", () => {
+  const [view] = normalise(mixed);
+  const [saxpy, gemm] = view.points;
+  const saxpyLines = describePoint(saxpy, view);
+  assert.equal(saxpyLines[1], "Arithmetic intensity: 1 op/B (INT32)");
+  assert.equal(saxpyLines[2], "Attainable: 3,350 GOP/s");
+  assert.ok(saxpyLines.includes("Judged against the INT32 roof: 1 < ridge 10 op/B"), saxpyLines.join("\n"));
+  const gemmLines = describePoint(gemm, view);
+  assert.equal(gemmLines[1], "Arithmetic intensity: 40 FLOP/B (FP32)");
+  assert.ok(gemmLines.includes("Judged against the FP32 roof: 40 ≥ ridge 20 FLOP/B"), gemmLines.join("\n"));
+});
+
+test("a point's tooltip names the assumption that decides it, or says there is none", () => {
+  const [view] = normalise(mixed);
+  const [saxpy, gemm] = view.points;
+  assert.equal(gemm.assumption, "problem size unknown: assumed large, data beyond L2");
+  assert.ok(describePoint(gemm, view).includes("Decided by the assumption: problem size unknown: assumed large, data beyond L2"));
+  assert.equal(saxpy.assumption, null);
+  assert.ok(describePoint(saxpy, view).includes("Decided by no assumption: the sizes come from the source"));
+  // an older server that sends neither: the tooltip says nothing about assumptions
+  const [old] = normalise({ ...mixed, kernels: [{ ...mixed.kernels[0], assumptions: undefined, estimates: [{ ...mixed.kernels[0].estimates[0], decidingAssumption: undefined }] }] });
+  assert.ok(!describePoint(old.points[0], old).some((l) => l.startsWith("Decided by")));
+});
+
+test("axis titles and legend name the precisions; the deciding roofs are told apart", () => {
+  const [view] = normalise(mixed);
+  const titles = axisTitles(view);
+  assert.equal(titles.x, "Arithmetic intensity per DRAM byte, each kernel in its deciding precision (FP32 FLOP/B · INT32 op/B)");
+  assert.match(titles.y, /GFLOP\/s or GOP\/s/);
+  assert.deepEqual([...decidingRoofs(view).entries()].sort(), [["fp32", 1], ["int32", 1]]);
+  const labels = Object.fromEntries(view.roofs.map((r) => [r.precision, roofLabel(r, view)]));
+  assert.equal(labels.int32, "INT32 roof · 33.5 TOP/s, ridge 10 op/B · judges 1 point");
+  assert.equal(labels.fp32, "FP32 roof · 67 TFLOP/s, ridge 20 FLOP/B · judges 1 point");
+  assert.equal(labels.fp64, "FP64 roof · 33.5 TFLOP/s, ridge 10 FLOP/B · judges none");
+  assert.equal(pointGroupLabel("int32", "predicted", "bandwidth"), "INT32 (op/B) · predicted · bandwidth-bound");
+  assert.equal(precisionName("fp16_tensor"), "FP16 tensor");
+  assert.equal(intensityUnit("fp64"), "FLOP/B");
+});
+
+test("the point sits at the precision the server judges it by (judgedBy), over the deciding one", () => {
+  const [view] = normalise({
+    ...mixed,
+    kernels: [{ ...mixed.kernels[0], estimates: [{ ...mixed.kernels[0].estimates[0], deciding: null, judgedBy: "fp32" }] }],
+  });
+  const [saxpy] = view.points;
+  assert.deepEqual([saxpy.precision, saxpy.intensity], ["fp32", 0.17]);
+  assert.ok(describePoint(saxpy, view).includes("Judged against the FP32 roof: 0.17 < ridge 20 FLOP/B"));
 });

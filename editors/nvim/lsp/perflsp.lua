@@ -12,11 +12,14 @@ local function explain_exit(code)
   local cmd = table.concat(cmd_in_use, " ")
   vim.schedule(function() -- on_exit runs in a fast event: no Vimscript functions there
     local ok, perflsp = pcall(require, "perflsp")
-    local message = ok and perflsp.check(python)
-    if not message then
-      message = ("perflsp: the server (%s) exited with code %d; see :LspLog"):format(cmd, code)
+    if not ok then
+      vim.notify(("perflsp: the server (%s) exited with code %d; see :LspLog"):format(cmd, code), vim.log.levels.ERROR)
+      return
     end
-    vim.notify(message, vim.log.levels.ERROR, { title = "perflsp" })
+    perflsp.check_async(python, function(message) -- in the background: the UI never waits for it
+      message = message or ("perflsp: the server (%s) exited with code %d; see :LspLog and :checkhealth perflsp"):format(cmd, code)
+      vim.notify(message, vim.log.levels.ERROR, { title = "perflsp" })
+    end)
   end)
 end
 
@@ -26,11 +29,20 @@ return {
   root_markers = { ".perflsp.toml", "compile_commands.json", ".git" },
   settings = { perflsp = {} },
   handlers = {
-    ["perflsp/status"] = function(_, result)
-      vim.g.perflsp_status = result
+    -- this file also works copied alone to ~/.config/nvim/lsp/: the plugin's module is optional
+    ["perflsp/status"] = function(err, result, ...)
+      local ok, perflsp = pcall(require, "perflsp")
+      if ok then
+        perflsp.on_status(err, result, ...)
+      else
+        vim.g.perflsp_status = result
+      end
     end,
     ["perflsp/explanation"] = function(...)
-      require("perflsp").on_explanation(...)
+      local ok, perflsp = pcall(require, "perflsp")
+      if ok then
+        perflsp.on_explanation(...)
+      end
     end,
   },
   before_init = function(_, config)

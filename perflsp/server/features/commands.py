@@ -514,7 +514,25 @@ def _gpu_json(gpu: Gpu) -> dict[str, Any]:
             "peaksTflops": {p.value: peak.tflops for p, peak in gpu.peaks.items()}}
 
 
-def _estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: Any = None) -> dict[str, Any]:
+def deciding_assumption(estimate: Any, facts: Any) -> str | None:
+    """The assumption a verdict rests on, for the roofline view's tooltip: the estimate's own when
+    the engine names one, else the kernel's first (the engine lists the deciding assumption first);
+    None when the sizes came from the source."""
+    own = getattr(estimate, "deciding_assumption", None)
+    if isinstance(own, str) and own:
+        return own
+    assumptions = getattr(facts, "assumptions", None) or []
+    return str(assumptions[0]) if assumptions else None
+
+
+def judged_precision(estimate: Any) -> Any:
+    """The precision whose roof the roofline view judges the kernel's point against: the one its
+    headline quotes (the engine's `main_precision()` where it has one), else the deciding or nearest."""
+    main = getattr(estimate, "main_precision", None)
+    return main() if callable(main) else closest_precision(estimate)
+
+
+def _estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: Any = None, facts: Any = None) -> dict[str, Any]:
     gpu = gpus.get(estimate.gpu)
     deciding = closest_precision(estimate)
     occupancy = estimate.occupancy
@@ -531,6 +549,9 @@ def _estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: Any = Non
         "limiter": occupancy.limiter.value if occupancy else None,
         "source": estimate.source,
         "measured": measured_json(measured) if measured is not None else None,
+        # the roofline view judges the point against this precision's roof and names what decides it
+        "judgedBy": (judged.value if (judged := judged_precision(estimate)) is not None else None),
+        "decidingAssumption": deciding_assumption(estimate, facts),
     }
 
 
@@ -551,7 +572,8 @@ def report_json(uri: str, report: KernelReport, gpus: dict[str, Gpu], measured: 
         "dramBytes": facts.dram_bytes,
         "ops": {p: getattr(facts.total, p) for p in ("fp64", "fp32", "fp16", "int32")},
         "uncertain": facts.uncertain,
-        "estimates": [_estimate_json(e, gpus, found(name, e.gpu)) for e in report.estimates],
+        "assumptions": list(facts.assumptions),
+        "estimates": [_estimate_json(e, gpus, found(name, e.gpu), facts) for e in report.estimates],
         "measuredElsewhere": [measured_json(m) for m in measured.unmatched(name)] if measured is not None else [],
     }
 

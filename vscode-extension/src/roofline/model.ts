@@ -22,6 +22,8 @@ export interface KernelPoint {
   verdict: string; // "compute" | "bandwidth" | "uncertain"
   detail: string[]; // extra lines for the tooltip
   stale?: boolean; // a measurement of an older text of the kernel
+  /** the assumption the verdict rests on (server's `decidingAssumption`); null: sizes from the source */
+  assumption?: string | null;
 }
 
 export interface GpuView {
@@ -130,7 +132,8 @@ function pointsOfEstimate(kernel: unknown, estimate: unknown, gpuId: string, ban
   }
   const intensity = (get(estimate, "intensity") ?? {}) as Json;
   const ridge = (get(estimate, "ridge") ?? {}) as Json;
-  let precision = str(get(estimate, "deciding"));
+  // the precision whose roof judges the point: the one the headline quotes (`judgedBy`), else the deciding one
+  let precision = str(get(estimate, "judgedBy", "deciding"));
   if (!precision) {
     // nearest to its ridge, as the server's headline does
     let best = -1;
@@ -153,7 +156,8 @@ function pointsOfEstimate(kernel: unknown, estimate: unknown, gpuId: string, ban
   }
   const occupancy = num(get(estimate, "occupancy"));
   if (occupancy !== undefined) {
-    detail.push(`Occupancy: ${Math.round(occupancy * 100)}%${get(estimate, "limiter") ? ` (limited by ${get(estimate, "limiter")})` : ""}`);
+    const limiter = str(get(estimate, "limiter"));
+    detail.push(`Occupancy: ${Math.round(occupancy * 100)}%${limiter ? ` (limited by ${limiter})` : ""}`);
   }
   if (ai !== undefined && ai > 0) {
     const ceiling = roof ? roof.peakGflops : Infinity;
@@ -168,6 +172,13 @@ function pointsOfEstimate(kernel: unknown, estimate: unknown, gpuId: string, ban
     const point = pointOf(kernel, estimate, "measured", measured);
     if (point) {
       points.push(point);
+    }
+  }
+  const assumption = get(estimate, "decidingAssumption", "deciding_assumption");
+  for (const point of points) {
+    if (point.kind === "predicted") {
+      // a measurement rests on no assumption; absent from an older server: undefined (not said)
+      point.assumption = typeof assumption === "string" ? assumption : Array.isArray(get(kernel, "assumptions")) ? null : undefined;
     }
   }
   void gpuId;
@@ -192,7 +203,7 @@ export function normalise(data: unknown): GpuView[] {
     for (const kernel of Array.isArray(kernels) ? kernels : []) {
       const estimates = get(kernel, "estimates");
       if (Array.isArray(estimates)) {
-        const estimate = estimates.find((e) => get(e, "gpu") === id);
+        const estimate: unknown = (estimates as unknown[]).find((e) => get(e, "gpu") === id);
         points.push(...pointsOfEstimate(kernel, estimate, id, bandwidthGbs, roofsOf(gpu, bandwidthGbs)));
         continue;
       }
@@ -261,17 +272,27 @@ export function roofLine(roof: Roof, bandwidthGbs: number, axes: Axes): XY[] {
   return [left, { x: ridge, y: roof.peakGflops }, { x: axes.xMax, y: roof.peakGflops }];
 }
 
-/** Tooltip lines for a point: its numbers, as hover shows them. */
+/** Tooltip lines for a point: its numbers against its own precision's roof, and what decides it. */
 export function describePoint(p: KernelPoint, view: GpuView): string[] {
   const roof = view.roofs.find((r) => r.precision === p.precision);
+  const unit = intensityUnit(p.precision);
+  const name = precisionName(p.precision);
   const lines = [
     `${p.kind === "measured" ? "Measured" : "Predicted"} on ${view.name}`,
-    `Arithmetic intensity: ${formatNumber(p.intensity)} ${p.precision.startsWith("int") ? "OP" : "FLOP"}/byte (${p.precision})`,
-    `${p.kind === "measured" ? "Attained" : "Attainable"}: ${formatNumber(p.gflops)} G${p.precision.startsWith("int") ? "OP" : "FLOP"}/s`,
+    `Arithmetic intensity: ${formatNumber(p.intensity)} ${unit} (${name})`,
+    `${p.kind === "measured" ? "Attained" : "Attainable"}: ${formatNumber(p.gflops)} ${throughputUnit(p.precision)}`,
     `Verdict: ${p.verdict}-bound`.replace("uncertain-bound", "uncertain"),
   ];
   if (roof) {
-    lines.push(`Ridge (${roof.precision}): ${formatNumber(roof.ridge)} ${roof.precision.startsWith("int") ? "OP" : "FLOP"}/byte`);
+    const side = p.intensity >= roof.ridge ? "≥" : "<";
+    lines.push(`Judged against the ${name} roof: ${formatNumber(p.intensity)} ${side} ridge ${formatNumber(roof.ridge)} ${unit}`);
+  }
+  if (p.kind === "measured") {
+    lines.push("Decided by the measurement (Nsight Compute), not by an assumption");
+  } else if (p.assumption) {
+    lines.push(`Decided by the assumption: ${p.assumption}`);
+  } else if (p.assumption === null) {
+    lines.push("Decided by no assumption: the sizes come from the source");
   }
   return [...lines, ...p.detail];
 }
@@ -288,7 +309,62 @@ export function formatNumber(v: number): string {
     return v.toFixed(1).replace(/\.0$/, "");
   }
   if (abs >= 0.01) {
-    return v.toFixed(2).replace(/0$/, "").replace(/\.$/, "");
+    return v.toFixed(2).replace(/\.?0+$/, "");
   }
   return v.toExponential(1);
+}
+
+/** "FP32", "INT32", "FP16 tensor" — a precision as the view names it. */
+export function precisionName(precision: string): string {
+  return precision.replace(/_tensor$/, " tensor").replace(/^(fp|int|bf|tf)(\d+)/i, (m) => m.toUpperCase());
+}
+
+/** Work per DRAM byte in a precision: FLOP/B for floating point, op/B for integer instructions. */
+export function intensityUnit(precision: string): string {
+  return precision.startsWith("int") ? "op/B" : "FLOP/B";
+}
+
+export function throughputUnit(precision: string): string {
+  return precision.startsWith("int") ? "GOP/s" : "GFLOP/s";
+}
+
+/** The roofs that judge at least one point of the view (drawn bold), with how many points each. */
+export function decidingRoofs(view: GpuView): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const p of view.points) {
+    out.set(p.precision, (out.get(p.precision) ?? 0) + 1);
+  }
+  return out;
+}
+
+/** The precisions of the view's points, in legend order. */
+function pointPrecisions(view: GpuView): string[] {
+  const used = [...decidingRoofs(view).keys()];
+  return sortRoofs(used.map((precision) => ({ precision, peakGflops: 0, ridge: 0 }))).map((r) => r.precision);
+}
+
+/** Axis titles that say each point is in its own precision's units. */
+export function axisTitles(view: GpuView): { x: string; y: string } {
+  const used = pointPrecisions(view);
+  const units = (used.length ? used : ["fp32"]).map((p) => `${precisionName(p)} ${intensityUnit(p)}`);
+  const throughput = [...new Set((used.length ? used : ["fp32"]).map(throughputUnit))];
+  return {
+    x: `Arithmetic intensity per DRAM byte, each kernel in its deciding precision (${units.join(" · ")})`,
+    y: `Performance (${throughput.join(" or ")}, in the point's precision)`,
+  };
+}
+
+/** The legend label of a roof: its peak and ridge in its own units, and whether it judges any point. */
+export function roofLabel(roof: Roof, view: GpuView): string {
+  const judged = decidingRoofs(view).get(roof.precision) ?? 0;
+  const peak = `${formatNumber(roof.peakGflops / 1000)} T${throughputUnit(roof.precision).slice(1)}`;
+  const ridge = `ridge ${formatNumber(roof.ridge)} ${intensityUnit(roof.precision)}`;
+  const judges = judged ? `judges ${judged} point${judged === 1 ? "" : "s"}` : "judges none";
+  return `${precisionName(roof.precision)} roof · ${peak}, ${ridge} · ${judges}`;
+}
+
+/** The legend label of a group of points: precision (with unit), kind, verdict. */
+export function pointGroupLabel(precision: string, kind: PointKind, verdict: string): string {
+  const v = verdict === "uncertain" ? "uncertain" : `${verdict}-bound`;
+  return `${precisionName(precision)} (${intensityUnit(precision)}) · ${kind} · ${v}`;
 }

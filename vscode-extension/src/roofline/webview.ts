@@ -13,7 +13,23 @@ import {
   type ChartDataset,
   type TooltipItem,
 } from "chart.js";
-import { axesFor, describePoint, formatNumber, normalise, roofLine, sortRoofs, type GpuView, type KernelPoint } from "./model";
+import {
+  axesFor,
+  axisTitles,
+  decidingRoofs,
+  describePoint,
+  formatNumber,
+  intensityUnit,
+  normalise,
+  pointGroupLabel,
+  precisionName,
+  roofLabel,
+  roofLine,
+  sortRoofs,
+  throughputUnit,
+  type GpuView,
+  type KernelPoint,
+} from "./model";
 
 Chart.register(ScatterController, LineController, LineElement, PointElement, LinearScale, LogarithmicScale, Tooltip, Legend);
 
@@ -28,6 +44,7 @@ const vscode = acquireVsCodeApi();
 let views: GpuView[] = [];
 let selected = (vscode.getState() as { gpu?: string } | undefined)?.gpu ?? "";
 let chart: Chart | undefined;
+let highlighted = ""; // the roof of the point under the mouse
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 
@@ -49,7 +66,9 @@ function palette() {
       fp32: themeColor("charts-green", "#89d185"),
       fp16: themeColor("charts-orange", "#d18616"),
       bf16: themeColor("charts-yellow", "#cca700"),
-      int32: themeColor("descriptionForeground", "#9d9d9d"),
+      int32: themeColor("charts-blue", "#3794ff"),
+      fp16_tensor: themeColor("charts-red", "#f14c4c"),
+      bf16_tensor: themeColor("charts-red", "#f14c4c"),
     } as Record<string, string>,
     verdict: {
       compute: themeColor("charts-red", "#f14c4c"),
@@ -60,45 +79,86 @@ function palette() {
 }
 
 type PointData = { x: number; y: number; point: KernelPoint };
+type RoofDataset = ChartDataset<"line", { x: number; y: number }[]> & { roof?: string; judges?: number };
+
+/** Verdicts by marker shape (colour is the precision, so a point matches the roof that judges it). */
+const VERDICT_STYLE: Record<string, "circle" | "triangle" | "crossRot"> = { bandwidth: "circle", compute: "triangle", uncertain: "crossRot" };
+
+function roofWidth(precision: string, judges: number): number {
+  if (precision === highlighted) {
+    return 5;
+  }
+  return judges > 0 ? 3 : 1;
+}
 
 function datasets(view: GpuView): ChartDataset<"scatter" | "line", (PointData | { x: number; y: number })[]>[] {
   const colors = palette();
   const axes = axesFor(view);
+  const judging = decidingRoofs(view);
   const out: ChartDataset<"scatter" | "line", (PointData | { x: number; y: number })[]>[] = [];
   for (const roof of sortRoofs(view.roofs)) {
-    out.push({
+    const judges = judging.get(roof.precision) ?? 0;
+    const dataset: RoofDataset = {
       type: "line",
-      label: `${roof.precision} roof (${formatNumber(roof.peakGflops / 1000)} TFLOP/s, ridge ${formatNumber(roof.ridge)})`,
+      label: roofLabel(roof, view),
       data: roofLine(roof, view.bandwidthGbs, axes),
       borderColor: colors.roof[roof.precision] ?? colors.foreground,
-      borderWidth: 2,
+      borderWidth: roofWidth(roof.precision, judges),
+      // roofs that judge no point stay in the picture for reference, dashed
+      borderDash: judges > 0 ? [] : [6, 4],
       pointRadius: 0,
       pointHitRadius: 0,
       fill: false,
+      roof: roof.precision,
+      judges,
+    };
+    out.push(dataset);
+  }
+  const groups = new Map<string, KernelPoint[]>();
+  for (const p of view.points) {
+    const key = [p.precision, p.kind, p.verdict].join("|");
+    groups.set(key, [...(groups.get(key) ?? []), p]);
+  }
+  const order = sortRoofs([...judging.keys()].map((precision) => ({ precision, peakGflops: 0, ridge: 0 }))).map((r) => r.precision);
+  // by precision (legend order), predicted before measured, then verdict
+  const rank = (key: string) => {
+    const [precision, kind] = key.split("|");
+    return order.indexOf(precision) * 2 + (kind === "measured" ? 1 : 0);
+  };
+  const keys = [...groups.keys()].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  for (const key of keys) {
+    const points = groups.get(key) ?? [];
+    const [precision, kind, verdict] = key.split("|");
+    const color = colors.roof[precision] ?? colors.foreground;
+    out.push({
+      type: "scatter",
+      label: pointGroupLabel(precision, kind as KernelPoint["kind"], verdict),
+      data: points.map((p) => ({ x: p.intensity, y: p.gflops, point: p })),
+      // predicted: hollow; measured: filled (and a size larger)
+      pointStyle: VERDICT_STYLE[verdict] ?? "circle",
+      pointRadius: kind === "predicted" ? 6 : 7,
+      pointHoverRadius: 9,
+      pointBorderWidth: 2,
+      borderColor: color,
+      backgroundColor: kind === "predicted" ? "transparent" : color,
     });
   }
-  for (const kind of ["predicted", "measured"] as const) {
-    for (const verdict of ["compute", "bandwidth", "uncertain"]) {
-      const points = view.points.filter((p) => p.kind === kind && p.verdict === verdict);
-      if (points.length === 0) {
-        continue;
-      }
-      const color = colors.verdict[verdict];
-      out.push({
-        type: "scatter",
-        label: `${kind} · ${verdict === "uncertain" ? "uncertain" : verdict + "-bound"}`,
-        data: points.map((p) => ({ x: p.intensity, y: p.gflops, point: p })),
-        // predicted: hollow circles; measured: filled diamonds
-        pointStyle: kind === "predicted" ? "circle" : "rectRot",
-        pointRadius: kind === "predicted" ? 6 : 7,
-        pointHoverRadius: 9,
-        pointBorderWidth: 2,
-        borderColor: color,
-        backgroundColor: kind === "predicted" ? "transparent" : color,
-      });
+  return out;
+}
+
+/** Bold the roof of the point under the mouse (the one that judges it). */
+function highlight(precision: string): void {
+  if (precision === highlighted || !chart) {
+    return;
+  }
+  highlighted = precision;
+  document.body.dataset.highlightedRoof = precision;
+  for (const d of chart.data.datasets as RoofDataset[]) {
+    if (d.roof !== undefined) {
+      d.borderWidth = roofWidth(d.roof, d.judges ?? 0);
     }
   }
-  return out;
+  chart.update("none");
 }
 
 function render(): void {
@@ -119,6 +179,10 @@ function render(): void {
   empty.textContent = view.points.length ? "" : `No kernels with a roofline estimate for ${view.name} yet.`;
   const colors = palette();
   const axes = axesFor(view);
+  const titles = axisTitles(view);
+  renderNote(view);
+  highlighted = "";
+  delete document.body.dataset.highlightedRoof;
   Chart.defaults.color = colors.foreground;
   Chart.defaults.font.family = colors.font;
   Chart.defaults.borderColor = colors.grid;
@@ -135,7 +199,7 @@ function render(): void {
           type: "logarithmic",
           min: axes.xMin,
           max: axes.xMax,
-          title: { display: true, text: "Arithmetic intensity (FLOP / DRAM byte)" },
+          title: { display: true, text: titles.x },
           grid: { color: colors.grid },
           ticks: { callback: (v) => logTick(Number(v)) },
         },
@@ -143,7 +207,7 @@ function render(): void {
           type: "logarithmic",
           min: axes.yMin,
           max: axes.yMax,
-          title: { display: true, text: "Performance (GFLOP/s, GOP/s for int32)" },
+          title: { display: true, text: titles.y },
           grid: { color: colors.grid },
           ticks: { callback: (v) => logTick(Number(v)) },
         },
@@ -171,9 +235,11 @@ function render(): void {
       },
       onHover: (event, elements) => {
         const target = event.native?.target as HTMLElement | undefined;
+        const hit = elements.map((e) => (chart?.data.datasets[e.datasetIndex].data[e.index] as PointData | undefined)?.point).find(Boolean);
         if (target) {
-          target.style.cursor = elements.some((e) => chart?.data.datasets[e.datasetIndex].type === "scatter") ? "pointer" : "default";
+          target.style.cursor = hit ? "pointer" : "default";
         }
+        highlight(hit?.precision ?? "");
       },
     },
   });
@@ -208,7 +274,15 @@ function renderTable(view: GpuView | undefined): void {
     });
     name.append(link);
     row.append(name);
-    for (const text of [p.stale ? `${p.kind} (stale)` : p.kind, p.precision, formatNumber(p.intensity), formatNumber(p.gflops), p.verdict]) {
+    const decidedBy = p.kind === "measured" ? "measured" : p.assumption ?? (p.assumption === null ? "sizes from the source" : "");
+    for (const text of [
+      p.stale ? `${p.kind} (stale)` : p.kind,
+      `${precisionName(p.precision)} roof`,
+      `${formatNumber(p.intensity)} ${intensityUnit(p.precision)}`,
+      `${formatNumber(p.gflops)} ${throughputUnit(p.precision)}`,
+      p.verdict,
+      decidedBy,
+    ]) {
       const cell = document.createElement("td");
       cell.textContent = text;
       row.append(cell);
@@ -216,6 +290,20 @@ function renderTable(view: GpuView | undefined): void {
     row.className = `verdict-${p.verdict} kind-${p.kind}`;
     body.append(row);
   }
+}
+
+/** The sentence under the chart: which roof judges which points, in which units. */
+function renderNote(view: GpuView | undefined): void {
+  const note = $("judged");
+  const judging = view ? decidingRoofs(view) : new Map<string, number>();
+  if (!view || judging.size === 0) {
+    note.hidden = true;
+    return;
+  }
+  const parts = [...judging.entries()].map(([p, n]) => `${n} against the ${precisionName(p)} roof (${intensityUnit(p)})`);
+  note.textContent = `Each kernel is judged against the roof of its own deciding precision: ${parts.join(", ")}. ` +
+    "Bold roofs judge at least one point, dashed ones none; hover a point to highlight its roof and see the assumption that decides it.";
+  note.hidden = false;
 }
 
 function renderGpuPicker(): void {
@@ -261,7 +349,7 @@ new MutationObserver(() => render()).observe(document.body, { attributes: true, 
 
 // Where the n-th kernel point is drawn (CSS pixels in the canvas) and whose it is: lets a test
 // hover and click a point as a person would.
-type DrawnPoint = { x: number; y: number; kernel: string; uri: string; line: number };
+type DrawnPoint = { x: number; y: number; kernel: string; uri: string; line: number; precision: string };
 (window as unknown as { perflspPointPosition: (n: number) => DrawnPoint | undefined }).perflspPointPosition = (n) => {
   const points = (chart?.data.datasets ?? [])
     .map((d, i) => ({ d, i }))
@@ -269,10 +357,26 @@ type DrawnPoint = { x: number; y: number; kernel: string; uri: string; line: num
     .flatMap(({ d, i }) =>
       chart!.getDatasetMeta(i).data.map((e, j) => {
         const p = (d.data[j] as PointData).point;
-        return { x: e.x, y: e.y, kernel: p.kernel, uri: p.uri, line: p.line };
+        return { x: e.x, y: e.y, kernel: p.kernel, uri: p.uri, line: p.line, precision: p.precision };
       }),
     );
   return points[n];
+};
+
+// What the chart says in its axis titles and legend, and which roof is highlighted: lets a test
+// read what the canvas shows.
+(window as unknown as { perflspChartInfo: () => unknown }).perflspChartInfo = () => {
+  const scales = chart?.options.scales as Record<string, { title?: { text?: unknown } }> | undefined;
+  return {
+    x: scales?.x?.title?.text,
+    y: scales?.y?.title?.text,
+    legend: (chart?.data.datasets ?? []).map((d) => d.label),
+    highlighted,
+    tooltip: (chart?.tooltip?.body ?? []).flatMap((b) => b.lines),
+    roofWidths: Object.fromEntries(
+      ((chart?.data.datasets ?? []) as RoofDataset[]).filter((d) => d.roof).map((d): [string, unknown] => [d.roof ?? "", d.borderWidth]),
+    ),
+  };
 };
 
 vscode.postMessage({ type: "ready" });

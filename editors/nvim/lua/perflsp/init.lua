@@ -4,6 +4,10 @@
 --
 -- On 0.11+ you can instead use the `lsp/perflsp.lua` config with vim.lsp.enable("perflsp"), or
 -- nvim-lspconfig (see editors/nvim/README.md). This module works on 0.7 through 0.11+.
+--
+-- Nothing here blocks the UI: the interpreter is checked once per interpreter in the background
+-- (vim.system on 0.10+, a job before), buffers opened meanwhile attach when the answer comes, and
+-- every request to the server is asynchronous. `:checkhealth perflsp` reports the whole setup.
 local M = {}
 
 M.filetypes = { "cuda", "c", "cpp" }
@@ -18,7 +22,10 @@ local defaults = {
 }
 
 M.config = vim.deepcopy(defaults)
-M.status = nil -- last `perflsp/status` notification: { gpus = {...}, llm = "off"|"ready"|"busy"|"failing" }
+M.status = nil -- last `perflsp/status` notification: { gpus = {...}, llm = "off"|"ready"|"busy"|"failing", ... }
+
+local has_011 = vim.fn.has("nvim-0.11") == 1
+local uv = vim.uv or vim.loop
 
 local function notify(msg, level)
   vim.notify(msg, level or vim.log.levels.INFO, { title = "perflsp" })
@@ -36,21 +43,122 @@ function M.python()
   return "python3"
 end
 
---- nil when `python -m perflsp` can run, else a message that says how to fix it.
+local function missing_interpreter(python)
+  return ("perflsp: the Python interpreter '%s' was not found or is not executable. "
+    .. "Set it with require('perflsp').setup({ python = '/path/to/python' }) (a Python 3.11+ with perflsp installed)."):format(python)
+end
+
+--- The message for a failed `python -c "import perflsp"` (exit code and its output).
+local function import_problem(python, output)
+  if output:find("No module named 'perflsp'", 1, true) then
+    return ("perflsp is not installed in %s. Install it with: %s -m pip install perflsp"):format(python, python)
+  end
+  local last = vim.trim(output):match("[^\n]*$") or output
+  return ("perflsp: '%s -c \"import perflsp\"' failed: %s"):format(python, last)
+end
+
+local PROBE = { "-c", "import sys, perflsp; sys.stdout.write(perflsp.__version__)" }
+
+--- Runs argv in the background; `on_done(code, stdout, stderr)` runs on the main loop.
+local function run_async(argv, on_done)
+  if vim.system then -- 0.10+
+    local ok, err = pcall(vim.system, argv, { text = true }, function(out)
+      vim.schedule(function()
+        on_done(out.code, out.stdout or "", out.stderr or "")
+      end)
+    end)
+    if not ok then
+      vim.schedule(function()
+        on_done(-1, "", tostring(err))
+      end)
+    end
+    return
+  end
+  local stdout, stderr = {}, {}
+  local job = vim.fn.jobstart(argv, {
+    stdout_buffered = true,
+    stderr_buffered = true,
+    on_stdout = function(_, data)
+      stdout = data or {}
+    end,
+    on_stderr = function(_, data)
+      stderr = data or {}
+    end,
+    on_exit = function(_, code)
+      on_done(code, table.concat(stdout, "\n"), table.concat(stderr, "\n"))
+    end,
+  })
+  if job <= 0 then
+    vim.schedule(function()
+      on_done(-1, "", "cannot run " .. argv[1])
+    end)
+  end
+end
+
+local checks = {} -- python -> { state = "pending"|"ok"|"failed", message?, version?, waiting = {callbacks} }
+
+--- Checks in the background that `python -m perflsp` can run, once per interpreter; calls
+--- `callback(problem, version)` on the main loop: problem is nil when it can, else a message that
+--- says how to fix it. Never blocks.
+function M.check_async(python, callback)
+  local entry = checks[python]
+  if entry and entry.state ~= "pending" then
+    callback(entry.message, entry.version)
+    return
+  end
+  if entry then
+    table.insert(entry.waiting, callback)
+    return
+  end
+  entry = { state = "pending", waiting = { callback } }
+  checks[python] = entry
+  local function done(message, version)
+    entry.state = message and "failed" or "ok"
+    entry.message, entry.version = message, version
+    local waiting = entry.waiting
+    entry.waiting = {}
+    for _, cb in ipairs(waiting) do
+      cb(message, version)
+    end
+  end
+  if vim.fn.executable(python) ~= 1 then
+    vim.schedule(function()
+      done(missing_interpreter(python))
+    end)
+    return
+  end
+  run_async({ python, PROBE[1], PROBE[2] }, function(code, stdout, stderr)
+    if code == 0 then
+      done(nil, vim.trim(stdout))
+    else
+      done(import_problem(python, stderr ~= "" and stderr or stdout))
+    end
+  end)
+end
+
+--- Forget the cached interpreter checks (after installing perflsp, say).
+function M.reset_checks()
+  checks = {}
+end
+
+--- Blocking variant (`:checkhealth` only): nil when `python -m perflsp` can run, else the message.
+--- The second value is perflsp's version.
 function M.check(python)
   if vim.fn.executable(python) ~= 1 then
-    return ("perflsp: the Python interpreter '%s' was not found or is not executable. "
-      .. "Set it with require('perflsp').setup({ python = '/path/to/python' }) (a Python 3.11+ with perflsp installed)."):format(python)
+    return missing_interpreter(python)
   end
-  local out = vim.fn.system({ python, "-c", "import perflsp" })
-  if vim.v.shell_error ~= 0 then
-    if out:find("No module named 'perflsp'", 1, true) then
-      return ("perflsp is not installed in %s. Install it with: %s -m pip install perflsp"):format(python, python)
-    end
-    local last = vim.trim(out):match("[^\n]*$") or out
-    return ("perflsp: '%s -c \"import perflsp\"' failed: %s"):format(python, last)
+  local code, out
+  if vim.system then
+    local result = vim.system({ python, PROBE[1], PROBE[2] }, { text = true }):wait(20000)
+    code, out = result.code, (result.code == 0 and result.stdout or ((result.stderr or "") .. (result.stdout or "")))
+  else
+    out = vim.fn.system({ python, PROBE[1], PROBE[2] })
+    code = vim.v.shell_error
   end
-  return nil
+  if code ~= 0 then
+    return import_problem(python, out or "")
+  end
+  return nil, vim.trim(out or "")
 end
 
 function M.cmd(python)
@@ -66,34 +174,61 @@ local function root_dir(bufnr)
       found = vim.fn.finddir(marker, dir .. ";")
     end
     if found ~= "" then
-      return vim.fn.fnamemodify(found, ":p:h"):gsub("/%.git/?$", "")
+      return (vim.fn.fnamemodify(found, ":p:h"):gsub("/%.git/?$", ""))
     end
   end
   return dir
 end
 
-local stream = nil -- the explanation being streamed: { id, buf }
+--- perflsp clients (of `bufnr` when given), on every version from 0.7.
+function M.clients(bufnr)
+  if vim.lsp.get_clients then -- 0.10+
+    return vim.lsp.get_clients({ name = "perflsp", bufnr = bufnr })
+  end
+  local found = {}
+  for _, client in pairs(vim.lsp.get_active_clients()) do
+    if client.name == "perflsp" and (bufnr == nil or vim.lsp.buf_is_attached(bufnr, client.id)) then
+      table.insert(found, client)
+    end
+  end
+  return found
+end
 
-local function show_markdown(buf, markdown)
+--- client:request on 0.11+ (the dot form is deprecated there), client.request before.
+local function client_request(client, method, params, handler, bufnr)
+  if has_011 then
+    return client:request(method, params, handler, bufnr)
+  end
+  return client.request(method, params, handler, bufnr)
+end
+
+local function set_lines(buf, markdown)
   if buf and vim.api.nvim_buf_is_valid(buf) then
-    vim.api.nvim_buf_set_option(buf, "modifiable", true)
+    vim.bo[buf].modifiable = true
     vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(markdown, "\n", { plain = true }))
-    vim.api.nvim_buf_set_option(buf, "modifiable", false)
+    vim.bo[buf].modifiable = false
   end
 end
+
+local stream = nil -- the explanation being streamed: { id, buf }
 
 --- `perflsp/explanation`: the Markdown of a streamed explanation so far.
 function M.on_explanation(_, result)
   if type(result) == "table" and stream and result.id == stream.id then
-    show_markdown(stream.buf, result.markdown or "")
+    set_lines(stream.buf, result.markdown or "")
   end
 end
 
+--- `perflsp/status`: kept for the statusline, `:PerflspStatus` and `:checkhealth perflsp`.
+function M.on_status(_, result)
+  M.status = result
+  vim.g.perflsp_status = result
+  pcall(vim.api.nvim_exec_autocmds, "User", { pattern = "PerflspStatus", modeline = false })
+end
+
 M.handlers = {
-  ["perflsp/status"] = function(_, result)
-    M.status = result
-    vim.g.perflsp_status = result
-    pcall(vim.api.nvim_exec_autocmds, "User", { pattern = "PerflspStatus", modeline = false })
+  ["perflsp/status"] = function(...)
+    M.on_status(...)
   end,
   ["perflsp/explanation"] = function(...)
     M.on_explanation(...)
@@ -128,20 +263,16 @@ function M.client_config(bufnr)
   }
 end
 
+-- Time spent in perflsp's Lua per buffer open (the FileType autocommand bodies, and later the
+-- vim.lsp.start that attaches the buffer), for the figure in editors/README.md:
+-- `require("perflsp").timing()`.
+local timing = { count = 0, total_ns = 0, max_ns = 0, first_ns = nil, start_ns = 0, starts = 0 }
+
 local clients = {} -- root_dir -> client id (0.7 has no vim.lsp.start to reuse clients)
 local reported = {}
 
---- Starts (or reuses) the server for a buffer. Returns the client id, or nil with a message shown.
-function M.attach(bufnr)
-  bufnr = bufnr or vim.api.nvim_get_current_buf()
-  local config = M.client_config(bufnr)
-  local python = config.cmd[1]
-  local problem = M.check(python)
-  if problem then
-    if not reported[problem] then
-      reported[problem] = true
-      notify(problem, vim.log.levels.ERROR)
-    end
+local function start(bufnr, config)
+  if not vim.api.nvim_buf_is_valid(bufnr) then
     return nil
   end
   if vim.lsp.start then -- 0.8+
@@ -158,33 +289,65 @@ function M.attach(bufnr)
   return id
 end
 
-local function server_command(command, arg)
-  local list = vim.lsp.get_clients and vim.lsp.get_clients() or vim.lsp.get_active_clients()
-  for _, client in pairs(list) do
-    if client.name == "perflsp" then
-      -- every perflsp command takes one JSON object argument
-      local answer = client.request_sync("workspace/executeCommand", { command = command, arguments = { arg } }, 10000, 0)
-      if answer and answer.err then
-        notify(("perflsp: %s failed: %s"):format(command, answer.err.message or vim.inspect(answer.err)), vim.log.levels.ERROR)
-        return nil
+--- Starts (or reuses) the server for a buffer once its interpreter is known to work; the check
+--- runs in the background the first time, so this returns at once. `on_started(client_id)` is
+--- called when the buffer is attached (never when the interpreter cannot run perflsp: then one
+--- error message says why).
+function M.attach(bufnr, on_started)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  local config = M.client_config(bufnr)
+  M.check_async(config.cmd[1], function(problem)
+    if problem then
+      if not reported[problem] then
+        reported[problem] = true
+        notify(problem, vim.log.levels.ERROR)
       end
-      return answer
+      return
     end
+    local t0 = uv.hrtime()
+    local id = start(bufnr, config)
+    timing.start_ns = timing.start_ns + (uv.hrtime() - t0)
+    timing.starts = timing.starts + 1
+    if on_started and id then
+      on_started(id)
+    end
+  end)
+end
+
+function M.timing()
+  return {
+    count = timing.count,
+    total_ms = timing.total_ns / 1e6,
+    mean_ms = timing.count > 0 and timing.total_ns / timing.count / 1e6 or 0,
+    max_ms = timing.max_ns / 1e6,
+    first_ms = (timing.first_ns or 0) / 1e6,
+    starts = timing.starts,
+    start_total_ms = timing.start_ns / 1e6,
+  }
+end
+
+--- Wraps an autocommand body so that its time counts in M.timing().
+function M.timed(fn)
+  return function(...)
+    local t0 = uv.hrtime()
+    local result = fn(...)
+    local dt = uv.hrtime() - t0
+    timing.count = timing.count + 1
+    timing.first_ns = timing.first_ns or dt
+    timing.total_ns = timing.total_ns + dt
+    if dt > timing.max_ns then
+      timing.max_ns = dt
+    end
+    return result
   end
-  notify("perflsp is not running", vim.log.levels.WARN)
 end
 
 local function buffer_client(bufnr)
-  local list = vim.lsp.get_clients and vim.lsp.get_clients({ bufnr = bufnr }) or vim.lsp.buf_get_clients(bufnr)
-  for _, client in pairs(list) do
-    if client.name == "perflsp" then
-      return client
-    end
-  end
+  return M.clients(bufnr)[1]
 end
 
 local function execute(client, bufnr, command, arg, callback)
-  client.request("workspace/executeCommand", { command = command, arguments = { arg } }, function(err, result)
+  client_request(client, "workspace/executeCommand", { command = command, arguments = { arg } }, function(err, result)
     if err then
       notify(("perflsp: %s failed: %s"):format(command, err.message or vim.inspect(err)), vim.log.levels.ERROR)
       return
@@ -211,8 +374,8 @@ function M.explain(opts)
   execute(client, bufnr, "perflsp.rooflineData", { scope = "open", uri = uri }, function(data)
     local best
     for _, kernel in ipairs((data and data.kernels) or {}) do
-      local start = kernel.range.start.line
-      if start <= line and (not best or start > best.range.start.line) then
+      local start_line = kernel.range.start.line
+      if start_line <= line and (not best or start_line > best.range.start.line) then
         best = kernel
       end
     end
@@ -224,15 +387,15 @@ function M.explain(opts)
     stream_count = stream_count + 1
     local buf = vim.api.nvim_create_buf(false, true)
     vim.api.nvim_buf_set_name(buf, ("perflsp://explain/%s/%d"):format(best.name, stream_count))
-    vim.api.nvim_buf_set_option(buf, "filetype", "markdown")
-    vim.api.nvim_buf_set_option(buf, "bufhidden", "wipe")
-    show_markdown(buf, "# " .. best.name .. "\n\n*Waiting for the explanation…*")
+    vim.bo[buf].filetype = "markdown"
+    vim.bo[buf].bufhidden = "wipe"
+    set_lines(buf, "# " .. best.name .. "\n\n*Waiting for the explanation…*")
     vim.cmd("botright split")
     vim.api.nvim_win_set_buf(0, buf)
     stream = { id = "nvim-" .. stream_count, buf = buf }
     execute(client, bufnr, "perflsp.explainKernel", { uri = uri, kernel = best.name, quiet = true, streamId = stream.id },
       function(result)
-        show_markdown(buf, "# " .. best.name .. "\n\n" .. ((result and result.markdown) or ""))
+        set_lines(buf, "# " .. best.name .. "\n\n" .. ((result and result.markdown) or ""))
         stream = nil
         if opts.on_done then
           opts.on_done(result, buf)
@@ -254,29 +417,99 @@ function M.import_profile(path)
   end)
 end
 
---- :PerflspGpus - choose the GPU from the server's database (for this session).
-function M.select_gpus()
-  local answer = server_command("perflsp.listGpus", vim.empty_dict and vim.empty_dict() or {})
-  local gpus = answer and answer.result
-  if type(gpus) == "table" and gpus.gpus then
-    gpus = gpus.gpus
-  end
-  if type(gpus) ~= "table" or #gpus == 0 then
-    notify("perflsp: the server listed no GPUs", vim.log.levels.WARN)
+local gpu_ids = {} -- ids from the last listGpus answer: completion of :PerflspGpus
+
+local function gpu_label(g)
+  local bw = g.memory_bandwidth_gbs or g.memoryBandwidthGbs
+  local fp32 = (g.peaks_tflops or g.peaksTflops or {}).fp32
+  return ("%s (%s)%s%s"):format(g.name or g.id, g.id,
+    fp32 and (" · FP32 %.1f TFLOP/s"):format(fp32) or "", bw and (" · %d GB/s"):format(bw) or "")
+end
+
+--- Sets the session's GPUs (above settings and .perflsp.toml, as VS Code's picker does).
+function M.set_gpus(ids, on_done)
+  local client = M.clients()[1]
+  if not client then
+    notify("perflsp is not running: open a CUDA, C or C++ file first", vim.log.levels.WARN)
     return
   end
-  vim.ui.select(gpus, {
-    prompt = "perflsp GPU",
-    format_item = function(g)
-      local bw = g.memory_bandwidth_gbs or g.memoryBandwidthGbs
-      local fp32 = (g.peaks_tflops or g.peaksTflops or {}).fp32
-      return ("%s (%s)%s%s%s"):format(g.name or g.id, g.id, g.selected and " [selected]" or "",
-        fp32 and (" · FP32 %.1f TFLOP/s"):format(fp32) or "", bw and (" · %d GB/s"):format(bw) or "")
-    end,
-  }, function(choice)
-    if choice then
-      server_command("perflsp.setGpus", { gpus = { choice.id } })
+  execute(client, nil, "perflsp.setGpus", { gpus = ids }, function(result)
+    local now = (result and result.gpus) or ids
+    notify("perflsp: GPUs " .. table.concat(now, ", "))
+    if on_done then
+      on_done(now)
     end
+  end)
+end
+
+--- :PerflspGpus - choose one or several GPUs from the server's database: pick a GPU to tick or
+--- untick it, then "Done" (vim.ui.select, asked again after each pick). `:PerflspGpus h100,l40s`
+--- (commas or spaces) sets them directly.
+function M.select_gpus(opts)
+  opts = opts or {}
+  local client = M.clients()[1]
+  if not client then
+    notify("perflsp is not running: open a CUDA, C or C++ file first", vim.log.levels.WARN)
+    return
+  end
+  execute(client, nil, "perflsp.listGpus", vim.empty_dict and vim.empty_dict() or {}, function(answer)
+    local gpus = type(answer) == "table" and (answer.gpus or answer) or {}
+    if type(gpus) ~= "table" or #gpus == 0 then
+      notify("perflsp: the server listed no GPUs", vim.log.levels.WARN)
+      return
+    end
+    gpu_ids = {}
+    local chosen, order = {}, {}
+    for _, g in ipairs(gpus) do
+      table.insert(gpu_ids, g.id)
+      if g.selected then
+        chosen[g.id] = true
+        table.insert(order, g.id)
+      end
+    end
+    local done_item = { done = true }
+    local function pick()
+      local items = { done_item }
+      for _, g in ipairs(gpus) do
+        table.insert(items, g)
+      end
+      vim.ui.select(items, {
+        prompt = "perflsp GPUs: pick to tick/untick, then Done",
+        format_item = function(item)
+          if item.done then
+            return ("Done: classify on %s"):format(#order > 0 and table.concat(order, ", ") or "(none ticked)")
+          end
+          return ("[%s] %s"):format(chosen[item.id] and "x" or " ", gpu_label(item))
+        end,
+      }, function(choice)
+        if not choice then
+          return -- cancelled: nothing changes
+        end
+        if choice.done then
+          if #order == 0 then
+            notify("perflsp: tick at least one GPU", vim.log.levels.WARN)
+            vim.schedule(pick)
+            return
+          end
+          M.set_gpus(order, opts.on_done)
+          return
+        end
+        if chosen[choice.id] then
+          chosen[choice.id] = nil
+          for i, id in ipairs(order) do
+            if id == choice.id then
+              table.remove(order, i)
+              break
+            end
+          end
+        else
+          chosen[choice.id] = true
+          table.insert(order, choice.id)
+        end
+        vim.schedule(pick) -- after this picker has closed
+      end)
+    end
+    pick()
   end)
 end
 
@@ -286,9 +519,9 @@ function M.setup(opts)
   vim.api.nvim_create_autocmd("FileType", {
     group = group,
     pattern = M.config.filetypes,
-    callback = function(args)
+    callback = M.timed(function(args)
       M.attach(args.buf)
-    end,
+    end),
   })
   M.create_commands()
 end
@@ -296,7 +529,31 @@ end
 --- :PerflspGpus, :PerflspStatus, :PerflspExplain, :PerflspImportProfile (plugin/perflsp.lua calls
 --- this; setup() too).
 function M.create_commands()
-  vim.api.nvim_create_user_command("PerflspGpus", M.select_gpus, { desc = "perflsp: choose the GPU" })
+  vim.api.nvim_create_user_command("PerflspGpus", function(args)
+    local ids = {}
+    for id in (args.args or ""):gmatch("[^,%s]+") do
+      table.insert(ids, id)
+    end
+    if #ids > 0 then
+      M.set_gpus(ids)
+    else
+      M.select_gpus()
+    end
+  end, {
+    nargs = "*",
+    complete = function(lead)
+      local prefix, last = lead:match("^(.*[,%s])([^,%s]*)$")
+      prefix, last = prefix or "", last or lead
+      local out = {}
+      for _, id in ipairs(gpu_ids) do
+        if id:sub(1, #last) == last then
+          table.insert(out, prefix .. id)
+        end
+      end
+      return out
+    end,
+    desc = "perflsp: choose the GPUs (several: tick them, or :PerflspGpus h100,l40s)",
+  })
   vim.api.nvim_create_user_command("PerflspStatus", function()
     notify(M.statusline() ~= "" and M.statusline() or "no status yet")
   end, { desc = "perflsp: GPUs and LLM state" })

@@ -1,0 +1,29 @@
+"""`perflsp.profiling.args` reaches the server's analysis as the program's arguments (argv), under
+profiling's trust rule: user-level settings or a trusted workspace, never an untrusted repository
+file."""
+
+from __future__ import annotations
+
+from perflsp.server.config import Layer, Origin, resolve
+from perflsp.server.oneshot import analyse_text
+from tests.test_check_args import POLY
+
+
+def trip_count(config) -> float:
+    snap = analyse_text(POLY, "file:///poly.cu", config)
+    (report,) = snap.analysis.reports.values()
+    return next(loop.trip_count for loop in report.facts.loops if loop.variable == "d")
+
+
+def test_profiling_args_fold_into_the_analysis():
+    heavy = resolve([Layer(Origin.INIT_OPTIONS, "test", {"gpus": ["h100"], "profiling": {"args": ["400"]}})])
+    light = resolve([Layer(Origin.INIT_OPTIONS, "test", {"gpus": ["h100"], "profiling": {"args": ["4"]}})])
+    unset = resolve([Layer(Origin.INIT_OPTIONS, "test", {"gpus": ["h100"]})])
+    assert heavy.argv == ("400",) and unset.argv is None
+    assert trip_count(heavy) == 400 and trip_count(light) == 4
+    assert trip_count(unset) != 400
+
+
+def test_untrusted_repository_file_cannot_set_them():
+    config = resolve([Layer(Origin.FILE, ".perflsp.toml", {"profiling": {"args": ["400"]}})])
+    assert config.argv is None

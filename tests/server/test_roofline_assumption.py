@@ -1,0 +1,38 @@
+"""perflsp.rooflineData names, per estimate, the assumption its verdict rests on and the precision
+whose roof judges its point (the roofline view's tooltip and axes show them)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from perflsp.hardware.precision import Precision
+from perflsp.server.features.commands import deciding_assumption, judged_precision
+
+
+def test_the_engine_named_assumption_wins():
+    estimate = SimpleNamespace(deciding_assumption="problem size unknown: assumed large, data beyond L2")
+    facts = SimpleNamespace(assumptions=["block `B` unknown (macro)"])
+    assert deciding_assumption(estimate, facts) == "problem size unknown: assumed large, data beyond L2"
+
+
+def test_else_the_kernels_first_assumption():
+    facts = SimpleNamespace(assumptions=["launch shape unknown: assumed 1,048,576 threads", "template value `N` unknown"])
+    assert deciding_assumption(SimpleNamespace(), facts) == "launch shape unknown: assumed 1,048,576 threads"
+
+
+def test_none_when_the_source_says_every_size():
+    assert deciding_assumption(SimpleNamespace(), SimpleNamespace(assumptions=[])) is None
+    assert deciding_assumption(SimpleNamespace(deciding_assumption=""), None) is None
+
+
+def test_the_point_is_judged_by_the_precision_the_headline_quotes():
+    # an engine with main_precision(): its answer (FP32 for a float kernel, not the INT32 nearest roof)
+    headline = SimpleNamespace(main_precision=lambda: Precision.FP32, deciding=None,
+                               intensity={Precision.FP32: 0.2, Precision.INT32: 1.0},
+                               ridge={Precision.FP32: 20.0, Precision.INT32: 10.0})
+    assert judged_precision(headline) == Precision.FP32
+    # without it: the deciding precision, else the one nearest its ridge
+    nearest = SimpleNamespace(deciding=None, intensity={Precision.FP32: 0.2, Precision.INT32: 1.0},
+                              ridge={Precision.FP32: 20.0, Precision.INT32: 10.0})
+    assert judged_precision(nearest) == Precision.INT32
+    assert judged_precision(SimpleNamespace(deciding=Precision.FP64, intensity={}, ridge={})) == Precision.FP64

@@ -1,0 +1,431 @@
+"""Source constructs of real code that the engine must find and read (issue 12): each on a
+small program written for the test."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
+from perflsp.hardware import load_database
+from perflsp.kernels.extract import extract
+from perflsp.kernels.includes import IncludeResolver
+from perflsp.source.parser import parse
+
+DB = load_database()
+H100 = DB.get("H100")
+
+
+def analyse(src: str, path: Path | None = None, options: AnalysisOptions | None = None):
+    """Reports of every kernel and region of `src` (as `perflsp check` reads a file at `path`)."""
+    data = src.encode()
+    env = IncludeResolver().env_for(path, data)
+    tree = parse(data)
+    kernels = extract(data, tree, path=str(path) if path else None, env=env)
+    unit = AnalysisUnit(data, tree, kernels, replace(options or AnalysisOptions(), include_env=env))
+    return [analyze_kernel(unit, k, [H100]) for k in [*kernels.kernels, *kernels.omp_regions]]
+
+
+# 1. declarations through macros ---------------------------------------------------------------
+
+RESTRICT_SRC = """
+#define RESTRICT __restrict__
+#define CONSTANT const
+#define REAL double
+__global__ void scale(REAL * RESTRICT out, CONSTANT REAL * RESTRICT in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = 2.0 * in[i];
+}
+int main() {
+  double *a, *b;
+  cudaMalloc(&a, (1 << 24) * sizeof(double));
+  cudaMalloc(&b, (1 << 24) * sizeof(double));
+  scale<<<(1 << 24) / 256, 256>>>(a, b, 1 << 24);
+}
+"""
+
+
+def test_restrict_macro_keeps_pointer_parameters():
+    data = RESTRICT_SRC.encode()
+    (kernel,) = extract(data, parse(data)).kernels
+    assert [p.name for p in kernel.params] == ["out", "in", "n"]
+    out, inp, _ = kernel.params
+    assert out.pointer_depth == 1 and out.is_restrict and inp.is_const
+    (report,) = analyse(RESTRICT_SRC)
+    per = report.facts.per_item
+    assert (per.global_loads, per.global_stores) == (1, 1)
+    assert (per.global_load_bytes, per.global_store_bytes) == (8, 8)
+    assert report.estimates[0].verdict == "bandwidth"
+
+
+# 2. template arguments and sizes from #define, constexpr and const ----------------------------
+
+FOLDED_SIZES_SRC = """
+#define BLOCK 256
+#define REAL double
+constexpr int TILE = 16;
+const int n = 1 << 20;
+namespace config { constexpr int UNROLL = 4; }
+template <int B, int T, typename V = float>
+__global__ void tiled(V *x, int n) {
+  int i = blockIdx.x * B + threadIdx.x;
+  V s = 0;
+  for (int j = 0; j < T; j++) s += x[i] * j;
+  if (i < n) x[i] = s;
+}
+__global__ void bounded(float *x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float s = 0.0f;
+  for (int j = 0; j < TILE; j++) s += x[i] * j;
+  for (int j = 0; j < config::UNROLL; j++) s += x[i] * j;
+  if (i < n) x[i] = s;
+}
+int main() {
+  const int m = 1 << 20;
+  constexpr int STEPS = TILE / 2;
+  float *x;
+  cudaMalloc(&x, m * sizeof(double));
+  tiled<BLOCK, STEPS * config::UNROLL / 4, REAL><<<m / BLOCK, BLOCK>>>((double *)x, m);
+  bounded<<<n / BLOCK, BLOCK>>>(x);
+}
+"""
+
+
+def test_template_arguments_fold_through_macros_and_constants():
+    tiled, bounded = analyse(FOLDED_SIZES_SRC)
+    assert not any("template" in a or "assumed 32" in a for a in tiled.facts.assumptions)
+    (loop,) = tiled.facts.loops
+    assert loop.trip_count == 8  # STEPS = TILE / 2, a constexpr of the launching function
+    assert tiled.facts.per_item.fp64 == 16 and tiled.facts.per_item.fp32 == 0  # V = REAL = double
+    assert tiled.facts.work_items == 1 << 20
+    first, second = bounded.facts.loops
+    assert first.trip_count == 16  # a file-scope constexpr as a loop bound
+    assert second.trip_count == 4  # a namespace-scope one, qualified
+    assert bounded.facts.per_item.fp32 == 40
+    assert bounded.facts.work_items == 1 << 20
+
+
+# 3. OpenMP directives through _Pragma, macros, split target/teams pragmas and #if ------------
+
+OMP_FORMS_SRC = """
+#define OMP_OFFLOAD _Pragma("omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])")
+#define PRAGMA(x) _Pragma(#x)
+#define OFFLOAD_LOOP(i, n) _Pragma("omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])") \\
+  for (int i = 0; i < n; i++)
+#define N (1 << 22)
+void by_operator(int n, const float *x, float *y) {
+  _Pragma("omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])")
+  for (int i = 0; i < n; i++) y[i] = 2.0f * x[i];
+}
+void by_macro(int n, const float *x, float *y) {
+  OMP_OFFLOAD
+  for (int i = 0; i < n; i++) y[i] = 3.0f * x[i];
+}
+void by_stringizing_macro(int n, const float *x, float *y) {
+  PRAGMA(omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n]))
+  for (int i = 0; i < n; i++) y[i] = 4.0f * x[i];
+}
+void loop_in_macro(int n, const float *x, float *y) {
+  OFFLOAD_LOOP(i, n) {
+    y[i] = 8.0f * x[i];
+  }
+}
+void split(int n, const float *x, float *y) {
+  #pragma omp target map(to: x[0:n]) map(from: y[0:n])
+  #pragma omp teams distribute parallel for thread_limit(128)
+  for (int i = 0; i < n; i++) y[i] = 5.0f * x[i];
+}
+void split_block(int n, const float *x, float *y) {
+  #pragma omp target map(to: x[0:n]) map(from: y[0:n])
+  {
+    #pragma omp teams distribute parallel for
+    for (int i = 0; i < n; i++) y[i] = 6.0f * x[i];
+  }
+}
+void conditional(int n, const float *x, float *y) {
+#ifdef USE_SIMD
+  #pragma omp target teams distribute parallel for simd map(to: x[0:n]) map(from: y[0:n])
+#else
+  #pragma omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])
+#endif
+  for (int i = 0; i < n; i++) y[i] = 7.0f * x[i];
+}
+int main() {
+  float *x = new float[N], *y = new float[N];
+  by_operator(N, x, y); by_macro(N, x, y); by_stringizing_macro(N, x, y); loop_in_macro(N, x, y);
+  split(N, x, y); split_block(N, x, y); conditional(N, x, y);
+}
+"""
+
+
+def test_openmp_directive_forms_are_regions_over_their_loop():
+    data = OMP_FORMS_SRC.encode()
+    regions = extract(data, parse(data)).omp_regions
+    assert [r.function for r in regions] == ["by_operator", "by_macro", "by_stringizing_macro", "loop_in_macro",
+                                              "split", "split_block", "conditional"]
+    starts = {"split_block": b"{", "loop_in_macro": b"OFFLOAD_LOOP(i, n) {"}
+    for region in regions:
+        assert region.body_span is not None
+        body = data[region.body_span.start_byte:region.body_span.end_byte]
+        assert body.startswith(starts.get(region.function, b"for")), region.function
+        assert body.rstrip().endswith(b"}" if region.function in starts else b";")
+    split = regions[4]
+    assert split.directive == "target teams distribute parallel for"
+    assert split.clause("thread_limit").value.value == 128
+    assert "simd" not in regions[6].directive  # USE_SIMD is not defined: the #else branch
+    for report in analyse(OMP_FORMS_SRC):
+        facts = report.facts
+        assert facts.work_items == 1 << 22, report.kernel.function
+        assert (facts.per_item.fp32, facts.per_item.global_loads, facts.per_item.global_stores) == (1, 1, 1)
+        assert not any("assumed" in a for a in facts.assumptions), (report.kernel.function, facts.assumptions)
+        assert report.estimates[0].verdict == "bandwidth"
+
+
+def test_clause_fix_refuses_directives_it_cannot_edit():
+    from perflsp.analysis.fixes import EditError, set_omp_clauses
+
+    data = OMP_FORMS_SRC.encode()
+    tree = parse(data)
+    regions = extract(data, tree).omp_regions
+    for region in (regions[0], regions[4]):  # `_Pragma`; `teams` on a separate line
+        with pytest.raises(EditError):
+            set_omp_clauses(data, tree, region, thread_limit=256)
+
+
+# 4. kernels in a file that another translation unit includes ------------------------------------
+
+INCLUDED_KERNELS = """
+__global__ void axpy(Real_type *y, const Real_type *x, Real_type a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+template <int UNROLL>
+__global__ void copy(float *out, const float *in) {
+  int i = (blockIdx.x * blockDim.x + threadIdx.x) * UNROLL;
+  for (int u = 0; u < UNROLL; u++) out[i + u] = in[i + u];
+}
+"""
+
+INCLUDER = """
+#include "missing_types.h"
+#define LENGTH (1 << 24)
+#define UNROLL_BY 4
+#include "kernels.h"
+int main() {
+  Real_type *x, *y;
+  float *a, *b;
+  cudaMalloc(&x, LENGTH * sizeof(Real_type));
+  cudaMalloc(&y, LENGTH * sizeof(Real_type));
+  cudaMalloc(&a, LENGTH * sizeof(float));
+  cudaMalloc(&b, LENGTH * sizeof(float));
+  axpy<<<LENGTH / 256, 256>>>(y, x, 2.0, LENGTH);
+  copy<UNROLL_BY><<<LENGTH / 256 / UNROLL_BY, 256>>>(a, b);
+}
+"""
+
+
+def test_included_kernels_take_their_includers_launches(tmp_path):
+    from perflsp.analysis.report import CheckSettings
+    from perflsp.cli.check_cmd import check_file
+
+    (tmp_path / "kernels.h").write_text(INCLUDED_KERNELS)
+    (tmp_path / "main.cu").write_text(INCLUDER)
+    check = check_file(tmp_path / "kernels.h", [H100], CheckSettings(), IncludeResolver())
+    axpy, copy = check.kernels
+    assert axpy.facts.work_items == 1 << 24  # the includer's launch, with its macros
+    assert axpy.facts.per_item.fp64 == 2 and axpy.facts.per_item.global_load_bytes == 16
+    assert any("`Real_type`" in a and "assumed double" in a for a in axpy.facts.assumptions)
+    assert not any("launch" in a for a in axpy.facts.assumptions)
+    assert copy.facts.work_items == (1 << 24) // 4
+    (loop,) = copy.facts.loops
+    assert loop.trip_count == 4  # UNROLL = UNROLL_BY of the includer
+    assert axpy.estimates[0].verdict == copy.estimates[0].verdict == "bandwidth"
+
+
+def test_unresolved_type_names_are_guessed_from_their_name():
+    from perflsp.analysis.ctype import F32, F64, guessed_float_type
+
+    assert guessed_float_type("Real_type") == F64 and guessed_float_type("real8") == F64
+    assert guessed_float_type("dfloat") == F64 and guessed_float_type("FP") == F32
+    assert guessed_float_type("real4") == F32 and guessed_float_type("float_t") == F32
+    assert guessed_float_type("RealVector") is None and guessed_float_type("Particle") is None
+
+
+# 5. tensor-core work in its own precision -------------------------------------------------------
+
+WMMA_SRC = """
+#include <mma.h>
+using namespace nvcuda;
+#define TILE_K 16
+template <typename In, typename Acc, int M, int N, int K>
+__global__ void repeat_mma(const In *a, const In *b, Acc *c) {
+  wmma::fragment<wmma::matrix_a, M, N, K, In, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, M, N, K, In, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, M, N, K, Acc> acc;
+  wmma::fill_fragment(acc, 0);
+  int tile = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  wmma::load_matrix_sync(fa, a + tile * M * K, K);
+  wmma::load_matrix_sync(fb, b + tile * K * N, K);
+  for (int r = 0; r < 1024; r++)
+    wmma::mma_sync(acc, fa, fb, acc);
+  wmma::store_matrix_sync(c + tile * M * N, acc, N, wmma::mem_row_major);
+}
+__global__ void half_tiles(const half *a, const half *b, float *c) {
+  wmma::fragment<wmma::matrix_a, 16, 16, TILE_K, half, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, TILE_K, half, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, TILE_K, float> acc;
+  int tile = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  wmma::load_matrix_sync(fa, a + tile * 256, 16);
+  wmma::load_matrix_sync(fb, b + tile * 256, 16);
+  for (int r = 0; r < 1024; r++) wmma::mma_sync(acc, fa, fb, acc);
+  wmma::store_matrix_sync(c + tile * 256, acc, 16, wmma::mem_row_major);
+}
+__global__ void ptx_mma(float *out, const unsigned *a, const unsigned *b) {
+  float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+  unsigned a0 = a[blockIdx.x * blockDim.x + threadIdx.x], b0 = b[blockIdx.x * blockDim.x + threadIdx.x];
+  for (int r = 0; r < 1024; r++)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%4,%4,%4}, {%5,%5}, {%0,%1,%2,%3};"
+                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(a0), "r"(b0));
+  out[blockIdx.x * blockDim.x + threadIdx.x] = d0 + d1 + d2 + d3;
+}
+int main() {
+  half *ha, *hb; float *fc; double *da, *db, *dc; unsigned *ua, *ub;
+  repeat_mma<double, double, 8, 8, 4><<<4096, 256>>>(da, db, dc);
+  repeat_mma<half, half, 16, 16, 16><<<4096, 256>>>(ha, hb, (half *)fc);
+  half_tiles<<<4096, 256>>>(ha, hb, fc);
+  ptx_mma<<<4096, 256>>>(fc, ua, ub);
+}
+"""
+
+
+def test_tensor_core_operations_count_in_their_precision():
+    from perflsp.hardware.precision import Precision
+
+    reports = analyse(WMMA_SRC)
+    by_name = {r.kernel.name: r for r in reports}
+    half_tiles = by_name["half_tiles"]
+    per = half_tiles.facts.per_item
+    assert per.tensor_fp16 == pytest.approx(1024 * 2 * 16 * 16 * 16 / 32)
+    assert per.global_load_bytes == 2 * 16 * 16 * 2 / 32  # two 16×16 half tiles per warp
+    est = half_tiles.estimates[0]
+    assert est.verdict == "compute" and est.deciding == Precision.FP16_TENSOR
+    ptx = by_name["ptx_mma"]
+    assert ptx.facts.per_item.tensor_bf16 == pytest.approx(1024 * 2 * 16 * 8 * 16 / 32)
+    assert Precision.BF16_TENSOR in ptx.estimates[0].intensity
+    # the template's instantiation decides the shape and the precision
+    repeat = by_name["repeat_mma"]
+    assert repeat.facts.per_item.tensor_fp64 == pytest.approx(1024 * 2 * 8 * 8 * 4 / 32)
+    assert repeat.estimates[0].deciding == Precision.FP64_TENSOR
+
+
+# 6. compile-time constant expressions cost nothing at run time -----------------------------------
+
+CONSTANT_EXPRESSIONS_SRC = """
+#include <math.h>
+#define SCALE (1.0 / 3.0)
+__global__ void gelu_like(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    const float c = sqrtf(2.0f / M_PI);
+    float v = x[i];
+    x[i] = v * c * (float)SCALE + (float)M_PI * 2;
+  }
+}
+__global__ void promoted(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * (1.0 / 3.0);  // float × double: a runtime FP64 multiply
+}
+int main() {
+  float *x;
+  cudaMalloc(&x, (1 << 24) * sizeof(float));
+  gelu_like<<<(1 << 24) / 256, 256>>>(x, 1 << 24);
+  promoted<<<(1 << 24) / 256, 256>>>(x, 1 << 24);
+}
+"""
+
+
+def test_constant_expressions_are_folded_at_compile_time():
+    gelu_like, promoted = analyse(CONSTANT_EXPRESSIONS_SRC)
+    per = gelu_like.facts.per_item
+    assert per.fp64 == 0 and per.special == 0
+    assert per.fp32 == 3  # v * c, * SCALE, + the folded constant
+    assert promoted.facts.per_item.fp64 == 1 and promoted.facts.per_item.fp32 == 0
+
+
+# 7. macros that expand to __global__, defined in a header on the include path --------------------
+
+SPACE_MACROS_HEADER = """
+#pragma once
+#define DEVICE_SPACE __global__
+#define KERNEL DEVICE_SPACE
+#define GLOBAL __global__ void
+#define DEFINE_KERNEL(name) __global__ void name
+"""
+
+SPACE_MACROS_SRC = """
+#include "space_macros.h"
+KERNEL void add(float *a, const float *b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) a[i] += b[i];
+}
+GLOBAL sub(float *a, const float *b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) a[i] -= b[i];
+}
+DEFINE_KERNEL(mul)(float *a, const float *b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) a[i] *= b[i];
+}
+int main() {
+  float *a, *b;
+  cudaMalloc(&a, (1 << 24) * sizeof(float));
+  cudaMalloc(&b, (1 << 24) * sizeof(float));
+  add<<<(1 << 24) / 256, 256>>>(a, b, 1 << 24);
+  sub<<<(1 << 24) / 256, 256>>>(a, b, 1 << 24);
+  mul<<<(1 << 24) / 256, 256>>>(a, b, 1 << 24);
+}
+"""
+
+
+@pytest.mark.parametrize("layout", ["include-dir", "sibling", "conventional-folder"])
+def test_global_macros_from_headers_on_the_include_path(tmp_path, layout):
+    source_dir = tmp_path / "src"
+    header_dir = {"include-dir": tmp_path / "headers", "sibling": source_dir,
+                  "conventional-folder": tmp_path / "include"}[layout]
+    source_dir.mkdir()
+    header_dir.mkdir(exist_ok=True)
+    (header_dir / "space_macros.h").write_text(SPACE_MACROS_HEADER)
+    main = source_dir / "main.cu"
+    main.write_text(SPACE_MACROS_SRC)
+    data = main.read_bytes()
+    include_dirs = (header_dir,) if layout == "include-dir" else ()
+    env = IncludeResolver().env_for(main, data, None, include_dirs)
+    kernels = extract(data, parse(data), str(main), env=env)
+    assert [k.name for k in kernels.kernels] == ["add", "sub", "mul"]
+    assert all(len(k.params) == 3 for k in kernels.kernels)
+    assert [s.kernel for s in kernels.launches] == ["add", "sub", "mul"]
+    unit = AnalysisUnit(data, parse(data), kernels, AnalysisOptions(include_env=env))
+    for kernel in kernels.kernels:
+        facts = analyze_kernel(unit, kernel, [H100]).facts
+        assert facts.work_items == 1 << 24
+        assert (facts.per_item.fp32, facts.per_item.global_loads, facts.per_item.global_stores) == (1, 2, 1)
+
+
+def test_the_server_takes_the_includers_launches_too(tmp_path):
+    from types import SimpleNamespace
+
+    from perflsp.server import engine_adapter
+
+    (tmp_path / "kernels.h").write_text(INCLUDED_KERNELS)
+    (tmp_path / "main.cu").write_text(INCLUDER)
+    data = INCLUDED_KERNELS.encode()
+    resolver = IncludeResolver()
+    env = resolver.env_for(tmp_path / "kernels.h", data, includers=True)
+    assert "LENGTH" in env.all_macros()  # the includer's macros
+    kernels = extract(data, parse(data), str(tmp_path / "kernels.h"), env=env)
+    text = SimpleNamespace(path=str(tmp_path / "kernels.h"), resolver=resolver)
+    sites = engine_adapter.with_includer_launches(engine_adapter.options(env), text, kernels).external_launches
+    assert sorted(s.name for s in sites) == ["axpy", "copy"]
+    assert all(s.grid.value is not None and s.block.value == (256, 1, 1) for s in sites)
+    copy = next(s for s in sites if s.name == "copy")
+    assert copy.template_args == ("4",)

@@ -1,0 +1,235 @@
+"""The engine when the source does not say the sizes (the editor's usual case): production
+scale, one consistent model for work and footprint, honest uncertainty, readable headlines."""
+
+import pytest
+
+from perflsp.analysis.engine import AnalysisOptions, analyze
+from perflsp.analysis.report import check_document, verdict_summary
+from perflsp.analysis.roofline import Precision
+from perflsp.hardware import load_database
+from perflsp.kernels.extract import extract
+from perflsp.source.parser import parse
+
+DB = load_database()
+H100, A100, RTX3080 = DB.get("H100"), DB.get("A100"), DB.get("RTX 3080")
+
+
+def run(src: str, options: AnalysisOptions = AnalysisOptions(), gpus=(H100, A100)):
+    data = src.encode()
+    tree = parse(data)
+    return analyze(data, tree, extract(data, tree), list(gpus), options)
+
+
+def kernel(src: str, name: str, gpus=(H100, A100)):
+    return next(k for k in run(src, gpus=gpus).kernels if k.name == name)
+
+
+SCALE = """
+__global__ void scale(float *y, const float *x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i];
+}
+"""
+
+
+def test_streaming_kernel_without_a_launch_is_bandwidth_bound_at_production_scale():
+    k = kernel(SCALE, "scale")
+    assert k.facts.work_items == pytest.approx(1 << 24)
+    assert k.facts.assumptions[0].startswith("problem size unknown: assumed large")
+    # every element of the launch counted once: one float read and one written per thread
+    assert k.facts.traffic.footprint_bytes == pytest.approx(8 * (1 << 24), rel=0.01)
+    for est in k.estimates:
+        assert est.verdict == "bandwidth"
+        assert est.intensity[Precision.FP32] < 1
+
+
+def test_bandwidth_headline_names_bytes_per_item_and_the_float_intensity_first():
+    k = kernel(SCALE, "scale")
+    est = k.estimates[0]
+    summary = verdict_summary(est, k.facts)
+    assert summary.startswith("bandwidth-bound on H100")
+    assert "B DRAM per work item" in summary
+    assert "FP32 AI" in summary
+    assert summary.index("FP32 AI") < summary.index("problem size unknown")
+    # integer instructions are named only as the nearest roof, and said to be integer work
+    assert "INT32 AI" not in summary
+    if est.nearest_roof() == Precision.INT32:
+        assert "nearest roof: INT32 (integer instructions)" in summary
+
+
+def test_compute_headline_names_the_roof_reached():
+    src = """
+__global__ void nbody(const float4 *p, float4 *a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float4 me = p[i]; float ax = 0, ay = 0, az = 0;
+  for (int j = 0; j < 4096; ++j) {
+    float4 o = p[j];
+    float dx = o.x - me.x, dy = o.y - me.y, dz = o.z - me.z;
+    float r = rsqrtf(dx * dx + dy * dy + dz * dz + 1e-9f);
+    float s = o.w * r * r * r;
+    ax += dx * s; ay += dy * s; az += dz * s;
+  }
+  a[i] = make_float4(ax, ay, az, 0.0f);
+}
+"""
+    k = kernel(src, "nbody")
+    est = k.estimates[0]
+    assert est.verdict == "compute"
+    assert est.main_precision() == est.deciding
+
+
+@pytest.mark.parametrize("body", [
+    "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = a * x[i] + y[i];",
+    "int i = blockIdx.x * blockDim.x + threadIdx.x;\n  for (; i < n; i += blockDim.x * gridDim.x) y[i] = a * x[i] + y[i];",
+    "int i = blockIdx.x * blockDim.x + threadIdx.x;\n  while (i < n) { y[i] = a * x[i] + y[i]; i += blockDim.x * gridDim.x; }",
+])
+def test_grid_stride_loops_keep_work_and_footprint_consistent(body):
+    src = f"__global__ void axpy(float *y, const float *x, float a, int n) {{\n  {body}\n}}\n"
+    k = kernel(src, "axpy")
+    per_item_bytes = k.facts.traffic.footprint_bytes / k.facts.work_items
+    loads_per_item = k.facts.per_item.global_load_bytes
+    # the footprint grows with the iterations each thread runs, not with one iteration only
+    assert per_item_bytes == pytest.approx(loads_per_item + k.facts.per_item.global_store_bytes, rel=0.05)
+    assert all(e.verdict == "bandwidth" for e in k.estimates)
+
+
+def test_two_dimensional_kernels_spread_the_production_size_over_both_grid_axes():
+    src = """
+__global__ void transpose(float *out, const float *in, int w, int h) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x < w && y < h) out[x * h + y] = in[y * w + x];
+}
+"""
+    k = kernel(src, "transpose")
+    assert "16×16" in k.facts.work_items_note and "256×256 blocks" in k.facts.work_items_note
+    assert k.facts.traffic.footprint_bytes >= 8 * (1 << 24) * 0.99
+    assert all(e.verdict == "bandwidth" for e in k.estimates)
+
+
+def test_a_known_launch_shape_is_not_replaced():
+    src = SCALE + """
+int main() { float *x, *y; cudaMalloc(&x, 4096 * 4); cudaMalloc(&y, 4096 * 4);
+  scale<<<16, 256>>>(y, x, 2.0f, 4096); }
+"""
+    k = kernel(src, "scale")
+    assert k.facts.work_items == 4096
+    assert not any(a.startswith("problem size unknown") for a in k.facts.assumptions)
+
+
+def test_reads_are_the_same_on_every_gpu_and_the_ridges_differ():
+    k = kernel(SCALE, "scale", gpus=(H100, RTX3080))
+    h100, rtx = k.estimates
+    assert h100.dram_bytes_per_item >= 6.0 and rtx.dram_bytes_per_item >= 6.0
+    assert h100.ridge[Precision.FP32] != rtx.ridge[Precision.FP32]
+
+
+def test_cuda_style_openmp_region_without_team_counts_runs_at_production_scale():
+    src = """
+void run(const float *in, float *out, int width, int blocks) {
+  #pragma omp target teams num_teams(blocks) thread_limit(128)
+  {
+    #pragma omp parallel
+    {
+      int i = omp_get_team_num() * 128 + omp_get_thread_num();
+      if (i < width) out[i] = in[i] * 2.0f;
+    }
+  }
+}
+"""
+    (k,) = run(src).kernels
+    assert k.facts.work_items == pytest.approx(1 << 24, rel=0.01)
+    assert k.facts.assumptions[0].startswith("problem size unknown: assumed large")
+    assert all(e.verdict == "bandwidth" for e in k.estimates)
+
+
+@pytest.mark.parametrize("src, reason", [
+    ("__global__ void spin(int n) { float s = 0; for (int i = 0; i < n; ++i) s = s * 1.5f + 1.0f; }",
+     "no global-memory access found"),
+    ("void lost(float *a, int n) {\n  #pragma omp target teams distribute parallel for\n"
+     "  { int i = 0; while (i < n) { a[i] = a[i] + 1.0f; i++; } }\n}",
+     "parallel loop was not found"),
+])
+def test_degenerate_analyses_are_uncertain_with_the_reason(src, reason):
+    (k,) = run(src).kernels
+    assert k.facts.uncertain is not None and reason in k.facts.uncertain
+    for est in k.estimates:
+        assert est.verdict == "uncertain"
+
+
+def test_a_serial_target_region_and_a_one_thread_launch_are_real_and_keep_their_verdict():
+    serial = "void serial(float *a) {\n  #pragma omp target map(tofrom: a[0:1])\n  { a[0] = a[0] + 1.0f; }\n}"
+    single = SCALE + "int main() { float *x, *y; cudaMalloc(&x, 4); cudaMalloc(&y, 4); scale<<<1, 1>>>(y, x, 2.0f, 1); }"
+    for k in (*run(serial).kernels, *run(single).kernels):
+        assert k.facts.uncertain is None
+        assert all(e.verdict in ("compute", "bandwidth") for e in k.estimates)
+
+
+def test_uncertain_verdict_reaches_the_check_report_with_its_reason():
+    src = "__global__ void spin(int n) { float s = 0; for (int i = 0; i < n; ++i) s = s * 1.5f + 1.0f; }"
+    data = src.encode()
+    tree = parse(data)
+    result = check_document(data, tree, extract(data, tree), [H100])
+    (finding,) = [f for f in result.findings if f.code.startswith("roofline/")]
+    assert finding.code == "roofline/uncertain"
+    assert "no global-memory access found" in finding.message
+
+
+def test_confidence_grows_with_the_distance_from_the_ridge():
+    near = kernel("""
+__global__ void k(const float *x, float *y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = x[i];
+  for (int j = 0; j < 16; ++j) v = v * v + 1.0f;
+  y[i] = v;
+}""", "k").estimates[0]
+    far = kernel(SCALE, "scale").estimates[0]
+    assert 0.5 < near.confidence <= far.confidence <= 0.9
+
+
+def test_hip_builtin_spellings_index_like_cuda_ones():
+    src = """
+template <typename T>
+__global__ void copy(const T *a, T *c) { const int i = hipThreadIdx_x + hipBlockIdx_x * hipBlockDim_x; c[i] = a[i]; }
+"""
+    k = kernel(src, "copy")
+    assert k.facts.uncertain is None
+    assert k.facts.traffic.footprint_bytes >= 8 * (1 << 24) * 0.99
+
+
+def test_writes_beyond_a_gpus_l2_reach_dram_during_the_launch():
+    h100, rtx = kernel(SCALE, "scale", gpus=(H100, RTX3080)).estimates
+    # 64 MiB written: most of it exceeds the RTX 3080's 5 MiB L2, less of it the H100's 50 MB
+    assert rtx.dram_bytes_per_item > h100.dram_bytes_per_item
+    assert rtx.dram_bytes_per_item <= 8.0
+
+
+TEMPLATE_REGION = """
+#define STEP s = v - s; s = s * v;
+template <class T>
+void add(T *data, int n, int iters, T v) {
+  #pragma omp target teams distribute parallel for thread_limit(256)
+  for (int gid = 0; gid < n; gid++) {
+    T s = data[gid];
+    for (int j = 0; j < iters; ++j) { STEP STEP }
+    data[gid] = s;
+  }
+}
+"""
+
+
+def test_function_around_finds_the_definition_from_the_tokens():
+    from perflsp.analysis.engine import _function_around
+
+    data = TEMPLATE_REGION.encode()
+    start, end = _function_around(data, data.index(b"#pragma"))
+    assert data[start:end].startswith(b"template <class T>\nvoid add(T *data") and data[start:end].endswith(b"}")
+
+
+def test_openmp_region_whose_function_the_tree_lost_reads_it_from_the_tokens(monkeypatch):
+    # macro-heavy files can end up as one ERROR node in tree-sitter: no enclosing definition
+    import perflsp.analysis.engine as engine
+
+    monkeypatch.setattr(engine, "enclosing_function", lambda node: None)
+    (k,) = run(TEMPLATE_REGION, gpus=(H100,)).kernels
+    assert k.facts.uncertain is None
+    assert k.facts.per_item.global_loads >= 1 and k.facts.per_item.global_stores >= 1
