@@ -30,21 +30,17 @@ CodeChange = Annotated[str, StringConstraints(min_length=1, max_length=500)]
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _clean_text(cls, data: Any) -> Any:
-        """Model text is data: control sequences out of every string before it is checked."""
-        return _cleaned(data)
-
-
-def _cleaned(value: Any) -> Any:
-    if isinstance(value, str):
-        return clean(value)
-    if isinstance(value, dict):
-        return {k: _cleaned(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_cleaned(v) for v in value]
-    return value
+    @model_validator(mode="after")
+    def _clean_text(self) -> _Strict:
+        """Model text is data: control sequences out of every string (after the checks, so that
+        this model and the exported JSON schema accept exactly the same answers)."""
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, clean(value))
+            elif isinstance(value, list) and any(isinstance(v, str) for v in value):
+                object.__setattr__(self, name, [clean(v) if isinstance(v, str) else v for v in value])
+        return self
 
 
 class Factor(_Strict):
