@@ -67,6 +67,15 @@ def pick_files(count: int, seed: int = 1) -> list[Path]:
         found += sorted((ROOT / "examples" / "cuda").glob("*.cu")) + sorted((ROOT / "examples" / "openmp").glob("*.cpp"))
     rng = random.Random(seed)
     rng.shuffle(found)
+    if len(found) < count:  # too few sources here: numbered copies in a temporary folder
+        folder = Path(tempfile.mkdtemp(prefix="perflsp-load-"))
+        copies = []
+        for index in range(count):
+            source = found[index % len(found)]
+            copy = folder / f"c{index:03d}_{source.name}"
+            copy.write_bytes(source.read_bytes())
+            copies.append(copy)
+        return copies
     return found[:count]
 
 
