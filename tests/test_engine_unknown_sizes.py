@@ -233,3 +233,40 @@ def test_openmp_region_whose_function_the_tree_lost_reads_it_from_the_tokens(mon
     (k,) = run(TEMPLATE_REGION, gpus=(H100,)).kernels
     assert k.facts.uncertain is None
     assert k.facts.per_item.global_loads >= 1 and k.facts.per_item.global_stores >= 1
+
+
+def test_grid_axes_the_kernel_never_reads_get_one_block():
+    # only blockIdx.y is read: blocks along x would redo the same rows on the same data
+    src = """
+__global__ void rows(const float *in, float *out, int width) {
+  int row = blockIdx.y * blockDim.y + threadIdx.y;
+  int col = threadIdx.x;
+  out[row * width + col] = 2.0f * in[row * width + col];
+}
+"""
+    k = kernel(src, "rows")
+    assert "1×" in k.facts.work_items_note.split("blocks")[0]
+    assert k.facts.traffic.footprint_bytes / k.facts.work_items == pytest.approx(8.0, rel=0.05)
+    assert all(e.verdict == "bandwidth" for e in k.estimates)
+
+
+def test_openmp_fragment_included_inside_a_function_reads_that_functions_variables(tmp_path):
+    from perflsp.source.files import load_file
+
+    (tmp_path / "main.cpp").write_text("""
+void step(double *u, const double *f, int n) {
+  for (int it = 0; it < 10; ++it) {
+    #include "update.h"
+  }
+}
+""")
+    fragment = tmp_path / "update.h"
+    fragment.write_text("""#pragma omp target teams distribute parallel for
+for (int i = 0; i < n; ++i)
+  u[i] = 0.5 * (u[i] + f[i]);
+""")
+    loaded = load_file(fragment)
+    tree = parse(loaded.data)
+    (k,) = analyze(loaded.data, tree, extract(loaded.data, tree, str(fragment)), [H100]).kernels
+    assert k.facts.uncertain is None
+    assert k.facts.per_item.global_loads >= 2 and k.facts.per_item.fp64 >= 2

@@ -27,4 +27,4 @@ stage "eslint (typescript-eslint)" bash -c 'cd vscode-extension && npm run -s li
 stage "package .vsix" bash -c 'cd vscode-extension && npm run -s package < /dev/null'
 cp vscode-extension/perflsp.vsix .ci/artifacts/editors/vscode/
 stage "e2e (code-server + Chromium)" env PERFLSP_EDITOR_TESTS=1 PERFLSP_VSIX="$ROOT/vscode-extension/perflsp.vsix" \
-  "$PYTHON" -m pytest tests/editors/test_vscode_e2e.py tests/editors/test_vscode_trust_e2e.py tests/editors/test_vscode_quiet_e2e.py -v -p no:cacheprovider --junitxml=.ci/artifacts/editors/vscode/junit.xml
+  "$PYTHON" -m pytest tests/editors/test_vscode_e2e.py tests/editors/test_vscode_trust_e2e.py tests/editors/test_vscode_quiet_e2e.py tests/editors/test_vscode_tuning_e2e.py -v -p no:cacheprovider --junitxml=.ci/artifacts/editors/vscode/junit.xml

@@ -457,6 +457,7 @@ def _cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchS
 
 
 _AXIS_USE = re.compile(r"\b(?:hip)?(threadIdx|blockDim|blockIdx|gridDim|ThreadIdx|BlockDim|BlockIdx|GridDim)\s*[._]\s*([xyz])\b")
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _PRODUCTION_BLOCKS = {1: (256.0, 1.0, 1.0), 2: (16.0, 16.0, 1.0), 3: (8.0, 8.0, 4.0)}
 
 
@@ -464,23 +465,29 @@ def production_shape(kernel_text: str, grid: tuple[float, float, float] | None,
                      block: tuple[float, float, float] | None, threads: float
                      ) -> tuple[tuple[float, float, float], tuple[float, float, float], str]:
     """The launch shape assumed when the source cannot say it: production scale, `threads`
-    threads over the grid axes the kernel reads (data well beyond any L2), and a common block
-    shape over the block axes it reads. A kernel that never reads `blockIdx`/`gridDim` is
-    assumed to run as one block (several blocks would repeat the same work)."""
-    used: dict[str, int] = {"thread": 0, "block": 0}
-    for m in _AXIS_USE.finditer(kernel_text):
+    threads over the grid axes the kernel reads (data well beyond L2), and a common block
+    shape over the block axes it reads. An axis the kernel never reads gets one block (or
+    thread): more would repeat the same work on the same data. A kernel that never reads
+    `blockIdx`/`gridDim` is one block."""
+    read: dict[str, set[int]] = {"thread": set(), "block": set()}
+    for m in _AXIS_USE.finditer(_COMMENTS.sub(" ", kernel_text)):
         family = "thread" if m.group(1).lower() in ("threadidx", "blockdim") else "block"
-        used[family] = max(used[family], "xyz".index(m.group(2)) + 1)
+        read[family].add("xyz".index(m.group(2)))
     if block is None:
-        block = _PRODUCTION_BLOCKS[max(1, used["thread"])]
+        axes = sorted(read["thread"]) or [0]
+        sizes = _PRODUCTION_BLOCKS[len(axes)]
+        dims = [1.0, 1.0, 1.0]
+        for axis, size in zip(axes, sizes):
+            dims[axis] = size
+        block = (dims[0], dims[1], dims[2])
     if grid is None:
-        axes = used["block"]
-        if axes == 0:
-            grid = (1.0, 1.0, 1.0)
-        else:
-            extent = threads ** (1.0 / axes)  # problem extent per grid axis
-            dims = [max(1.0, round(extent / block[a])) if a < axes else 1.0 for a in range(3)]
-            grid = (dims[0], dims[1], dims[2])
+        axes = sorted(read["block"])
+        dims = [1.0, 1.0, 1.0]
+        if axes:
+            extent = threads ** (1.0 / len(axes))  # problem extent per grid axis read
+            for axis in axes:
+                dims[axis] = max(1.0, round(extent / block[axis]))
+        grid = (dims[0], dims[1], dims[2])
     total = math.prod(grid) * math.prod(block)
     note = (f"problem size unknown: assumed large ({_int(total)} threads, {_dims(grid)} blocks × {_dims(block)}), "
             "data beyond L2")
@@ -688,6 +695,24 @@ def _omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int 
 _OMP_SPMD_CALLS = re.compile(r"\bomp_get_(?:team|thread)_num\s*\(")
 
 
+def _including_function_text(unit: AnalysisUnit) -> str | None:
+    """The text of the function, in a file of the same folder, whose body `#include`s this
+    file, or None."""
+    if not unit.kernels.path:
+        return None
+    path = Path(unit.kernels.path)
+    directive = re.compile(rb'#\s*include\s*"(?:[^"]*/)?' + re.escape(path.name.encode()) + rb'"')
+    for includer in IncludeResolver().includers_of(path)[:4]:
+        loaded = load_file(includer)
+        if isinstance(loaded, SkippedFile):
+            continue
+        m = directive.search(loaded.data)
+        span = _function_around(loaded.data, m.start()) if m is not None else None
+        if span is not None:
+            return loaded.data[span[0] : span[1]].decode("utf-8", errors="replace")
+    return None
+
+
 _FUNCTION_HEAD = re.compile(rb"[A-Za-z_][\w:<>,\s\*&]*?\b[A-Za-z_][\w:~]*\s*\([^;{}]*\)\s*(?:const\s*)?\{")
 
 
@@ -733,8 +758,13 @@ def _host_types(unit: AnalysisUnit, function: Node | None, offset: int) -> dict[
         return cache[key]
     out: dict[str, tuple[CType, tuple[float, ...]]] = {}
     _collect_host_types(unit, [n for n in unit.tree.root_node.named_children if n.type == "declaration"], unit.data, out)
-    if span is not None:
-        text = unit.data[span[0] : span[1]].decode("utf-8", errors="replace")
+    text = unit.data[span[0] : span[1]].decode("utf-8", errors="replace") if span is not None else None
+    if text is None:
+        # a fragment `#include`d inside a function of another file (`{ #include "step.h" }`):
+        # its variables are that function's
+        text = _including_function_text(unit)
+        function = None
+    if text is not None:
         expanded = expand_macros(text, unit.env)
         if expanded != text or function is None:
             data = expanded.encode("utf-8", errors="replace")

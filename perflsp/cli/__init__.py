@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
     "occupancy": "perflsp.cli.occupancy_cmd:occupancy_cmd",
     "profile": "perflsp.cli.profile_cmd:profile",
     "serve": "perflsp.cli.serve_cmd:serve",
+    "tune": "perflsp.cli.tune_cmd:tune",
 }
 
 

@@ -47,7 +47,7 @@ class Locator:
             else:
                 tree = self._parser.parse(loaded.data)
                 env = self.include_env(relative, loaded.data)
-                cached = (loaded.data, tree, extract(loaded.data, tree, path=relative, env=env))
+                cached = (loaded.data, tree, extract(loaded.data, tree, path=str(path), env=env))
             self._files[relative] = cached
         return cached
 

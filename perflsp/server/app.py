@@ -31,6 +31,9 @@ COMMANDS = (
     "perflsp.status",
     "perflsp.importProfile",
     "perflsp.verifyLaunchParameters",
+    "perflsp.tuneKernel",
+    "perflsp.importTuningCache",
+    "perflsp.cancelTuning",
 )
 CODE_ACTION_KINDS = [lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.RefactorRewrite, lsp.CodeActionKind.Empty]
 STATUS_NOTIFICATION = "perflsp/status"

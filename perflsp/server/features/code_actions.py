@@ -106,9 +106,27 @@ def actions(ls: Any, worker: Any, snap: Snapshot, params: lsp.CodeActionParams,
                                       kind=lsp.CodeActionKind.Empty,
                                       command=lsp.Command(title=f"Profile {name}", command="perflsp.profileKernel",
                                                           arguments=arguments)))
+    out += _tuning_actions(ls, snap, _with_launched(kernels, launches, snap))
     if only:
         out = [a for a in out if any(str(a.kind or "").startswith(str(k)) for k in only)]
     return _dedupe(out)
+
+
+def _tuning_actions(ls: Any, snap: Snapshot, kernels: list[CudaFunction]) -> list[lsp.CodeAction]:
+    """*Tune `k` on <GPU>* and the tuned edit per device (perflsp.server.features.tuning)."""
+    if not kernels:
+        return []
+    try:
+        from perflsp.server.features import tuning
+    except ImportError:
+        return []
+    try:
+        return tuning.code_actions(ls, snap, kernels)
+    except Exception:  # tuning results must never take the other code actions down
+        import logging
+
+        logging.getLogger(__name__).exception("tuning code actions failed")
+        return []
 
 
 def _profiling_ready(snap: Snapshot) -> bool:

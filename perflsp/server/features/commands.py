@@ -667,6 +667,16 @@ _HANDLERS = {
     "perflsp.status": status_command,
     "perflsp.importProfile": import_profile,
     "perflsp.verifyLaunchParameters": verify_launch_parameters,
+    "perflsp.tuneKernel": lambda ls, arg: _tuning().tune_kernel(ls, arg),
+    "perflsp.importTuningCache": lambda ls, arg: _tuning().import_tuning_cache(ls, arg),
+    "perflsp.cancelTuning": lambda ls, arg: _tuning().cancel_tuning(ls, arg),
 }
+
+
+def _tuning() -> Any:
+    from perflsp.server.features import tuning
+
+    return tuning
+
 
 __all__ = ["report_json", "run"]

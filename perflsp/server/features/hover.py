@@ -116,12 +116,27 @@ def kernel_markdown(report: KernelReport, snapshot: Snapshot | None = None) -> s
     if facts.evidence:
         lines += ["", "**Evidence**"]
         lines += [f"- {e}" for e in facts.evidence]
+    if snapshot is not None:
+        lines += _tuning_lines(snapshot, report.kernel)
     if measured_any:
         lines += ["", ("*Predictions are static estimates; measured figures come from Nsight Compute results stored "
                        "under `.perflsp/profiles/`.*")]
     else:
         lines += ["", "*Static estimate (not a measurement). Click the code lens for the full explanation.*"]
     return "\n".join(lines)
+
+
+def _tuning_lines(snapshot: Snapshot, kernel: Any) -> list[str]:
+    """Stored tuning results (Kernel Tuner caches): top configurations per device, portability."""
+    try:
+        from perflsp.server.features.tuning import hover_lines
+
+        return hover_lines(snapshot, kernel)
+    except Exception:  # a broken cache file must not take the hover down
+        import logging
+
+        logging.getLogger(__name__).exception("tuning hover failed")
+        return []
 
 
 def _llm_sections(snapshot: Snapshot, report: KernelReport) -> list[str]:

@@ -1,0 +1,394 @@
+"""Tuned launch parameters in the editor (perflsp.tuning over Kernel Tuner).
+
+- code actions on a kernel (or its launch): *Tune `k` on <GPU>* — measuring, only where profiling
+  may run (user settings or a trusted workspace), or replaying a Kernel Tuner cache imported into
+  `.perflsp/tuning/` (labelled as recorded on that device) — and one validated edit per device,
+  *Apply the A100-PCIE-40GB-tuned configuration: 1.34x faster than current, recorded on ...*;
+- `perflsp.tuneKernel {uri, kernel, device?, strategy?, maxFevals?, timeLimitS?, quiet?}`: the search,
+  with `$/progress` per evaluation (best so far) that the user can cancel (or `perflsp.cancelTuning`);
+- `perflsp.importTuningCache {path, uri?, kernel?}`: a Kernel Tuner cache into the folder's store;
+- hover: the top configurations per device and the portability view.
+
+Kernel Tuner is optional: without it the actions are shown disabled, saying how to install it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+
+from perflsp.analysis.fixes import EditError
+from perflsp.analysis.models import Fix
+from perflsp.kernels.models import CudaFunction
+from perflsp.server.text import path_of
+from perflsp.tuning.cache import CacheError, TuningRecord, TuningStore, read_cache
+from perflsp.tuning.problem import ProblemError, problem_for
+from perflsp.tuning.results import Offer, hover_markdown, offers, short_device
+from perflsp.tuning.space import TuningSpace
+
+log = logging.getLogger(__name__)
+DEFAULT_FEVALS = 50
+
+
+@dataclass
+class _Run:
+    body_hash: str
+    device: str
+    config: dict[str, Any]
+    best_ms: float
+    current_ms: float | None
+    evaluations: int
+    recorded: bool
+
+
+@dataclass
+class TuningState:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    cancel: threading.Event | None = None
+    runs: dict[tuple[str, str, str], _Run] = field(default_factory=dict)  # (uri, kernel, device)
+
+
+_FILES: dict[Path, tuple[float, TuningRecord]] = {}  # stored caches, read again only when they change
+
+
+def state(ls: Any) -> TuningState:
+    found = getattr(ls, "_perflsp_tuning", None)
+    if found is None:
+        found = TuningState()
+        ls._perflsp_tuning = found
+    return found
+
+
+def _root(snap: Any) -> Path | None:
+    root = snap.config.root
+    if root is not None:
+        return Path(root)
+    path = path_of(snap.uri)
+    return path.parent if path is not None else None
+
+
+def records(snap: Any, name: str) -> list[TuningRecord]:
+    """The stored Kernel Tuner caches of kernel `name` (read again only when a file changes)."""
+    root = _root(snap)
+    if root is None:
+        return []
+    folder = TuningStore(root).root / name
+    out = []
+    cache = _FILES
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            mtime = path.stat().st_mtime
+            hit = cache.get(path)
+            if hit is None or hit[0] != mtime:
+                hit = (mtime, read_cache(path))
+                cache[path] = hit
+            out.append(hit[1])
+        except (OSError, CacheError) as exc:
+            log.info("skipping %s: %s", path, exc)
+    return out
+
+
+def _space(snap: Any, kernel: CudaFunction) -> TuningSpace | None:
+    gpu = snap.config.gpus[0] if snap.config.gpus else None
+    try:
+        return problem_for(snap.data, snap.kernels, kernel, gpu)
+    except ProblemError:
+        return None
+
+
+def _profiling_ready(snap: Any) -> bool:
+    from perflsp.server.features.status import profiling_status
+
+    return profiling_status(snap.config)[0] == "ready"
+
+
+def _run_offers(ls: Any, snap: Any, kernel: CudaFunction, space: TuningSpace, recs: list[TuningRecord]) -> list[Offer]:
+    found = {o.record.device_name: o for o in offers(recs, space)}
+    for (uri, name, device), run in state(ls).runs.items():
+        if uri != snap.uri or name != kernel.name or run.body_hash != kernel.body_hash:
+            continue
+        record = next((r for r in recs if r.device_name == device), None)
+        if record is None or not space.valid(run.config):
+            continue
+        found[device] = Offer(record, run.config, run.best_ms, run.current_ms)
+    current = space.code_values or {}
+    return [o for o in found.values() if any(current.get(k) != v for k, v in o.config.items())]
+
+
+def code_actions(ls: Any, snap: Any, kernels: list[CudaFunction]) -> list[lsp.CodeAction]:
+    from perflsp.server.features.code_actions import _action
+    from perflsp.tuning.edits import tuned_fix
+    from perflsp.tuning.search import kernel_tuner_available
+
+    out: list[lsp.CodeAction] = []
+    for kernel in kernels:
+        space = _space(snap, kernel)
+        if space is None:
+            continue
+        recs = [r for r in records(snap, kernel.name) if r.matches(space)]
+        for offer in _run_offers(ls, snap, kernel, space, recs):
+            try:
+                fix = tuned_fix(snap.data, snap.tree, snap.kernels, kernel, space, offer.config, offer.title())
+            except EditError as exc:
+                log.info("no tuned edit for %s on %s: %s", kernel.name, offer.record.device_name, exc)
+                continue
+            out.append(_action(snap, Fix(fix.title, fix.edits, "refactor", preferred=True), []))
+        missing = kernel_tuner_available()
+        targets: list[tuple[str, dict[str, Any]]] = []
+        if _profiling_ready(snap) and snap.config.gpus:
+            gpu = snap.config.gpus[0]
+            targets.append((f"Tune `{kernel.name}` on {gpu.name} (Kernel Tuner, measured)", {}))
+        for record in recs:
+            title = f"Tune `{kernel.name}` on {short_device(record.device_name)} (Kernel Tuner, replaying the recorded cache)"
+            targets.append((title, {"device": record.device_name}))
+        for title, extra in targets:
+            action = lsp.CodeAction(title=title, kind=lsp.CodeActionKind.Empty,
+                                    command=lsp.Command(title=f"Tune {kernel.name}", command="perflsp.tuneKernel",
+                                                        arguments=[{"uri": snap.uri, "kernel": kernel.name, **extra}]))
+            if missing:
+                action.disabled = lsp.CodeActionDisabledType(reason=missing)
+            out.append(action)
+    return out
+
+
+def hover_lines(snap: Any, kernel: Any) -> list[str]:
+    if not isinstance(kernel, CudaFunction):
+        return []
+    space = _space(snap, kernel)
+    recs = [r for r in records(snap, kernel.name) if space is None or r.matches(space)]
+    text = hover_markdown(recs, space)
+    return ["", text] if text else []
+
+
+# ------------------------------------------------------------------------------- commands
+
+
+async def tune_kernel(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
+    from perflsp.server.features.commands import CommandError, _report
+    from perflsp.tuning.search import TuningUnavailable, kernel_tuner_available
+    from perflsp.tuning.session import FileContext, gpu_for_device, tune
+
+    snap, report = await _report(ls, arg)
+    kernel = report.kernel
+    name = kernel.name
+
+    def answer(status_: str, message: str, kind: lsp.MessageType, **extra: Any) -> dict[str, Any]:
+        if not arg.get("quiet"):
+            ls.window_show_message(lsp.ShowMessageParams(type=kind, message=f"perflsp: {message}"))
+        return {"uri": snap.uri, "kernel": name, "status": status_, "message": message, **extra}
+
+    if not isinstance(kernel, CudaFunction):
+        return answer("failed", f"`{name}` is an OpenMP region: tuning covers CUDA kernels", lsp.MessageType.Warning)
+    if (missing := kernel_tuner_available()) is not None:
+        return answer("disabled", missing, lsp.MessageType.Warning)
+    max_fevals = arg.get("maxFevals", DEFAULT_FEVALS)
+    time_limit = arg.get("timeLimitS")
+    if not isinstance(max_fevals, int) or isinstance(max_fevals, bool) or max_fevals < 1:
+        raise CommandError("`maxFevals` must be a positive integer")
+    if time_limit is not None and (not isinstance(time_limit, (int, float)) or time_limit <= 0):
+        raise CommandError("`timeLimitS` must be a positive number of seconds")
+    gpu = snap.config.gpus[0] if snap.config.gpus else None
+    try:
+        space = problem_for(snap.data, snap.kernels, kernel, gpu)
+    except ProblemError as exc:
+        return answer("failed", str(exc), lsp.MessageType.Warning)
+    recs = [r for r in records(snap, name) if r.matches(space)]
+    device = arg.get("device")
+    replay = None
+    evaluate = None
+    root = _root(snap) or Path.cwd()
+    if isinstance(device, str) and device:
+        replay = next((r for r in recs if r.device_name == device), None)
+        if replay is None:
+            return answer("failed", f"no Kernel Tuner cache of `{name}` recorded on {device} fits its tuning space",
+                          lsp.MessageType.Warning)
+        gpu = gpu_for_device(snap.config.database, device) or gpu
+    elif _profiling_ready(snap):
+        from perflsp.profiling.errors import ProfilingError
+        from perflsp.server.features.commands import _profiling_settings
+        from perflsp.tuning.measure import program_evaluator
+
+        path = path_of(snap.uri)
+        if path is None or not path.is_file():
+            return answer("failed", f"save `{snap.uri}` to a file first: tuning builds and runs the saved file's "
+                          "directory", lsp.MessageType.Warning)
+        try:
+            evaluate = program_evaluator(_profiling_settings(snap.config), path, snap.data, snap.tree, snap.kernels,
+                                         kernel, space, root)
+        except ProfilingError as exc:
+            return answer("disabled", exc.message, lsp.MessageType.Warning)
+    elif recs:
+        replay = recs[0]
+        gpu = gpu_for_device(snap.config.database, replay.device_name) or gpu
+    else:
+        from perflsp.server.features.status import profiling_status
+
+        return answer("disabled", f"cannot tune `{name}`: {profiling_status(snap.config)[1]}, and no Kernel Tuner "
+                      "cache was imported (perflsp.importTuningCache)", lsp.MessageType.Warning)
+    tuning = state(ls)
+    if not tuning.lock.acquire(blocking=False):
+        return answer("busy", "a tuning run is under way; cancel it or try again when it has finished",
+                      lsp.MessageType.Info)
+    strategy = arg.get("strategy")
+    proposer = None
+    advisor = ls.advice.advisor_for(snap.config) if getattr(ls, "advice", None) is not None else None
+    if strategy is None:
+        strategy = "llm" if advisor is not None and advisor.provider is not None else "prior"
+    if strategy == "llm":
+        if advisor is None or advisor.provider is None:
+            tuning.lock.release()
+            return answer("failed", "the llm strategy needs the LLM advisor on (perflsp.llm.enabled)",
+                          lsp.MessageType.Warning)
+        from perflsp.tuning.llm_proposer import LlmProposer
+
+        provider = advisor.provider
+        # the advisor's provider already passed the endpoint/key policy; the proposer talks to the same endpoint
+        proposer = LlmProposer(provider.config, provider._api_key, source=snap.data.decode("utf-8", "replace"), gpu=gpu)
+    cancel = threading.Event()
+    tuning.cancel = cancel
+    loop = asyncio.get_running_loop()
+    target = short_device(replay.device_name) if replay is not None else (gpu.name if gpu else "the GPU")
+    how = "replaying the recorded cache" if replay is not None else "measuring"
+    token = arg.get("workDoneToken")
+    bar = await _begin_progress(ls, token, f"perflsp: tuning {name} on {target} ({how}, {strategy})", cancel)
+
+    def on_evaluation(evaluation: Any) -> None:
+        shown = f"{evaluation.time_ms:.4g} ms" if evaluation.time_ms is not None else "failed"
+        best = f"best {evaluation.best_ms:.4g} ms" if evaluation.best_ms is not None else "no time yet"
+        message = f"{evaluation.index}/{max_fevals}: {shown}; {best}"
+        percentage = min(100, int(100 * evaluation.index / max_fevals))
+        loop.call_soon_threadsafe(_report_progress, ls, bar, message, percentage)
+
+    ctx = FileContext(path_of(snap.uri), snap.data, snap.tree, snap.kernels)
+    try:
+        result, space, stored = await asyncio.to_thread(
+            tune, ctx, kernel, gpu, root, strategy=strategy, max_fevals=max_fevals, time_limit_s=time_limit,
+            replay=replay, evaluate=evaluate, on_evaluation=on_evaluation, cancel=cancel, proposer=proposer)
+    except asyncio.CancelledError:
+        cancel.set()
+        raise
+    except (TuningUnavailable, ProblemError) as exc:
+        return answer("failed", f"tuning `{name}` failed: {exc}", lsp.MessageType.Error)
+    finally:
+        tuning.lock.release()
+        tuning.cancel = None
+        if proposer is not None:
+            await asyncio.to_thread(proposer.close)
+        _end_progress(ls, bar)
+    best = result.best
+    evaluations = len(result.evaluations)
+    status_ = "cancelled" if result.cancelled else "ok"
+    if best is None:
+        return answer("failed" if not result.cancelled else "cancelled",
+                      f"`{name}`: no configuration ran successfully in {evaluations} evaluations", lsp.MessageType.Warning,
+                      evaluations=evaluations, device=result.device_name)
+    current = space.code_values or {}
+    current_ms = result.record.time_of(current) if current else None
+    tuning.runs[(snap.uri, name, result.device_name)] = _Run(kernel.body_hash, result.device_name, best[0], best[1],
+                                                              current_ms, evaluations, result.record.recorded)
+    label = f"recorded on {result.device_name}" if result.record.recorded else f"measured on {result.device_name}"
+    gain = f", {current_ms / best[1]:.2f}x faster than current" if current_ms else ""
+    config_text = ", ".join(f"{k}={v}" for k, v in best[0].items() if len(space.tune_params[k]) > 1)
+    message = (f"{name}: best {config_text} at {best[1]:.4g} ms{gain} after {evaluations} evaluations "
+               f"({result.strategy}, {label})" + (" — cancelled" if result.cancelled else ""))
+    actions = []
+    latest = await ls.snapshot(snap.uri)
+    if latest is not None:
+        item = latest.kernel_named(name)
+        if isinstance(item, CudaFunction):
+            from pygls.protocol import default_converter
+
+            actions = [default_converter().unstructure(a) for a in code_actions(ls, latest, [item])
+                       if a.edit is not None]
+    return answer(status_, message, lsp.MessageType.Info, best=best[0], bestMs=best[1], currentMs=current_ms,
+                  evaluations=evaluations, device=result.device_name, recorded=result.record.recorded,
+                  strategy=result.strategy, stored=str(stored) if stored else None, notes=result.notes,
+                  actions=actions)
+
+
+async def cancel_tuning(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
+    cancel = state(ls).cancel
+    if cancel is None:
+        return {"cancelled": False, "message": "no tuning run is under way"}
+    cancel.set()
+    return {"cancelled": True, "message": "the tuning run stops after the evaluation in flight"}
+
+
+async def import_tuning_cache(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
+    from perflsp.server.features.commands import CommandError, _folder_root
+    from perflsp.tuning.session import import_cache
+
+    raw = arg.get("path")
+    if not isinstance(raw, str) or not raw:
+        raise CommandError("`path` (the Kernel Tuner cache file) is required")
+    root = _folder_root(ls, arg.get("uri") if isinstance(arg.get("uri"), str) else None)
+    if root is None:
+        raise CommandError("open a workspace folder: imported caches are stored under its .perflsp/ folder")
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        path = root / path
+    kernel = arg.get("kernel") if isinstance(arg.get("kernel"), str) else None
+    try:
+        record, stored = await asyncio.to_thread(import_cache, path, root, kernel)
+    except CacheError as exc:
+        raise CommandError(str(exc)) from None
+    best = record.best()
+    message = (f"imported {len(record.entries)} configurations of {kernel or record.kernel_name} recorded on "
+               f"{record.device_name}")
+    if not arg.get("quiet"):
+        ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Info, message=f"perflsp: {message}"))
+    return {"path": str(path), "storedAt": str(stored), "device": record.device_name,
+            "kernel": kernel or record.kernel_name, "configurations": len(record.entries),
+            "best": best[0] if best else None, "bestMs": best[1] if best else None, "message": message}
+
+
+# ------------------------------------------------------------------------------- progress
+
+
+@dataclass
+class _Bar:
+    token: Any = None
+    started: bool = False
+
+
+async def _begin_progress(ls: Any, token: Any, title: str, cancel: threading.Event) -> _Bar:
+    bar = _Bar(token)
+    if token is None:
+        if not ls.capability("window.work_done_progress"):
+            return bar
+        bar.token = str(uuid.uuid4())
+        try:
+            await asyncio.wait_for(ls.work_done_progress.create_async(bar.token), 5)
+        except Exception as exc:  # noqa: BLE001 - no progress bar is not an error
+            log.debug("progress not created: %s", exc)
+            bar.token = None
+            return bar
+    ls.work_done_progress.begin(bar.token, lsp.WorkDoneProgressBegin(title=title, cancellable=True,
+                                                                     message="starting", percentage=0))
+    bar.started = True
+    future = ls.work_done_progress.tokens.get(bar.token)
+    if future is not None:
+        future.add_done_callback(lambda f: cancel.set() if f.cancelled() else None)
+    return bar
+
+
+def _report_progress(ls: Any, bar: _Bar, message: str, percentage: int) -> None:
+    if bar.started:
+        ls.work_done_progress.report(bar.token, lsp.WorkDoneProgressReport(message=message, percentage=percentage))
+
+
+def _end_progress(ls: Any, bar: _Bar) -> None:
+    if bar.started:
+        ls.work_done_progress.end(bar.token, lsp.WorkDoneProgressEnd(message="done"))
+        bar.started = False
+        ls.work_done_progress.tokens.pop(bar.token, None)
+
+
+__all__ = ["cancel_tuning", "code_actions", "hover_lines", "import_tuning_cache", "records", "state", "tune_kernel"]

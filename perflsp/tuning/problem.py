@@ -1,0 +1,183 @@
+"""The tuning problem from the code: which parameters, which values, which restrictions.
+
+A kernel names its knobs in a comment inside it or in the lines just above it:
+
+    // perflsp:tune block_size_x=16,32,64,128 block_size_y=1,2,4,8 tile_size_x=1..4
+    // perflsp:restrict block_size_x*block_size_y >= 32
+    // perflsp:shared-memory (block_size_x*tile_size_x+14)*(block_size_y*tile_size_y+14)*4
+    // perflsp:block block_size_x block_size_y
+    __global__ void convolution_kernel(...)
+
+- `tune NAME=values`: a compile-time knob, a `#define NAME <int>` or `const`/`constexpr` integer
+  of the file (the edit rewrites its value; Kernel Tuner passes it as `-DNAME=value`). Values are
+  a comma list or an inclusive integer range `a..b`.
+- `restrict EXPR`: a restriction over the parameters (Kernel Tuner's syntax, a Python expression).
+- `shared-memory EXPR`: the bytes of shared memory one block needs; becomes a restriction with
+  the GPU's shared memory per block, and feeds the occupancy of the static prior.
+- `block NAMES`: which parameters are the block's x, y, z dimensions (default: the parameters
+  named `block_size_x/y/z`); their product must not exceed the GPU's threads per block.
+
+Without a marker, a kernel launched in the file with a literal 1-D block gets one parameter,
+`block_size_x`, over the warp multiples up to the GPU's limit (the edit changes the launch, its
+grid division and `__launch_bounds__` through `perflsp.analysis.fixes.set_block_size`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from perflsp.hardware.models import Gpu
+from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite
+from perflsp.tuning.space import SpaceError, TuningSpace, Value, with_gpu_restrictions
+
+MARKER = re.compile(r"perflsp:(tune|restrict|shared-memory|block)\b[ \t]*(.*?)[ \t]*(?:\*/)?[ \t]*$", re.MULTILINE)
+AUTO_BLOCK = "block_size_x"
+LINES_ABOVE = 12
+
+
+class ProblemError(ValueError):
+    """The kernel has nothing to tune, or its marker cannot be read (the message says why)."""
+
+
+@dataclass
+class Knob:
+    name: str
+    kind: str  # "define" | "const" | "launch"
+    current: Value | None
+
+
+def _marker_text(data: bytes, kernel: CudaFunction, kernels: FileKernels) -> list[tuple[str, str]]:
+    # the lines above the kernel, but not past the end of the definition before it
+    floor = max((f.span.end_byte for f in [*kernels.kernels, *kernels.device_functions]
+                 if f.span.end_byte <= kernel.span.start_byte), default=0)
+    start = data[floor: kernel.span.start_byte].decode("utf-8", "replace")
+    above = "\n".join(start.splitlines()[-LINES_ABOVE:])
+    body = data[kernel.span.start_byte: kernel.span.end_byte].decode("utf-8", "replace")
+    out = []
+    for chunk in (above, body):
+        for match in MARKER.finditer(chunk):
+            out.append((match.group(1), match.group(2).strip()))
+    return out
+
+
+def parse_values(name: str, text: str) -> list[Value]:
+    text = text.strip()
+    if not text:
+        raise ProblemError(f"perflsp:tune {name}=: no values")
+    if re.fullmatch(r"-?\d+\s*\.\.\s*-?\d+", text):
+        low, high = (int(x) for x in text.split(".."))
+        if high < low or high - low > 4096:
+            raise ProblemError(f"perflsp:tune {name}={text}: a range low..high of at most 4096 values")
+        return list(range(low, high + 1))
+    values: list[Value] = []
+    for item in text.split(","):
+        item = item.strip()
+        if re.fullmatch(r"-?\d+", item):
+            values.append(int(item))
+        elif re.fullmatch(r"-?\d+\.\d*", item):
+            values.append(float(item))
+        else:
+            raise ProblemError(f"perflsp:tune {name}: {item!r} is not a number")
+    if len(set(values)) != len(values):
+        raise ProblemError(f"perflsp:tune {name}: a value is listed twice")
+    return values
+
+
+def current_value(data: bytes, name: str) -> tuple[str, Value] | None:
+    """How the file defines `name` now: ("define" | "const", value), or None."""
+    text = data.decode("utf-8", "replace")
+    match = re.search(rf"^[ \t]*#[ \t]*define[ \t]+{re.escape(name)}[ \t]+\(?(-?\d+)\)?[ \t]*(?://.*|/\*.*)?$", text, re.MULTILINE)
+    if match:
+        return "define", int(match.group(1))
+    match = re.search(rf"\b(?:constexpr|const)\s+(?:static\s+)?(?:unsigned\s+)?(?:int|long|size_t|unsigned)\s+"
+                      rf"{re.escape(name)}\s*=\s*(-?\d+)\s*;", text)
+    if match:
+        return "const", int(match.group(1))
+    return None
+
+
+def _auto_launch(kernels: FileKernels, kernel: CudaFunction) -> LaunchSite | None:
+    for site in kernels.launches_of(kernel):
+        value = site.block.value
+        if isinstance(value, int) or (isinstance(value, tuple) and value[1:] == (1, 1)):
+            return site
+    return None
+
+
+def problem_for(data: bytes, kernels: FileKernels, kernel: CudaFunction, gpu: Gpu | None) -> TuningSpace:
+    """The tuning space of `kernel` (with `gpu`'s limits as restrictions when a GPU is given)."""
+    params: dict[str, list[Value]] = {}
+    restrictions: list[str] = []
+    shared: str | None = None
+    block: tuple[str, ...] | None = None
+    current: dict[str, Value] = {}
+    notes: list[str] = []
+    for kind, rest in _marker_text(data, kernel, kernels):
+        if kind == "tune":
+            for item in rest.split():
+                name, sep, values = item.partition("=")
+                if not sep or not name.isidentifier():
+                    raise ProblemError(f"perflsp:tune: {item!r} is not NAME=values")
+                if name in params:
+                    raise ProblemError(f"perflsp:tune: `{name}` is named twice")
+                params[name] = parse_values(name, values)
+        elif kind == "restrict":
+            if rest:
+                restrictions.append(rest)
+        elif kind == "shared-memory":
+            shared = rest or None
+        elif kind == "block":
+            block = tuple(rest.replace(",", " ").split())
+    for name in params:
+        found = current_value(data, name)
+        if found is None:
+            raise ProblemError(f"perflsp:tune: `{name}` is neither a `#define {name} <integer>` nor a const integer "
+                               "of this file: perflsp could not apply a tuned value")
+        current[name] = found[1]
+    if not params:
+        site = _auto_launch(kernels, kernel)
+        if site is None:
+            raise ProblemError(f"`{kernel.name}` has nothing to tune: no `perflsp:tune` marker and no launch with a "
+                               "literal 1-D block in this file")
+        limit = gpu.limits.max_threads_per_block if gpu is not None else 1024
+        warp = gpu.warp_size if gpu is not None else 32
+        params[AUTO_BLOCK] = list(range(warp, limit + 1, warp))
+        value = site.block.value
+        current[AUTO_BLOCK] = value if isinstance(value, int) else value[0]
+        block = (AUTO_BLOCK,)
+        notes.append(f"block size of the launch at line {site.line + 1}")
+    if block is None:
+        block = tuple(n for n in ("block_size_x", "block_size_y", "block_size_z") if n in params)
+    unknown = [b for b in block if b not in params]
+    if unknown:
+        raise ProblemError(f"perflsp:block names {', '.join(unknown)}, not tuning parameters")
+    try:
+        space = TuningSpace(kernel.name, params, restrictions, block, shared,
+                            current if all(current.get(n) in params[n] for n in params) else None, notes=notes,
+                            code_values=dict(current))
+        if gpu is not None:
+            space = with_gpu_restrictions(space, gpu.limits.max_threads_per_block, _shared_limit(gpu), gpu.name)
+    except SpaceError as exc:
+        raise ProblemError(str(exc)) from None
+    if space.current is None and current:
+        space.notes.append("the code's current values ("
+                           + ", ".join(f"{k}={v}" for k, v in current.items()) + ") are not all in the value lists")
+    return space
+
+
+def _shared_limit(gpu: Gpu) -> int | None:
+    limits = gpu.limits
+    for attr in ("default_shared_memory_per_block_bytes", "max_shared_memory_per_block_bytes"):
+        value = getattr(limits, attr, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def code_values(space: TuningSpace) -> dict[str, Value]:
+    """The values the code has now (also those outside the value lists)."""
+    return dict(space.code_values or space.current or {})
+
+
+__all__ = ["AUTO_BLOCK", "Knob", "ProblemError", "code_values", "current_value", "parse_values", "problem_for"]

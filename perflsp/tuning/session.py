@@ -1,0 +1,148 @@
+"""One tuning run from a file, for the CLI and the language server alike: the space from the code,
+a strategy by name, replay (an imported cache) or measurement (the profiling runner), the result
+stored in the workspace's `.perflsp/tuning/`."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tree_sitter import Tree
+
+from perflsp.hardware.database import GpuDatabase
+from perflsp.hardware.models import Gpu
+from perflsp.kernels.models import CudaFunction, FileKernels
+from perflsp.tuning.cache import TuningRecord, TuningStore, new_record, read_cache
+from perflsp.tuning.problem import ProblemError, problem_for
+from perflsp.tuning.results import short_device
+from perflsp.tuning.search import (
+    Evaluation,
+    Measurement,
+    SearchResult,
+    TuningUnavailable,
+    run_search,
+)
+from perflsp.tuning.space import Config, TuningSpace
+from perflsp.tuning.strategies import LlmStrategy, PriorStrategy, Proposer
+
+PERFLSP_STRATEGIES = ("prior", "llm")
+
+
+@dataclass
+class FileContext:
+    path: Path | None
+    data: bytes
+    tree: Tree
+    kernels: FileKernels
+
+    def kernel(self, name: str) -> CudaFunction:
+        for kernel in self.kernels.kernels:
+            if name in (kernel.name, kernel.qualified_name):
+                return kernel
+        known = ", ".join(k.name for k in self.kernels.kernels) or "none"
+        raise ProblemError(f"no kernel `{name}` in {self.path or 'the document'} (kernels: {known})")
+
+
+def load_file(path: Path) -> FileContext:
+    from perflsp.kernels.extract import extract
+    from perflsp.source.parser import parse
+
+    data = path.read_bytes()
+    tree = parse(data)
+    return FileContext(path, data, tree, extract(data, tree, path=str(path)))
+
+
+def gpu_for_device(db: GpuDatabase, device_name: str) -> Gpu | None:
+    """The database's GPU for a device name as Kernel Tuner records it (None when unknown)."""
+    for candidate in (device_name, short_device(device_name), short_device(device_name).split("-")[0]):
+        gpu = db.find(candidate)
+        if gpu is not None:
+            return gpu
+    return None
+
+
+def make_strategy(name: str, space: TuningSpace, gpu: Gpu | None, proposer: Proposer | None) -> Any:
+    if name == "prior":
+        return PriorStrategy(space, gpu)
+    if name == "llm":
+        if proposer is None:
+            raise TuningUnavailable("the llm strategy needs the LLM: turn on perflsp.llm (or pass --llm-url)")
+        return LlmStrategy(space, gpu, proposer)
+    return name
+
+
+def space_for(ctx: FileContext, kernel: CudaFunction, gpu: Gpu | None, record: TuningRecord | None) -> TuningSpace:
+    space = problem_for(ctx.data, ctx.kernels, kernel, gpu)
+    if record is not None and record.problem_size:
+        space.problem_size = tuple(record.problem_size)
+    return space
+
+
+def import_cache(path: Path, workspace: Path, kernel: str | None = None) -> tuple[TuningRecord, Path]:
+    """A Kernel Tuner cache file into the workspace's store (labelled as recorded on its device)."""
+    record = read_cache(path, source=path.name)
+    stored = TuningStore(workspace).save(record, kernel or record.kernel_name)
+    return record, stored
+
+
+def tune(
+    ctx: FileContext,
+    kernel: CudaFunction,
+    gpu: Gpu | None,
+    workspace: Path,
+    *,
+    strategy: str = "prior",
+    max_fevals: int | None = 50,
+    time_limit_s: float | None = None,
+    replay: TuningRecord | None = None,
+    evaluate: Callable[[Config], Measurement] | None = None,
+    on_evaluation: Callable[[Evaluation], None] | None = None,
+    cancel: threading.Event | None = None,
+    proposer: Proposer | None = None,
+    seed: int | None = None,
+) -> tuple[SearchResult, TuningSpace, Path | None]:
+    """Search `kernel`'s space. With `replay`, Kernel Tuner replays that record (nothing runs);
+    else `evaluate` measures each configuration and the measurements are stored as `gpu`'s cache
+    (continuing an earlier run's cache for the same kernel and device)."""
+    space = space_for(ctx, kernel, gpu, replay)
+    store = TuningStore(workspace)
+    if replay is not None:
+        record = replay
+    elif evaluate is not None:
+        if gpu is None:
+            raise TuningUnavailable("measuring needs a GPU to name the cache after: configure perflsp.gpus")
+        existing = [r for r in store.records_for(kernel.name) if r.device_name == gpu.name and r.matches(space)]
+        record = existing[0] if existing else new_record(space, gpu.name, {"kind": "measured"})
+        record.provenance = {**record.provenance, "kind": "measured"}
+    else:
+        raise TuningUnavailable("nothing to tune with: profiling is not allowed here and no cache was imported "
+                                "(perflsp tune import CACHE, or the perflsp.importTuningCache command)")
+    searcher = make_strategy(strategy, space, gpu, proposer)
+    result = run_search(space, record, strategy=searcher, max_fevals=max_fevals,
+                        time_limit_s=time_limit_s, evaluate=evaluate, on_evaluation=on_evaluation, cancel=cancel,
+                        seed=seed)
+    stored = None
+    if evaluate is not None and record.entries:
+        stored = store.save(record, kernel.name)
+    elif replay is not None:
+        stored = replay.path
+    if isinstance(searcher, LlmStrategy):
+        result.notes.extend(f"rejected {r['proposal']}: {r['reason']}" for r in searcher.rejected())
+        result.notes.extend(f"round {i}: the LLM failed ({r.error}); the prior chose"
+                            for i, r in enumerate(searcher.rounds, 1) if r.error)
+    return result, space, stored
+
+
+__all__ = [
+    "PERFLSP_STRATEGIES",
+    "FileContext",
+    "gpu_for_device",
+    "import_cache",
+    "load_file",
+    "make_strategy",
+    "space_for",
+    "tune",
+]
