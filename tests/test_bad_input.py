@@ -68,7 +68,7 @@ def test_cli_reports_skips_with_exit_code(tmp_path):
     binary = tmp_path / "blob.cu"
     binary.write_bytes(b"\x00\x00")
     proc = subprocess.run([sys.executable, "-m", "perflsp", "kernels", "--json", str(tmp_path), str(tmp_path / "missing.cu")],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     assert proc.returncode == 3
     assert "Traceback" not in proc.stderr
     assert "blob.cu: binary file" in proc.stderr
@@ -76,3 +76,12 @@ def test_cli_reports_skips_with_exit_code(tmp_path):
     import json
     entries = json.loads(proc.stdout)
     assert [(e["kind"], e["name"], e["line"]) for e in entries] == [("cuda", "k", 1)]
+
+
+def test_a_latin1_byte_in_a_kernel_name_keeps_the_kernel(tmp_path):
+    latin = tmp_path / "latin1_name.cu"
+    latin.write_bytes(b"__global__ void k\xe9rnel(float *a) { a[threadIdx.x] = 1; }\n"
+                      b"int main() { float *a; k\xe9rnel<<<1, 32>>>(a); }\n")
+    fk = extract_path(latin)
+    assert [k.name for k in fk.kernels] == ["k\u00e9rnel"] and fk.launches[0].kernel == "k\u00e9rnel"
+    assert any("UTF-8" in n for n in fk.notes)

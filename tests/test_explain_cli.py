@@ -5,10 +5,9 @@ printed."""
 
 from __future__ import annotations
 
-import re
-
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -225,3 +224,55 @@ def test_invalid_settings_file(env, tmp_path):
     Path(env["PERFLSP_CONFIG"]).write_text("[llm\n")
     result = invoke([str(NBODY), "--gpu", "rtx3080"], env, tmp_path)
     assert result.exit_code == 2 and "invalid TOML" in result.stderr and "Traceback" not in result.output
+
+
+# -- model text is data; small argument and settings cases -------------------------------------
+
+
+def test_model_text_is_stripped_of_control_sequences_and_bounded(env, tmp_path, server):
+    Path(env["PERFLSP_CONFIG"]).write_text(
+        f'[llm]\nenabled = true\nprovider = "openai"\nbaseUrl = "{server.url}"\nmodel = "fake-model"\n'
+        "maxOutputTokens = 64\n")
+    hostile = ("\x1b[31mRED\x1b[0m \x1b]0;pwned title\x07\x1b]52;c;Y3VybCBldmls\x07\x9b2J"
+               "plain\r\nnext\x08\x00line " + "word " * 20_000)
+    server.push(OPENAI.reply(hostile))
+    proc = run_process([f"{NBODY}:31", "--gpu", "rtx3080", "--no-cache"], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "RED plain\nnextline word" in out
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", out)  # no ESC, BEL, CR, NUL, C1 ...
+    assert "pwned" not in out and "Y3Vy" not in out
+    assert "cut off after 384 characters" in out  # 64 tokens * 6 characters
+    model_text = out.split("(line numbers count from the kernel's first line", 1)[1]
+    assert len(model_text) < 384 + 400 and out.count("word") < 100
+
+
+def test_model_text_in_json_is_stripped(env, tmp_path, server):
+    hostile = json.loads(VERDICT)
+    hostile["rationale"] = "\x1b[2J\x1b]0;x\x07Tiled\u202e all-pairs\x07"
+    server.push(OPENAI.reply(json.dumps(hostile)))
+    result = invoke([f"{NBODY}:31", "--gpu", "rtx3080", "--json", "--no-cache", *llm_flags(server.url)], env, tmp_path)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["kernels"][0]["llm"]["rationale"] == "Tiled all-pairs"
+
+
+@pytest.mark.parametrize("line", ["-5", "0"])
+def test_a_negative_line_is_a_bad_line_not_a_file_name(env, tmp_path, line):
+    result = invoke([f"{NBODY}:{line}", "--gpu", "rtx3080"], env, tmp_path)
+    assert result.exit_code == 2 and f"bad line {line}" in result.stderr and "cannot read" not in result.stderr
+
+
+def test_a_malformed_gpus_file_is_a_usage_error(env, tmp_path):
+    bad = tmp_path / "gpus.toml"
+    bad.write_text('[[gpu]]\nid = "mine"\nvendor = "NVIDIA"\nmemory_bandwidth_gbs = -5\n')
+    result = invoke([str(NBODY), "--gpu", "rtx3080", "--gpus-file", str(bad)], env, tmp_path)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("perflsp: error: invalid GPU definition") and "Error:" not in result.stderr
+
+
+def test_workspace_file_cannot_choose_the_key_variable(env, tmp_path, server):
+    (tmp_path / ".perflsp.toml").write_text(
+        f'[llm]\nenabled = true\nbase_url = "{server.url}"\nmodel = "fake-model"\napi_key_env = "OPENAI_API_KEY"\n')
+    result = invoke([f"{NBODY}:31", "--gpu", "rtx3080", "--no-cache"], env, tmp_path)
+    assert result.exit_code == 0 and "Evidence:" in result.stdout and not server.requests
+    assert "API key variable was chosen by workspace-file settings of an untrusted workspace" in result.stderr

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import click
 from rich.console import Console
 
+from perflsp.cli.output import fail
 from perflsp.hardware import GpuConfigError, GpuDatabase, load_database
 from perflsp.hardware.units import parse_size_bytes
 
@@ -21,12 +22,13 @@ gpus_file_option = click.option(
 
 
 def load_db_or_fail(gpus_files: Sequence[str]) -> GpuDatabase:
+    """The GPU database with the user's files; a bad file is a usage error (exit 2, `perflsp: error:`)."""
     try:
         return load_database(gpus_files)
     except GpuConfigError as exc:
         lines = exc.problems
         head = "invalid GPU definition" + ("s" if len(lines) > 1 else "")
-        raise click.ClickException(f"{head}: " + "\n  ".join(lines)) from None
+        fail(f"{head}: " + "\n  ".join(lines))  # exit 2: bad configuration, as every command documents
 
 
 def console() -> Console:

@@ -40,7 +40,7 @@ from perflsp.cli.llm_options import (
 from perflsp.cli.output import EXIT_OK, EXIT_UNREADABLE, fail, print_json, warn
 
 EXIT_LLM_FAILED = 4
-_TARGET = re.compile(r"^(?P<path>.+?):(?P<line>\d+)$")
+_TARGET = re.compile(r"^(?P<path>.+?):(?P<line>[-+]?\d+)$")
 
 
 @dataclass(slots=True)
@@ -104,8 +104,8 @@ def _parse_target(target: str) -> tuple[Path, int | None]:
     match = _TARGET.match(target)
     if match:
         line = int(match.group("line"))
-        if line < 1:
-            fail(f"{target}: LINE counts from 1")
+        if line < 1:  # FILE:0 or FILE:-5 is a bad line, not a file name
+            fail(f"{target}: bad line {match.group('line')}: LINE counts from 1")
         return Path(match.group("path")), line
     return Path(target), None
 

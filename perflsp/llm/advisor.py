@@ -43,6 +43,7 @@ from perflsp.llm.providers.base import (
     TokenUsage,
 )
 from perflsp.llm.request import KernelQuestion, StaticVerdictKind, Task
+from perflsp.llm.sanitize import clean
 from perflsp.llm.schema import (
     MAX_FACTORS,
     Factor,
@@ -386,7 +387,7 @@ class Advisor:
         cached = await self._cache_get(key)
         if cached is not None:
             try:
-                yield json.loads(cached)["text"]
+                yield clean(json.loads(cached)["text"])  # written before text was cleaned, perhaps
                 return
             except (ValueError, KeyError, TypeError):
                 log.warning("ignoring an unreadable cache entry for %s", question.name)

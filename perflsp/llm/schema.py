@@ -12,11 +12,11 @@ provider's structured-output mechanism (OpenAI `response_format`, Ollama `format
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from typing import Annotated
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from perflsp.llm.sanitize import clean
 
 LlmVerdictKind = Literal["compute", "bandwidth", "latency"]
 
@@ -29,6 +29,18 @@ CodeChange = Annotated[str, StringConstraints(min_length=1, max_length=500)]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="after")
+    def _clean_text(self) -> _Strict:
+        """Model text is data: control sequences out of every string (after the checks, so that
+        this model and the exported JSON schema accept exactly the same answers)."""
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, clean(value))
+            elif isinstance(value, list) and any(isinstance(v, str) for v in value):
+                object.__setattr__(self, name, [clean(v) if isinstance(v, str) else v for v in value])
+        return self
 
 
 class Factor(_Strict):

@@ -207,7 +207,11 @@ class AdviceService:
         if not origin_is_trusted(origins.get("base_url", SettingOrigin.DEFAULT), trusted):
             # An endpoint a repository chose (loopback only, by the policy) never gets the user's key.
             api_key = None
-            settings = settings.model_copy(update={"api_key_env": ""})
+            if settings.api_key_env is None or origin_is_trusted(origins.get("api_key_env", SettingOrigin.DEFAULT),
+                                                                 trusted):
+                settings = settings.model_copy(update={"api_key_env": ""})
+            # else: a key variable the repository chose is refused by the policy, with a message
+            # (as `perflsp explain` refuses it)
         advisor, decision = create_advisor(
             settings, origins, workspace_trusted=trusted, api_key=api_key,
             engine_version=engine.ENGINE_VERSION, on_status=self._on_status, on_message=self._on_message)

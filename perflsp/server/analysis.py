@@ -14,12 +14,20 @@ the groups they need afresh, so every edit they offer is computed on the current
 
 Runs in the document's worker thread; `step` analyses until a deadline so a large file can
 publish its first diagnostics early.
+
+Cost is bounded per file: one analysis run spends at most `ANALYSIS_BUDGET_S` in the engine
+and the lints (`PERFLSP_ANALYSIS_BUDGET_S` overrides it); the kernels and regions after that
+point are left out (`AnalysisState.unanalysed`, with the reason in `budget_note`) and not
+linted, and the diagnostics say so. A file with more than `LINT_CHUNK` groups to lint is linted
+in chunks of that many, so that the budget can stop it between chunks too. Reused results cost nothing, so later edits fill in nothing new: the budget
+is a ceiling for pathological files (tens of thousands of kernels), not a normal limit.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+import os
 import re
 import time
 from collections.abc import Iterable, Sequence
@@ -28,7 +36,13 @@ from typing import Any
 
 from perflsp.analysis.models import Finding, KernelReport
 from perflsp.hardware.models import Gpu
-from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion, Span
+from perflsp.kernels.models import (
+    CudaFunction,
+    FileKernels,
+    LaunchSite,
+    OmpRegion,
+    Span,
+)
 from perflsp.server import engine_adapter as engine
 from perflsp.server.extraction import Extracted
 from perflsp.source.positions import LineIndex
@@ -44,6 +58,17 @@ class _Anchor:
 
 
 _LINE_NUMBER = re.compile(r"\bline \d+")
+
+
+def _budget_from_env() -> float:
+    try:
+        return float(os.environ.get("PERFLSP_ANALYSIS_BUDGET_S", "") or 10.0)
+    except ValueError:
+        return 10.0
+
+
+ANALYSIS_BUDGET_S = _budget_from_env()  # engine and lint time per file and analysis run
+LINT_CHUNK = 2000  # groups linted per call in very large files (a normal file is linted in one call)
 
 
 @dataclass
@@ -69,6 +94,8 @@ class AnalysisState:
     findings: list[Finding] = field(default_factory=list)
     complete: bool = False
     lint_notes: list[str] = field(default_factory=list)
+    unanalysed: tuple[Item, ...] = ()  # kernels and regions left out when the file's budget ran out
+    budget_note: str | None = None  # why they were left out
 
     def report_for(self, item: Any) -> KernelReport | None:
         return self.reports.get(id(item))
@@ -90,6 +117,10 @@ class Analyzer:
         self._job: dict[str, Any] = {}
         self.analysed = 0  # engine runs (for tests and logs)
         self.linted_groups = 0
+        self.budget_s = ANALYSIS_BUDGET_S
+        self._spent = 0.0  # engine and lint time of the current run
+        self._cancelled = False
+        self._edit_floor: int | None = None  # first edited byte since the last lint (runs may be cut short)
 
     # ------------------------------------------------------------------ run
 
@@ -112,9 +143,14 @@ class Analyzer:
         }
         # kernels of a file that other sources `#include` take their launch sites
         self._job["opts"] = engine.with_includer_launches(self._job["opts"], text, fk)
+        edit_start = extracted.edit_start
+        if self._edit_floor is not None:  # an earlier run was dropped before its lints: its edit counts too
+            edit_start = self._edit_floor if edit_start is None else min(edit_start, self._edit_floor)
+        self._edit_floor = self._job["edit_start"] = edit_start
         self._state = AnalysisState(self.context)
         self._pending = [*fk.kernels, *fk.omp_regions]
         self._lints_done = False
+        self._spent = 0.0
         return self._state
 
     def step(self, deadline: float | None = None) -> AnalysisState:
@@ -124,6 +160,8 @@ class Analyzer:
         fk: FileKernels = job["fk"]
         by_kernel: dict[str, list[LaunchSite]] = job.setdefault("launches_by_kernel", _launches_by_kernel(fk))
         while self._pending:
+            if self._cancelled:
+                return state  # the document was closed: never complete
             item = self._pending[0]
             launches = by_kernel.get(item.qualified_name, []) if isinstance(item, CudaFunction) else []
             launch_ids = tuple(id(s) for s in launches)
@@ -137,9 +175,14 @@ class Analyzer:
             if report is None:
                 shared = self._reports.get((self.context, key))  # identical kernels share one analysis
                 if shared is None:
+                    if self._spent > self.budget_s:
+                        self._over_budget(state)
+                        break
+                    began = time.monotonic()
                     if job["unit"] is None:
                         job["unit"] = engine.new_unit(job["data"], job["tree"], fk, job["opts"], job["lines"])
                     shared = engine.analyze(job["unit"], item, job["gpus"])
+                    self._spent += time.monotonic() - began
                     self.analysed += 1
                     self._reports[(self.context, key)] = shared
                 report = shared
@@ -153,10 +196,25 @@ class Analyzer:
         if not self._lints_done:
             state.findings = self._lint(state)
             self._lints_done = True
+            self._edit_floor = None
         self._prune(state)
         state.complete = True
         self.release()
         return state
+
+    def _over_budget(self, state: AnalysisState) -> None:
+        left = list(self._pending)
+        self._pending = []
+        state.unanalysed = tuple(left)
+        first = min(left, key=_start)
+        state.budget_note = (
+            f"perflsp: the analysis budget of {self.budget_s:g} s for one file was spent after "
+            f"{len(state.reports)} kernel(s): {len(left)} more (from line {getattr(first, 'name_span', first.span).line} on) "
+            f"are not analysed")
+
+    def cancel(self) -> None:
+        """Stop the run in progress at its next kernel (the document was closed)."""
+        self._cancelled = True
 
     def release(self) -> None:
         """Forget the finished run's inputs (text, tree): only caches stay."""
@@ -178,19 +236,43 @@ class Analyzer:
         if not engine.lints_available():
             return []
         fk: FileKernels = job["fk"]
-        groups = _groups_of(fk)
+        groups = every = _groups_of(fk)
+        if state.unanalysed:  # over budget: the left-out kernels are not linted either
+            skip = {id(i) for i in state.unanalysed}
+            groups = [g for g in every if not any(id(i) in skip for i in g)]
         identity = {tuple(id(i) for i in g): g for g in groups}
         stale = [g for k, g in identity.items() if not self._reusable(self._groups.get(k), g)]
         fresh_groups: dict[tuple[int, ...], _Group] = {}
-        if stale:
-            subject = fk if len(stale) == len(groups) else _restricted(fk, stale, job["data"])
+        unlinted: set[tuple[int, ...]] = set()
+        if stale and len(stale) <= LINT_CHUNK:
+            subject = fk if len(stale) == len(every) else _restricted(fk, stale, job["data"])
             findings = engine.run_lints(job["data"], job["tree"], subject, job["gpus"], job["lint_codes"],
                                         state.lint_notes, lines=job["lines"], shared=self._lint_facts)
             self.linted_groups += len(stale)
             fresh_groups = _assign(findings, stale, job["lines"])
+        elif stale:  # a very large file: in chunks, within the budget
+            for index in range(0, len(stale), LINT_CHUNK):
+                chunk = stale[index:index + LINT_CHUNK]
+                if self._spent > self.budget_s or self._cancelled:
+                    unlinted.update(tuple(id(i) for i in g) for g in stale[index:])
+                    break
+                began = time.monotonic()
+                findings = engine.run_lints(job["data"], job["tree"], _restricted(fk, chunk, job["data"]), job["gpus"],
+                                            job["lint_codes"], state.lint_notes, lines=job["lines"],
+                                            shared=self._lint_facts)
+                self._spent += time.monotonic() - began
+                self.linted_groups += len(chunk)
+                fresh_groups.update(_assign(findings, chunk, job["lines"]))
+            if unlinted:
+                note = (f"perflsp: the analysis budget of {self.budget_s:g} s for one file was spent: "
+                        f"{len(unlinted)} of {len(every)} kernels, functions and launch sites were not linted")
+                state.lint_notes.append(note)
+                state.budget_note = state.budget_note or note
         out: list[Finding] = []
         new_cache: dict[tuple[int, ...], _Group] = {}
         for k, items in identity.items():
+            if k in unlinted:
+                continue  # not linted: not cached either (linted when the budget allows)
             group = fresh_groups.get(k) or self._groups.get(k)
             if group is None:
                 group = _Group(items, [], [], tuple(_start(i) for i in items))
@@ -204,9 +286,8 @@ class Analyzer:
     def _reusable(self, cached: _Group | None, items: tuple[Item, ...]) -> bool:
         if cached is None or len(cached.items) != len(items) or not all(a is b for a, b in zip(cached.items, items)):
             return False
-        if cached.quotes_lines and tuple(i.span.start.line for i in items) != cached.item_lines:
-            return False  # a message names a line that moved
-        return True
+        # a message that names a line which moved is built again
+        return not (cached.quotes_lines and tuple(i.span.start.line for i in items) != cached.item_lines)
 
 def lint_fresh(data: bytes, tree: Any, fk: FileKernels, gpus: Sequence[Gpu], lint_codes: Iterable[str] | None,
                items: Sequence[Item]) -> list[Finding]:

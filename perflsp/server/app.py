@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import threading
 from typing import Any
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
 
 from perflsp import __version__
+from perflsp.server.pool import WorkPool
 from perflsp.server.protocol import PerfProtocol, is_parse_error
 
 log = logging.getLogger("perflsp.server")
@@ -52,6 +54,9 @@ class PerfLanguageServer(LanguageServer):
         self.recent: dict[str, None] = {}  # uris, least recently active first
         self._advice: Any = None  # AdviceService (advice.py), created on first use
         self._measured: Any = None  # MeasuredService (measured.py)
+        self.pool = WorkPool(1)  # every document's CPU work, most wanted first (pool.py)
+        self.refused: dict[str, str] = {}  # uri -> why an open document is not analysed (too large)
+        self._trim: asyncio.TimerHandle | None = None
 
     @property
     def advice(self) -> Any:
@@ -134,15 +139,43 @@ class PerfLanguageServer(LanguageServer):
             return None
         return await worker.current(exact=exact)
 
+    async def read_latest(self, uri: str, fn: Any, in_thread: bool = False) -> Any:
+        """`fn(snapshot)` for hover, inlay hints, lens, code actions: the newest snapshot, never
+        queued behind an analysis (`DocumentWorker.request` and `read`). None when the document
+        is not analysed."""
+        await self.ready.wait()
+        worker = self.workers.get(uri)
+        if worker is None or await worker.request() is None:
+            return None
+        return await worker.read(fn, in_thread)
+
+    def closed(self, uri: str) -> None:
+        """A document was closed: drop what it held, and give freed memory back soon after."""
+        from perflsp.server import memory
+
+        self.refused.pop(uri, None)
+        self.recent.pop(uri, None)
+        if self._trim is not None:
+            self._trim.cancel()
+        self._trim = asyncio.get_running_loop().call_later(memory.TRIM_DELAY_S, self._trim_when_idle, 120)
+
+    def _trim_when_idle(self, tries: int) -> None:
+        """Give memory back once no job runs (a closed document's job may still be finishing)."""
+        from perflsp.server import memory
+
+        if self.pool.busy and tries:
+            self._trim = asyncio.get_running_loop().call_later(0.5, self._trim_when_idle, tries - 1)
+            return
+        self._trim = None
+        memory.give_back()
+
     def document_idle(self, worker: Any) -> None:
         """Keep the syntax trees of the HOT_DOCUMENTS most recently active documents only."""
         self.recent.pop(worker.uri, None)
         self.recent[worker.uri] = None
         for uri in list(self.recent)[:-HOT_DOCUMENTS]:
             cold = self.workers.get(uri)
-            if cold is None:
-                self.recent.pop(uri, None)
-            elif cold.hibernate():
+            if cold is None or cold.hibernate():
                 self.recent.pop(uri, None)
 
     def send_status(self) -> None:
@@ -229,13 +262,14 @@ def did_change(ls: PerfLanguageServer, params: lsp.DidChangeTextDocumentParams) 
 @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: PerfLanguageServer, params: lsp.DidCloseTextDocumentParams) -> None:
     worker = ls.workers.pop(params.text_document.uri, None)
-    ls.recent.pop(params.text_document.uri, None)
+    refused = ls.refused.get(params.text_document.uri)
+    ls.closed(params.text_document.uri)
     if worker is not None:
         worker.close()
         if ls._advice is not None:
             ls.advice.forget(worker)
-        if not ls.pull_mode:
-            ls.publish(params.text_document.uri, None, [])
+    if (worker is not None or refused) and not ls.pull_mode:
+        ls.publish(params.text_document.uri, None, [])
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
@@ -285,8 +319,7 @@ async def pull_diagnostics(ls: PerfLanguageServer, params: lsp.DocumentDiagnosti
 async def hover(ls: PerfLanguageServer, params: lsp.HoverParams) -> lsp.Hover | None:
     from perflsp.server.features import hover as feature
 
-    snap = await ls.snapshot(params.text_document.uri)
-    return feature.hover(snap, params.position) if snap is not None else None
+    return await ls.read_latest(params.text_document.uri, lambda snap: feature.hover(snap, params.position))
 
 
 @server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION,
@@ -294,32 +327,35 @@ async def hover(ls: PerfLanguageServer, params: lsp.HoverParams) -> lsp.Hover | 
 async def code_action(ls: PerfLanguageServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction] | None:
     from perflsp.server.features import code_actions
 
-    snap = await ls.snapshot(params.text_document.uri)
-    if snap is None:
-        return None
     worker = ls.workers.get(params.text_document.uri)
-    return await asyncio.to_thread(code_actions.actions, ls, worker, snap, params)
+    cancelled = threading.Event()
+    try:
+        return await ls.read_latest(params.text_document.uri, lambda snap: code_actions.actions(
+            ls, worker, snap, params, cancelled.is_set), in_thread=True)
+    except asyncio.CancelledError:
+        cancelled.set()  # $/cancelRequest: the thread stops at its next check
+        raise
+    except code_actions.Cancelled:
+        return None
 
 
 @server.feature(lsp.TEXT_DOCUMENT_INLAY_HINT, lsp.InlayHintOptions(resolve_provider=False))
 async def inlay_hints(ls: PerfLanguageServer, params: lsp.InlayHintParams) -> list[lsp.InlayHint] | None:
     from perflsp.server.features import inlay_hints as feature
 
-    snap = await ls.snapshot(params.text_document.uri)
-    return feature.hints(snap, params.range) if snap is not None else None
+    return await ls.read_latest(params.text_document.uri, lambda snap: feature.hints(snap, params.range))
 
 
 @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=False))
 async def code_lens(ls: PerfLanguageServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens] | None:
     from perflsp.server.features import code_lens as feature
-
     from perflsp.server.features.status import profiling_status
 
-    snap = await ls.snapshot(params.text_document.uri)
-    if snap is None:
-        return None
-    profiling = profiling_status(snap.config)[0] == "ready"
-    return feature.lenses(snap, profiling, snap.advice.label if snap.advice is not None else None)
+    def lenses(snap: Any) -> list[lsp.CodeLens]:
+        profiling = profiling_status(snap.config)[0] == "ready"
+        return feature.lenses(snap, profiling, snap.advice.label if snap.advice is not None else None)
+
+    return await ls.read_latest(params.text_document.uri, lenses)
 
 
 # ---------------------------------------------------------------------- commands

@@ -36,6 +36,7 @@ class Snapshot:
     advice: Any = None  # SnapshotAdvice: the LLM's questions and answers (advice.py), when it is on
     measured: Any = None  # SnapshotMeasured: stored Nsight Compute results (measured.py)
     revision: int = 0  # counts republications of this version (LLM answers, imported results)
+    provisional: bool = False  # the newest text with the last complete analysis (edits since not analysed yet)
 
     @property
     def tree(self) -> Tree:

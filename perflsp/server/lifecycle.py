@@ -82,7 +82,7 @@ def warm_up() -> None:
         json.dumps(default_converter().unstructure(items))
         for report in snap.reports():
             hover.kernel_markdown(report)
-    except Exception:  # noqa: BLE001 - warming up is an optimisation only
+    except Exception:
         log.exception("warm-up failed")
 
 
@@ -128,15 +128,19 @@ async def refresh_all(ls: PerfLanguageServer, initial: bool = False) -> None:
     state: WorkspaceState = ls.workspace_state
     known = engine.known_rule_codes()
     changed_folders = []
+    ignored: list[str] = []
     for folder in state.folders:
         changed, problems = state.refresh(folder, known)
         for problem in problems:
-            ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error if "ignored" not in problem
-                                                          else lsp.MessageType.Warning,
-                                                          message=f"perflsp: {problem}"))
             log.warning("%s", problem)
+            if "ignored" in problem:
+                ignored.append(problem)  # one message lists them all (below)
+            else:
+                ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error, message=f"perflsp: {problem}"))
         if changed:
             changed_folders.append(folder)
+    if ignored:
+        ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=ignored_message(ignored)))
     config = state.folders[0].config
     if config is not None and config.origin_of("log_level") is not Origin.DEFAULT:
         logs.set_level(ls.log_handler, config.settings.log_level)  # else `perflsp serve --log-level` stays
@@ -157,6 +161,18 @@ async def refresh_all(ls: PerfLanguageServer, initial: bool = False) -> None:
     ls.send_status()
 
 
+def ignored_message(ignored: list[str]) -> str:
+    """One message for every setting dropped for trust reasons (not one pop-up each)."""
+    if len(ignored) == 1:
+        return f"perflsp: {ignored[0]}"
+    by_reason: dict[str, list[str]] = {}
+    for item in ignored:
+        what, sep, why = item.partition(" ignored: ")
+        by_reason.setdefault(why if sep else "", []).append(what if sep else item)
+    parts = [f"{', '.join(whats)} ignored" + (f": {why}" if why else "") for why, whats in by_reason.items()]
+    return f"perflsp: {len(ignored)} settings ignored. " + ". ".join(parts)
+
+
 async def _register_watchers(ls: PerfLanguageServer) -> None:
     if not ls.capability("workspace.did_change_watched_files.dynamic_registration"):
         return
@@ -173,13 +189,50 @@ async def _register_watchers(ls: PerfLanguageServer) -> None:
 # ---------------------------------------------------------------------- documents
 
 
+def too_large(text: str) -> str | None:
+    """Why a document is not analysed for its size (the CLI's limit), or None."""
+    from perflsp.source.files import MAX_FILE_BYTES
+
+    size = len(text)
+    if size * 4 > MAX_FILE_BYTES:  # only then can the UTF-8 form be over the limit
+        size = len(text.encode("utf-8", errors="surrogatepass"))
+    if size > MAX_FILE_BYTES:
+        return f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB ({size} bytes)"
+    return None
+
+
 def open_document(ls: PerfLanguageServer, params: lsp.DidOpenTextDocumentParams) -> None:
     doc = params.text_document
     old = ls.workers.pop(doc.uri, None)
     if old is not None:
         old.close()
-    worker = DocumentWorker(ls, doc.uri, doc.text, doc.version)
-    ls.workers[doc.uri] = worker
+    reason = too_large(doc.text)
+    if reason is not None:
+        _refuse(ls, doc.uri, doc.version, reason)
+        return
+    ls.refused.pop(doc.uri, None)
+    _open_worker(ls, doc.uri, doc.text, doc.version)
+
+
+def _refuse(ls: PerfLanguageServer, uri: str, version: int | None, reason: str) -> None:
+    """Too large to analyse: say so once (message and a diagnostic), keep nothing of it."""
+    first = uri not in ls.refused
+    ls.refused[uri] = reason
+    name = uri.rsplit("/", 1)[-1]
+    message = f"perflsp: {name} is not analysed: {reason}, the limit of `perflsp check` too"
+    if first:
+        ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=message))
+        log.warning("%s", message)
+    if not ls.pull_mode:
+        zero = lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0))
+        ls.publish(uri, version, [lsp.Diagnostic(range=zero, message=message, source="perflsp",
+                                                 severity=lsp.DiagnosticSeverity.Information,
+                                                 data={"kind": "skipped", "reason": reason})])
+
+
+def _open_worker(ls: PerfLanguageServer, uri: str, text: str, version: int | None) -> None:
+    worker = DocumentWorker(ls, uri, text, version)  # ranks as a background document until used
+    ls.workers[uri] = worker
     asyncio.get_running_loop().create_task(_start(ls, worker))
 
 
@@ -194,6 +247,9 @@ async def _start(ls: PerfLanguageServer, worker: DocumentWorker) -> None:
 
 def change_document(ls: PerfLanguageServer, params: lsp.DidChangeTextDocumentParams) -> None:
     worker = ls.workers.get(params.text_document.uri)
+    if worker is None and params.text_document.uri in ls.refused:
+        _refused_changed(ls, params.text_document.uri, params.text_document.version)
+        return
     if worker is None:
         log.warning("change to a document that is not open: %s", params.text_document.uri)
         return
@@ -209,6 +265,20 @@ def change_document(ls: PerfLanguageServer, params: lsp.DidChangeTextDocumentPar
     else:  # queued: the worker starts once the configuration is known
         worker._changes.extend(changes)
         worker.version = params.text_document.version
+
+
+def _refused_changed(ls: PerfLanguageServer, uri: str, version: int | None) -> None:
+    """A document too large to analyse was edited: analyse it once it is under the limit."""
+    try:
+        text = ls.workspace.get_text_document(uri).source  # pygls keeps the text
+    except Exception:  # noqa: BLE001 - nothing to analyse then
+        return
+    reason = too_large(text)
+    if reason is not None:
+        ls.refused[uri] = reason
+        return
+    ls.refused.pop(uri, None)
+    _open_worker(ls, uri, text, version)
 
 
 async def saved(ls: PerfLanguageServer, uri: str) -> None:

@@ -14,17 +14,32 @@
   LLM). Answers and imported results arrive later: `refresh()` republishes the current version.
 - Each round of work on the text holds `lock`; `exclusive(fn)` runs `fn(snapshot)` in a thread
   under it, so commands read a snapshot whose spans no edit is moving meanwhile.
+- Requests never queue behind an analysis (`request()`): when the edits are applied (a short,
+  first-ranked job) the worker also makes a *provisional* snapshot of the new text that carries
+  the last complete analysis (kernels matched by identity, an edited one by name), and requests
+  read it unless the complete analysis of the newest version is ready within `REQUEST_WAIT_S`.
+  Applying edits moves the spans (and the line index) that snapshots share with the live text,
+  so only `latest`, the snapshot of the live text, is ever read, and only under `text_lock`
+  (`read()`), which an apply holds too: a request waits at most for one apply in progress,
+  never for an analysis or for other documents' work.
+- CPU work runs through the host's `WorkPool` (pool.py), ranked by `rank()`: applying edits, then
+  documents with requests waiting or recently asked about or edited, then background documents.
+  Analyses run in steps of `FIRST_PUBLISH_S`, so a background document yields within a step.
+- A file can cost at most `ANALYSIS_BUDGET_S` of analysis (analysis.py): the kernels after that
+  are reported as not analysed, with the reason (one diagnostic).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from perflsp.server.analysis import Analyzer
+from perflsp.server.analysis import AnalysisState, Analyzer
 from perflsp.server.documents import Snapshot
 from perflsp.server.text import Change, TextState
 
@@ -35,6 +50,8 @@ log = logging.getLogger(__name__)
 
 FIRST_PUBLISH_S = 0.12  # analysis time after which partial results are published
 SETTLE_S = 0.4  # pause after which an error-recovered tree is checked against a fresh parse
+REQUEST_WAIT_S = 0.03  # how long a request waits for the newest version's complete analysis
+VISIBLE_S = 30.0  # a document asked about or edited this recently counts as visible (ranks first)
 
 
 class DocumentWorker:
@@ -59,6 +76,11 @@ class DocumentWorker:
         self._settle_timer: asyncio.TimerHandle | None = None
         self._busy = False
         self._burst = False
+        self.latest: Snapshot | None = None  # the newest snapshot of the live text (complete or provisional)
+        self.last_used = 0.0  # monotonic time of the last request or edit
+        self._urgent = 0  # requests waiting for this document's exact state
+        self._applying = False  # edits are waiting to be applied, or being applied (ranks first)
+        self.text_lock = threading.Lock()  # held while edits move spans, and while a request reads `latest`
         self._failed: object = object()  # the version whose analysis raised (requests get the last result)
         self.published: list[tuple[int | None, bool]] = []  # (version, complete) of each publish (tests)
         self.advice: Any = None  # the LLM's questions and answers for this document (advice.py)
@@ -72,6 +94,7 @@ class DocumentWorker:
     # ------------------------------------------------------------------ input
 
     def change(self, version: int | None, changes: Sequence[Change]) -> None:
+        self.last_used = time.monotonic()
         self._failed = object()
         self._changes.extend(changes)
         self.version = version
@@ -82,12 +105,14 @@ class DocumentWorker:
 
     def hibernate(self) -> bool:
         """Free the syntax trees of an idle document (it is parsed again when next needed)."""
-        if self.state is None or self._busy or self._changes or (self._task is not None and not self._task.done()):
+        if self.state is None or self._busy or self._changes or (self._task is not None and not self._task.done()) \
+                or self.text_lock.locked():
             return False
         self.state.hibernate()
         self.analyzer.release()
-        if self.snapshot is not None:
-            self.snapshot.hibernate()
+        for snap in (self.snapshot, self.latest):
+            if snap is not None:
+                snap.hibernate()
         return True
 
     def set_registers(self, registers: tuple[tuple[str, int], ...]) -> None:
@@ -117,6 +142,7 @@ class DocumentWorker:
             return await asyncio.to_thread(fn, snap)
 
     def close(self) -> None:
+        """Stop all work and drop everything the document holds (its memory goes back)."""
         self.closed = True
         self._cancel_settle()
         resource_task = getattr(self, "_resource_task", None)
@@ -124,6 +150,49 @@ class DocumentWorker:
             resource_task.cancel()
         if self._task is not None:
             self._task.cancel()
+        self.analyzer.cancel()  # a run in the pool's thread stops at its next kernel
+        self.snapshot = self.latest = None
+        self.state = None
+        self._initial = None
+        self._changes = []
+        self.analyzer = Analyzer()
+
+    def rank(self) -> tuple[int, float]:
+        """This document's place in the work pool (lowest first)."""
+        if self._applying or self._urgent:
+            return (0, -self.last_used)
+        if time.monotonic() - self.last_used < VISIBLE_S:
+            return (1, -self.last_used)
+        return (2, -self.last_used)
+
+    async def _thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        pool = getattr(self.host, "pool", None)
+        if pool is None:
+            return await asyncio.to_thread(fn, *args)
+        return await pool.run(self.rank, fn, *args)
+
+    async def read(self, fn: Callable[[Snapshot], Any], in_thread: bool = False) -> Any:
+        """`fn(latest)` under `text_lock` (no edit moves its spans meanwhile); in a thread for
+        slow readers (code actions). None when nothing is analysed."""
+        lock = self.text_lock
+        while not lock.acquire(blocking=False):  # an apply in progress: a few ms
+            await asyncio.sleep(0.002)
+        snap = self.latest
+        if snap is None or self.closed or not in_thread:
+            try:
+                return None if snap is None or self.closed else fn(snap)
+            finally:
+                lock.release()
+        future = asyncio.get_running_loop().run_in_executor(None, fn, snap)
+        future.add_done_callback(lambda _: lock.release())  # when the thread is done reading, not before
+        return await asyncio.shield(future)
+
+    async def _wait(self, timeout: float) -> None:
+        async with self._updated:
+            try:
+                await asyncio.wait_for(self._updated.wait(), timeout=timeout)
+            except TimeoutError:
+                pass
 
     def _kick(self) -> None:
         if self.closed:
@@ -136,6 +205,15 @@ class DocumentWorker:
     async def current(self, exact: bool = False, complete: bool = True) -> Snapshot | None:
         """The snapshot of the newest version (waits for it); None when the document is not
         analysed (disabled, excluded, closed)."""
+        if exact:
+            self._urgent += 1
+        try:
+            return await self._current(exact, complete)
+        finally:
+            if exact:
+                self._urgent -= 1
+
+    async def _current(self, exact: bool, complete: bool) -> Snapshot | None:
         while True:
             if self.closed:
                 return None
@@ -154,11 +232,36 @@ class DocumentWorker:
                     self._kick()
             elif idle:
                 self._kick()
-            async with self._updated:
-                try:
-                    await asyncio.wait_for(self._updated.wait(), timeout=1.0)
-                except TimeoutError:
-                    pass
+            await self._wait(1.0)
+
+    async def request(self, wait_s: float = REQUEST_WAIT_S) -> Snapshot | None:
+        """What a request (hover, inlay hints, lens, code actions) reads: the complete analysis of
+        the newest version when it is ready within `wait_s`, else the newest snapshot of the live
+        text (provisional: the last complete analysis on the newest applied text). Waits longer
+        only for the first analysis of the document. Read the snapshot with `read()`."""
+        self.last_used = time.monotonic()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            if self.closed:
+                return None
+            idle = not self._changes and (self._task is None or self._task.done())
+            if not self.enabled and idle:
+                return None
+            snap = self.snapshot
+            if snap is not None and snap.version == self.version and not self._changes and snap is self.latest:
+                return snap
+            latest = self.latest
+            if latest is None:
+                return await self.current()  # never analysed yet: wait for the first analysis
+            if idle and self._failed == self.version:
+                return latest
+            if idle:
+                self._kick()
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return latest
+            await self._wait(remaining)
 
     async def _notify(self) -> None:
         async with self._updated:
@@ -205,20 +308,26 @@ class DocumentWorker:
         self.enabled = self.host.document_enabled(self.uri, config)
         self._busy = True
         try:
-            started = time.monotonic()
-            snap = await asyncio.to_thread(self._compute, initial, changes, version, config, reextract,
-                                           started + FIRST_PUBLISH_S)
+            self._applying = True
+            try:
+                await self._thread(self._prepare, initial, changes, version, config, reextract)
+            finally:
+                self._applying = False
+            await self._notify()
+            if self._changes or self.closed:
+                return  # newer edits: apply them before analysing
+            snap = await self._thread(self._compute, version, config)
             while not snap.complete:
                 if self._changes or self.closed:
                     return  # stale: the next round starts from the newer text
                 if self.enabled and not self.published or self.published[-1][0] != version:
                     self._publish(snap, partial=True)
-                snap = await asyncio.to_thread(self._resume, snap)
+                snap = await self._thread(self._resume, snap)
         finally:
             self._busy = False
         if self._changes or self.closed:
             return  # a newer version arrived: this result is stale
-        self.snapshot = snap
+        self.snapshot = self.latest = snap
         if self.enabled:
             self._publish(snap)
             self._published_hook(snap)
@@ -230,18 +339,15 @@ class DocumentWorker:
             self._schedule_settle()
         self.host.document_idle(self)
 
-    def _compute(self, initial: str | None, changes: list[Change], version: int | None, config: ResolvedConfig,
-                 reextract: bool, deadline: float) -> Snapshot:
-        started = time.monotonic()
-        snap = self._compute_inner(initial, changes, version, config, reextract, deadline)
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("%s v%s: %s extraction, %d kernel(s) analysed%s in %.1f ms", self.uri.rsplit("/", 1)[-1], version,
-                      self.state.extracted.change if self.state else "?", self.analyzer.analysed,
-                      "" if snap.complete else " (partial)", (time.monotonic() - started) * 1000)
-        return snap
+    def _prepare(self, initial: str | None, changes: list[Change], version: int | None, config: ResolvedConfig,
+                 reextract: bool) -> None:
+        """Apply the queued edits (in the pool's thread); the analysis follows in other jobs."""
+        with self.text_lock:
+            self._apply(initial, changes, version, config, reextract)
+            self.latest = self._provisional(version, config)
 
-    def _compute_inner(self, initial: str | None, changes: list[Change], version: int | None, config: ResolvedConfig,
-                       reextract: bool, deadline: float) -> Snapshot:
+    def _apply(self, initial: str | None, changes: list[Change], version: int | None, config: ResolvedConfig,
+               reextract: bool) -> None:
         if self.state is None:  # edits may have arrived before the first analysis: open, then apply them
             self.state = TextState(initial or "", self._opened_version, self.host.path_for(self.uri),
                                    self.host.resolver_for(self.uri))
@@ -249,21 +355,64 @@ class DocumentWorker:
             self.state.apply(changes, version)
         if reextract:
             self.state.reextract(self.host.resolver_for(self.uri))
-        return self._snapshot(config, version, deadline)
+        self.state._awake()
+        if self.enabled:  # the analyzer sees every extraction (an edit outside kernels resets its caches)
+            self._start_analysis(config)
+
+    def _start_analysis(self, config: ResolvedConfig) -> None:
+        state = self.state
+        assert state is not None
+        self.analyzer.start(state, state.extracted, config.gpus, self.host.lint_codes(config),
+                            (config.generation, id(state.preprocessed)), state.lines, argv=config.argv)
+
+    def _provisional(self, version: int | None, config: ResolvedConfig) -> Snapshot | None:
+        """The live text with the last complete analysis (None before the first one)."""
+        last, state = self.snapshot, self.state
+        if last is None or state is None or self.closed:
+            return None
+        extracted = state.extracted
+        if last.data is state.data and last.kernels is extracted.kernels:
+            return last
+        fk = extracted.kernels
+        old = last.analysis
+        by_name = {getattr(r.kernel, "qualified_name", r.name): r for r in old.reports.values()}
+        reports = {}
+        for item in (*fk.kernels, *fk.omp_regions):
+            report = old.report_for(item)
+            if report is None:
+                report = by_name.get(getattr(item, "qualified_name", None) or item.name)
+                if report is not None:
+                    report = dataclasses.replace(report, kernel=item)
+            if report is not None:
+                reports[id(item)] = report
+        analysis = AnalysisState(old.context, reports, list(old.findings), True, list(old.lint_notes))
+        analysis.unanalysed, analysis.budget_note = old.unanalysed, old.budget_note
+        snap = Snapshot(self.uri, version, state.data, state.tree, state.lines, fk, analysis, config,
+                        state.preprocessed, exact=False, diagnostics=last.diagnostics,
+                        diagnostics_json=last.diagnostics_json, advice=last.advice, measured=last.measured,
+                        provisional=True)
+        return snap
+
+    def _compute(self, version: int | None, config: ResolvedConfig) -> Snapshot:
+        started = time.monotonic()
+        snap = self._snapshot(config, version, started + FIRST_PUBLISH_S, start=False)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s v%s: %s extraction, %d kernel(s) analysed%s in %.1f ms", self.uri.rsplit("/", 1)[-1], version,
+                      self.state.extracted.change if self.state else "?", self.analyzer.analysed,
+                      "" if snap.complete else " (partial)", (time.monotonic() - started) * 1000)
+        return snap
 
     def _snapshot(self, config: ResolvedConfig, version: int | None, deadline: float | None,
-                  exact: bool | None = None) -> Snapshot:
+                  exact: bool | None = None, start: bool = True) -> Snapshot:
         state = self.state
         assert state is not None
         state._awake()
         extracted = state.extracted
         if not self.enabled:
-            from perflsp.server.analysis import AnalysisState
-
             analysis = AnalysisState(self.analyzer.context, complete=True)
         else:
-            self.analyzer.start(state, extracted, config.gpus, self.host.lint_codes(config),
-                                (config.generation, id(state.preprocessed)), state.lines, argv=config.argv)
+            if start:
+                self._start_analysis(config)
             analysis = self.analyzer.step(deadline)
         if exact is None:
             exact = not state.tree.root_node.has_error
@@ -302,7 +451,7 @@ class DocumentWorker:
         if snap.version != self.version or self._changes:
             return  # the next analysis publishes the newer text with everything known by then
         before = snap.diagnostics_json
-        await asyncio.to_thread(self._rebuild, snap, remeasure)
+        await self._thread(self._rebuild, snap, remeasure)
         if self._changes or self.closed:
             return
         if snap.diagnostics_json != before:
@@ -365,11 +514,11 @@ class DocumentWorker:
             return
         version = self.version
         config = self.host.config_for(self.uri)
-        new = await asyncio.to_thread(self._settle_compute, config, version)
+        new = await self._thread(self._settle_compute, config, version)
         if self._changes or self.closed:
             return
         if new is not None:
-            self.snapshot = new
+            self.snapshot = self.latest = new
             if self.enabled and [d for d in new.diagnostics] != [d for d in snap.diagnostics]:
                 self._publish(new)
                 self._published_hook(new)
@@ -380,11 +529,12 @@ class DocumentWorker:
     def _settle_compute(self, config: ResolvedConfig, version: int | None) -> Snapshot | None:
         """Parse and extract from scratch; None when that equals the incremental result."""
         from perflsp.server.extraction import extract_full, signature
+        from perflsp.source.parser import parse
 
         state = self.state
         assert state is not None
         state._awake()
-        fresh = state.doc._parser.parse(state.data)
+        fresh = parse(state.data, parser=state.doc._parser)
         full = extract_full(state.data, fresh, state.lines, state.path, state.preprocessed)
         if str(fresh.root_node) == str(state.tree.root_node) and \
                 signature(full.kernels) == signature(state.extracted.kernels):

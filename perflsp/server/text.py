@@ -18,6 +18,7 @@ from perflsp.kernels.includes import IncludeResolver
 from perflsp.server.extraction import Extracted, extract_full, extract_incremental
 from perflsp.source.document import SourceDocument, TextEdit, _point, _point_after
 from perflsp.source.files import decode_source
+from perflsp.source.parser import parse
 from perflsp.source.positions import LineIndex, Position
 
 
@@ -63,7 +64,7 @@ class TextState:
 
     def _awake(self) -> None:
         if self.doc.tree is None:
-            self.doc.tree = self.doc._parser.parse(self.doc.data)
+            self.doc.tree = parse(self.doc.data, parser=self.doc._parser)
 
     def apply(self, changes: Sequence[Change], version: int | None) -> None:
         self._awake()
@@ -135,7 +136,7 @@ class TextState:
         _set_line_starts(fresh, starts[:first] + inserted + moved)
         doc.data = new_data
         doc.lines = fresh
-        doc.tree = doc._parser.parse(new_data, doc.tree)
+        doc.tree = parse(new_data, doc.tree, doc._parser)
         doc.version = version
         return True
 
@@ -156,7 +157,7 @@ class TextState:
             self.resolver = resolver
         self._awake()
         if fresh_parse:
-            self.doc.tree = self.doc._parser.parse(self.doc.data)
+            self.doc.tree = parse(self.doc.data, parser=self.doc._parser)
         self.preprocessed = self._preprocess()
         self.extracted = extract_full(self.doc.data, self.doc.tree, self.lines, self.path, self.preprocessed)
         self.full_extractions += 1

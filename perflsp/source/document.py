@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Parser, Point, Tree
 
-from perflsp.source.parser import new_parser
+from perflsp.source.parser import new_parser, parse
 from perflsp.source.positions import LineIndex, Position
 
 
@@ -31,7 +31,7 @@ class SourceDocument:
         self.data = text.encode("utf-8", errors="surrogatepass") if isinstance(text, str) else text
         self.version = version
         self.lines = LineIndex(self.data)
-        self.tree: Tree = self._parser.parse(self.data)
+        self.tree: Tree = parse(self.data, parser=self._parser)
 
     @property
     def text(self) -> str:
@@ -41,7 +41,7 @@ class SourceDocument:
         self.data = text.encode("utf-8", errors="surrogatepass") if isinstance(text, str) else text
         self.version = version
         self.lines = LineIndex(self.data)
-        self.tree = self._parser.parse(self.data)
+        self.tree = parse(self.data, parser=self._parser)
 
     def apply_edits(self, edits: list[TextEdit], version: int | None = None) -> None:
         """Apply LSP-style edits in order (each relative to the text left by the previous one)."""
@@ -68,7 +68,7 @@ class SourceDocument:
             lines = LineIndex(data) if len(edits) > 1 else lines
         self.data = data
         self.lines = LineIndex(data) if len(edits) <= 1 else lines
-        self.tree = self._parser.parse(data, tree)
+        self.tree = parse(data, tree, self._parser)
         self.version = version
 
 

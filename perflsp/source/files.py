@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -26,13 +27,25 @@ class LoadedFile:
     lossy: bool  # True when invalid UTF-8 bytes were replaced
 
 
-def decode_source(raw: bytes) -> tuple[bytes, bool]:
-    """Return valid UTF-8 bytes for `raw` and whether anything had to be replaced."""
+def decode_source(raw: bytes, latin1: bool = False) -> tuple[bytes, bool]:
+    """Return valid UTF-8 bytes for `raw` and whether anything had to be replaced.
+
+    Invalid bytes become U+FFFD, or with `latin1` (files read from disk, often Latin-1 or
+    cp1252 in older code) the Latin-1 character of each byte, so that an identifier such as
+    `k\xe9rnel` stays one identifier instead of breaking the parse."""
     try:
         raw.decode("utf-8")
         return raw, False
     except UnicodeDecodeError:
-        return raw.decode("utf-8", errors="replace").encode("utf-8"), True
+        return raw.decode("utf-8", errors="perflsp-latin1" if latin1 else "replace").encode("utf-8"), True
+
+
+def _latin1_fallback(error: UnicodeError) -> tuple[str, int]:
+    assert isinstance(error, UnicodeDecodeError)
+    return error.object[error.start:error.end].decode("latin-1"), error.end
+
+
+codecs.register_error("perflsp-latin1", _latin1_fallback)
 
 
 def load_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> LoadedFile | SkippedFile:
@@ -52,7 +65,7 @@ def load_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> LoadedFile | Skipp
         return SkippedFile(path, f"unreadable ({exc.strerror or exc})")
     if b"\0" in raw[:_BINARY_SNIFF_BYTES]:
         return SkippedFile(path, "binary file (NUL bytes)")
-    data, lossy = decode_source(raw)
+    data, lossy = decode_source(raw, latin1=True)
     return LoadedFile(path, data, lossy)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from functools import cache
 from pathlib import PurePath
 
@@ -32,9 +33,23 @@ def new_parser() -> Parser:
     return Parser(language())
 
 
+YIELDING_PARSE_BYTES = 256 * 1024  # texts larger than this are parsed in chunks (see `parse`)
+_CHUNK_BYTES = 16 * 1024
+
+
 def parse(data: bytes, old_tree: Tree | None = None, parser: Parser | None = None) -> Tree:
+    """Parse `data` (incrementally with `old_tree`). tree-sitter holds the interpreter lock for
+    the whole parse, seconds for a multi-megabyte text; a large text is therefore read in chunks
+    and each read lets other threads run (a language server keeps answering meanwhile)."""
     parser = parser or new_parser()
-    return parser.parse(data, old_tree) if old_tree is not None else parser.parse(data)
+    if len(data) <= YIELDING_PARSE_BYTES:
+        return parser.parse(data, old_tree) if old_tree is not None else parser.parse(data)
+
+    def read(offset: int, _point: object) -> bytes:
+        time.sleep(0)  # releases the interpreter lock for a moment
+        return data[offset:offset + _CHUNK_BYTES]
+
+    return parser.parse(read, old_tree) if old_tree is not None else parser.parse(read)
 
 
 def is_source_path(path: str | PurePath) -> bool:

@@ -112,7 +112,14 @@ async def test_trust_decides_what_the_repository_file_may_switch_on(tmp_path):
         assert any("nvccPath ignored" in i for i in status["ignoredSettings"])
         warnings = [m for m in s.client.messages if m.type == lsp.MessageType.Warning]
         assert any("not trusted" in m.message for m in warnings)
+        ignored = [m.message for m in s.client.messages if "ignored" in m.message]
+        assert len(ignored) == 1, ignored  # one message lists every ignored setting, not one pop-up each
+        assert len(status["ignoredSettings"]) >= 3 and f"{len(status['ignoredSettings'])} settings ignored" in ignored[0]
+        assert "nvccPath" in ignored[0] and "profiling.enabled" in ignored[0]
         await s.open(saxpy)
+        titles = await action_titles(s, saxpy)
+        assert any(t.startswith("Explain `saxpy`") for t in titles)
+        assert not any(t.startswith("Profile `saxpy`") for t in titles), titles  # profiling is off
         profiled = await s.command("perflsp.profileKernel", {"uri": saxpy.as_uri(), "kernel": "saxpy", "quiet": True})
         assert profiled["status"] == "disabled"
 
@@ -122,9 +129,21 @@ async def test_trust_decides_what_the_repository_file_may_switch_on(tmp_path):
         # the remote endpoint is allowed in a trusted workspace, but there is no key for it
         assert status["llm"] == "failing" and "no API key" in status["llmReason"]
         await s.open(saxpy)
+        titles = await action_titles(s, saxpy)
+        assert any(t.startswith("Profile `saxpy`") for t in titles), titles  # profiling may run
         profiled = await s.command("perflsp.profileKernel", {"uri": saxpy.as_uri(), "kernel": "saxpy", "quiet": True})
         # the trusted workspace's build command ran (and failed: it is `false`)
         assert profiled["status"] == "failed" and "build command failed with status 1" in profiled["message"]
+
+
+async def action_titles(s, path) -> list[str]:
+    text = path.read_text()
+    line = text[:text.index("saxpy<<<")].count("\n")
+    actions = await s.client.text_document_code_action_async(lsp.CodeActionParams(
+        text_document=lsp.TextDocumentIdentifier(uri=path.as_uri()),
+        range=lsp.Range(start=lsp.Position(line=line, character=0), end=lsp.Position(line=line + 1, character=0)),
+        context=lsp.CodeActionContext(diagnostics=[])))
+    return [a.title for a in actions or []]
 
 
 async def test_set_gpus_command(tmp_path):

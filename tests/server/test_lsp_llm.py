@@ -10,6 +10,7 @@ settings cannot point the advisor at a remote host; the API key never reaches a 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -305,3 +306,59 @@ async def test_the_api_key_never_reaches_a_log(tmp_path, capfd):
             assert not any(secret in t or API_KEY in t for t in texts)  # ... without the key
     err = capfd.readouterr().err
     assert "HTTP 401" in err and secret not in err and API_KEY not in err
+
+
+async def test_a_repository_cannot_choose_the_key_variable(tmp_path):
+    """As `perflsp explain` (tests/test_explain_cli.py): refused, with one message saying why."""
+    with endpoint() as llm:
+        path = write_workspace(tmp_path / "ws", config=f'gpus = ["h100"]\n[llm]\nenabled = true\nmodel = "m"\n'
+                                                       f'baseUrl = "{llm.url}/v1"\napiKeyEnv = "OPENAI_API_KEY"\n')
+        async with session(path.parent, env=env_for(tmp_path)) as s:
+            status = s.statuses[-1]
+            assert status["llm"] == "off"
+            assert "API key variable was chosen by workspace-file settings of an untrusted workspace" in status["llmReason"]
+            said = [m.message for m in s.client.messages if "LLM advisor not used" in m.message]
+            assert len(said) == 1 and "API key variable" in said[0]
+            published = await s.open(path)
+            assert all(d.data["source"] == "static" for d in roofline(published).values())
+            assert not llm.requests
+
+
+async def test_model_text_reaches_the_editor_without_control_sequences(tmp_path):
+    """Diagnostics, hover and explanations show model text stripped of escapes and bounded."""
+    import re
+
+    from tests.llm.llm_fakes import Wire
+
+    control = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+    wire = Wire("openai")
+    hostile_rationale = "\x1b]0;owned\x07One FP32 \x1b[31moperation\x1b[0m per 12 bytes\u202e moved"
+
+    def hostile(record) -> Reply | None:
+        if task_of(record) == "explain":
+            return wire.reply("\x1b[2J\x1b]52;c;Y2xpcA==\x07**Bandwidth-bound**\r\n" + "more " * 5000, tool=False)
+        if task_of(record) == "verdict":
+            return wire.reply(json.dumps({**json.loads(answer_text()), "rationale": hostile_rationale}))
+        return None
+
+    path = write_workspace(tmp_path / "ws")
+    uri = path.as_uri()
+    with endpoint(hold=hostile) as llm:
+        init = {"settings": {"llm": llm_settings(llm.url, maxOutputTokens=64)}}
+        async with session(path.parent, init_options=init, env=env_for(tmp_path)) as s:
+            await s.open(path)
+            published = await s.diagnostics_matching(uri, all_from("llm"))
+            assert not any(control.search(d.message) for d in published.diagnostics)
+            shown = await hover(s, uri, path.read_text(), "k1(const")
+            assert "One FP32 operation per 12 bytes moved" in shown and not control.search(shown)
+            explained = await s.command("perflsp.explainKernel", {"uri": uri, "kernel": "k1", "quiet": True})
+            markdown = explained["markdown"]
+            assert "**Bandwidth-bound**\nmore" in markdown and not control.search(markdown.replace("\n", ""))
+            assert "Y2xp" not in markdown and "cut off after 384 characters" in markdown
+            assert markdown.count("more") < 100
+
+
+def answer_text() -> str:
+    from tests.server.llm_server import answer
+
+    return answer("bandwidth")

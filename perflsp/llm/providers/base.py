@@ -14,15 +14,15 @@ masked in every error message and log record (see `perflsp.llm.secrets`).
 from __future__ import annotations
 
 import email.utils
-import ssl
 import json
 import logging
+import ssl
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
-from functools import cache
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -31,6 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from perflsp.llm.privacy import is_loopback_url
 from perflsp.llm.prompts import Message
+from perflsp.llm.providers.sse import NotAnEventStream
+from perflsp.llm.sanitize import StreamCleaner, char_limit, clean, truncation_note
 from perflsp.llm.secrets import redact, resolve_api_key
 
 log = logging.getLogger("perflsp.llm.providers")
@@ -93,6 +95,7 @@ class ProviderError(Exception):
     transport = True
 
     def __init__(self, message: str, *, status: int | None = None, retry_after_s: float | None = None):
+        message = clean(message)  # may quote the endpoint's or the model's words
         super().__init__(redact(message))
         self.message = redact(message)
         self.status = status
@@ -270,12 +273,17 @@ class Provider(ABC):
     async def complete_json(self, messages: Sequence[Message], schema: dict[str, Any]) -> Completion:
         """Ask for an answer that follows `schema`; returns its raw text (not yet validated)."""
         text: list[str] = []
+        size = 0
+        limit = char_limit(self.config.max_output_tokens)
         usage = TokenUsage()
         done: Done | None = None
         async with aclosing(self._pieces(messages, schema, self.config.stream)) as pieces:
             async for piece in pieces:
                 if isinstance(piece, str):
                     text.append(piece)
+                    size += len(piece)
+                    if size > limit:  # longer than the token limit allows: cut, as the server should have
+                        return Completion("".join(text)[:limit], usage, done.model if done else None, "length")
                 elif isinstance(piece, TokenUsage):
                     usage = usage + piece
                 else:
@@ -284,11 +292,26 @@ class Provider(ABC):
         return Completion("".join(text), usage, done.model, done.finish_reason)
 
     async def stream_text(self, messages: Sequence[Message]) -> AsyncIterator[str | TokenUsage]:
-        """Free-text answer as it arrives (always streamed); TokenUsage items report usage."""
+        """Free-text answer as it arrives (always streamed); TokenUsage items report usage.
+
+        The text is model output: control sequences are removed (`perflsp.llm.sanitize`) and
+        the stream stops, with a note, once it is longer than `max_output_tokens` allows."""
+        limit = char_limit(self.config.max_output_tokens)
+        cleaner = StreamCleaner(limit)
         async with aclosing(self._pieces(messages, None, True)) as pieces:
             async for piece in pieces:
-                if not isinstance(piece, Done):
+                if isinstance(piece, str):
+                    text = cleaner.feed(piece)
+                    if text:
+                        yield text
+                    if cleaner.truncated:
+                        yield truncation_note(limit)
+                        return  # closes the response: the rest is never read
+                elif not isinstance(piece, Done):
                     yield piece
+        rest = cleaner.flush()
+        if rest:
+            yield rest
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -315,15 +338,26 @@ class Provider(ABC):
         try:
             await self._check_status(response)
             done = False
-            if stream:
+            media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            if stream and media != "application/json":
                 async with aclosing(self._pieces_from_stream(response)) as pieces:
-                    async for piece in pieces:
-                        done = done or isinstance(piece, Done)
-                        yield piece
-            else:
-                await response.aread()
+                    try:
+                        async for piece in pieces:
+                            done = done or isinstance(piece, Done)
+                            yield piece
+                    except NotAnEventStream as exc:
+                        raise ProviderProtocolError(
+                            f"{self.endpoint} answered with invalid JSON, not a stream of events: {exc}") from None
+            else:  # asked for no stream, or the server ignored `stream` and sent one JSON document
+                body = bytearray()
+                cap = max(1 << 20, 16 * char_limit(self.config.max_output_tokens))
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > cap:
+                        raise ProviderProtocolError(
+                            f"{self.endpoint} sent an answer over {cap} bytes, more than its output token limit allows")
                 try:
-                    data = response.json()
+                    data = json.loads(bytes(body))
                 except ValueError:
                     raise ProviderProtocolError(f"{self.endpoint} answered with invalid JSON") from None
                 for piece in self._pieces_from_document(data):

@@ -7,7 +7,7 @@ edited text and refuse an edit that breaks it), computed on the snapshot the req
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from lsprotocol import types as lsp
@@ -21,7 +21,19 @@ from perflsp.server.features.common import kernel_name
 from perflsp.source.positions import Position
 
 
-def actions(ls: Any, worker: Any, snap: Snapshot, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+class Cancelled(Exception):
+    """The request was cancelled (`$/cancelRequest`) while its actions were computed."""
+
+
+def actions(ls: Any, worker: Any, snap: Snapshot, params: lsp.CodeActionParams,
+            cancelled: Callable[[], bool] | None = None) -> list[lsp.CodeAction]:
+    """The actions at `params.range`; `cancelled()` is checked between stages (a cancelled
+    request stops its work there and raises `Cancelled`)."""
+
+    def check() -> None:
+        if cancelled is not None and cancelled():
+            raise Cancelled
+
     start = snap.offset(Position(params.range.start.line, params.range.start.character))
     end = snap.offset(Position(params.range.end.line, params.range.end.character))
     only = set(params.context.only or [])
@@ -35,7 +47,9 @@ def actions(ls: Any, worker: Any, snap: Snapshot, params: lsp.CodeActionParams) 
     # lint fixes, computed on this text
     items: list[Any] = [*kernels, *launches, *regions]
     items += [f for f in snap.kernels.device_functions if _overlaps(f.span.start_byte, f.span.end_byte, start, end)]
+    check()
     findings = server_analysis.lint_fresh(snap.data, snap.tree, snap.kernels, gpus, ls.lint_codes(snap.config), items)
+    check()
     rules = snap.config.settings.rules
     for finding in findings:
         if rules.get(finding.code) == "off" or not _overlaps(finding.span.start_byte, finding.span.end_byte, start, end):
@@ -46,6 +60,7 @@ def actions(ls: Any, worker: Any, snap: Snapshot, params: lsp.CodeActionParams) 
     # launch shape refactors (with a "measure" command when profiling may run)
     profiling = _profiling_ready(snap)
     for site in launches:
+        check()
         kernel = _kernel_of(snap, site)
         for block, names in _best_blocks(kernel, gpus).items():
             current = site.block.value
@@ -86,8 +101,11 @@ def actions(ls: Any, worker: Any, snap: Snapshot, params: lsp.CodeActionParams) 
         arguments = [{"uri": snap.uri, "kernel": name}]
         out.append(lsp.CodeAction(title=f"Explain `{name}` (perflsp)", kind=lsp.CodeActionKind.Empty,
                                   command=lsp.Command(title=f"Explain {name}", command="perflsp.explainKernel", arguments=arguments)))
-        out.append(lsp.CodeAction(title=f"Profile `{name}` with Nsight Compute (perflsp)", kind=lsp.CodeActionKind.Empty,
-                                  command=lsp.Command(title=f"Profile {name}", command="perflsp.profileKernel", arguments=arguments)))
+        if profiling:  # only when profiling may run (else the command would only say it is off)
+            out.append(lsp.CodeAction(title=f"Profile `{name}` with Nsight Compute (perflsp)",
+                                      kind=lsp.CodeActionKind.Empty,
+                                      command=lsp.Command(title=f"Profile {name}", command="perflsp.profileKernel",
+                                                          arguments=arguments)))
     out += _tuning_actions(ls, snap, _with_launched(kernels, launches, snap))
     if only:
         out = [a for a in out if any(str(a.kind or "").startswith(str(k)) for k in only)]

@@ -28,7 +28,12 @@ from perflsp.hardware.models import Gpu
 from perflsp.kernels.models import CudaFunction, FileKernels
 from perflsp.server import engine_adapter as engine
 from perflsp.server.features import status
-from perflsp.server.features.common import anchor_span, closest_precision, kernel_name, short_verdict
+from perflsp.server.features.common import (
+    anchor_span,
+    closest_precision,
+    kernel_name,
+    short_verdict,
+)
 from perflsp.server.features.hover import kernel_markdown
 from perflsp.server.measured import evidence_for_reports, measured_json
 from perflsp.server.progress import progress
@@ -584,6 +589,8 @@ async def roofline_data(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
     kernels: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
     open_uris = [u for u in ls.workers if only is None or u == only]
+    skipped += [{"path": str(path_of(u) or u), "reason": r} for u, r in getattr(ls, "refused", {}).items()
+                if only is None or u == only]
     for uri in open_uris:
         snap = await ls.snapshot(uri)
         if snap is None:
@@ -671,4 +678,5 @@ def _tuning() -> Any:
 
     return tuning
 
-__all__ = ["run", "report_json"]
+
+__all__ = ["report_json", "run"]

@@ -132,6 +132,14 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
             cache.put(key + (index,), report, diagnostic)
             if level != "off":
                 out.append(diagnostic)
+    note = getattr(snapshot.analysis, "budget_note", None)
+    if note:  # the file's analysis budget ran out: say where the unanalysed part begins
+        left = snapshot.analysis.unanalysed
+        rng = (to_range(anchor_span(min(left, key=lambda item: item.span.start_byte))) if left
+               else lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0)))
+        out.append(lsp.Diagnostic(range=rng, message=note,
+                                  severity=lsp.DiagnosticSeverity.Information, source=SOURCE,
+                                  data={"kind": "budget", "unanalysed": len(snapshot.analysis.unanalysed)}))
     for finding in snapshot.analysis.findings:
         level = settings.rules.get(finding.code) or finding.severity
         if level == "off":

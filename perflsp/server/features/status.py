@@ -34,6 +34,7 @@ def payload(ls: Any) -> dict[str, Any]:
         "configErrors": list(state.last_problems),
         "ignoredSettings": list(config.ignored),
         "openDocuments": len(ls.workers),
+        "skippedDocuments": [{"uri": uri, "reason": reason} for uri, reason in getattr(ls, "refused", {}).items()],
     }
 
 

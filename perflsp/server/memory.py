@@ -1,0 +1,82 @@
+"""Giving memory back after documents close.
+
+The server runs with the C allocator (`PYTHONMALLOC=malloc`, `use_system_allocator`): CPython's
+own small-object arenas stay mapped while any object in them lives, so after documents close
+the process would keep its peak size (measured: +40 MiB after 300 files opened and closed, vs
++11 MiB with malloc). A closed document's worker drops its text, trees, extraction, analysis caches and snapshots
+(`DocumentWorker.close`). CPython keeps freed small objects in its own arenas and glibc keeps
+freed heap pages, so the process's RSS would stay at its peak; shortly after the last close (a
+burst of closes costs one pass) `give_back` collects cycles and asks glibc to return free pages
+(`malloc_trim`, where the C library has it).
+
+Shared caches that stay while the server runs (they do not grow with the documents opened):
+the GPU database and occupancy tables (`perflsp.hardware`), compiled tree-sitter queries
+(`perflsp.source.parser`), the rule registry, the engine's `functools.lru_cache` tables of
+parsed constants (bounded), and per folder the resolved configuration, the headers' macro
+environments (`IncludeResolver`, dropped when a header changes) and the stored profiles read so
+far (`MeasuredService`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import logging
+import sys
+
+log = logging.getLogger(__name__)
+
+TRIM_DELAY_S = 1.0  # after the last close
+
+
+def _malloc_trim():  # pragma: no cover - depends on the C library
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim
+
+
+_TRIM = _malloc_trim()
+
+
+def give_back() -> None:
+    """Collect garbage and return free heap pages to the system."""
+    collected = gc.collect()
+    if _TRIM is not None:
+        _TRIM(0)
+    log.debug("memory: %d objects collected, free pages returned", collected)
+
+
+def use_system_allocator() -> None:
+    """Re-execute this same command with `PYTHONMALLOC=malloc`, once, before anything was read
+    from stdin (POSIX only; a `PYTHONMALLOC` already set, to anything, is respected)."""
+    import os
+
+    if os.name != "posix" or "PYTHONMALLOC" in os.environ or not getattr(sys, "orig_argv", None):
+        return
+    env = dict(os.environ, PYTHONMALLOC="malloc")
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(sys.executable, list(sys.orig_argv), env)
+    except OSError:  # cannot re-execute: run with CPython's allocator
+        return
+
+
+def rss_bytes() -> int | None:
+    """This process's resident set size (Linux), for logs and benchmarks."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            pages = int(fh.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    import os
+
+    return pages * os.sysconf("SC_PAGE_SIZE")
