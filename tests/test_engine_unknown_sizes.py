@@ -270,3 +270,24 @@ for (int i = 0; i < n; ++i)
     (k,) = analyze(loaded.data, tree, extract(loaded.data, tree, str(fragment)), [H100]).kernels
     assert k.facts.uncertain is None
     assert k.facts.per_item.global_loads >= 2 and k.facts.per_item.fp64 >= 2
+
+
+def test_indices_stepped_in_the_loop_body_march_through_the_array():
+    # `index += stride` in the body: each iteration reads a new plane, as the loop's own counter
+    src = """
+__global__ void march(const float *in, float *out, int nx, int ny, int nz) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  int stride = nx * ny;
+  int index = y * nx + x;
+  float acc = 0.0f;
+  for (int z = 0; z < 64; z++) {
+    acc += in[index];
+    index += stride;
+  }
+  out[y * nx + x] = acc;
+}
+"""
+    k = kernel(src, "march")
+    # 64 distinct planes read per thread, not one
+    assert k.facts.traffic.footprint_bytes / k.facts.work_items >= 64 * 4 * 0.9
+    assert all(e.verdict == "bandwidth" for e in k.estimates)

@@ -625,6 +625,8 @@ class KernelWalker:
             self.assign(var, Val(start.ctype if start.ctype.kind != "unknown" else INT, None, lin, start.root, start.space))
         elif var is not None:
             self.assign(var, Val(INT, None, Linear(nonlinear=frozenset({atom}), const_known=False)))
+        entry = {name: val for name in self._stepped_names(body, var) if (val := self.lookup(name)) is not None}
+        inductions = self._induction_variables(body, var, atom)
         self.mult = saved * trip
         self.loop_depth += 1
         self.loop_atoms.append(atom)
@@ -649,6 +651,64 @@ class KernelWalker:
             current = self.lookup(var)
             if current is not None:
                 self.assign(var, Val(current.ctype, None, Linear(const_known=False), current.root, current.space))
+        for name in inductions:
+            # after the loop: the entry value moved by an unknown multiple of the step (the
+            # thread indices it held still hold)
+            before = entry[name]
+            self.assign(name, Val(before.ctype, None, Linear(coeffs=before.lin.coeffs, nonlinear=before.lin.nonlinear,
+                                                               const_known=False), before.root, before.space))
+
+    def _stepped_names(self, body: Node | None, var: str | None) -> list[str]:
+        if body is None:
+            return []
+        names = []
+        for statement in body.named_children if body.type == "compound_statement" else [body]:
+            expression = statement.named_children[0] if statement.type == "expression_statement" and statement.named_child_count else None
+            if expression is None:
+                continue
+            target = expression.child_by_field_name("left") if expression.type == "assignment_expression" \
+                else expression.child_by_field_name("argument") if expression.type == "update_expression" else None
+            if target is not None and target.type == "identifier" and self.text(target) != var:
+                names.append(self.text(target))
+        return names
+
+    def _induction_variables(self, body: Node | None, var: str | None, atom: str) -> list[str]:
+        """Variables the body steps by a loop-invariant amount (`index += stride;`, `p += n;`,
+        `k++;` as statements of the body): during the loop they are their entry value plus the
+        iteration times the step, like the loop's own counter."""
+        if body is None:
+            return []
+        statements = body.named_children if body.type == "compound_statement" else [body]
+        found: list[str] = []
+        saved = self.mult
+        self.mult = 0.0  # reading the step costs nothing here; the statement is counted in the body
+        try:
+            for statement in statements:
+                expression = statement.named_children[0] if statement.type == "expression_statement" and statement.named_child_count else None
+                if expression is None:
+                    continue
+                target = expression.child_by_field_name("left") if expression.type == "assignment_expression" \
+                    else expression.child_by_field_name("argument") if expression.type == "update_expression" else None
+                name = self.text(target) if target is not None and target.type == "identifier" else None
+                if name is None or name == var or name in found:
+                    continue
+                current = self.lookup(name)
+                kind, step = self._step(name, expression)
+                if current is None or kind != "add" or step is None:
+                    continue
+                if step.lin.atoms & {atom, *self.loop_atoms} or "data" in step.lin.nonlinear:
+                    continue  # the step itself moves inside the loop, or comes from memory
+                if step.value is not None:
+                    moved = Linear.atom(atom).scale(step.value)
+                elif step.lin.atoms:
+                    moved = step.lin.mul(Linear.atom(atom))
+                else:
+                    moved = Linear.atom(atom).scale(None)  # a runtime stride (`idx += stride_z`)
+                self.assign(name, Val(current.ctype, None, current.lin.add(moved), current.root, current.space))
+                found.append(name)
+        finally:
+            self.mult = saved
+        return found
 
     def _while(self, node: Node) -> None:
         cond = node.child_by_field_name("condition")
