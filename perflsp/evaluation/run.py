@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING
 
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
-from perflsp.analysis.extents import cuda_extent, leading_name
+from perflsp.analysis.includers import refold_site
 from perflsp.analysis.models import KernelFacts, KernelReport
 from perflsp.evaluation.labels import Answer, KernelRow
 from perflsp.evaluation.locate import Locator, match_kernel
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.compile_db import CompileDatabase
-from perflsp.kernels.models import ConstValue, CudaFunction, FileKernels, LaunchSite, OmpRegion
+from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
 from perflsp.source.files import SkippedFile
 from perflsp.source.parser import is_source_path
 
@@ -222,32 +222,8 @@ class _LaunchIndex:
             unit = AnalysisUnit(self.locator.source(relative), self.locator.tree(relative), fk,
                                 AnalysisOptions(argv=argv, include_env=self.locator.include_env(relative, self.locator.source(relative))))
             for site in matching:
-                sites.append(_refold(unit, site))
+                sites.append(refold_site(unit, site))
         return tuple(sites)
-
-
-def _refold(unit: AnalysisUnit, site: LaunchSite) -> LaunchSite:
-    """Fold a site's values in its own file (with the program's arguments) and detach the
-    spans, which point into that other file."""
-
-    def fold(value: ConstValue | None, dim3: bool) -> ConstValue | None:
-        if value is None:
-            return None
-        folded = value.value
-        if folded is None and value.span is not None:
-            folded = unit.fold_at(value.span.start_byte, value.text)
-        if dim3 and isinstance(folded, (int, float)):
-            folded = (int(folded), 1, 1)
-        return ConstValue(value.text, None, folded, None if folded is not None else value.reason)
-
-    extents = []
-    for arg in site.args:
-        name = leading_name(arg.text)
-        extent = cuda_extent(unit, name) if name else None
-        extents.append((extent.bytes, extent.host_memory) if extent is not None else (None, False))
-    return dataclasses.replace(site, grid=fold(site.grid, True), block=fold(site.block, True),
-                               shared_mem_bytes=fold(site.shared_mem_bytes, False),
-                               args=tuple(fold(a, False) for a in site.args), arg_extents=tuple(extents))
 
 
 # ---------------------------------------------------------------------------------------------
