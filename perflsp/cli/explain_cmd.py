@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -175,7 +175,7 @@ async def _with_llm(selected: Selected, gpu, advisor, as_json: bool) -> int:
     from perflsp.llm.advisor import AdvisorUnavailable
     from perflsp.llm.questions import question_for
 
-    task = "verdict" if as_json else "explain"
+    task: Literal["verdict", "explain"] = "verdict" if as_json else "explain"
     questions = [question_for(r, r.estimates[0], gpu, selected.data, selected.kernels, task, tree=selected.tree)
                  for r in selected.reports]
     failures = 0

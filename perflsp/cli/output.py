@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.markup import escape
@@ -28,7 +28,7 @@ def warn(message: str) -> None:
     stderr.print(f"[yellow]perflsp:[/] {escape(message)}", markup=True, highlight=False)
 
 
-def fail(message: str, code: int = EXIT_USAGE) -> None:
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     import click
 
     stderr.print(f"[red]perflsp: error:[/] {escape(message)}", markup=True, highlight=False)

@@ -182,7 +182,7 @@ def _print_outcome(outcome: ProfileOutcome, notes: Sequence[str], as_json: bool,
         if evidence:
             intensities = [_num(evidence.intensity.get(p)) for p in precisions]
             pct = evidence.pct_of_peak_ops
-            top = evidence.deciding_precision or max(pct, key=pct.get, default=None)
+            top = evidence.deciding_precision or max(pct, key=lambda p: pct[p], default=None)
             if top is not None and top in pct:
                 ops_pct = f"{_num(pct[top])} {top.value}"
             verdict = evidence.verdict or "-"
@@ -412,7 +412,7 @@ def verify_cmd(
         block_sizes = [int(s) for s in sizes.split(",")] if sizes else None
     except ValueError:
         _fail(f"--sizes: expected comma-separated integers, got {sizes!r}", 2)
-    if block_sizes is not None and any(s <= 0 for s in block_sizes) or current_block <= 0 or proposed_block <= 0:
+    if (block_sizes is not None and any(s <= 0 for s in block_sizes)) or current_block <= 0 or proposed_block <= 0:
         _fail("block sizes must be positive", 2)
     flags = {
         "enabled": True,

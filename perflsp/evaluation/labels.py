@@ -61,7 +61,7 @@ def _dim3(text: str) -> Dim3 | None:
     nums = [int(x) for x in re.findall(r"\d+", text or "")]
     if not nums:
         return None
-    nums = (nums + [1, 1, 1])[:3]
+    nums = ([*nums, 1, 1, 1])[:3]
     return (nums[0], nums[1], nums[2])
 
 

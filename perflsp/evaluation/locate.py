@@ -98,4 +98,4 @@ def match_kernel(row: KernelRow, kernels: Sequence[CudaFunction],
         return None, f"`{name}` not found at {row.file}:{row.line} {detail}"
     return found_k, None
 
-__all__ = ["Located", "LoadedFile", "Locator", "match_kernel"]
+__all__ = ["LoadedFile", "Located", "Locator", "match_kernel"]

@@ -32,6 +32,7 @@ from perflsp.hardware.occupancy import (
 from perflsp.hardware.precision import ROOFLINE_PRECISIONS, Precision
 
 __all__ = [
+    "ROOFLINE_PRECISIONS",
     "AmdArchLimits",
     "ArchLimits",
     "BlockSizeSuggestion",
@@ -46,7 +47,6 @@ __all__ = [
     "OccupancyResult",
     "Peak",
     "Precision",
-    "ROOFLINE_PRECISIONS",
     "UnknownGpuError",
     "best_block_size",
     "load_database",

@@ -16,7 +16,7 @@ import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -333,6 +333,8 @@ def _resolve_peak(entry: GpuEntry, precision: Precision, spec: PeakEntry, proble
         rate = 2 * spec.results_per_clk_per_sm  # an FMA result is two operations
     if spec.clock is not None and spec.clock_mhz is not None:
         problems.append(f"{where}: give clock or clock_mhz, not both")
+    clock_mhz: float | None
+    basis: Literal["boost", "base", "stated", "unstated"]
     if spec.clock_mhz is not None:
         clock_mhz, basis = spec.clock_mhz, "stated"
     elif spec.clock == "base":
@@ -351,17 +353,18 @@ def _resolve_peak(entry: GpuEntry, precision: Precision, spec: PeakEntry, proble
         problems.append(f"{where}: origin \"computed\" needs ops_per_clk_per_sm")
     if len(problems) > before:
         return None
-    computed_tflops = None
+    computed_tflops: float | None = None
     if rate is not None and clock_mhz is not None:
         computed_tflops = entry.sm_count * rate * clock_mhz * 1e6 / 1e12
     tflops = spec.tflops if spec.tflops is not None else computed_tflops
-    if spec.tflops is not None and computed_tflops is not None:
-        if abs(computed_tflops - spec.tflops) > _RATE_TOLERANCE * spec.tflops:
-            problems.append(
-                f"{where}: tflops {spec.tflops:g} disagrees with sm_count x rate x clock = "
-                f"{entry.sm_count} x {rate:g} x {clock_mhz:g} MHz = {computed_tflops:.4g}"
-            )
-            return None
+    if tflops is None:  # unreachable: the checks above demand tflops or a rate with a clock
+        return None
+    if spec.tflops is not None and computed_tflops is not None and abs(computed_tflops - spec.tflops) > _RATE_TOLERANCE * spec.tflops:
+        problems.append(
+            f"{where}: tflops {spec.tflops:g} disagrees with sm_count x rate x clock = "
+            f"{entry.sm_count} x {rate:g} x {clock_mhz:g} MHz = {computed_tflops:.4g}"
+        )
+        return None
     origin = spec.origin or ("quoted" if spec.tflops is not None else "computed")
     return Peak(
         precision=precision,

@@ -339,7 +339,7 @@ class Gpu(_Frozen):
 
     @property
     def l2_cache_bytes(self) -> int | None:
-        return None if self.l2_cache_mib is None else int(round(self.l2_cache_mib * MIB))
+        return None if self.l2_cache_mib is None else round(self.l2_cache_mib * MIB)
 
     @property
     def compute_capability_tuple(self) -> tuple[int, int] | None:

@@ -134,7 +134,7 @@ def locate_nvcc(
         if env.get(var):
             found = _executable(str(Path(env[var]) / "bin" / "nvcc"))
             if found:
-                return NvccLocation(found, var, f"nvcc from ${var}: {found}")  # type: ignore[arg-type]
+                return NvccLocation(found, var, f"nvcc from ${var}: {found}")
     found = shutil.which("nvcc", path=env.get("PATH", ""))
     if found:
         return NvccLocation(found, "PATH", f"nvcc on PATH: {found}")
@@ -530,7 +530,7 @@ async def resource_usage_async(
         raise NvccNotFoundError(f"cannot run {job.command[0]}: {exc.strerror or exc}") from exc
     try:
         stdout, _ = await asyncio.wait_for(process.communicate(), timeout_s)
-    except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+    except (TimeoutError, asyncio.CancelledError) as exc:
         process.kill()
         await process.wait()
         if isinstance(exc, asyncio.CancelledError):
@@ -583,8 +583,8 @@ def estimate_resource_usage(
 
 
 __all__ = [
-    "CompileError",
     "DEFAULT_CACHE",
+    "CompileError",
     "NvccLocation",
     "NvccNotFoundError",
     "ResourceUsage",

@@ -24,7 +24,7 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from enum import StrEnum
@@ -273,7 +273,7 @@ class Advisor:
         self._tasks: dict[tuple[str, str], tuple[str, asyncio.Task[AdvisorResult]]] = {}
         self.usage_log: deque[UsageRecord] = deque(maxlen=1000)
         self.total_usage = TokenUsage()
-        dialect = "openai" if provider is not None and provider.kind == "openai" else "generic"
+        dialect: Literal["openai", "generic"] = "openai" if provider is not None and provider.kind == "openai" else "generic"
         self._schema = response_json_schema(dialect)
         self._publish_status()
 
@@ -450,7 +450,7 @@ class Advisor:
         usage = usage + completion.usage
         return parse_answer(completion.text, completion.finish_reason), completion, usage
 
-    async def _timed_stream(self, messages: Sequence[Message]) -> AsyncIterator[str | TokenUsage]:
+    async def _timed_stream(self, messages: Sequence[Message]) -> AsyncGenerator[str | TokenUsage, None]:
         """The provider's text stream under one deadline for the whole answer.
 
         The deadline wraps each wait for the next piece, never a `yield`: a timeout scope that

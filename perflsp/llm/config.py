@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from perflsp import __version__
 from perflsp.llm.advisor import Advisor, AdvisorSettings, AdvisorStatus, UsageRecord
 from perflsp.llm.cache import DEFAULT_MAX_BYTES, VerdictCache
 from perflsp.llm.privacy import EndpointDecision, SettingOrigin, Sourced, check_llm_settings
@@ -112,10 +113,10 @@ def create_advisor(
     environment variable named by `api_key_env`. `cache` defaults to the user cache directory.
     """
     decision = decide(settings, origins, workspace_trusted=workspace_trusted)
-    extra = {"engine_version": engine_version} if engine_version else {}
     if not decision.allowed:
         advisor = Advisor(
-            None, settings.advisor_settings(), off_reason=decision.reason, on_status=on_status, **extra
+            None, settings.advisor_settings(), off_reason=decision.reason, on_status=on_status,
+            engine_version=engine_version or __version__,
         )
         return advisor, decision
     if cache is None and settings.cache_enabled:
@@ -128,6 +129,6 @@ def create_advisor(
         on_status=on_status,
         on_message=on_message,
         on_usage=on_usage,
-        **extra,
+        engine_version=engine_version or __version__,
     )
     return advisor, decision

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 from tree_sitter import Node, Tree
 
@@ -78,7 +79,7 @@ def question_for(
     raw = data if isinstance(data, bytes) else data.encode("utf-8")
     source, first_line = kernel_text(raw, kernel)
     callees = device_callees(raw, kernel, file_kernels, source)
-    language = "omp" if isinstance(kernel, OmpRegion) else "cuda"
+    language: Literal["cuda", "omp"] = "omp" if isinstance(kernel, OmpRegion) else "cuda"
     sites = [_launch_facts(raw, site, kernel) for site in report.launches[:MAX_LAUNCH_SITES]]
     if isinstance(kernel, OmpRegion):
         omp = _omp_launch_facts(kernel)
@@ -246,7 +247,8 @@ def _defined_name(node: Node) -> str | None:
     return match.group(0) if match else None
 
 
-def _is_function_declarator(node: Node) -> bool:
+def _is_function_declarator(start: Node) -> bool:
+    node: Node | None = start
     while node is not None:
         if node.type == "function_declarator":
             return True

@@ -25,10 +25,7 @@ _installed = False
 
 def resolve_api_key(explicit: SecretStr | str | None, env_var: str | None) -> SecretStr | None:
     """The explicit secret if given, else the named environment variable's value, else None."""
-    if isinstance(explicit, SecretStr):
-        value = explicit.get_secret_value()
-    else:
-        value = explicit
+    value: str | None = explicit.get_secret_value() if isinstance(explicit, SecretStr) else explicit
     if not value and env_var:
         value = os.environ.get(env_var)
     if not value:
@@ -70,7 +67,7 @@ def install_redaction() -> None:
             return record
         try:
             message = record.getMessage()
-        except Exception:  # a broken format string is the caller's bug; leave the record alone
+        except Exception:  # noqa: BLE001 - a broken format string is the caller's bug; leave the record alone
             return record
         masked = redact(message)
         if masked != message:

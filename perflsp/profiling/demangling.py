@@ -100,7 +100,7 @@ def _with_library(name: str) -> str | None:
         return None
     try:
         node = itanium_demangler.parse(name)
-    except Exception:  # the library raises NotImplementedError and assorted errors on exotic names
+    except Exception:  # noqa: BLE001 - the library raises NotImplementedError and assorted errors on exotic names
         return None
     if node is None:
         return None

@@ -98,8 +98,8 @@ class MeasuredKernel:
     device_name: str | None = None
 
 
-def _weighted(pairs: list[tuple[float, float]]) -> float | None:
-    pairs = [(v, w) for v, w in pairs if v is not None]
+def _weighted(values: list[tuple[float | None, float]]) -> float | None:
+    pairs = [(v, w) for v, w in values if v is not None]
     if not pairs:
         return None
     total = sum(w for _, w in pairs)
@@ -132,9 +132,9 @@ def group_launches(launches: Iterable[NcuLaunch]) -> list[MeasuredKernel]:
                 shapes_vary=len(shapes) > 1,
                 registers_per_thread=int(registers) if registers is not None else None,
                 achieved_occupancy_pct=_weighted(
-                    [(l.metrics.get(M.OCCUPANCY), d) for l, d in zip(group, durations, strict=True)]
+                    [(launch.metrics.get(M.OCCUPANCY), d) for launch, d in zip(group, durations, strict=True)]
                 ),
-                sm_clock_hz=_weighted([(l.metrics.get(M.SM_CLOCK), d) for l, d in zip(group, durations, strict=True)]),
+                sm_clock_hz=_weighted([(launch.metrics.get(M.SM_CLOCK), d) for launch, d in zip(group, durations, strict=True)]),
                 device_name=first.text.get(M.DEVICE_NAME) or None,
             )
         )

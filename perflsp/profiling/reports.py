@@ -97,7 +97,7 @@ def _read_with_package(path: Path) -> ImportedReport:
         context = ncu_report.load_report(str(path))
     except FileNotFoundError as exc:
         raise ProfilingError("io", f"cannot load {path}: {exc}") from None
-    except Exception as exc:  # the SWIG layer raises RuntimeError and others for damaged files
+    except Exception as exc:  # noqa: BLE001 - the SWIG layer raises RuntimeError and others for damaged files
         raise ProfilingError("parse", f"cannot load {path} as an Nsight Compute report: {exc}") from None
     launches: list[NcuLaunch] = []
     for range_index in range(context.num_ranges()):
@@ -112,7 +112,7 @@ def _read_with_package(path: Path) -> ImportedReport:
     version = None
     try:
         version = str(context.get_version()) or None
-    except Exception:
+    except Exception:  # noqa: BLE001 - old report formats lack a version; it is informational only
         version = None
     return ImportedReport(path, NcuTable(tuple(launches)), version, "ncu_report")
 
@@ -147,9 +147,10 @@ def _launch_from_action(action, launch_id: str, demangled_base) -> NcuLaunch:
 
 def _dim(numbers: dict[str, float], prefix: str):
     parts = [numbers.get(f"{prefix}_{axis}") for axis in "xyz"]
-    if any(p is None for p in parts):
+    whole = [p for p in parts if p is not None]
+    if len(whole) != len(parts):
         return None
-    return parse_dim3(", ".join(str(int(p)) for p in parts))
+    return parse_dim3(", ".join(str(int(p)) for p in whole))
 
 
 def import_report(path: Path, *, ncu_argv: Sequence[str] | None = None) -> ImportedReport:

@@ -464,8 +464,8 @@ class LaunchVerification:
 
     @property
     def best(self) -> BlockTiming | None:
-        usable = [t for t in self.timings if t.honoured and t.per_launch_ns]
-        return min(usable, key=lambda t: t.per_launch_ns) if usable else None
+        usable = [(ns, t) for t in self.timings if t.honoured and (ns := t.per_launch_ns)]
+        return min(usable, key=lambda pair: pair[0])[1] if usable else None
 
     def summary(self) -> str:
         speedup = self.speedup
@@ -567,6 +567,7 @@ def _timing(block: int, table: NcuTable, kernel: str) -> BlockTiming:
         if threads is not None:
             observed.add(int(threads))
     durations = [launch.metrics.get(M.DURATION) for launch in launches]
-    if any(d is None for d in durations):
+    measured = [d for d in durations if d is not None]
+    if len(measured) != len(durations):
         return BlockTiming(block, None, len(launches), tuple(sorted(observed)), f"ncu reported no {M.DURATION}")
-    return BlockTiming(block, float(sum(durations)), len(launches), tuple(sorted(observed)))
+    return BlockTiming(block, float(sum(measured)), len(launches), tuple(sorted(observed)))

@@ -107,9 +107,8 @@ def check_value(name: str, value: str) -> str:
     elif name == "kernel":
         if not _KERNEL_NAME.match(value):
             raise ProfilingError("bad-template", f"{{kernel}} must be an identifier or qualified name, got {value!r}")
-    elif name == "block":
-        if not value.isdigit():
-            raise ProfilingError("bad-template", f"{{block}} must be a positive integer, got {value!r}")
+    elif name == "block" and not value.isdigit():
+        raise ProfilingError("bad-template", f"{{block}} must be a positive integer, got {value!r}")
     return value
 
 

@@ -86,7 +86,7 @@ def parse_answer(text: str) -> list[dict[str, Any]]:
     data = json.loads(stripped[start:end + 1])
     configs = data.get("configs") if isinstance(data, dict) else None
     if not isinstance(configs, list):
-        raise ValueError("the answer has no `configs` list")  # noqa: TRY004 - a bad answer, not a caller's type error
+        raise ValueError("the answer has no `configs` list")
     return [c for c in configs if isinstance(c, dict)]
 
 

@@ -94,7 +94,7 @@ class SearchResult:
     @property
     def best(self) -> tuple[Config, float] | None:
         timed = [(e.config, e.time_ms) for e in self.evaluations if e.time_ms is not None]
-        return min(timed, key=lambda item: item[1]) if timed else None  # type: ignore[return-value]
+        return min(timed, key=lambda item: item[1]) if timed else None
 
     def best_after(self, n: int) -> float | None:
         times = [e.time_ms for e in self.evaluations[:n] if e.time_ms is not None]

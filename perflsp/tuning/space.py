@@ -12,7 +12,7 @@ import ast
 import itertools
 import math
 import operator
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,13 +26,15 @@ class SpaceError(ValueError):
     """A parameter list or restriction that cannot be used (the message names it)."""
 
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+_BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+           ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
            ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
            ast.LShift: operator.lshift, ast.RShift: operator.rshift}
-_CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+_CMPOPS: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
+           ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
            ast.Eq: operator.eq, ast.NotEq: operator.ne}
-_FUNCS = {"min": min, "max": max, "abs": abs, "int": int, "float": float}
+_FUNCS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "abs": abs, "int": int, "float": float}
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,9 @@ def _eval(node: ast.AST, env: Mapping[str, Value]) -> Any:
         return _BINOPS[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp):
         value = _eval(node.operand, env)
-        return {ast.Not: operator.not_, ast.USub: operator.neg, ast.UAdd: operator.pos}[type(node.op)](value)
+        unary: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.Not: operator.not_, ast.USub: operator.neg,
+                                                                  ast.UAdd: operator.pos}
+        return unary[type(node.op)](value)
     if isinstance(node, ast.BoolOp):
         if isinstance(node.op, ast.And):
             return all(_eval(v, env) for v in node.values)
@@ -98,7 +102,8 @@ def _eval(node: ast.AST, env: Mapping[str, Value]) -> Any:
     if isinstance(node, ast.IfExp):
         return _eval(node.body, env) if _eval(node.test, env) else _eval(node.orelse, env)
     if isinstance(node, ast.Call):
-        return _FUNCS[node.func.id](*(_eval(a, env) for a in node.args))  # type: ignore[attr-defined]
+        assert isinstance(node.func, ast.Name)  # only plain calls of _FUNCS pass validation
+        return _FUNCS[node.func.id](*(_eval(a, env) for a in node.args))
     raise SpaceError(f"`{type(node).__name__}` is not allowed")
 
 

@@ -38,11 +38,11 @@ def make_provider(config: ProviderConfig, api_key: SecretStr | str | None = None
 
 
 __all__ = [
+    "PROVIDERS",
     "AnthropicProvider",
     "Completion",
     "OllamaProvider",
     "OpenAIProvider",
-    "PROVIDERS",
     "Provider",
     "ProviderConfig",
     "ProviderError",

@@ -9,7 +9,7 @@ Streaming: SSE events message_start (input tokens), content_block_delta with `in
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import httpx
@@ -73,7 +73,7 @@ class AnthropicProvider(Provider):
         pieces.append(Done(_finish(data.get("stop_reason")), data.get("model")))
         return pieces
 
-    async def _pieces_from_stream(self, response: httpx.Response) -> AsyncIterator[Piece]:
+    async def _pieces_from_stream(self, response: httpx.Response) -> AsyncGenerator[Piece, None]:
         model: str | None = None
         stop_reason: str | None = None
         in_tool = False

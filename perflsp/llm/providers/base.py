@@ -19,7 +19,7 @@ import logging
 import ssl
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from functools import cache
@@ -254,7 +254,7 @@ class Provider(ABC):
     def _pieces_from_document(self, data: dict[str, Any]) -> list[Piece]: ...
 
     @abstractmethod
-    def _pieces_from_stream(self, response: httpx.Response) -> AsyncIterator[Piece]: ...
+    def _pieces_from_stream(self, response: httpx.Response) -> AsyncGenerator[Piece, None]: ...
 
     @staticmethod
     def _error_message(data: Any) -> str | None:
@@ -291,7 +291,7 @@ class Provider(ABC):
         assert done is not None  # _pieces raises otherwise
         return Completion("".join(text), usage, done.model, done.finish_reason)
 
-    async def stream_text(self, messages: Sequence[Message]) -> AsyncIterator[str | TokenUsage]:
+    async def stream_text(self, messages: Sequence[Message]) -> AsyncGenerator[str | TokenUsage, None]:
         """Free-text answer as it arrives (always streamed); TokenUsage items report usage.
 
         The text is model output: control sequences are removed (`perflsp.llm.sanitize`) and
@@ -319,7 +319,7 @@ class Provider(ABC):
     # -- transport ---------------------------------------------------------------------------
     async def _pieces(
         self, messages: Sequence[Message], schema: dict[str, Any] | None, stream: bool
-    ) -> AsyncIterator[Piece]:
+    ) -> AsyncGenerator[Piece, None]:
         url = f"{self.base_url}{self._path()}"
         body = self._body(messages, schema, stream)
         headers = {"content-type": "application/json", **self._headers()}
@@ -349,15 +349,15 @@ class Provider(ABC):
                         raise ProviderProtocolError(
                             f"{self.endpoint} answered with invalid JSON, not a stream of events: {exc}") from None
             else:  # asked for no stream, or the server ignored `stream` and sent one JSON document
-                body = bytearray()
+                raw = bytearray()
                 cap = max(1 << 20, 16 * char_limit(self.config.max_output_tokens))
                 async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > cap:
+                    raw += chunk
+                    if len(raw) > cap:
                         raise ProviderProtocolError(
                             f"{self.endpoint} sent an answer over {cap} bytes, more than its output token limit allows")
                 try:
-                    data = json.loads(bytes(body))
+                    data = json.loads(bytes(raw))
                 except ValueError:
                     raise ProviderProtocolError(f"{self.endpoint} answered with invalid JSON") from None
                 for piece in self._pieces_from_document(data):

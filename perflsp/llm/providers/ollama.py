@@ -6,7 +6,7 @@ the last with `"done": true` and the token counts `prompt_eval_count` / `eval_co
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import httpx
@@ -58,7 +58,7 @@ class OllamaProvider(Provider):
             pieces.append(Done(data.get("done_reason"), data.get("model")))
         return pieces
 
-    async def _pieces_from_stream(self, response: httpx.Response) -> AsyncIterator[Piece]:
+    async def _pieces_from_stream(self, response: httpx.Response) -> AsyncGenerator[Piece, None]:
         ended = False
         async for line in iter_ndjson_lines(response.aiter_lines()):
             if ended:

@@ -7,7 +7,7 @@ Streaming: Server-Sent Events of `chat.completion.chunk` objects ending with `da
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import httpx
@@ -78,7 +78,7 @@ class OpenAIProvider(Provider):
         pieces.append(Done(choice.get("finish_reason"), data.get("model")))
         return pieces
 
-    async def _pieces_from_stream(self, response: httpx.Response) -> AsyncIterator[Piece]:
+    async def _pieces_from_stream(self, response: httpx.Response) -> AsyncGenerator[Piece, None]:
         finish_reason: str | None = None
         model: str | None = None
         refusal: list[str] = []
