@@ -12,6 +12,7 @@ from types import ModuleType
 
 from tree_sitter import Tree
 
+from perflsp.analysis.fixes import with_fixes
 from perflsp.analysis.lints import (
     block_size_warp_multiple,
     double_math_function,
@@ -40,15 +41,18 @@ __all__ = ["GpuCode", "Instantiation", "LINT_CODES", "LintContext", "LintOptions
 
 def run_lints(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Sequence[Gpu] = (),
               enabled: Collection[str] | None = None, options: LintOptions | None = None,
-              notes: list[str] | None = None) -> list[Finding]:
+              notes: list[str] | None = None, *, build_fixes: bool = False) -> list[Finding]:
     """Findings of the enabled rules (all when `enabled` is None), in document order.
 
     `gpus` feeds `occupancy/low` (no GPUs: that rule stays silent). A rule that fails on
     unexpected input is skipped with a line in `notes` instead of failing the whole run.
+    Findings carry their fixes as requests; `build_fixes` builds and validates the edits too
+    (output that shows them; `file_kernels` must then be the whole file's extraction).
     """
     ctx = LintContext(data=data, tree=tree, kernels=file_kernels, gpus=tuple(gpus),
                       options=options or LintOptions(), path=file_kernels.path)
-    return run_rules(ctx, enabled, notes)
+    findings = run_rules(ctx, enabled, notes)
+    return with_fixes(findings, data, tree, file_kernels) if build_fixes else findings
 
 
 def run_rules(ctx: LintContext, enabled: Collection[str] | None = None,

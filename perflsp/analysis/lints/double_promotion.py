@@ -1,16 +1,7 @@
-"""Unsuffixed floating-point literals that drag single-precision GPU code into FP64.
+"""`precision/double-promotion`: unsuffixed floating-point literals that drag single-precision GPU code into FP64.
 
-In C and C++ `0.5` is a `double`. `x * 0.5` with a float `x` converts `x` to double, multiplies
-in FP64 and (usually) narrows the result back: on most GPUs FP64 runs at 1/32 to 1/64 of the
-FP32 rate, and the conversions cost instructions of their own. The fix is the `f` suffix.
-
-The rule fires where a double literal meets float data at run time:
-- an operand of `+ - * /` or a comparison whose other operand is float (`x * 0.5`, `t > 0.0`);
-- a compound assignment to a float (`x *= 0.5`);
-- a run-time expression of literals and integers narrowed into a float (`float v = i * 0.5`,
-  `y[i] = n / 2.0`, an argument of `sinf`, a `return` from a float function).
-It never fires in double code, on integer literals, on `float v = 0.5;` (converted at compile
-time), nor on template code whose type parameter is not float in any launched instantiation.
+What the rule reports, why, its fix and its example are declared once, in `RULE` below: the
+registry (`perflsp.analysis.rules`) and docs/rules/ are generated from it.
 """
 
 from __future__ import annotations
@@ -31,13 +22,88 @@ from perflsp.analysis.exprtypes import (
     is_runtime,
     normalise_type,
 )
-from perflsp.analysis.fixes import EditError, float_literal_fix
 from perflsp.analysis.lints.context import GpuCode, LintContext, walk
-from perflsp.analysis.models import Finding
+from perflsp.analysis.models import Finding, FixRequest
+from perflsp.analysis.ruledef import Example, RuleInfo
 
-CODE = "precision/double-promotion"
-NAME = "double-promotion"
-DEFAULT_SEVERITY = "warning"
+_DOC = """\
+## What it reports
+
+An unsuffixed floating-point literal (`0.5`, `1.0`, `2.5e-3`) that meets single-precision data at
+run time. In C and C++ such a literal is a `double`, and the usual arithmetic conversions turn the
+whole operation into a double one:
+
+```cuda
+__global__ void halve(int n, const float *x, float *y)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = x[i] * 0.5;   // x[i] -> double, FP64 multiply, double -> float
+}
+```
+
+The rule fires where a double literal is
+- an operand of `+ - * /` or of a comparison whose other operand is float (`x * 0.5`, `t > 0.0`);
+- the value of a compound assignment to a float (`acc *= 0.5`);
+- part of a run-time expression of literals and integers that ends up in a float
+  (`float v = i * 0.5;`, `y[i] = n / 2.0;`, `sinf(i * 0.1)`, `(float)(i * 0.1)`,
+  `return k * 0.25;` in a float function).
+
+## Why it matters on GPUs
+
+FP64 throughput is 1/2 of FP32 on data-centre parts (A100, H100) but 1/32 to 1/64 on GeForce,
+RTX workstation and L4/L40-class GPUs. One stray literal in an inner loop can make a kernel that
+the roofline calls bandwidth-bound FP32 into a compute-bound FP64 one, and adds two conversion
+instructions per use. The compiler removes the promotion only when it can prove the double
+result identical (nvcc 13 does for `x * 0.5`, a power of two, but not for `x * 0.1`).
+
+## When it stays silent
+
+- In double code: `d * 0.5` with a double `d` is intended.
+- On integer literals (`i * 2`, index arithmetic) and literals with a suffix (`0.5f`, `0.5L`).
+- On compile-time constants: `float h = 0.5;` and `float third = 1.0 / 3.0;` are converted once.
+- In template code, for instantiations whose type parameter is not `float`: `sum<double>` is
+  clean, `sum<float>` is reported with the instantiation named. A template never launched with
+  explicit arguments is not judged.
+- Behind an explicit cast to double: `(double)x * 0.5` says FP64 on purpose.
+
+## Fix
+
+`Write 0.5f`: appends `f` to the literal. Each finding carries its own one-character edit.
+"""
+
+_BAD = """\
+__global__ void halve(int n, const float *x, float *y)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = x[i] * 0.5;   // x[i] becomes a double: an FP64 multiply
+}
+"""
+
+_GOOD = """\
+__global__ void halve(int n, const float *x, float *y)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = x[i] * 0.5f;
+}
+"""
+
+RULE = RuleInfo(
+    code="precision/double-promotion",
+    name="double-promotion",
+    default_severity="warning",
+    has_fix=True,
+    summary='an unsuffixed double literal promotes float arithmetic to FP64',
+    fix_note='add the `f` suffix',
+    applies_to='kernels, `__device__` functions, OpenMP target regions',
+    doc=_DOC,
+    example=Example(bad=_BAD, good=_GOOD),
+)
+CODE = RULE.code
+NAME = RULE.name
+DEFAULT_SEVERITY = RULE.default_severity
 
 
 def check(ctx: LintContext) -> list[Finding]:
@@ -142,13 +208,9 @@ def _finding(ctx: LintContext, code: GpuCode, literal: Node, why: str) -> Findin
     text = ctx.text(literal)
     where = f" in `{code.instantiation}`" if code.instantiation else ""
     message = f"`{text}` is a double literal: it {why}{where}; write `{text}f`"
-    fixes = ()
-    try:
-        fixes = (float_literal_fix(ctx.data, ctx.tree, ctx.span(literal)),)
-    except EditError:
-        pass
-    return Finding(code=CODE, message=message, span=ctx.span(literal), severity=DEFAULT_SEVERITY, fixes=fixes,
-                   kernel=code.label)
+    span = ctx.span(literal)
+    return Finding(code=CODE, message=message, span=span, severity=DEFAULT_SEVERITY, kernel=code.label,
+                   fix_requests=(FixRequest("float-literal", span),))
 
 
 def _short(ctx: LintContext, node: Node, limit: int = 40) -> str:

@@ -1,18 +1,7 @@
-"""Global memory accesses where neighbouring threads touch addresses far apart (uncoalesced).
+"""`memory/uncoalesced-access`: global memory accesses where neighbouring threads touch addresses far apart (uncoalesced).
 
-A warp's 32 threads issue one load together. When thread `t` reads `a[t]`, the 32 floats share
-four 32-byte sectors: one transaction serves the warp. When thread `t` reads `a[t * stride]`
-(one thread per matrix row, array-of-structures, a transposed index), every thread needs its own
-sector: up to 32 transactions for the same useful bytes, and most of each sector is wasted.
-
-The rule follows the index through local variables (`tid = blockIdx.x * blockDim.x + threadIdx.x`,
-`row = tid`, `const float *p = a + tid * n`) as a polynomial and takes the coefficient of
-`threadIdx.x` in the element offset of a kernel's pointer parameter (global memory). It fires when
-that coefficient is a run-time value (`stride`, `n`, `blockDim.y`) or a constant of at least
-`strided_access_min_bytes` (32) bytes. Shared memory, local arrays and `__constant__` data are
-not checked, and an index it cannot follow (`%`, calls, data-dependent) is never reported.
-There is no automatic fix: the remedy is a different work distribution (a warp per row, a
-shared-memory transpose, structure-of-arrays).
+What the rule reports, why, its fix and its example are declared once, in `RULE` below: the
+registry (`perflsp.analysis.rules`) and docs/rules/ are generated from it.
 """
 
 from __future__ import annotations
@@ -26,12 +15,95 @@ from tree_sitter import Node
 from perflsp.analysis.exprtypes import INT, Ty, normalise_type
 from perflsp.analysis.lints.context import Instantiation, LintContext, walk
 from perflsp.analysis.models import Finding
+from perflsp.analysis.ruledef import Example, RuleInfo
 from perflsp.kernels.consteval import TYPE_SIZES_BYTES, ConstEnv, try_evaluate
 from perflsp.kernels.models import CudaFunction
 
-CODE = "memory/uncoalesced-access"
-NAME = "uncoalesced-access"
-DEFAULT_SEVERITY = "warning"
+_DOC = """\
+## What it reports
+
+A global-memory access whose address moves by more than a sector from one thread to the next,
+i.e. whose index is *strided* by `threadIdx.x`:
+
+```cuda
+const int row = blockIdx.x * blockDim.x + threadIdx.x;   // one thread per row
+for (int c = 0; c < cols; ++c)
+    s += a[row * cols + c];          // neighbouring threads: `cols` floats apart
+```
+
+The index is followed through local variables (`tid`, `row = tid`, `const float *p = a + tid * n`
+then `p[k]`) as a polynomial, and the coefficient of `threadIdx.x` in the element offset is
+judged:
+
+- a run-time value (`cols`, `stride`, `blockDim.y`): reported ("unless it is 1");
+- a constant whose distance in bytes is at least 32 (`a[threadIdx.x * 8]` on floats): reported;
+- 1 or a small constant (`a[2 * tid]` on floats, `float4` loads): not reported.
+
+Only memory reached through a kernel's pointer parameters counts as global; `__shared__`,
+`__constant__` and local arrays are not checked. An index the rule cannot follow (`%`, `/`,
+function calls, data-dependent indices) is never reported.
+
+## Why it matters on GPUs
+
+A warp's 32 loads are served together. `a[tid]` on floats needs four 32-byte sectors for the
+whole warp; `a[tid * cols]` needs one sector per thread: 32 transactions for the same useful
+bytes, 8x the DRAM/L2 traffic, and 7/8 of every sector fetched for nothing. The roofline
+intensity computed from useful bytes then overstates the kernel badly.
+
+## What to do
+
+Give consecutive threads consecutive addresses: one warp per row with lanes striding over
+columns, a shared-memory tile that is read row-wise and written column-wise (transpose), or a
+structure-of-arrays layout instead of an array of structures.
+
+## Options
+
+The 32-byte threshold is `LintOptions.strided_access_min_bytes`.
+"""
+
+_BAD = """\
+// one thread per row: neighbouring threads read `cols` floats apart
+__global__ void row_sums(int rows, int cols, const float *a, float *sums)
+{
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < rows) {
+        float s = 0.0f;
+        for (int c = 0; c < cols; ++c)
+            s += a[row * cols + c];
+        sums[row] = s;
+    }
+}
+"""
+
+_GOOD = """\
+// one warp per row: neighbouring lanes read neighbouring columns
+__global__ void row_sums(int rows, int cols, const float *a, float *sums)
+{
+    int row = blockIdx.x;
+    float s = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += 32)
+        s += a[row * cols + c];
+    for (int offset = 16; offset > 0; offset /= 2)
+        s += __shfl_down_sync(0xffffffffu, s, offset);
+    if (threadIdx.x == 0)
+        sums[row] = s;
+}
+"""
+
+RULE = RuleInfo(
+    code="memory/uncoalesced-access",
+    name="uncoalesced-access",
+    default_severity="warning",
+    has_fix=False,
+    summary='neighbouring threads access global memory far apart (strided by threadIdx.x)',
+    fix_note='needs a different work distribution',
+    applies_to='kernels (accesses through their pointer parameters)',
+    doc=_DOC,
+    example=Example(bad=_BAD, good=_GOOD),
+)
+CODE = RULE.code
+NAME = RULE.name
+DEFAULT_SEVERITY = RULE.default_severity
 
 TX = "threadIdx.x"
 SECTOR_BYTES = 32

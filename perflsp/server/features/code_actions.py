@@ -1,7 +1,8 @@
 """Code actions: the lint fixes, launch tuning refactors, and "explain"/"profile" commands.
 
 Every edit comes from the validated builders of `perflsp.analysis.fixes` (they re-parse the
-edited text and refuse an edit that breaks it), computed on the snapshot the request is about.
+edited text and refuse an edit that breaks it), computed on the snapshot the request is about:
+lints only describe their fixes (`FixRequest`), and the edits are built here, when asked for.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
+from perflsp.analysis.fixes import build_fixes
 from perflsp.analysis.models import ByteEdit, Finding, Fix
 from perflsp.kernels.models import CudaFunction, LaunchSite, OmpRegion
 from perflsp.server import analysis as server_analysis
@@ -54,7 +56,7 @@ def actions(ls: Any, worker: Any, snap: Snapshot, params: lsp.CodeActionParams,
     for finding in findings:
         if rules.get(finding.code) == "off" or not _overlaps(finding.span.start_byte, finding.span.end_byte, start, end):
             continue
-        for fix in finding.fixes:
+        for fix in build_fixes(finding, snap.data, snap.tree, snap.kernels):
             out.append(_action(snap, fix, _matching(params.context.diagnostics, finding)))
 
     # launch shape refactors (with a "measure" command when profiling may run)
