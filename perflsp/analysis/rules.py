@@ -89,7 +89,8 @@ def apply_rule_levels(findings: Iterable[Finding], levels: Mapping[str, str]) ->
         level = levels.get(finding.code)
         if level == "off":
             continue
-        out.append(finding if level is None or level == finding.severity else replace(finding, severity=level))
+        severity = next((s for s in SEVERITIES if s == level), None)
+        out.append(finding if severity is None or severity == finding.severity else replace(finding, severity=severity))
     return out
 
 

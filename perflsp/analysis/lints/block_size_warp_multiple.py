@@ -109,12 +109,12 @@ def check(ctx: LintContext) -> list[Finding]:
         bounds = kernel.launch_bounds
         if bounds is None or kernel.qualified_name in flagged_kernels or bounds.span is None:
             continue
-        threads = bounds.max_threads.value
-        if not isinstance(threads, int) or threads <= 0 or threads % warp == 0:
+        bound = bounds.max_threads.value
+        if not isinstance(bound, int) or bound <= 0 or bound % warp == 0:
             continue
-        rounded = min(1024, -(-threads // warp) * warp)
+        rounded = min(1024, -(-bound // warp) * warp)
         findings.append(Finding(
-            code=CODE, message=_message(threads, warp, "__launch_bounds__ size"), span=bounds.span,
+            code=CODE, message=_message(bound, warp, "__launch_bounds__ size"), span=bounds.span,
             severity=DEFAULT_SEVERITY, kernel=kernel.qualified_name,
             fix_requests=_requests("launch-bounds", kernel.name_span, [rounded], warp)))
     for region in ctx.kernels.omp_regions:

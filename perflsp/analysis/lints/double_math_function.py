@@ -124,7 +124,7 @@ def _finding(ctx: LintContext, code: GpuCode, call: Node, name: str, why: str) -
     base = math_base_name(name)
     where = f" in `{code.instantiation}`" if code.instantiation else ""
     span = ctx.span(call)
-    requests = (FixRequest("float-function", span, language=ctx.language),)
+    requests: tuple[FixRequest, ...] = (FixRequest("float-function", span, language=ctx.language),)
     if base == "pow":  # `pow(x, 2)` may become `x * x`, offered first
         requests = (FixRequest("square", span), *requests)
     hint = " (or `x * x`)" if base == "pow" else ""

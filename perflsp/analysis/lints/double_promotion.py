@@ -6,6 +6,8 @@ registry (`perflsp.analysis.rules`) and docs/rules/ are generated from it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from tree_sitter import Node
 
 from perflsp.analysis.exprtypes import (
@@ -15,7 +17,7 @@ from perflsp.analysis.exprtypes import (
     DOUBLE,
     FLIT,
     FLOAT,
-    ExprTyper,
+    Ty,
     call_name,
     double_literals,
     is_float_math,
@@ -117,62 +119,88 @@ def check(ctx: LintContext) -> list[Finding]:
     return list(found.values())
 
 
-def _is(ty, kind: str) -> bool:
+def _is(ty: Ty | None, kind: str) -> bool:
     return ty is not None and ty.scalar == kind
 
 
-def _float_sinks(ctx: LintContext, code: GpuCode, node: Node):
+Sink = tuple[Node, str]  # (value, reason): a literal expression that meets float data at run time
+
+
+def _float_sinks(ctx: LintContext, code: GpuCode, node: Node) -> Iterator[Sink]:
     """(value, reason) pairs: `value` is an intended-neutral expression (literals and integers)
     whose result ends up mixed with, or converted to, float at run time."""
-    typer: ExprTyper = code.typer
-    kind = node.type
-    if kind == "binary_expression":
-        op = node.child_by_field_name("operator")
-        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        if op is None or left is None or right is None or (op.type not in ARITH_OPS and op.type not in COMPARE_OPS):
-            return
-        for value, partner in ((right, left), (left, right)):
-            if _is(typer.intended(partner), FLOAT) and _is(typer.intended(value), FLIT):
-                if _destination_is_double(code, node):
-                    return  # mixed-precision code computing into a double: the promotion is wanted
-                yield value, f"promotes `{_short(ctx, partner)}` (float) and the `{op.type}` to FP64"
-    elif kind == "assignment_expression":
-        op = node.child_by_field_name("operator")
-        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        if op is None or left is None or right is None or not _is(typer.intended(left), FLOAT):
-            return
-        if not _is(typer.intended(right), FLIT):
-            return
-        if op.type in COMPOUND_FLOAT_OPS:
-            yield right, f"makes `{_short(ctx, node)}` an FP64 operation on a float"
-        elif op.type == "=" and is_runtime(right):
-            yield right, "is computed in FP64 and then narrowed to float"
-    elif kind == "init_declarator":
-        value = node.child_by_field_name("value")
-        declaration = node.parent
-        type_node = declaration.child_by_field_name("type") if declaration is not None else None
-        target = node.child_by_field_name("declarator")
-        if value is None or type_node is None or target is None or target.type != "identifier":
-            return
-        if normalise_type(ctx.text(type_node), typer.aliases) == FLOAT and _is(typer.intended(value), FLIT) and is_runtime(value):
-            yield value, "is computed in FP64 and then narrowed to float"
-    elif kind == "call_expression":
-        name = call_name(node)
-        args = node.child_by_field_name("arguments")
-        if name is None or args is None or not is_float_math(name):
-            return
-        for arg in args.named_children:
-            if _is(typer.intended(arg), FLIT) and is_runtime(arg):
-                yield arg, f"is computed in FP64 and then passed to `{name}` as a float"
-    elif kind == "cast_expression":
-        value = node.child_by_field_name("value")
-        cast_to = typer.actual(node)
-        if value is not None and _is(cast_to, FLOAT) and _is(typer.intended(value), FLIT) and is_runtime(value):
-            yield value, "is computed in FP64 and then cast to float"
-    elif kind == "return_statement" and code.returns is not None and code.returns.scalar == FLOAT:
+    handler = _SINKS.get(node.type)
+    if handler is not None:
+        yield from handler(ctx, code, node)
+    elif node.type == "return_statement" and code.returns is not None and code.returns.scalar == FLOAT:
         value = next((c for c in node.named_children if c.type != "comment"), None)
-        if value is not None and _is(typer.intended(value), FLIT) and is_runtime(value):
+        if value is not None and _is(code.typer.intended(value), FLIT) and is_runtime(value):
             yield value, "is computed in FP64 and then returned as a float"
+
+
+def _binary_sinks(ctx: LintContext, code: GpuCode, node: Node) -> Iterator[Sink]:
+    typer = code.typer
+    op = node.child_by_field_name("operator")
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if op is None or left is None or right is None or (op.type not in ARITH_OPS and op.type not in COMPARE_OPS):
+        return
+    for value, partner in ((right, left), (left, right)):
+        if _is(typer.intended(partner), FLOAT) and _is(typer.intended(value), FLIT):
+            if _destination_is_double(code, node):
+                return  # mixed-precision code computing into a double: the promotion is wanted
+            yield value, f"promotes `{_short(ctx, partner)}` (float) and the `{op.type}` to FP64"
+
+
+def _assignment_sinks(ctx: LintContext, code: GpuCode, node: Node) -> Iterator[Sink]:
+    typer = code.typer
+    op = node.child_by_field_name("operator")
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if op is None or left is None or right is None or not _is(typer.intended(left), FLOAT):
+        return
+    if not _is(typer.intended(right), FLIT):
+        return
+    if op.type in COMPOUND_FLOAT_OPS:
+        yield right, f"makes `{_short(ctx, node)}` an FP64 operation on a float"
+    elif op.type == "=" and is_runtime(right):
+        yield right, "is computed in FP64 and then narrowed to float"
+
+
+def _init_sinks(ctx: LintContext, code: GpuCode, node: Node) -> Iterator[Sink]:
+    typer = code.typer
+    value = node.child_by_field_name("value")
+    declaration = node.parent
+    type_node = declaration.child_by_field_name("type") if declaration is not None else None
+    target = node.child_by_field_name("declarator")
+    if value is None or type_node is None or target is None or target.type != "identifier":
+        return
+    if normalise_type(ctx.text(type_node), typer.aliases) == FLOAT and _is(typer.intended(value), FLIT) and is_runtime(value):
+        yield value, "is computed in FP64 and then narrowed to float"
+
+
+def _call_sinks(ctx: LintContext, code: GpuCode, node: Node) -> Iterator[Sink]:
+    name = call_name(node)
+    args = node.child_by_field_name("arguments")
+    if name is None or args is None or not is_float_math(name):
+        return
+    for arg in args.named_children:
+        if _is(code.typer.intended(arg), FLIT) and is_runtime(arg):
+            yield arg, f"is computed in FP64 and then passed to `{name}` as a float"
+
+
+def _cast_sinks(ctx: LintContext, code: GpuCode, node: Node) -> Iterator[Sink]:
+    typer = code.typer
+    value = node.child_by_field_name("value")
+    if value is not None and _is(typer.actual(node), FLOAT) and _is(typer.intended(value), FLIT) and is_runtime(value):
+        yield value, "is computed in FP64 and then cast to float"
+
+
+_SINKS: dict[str, Callable[[LintContext, GpuCode, Node], Iterator[Sink]]] = {
+    "binary_expression": _binary_sinks,
+    "assignment_expression": _assignment_sinks,
+    "init_declarator": _init_sinks,
+    "call_expression": _call_sinks,
+    "cast_expression": _cast_sinks,
+}
 
 
 _PASS_THROUGH = frozenset({"binary_expression", "parenthesized_expression", "unary_expression",
@@ -185,7 +213,8 @@ def _destination_is_double(code: GpuCode, node: Node) -> bool:
     while top.parent is not None and top.parent.type in _PASS_THROUGH:
         if top.parent.type == "cast_expression":
             return _is(code.typer.actual(top.parent), DOUBLE)
-        if top.parent.type == "binary_expression" and top.parent.child_by_field_name("operator").type not in ARITH_OPS:
+        operator = top.parent.child_by_field_name("operator")
+        if top.parent.type == "binary_expression" and (operator is None or operator.type not in ARITH_OPS):
             return False
         top = top.parent
     parent = top.parent
@@ -196,9 +225,10 @@ def _destination_is_double(code: GpuCode, node: Node) -> bool:
         type_node = declaration.child_by_field_name("type") if declaration is not None else None
         target = parent.child_by_field_name("declarator")
         return (type_node is not None and target is not None and target.type == "identifier"
-                and normalise_type(type_node.text.decode("utf-8", "replace"), code.typer.aliases) == DOUBLE)
+                and normalise_type(_node_text(type_node), code.typer.aliases) == DOUBLE)
     if parent.type == "assignment_expression" and parent.child_by_field_name("right") == top:
-        return _is(code.typer.intended(parent.child_by_field_name("left")), DOUBLE)
+        left = parent.child_by_field_name("left")
+        return left is not None and _is(code.typer.intended(left), DOUBLE)
     if parent.type == "return_statement":
         return code.returns is not None and code.returns.scalar == DOUBLE
     return False
@@ -211,6 +241,10 @@ def _finding(ctx: LintContext, code: GpuCode, literal: Node, why: str) -> Findin
     span = ctx.span(literal)
     return Finding(code=CODE, message=message, span=span, severity=DEFAULT_SEVERITY, kernel=code.label,
                    fix_requests=(FixRequest("float-literal", span),))
+
+
+def _node_text(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", "replace")
 
 
 def _short(ctx: LintContext, node: Node, limit: int = 40) -> str:

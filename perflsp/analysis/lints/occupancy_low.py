@@ -10,6 +10,8 @@ import math
 import re
 from dataclasses import replace
 
+from tree_sitter import Node
+
 from perflsp.analysis.fixes import preferred_block_size
 from perflsp.analysis.lints.context import LintContext, walk
 from perflsp.analysis.models import Finding, FixRequest
@@ -133,12 +135,13 @@ def check(ctx: LintContext) -> list[Finding]:
                 findings.append(finding)
     for region in ctx.kernels.omp_regions:
         limit = region.clause("thread_limit")
-        threads = limit.value.value if limit is not None and limit.value is not None else None
-        if isinstance(threads, int) and 0 < threads <= 1024:
-            finding = _block_finding(ctx, list(ctx.gpus), threads, regs, 0, 0, region.span, region.name, what="thread_limit")
+        team_size = limit.value.value if limit is not None and limit.value is not None else None
+        if isinstance(team_size, int) and 0 < team_size <= 1024:
+            finding = _block_finding(ctx, list(ctx.gpus), team_size, regs, 0, 0, region.span, region.name,
+                                     what="thread_limit")
             if finding is not None:
                 size = preferred_block_size(list(ctx.gpus), regs, 0, 0, ctx.options.warp_size)
-                if size is not None and size != threads:
+                if size is not None and size != team_size:
                     finding = replace(finding, fix_requests=(FixRequest("thread-limit", region.span, size),))
                 findings.append(finding)
         teams = region.clause("num_teams")
@@ -217,7 +220,7 @@ def _static_shared_bytes(ctx: LintContext, kernel: CudaFunction) -> int:
             return 0
         for declarator in decl.children_by_field_name("declarator"):
             size = element
-            current = declarator
+            current: Node | None = declarator
             while current is not None and current.type == "array_declarator":
                 dim = current.child_by_field_name("size")
                 value, _ = try_evaluate(ctx.text(dim), env) if dim is not None else (None, None)
