@@ -36,7 +36,7 @@ RULE_MODULES: tuple[ModuleType, ...] = (
 )
 LINT_CODES: tuple[str, ...] = tuple(m.CODE for m in RULE_MODULES)
 
-__all__ = ["GpuCode", "Instantiation", "LINT_CODES", "LintContext", "LintOptions", "RULE_MODULES", "run_lints", "run_rules"]
+__all__ = ["LINT_CODES", "RULE_MODULES", "GpuCode", "Instantiation", "LintContext", "LintOptions", "run_lints", "run_rules"]
 
 
 def run_lints(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Sequence[Gpu] = (),

@@ -119,6 +119,10 @@ TX_UNKNOWN = _TxUnknown()
 _BUILTINS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
 
 
+def _text(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", "replace")
+
+
 def check(ctx: LintContext) -> list[Finding]:
     findings: list[Finding] = []
     for kernel in ctx.kernels.kernels:
@@ -175,26 +179,26 @@ class _KernelIndexes:
                     name_node, value = _declared(declarator)
                     if name_node is None:
                         continue
-                    name = name_node.text.decode()
+                    name = _text(name_node)
+                    inner = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" else None
                     if is_shared or declarator.type == "array_declarator" or (
-                            declarator.type == "init_declarator" and
-                            declarator.child_by_field_name("declarator").type == "array_declarator"):
+                            inner is not None and inner.type == "array_declarator"):
                         self.shared.add(name)  # shared, constant or a local array: not global memory
                     self.defs[name].append(("init", value))
             elif kind == "assignment_expression":
                 left = node.child_by_field_name("left")
                 op = node.child_by_field_name("operator")
                 if left is not None and left.type == "identifier" and op is not None:
-                    self.defs[left.text.decode()].append((op.type, node.child_by_field_name("right")))
+                    self.defs[_text(left)].append((op.type, node.child_by_field_name("right")))
             elif kind == "update_expression":
                 arg = node.child_by_field_name("argument")
                 if arg is not None and arg.type == "identifier":
-                    self.defs[arg.text.decode()].append(("++", None))
+                    self.defs[_text(arg)].append(("++", None))
             elif kind == "pointer_expression":
                 op = node.child_by_field_name("operator")
                 arg = node.child_by_field_name("argument")
                 if op is not None and op.type == "&" and arg is not None and arg.type == "identifier":
-                    self.defs[arg.text.decode()].append(("&", None))
+                    self.defs[_text(arg)].append(("&", None))
 
     # -- polynomials -----------------------------------------------------------------------
 
@@ -207,8 +211,8 @@ class _KernelIndexes:
             return TX_UNKNOWN
         kind = node.type
         if kind == "number_literal":
-            value, _ = try_evaluate(node.text.decode("utf-8", "replace"))
-            return {(): value} if isinstance(value, int) else self.fresh(node.text.decode())
+            number, _ = try_evaluate(_text(node))
+            return {(): number} if isinstance(number, int) else self.fresh(_text(node))
         if kind == "parenthesized_expression":
             return self.poly(node.named_children[-1]) if node.named_children else TX_UNKNOWN
         if kind == "cast_expression":
@@ -220,11 +224,11 @@ class _KernelIndexes:
         if kind == "field_expression":
             arg = node.child_by_field_name("argument")
             field = node.child_by_field_name("field")
-            if arg is not None and field is not None and arg.type == "identifier" and arg.text.decode() in _BUILTINS:
-                return {(f"{arg.text.decode()}.{field.text.decode()}",): 1}
-            return self.fresh(node.text.decode("utf-8", "replace"))
+            if arg is not None and field is not None and arg.type == "identifier" and _text(arg) in _BUILTINS:
+                return {(f"{_text(arg)}.{_text(field)}",): 1}
+            return self.fresh(_text(node))
         if kind == "identifier":
-            return self.variable(node.text.decode("utf-8", "replace"))
+            return self.variable(_text(node))
         if kind == "unary_expression":
             op = node.child_by_field_name("operator")
             value = self.poly(node.child_by_field_name("argument"))
@@ -253,7 +257,7 @@ class _KernelIndexes:
             args = node.child_by_field_name("arguments")
             items = [a for a in args.named_children if a.type != "comment"] if args is not None else []
             if fn is not None and len(items) == 1 and (
-                    fn.type == "primitive_type" or normalise_type(fn.text.decode("utf-8", "replace"), self.aliases) == INT):
+                    fn.type == "primitive_type" or normalise_type(_text(fn), self.aliases) == INT):
                 return self.poly(items[0])  # `Index_t(8)`, `int(x)`: an integer conversion
         return self._opaque(self._any_tx(node), node)
 
@@ -261,12 +265,12 @@ class _KernelIndexes:
         for child in walk(node):
             if child.type in ("identifier", "field_expression") and child is not node:
                 value = self.poly(child)
-                if value is TX_UNKNOWN or _has_tx(value):
+                if isinstance(value, _TxUnknown) or _has_tx(value):
                     return TX_UNKNOWN
         return {}
 
     def _opaque(self, value: Poly | _TxUnknown, node: Node) -> Poly | _TxUnknown:
-        if value is TX_UNKNOWN or _has_tx(value):
+        if isinstance(value, _TxUnknown) or _has_tx(value):
             return TX_UNKNOWN
         return self.fresh(" ".join(self.ctx.text(node).split()))
 
@@ -298,14 +302,14 @@ class _KernelIndexes:
                     modified = True
                     continue
                 value = self.poly(node)
-                if value is TX_UNKNOWN:
+                if isinstance(value, _TxUnknown):
                     return TX_UNKNOWN
                 values.append(value)
             elif op in ("+=", "-=", "++"):
                 modified = True
                 if node is not None:
                     value = self.poly(node)
-                    if value is TX_UNKNOWN or _has_tx(value):
+                    if isinstance(value, _TxUnknown) or _has_tx(value):
                         return TX_UNKNOWN
             else:  # *=, /=, <<=, &: anything may happen
                 modified = True
@@ -320,7 +324,7 @@ class _KernelIndexes:
         if len(coefficients) != 1:
             return TX_UNKNOWN
         coefficient = _tx_coefficient(values[0])
-        result = {mono + (TX,): c for mono, c in coefficient.items()}
+        result = {(*mono, TX): c for mono, c in coefficient.items()}
         return _add(result, {(f"{name}'",): 1})  # same thread-dependence, some uniform offset
 
     # -- pointers and accesses ----------------------------------------------------------------
@@ -340,7 +344,7 @@ class _KernelIndexes:
                     return None  # reinterpreted: element offsets change meaning
             return inner
         if kind == "identifier":
-            name = node.text.decode()
+            name = _text(node)
             if name in self.shared:
                 return None
             if name in self.params and name not in self.defs:
@@ -429,7 +433,7 @@ class _KernelIndexes:
                 yield shown, finding
 
     def _judge(self, node: Node, pointer: _Pointer, total: Poly | _TxUnknown, shown: str) -> Finding | None:
-        if total is TX_UNKNOWN or any(mono.count(TX) > 1 for mono in total):
+        if isinstance(total, _TxUnknown) or any(mono.count(TX) > 1 for mono in total):
             return None
         coefficient = _tx_coefficient(total)
         if not coefficient:
@@ -483,14 +487,14 @@ def _type_base(node: Node) -> str:
 
 
 def _has_tx(value: Poly | _TxUnknown) -> bool:
-    return value is TX_UNKNOWN or any(TX in mono for mono in value)  # type: ignore[union-attr]
+    return isinstance(value, _TxUnknown) or any(TX in mono for mono in value)
 
 
 def _add(a: Poly | _TxUnknown, b: Poly | _TxUnknown) -> Poly | _TxUnknown:
-    if a is TX_UNKNOWN or b is TX_UNKNOWN:
+    if isinstance(a, _TxUnknown) or isinstance(b, _TxUnknown):
         return TX_UNKNOWN
-    out = dict(a)  # type: ignore[arg-type]
-    for mono, c in b.items():  # type: ignore[union-attr]
+    out = dict(a)
+    for mono, c in b.items():
         out[mono] = out.get(mono, 0) + c
         if out[mono] == 0:
             del out[mono]
@@ -498,17 +502,17 @@ def _add(a: Poly | _TxUnknown, b: Poly | _TxUnknown) -> Poly | _TxUnknown:
 
 
 def _scale(a: Poly | _TxUnknown, factor: int) -> Poly | _TxUnknown:
-    if a is TX_UNKNOWN:
+    if isinstance(a, _TxUnknown):
         return TX_UNKNOWN
-    return {mono: c * factor for mono, c in a.items()}  # type: ignore[union-attr]
+    return {mono: c * factor for mono, c in a.items()}
 
 
 def _mul(a: Poly | _TxUnknown, b: Poly | _TxUnknown) -> Poly | _TxUnknown:
-    if a is TX_UNKNOWN or b is TX_UNKNOWN:
+    if isinstance(a, _TxUnknown) or isinstance(b, _TxUnknown):
         return TX_UNKNOWN
     out: Poly = {}
-    for ma, ca in a.items():  # type: ignore[union-attr]
-        for mb, cb in b.items():  # type: ignore[union-attr]
+    for ma, ca in a.items():
+        for mb, cb in b.items():
             mono = tuple(sorted(ma + mb))
             out[mono] = out.get(mono, 0) + ca * cb
             if out[mono] == 0:
