@@ -5,7 +5,7 @@ declare one `RuleInfo` per diagnostic code: its name, default severity, summary,
 offered, its documentation and a bad/good example. The registry (`perflsp.analysis.rules`), the
 pages under docs/rules/ and the settings schema are derived from these declarations.
 
-This module imports nothing of the analysis so that rule modules and the registry can both use it.
+This module imports only the models, so that rule modules and the registry can both use it.
 """
 
 from __future__ import annotations

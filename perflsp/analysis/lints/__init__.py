@@ -1,8 +1,11 @@
-"""Performance lint rules: one module per rule (ruff style), each with `CODE`, `NAME`,
-`DEFAULT_SEVERITY`, a docstring and `check(ctx) -> list[Finding]`.
+"""Performance lint rules: one module per rule (ruff style), each declaring its `RULE`
+(`perflsp.analysis.ruledef.RuleInfo`: code, name, default severity, summary, documentation and
+example; `CODE`, `NAME`, `DEFAULT_SEVERITY` are read from it) and `check(ctx) -> list[Finding]`.
 
-`run_lints` runs the enabled rules over one parsed document; fixes are computed with the
-validated builders of `perflsp.analysis.fixes`, so the server and the CLI offer the same edits.
+`run_lints` runs the enabled rules over one parsed document. A rule reports its fixes as
+`FixRequest`s (data only); the validated builders of `perflsp.analysis.fixes` turn them into edits
+when asked (`build_fixes`), so typing in the editor never pays for re-parsing the file, and the
+server and the CLI offer the same edits.
 """
 
 from __future__ import annotations
