@@ -44,7 +44,7 @@ def test_registry_is_derived_from_the_declarations():
     assert list(LINT_CODES) == [m.RULE.code for m in RULE_MODULES]
     for module in RULE_MODULES:
         rule = module.RULE
-        assert (module.CODE, module.NAME, module.DEFAULT_SEVERITY) == (rule.code, rule.name, rule.default_severity)
+        assert (rule.code, rule.name, rule.default_severity) == (module.CODE, module.NAME, module.DEFAULT_SEVERITY)
         assert rule.name and " " not in rule.name and rule.kind == "lint"
         assert rule.default_severity in SEVERITIES
         assert len(rule.doc) > 500 and "## " in rule.doc, rule.code
@@ -112,7 +112,7 @@ def test_other_copies_of_the_roofline_codes_agree_with_the_registry():
 
     assert SETTINGS_CODES == ROOFLINE_CODES
     assert {verdict: verdict_rule(verdict).code for verdict in VERDICT_CODES} == VERDICT_CODES
-    assert engine_adapter.ROOFLINE_DEFAULTS == {c: RULES[c].default_severity for c in ROOFLINE_CODES}
+    assert {c: RULES[c].default_severity for c in ROOFLINE_CODES} == engine_adapter.ROOFLINE_DEFAULTS
 
 
 def test_settings_schema_lists_exactly_the_registered_codes():
