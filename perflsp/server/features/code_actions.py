@@ -13,12 +13,18 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from perflsp.analysis.fixes import build_fixes
+from perflsp.analysis.fixes import (
+    EditError,
+    best_block_for,
+    build_fixes,
+    set_block_size,
+    set_launch_bounds,
+    set_omp_clauses,
+)
 from perflsp.analysis.models import ByteEdit, Finding, Fix
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.models import CudaFunction, LaunchSite, OmpRegion
 from perflsp.server import analysis as server_analysis
-from perflsp.server import engine_adapter as engine
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import kernel_name
 from perflsp.source.positions import Position
@@ -72,8 +78,8 @@ def actions(ls: Any, worker: Any, snap: Snapshot, params: lsp.CodeActionParams,
             if current == block:
                 continue
             try:
-                fix = engine.set_block_size(snap.data, snap.tree, site, block, file_kernels=snap.kernels)
-            except engine.FixUnavailable:
+                fix = set_block_size(snap.data, snap.tree, site, block, file_kernels=snap.kernels)
+            except EditError:
                 continue
             title = f"Launch `{site.name}` with {block} threads per block (best occupancy on {', '.join(names)})"
             measured = _measured_title(ls, snap, kernel, current, block)
@@ -201,7 +207,10 @@ def _best_blocks(kernel: CudaFunction | None, gpus: Iterable[Gpu]) -> dict[int, 
     """Occupancy-best block size per GPU, grouped: {block: [gpu names]}."""
     out: dict[int, list[str]] = {}
     for gpu in gpus:
-        block = engine.best_block_for(kernel, gpu, None)
+        try:
+            block = best_block_for(kernel, gpu)
+        except EditError:
+            continue
         if block:
             out.setdefault(block, []).append(gpu.name)
     return out
@@ -226,8 +235,8 @@ def _launch_bounds_action(snap: Snapshot, kernel: CudaFunction, gpus: Sequence[G
     if current == target:
         return None
     try:
-        fix = engine.set_launch_bounds(snap.data, snap.tree, kernel, target, file_kernels=snap.kernels)
-    except engine.FixUnavailable:
+        fix = set_launch_bounds(snap.data, snap.tree, kernel, target, file_kernels=snap.kernels)
+    except EditError:
         return None
     return _action(snap, Fix(fix.title, fix.edits, "refactor"), [])
 
@@ -248,8 +257,9 @@ def _omp_action(snap: Snapshot, region: OmpRegion, gpus: Sequence[Gpu]) -> lsp.C
                                        and current_teams.value.value == num_teams))):
         return None
     try:
-        fix = engine.set_omp_clauses(snap.data, snap.tree, region, thread_limit=thread_limit, num_teams=num_teams)
-    except engine.FixUnavailable:
+        fix = set_omp_clauses(snap.data, snap.tree, region, thread_limit=thread_limit, num_teams=num_teams,
+                              file_kernels=snap.kernels)
+    except EditError:
         return None
     return _action(snap, Fix(fix.title, fix.edits, "refactor"), [])
 
