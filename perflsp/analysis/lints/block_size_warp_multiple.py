@@ -81,9 +81,9 @@ RULE = RuleInfo(
     name="block-size-not-warp-multiple",
     default_severity="warning",
     has_fix=True,
-    summary='a block size that is not a multiple of the 32-thread warp leaves lanes idle',
-    fix_note='nearest multiple of 32',
-    applies_to='CUDA launch sites, `__launch_bounds__`, OpenMP `thread_limit`',
+    summary="a block size that is not a multiple of the 32-thread warp leaves lanes idle",
+    fix_note="nearest multiple of 32",
+    applies_to="CUDA launch sites, `__launch_bounds__`, OpenMP `thread_limit`",
     doc=_DOC,
     example=Example(bad=_BAD, good=_GOOD),
 )

@@ -72,9 +72,9 @@ RULE = RuleInfo(
     name="double-math-function",
     default_severity="warning",
     has_fix=True,
-    summary='a double-precision math function (`pow`, `exp`, ...) called from float code',
-    fix_note='`powf(...)` / `x * x`',
-    applies_to='kernels, `__device__` functions, OpenMP target regions',
+    summary="a double-precision math function (`pow`, `exp`, ...) called from float code",
+    fix_note="`powf(...)` / `x * x`",
+    applies_to="kernels, `__device__` functions, OpenMP target regions",
     doc=_DOC,
     example=Example(bad=_BAD, good=_GOOD),
 )

@@ -97,9 +97,9 @@ RULE = RuleInfo(
     name="double-promotion",
     default_severity="warning",
     has_fix=True,
-    summary='an unsuffixed double literal promotes float arithmetic to FP64',
-    fix_note='add the `f` suffix',
-    applies_to='kernels, `__device__` functions, OpenMP target regions',
+    summary="an unsuffixed double literal promotes float arithmetic to FP64",
+    fix_note="add the `f` suffix",
+    applies_to="kernels, `__device__` functions, OpenMP target regions",
     doc=_DOC,
     example=Example(bad=_BAD, good=_GOOD),
 )

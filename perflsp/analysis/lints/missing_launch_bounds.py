@@ -75,9 +75,9 @@ RULE = RuleInfo(
     name="missing-launch-bounds",
     default_severity="information",
     has_fix=True,
-    summary='a kernel launched only with constant block sizes declares no __launch_bounds__',
-    fix_note='insert `__launch_bounds__(N)`',
-    applies_to='`__global__` kernels',
+    summary="a kernel launched only with constant block sizes declares no __launch_bounds__",
+    fix_note="insert `__launch_bounds__(N)`",
+    applies_to="`__global__` kernels",
     doc=_DOC,
     example=Example(bad=_BAD, good=_GOOD),
 )

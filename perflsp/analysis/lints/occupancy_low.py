@@ -96,9 +96,9 @@ RULE = RuleInfo(
     name="occupancy-low",
     default_severity="information",
     has_fix=True,
-    summary='the launch shape (tiny blocks, a grid smaller than the GPU) caps occupancy',
-    fix_note='for small blocks: a better block size',
-    applies_to='CUDA launch sites, OpenMP `thread_limit`/`num_teams`',
+    summary="the launch shape (tiny blocks, a grid smaller than the GPU) caps occupancy",
+    fix_note="for small blocks: a better block size",
+    applies_to="CUDA launch sites, OpenMP `thread_limit`/`num_teams`",
     doc=_DOC,
     example=Example(bad=_BAD, good=_GOOD),
 )

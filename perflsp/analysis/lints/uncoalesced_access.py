@@ -95,9 +95,9 @@ RULE = RuleInfo(
     name="uncoalesced-access",
     default_severity="warning",
     has_fix=False,
-    summary='neighbouring threads access global memory far apart (strided by threadIdx.x)',
-    fix_note='needs a different work distribution',
-    applies_to='kernels (accesses through their pointer parameters)',
+    summary="neighbouring threads access global memory far apart (strided by threadIdx.x)",
+    fix_note="needs a different work distribution",
+    applies_to="kernels (accesses through their pointer parameters)",
     doc=_DOC,
     example=Example(bad=_BAD, good=_GOOD),
 )
