@@ -38,7 +38,7 @@ class Example:
 @dataclass(frozen=True, slots=True)
 class RuleInfo:
     code: str  # stable, e.g. "precision/double-promotion"
-    name: str  # the code's last part, e.g. "double-promotion"
+    name: str  # short name (SARIF `name`), e.g. "double-promotion", "occupancy-low"
     default_severity: Severity
     has_fix: bool
     summary: str  # one line, lower case, no final period
