@@ -33,7 +33,7 @@ def lint(src: str, gpus=(), path: str = "t.cu", enabled=None, options=None) -> l
     tree = parse(data)
     notes: list[str] = []
     findings = run_lints(data, tree, extract(data, tree, path=path), gpus, enabled=enabled, options=options,
-                         notes=notes)
+                         notes=notes, build_fixes=True)
     assert notes == []
     return findings
 
@@ -58,7 +58,8 @@ def apply_fix(src: str, finding: Finding, index: int = 0) -> str:
 
 def test_every_rule_module_is_a_complete_unit():
     for module in RULE_MODULES:
-        assert module.__doc__ and len(module.__doc__) > 200, module.__name__
+        assert module.__doc__ and module.CODE in module.__doc__, module.__name__
+        assert len(module.RULE.doc) > 200, module.__name__
         assert module.DEFAULT_SEVERITY in SEVERITIES
         info = RULES[module.CODE]
         assert info.default_severity == module.DEFAULT_SEVERITY
@@ -429,7 +430,7 @@ def _lint_path(path: Path, gpus) -> list[Finding]:
     fk = extract_path(path)
     data = path.read_bytes()
     notes: list[str] = []
-    findings = run_lints(data, parse(data), fk, gpus, notes=notes)
+    findings = run_lints(data, parse(data), fk, gpus, notes=notes, build_fixes=True)
     assert notes == []
     return findings
 

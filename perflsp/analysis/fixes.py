@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Protocol, TypeVar
 
 from tree_sitter import Node, Tree
 
 from perflsp.analysis.exprtypes import FLIT, call_name, double_literals, literal_kind, math_base_name
-from perflsp.analysis.models import ByteEdit, Fix
+from perflsp.analysis.models import ByteEdit, Finding, Fix, FixRequest
 from perflsp.hardware.models import Gpu
 from perflsp.hardware.occupancy import OccupancyInputError, best_block_size, occupancy
-from perflsp.kernels.consteval import try_evaluate
+from perflsp.kernels.consteval import ConstEnv, try_evaluate
 from perflsp.kernels.extract import extract
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion, Span
 from perflsp.kernels.text import blank_comments_and_strings
@@ -124,6 +125,10 @@ def _text(data: bytes, start: int, end: int) -> str:
     return data[start:end].decode("utf-8", "replace")
 
 
+def _node_text(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", "replace")
+
+
 def _node_at(tree: Tree, start: int, end: int) -> Node | None:
     node = tree.root_node.named_descendant_for_byte_range(start, end)
     while node is not None and node.parent is not None and (node.start_byte, node.end_byte) == (
@@ -135,10 +140,11 @@ def _node_at(tree: Tree, start: int, end: int) -> Node | None:
 def _unwrap(node: Node) -> Node:
     """Strip parentheses and casts: `((float)B)` -> `B`."""
     while True:
+        value = node.child_by_field_name("value") if node.type == "cast_expression" else None
         if node.type == "parenthesized_expression" and node.named_children:
             node = node.named_children[-1]
-        elif node.type == "cast_expression" and node.child_by_field_name("value") is not None:
-            node = node.child_by_field_name("value")
+        elif value is not None:
+            node = value
         else:
             return node
 
@@ -193,7 +199,7 @@ def float_function_fix(data: bytes, tree: Tree, call: Span, language: str = "cpp
     base = math_base_name(name)
     edits: list[ByteEdit] = []
     new_name = name
-    if not name.startswith("std::") or language == "c":
+    if fn is not None and (not name.startswith("std::") or language == "c"):
         new_name = name[: len(name) - len(base)] + base + "f"
         edits.append(ByteEdit(fn.start_byte, fn.end_byte, new_name))
     for literal in double_literals(args) if args is not None else ():
@@ -225,8 +231,8 @@ def square_fix(data: bytes, tree: Tree, call: Span) -> Fix:
         raise EditError(f"`{base}` is not a simple operand: evaluating it twice could change the result")
     parent = node.parent
     bare = parent is not None and parent.type in ("argument_list", "init_declarator", "expression_statement",
-                                                  "parenthesized_expression", "return_statement") or (
-        parent is not None and parent.type == "assignment_expression")
+                                                  "parenthesized_expression", "return_statement",
+                                                  "assignment_expression")
     product = f"{base} * {base}" if bare else f"({base} * {base})"
     return validated_fix(data, tree, f"Replace with `{product}`", [ByteEdit(node.start_byte, node.end_byte, product)],
                          preferred=True)
@@ -406,7 +412,7 @@ def _walk(node: Node):
 def _int_value(node: Node) -> int | None:
     if node.type != "number_literal":
         return None
-    value, _ = try_evaluate(node.text.decode("utf-8", "replace"))
+    value, _ = try_evaluate(_node_text(node))
     return value if isinstance(value, int) else None
 
 
@@ -426,7 +432,7 @@ class _Refs:
             return False
         node = _unwrap(node)
         if node.type == "identifier":
-            return self.is_block_name(node.text.decode("utf-8", "replace"))
+            return self.is_block_name(_node_text(node))
         return self.old is not None and _int_value(node) == self.old
 
     def rewrite(self, expr: _Expr, what: str) -> list[ByteEdit]:
@@ -454,7 +460,7 @@ class _Refs:
                 if (node.start_byte, node.end_byte) in handled:
                     continue
                 if node.type == "identifier" and self.is_ref(node):
-                    raise EditError(f"{what} uses `{node.text.decode()}` outside a ceiling division; rewrite it by hand")
+                    raise EditError(f"{what} uses `{_node_text(node)}` outside a ceiling division; rewrite it by hand")
                 parent = node.parent
                 if (self.old is not None and _int_value(node) == self.old and parent is not None
                         and parent.type == "binary_expression" and _op(parent) == "/"
@@ -472,8 +478,10 @@ class _Refs:
         return edits
 
     def _ceiling_division(self, div: Node, set_ref) -> bool:
-        left = _unwrap(div.child_by_field_name("left"))
-        terms = _sum_terms(left)
+        dividend = div.child_by_field_name("left")
+        if dividend is None:
+            return False
+        terms = _sum_terms(_unwrap(dividend))
         plus_refs = [t for t, sign in terms if sign > 0 and self.is_ref(t)]
         minus_one = [t for t, sign in terms if sign < 0 and _int_value(_unwrap(t)) == 1]
         minus_one_literal = [t for t, sign in terms if sign > 0 and self.old is not None
@@ -488,7 +496,8 @@ class _Refs:
         while parent is not None and parent.type in ("parenthesized_expression", "cast_expression"):
             parent = parent.parent
         if parent is not None and parent.type == "binary_expression" and _op(parent) == "+" and any(
-                _int_value(_unwrap(c)) == 1 for c in (parent.child_by_field_name("left"), parent.child_by_field_name("right"))) and any(
+                c is not None and _int_value(_unwrap(c)) == 1
+                for c in (parent.child_by_field_name("left"), parent.child_by_field_name("right"))) and any(
                 sign < 0 and _int_value(_unwrap(t)) == 1 for t, sign in terms):
             return True  # (n - 1) / B + 1
         ancestor = div.parent
@@ -519,7 +528,8 @@ def _sum_terms(node: Node, sign: int = 1) -> list[tuple[Node, int]]:
     if node.type == "binary_expression" and _op(node) in ("+", "-"):
         left = node.child_by_field_name("left")
         right = node.child_by_field_name("right")
-        return _sum_terms(left, sign) + _sum_terms(right, sign if _op(node) == "+" else -sign)
+        if left is not None and right is not None:
+            return _sum_terms(left, sign) + _sum_terms(right, sign if _op(node) == "+" else -sign)
     return [(node, sign)]
 
 
@@ -549,7 +559,7 @@ class _Document:
         self.tree = tree
         self.fk = fk
         self.blanked = blank_comments_and_strings(data)
-        self._env = None
+        self._env: ConstEnv | None = None
 
     def fold(self, name: str) -> object:
         """The value of a file-level constant or macro, or None."""
@@ -594,7 +604,7 @@ class _Document:
                 for declarator in node.children_by_field_name("declarator"):
                     target = (declarator.child_by_field_name("declarator")
                               if declarator.type in ("init_declarator", "function_declarator") else declarator)
-                    if target is not None and target.text.decode("utf-8", "replace") == name:
+                    if target is not None and _node_text(target) == name:
                         last = (node, declarator)
         if last is None:
             return None
@@ -625,11 +635,12 @@ class _Document:
             if node.type == "preproc_def":
                 macro = node.child_by_field_name("name")
                 value = node.child_by_field_name("value")
-                if macro is None or macro.text.decode() != name:
+                if macro is None or _node_text(macro) != name:
                     continue
                 if value is None:
                     return _Definition(name, 0, 0, False, scope, (node.start_byte, node.end_byte))
-                m = re.match(rb"\s*(?:\(\s*)?(\d+)[uUlL]*(?:\s*\))?\s*(?://.*|/\*.*)?$", self.data[value.start_byte:value.end_byte], re.DOTALL)
+                m = re.match(rb"\s*(?:\(\s*)?(\d+)[uUlL]*(?:\s*\))?\s*(?://.*|/\*.*)?$",
+                             self.data[value.start_byte:value.end_byte], re.DOTALL)
                 if m is None:
                     return _Definition(name, 0, 0, False, scope, (node.start_byte, node.end_byte))
                 start = value.start_byte + m.start(1)
@@ -638,7 +649,7 @@ class _Document:
                 for declarator in node.children_by_field_name("declarator"):
                     target = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" else None
                     value = declarator.child_by_field_name("value") if declarator.type == "init_declarator" else None
-                    if target is not None and target.text.decode() == name and value is not None:
+                    if target is not None and _node_text(target) == name and value is not None:
                         editable = _int_value(value) is not None
                         return _Definition(name, value.start_byte, value.end_byte, editable, scope,
                                            (node.start_byte, node.end_byte))
@@ -673,9 +684,9 @@ def set_block_size(data: bytes, tree: Tree, site: LaunchSite, block: int, *, war
             raise EditError(f"after the edit the block folds to {new_site.block.value}, not {block}")
         old_grid, new_grid = _threads(site.grid.value), _threads(new_site.grid.value)
         old_block = _threads(site.block.value)
-        if plan.grid_rewritten and old_grid and new_grid and old_block:
-            if new_grid * block < old_grid * old_block - old_block + 1:
-                raise EditError(f"the rewritten grid ({new_grid} blocks) would launch fewer threads than before")
+        if (plan.grid_rewritten and old_grid and new_grid and old_block
+                and new_grid * block < old_grid * old_block - old_block + 1):
+            raise EditError(f"the rewritten grid ({new_grid} blocks) would launch fewer threads than before")
         if kernel is not None:
             new_kernel = next((k for k in after.kernels if k.qualified_name == kernel.qualified_name), None)
             bound = new_kernel.launch_bounds if new_kernel is not None else None
@@ -689,7 +700,6 @@ class _BlockPlan:
     def __init__(self, doc: _Document, site: LaunchSite, kernel: CudaFunction | None, block: int):
         self.doc = doc
         self.site = site
-        self.kernel = kernel
         self.block = block
         self.edits: list[ByteEdit] = []
         self.grid_rewritten = False
@@ -701,21 +711,21 @@ class _BlockPlan:
             self.old = value[0]
         if self.old == block:
             raise EditError(f"the launch already uses {block} threads per block")
-        self._check_kernel_adapts()
+        self.kernel: CudaFunction = self._check_kernel_adapts(kernel)
 
-    def _check_kernel_adapts(self) -> None:
-        """Refuse kernels whose code assumes the current block size."""
+    def _check_kernel_adapts(self, kernel: CudaFunction | None) -> CudaFunction:
+        """The launched kernel; refuses kernels whose code assumes the current block size."""
         name = self.site.name
-        if self.kernel is None:
+        if kernel is None:
             raise EditError(f"`{name}` is not defined in this file: perflsp cannot check that it works with "
                             "another block size")
-        if self.kernel.recovered:
+        if kernel.recovered:
             raise EditError(f"`{name}` sits in code the parser could not read; change its launch by hand")
-        body = self.doc.blanked[self.kernel.body_span.start_byte:self.kernel.body_span.end_byte]
+        body = self.doc.blanked[kernel.body_span.start_byte:kernel.body_span.end_byte]
         uses = {word: re.search(rb"\b" + word.replace(b".", rb"\s*\.\s*") + rb"\b", body) is not None
                 for word in (b"threadIdx.x", b"blockDim.x", b"blockIdx.x")}
         old = "its current" if self.old is None else str(self.old)
-        if self.old is not None and self.kernel.template_params and any(
+        if self.old is not None and kernel.template_params and any(
                 try_evaluate(arg)[0] == self.old for arg in self.site.template_args):
             raise EditError(f"`{self.site.callee}` passes {self.old} as a template argument too: change both by hand")
         if not uses[b"threadIdx.x"]:
@@ -727,6 +737,7 @@ class _BlockPlan:
                 rb"(?<![\w.])" + str(self.old).encode() + rb"(?![\w.])", body):
             raise EditError(f"`{name}` uses the number {self.old} in its code (an array or index sized to the block?): "
                             "change the block size by hand")
+        return kernel
 
     # -- ranges that belong to this kernel -----------------------------------------------
 
@@ -738,7 +749,7 @@ class _BlockPlan:
                 ranges.append((other.config_span.start_byte, other.config_span.end_byte))
         return ranges
 
-    def _owned(self, definition: _Definition, extra: list[tuple[int, int]] = ()) -> bool:
+    def _owned(self, definition: _Definition, extra: Sequence[tuple[int, int]] = ()) -> bool:
         ranges = self._owned_ranges() + list(extra)
         for use in self.doc.uses(definition.name, definition.scope):
             if definition.declaration[0] <= use < definition.declaration[1]:
@@ -781,7 +792,7 @@ class _BlockPlan:
         if node.type != "identifier":
             self.edits.append(ByteEdit(node.start_byte, node.end_byte, str(self.block)))
             return None
-        name = node.text.decode()
+        name = _node_text(node)
         self.block_name = name
         definition = self.doc.definition(name, node.start_byte)
         if definition is not None and _is_dim3_definition(data, definition):
@@ -815,13 +826,13 @@ class _BlockPlan:
             self.edits.append(ByteEdit(args.start(x), args.end(x), str(self.block)))
             return None
         if x.type == "identifier":
-            inner = self.doc.definition(x.text.decode(), args.start(x))
-            self.block_name = x.text.decode()
+            inner = self.doc.definition(_node_text(x), args.start(x))
+            self.block_name = _node_text(x)
             if inner is not None and inner.editable and self._owned(inner, [definition.declaration, *self._grid_var_ranges()]):
                 self.edits.append(ByteEdit(inner.value_start, inner.value_end, str(self.block)))
                 return inner.name
-            if self._used_in_kernel_body(inner.name if inner else x.text.decode()):
-                raise EditError(f"`{x.text.decode()}` is also used inside `{self.kernel.name}`: change it by hand")
+            if self._used_in_kernel_body(inner.name if inner else _node_text(x)):
+                raise EditError(f"`{_node_text(x)}` is also used inside `{self.kernel.name}`: change it by hand")
         self.edits.append(ByteEdit(args.start(x), args.end(x), str(self.block)))
         return None
 
@@ -847,7 +858,7 @@ class _BlockPlan:
         if node is None or _unwrap_parens(node).type != "identifier":
             return None
         node = _unwrap_parens(node)
-        definition = self.doc.definition(node.text.decode(), node.start_byte)
+        definition = self.doc.definition(_node_text(node), node.start_byte)
         if definition is None or not definition.local:
             return None  # file-level: not a variable of the launching function
         uses = [u for u in self.doc.uses(definition.name, definition.scope)
@@ -889,7 +900,10 @@ class _BlockPlan:
         """Rewrite a launch argument that depends on the block size: the grid (ceiling divisions
         only) or the dynamic shared memory (every mention)."""
         data = self.doc.data
-        node = _unwrap_parens(_node_at(self.doc.tree, span.start_byte, span.end_byte))
+        found = _node_at(self.doc.tree, span.start_byte, span.end_byte)
+        if found is None:
+            raise EditError(f"no {what} expression at the launch")
+        node = _unwrap_parens(found)
 
         def rewrite(expr: _Expr, label: str) -> list[ByteEdit]:
             return refs.rewrite(expr, label) if what == "grid" else refs.rewrite_all(expr)
@@ -897,7 +911,7 @@ class _BlockPlan:
         var = self._variable_at(span) if node.type == "identifier" else None
         if var is None:
             if node.type == "identifier":
-                definition = self.doc.definition(node.text.decode(), node.start_byte)
+                definition = self.doc.definition(_node_text(node), node.start_byte)
                 if definition is not None and definition.value_end > definition.value_start and self._mentions_block(
                         definition.value_start, definition.value_end, edited_name, what):
                     raise EditError(f"the {what} `{definition.name}` is computed from the block size elsewhere; "
@@ -937,7 +951,8 @@ class _BlockPlan:
 
     def _mentions_block(self, start: int, end: int, edited_name: str | None, what: str = "grid") -> bool:
         text = self.doc.blanked[start:end]
-        if self.block_name and edited_name is None and re.search(rb"(?<![\w$])" + re.escape(self.block_name.encode()) + rb"(?![\w$])", text):
+        if self.block_name and edited_name is None and re.search(
+                rb"(?<![\w$])" + re.escape(self.block_name.encode()) + rb"(?![\w$])", text):
             return True
         if self.old is None:
             return False
@@ -1008,16 +1023,8 @@ def _pragma_clauses(blanked: bytes, start: int, end: int) -> dict[str, tuple[int
         pos = i + 1
 
 
-def set_omp_clauses(data: bytes, tree: Tree, region: OmpRegion, thread_limit: int | None = None,
-                    num_teams: int | None = None, *, file_kernels: FileKernels | None = None) -> Fix:
-    """Add or replace `thread_limit(...)` / `num_teams(...)` on a `teams` directive. A
-    `num_teams` computed as a ceiling division by the old thread limit follows a new one."""
-    if thread_limit is None and num_teams is None:
-        raise EditError("give a thread_limit, a num_teams or both")
-    if thread_limit is not None:
-        _check_int("thread_limit", thread_limit, 1, MAX_THREADS_PER_BLOCK)
-    if num_teams is not None:
-        _check_int("num_teams", num_teams, 1, MAX_NUM_TEAMS)
+def _check_teams_directive(region: OmpRegion) -> None:
+    """Refuse directives whose team shape cannot be changed by editing their clauses."""
     words = region.directive.split()
     if "teams" not in words:
         raise EditError(f"`{region.directive}` has no teams construct: thread_limit/num_teams need `teams`")
@@ -1028,6 +1035,19 @@ def set_omp_clauses(data: bytes, tree: Tree, region: OmpRegion, thread_limit: in
         raise EditError("the directive is written through `_Pragma` or a macro: change its clauses by hand")
     if "teams" not in region.pragma_text.split():
         raise EditError("`teams` is on a separate directive after `target`: add thread_limit/num_teams there by hand")
+
+
+def set_omp_clauses(data: bytes, tree: Tree, region: OmpRegion, thread_limit: int | None = None,
+                    num_teams: int | None = None, *, file_kernels: FileKernels | None = None) -> Fix:
+    """Add or replace `thread_limit(...)` / `num_teams(...)` on a `teams` directive. A
+    `num_teams` computed as a ceiling division by the old thread limit follows a new one."""
+    if thread_limit is None and num_teams is None:
+        raise EditError("give a thread_limit, a num_teams or both")
+    if thread_limit is not None:
+        _check_int("thread_limit", thread_limit, 1, MAX_THREADS_PER_BLOCK)
+    if num_teams is not None:
+        _check_int("num_teams", num_teams, 1, MAX_NUM_TEAMS)
+    _check_teams_directive(region)
     fk = file_kernels if file_kernels is not None else extract(data, tree)
     index = _index_of(fk.omp_regions, region)
     blanked = blank_comments_and_strings(data)
@@ -1046,7 +1066,8 @@ def set_omp_clauses(data: bytes, tree: Tree, region: OmpRegion, thread_limit: in
             edits.append(ByteEdit(old[0], old[1], str(thread_limit)))
             teams = clauses.get("num_teams")
             if num_teams is None and teams is not None:
-                old_value = region.clause("thread_limit").value if region.clause("thread_limit") else None
+                limit_clause = region.clause("thread_limit")
+                old_value = limit_clause.value if limit_clause is not None else None
                 refs = _Refs(old_value.value if old_value is not None and isinstance(old_value.value, int) else None,
                              thread_limit, lambda name: name == old_text)
                 try:
@@ -1090,3 +1111,76 @@ def _directive_end(blanked: bytes, start: int, end: int) -> int:
     while pos > start and blanked[pos - 1:pos] in (b" ", b"\t", b"\\", b"\r", b"\n"):
         pos -= 1
     return pos
+
+
+# --------------------------------------------------------------------------- fix requests
+# Lints describe their fixes as `FixRequest`s (data only); the edits are built and validated here
+# when an editor's code action, `perflsp check`'s output or a test asks for them.
+
+
+def build_fix(request: FixRequest, data: bytes, tree: Tree, file_kernels: FileKernels) -> Fix:
+    """The validated edit a request describes, on the text it was made for (EditError when none
+    is safe). `file_kernels` is the whole file's extraction: edits are checked against it."""
+    span = request.span
+    if request.action == "float-literal":
+        return float_literal_fix(data, tree, span)
+    if request.action == "float-function":
+        return float_function_fix(data, tree, span, request.language)
+    if request.action == "square":
+        return square_fix(data, tree, span)
+    value = request.value
+    if value is None:
+        raise EditError(f"a `{request.action}` fix needs a value")
+    if request.action == "block-size":
+        site = _find(file_kernels.launches, span, "launch")
+        return set_block_size(data, tree, site, value, warp_size=request.warp_size, file_kernels=file_kernels)
+    if request.action == "launch-bounds":
+        kernel = next((k for k in file_kernels.kernels if _same_span(k.name_span, span)), None)
+        if kernel is None:
+            raise EditError("the kernel is no longer at the given range")
+        return set_launch_bounds(data, tree, kernel, value, file_kernels=file_kernels)
+    region = _find(file_kernels.omp_regions, span, "OpenMP region")
+    return set_omp_clauses(data, tree, region, thread_limit=value, file_kernels=file_kernels)
+
+
+def build_fixes(finding: Finding, data: bytes, tree: Tree, file_kernels: FileKernels) -> tuple[Fix, ...]:
+    """The finding's fixes: those it carries built, then its requests that build. A preferred
+    request that cannot be built hands its preference on to the next one that can."""
+    built = list(finding.fixes)
+    promote = False
+    for request in finding.fix_requests:
+        try:
+            fix = build_fix(request, data, tree, file_kernels)
+        except EditError:
+            promote = promote or request.preferred
+            continue
+        if (promote or request.preferred) and not fix.preferred:
+            fix = replace(fix, preferred=True)
+        promote = False
+        built.append(fix)
+    return tuple(built)
+
+
+def with_fixes(findings: Iterable[Finding], data: bytes, tree: Tree, file_kernels: FileKernels) -> list[Finding]:
+    """Findings with their requested fixes built (for output that shows the edits)."""
+    return [replace(f, fixes=build_fixes(f, data, tree, file_kernels), fix_requests=()) if f.fix_requests else f
+            for f in findings]
+
+
+class _Spanned(Protocol):
+    @property
+    def span(self) -> Span: ...
+
+
+_S = TypeVar("_S", bound=_Spanned)
+
+
+def _find(items: Sequence[_S], span: Span, what: str) -> _S:
+    for item in items:
+        if _same_span(item.span, span):
+            return item
+    raise EditError(f"no {what} at the given range any more (stale request?)")
+
+
+def _same_span(a: Span, b: Span) -> bool:
+    return (a.start_byte, a.end_byte) == (b.start_byte, b.end_byte)

@@ -171,6 +171,24 @@ class Fix:
     preferred: bool = False
 
 
+FixAction = Literal["float-literal", "float-function", "square", "block-size", "launch-bounds", "thread-limit"]
+
+
+@dataclass(frozen=True, slots=True)
+class FixRequest:
+    """A fix a lint proposes, as data: what to change (`action`), where (`span`: the literal, the
+    call, the launch site, the kernel's name or the target region) and to what (`value`).
+    `perflsp.analysis.fixes.build_fix` builds and validates the edit only when it is asked for, so
+    linting on the typing path never re-parses the file."""
+
+    action: FixAction
+    span: Span
+    value: int | None = None  # block size, `__launch_bounds__` threads, `thread_limit`
+    preferred: bool = False
+    language: Literal["c", "cpp"] = "cpp"  # float-function: C has no float overloads
+    warp_size: int = 32  # block-size: the grid follows in warp multiples
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """A lint finding (or a roofline verdict rendered as a diagnostic)."""
@@ -182,6 +200,7 @@ class Finding:
     fixes: tuple[Fix, ...] = ()
     related: tuple[tuple[Span, str], ...] = ()
     kernel: str | None = None  # qualified name / region name it belongs to
+    fix_requests: tuple[FixRequest, ...] = ()  # built into `fixes` on request (analysis.fixes.build_fixes)
 
 
 @dataclass(slots=True)

@@ -98,7 +98,7 @@ def check_document(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Seq
             shown = apply_rule_levels([finding], settings.rule_levels)
             result.verdicts.append(Verdict(report, estimate, gpu, shown[0] if shown else None))
     lints = run_lints(data, tree, file_kernels, gpus, enabled=enabled_codes(settings.rule_levels),
-                      options=settings.lint_options, notes=result.notes)
+                      options=settings.lint_options, notes=result.notes, build_fixes=True)
     result.lints = apply_rule_levels(lints, settings.rule_levels)
     return result
 

@@ -1,71 +1,38 @@
 """Every diagnostic code perflsp emits: name, default severity, documentation page, fixability.
 
-The lint rules and the roofline verdicts share this registry, so the server's
-`codeDescription`, `perflsp check`'s output and the `[rules]` table of `.perflsp.toml` agree on
-what exists. Per-workspace levels (`"precision/double-promotion" = "off"`) are validated here.
+The registry is derived from the rules' own declarations (`RULE` in each lint module of
+`perflsp.analysis.lints`, `perflsp.analysis.roofline_rules` for the verdicts), so the server's
+`codeDescription`, `perflsp check`'s output, the `[rules]` table of `.perflsp.toml`, the settings
+schema and docs/rules/ agree on what exists. Per-workspace levels
+(`"precision/double-promotion" = "off"`) are validated here.
+
+    python -m perflsp.analysis.rules --write-docs docs/rules   # regenerate docs/rules/*.md
+    python -m perflsp.analysis.rules --check-docs docs/rules   # exit 1 when they are stale
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal
 
+from perflsp.analysis.lints import RULE_MODULES
 from perflsp.analysis.models import Finding, Severity
+from perflsp.analysis.roofline_rules import ROOFLINE_RULES
+from perflsp.analysis.ruledef import Example, RuleInfo, RuleKind
+
+__all__ = ["DOCS_BASE_URL", "LEVELS", "RULES", "SEVERITIES", "Example", "Level", "RuleConfigError", "RuleInfo",
+           "RuleKind", "apply_rule_levels", "enabled_codes", "parse_rule_levels", "rule_doc_url", "rule_info"]
 
 # The one place the documentation address is spelled out; a deployment may pass its own base.
 DOCS_BASE_URL = "https://github.com/perflsp/perflsp/blob/main/docs/rules/"
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "information", "hint")
 Level = Literal["off", "error", "warning", "information", "hint"]
-LEVELS: tuple[str, ...] = ("off", *SEVERITIES)
+LEVELS: tuple[Level, ...] = ("off", *SEVERITIES)
 
-
-@dataclass(frozen=True, slots=True)
-class RuleInfo:
-    code: str
-    name: str
-    default_severity: Severity
-    doc_path: str  # relative to the repository root
-    has_fix: bool
-    summary: str
-    kind: Literal["lint", "roofline"] = "lint"
-
-    @property
-    def doc_file(self) -> str:
-        return self.doc_path.rsplit("/", 1)[-1]
-
-
-def _doc(code: str) -> str:
-    return f"docs/rules/{code.replace('/', '-')}.md"
-
-
-def _rule(code: str, name: str, severity: Severity, has_fix: bool, summary: str,
-          kind: Literal["lint", "roofline"] = "lint", doc: str | None = None) -> RuleInfo:
-    return RuleInfo(code, name, severity, doc or _doc(code), has_fix, summary, kind)
-
-
-_ROOFLINE_DOC = "docs/rules/roofline.md"
-
-RULES: dict[str, RuleInfo] = {r.code: r for r in (
-    _rule("precision/double-promotion", "double-promotion", "warning", True,
-          "an unsuffixed double literal promotes float arithmetic to FP64"),
-    _rule("precision/double-math-function", "double-math-function", "warning", True,
-          "a double-precision math function (`pow`, `exp`, ...) called from float code"),
-    _rule("launch/block-size-not-warp-multiple", "block-size-not-warp-multiple", "warning", True,
-          "a block size that is not a multiple of the 32-thread warp leaves lanes idle"),
-    _rule("occupancy/low", "occupancy-low", "information", True,
-          "the launch shape (tiny blocks, a grid smaller than the GPU) caps occupancy"),
-    _rule("memory/uncoalesced-access", "uncoalesced-access", "warning", False,
-          "neighbouring threads access global memory far apart (strided by threadIdx.x)"),
-    _rule("launch/missing-launch-bounds", "missing-launch-bounds", "information", True,
-          "a kernel launched only with constant block sizes declares no __launch_bounds__"),
-    _rule("roofline/compute-bound", "compute-bound", "information", False,
-          "the kernel's arithmetic intensity reaches the GPU's ridge point", "roofline", _ROOFLINE_DOC),
-    _rule("roofline/bandwidth-bound", "bandwidth-bound", "information", False,
-          "the kernel's arithmetic intensity stays below the GPU's ridge point", "roofline", _ROOFLINE_DOC),
-    _rule("roofline/uncertain", "uncertain", "hint", False,
-          "the static engine could not classify the kernel with confidence", "roofline", _ROOFLINE_DOC),
-)}
+# Derived: every lint module's `RULE`, then the roofline verdicts.
+RULES: dict[str, RuleInfo] = {r.code: r for r in (*(m.RULE for m in RULE_MODULES), *ROOFLINE_RULES)}
 
 
 class RuleConfigError(ValueError):
@@ -100,10 +67,14 @@ def parse_rule_levels(table: Mapping[str, object]) -> dict[str, Level]:
         if not isinstance(level, str) or level.lower() not in LEVELS:
             problems.append(f"rule `{code}`: level must be one of {', '.join(LEVELS)} (got {level!r})")
             continue
-        levels[code] = level.lower()  # type: ignore[assignment]
+        levels[code] = _level(level.lower())
     if problems:
         raise RuleConfigError("; ".join(problems))
     return levels
+
+
+def _level(text: str) -> Level:
+    return next(level for level in LEVELS if level == text)
 
 
 def enabled_codes(levels: Mapping[str, str]) -> set[str]:
@@ -118,5 +89,12 @@ def apply_rule_levels(findings: Iterable[Finding], levels: Mapping[str, str]) ->
         level = levels.get(finding.code)
         if level == "off":
             continue
-        out.append(finding if level is None or level == finding.severity else replace(finding, severity=level))
+        severity = next((s for s in SEVERITIES if s == level), None)
+        out.append(finding if severity is None or severity == finding.severity else replace(finding, severity=severity))
     return out
+
+
+if __name__ == "__main__":
+    from perflsp.analysis.rule_docs import main
+
+    sys.exit(main(RULES, sys.argv[1:]))

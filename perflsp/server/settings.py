@@ -22,16 +22,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from pydantic.alias_generators import to_camel
 
+from perflsp.analysis.roofline_rules import ROOFLINE_CODES as ROOFLINE_CODES  # re-exported for server.config
+from perflsp.analysis.rules import RULES, rule_doc_url
 from perflsp.llm.config import LlmSettings
 from perflsp.profiling.settings import PRIVILEGED_FIELDS as PROFILING_PRIVILEGED
 from perflsp.profiling.settings import ProfilingSettings
 
-RuleLevel = Literal["error", "warning", "information", "hint", "off"]
+RuleLevel = Literal["error", "warning", "information", "hint", "off"]  # perflsp.analysis.rules.LEVELS (a test checks)
 LogLevel = Literal["error", "warning", "info", "debug"]
 Scope = Literal["application", "machine", "machine-overridable", "window", "resource"]
 
 DEFAULT_GPUS = ("h100",)  # the H100 SXM5 80GB: the most common datacenter GPU of current clusters
-ROOFLINE_CODES = ("roofline/compute-bound", "roofline/bandwidth-bound", "roofline/uncertain")
 _LEVEL_ALIASES = {"info": "information", "warn": "warning", "none": "off", "disabled": "off", "disable": "off"}
 
 
@@ -230,6 +231,16 @@ def _field_schema(annotation: Any, default: Any) -> dict[str, Any]:
     return schema
 
 
+def _with_rule_codes(schema: dict[str, Any]) -> dict[str, Any]:
+    """The `rules` object's keys, from the rule registry: one documented property per code, and
+    no other key (an editor then flags a misspelt code as it is typed)."""
+    levels = schema["additionalProperties"]
+    properties = {code: {**levels, "markdownDescription": f"{info.summary} (default `{info.default_severity}`; "
+                                                          f"[documentation]({rule_doc_url(code)}))"}
+                  for code, info in RULES.items()}
+    return {**schema, "properties": properties, "propertyNames": {"enum": list(RULES)}}
+
+
 def _inline_refs(schema: Any, defs: dict[str, Any]) -> Any:
     if isinstance(schema, dict):
         if "$ref" in schema:
@@ -259,7 +270,10 @@ def setting_rows() -> list[dict[str, Any]]:
                              "trusted": trusted or (name == "profiling" and sub in PROFILING_PRIVILEGED)})
             continue
         extra = info.json_schema_extra or {}
-        rows.append({"key": wire_key(name), "schema": _field_schema(info.annotation, _default(info)),
+        schema = _field_schema(info.annotation, _default(info))
+        if name == "rules":
+            schema = _with_rule_codes(schema)
+        rows.append({"key": wire_key(name), "schema": schema,
                      "description": info.description or "", "scope": extra["scope"],  # type: ignore[index]
                      "trusted": extra.get("trusted", False), "example": extra.get("example")})  # type: ignore[union-attr]
     return rows

@@ -1,8 +1,11 @@
-"""Performance lint rules: one module per rule (ruff style), each with `CODE`, `NAME`,
-`DEFAULT_SEVERITY`, a docstring and `check(ctx) -> list[Finding]`.
+"""Performance lint rules: one module per rule (ruff style), each declaring its `RULE`
+(`perflsp.analysis.ruledef.RuleInfo`: code, name, default severity, summary, documentation and
+example; `CODE`, `NAME`, `DEFAULT_SEVERITY` are read from it) and `check(ctx) -> list[Finding]`.
 
-`run_lints` runs the enabled rules over one parsed document; fixes are computed with the
-validated builders of `perflsp.analysis.fixes`, so the server and the CLI offer the same edits.
+`run_lints` runs the enabled rules over one parsed document. A rule reports its fixes as
+`FixRequest`s (data only); the validated builders of `perflsp.analysis.fixes` turn them into edits
+when asked (`build_fixes`), so typing in the editor never pays for re-parsing the file, and the
+server and the CLI offer the same edits.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from types import ModuleType
 
 from tree_sitter import Tree
 
+from perflsp.analysis.fixes import with_fixes
 from perflsp.analysis.lints import (
     block_size_warp_multiple,
     double_math_function,
@@ -35,20 +39,23 @@ RULE_MODULES: tuple[ModuleType, ...] = (
 )
 LINT_CODES: tuple[str, ...] = tuple(m.CODE for m in RULE_MODULES)
 
-__all__ = ["GpuCode", "Instantiation", "LINT_CODES", "LintContext", "LintOptions", "RULE_MODULES", "run_lints", "run_rules"]
+__all__ = ["LINT_CODES", "RULE_MODULES", "GpuCode", "Instantiation", "LintContext", "LintOptions", "run_lints", "run_rules"]
 
 
 def run_lints(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Sequence[Gpu] = (),
               enabled: Collection[str] | None = None, options: LintOptions | None = None,
-              notes: list[str] | None = None) -> list[Finding]:
+              notes: list[str] | None = None, *, build_fixes: bool = False) -> list[Finding]:
     """Findings of the enabled rules (all when `enabled` is None), in document order.
 
     `gpus` feeds `occupancy/low` (no GPUs: that rule stays silent). A rule that fails on
     unexpected input is skipped with a line in `notes` instead of failing the whole run.
+    Findings carry their fixes as requests; `build_fixes` builds and validates the edits too
+    (output that shows them; `file_kernels` must then be the whole file's extraction).
     """
     ctx = LintContext(data=data, tree=tree, kernels=file_kernels, gpus=tuple(gpus),
                       options=options or LintOptions(), path=file_kernels.path)
-    return run_rules(ctx, enabled, notes)
+    findings = run_rules(ctx, enabled, notes)
+    return with_fixes(findings, data, tree, file_kernels) if build_fixes else findings
 
 
 def run_rules(ctx: LintContext, enabled: Collection[str] | None = None,

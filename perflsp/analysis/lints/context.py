@@ -72,6 +72,11 @@ class LintContext:
     options: LintOptions = field(default_factory=LintOptions)
     path: str | None = None
     notes: list[str] = field(default_factory=list)
+    # memos shared by every rule of one run: a function's scope per set of type aliases, and the
+    # typer of each function holding OpenMP regions (keyed by the function's start byte)
+    _scopes: dict[tuple[int, int, tuple[tuple[str, str], ...]], Scope] = field(
+        default_factory=dict, init=False, repr=False)
+    _region_typers: dict[int, ExprTyper] = field(default_factory=dict, init=False, repr=False)
 
     # -- text and positions --------------------------------------------------------------
 
@@ -132,10 +137,10 @@ class LintContext:
                     if declarator.type == "type_identifier" and type_node is not None:
                         aliases[self.text(declarator)] = self.text(type_node)
             elif node.type == "alias_declaration":
-                name = node.child_by_field_name("name")
+                name_node = node.child_by_field_name("name")
                 type_node = node.child_by_field_name("type")
-                if name is not None and type_node is not None and "*" not in self.text(type_node):
-                    aliases[self.text(name)] = self.text(type_node)
+                if name_node is not None and type_node is not None and "*" not in self.text(type_node):
+                    aliases[self.text(name_node)] = self.text(type_node)
         return aliases
 
     @cached_property
@@ -201,10 +206,10 @@ class LintContext:
 
     def scope_of(self, function: Node, aliases: dict[str, str]) -> Scope:
         key = (function.start_byte, function.end_byte, tuple(sorted(aliases.items())))
-        cache: dict = self.__dict__.setdefault("_scopes", {})
-        if key not in cache:
-            cache[key] = self._build_scope(function, aliases)
-        return cache[key]
+        scope = self._scopes.get(key)
+        if scope is None:
+            scope = self._scopes[key] = self._build_scope(function, aliases)
+        return scope
 
     def _build_scope(self, function: Node, aliases: dict[str, str]) -> Scope:
         names: dict[str, Ty | Node | None] = {}
@@ -241,12 +246,13 @@ class LintContext:
     def gpu_code(self) -> list[GpuCode]:
         """Every piece of device code: kernels (per instantiation), `__device__` functions,
         OpenMP target regions (computed once; typers keep their memo between rules)."""
-        cached = self.__dict__.get("_gpu_code")
-        if cached is None:
-            cached = self.__dict__["_gpu_code"] = list(self._gpu_code())
-        return cached
+        return self._all_gpu_code
 
-    def _gpu_code(self) -> Iterator[GpuCode]:
+    @cached_property
+    def _all_gpu_code(self) -> list[GpuCode]:
+        return list(self._each_gpu_code())
+
+    def _each_gpu_code(self) -> Iterator[GpuCode]:
         for fn in [*self.kernels.kernels, *self.kernels.device_functions]:
             node = self.function_node(fn)
             if node is None:
@@ -268,12 +274,12 @@ class LintContext:
         if function is None:
             typer = ExprTyper(self.file_scope, self.aliases, self.function_returns, self.language)
         else:  # regions of one function share its typer
-            typers: dict = self.__dict__.setdefault("_region_typers", {})
-            key = function.start_byte
-            if key not in typers:
-                typers[key] = ExprTyper(self.scope_of(function, self.aliases), self.aliases, self.function_returns,
-                                        self.language)
-            typer = typers[key]
+            known = self._region_typers.get(function.start_byte)
+            if known is None:
+                known = ExprTyper(self.scope_of(function, self.aliases), self.aliases, self.function_returns,
+                                  self.language)
+                self._region_typers[function.start_byte] = known
+            typer = known
         yield GpuCode(region.name, body, typer)
 
     def value_env(self, inst: Instantiation | None = None) -> ConstEnv:

@@ -1,31 +1,86 @@
-"""Double-precision math library calls in single-precision GPU code.
+"""`precision/double-math-function`: double-precision math library calls in single-precision GPU code.
 
-`pow(x, 2.0)` with a float `x` calls the FP64 `pow` (C++ picks the double overload because `2.0`
-is a double): dozens of FP64 instructions where `x * x` needs one FP32 multiply. The same holds
-for `exp(-2.5e-3 * t)`, `sqrt(x + 1.0)`, ...
-
-In CUDA C++ a float argument selects the float overload: `sqrt(x)` with a float `x` *is*
-`sqrtf(x)`, and this rule stays silent. It fires when
-- (C++) an argument is double only because of a double literal or a promoted expression, while
-  the call is meant to be float (every non-literal argument is float);
-- (C, `.c` files) the double-named function is called on float data at all: C has one `sqrt`,
-  and it takes a double.
-Fixes: `powf(x, 2.0f)` / `expf(...)` (the float function with float literals), and for
-`pow(x, 2)` with a simple operand, `x * x`.
+What the rule reports, why, its fix and its example are declared once, in `RULE` below: the
+registry (`perflsp.analysis.rules`) and docs/rules/ are generated from it.
 """
 
 from __future__ import annotations
 
 from tree_sitter import Node
 
-from perflsp.analysis.exprtypes import DOUBLE, DOUBLE_MATH, FLOAT, FLIT, call_name, double_literals, math_base_name
-from perflsp.analysis.fixes import EditError, float_function_fix, square_fix
+from perflsp.analysis.exprtypes import DOUBLE, DOUBLE_MATH, FLIT, FLOAT, call_name, double_literals, math_base_name
 from perflsp.analysis.lints.context import GpuCode, LintContext, walk
-from perflsp.analysis.models import Finding
+from perflsp.analysis.models import Finding, FixRequest
+from perflsp.analysis.ruledef import Example, RuleInfo
 
-CODE = "precision/double-math-function"
-NAME = "double-math-function"
-DEFAULT_SEVERITY = "warning"
+_DOC = """\
+## What it reports
+
+A call of a double-precision math function (`pow`, `exp`, `sqrt`, `sin`, `log`, `fabs`, ...) that
+runs in FP64 although the code around it is single precision:
+
+```cuda
+y[i] = pow(x[i], 2.0);               // pow(float, double) -> the double pow
+y[i] = sinf(p) * exp(-2.5e-3 * t);   // the argument is double because of -2.5e-3
+```
+
+## Why it matters on GPUs
+
+A double `pow` is dozens of FP64 instructions (and `exp` about twenty); on GPUs with 1/32 or 1/64
+FP64 rate that dominates the kernel. `x * x` is one FP32 multiply.
+
+## C++ versus C
+
+In CUDA C++ (`.cu`, `.cpp`, headers) a float argument selects the float overload: `sqrt(x)` with a
+float `x` *is* `sqrtf(x)`, and so are `exp(x)`, `pow(x, y)` with two floats and `pow(x, 2)`.
+The rule therefore fires in C++ only when an argument is double (a double literal, a promoted
+expression) while every other argument is float, i.e. the double overload is chosen by accident.
+An argument that is a double variable is taken as intended.
+
+In C (`.c` files) there is one `sqrt`, and it takes a double: any double-named function called on
+float data is reported.
+
+## Fix
+
+- `Use powf`: the `f`-suffixed function with the double literals of its arguments made float
+  (`powf(x[i], 2.0f)`, `expf(-2.5e-3f * t)`). `std::pow` keeps its name and gets float
+  arguments, which selects the float overload.
+- For `pow(v, 2)` with a simple operand (a variable, `x[i]`, `p.x`): `Replace with x[i] * x[i]`
+  (the preferred fix; parenthesised where precedence needs it).
+"""
+
+_BAD = """\
+__global__ void square(int n, const float *x, float *y)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = pow(x[i], 2.0);   // pow(float, double): the FP64 pow
+}
+"""
+
+_GOOD = """\
+__global__ void square(int n, const float *x, float *y)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = x[i] * x[i];
+}
+"""
+
+RULE = RuleInfo(
+    code="precision/double-math-function",
+    name="double-math-function",
+    default_severity="warning",
+    has_fix=True,
+    summary="a double-precision math function (`pow`, `exp`, ...) called from float code",
+    fix_note="`powf(...)` / `x * x`",
+    applies_to="kernels, `__device__` functions, OpenMP target regions",
+    doc=_DOC,
+    example=Example(bad=_BAD, good=_GOOD),
+)
+CODE = RULE.code
+NAME = RULE.name
+DEFAULT_SEVERITY = RULE.default_severity
 
 
 def check(ctx: LintContext) -> list[Finding]:
@@ -68,16 +123,14 @@ def _why_double(ctx: LintContext, code: GpuCode, call: Node) -> str:
 def _finding(ctx: LintContext, code: GpuCode, call: Node, name: str, why: str) -> Finding:
     base = math_base_name(name)
     where = f" in `{code.instantiation}`" if code.instantiation else ""
-    fixes = []
-    for build in (square_fix, lambda d, t, s: float_function_fix(d, t, s, ctx.language)):
-        try:
-            fixes.append(build(ctx.data, ctx.tree, ctx.span(call)))
-        except EditError:
-            pass
+    span = ctx.span(call)
+    requests: tuple[FixRequest, ...] = (FixRequest("float-function", span, language=ctx.language),)
+    if base == "pow":  # `pow(x, 2)` may become `x * x`, offered first
+        requests = (FixRequest("square", span), *requests)
     hint = " (or `x * x`)" if base == "pow" else ""
     message = f"`{name}` runs in double precision here: {why}{where}; use `{base}f`{hint}"
-    return Finding(code=CODE, message=message, span=ctx.span(call), severity=DEFAULT_SEVERITY,
-                   fixes=tuple(fixes), kernel=code.label)
+    return Finding(code=CODE, message=message, span=span, severity=DEFAULT_SEVERITY, kernel=code.label,
+                   fix_requests=requests)
 
 
 def _short(ctx: LintContext, node: Node, limit: int = 40) -> str:

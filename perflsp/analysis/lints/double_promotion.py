@@ -1,19 +1,12 @@
-"""Unsuffixed floating-point literals that drag single-precision GPU code into FP64.
+"""`precision/double-promotion`: unsuffixed floating-point literals that drag single-precision GPU code into FP64.
 
-In C and C++ `0.5` is a `double`. `x * 0.5` with a float `x` converts `x` to double, multiplies
-in FP64 and (usually) narrows the result back: on most GPUs FP64 runs at 1/32 to 1/64 of the
-FP32 rate, and the conversions cost instructions of their own. The fix is the `f` suffix.
-
-The rule fires where a double literal meets float data at run time:
-- an operand of `+ - * /` or a comparison whose other operand is float (`x * 0.5`, `t > 0.0`);
-- a compound assignment to a float (`x *= 0.5`);
-- a run-time expression of literals and integers narrowed into a float (`float v = i * 0.5`,
-  `y[i] = n / 2.0`, an argument of `sinf`, a `return` from a float function).
-It never fires in double code, on integer literals, on `float v = 0.5;` (converted at compile
-time), nor on template code whose type parameter is not float in any launched instantiation.
+What the rule reports, why, its fix and its example are declared once, in `RULE` below: the
+registry (`perflsp.analysis.rules`) and docs/rules/ are generated from it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
 
 from tree_sitter import Node
 
@@ -24,20 +17,95 @@ from perflsp.analysis.exprtypes import (
     DOUBLE,
     FLIT,
     FLOAT,
-    ExprTyper,
+    Ty,
     call_name,
     double_literals,
     is_float_math,
     is_runtime,
     normalise_type,
 )
-from perflsp.analysis.fixes import EditError, float_literal_fix
 from perflsp.analysis.lints.context import GpuCode, LintContext, walk
-from perflsp.analysis.models import Finding
+from perflsp.analysis.models import Finding, FixRequest
+from perflsp.analysis.ruledef import Example, RuleInfo
 
-CODE = "precision/double-promotion"
-NAME = "double-promotion"
-DEFAULT_SEVERITY = "warning"
+_DOC = """\
+## What it reports
+
+An unsuffixed floating-point literal (`0.5`, `1.0`, `2.5e-3`) that meets single-precision data at
+run time. In C and C++ such a literal is a `double`, and the usual arithmetic conversions turn the
+whole operation into a double one:
+
+```cuda
+__global__ void halve(int n, const float *x, float *y)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = x[i] * 0.5;   // x[i] -> double, FP64 multiply, double -> float
+}
+```
+
+The rule fires where a double literal is
+- an operand of `+ - * /` or of a comparison whose other operand is float (`x * 0.5`, `t > 0.0`);
+- the value of a compound assignment to a float (`acc *= 0.5`);
+- part of a run-time expression of literals and integers that ends up in a float
+  (`float v = i * 0.5;`, `y[i] = n / 2.0;`, `sinf(i * 0.1)`, `(float)(i * 0.1)`,
+  `return k * 0.25;` in a float function).
+
+## Why it matters on GPUs
+
+FP64 throughput is 1/2 of FP32 on data-centre parts (A100, H100) but 1/32 to 1/64 on GeForce,
+RTX workstation and L4/L40-class GPUs. One stray literal in an inner loop can make a kernel that
+the roofline calls bandwidth-bound FP32 into a compute-bound FP64 one, and adds two conversion
+instructions per use. The compiler removes the promotion only when it can prove the double
+result identical (nvcc 13 does for `x * 0.5`, a power of two, but not for `x * 0.1`).
+
+## When it stays silent
+
+- In double code: `d * 0.5` with a double `d` is intended.
+- On integer literals (`i * 2`, index arithmetic) and literals with a suffix (`0.5f`, `0.5L`).
+- On compile-time constants: `float h = 0.5;` and `float third = 1.0 / 3.0;` are converted once.
+- In template code, for instantiations whose type parameter is not `float`: `sum<double>` is
+  clean, `sum<float>` is reported with the instantiation named. A template never launched with
+  explicit arguments is not judged.
+- Behind an explicit cast to double: `(double)x * 0.5` says FP64 on purpose.
+
+## Fix
+
+`Write 0.5f`: appends `f` to the literal. Each finding carries its own one-character edit.
+"""
+
+_BAD = """\
+__global__ void halve(int n, const float *x, float *y)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = x[i] * 0.5;   // x[i] becomes a double: an FP64 multiply
+}
+"""
+
+_GOOD = """\
+__global__ void halve(int n, const float *x, float *y)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = x[i] * 0.5f;
+}
+"""
+
+RULE = RuleInfo(
+    code="precision/double-promotion",
+    name="double-promotion",
+    default_severity="warning",
+    has_fix=True,
+    summary="an unsuffixed double literal promotes float arithmetic to FP64",
+    fix_note="add the `f` suffix",
+    applies_to="kernels, `__device__` functions, OpenMP target regions",
+    doc=_DOC,
+    example=Example(bad=_BAD, good=_GOOD),
+)
+CODE = RULE.code
+NAME = RULE.name
+DEFAULT_SEVERITY = RULE.default_severity
 
 
 def check(ctx: LintContext) -> list[Finding]:
@@ -51,62 +119,88 @@ def check(ctx: LintContext) -> list[Finding]:
     return list(found.values())
 
 
-def _is(ty, kind: str) -> bool:
+def _is(ty: Ty | None, kind: str) -> bool:
     return ty is not None and ty.scalar == kind
 
 
-def _float_sinks(ctx: LintContext, code: GpuCode, node: Node):
+Sink = tuple[Node, str]  # (value, reason): a literal expression that meets float data at run time
+
+
+def _float_sinks(ctx: LintContext, code: GpuCode, node: Node) -> Iterator[Sink]:
     """(value, reason) pairs: `value` is an intended-neutral expression (literals and integers)
     whose result ends up mixed with, or converted to, float at run time."""
-    typer: ExprTyper = code.typer
-    kind = node.type
-    if kind == "binary_expression":
-        op = node.child_by_field_name("operator")
-        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        if op is None or left is None or right is None or (op.type not in ARITH_OPS and op.type not in COMPARE_OPS):
-            return
-        for value, partner in ((right, left), (left, right)):
-            if _is(typer.intended(partner), FLOAT) and _is(typer.intended(value), FLIT):
-                if _destination_is_double(code, node):
-                    return  # mixed-precision code computing into a double: the promotion is wanted
-                yield value, f"promotes `{_short(ctx, partner)}` (float) and the `{op.type}` to FP64"
-    elif kind == "assignment_expression":
-        op = node.child_by_field_name("operator")
-        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        if op is None or left is None or right is None or not _is(typer.intended(left), FLOAT):
-            return
-        if not _is(typer.intended(right), FLIT):
-            return
-        if op.type in COMPOUND_FLOAT_OPS:
-            yield right, f"makes `{_short(ctx, node)}` an FP64 operation on a float"
-        elif op.type == "=" and is_runtime(right):
-            yield right, "is computed in FP64 and then narrowed to float"
-    elif kind == "init_declarator":
-        value = node.child_by_field_name("value")
-        declaration = node.parent
-        type_node = declaration.child_by_field_name("type") if declaration is not None else None
-        target = node.child_by_field_name("declarator")
-        if value is None or type_node is None or target is None or target.type != "identifier":
-            return
-        if normalise_type(ctx.text(type_node), typer.aliases) == FLOAT and _is(typer.intended(value), FLIT) and is_runtime(value):
-            yield value, "is computed in FP64 and then narrowed to float"
-    elif kind == "call_expression":
-        name = call_name(node)
-        args = node.child_by_field_name("arguments")
-        if name is None or args is None or not is_float_math(name):
-            return
-        for arg in args.named_children:
-            if _is(typer.intended(arg), FLIT) and is_runtime(arg):
-                yield arg, f"is computed in FP64 and then passed to `{name}` as a float"
-    elif kind == "cast_expression":
-        value = node.child_by_field_name("value")
-        cast_to = typer.actual(node)
-        if value is not None and _is(cast_to, FLOAT) and _is(typer.intended(value), FLIT) and is_runtime(value):
-            yield value, "is computed in FP64 and then cast to float"
-    elif kind == "return_statement" and code.returns is not None and code.returns.scalar == FLOAT:
+    handler = _SINKS.get(node.type)
+    if handler is not None:
+        yield from handler(ctx, code, node)
+    elif node.type == "return_statement" and code.returns is not None and code.returns.scalar == FLOAT:
         value = next((c for c in node.named_children if c.type != "comment"), None)
-        if value is not None and _is(typer.intended(value), FLIT) and is_runtime(value):
+        if value is not None and _is(code.typer.intended(value), FLIT) and is_runtime(value):
             yield value, "is computed in FP64 and then returned as a float"
+
+
+def _binary_sinks(ctx: LintContext, code: GpuCode, node: Node) -> Iterator[Sink]:
+    typer = code.typer
+    op = node.child_by_field_name("operator")
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if op is None or left is None or right is None or (op.type not in ARITH_OPS and op.type not in COMPARE_OPS):
+        return
+    for value, partner in ((right, left), (left, right)):
+        if _is(typer.intended(partner), FLOAT) and _is(typer.intended(value), FLIT):
+            if _destination_is_double(code, node):
+                return  # mixed-precision code computing into a double: the promotion is wanted
+            yield value, f"promotes `{_short(ctx, partner)}` (float) and the `{op.type}` to FP64"
+
+
+def _assignment_sinks(ctx: LintContext, code: GpuCode, node: Node) -> Iterator[Sink]:
+    typer = code.typer
+    op = node.child_by_field_name("operator")
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if op is None or left is None or right is None or not _is(typer.intended(left), FLOAT):
+        return
+    if not _is(typer.intended(right), FLIT):
+        return
+    if op.type in COMPOUND_FLOAT_OPS:
+        yield right, f"makes `{_short(ctx, node)}` an FP64 operation on a float"
+    elif op.type == "=" and is_runtime(right):
+        yield right, "is computed in FP64 and then narrowed to float"
+
+
+def _init_sinks(ctx: LintContext, code: GpuCode, node: Node) -> Iterator[Sink]:
+    typer = code.typer
+    value = node.child_by_field_name("value")
+    declaration = node.parent
+    type_node = declaration.child_by_field_name("type") if declaration is not None else None
+    target = node.child_by_field_name("declarator")
+    if value is None or type_node is None or target is None or target.type != "identifier":
+        return
+    if normalise_type(ctx.text(type_node), typer.aliases) == FLOAT and _is(typer.intended(value), FLIT) and is_runtime(value):
+        yield value, "is computed in FP64 and then narrowed to float"
+
+
+def _call_sinks(ctx: LintContext, code: GpuCode, node: Node) -> Iterator[Sink]:
+    name = call_name(node)
+    args = node.child_by_field_name("arguments")
+    if name is None or args is None or not is_float_math(name):
+        return
+    for arg in args.named_children:
+        if _is(code.typer.intended(arg), FLIT) and is_runtime(arg):
+            yield arg, f"is computed in FP64 and then passed to `{name}` as a float"
+
+
+def _cast_sinks(ctx: LintContext, code: GpuCode, node: Node) -> Iterator[Sink]:
+    typer = code.typer
+    value = node.child_by_field_name("value")
+    if value is not None and _is(typer.actual(node), FLOAT) and _is(typer.intended(value), FLIT) and is_runtime(value):
+        yield value, "is computed in FP64 and then cast to float"
+
+
+_SINKS: dict[str, Callable[[LintContext, GpuCode, Node], Iterator[Sink]]] = {
+    "binary_expression": _binary_sinks,
+    "assignment_expression": _assignment_sinks,
+    "init_declarator": _init_sinks,
+    "call_expression": _call_sinks,
+    "cast_expression": _cast_sinks,
+}
 
 
 _PASS_THROUGH = frozenset({"binary_expression", "parenthesized_expression", "unary_expression",
@@ -119,7 +213,8 @@ def _destination_is_double(code: GpuCode, node: Node) -> bool:
     while top.parent is not None and top.parent.type in _PASS_THROUGH:
         if top.parent.type == "cast_expression":
             return _is(code.typer.actual(top.parent), DOUBLE)
-        if top.parent.type == "binary_expression" and top.parent.child_by_field_name("operator").type not in ARITH_OPS:
+        operator = top.parent.child_by_field_name("operator")
+        if top.parent.type == "binary_expression" and (operator is None or operator.type not in ARITH_OPS):
             return False
         top = top.parent
     parent = top.parent
@@ -130,9 +225,10 @@ def _destination_is_double(code: GpuCode, node: Node) -> bool:
         type_node = declaration.child_by_field_name("type") if declaration is not None else None
         target = parent.child_by_field_name("declarator")
         return (type_node is not None and target is not None and target.type == "identifier"
-                and normalise_type(type_node.text.decode("utf-8", "replace"), code.typer.aliases) == DOUBLE)
+                and normalise_type(_node_text(type_node), code.typer.aliases) == DOUBLE)
     if parent.type == "assignment_expression" and parent.child_by_field_name("right") == top:
-        return _is(code.typer.intended(parent.child_by_field_name("left")), DOUBLE)
+        left = parent.child_by_field_name("left")
+        return left is not None and _is(code.typer.intended(left), DOUBLE)
     if parent.type == "return_statement":
         return code.returns is not None and code.returns.scalar == DOUBLE
     return False
@@ -142,13 +238,13 @@ def _finding(ctx: LintContext, code: GpuCode, literal: Node, why: str) -> Findin
     text = ctx.text(literal)
     where = f" in `{code.instantiation}`" if code.instantiation else ""
     message = f"`{text}` is a double literal: it {why}{where}; write `{text}f`"
-    fixes = ()
-    try:
-        fixes = (float_literal_fix(ctx.data, ctx.tree, ctx.span(literal)),)
-    except EditError:
-        pass
-    return Finding(code=CODE, message=message, span=ctx.span(literal), severity=DEFAULT_SEVERITY, fixes=fixes,
-                   kernel=code.label)
+    span = ctx.span(literal)
+    return Finding(code=CODE, message=message, span=span, severity=DEFAULT_SEVERITY, kernel=code.label,
+                   fix_requests=(FixRequest("float-literal", span),))
+
+
+def _node_text(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", "replace")
 
 
 def _short(ctx: LintContext, node: Node, limit: int = 40) -> str:

@@ -1,38 +1,110 @@
-"""Launch shapes that cap occupancy: blocks too small to fill an SM, grids smaller than the GPU.
+"""`occupancy/low`: launch shapes that cap occupancy: blocks too small to fill an SM, grids smaller than the GPU.
 
-An SM holds at most 16 to 32 resident blocks (by architecture). With 32-thread blocks, 16 blocks
-are 16 warps: 33% of an sm_86 SM's 48 warp slots, whatever the kernel's registers and shared
-memory. Few resident warps leave the SM little to switch to while loads are in flight, which is
-exactly what a bandwidth-bound kernel needs. Likewise a grid with fewer blocks than the GPU has
-SMs leaves whole SMs idle.
-
-Checked per configured GPU (NVIDIA GPUs for CUDA launches, every GPU for OpenMP regions), with
-`perflsp.hardware.occupancy`, assuming `registers_per_thread` (32 unless configured) and the
-kernel's constant `__shared__` arrays plus the launch's dynamic shared memory:
-- the block is limited by the launch shape (resident-block or warp-slot limit) and reaches at most
-  `occupancy_threshold` (50%) of the SM's warps;
-- a constant grid (or `num_teams`) has fewer blocks than three quarters of the GPU's SMs.
-Occupancy limited by registers or shared memory is a resource question, not reported here.
-Fix: the block size that reaches the best occupancy on every configured GPU (128, 256, 512,
-1024 tried first), with the grid and `__launch_bounds__` adjusted.
+What the rule reports, why, its fix and its example are declared once, in `RULE` below: the
+registry (`perflsp.analysis.rules`) and docs/rules/ are generated from it.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
-from perflsp.analysis.fixes import EditError, preferred_block_size, set_block_size, set_omp_clauses
+from tree_sitter import Node
+
+from perflsp.analysis.fixes import preferred_block_size
 from perflsp.analysis.lints.context import LintContext, walk
-from perflsp.analysis.models import Finding
+from perflsp.analysis.models import Finding, FixRequest
+from perflsp.analysis.ruledef import Example, RuleInfo
 from perflsp.hardware.models import Gpu
 from perflsp.hardware.occupancy import Limiter, OccupancyInputError, OccupancyResult, occupancy
 from perflsp.kernels.consteval import TYPE_SIZES_BYTES, try_evaluate
 from perflsp.kernels.models import CudaFunction, Span
 
-CODE = "occupancy/low"
-NAME = "occupancy-low"
-DEFAULT_SEVERITY = "information"
+_DOC = """\
+## What it reports
+
+A launch shape that caps occupancy on a configured GPU, whatever the kernel's resources:
+
+- **tiny blocks**: the SM's limit on resident blocks (16 on sm_86/sm_89, 32 on sm_80/sm_90) is
+  reached before its warp slots are filled, and occupancy stays at or below 50%:
+
+  ```cuda
+  add_one<<<(n + 31) / 32, 32>>>(n, x);   // 16 x 1 warp = 33% on an RTX 3080, 50% on an H100
+  ```
+
+- **small grids**: a constant grid (or `num_teams`) with fewer blocks than three quarters of the
+  GPU's SMs leaves SMs with nothing to run (`k<<<8, 256>>>` uses 8 of an H100's 132 SMs).
+
+Occupancy comes from `perflsp.hardware.occupancy` (the CUDA occupancy calculator's rules) for
+each configured GPU: NVIDIA GPUs for CUDA launches, all of them for OpenMP regions. It assumes
+32 registers per thread unless configured otherwise, the kernel's constant-size `__shared__`
+arrays and the launch's dynamic shared memory. Limits that come from registers or shared memory
+are not reported by this rule: the hover and the roofline estimate show them.
+
+## Why it matters on GPUs
+
+A warp that waits for memory is hidden only if the SM has other warps to run. Bandwidth-bound
+kernels in particular need many resident warps to keep enough loads in flight; 33% occupancy
+with one-warp blocks typically costs a large share of achievable bandwidth.
+
+## Fix
+
+For small blocks: `Launch add_one with 128 threads per block`, the first of 128, 256, 512, 1024
+(then any multiple of 32) that reaches the best occupancy on every configured GPU, with the grid
+and `__launch_bounds__` adjusted as described in
+[block-size-not-warp-multiple](launch-block-size-not-warp-multiple.md). OpenMP regions get
+`thread_limit(128)`. Small grids have no automatic fix (the grid usually follows the problem
+size).
+
+## Options
+
+The threshold (50%) and the assumed registers per thread are options of the lint run
+(`LintOptions.occupancy_threshold`, `LintOptions.registers_per_thread`).
+"""
+
+_BAD = """\
+__global__ void add_one(int n, float *x)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] += 1.0f;
+}
+
+void run(int n, float *x)
+{
+    add_one<<<(n + 31) / 32, 32>>>(n, x);   // one-warp blocks: at most 16 or 32 warps per SM
+}
+"""
+
+_GOOD = """\
+__global__ void add_one(int n, float *x)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] += 1.0f;
+}
+
+void run(int n, float *x)
+{
+    add_one<<<(n + 255) / 256, 256>>>(n, x);
+}
+"""
+
+RULE = RuleInfo(
+    code="occupancy/low",
+    name="occupancy-low",
+    default_severity="information",
+    has_fix=True,
+    summary="the launch shape (tiny blocks, a grid smaller than the GPU) caps occupancy",
+    fix_note="for small blocks: a better block size",
+    applies_to="CUDA launch sites, OpenMP `thread_limit`/`num_teams`",
+    doc=_DOC,
+    example=Example(bad=_BAD, good=_GOOD),
+)
+CODE = RULE.code
+NAME = RULE.name
+DEFAULT_SEVERITY = RULE.default_severity
 
 _SHAPE_LIMITERS = (Limiter.BLOCKS, Limiter.WARPS)
 SM_FRACTION = 0.75  # a constant grid filling fewer SMs than this share of the GPU is reported
@@ -51,15 +123,11 @@ def check(ctx: LintContext) -> list[Finding]:
         if threads is not None and 0 < threads <= 1024 and site.block.span is not None:
             finding = _block_finding(ctx, nvidia, threads, regs, static_smem, dynamic, site.block.span, site.kernel)
             if finding is not None:
-                fixes = []
                 size = preferred_block_size(nvidia, regs, static_smem, dynamic, ctx.options.warp_size)
                 if size is not None and size != threads:
-                    try:
-                        fixes.append(set_block_size(ctx.data, ctx.tree, site, size, warp_size=ctx.options.warp_size,
-                                                    file_kernels=ctx.kernels))
-                    except EditError:
-                        pass
-                findings.append(_with_fixes(finding, fixes))
+                    finding = replace(finding, fix_requests=(
+                        FixRequest("block-size", site.span, size, warp_size=ctx.options.warp_size),))
+                findings.append(finding)
         blocks = _product(site.grid.value)
         if blocks is not None and blocks > 0 and site.grid.span is not None:
             finding = _grid_finding(nvidia, blocks, site.grid.span, site.kernel, "grid", "blocks")
@@ -67,19 +135,15 @@ def check(ctx: LintContext) -> list[Finding]:
                 findings.append(finding)
     for region in ctx.kernels.omp_regions:
         limit = region.clause("thread_limit")
-        threads = limit.value.value if limit is not None and limit.value is not None else None
-        if isinstance(threads, int) and 0 < threads <= 1024:
-            finding = _block_finding(ctx, list(ctx.gpus), threads, regs, 0, 0, region.span, region.name, what="thread_limit")
+        team_size = limit.value.value if limit is not None and limit.value is not None else None
+        if isinstance(team_size, int) and 0 < team_size <= 1024:
+            finding = _block_finding(ctx, list(ctx.gpus), team_size, regs, 0, 0, region.span, region.name,
+                                     what="thread_limit")
             if finding is not None:
-                fixes = []
                 size = preferred_block_size(list(ctx.gpus), regs, 0, 0, ctx.options.warp_size)
-                if size is not None and size != threads:
-                    try:
-                        fixes.append(set_omp_clauses(ctx.data, ctx.tree, region, thread_limit=size,
-                                                     file_kernels=ctx.kernels))
-                    except EditError:
-                        pass
-                findings.append(_with_fixes(finding, fixes))
+                if size is not None and size != team_size:
+                    finding = replace(finding, fix_requests=(FixRequest("thread-limit", region.span, size),))
+                findings.append(finding)
         teams = region.clause("num_teams")
         count = teams.value.value if teams is not None and teams.value is not None else None
         if isinstance(count, int) and count > 0:
@@ -128,11 +192,6 @@ def _grid_finding(gpus: list[Gpu], blocks: int, span: Span, kernel: str | None, 
     return Finding(code=CODE, message=message, span=span, severity=DEFAULT_SEVERITY, kernel=kernel)
 
 
-def _with_fixes(finding: Finding, fixes: list) -> Finding:
-    return Finding(finding.code, finding.message, finding.span, finding.severity, tuple(fixes), finding.related,
-                   finding.kernel)
-
-
 def _product(value) -> int | None:
     if isinstance(value, tuple):
         return math.prod(value)
@@ -161,7 +220,7 @@ def _static_shared_bytes(ctx: LintContext, kernel: CudaFunction) -> int:
             return 0
         for declarator in decl.children_by_field_name("declarator"):
             size = element
-            current = declarator
+            current: Node | None = declarator
             while current is not None and current.type == "array_declarator":
                 dim = current.child_by_field_name("size")
                 value, _ = try_evaluate(ctx.text(dim), env) if dim is not None else (None, None)

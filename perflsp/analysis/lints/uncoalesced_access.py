@@ -1,18 +1,7 @@
-"""Global memory accesses where neighbouring threads touch addresses far apart (uncoalesced).
+"""`memory/uncoalesced-access`: global memory accesses where neighbouring threads touch addresses far apart (uncoalesced).
 
-A warp's 32 threads issue one load together. When thread `t` reads `a[t]`, the 32 floats share
-four 32-byte sectors: one transaction serves the warp. When thread `t` reads `a[t * stride]`
-(one thread per matrix row, array-of-structures, a transposed index), every thread needs its own
-sector: up to 32 transactions for the same useful bytes, and most of each sector is wasted.
-
-The rule follows the index through local variables (`tid = blockIdx.x * blockDim.x + threadIdx.x`,
-`row = tid`, `const float *p = a + tid * n`) as a polynomial and takes the coefficient of
-`threadIdx.x` in the element offset of a kernel's pointer parameter (global memory). It fires when
-that coefficient is a run-time value (`stride`, `n`, `blockDim.y`) or a constant of at least
-`strided_access_min_bytes` (32) bytes. Shared memory, local arrays and `__constant__` data are
-not checked, and an index it cannot follow (`%`, calls, data-dependent) is never reported.
-There is no automatic fix: the remedy is a different work distribution (a warp per row, a
-shared-memory transpose, structure-of-arrays).
+What the rule reports, why, its fix and its example are declared once, in `RULE` below: the
+registry (`perflsp.analysis.rules`) and docs/rules/ are generated from it.
 """
 
 from __future__ import annotations
@@ -26,12 +15,95 @@ from tree_sitter import Node
 from perflsp.analysis.exprtypes import INT, Ty, normalise_type
 from perflsp.analysis.lints.context import Instantiation, LintContext, walk
 from perflsp.analysis.models import Finding
+from perflsp.analysis.ruledef import Example, RuleInfo
 from perflsp.kernels.consteval import TYPE_SIZES_BYTES, ConstEnv, try_evaluate
 from perflsp.kernels.models import CudaFunction
 
-CODE = "memory/uncoalesced-access"
-NAME = "uncoalesced-access"
-DEFAULT_SEVERITY = "warning"
+_DOC = """\
+## What it reports
+
+A global-memory access whose address moves by more than a sector from one thread to the next,
+i.e. whose index is *strided* by `threadIdx.x`:
+
+```cuda
+const int row = blockIdx.x * blockDim.x + threadIdx.x;   // one thread per row
+for (int c = 0; c < cols; ++c)
+    s += a[row * cols + c];          // neighbouring threads: `cols` floats apart
+```
+
+The index is followed through local variables (`tid`, `row = tid`, `const float *p = a + tid * n`
+then `p[k]`) as a polynomial, and the coefficient of `threadIdx.x` in the element offset is
+judged:
+
+- a run-time value (`cols`, `stride`, `blockDim.y`): reported ("unless it is 1");
+- a constant whose distance in bytes is at least 32 (`a[threadIdx.x * 8]` on floats): reported;
+- 1 or a small constant (`a[2 * tid]` on floats, `float4` loads): not reported.
+
+Only memory reached through a kernel's pointer parameters counts as global; `__shared__`,
+`__constant__` and local arrays are not checked. An index the rule cannot follow (`%`, `/`,
+function calls, data-dependent indices) is never reported.
+
+## Why it matters on GPUs
+
+A warp's 32 loads are served together. `a[tid]` on floats needs four 32-byte sectors for the
+whole warp; `a[tid * cols]` needs one sector per thread: 32 transactions for the same useful
+bytes, 8x the DRAM/L2 traffic, and 7/8 of every sector fetched for nothing. The roofline
+intensity computed from useful bytes then overstates the kernel badly.
+
+## What to do
+
+Give consecutive threads consecutive addresses: one warp per row with lanes striding over
+columns, a shared-memory tile that is read row-wise and written column-wise (transpose), or a
+structure-of-arrays layout instead of an array of structures.
+
+## Options
+
+The 32-byte threshold is `LintOptions.strided_access_min_bytes`.
+"""
+
+_BAD = """\
+// one thread per row: neighbouring threads read `cols` floats apart
+__global__ void row_sums(int rows, int cols, const float *a, float *sums)
+{
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < rows) {
+        float s = 0.0f;
+        for (int c = 0; c < cols; ++c)
+            s += a[row * cols + c];
+        sums[row] = s;
+    }
+}
+"""
+
+_GOOD = """\
+// one warp per row: neighbouring lanes read neighbouring columns
+__global__ void row_sums(int rows, int cols, const float *a, float *sums)
+{
+    int row = blockIdx.x;
+    float s = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += 32)
+        s += a[row * cols + c];
+    for (int offset = 16; offset > 0; offset /= 2)
+        s += __shfl_down_sync(0xffffffffu, s, offset);
+    if (threadIdx.x == 0)
+        sums[row] = s;
+}
+"""
+
+RULE = RuleInfo(
+    code="memory/uncoalesced-access",
+    name="uncoalesced-access",
+    default_severity="warning",
+    has_fix=False,
+    summary="neighbouring threads access global memory far apart (strided by `threadIdx.x`)",
+    fix_note="needs a different work distribution",
+    applies_to="kernels (accesses through their pointer parameters)",
+    doc=_DOC,
+    example=Example(bad=_BAD, good=_GOOD),
+)
+CODE = RULE.code
+NAME = RULE.name
+DEFAULT_SEVERITY = RULE.default_severity
 
 TX = "threadIdx.x"
 SECTOR_BYTES = 32
@@ -45,6 +117,10 @@ class _TxUnknown:
 
 TX_UNKNOWN = _TxUnknown()
 _BUILTINS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
+
+
+def _text(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", "replace")
 
 
 def check(ctx: LintContext) -> list[Finding]:
@@ -103,26 +179,26 @@ class _KernelIndexes:
                     name_node, value = _declared(declarator)
                     if name_node is None:
                         continue
-                    name = name_node.text.decode()
+                    name = _text(name_node)
+                    inner = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" else None
                     if is_shared or declarator.type == "array_declarator" or (
-                            declarator.type == "init_declarator" and
-                            declarator.child_by_field_name("declarator").type == "array_declarator"):
+                            inner is not None and inner.type == "array_declarator"):
                         self.shared.add(name)  # shared, constant or a local array: not global memory
                     self.defs[name].append(("init", value))
             elif kind == "assignment_expression":
                 left = node.child_by_field_name("left")
                 op = node.child_by_field_name("operator")
                 if left is not None and left.type == "identifier" and op is not None:
-                    self.defs[left.text.decode()].append((op.type, node.child_by_field_name("right")))
+                    self.defs[_text(left)].append((op.type, node.child_by_field_name("right")))
             elif kind == "update_expression":
                 arg = node.child_by_field_name("argument")
                 if arg is not None and arg.type == "identifier":
-                    self.defs[arg.text.decode()].append(("++", None))
+                    self.defs[_text(arg)].append(("++", None))
             elif kind == "pointer_expression":
                 op = node.child_by_field_name("operator")
                 arg = node.child_by_field_name("argument")
                 if op is not None and op.type == "&" and arg is not None and arg.type == "identifier":
-                    self.defs[arg.text.decode()].append(("&", None))
+                    self.defs[_text(arg)].append(("&", None))
 
     # -- polynomials -----------------------------------------------------------------------
 
@@ -135,8 +211,8 @@ class _KernelIndexes:
             return TX_UNKNOWN
         kind = node.type
         if kind == "number_literal":
-            value, _ = try_evaluate(node.text.decode("utf-8", "replace"))
-            return {(): value} if isinstance(value, int) else self.fresh(node.text.decode())
+            number, _ = try_evaluate(_text(node))
+            return {(): number} if isinstance(number, int) else self.fresh(_text(node))
         if kind == "parenthesized_expression":
             return self.poly(node.named_children[-1]) if node.named_children else TX_UNKNOWN
         if kind == "cast_expression":
@@ -148,11 +224,11 @@ class _KernelIndexes:
         if kind == "field_expression":
             arg = node.child_by_field_name("argument")
             field = node.child_by_field_name("field")
-            if arg is not None and field is not None and arg.type == "identifier" and arg.text.decode() in _BUILTINS:
-                return {(f"{arg.text.decode()}.{field.text.decode()}",): 1}
-            return self.fresh(node.text.decode("utf-8", "replace"))
+            if arg is not None and field is not None and arg.type == "identifier" and _text(arg) in _BUILTINS:
+                return {(f"{_text(arg)}.{_text(field)}",): 1}
+            return self.fresh(_text(node))
         if kind == "identifier":
-            return self.variable(node.text.decode("utf-8", "replace"))
+            return self.variable(_text(node))
         if kind == "unary_expression":
             op = node.child_by_field_name("operator")
             value = self.poly(node.child_by_field_name("argument"))
@@ -181,7 +257,7 @@ class _KernelIndexes:
             args = node.child_by_field_name("arguments")
             items = [a for a in args.named_children if a.type != "comment"] if args is not None else []
             if fn is not None and len(items) == 1 and (
-                    fn.type == "primitive_type" or normalise_type(fn.text.decode("utf-8", "replace"), self.aliases) == INT):
+                    fn.type == "primitive_type" or normalise_type(_text(fn), self.aliases) == INT):
                 return self.poly(items[0])  # `Index_t(8)`, `int(x)`: an integer conversion
         return self._opaque(self._any_tx(node), node)
 
@@ -189,12 +265,12 @@ class _KernelIndexes:
         for child in walk(node):
             if child.type in ("identifier", "field_expression") and child is not node:
                 value = self.poly(child)
-                if value is TX_UNKNOWN or _has_tx(value):
+                if isinstance(value, _TxUnknown) or _has_tx(value):
                     return TX_UNKNOWN
         return {}
 
     def _opaque(self, value: Poly | _TxUnknown, node: Node) -> Poly | _TxUnknown:
-        if value is TX_UNKNOWN or _has_tx(value):
+        if isinstance(value, _TxUnknown) or _has_tx(value):
             return TX_UNKNOWN
         return self.fresh(" ".join(self.ctx.text(node).split()))
 
@@ -226,14 +302,14 @@ class _KernelIndexes:
                     modified = True
                     continue
                 value = self.poly(node)
-                if value is TX_UNKNOWN:
+                if isinstance(value, _TxUnknown):
                     return TX_UNKNOWN
                 values.append(value)
             elif op in ("+=", "-=", "++"):
                 modified = True
                 if node is not None:
                     value = self.poly(node)
-                    if value is TX_UNKNOWN or _has_tx(value):
+                    if isinstance(value, _TxUnknown) or _has_tx(value):
                         return TX_UNKNOWN
             else:  # *=, /=, <<=, &: anything may happen
                 modified = True
@@ -248,7 +324,7 @@ class _KernelIndexes:
         if len(coefficients) != 1:
             return TX_UNKNOWN
         coefficient = _tx_coefficient(values[0])
-        result = {mono + (TX,): c for mono, c in coefficient.items()}
+        result = {(*mono, TX): c for mono, c in coefficient.items()}
         return _add(result, {(f"{name}'",): 1})  # same thread-dependence, some uniform offset
 
     # -- pointers and accesses ----------------------------------------------------------------
@@ -268,7 +344,7 @@ class _KernelIndexes:
                     return None  # reinterpreted: element offsets change meaning
             return inner
         if kind == "identifier":
-            name = node.text.decode()
+            name = _text(node)
             if name in self.shared:
                 return None
             if name in self.params and name not in self.defs:
@@ -357,7 +433,7 @@ class _KernelIndexes:
                 yield shown, finding
 
     def _judge(self, node: Node, pointer: _Pointer, total: Poly | _TxUnknown, shown: str) -> Finding | None:
-        if total is TX_UNKNOWN or any(mono.count(TX) > 1 for mono in total):
+        if isinstance(total, _TxUnknown) or any(mono.count(TX) > 1 for mono in total):
             return None
         coefficient = _tx_coefficient(total)
         if not coefficient:
@@ -411,14 +487,14 @@ def _type_base(node: Node) -> str:
 
 
 def _has_tx(value: Poly | _TxUnknown) -> bool:
-    return value is TX_UNKNOWN or any(TX in mono for mono in value)  # type: ignore[union-attr]
+    return isinstance(value, _TxUnknown) or any(TX in mono for mono in value)
 
 
 def _add(a: Poly | _TxUnknown, b: Poly | _TxUnknown) -> Poly | _TxUnknown:
-    if a is TX_UNKNOWN or b is TX_UNKNOWN:
+    if isinstance(a, _TxUnknown) or isinstance(b, _TxUnknown):
         return TX_UNKNOWN
-    out = dict(a)  # type: ignore[arg-type]
-    for mono, c in b.items():  # type: ignore[union-attr]
+    out = dict(a)
+    for mono, c in b.items():
         out[mono] = out.get(mono, 0) + c
         if out[mono] == 0:
             del out[mono]
@@ -426,17 +502,17 @@ def _add(a: Poly | _TxUnknown, b: Poly | _TxUnknown) -> Poly | _TxUnknown:
 
 
 def _scale(a: Poly | _TxUnknown, factor: int) -> Poly | _TxUnknown:
-    if a is TX_UNKNOWN:
+    if isinstance(a, _TxUnknown):
         return TX_UNKNOWN
-    return {mono: c * factor for mono, c in a.items()}  # type: ignore[union-attr]
+    return {mono: c * factor for mono, c in a.items()}
 
 
 def _mul(a: Poly | _TxUnknown, b: Poly | _TxUnknown) -> Poly | _TxUnknown:
-    if a is TX_UNKNOWN or b is TX_UNKNOWN:
+    if isinstance(a, _TxUnknown) or isinstance(b, _TxUnknown):
         return TX_UNKNOWN
     out: Poly = {}
-    for ma, ca in a.items():  # type: ignore[union-attr]
-        for mb, cb in b.items():  # type: ignore[union-attr]
+    for ma, ca in a.items():
+        for mb, cb in b.items():
             mono = tuple(sorted(ma + mb))
             out[mono] = out.get(mono, 0) + ca * cb
             if out[mono] == 0:

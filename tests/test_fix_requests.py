@@ -1,0 +1,104 @@
+"""Lints report fixes as requests; the edits are built (and the file re-parsed and re-extracted
+to validate them) only when asked for: never on the typing path."""
+
+from __future__ import annotations
+
+import pytest
+
+from perflsp.analysis import fixes
+from perflsp.analysis.fixes import apply_edits, build_fixes, with_fixes
+from perflsp.analysis.lints import run_lints
+from perflsp.analysis.models import Finding, FixRequest
+from perflsp.hardware import load_database
+from perflsp.kernels import extract
+from perflsp.kernels.models import Span
+from perflsp.server import engine_adapter
+from perflsp.source.parser import parse
+
+KERNEL = """
+__global__ void scale{i}(int n, float *x)
+{{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] = x[i] * 0.5 + pow(x[i], 2.0);
+}}
+"""
+
+
+def big_file(kernels: int) -> bytes:
+    """Many small kernels, every one launched with a constant odd block size from `main`: each
+    draws a double-promotion, a double-math-function, a block-size, an occupancy and a
+    missing-launch-bounds finding, all with fixes."""
+    body = "".join(KERNEL.format(i=i) for i in range(kernels))
+    launches = "".join(f"    scale{i}<<<(n + 19) / 20, 20>>>(n, x);\n" for i in range(kernels))
+    return (body + "\nint main()\n{\n    int n = 1 << 20;\n    float *x = 0;\n" + launches + "    return 0;\n}\n").encode()
+
+
+@pytest.fixture()
+def builds(monkeypatch):
+    """Counts the validations (each re-parses the edited file, some re-extract it)."""
+    calls = {"validated_fix": 0, "_reextract": 0}
+    for name in calls:
+        real = getattr(fixes, name)
+
+        def counting(*args, _real=real, _name=name, **kwargs):
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(fixes, name, counting)
+    return calls
+
+
+@pytest.fixture(scope="module")
+def gpus():
+    return [load_database().get("h100-sxm5-80gb")]
+
+
+def test_linting_a_big_file_builds_no_fix(builds, gpus):
+    data = big_file(200)
+    tree = parse(data)
+    fk = extract(data, tree, path="big.cu")
+    findings = run_lints(data, tree, fk, gpus)
+    codes = {f.code for f in findings}
+    assert {"precision/double-promotion", "precision/double-math-function", "launch/block-size-not-warp-multiple",
+            "occupancy/low", "launch/missing-launch-bounds"} <= codes
+    assert len(findings) >= 5 * 200
+    assert builds == {"validated_fix": 0, "_reextract": 0}
+    assert all(f.fixes == () for f in findings)
+    assert sum(len(f.fix_requests) for f in findings) >= 5 * 200
+
+    # the server's typing path (a context reused between runs) builds none either
+    shared: dict[str, object] = {}
+    again = engine_adapter.run_lints(data, tree, fk, gpus, None, [], lines=None, shared=shared)
+    assert len(again) == len(findings) and builds == {"validated_fix": 0, "_reextract": 0}
+
+    # asked for, one finding's fixes are built and validated against the whole file
+    bounds = next(f for f in findings if f.code == "launch/missing-launch-bounds")
+    built = build_fixes(bounds, data, tree, fk)
+    assert builds["validated_fix"] == 1 and builds["_reextract"] == 1
+    assert built[0].preferred and "__launch_bounds__(20)" in apply_edits(data, built[0].edits).decode()
+
+
+def test_build_fixes_skips_a_request_that_cannot_be_built_and_passes_its_preference_on():
+    data = big_file(1)
+    tree = parse(data)
+    fk = extract(data, tree, path="one.cu")
+    site = fk.launches[0]
+    finding = Finding("launch/block-size-not-warp-multiple", "odd block", site.block.span or site.span, "warning",
+                      fix_requests=(FixRequest("block-size", site.span, 20, preferred=True),  # not a warp multiple
+                                    FixRequest("block-size", Span(0, 1), 64),  # no launch there
+                                    FixRequest("block-size", site.span, 128)))
+    built = build_fixes(finding, data, tree, fk)
+    assert [(f.title, f.preferred) for f in built] == [("Launch `scale0` with 128 threads per block", True)]
+    assert b"scale0<<<(n + 127) / 128, 128>>>" in apply_edits(data, built[0].edits)
+
+
+def test_with_fixes_fills_fixes_for_output(gpus):
+    data = big_file(2)
+    tree = parse(data)
+    fk = extract(data, tree, path="two.cu")
+    findings = with_fixes(run_lints(data, tree, fk, gpus), data, tree, fk)
+    assert findings and all(f.fix_requests == () for f in findings)
+    promotion = [f for f in findings if f.code == "precision/double-promotion"]
+    assert promotion and all(f.fixes and f.fixes[0].title == "Write `0.5f` (single precision)" for f in promotion)
+    assert run_lints(data, tree, fk, gpus, build_fixes=True) == findings
