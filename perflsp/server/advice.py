@@ -83,6 +83,14 @@ class Asked:
     report: KernelReport  # the analysis the question was built from (reused while it is)
 
 
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A question being asked: its content digest, and the advisor's request."""
+
+    digest: str
+    task: asyncio.Task[AdvisorResult]
+
+
 class DocumentAdvice:
     """One document's questions (written by its worker thread) and answers (by the event loop),
     for one advisor."""
@@ -92,11 +100,11 @@ class DocumentAdvice:
         self.asked: dict[Key, Asked] = {}
         self.answers: dict[tuple[Key, str], AdvisorResult] = {}
         self.retry_at: dict[tuple[Key, str], float] = {}  # static fallbacks: ask again after this
-        self.inflight: dict[Key, tuple[str, asyncio.Task[AdvisorResult]]] = {}
+        self.inflight: dict[Key, InFlight] = {}
 
     def cancel(self) -> None:
-        for _digest, task in self.inflight.values():
-            task.cancel()
+        for running in self.inflight.values():
+            running.task.cancel()
         self.inflight.clear()
 
 
@@ -356,15 +364,15 @@ class AdviceService:
             if answer is not None and (answer.source == "llm" or now < state.retry_at.get(answer_key, 0.0)):
                 continue
             running = state.inflight.get(key)
-            if running is not None and running[0] == asked.digest and not running[1].done():
+            if running is not None and running.digest == asked.digest and not running.task.done():
                 continue
             task = advisor.submit(asked.question)  # cancels the request about an older text
-            state.inflight[key] = (asked.digest, task)
+            state.inflight[key] = InFlight(asked.digest, task)
             self._track(task, advisor)
             task.add_done_callback(functools.partial(self._answered, worker, state, key, asked.digest))
-        for key, (_digest, task) in list(state.inflight.items()):
+        for key, running in list(state.inflight.items()):
             if key not in advice.asked:  # the kernel is gone
-                task.cancel()
+                running.task.cancel()
                 del state.inflight[key]
         for answer_key in list(state.answers):
             key, digest = answer_key
@@ -375,7 +383,8 @@ class AdviceService:
 
     def _answered(self, worker: DocumentWorker, state: DocumentAdvice, key: Key, digest: str,
                   task: asyncio.Task[AdvisorResult]) -> None:
-        if state.inflight.get(key, (None, None))[1] is task:
+        running = state.inflight.get(key)
+        if running is not None and running.task is task:
             del state.inflight[key]
         if task.cancelled():
             return
@@ -407,7 +416,7 @@ class AdviceService:
         if progress.bar is None:
             label = advisor.provider.label if advisor.provider else "LLM"
             progress.bar = Progress(self.ls, f"perflsp: asking {label}")
-            progress.starting = asyncio.get_running_loop().create_task(progress.bar._begin())
+            progress.starting = asyncio.get_running_loop().create_task(progress.bar.begin())
         progress.bar.report(f"{progress.answered} of {progress.total} kernel verdicts",
                             int(100 * progress.answered / progress.total))
         task.add_done_callback(self._progress_done)
@@ -439,4 +448,4 @@ class AdviceService:
                             kernel_id=kernel_id(snap.uri, name, gpu.id), tree=snap.tree)
 
 
-__all__ = ["AdviceService", "Asked", "DocumentAdvice", "SnapshotAdvice", "decision_for", "kernel_id", "llm_origins"]
+__all__ = ["AdviceService", "Asked", "DocumentAdvice", "InFlight", "SnapshotAdvice", "decision_for", "kernel_id", "llm_origins"]

@@ -28,7 +28,8 @@ class Progress:
         self.message: str | None = None
         self.percentage: int | None = None
 
-    async def _begin(self) -> None:
+    async def begin(self) -> None:
+        """Show the bar (when the client supports it); `progress()` calls this after its delay."""
         if self.token is None:
             if not self.ls.capability("window.work_done_progress"):
                 return
@@ -63,7 +64,7 @@ async def progress(ls: PerfLanguageServer, title: str, token: lsp.ProgressToken 
     async def later() -> None:
         if delay > 0:
             await asyncio.sleep(delay)
-        await bar._begin()
+        await bar.begin()
 
     starter = asyncio.get_running_loop().create_task(later())
     try:

@@ -10,7 +10,7 @@
   tree has errors, the worker re-parses from scratch once the user pauses (`SETTLE_S`) and
   republishes if that changes anything. Pull diagnostics wait for this exact state.
 - After each analysis the host may annotate the snapshot in the same thread (`host.annotate`:
-  LLM questions, stored measurements) and act once it is published (`host.published`: ask the
+  LLM questions, stored measurements) and act once it is published (`host.published_hook`: ask the
   LLM). Answers and imported results arrive later: `refresh()` republishes the current version.
 - Each round of work on the text holds `lock`; `exclusive(fn)` runs `fn(snapshot)` in a thread
   under it, so commands read a snapshot whose spans no edit is moving meanwhile.
@@ -37,6 +37,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
 
 from lsprotocol import types as lsp
@@ -63,6 +64,14 @@ FIRST_PUBLISH_S = 0.12  # analysis time after which partial results are publishe
 SETTLE_S = 0.4  # pause after which an error-recovered tree is checked against a fresh parse
 REQUEST_WAIT_S = 0.03  # how long a request waits for the newest version's complete analysis
 VISIBLE_S = 30.0  # a document asked about or edited this recently counts as visible (ranks first)
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """One publication of a document's diagnostics."""
+
+    version: int | None  # None: cleared (the document is not analysed)
+    complete: bool  # False: partial results of a long analysis
 
 
 class DocumentWorker:
@@ -96,7 +105,7 @@ class DocumentWorker:
         self._applying = False  # edits are waiting to be applied, or being applied (ranks first)
         self.text_lock = threading.Lock()  # held while edits move spans, and while a request reads `latest`
         self._failed: object = object()  # the version whose analysis raised (requests get the last result)
-        self.published: list[tuple[int | None, bool]] = []  # (version, complete) of each publish (tests)
+        self.published: list[Published] = []  # each publish of this document (tests)
         self.advice: DocumentAdvice | None = None  # the LLM's questions and answers for this document (advice.py)
         self.resource_task: asyncio.Task[None] | None = None  # the background nvcc run (resource_usage.py)
         self.lock = asyncio.Lock()
@@ -342,7 +351,7 @@ class DocumentWorker:
             while not snap.complete:
                 if self._changes or self.closed:
                     return  # stale: the next round starts from the newer text
-                if self.enabled and (not self.published or self.published[-1][0] != version):
+                if self.enabled and (not self.published or self.published[-1].version != version):
                     self._publish(snap, partial=True)
                 snap = await self._thread(self._resume, snap)
         finally:
@@ -353,9 +362,9 @@ class DocumentWorker:
         if self.enabled:
             self._publish(snap)
             self._published_hook(snap)
-        elif not self.published or self.published[-1][0] is not None:
+        elif not self.published or self.published[-1].version is not None:
             self.host.publish(self.uri, version, [])  # not analysed: nothing to show (clears old results)
-            self.published.append((None, True))
+            self.published.append(Published(None, True))
         await self._notify()
         if not snap.exact:
             self._schedule_settle()
@@ -506,7 +515,7 @@ class DocumentWorker:
             self.host.publish(self.uri, snap.version, diagnostics.build(snap))
         else:
             self.host.publish(self.uri, snap.version, snap.diagnostics, snap.diagnostics_json)
-        self.published.append((snap.version, not partial))
+        self.published.append(Published(snap.version, not partial))
 
     # ------------------------------------------------------------------ settling
 
