@@ -91,16 +91,16 @@ class InFlight:
     task: asyncio.Task[AdvisorResult]
 
 
+@dataclass(eq=False)  # compared by identity: a worker's state is replaced, never equal to another
 class DocumentAdvice:
     """One document's questions (written by its worker thread) and answers (by the event loop),
     for one advisor."""
 
-    def __init__(self, advisor: Advisor | None = None) -> None:
-        self.advisor = advisor
-        self.asked: dict[Key, Asked] = {}
-        self.answers: dict[tuple[Key, str], AdvisorResult] = {}
-        self.retry_at: dict[tuple[Key, str], float] = {}  # static fallbacks: ask again after this
-        self.inflight: dict[Key, InFlight] = {}
+    advisor: Advisor | None = None
+    asked: dict[Key, Asked] = field(default_factory=dict)
+    answers: dict[tuple[Key, str], AdvisorResult] = field(default_factory=dict)  # by (key, question digest)
+    retry_at: dict[tuple[Key, str], float] = field(default_factory=dict)  # static fallbacks: ask again after this
+    inflight: dict[Key, InFlight] = field(default_factory=dict)
 
     def cancel(self) -> None:
         for running in self.inflight.values():

@@ -20,6 +20,7 @@ import logging
 import sys
 import threading
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -35,14 +36,14 @@ log = logging.getLogger(__name__)
 _Dispatch = Generator[tuple[Callable[..., object], tuple[object, ...], None], object, None]
 
 
+@dataclass(frozen=True, slots=True)
 class InvalidMessage:
     """A message that could not be decoded into its method's parameter type."""
 
-    def __init__(self, msg_id: Any, method: str, reason: str):
-        self.id = msg_id
-        self.method = method
-        self.reason = reason
-        self.jsonrpc = "2.0"
+    id: int | str | None  # the request's id (None: a notification, or a response we cannot read)
+    method: str
+    reason: str
+    jsonrpc: str = "2.0"
 
 
 class PerfProtocol(LanguageServerProtocol):
