@@ -25,29 +25,36 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
+from pydantic import SecretStr
 
 from perflsp.analysis.models import KernelReport
-from perflsp.llm.advisor import Advisor, AdvisorResult, AdvisorState
+from perflsp.hardware.models import Gpu
+from perflsp.llm.advisor import Advisor, AdvisorResult, AdvisorState, AdvisorStatus
 from perflsp.llm.config import create_advisor
 from perflsp.llm.privacy import EndpointDecision, SettingOrigin, origin_is_trusted
 from perflsp.llm.questions import question_for
 from perflsp.llm.request import KernelQuestion, Task
+from perflsp.llm.schema import Proposals
 from perflsp.server import engine_adapter as engine
 from perflsp.server.features.common import kernel_name
 from perflsp.server.progress import Progress
 
 if TYPE_CHECKING:
+    from perflsp.server.app import PerfLanguageServer
     from perflsp.server.config import ResolvedConfig
     from perflsp.server.documents import Snapshot
+    from perflsp.server.scheduler import DocumentWorker
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (kernel name, GPU name)
+# the last launch-parameter answer about a kernel: (kernel hash, GPU, the LLM's proposals, "LLM: <model>")
+StoredProposals = tuple[str, Gpu, Proposals | None, str]
 
 
 def kernel_id(uri: str, name: str, gpu_id: str) -> str:
@@ -76,20 +83,28 @@ class Asked:
     report: KernelReport  # the analysis the question was built from (reused while it is)
 
 
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A question being asked: its content digest, and the advisor's request."""
+
+    digest: str
+    task: asyncio.Task[AdvisorResult]
+
+
+@dataclass(eq=False)  # compared by identity: a worker's state is replaced, never equal to another
 class DocumentAdvice:
     """One document's questions (written by its worker thread) and answers (by the event loop),
     for one advisor."""
 
-    def __init__(self, advisor: Advisor | None = None) -> None:
-        self.advisor = advisor
-        self.asked: dict[Key, Asked] = {}
-        self.answers: dict[tuple[Key, str], AdvisorResult] = {}
-        self.retry_at: dict[tuple[Key, str], float] = {}  # static fallbacks: ask again after this
-        self.inflight: dict[Key, tuple[str, asyncio.Task[AdvisorResult]]] = {}
+    advisor: Advisor | None = None
+    asked: dict[Key, Asked] = field(default_factory=dict)
+    answers: dict[tuple[Key, str], AdvisorResult] = field(default_factory=dict)  # by (key, question digest)
+    retry_at: dict[tuple[Key, str], float] = field(default_factory=dict)  # static fallbacks: ask again after this
+    inflight: dict[Key, InFlight] = field(default_factory=dict)
 
     def cancel(self) -> None:
-        for _digest, task in self.inflight.values():
-            task.cancel()
+        for running in self.inflight.values():
+            running.task.cancel()
         self.inflight.clear()
 
 
@@ -108,15 +123,25 @@ class SnapshotAdvice:
     def pending(self, name: str, gpu: str) -> bool:
         return (name, gpu) in self.asked and self.result(name, gpu) is None
 
-    def signature(self, name: str, gpu: str) -> tuple[Any, ...]:
+    def signature(self, name: str, gpu: str) -> tuple[int, bool]:
         """Changes whenever what a diagnostic shows about the LLM changes (for its cache)."""
         result = self.result(name, gpu)
         return (id(result), self.pending(name, gpu))
 
 
+@dataclass(frozen=True)
+class _Fingerprint:
+    """What decides whether two folder configurations can share one advisor."""
+
+    llm_settings: str  # perflsp.llm.* as JSON
+    origins: tuple[tuple[str, str], ...]  # (setting, the layer that set it)
+    workspace_trusted: bool
+    api_key: bool  # the editor passed a key from its secret storage
+
+
 @dataclass
 class _Advisor:
-    fingerprint: Any
+    fingerprint: _Fingerprint
     advisor: Advisor | None  # None: off or unusable (see decision / problem)
     decision: EndpointDecision
     problem: str | None = None  # configured but cannot work (no API key): shown as "failing"
@@ -134,13 +159,13 @@ class _ProgressState:
     total: int = 0
     answered: int = 0
     label: str = ""
-    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
 
 class AdviceService:
-    def __init__(self, ls: Any) -> None:
+    def __init__(self, ls: PerfLanguageServer) -> None:
         self.ls = ls
-        self._advisors: dict[Any, _Advisor] = {}
+        self._advisors: dict[_Fingerprint, _Advisor] = {}
         self._by_generation: dict[int, _Advisor] = {}
         self._told: set[str] = set()
         self._progress = _ProgressState()
@@ -148,13 +173,13 @@ class AdviceService:
         self._last_status: tuple[str, str] | None = None
         # the last launch-parameter answer per (uri, kernel): (kernel hash, GPU, proposals, label);
         # code actions offer its edits while the kernel's text is unchanged
-        self.proposals: dict[tuple[str, str], tuple[str, Any, Any, str]] = {}
+        self.proposals: dict[tuple[str, str], StoredProposals] = {}
 
     # ------------------------------------------------------------------ configuration
 
     def configure(self, configs: list[ResolvedConfig]) -> None:
         """Match each folder configuration with an advisor (on the event loop)."""
-        wanted: dict[Any, _Advisor] = {}
+        wanted: dict[_Fingerprint, _Advisor] = {}
         by_generation: dict[int, _Advisor] = {}
         for config in configs:
             fingerprint = self._fingerprint(config)
@@ -194,16 +219,20 @@ class AdviceService:
         state = self.ls.workspace_state
         return [f.config for f in state.folders if f.config is not None] if state is not None else []
 
-    def _fingerprint(self, config: ResolvedConfig) -> Any:
-        origins = tuple(sorted((p, o.value) for p, o in config.origins.items() if p.startswith("llm.")))
-        key = getattr(self.ls.workspace_state, "api_key", None)
-        return (config.settings.llm.model_dump_json(), origins, config.workspace_trusted, key is not None)
+    def _api_key(self) -> SecretStr | None:
+        state = self.ls.workspace_state
+        return state.api_key if state is not None else None
 
-    def _create(self, config: ResolvedConfig, fingerprint: Any) -> _Advisor:
+    def _fingerprint(self, config: ResolvedConfig) -> _Fingerprint:
+        origins = tuple(sorted((p, o.value) for p, o in config.origins.items() if p.startswith("llm.")))
+        return _Fingerprint(config.settings.llm.model_dump_json(), origins, config.workspace_trusted,
+                            self._api_key() is not None)
+
+    def _create(self, config: ResolvedConfig, fingerprint: _Fingerprint) -> _Advisor:
         settings = config.settings.llm
         origins = llm_origins(config)
         trusted = config.workspace_trusted
-        api_key = getattr(self.ls.workspace_state, "api_key", None)
+        api_key = self._api_key()
         if not origin_is_trusted(origins.get("base_url", SettingOrigin.DEFAULT), trusted):
             # An endpoint a repository chose (loopback only, by the policy) never gets the user's key.
             api_key = None
@@ -249,7 +278,7 @@ class AdviceService:
         log.warning("%s", message)
         self.ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=message))
 
-    def _on_status(self, _status: Any) -> None:
+    def _on_status(self, _status: AdvisorStatus) -> None:
         if self._status_scheduled:
             return
         self._status_scheduled = True
@@ -271,7 +300,7 @@ class AdviceService:
     def status_sent(self, state: str, reason: str) -> None:
         self._last_status = (state, "" if state == AdvisorState.BUSY.value else reason)
 
-    def _spawn(self, coroutine: Any) -> None:
+    def _spawn(self, coroutine: Coroutine[object, object, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._progress.tasks.add(task)
         task.add_done_callback(self._progress.tasks.discard)
@@ -284,7 +313,7 @@ class AdviceService:
 
     # ------------------------------------------------------------------ per document
 
-    def prepare(self, worker: Any, snap: Snapshot) -> SnapshotAdvice | None:
+    def prepare(self, worker: DocumentWorker, snap: Snapshot) -> SnapshotAdvice | None:
         """The questions of an analysed snapshot (worker thread; reads the text, so it must run
         before the worker applies the next edit)."""
         entry = self._by_generation.get(snap.config.generation)
@@ -319,7 +348,7 @@ class AdviceService:
         state.asked = asked
         return SnapshotAdvice(state, asked, advisor.provider.label)
 
-    def published(self, worker: Any, snap: Snapshot) -> None:
+    def published(self, worker: DocumentWorker, snap: Snapshot) -> None:
         """Submit the snapshot's unanswered questions (event loop)."""
         advice: SnapshotAdvice | None = snap.advice
         if advice is None:
@@ -335,15 +364,15 @@ class AdviceService:
             if answer is not None and (answer.source == "llm" or now < state.retry_at.get(answer_key, 0.0)):
                 continue
             running = state.inflight.get(key)
-            if running is not None and running[0] == asked.digest and not running[1].done():
+            if running is not None and running.digest == asked.digest and not running.task.done():
                 continue
             task = advisor.submit(asked.question)  # cancels the request about an older text
-            state.inflight[key] = (asked.digest, task)
+            state.inflight[key] = InFlight(asked.digest, task)
             self._track(task, advisor)
             task.add_done_callback(functools.partial(self._answered, worker, state, key, asked.digest))
-        for key, (_digest, task) in list(state.inflight.items()):
+        for key, running in list(state.inflight.items()):
             if key not in advice.asked:  # the kernel is gone
-                task.cancel()
+                running.task.cancel()
                 del state.inflight[key]
         for answer_key in list(state.answers):
             key, digest = answer_key
@@ -352,9 +381,10 @@ class AdviceService:
                 del state.answers[answer_key]
                 state.retry_at.pop(answer_key, None)
 
-    def _answered(self, worker: Any, state: DocumentAdvice, key: Key, digest: str,
+    def _answered(self, worker: DocumentWorker, state: DocumentAdvice, key: Key, digest: str,
                   task: asyncio.Task[AdvisorResult]) -> None:
-        if state.inflight.get(key, (None, None))[1] is task:
+        running = state.inflight.get(key)
+        if running is not None and running.task is task:
             del state.inflight[key]
         if task.cancelled():
             return
@@ -372,26 +402,26 @@ class AdviceService:
         if worker.advice is state and not worker.closed:
             worker.refresh()
 
-    def forget(self, worker: Any) -> None:
+    def forget(self, worker: DocumentWorker) -> None:
         """The document was closed: its requests are not needed any more."""
         if worker.advice is not None:
             worker.advice.cancel()
 
     # ------------------------------------------------------------------ progress
 
-    def _track(self, task: asyncio.Task[Any], advisor: Advisor) -> None:
+    def _track(self, task: asyncio.Task[AdvisorResult], advisor: Advisor) -> None:
         progress = self._progress
         progress.pending += 1
         progress.total += 1
         if progress.bar is None:
             label = advisor.provider.label if advisor.provider else "LLM"
             progress.bar = Progress(self.ls, f"perflsp: asking {label}")
-            progress.starting = asyncio.get_running_loop().create_task(progress.bar._begin())
+            progress.starting = asyncio.get_running_loop().create_task(progress.bar.begin())
         progress.bar.report(f"{progress.answered} of {progress.total} kernel verdicts",
                             int(100 * progress.answered / progress.total))
         task.add_done_callback(self._progress_done)
 
-    def _progress_done(self, _task: asyncio.Task[Any]) -> None:
+    def _progress_done(self, _task: asyncio.Task[AdvisorResult]) -> None:
         progress = self._progress
         progress.pending -= 1
         progress.answered += 1
@@ -410,7 +440,7 @@ class AdviceService:
 
     # ------------------------------------------------------------------ commands
 
-    def question(self, snap: Snapshot, report: KernelReport, gpu: Any, task: Task) -> KernelQuestion:
+    def question(self, snap: Snapshot, report: KernelReport, gpu: Gpu, task: Task) -> KernelQuestion:
         """A question for a command (call with the document's worker lock held)."""
         estimate = next(e for e in report.estimates if e.gpu == gpu.name)
         name = kernel_name(report.kernel)
@@ -418,4 +448,4 @@ class AdviceService:
                             kernel_id=kernel_id(snap.uri, name, gpu.id), tree=snap.tree)
 
 
-__all__ = ["AdviceService", "Asked", "DocumentAdvice", "SnapshotAdvice", "decision_for", "kernel_id", "llm_origins"]
+__all__ = ["AdviceService", "Asked", "DocumentAdvice", "InFlight", "SnapshotAdvice", "decision_for", "kernel_id", "llm_origins"]

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 import threading
-from typing import Any
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
@@ -19,7 +20,22 @@ from perflsp import __version__
 from perflsp.server.pool import WorkPool
 from perflsp.server.protocol import PerfProtocol, is_parse_error
 
+if TYPE_CHECKING:
+    from perflsp.kernels.includes import IncludeResolver
+    from perflsp.server.advice import AdviceService
+    from perflsp.server.config import ResolvedConfig
+    from perflsp.server.documents import Snapshot
+    from perflsp.server.features.tuning import TuningState
+    from perflsp.server.logs import ClientLogHandler
+    from perflsp.server.measured import MeasuredService, SnapshotMeasured
+    from perflsp.server.scheduler import DocumentWorker
+    from perflsp.server.workspace import WorkspaceState
+
 log = logging.getLogger("perflsp.server")
+T = TypeVar("T")
+# a file of the workspace scan (perflsp.rooflineData): path, mtime_ns, size, configuration generation,
+# mtime_ns of the folder's stored profiles
+ScanKey = tuple[str, int, int, int, int | None]
 
 COMMANDS = (
     "perflsp.explainKernel",
@@ -41,25 +57,29 @@ HOT_DOCUMENTS = 16  # documents whose syntax trees stay in memory (the others ar
 
 
 class PerfLanguageServer(LanguageServer):
+    """The host of the document workers (it implements `host.DocumentHost` and `host.AnalysisHooks`)."""
+
     def __init__(self) -> None:
         super().__init__("perflsp", __version__, protocol_cls=PerfProtocol,
                          text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
-        self.workers: dict[str, Any] = {}  # uri -> DocumentWorker
-        self.workspace_state: Any = None  # WorkspaceState, after `initialized`
+        self.workers: dict[str, DocumentWorker] = {}  # uri -> its worker
+        self.workspace_state: WorkspaceState | None = None  # after `initialized`
         self.init_params: lsp.InitializeParams | None = None
         self.pull_mode = False
-        self.log_handler: Any = None
+        self.log_handler: ClientLogHandler | None = None
         self._ready: asyncio.Event | None = None
-        self.scan_cache: dict[Any, Any] = {}
+        self.scan_cache: dict[ScanKey, list[dict[str, Any]]] = {}  # reports of files not open, as JSON
         self.recent: dict[str, None] = {}  # uris, least recently active first
-        self._advice: Any = None  # AdviceService (advice.py), created on first use
-        self._measured: Any = None  # MeasuredService (measured.py)
+        self._advice: AdviceService | None = None  # created on first use
+        self._measured: MeasuredService | None = None
+        self._tuning: TuningState | None = None
         self.pool = WorkPool(1)  # every document's CPU work, most wanted first (pool.py)
         self.refused: dict[str, str] = {}  # uri -> why an open document is not analysed (too large)
         self._trim: asyncio.TimerHandle | None = None
 
     @property
-    def advice(self) -> Any:
+    def advice(self) -> AdviceService:
+        """The LLM advisor's side of the server (advice.py)."""
         if self._advice is None:
             from perflsp.server.advice import AdviceService
 
@@ -67,12 +87,37 @@ class PerfLanguageServer(LanguageServer):
         return self._advice
 
     @property
-    def measured(self) -> Any:
+    def measured(self) -> MeasuredService:
+        """Stored Nsight Compute results (measured.py)."""
         if self._measured is None:
             from perflsp.server.measured import MeasuredService
 
             self._measured = MeasuredService()
         return self._measured
+
+    @property
+    def tuning(self) -> TuningState:
+        """Kernel Tuner runs of this session (features/tuning.py)."""
+        if self._tuning is None:
+            from perflsp.server.features.tuning import TuningState
+
+            self._tuning = TuningState()
+        return self._tuning
+
+    @property
+    def perf_protocol(self) -> PerfProtocol:
+        """`protocol`, with the type it was created with (pygls types it as its base class)."""
+        protocol = self.protocol
+        assert isinstance(protocol, PerfProtocol)
+        return protocol
+
+    @property
+    def initialized_workspace(self) -> WorkspaceState:
+        """The workspace's folders and their configuration (handlers wait for `ready` first)."""
+        state = self.workspace_state
+        if state is None:
+            raise RuntimeError("the workspace is read in `initialized`, before any document is handled")
+        return state
 
     # ------------------------------------------------------------------ lifecycle helpers
 
@@ -82,25 +127,27 @@ class PerfLanguageServer(LanguageServer):
             self._ready = asyncio.Event()
         return self._ready
 
-    def report_server_error(self, error: Exception, source: Any) -> None:
+    def report_server_error(self, error: Exception, source: object) -> None:
         if is_parse_error(error):
-            self.protocol.send_parse_error(error)  # type: ignore[attr-defined]
+            self.perf_protocol.send_parse_error(error)
             return
         log.error("server error: %s", error)
 
-    def capability(self, path: str) -> Any:
-        value: Any = self.client_capabilities
+    def capability(self, path: str) -> bool:
+        """Whether the client declared the capability at dotted `path` of its
+        `ClientCapabilities` (for example `workspace.code_lens.refresh_support`)."""
+        value: object = self.client_capabilities
         for part in path.split("."):
             value = getattr(value, part, None) if value is not None else None
-        return value
+        return bool(value)
 
     # ------------------------------------------------------------------ what workers ask
 
-    def config_for(self, uri: str) -> Any:
-        return self.workspace_state.config_for(uri)
+    def config_for(self, uri: str) -> ResolvedConfig:
+        return self.initialized_workspace.config_for(uri)
 
-    def document_enabled(self, uri: str, config: Any) -> bool:
-        return self.workspace_state.document_enabled(uri, config)
+    def document_enabled(self, uri: str, config: ResolvedConfig) -> bool:
+        return self.initialized_workspace.document_enabled(uri, config)
 
     def path_for(self, uri: str) -> str | None:
         from perflsp.server.text import path_of
@@ -108,10 +155,10 @@ class PerfLanguageServer(LanguageServer):
         path = path_of(uri)
         return str(path) if path is not None else None
 
-    def resolver_for(self, uri: str) -> Any:
-        return self.workspace_state.resolver_for(uri)
+    def resolver_for(self, uri: str) -> IncludeResolver:
+        return self.initialized_workspace.resolver_for(uri)
 
-    def lint_codes(self, config: Any) -> set[str] | None:
+    def lint_codes(self, config: ResolvedConfig) -> set[str] | None:
         from perflsp.server import engine_adapter as engine
 
         codes = engine.lint_codes()
@@ -126,20 +173,16 @@ class PerfLanguageServer(LanguageServer):
             self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, version=version,
                                                                                 diagnostics=diagnostics))
             return
-        params: dict[str, Any] = {"uri": uri, "diagnostics": as_json}
-        if version is not None:
-            params["version"] = version
-        # already unstructured (and cached per diagnostic): straight to JSON
-        self.protocol._send_data({"jsonrpc": "2.0", "method": lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "params": params})
+        self.perf_protocol.publish_diagnostics_json(uri, version, as_json)
 
-    async def snapshot(self, uri: str, exact: bool = False) -> Any:
+    async def snapshot(self, uri: str, exact: bool = False) -> Snapshot | None:
         await self.ready.wait()
         worker = self.workers.get(uri)
         if worker is None:
             return None
         return await worker.current(exact=exact)
 
-    async def read_latest(self, uri: str, fn: Any, in_thread: bool = False) -> Any:
+    async def read_latest(self, uri: str, fn: Callable[[Snapshot], T], in_thread: bool = False) -> T | None:
         """`fn(snapshot)` for hover, inlay hints, lens, code actions: the newest snapshot, never
         queued behind an analysis (`DocumentWorker.request` and `read`). None when the document
         is not analysed."""
@@ -169,7 +212,7 @@ class PerfLanguageServer(LanguageServer):
         self._trim = None
         memory.give_back()
 
-    def document_idle(self, worker: Any) -> None:
+    def document_idle(self, worker: DocumentWorker) -> None:
         """Keep the syntax trees of the HOT_DOCUMENTS most recently active documents only."""
         self.recent.pop(worker.uri, None)
         self.recent[worker.uri] = None
@@ -185,25 +228,25 @@ class PerfLanguageServer(LanguageServer):
 
     # ------------------------------------------------------------------ LLM answers, measurements
 
-    def annotate(self, worker: Any, snap: Any) -> None:
+    def annotate(self, worker: DocumentWorker, snap: Snapshot) -> None:
         """After an analysis, in the worker's thread: stored measurements and LLM questions."""
         snap.measured = self.measured.evidence(snap)
         snap.advice = self.advice.prepare(worker, snap)
 
-    def measure(self, snap: Any) -> Any:
+    def measure(self, snap: Snapshot) -> SnapshotMeasured | None:
         return self.measured.evidence(snap)
 
-    def published_hook(self, worker: Any, snap: Any) -> None:
+    def published_hook(self, worker: DocumentWorker, snap: Snapshot) -> None:
         """The static diagnostics are out: ask the LLM about what it has not answered."""
         self.advice.published(worker, snap)
 
-    def diagnostics_refreshed(self, worker: Any) -> None:
+    def diagnostics_refreshed(self, worker: DocumentWorker) -> None:
         if self.pull_mode and self.capability("workspace.diagnostics.refresh_support"):
             self.workspace_diagnostic_refresh(None)
         if self.capability("workspace.code_lens.refresh_support"):
             self.workspace_code_lens_refresh(None)
 
-    def refresh_folder(self, root: Any) -> None:
+    def refresh_folder(self, root: Path | None) -> None:
         """Stored profiles of a folder changed: republish its open documents."""
         for uri, worker in self.workers.items():
             config = self.config_for(uri)
@@ -234,7 +277,7 @@ async def on_initialized(ls: PerfLanguageServer, params: lsp.InitializedParams) 
 
 
 @server.feature(lsp.SHUTDOWN)
-def on_shutdown(ls: PerfLanguageServer, params: Any) -> None:
+def on_shutdown(ls: PerfLanguageServer, params: None) -> None:
     for worker in ls.workers.values():
         worker.close()
         if ls._advice is not None:
@@ -351,7 +394,7 @@ async def code_lens(ls: PerfLanguageServer, params: lsp.CodeLensParams) -> list[
     from perflsp.server.features import code_lens as feature
     from perflsp.server.features.status import profiling_status
 
-    def lenses(snap: Any) -> list[lsp.CodeLens]:
+    def lenses(snap: Snapshot) -> list[lsp.CodeLens]:
         profiling = profiling_status(snap.config)[0] == "ready"
         return feature.lenses(snap, profiling, snap.advice.label if snap.advice is not None else None)
 
@@ -361,10 +404,13 @@ async def code_lens(ls: PerfLanguageServer, params: lsp.CodeLensParams) -> list[
 # ---------------------------------------------------------------------- commands
 
 
+CommandHandler = Callable[..., Awaitable[object]]  # (ls, *arguments as JSON) -> the JSON answer
+
+
 def _register_commands() -> None:
     for name in COMMANDS:
-        def make(command: str):
-            async def handler(ls: PerfLanguageServer, *args: Any) -> Any:
+        def make(command: str) -> CommandHandler:
+            async def handler(ls: PerfLanguageServer, *args: object) -> object:
                 from perflsp.server.features import commands
 
                 await ls.ready.wait()
@@ -394,30 +440,6 @@ def run(tcp: str | None = None, log_level: str = "info") -> None:
 
 
 def _serve_tcp(host: str, port: int) -> None:
-    """pygls' start_tcp, reporting the bound port on stderr (useful with port 0)."""
-    from pygls.io_ import run_async
+    from perflsp.server.protocol import serve_tcp
 
-    stop = server._stop_event = __import__("threading").Event()
-
-    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        server.protocol.set_writer(writer)  # type: ignore[arg-type]
-        await run_async(stop_event=stop, reader=reader, protocol=server.protocol, logger=logging.getLogger("pygls"),
-                        error_handler=server.report_server_error)
-        server.shutdown()
-
-    async def main() -> None:
-        tcp_server = await asyncio.start_server(connection, host, port)
-        server._server = tcp_server
-        bound = tcp_server.sockets[0].getsockname()
-        sys.stderr.write(f"perflsp: listening on {bound[0]}:{bound[1]}\n")
-        sys.stderr.flush()
-        async with tcp_server:
-            try:
-                await tcp_server.serve_forever()
-            except asyncio.CancelledError:
-                pass
-
-    try:
-        asyncio.run(main())
-    except (KeyboardInterrupt, SystemExit):
-        pass
+    serve_tcp(server, host, port)

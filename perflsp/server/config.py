@@ -126,14 +126,14 @@ def read_config_file(root: Path | None) -> Layer | None:
     return Layer(Origin.FILE, str(path), data)
 
 
-def client_values(raw: Any) -> dict[str, Any]:
+def client_values(raw: object) -> dict[str, Any]:
     """Accept `{"perflsp": {...}}`, `{"perflsp.gpus": ...}` or the section itself."""
     if not isinstance(raw, Mapping):
         return {}
-    if isinstance(raw.get("perflsp"), Mapping):
-        raw = raw["perflsp"]
+    nested = raw.get("perflsp")
+    values: Mapping[Any, Any] = nested if isinstance(nested, Mapping) else raw
     out: dict[str, Any] = {}
-    for key, value in raw.items():
+    for key, value in values.items():
         key = str(key)
         if key.startswith("perflsp."):
             key = key[len("perflsp."):]

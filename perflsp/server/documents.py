@@ -5,15 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lsprotocol import types as lsp
 from tree_sitter import Tree
 
 from perflsp.analysis.models import KernelReport
+from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
 from perflsp.source.positions import LineIndex, Position
 
 if TYPE_CHECKING:
+    from perflsp.llm.advisor import AdvisorResult
+    from perflsp.profiling.measured import MeasuredEvidence
+    from perflsp.server.advice import SnapshotAdvice
     from perflsp.server.analysis import AnalysisState
     from perflsp.server.config import ResolvedConfig
+    from perflsp.server.measured import SnapshotMeasured
 
 
 @dataclass
@@ -29,12 +35,13 @@ class Snapshot:
     kernels: FileKernels
     analysis: AnalysisState
     config: ResolvedConfig
-    preprocessed: Any = None  # the preprocessor's macros for this text (ConstEnv)
+    preprocessed: ConstEnv | None = None  # the preprocessor's macros for this text
     exact: bool = True  # the tree equals a fresh parse (incremental error recovery can differ)
-    diagnostics: list[Any] = field(default_factory=list)  # lsp.Diagnostic, as published
-    diagnostics_json: list[Any] | None = None  # the same, unstructured (published without a converter pass)
-    advice: Any = None  # SnapshotAdvice: the LLM's questions and answers (advice.py), when it is on
-    measured: Any = None  # SnapshotMeasured: stored Nsight Compute results (measured.py)
+    diagnostics: list[lsp.Diagnostic] = field(default_factory=list)  # as published
+    # the same, unstructured JSON (published without a converter pass)
+    diagnostics_json: list[dict[str, Any]] | None = None
+    advice: SnapshotAdvice | None = None  # the LLM's questions and answers (advice.py), when it is on
+    measured: SnapshotMeasured | None = None  # stored Nsight Compute results (measured.py)
     revision: int = 0  # counts republications of this version (LLM answers, imported results)
     provisional: bool = False  # the newest text with the last complete analysis (edits since not analysed yet)
 
@@ -60,7 +67,8 @@ class Snapshot:
 
     def reports(self) -> list[KernelReport]:
         """Reports in document order (kernels, then OpenMP regions, by position)."""
-        items = sorted([*self.kernels.kernels, *self.kernels.omp_regions], key=lambda k: k.span.start_byte)
+        items: list[CudaFunction | OmpRegion] = [*self.kernels.kernels, *self.kernels.omp_regions]
+        items.sort(key=lambda k: k.span.start_byte)
         out = []
         for item in items:
             report = self.analysis.report_for(item)
@@ -68,18 +76,18 @@ class Snapshot:
                 out.append(report)
         return out
 
-    def report_for(self, item: Any) -> KernelReport | None:
+    def report_for(self, item: CudaFunction | OmpRegion) -> KernelReport | None:
         return self.analysis.report_for(item)
 
     # -- what the LLM and the profiler add -----------------------------------------------
 
-    def llm_result(self, name: str, gpu: str) -> Any:
+    def llm_result(self, name: str, gpu: str) -> AdvisorResult | None:
         return self.advice.result(name, gpu) if self.advice is not None else None
 
     def llm_pending(self, name: str, gpu: str) -> bool:
         return self.advice is not None and self.advice.pending(name, gpu)
 
-    def measured_for(self, name: str, gpu: str) -> Any:
+    def measured_for(self, name: str, gpu: str) -> MeasuredEvidence | None:
         return self.measured.for_estimate(name, gpu) if self.measured is not None else None
 
     # -- what is under the cursor --------------------------------------------------------

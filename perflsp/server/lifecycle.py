@@ -6,7 +6,7 @@ import asyncio
 import gc
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
@@ -27,13 +27,14 @@ log = logging.getLogger("perflsp.server")
 async def initialized(ls: PerfLanguageServer) -> None:
     params = ls.init_params
     assert params is not None
-    folders: list[tuple[str, Any]] = [(f.uri, path_of(f.uri)) for f in params.workspace_folders or []]
+    folders: list[tuple[str, Path | None]] = [(f.uri, path_of(f.uri)) for f in params.workspace_folders or []]
     if not folders and (params.root_uri or params.root_path):
         from pygls.uris import from_fs_path
 
         uri = params.root_uri or from_fs_path(params.root_path or "") or ""
         folders = [(uri, path_of(uri))]
-    ls.log_handler and setattr(ls.log_handler, "loop", asyncio.get_running_loop())
+    if ls.log_handler is not None:
+        ls.log_handler.loop = asyncio.get_running_loop()
     state = WorkspaceState(folders, params.initialization_options)
     ls.workspace_state = state
     await pull_configuration(ls)
@@ -108,7 +109,7 @@ int main() {
 
 async def pull_configuration(ls: PerfLanguageServer) -> None:
     """Ask the client for `perflsp` settings of each folder (when it answers configuration requests)."""
-    state: WorkspaceState = ls.workspace_state
+    state = ls.initialized_workspace
     if not ls.capability("workspace.configuration"):
         return
     folders = state.folders
@@ -125,7 +126,7 @@ async def pull_configuration(ls: PerfLanguageServer) -> None:
 
 
 async def refresh_all(ls: PerfLanguageServer, initial: bool = False) -> None:
-    state: WorkspaceState = ls.workspace_state
+    state = ls.initialized_workspace
     known = engine.known_rule_codes()
     changed_folders = []
     ignored: list[str] = []
@@ -240,7 +241,7 @@ async def _start(ls: PerfLanguageServer, worker: DocumentWorker) -> None:
     from perflsp.server import resource_usage
 
     await ls.ready.wait()
-    worker._kick()
+    worker.start()
     if await worker.current() is not None:
         resource_usage.schedule(ls, worker)
 
@@ -263,8 +264,7 @@ def change_document(ls: PerfLanguageServer, params: lsp.DidChangeTextDocumentPar
     if ls.ready.is_set():
         worker.change(params.text_document.version, changes)
     else:  # queued: the worker starts once the configuration is known
-        worker._changes.extend(changes)
-        worker.version = params.text_document.version
+        worker.queue(params.text_document.version, changes)
 
 
 def _refused_changed(ls: PerfLanguageServer, uri: str, version: int | None) -> None:
@@ -296,10 +296,10 @@ async def saved(ls: PerfLanguageServer, uri: str) -> None:
 # ---------------------------------------------------------------------- configuration
 
 
-async def configuration_changed(ls: PerfLanguageServer, settings: Any) -> None:
+async def configuration_changed(ls: PerfLanguageServer, settings: object) -> None:
     from perflsp.server.config import client_values
 
-    state: WorkspaceState = ls.workspace_state
+    state = ls.initialized_workspace
     pushed = client_values(settings) if isinstance(settings, dict) else {}
     if pushed and not ls.capability("workspace.configuration"):
         state.pushed = pushed  # a client without workspace/configuration sends its settings here
@@ -310,7 +310,7 @@ async def configuration_changed(ls: PerfLanguageServer, settings: Any) -> None:
 
 
 async def files_changed(ls: PerfLanguageServer, uris: list[str]) -> None:
-    state: WorkspaceState = ls.workspace_state
+    state = ls.initialized_workspace
     configs = [u for u in uris if u.endswith("/" + CONFIG_FILE)]
     headers = [u for u in uris if u not in configs]
     if headers:
@@ -322,7 +322,7 @@ async def files_changed(ls: PerfLanguageServer, uris: list[str]) -> None:
 
 
 async def folders_changed(ls: PerfLanguageServer, event: lsp.WorkspaceFoldersChangeEvent) -> None:
-    state: WorkspaceState = ls.workspace_state
+    state = ls.initialized_workspace
     for removed in event.removed:
         state.remove_folder(removed.uri)
     for added in event.added:

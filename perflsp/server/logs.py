@@ -7,13 +7,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pygls.lsp.server import LanguageServer
 
 LEVELS = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO, "debug": logging.DEBUG}
 
 
 class ClientLogHandler(logging.Handler):
-    def __init__(self, server: Any):
+    def __init__(self, server: LanguageServer):
         super().__init__(logging.INFO)
         self.server = server
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -51,7 +54,7 @@ class ClientLogHandler(logging.Handler):
             pass
 
 
-def setup(level: str, server: Any) -> ClientLogHandler:
+def setup(level: str, server: LanguageServer) -> ClientLogHandler:
     """stderr for everything at `level` (pygls' own chatter from WARNING), the client for perflsp's."""
     root = logging.getLogger()
     stderr = logging.StreamHandler(sys.stderr)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perflsp.analysis.models import KernelReport
+from perflsp.hardware.precision import Precision
 from perflsp.profiling.gpus import MeasuredGpu, database_resolver
 from perflsp.profiling.measured import MeasuredEvidence
 from perflsp.profiling.runner import LaunchVerification
@@ -27,6 +28,7 @@ from perflsp.server.features.common import kernel_name
 
 if TYPE_CHECKING:
     from perflsp.server.config import ResolvedConfig
+    from perflsp.server.documents import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +82,7 @@ def evidence_for_reports(store: ProfileStore, config: ResolvedConfig, path: str 
     return SnapshotMeasured(by_gpu, other)
 
 
-def deciding_precision(evidence: MeasuredEvidence) -> Any:
+def deciding_precision(evidence: MeasuredEvidence) -> Precision | None:
     """The precision that decided a measured verdict, or the one nearest its ridge."""
     if evidence.deciding_precision is not None:
         return evidence.deciding_precision
@@ -133,7 +135,7 @@ class MeasuredService:
                 store = self._stores[root] = ProfileStore(root)
             return store
 
-    def evidence(self, snap: Any) -> SnapshotMeasured | None:
+    def evidence(self, snap: Snapshot) -> SnapshotMeasured | None:
         """Stored results for a snapshot's kernels (worker thread)."""
         root = snap.config.root
         if root is None:

@@ -24,13 +24,14 @@ import ctypes.util
 import gc
 import logging
 import sys
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
 TRIM_DELAY_S = 1.0  # after the last close
 
 
-def _malloc_trim():  # pragma: no cover - depends on the C library
+def _malloc_trim() -> Callable[[int], int] | None:  # pragma: no cover - depends on the C library
     if not sys.platform.startswith("linux"):
         return None
     try:

@@ -3,8 +3,9 @@ server's incremental results are checked against (tests, `perflsp.status` debugg
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
+
+from lsprotocol import types as lsp
 
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.server.analysis import Analyzer
@@ -31,9 +32,12 @@ def analyse_text(text: str, uri: str, config: ResolvedConfig, path: str | None =
     return snap
 
 
-def diagnostic_keys(diagnostics: list[Any]) -> list[tuple[Any, ...]]:
+DiagnosticKey = tuple[object, int, int, int, int, int | None, str | None]  # code, range, severity, message
+
+
+def diagnostic_keys(diagnostics: list[lsp.Diagnostic] | list[dict[str, Any]]) -> list[DiagnosticKey]:
     """Comparable form of LSP diagnostics (objects or JSON)."""
-    out = []
+    out: list[DiagnosticKey] = []
     for d in diagnostics:
         if isinstance(d, dict):
             r = d["range"]
@@ -45,4 +49,4 @@ def diagnostic_keys(diagnostics: list[Any]) -> list[tuple[Any, ...]]:
     return sorted(out, key=repr)
 
 
-__all__ = ["analyse_text", "diagnostic_keys", "Path"]
+__all__ = ["analyse_text", "diagnostic_keys"]

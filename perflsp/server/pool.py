@@ -18,18 +18,20 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar, TypeVarTuple
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
-Rank = Callable[[], tuple[Any, ...]]
+Rank = Callable[[], tuple[float, ...]]  # lowest first (DocumentWorker.rank)
+_Entry = tuple[Rank, int, asyncio.Future[None]]  # rank, arrival order, granted when done
 
 
 class WorkPool:
     def __init__(self, slots: int = 1) -> None:
         self.slots = slots
         self._free = slots
-        self._waiting: list[tuple[Rank, int, asyncio.Future[None]]] = []
+        self._waiting: list[_Entry] = []
         self._order = itertools.count()
         self.granted = 0  # jobs started (tests, logs)
 
@@ -42,7 +44,7 @@ class WorkPool:
     def waiting(self) -> int:
         return len(self._waiting)
 
-    async def run(self, rank: Rank, fn: Callable[..., T], *args: Any) -> T:
+    async def run(self, rank: Rank, fn: Callable[[*Ts], T], *args: *Ts) -> T:
         await self._acquire(rank)
         future = asyncio.get_running_loop().run_in_executor(None, fn, *args)
         future.add_done_callback(lambda _: self._release())  # when the thread returns, not before
@@ -76,7 +78,7 @@ class WorkPool:
         self._free += 1
 
 
-def _key(entry: tuple[Rank, int, asyncio.Future[None]]) -> tuple[Any, ...]:
+def _key(entry: _Entry) -> tuple[float, ...]:
     rank, order, _ = entry
     try:
         return (*rank(), order)

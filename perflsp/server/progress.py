@@ -8,24 +8,28 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
+
+if TYPE_CHECKING:
+    from perflsp.server.app import PerfLanguageServer
 
 log = logging.getLogger(__name__)
 DELAY_S = 0.5
 
 
 class Progress:
-    def __init__(self, ls: Any, title: str, token: Any = None):
+    def __init__(self, ls: PerfLanguageServer, title: str, token: lsp.ProgressToken | None = None):
         self.ls = ls
         self.title = title
-        self.token = token  # a client-provided workDoneToken, if any
+        self.token: lsp.ProgressToken | None = token  # a client-provided workDoneToken, if any
         self.started = False
         self.message: str | None = None
         self.percentage: int | None = None
 
-    async def _begin(self) -> None:
+    async def begin(self) -> None:
+        """Show the bar (when the client supports it); `progress()` calls this after its delay."""
         if self.token is None:
             if not self.ls.capability("window.work_done_progress"):
                 return
@@ -42,24 +46,25 @@ class Progress:
 
     def report(self, message: str, percentage: int | None = None) -> None:
         self.message, self.percentage = message, percentage
-        if self.started:
+        if self.started and self.token is not None:
             self.ls.work_done_progress.report(self.token, lsp.WorkDoneProgressReport(message=message, percentage=percentage))
 
     def end(self, message: str | None = None) -> None:
-        if self.started:
+        if self.started and self.token is not None:
             self.ls.work_done_progress.end(self.token, lsp.WorkDoneProgressEnd(message=message))
             self.started = False
 
 
 @contextlib.asynccontextmanager
-async def progress(ls: Any, title: str, token: Any = None, delay: float = DELAY_S) -> AsyncIterator[Progress]:
+async def progress(ls: PerfLanguageServer, title: str, token: lsp.ProgressToken | None = None,
+                   delay: float = DELAY_S) -> AsyncIterator[Progress]:
     """A progress bar for the block's work; `delay` 0 shows it at once (work known to be long)."""
     bar = Progress(ls, title, token)
 
     async def later() -> None:
         if delay > 0:
             await asyncio.sleep(delay)
-        await bar._begin()
+        await bar.begin()
 
     starter = asyncio.get_running_loop().create_task(later())
     try:

@@ -1,41 +1,56 @@
-"""pygls protocol adjustments:
+"""pygls protocol adjustments, and the one module that uses pygls internals (names with a leading
+underscore, its protocol's method table): pygls 2.1 has no public API for these, so they are kept
+here, typed, and the rest of the server uses pygls' public API only.
 
 - bad input gets a JSON-RPC error instead of silence: a request whose params do not fit the
   method gets `InvalidParams` with its id, a body that is not JSON gets `ParseError` (id null);
 - positions are always UTF-16 (the line index converts UTF-8 bytes to UTF-16 columns);
 - open documents are kept by the server's own workers (incremental parse trees), not copied
-  into pygls' workspace as well: each change is applied once.
+  into pygls' workspace as well: each change is applied once;
+- diagnostics already unstructured to JSON (cached per diagnostic) are sent as they are, without
+  a second pass through the converter (`publish_diagnostics_json`);
+- `serve_tcp`: pygls' `start_tcp`, reporting the bound port on stderr (useful with port 0).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from typing import Any
+import sys
+import threading
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams, JsonRpcParseError
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
+if TYPE_CHECKING:
+    from pygls.lsp.server import LanguageServer
+
 log = logging.getLogger(__name__)
+# what pygls' method table yields to its dispatcher: (handler, positional arguments, keyword arguments)
+_Dispatch = Generator[tuple[Callable[..., object], tuple[object, ...], None], object, None]
 
 
+@dataclass(frozen=True, slots=True)
 class InvalidMessage:
     """A message that could not be decoded into its method's parameter type."""
 
-    def __init__(self, msg_id: Any, method: str, reason: str):
-        self.id = msg_id
-        self.method = method
-        self.reason = reason
-        self.jsonrpc = "2.0"
+    id: int | str | None  # the request's id (None: a notification, or a response we cannot read)
+    method: str
+    reason: str
+    jsonrpc: str = "2.0"
 
 
 class PerfProtocol(LanguageServerProtocol):
     def structure_message(self, data: dict[str, Any]) -> Any:
         try:
             return super().structure_message(data)
-        except Exception as exc:  # noqa: BLE001 - any decoding failure becomes an error reply
+        except Exception as exc:  # any decoding failure becomes an error reply
             if "jsonrpc" not in data:
                 raise
             reason = str(exc.__cause__ or exc) or type(exc).__name__
@@ -51,33 +66,70 @@ class PerfProtocol(LanguageServerProtocol):
             return
         super().handle_message(message)
 
+    def publish_diagnostics_json(self, uri: str, version: int | None, diagnostics: list[dict[str, Any]]) -> None:
+        """`textDocument/publishDiagnostics` with diagnostics that are JSON already."""
+        params: dict[str, Any] = {"uri": uri, "diagnostics": diagnostics}
+        if version is not None:
+            params["version"] = version
+        self._send_data({"jsonrpc": "2.0", "method": types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "params": params})
+
     def send_parse_error(self, exc: Exception) -> None:
         # a plain dict: the converter would drop the `"id": null` that JSON-RPC requires here
         self._send_data({"jsonrpc": "2.0", "id": None,
                          "error": {"code": JsonRpcParseError.CODE, "message": f"the message body is not valid JSON: {exc}"}})
 
     @lsp_method(types.INITIALIZE)
-    def lsp_initialize(self, params: types.InitializeParams):  # type: ignore[override]
+    def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
         general = params.capabilities.general
         if general is not None and general.position_encodings:
             general.position_encodings = [types.PositionEncodingKind.Utf16]
         return (yield from super().lsp_initialize(params))
 
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
-    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):  # type: ignore[override]
+    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams) -> _Dispatch:
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_OPEN)) is not None:
             yield handler, (params,), None
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
-    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):  # type: ignore[override]
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams) -> _Dispatch:
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
             yield handler, (params,), None
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
-    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams):  # type: ignore[override]
+    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams) -> _Dispatch:
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
             yield handler, (params,), None
 
 
 def is_parse_error(exc: Exception) -> bool:
     return isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError))
+
+
+def serve_tcp(server: LanguageServer, host: str, port: int) -> None:
+    """pygls' `start_tcp` (the same loop and shutdown), saying on stderr which port it bound."""
+    from pygls.io_ import run_async
+
+    stop = server._stop_event = threading.Event()
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        server.protocol.set_writer(writer)
+        await run_async(stop_event=stop, reader=reader, protocol=server.protocol, logger=logging.getLogger("pygls"),
+                        error_handler=server.report_server_error)
+        server.shutdown()
+
+    async def main() -> None:
+        tcp_server = await asyncio.start_server(connection, host, port)
+        server._server = tcp_server
+        bound = tcp_server.sockets[0].getsockname()
+        sys.stderr.write(f"perflsp: listening on {bound[0]}:{bound[1]}\n")
+        sys.stderr.flush()
+        async with tcp_server:
+            try:
+                await tcp_server.serve_forever()
+            except asyncio.CancelledError:
+                pass
+
+    try:
+        asyncio.run(main())
+    except (KeyboardInterrupt, SystemExit):
+        pass

@@ -11,36 +11,43 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perflsp.server.progress import progress
 from perflsp.server.text import path_of
 from perflsp.server.workspace import compile_flag_macros
 
+if TYPE_CHECKING:
+    from perflsp.server.app import PerfLanguageServer
+    from perflsp.server.config import ResolvedConfig
+    from perflsp.server.scheduler import DocumentWorker
+
 log = logging.getLogger(__name__)
 _CUDA_SUFFIXES = (".cu", ".cuh")
 
 
-def schedule(ls: Any, worker: Any) -> None:
+def schedule(ls: PerfLanguageServer, worker: DocumentWorker) -> None:
     """Start (or restart) the background compile of `worker`'s file when the settings ask for it."""
     config = ls.config_for(worker.uri)
     path = path_of(worker.uri)
     if not config.settings.resource_usage or path is None or path.suffix.lower() not in _CUDA_SUFFIXES:
         return
-    previous = getattr(worker, "_resource_task", None)
+    previous = worker.resource_task
     if previous is not None and not previous.done():
         previous.cancel()
-    worker._resource_task = asyncio.get_running_loop().create_task(_run(ls, worker, path, config))
+    worker.resource_task = asyncio.get_running_loop().create_task(_run(ls, worker, path, config))
 
 
-async def _run(ls: Any, worker: Any, path: Path, config: Any) -> None:
+async def _run(ls: PerfLanguageServer, worker: DocumentWorker, path: Path, config: ResolvedConfig) -> None:
     from perflsp.hardware.ptxas import ResourceUsageError, arch_flag, locate_nvcc, resource_usage_async
 
     settings = config.settings
-    gpu = next((g for g in config.gpus if str(g.vendor).lower() == "nvidia" and g.compute_capability), None)
-    if gpu is None:
+    target = next(((g, cc) for g in config.gpus
+                   if str(g.vendor).lower() == "nvidia" and (cc := g.compute_capability)), None)
+    if target is None:
         log.info("resource usage: no NVIDIA GPU among perflsp.gpus, nothing to compile for")
         return
+    gpu, capability = target
     from_user = config.origin_of("nvcc_path").user_controlled
     location = locate_nvcc(settings.nvcc_path if from_user else None, None if from_user else settings.nvcc_path,
                            workspace_trusted=config.workspace_trusted)
@@ -51,7 +58,7 @@ async def _run(ls: Any, worker: Any, path: Path, config: Any) -> None:
     flags = [f"-D{k}={v}" for k, v in defines.items()] + [f"-I{d}" for d in include_dirs]
     try:
         async with progress(ls, f"perflsp: nvcc --resource-usage {path.name}"):
-            usages = await resource_usage_async(path, arch_flag(gpu.compute_capability), flags, location.path)
+            usages = await resource_usage_async(path, arch_flag(capability), flags, location.path)
     except ResourceUsageError as exc:
         log.info("resource usage of %s: %s", path.name, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return

@@ -10,7 +10,7 @@
   tree has errors, the worker re-parses from scratch once the user pauses (`SETTLE_S`) and
   republishes if that changes anything. Pull diagnostics wait for this exact state.
 - After each analysis the host may annotate the snapshot in the same thread (`host.annotate`:
-  LLM questions, stored measurements) and act once it is published (`host.published`: ask the
+  LLM questions, stored measurements) and act once it is published (`host.published_hook`: ask the
   LLM). Answers and imported results arrive later: `refresh()` republishes the current version.
 - Each round of work on the text holds `lock`; `exclusive(fn)` runs `fn(snapshot)` in a thread
   under it, so commands read a snapshot whose spans no edit is moving meanwhile.
@@ -37,14 +37,26 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
+
+from lsprotocol import types as lsp
 
 from perflsp.server.analysis import AnalysisState, Analyzer
 from perflsp.server.documents import Snapshot
+from perflsp.server.features.common import kernel_name
+from perflsp.server.host import AnalysisHooks, DocumentHost, PooledHost
+from perflsp.server.pool import WorkPool
 from perflsp.server.text import Change, TextState
 
 if TYPE_CHECKING:
+    from perflsp.analysis.models import KernelReport
+    from perflsp.kernels.models import CudaFunction, OmpRegion
+    from perflsp.server.advice import DocumentAdvice
     from perflsp.server.config import ResolvedConfig
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +66,20 @@ REQUEST_WAIT_S = 0.03  # how long a request waits for the newest version's compl
 VISIBLE_S = 30.0  # a document asked about or edited this recently counts as visible (ranks first)
 
 
+@dataclass(frozen=True, slots=True)
+class Published:
+    """One publication of a document's diagnostics."""
+
+    version: int | None  # None: cleared (the document is not analysed)
+    complete: bool  # False: partial results of a long analysis
+
+
 class DocumentWorker:
-    def __init__(self, host: Any, uri: str, text: str, version: int | None):
+    def __init__(self, host: DocumentHost, uri: str, text: str, version: int | None):
         self.host = host  # the language server (config_for, publish, ...)
+        # its optional capabilities (host.py): a shared ranked pool, the LLM and measurement hooks
+        self._pool: WorkPool | None = host.pool if isinstance(host, PooledHost) else None
+        self._hooks: AnalysisHooks | None = host if isinstance(host, AnalysisHooks) else None
         self.uri = uri
         self.version = version  # newest version received
         self._opened_version = version
@@ -82,8 +105,9 @@ class DocumentWorker:
         self._applying = False  # edits are waiting to be applied, or being applied (ranks first)
         self.text_lock = threading.Lock()  # held while edits move spans, and while a request reads `latest`
         self._failed: object = object()  # the version whose analysis raised (requests get the last result)
-        self.published: list[tuple[int | None, bool]] = []  # (version, complete) of each publish (tests)
-        self.advice: Any = None  # the LLM's questions and answers for this document (advice.py)
+        self.published: list[Published] = []  # each publish of this document (tests)
+        self.advice: DocumentAdvice | None = None  # the LLM's questions and answers for this document (advice.py)
+        self.resource_task: asyncio.Task[None] | None = None  # the background nvcc run (resource_usage.py)
         self.lock = asyncio.Lock()
         self._republish = False
         self._remeasure = False
@@ -101,6 +125,15 @@ class DocumentWorker:
         if self._busy:
             self._burst = True
         self._cancel_settle()
+        self._kick()
+
+    def queue(self, version: int | None, changes: Sequence[Change]) -> None:
+        """Edits that arrive before the server is ready: applied once `start` is called."""
+        self._changes.extend(changes)
+        self.version = version
+
+    def start(self) -> None:
+        """Begin work on the text (the server calls this once the configuration is known)."""
         self._kick()
 
     def hibernate(self) -> bool:
@@ -133,7 +166,7 @@ class DocumentWorker:
         self._remeasure = self._remeasure or remeasure
         self._kick()
 
-    async def exclusive(self, fn: Any) -> Any:
+    async def exclusive(self, fn: Callable[[Snapshot], T]) -> T | None:
         """`fn(snapshot)` in a thread while no edit is applied (None when nothing is analysed)."""
         async with self.lock:
             snap = self.snapshot
@@ -145,9 +178,8 @@ class DocumentWorker:
         """Stop all work and drop everything the document holds (its memory goes back)."""
         self.closed = True
         self._cancel_settle()
-        resource_task = getattr(self, "_resource_task", None)
-        if resource_task is not None:
-            resource_task.cancel()
+        if self.resource_task is not None:
+            self.resource_task.cancel()
         if self._task is not None:
             self._task.cancel()
         self.analyzer.cancel()  # a run in the pool's thread stops at its next kernel
@@ -165,13 +197,12 @@ class DocumentWorker:
             return (1, -self.last_used)
         return (2, -self.last_used)
 
-    async def _thread(self, fn: Callable[..., Any], *args: Any) -> Any:
-        pool = getattr(self.host, "pool", None)
-        if pool is None:
+    async def _thread(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
+        if self._pool is None:
             return await asyncio.to_thread(fn, *args)
-        return await pool.run(self.rank, fn, *args)
+        return await self._pool.run(self.rank, fn, *args)
 
-    async def read(self, fn: Callable[[Snapshot], Any], in_thread: bool = False) -> Any:
+    async def read(self, fn: Callable[[Snapshot], T], in_thread: bool = False) -> T | None:
         """`fn(latest)` under `text_lock` (no edit moves its spans meanwhile); in a thread for
         slow readers (code actions). None when nothing is analysed."""
         lock = self.text_lock
@@ -320,7 +351,7 @@ class DocumentWorker:
             while not snap.complete:
                 if self._changes or self.closed:
                     return  # stale: the next round starts from the newer text
-                if self.enabled and not self.published or self.published[-1][0] != version:
+                if self.enabled and (not self.published or self.published[-1].version != version):
                     self._publish(snap, partial=True)
                 snap = await self._thread(self._resume, snap)
         finally:
@@ -331,9 +362,9 @@ class DocumentWorker:
         if self.enabled:
             self._publish(snap)
             self._published_hook(snap)
-        elif not self.published or self.published[-1][0] is not None:
+        elif not self.published or self.published[-1].version is not None:
             self.host.publish(self.uri, version, [])  # not analysed: nothing to show (clears old results)
-            self.published.append((None, True))
+            self.published.append(Published(None, True))
         await self._notify()
         if not snap.exact:
             self._schedule_settle()
@@ -355,7 +386,7 @@ class DocumentWorker:
             self.state.apply(changes, version)
         if reextract:
             self.state.reextract(self.host.resolver_for(self.uri))
-        self.state._awake()
+        self.state.awake()
         if self.enabled:  # the analyzer sees every extraction (an edit outside kernels resets its caches)
             self._start_analysis(config)
 
@@ -375,12 +406,13 @@ class DocumentWorker:
             return last
         fk = extracted.kernels
         old = last.analysis
-        by_name = {getattr(r.kernel, "qualified_name", r.name): r for r in old.reports.values()}
-        reports = {}
-        for item in (*fk.kernels, *fk.omp_regions):
+        by_name = {kernel_name(r.kernel): r for r in old.reports.values()}
+        reports: dict[int, KernelReport] = {}
+        items: list[CudaFunction | OmpRegion] = [*fk.kernels, *fk.omp_regions]
+        for item in items:
             report = old.report_for(item)
             if report is None:
-                report = by_name.get(getattr(item, "qualified_name", None) or item.name)
+                report = by_name.get(kernel_name(item))
                 if report is not None:
                     report = dataclasses.replace(report, kernel=item)
             if report is not None:
@@ -406,7 +438,7 @@ class DocumentWorker:
                   exact: bool | None = None, start: bool = True) -> Snapshot:
         state = self.state
         assert state is not None
-        state._awake()
+        state.awake()
         extracted = state.extracted
         if not self.enabled:
             analysis = AnalysisState(self.analyzer.context, complete=True)
@@ -431,14 +463,12 @@ class DocumentWorker:
         return snap
 
     def _annotate(self, snap: Snapshot) -> None:
-        annotate = getattr(self.host, "annotate", None)
-        if annotate is not None and self.enabled:
-            annotate(self, snap)
+        if self._hooks is not None and self.enabled:
+            self._hooks.annotate(self, snap)
 
     def _published_hook(self, snap: Snapshot) -> None:
-        published = getattr(self.host, "published_hook", None)
-        if published is not None:
-            published(self, snap)
+        if self._hooks is not None:
+            self._hooks.published_hook(self, snap)
 
     # ------------------------------------------------------------------ republishing
 
@@ -457,21 +487,18 @@ class DocumentWorker:
         if snap.diagnostics_json != before:
             snap.revision += 1
             self._publish(snap)
-            refreshed = getattr(self.host, "diagnostics_refreshed", None)
-            if refreshed is not None:
-                refreshed(self)
+            if self._hooks is not None:
+                self._hooks.diagnostics_refreshed(self)
         if remeasure:
             self._published_hook(snap)
         await self._notify()
 
     def _rebuild(self, snap: Snapshot, remeasure: bool) -> None:
-        if remeasure:
-            measure = getattr(self.host, "measure", None)
-            if measure is not None:
-                snap.measured = measure(snap)
+        if remeasure and self._hooks is not None:
+            snap.measured = self._hooks.measure(snap)
         snap.diagnostics = self._diagnostics(snap)
 
-    def _diagnostics(self, snap: Snapshot) -> list[Any]:
+    def _diagnostics(self, snap: Snapshot) -> list[lsp.Diagnostic]:
         """Build the complete snapshot's diagnostics (and their JSON, reusing unchanged ones)."""
         from perflsp.server.features import diagnostics
 
@@ -488,7 +515,7 @@ class DocumentWorker:
             self.host.publish(self.uri, snap.version, diagnostics.build(snap))
         else:
             self.host.publish(self.uri, snap.version, snap.diagnostics, snap.diagnostics_json)
-        self.published.append((snap.version, not partial))
+        self.published.append(Published(snap.version, not partial))
 
     # ------------------------------------------------------------------ settling
 
@@ -533,7 +560,7 @@ class DocumentWorker:
 
         state = self.state
         assert state is not None
-        state._awake()
+        state.awake()
         fresh = parse(state.data, parser=state.doc._parser)
         full = extract_full(state.data, fresh, state.lines, state.path, state.preprocessed)
         if str(fresh.root_node) == str(state.tree.root_node) and \
@@ -547,3 +574,4 @@ class DocumentWorker:
         while not snap.complete:
             snap = self._resume(snap)
         return snap
+

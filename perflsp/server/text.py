@@ -62,12 +62,13 @@ class TextState:
         """Drop the syntax tree (the bulk of a document's memory); the next edit parses again."""
         self.doc.tree = None  # type: ignore[assignment]
 
-    def _awake(self) -> None:
+    def awake(self) -> None:
+        """Parse again if `hibernate` dropped the tree."""
         if self.doc.tree is None:
             self.doc.tree = parse(self.doc.data, parser=self.doc._parser)
 
     def apply(self, changes: Sequence[Change], version: int | None) -> None:
-        self._awake()
+        self.awake()
         old_data, old_tree = self.doc.data, self.doc.tree
         edited_old_tree: Tree | None = None
         edits: list[TextEdit] = []
@@ -155,7 +156,7 @@ class TextState:
         parse: tree-sitter's error recovery can differ between incremental and fresh parses)."""
         if resolver is not None:
             self.resolver = resolver
-        self._awake()
+        self.awake()
         if fresh_parse:
             self.doc.tree = parse(self.doc.data, parser=self.doc._parser)
         self.preprocessed = self._preprocess()
@@ -164,15 +165,12 @@ class TextState:
 
 
 def _set_line_starts(index: LineIndex, starts: list[int] | None) -> None:
-    # LineIndex computes its line starts lazily (`_line_starts`) in newer versions
-    if "_line_starts" in getattr(LineIndex, "__slots__", ()):
-        index._line_starts = starts  # type: ignore[attr-defined]
-    else:
-        index.line_starts = starts  # type: ignore[misc]
+    # LineIndex computes its line starts lazily from `_line_starts` (None: not computed yet)
+    index._line_starts = starts
 
 
 def _line_starts_of(index: LineIndex) -> list[int] | None:
-    return getattr(index, "_line_starts", None) if "_line_starts" in getattr(LineIndex, "__slots__", ()) else index.line_starts
+    return index._line_starts
 
 
 def path_of(uri: str) -> Path | None:

@@ -48,7 +48,7 @@ class Folder:
 
 
 class WorkspaceState:
-    def __init__(self, folders: list[tuple[str, Path | None]], init_options: Any):
+    def __init__(self, folders: list[tuple[str, Path | None]], init_options: object):
         self.folders = [Folder(uri, path) for uri, path in folders]
         if not self.folders:
             self.folders.append(Folder("", None))  # files opened without a workspace
@@ -67,7 +67,7 @@ class WorkspaceState:
         self.pushed: dict[str, Any] = {}  # settings pushed by didChangeConfiguration
         self.session: dict[str, Any] = {}  # overrides set by commands (perflsp.setGpus)
         self.shown: set[str] = set()  # problems already shown to the user
-        self._resolvers: dict[tuple[Any, ...], IncludeResolver] = {}
+        self._resolvers: dict[tuple[str, tuple[str, ...]], IncludeResolver] = {}  # (folder uri, compile flags)
         self._generation = 0
         self.last_problems: list[str] = []
 
@@ -76,9 +76,9 @@ class WorkspaceState:
     def folder_for(self, uri: str) -> Folder:
         best: Folder | None = None
         for folder in self.folders:
-            if folder.uri and (uri == folder.uri or uri.startswith(folder.uri.rstrip("/") + "/")):
-                if best is None or len(folder.uri) > len(best.uri):
-                    best = folder
+            inside = folder.uri and (uri == folder.uri or uri.startswith(folder.uri.rstrip("/") + "/"))
+            if inside and (best is None or len(folder.uri) > len(best.uri)):
+                best = folder
         return best or self.folders[0]
 
     def add_folder(self, uri: str) -> Folder:
@@ -180,7 +180,7 @@ class WorkspaceState:
         return out
 
 
-def _fingerprint(config: ResolvedConfig) -> Any:
+def _fingerprint(config: ResolvedConfig) -> tuple[str, tuple[str, ...], bool]:
     return (config.settings.model_dump_json(), config.gpu_ids, config.workspace_trusted)
 
 
@@ -212,7 +212,7 @@ def compile_flag_macros(flags: list[str], root: Path | None) -> tuple[dict[str, 
                 value, kind = flags[i + 1], prefix
                 i += 1
                 break
-            if flag.startswith(prefix) and len(flag) > len(prefix) and not flag.startswith("--") or (
+            if (flag.startswith(prefix) and len(flag) > len(prefix) and not flag.startswith("--")) or (
                     flag.startswith(prefix + "=") and prefix.startswith("--")):
                 value, kind = flag[len(prefix):].lstrip("="), prefix
                 break

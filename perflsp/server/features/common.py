@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
 from perflsp.analysis.models import Estimate, KernelReport
 from perflsp.hardware.precision import Precision
 from perflsp.kernels.models import CudaFunction, LaunchSite, OmpRegion, Span
+
+if TYPE_CHECKING:
+    from perflsp.llm.advisor import AdvisorResult
+    from perflsp.profiling.measured import MeasuredEvidence
 
 LABELS = {Precision.FP64: "FP64", Precision.FP32: "FP32", Precision.FP16: "FP16", Precision.INT32: "INT32"}
 VERDICT_CODES = {"compute": "roofline/compute-bound", "bandwidth": "roofline/bandwidth-bound",
@@ -78,7 +82,7 @@ def _kind(verdict: str | None) -> str:
         verdict or "", "uncertain")
 
 
-def measured_vs_ridge(measured: Any) -> str:
+def measured_vs_ridge(measured: MeasuredEvidence) -> str:
     """`FP32 intensity 38 ≥ ridge 33 FLOP/B` of a measurement (its deciding or nearest precision)."""
     from perflsp.server.measured import deciding_precision
 
@@ -94,7 +98,8 @@ def measured_vs_ridge(measured: Any) -> str:
     return f"{label} intensity {shown} {'≥' if ai >= ridge else '<'} ridge {number(ridge)} {unit(precision)}"
 
 
-def shown_verdict(estimate: Estimate, llm: Any = None, measured: Any = None) -> tuple[str, str]:
+def shown_verdict(estimate: Estimate, llm: AdvisorResult | None = None,
+                  measured: MeasuredEvidence | None = None) -> tuple[str, str]:
     """(verdict, source) a diagnostic leads with: a current measurement, else the LLM's answer,
     else the static estimate."""
     if measured is not None and not measured.stale and measured.verdict is not None:
@@ -104,8 +109,8 @@ def shown_verdict(estimate: Estimate, llm: Any = None, measured: Any = None) -> 
     return estimate.verdict, "static"
 
 
-def verdict_message(report: KernelReport, estimate: Estimate, llm: Any = None, measured: Any = None,
-                    pending: str | None = None) -> str:
+def verdict_message(report: KernelReport, estimate: Estimate, llm: AdvisorResult | None = None,
+                    measured: MeasuredEvidence | None = None, pending: str | None = None) -> str:
     """The verdict diagnostic's text, saying whose verdict it is.
 
     `llm`: the advisor's AdvisorResult (an answer, or a static fallback); `pending`: the label of
@@ -117,14 +122,14 @@ def verdict_message(report: KernelReport, estimate: Estimate, llm: Any = None, m
         static = f"the static estimate is uncertain: {why}"
     else:
         static = f"predicted {estimate.verdict}-bound: {intensity_vs_ridge(estimate)}" + (f" · {occ}" if occ else "")
-    fresh = measured is not None and not measured.stale and measured.verdict is not None
-    answered = llm is not None and llm.source == "llm"
-    if fresh:
-        text = (f"`{name}` on {estimate.gpu}: measured {_kind(measured.verdict)} ({measured_vs_ridge(measured)}), "
+    fresh = measured if measured is not None and not measured.stale and measured.verdict is not None else None
+    answer = llm if llm is not None and llm.source == "llm" else None
+    if fresh is not None:
+        text = (f"`{name}` on {estimate.gpu}: measured {_kind(fresh.verdict)} ({measured_vs_ridge(fresh)}), "
                 f"{static}")
-    elif answered and (llm.verdict != estimate.verdict or estimate.verdict == "uncertain"):
-        text = (f"`{name}` is {_kind(llm.verdict)} on {estimate.gpu} according to {llm.label} "
-                f"(confidence {llm.confidence:.0%}), which disagrees with the static estimate: {static}")
+    elif answer is not None and (answer.verdict != estimate.verdict or estimate.verdict == "uncertain"):
+        text = (f"`{name}` is {_kind(answer.verdict)} on {estimate.gpu} according to {answer.label} "
+                f"(confidence {answer.confidence:.0%}), which disagrees with the static estimate: {static}")
     elif estimate.verdict == "uncertain":
         why = estimate.evidence[0] if estimate.evidence else "the engine could not analyse it"
         text = f"`{name}`: roofline verdict uncertain on {estimate.gpu}: {why}"
@@ -134,17 +139,17 @@ def verdict_message(report: KernelReport, estimate: Estimate, llm: Any = None, m
             parts.append(occ)
         text = " · ".join(parts)
     notes = []
-    if measured is not None and not fresh:
+    if measured is not None and fresh is None:
         if measured.verdict is None:
             notes.append(f"measured on {measured.gpu}: no verdict ({'; '.join(measured.notes)})")
         else:
             notes.append(f"measured before the last edit (stale): {_kind(measured.verdict)} "
                          f"({measured_vs_ridge(measured)})")
-    if answered:
-        if fresh:
-            notes.append(f"{llm.label} says {_kind(llm.verdict)} ({llm.confidence:.0%})")
-        elif llm.verdict == estimate.verdict:
-            notes.append(f"{llm.label} agrees ({llm.confidence:.0%})")
+    if answer is not None:
+        if fresh is not None:
+            notes.append(f"{answer.label} says {_kind(answer.verdict)} ({answer.confidence:.0%})")
+        elif answer.verdict == estimate.verdict:
+            notes.append(f"{answer.label} agrees ({answer.confidence:.0%})")
     elif llm is not None:
         notes.append("static estimate (no LLM answer: see the hover)")
     elif pending:

@@ -6,10 +6,11 @@ Published (`textDocument/publishDiagnostics`) for every analysed version, or ans
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
+from perflsp.kernels.models import LaunchSite, Span
 from perflsp.server import engine_adapter as engine
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import (
@@ -23,7 +24,12 @@ from perflsp.server.features.common import (
     verdict_message,
 )
 
+if TYPE_CHECKING:
+    from cattrs import Converter
+
 SOURCE = "perflsp"
+# (the diagnostic's result object, the diagnostic, its JSON); the result object is compared by identity
+_Entry = tuple[object, lsp.Diagnostic, dict[str, Any]]
 
 
 def _description(code: str, cache: dict[str, lsp.CodeDescription | None]) -> lsp.CodeDescription | None:
@@ -39,17 +45,17 @@ class DiagnosticCache:
     built and serialised again."""
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[Any, ...], tuple[Any, lsp.Diagnostic, dict[str, Any]]] = {}
-        self._fresh: dict[tuple[Any, ...], tuple[Any, lsp.Diagnostic, dict[str, Any]]] = {}
+        self._entries: dict[tuple[object, ...], _Entry] = {}
+        self._fresh: dict[tuple[object, ...], _Entry] = {}
 
-    def get(self, key: tuple[Any, ...], owner: Any) -> lsp.Diagnostic | None:
+    def get(self, key: tuple[object, ...], owner: object) -> lsp.Diagnostic | None:
         entry = self._entries.get(key)
         if entry is not None and entry[0] is owner:
             self._fresh[key] = entry
             return entry[1]
         return None
 
-    def put(self, key: tuple[Any, ...], owner: Any, diagnostic: lsp.Diagnostic) -> None:
+    def put(self, key: tuple[object, ...], owner: object, diagnostic: lsp.Diagnostic) -> None:
         from pygls.protocol import default_converter
 
         global _CONVERTER
@@ -65,10 +71,10 @@ class DiagnosticCache:
         self._entries, self._fresh = self._fresh, {}
 
 
-_CONVERTER: Any = None
+_CONVERTER: Converter | None = None
 
 
-def _positions(span: Any) -> tuple[int, int, int, int]:
+def _positions(span: Span) -> tuple[int, int, int, int]:
     start, end = span.start, span.end
     return (start.line, start.character, end.line, end.character)
 
@@ -93,7 +99,7 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
             levels.append(settings.rules.get(code) or engine.default_severity(code))
             extras.append((id(llm), snapshot.llm_pending(name, estimate.gpu), id(measured), code))
         key = ("roofline", id(report), where, tuple(levels), tuple(extras))
-        cached = [cache.get(key + (i,), report) for i in range(len(report.estimates))]
+        cached = [cache.get((*key, i), report) for i in range(len(report.estimates))]
         if all(d is not None for d in cached):
             out.extend(d for d, level in zip(cached, levels) if level != "off")  # type: ignore[misc]
             continue
@@ -129,14 +135,17 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
                 related_information=related or None,
                 data=data,
             )
-            cache.put(key + (index,), report, diagnostic)
+            cache.put((*key, index), report, diagnostic)
             if level != "off":
                 out.append(diagnostic)
-    note = getattr(snapshot.analysis, "budget_note", None)
+    note = snapshot.analysis.budget_note
     if note:  # the file's analysis budget ran out: say where the unanalysed part begins
         left = snapshot.analysis.unanalysed
-        rng = (to_range(anchor_span(min(left, key=lambda item: item.span.start_byte))) if left
-               else lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0)))
+        if left:
+            first = min(left, key=lambda item: item.span.start_byte)
+            rng = to_range(first.span if isinstance(first, LaunchSite) else anchor_span(first))
+        else:
+            rng = lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0))
         out.append(lsp.Diagnostic(range=rng, message=note,
                                   severity=lsp.DiagnosticSeverity.Information, source=SOURCE,
                                   data={"kind": "budget", "unanalysed": len(snapshot.analysis.unanalysed)}))
@@ -144,9 +153,9 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
         level = settings.rules.get(finding.code) or finding.severity
         if level == "off":
             continue
-        key = ("lint", id(finding), level, _positions(finding.span),
-               tuple(_positions(span) for span, _ in finding.related), snapshot.uri)
-        cached_lint = cache.get(key, finding)
+        lint_key = ("lint", id(finding), level, _positions(finding.span),
+                    tuple(_positions(span) for span, _ in finding.related), snapshot.uri)
+        cached_lint = cache.get(lint_key, finding)
         if cached_lint is not None:
             out.append(cached_lint)
             continue
@@ -164,7 +173,7 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
             related_information=related or None,
             data={"kind": "lint", "kernel": finding.kernel},
         )
-        cache.put(key, finding, diagnostic)
+        cache.put(lint_key, finding, diagnostic)
         out.append(diagnostic)
     return out
 

@@ -7,13 +7,13 @@ import math
 import tomllib
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
 from perflsp.analysis.models import Estimate, KernelReport, OpCounts
 from perflsp.hardware.precision import ROOFLINE_PRECISIONS
-from perflsp.kernels.models import LaunchSite, Span
+from perflsp.kernels.models import ConstValue, CudaFunction, LaunchSite, OmpRegion, Span
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import (
     LABELS,
@@ -26,6 +26,9 @@ from perflsp.server.features.common import (
     unit,
 )
 from perflsp.source.positions import Position
+
+if TYPE_CHECKING:
+    from perflsp.profiling.measured import MeasuredEvidence
 
 
 @cache
@@ -126,7 +129,7 @@ def kernel_markdown(report: KernelReport, snapshot: Snapshot | None = None) -> s
     return "\n".join(lines)
 
 
-def _tuning_lines(snapshot: Snapshot, kernel: Any) -> list[str]:
+def _tuning_lines(snapshot: Snapshot, kernel: CudaFunction | OmpRegion) -> list[str]:
     """Stored tuning results (Kernel Tuner caches): top configurations per device, portability."""
     try:
         from perflsp.server.features.tuning import hover_lines
@@ -185,7 +188,7 @@ def _measured_sections(snapshot: Snapshot, report: KernelReport) -> list[str]:
     return lines
 
 
-def _predicted_vs_measured(estimate: Estimate | None, measured: Any) -> list[str]:
+def _predicted_vs_measured(estimate: Estimate | None, measured: MeasuredEvidence) -> list[str]:
     state = " — **stale**: the kernel changed since it was measured" if measured.stale else ""
     clock = f" at {measured.measured_clock_mhz:.0f} MHz" if measured.measured_clock_mhz else ""
     title = f"**Predicted vs measured on {estimate.gpu if estimate else measured.gpu}**{state}" if estimate else \
@@ -283,7 +286,7 @@ def _big(value: float) -> str:
 
 
 def launch_markdown(site: LaunchSite) -> str:
-    def value(v) -> str:
+    def value(v: ConstValue | None) -> str:
         if v is None:
             return "—"
         if v.known:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
+from perflsp.analysis.models import KernelReport
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import short_verdict, verdict_message
 from perflsp.source.positions import Position
@@ -33,7 +34,7 @@ def hints(snapshot: Snapshot, visible: lsp.Range) -> list[lsp.InlayHint]:
     return out
 
 
-def _hint(position: Position, report) -> lsp.InlayHint:
+def _hint(position: Position, report: KernelReport) -> lsp.InlayHint:
     parts = []
     for estimate in report.estimates:
         gpu = estimate.gpu.split(" ")[0] if len(report.estimates) > 1 else ""

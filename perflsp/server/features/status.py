@@ -3,13 +3,18 @@ configuration change; also returned by the `perflsp.status` command)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflsp import __version__
 from perflsp.server import engine_adapter as engine
 
+if TYPE_CHECKING:
+    from perflsp.server.app import PerfLanguageServer
+    from perflsp.server.config import ResolvedConfig
 
-def payload(ls: Any) -> dict[str, Any]:
+
+def payload(ls: PerfLanguageServer) -> dict[str, Any]:
+    """The `perflsp/status` params (camelCase, as on the wire); before `initialized` only `version`, `ready`."""
     state = ls.workspace_state
     if state is None:
         return {"version": __version__, "ready": False}
@@ -34,11 +39,11 @@ def payload(ls: Any) -> dict[str, Any]:
         "configErrors": list(state.last_problems),
         "ignoredSettings": list(config.ignored),
         "openDocuments": len(ls.workers),
-        "skippedDocuments": [{"uri": uri, "reason": reason} for uri, reason in getattr(ls, "refused", {}).items()],
+        "skippedDocuments": [{"uri": uri, "reason": reason} for uri, reason in ls.refused.items()],
     }
 
 
-def profiling_status(config: Any) -> tuple[str, str]:
+def profiling_status(config: ResolvedConfig) -> tuple[str, str]:
     settings = config.settings.profiling
     if not settings.enabled:
         ignored = [i for i in config.ignored if "profiling.enabled" in i]

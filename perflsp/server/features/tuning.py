@@ -18,30 +18,39 @@ import asyncio
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
 from perflsp.analysis.fixes import EditError
 from perflsp.analysis.models import Fix
-from perflsp.kernels.models import CudaFunction
+from perflsp.kernels.models import CudaFunction, OmpRegion
+from perflsp.server.documents import Snapshot
 from perflsp.server.text import path_of
 from perflsp.tuning.cache import CacheError, TuningRecord, TuningStore, read_cache
 from perflsp.tuning.problem import ProblemError, problem_for
 from perflsp.tuning.results import Offer, hover_markdown, offers, short_device
-from perflsp.tuning.space import TuningSpace
+from perflsp.tuning.space import Config, TuningSpace
+
+if TYPE_CHECKING:
+    from perflsp.hardware.models import Gpu
+    from perflsp.server.app import PerfLanguageServer
+    from perflsp.tuning.search import Evaluation, Measurement
 
 log = logging.getLogger(__name__)
 DEFAULT_FEVALS = 50
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Run:
+    """The best configuration a tuning run found, offered while the kernel's body is unchanged."""
+
     body_hash: str
     device: str
-    config: dict[str, Any]
+    config: Config
     best_ms: float
     current_ms: float | None
     evaluations: int
@@ -50,6 +59,8 @@ class _Run:
 
 @dataclass
 class TuningState:
+    """The server's tuning runs (`PerfLanguageServer.tuning`): one at a time, cancellable."""
+
     lock: threading.Lock = field(default_factory=threading.Lock)
     cancel: threading.Event | None = None
     runs: dict[tuple[str, str, str], _Run] = field(default_factory=dict)  # (uri, kernel, device)
@@ -58,15 +69,7 @@ class TuningState:
 _FILES: dict[Path, tuple[float, TuningRecord]] = {}  # stored caches, read again only when they change
 
 
-def state(ls: Any) -> TuningState:
-    found = getattr(ls, "_perflsp_tuning", None)
-    if found is None:
-        found = TuningState()
-        ls._perflsp_tuning = found
-    return found
-
-
-def _root(snap: Any) -> Path | None:
+def _root(snap: Snapshot) -> Path | None:
     root = snap.config.root
     if root is not None:
         return Path(root)
@@ -74,7 +77,7 @@ def _root(snap: Any) -> Path | None:
     return path.parent if path is not None else None
 
 
-def records(snap: Any, name: str) -> list[TuningRecord]:
+def records(snap: Snapshot, name: str) -> list[TuningRecord]:
     """The stored Kernel Tuner caches of kernel `name` (read again only when a file changes)."""
     root = _root(snap)
     if root is None:
@@ -95,7 +98,7 @@ def records(snap: Any, name: str) -> list[TuningRecord]:
     return out
 
 
-def _space(snap: Any, kernel: CudaFunction) -> TuningSpace | None:
+def _space(snap: Snapshot, kernel: CudaFunction) -> TuningSpace | None:
     gpu = snap.config.gpus[0] if snap.config.gpus else None
     try:
         return problem_for(snap.data, snap.kernels, kernel, gpu)
@@ -103,15 +106,15 @@ def _space(snap: Any, kernel: CudaFunction) -> TuningSpace | None:
         return None
 
 
-def _profiling_ready(snap: Any) -> bool:
+def _profiling_ready(snap: Snapshot) -> bool:
     from perflsp.server.features.status import profiling_status
 
     return profiling_status(snap.config)[0] == "ready"
 
 
-def _run_offers(ls: Any, snap: Any, kernel: CudaFunction, space: TuningSpace, recs: list[TuningRecord]) -> list[Offer]:
+def _run_offers(ls: PerfLanguageServer, snap: Snapshot, kernel: CudaFunction, space: TuningSpace, recs: list[TuningRecord]) -> list[Offer]:
     found = {o.record.device_name: o for o in offers(recs, space)}
-    for (uri, name, device), run in state(ls).runs.items():
+    for (uri, name, device), run in ls.tuning.runs.items():
         if uri != snap.uri or name != kernel.name or run.body_hash != kernel.body_hash:
             continue
         record = next((r for r in recs if r.device_name == device), None)
@@ -122,7 +125,7 @@ def _run_offers(ls: Any, snap: Any, kernel: CudaFunction, space: TuningSpace, re
     return [o for o in found.values() if any(current.get(k) != v for k, v in o.config.items())]
 
 
-def code_actions(ls: Any, snap: Any, kernels: list[CudaFunction]) -> list[lsp.CodeAction]:
+def code_actions(ls: PerfLanguageServer, snap: Snapshot, kernels: list[CudaFunction]) -> list[lsp.CodeAction]:
     from perflsp.server.features.code_actions import _action
     from perflsp.tuning.edits import tuned_fix
     from perflsp.tuning.search import kernel_tuner_available
@@ -141,7 +144,7 @@ def code_actions(ls: Any, snap: Any, kernels: list[CudaFunction]) -> list[lsp.Co
                 continue
             out.append(_action(snap, Fix(fix.title, fix.edits, "refactor", preferred=True), []))
         missing = kernel_tuner_available()
-        targets: list[tuple[str, dict[str, Any]]] = []
+        targets: list[tuple[str, dict[str, str]]] = []  # (title, arguments beside uri and kernel)
         if _profiling_ready(snap) and snap.config.gpus:
             gpu = snap.config.gpus[0]
             targets.append((f"Tune `{kernel.name}` on {gpu.name} (Kernel Tuner, measured)", {}))
@@ -153,12 +156,12 @@ def code_actions(ls: Any, snap: Any, kernels: list[CudaFunction]) -> list[lsp.Co
                                     command=lsp.Command(title=f"Tune {kernel.name}", command="perflsp.tuneKernel",
                                                         arguments=[{"uri": snap.uri, "kernel": kernel.name, **extra}]))
             if missing:
-                action.disabled = lsp.CodeActionDisabledType(reason=missing)
+                action.disabled = lsp.CodeActionDisabled(reason=missing)
             out.append(action)
     return out
 
 
-def hover_lines(snap: Any, kernel: Any) -> list[str]:
+def hover_lines(snap: Snapshot, kernel: CudaFunction | OmpRegion) -> list[str]:
     if not isinstance(kernel, CudaFunction):
         return []
     space = _space(snap, kernel)
@@ -170,10 +173,73 @@ def hover_lines(snap: Any, kernel: Any) -> list[str]:
 # ------------------------------------------------------------------------------- commands
 
 
-async def tune_kernel(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Timing:
+    """How a tuning run times each configuration: replaying a recorded cache, or measuring the program."""
+
+    gpu: Gpu | None
+    replay: TuningRecord | None = None
+    evaluate: Callable[[Config], Measurement] | None = None
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    """Why a tuning run cannot start (the command's `status` and `message`)."""
+
+    status: str  # "failed" | "disabled"
+    message: str
+
+
+def _limits(arg: dict[str, Any], error: type[Exception]) -> tuple[int, float | None]:
+    """`maxFevals` and `timeLimitS` of the command's argument, checked."""
+    max_fevals = arg.get("maxFevals", DEFAULT_FEVALS)
+    time_limit = arg.get("timeLimitS")
+    if not isinstance(max_fevals, int) or isinstance(max_fevals, bool) or max_fevals < 1:
+        raise error("`maxFevals` must be a positive integer")
+    if time_limit is not None and (not isinstance(time_limit, (int, float)) or time_limit <= 0):
+        raise error("`timeLimitS` must be a positive number of seconds")
+    return max_fevals, time_limit
+
+
+def _timing(snap: Snapshot, kernel: CudaFunction, space: TuningSpace, gpu: Gpu | None, root: Path,
+            device: object) -> _Timing | _Refusal:
+    """The recorded cache of `device` when one is named; else the program measured where profiling
+    may run; else the first recorded cache that fits."""
+    from perflsp.tuning.session import gpu_for_device
+
+    name = kernel.name
+    recs = [r for r in records(snap, name) if r.matches(space)]
+    if isinstance(device, str) and device:
+        replay = next((r for r in recs if r.device_name == device), None)
+        if replay is None:
+            return _Refusal("failed", f"no Kernel Tuner cache of `{name}` recorded on {device} fits its tuning space")
+        return _Timing(gpu_for_device(snap.config.database, device) or gpu, replay=replay)
+    if _profiling_ready(snap):
+        from perflsp.profiling.errors import ProfilingError
+        from perflsp.server.features.commands import _profiling_settings
+        from perflsp.tuning.measure import program_evaluator
+
+        path = path_of(snap.uri)
+        if path is None or not path.is_file():
+            return _Refusal("failed", f"save `{snap.uri}` to a file first: tuning builds and runs the saved file's "
+                            "directory")
+        try:
+            return _Timing(gpu, evaluate=program_evaluator(_profiling_settings(snap.config), path, snap.data, snap.tree,
+                                                           snap.kernels, kernel, space, root))
+        except ProfilingError as exc:
+            return _Refusal("disabled", exc.message)
+    if recs:
+        return _Timing(gpu_for_device(snap.config.database, recs[0].device_name) or gpu, replay=recs[0])
+    from perflsp.server.features.status import profiling_status
+
+    return _Refusal("disabled", f"cannot tune `{name}`: {profiling_status(snap.config)[1]}, and no Kernel Tuner "
+                    "cache was imported (perflsp.importTuningCache)")
+
+
+async def tune_kernel(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, Any]:
     from perflsp.server.features.commands import CommandError, _report
     from perflsp.tuning.search import TuningUnavailable, kernel_tuner_available
-    from perflsp.tuning.session import FileContext, gpu_for_device, tune
+    from perflsp.tuning.session import FileContext, tune
 
     snap, report = await _report(ls, arg)
     kernel = report.kernel
@@ -188,57 +254,24 @@ async def tune_kernel(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
         return answer("failed", f"`{name}` is an OpenMP region: tuning covers CUDA kernels", lsp.MessageType.Warning)
     if (missing := kernel_tuner_available()) is not None:
         return answer("disabled", missing, lsp.MessageType.Warning)
-    max_fevals = arg.get("maxFevals", DEFAULT_FEVALS)
-    time_limit = arg.get("timeLimitS")
-    if not isinstance(max_fevals, int) or isinstance(max_fevals, bool) or max_fevals < 1:
-        raise CommandError("`maxFevals` must be a positive integer")
-    if time_limit is not None and (not isinstance(time_limit, (int, float)) or time_limit <= 0):
-        raise CommandError("`timeLimitS` must be a positive number of seconds")
+    max_fevals, time_limit = _limits(arg, CommandError)
     gpu = snap.config.gpus[0] if snap.config.gpus else None
     try:
         space = problem_for(snap.data, snap.kernels, kernel, gpu)
     except ProblemError as exc:
         return answer("failed", str(exc), lsp.MessageType.Warning)
-    recs = [r for r in records(snap, name) if r.matches(space)]
-    device = arg.get("device")
-    replay = None
-    evaluate = None
     root = _root(snap) or Path.cwd()
-    if isinstance(device, str) and device:
-        replay = next((r for r in recs if r.device_name == device), None)
-        if replay is None:
-            return answer("failed", f"no Kernel Tuner cache of `{name}` recorded on {device} fits its tuning space",
-                          lsp.MessageType.Warning)
-        gpu = gpu_for_device(snap.config.database, device) or gpu
-    elif _profiling_ready(snap):
-        from perflsp.profiling.errors import ProfilingError
-        from perflsp.server.features.commands import _profiling_settings
-        from perflsp.tuning.measure import program_evaluator
-
-        path = path_of(snap.uri)
-        if path is None or not path.is_file():
-            return answer("failed", f"save `{snap.uri}` to a file first: tuning builds and runs the saved file's "
-                          "directory", lsp.MessageType.Warning)
-        try:
-            evaluate = program_evaluator(_profiling_settings(snap.config), path, snap.data, snap.tree, snap.kernels,
-                                         kernel, space, root)
-        except ProfilingError as exc:
-            return answer("disabled", exc.message, lsp.MessageType.Warning)
-    elif recs:
-        replay = recs[0]
-        gpu = gpu_for_device(snap.config.database, replay.device_name) or gpu
-    else:
-        from perflsp.server.features.status import profiling_status
-
-        return answer("disabled", f"cannot tune `{name}`: {profiling_status(snap.config)[1]}, and no Kernel Tuner "
-                      "cache was imported (perflsp.importTuningCache)", lsp.MessageType.Warning)
-    tuning = state(ls)
+    timing = _timing(snap, kernel, space, gpu, root, arg.get("device"))
+    if isinstance(timing, _Refusal):
+        return answer(timing.status, timing.message, lsp.MessageType.Warning)
+    replay, evaluate, gpu = timing.replay, timing.evaluate, timing.gpu
+    tuning = ls.tuning
     if not tuning.lock.acquire(blocking=False):
         return answer("busy", "a tuning run is under way; cancel it or try again when it has finished",
                       lsp.MessageType.Info)
     strategy = arg.get("strategy")
     proposer = None
-    advisor = ls.advice.advisor_for(snap.config) if getattr(ls, "advice", None) is not None else None
+    advisor = ls.advice.advisor_for(snap.config)
     if strategy is None:
         strategy = "llm" if advisor is not None and advisor.provider is not None else "prior"
     if strategy == "llm":
@@ -259,7 +292,7 @@ async def tune_kernel(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
     token = arg.get("workDoneToken")
     bar = await _begin_progress(ls, token, f"perflsp: tuning {name} on {target} ({how}, {strategy})", cancel)
 
-    def on_evaluation(evaluation: Any) -> None:
+    def on_evaluation(evaluation: Evaluation) -> None:
         shown = f"{evaluation.time_ms:.4g} ms" if evaluation.time_ms is not None else "failed"
         best = f"best {evaluation.best_ms:.4g} ms" if evaluation.best_ms is not None else "no time yet"
         message = f"{evaluation.index}/{max_fevals}: {shown}; {best}"
@@ -313,15 +346,15 @@ async def tune_kernel(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
                   actions=actions)
 
 
-async def cancel_tuning(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
-    cancel = state(ls).cancel
+async def cancel_tuning(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, Any]:
+    cancel = ls.tuning.cancel
     if cancel is None:
         return {"cancelled": False, "message": "no tuning run is under way"}
     cancel.set()
     return {"cancelled": True, "message": "the tuning run stops after the evaluation in flight"}
 
 
-async def import_tuning_cache(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
+async def import_tuning_cache(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, Any]:
     from perflsp.server.features.commands import CommandError, _folder_root
     from perflsp.tuning.session import import_cache
 
@@ -354,22 +387,23 @@ async def import_tuning_cache(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class _Bar:
-    token: Any = None
+    token: lsp.ProgressToken | None = None
     started: bool = False
 
 
-async def _begin_progress(ls: Any, token: Any, title: str, cancel: threading.Event) -> _Bar:
+async def _begin_progress(ls: PerfLanguageServer, token: lsp.ProgressToken | None, title: str,
+                          cancel: threading.Event) -> _Bar:
     bar = _Bar(token)
-    if token is None:
+    if bar.token is None:
         if not ls.capability("window.work_done_progress"):
             return bar
-        bar.token = str(uuid.uuid4())
+        created = str(uuid.uuid4())
         try:
-            await asyncio.wait_for(ls.work_done_progress.create_async(bar.token), 5)
+            await asyncio.wait_for(ls.work_done_progress.create_async(created), 5)
         except Exception as exc:  # noqa: BLE001 - no progress bar is not an error
             log.debug("progress not created: %s", exc)
-            bar.token = None
             return bar
+        bar.token = created
     ls.work_done_progress.begin(bar.token, lsp.WorkDoneProgressBegin(title=title, cancellable=True,
                                                                      message="starting", percentage=0))
     bar.started = True
@@ -379,16 +413,16 @@ async def _begin_progress(ls: Any, token: Any, title: str, cancel: threading.Eve
     return bar
 
 
-def _report_progress(ls: Any, bar: _Bar, message: str, percentage: int) -> None:
-    if bar.started:
+def _report_progress(ls: PerfLanguageServer, bar: _Bar, message: str, percentage: int) -> None:
+    if bar.started and bar.token is not None:
         ls.work_done_progress.report(bar.token, lsp.WorkDoneProgressReport(message=message, percentage=percentage))
 
 
-def _end_progress(ls: Any, bar: _Bar) -> None:
-    if bar.started:
+def _end_progress(ls: PerfLanguageServer, bar: _Bar) -> None:
+    if bar.started and bar.token is not None:
         ls.work_done_progress.end(bar.token, lsp.WorkDoneProgressEnd(message="done"))
         bar.started = False
         ls.work_done_progress.tokens.pop(bar.token, None)
 
 
-__all__ = ["cancel_tuning", "code_actions", "hover_lines", "import_tuning_cache", "records", "state", "tune_kernel"]
+__all__ = ["TuningState", "cancel_tuning", "code_actions", "hover_lines", "import_tuning_cache", "records", "tune_kernel"]
