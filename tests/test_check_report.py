@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import perflsp.analysis.report as report_module
+import perflsp.analysis.pipeline as pipeline
 from perflsp.analysis.report import (
     CheckSettings,
     at_or_above,
@@ -53,7 +53,7 @@ def test_engine_failure_becomes_uncertain_with_the_reason(monkeypatch):
     def broken(unit, kernel, gpus):
         raise ValueError("synthetic failure")
 
-    monkeypatch.setattr(report_module, "analyze_kernel", broken)
+    monkeypatch.setattr(pipeline, "analyze_kernel", broken)  # the one pipeline every front end uses
     result = checked(ROOT / "examples" / "cuda" / "saxpy.cu")
     verdict = result.verdicts[0]
     assert verdict.estimate.verdict == "uncertain"

@@ -218,18 +218,18 @@ void add(T *data, int n, int iters, T v) {
 
 
 def test_function_around_finds_the_definition_from_the_tokens():
-    from perflsp.analysis.engine import _function_around
+    from perflsp.kernels.program import function_around
 
     data = TEMPLATE_REGION.encode()
-    start, end = _function_around(data, data.index(b"#pragma"))
+    start, end = function_around(data, data.index(b"#pragma"))
     assert data[start:end].startswith(b"template <class T>\nvoid add(T *data") and data[start:end].endswith(b"}")
 
 
 def test_openmp_region_whose_function_the_tree_lost_reads_it_from_the_tokens(monkeypatch):
     # macro-heavy files can end up as one ERROR node in tree-sitter: no enclosing definition
-    import perflsp.analysis.engine as engine
+    import perflsp.kernels.program as program
 
-    monkeypatch.setattr(engine, "enclosing_function", lambda node: None)
+    monkeypatch.setattr(program, "enclosing_function", lambda node: None)
     (k,) = run(TEMPLATE_REGION, gpus=(H100,)).kernels
     assert k.facts.uncertain is None
     assert k.facts.per_item.global_loads >= 1 and k.facts.per_item.global_stores >= 1

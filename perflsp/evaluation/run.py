@@ -15,6 +15,7 @@ Two modes:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import shlex
 from collections import Counter, defaultdict
@@ -24,9 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perflsp.analysis.costs import CostModel
-from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
 from perflsp.analysis.includers import refold_site
 from perflsp.analysis.models import KernelFacts, KernelReport
+from perflsp.analysis.options import AnalysisOptions
+from perflsp.analysis.pipeline import FileAnalysis
+from perflsp.analysis.unit import AnalysisUnit
 from perflsp.evaluation.labels import Answer, KernelRow
 from perflsp.evaluation.locate import Locator, match_kernel
 from perflsp.hardware.models import Gpu
@@ -56,7 +59,7 @@ class Totals:
 
     def to_json(self) -> dict[str, float | bool | None]:
         return {name: _finite(getattr(self, name)) if name != "degenerate" else self.degenerate
-                for name in self.__slots__}  # type: ignore[attr-defined]
+                for name in self.__slots__}
 
 
 @dataclass(slots=True)
@@ -185,11 +188,7 @@ def _predict(locator: Locator, launches: _LaunchIndex, row: KernelRow, gpu: Gpu,
     loaded = locator.source(row.file)
     options = AnalysisOptions(argv=argv, launch_override=override, include_env=locator.include_env(row.file, loaded),
                               external_launches=external, cost=cost)
-    try:
-        unit = AnalysisUnit(loaded, locator.tree(row.file), file, options)
-        report = analyze_kernel(unit, located.kernel, [gpu])
-    except Exception as exc:  # noqa: BLE001 - a scorer must score every row; the reason is reported
-        return Prediction(row, "uncertain", f"engine error: {type(exc).__name__}: {exc}")
+    report = FileAnalysis(loaded, locator.tree(row.file), file, options).report(located.kernel, [gpu])
     return prediction_from(row, report)
 
 
@@ -244,7 +243,7 @@ class Score:
 
 
 def score(pairs: list[tuple[Prediction, Answer]]) -> Score:
-    confusion: dict[str, dict[str, int]] = {c: Counter() for c in CLASSES}  # type: ignore[misc]
+    confusion: dict[str, dict[str, int]] = {c: Counter() for c in CLASSES}
     located = analyzed = correct = 0
     for prediction, answer in pairs:
         predicted = prediction.verdict or "not located"
@@ -252,7 +251,7 @@ def score(pairs: list[tuple[Prediction, Answer]]) -> Score:
             located += 1
         if prediction.verdict in CLASSES:
             analyzed += 1
-        confusion.setdefault(answer.label, Counter())[predicted] += 1  # type: ignore[arg-type]
+        confusion.setdefault(answer.label, Counter())[predicted] += 1
         correct += predicted == answer.label
     recalls = []
     for cls in CLASSES:
@@ -329,7 +328,7 @@ def reliability(pairs: list[tuple[Prediction, Answer]], edges: tuple[float, ...]
     scored = [(p.confidence, p.verdict == a.label) for p, a in pairs
               if p.verdict in CLASSES and p.confidence is not None]
     bins = []
-    for index, (low, high) in enumerate(zip(edges, edges[1:])):
+    for index, (low, high) in enumerate(itertools.pairwise(edges)):
         last = index == len(edges) - 2
         members = [(c, ok) for c, ok in scored if low <= c < high or (last and c == high)]
         if members:

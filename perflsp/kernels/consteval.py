@@ -71,6 +71,12 @@ class ConstEnv:
     headers: tuple = ()  # local headers the translation unit includes (paths), in include order
     _memo: dict[str, Value] = field(default_factory=dict, repr=False)
     _active: set[str] = field(default_factory=set, repr=False)
+    # Memos of what is derived from this environment (its bindings do not change once built):
+    # macro bodies that fold to numbers (`preprocess`), the `_Pragma` macros (`omp`), and the
+    # launch-argument texts folded in it (`launches`).
+    numeric_bodies: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+    pragma_macros: dict[str, bool] | None = field(default=None, repr=False, compare=False)
+    launch_folds: dict[str, tuple[Value | None, str | None]] = field(default_factory=dict, repr=False, compare=False)
 
     def all_macros(self) -> dict[str, str]:
         """Macros of this environment and its parents (the nearest definition wins)."""
@@ -321,7 +327,8 @@ class _Parser:
             saw = True
             i += 1
         nxt = self.peek(i + 1)
-        return saw and tok is not None and nxt is not None and nxt[1] not in _BINARY.keys() - {"-", "+", "*", "&"} and nxt[1] not in (")", ",")
+        return (saw and tok is not None and nxt is not None and nxt[1] not in _BINARY.keys() - {"-", "+", "*", "&"}
+                and nxt[1] not in (")", ","))
 
     def _type_in_parens(self) -> str:
         self.take("(")
@@ -358,7 +365,8 @@ class _Parser:
                 return 0
             if text in ("sizeof",):
                 return self._sizeof()
-            if text in ("static_cast", "int", "unsigned", "float", "double", "size_t", "long") and self.peek() and self.peek()[1] in ("<", "("):
+            casts = ("static_cast", "int", "unsigned", "float", "double", "size_t", "long")
+            if text in casts and self.peek() and self.peek()[1] in ("<", "("):
                 return self._functional_cast(text)
             if text == "dim3":
                 if self.peek() and self.peek()[1] in ("(", "{"):

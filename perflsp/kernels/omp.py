@@ -445,9 +445,8 @@ def _step_text(ctx: ExtractionContext, update: Node, variable: str | None) -> st
 def pragma_macros(env: ConstEnv) -> dict[str, bool]:
     """Macros whose expansion holds a `_Pragma` operator: name -> whether function-like
     (`#define OMP_TARGET _Pragma("omp target ...")`, `#define PRAGMA(x) _Pragma(#x)`)."""
-    cache = env.__dict__.get("_pragma_macro_cache")
-    if cache is not None:
-        return cache
+    if env.pragma_macros is not None:
+        return env.pragma_macros
     objects = env.all_macros()
     functions = env.all_function_macros()
     found: dict[str, bool] = {}
@@ -462,7 +461,7 @@ def pragma_macros(env: ConstEnv) -> dict[str, bool]:
                 found[name] = True
         if len(found) == before:
             break
-    env.__dict__["_pragma_macro_cache"] = found
+    env.pragma_macros = found
     return found
 
 

@@ -76,7 +76,7 @@ def pragma_argument(strings: str) -> str:
 def _is_numeric(body: str, env: ConstEnv) -> bool:
     from perflsp.kernels.consteval import try_evaluate
 
-    cache: dict[str, bool] = env.__dict__.setdefault("_numeric_bodies", {})
+    cache = env.numeric_bodies
     if body not in cache:
         value, _ = try_evaluate(body, env)
         cache[body] = isinstance(value, (int, float))

@@ -52,10 +52,7 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
 
 
 def _is_constant_declaration(ctx: ExtractionContext, decl: Node) -> bool:
-    for child in decl.children:
-        if child.type == "type_qualifier" and ctx.text(child) in ("const", "constexpr"):
-            return True
-    return False
+    return any(child.type == "type_qualifier" and ctx.text(child) in ("const", "constexpr") for child in decl.children)
 
 
 def _bind_enum(ctx: ExtractionContext, enum: Node, env: ConstEnv) -> None:
@@ -130,7 +127,7 @@ def function_env(ctx: ExtractionContext, function: Node | None, before_byte: int
     """
     if function is None:
         return parent.child()
-    cache: dict[int, _Replay] = ctx.__dict__.setdefault("_local_replays", {})
+    cache = ctx.local_replays
     replay = cache.get(function.start_byte)
     if replay is None or replay.position > before_byte:
         events: list[_Event] = []

@@ -446,6 +446,6 @@ def signature(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(signature(v) for v in value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return (type(value).__name__,) + tuple(signature(getattr(value, f.name)) for f in dataclasses.fields(value)
-                                                if f.name != "notes")
+        return (type(value).__name__, *(signature(getattr(value, f.name)) for f in dataclasses.fields(value)
+                                         if f.name != "notes"))
     return value

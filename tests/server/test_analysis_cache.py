@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from perflsp.server import engine_adapter
+from perflsp.analysis import pipeline
 from perflsp.server.analysis import Analyzer
 from perflsp.server.config import Layer, Origin, resolve
 from perflsp.server.documents import Snapshot
@@ -87,11 +87,11 @@ def test_an_engine_failure_becomes_an_uncertain_verdict(monkeypatch):
     def broken(unit, kernel, gpus):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr(engine_adapter, "analyze_kernel", broken)
+    monkeypatch.setattr(pipeline, "analyze_kernel", broken)
     state = TextState((ROOT / "examples" / "cuda" / "saxpy.cu").read_text(), 1, None)
     diagnostics = build(analyse(state, Analyzer()))
     uncertain = [d for d in diagnostics if d.code == "roofline/uncertain"]
-    assert len(uncertain) == 2 and "the static engine failed on this kernel (ZeroDivisionError: boom)" in uncertain[0].message
+    assert len(uncertain) == 2 and "engine error: ZeroDivisionError: boom" in uncertain[0].message
 
 
 @pytest.mark.parametrize("name", ["precision_slips.cu", "launch_slips.cu"])
