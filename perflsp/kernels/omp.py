@@ -25,7 +25,7 @@ LIST_CLAUSES = frozenset({"private", "firstprivate", "lastprivate", "shared", "i
 MODIFIER_LIST_CLAUSES = frozenset({"map", "reduction", "depend", "in_reduction", "task_reduction", "linear", "aligned"})
 
 _CONTINUATION = re.compile(r"\\\r?\n")
-_PRAGMA_LINE = re.compile(rb"^[ \t]*#[ \t]*pragma[ \t]+omp[ \t]+target\b(?![ \t]+(?:data|enter|exit|update)\b)", re.MULTILINE)
+PRAGMA_LINE = re.compile(rb"^[ \t]*#[ \t]*pragma[ \t]+omp[ \t]+target\b(?![ \t]+(?:data|enter|exit|update)\b)", re.MULTILINE)
 
 
 def is_kernel_directive(words: list[str]) -> bool:
@@ -201,9 +201,9 @@ def _pragma_regions(ctx: ExtractionContext, env: ConstEnv) -> dict[int, OmpRegio
         if region is not None:
             regions[_line_start(ctx, pragma.start_byte)] = region
     # Pragmas the tree lost inside ERROR regions: scan lines directly (when some may be missing).
-    if len(_PRAGMA_LINE.findall(ctx.data)) <= len(regions):
+    if len(PRAGMA_LINE.findall(ctx.data)) <= len(regions):
         return regions
-    for m in _PRAGMA_LINE.finditer(ctx.blanked):
+    for m in PRAGMA_LINE.finditer(ctx.blanked):
         start = m.start() + (len(m.group()) - len(m.group().lstrip()))
         if _line_start(ctx, start) in regions:
             continue

@@ -37,6 +37,7 @@ from typing import Any
 
 from perflsp.analysis.models import Finding, KernelReport
 from perflsp.hardware.models import Gpu
+from perflsp.kernels.incremental import Extracted
 from perflsp.kernels.models import (
     CudaFunction,
     FileKernels,
@@ -45,7 +46,6 @@ from perflsp.kernels.models import (
     Span,
 )
 from perflsp.server import engine_adapter as engine
-from perflsp.server.extraction import Extracted
 from perflsp.source.positions import LineIndex
 
 Kernel = CudaFunction | OmpRegion
