@@ -358,7 +358,7 @@ def token_fallback(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, str
                 continue
             close = match_close(blanked, open_at)
             names = list(_IDENT.finditer(blanked, open_at, close)) if close else []
-            if not names:
+            if close is None or not names:
                 continue
             start_scan, name_hint = close, (names[-1].start(), names[-1].end())
         hit = _scan_definition(ctx, start_scan, space, name_hint)

@@ -156,8 +156,8 @@ class IncludeResolver:
         self._seen_order = seen_order
         self._extra_dirs = include_dirs
         self._run(scan_directives(data), path.parent if path is not None else None, env, constants, seen, depth=0)
-        for name, body in constants.constants.items():
-            env.constants.setdefault(name, body)
+        for constant, value in constants.constants.items():
+            env.constants.setdefault(constant, value)
         env.type_aliases.update(constants.type_aliases)
         env.headers = tuple(seen_order)
         return env

@@ -196,8 +196,8 @@ def _pragma_regions(ctx: ExtractionContext, env: ConstEnv) -> dict[int, OmpRegio
         if "".join(ctx.text(directive).split()) != "#pragma":
             continue
         pragma = groups["pragma"][0]
-        argument = groups["argument"][0]
-        region = _region(ctx, env, pragma.start_byte, pragma.end_byte, ctx.text(argument), pragma)
+        argument_node = groups["argument"][0]
+        region = _region(ctx, env, pragma.start_byte, pragma.end_byte, ctx.text(argument_node), pragma)
         if region is not None:
             regions[_line_start(ctx, pragma.start_byte)] = region
     # Pragmas the tree lost inside ERROR regions: scan lines directly (when some may be missing).
@@ -357,9 +357,7 @@ _LOOP_TYPES = ("for_statement", "for_range_loop")
 def _loop_nest(ctx: ExtractionContext, body: Node) -> tuple[LoopHeader, ...]:
     """The perfectly nested `for` chain starting at the region's statement (or, for a block,
     at its first loop, possibly under nested pragmas)."""
-    node: Node | None = body
-    if node.type == "compound_statement":
-        node = _first_loop(node)
+    node: Node | None = _first_loop(body) if body.type == "compound_statement" else body
     loops: list[LoopHeader] = []
     while node is not None and node.type in _LOOP_TYPES and len(loops) < 8:
         loops.append(_loop_header(ctx, node))
@@ -396,7 +394,11 @@ def _loop_header(ctx: ExtractionContext, loop: Node) -> LoopHeader:
     init = loop.child_by_field_name("initializer")
     cond = loop.child_by_field_name("condition")
     update = loop.child_by_field_name("update")
-    variable = lower = upper = op = step = None
+    variable: str | None = None
+    lower: str | None = None
+    upper: str | None = None
+    op: str | None = None
+    step: str | None = None
     if init is not None:
         if init.type == "declaration":
             decl = init.child_by_field_name("declarator")
@@ -407,16 +409,17 @@ def _loop_header(ctx: ExtractionContext, loop: Node) -> LoopHeader:
             variable = ctx.text(init.child_by_field_name("left")) or None
             lower = ctx.text(init.child_by_field_name("right")) or None
     if cond is not None and cond.type == "binary_expression":
-        left = ctx.text(cond.child_by_field_name("left"))
-        right = ctx.text(cond.child_by_field_name("right"))
-        op = ctx.text(cond.child_by_field_name("operator"))
-        if variable is not None and right == variable:
+        left_text = ctx.text(cond.child_by_field_name("left"))
+        right_text = ctx.text(cond.child_by_field_name("right"))
+        op_text = ctx.text(cond.child_by_field_name("operator"))
+        if variable is not None and right_text == variable:
             # `n > i` reads as `i < n`
-            left, right = right, left
-            op = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
-        if variable is None or left == variable:
-            upper = right
-            variable = variable or left
+            left_text, right_text = right_text, left_text
+            op_text = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op_text, op_text)
+        op = op_text
+        if variable is None or left_text == variable:
+            upper = right_text
+            variable = variable or left_text
     if update is not None:
         step = _step_text(ctx, update, variable)
     return LoopHeader(variable, lower, upper, op, step, ctx.span(loop))

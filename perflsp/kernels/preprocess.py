@@ -119,9 +119,9 @@ class _Expander:
                 i += 1
                 continue
             if tok in self.objects:
-                body = _tokens(self.objects[tok])
+                body_tokens = _tokens(self.objects[tok])
                 out.append(" ")
-                out.extend(self.expand(body, hidden | {tok}, depth + 1))
+                out.extend(self.expand(body_tokens, hidden | {tok}, depth + 1))
                 out.append(" ")
                 i += 1
                 continue

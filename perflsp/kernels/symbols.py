@@ -192,7 +192,7 @@ def _function_params(function: Node) -> list[str]:
         for p in params.named_children:
             ident = _innermost_identifier(p)
             if ident is not None:
-                names.append(ident.text.decode("utf-8", errors="replace"))
+                names.append((ident.text or b"").decode("utf-8", errors="replace"))
     return names
 
 
@@ -302,7 +302,7 @@ def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in
             env.constants.pop(name, None)
             return
         member_value, _ = try_evaluate(ctx.text(right), env)
-        if member_value is None:
+        if not isinstance(member_value, (int, float)):
             env.unknown[name] = f"has its .{ctx.text(member)} set to a runtime value"
             env.constants.pop(name, None)
             return
