@@ -21,10 +21,10 @@ DB = load_database()
 H100, A100 = DB.get("h100"), DB.get("a100-sxm4-40gb")
 
 
-def checked(path: Path, settings: CheckSettings = CheckSettings(), gpus=(H100,)):
+def checked(path: Path, settings: CheckSettings | None = None, gpus=(H100,)):
     data = path.read_bytes()
     tree = parse(data)
-    return check_document(data, tree, extract(data, tree, path=str(path)), list(gpus), settings)
+    return check_document(data, tree, extract(data, tree, path=str(path)), list(gpus), settings or CheckSettings())
 
 
 def test_one_verdict_per_kernel_and_gpu_with_findings_in_order():

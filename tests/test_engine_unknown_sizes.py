@@ -4,6 +4,7 @@ scale, one consistent model for work and footprint, honest uncertainty, readable
 import pytest
 
 from perflsp.analysis.engine import AnalysisOptions, analyze
+from perflsp.analysis.options import DEFAULT_OPTIONS
 from perflsp.analysis.report import check_document, verdict_summary
 from perflsp.analysis.roofline import Precision
 from perflsp.hardware import load_database
@@ -14,7 +15,7 @@ DB = load_database()
 H100, A100, RTX3080 = DB.get("H100"), DB.get("A100"), DB.get("RTX 3080")
 
 
-def run(src: str, options: AnalysisOptions = AnalysisOptions(), gpus=(H100, A100)):
+def run(src: str, options: AnalysisOptions = DEFAULT_OPTIONS, gpus=(H100, A100)):
     data = src.encode()
     tree = parse(data)
     return analyze(data, tree, extract(data, tree), list(gpus), options)

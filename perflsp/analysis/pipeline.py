@@ -36,6 +36,7 @@ from perflsp.hardware.models import Gpu
 from perflsp.kernels.extract import extract
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion
+from perflsp.kernels.program import ProgramModel
 from perflsp.source.parser import parse
 from perflsp.source.positions import LineIndex
 
@@ -75,12 +76,15 @@ class FileAnalysis:
     """The kernels of one file in one context, analysed on demand over one program model."""
 
     def __init__(self, data: bytes, tree: Tree, kernels: FileKernels, options: AnalysisOptions,
-                 lines: LineIndex | None = None):
+                 lines: LineIndex | None = None, *, model: ProgramModel | None = None):
+        """`model`: the program model of this text, when the caller keeps one (built with the
+        options' `include_env` and `argv`); else it is built on first need."""
         self.data = data
         self.tree = tree
         self.kernels = kernels
         self.options = options
         self.lines = lines
+        self._model = model
         self._unit: AnalysisUnit | None = None
         self._failure: str | None = None  # why the model could not be built
 
@@ -91,7 +95,7 @@ class FileAnalysis:
     def _prepared_unit(self) -> AnalysisUnit | None:
         if self._unit is None and self._failure is None:
             try:
-                self._unit = AnalysisUnit(self.data, self.tree, self.kernels, self.options, self.lines)
+                self._unit = AnalysisUnit(self.data, self.tree, self.kernels, self.options, self.lines, model=self._model)
             except Exception as exc:  # noqa: BLE001 - every kernel then gets `uncertain` with this reason
                 log.warning("the static engine failed to prepare %s: %s: %s", self.kernels.path or "a document",
                             type(exc).__name__, exc)
