@@ -18,11 +18,10 @@ from pathlib import Path
 from perflsp.analysis.extents import cuda_extent, leading_name
 from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.unit import AnalysisUnit
-from perflsp.kernels.extract import extract
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import ConstValue, FileKernels, LaunchSite
+from perflsp.kernels.program import ProgramModel, read_source
 from perflsp.source.files import SkippedFile, load_file
-from perflsp.source.parser import parse
 
 MAX_INCLUDERS = 4
 
@@ -59,13 +58,12 @@ def _launches_in(includer: Path, mtime_ns: int, size: int, names: frozenset[str]
     data = loaded.data
     if not any(name.encode() in data for name in names):
         return ()
-    env = resolver.env_for(includer, data, dict(defines) or None, include_dirs)
-    tree = parse(data)
-    file_kernels = extract(data, tree, str(includer), env=env)
-    matching = [s for s in file_kernels.launches if s.name in names]
+    source = read_source(includer, data, resolver, dict(defines) or None, include_dirs, includers=False)
+    matching = [s for s in source.kernels.launches if s.name in names]
     if not matching:
         return ()
-    unit = AnalysisUnit(data, tree, file_kernels, AnalysisOptions(argv=argv, include_env=env))
+    model = ProgramModel(data, source.tree, source.kernels, source.env, argv, source.lines)
+    unit = AnalysisUnit.of(model, AnalysisOptions(argv=argv, include_env=source.env))
     return tuple(refold_site(unit, site) for site in matching)
 
 

@@ -33,11 +33,9 @@ from perflsp.analysis.models import KernelReport
 from perflsp.analysis.options import DEFAULT_OPTIONS, AnalysisOptions
 from perflsp.analysis.unit import AnalysisUnit
 from perflsp.hardware.models import Gpu
-from perflsp.kernels.extract import extract
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion
-from perflsp.kernels.program import ProgramModel
-from perflsp.source.parser import parse
+from perflsp.kernels.program import ProgramModel, read_source
 from perflsp.source.positions import LineIndex
 
 log = logging.getLogger(__name__)
@@ -62,14 +60,10 @@ def prepare_file(path: Path | None, data: bytes, resolver: IncludeResolver, opti
     """Parse and extract `data` (the text of `path`) in its context. `defines` and
     `include_dirs` come from the build (a compile database); `options.argv`, when set, folds
     where the program parses its arguments, also in the sources that include the file."""
-    # a file that a sibling source `#include`s is read in that sibling's context
-    env = resolver.env_for(path, data, defines, include_dirs, includers=True)
-    tree = parse(data)
-    lines = LineIndex(data)
-    kernels = extract(data, tree, path=str(path) if path is not None else None, lines=lines, env=env)
-    external = includer_launches(path, kernels, resolver, options.argv, defines, include_dirs)
-    return PreparedFile(data, tree, lines, kernels,
-                        dataclasses.replace(options, include_env=env, external_launches=external))
+    source = read_source(path, data, resolver, defines, include_dirs, includers=True)
+    external = includer_launches(path, source.kernels, resolver, options.argv, defines, include_dirs)
+    return PreparedFile(data, source.tree, source.lines, source.kernels,
+                        dataclasses.replace(options, include_env=source.env, external_launches=external))
 
 
 class FileAnalysis:

@@ -145,6 +145,30 @@ def _array_before(text: str, bracket: int) -> tuple[int, re.Match[str]] | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """A text read in its context: its tree, line index, the kernels extracted in it and the
+    preprocessor's view it was read with (what a `ProgramModel` is built from)."""
+
+    data: bytes
+    tree: Tree
+    lines: LineIndex
+    kernels: FileKernels
+    env: ConstEnv
+
+
+def read_source(path: Path | None, data: bytes, resolver: IncludeResolver, defines: dict[str, str] | None = None,
+                include_dirs: tuple[Path, ...] = (), includers: bool = True) -> SourceFile:
+    """Parse and extract `data` (the text of `path`) with the macros of its local headers and the
+    build's `defines`/`include_dirs`; with `includers`, a file that a sibling source `#include`s
+    is read in that sibling's context."""
+    env = resolver.env_for(path, data, defines, include_dirs, includers=includers)
+    tree = parse(data)
+    lines = LineIndex(data)
+    kernels = extract(data, tree, path=str(path) if path is not None else None, lines=lines, env=env)
+    return SourceFile(data, tree, lines, kernels, env)
+
+
 class ProgramModel:
     """Per-file facts shared by the kernels of one document version (see the module docstring)."""
 
