@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import perflsp.analysis.report as report_module
+import perflsp.analysis.pipeline as pipeline
 from perflsp.analysis.report import (
     CheckSettings,
     at_or_above,
@@ -21,10 +21,10 @@ DB = load_database()
 H100, A100 = DB.get("h100"), DB.get("a100-sxm4-40gb")
 
 
-def checked(path: Path, settings: CheckSettings = CheckSettings(), gpus=(H100,)):
+def checked(path: Path, settings: CheckSettings | None = None, gpus=(H100,)):
     data = path.read_bytes()
     tree = parse(data)
-    return check_document(data, tree, extract(data, tree, path=str(path)), list(gpus), settings)
+    return check_document(data, tree, extract(data, tree, path=str(path)), list(gpus), settings or CheckSettings())
 
 
 def test_one_verdict_per_kernel_and_gpu_with_findings_in_order():
@@ -53,7 +53,7 @@ def test_engine_failure_becomes_uncertain_with_the_reason(monkeypatch):
     def broken(unit, kernel, gpus):
         raise ValueError("synthetic failure")
 
-    monkeypatch.setattr(report_module, "analyze_kernel", broken)
+    monkeypatch.setattr(pipeline, "analyze_kernel", broken)  # the one pipeline every front end uses
     result = checked(ROOT / "examples" / "cuda" / "saxpy.cu")
     verdict = result.verdicts[0]
     assert verdict.estimate.verdict == "uncertain"

@@ -4,6 +4,7 @@ scale, one consistent model for work and footprint, honest uncertainty, readable
 import pytest
 
 from perflsp.analysis.engine import AnalysisOptions, analyze
+from perflsp.analysis.options import DEFAULT_OPTIONS
 from perflsp.analysis.report import check_document, verdict_summary
 from perflsp.analysis.roofline import Precision
 from perflsp.hardware import load_database
@@ -14,7 +15,7 @@ DB = load_database()
 H100, A100, RTX3080 = DB.get("H100"), DB.get("A100"), DB.get("RTX 3080")
 
 
-def run(src: str, options: AnalysisOptions = AnalysisOptions(), gpus=(H100, A100)):
+def run(src: str, options: AnalysisOptions = DEFAULT_OPTIONS, gpus=(H100, A100)):
     data = src.encode()
     tree = parse(data)
     return analyze(data, tree, extract(data, tree), list(gpus), options)
@@ -218,18 +219,18 @@ void add(T *data, int n, int iters, T v) {
 
 
 def test_function_around_finds_the_definition_from_the_tokens():
-    from perflsp.analysis.engine import _function_around
+    from perflsp.kernels.program import function_around
 
     data = TEMPLATE_REGION.encode()
-    start, end = _function_around(data, data.index(b"#pragma"))
+    start, end = function_around(data, data.index(b"#pragma"))
     assert data[start:end].startswith(b"template <class T>\nvoid add(T *data") and data[start:end].endswith(b"}")
 
 
 def test_openmp_region_whose_function_the_tree_lost_reads_it_from_the_tokens(monkeypatch):
     # macro-heavy files can end up as one ERROR node in tree-sitter: no enclosing definition
-    import perflsp.analysis.engine as engine
+    import perflsp.kernels.program as program
 
-    monkeypatch.setattr(engine, "enclosing_function", lambda node: None)
+    monkeypatch.setattr(program, "enclosing_function", lambda node: None)
     (k,) = run(TEMPLATE_REGION, gpus=(H100,)).kernels
     assert k.facts.uncertain is None
     assert k.facts.per_item.global_loads >= 1 and k.facts.per_item.global_stores >= 1

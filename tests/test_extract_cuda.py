@@ -170,7 +170,7 @@ def test_function_space_mentions_ignore_comments():
 
 
 def test_comment_mentions_do_not_trigger_the_token_fallback():
-    from perflsp.server.extraction import extract_full
+    from perflsp.kernels.incremental import extract_full
     from perflsp.source.document import SourceDocument
 
     doc = SourceDocument(b"// a __device__ helper and a __global__ kernel\n"

@@ -12,15 +12,15 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from perflsp.kernels.consteval import try_evaluate
-from perflsp.kernels.omp import parse_clauses, split_directive
+from tree_sitter import Node
+
+from perflsp.analysis.ctype import parse_type
 
 if TYPE_CHECKING:
-    from perflsp.analysis.engine import AnalysisUnit
+    from perflsp.analysis.unit import AnalysisUnit
 
 DEVICE_ALLOCATORS = ("cudaMalloc", "cudaMallocManaged", "cudaMallocAsync", "hipMalloc", "hipMallocManaged")
 HOST_MAPPED_ALLOCATORS = ("cudaHostAlloc", "cudaMallocHost", "hipHostMalloc")
-_PRAGMA = re.compile(rb"^[ \t]*#[ \t]*pragma[ \t]+omp[ \t]+((?:[^\n\\]|\\\r?\n)*)", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ def leading_name(expression: str) -> str | None:
 
 def cuda_extent(unit: AnalysisUnit, name: str, depth: int = 0) -> Extent:
     """Size of the allocation behind host variable `name` in this file."""
-    cache: dict[str, Extent] = unit.__dict__.setdefault("_extent_cache", {})
+    cache = unit.extents
     if name in cache:
         return cache[name]
     cache[name] = Extent(None)
@@ -52,14 +52,15 @@ def cuda_extent(unit: AnalysisUnit, name: str, depth: int = 0) -> Extent:
 
 def _find_extent(unit: AnalysisUnit, name: str, depth: int) -> Extent:
     target = re.compile(r"&\s*\(?\s*" + re.escape(name) + r"\b")
+    model = unit.model
     for allocator in DEVICE_ALLOCATORS + HOST_MAPPED_ALLOCATORS:
-        for call in unit._calls_to(allocator):
-            args = _args(unit, call)
+        for call in model.calls_to(allocator):
+            args = _args(call)
             if len(args) >= 2 and target.search(unit.ctx.text(args[0])):
                 size = _fold(unit, args[1].start_byte, unit.ctx.text(args[1]))
                 return Extent(size, allocator in HOST_MAPPED_ALLOCATORS, f"{allocator}({unit.ctx.text(args[1])})")
-    for call in unit._calls_to("cudaHostGetDevicePointer"):
-        args = _args(unit, call)
+    for call in model.calls_to("cudaHostGetDevicePointer"):
+        args = _args(call)
         if len(args) >= 2 and target.search(unit.ctx.text(args[0])):
             host = leading_name(unit.ctx.text(args[1]))
             inner = cuda_extent(unit, host, depth + 1) if host and depth < 3 else Extent(None)
@@ -68,50 +69,49 @@ def _find_extent(unit: AnalysisUnit, name: str, depth: int) -> Extent:
 
 
 def host_extent(unit: AnalysisUnit, name: str) -> Extent:
-    """`name = malloc(...)`, `new T[n]`, `std::vector<T> name(n)`, `T name[N]`."""
-    text = unit.data.decode("latin-1")  # one character per byte: match offsets are byte offsets
-    escaped = re.escape(name)
-    m = re.search(escaped + r"\s*=\s*(?:\([^()]*\)\s*)?(?:std::)?(malloc|calloc|aligned_alloc)\s*\(([^;]*)\)\s*;", text)
-    if m:
-        args = _split_args(m.group(2))
-        if m.group(1) == "calloc" and len(args) == 2:
-            size = _fold(unit, m.start(), f"({args[0]}) * ({args[1]})")
+    """`name = malloc(...)`, `new T[n]`, `std::vector<T> name(n)`, `T name[N]` (the model
+    indexes these once per file)."""
+    found = unit.model.host_allocation(name)
+    if found is None:
+        return Extent(None)
+    kind, offset, groups = found.kind, found.offset, found.groups
+    if kind in ("malloc", "calloc", "aligned_alloc"):
+        args = _split_args(groups[0] or "")
+        if kind == "calloc" and len(args) == 2:
+            size = _fold(unit, offset, f"({args[0]}) * ({args[1]})")
         else:
-            size = _fold(unit, m.start(), args[-1]) if args else None
-        return Extent(size, False, m.group(1))
-    m = re.search(escaped + r"\s*=\s*new\s+([\w:<> ]+?)\s*\[([^;]+)\]\s*(?:\[([^;\]]+)\])?\s*;", text)
-    if m:
-        count = _fold(unit, m.start(), m.group(2))
-        inner = _fold(unit, m.start(), m.group(3)) if m.group(3) else 1.0
-        elem = _sizeof(unit, m.group(1))
+            size = _fold(unit, offset, args[-1]) if args else None
+        return Extent(size, False, kind)
+    if kind == "new[]":
+        elem_type, count_text, inner_text = groups
+        count = _fold(unit, offset, count_text or "")
+        inner = _fold(unit, offset, inner_text) if inner_text else 1.0
+        elem = _sizeof(unit, elem_type or "")
         return Extent(count * inner * elem if count is not None and inner is not None and elem else None, False, "new[]")
-    m = re.search(r"vector\s*<\s*([\w:<> ]+?)\s*>\s*" + escaped + r"\s*[({]([^;]*?)[)}]\s*;", text)
-    if m:
-        args = _split_args(m.group(2))
-        count = _fold(unit, m.start(), args[0]) if args else None
-        elem = _sizeof(unit, m.group(1))
+    if kind == "std::vector":
+        elem_type, arguments = groups
+        args = _split_args(arguments or "")
+        count = _fold(unit, offset, args[0]) if args else None
+        elem = _sizeof(unit, elem_type or "")
         return Extent(count * elem if count is not None and elem else None, False, "std::vector")
-    m = re.search(r"\b([A-Za-z_][\w:]*)\s+" + escaped + r"\s*((?:\[[^\]]+\]\s*)+)\s*[;={]", text)
-    if m:
-        dims = re.findall(r"\[([^\]]+)\]", m.group(2))
-        total = _sizeof(unit, m.group(1))
-        for d in dims:
-            value = _fold(unit, m.start(), d)
-            total = total * value if total is not None and value is not None else None
-        return Extent(total, False, "array")
-    return Extent(None)
+    elem_type, brackets = groups
+    total = _sizeof(unit, elem_type or "")
+    for d in re.findall(r"\[([^\]]+)\]", brackets or ""):
+        value = _fold(unit, offset, d)
+        total = total * value if total is not None and value is not None else None
+    return Extent(total, False, "array")
 
 
 def omp_extent(unit: AnalysisUnit, name: str, elem_bytes: float) -> Extent:
     """The largest `map` section of `name` in any OpenMP pragma of the file."""
     best: float | None = None
-    for start, clauses in _map_clauses(unit):
+    for start, clauses in unit.model.map_clauses:
         for clause in clauses:
             for item in clause.items:
                 if item.variable != name or not item.sections:
                     continue
-                total = elem_bytes
-                for lower, length in item.sections:
+                total: float | None = elem_bytes
+                for _lower, length in item.sections:
                     value = _fold(unit, start, length) if length else None
                     total = total * value if total is not None and value is not None else None
                 if total is not None:
@@ -121,21 +121,7 @@ def omp_extent(unit: AnalysisUnit, name: str, elem_bytes: float) -> Extent:
     return host_extent(unit, name)
 
 
-def _map_clauses(unit: AnalysisUnit) -> list[tuple[int, list]]:
-    cached = unit.__dict__.get("_map_clauses")
-    if cached is None:
-        cached = []
-        for m in _PRAGMA.finditer(unit.data):
-            text = re.sub(r"\\\r?\n", " ", m.group(1).decode("utf-8", errors="replace"))
-            words, rest = split_directive("omp " + text)
-            clauses = [c for c in parse_clauses(rest) if c.name in ("map", "to", "from")]
-            if clauses:
-                cached.append((m.start(), clauses))
-        unit.__dict__["_map_clauses"] = cached
-    return cached
-
-
-def _args(unit: AnalysisUnit, call) -> list:
+def _args(call: Node) -> list[Node]:
     args = call.child_by_field_name("arguments")
     return [a for a in args.named_children if a.type != "comment"] if args is not None else []
 
@@ -155,15 +141,13 @@ def _split_args(text: str) -> list[str]:
 
 
 def _fold(unit: AnalysisUnit, byte_offset: int, text: str) -> float | None:
-    value, _ = try_evaluate(text, unit.env_at(byte_offset))
+    value = unit.model.fold_at(byte_offset, text)
     if isinstance(value, (int, float)) and value >= 0:
         return float(value)
     return None
 
 
 def _sizeof(unit: AnalysisUnit, type_text: str) -> float | None:
-    from perflsp.analysis.ctype import parse_type
-
     ctype = parse_type(type_text, unit.type_aliases)
     if ctype.pointer:
         return 8.0

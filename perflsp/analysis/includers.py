@@ -15,15 +15,13 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit
 from perflsp.analysis.extents import cuda_extent, leading_name
-from perflsp.kernels.consteval import try_evaluate
-from perflsp.kernels.extract import extract
+from perflsp.analysis.options import AnalysisOptions
+from perflsp.analysis.unit import AnalysisUnit
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import ConstValue, FileKernels, LaunchSite
-from perflsp.kernels.preprocess import expand_macros
+from perflsp.kernels.program import ProgramModel, read_source
 from perflsp.source.files import SkippedFile, load_file
-from perflsp.source.parser import parse
 
 MAX_INCLUDERS = 4
 
@@ -60,13 +58,12 @@ def _launches_in(includer: Path, mtime_ns: int, size: int, names: frozenset[str]
     data = loaded.data
     if not any(name.encode() in data for name in names):
         return ()
-    env = resolver.env_for(includer, data, dict(defines) or None, include_dirs)
-    tree = parse(data)
-    file_kernels = extract(data, tree, str(includer), env=env)
-    matching = [s for s in file_kernels.launches if s.name in names]
+    source = read_source(includer, data, resolver, dict(defines) or None, include_dirs, includers=False)
+    matching = [s for s in source.kernels.launches if s.name in names]
     if not matching:
         return ()
-    unit = AnalysisUnit(data, tree, file_kernels, AnalysisOptions(argv=argv, include_env=env))
+    model = ProgramModel(data, source.tree, source.kernels, source.env, argv, source.lines)
+    unit = AnalysisUnit.of(model, AnalysisOptions(argv=argv, include_env=source.env))
     return tuple(refold_site(unit, site) for site in matching)
 
 
@@ -75,9 +72,7 @@ def refold_site(unit: AnalysisUnit, site: LaunchSite) -> LaunchSite:
     arguments), its template arguments resolved there, the extents of its array arguments,
     and no spans."""
 
-    def fold(value: ConstValue | None, dim3: bool) -> ConstValue | None:
-        if value is None:
-            return None
+    def fold(value: ConstValue, dim3: bool) -> ConstValue:
         folded = value.value
         if folded is None and value.span is not None:
             folded = unit.fold_at(value.span.start_byte, value.text)
@@ -87,17 +82,18 @@ def refold_site(unit: AnalysisUnit, site: LaunchSite) -> LaunchSite:
 
     env = unit.env_at(site.span.start_byte)
     template_args = []
-    for arg in site.template_args:
-        value, _ = try_evaluate(arg, env)
+    for template_arg in site.template_args:
+        value = unit.model.evaluate(template_arg, env)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             template_args.append(str(int(value)) if float(value).is_integer() else repr(float(value)))
         else:
-            template_args.append(" ".join(expand_macros(arg, unit.env).split()) or arg)
+            template_args.append(" ".join(unit.model.expand(template_arg).split()) or template_arg)
     extents = []
     for arg in site.args:
         name = leading_name(arg.text)
         extent = cuda_extent(unit, name) if name else None
         extents.append((extent.bytes, extent.host_memory) if extent is not None else (None, False))
     return dataclasses.replace(site, template_args=tuple(template_args), grid=fold(site.grid, True),
-                               block=fold(site.block, True), shared_mem_bytes=fold(site.shared_mem_bytes, False),
+                               block=fold(site.block, True),
+                               shared_mem_bytes=fold(site.shared_mem_bytes, False) if site.shared_mem_bytes is not None else None,
                                args=tuple(fold(a, False) for a in site.args), arg_extents=tuple(extents))

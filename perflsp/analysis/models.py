@@ -59,10 +59,10 @@ class OpCounts:
                 Precision.INT8_TENSOR: self.tensor_int8}.get(precision, 0.0)
 
     def scaled(self, factor: float) -> OpCounts:
-        return OpCounts(**{k: getattr(self, k) * factor for k in self.__slots__})  # type: ignore[attr-defined]
+        return OpCounts(**{k: getattr(self, k) * factor for k in self.__slots__})
 
     def add(self, other: OpCounts, factor: float = 1.0) -> None:
-        for k in self.__slots__:  # type: ignore[attr-defined]
+        for k in self.__slots__:
             setattr(self, k, getattr(self, k) + getattr(other, k) * factor)
 
 

@@ -17,11 +17,11 @@ from typing import Any
 
 from tree_sitter import Tree
 
-from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
-from perflsp.analysis.estimate import estimate_for_gpu
 from perflsp.analysis.lints import run_lints
 from perflsp.analysis.lints.context import LintOptions
 from perflsp.analysis.models import Estimate, Finding, KernelFacts, KernelReport, OpCounts, Severity
+from perflsp.analysis.options import AnalysisOptions
+from perflsp.analysis.pipeline import FileAnalysis
 from perflsp.analysis.rules import RULES, SEVERITIES, apply_rule_levels, enabled_codes, rule_doc_url
 from perflsp.hardware.models import Gpu
 from perflsp.hardware.precision import Precision
@@ -30,7 +30,7 @@ from perflsp.source.positions import LineIndex
 
 # `--fail-on` levels, most severe first; "none" never fails.
 FAIL_ON_LEVELS: tuple[str, ...] = (*SEVERITIES, "none")
-_RANK = {severity: rank for rank, severity in enumerate(SEVERITIES)}
+_RANK: dict[str, int] = {severity: rank for rank, severity in enumerate(SEVERITIES)}
 
 
 def at_or_above(severity: str, level: str) -> bool:
@@ -43,7 +43,7 @@ def at_or_above(severity: str, level: str) -> bool:
 @dataclass(frozen=True)
 class CheckSettings:
     rule_levels: Mapping[str, str] = field(default_factory=dict)  # code -> level, from `[rules]`
-    options: AnalysisOptions = AnalysisOptions()
+    options: AnalysisOptions = field(default_factory=AnalysisOptions)
     lint_options: LintOptions | None = None
 
 
@@ -79,19 +79,7 @@ def check_document(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Seq
     result = FileCheck(path=file_kernels.path, lines=lines, notes=list(file_kernels.notes))
     if file_kernels.has_errors:
         result.notes.append("the file has syntax errors: kernels near them may be missed or only partly analysed")
-    try:
-        unit: AnalysisUnit | None = AnalysisUnit(data, tree, file_kernels, settings.options, lines)
-    except Exception as exc:  # noqa: BLE001 - every kernel then gets `uncertain` with this reason
-        unit = None
-        unit_error = f"engine error: {type(exc).__name__}: {exc}"
-    for kernel in [*file_kernels.kernels, *file_kernels.omp_regions]:
-        if unit is None:
-            report = _failed(kernel, file_kernels, gpus, unit_error)
-        else:
-            try:
-                report = analyze_kernel(unit, kernel, gpus)
-            except Exception as exc:  # noqa: BLE001 - one kernel the engine trips on must not hide the rest
-                report = _failed(kernel, file_kernels, gpus, f"engine error: {type(exc).__name__}: {exc}")
+    for report in FileAnalysis(data, tree, file_kernels, settings.options, lines).reports(gpus):
         result.kernels.append(report)
         for estimate, gpu in zip(report.estimates, gpus):
             finding = verdict_finding(report, estimate)
@@ -101,12 +89,6 @@ def check_document(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Seq
                       options=settings.lint_options, notes=result.notes, build_fixes=True)
     result.lints = apply_rule_levels(lints, settings.rule_levels)
     return result
-
-
-def _failed(kernel: CudaFunction | OmpRegion, file_kernels: FileKernels, gpus: Sequence[Gpu], reason: str) -> KernelReport:
-    facts = KernelFacts(OpCounts(), None, "unknown", OpCounts(), 0.0, "unknown", uncertain=reason)
-    launches = file_kernels.launches_of(kernel) if isinstance(kernel, CudaFunction) else []
-    return KernelReport(kernel, launches, facts, [estimate_for_gpu(facts, gpu, None, None, 0) for gpu in gpus])
 
 
 def kernel_span(kernel: CudaFunction | OmpRegion) -> Span:
@@ -233,7 +215,7 @@ def _range_json(lines: LineIndex, start_byte: int, end_byte: int) -> dict[str, A
 
 
 def _ops_json(ops: OpCounts) -> dict[str, float | None]:
-    return {name: json_number(getattr(ops, name)) for name in ops.__slots__}  # type: ignore[attr-defined]
+    return {name: json_number(getattr(ops, name)) for name in ops.__slots__}
 
 
 def json_number(value: float | None) -> float | None:

@@ -6,6 +6,7 @@ Text (coloured on a terminal), `--json` or `--sarif`. The exit code reflects fin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # the analysis stack is imported only when the command runs
     from perflsp.analysis.report import CheckSettings, FileCheck
     from perflsp.hardware.models import Gpu
     from perflsp.kernels.compile_db import CompileDatabase
+    from perflsp.kernels.includes import IncludeResolver
 
 
 @dataclass(slots=True)
@@ -61,7 +63,7 @@ def check_settings(rule_levels: dict[str, str] | None = None, argv: Sequence[str
     """The settings `perflsp check` analyses with: `[rules]` levels and the program's arguments
     (`--args` / `[profiling] args`, folded as `argv[1:]`; None: unknown). `perflsp eval --editor`
     uses the same, so it scores exactly what `check` shows."""
-    from perflsp.analysis.engine import AnalysisOptions
+    from perflsp.analysis.options import AnalysisOptions
     from perflsp.analysis.report import CheckSettings
 
     return CheckSettings(rule_levels=dict(rule_levels or {}),
@@ -100,34 +102,23 @@ def check_paths(files: Sequence[Path], gpus: Sequence[Gpu], settings: CheckSetti
     return run
 
 
-def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolver: Any,
+def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolver: IncludeResolver,
                compile_db: CompileDatabase | None = None) -> FileCheck | str:
     """The check result of one file, or why it was skipped."""
-    import dataclasses
-
-    from perflsp.analysis.includers import includer_launches
+    from perflsp.analysis.pipeline import prepare_file
     from perflsp.analysis.report import check_document
-    from perflsp.kernels.extract import extract
     from perflsp.source.files import SkippedFile, load_file
-    from perflsp.source.parser import parse
-    from perflsp.source.positions import LineIndex
 
     loaded = load_file(path)
     if isinstance(loaded, SkippedFile):
         return loaded.reason
     try:
         flags = compile_db.flags_for(path) if compile_db is not None else None
-        # a file that a sibling source `#include`s is read in that sibling's context
-        env = (resolver.env_for(path, loaded.data, includers=True) if flags is None
-               else resolver.env_for(path, loaded.data, flags.defines, flags.include_dirs, includers=True))
-        tree = parse(loaded.data)
-        lines = LineIndex(loaded.data)
-        kernels = extract(loaded.data, tree, path=str(path), lines=lines, env=env)
-        external = includer_launches(path, kernels, resolver, settings.options.argv,
-                                     flags.defines if flags is not None else None,
-                                     flags.include_dirs if flags is not None else ())
-        options = dataclasses.replace(settings.options, include_env=env, external_launches=external)
-        check = check_document(loaded.data, tree, kernels, gpus, dataclasses.replace(settings, options=options), lines)
+        prepared = prepare_file(path, loaded.data, resolver, settings.options,
+                                flags.defines if flags is not None else None,
+                                flags.include_dirs if flags is not None else ())
+        check = check_document(prepared.data, prepared.tree, prepared.kernels, gpus,
+                               dataclasses.replace(settings, options=prepared.options), prepared.lines)
     except RecursionError:
         return "too deeply nested to parse"
     except Exception as exc:  # noqa: BLE001 - one file perflsp trips on must not stop the run
@@ -272,10 +263,12 @@ class _destination:
         if self.output is None:
             return sys.stdout
         try:
-            self.fh = self.output.open("w", encoding="utf-8")
+            fh = self.output.open("w", encoding="utf-8")
         except OSError as exc:
             fail(f"{self.output}: cannot write ({exc.strerror or exc})")
-        return self.fh
+            raise  # unreachable: fail exits
+        self.fh = fh
+        return fh
 
     def __exit__(self, *exc: object) -> None:
         if self.fh is not None:
@@ -364,5 +357,14 @@ def _print_summary(run: CheckRun, failing: int, fail_on: str, to_stderr: bool) -
     (stderr if to_stderr else stdout).print(escape(line), highlight=False)
 
 
-__all__ = ["CheckRun", "DEFAULT_GPU", "EXIT_USAGE", "check", "check_file", "check_paths", "check_settings",
-           "parse_program_args", "source_paths"]
+__all__ = [
+    "DEFAULT_GPU",
+    "EXIT_USAGE",
+    "CheckRun",
+    "check",
+    "check_file",
+    "check_paths",
+    "check_settings",
+    "parse_program_args",
+    "source_paths",
+]

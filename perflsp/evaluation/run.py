@@ -15,6 +15,7 @@ Two modes:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import shlex
 from collections import Counter, defaultdict
@@ -24,14 +25,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perflsp.analysis.costs import CostModel
-from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
+from perflsp.analysis.engine import uncertain_report
 from perflsp.analysis.includers import refold_site
 from perflsp.analysis.models import KernelFacts, KernelReport
+from perflsp.analysis.options import AnalysisOptions
+from perflsp.analysis.pipeline import FileAnalysis, failure_reason
+from perflsp.analysis.unit import AnalysisUnit
 from perflsp.evaluation.labels import Answer, KernelRow
 from perflsp.evaluation.locate import Locator, match_kernel
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.compile_db import CompileDatabase
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
+from perflsp.kernels.program import ProgramModel
 from perflsp.source.files import SkippedFile
 from perflsp.source.parser import is_source_path
 
@@ -56,7 +61,7 @@ class Totals:
 
     def to_json(self) -> dict[str, float | bool | None]:
         return {name: _finite(getattr(self, name)) if name != "degenerate" else self.degenerate
-                for name in self.__slots__}  # type: ignore[attr-defined]
+                for name in self.__slots__}
 
 
 @dataclass(slots=True)
@@ -87,8 +92,9 @@ def predict_rows(rows: Iterable[KernelRow], src_root: Path, gpu: Gpu, cost: Cost
         return predictions
     locator = Locator(src_root, compile_db)
     launches = _LaunchIndex(locator, src_root)
+    models = _Models(locator)
     for count, row in enumerate(rows, start=1):
-        predictions.append(_predict(locator, launches, row, gpu, cost or CostModel()))
+        predictions.append(_predict(locator, launches, models, row, gpu, cost or CostModel()))
         if progress is not None:
             progress(count)
     return predictions
@@ -169,7 +175,8 @@ def _finite(value: float | None) -> float | None:
     return value
 
 
-def _predict(locator: Locator, launches: _LaunchIndex, row: KernelRow, gpu: Gpu, cost: CostModel) -> Prediction:
+def _predict(locator: Locator, launches: _LaunchIndex, models: _Models, row: KernelRow, gpu: Gpu,
+             cost: CostModel) -> Prediction:
     try:
         located = locator.locate(row)
     except Exception as exc:  # noqa: BLE001 - an extraction bug must not stop the other rows
@@ -182,15 +189,35 @@ def _predict(locator: Locator, launches: _LaunchIndex, row: KernelRow, gpu: Gpu,
     external: tuple[LaunchSite, ...] = ()
     if isinstance(located.kernel, CudaFunction) and not file.launches_of(located.kernel):
         external = launches.for_kernel(row.target, located.kernel.name, argv)
-    loaded = locator.source(row.file)
-    options = AnalysisOptions(argv=argv, launch_override=override, include_env=locator.include_env(row.file, loaded),
-                              external_launches=external, cost=cost)
+    options = AnalysisOptions(argv=argv, launch_override=override, external_launches=external, cost=cost)
     try:
-        unit = AnalysisUnit(loaded, locator.tree(row.file), file, options)
-        report = analyze_kernel(unit, located.kernel, [gpu])
+        model = models.get(row.file, file, argv)
     except Exception as exc:  # noqa: BLE001 - a scorer must score every row; the reason is reported
-        return Prediction(row, "uncertain", f"engine error: {type(exc).__name__}: {exc}")
+        launches_of = file.launches_of(located.kernel) if isinstance(located.kernel, CudaFunction) else []
+        return prediction_from(row, uncertain_report(located.kernel, launches_of, [gpu], failure_reason(exc)))
+    report = FileAnalysis(model.data, model.tree, file, options, model=model).report(located.kernel, [gpu])
     return prediction_from(row, report)
+
+
+class _Models:
+    """Program models of the files the rows name, per program arguments: consecutive rows of one
+    file share one (its preprocessor view, constants, call index and allocations)."""
+
+    def __init__(self, locator: Locator, keep: int = 8):
+        self.locator = locator
+        self.keep = keep
+        self._models: dict[tuple[str, int, tuple[str, ...]], ProgramModel] = {}
+
+    def get(self, relative: str, file: FileKernels, argv: tuple[str, ...]) -> ProgramModel:
+        key = (relative, id(file), argv)
+        model = self._models.pop(key, None)
+        if model is None:
+            loaded = self.locator.source(relative)
+            model = ProgramModel(loaded, self.locator.tree(relative), file, self.locator.include_env(relative, loaded), argv)
+        self._models[key] = model  # most recently used last
+        while len(self._models) > self.keep:
+            del self._models[next(iter(self._models))]
+        return model
 
 
 class _LaunchIndex:
@@ -244,7 +271,7 @@ class Score:
 
 
 def score(pairs: list[tuple[Prediction, Answer]]) -> Score:
-    confusion: dict[str, dict[str, int]] = {c: Counter() for c in CLASSES}  # type: ignore[misc]
+    confusion: dict[str, dict[str, int]] = {c: Counter() for c in CLASSES}
     located = analyzed = correct = 0
     for prediction, answer in pairs:
         predicted = prediction.verdict or "not located"
@@ -252,7 +279,7 @@ def score(pairs: list[tuple[Prediction, Answer]]) -> Score:
             located += 1
         if prediction.verdict in CLASSES:
             analyzed += 1
-        confusion.setdefault(answer.label, Counter())[predicted] += 1  # type: ignore[arg-type]
+        confusion.setdefault(answer.label, Counter())[predicted] += 1
         correct += predicted == answer.label
     recalls = []
     for cls in CLASSES:
@@ -329,7 +356,7 @@ def reliability(pairs: list[tuple[Prediction, Answer]], edges: tuple[float, ...]
     scored = [(p.confidence, p.verdict == a.label) for p, a in pairs
               if p.verdict in CLASSES and p.confidence is not None]
     bins = []
-    for index, (low, high) in enumerate(zip(edges, edges[1:])):
+    for index, (low, high) in enumerate(itertools.pairwise(edges)):
         last = index == len(edges) - 2
         members = [(c, ok) for c, ok in scored if low <= c < high or (last and c == high)]
         if members:

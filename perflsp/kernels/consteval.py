@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 Number = int | float
 Value = Number | tuple[int, int, int]
@@ -71,6 +72,12 @@ class ConstEnv:
     headers: tuple = ()  # local headers the translation unit includes (paths), in include order
     _memo: dict[str, Value] = field(default_factory=dict, repr=False)
     _active: set[str] = field(default_factory=set, repr=False)
+    # Memos of what is derived from this environment (its bindings do not change once built):
+    # macro bodies that fold to numbers (`preprocess`), the `_Pragma` macros (`omp`), and the
+    # launch-argument texts folded in it (`launches`).
+    numeric_bodies: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+    pragma_macros: dict[str, bool] | None = field(default=None, repr=False, compare=False)
+    launch_folds: dict[str, tuple[Value | None, str | None]] = field(default_factory=dict, repr=False, compare=False)
 
     def all_macros(self) -> dict[str, str]:
         """Macros of this environment and its parents (the nearest definition wins)."""
@@ -165,6 +172,7 @@ def _tokenize(text: str) -> list[tuple[str, str]]:
             raise NotConstant(f"unexpected `{text[pos]}` in `{text.strip()}`")
         pos = m.end()
         kind = m.lastgroup
+        assert kind is not None  # every alternative of _TOKEN is a named group
         if kind == "ws":
             continue
         tokens.append((kind, re.sub(r"\s+", "", m.group()) if kind == "id" else m.group()))
@@ -263,6 +271,10 @@ class _Parser:
         i = self.pos + offset
         return self.tokens[i] if i < len(self.tokens) else None
 
+    def peek_text(self, offset: int = 0) -> str | None:
+        tok = self.peek(offset)
+        return tok[1] if tok is not None else None
+
     def take(self, value: str | None = None) -> tuple[str, str]:
         tok = self.peek()
         if tok is None or (value is not None and tok[1] != value):
@@ -321,12 +333,13 @@ class _Parser:
             saw = True
             i += 1
         nxt = self.peek(i + 1)
-        return saw and tok is not None and nxt is not None and nxt[1] not in _BINARY.keys() - {"-", "+", "*", "&"} and nxt[1] not in (")", ",")
+        return (saw and tok is not None and nxt is not None and nxt[1] not in _BINARY.keys() - {"-", "+", "*", "&"}
+                and nxt[1] not in (")", ","))
 
     def _type_in_parens(self) -> str:
         self.take("(")
         words = []
-        while self.peek() and self.peek()[1] != ")":
+        while self.peek_text() not in (None, ")"):
             words.append(self.take()[1])
         self.take(")")
         return " ".join(w for w in words if w not in ("const", "volatile"))
@@ -358,14 +371,15 @@ class _Parser:
                 return 0
             if text in ("sizeof",):
                 return self._sizeof()
-            if text in ("static_cast", "int", "unsigned", "float", "double", "size_t", "long") and self.peek() and self.peek()[1] in ("<", "("):
+            casts = ("static_cast", "int", "unsigned", "float", "double", "size_t", "long")
+            if text in casts and self.peek_text() in ("<", "("):
                 return self._functional_cast(text)
             if text == "dim3":
-                if self.peek() and self.peek()[1] in ("(", "{"):
+                if self.peek_text() in ("(", "{"):
                     close = ")" if self.take()[1] == "(" else "}"
                     return self._dim3_args(close)
                 raise NotConstant("dim3 without arguments")
-            if self.peek() and self.peek()[1] == "(":
+            if self.peek_text() == "(":
                 return self._call(text)
             if text in ("argv", "argc"):
                 return self._program_argument(text)
@@ -390,13 +404,13 @@ class _Parser:
 
     def _dim3_args(self, close: str) -> tuple[int, int, int]:
         parts: list[int] = []
-        if self.peek() and self.peek()[1] == close:
+        if self.peek_text() == close:
             self.take(close)
             return (1, 1, 1)
         while True:
             v = self.expression()
             if isinstance(v, tuple):
-                if not parts and self.peek() and self.peek()[1] == close:
+                if not parts and self.peek_text() == close:
                     self.take(close)
                     return v
                 raise NotConstant("nested dim3")
@@ -411,7 +425,7 @@ class _Parser:
     def _args(self) -> list[Value]:
         self.take("(")
         args: list[Value] = []
-        if self.peek() and self.peek()[1] == ")":
+        if self.peek_text() == ")":
             self.take(")")
             return args
         while True:
@@ -430,7 +444,8 @@ class _Parser:
         self.take("]")
         if not isinstance(index, int) or not 0 <= index < len(argv):
             raise NotConstant(f"argv[{index}] is not given")
-        return _StringValue(argv[index])
+        # only `atoi`/`atof`/`strtol` (`_call`) accept the string, and they convert it
+        return cast(Value, _StringValue(argv[index]))
 
     def _call(self, name: str) -> Value:
         if name in _STRING_TO_NUMBER:
@@ -453,7 +468,7 @@ class _Parser:
         if name == "static_cast":
             self.take("<")
             words = []
-            while self.peek() and self.peek()[1] != ">":
+            while self.peek_text() not in (None, ">"):
                 words.append(self.take()[1])
             self.take(">")
             type_name = " ".join(w for w in words if w not in ("const", "volatile"))
@@ -467,7 +482,7 @@ class _Parser:
     def _sizeof(self) -> int:
         self.take("(")
         words = []
-        while self.peek() and self.peek()[1] != ")":
+        while self.peek_text() not in (None, ")"):
             words.append(self.take()[1])
         self.take(")")
         type_name = " ".join(w for w in words if w not in ("const", "volatile", "struct"))

@@ -5,12 +5,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from tree_sitter import Node, Tree
 
 from perflsp.kernels.models import Span
 from perflsp.kernels.text import _BLANK_TABLE, blank_comments_and_strings
 from perflsp.source.positions import LineIndex
+
+if TYPE_CHECKING:
+    from perflsp.kernels.symbols import _Replay
 
 _CANDIDATE_TOKENS = re.compile(rb"__global__|__device__|<<<|#[ \t]*pragma")
 
@@ -25,6 +29,8 @@ class ExtractionContext:
     # The byte range whose kernels, regions and launch sites are wanted (the server re-extracts
     # one edited definition); None: the whole file.
     byte_range: tuple[int, int] | None = None
+    # `symbols.function_env`'s replays of each function's local bindings, by function start
+    local_replays: dict[int, _Replay] = field(default_factory=dict, repr=False)
 
     def span(self, node: Node) -> Span:
         return self.span_bytes(node.start_byte, node.end_byte)

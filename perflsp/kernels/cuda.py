@@ -50,15 +50,15 @@ def extract_functions(ctx: ExtractionContext, env: ConstEnv) -> tuple[list[CudaF
     aliases = macro_aliases(env)
     found: list[CudaFunction] = []
     seen_names: set[int] = set()
-    for node in _function_definitions(ctx, aliases):
-        fn = _from_definition(ctx, node, env, aliases)
+    for node in function_definitions(ctx, aliases):
+        fn = from_definition(ctx, node, env, aliases)
         if fn is not None and fn.name_span.start_byte not in seen_names:
             found.append(fn)
             seen_names.add(fn.name_span.start_byte)
     # The token scan costs a blanking pass: only needed when the tree may have lost a definition.
     needs_scan = (bool(aliases) or ctx.tree.root_node.has_error
                   or function_space_mentions(ctx.data, more_than=len(found)) > len(found))
-    for fn in _token_fallback(ctx, env, aliases, seen_names) if needs_scan else ():
+    for fn in token_fallback(ctx, env, aliases, seen_names) if needs_scan else ():
         found.append(fn)
         seen_names.add(fn.name_span.start_byte)
     found.sort(key=lambda f: f.name_span.start_byte)
@@ -67,7 +67,7 @@ def extract_functions(ctx: ExtractionContext, env: ConstEnv) -> tuple[list[CudaF
     return kernels, device
 
 
-def _function_definitions(ctx: ExtractionContext, aliases: dict[str, str]) -> Iterable[Node]:
+def function_definitions(ctx: ExtractionContext, aliases: dict[str, str]) -> Iterable[Node]:
     root = ctx.tree.root_node
     nodes = {g["function"][0].start_byte: g["function"][0] for g in ctx.matches["function"]}
     if aliases:
@@ -110,7 +110,7 @@ def _function_declarator(node: Node) -> Node | None:
     return declarator
 
 
-def _from_definition(ctx: ExtractionContext, node: Node, env: ConstEnv, aliases: dict[str, str]) -> CudaFunction | None:
+def from_definition(ctx: ExtractionContext, node: Node, env: ConstEnv, aliases: dict[str, str]) -> CudaFunction | None:
     space, host_device = _space_of(ctx, node, aliases)
     if space is None:
         return None
@@ -336,7 +336,7 @@ def _const_value(ctx: ExtractionContext, node: Node, env: ConstEnv) -> ConstValu
 _IDENT = re.compile(rb"[A-Za-z_]\w*")
 
 
-def _token_fallback(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, str], seen_names: set[int]) -> list[CudaFunction]:
+def token_fallback(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, str], seen_names: set[int]) -> list[CudaFunction]:
     """Find `__global__ ... name(...) {` where the tree lost the definition (ERROR nodes)."""
     words = [*_SPACE_TOKENS, *aliases]
     if not words:
@@ -358,7 +358,7 @@ def _token_fallback(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, st
                 continue
             close = match_close(blanked, open_at)
             names = list(_IDENT.finditer(blanked, open_at, close)) if close else []
-            if not names:
+            if close is None or not names:
                 continue
             start_scan, name_hint = close, (names[-1].start(), names[-1].end())
         hit = _scan_definition(ctx, start_scan, space, name_hint)

@@ -18,7 +18,6 @@ from perflsp.source.files import LoadedFile, SkippedFile, load_file
 from perflsp.source.parser import parse
 from perflsp.source.positions import LineIndex
 
-
 _DEFAULT_RESOLVER = IncludeResolver()
 
 

@@ -156,8 +156,8 @@ class IncludeResolver:
         self._seen_order = seen_order
         self._extra_dirs = include_dirs
         self._run(scan_directives(data), path.parent if path is not None else None, env, constants, seen, depth=0)
-        for name, body in constants.constants.items():
-            env.constants.setdefault(name, body)
+        for constant, value in constants.constants.items():
+            env.constants.setdefault(constant, value)
         env.type_aliases.update(constants.type_aliases)
         env.headers = tuple(seen_order)
         return env
@@ -214,20 +214,25 @@ class IncludeResolver:
             elif name == "undef":
                 undefine(env, d.argument.split()[0] if d.argument.split() else "")
             elif name == "include" and directory is not None and depth < MAX_INCLUDE_DEPTH:
-                m = re.match(r'"([^"]+)"', d.argument)
-                if not m:
-                    continue
-                header = self._resolve(directory, m.group(1))
-                if header is None or header in seen:
-                    continue
-                seen.add(header)
-                self._seen_order.append(header)
-                header_directives, header_constants = self._file(header)
-                for cname, cbody in header_constants.constants.items():
-                    constants.constants.setdefault(cname, cbody)
-                for tname, tbody in header_constants.type_aliases.items():
-                    constants.type_aliases.setdefault(tname, tbody)
-                self._run(header_directives, header.parent, env, constants, seen, depth + 1)
+                self._include(d.argument, directory, env, constants, seen, depth)
+
+    def _include(self, argument: str, directory: Path, env: ConstEnv, constants: ConstEnv, seen: set[Path],
+                 depth: int) -> None:
+        """`#include "header"`: its macros, constants and typedefs, once per translation unit."""
+        m = re.match(r'"([^"]+)"', argument)
+        if not m:
+            return
+        header = self._resolve(directory, m.group(1))
+        if header is None or header in seen:
+            return
+        seen.add(header)
+        self._seen_order.append(header)
+        header_directives, header_constants = self._file(header)
+        for cname, cbody in header_constants.constants.items():
+            constants.constants.setdefault(cname, cbody)
+        for tname, tbody in header_constants.type_aliases.items():
+            constants.type_aliases.setdefault(tname, tbody)
+        self._run(header_directives, header.parent, env, constants, seen, depth + 1)
 
     def includers_of(self, path: Path) -> list[Path]:
         """Sources in the same folder that `#include "<this file's name>"`."""

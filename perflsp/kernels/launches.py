@@ -57,7 +57,7 @@ def _fold(ctx: ExtractionContext, node: Node, env: ConstEnv | Callable[[], Const
     def fold() -> tuple[object, str | None]:
         resolved = env() if callable(env) else env
         # launches in straight-line code share one environment snapshot: fold each text once
-        memo: dict[str, tuple] = resolved.__dict__.setdefault("_launch_folds", {})
+        memo = resolved.launch_folds
         if text not in memo:
             memo[text] = try_evaluate(text, resolved)
         value, reason = memo[text]

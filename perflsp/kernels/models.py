@@ -6,8 +6,8 @@ LSP positions precomputed, so every consumer (hover, JSON, SARIF) agrees on wher
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Literal
 
 from perflsp.source.positions import LineIndex, Position
@@ -22,7 +22,7 @@ class Span:
     every one of them would cost more than finding them.
     """
 
-    __slots__ = ("start_byte", "end_byte", "_lines", "_start", "_end")
+    __slots__ = ("_end", "_lines", "_start", "end_byte", "start_byte")
 
     def __init__(self, start_byte: int, end_byte: int, start: Position | None = None, end: Position | None = None,
                  lines: LineIndex | None = None):
@@ -96,7 +96,7 @@ class ConstValue:
     the arguments of launches nobody looks at.
     """
 
-    __slots__ = ("text", "span", "_value", "_reason", "_fold")
+    __slots__ = ("_fold", "_reason", "_value", "span", "text")
 
     def __init__(self, text: str, span: Span | None, value: int | float | Dim3 | None = None,
                  reason: str | None = None):

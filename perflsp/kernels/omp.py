@@ -25,7 +25,7 @@ LIST_CLAUSES = frozenset({"private", "firstprivate", "lastprivate", "shared", "i
 MODIFIER_LIST_CLAUSES = frozenset({"map", "reduction", "depend", "in_reduction", "task_reduction", "linear", "aligned"})
 
 _CONTINUATION = re.compile(r"\\\r?\n")
-_PRAGMA_LINE = re.compile(rb"^[ \t]*#[ \t]*pragma[ \t]+omp[ \t]+target\b(?![ \t]+(?:data|enter|exit|update)\b)", re.MULTILINE)
+PRAGMA_LINE = re.compile(rb"^[ \t]*#[ \t]*pragma[ \t]+omp[ \t]+target\b(?![ \t]+(?:data|enter|exit|update)\b)", re.MULTILINE)
 
 
 def is_kernel_directive(words: list[str]) -> bool:
@@ -196,14 +196,14 @@ def _pragma_regions(ctx: ExtractionContext, env: ConstEnv) -> dict[int, OmpRegio
         if "".join(ctx.text(directive).split()) != "#pragma":
             continue
         pragma = groups["pragma"][0]
-        argument = groups["argument"][0]
-        region = _region(ctx, env, pragma.start_byte, pragma.end_byte, ctx.text(argument), pragma)
+        argument_node = groups["argument"][0]
+        region = _region(ctx, env, pragma.start_byte, pragma.end_byte, ctx.text(argument_node), pragma)
         if region is not None:
             regions[_line_start(ctx, pragma.start_byte)] = region
     # Pragmas the tree lost inside ERROR regions: scan lines directly (when some may be missing).
-    if len(_PRAGMA_LINE.findall(ctx.data)) <= len(regions):
+    if len(PRAGMA_LINE.findall(ctx.data)) <= len(regions):
         return regions
-    for m in _PRAGMA_LINE.finditer(ctx.blanked):
+    for m in PRAGMA_LINE.finditer(ctx.blanked):
         start = m.start() + (len(m.group()) - len(m.group().lstrip()))
         if _line_start(ctx, start) in regions:
             continue
@@ -357,9 +357,7 @@ _LOOP_TYPES = ("for_statement", "for_range_loop")
 def _loop_nest(ctx: ExtractionContext, body: Node) -> tuple[LoopHeader, ...]:
     """The perfectly nested `for` chain starting at the region's statement (or, for a block,
     at its first loop, possibly under nested pragmas)."""
-    node: Node | None = body
-    if node.type == "compound_statement":
-        node = _first_loop(node)
+    node: Node | None = _first_loop(body) if body.type == "compound_statement" else body
     loops: list[LoopHeader] = []
     while node is not None and node.type in _LOOP_TYPES and len(loops) < 8:
         loops.append(_loop_header(ctx, node))
@@ -396,7 +394,11 @@ def _loop_header(ctx: ExtractionContext, loop: Node) -> LoopHeader:
     init = loop.child_by_field_name("initializer")
     cond = loop.child_by_field_name("condition")
     update = loop.child_by_field_name("update")
-    variable = lower = upper = op = step = None
+    variable: str | None = None
+    lower: str | None = None
+    upper: str | None = None
+    op: str | None = None
+    step: str | None = None
     if init is not None:
         if init.type == "declaration":
             decl = init.child_by_field_name("declarator")
@@ -407,16 +409,17 @@ def _loop_header(ctx: ExtractionContext, loop: Node) -> LoopHeader:
             variable = ctx.text(init.child_by_field_name("left")) or None
             lower = ctx.text(init.child_by_field_name("right")) or None
     if cond is not None and cond.type == "binary_expression":
-        left = ctx.text(cond.child_by_field_name("left"))
-        right = ctx.text(cond.child_by_field_name("right"))
-        op = ctx.text(cond.child_by_field_name("operator"))
-        if variable is not None and right == variable:
+        left_text = ctx.text(cond.child_by_field_name("left"))
+        right_text = ctx.text(cond.child_by_field_name("right"))
+        op_text = ctx.text(cond.child_by_field_name("operator"))
+        if variable is not None and right_text == variable:
             # `n > i` reads as `i < n`
-            left, right = right, left
-            op = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
-        if variable is None or left == variable:
-            upper = right
-            variable = variable or left
+            left_text, right_text = right_text, left_text
+            op_text = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op_text, op_text)
+        op = op_text
+        if variable is None or left_text == variable:
+            upper = right_text
+            variable = variable or left_text
     if update is not None:
         step = _step_text(ctx, update, variable)
     return LoopHeader(variable, lower, upper, op, step, ctx.span(loop))
@@ -445,9 +448,8 @@ def _step_text(ctx: ExtractionContext, update: Node, variable: str | None) -> st
 def pragma_macros(env: ConstEnv) -> dict[str, bool]:
     """Macros whose expansion holds a `_Pragma` operator: name -> whether function-like
     (`#define OMP_TARGET _Pragma("omp target ...")`, `#define PRAGMA(x) _Pragma(#x)`)."""
-    cache = env.__dict__.get("_pragma_macro_cache")
-    if cache is not None:
-        return cache
+    if env.pragma_macros is not None:
+        return env.pragma_macros
     objects = env.all_macros()
     functions = env.all_function_macros()
     found: dict[str, bool] = {}
@@ -462,7 +464,7 @@ def pragma_macros(env: ConstEnv) -> dict[str, bool]:
                 found[name] = True
         if len(found) == before:
             break
-    env.__dict__["_pragma_macro_cache"] = found
+    env.pragma_macros = found
     return found
 
 

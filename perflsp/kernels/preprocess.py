@@ -76,7 +76,7 @@ def pragma_argument(strings: str) -> str:
 def _is_numeric(body: str, env: ConstEnv) -> bool:
     from perflsp.kernels.consteval import try_evaluate
 
-    cache: dict[str, bool] = env.__dict__.setdefault("_numeric_bodies", {})
+    cache = env.numeric_bodies
     if body not in cache:
         value, _ = try_evaluate(body, env)
         cache[body] = isinstance(value, (int, float))
@@ -119,9 +119,9 @@ class _Expander:
                 i += 1
                 continue
             if tok in self.objects:
-                body = _tokens(self.objects[tok])
+                body_tokens = _tokens(self.objects[tok])
                 out.append(" ")
-                out.extend(self.expand(body, hidden | {tok}, depth + 1))
+                out.extend(self.expand(body_tokens, hidden | {tok}, depth + 1))
                 out.append(" ")
                 i += 1
                 continue

@@ -52,10 +52,7 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
 
 
 def _is_constant_declaration(ctx: ExtractionContext, decl: Node) -> bool:
-    for child in decl.children:
-        if child.type == "type_qualifier" and ctx.text(child) in ("const", "constexpr"):
-            return True
-    return False
+    return any(child.type == "type_qualifier" and ctx.text(child) in ("const", "constexpr") for child in decl.children)
 
 
 def _bind_enum(ctx: ExtractionContext, enum: Node, env: ConstEnv) -> None:
@@ -130,7 +127,7 @@ def function_env(ctx: ExtractionContext, function: Node | None, before_byte: int
     """
     if function is None:
         return parent.child()
-    cache: dict[int, _Replay] = ctx.__dict__.setdefault("_local_replays", {})
+    cache = ctx.local_replays
     replay = cache.get(function.start_byte)
     if replay is None or replay.position > before_byte:
         events: list[_Event] = []
@@ -195,7 +192,7 @@ def _function_params(function: Node) -> list[str]:
         for p in params.named_children:
             ident = _innermost_identifier(p)
             if ident is not None:
-                names.append(ident.text.decode("utf-8", errors="replace"))
+                names.append((ident.text or b"").decode("utf-8", errors="replace"))
     return names
 
 
@@ -305,7 +302,7 @@ def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in
             env.constants.pop(name, None)
             return
         member_value, _ = try_evaluate(ctx.text(right), env)
-        if member_value is None:
+        if not isinstance(member_value, (int, float)):
             env.unknown[name] = f"has its .{ctx.text(member)} set to a runtime value"
             env.constants.pop(name, None)
             return

@@ -19,8 +19,9 @@ Cost is bounded per file: one analysis run spends at most `ANALYSIS_BUDGET_S` in
 and the lints (`PERFLSP_ANALYSIS_BUDGET_S` overrides it); the kernels and regions after that
 point are left out (`AnalysisState.unanalysed`, with the reason in `budget_note`) and not
 linted, and the diagnostics say so. A file with more than `LINT_CHUNK` groups to lint is linted
-in chunks of that many, so that the budget can stop it between chunks too. Reused results cost nothing, so later edits fill in nothing new: the budget
-is a ceiling for pathological files (tens of thousands of kernels), not a normal limit.
+in chunks of that many, so that the budget can stop it between chunks too. Reused results cost
+nothing, so later edits fill in nothing new: the budget is a ceiling for pathological files (tens
+of thousands of kernels), not a normal limit.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 
 from perflsp.analysis.models import Finding, KernelReport
 from perflsp.hardware.models import Gpu
+from perflsp.kernels.incremental import Extracted
 from perflsp.kernels.models import (
     CudaFunction,
     FileKernels,
@@ -44,9 +46,9 @@ from perflsp.kernels.models import (
     Span,
 )
 from perflsp.server import engine_adapter as engine
-from perflsp.server.extraction import Extracted
 from perflsp.source.positions import LineIndex
 
+Kernel = CudaFunction | OmpRegion
 Item = CudaFunction | OmpRegion | LaunchSite
 
 
@@ -112,7 +114,7 @@ class Analyzer:
         self._reports: dict[tuple[int, str], KernelReport] = {}
         self._groups: dict[tuple[int, ...], _Group] = {}
         self._lint_facts: dict[str, Any] = {}  # file-level lint facts, valid within one context
-        self._pending: list[Item] = []
+        self._pending: list[Kernel] = []  # kernels and regions still to analyse in this run
         self._state: AnalysisState | None = None
         self._job: dict[str, Any] = {}
         self.analysed = 0  # engine runs (for tests and logs)
@@ -138,11 +140,13 @@ class Analyzer:
         opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()), argv)
         self._job = {
             "data": text.data, "tree": text.tree, "fk": fk, "gpus": tuple(gpus), "opts": opts, "lines": lines,
-            "unit": None, "lint_codes": None if lint_codes is None else frozenset(lint_codes),
+            "lint_codes": None if lint_codes is None else frozenset(lint_codes),
             "edit_start": extracted.edit_start,
         }
         # kernels of a file that other sources `#include` take their launch sites
         self._job["opts"] = engine.with_includer_launches(self._job["opts"], text, fk)
+        # the program model is built when the first kernel needs the engine, once per run
+        self._job["analysis"] = engine.FileAnalysis(text.data, text.tree, fk, self._job["opts"], lines)
         edit_start = extracted.edit_start
         if self._edit_floor is not None:  # an earlier run was dropped before its lints: its edit counts too
             edit_start = self._edit_floor if edit_start is None else min(edit_start, self._edit_floor)
@@ -171,7 +175,7 @@ class Analyzer:
                 if report is not None and self._reports.get((self.context, key)) is None:
                     report = None
             else:
-                key, report = engine.key(item, launches, job["gpus"], job["opts"]), None
+                key, report = engine.analysis_key(item, launches, job["gpus"], job["opts"]), None
             if report is None:
                 shared = self._reports.get((self.context, key))  # identical kernels share one analysis
                 if shared is None:
@@ -179,9 +183,7 @@ class Analyzer:
                         self._over_budget(state)
                         break
                     began = time.monotonic()
-                    if job["unit"] is None:
-                        job["unit"] = engine.new_unit(job["data"], job["tree"], fk, job["opts"], job["lines"])
-                    shared = engine.analyze(job["unit"], item, job["gpus"])
+                    shared = job["analysis"].report(item, job["gpus"])
                     self._spent += time.monotonic() - began
                     self.analysed += 1
                     self._reports[(self.context, key)] = shared
@@ -227,14 +229,12 @@ class Analyzer:
         self._keys = {k: v for k, v in self._keys.items() if k in live}
         wanted = {(self.context, v[2]) for v in self._keys.values()}
         self._reports = {k: v for k, v in self._reports.items() if k in wanted}
-        self._job["unit"] = None  # holds the whole text's helper structures
+        self._job["analysis"].release()  # the model holds the whole text's helper structures
 
     # ------------------------------------------------------------------ lints
 
     def _lint(self, state: AnalysisState) -> list[Finding]:
         job = self._job
-        if not engine.lints_available():
-            return []
         fk: FileKernels = job["fk"]
         groups = every = _groups_of(fk)
         if state.unanalysed:  # over budget: the left-out kernels are not linted either
@@ -296,7 +296,7 @@ def lint_fresh(data: bytes, tree: Any, fk: FileKernels, gpus: Sequence[Gpu], lin
     The groups are linted alone first (cheap); the rules that found something there and can fix
     it then run over the whole file, because a fix is validated against the whole file (the
     constant it edits must belong to this launch only, the edit must keep every launch, ...)."""
-    if not engine.lints_available() or not items:
+    if not items:
         return []
     wanted = {id(i) for i in items}
     groups = [g for g in _groups_of(fk) if any(id(i) in wanted for i in g)]
@@ -373,10 +373,10 @@ def _restricted(fk: FileKernels, groups: Sequence[tuple[Item, ...]], data: bytes
     for fn in fk.device_functions:
         by_name.setdefault(fn.name, []).append(fn)
     chosen = {id(d) for d in device}
-    todo = [*kernels, *device, *regions]
+    todo: list[Kernel] = [*kernels, *device, *regions]
     while todo:  # calls, transitively
-        item = todo.pop()
-        start, end = _extent(item)
+        caller = todo.pop()
+        start, end = _extent(caller)
         for m in _CALL.finditer(data, start, end):
             for fn in by_name.get(m.group(1).decode("ascii", "replace"), ()):
                 if id(fn) not in chosen:
@@ -424,12 +424,12 @@ def _assign(findings: list[Finding], groups: Sequence[tuple[Item, ...]], lines: 
         hit = innermost(finding.span.start_byte)
         if hit is None:
             continue
-        item, key = hit
-        group = out[key]
-        anchors: list[_Anchor | None] = [_anchor_in(group.items, finding.span)]
-        anchors += [_anchor_in(group.items, span) for span, _ in finding.related]
-        group.findings.append(_rebound(finding, lines))
-        group.anchors.append(anchors)
+        _, key = hit
+        target = out[key]
+        anchors: list[_Anchor | None] = [_anchor_in(target.items, finding.span)]
+        anchors += [_anchor_in(target.items, span) for span, _ in finding.related]
+        target.findings.append(_rebound(finding, lines))
+        target.anchors.append(anchors)
     return out
 
 

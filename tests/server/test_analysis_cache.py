@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from perflsp.server import engine_adapter
+from perflsp.analysis import pipeline
 from perflsp.server.analysis import Analyzer
 from perflsp.server.config import Layer, Origin, resolve
 from perflsp.server.documents import Snapshot
@@ -87,11 +87,11 @@ def test_an_engine_failure_becomes_an_uncertain_verdict(monkeypatch):
     def broken(unit, kernel, gpus):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr(engine_adapter, "analyze_kernel", broken)
+    monkeypatch.setattr(pipeline, "analyze_kernel", broken)
     state = TextState((ROOT / "examples" / "cuda" / "saxpy.cu").read_text(), 1, None)
     diagnostics = build(analyse(state, Analyzer()))
     uncertain = [d for d in diagnostics if d.code == "roofline/uncertain"]
-    assert len(uncertain) == 2 and "the static engine failed on this kernel (ZeroDivisionError: boom)" in uncertain[0].message
+    assert len(uncertain) == 2 and "engine error: ZeroDivisionError: boom" in uncertain[0].message
 
 
 @pytest.mark.parametrize("name", ["precision_slips.cu", "launch_slips.cu"])
@@ -102,3 +102,27 @@ def test_lint_findings_match_a_whole_file_run(name):
     lint_codes = {d.code for d in build(snap)} - {"roofline/compute-bound", "roofline/bandwidth-bound", "roofline/uncertain"}
     assert lint_codes, "the examples are written to trigger lints"
     assert diagnostic_keys(build(snap)) == fresh(state)
+
+
+@pytest.mark.parametrize("name", ["poly-cuda/kernels.h", "mmul-cuda/main.cu", "heavy-omp/main.cpp"])
+def test_the_server_shows_what_check_shows(name):
+    # one pipeline: an open document and `perflsp check` read a file in the same context (a
+    # header takes its launch sites from the source that includes it) and give the same facts
+    from perflsp.analysis.report import CheckSettings
+    from perflsp.cli.check_cmd import check_file
+    from perflsp.kernels.includes import IncludeResolver
+
+    path = ROOT / "tests" / "data" / "eval" / "src" / name
+    state = TextState(path.read_text(), 1, str(path))
+    snapshot = analyse(state, Analyzer())
+    served = [snapshot.analysis.report_for(k) for k in (*state.extracted.kernels.kernels,
+                                                         *state.extracted.kernels.omp_regions)]
+    checked = check_file(path, CONFIG.gpus, CheckSettings(), IncludeResolver())
+    assert not isinstance(checked, str) and checked.kernels
+    assert len(served) == len(checked.kernels)
+    for mine, theirs in zip(served, checked.kernels):
+        assert mine is not None and mine.name == theirs.name
+        assert mine.facts.work_items == theirs.facts.work_items
+        assert mine.facts.dram_bytes == theirs.facts.dram_bytes
+        assert [(e.gpu, e.verdict, e.confidence) for e in mine.estimates] == \
+            [(e.gpu, e.verdict, e.confidence) for e in theirs.estimates]

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perflsp.kernels import extract
-from perflsp.server.extraction import changed_region
+from perflsp.kernels.incremental import changed_region
 from perflsp.server.text import Change, TextState
 from perflsp.source.positions import Position
 from tests.server.kernel_dump import dump_file

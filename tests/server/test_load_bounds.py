@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as lsp
 
+from perflsp.analysis.pipeline import FileAnalysis
 from perflsp.server import engine_adapter
 from perflsp.server.analysis import Analyzer
 from perflsp.server.config import defaults
@@ -41,8 +42,8 @@ class PoolHost(Host):
 
 def body_line(text: str, kernel: str) -> int:
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if f"void {kernel}(" in line or f" {kernel}(" in line
-                 and "__global__" in line)
+    start = next(i for i, line in enumerate(lines) if f"void {kernel}(" in line or (f" {kernel}(" in line
+                 and "__global__" in line))
     return next(i for i in range(start, len(lines)) if "{" in lines[i]) + 1
 
 
@@ -54,14 +55,14 @@ async def test_requests_read_the_newest_snapshot_while_an_analysis_runs(monkeypa
     first = await asyncio.wait_for(worker.current(), 30)
     assert first.reports()
     slow = threading.Event()
-    real = engine_adapter.analyze
+    real = FileAnalysis.report
 
-    def slow_analyze(unit, kernel, gpus):
+    def slow_analyze(analysis, kernel, gpus):
         if slow.is_set():
             time.sleep(1.0)
-        return real(unit, kernel, gpus)
+        return real(analysis, kernel, gpus)
 
-    monkeypatch.setattr(engine_adapter, "analyze", slow_analyze)
+    monkeypatch.setattr(FileAnalysis, "report", slow_analyze)
     slow.set()
     line = body_line(text, "saxpy")
     worker.change(2, [Change("    float typed = 2.0f * 3.0f;\n", Position(line, 0), Position(line, 0))])

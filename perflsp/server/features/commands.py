@@ -86,8 +86,7 @@ def _estimate_gpu(snap: Any, report: KernelReport, wanted: Any) -> tuple[Estimat
         gpu = snap.config.database.find(wanted)
         if gpu is None or gpu.name not in gpus:
             raise CommandError(f"`gpu`: '{wanted}' is not among the configured GPUs ({', '.join(gpus)})")
-        estimate = next(e for e in report.estimates if e.gpu == gpu.name)
-        return estimate, gpu
+        return next(e for e in report.estimates if e.gpu == gpu.name), gpu
     estimate = next((e for e in report.estimates if e.gpu in gpus), None)
     if estimate is None:
         raise CommandError(f"no estimate of `{kernel_name(report.kernel)}` on a configured GPU")
@@ -618,11 +617,10 @@ async def roofline_data(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _analyse_file(ls: Any, path: Path, config: Any, gpus: dict[str, Gpu]) -> list[dict[str, Any]] | str:
-    """Extract and analyse a file that is not open (cached by mtime, size and configuration)."""
-    from perflsp.kernels.extract import extract
+    """Extract and analyse a file that is not open (cached by mtime, size and configuration),
+    exactly as `perflsp check` reads it (`perflsp.analysis.pipeline`)."""
+    from perflsp.analysis.pipeline import FileAnalysis, prepare_file
     from perflsp.source.files import LoadedFile, load_file
-    from perflsp.source.parser import parse
-    from perflsp.source.positions import LineIndex
 
     stat = os.stat(path)
     store = ls.measured.store(config.root) if config.root is not None else None
@@ -637,16 +635,9 @@ def _analyse_file(ls: Any, path: Path, config: Any, gpus: dict[str, Gpu]) -> lis
     loaded = load_file(path)
     if not isinstance(loaded, LoadedFile):
         return loaded.reason
-    data = loaded.data
-    tree = parse(data)
-    lines = LineIndex(data)
-    resolver = ls.resolver_for(path.as_uri())
-    preprocessed = resolver.env_for(path, data)
-    fk: FileKernels = extract(data, tree=tree, path=str(path), lines=lines, env=preprocessed)
-    opts = engine.options(preprocessed)
-    unit = engine.new_unit(data, tree, fk, opts, lines)
+    prepared = prepare_file(path, loaded.data, ls.resolver_for(path.as_uri()))
     uri = path.as_uri()
-    reports = [engine.analyze(unit, k, config.gpus) for k in (*fk.kernels, *fk.omp_regions)]
+    reports = FileAnalysis.of(prepared).reports(config.gpus)
     measured = evidence_for_reports(store, config, str(path), reports) if store is not None else None
     found = [report_json(uri, r, gpus, measured) for r in reports]
     ls.scan_cache[key] = found

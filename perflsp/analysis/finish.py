@@ -1,0 +1,93 @@
+"""The last step of every kernel's analysis: DRAM traffic, totals, evidence lines, and whether
+the facts found say enough to give a verdict on."""
+
+from __future__ import annotations
+
+from perflsp.analysis.costs import CostModel
+from perflsp.analysis.memory import Traffic, dram_traffic
+from perflsp.analysis.models import KernelFacts, OpCounts
+from perflsp.analysis.walker import WalkResult
+
+Extents = dict[str, tuple[float | None, bool]]  # array -> (bytes or None, lives in host memory)
+
+
+def uncertain_facts(reason: str) -> KernelFacts:
+    """Facts that say nothing, with the reason the kernel gets no verdict."""
+    return KernelFacts(OpCounts(), None, "unknown", OpCounts(), 0.0, "unknown", uncertain=reason)
+
+
+def calibrated(counts: OpCounts, cost: CostModel, fixed_ints: float) -> OpCounts:
+    """Integer instructions as the hardware executes them: address and loop arithmetic as
+    counted, source-level integer operations scaled by what the compiler fuses, plus the fixed
+    per-item overhead."""
+    arithmetic = max(0.0, counts.int32 - counts.int_address - counts.int_loop)
+    counts.int32 = counts.int_address + counts.int_loop + arithmetic * cost.int_arith_factor + fixed_ints
+    return counts
+
+
+def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: str, result: WalkResult,
+           assumptions: list[str], fast_atom: str = "tx", extents: Extents | None = None, *,
+           sizes_assumed: bool = False, one_item_expected: bool = True) -> KernelFacts:
+    traffic = dram_traffic(result.accesses, result.cardinality, work_items, cost, fast_atom, extents)
+    total = per_item.scaled(work_items)
+    evidence = _evidence(per_item, work_items, traffic)
+    all_assumptions = assumptions + result.assumptions
+    facts = KernelFacts(
+        per_item=per_item, work_items=work_items, work_items_note=items_note, total=total,
+        dram_bytes=traffic.dram_bytes, dram_note=traffic.note, loops=result.loops,
+        assumptions=all_assumptions, evidence=evidence + result.notes, traffic=traffic,
+    )
+    if result.truncated:
+        facts.assumptions.append("analysis stopped at its work limit: counts are a lower bound")
+    facts.uncertain = _degenerate(per_item, work_items, traffic, cost, sizes_assumed, one_item_expected)
+    return facts
+
+
+def _degenerate(per_item: OpCounts, work_items: float, traffic: Traffic, cost: CostModel, sizes_assumed: bool,
+                one_item_expected: bool) -> str | None:
+    """Why an analysis says too little to give a verdict on, or None. A ratio of two numbers
+    the analysis did not really find (no memory traffic, a parallel launch seen as one item,
+    traffic that is only the per-launch floor at production scale) is no evidence either way.
+    A launch of one thread, a serial target region, or a tiny footprint at sizes the source
+    states are real and keep their verdict."""
+    if per_item.global_loads + per_item.global_stores + per_item.atomics <= 0:
+        return "no global-memory access found in the kernel (accesses hidden behind calls or types the engine cannot see?)"
+    if work_items <= 1.0 and not one_item_expected:
+        return "the region's parallel loop was not found: the analysis saw one work item"
+    if sizes_assumed and traffic.footprint_bytes < cost.min_dram_bytes * 0.01:
+        return (f"at production scale the DRAM traffic found ({traffic.footprint_bytes:.0f} B) is far below the "
+                "per-launch floor: the accesses that matter were not found")
+    return None
+
+
+def _evidence(per_item: OpCounts, work_items: float, traffic: Traffic) -> list[str]:
+    lines = []
+    loads = f"{per_item.global_loads:.3g} loads ({per_item.global_load_bytes:.3g} B)"
+    stores = f"{per_item.global_stores:.3g} stores ({per_item.global_store_bytes:.3g} B)"
+    flops = []
+    if per_item.fp64:
+        flops.append(f"{per_item.fp64:.3g} FP64")
+    if per_item.fp32:
+        flops.append(f"{per_item.fp32:.3g} FP32")
+    if per_item.fp16:
+        flops.append(f"{per_item.fp16:.3g} FP16")
+    ops = ", ".join(flops) or "no FP"
+    lines.append(f"per work item: {loads} + {stores}, {ops} FLOP, {per_item.int32:.3g} integer instructions")
+    lines.append(f"DRAM: {traffic.note}")
+    return lines
+
+
+def dims_text(d: tuple[float, float, float] | None) -> str:
+    if d is None:
+        return "?"
+    parts = [str(int(x)) for x in d]
+    while len(parts) > 1 and parts[-1] == "1":
+        parts.pop()
+    return "×".join(parts)
+
+
+def count_text(x: float | None) -> str:
+    if x is None:
+        return "?"
+    return f"{x:,.0f}"
+

@@ -1,0 +1,154 @@
+"""Host-side types of the variables an OpenMP region uses: the enclosing function's parameters
+and locals and the file-scope variables, read from the macro-expanded function (`FP (*a)[N]`
+with `#define FP float`), and how the region's walker binds them."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+
+from tree_sitter import Node
+
+from perflsp.analysis.ctype import F32, INT, CType, parse_type
+from perflsp.analysis.extents import omp_extent
+from perflsp.analysis.finish import Extents
+from perflsp.analysis.linear import Linear
+from perflsp.analysis.unit import AnalysisUnit, HostTypes
+from perflsp.analysis.walker import KernelWalker, Val
+from perflsp.kernels.consteval import ConstEnv
+from perflsp.kernels.program import function_around
+
+
+def host_types(unit: AnalysisUnit, function: Node | None, offset: int) -> HostTypes:
+    """Types of the enclosing function's parameters and locals (and file-scope variables),
+    read from the macro-expanded function (`FP (*a)[N]` with `#define FP float`)."""
+    cache = unit.host_types
+    span = (function.start_byte, function.end_byte) if function is not None else function_around(unit.data, offset)
+    key = span[0] if span is not None else -1
+    if key in cache:
+        return cache[key]
+    out: HostTypes = {}
+    _collect_host_types(unit, [n for n in unit.tree.root_node.named_children if n.type == "declaration"], unit.data, out)
+    text = unit.data[span[0] : span[1]].decode("utf-8", errors="replace") if span is not None else None
+    if text is None:
+        # a fragment `#include`d inside a function of another file (`{ #include "step.h" }`):
+        # its variables are that function's
+        text = unit.model.including_function_text()
+        function = None
+    if text is not None:
+        expanded = unit.model.expand(text)
+        fn: Node | None
+        if expanded != text or function is None:
+            data = expanded.encode("utf-8", errors="replace")
+            parsed = unit.model.parse_function(data)
+            fn = parsed.node if parsed is not None else None
+        else:
+            data, fn = unit.data, function
+        if fn is not None:
+            nodes: list[Node] = []
+            declarator = fn.child_by_field_name("declarator")
+            while declarator is not None and declarator.type != "function_declarator":
+                declarator = declarator.child_by_field_name("declarator")
+            params = declarator.child_by_field_name("parameters") if declarator is not None else None
+            if params is not None:
+                nodes.extend(p for p in params.named_children if p.type.endswith("parameter_declaration"))
+            stack = [fn.child_by_field_name("body")]
+            while stack:
+                n = stack.pop()
+                if n is None:
+                    continue
+                for child in n.named_children:
+                    if child.type == "declaration":
+                        nodes.append(child)
+                    elif child.type not in ("function_definition", "lambda_expression"):
+                        stack.append(child)
+            _collect_host_types(unit, nodes, data, out)
+            # `T (*a)[N] = ...` parses as an expression in the grammar: read it from the text
+            for m in _POINTER_TO_ARRAY.finditer(data.decode("utf-8", errors="replace")):
+                base = parse_type(m.group(1), unit.type_aliases)
+                dims = tuple(_fold_float(unit, d) for d in re.findall(r"\[([^\]]*)\]", m.group(3)))
+                out[m.group(2)] = (CType(base.kind, base.size_bytes, base.lanes, 1 + len(dims), base.wide), (0.0, *dims))
+    cache[key] = out
+    return out
+
+
+_POINTER_TO_ARRAY = re.compile(r"\b([A-Za-z_]\w*)\s*\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*((?:\[[^\]]*\]\s*)+)")
+
+
+def _fold_float(unit: AnalysisUnit, text: str) -> float:
+    value = unit.model.evaluate(text)
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
+def _collect_host_types(unit: AnalysisUnit, nodes: list[Node], data: bytes,
+                        out: HostTypes) -> None:
+    aliases = unit.type_aliases
+
+    def text(node: Node | None) -> str:
+        return data[node.start_byte : node.end_byte].decode("utf-8", errors="replace") if node is not None else ""
+
+    for node in nodes:
+        type_text = text(node.child_by_field_name("type"))
+        base = parse_type(type_text, aliases)
+        vector = re.search(r"(?:vector|unique_ptr|shared_ptr|array)\s*<\s*([^,>]+)", type_text)
+        if vector:
+            inner = parse_type(vector.group(1), aliases)
+            base = CType(inner.kind, inner.size_bytes, inner.lanes, inner.pointer + 1, inner.wide)
+        for declarator in node.children_by_field_name("declarator"):
+            shape = _declarator_shape(unit, declarator, text)
+            if shape is None:
+                continue
+            name, stars, dims = shape
+            ctype = CType(base.kind, base.size_bytes, base.lanes, base.pointer + stars + len(dims), base.wide)
+            out[name] = (ctype, dims if stars == 0 else (0.0, *dims))
+
+
+def _declarator_shape(unit: AnalysisUnit, node: Node | None, text: Callable[[Node | None], str]
+                      ) -> tuple[str, int, tuple[float, ...]] | None:
+    """(name, pointer depth, array dimensions) of a declarator: `*p`, `a[M][N]`, `(*a)[N]`."""
+    stars = 0
+    dims: list[float] = []
+    while node is not None:
+        kind = node.type
+        if kind in ("identifier", "field_identifier"):
+            return text(node), stars, tuple(dims)
+        if kind in ("pointer_declarator", "abstract_pointer_declarator"):
+            stars += 1
+        elif kind == "array_declarator":
+            size = node.child_by_field_name("size")
+            value = unit.model.evaluate(text(size)) if size is not None else None
+            dims.insert(0, float(value) if isinstance(value, (int, float)) else 0.0)
+        nxt = node.child_by_field_name("declarator")
+        if nxt is None:
+            nxt = next((c for c in node.named_children if c.type not in ("type_qualifier", "comment")), None)
+        node = nxt
+    return None
+
+
+def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: HostTypes,
+                        host_env: ConstEnv, text: str) -> Extents:
+    """Bind the host variables `text` (the region's body) names; returns the arrays' extents."""
+    extents: Extents = {}
+    for name in set(re.findall(r"[A-Za-z_]\w*", text)):
+        if name not in host_types:
+            value = unit.model.evaluate(name, host_env)
+            if isinstance(value, (int, float)):
+                walker.bind(name, Val(INT if float(value).is_integer() else F32, float(value), Linear.constant(float(value))))
+            continue
+        ctype, dims = host_types[name]
+        if ctype.pointer:
+            walker.bind(name, Val(ctype, root=name, space="global", dims=dims if len(dims) > 1 else ()))
+            elem = ctype.size_bytes if ctype.kind not in ("unknown", "struct") else 4
+            if dims and all(dims):
+                extents[name] = (elem * math.prod(dims), False)
+            else:
+                extent = omp_extent(unit, name, elem)
+                extents[name] = (extent.bytes, extent.host_memory)
+            continue
+        value = unit.model.evaluate(name, host_env)
+        if isinstance(value, (int, float)):
+            walker.bind(name, Val(ctype, float(value), Linear.constant(float(value))))
+        else:
+            walker.bind(name, Val(ctype, None, Linear(const_known=False)))
+    return extents

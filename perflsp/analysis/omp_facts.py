@@ -1,0 +1,188 @@
+"""OpenMP target regions: the offloaded statement macro-expanded and walked, its worksharing
+loops as the parallel iteration space, the host variables it uses bound from the enclosing
+function, the launch shape from its clauses (or the options)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from tree_sitter import Node
+
+from perflsp.analysis.ctype import INT
+from perflsp.analysis.finish import calibrated, count_text, finish, uncertain_facts
+from perflsp.analysis.host_types import bind_host_variables, host_types
+from perflsp.analysis.linear import Linear
+from perflsp.analysis.models import KernelFacts, LoopFact
+from perflsp.analysis.unit import AnalysisUnit
+from perflsp.analysis.walker import KernelWalker, LaunchShape, Val
+from perflsp.kernels.models import OmpRegion
+
+
+def omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int | None, int]:
+    cost = unit.options.cost
+    if region.body_span is None:
+        return uncertain_facts("no statement follows the `#pragma omp target` directive"), None, 0
+    assumptions: list[str] = []
+    function = unit.model.enclosing_function(region.span.start_byte)
+    host_env = unit.env_at(region.span.start_byte)
+    types = host_types(unit, function, region.span.start_byte)
+    body_end = region.body_span.end_byte
+    body_text = unit.data[region.body_span.start_byte : body_end].decode("utf-8", errors="replace")
+    expanded = unit.model.expand(body_text)
+    if expanded.strip().endswith(")"):
+        # a loop header hidden in a macro (`KERNEL_LOOP(i, n) { ... }`): the block that follows
+        # belongs to it
+        statement_node = unit.tree.root_node.descendant_for_byte_range(region.body_span.start_byte, body_end)
+        while (statement_node is not None and statement_node.parent is not None
+               and statement_node.parent.start_byte == statement_node.start_byte
+               and statement_node.parent.type not in ("compound_statement", "translation_unit")):
+            statement_node = statement_node.parent
+        following = statement_node.next_named_sibling if statement_node is not None else None
+        if following is not None:
+            body_end = following.end_byte
+            body_text = unit.data[region.body_span.start_byte : body_end].decode("utf-8", errors="replace")
+            expanded = unit.model.expand(body_text)
+    wrapped = f"void __perflsp_region() {{\n{expanded}\n}}\n".encode("utf-8", errors="replace")
+    parsed = unit.model.parse_function(wrapped)
+    fn = parsed.node if parsed is not None else None
+    if fn is None:
+        return uncertain_facts("the offloaded statement could not be parsed"), None, 0
+    body = fn.child_by_field_name("body")
+    statement = next((c for c in body.named_children if c.type not in ("comment", "preproc_call")), None) if body else None
+    threads = None
+    teams = None
+    limit = region.clause("thread_limit")
+    if limit is not None and limit.value is not None and isinstance(limit.value.value, (int, float)):
+        threads = int(limit.value.value)
+    override = unit.options.launch_override
+    if override is not None:
+        teams = math.prod(override[0])
+        threads = math.prod(override[1])
+    num_teams = region.clause("num_teams")
+    if teams is None and num_teams is not None and num_teams.value is not None and isinstance(num_teams.value.value, (int, float)):
+        teams = int(num_teams.value.value)
+    words = set(region.directive.split())
+    spmd = ("teams" in words and not words & {"distribute", "for", "loop", "simd"}
+            and _OMP_SPMD_CALLS.search(expanded) is not None and _nested_worksharing_loop(statement) is None
+            if statement is not None else False)
+    if spmd and (teams is None or threads is None):
+        # CUDA-style region (every thread of every team runs it, indexing itself with
+        # omp_get_team_num()/omp_get_thread_num()) whose launch shape the source does not say
+        threads = threads or 256
+        teams = teams or max(1, int(cost.assumed_problem_size // threads))
+        assumptions.insert(0, f"problem size unknown: assumed large ({count_text(float(teams * threads))} threads, "
+                              f"{teams} teams × {threads}), data beyond L2")
+    shape = LaunchShape((float(teams), 1.0, 1.0) if teams else None, (float(threads), 1.0, 1.0) if threads else None)
+    walker = KernelWalker(wrapped, cost, shape, dict(unit.type_aliases), unit.callees,
+                          line_offset=region.body_span.start.line - 1)
+    walker.scopes[0].update(unit.globals)
+    extents = bind_host_variables(unit, walker, types, host_env, expanded)
+    parallel_levels = 0
+    if words & {"distribute", "for", "loop", "simd"}:
+        collapse = region.clause("collapse")
+        parallel_levels = int(collapse.value.value) if collapse and collapse.value and isinstance(collapse.value.value, (int, float)) else 1
+    work_items, items_note, unknown_atoms = _walk_region(walker, statement, parallel_levels, assumptions)
+    result = walker.result()
+    if parallel_levels == 0 and "teams" in words and teams and threads and work_items == 1.0:
+        # SPMD-style region: every thread of every team runs the body, indexing itself with
+        # omp_get_team_num()/omp_get_thread_num()
+        work_items = float(teams * threads)
+        items_note = f"{count_text(work_items)} threads ({teams} teams × {threads} threads) run the region"
+    if unknown_atoms:
+        known_part = work_items or 1.0
+        if override is not None:
+            # the runtime sizes the launch from the loop's trip count: the launch tells it
+            assert teams is not None and threads is not None  # both come from the override
+            total = max(float(teams * threads), known_part)
+            items_note = f"{count_text(total)} iterations (from the launch: {teams} teams × {threads} threads)"
+        else:
+            total = max(cost.assumed_problem_size, known_part)
+            assumptions.insert(0, f"problem size unknown: assumed large ({count_text(total)} iterations), data beyond L2")
+            items_note = "iteration count unknown"
+        share = (total / known_part) ** (1.0 / len(unknown_atoms))
+        for atom in unknown_atoms:
+            walker.cardinality[atom] = max(1.0, share)
+        work_items = total
+    per_item = calibrated(result.counts, cost, cost.int_per_omp_iteration)
+    fast_atom = f"o{max(parallel_levels, 1) - 1}"
+    sizes_assumed = any(a.startswith("problem size unknown") for a in assumptions)
+    serial = not words & {"teams", "parallel", "distribute", "for", "loop", "simd"} and \
+        (statement is None or _nested_worksharing_loop(statement) is None)
+    return finish(cost, per_item, work_items, items_note, result, assumptions, fast_atom, extents,
+                   sizes_assumed=sizes_assumed, one_item_expected=serial), threads, 0
+
+
+_OMP_SPMD_CALLS = re.compile(r"\bomp_get_(?:team|thread)_num\s*\(")
+
+
+def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assumptions: list[str]
+                 ) -> tuple[float, str, list[str]]:
+    """Walk the offloaded statement; the first `levels` loops of the nest are the parallel
+    iteration space. Returns (product of the known trip counts, note, atoms whose trip count
+    is unknown)."""
+    if statement is None:
+        return 1.0, "empty region", []
+    node: Node | None = statement
+    if levels == 0:
+        inner = _nested_worksharing_loop(statement)
+        if inner is None:
+            walker.walk_statement(node)
+            return 1.0, "1 (the region runs serially: no worksharing loop)", []
+        node, levels = inner, 1
+    items = 1.0
+    notes = []
+    unknown: list[str] = []
+    for level in range(levels):
+        loop = _unwrap_loop(node)
+        if loop is None:
+            break
+        walker.scopes.append({})
+        init = loop.child_by_field_name("initializer")
+        cond = loop.child_by_field_name("condition")
+        update = loop.child_by_field_name("update")
+        var, start = walker._loop_init(init)
+        trip, origin, note, step = walker._trip_count(var, start, cond, update, loop)
+        atom = f"o{level}"
+        if origin in ("assumed", "data-dependent"):
+            unknown.append(atom)
+        else:
+            items *= max(trip, 1.0)
+        walker.cardinality[atom] = max(1.0, trip)
+        if var is not None:
+            lin = (start.lin if start is not None else Linear.constant(0.0)).add(
+                Linear.atom(atom).scale(step.value if step is not None and step.value else 1.0))
+            walker.assign(var, Val(start.ctype if start is not None else INT, None, lin))
+        notes.append(f"{var or '?'}: {trip:g} ({note})")
+        walker.loops.append(LoopFact(walker.line(loop), var, trip, origin if origin != "grid-stride" else "constant",  # type: ignore[arg-type]
+                                     f"parallel: {note}"))
+        node = loop.child_by_field_name("body")
+    walker.walk_statement(node)
+    return items, "iterations " + " × ".join(notes), unknown
+
+
+def _unwrap_loop(node: Node | None) -> Node | None:
+    while node is not None and node.type == "compound_statement":
+        statements = [c for c in node.named_children if c.type not in ("comment", "preproc_call")]
+        if len(statements) != 1:
+            return None
+        node = statements[0]
+    return node if node is not None and node.type == "for_statement" else None
+
+
+def _nested_worksharing_loop(node: Node) -> Node | None:
+    """In `#pragma omp target` + `{ #pragma omp teams distribute parallel for ... }`, the loop
+    after the nested pragma."""
+    stack = [node]
+    while stack:
+        n = stack.pop(0)
+        for child in n.named_children:
+            if child.type == "preproc_call" and re.search(r"\b(for|distribute|loop)\b", (child.text or b"").decode("utf-8", "replace")):
+                nxt = child.next_named_sibling
+                while nxt is not None and nxt.type in ("comment", "preproc_call"):
+                    nxt = nxt.next_named_sibling
+                if nxt is not None and nxt.type == "for_statement":
+                    return nxt
+            if child.type == "compound_statement":
+                stack.append(child)
+    return None

@@ -1,0 +1,130 @@
+"""One analysis pipeline for every front end: `perflsp check`, `perflsp eval`, the language
+server and its workspace scan.
+
+    prepared = prepare_file(path, data, resolver, options)     # text -> tree, kernels, options
+    analysis = FileAnalysis(prepared.data, prepared.tree, prepared.kernels, prepared.options)
+    reports = analysis.reports(gpus)                           # or analysis.report(kernel, gpus)
+
+`prepare_file` reads a file the way `check` does: the preprocessor's view with the local
+headers (and, for a file another source `#include`s, that source's context), the kernels
+extracted in it, and the launch sites of its kernels in the sources that include it. The
+server extracts incrementally instead and passes its own text through `FileAnalysis` (with
+`includer_launches` in the options), so what it shows is what `check` shows.
+
+`FileAnalysis` builds the program model once, on first need, and analyses kernels one at a
+time (the server reuses reports by `analysis_key` and stops at a deadline). Whatever the engine
+trips on becomes an `uncertain` report naming the failure (`uncertain_report`, the one place
+such a report is built), never an exception.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tree_sitter import Tree
+
+from perflsp.analysis.engine import analyze_kernel, uncertain_report
+from perflsp.analysis.includers import includer_launches
+from perflsp.analysis.models import KernelReport
+from perflsp.analysis.options import DEFAULT_OPTIONS, AnalysisOptions
+from perflsp.analysis.unit import AnalysisUnit
+from perflsp.hardware.models import Gpu
+from perflsp.kernels.includes import IncludeResolver
+from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion
+from perflsp.kernels.program import ProgramModel, read_source
+from perflsp.source.positions import LineIndex
+
+log = logging.getLogger(__name__)
+
+Kernel = CudaFunction | OmpRegion
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedFile:
+    """A file read for analysis: its text, tree, line index, kernels and the options it is
+    analysed with (its preprocessor environment and outside launch sites filled in)."""
+
+    data: bytes
+    tree: Tree
+    lines: LineIndex
+    kernels: FileKernels
+    options: AnalysisOptions
+
+
+def prepare_file(path: Path | None, data: bytes, resolver: IncludeResolver, options: AnalysisOptions = DEFAULT_OPTIONS,
+                 defines: dict[str, str] | None = None, include_dirs: tuple[Path, ...] = ()) -> PreparedFile:
+    """Parse and extract `data` (the text of `path`) in its context. `defines` and
+    `include_dirs` come from the build (a compile database); `options.argv`, when set, folds
+    where the program parses its arguments, also in the sources that include the file."""
+    source = read_source(path, data, resolver, defines, include_dirs, includers=True)
+    external = includer_launches(path, source.kernels, resolver, options.argv, defines, include_dirs)
+    return PreparedFile(data, source.tree, source.lines, source.kernels,
+                        dataclasses.replace(options, include_env=source.env, external_launches=external))
+
+
+class FileAnalysis:
+    """The kernels of one file in one context, analysed on demand over one program model."""
+
+    def __init__(self, data: bytes, tree: Tree, kernels: FileKernels, options: AnalysisOptions,
+                 lines: LineIndex | None = None, *, model: ProgramModel | None = None):
+        """`model`: the program model of this text, when the caller keeps one (built with the
+        options' `include_env` and `argv`); else it is built on first need."""
+        self.data = data
+        self.tree = tree
+        self.kernels = kernels
+        self.options = options
+        self.lines = lines
+        self._model = model
+        self._unit: AnalysisUnit | None = None
+        self._failure: str | None = None  # why the model could not be built
+
+    @classmethod
+    def of(cls, prepared: PreparedFile) -> FileAnalysis:
+        return cls(prepared.data, prepared.tree, prepared.kernels, prepared.options, prepared.lines)
+
+    def _prepared_unit(self) -> AnalysisUnit | None:
+        if self._unit is None and self._failure is None:
+            try:
+                self._unit = AnalysisUnit(self.data, self.tree, self.kernels, self.options, self.lines, model=self._model)
+            except Exception as exc:  # noqa: BLE001 - every kernel then gets `uncertain` with this reason
+                log.warning("the static engine failed to prepare %s: %s: %s", self.kernels.path or "a document",
+                            type(exc).__name__, exc)
+                self._failure = failure_reason(exc)
+        return self._unit
+
+    def report(self, kernel: Kernel, gpus: Sequence[Gpu]) -> KernelReport:
+        """The engine's report of `kernel`, or an `uncertain` one naming the failure."""
+        unit = self._prepared_unit()
+        if unit is None:
+            return uncertain_report(kernel, self._launches(kernel), gpus, self._failure or "engine error")
+        try:
+            return analyze_kernel(unit, kernel, gpus)
+        except Exception as exc:  # noqa: BLE001 - one kernel the engine trips on must not hide the rest
+            log.warning("the static engine failed on %s: %s: %s", kernel.name, type(exc).__name__, exc)
+            return uncertain_report(kernel, self._launches(kernel), gpus, failure_reason(exc))
+
+    def reports(self, gpus: Sequence[Gpu]) -> list[KernelReport]:
+        """Reports of every kernel, then every OpenMP region, in document order."""
+        kernels: list[Kernel] = [*self.kernels.kernels, *self.kernels.omp_regions]
+        return [self.report(kernel, gpus) for kernel in kernels]
+
+    def release(self) -> None:
+        """Forget the program model (it holds the whole text's helper structures)."""
+        self._unit = None
+
+    def _launches(self, kernel: Kernel) -> list:
+        return self.kernels.launches_of(kernel) if isinstance(kernel, CudaFunction) else []
+
+
+def failure_reason(exc: BaseException) -> str:
+    return f"engine error: {type(exc).__name__}: {exc}"
+
+
+def analyze_file(data: bytes, tree: Tree, kernels: FileKernels, gpus: Sequence[Gpu],
+                 options: AnalysisOptions = DEFAULT_OPTIONS, lines: LineIndex | None = None) -> list[KernelReport]:
+    """Every kernel's and region's report (see `FileAnalysis`)."""
+    return FileAnalysis(data, tree, kernels, options, lines).reports(gpus)

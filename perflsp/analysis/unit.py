@@ -1,0 +1,152 @@
+"""The analysis' view of one file: the program model (`perflsp.kernels.program`) read as types
+and values the walker understands, with the options of the run.
+
+    unit = AnalysisUnit(data, tree, file_kernels, options)        # builds the model
+    unit = AnalysisUnit.of(model, options)                         # over a model already built
+
+What is typed here (typedefs as `CType`, file-scope device arrays as `Val`, device functions as
+`Callee`) is built on first use and kept in the unit's own fields.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from functools import cached_property
+
+from tree_sitter import Node, Tree
+
+from perflsp.analysis.ctype import CType, parse_type
+from perflsp.analysis.extents import Extent
+from perflsp.analysis.options import AnalysisOptions
+from perflsp.analysis.walker import Callee, Val
+from perflsp.kernels.consteval import ConstEnv, Value
+from perflsp.kernels.models import CudaFunction, FileKernels
+from perflsp.kernels.program import ProgramModel
+from perflsp.source.positions import LineIndex
+
+HostTypes = dict[str, tuple[CType, tuple[float, ...]]]  # variable -> (type, array dimensions)
+
+
+class AnalysisUnit:
+    """Per-file state shared by the kernels of one document version."""
+
+    def __init__(self, data: bytes, tree: Tree, kernels: FileKernels, options: AnalysisOptions,
+                 lines: LineIndex | None = None, *, model: ProgramModel | None = None):
+        self.model = model if model is not None else ProgramModel(data, tree, kernels, options.include_env,
+                                                                  options.argv, lines)
+        self.options = options
+        self.data = self.model.data
+        self.tree = self.model.tree
+        self.kernels = self.model.kernels
+        self.ctx = self.model.ctx
+        self.env: ConstEnv = self.model.env
+        # memos of the analysis modules (filled on first use)
+        self.extents: dict[str, Extent] = {}  # analysis.extents: variable -> its allocation's size
+        self.host_types: dict[int, HostTypes] = {}  # analysis.host_types: function start -> types
+
+    @classmethod
+    def of(cls, model: ProgramModel, options: AnalysisOptions) -> AnalysisUnit:
+        return cls(model.data, model.tree, model.kernels, options, model=model)
+
+    @cached_property
+    def type_aliases(self) -> dict[str, CType]:
+        aliases: dict[str, CType] = {}
+        for node in self.tree.root_node.named_children:
+            self._collect_aliases(node, aliases, depth=0)
+        # typedefs of the local headers (`typedef real8 Real_t;`), resolved through each other
+        header_aliases = self.model.header_type_aliases
+        for _ in range(3):
+            for name, text in header_aliases.items():
+                if name not in aliases or aliases[name].kind in ("unknown", "struct"):
+                    aliases[name] = parse_type(text, aliases)
+        return aliases
+
+    def _collect_aliases(self, node: Node, aliases: dict[str, CType], depth: int) -> None:
+        if node.type == "type_definition":
+            type_node = node.child_by_field_name("type")
+            for declarator in node.children_by_field_name("declarator"):
+                stars = self.ctx.text(declarator).count("*")
+                name = re.sub(r"[^\w]", "", self.ctx.text(declarator))
+                aliases.setdefault(name, parse_type(self.ctx.text(type_node) + "*" * stars, aliases))
+        elif node.type == "alias_declaration":
+            name_node = node.child_by_field_name("name")
+            type_node = node.child_by_field_name("type")
+            if name_node is not None and type_node is not None:
+                aliases.setdefault(self.ctx.text(name_node), parse_type(self.ctx.text(type_node), aliases))
+        elif node.type in ("namespace_definition", "declaration_list", "preproc_if", "preproc_ifdef", "preproc_else",
+                           "linkage_specification") and depth < 6:
+            for child in node.named_children:
+                self._collect_aliases(child, aliases, depth + 1)
+
+    @cached_property
+    def globals(self) -> dict[str, Val]:
+        """File-scope `__device__`/`__constant__` arrays and variables."""
+        out: dict[str, Val] = {}
+        for node in self.tree.root_node.named_children:
+            if node.type != "declaration":
+                continue
+            text = self.ctx.text(node)
+            head = text.split("=", 1)[0]
+            space = "const" if "__constant__" in head else ("global" if "__device__" in head or "__managed__" in head else None)
+            if space is None:
+                continue
+            base = parse_type(self.ctx.text(node.child_by_field_name("type")), self.type_aliases)
+            for declarator in node.children_by_field_name("declarator"):
+                name = re.match(r"\W*(\w+)", self.ctx.text(declarator))
+                if name:
+                    out[name.group(1)] = Val(CType(base.kind, base.size_bytes, base.lanes, base.pointer + 1, base.wide),
+                                             root=name.group(1), space=space)
+        return out
+
+    @cached_property
+    def callees(self) -> Callees:
+        """`__device__` functions (and host-device helpers) by simple name, macro-expanded:
+        this file's, then those of the local headers it includes. Built on first lookup of
+        each name: a kernel pays only for the helpers it calls."""
+        return Callees(self.model)
+
+    def function_node(self, fn: CudaFunction) -> Callee | None:
+        parsed = self.model.parsed_function(fn)
+        return Callee(parsed.node, parsed.data) if parsed is not None else None
+
+    def constant(self, name: str) -> tuple[float, str] | None:
+        return self.model.constant(name)
+
+    def fold_at(self, byte_offset: int, text: str) -> Value | None:
+        return self.model.fold_at(byte_offset, text)
+
+    def env_at(self, byte_offset: int, depth: int = 0) -> ConstEnv:
+        return self.model.env_at(byte_offset, depth)
+
+
+class Callees(Mapping[str, Callee]):
+    """A lazy name -> Callee mapping over a model's device functions (see AnalysisUnit.callees)."""
+
+    def __init__(self, model: ProgramModel):
+        self._model = model
+        self._built: dict[str, Callee | None] = {}
+
+    def _lookup(self, name: str) -> Callee | None:
+        if name not in self._built:
+            parsed = self._model.device_function(name)
+            self._built[name] = Callee(parsed.node, parsed.data) if parsed is not None else None
+        return self._built[name]
+
+    def __getitem__(self, name: str) -> Callee:
+        found = self._lookup(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._lookup(name) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in self._model.device_function_names() if name in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __bool__(self) -> bool:
+        return True  # `callees or {}` must not build every function to learn that there are some

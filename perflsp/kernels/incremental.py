@@ -1,0 +1,503 @@
+"""Incremental extraction: after an edit, re-extract only the top-level definition it touched.
+
+A full extraction of a 10,000-line file costs ~100 ms, too slow to run on every keystroke. When
+every change (the edited bytes and tree-sitter's `changed_ranges`) lies inside one function
+definition that is the same node before and after, nothing outside it can change: the file's
+constants are collected from top-level declarations only, and the rest of the file parses the
+same. So the kernels, regions and launch sites inside that definition are extracted again with
+the kernels layer's own routines restricted to its byte range, the others are kept (their spans
+moved by the edit's length), and launch sites elsewhere that name a kernel of the definition are
+resolved again. Anything else (an edit between definitions, a changed `#define`, ...) falls back
+to a full extraction. `tests/server/test_incremental_extraction.py` checks, over random edits,
+that the result always equals a full extraction.
+
+This is the program model's incremental build: the server only decides when to run it (its
+documents and scheduling); everything that knows how kernels are extracted lives here, in the
+kernels layer, next to the routines it restricts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from tree_sitter import Node, QueryCursor, Tree
+
+from perflsp.kernels import cuda
+from perflsp.kernels.consteval import ConstEnv
+from perflsp.kernels.context import ExtractionContext
+from perflsp.kernels.includes import scan_directives
+from perflsp.kernels.launches import extract_launches
+from perflsp.kernels.models import (
+    ConstValue,
+    CudaFunction,
+    FileKernels,
+    LaunchSite,
+    OmpRegion,
+    Span,
+)
+from perflsp.kernels.omp import PRAGMA_LINE, extract_regions, pragma_macros
+from perflsp.kernels.symbols import file_env
+from perflsp.kernels.text import COMMENT_OR_STRING, DIGIT_SEPARATOR, function_space_mentions
+from perflsp.source.parser import query
+from perflsp.source.positions import LineIndex
+
+RECOVERED_NOTE = "some kernels were recovered from tokens: the tree has syntax errors around them"
+
+# Nodes whose children are top-level declarations (file_env walks exactly these).
+_CONTAINERS = {
+    "translation_unit", "declaration_list", "preproc_if", "preproc_ifdef", "preproc_else",
+    "preproc_elif", "preproc_elifdef", "linkage_specification", "namespace_definition",
+}
+
+
+@dataclass
+class Extracted:
+    """Extraction result plus what an incremental update reuses."""
+
+    kernels: FileKernels
+    env: ConstEnv  # the file's constants (parent: the preprocessor's macros and header constants)
+    aliases: dict[str, str]  # macros that expand to __global__/__device__
+    token_scan: bool  # whether the token-level fallback for CUDA functions ran
+    token_found: frozenset[int]  # name offsets of functions found only by that fallback
+    omp_line_scan: bool  # whether the line-level fallback for pragmas ran
+    pragma_lines: int  # `#pragma omp target` lines (the fallback's trigger counts them)
+    mentions: int  # `__global__`/`__device__` tokens outside comments (the CUDA fallback's trigger)
+    spans: dict[int, list[Span]] = dataclasses.field(default_factory=dict)  # id(item) -> its spans
+    incremental: bool = False  # how this result was produced (for logs and tests)
+    # What the last update changed: "none", "comment" (only a comment), "kernel" (only the body
+    # of __global__ kernels, no device function or OpenMP region), "other" (one definition), "full".
+    change: str = "full"
+    edit_start: int | None = None  # first changed byte of the last update (positions after it moved)
+
+
+def _tree_functions(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, str], nodes: list[Node]) -> list[CudaFunction]:
+    found: list[CudaFunction] = []
+    seen: set[int] = set()
+    for node in nodes:
+        fn = cuda.from_definition(ctx, node, env, aliases)
+        if fn is not None and fn.name_span.start_byte not in seen:
+            found.append(fn)
+            seen.add(fn.name_span.start_byte)
+    return found
+
+
+def _needs_token_scan(aliases: dict[str, str], tree: Tree, mentions: int, tree_found: int) -> bool:
+    # the condition of `perflsp.kernels.cuda.extract_functions`
+    return bool(aliases) or tree.root_node.has_error or mentions > tree_found
+
+
+def extract_full(data: bytes, tree: Tree, lines: LineIndex, path: str | None, preprocessed: ConstEnv) -> Extracted:
+    """Exactly `perflsp.kernels.extract(data, tree, path, lines, env=preprocessed)`, keeping what
+    an incremental update needs. `preprocessed` is `IncludeResolver.env_for(...)` of the text."""
+    ctx = ExtractionContext(data=data, tree=tree, lines=lines, path=path)
+    env = file_env(ctx, preprocessed)
+    aliases = cuda.macro_aliases(env)
+    found = _tree_functions(ctx, env, aliases, list(cuda.function_definitions(ctx, aliases)))
+    mentions = function_space_mentions(data)  # exact, so that edits can update it
+    token_scan = _needs_token_scan(aliases, tree, mentions, len(found))
+    token_found: set[int] = set()
+    if token_scan:
+        seen = {f.name_span.start_byte for f in found}
+        for fn in cuda.token_fallback(ctx, env, aliases, seen):
+            found.append(fn)
+            token_found.add(fn.name_span.start_byte)
+    found.sort(key=lambda f: f.name_span.start_byte)
+    kernels = [f for f in found if f.space == "global"]
+    regions = extract_regions(ctx, env) if b"omp" in data else []
+    result = FileKernels(
+        path=path,
+        kernels=kernels,
+        device_functions=[f for f in found if f.space == "device"],
+        omp_regions=regions,
+        launches=extract_launches(ctx, env, kernels) if b"<<<" in data else [],
+        has_errors=tree.root_node.has_error,
+        notes=ctx.notes,
+    )
+    if any(k.recovered for k in kernels):
+        result.notes.append(RECOVERED_NOTE)
+    pragma_lines = len(PRAGMA_LINE.findall(data)) if b"omp" in data else 0
+    line_scan = b"omp" in data and pragma_lines > sum(1 for r in regions if not r.recovered)
+    spans = {id(item): spans_of(item) for item in (*found, *regions, *result.launches)}
+    return Extracted(result, env, aliases, token_scan, frozenset(token_found), line_scan, pragma_lines, mentions,
+                     spans)
+
+
+# --------------------------------------------------------------------------- changed region
+
+
+def changed_region(old: bytes, new: bytes) -> tuple[int, int, int] | None:
+    """(start, old_end, new_end) of the smallest byte range that differs; None if equal."""
+    if old == new:
+        return None
+    n = min(len(old), len(new))
+    lo, hi = 0, n
+    while lo < hi:  # longest common prefix (bytes comparisons run at memcmp speed)
+        mid = (lo + hi + 1) // 2
+        if old[:mid] == new[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    prefix = lo
+    lo, hi = 0, n - prefix
+    while lo < hi:  # longest common suffix not overlapping the prefix
+        mid = (lo + hi + 1) // 2
+        if old.endswith(new[len(new) - mid:]):
+            lo = mid
+        else:
+            hi = mid - 1
+    return prefix, len(old) - lo, len(new) - lo
+
+
+def _unit(root: Node, lo: int, hi: int) -> Node | None:
+    """The top-level function definition (or comment) containing [lo, hi], or None."""
+    node = root
+    while True:
+        child = None
+        for c in node.named_children:
+            if c.start_byte <= lo and hi <= c.end_byte:
+                child = c
+                break
+            if c.start_byte > hi:
+                break
+        if child is None:
+            return None
+        if child.type in _CONTAINERS:
+            node = child
+            continue
+        if child.type == "function_definition" or child.type == "comment":
+            return child
+        if child.type == "template_declaration" and any(c.type == "function_definition" for c in child.named_children):
+            return child
+        return None
+
+
+# --------------------------------------------------------------------------- restricted extraction
+
+
+def _range_context(data: bytes, tree: Tree, lines: LineIndex, path: str | None, lo: int, hi: int) -> ExtractionContext:
+    """An extraction context whose queries and token scans see only bytes [lo, hi)."""
+    return ExtractionContext(data=data, tree=tree, lines=lines, path=path, byte_range=(lo, hi))
+
+
+def _unit_function_nodes(ctx: ExtractionContext, aliases: dict[str, str]) -> list[Node]:
+    """`cuda.function_definitions` restricted to the context's range."""
+    nodes = {g["function"][0].start_byte: g["function"][0] for g in ctx.matches["function"]}
+    if aliases:
+        cursor = QueryCursor(query("function_definitions"))
+        lo, hi = ctx.byte_range or (0, len(ctx.data))
+        cursor.set_byte_range(lo, hi)
+        for n in cursor.captures(ctx.tree.root_node).get("function", []):
+            if lo <= n.start_byte and n.end_byte <= hi:
+                nodes.setdefault(n.start_byte, n)
+    return [nodes[k] for k in sorted(nodes)]
+
+
+# --------------------------------------------------------------------------- moving spans
+
+
+_SPAN_CARRIERS = ("Span", "ConstValue", "LaunchBounds", "LoopHeader", "OmpClause")
+_FIELDS_CACHE: dict[type, tuple[str, ...]] = {}
+
+
+def _span_fields(cls: type) -> tuple[str, ...]:
+    names = _FIELDS_CACHE.get(cls)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(cls) if any(t in str(f.type) for t in _SPAN_CARRIERS))
+        _FIELDS_CACHE[cls] = names
+    return names
+
+
+def spans_of(value: Any, out: list[Span] | None = None) -> list[Span]:
+    """Every Span object reachable from an extraction item."""
+    out = [] if out is None else out
+    if isinstance(value, Span):
+        out.append(value)
+    elif isinstance(value, ConstValue):  # not a dataclass: its folding is deferred
+        if value.span is not None:
+            out.append(value.span)
+    elif isinstance(value, tuple):
+        for v in value:
+            spans_of(v, out)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for name in _span_fields(type(value)):
+            spans_of(getattr(value, name), out)
+    return out
+
+
+def _shift_in_place(spans: list[Span], delta: int) -> None:
+    """Move spans after an edit. Extraction items are shared by consecutive versions and only the
+    newest is ever read, so moving the spans in place is safe and much cheaper than rebuilding
+    hundreds of frozen dataclasses per keystroke."""
+    for span in spans:
+        span.start_byte += delta
+        span.end_byte += delta
+        span._start = None
+        span._end = None
+
+
+def _open_ended(segment: bytes) -> bool:
+    """Whether a comment or string (as the token and line fallbacks blank them) starts in
+    `segment` and is not closed in it: then it blanks text beyond the segment too."""
+    if not (b"/*" in segment or b'"' in segment or b"'" in segment):
+        return False
+    for m in COMMENT_OR_STRING.finditer(DIGIT_SEPARATOR.sub(b"0", segment)):
+        if m.end() < len(segment):
+            continue
+        text = m.group()
+        return not (text.startswith(b"/*") and len(text) >= 4 and text.endswith(b"*/"))
+    return False
+
+
+def _directives(segment: bytes) -> list[tuple[str, str]]:
+    """Preprocessor directives other than `#pragma` (which the preprocessor pass ignores)."""
+    if b"#" not in segment:
+        return []
+    return [(d.name, d.argument) for d in scan_directives(segment) if d.name != "pragma"]
+
+
+def _extent(item: CudaFunction | OmpRegion | LaunchSite) -> tuple[int, int]:
+    if isinstance(item, OmpRegion):
+        end = max(item.span.end_byte, item.body_span.end_byte if item.body_span else 0)
+        return item.span.start_byte, end
+    return item.span.start_byte, item.span.end_byte
+
+
+def _signature(fn: CudaFunction) -> tuple[Any, ...]:
+    return (fn.name, fn.qualified_name, fn.specialization_args, tuple(p.type for p in fn.params), fn.space)
+
+
+# --------------------------------------------------------------------------- the update
+
+
+@dataclass(frozen=True, slots=True)
+class _Edit:
+    """An edit confined to one top-level definition: `start` is its first changed byte,
+    `delta` the change in length; the definition spans [a, b) now and [a, old_b) before."""
+
+    start: int
+    delta: int
+    a: int
+    b: int
+    old_b: int
+    unit: Node
+
+
+def _confined_edit(previous: Extracted, old_data: bytes, old_tree: Tree, new_data: bytes, new_tree: Tree,
+                   edited_old_tree: Tree, region: tuple[int, int, int]) -> _Edit | None:
+    """The definition an edit is confined to, or None when nothing outside it is sure to stay."""
+    start, old_end, new_end = region
+    delta = new_end - old_end
+    lo, hi = start, new_end
+    for r in new_tree.changed_ranges(edited_old_tree):
+        lo, hi = min(lo, r.start_byte), max(hi, r.end_byte)
+    unit = _unit(new_tree.root_node, lo, hi)
+    if unit is None:
+        return None
+    a, b = unit.start_byte, unit.end_byte
+    old_b = b - delta
+    old_unit = _unit(old_tree.root_node, min(start, old_b), min(max(start, old_end), old_b))
+    if old_unit is None or (old_unit.type, old_unit.start_byte, old_unit.end_byte) != (unit.type, a, old_b):
+        return None
+    if (b"omp" in new_data) != (b"omp" in old_data) or (b"<<<" in new_data) != (b"<<<" in old_data):
+        return None  # extract() skips whole passes on these tokens
+    if b"_Pragma" in new_data or b"_Pragma" in old_data or pragma_macros(previous.env):
+        return None  # directives written as `_Pragma` (or macros of it) are found by a text scan of the file
+    if _directives(old_data[a:old_b]) != _directives(new_data[a:b]):
+        return None  # the preprocessor's view of the file (its macros) may have changed
+    if _open_ended(old_data[a:old_b]) or _open_ended(new_data[a:b]):
+        return None  # the fallbacks' comment/string blanking would run past the definition
+    return _Edit(start, delta, a, b, old_b, unit)
+
+
+def _partition(old_fk: FileKernels, a: int, old_b: int
+               ) -> tuple[dict[str, list[Any]], dict[str, list[Any]], list[CudaFunction]] | None:
+    """The previous items before and after the definition [a, old_b), by kind, and the
+    functions it held; None when an item straddles its boundary."""
+    before: dict[str, list[Any]] = {"functions": [], "regions": [], "launches": []}
+    after: dict[str, list[Any]] = {"functions": [], "regions": [], "launches": []}
+    replaced_functions: list[CudaFunction] = []
+    groups: dict[str, list[Any]] = {
+        "functions": [*old_fk.kernels, *old_fk.device_functions],
+        "regions": list(old_fk.omp_regions),
+        "launches": list(old_fk.launches),
+    }
+    for name, items in groups.items():
+        for item in items:
+            s, e = _extent(item)
+            if e <= a and s < a:
+                before[name].append(item)
+            elif s >= old_b and (s > old_b or e > old_b):
+                after[name].append(item)
+            elif s >= a and e <= old_b:
+                if name == "functions":
+                    replaced_functions.append(item)
+            else:
+                return None
+    return before, after, replaced_functions
+
+
+def _regions(previous: Extracted, ctx: ExtractionContext, old_data: bytes, new_data: bytes, edit: _Edit,
+             before: dict[str, list[Any]], after: dict[str, list[Any]]) -> tuple[list[OmpRegion], bool, int] | None:
+    """(regions of the definition, whether the line-level fallback runs, `#pragma omp target`
+    lines of the file); filters `before`/`after` as a full extraction would. None: extract in full."""
+    if b"omp" not in new_data:
+        return [], False, 0
+    a, b, old_b = edit.a, edit.b, edit.old_b
+    # `#pragma` lines are single lines: recount only those of the definition's lines.
+    line_start = new_data.rfind(b"\n", 0, a) + 1
+    old_stop, new_stop = old_data.find(b"\n", old_b), new_data.find(b"\n", b)
+    old_stop = len(old_data) if old_stop < 0 else old_stop
+    new_stop = len(new_data) if new_stop < 0 else new_stop
+    pragma_lines = (previous.pragma_lines - len(PRAGMA_LINE.findall(old_data, line_start, old_stop))
+                    + len(PRAGMA_LINE.findall(new_data, line_start, new_stop)))
+    new_regions = extract_regions(ctx, previous.env) if b"pragma" in new_data[a:b] else []
+    if any(r.span.start_byte < a or _extent(r)[1] > b for r in new_regions):
+        return None
+    outside_tree_regions = sum(1 for r in (*before["regions"], *after["regions"]) if not r.recovered)
+    line_scan = pragma_lines > outside_tree_regions + sum(1 for r in new_regions if not r.recovered)
+    if line_scan and not previous.omp_line_scan:
+        return None
+    if not line_scan:
+        new_regions = [r for r in new_regions if not r.recovered]
+        before["regions"] = [r for r in before["regions"] if not r.recovered]
+        after["regions"] = [r for r in after["regions"] if not r.recovered]
+    return new_regions, line_scan, pragma_lines
+
+
+def _launches(ctx: ExtractionContext, env: ConstEnv, new_data: bytes, new_tree: Tree, lines: LineIndex,
+              path: str | None, kernels: list[CudaFunction], replaced: list[CudaFunction], new: list[CudaFunction],
+              before: list[LaunchSite], after: list[LaunchSite]) -> list[LaunchSite]:
+    """Launch sites: the definition's extracted again, the others kept (and resolved again
+    when they name a kernel the edit changed)."""
+    if b"<<<" not in new_data:
+        return []
+    replaced_kernels = [f for f in replaced if f.space == "global"]
+    new_kernels = [f for f in new if f.space == "global"]
+    changed_names = {f.name for f in replaced_kernels} | {f.name for f in new_kernels}
+    if sorted(map(_signature, replaced_kernels)) == sorted(map(_signature, new_kernels)):
+        changed_names = set()  # same kernels by resolution rules: other launches resolve as before
+    inside = extract_launches(ctx, env, kernels)
+
+    def reresolve(site: LaunchSite) -> LaunchSite:
+        if site.name not in changed_names:
+            return site
+        single = _range_context(new_data, new_tree, lines, path, site.span.start_byte, site.span.end_byte)
+        redone = extract_launches(single, env, kernels)
+        return redone[0] if redone else site
+
+    return [reresolve(s) for s in before] + inside + [reresolve(s) for s in after]
+
+
+def extract_incremental(
+    previous: Extracted,
+    old_data: bytes,
+    old_tree: Tree,
+    new_data: bytes,
+    new_tree: Tree,
+    edited_old_tree: Tree,
+    lines: LineIndex,
+    path: str | None,
+) -> Extracted | None:
+    """Update `previous` (extracted from `old_data`/`old_tree`) for the new text, or None when
+    the change is not confined to one definition (the caller then extracts in full)."""
+    region = changed_region(old_data, new_data)
+    old_fk = previous.kernels
+    if region is None:
+        return dataclasses.replace(previous, incremental=True, change="none")
+    edit = _confined_edit(previous, old_data, old_tree, new_data, new_tree, edited_old_tree, region)
+    if edit is None:
+        return None
+    a, b, old_b, delta = edit.a, edit.b, edit.old_b, edit.delta
+    partition = _partition(old_fk, a, old_b)
+    if partition is None:
+        return None
+    before, after, replaced_functions = partition
+
+    ctx = _range_context(new_data, new_tree, lines, path, a, b)
+    env, aliases = previous.env, previous.aliases
+
+    # CUDA functions: the tree's, then the token fallback exactly when a full extraction runs it.
+    unit_functions = _tree_functions(ctx, env, aliases, _unit_function_nodes(ctx, aliases))
+    outside_tree = sum(1 for f in (*before["functions"], *after["functions"])
+                       if f.name_span.start_byte not in previous.token_found)
+    # The definition cannot start or end inside a comment (`_open_ended`): its mentions add up.
+    unit_tokens = function_space_mentions(new_data[a:b])
+    mentions = previous.mentions - function_space_mentions(old_data[a:old_b]) + unit_tokens
+    token_scan = _needs_token_scan(aliases, new_tree, mentions, outside_tree + len(unit_functions))
+    unit_token_found: list[CudaFunction] = []
+    # When the last extraction needed no fallback, every mention outside the definition belongs
+    # to a function the tree found (each found function holds one): the fallback, if it runs
+    # now, can only find something new inside the definition.
+    if token_scan and (aliases or unit_tokens > len(unit_functions)):
+        # (each function the tree found accounts for one token: only a surplus can be another)
+        seen = {f.name_span.start_byte for f in unit_functions}
+        unit_token_found = [f for f in cuda.token_fallback(ctx, env, aliases, seen)
+                            if a <= f.span.start_byte and f.span.end_byte <= b]
+    elif not token_scan:
+        before["functions"] = [f for f in before["functions"] if f.name_span.start_byte not in previous.token_found]
+        after["functions"] = [f for f in after["functions"] if f.name_span.start_byte not in previous.token_found]
+    new_functions = unit_functions + unit_token_found
+
+    # OpenMP regions: the line-level fallback likewise.
+    found_regions = _regions(previous, ctx, old_data, new_data, edit, before, after)
+    if found_regions is None:
+        return None
+    new_regions, line_scan, pragma_lines = found_regions
+
+    # Token-found functions are remembered by name offset: note them before spans move.
+    token_found = {f.name_span.start_byte for f in before["functions"] if f.name_span.start_byte in previous.token_found}
+    token_found |= {f.name_span.start_byte + delta for f in after["functions"] if f.name_span.start_byte in previous.token_found}
+    token_found |= {f.name_span.start_byte for f in unit_token_found}
+
+    # Items after the edit move by `delta` (even with delta 0 a replaced line break moves their
+    # positions: the shift also forgets positions computed before).
+    span_lists = previous.spans
+    moved: dict[int, Span] = {}
+    for group in after.values():
+        for item in group:
+            for span in span_lists.get(id(item)) or spans_of(item):
+                moved[id(span)] = span
+    _shift_in_place(list(moved.values()), delta)
+
+    functions = before["functions"] + new_functions + after["functions"]
+    functions.sort(key=lambda f: f.name_span.start_byte)
+    kernels = [f for f in functions if f.space == "global"]
+    device = [f for f in functions if f.space == "device"]
+    launches = _launches(ctx, env, new_data, new_tree, lines, path, kernels, replaced_functions, new_functions,
+                         before["launches"], after["launches"])
+
+    regions = before["regions"] + new_regions + after["regions"]
+    result = FileKernels(
+        path=path,
+        kernels=kernels,
+        device_functions=device,
+        omp_regions=regions if b"omp" in new_data else [],
+        launches=launches,
+        has_errors=new_tree.root_node.has_error,
+        notes=[RECOVERED_NOTE] if any(k.recovered for k in kernels) else [],
+    )
+    spans = {id(item): span_lists.get(id(item)) or spans_of(item)
+             for item in (*functions, *result.omp_regions, *launches)}
+    if edit.unit.type == "comment":
+        change = "comment"
+    elif (replaced_functions or new_functions) and all(f.space == "global" for f in (*replaced_functions, *new_functions)) \
+            and not new_regions and not any(a <= r.span.start_byte < old_b for r in old_fk.omp_regions):
+        change = "kernel"
+    else:
+        change = "other"
+    return Extracted(result, env, aliases, token_scan, frozenset(token_found), line_scan, pragma_lines, mentions,
+                     spans, incremental=True, change=change, edit_start=edit.start)
+
+
+def signature(value: Any) -> Any:
+    """A comparable form of an extraction result (spans as byte ranges)."""
+    if isinstance(value, Span):
+        return (value.start_byte, value.end_byte)
+    if isinstance(value, (list, tuple)):
+        return tuple(signature(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__, *(signature(getattr(value, f.name)) for f in dataclasses.fields(value)
+                                         if f.name != "notes"))
+    return value

@@ -1,0 +1,496 @@
+"""The program model of one file in one context: what the analysis reads from the code.
+
+    model = ProgramModel(data, tree, file_kernels, include_env, argv)
+
+Built once per file context (a text, its preprocessor environment, the program's arguments)
+and shared by every kernel of the file. It holds the preprocessed view (macros, header
+typedefs, the file's folded constants), the call index (`calls_to`, the arguments a function's
+first caller passes), the constants visible at any point (`env_at`), the allocations of the
+host code (`host_allocation`, indexed in one pass over the text) and the OpenMP `map`
+sections; it expands and parses snippets on the analysis' behalf, so the analysis never calls
+the preprocessor or the parser itself. Every memo is a field of the model, filled on first use.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from pathlib import Path
+
+from tree_sitter import Node, QueryCursor, Tree
+
+from perflsp.kernels.consteval import ConstEnv, Value, try_evaluate
+from perflsp.kernels.context import ExtractionContext
+from perflsp.kernels.extract import extract
+from perflsp.kernels.includes import IncludeResolver
+from perflsp.kernels.launches import enclosing_function
+from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
+from perflsp.kernels.omp import parse_clauses, split_directive
+from perflsp.kernels.preprocess import expand_macros
+from perflsp.kernels.symbols import file_env, function_env
+from perflsp.source.files import SkippedFile, load_file
+from perflsp.source.parser import parse, query
+from perflsp.source.positions import LineIndex
+
+Folded = float | tuple
+_PRAGMA = re.compile(rb"^[ \t]*#[ \t]*pragma[ \t]+omp[ \t]+((?:[^\n\\]|\\\r?\n)*)", re.MULTILINE)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedFunction:
+    """A function definition as the analysis walks it: its node and the bytes the node's
+    offsets point into (the file's, or a macro-expanded copy)."""
+
+    node: Node
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class HostAllocation:
+    """The first host-side allocation of a variable in the file, as written.
+
+    `kind` is `malloc`, `calloc`, `aligned_alloc`, `new[]`, `std::vector` or `array`; `offset`
+    is where the statement starts (its constants are folded there); `groups` are the pieces of
+    the statement the size is computed from: the allocator's arguments (`malloc` family), the
+    element type and the one or two bracketed counts (`new[]`), the element type and the
+    constructor's arguments (`std::vector`), the element type and the bracketed dimensions
+    (`array`)."""
+
+    kind: str
+    offset: int
+    groups: tuple[str | None, ...]
+
+
+# The forms as a search for one name would match them at the name's position; the index runs
+# each only where it can match (after a word followed by `=`, at `vector`, before `[`), and a
+# name is found where that search would first find it (`data = malloc(...)` also allocates
+# `ata`, as the suffix of `data`).
+_MALLOC = re.compile(r"(\w++)\s*=\s*(?:\([^()]*\)\s*)?(?:std::)?(malloc|calloc|aligned_alloc)\s*\(([^;]*)\)\s*;")
+_NEW = re.compile(r"(\w++)\s*=\s*new\s+([\w:<> ]+?)\s*\[([^;]+)\]\s*(?:\[([^;\]]+)\])?\s*;")
+_VECTOR = re.compile(r"vector\s*<\s*([\w:<> ]+?)\s*>\s*(\w++)\s*[({]([^;]*?)[)}]\s*;")
+_ARRAY = re.compile(r"\b([A-Za-z_][\w:]*+)\s+(\w++)\s*((?:\[[^\]]+\]\s*)+)\s*[;={]")
+_TYPE_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"  # what `\w` matches in a str pattern
+
+
+def _word_before(text: str, end: int) -> tuple[int, int] | None:
+    """The word that ends where whitespace before `end` begins, as (start, end), or None."""
+    i = end
+    while i > 0 and text[i - 1].isspace():
+        i -= 1
+    word_end = i
+    while i > 0 and _is_word(text[i - 1]):
+        i -= 1
+    return (i, word_end) if i < word_end else None
+
+
+def _index_allocations(text: str) -> list[dict[str, HostAllocation]]:
+    """Per allocation form (in the order they are consulted), the first allocation of each name."""
+    malloc: dict[str, HostAllocation] = {}
+    new: dict[str, HostAllocation] = {}
+    if "alloc" in text or "new" in text:
+        at = text.find("=")
+        while at >= 0:
+            word = _word_before(text, at)
+            if word is not None:
+                start, end = word
+                m = _MALLOC.match(text, start)
+                if m is not None and m.end(1) == end:
+                    for p in range(start, end):  # each suffix of the word is a name the form allocates
+                        malloc.setdefault(text[p:end], HostAllocation(m.group(2), p, (m.group(3),)))
+                m = _NEW.match(text, start)
+                if m is not None and m.end(1) == end:
+                    for p in range(start, end):
+                        new.setdefault(text[p:end], HostAllocation("new[]", p, (m.group(2), m.group(3), m.group(4))))
+            at = text.find("=", at + 1)
+    vector: dict[str, HostAllocation] = {}
+    at = text.find("vector")
+    while at >= 0:
+        m = _VECTOR.match(text, at)
+        if m is not None:
+            vector.setdefault(m.group(2), HostAllocation("std::vector", at, (m.group(1), m.group(3))))
+        at = text.find("vector", at + 1)
+    array: dict[str, HostAllocation] = {}
+    at = text.find("[")
+    while at >= 0:
+        found = _array_before(text, at)
+        if found is not None:
+            start, m = found
+            array.setdefault(m.group(2), HostAllocation("array", start, (m.group(1), m.group(3))))
+        at = text.find("[", at + 1)
+    return [malloc, new, vector, array]
+
+
+def _array_before(text: str, bracket: int) -> tuple[int, re.Match[str]] | None:
+    """`T name[...]` whose first `[` is at `bracket`: where the declaration starts (the first
+    position of the type word that begins a word) and its match."""
+    name = _word_before(text, bracket)
+    if name is None or name[0] == 0 or not text[name[0] - 1].isspace():
+        return None
+    i = name[0]
+    while i > 0 and text[i - 1].isspace():
+        i -= 1
+    run_end = i
+    while i > 0 and (_is_word(text[i - 1]) or text[i - 1] == ":"):
+        i -= 1
+    for p in range(i, run_end):
+        if text[p] in _TYPE_START and (p == 0 or not _is_word(text[p - 1])):
+            m = _ARRAY.match(text, p)
+            return (p, m) if m is not None and m.start(2) == name[0] else None
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """A text read in its context: its tree, line index, the kernels extracted in it and the
+    preprocessor's view it was read with (what a `ProgramModel` is built from)."""
+
+    data: bytes
+    tree: Tree
+    lines: LineIndex
+    kernels: FileKernels
+    env: ConstEnv
+
+
+def read_source(path: Path | None, data: bytes, resolver: IncludeResolver, defines: dict[str, str] | None = None,
+                include_dirs: tuple[Path, ...] = (), includers: bool = True) -> SourceFile:
+    """Parse and extract `data` (the text of `path`) with the macros of its local headers and the
+    build's `defines`/`include_dirs`; with `includers`, a file that a sibling source `#include`s
+    is read in that sibling's context."""
+    env = resolver.env_for(path, data, defines, include_dirs, includers=includers)
+    tree = parse(data)
+    lines = LineIndex(data)
+    kernels = extract(data, tree, path=str(path) if path is not None else None, lines=lines, env=env)
+    return SourceFile(data, tree, lines, kernels, env)
+
+
+class ProgramModel:
+    """Per-file facts shared by the kernels of one document version (see the module docstring)."""
+
+    def __init__(self, data: bytes, tree: Tree, kernels: FileKernels, include_env: ConstEnv | None = None,
+                 argv: Sequence[str] | None = None, lines: LineIndex | None = None):
+        self.data = data
+        self.tree = tree
+        self.kernels = kernels
+        self.ctx = ExtractionContext(data, tree, lines or LineIndex(data), kernels.path)
+        env = file_env(self.ctx, include_env)
+        if argv is not None:
+            base = env
+            while base.parent is not None:
+                base = base.parent
+            base.argv = ("program", *argv)
+        self.env = env
+        self._constants: dict[str, tuple[float, str] | None] = {}
+        self._caller_arguments: dict[tuple[int, int], dict[str, Folded]] = {}
+        self._calls: dict[str, list[Node]] = {}
+        self._local_functions: dict[str, CudaFunction] = {}
+        for fn in kernels.device_functions:
+            self._local_functions.setdefault(fn.name, fn)
+        self._header_functions: list[tuple[bytes, Tree, dict[str, CudaFunction]]] | None = None
+
+    # ------------------------------------------------------------------ preprocessed view
+
+    def expand(self, text: str, env: ConstEnv | None = None, keep_constants: bool = False) -> str:
+        """`text` with the file's macros (or `env`'s) expanded (itself when none occur)."""
+        return expand_macros(text, env if env is not None else self.env, keep_constants=keep_constants)
+
+    def evaluate(self, text: str, env: ConstEnv | None = None) -> Value | None:
+        """The value `text` folds to with the file's constants (or `env`'s), or None."""
+        value, _ = try_evaluate(text, env if env is not None else self.env)
+        return value
+
+    def scoped(self, constants: dict[str, str | Value], parent: ConstEnv | None = None) -> ConstEnv:
+        """An environment with `constants` bound over `parent` (default: the file's)."""
+        return ConstEnv(parent=parent if parent is not None else self.env, constants=constants)
+
+    @cached_property
+    def header_type_aliases(self) -> dict[str, str]:
+        """Typedefs of the local headers (`typedef real8 Real_t;`): name -> type text."""
+        out: dict[str, str] = {}
+        env: ConstEnv | None = self.env
+        while env is not None:
+            for name, text in env.type_aliases.items():
+                out.setdefault(name, text)
+            env = env.parent
+        return out
+
+    @cached_property
+    def headers(self) -> tuple[Path, ...]:
+        """The local headers the translation unit includes, in include order."""
+        env: ConstEnv | None = self.env
+        while env is not None:
+            if env.headers:
+                return tuple(env.headers)
+            env = env.parent
+        return ()
+
+    def constant(self, name: str) -> tuple[float, str] | None:
+        """A macro or file-scope constant by name (a compile-time constant) and the kind of its
+        literal ("int", "f32" for `1e-9f`, "f64"), or None."""
+        if name not in self._constants:
+            value, _ = try_evaluate(name, self.env)
+            if isinstance(value, (int, float)):
+                body = self.env.all_macros().get(name, "")
+                if isinstance(value, int):
+                    kind = "int"
+                elif re.search(r"\d[fF]\b|\.[fF]\b", body):
+                    kind = "f32"
+                else:
+                    kind = "f64"
+                self._constants[name] = (float(value), kind)
+            else:
+                self._constants[name] = None
+        return self._constants[name]
+
+    # ------------------------------------------------------------------ constants at a point
+
+    def fold_at(self, byte_offset: int, text: str) -> Value | None:
+        value, _ = try_evaluate(text, self.env_at(byte_offset))
+        return value
+
+    def env_at(self, byte_offset: int, depth: int = 0) -> ConstEnv:
+        """Constants visible at a point: file constants, the enclosing function's locals, and
+        its parameters as passed by its first caller in this file (two levels up)."""
+        node = self.tree.root_node.descendant_for_byte_range(byte_offset, byte_offset)
+        function = enclosing_function(node) if node is not None else None
+        env = function_env(self.ctx, function, byte_offset, self.env)
+        if function is not None and depth < 2:
+            for name, value in self.caller_arguments(function, depth).items():
+                env.unknown.pop(name, None)
+                env.constants[name] = value
+        return env
+
+    def enclosing_function(self, byte_offset: int) -> Node | None:
+        node = self.tree.root_node.descendant_for_byte_range(byte_offset, byte_offset)
+        return enclosing_function(node) if node is not None else None
+
+    def caller_arguments(self, function: Node, depth: int = 0) -> dict[str, Folded]:
+        """The foldable arguments the first caller of `function` in this file passes, by
+        parameter name."""
+        key = (function.start_byte, depth)
+        if key in self._caller_arguments:
+            return self._caller_arguments[key]
+        self._caller_arguments[key] = {}
+        declarator = function.child_by_field_name("declarator")
+        while declarator is not None and declarator.type != "function_declarator":
+            declarator = declarator.child_by_field_name("declarator")
+        if declarator is None:
+            return {}
+        name_node = declarator.child_by_field_name("declarator")
+        params = declarator.child_by_field_name("parameters")
+        if name_node is None or params is None:
+            return {}
+        name = self.ctx.text(name_node).split("::")[-1]
+        param_names = []
+        for p in params.named_children:
+            m = re.search(r"(\w+)\s*(?:\[.*\])?\s*(?:=.*)?$", self.ctx.text(p))
+            param_names.append(m.group(1) if m else None)
+        values: dict[str, Folded] = {}
+        for call in self.calls_to(name):
+            args = call.child_by_field_name("arguments")
+            if args is None:
+                continue
+            arg_nodes = [a for a in args.named_children if a.type != "comment"]
+            if len(arg_nodes) != len(param_names):
+                continue
+            env = self.env_at(call.start_byte, depth + 1)
+            for pname, arg in zip(param_names, arg_nodes):
+                if pname is None:
+                    continue
+                value, _ = try_evaluate(self.ctx.text(arg), env)
+                if value is not None and not isinstance(value, str):
+                    values[pname] = value
+            break
+        self._caller_arguments[key] = values
+        return values
+
+    def calls_to(self, name: str) -> list[Node]:
+        """Call expressions whose callee's simple name is `name`: found by scanning the text for
+        `name(` and querying just those spots (no walk over the whole tree)."""
+        if name in self._calls:
+            return self._calls[name]
+        found: dict[int, Node] = {}
+        calls_query = query("calls")
+        root = self.tree.root_node
+        for m in re.finditer(rb"\b" + re.escape(name.encode()) + rb"\s*(?:<[^;{}()]*>\s*)?\(", self.data):
+            cursor = QueryCursor(calls_query)
+            cursor.set_byte_range(m.start(), m.end())
+            for _, groups in cursor.matches(root):
+                fn = groups["callee"][0]
+                callee = re.sub(r"<.*", "", self.ctx.text(fn)).split("::")[-1].strip()
+                if callee == name:
+                    call = groups["call"][0]
+                    found[call.start_byte] = call
+        self._calls[name] = [found[k] for k in sorted(found)]
+        return self._calls[name]
+
+    # ------------------------------------------------------------------ allocations
+
+    @cached_property
+    def _allocations(self) -> list[dict[str, HostAllocation]]:
+        # one character per byte: match offsets are byte offsets
+        return _index_allocations(self.data.decode("latin-1"))
+
+    def host_allocation(self, name: str) -> HostAllocation | None:
+        """`name = malloc(...)`, `new T[n]`, `std::vector<T> name(n)`, `T name[N]`: the first of
+        these forms (in that order) that allocates `name`."""
+        for by_name in self._allocations:
+            found = by_name.get(name)
+            if found is not None:
+                return found
+        return None
+
+    @cached_property
+    def map_clauses(self) -> list[tuple[int, list[OmpClause]]]:
+        """(offset, `map`/`to`/`from` clauses) of every OpenMP pragma of the file."""
+        found = []
+        for m in _PRAGMA.finditer(self.data):
+            text = re.sub(r"\\\r?\n", " ", m.group(1).decode("utf-8", errors="replace"))
+            _, rest = split_directive("omp " + text)
+            clauses = [c for c in parse_clauses(rest) if c.name in ("map", "to", "from")]
+            if clauses:
+                found.append((m.start(), clauses))
+        return found
+
+    # ------------------------------------------------------------------ functions
+
+    def parsed_function(self, fn: CudaFunction) -> ParsedFunction | None:
+        """A function of this file, macro-expanded (numeric macros kept by name), as a node."""
+        return _expanded_function(self.data, self.tree, fn, self.env, keep_constants=True, recovered=fn.recovered)
+
+    def device_function(self, name: str) -> ParsedFunction | None:
+        """The `__device__` function `name` of this file, else of the local headers it includes."""
+        if name in self._local_functions:
+            return self.parsed_function(self._local_functions[name])
+        for data, tree, by_name in self._headers_functions():
+            if name in by_name:
+                found = _expanded_function(data, tree, by_name[name], self.env, keep_constants=False, recovered=False)
+                if found is not None:
+                    return found
+        return None
+
+    def device_function_names(self) -> list[str]:
+        """Names `device_function` may find, this file's first."""
+        names = dict.fromkeys(self._local_functions)
+        for _, _, by_name in self._headers_functions():
+            names.update(dict.fromkeys(by_name))
+        return list(names)
+
+    def _headers_functions(self) -> list[tuple[bytes, Tree, dict[str, CudaFunction]]]:
+        if self._header_functions is None:
+            self._header_functions = []
+            for header in self.headers:
+                parsed = _parsed_header(header)
+                if parsed is not None:
+                    data, tree, functions = parsed
+                    by_name: dict[str, CudaFunction] = {}
+                    for fn in functions:
+                        by_name.setdefault(fn.name, fn)
+                    self._header_functions.append((data, tree, by_name))
+        return self._header_functions
+
+    def parse_function(self, text: bytes) -> ParsedFunction | None:
+        """The first function definition of a stand-alone text (a wrapped region body)."""
+        node = first_function(parse(text).root_node)
+        return ParsedFunction(node, text) if node is not None else None
+
+    def including_function_text(self) -> str | None:
+        """The text of the function, in a file of the same folder, whose body `#include`s this
+        file (a fragment `{ #include "step.h" }`), or None."""
+        if not self.kernels.path:
+            return None
+        path = Path(self.kernels.path)
+        directive = re.compile(rb'#\s*include\s*"(?:[^"]*/)?' + re.escape(path.name.encode()) + rb'"')
+        for includer in IncludeResolver().includers_of(path)[:4]:
+            loaded = load_file(includer)
+            if isinstance(loaded, SkippedFile):
+                continue
+            m = directive.search(loaded.data)
+            span = function_around(loaded.data, m.start()) if m is not None else None
+            if span is not None:
+                return loaded.data[span[0] : span[1]].decode("utf-8", errors="replace")
+        return None
+
+
+def first_function(node: Node) -> Node | None:
+    stack = [node]
+    while stack:
+        n = stack.pop(0)
+        if n.type == "function_definition":
+            return n
+        stack.extend(n.named_children)
+    return None
+
+
+def _expanded_function(data: bytes, tree: Tree, fn: CudaFunction, env: ConstEnv, keep_constants: bool,
+                       recovered: bool) -> ParsedFunction | None:
+    text = data[fn.span.start_byte : fn.span.end_byte]
+    expanded = expand_macros(text.decode("utf-8", errors="replace"), env,
+                             keep_constants=keep_constants).encode("utf-8", errors="replace")
+    if expanded == text and not recovered:
+        node = tree.root_node.descendant_for_byte_range(fn.body_span.start_byte, fn.body_span.start_byte)
+        while node is not None and node.type != "function_definition":
+            node = node.parent
+        if node is not None:
+            return ParsedFunction(node, data)
+    found = first_function(parse(expanded).root_node)
+    return ParsedFunction(found, expanded) if found is not None else None
+
+
+@lru_cache(maxsize=256)
+def _parsed_header_cached(path: Path, mtime_ns: int, size: int) -> tuple[bytes, Tree, tuple[CudaFunction, ...]] | None:
+    loaded = load_file(path)
+    if isinstance(loaded, SkippedFile):
+        return None
+    tree = parse(loaded.data)
+    extracted = extract(loaded.data, tree, str(path))
+    return loaded.data, tree, tuple(extracted.device_functions)
+
+
+def _parsed_header(path: Path) -> tuple[bytes, Tree, tuple[CudaFunction, ...]] | None:
+    """A local header's `__device__` functions (parsed once per version of the file)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _parsed_header_cached(path, stat.st_mtime_ns, stat.st_size)
+
+
+_FUNCTION_HEAD = re.compile(rb"[A-Za-z_][\w:<>,\s\*&]*?\b[A-Za-z_][\w:~]*\s*\([^;{}]*\)\s*(?:const\s*)?\{")
+
+
+def function_around(data: bytes, offset: int) -> tuple[int, int] | None:
+    """Byte range of the function definition around `offset`, found from the tokens when the
+    tree lost it (a file that tree-sitter parses as one ERROR node): the last `name(...) {`
+    opened at brace depth 0 before `offset` whose body closes after it."""
+    depth = 0
+    starts: list[int] = []
+    best: tuple[int, int] | None = None
+    for m in re.finditer(rb"[{}]", data):
+        if m.start() > offset and not starts:
+            break
+        if m.group() == b"{":
+            if depth == 0:
+                starts.append(m.start())
+            depth += 1
+        else:
+            depth = max(0, depth - 1)
+            if depth == 0 and starts:
+                brace = starts.pop()
+                if brace < offset < m.end():
+                    best = (brace, m.end())
+                    break
+    if best is None:
+        return None
+    head_from = data.rfind(b"\n\n", 0, best[0])
+    head_from = 0 if head_from < 0 else head_from
+    head = None
+    for m in _FUNCTION_HEAD.finditer(data, head_from, best[0] + 1):
+        if m.end() - 1 == best[0]:
+            head = m.start()
+    return (head, best[1]) if head is not None else None

@@ -1,0 +1,96 @@
+"""The program model (perflsp.kernels.program): what the analysis reads from a file, built once
+per file context and shared by its kernels."""
+
+from __future__ import annotations
+
+import perflsp.kernels.program as program
+from perflsp.analysis.options import AnalysisOptions
+from perflsp.analysis.pipeline import FileAnalysis, analyze_file
+from perflsp.hardware import load_database
+from perflsp.kernels.extract import extract
+from perflsp.kernels.program import ProgramModel
+from perflsp.source.parser import parse
+
+H100 = load_database().get("h100")
+
+HOST = """
+#define N 4096
+__global__ void scale(float *a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] *= 2.0f; }
+__global__ void copy(const float *in, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) out[i] = in[i];
+}
+static void run(int n) {
+  float *d_a, *d_in, *d_out;
+  float *h = (float *)malloc(n * sizeof(float));
+  double *w = new double[N];
+  std::vector<int> v(2 * N);
+  float table[16][N];
+  cudaMalloc(&d_a, n * sizeof(float));
+  cudaMalloc(&d_in, N * sizeof(float));
+  cudaMalloc(&d_out, N * sizeof(float));
+  scale<<<n / 256, 256>>>(d_a, n);
+  copy<<<N / 256, 256>>>(d_in, h, N);  /* mapped host memory: sized by its malloc */
+}
+int main() { run(1 << 20); return 0; }
+"""
+
+
+def model_of(src: str, argv: tuple[str, ...] | None = None) -> ProgramModel:
+    data = src.encode()
+    tree = parse(data)
+    return ProgramModel(data, tree, extract(data, tree), argv=argv)
+
+
+def test_host_allocations_are_indexed_by_form():
+    model = model_of(HOST)
+    h, w, v, table = (model.host_allocation(name) for name in ("h", "w", "v", "table"))
+    assert h is not None and h.kind == "malloc" and h.groups == ("n * sizeof(float)",)
+    assert w is not None and w.kind == "new[]" and w.groups[:2] == ("double", "N")
+    assert v is not None and v.kind == "std::vector" and v.groups == ("int", "2 * N")
+    assert table is not None and table.kind == "array" and table.groups[0] == "float"
+    assert model.host_allocation("d_a") is None  # device memory: found through calls_to(cudaMalloc)
+    assert len(model.calls_to("cudaMalloc")) == 3
+
+
+def test_constants_fold_where_they_are_used_with_the_callers_arguments():
+    model = model_of(HOST)
+    site = next(s for s in model.kernels.launches if s.name == "scale")
+    # `n` is run()'s parameter: its first caller passes 1 << 20
+    assert model.fold_at(site.span.start_byte, "n / 256") == (1 << 20) // 256
+    assert model.constant("N") == (4096.0, "int")
+
+
+def test_one_model_and_one_scan_of_the_host_code_serve_every_kernel(monkeypatch):
+    built, scans = [], []
+    real_init, real_index = ProgramModel.__init__, program._index_allocations
+
+    def counting_init(self, *args, **kwargs):
+        built.append(1)
+        real_init(self, *args, **kwargs)
+
+    def counting_index(text):
+        scans.append(1)
+        return real_index(text)
+
+    monkeypatch.setattr(ProgramModel, "__init__", counting_init)
+    monkeypatch.setattr(program, "_index_allocations", counting_index)
+    data = HOST.encode()
+    tree = parse(data)
+    reports = analyze_file(data, tree, extract(data, tree), [H100])
+    assert [r.name for r in reports] == ["scale", "copy"]
+    assert built == [1] and scans == [1]
+    # the extents the scan found bound the traffic: `copy` moves its two N-float arrays
+    copy = reports[1]
+    assert copy.facts.traffic is not None and copy.facts.traffic.footprint_bytes <= 2 * 4096 * 4
+
+
+def test_an_analysis_over_a_given_model_equals_one_that_builds_it():
+    data = HOST.encode()
+    tree = parse(data)
+    kernels = extract(data, tree)
+    options = AnalysisOptions(argv=("8",))
+    model = ProgramModel(data, tree, kernels, argv=options.argv)
+    shared = FileAnalysis(data, tree, kernels, options, model=model).reports([H100])
+    fresh = FileAnalysis(data, tree, kernels, options).reports([H100])
+    assert [(r.name, r.facts.work_items, r.facts.dram_bytes, r.estimates[0].verdict) for r in shared] == \
+        [(r.name, r.facts.work_items, r.facts.dram_bytes, r.estimates[0].verdict) for r in fresh]
