@@ -106,13 +106,11 @@ def test_roofline_codes_are_declared_once():
 
 
 def test_other_copies_of_the_roofline_codes_agree_with_the_registry():
-    from perflsp.server import engine_adapter
     from perflsp.server.features.common import VERDICT_CODES
     from perflsp.server.settings import ROOFLINE_CODES as SETTINGS_CODES
 
     assert SETTINGS_CODES == ROOFLINE_CODES
     assert {verdict: verdict_rule(verdict).code for verdict in VERDICT_CODES} == VERDICT_CODES
-    assert {c: RULES[c].default_severity for c in ROOFLINE_CODES} == engine_adapter.ROOFLINE_DEFAULTS
 
 
 def test_settings_schema_lists_exactly_the_registered_codes():
