@@ -13,7 +13,7 @@ from tree_sitter import Tree
 from perflsp.analysis.fixes import EditError, set_block_size, validated_fix
 from perflsp.analysis.models import ByteEdit, Fix
 from perflsp.kernels.models import CudaFunction, FileKernels
-from perflsp.tuning.problem import AUTO_BLOCK, _auto_launch
+from perflsp.tuning.problem import AUTO_BLOCK, auto_launch
 from perflsp.tuning.space import TuningSpace, Value
 
 
@@ -42,9 +42,10 @@ def tuned_fix(data: bytes, tree: Tree, kernels: FileKernels, kernel: CudaFunctio
         if current.get(name) == value:
             continue
         if name == AUTO_BLOCK and space.block_params == (AUTO_BLOCK,):
-            site = _auto_launch(kernels, kernel)
-            if site is None:
+            auto = auto_launch(kernels, kernel)
+            if auto is None:
                 raise EditError(f"no launch of `{kernel.name}` with a 1-D block to change")
+            site = auto[0]
             edits.extend(set_block_size(data, tree, site, int(value), allow_any_size=True, file_kernels=kernels).edits)
             continue
         span = _value_span(data, name)

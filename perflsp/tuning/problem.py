@@ -97,11 +97,14 @@ def current_value(data: bytes, name: str) -> tuple[str, Value] | None:
     return None
 
 
-def _auto_launch(kernels: FileKernels, kernel: CudaFunction) -> LaunchSite | None:
+def auto_launch(kernels: FileKernels, kernel: CudaFunction) -> tuple[LaunchSite, int] | None:
+    """The first launch of `kernel` with a literal 1-D block, and its threads per block."""
     for site in kernels.launches_of(kernel):
         value = site.block.value
-        if isinstance(value, int) or (isinstance(value, tuple) and value[1:] == (1, 1)):
-            return site
+        if isinstance(value, int):
+            return site, value
+        if isinstance(value, tuple) and value[1:] == (1, 1):
+            return site, value[0]
     return None
 
 
@@ -136,15 +139,14 @@ def problem_for(data: bytes, kernels: FileKernels, kernel: CudaFunction, gpu: Gp
                                "of this file: perflsp could not apply a tuned value")
         current[name] = found[1]
     if not params:
-        site = _auto_launch(kernels, kernel)
-        if site is None:
+        auto = auto_launch(kernels, kernel)
+        if auto is None:
             raise ProblemError(f"`{kernel.name}` has nothing to tune: no `perflsp:tune` marker and no launch with a "
                                "literal 1-D block in this file")
         limit = gpu.limits.max_threads_per_block if gpu is not None else 1024
         warp = gpu.warp_size if gpu is not None else 32
         params[AUTO_BLOCK] = list(range(warp, limit + 1, warp))
-        value = site.block.value
-        current[AUTO_BLOCK] = value if isinstance(value, int) else value[0]
+        site, current[AUTO_BLOCK] = auto
         block = (AUTO_BLOCK,)
         notes.append(f"block size of the launch at line {site.line + 1}")
     if block is None:
