@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
 
 from perflsp.cli.output import EXIT_OK, EXIT_UNREADABLE, print_json, stdout, warn
+
+if TYPE_CHECKING:
+    from perflsp.kernels.models import LaunchSite
 
 
 @click.command()
@@ -36,8 +40,12 @@ def kernels(paths: tuple[Path, ...], as_json: bool, with_device: bool) -> None:
         for note in result.notes:
             warn(f"{file}: {note}")
         functions = result.kernels + (result.device_functions if with_device else [])
+        sites_of: dict[str, list[LaunchSite]] = {}  # one pass: launches_of per kernel is O(kernels x launches)
+        for site in result.launches:
+            if site.kernel is not None:
+                sites_of.setdefault(site.kernel, []).append(site)
         for fn in sorted(functions, key=lambda f: f.name_span.start_byte):
-            entries.append(function_json(fn, file, result.launches_of(fn) if fn.is_kernel else []))
+            entries.append(function_json(fn, file, sites_of.get(fn.qualified_name, []) if fn.is_kernel else []))
         for region in result.omp_regions:
             entries.append(region_json(region, file))
         for site in result.launches:
