@@ -55,3 +55,23 @@ def test_json_reports_are_indented_unless_large(monkeypatch):
     check_cmd._write_json(large, data)
     assert large.getvalue().count("\n") == 1
     assert json.loads(large.getvalue()) == json.loads(small.getvalue()) == data
+
+
+def test_check_text_without_colour_is_the_coloured_text_unstyled(tmp_path):
+    from rich.console import Console
+    from rich.text import Text
+
+    from perflsp.hardware import load_database
+
+    source = tmp_path / "two.cu"
+    source.write_text("__global__ void twice(float *d, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                      "  if (i < n) d[i] = d[i] * 2.0;\n}\n"
+                      "int main() { float *d; cudaMalloc(&d, 1024 * sizeof(float)); twice<<<4, 256>>>(d, 1024); }\n")
+    run = check_cmd.check_paths([source], [load_database().get(check_cmd.DEFAULT_GPU)], check_cmd.check_settings())
+    plain, coloured = io.StringIO(), io.StringIO()
+    check_cmd._print_text(Console(file=plain, highlight=False, soft_wrap=True), run)
+    check_cmd._print_text(Console(file=coloured, highlight=False, soft_wrap=True, force_terminal=True,
+                                  color_system="truecolor"), run)
+    assert "\x1b[" in coloured.getvalue()
+    assert len(plain.getvalue().splitlines()) >= 2  # a verdict and a finding at least
+    assert plain.getvalue() == Text.from_ansi(coloured.getvalue()).plain
