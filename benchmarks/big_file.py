@@ -98,7 +98,7 @@ def main() -> int:
             wall, peak, code, output = run_command([*perflsp_argv(), *COMMANDS[name], str(path)], args.timeout)
             runs.append(Run(name, actual_mb, wall, peak, code, output))
             exit_text = "kill" if code is None else str(code)
-            print(f"{name:<11} {actual_mb:>5.1f} {len(generated.kernels):>7} {wall:>8.1f} {wall / actual_mb:>6.2f} "
+            print(f"{name:<11} {actual_mb:>5.2f} {len(generated.kernels):>7} {wall:>8.1f} {wall / actual_mb:>6.2f} "
                   f"{peak:>12.0f} {exit_text:>5}", flush=True)
     killed = [r for r in runs if r.exit_code is None]
     if killed:
