@@ -272,10 +272,12 @@ class _destination:
         if self.output is None:
             return sys.stdout
         try:
-            self.fh = self.output.open("w", encoding="utf-8")
+            fh = self.output.open("w", encoding="utf-8")
         except OSError as exc:
             fail(f"{self.output}: cannot write ({exc.strerror or exc})")
-        return self.fh
+            raise  # unreachable: fail exits
+        self.fh = fh
+        return fh
 
     def __exit__(self, *exc: object) -> None:
         if self.fh is not None:
@@ -386,5 +388,14 @@ def _print_summary(run: CheckRun, failing: int, fail_on: str, to_stderr: bool) -
     (stderr if to_stderr else stdout).print(escape(line), highlight=False)
 
 
-__all__ = ["CheckRun", "DEFAULT_GPU", "EXIT_USAGE", "check", "check_file", "check_paths", "check_settings",
-           "parse_program_args", "source_paths"]
+__all__ = [
+    "DEFAULT_GPU",
+    "EXIT_USAGE",
+    "CheckRun",
+    "check",
+    "check_file",
+    "check_paths",
+    "check_settings",
+    "parse_program_args",
+    "source_paths",
+]
