@@ -25,14 +25,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perflsp.analysis.costs import CostModel  # noqa: E402
-from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel  # noqa: E402
-from perflsp.analysis.memory import combine  # noqa: E402
-from perflsp.analysis.models import OpCounts  # noqa: E402
-from perflsp.evaluation.labels import read_labels  # noqa: E402
-from perflsp.evaluation.locate import Locator  # noqa: E402
-from perflsp.hardware import load_database  # noqa: E402
-from perflsp.kernels.compile_db import CompileDatabase  # noqa: E402
+from perflsp.analysis.costs import CostModel
+from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
+from perflsp.analysis.memory import combine
+from perflsp.analysis.models import OpCounts
+from perflsp.evaluation.labels import read_labels
+from perflsp.evaluation.locate import Locator
+from perflsp.hardware import load_database
+from perflsp.kernels.compile_db import CompileDatabase
 
 GRID: dict[str, list[float]] = {
     "write_to_dram": [0.25, 0.5, 0.75, 1.0],
@@ -139,7 +139,10 @@ def main() -> None:
                 if s.benchmark in fold:
                     predicted[index] = verdict(s, cost, base, gpu)
         by_index = {id(s): predicted[i] for i, s in enumerate(samples)}
-        scores = [balanced_accuracy([s for s in samples if lang is None or s.language == lang], lambda s: by_index[id(s)])
+        def predicted_of(s, by_index=by_index):
+            return by_index[id(s)]
+
+        scores = [balanced_accuracy([s for s in samples if lang is None or s.language == lang], predicted_of)
                   for lang in (None, "cuda", "omp")]
         print(f"seed {seed}: grouped {args.folds}-fold CV balanced accuracy {scores[0]:.3f} "
               f"(cuda {scores[1]:.3f}, omp {scores[2]:.3f})")

@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perflsp.analysis.report import CheckSettings  # noqa: E402
-from perflsp.cli.check_cmd import check_paths, source_paths  # noqa: E402
-from perflsp.hardware import load_database  # noqa: E402
+from perflsp.analysis.report import CheckSettings
+from perflsp.cli.check_cmd import check_paths, source_paths
+from perflsp.hardware import load_database
 
 
 def main() -> int:

@@ -134,7 +134,7 @@ def restrict(pairs: list[tuple[KernelRow, Answer]], keys: set[tuple[str, str, st
 
 def markdown(results: dict[str, dict[str, dict[str, PartFigure]]], factor: float = FACTOR) -> str:
     parts = list(PARTS)
-    lines = [f"| mode | kernels | " + " | ".join(f"{p} within {factor:g}x" for p in parts) + " |",
+    lines = ["| mode | kernels | " + " | ".join(f"{p} within {factor:g}x" for p in parts) + " |",
              "| --- | --- | " + " | ".join("---" for _ in parts) + " |"]
     for mode, groups in results.items():
         for group, figures in groups.items():

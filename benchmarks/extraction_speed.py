@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perflsp.kernels.extract import extract  # noqa: E402
-from perflsp.kernels.includes import IncludeResolver  # noqa: E402
-from perflsp.source.files import LoadedFile, iter_source_paths, load_file  # noqa: E402
-from perflsp.source.parser import new_parser  # noqa: E402
+from perflsp.kernels.extract import extract
+from perflsp.kernels.includes import IncludeResolver
+from perflsp.source.files import LoadedFile, iter_source_paths, load_file
+from perflsp.source.parser import new_parser
 
 
 def main() -> None:

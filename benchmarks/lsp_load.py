@@ -43,7 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.lsp_latency import Client, percentile, rss_mib
+from benchmarks.lsp_latency import Client, percentile, rss_mib  # noqa: E402
 
 SRC_DIR = Path(os.environ.get("PERFLSP_EVAL_SRC", "/work/data/src"))
 SERVER = [sys.executable, "-m", "perflsp", "serve"]

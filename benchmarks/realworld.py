@@ -130,7 +130,7 @@ def materialise(git_dir: Path, commit: str, into: Path, max_bytes: int = MAX_BLO
     out = proc.stdout
     position = written = 0
     root = into.resolve()
-    for sha, path in wanted:
+    for _sha, path in wanted:
         header_end = out.find(b"\n", position)
         if header_end < 0:
             skipped += 1

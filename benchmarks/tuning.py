@@ -34,11 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from perflsp.hardware.database import load_database
-from perflsp.tuning.cache import TuningRecord, read_cache
-from perflsp.tuning.search import kt_cache_file, run_search
-from perflsp.tuning.space import TuningSpace
-from perflsp.tuning.strategies import LlmStrategy, PriorStrategy, static_proposal
+from perflsp.hardware.database import load_database  # noqa: E402
+from perflsp.tuning.cache import TuningRecord, read_cache  # noqa: E402
+from perflsp.tuning.search import kt_cache_file, run_search  # noqa: E402
+from perflsp.tuning.space import TuningSpace  # noqa: E402
+from perflsp.tuning.strategies import LlmStrategy, PriorStrategy, static_proposal  # noqa: E402
 
 KERNELS = {
     # benchmark_hub kernel -> (cache folder, T1 spec, block dimensions, shared memory bytes)

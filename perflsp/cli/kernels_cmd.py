@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+from rich.markup import escape
 
 from perflsp.cli.output import EXIT_OK, EXIT_UNREADABLE, print_json, stdout, warn
+
+if TYPE_CHECKING:
+    from perflsp.kernels.models import LaunchSite
 
 
 @click.command()
@@ -35,8 +40,12 @@ def kernels(paths: tuple[Path, ...], as_json: bool, with_device: bool) -> None:
         for note in result.notes:
             warn(f"{file}: {note}")
         functions = result.kernels + (result.device_functions if with_device else [])
+        sites_of: dict[str, list[LaunchSite]] = {}  # one pass: launches_of per kernel is O(kernels x launches)
+        for site in result.launches:
+            if site.kernel is not None:
+                sites_of.setdefault(site.kernel, []).append(site)
         for fn in sorted(functions, key=lambda f: f.name_span.start_byte):
-            entries.append(function_json(fn, file, result.launches_of(fn) if fn.is_kernel else []))
+            entries.append(function_json(fn, file, sites_of.get(fn.qualified_name, []) if fn.is_kernel else []))
         for region in result.omp_regions:
             entries.append(region_json(region, file))
         for site in result.launches:
@@ -61,22 +70,48 @@ def _launch_shape(site: dict) -> str:
     return f"<<<{dim(site['grid'])}, {dim(site['block'])}>>>"
 
 
-def _print_table(entries: list[dict]) -> None:
-    from rich.table import Table
+TABLE_MAX_ROWS = 300  # above this, plain aligned columns: rich's table layout costs ~10 ms a row
 
-    table = Table(show_lines=False, header_style="bold")
-    for column in ("location", "kind", "name", "details"):
-        table.add_column(column, overflow="fold")
+
+def _rows(entries: list[dict]) -> list[tuple[str, str, str, str]]:
+    rows = []
     for e in entries:
         location = f"{e['file']}:{e['line']}"
         if e["entry"] == "launch":
-            table.add_row(location, "launch", e["callee"], f"{_launch_shape(e)} kernel not in this file")
+            rows.append((location, "launch", e["callee"], f"{_launch_shape(e)} kernel not in this file"))
         elif e["kind"] == "omp":
             clauses = " ".join(c["name"] for c in e["clauses"])
-            table.add_row(location, "omp", e["name"], f"{e['directive']} [{clauses}]" if clauses else e["directive"])
+            rows.append((location, "omp", e["name"], f"{e['directive']} [{clauses}]" if clauses else e["directive"]))
         else:
             launches = ", ".join(f"l{s['line']} {_launch_shape(s)}" for s in e["launch_sites"])
             details = e["space"] if e["space"] != "global" else (f"launched {launches}" if launches else "no launch in file")
-            table.add_row(location, "cuda", e["qualified_name"], details)
+            rows.append((location, "cuda", e["qualified_name"], details))
+    return rows
+
+
+def _print_table(entries: list[dict]) -> None:
+    from rich.table import Table
+
+    rows = _rows(entries)
+    kernel_count = sum(e["entry"] == "kernel" for e in entries)
+    if len(rows) > TABLE_MAX_ROWS:
+        _print_plain(rows)
+        stdout.print(f"{kernel_count} kernels")
+        return
+    table = Table(show_lines=False, header_style="bold")
+    for column in ("location", "kind", "name", "details"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
     stdout.print(table)
-    stdout.print(f"{sum(e['entry'] == 'kernel' for e in entries)} kernels")
+    stdout.print(f"{kernel_count} kernels")
+
+
+def _print_plain(rows: list[tuple[str, str, str, str]]) -> None:
+    """Left-aligned columns (the last one unpadded), written in one piece: linear in the rows."""
+    header = ("location", "kind", "name", "details")
+    widths = [min(80, max(len(row[i]) for row in [header, *rows])) for i in range(3)]
+    lines = ["  ".join([*(cell.ljust(width) for cell, width in zip(row[:3], widths)), row[3]]).rstrip()
+             for row in [header, *rows]]
+    stdout.file.write("\n".join(lines) + "\n")
+    stdout.file.flush()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from itertools import accumulate
 from dataclasses import dataclass
+from itertools import accumulate
 
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
@@ -25,7 +25,7 @@ class Position:
 class LineIndex:
     """Line starts of one immutable byte string, with byte <-> UTF-16 conversion."""
 
-    __slots__ = ("data", "_line_starts")
+    __slots__ = ("_line_starts", "data")
 
     def __init__(self, data: bytes):
         self.data = data
