@@ -121,21 +121,17 @@ def _gpu(name: str, gpus_files: Sequence[str]):
 
 
 def _select(path: Path, line: int | None, gpu) -> Selected:
-    from perflsp.analysis.engine import AnalysisOptions, analyze
-    from perflsp.kernels.extract import extract
+    from perflsp.analysis.pipeline import FileAnalysis, prepare_file
     from perflsp.kernels.includes import IncludeResolver
     from perflsp.source.files import SkippedFile, load_file
-    from perflsp.source.parser import parse
 
     loaded = load_file(path)
     if isinstance(loaded, SkippedFile):
         fail(f"cannot read {path}: {loaded.reason}", EXIT_UNREADABLE)
-    data = loaded.data
-    tree = parse(data)
-    env = IncludeResolver().env_for(path, data)
-    kernels = extract(data, tree, str(path), env=env)
-    report = analyze(data, tree, kernels, [gpu], AnalysisOptions(include_env=env))
-    reports = sorted(report.kernels, key=lambda r: r.kernel.span.start_byte)
+    # read and analysed exactly as `perflsp check` does (includer context, outside launch sites)
+    prepared = prepare_file(path, loaded.data, IncludeResolver())
+    data, tree, kernels = prepared.data, prepared.tree, prepared.kernels
+    reports = sorted(FileAnalysis.of(prepared).reports([gpu]), key=lambda r: r.kernel.span.start_byte)
     if not reports:
         fail(f"{path}: no CUDA kernel or OpenMP target region found")
     selected = Selected(path, data, tree, kernels, reports)

@@ -31,8 +31,9 @@ from typing import Any
 from tree_sitter import Tree
 
 from perflsp.analysis.costs import CostModel
-from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
 from perflsp.analysis.models import KernelReport
+from perflsp.analysis.options import AnalysisOptions
+from perflsp.analysis.pipeline import FileAnalysis
 from perflsp.evaluation.labels import Answer, KernelRow
 from perflsp.evaluation.locate import Locator
 from perflsp.evaluation.run import Prediction, Score, _LaunchIndex, score
@@ -91,11 +92,8 @@ class RowAnalyzer:
         options = AnalysisOptions(argv=argv, launch_override=override,
                                   include_env=self.locator.include_env(row.file, data),
                                   external_launches=external, cost=self.cost)
-        try:
-            report = analyze_kernel(AnalysisUnit(data, tree, file, options), located.kernel, [self.gpu])
-        except Exception as exc:  # noqa: BLE001 - a scorer must score every row; the reason is reported
-            return RowAnalysis(row, file=file, data=data, tree=tree,
-                               reason=f"engine error: {type(exc).__name__}: {exc}")
+        # the one pipeline: an engine failure comes back as an `uncertain` report naming it
+        report = FileAnalysis(data, tree, file, options).report(located.kernel, [self.gpu])
         return RowAnalysis(row, report, file, data, tree)
 
     def question(self, analysis: RowAnalysis, task: str = "verdict") -> KernelQuestion | None:
