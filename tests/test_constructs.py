@@ -352,6 +352,43 @@ def test_constant_expressions_are_folded_at_compile_time():
     assert promoted.facts.per_item.fp64 == 1 and promoted.facts.per_item.fp32 == 0
 
 
+# 6b. device code guarded by the architecture it is compiled for ----------------------------------
+
+ARCH_GUARD_SRC = """
+__global__ void tiled(double *out, const double *in, int n) {
+#if __CUDA_ARCH__ >= 800
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = 3.0 * in[i];
+#else
+  // older GPUs: nothing to do
+#endif
+}
+__global__ void legacy(float *out, const float *in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 600
+  out[i] = in[i] * in[i] * in[i];  // an old-GPU path the device pass of a current GPU drops
+#else
+  out[i] = in[i];
+#endif
+}
+int main() {
+  double *a, *b;
+  cudaMalloc(&a, (1 << 24) * sizeof(double));
+  cudaMalloc(&b, (1 << 24) * sizeof(double));
+  tiled<<<(1 << 24) / 256, 256>>>(a, b, 1 << 24);
+  legacy<<<(1 << 24) / 256, 256>>>((float *)a, (float *)b, 1 << 24);
+}
+"""
+
+
+def test_kernel_bodies_are_read_as_the_device_pass_compiles_them():
+    tiled, legacy = analyse(ARCH_GUARD_SRC)
+    assert tiled.facts.uncertain is None
+    assert (tiled.facts.per_item.global_loads, tiled.facts.per_item.global_stores) == (1, 1)
+    assert tiled.facts.per_item.fp64 == 1
+    assert legacy.facts.per_item.fp32 == 0  # the `< 600` branch is not compiled for sm_80
+
+
 # 7. macros that expand to __global__, defined in a header on the include path --------------------
 
 SPACE_MACROS_HEADER = """
