@@ -105,6 +105,39 @@ def test_template_arguments_fold_through_macros_and_constants():
     assert bounded.facts.work_items == 1 << 20
 
 
+FUNCTION_MACRO_SIZES_SRC = """
+#define DIV_UP(a, b) (((a) + (b) - 1) / (b))
+#define HALF(x) ((x) / 2)
+const int OPT_N = 4000000;
+__global__ void pairs(float2 *out, const float2 *in, int n) {
+  int i = blockDim.x * blockIdx.x + threadIdx.x;
+  if (i < n / 2) out[i] = make_float2(in[i].x * 2.0f, in[i].y * 2.0f);
+}
+__global__ void rows(float *x, int n) {
+  int i = blockDim.x * blockIdx.x + threadIdx.x;
+  float s = 0.0f;
+  for (int j = 0; j < HALF(64); j++) s += x[i] * j;
+  x[i] = s;
+}
+int main() {
+  float2 *a, *b;
+  cudaMalloc(&a, OPT_N * sizeof(float));
+  cudaMalloc(&b, OPT_N * sizeof(float));
+  pairs<<<DIV_UP(OPT_N / 2, 128), 128>>>(a, b, OPT_N);
+  rows<<<DIV_UP(1 << 20, 256), 256>>>((float *)a, 1 << 20);
+}
+"""
+
+
+def test_function_like_macros_in_launch_shapes_fold():
+    pairs, rows = analyse(FUNCTION_MACRO_SIZES_SRC)
+    assert not any("unknown" in a for a in pairs.facts.assumptions)
+    assert pairs.facts.work_items == 15625 * 128  # DIV_UP(2,000,000, 128) blocks of 128
+    assert rows.facts.work_items == 1 << 20
+    (loop,) = rows.facts.loops
+    assert loop.trip_count == 32
+
+
 # 3. OpenMP directives through _Pragma, macros, split target/teams pragmas and #if ------------
 
 OMP_FORMS_SRC = """
