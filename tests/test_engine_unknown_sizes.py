@@ -14,10 +14,10 @@ DB = load_database()
 H100, A100, RTX3080 = DB.get("H100"), DB.get("A100"), DB.get("RTX 3080")
 
 
-def run(src: str, options: AnalysisOptions = AnalysisOptions(), gpus=(H100, A100)):
+def run(src: str, options: AnalysisOptions | None = None, gpus=(H100, A100)):
     data = src.encode()
     tree = parse(data)
-    return analyze(data, tree, extract(data, tree), list(gpus), options)
+    return analyze(data, tree, extract(data, tree), list(gpus), options or AnalysisOptions())
 
 
 def kernel(src: str, name: str, gpus=(H100, A100)):
@@ -289,5 +289,24 @@ __global__ void march(const float *in, float *out, int nx, int ny, int nz) {
 """
     k = kernel(src, "march")
     # 64 distinct planes read per thread, not one
+    assert k.facts.traffic.footprint_bytes / k.facts.work_items >= 64 * 4 * 0.9
+    assert all(e.verdict == "bandwidth" for e in k.estimates)
+
+
+def test_pointers_stepped_in_the_update_clause_march_through_the_array():
+    # `t++, path += n` in the loop header: each iteration reads a new row, not the same element
+    src = """
+__global__ void average(float *out, const float *paths, int n, int steps) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const float *path = paths + i;
+  float sum = 0.0f;
+  for (int t = 0; t < 64; t++, path += n) {
+    sum += *path;
+  }
+  out[i] = sum / 64;
+}
+"""
+    k = kernel(src, "average")
+    # 64 distinct elements read per thread (plus the one written), not one
     assert k.facts.traffic.footprint_bytes / k.facts.work_items >= 64 * 4 * 0.9
     assert all(e.verdict == "bandwidth" for e in k.estimates)

@@ -632,8 +632,8 @@ class KernelWalker:
             self.assign(var, Val(start.ctype if start.ctype.kind != "unknown" else INT, None, lin, start.root, start.space))
         elif var is not None:
             self.assign(var, Val(INT, None, Linear(nonlinear=frozenset({atom}), const_known=False)))
-        entry = {name: val for name in self._stepped_names(body, var) if (val := self.lookup(name)) is not None}
-        inductions = self._induction_variables(body, var, atom)
+        entry = {name: val for name in self._stepped_names(body, var, update) if (val := self.lookup(name)) is not None}
+        inductions = self._induction_variables(body, var, atom, update)
         self.mult = saved * trip
         self.loop_depth += 1
         self.loop_atoms.append(atom)
@@ -665,36 +665,44 @@ class KernelWalker:
             self.assign(name, Val(before.ctype, None, Linear(coeffs=before.lin.coeffs, nonlinear=before.lin.nonlinear,
                                                                const_known=False), before.root, before.space))
 
-    def _stepped_names(self, body: Node | None, var: str | None) -> list[str]:
-        if body is None:
-            return []
+    @staticmethod
+    def _step_expressions(body: Node | None, update: Node | None) -> list[Node]:
+        """The expression statements of a loop body, and the expressions of its update clause
+        (`t++, p += n` steps `p` as well as the counter)."""
+        found: list[Node] = []
+        statements = (body.named_children if body.type == "compound_statement" else [body]) if body is not None else []
+        for statement in statements:
+            if statement.type == "expression_statement" and statement.named_child_count:
+                found.append(statement.named_children[0])
+        pending = [update] if update is not None else []
+        while pending:
+            expression = pending.pop(0)
+            if expression.type == "comma_expression":
+                pending[:0] = [c for c in (expression.child_by_field_name("left"), expression.child_by_field_name("right"))
+                               if c is not None]
+            else:
+                found.append(expression)
+        return found
+
+    def _stepped_names(self, body: Node | None, var: str | None, update: Node | None = None) -> list[str]:
         names = []
-        for statement in body.named_children if body.type == "compound_statement" else [body]:
-            expression = statement.named_children[0] if statement.type == "expression_statement" and statement.named_child_count else None
-            if expression is None:
-                continue
+        for expression in self._step_expressions(body, update):
             target = expression.child_by_field_name("left") if expression.type == "assignment_expression" \
                 else expression.child_by_field_name("argument") if expression.type == "update_expression" else None
             if target is not None and target.type == "identifier" and self.text(target) != var:
                 names.append(self.text(target))
         return names
 
-    def _induction_variables(self, body: Node | None, var: str | None, atom: str) -> list[str]:
-        """Variables the body steps by a loop-invariant amount (`index += stride;`, `p += n;`,
-        `k++;` as statements of the body): during the loop they are their entry value plus the
-        iteration times the step, like the loop's own counter."""
-        if body is None:
-            return []
-        statements = body.named_children if body.type == "compound_statement" else [body]
+    def _induction_variables(self, body: Node | None, var: str | None, atom: str, update: Node | None = None) -> list[str]:
+        """Variables the body or the update clause steps by a loop-invariant amount
+        (`index += stride;`, `p += n;`, `k++;` as statements of the body, `t++, p += n` in the
+        update): during the loop they are their entry value plus the iteration times the step,
+        like the loop's own counter."""
         found: list[str] = []
         saved = self.mult
         self.mult = 0.0  # reading the step costs nothing here; the statement is counted in the body
         try:
-            for statement in statements:
-                is_expression = statement.type == "expression_statement" and statement.named_child_count
-                expression = statement.named_children[0] if is_expression else None
-                if expression is None:
-                    continue
+            for expression in self._step_expressions(body, update):
                 target = expression.child_by_field_name("left") if expression.type == "assignment_expression" \
                     else expression.child_by_field_name("argument") if expression.type == "update_expression" else None
                 name = self.text(target) if target is not None and target.type == "identifier" else None
