@@ -138,6 +138,25 @@ def test_function_like_macros_in_launch_shapes_fold():
     assert loop.trip_count == 32
 
 
+SIZEOF_NAMES_SRC = """
+template <typename T>
+__global__ void widths(T *a, const int4 *b) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  T s = 0;
+  for (int j = 0; j < (32 * sizeof(int4)) / (4 * sizeof(double)); j++) s += a[i] * j;
+  for (int j = 0; j < sizeof(T); j++) s += a[i];
+  a[i] = s;
+}
+int main() { double *a; int4 *b; widths<double><<<4096, 256>>>(a, b); }
+"""
+
+
+def test_sizeof_of_a_parenthesised_name_is_the_size_of_that_type():
+    # the grammar reads `sizeof(int4)` and `sizeof(T)` as expressions, not type names
+    (widths,) = analyse(SIZEOF_NAMES_SRC)
+    assert [loop.trip_count for loop in widths.facts.loops] == [16, 8]
+
+
 # 3. OpenMP directives through _Pragma, macros, split target/teams pragmas and #if ------------
 
 OMP_FORMS_SRC = """

@@ -1162,6 +1162,16 @@ class KernelWalker:
     def _sizeof(self, node: Node) -> Val:
         type_node = node.child_by_field_name("type")
         ctype = parse_type(self.text(type_node), self.aliases) if type_node is not None else UNKNOWN
+        value_node = node.child_by_field_name("value")
+        if type_node is None and value_node is not None:
+            # `sizeof(int4)`, `sizeof(T)`, `sizeof(x)`: the grammar reads a parenthesised name as
+            # an expression; it names a type, or a variable whose type we know
+            name = self.text(value_node).strip("() \t")
+            if re.fullmatch(r"[A-Za-z_]\w*", name):
+                ctype = parse_type(name, self.aliases)
+                known = self.lookup(name)
+                if ctype.kind in ("unknown", "struct") and known is not None:
+                    ctype = known.ctype
         size = float(ctype.value_bytes) if ctype.kind not in ("unknown", "struct") else 4.0
         return Val(LONG, size, Linear.constant(size), static=True)
 
