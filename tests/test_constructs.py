@@ -105,6 +105,58 @@ def test_template_arguments_fold_through_macros_and_constants():
     assert bounded.facts.work_items == 1 << 20
 
 
+FUNCTION_MACRO_SIZES_SRC = """
+#define DIV_UP(a, b) (((a) + (b) - 1) / (b))
+#define HALF(x) ((x) / 2)
+const int OPT_N = 4000000;
+__global__ void pairs(float2 *out, const float2 *in, int n) {
+  int i = blockDim.x * blockIdx.x + threadIdx.x;
+  if (i < n / 2) out[i] = make_float2(in[i].x * 2.0f, in[i].y * 2.0f);
+}
+__global__ void rows(float *x, int n) {
+  int i = blockDim.x * blockIdx.x + threadIdx.x;
+  float s = 0.0f;
+  for (int j = 0; j < HALF(64); j++) s += x[i] * j;
+  x[i] = s;
+}
+int main() {
+  float2 *a, *b;
+  cudaMalloc(&a, OPT_N * sizeof(float));
+  cudaMalloc(&b, OPT_N * sizeof(float));
+  pairs<<<DIV_UP(OPT_N / 2, 128), 128>>>(a, b, OPT_N);
+  rows<<<DIV_UP(1 << 20, 256), 256>>>((float *)a, 1 << 20);
+}
+"""
+
+
+def test_function_like_macros_in_launch_shapes_fold():
+    pairs, rows = analyse(FUNCTION_MACRO_SIZES_SRC)
+    assert not any("unknown" in a for a in pairs.facts.assumptions)
+    assert pairs.facts.work_items == 15625 * 128  # DIV_UP(2,000,000, 128) blocks of 128
+    assert rows.facts.work_items == 1 << 20
+    (loop,) = rows.facts.loops
+    assert loop.trip_count == 32
+
+
+SIZEOF_NAMES_SRC = """
+template <typename T>
+__global__ void widths(T *a, const int4 *b) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  T s = 0;
+  for (int j = 0; j < (32 * sizeof(int4)) / (4 * sizeof(double)); j++) s += a[i] * j;
+  for (int j = 0; j < sizeof(T); j++) s += a[i];
+  a[i] = s;
+}
+int main() { double *a; int4 *b; widths<double><<<4096, 256>>>(a, b); }
+"""
+
+
+def test_sizeof_of_a_parenthesised_name_is_the_size_of_that_type():
+    # the grammar reads `sizeof(int4)` and `sizeof(T)` as expressions, not type names
+    (widths,) = analyse(SIZEOF_NAMES_SRC)
+    assert [loop.trip_count for loop in widths.facts.loops] == [16, 8]
+
+
 # 3. OpenMP directives through _Pragma, macros, split target/teams pragmas and #if ------------
 
 OMP_FORMS_SRC = """
@@ -350,6 +402,43 @@ def test_constant_expressions_are_folded_at_compile_time():
     assert per.fp64 == 0 and per.special == 0
     assert per.fp32 == 3  # v * c, * SCALE, + the folded constant
     assert promoted.facts.per_item.fp64 == 1 and promoted.facts.per_item.fp32 == 0
+
+
+# 6b. device code guarded by the architecture it is compiled for ----------------------------------
+
+ARCH_GUARD_SRC = """
+__global__ void tiled(double *out, const double *in, int n) {
+#if __CUDA_ARCH__ >= 800
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = 3.0 * in[i];
+#else
+  // older GPUs: nothing to do
+#endif
+}
+__global__ void legacy(float *out, const float *in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 600
+  out[i] = in[i] * in[i] * in[i];  // an old-GPU path the device pass of a current GPU drops
+#else
+  out[i] = in[i];
+#endif
+}
+int main() {
+  double *a, *b;
+  cudaMalloc(&a, (1 << 24) * sizeof(double));
+  cudaMalloc(&b, (1 << 24) * sizeof(double));
+  tiled<<<(1 << 24) / 256, 256>>>(a, b, 1 << 24);
+  legacy<<<(1 << 24) / 256, 256>>>((float *)a, (float *)b, 1 << 24);
+}
+"""
+
+
+def test_kernel_bodies_are_read_as_the_device_pass_compiles_them():
+    tiled, legacy = analyse(ARCH_GUARD_SRC)
+    assert tiled.facts.uncertain is None
+    assert (tiled.facts.per_item.global_loads, tiled.facts.per_item.global_stores) == (1, 1)
+    assert tiled.facts.per_item.fp64 == 1
+    assert legacy.facts.per_item.fp32 == 0  # the `< 600` branch is not compiled for sm_80
 
 
 # 7. macros that expand to __global__, defined in a header on the include path --------------------

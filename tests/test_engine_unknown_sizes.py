@@ -292,3 +292,22 @@ __global__ void march(const float *in, float *out, int nx, int ny, int nz) {
     # 64 distinct planes read per thread, not one
     assert k.facts.traffic.footprint_bytes / k.facts.work_items >= 64 * 4 * 0.9
     assert all(e.verdict == "bandwidth" for e in k.estimates)
+
+
+def test_pointers_stepped_in_the_update_clause_march_through_the_array():
+    # `t++, path += n` in the loop header: each iteration reads a new row, not the same element
+    src = """
+__global__ void average(float *out, const float *paths, int n, int steps) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const float *path = paths + i;
+  float sum = 0.0f;
+  for (int t = 0; t < 64; t++, path += n) {
+    sum += *path;
+  }
+  out[i] = sum / 64;
+}
+"""
+    k = kernel(src, "average")
+    # 64 distinct elements read per thread (plus the one written), not one
+    assert k.facts.traffic.footprint_bytes / k.facts.work_items >= 64 * 4 * 0.9
+    assert all(e.verdict == "bandwidth" for e in k.estimates)

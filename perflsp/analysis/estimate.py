@@ -9,8 +9,8 @@ from perflsp.analysis.memory import combine
 from perflsp.analysis.models import Estimate, KernelFacts, _fmt
 from perflsp.analysis.roofline import ROOFLINE_PRECISIONS, Precision, classify
 from perflsp.hardware.models import Gpu
-from perflsp.hardware.precision import TENSOR_PRECISIONS
 from perflsp.hardware.occupancy import OccupancyInputError, OccupancyResult, occupancy
+from perflsp.hardware.precision import TENSOR_PRECISIONS
 
 UNITS = {Precision.INT32: "op/B"}
 LABELS = {Precision.FP64: "FP64", Precision.FP32: "FP32", Precision.FP16: "FP16", Precision.INT32: "INT32",

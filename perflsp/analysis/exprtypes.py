@@ -78,6 +78,11 @@ class Ty:
         return Ty(self.base, self.depth - 1) if self.depth > 0 else None
 
 
+def node_text(node: Node) -> str:
+    """The source text of a node (tree-sitter leaves `text` empty only for detached nodes)."""
+    return (node.text or b"").decode("utf-8", "replace")
+
+
 def normalise_type(words: str, aliases: Mapping[str, str]) -> str | None:
     """`const unsigned int` -> "int", `float4` -> "float4", `real` (typedef float) -> "float"."""
     parts = [w for w in re.split(r"[\s*&]+|::", words) if w and w not in _QUALIFIERS]
@@ -124,7 +129,7 @@ def literal_kind(text: str) -> str:
 
 
 def is_double_literal(node: Node) -> bool:
-    return node.type == "number_literal" and literal_kind(node.text.decode("utf-8", "replace")) == FLIT
+    return node.type == "number_literal" and literal_kind(node_text(node)) == FLIT
 
 
 def double_literals(node: Node) -> Iterator[Node]:
@@ -182,7 +187,7 @@ def call_name(call: Node) -> str | None:
     fn = call.child_by_field_name("function")
     if fn is None or fn.type not in ("identifier", "qualified_identifier"):
         return None
-    return re.sub(r"\s+", "", fn.text.decode("utf-8", "replace"))
+    return re.sub(r"\s+", "", node_text(fn))
 
 
 def math_base_name(name: str) -> str:
@@ -230,7 +235,7 @@ def declarator_name_and_depth(declarator: Node) -> tuple[str | None, int, Node |
         elif kind in ("reference_declarator", "parenthesized_declarator"):
             node = next((c for c in node.named_children if c.type != "type_qualifier"), None)
         elif kind in ("identifier", "field_identifier"):
-            return node.text.decode("utf-8", "replace"), depth, value
+            return node_text(node), depth, value
         else:
             return None, depth, value
     return None, depth, value
@@ -243,7 +248,7 @@ def declared_type_text(decl: Node) -> str:
         if child.type in ("type_qualifier", "storage_class_specifier", "primitive_type", "type_identifier",
                           "sized_type_specifier", "qualified_identifier", "template_type",
                           "placeholder_type_specifier", "auto"):
-            parts.append(child.text.decode("utf-8", "replace"))
+            parts.append(node_text(child))
     return " ".join(parts)
 
 
@@ -296,12 +301,12 @@ class ExprTyper:
     def _compute(self, node: Node) -> tuple[Ty | None, Ty | None]:
         kind = node.type
         if kind == "number_literal":
-            lit = literal_kind(node.text.decode("utf-8", "replace"))
+            lit = literal_kind(node_text(node))
             return (Ty(DOUBLE), Ty(FLIT)) if lit == FLIT else (Ty(lit), Ty(lit))
         if kind in ("char_literal", "true", "false", "sizeof_expression", "alignof_expression"):
             return Ty(INT), Ty(INT)
         if kind == "identifier":
-            ty = self._identifier(node.text.decode("utf-8", "replace"))
+            ty = self._identifier(node_text(node))
             return ty, ty
         if kind in ("parenthesized_expression",):
             inner = node.named_children[-1] if node.named_children else None
@@ -309,21 +314,8 @@ class ExprTyper:
         if kind == "field_expression":
             ty = self._field(node)
             return ty, ty
-        if kind == "subscript_expression":
-            base = node.child_by_field_name("argument")
-            if base is None:
-                return None, None
-            a, i = self.types(base)
-            return (a.deref() if a else None), (i.deref() if i else None)
-        if kind == "pointer_expression":
-            arg = node.child_by_field_name("argument")
-            op = node.child_by_field_name("operator")
-            if arg is None or op is None:
-                return None, None
-            a, i = self.types(arg)
-            if op.type == "*":
-                return (a.deref() if a else None), (i.deref() if i else None)
-            return (Ty(a.base, a.depth + 1) if a else None), (Ty(i.base, i.depth + 1) if i else None)
+        if kind in ("subscript_expression", "pointer_expression"):
+            return self._indirection(node)
         if kind == "unary_expression":
             op = node.child_by_field_name("operator")
             arg = node.child_by_field_name("argument")
@@ -339,12 +331,7 @@ class ExprTyper:
         if kind == "binary_expression":
             return self._binary(node)
         if kind == "conditional_expression":
-            yes = node.child_by_field_name("consequence")
-            no = node.child_by_field_name("alternative")
-            if yes is None or no is None:
-                return None, None
-            (ya, yi), (na, ni) = self.types(yes), self.types(no)
-            return promote_actual(ya, na), promote_intended(yi, ni)
+            return self._conditional(node)
         if kind == "assignment_expression":
             left = node.child_by_field_name("left")
             return self.types(left) if left is not None else (None, None)
@@ -354,6 +341,31 @@ class ExprTyper:
         if kind == "call_expression":
             return self._call(node)
         return None, None
+
+    def _indirection(self, node: Node) -> tuple[Ty | None, Ty | None]:
+        """`a[i]` and `*p` take the element type; `&x` adds a level of pointer."""
+        if node.type == "subscript_expression":
+            base = node.child_by_field_name("argument")
+            if base is None:
+                return None, None
+            a, i = self.types(base)
+            return (a.deref() if a else None), (i.deref() if i else None)
+        arg = node.child_by_field_name("argument")
+        op = node.child_by_field_name("operator")
+        if arg is None or op is None:
+            return None, None
+        a, i = self.types(arg)
+        if op.type == "*":
+            return (a.deref() if a else None), (i.deref() if i else None)
+        return (Ty(a.base, a.depth + 1) if a else None), (Ty(i.base, i.depth + 1) if i else None)
+
+    def _conditional(self, node: Node) -> tuple[Ty | None, Ty | None]:
+        yes = node.child_by_field_name("consequence")
+        no = node.child_by_field_name("alternative")
+        if yes is None or no is None:
+            return None, None
+        (ya, yi), (na, ni) = self.types(yes), self.types(no)
+        return promote_actual(ya, na), promote_intended(yi, ni)
 
     def _identifier(self, name: str) -> Ty | None:
         entry = self.scope.lookup(name)
@@ -373,7 +385,7 @@ class ExprTyper:
         op = node.child_by_field_name("operator")
         if arg is None or field is None:
             return None
-        if arg.type == "identifier" and arg.text.decode() in _BUILTIN_INDEX and self.scope.lookup(arg.text.decode()) is None:
+        if arg.type == "identifier" and node_text(arg) in _BUILTIN_INDEX and self.scope.lookup(node_text(arg)) is None:
             return Ty(INT)
         base = self.actual(arg)
         if base is None:
@@ -382,7 +394,7 @@ class ExprTyper:
             base = base.deref()
             if base is None:
                 return None
-        if base.depth != 0 or field.text.decode() not in _VECTOR_MEMBERS:
+        if base.depth != 0 or node_text(field) not in _VECTOR_MEMBERS:
             return None
         element = vector_element(base.base)
         return Ty(element) if element else None
@@ -390,7 +402,7 @@ class ExprTyper:
     def _type_descriptor(self, node: Node | None) -> Ty | None:
         if node is None:
             return None
-        text = node.text.decode("utf-8", "replace")
+        text = node_text(node)
         depth = text.count("*")
         base = normalise_type(text.replace("*", " "), self.aliases)
         return Ty(base, depth) if base else None
@@ -418,14 +430,14 @@ class ExprTyper:
         if fn is None:
             return None, None
         if fn.type == "template_function":
-            name = fn.child_by_field_name("name")
+            name_node = fn.child_by_field_name("name")
             targs = fn.child_by_field_name("arguments")
-            if name is not None and name.text.decode().endswith("_cast") and targs is not None and targs.named_children:
+            if name_node is not None and node_text(name_node).endswith("_cast") and targs is not None and targs.named_children:
                 ty = self._type_descriptor(targs.named_children[0])
                 return ty, ty
             return None, None
-        if fn.type == "primitive_type" or (fn.type == "identifier" and fn.text.decode() in self.aliases):
-            base = normalise_type(fn.text.decode(), self.aliases)  # functional cast `float(x)`, `T(0)`
+        if fn.type == "primitive_type" or (fn.type == "identifier" and node_text(fn) in self.aliases):
+            base = normalise_type(node_text(fn), self.aliases)  # functional cast `float(x)`, `T(0)`
             ty = Ty(base) if base else None
             return ty, ty
         name = call_name(node)

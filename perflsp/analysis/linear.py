@@ -42,7 +42,8 @@ class Linear:
     def add(self, other: Linear, sign: float = 1.0) -> Linear:
         merged = self.coeff_map()
         for atom, c in other.coeffs:
-            merged[atom] = merged.get(atom, 0.0) + sign * c if c != UNKNOWN_COEFF and merged.get(atom, 0.0) != UNKNOWN_COEFF else UNKNOWN_COEFF
+            known = c != UNKNOWN_COEFF and merged.get(atom, 0.0) != UNKNOWN_COEFF
+            merged[atom] = merged.get(atom, 0.0) + sign * c if known else UNKNOWN_COEFF
         coeffs = tuple(sorted((a, c) for a, c in merged.items() if c != 0.0))
         return Linear(coeffs, self.const + sign * other.const, self.const_known and other.const_known,
                       self.nonlinear | other.nonlinear)

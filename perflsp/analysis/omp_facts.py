@@ -154,7 +154,7 @@ def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assu
                 Linear.atom(atom).scale(step.value if step is not None and step.value else 1.0))
             walker.assign(var, Val(start.ctype if start is not None else INT, None, lin))
         notes.append(f"{var or '?'}: {trip:g} ({note})")
-        walker.loops.append(LoopFact(walker.line(loop), var, trip, origin if origin != "grid-stride" else "constant",  # type: ignore[arg-type]
+        walker.loops.append(LoopFact(walker.line(loop), var, trip, origin if origin != "grid-stride" else "constant",
                                      f"parallel: {note}"))
         node = loop.child_by_field_name("body")
     walker.walk_statement(node)

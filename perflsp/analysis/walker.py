@@ -14,13 +14,13 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tree_sitter import Node
 
 from perflsp.analysis import costs
 from perflsp.analysis.costs import CostModel
-from perflsp.analysis.ctype import (BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, guessed_type_notes,
-                                    parse_type)
+from perflsp.analysis.ctype import BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, guessed_type_notes, parse_type
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import LoopFact, OpCounts
 
@@ -33,6 +33,8 @@ DIM_NAMES = {"blockDim": "block", "gridDim": "grid"}
 HIP_BUILTINS = {f"hip{family[0].upper()}{family[1:]}_{axis}": (family, "xyz".index(axis))
                 for family in ("threadIdx", "blockIdx", "blockDim", "gridDim") for axis in "xyz"}
 MAX_INLINE_DEPTH = 4
+# where a loop's trip count came from (models.LoopFact.origin)
+LoopOrigin = Literal["constant", "launch", "arguments", "grid-stride", "assumed", "data-dependent"]
 MAX_NODES = 200_000  # work budget per kernel: pathological inputs stop, not hang
 
 
@@ -313,7 +315,7 @@ class KernelWalker:
             target = declarator.child_by_field_name("declarator") or declarator
         pointers = 0
         dims: list[float] = []
-        name_node = target
+        name_node: Node | None = target
         while name_node is not None and name_node.type not in ("identifier", "field_identifier"):
             if name_node.type == "pointer_declarator":
                 pointers += 1
@@ -413,6 +415,10 @@ class KernelWalker:
                     self.walk_statement(child)
         self.mult = saved
 
+    def _labeled(self, node: Node) -> None:
+        for child in node.named_children[1:]:
+            self.walk_statement(child)
+
     def _return(self, node: Node) -> None:
         for child in node.named_children:
             val = self.eval(child)
@@ -476,7 +482,7 @@ class KernelWalker:
         return None, None
 
     def _trip_count(self, var: str | None, start: Val | None, cond: Node | None, update: Node | None,
-                    loop: Node) -> tuple[float, str, str, Val | None]:
+                    loop: Node) -> tuple[float, LoopOrigin, str, Val | None]:
         """(trip count per work item, origin, note, step value); sets `trip_is_static` when the
         compiler knows the trip count too (it can then unroll the loop)."""
         self.trip_is_static = False
@@ -499,7 +505,8 @@ class KernelWalker:
             if var is not None and self.text(left) == var:
                 bound_node = right
         if bound_node is None or var is None or op not in ("<", "<=", ">", ">=", "!="):
-            self.assume(f"line {self.line(loop)}: loop bound `{self.text(cond)}` not understood: assumed {self.cost.assumed_trip_count:g} iterations")
+            self.assume(f"line {self.line(loop)}: loop bound `{self.text(cond)}` not understood: "
+                        f"assumed {self.cost.assumed_trip_count:g} iterations")
             return self.cost.assumed_trip_count, "assumed", self.text(cond), None
         saved_mult = self.mult
         self.mult = 0.0  # evaluate without counting (the condition is counted per iteration later)
@@ -523,7 +530,7 @@ class KernelWalker:
             return trip, "assumed", f"{var} {op} {self.text(bound_node)}", step
         if bound_value is None:
             data_dependent = "data" in bound.lin.atoms
-            origin = "data-dependent" if data_dependent else "assumed"
+            origin: LoopOrigin = "data-dependent" if data_dependent else "assumed"
             trip = self.cost.assumed_trip_count
             self.assume(f"line {self.line(loop)}: trip count of the `{var}` loop unknown (`{self.text(bound_node)}`): assumed {trip:g}")
             return trip, origin, f"{var} {op} {self.text(bound_node)}", step
@@ -605,14 +612,14 @@ class KernelWalker:
                     return "div", Val(INT, oval.value if rop == "/" else _pow2(oval.value))
         return None, None
 
-    def _run_loop(self, node: Node, var: str | None, start: Val | None, step: Val | None, trip: float, origin: str,
+    def _run_loop(self, node: Node, var: str | None, start: Val | None, step: Val | None, trip: float, origin: LoopOrigin,
                   note: str, cond: Node | None, update: Node | None, body: Node | None, unrolled: bool = False) -> None:
         """Walk a loop body `trip` times. An unrolled loop has no counter or compare, and the
         addresses it steps through become immediate offsets."""
         self.loop_counter += 1
         atom = f"L{self.loop_counter}"
         self.cardinality[atom] = max(1.0, trip)
-        self.loops.append(LoopFact(self.line(node), var, trip, origin, note))  # type: ignore[arg-type]
+        self.loops.append(LoopFact(self.line(node), var, trip, origin, note))
         saved = self.mult
         if var is not None and start is not None:
             lin = start.lin
@@ -625,8 +632,8 @@ class KernelWalker:
             self.assign(var, Val(start.ctype if start.ctype.kind != "unknown" else INT, None, lin, start.root, start.space))
         elif var is not None:
             self.assign(var, Val(INT, None, Linear(nonlinear=frozenset({atom}), const_known=False)))
-        entry = {name: val for name in self._stepped_names(body, var) if (val := self.lookup(name)) is not None}
-        inductions = self._induction_variables(body, var, atom)
+        entry = {name: val for name in self._stepped_names(body, var, update) if (val := self.lookup(name)) is not None}
+        inductions = self._induction_variables(body, var, atom, update)
         self.mult = saved * trip
         self.loop_depth += 1
         self.loop_atoms.append(atom)
@@ -658,35 +665,44 @@ class KernelWalker:
             self.assign(name, Val(before.ctype, None, Linear(coeffs=before.lin.coeffs, nonlinear=before.lin.nonlinear,
                                                                const_known=False), before.root, before.space))
 
-    def _stepped_names(self, body: Node | None, var: str | None) -> list[str]:
-        if body is None:
-            return []
+    @staticmethod
+    def _step_expressions(body: Node | None, update: Node | None) -> list[Node]:
+        """The expression statements of a loop body, and the expressions of its update clause
+        (`t++, p += n` steps `p` as well as the counter)."""
+        found: list[Node] = []
+        statements = (body.named_children if body.type == "compound_statement" else [body]) if body is not None else []
+        for statement in statements:
+            if statement.type == "expression_statement" and statement.named_child_count:
+                found.append(statement.named_children[0])
+        pending = [update] if update is not None else []
+        while pending:
+            expression = pending.pop(0)
+            if expression.type == "comma_expression":
+                pending[:0] = [c for c in (expression.child_by_field_name("left"), expression.child_by_field_name("right"))
+                               if c is not None]
+            else:
+                found.append(expression)
+        return found
+
+    def _stepped_names(self, body: Node | None, var: str | None, update: Node | None = None) -> list[str]:
         names = []
-        for statement in body.named_children if body.type == "compound_statement" else [body]:
-            expression = statement.named_children[0] if statement.type == "expression_statement" and statement.named_child_count else None
-            if expression is None:
-                continue
+        for expression in self._step_expressions(body, update):
             target = expression.child_by_field_name("left") if expression.type == "assignment_expression" \
                 else expression.child_by_field_name("argument") if expression.type == "update_expression" else None
             if target is not None and target.type == "identifier" and self.text(target) != var:
                 names.append(self.text(target))
         return names
 
-    def _induction_variables(self, body: Node | None, var: str | None, atom: str) -> list[str]:
-        """Variables the body steps by a loop-invariant amount (`index += stride;`, `p += n;`,
-        `k++;` as statements of the body): during the loop they are their entry value plus the
-        iteration times the step, like the loop's own counter."""
-        if body is None:
-            return []
-        statements = body.named_children if body.type == "compound_statement" else [body]
+    def _induction_variables(self, body: Node | None, var: str | None, atom: str, update: Node | None = None) -> list[str]:
+        """Variables the body or the update clause steps by a loop-invariant amount
+        (`index += stride;`, `p += n;`, `k++;` as statements of the body, `t++, p += n` in the
+        update): during the loop they are their entry value plus the iteration times the step,
+        like the loop's own counter."""
         found: list[str] = []
         saved = self.mult
         self.mult = 0.0  # reading the step costs nothing here; the statement is counted in the body
         try:
-            for statement in statements:
-                expression = statement.named_children[0] if statement.type == "expression_statement" and statement.named_child_count else None
-                if expression is None:
-                    continue
+            for expression in self._step_expressions(body, update):
                 target = expression.child_by_field_name("left") if expression.type == "assignment_expression" \
                     else expression.child_by_field_name("argument") if expression.type == "update_expression" else None
                 name = self.text(target) if target is not None and target.type == "identifier" else None
@@ -778,10 +794,11 @@ class KernelWalker:
             return Val(ctype, value, Linear.constant(value), static=True)
         digits = text.rstrip("ul")
         try:
-            value = float(int(digits, 0)) if not (len(digits) > 1 and digits.startswith("0") and not is_hex and digits.isdigit()) else float(int(digits, 8))
+            octal = len(digits) > 1 and digits.startswith("0") and not is_hex and digits.isdigit()
+            value = float(int(digits, 8)) if octal else float(int(digits, 0))
         except ValueError:
             value = None
-        wide = "l" in text[-3:] and not is_hex or (value is not None and value > 2**31)
+        wide = ("l" in text[-3:] and not is_hex) or (value is not None and value > 2**31)
         return Val(LONG if wide else INT, value, Linear.constant(value), static=value is not None)
 
     def _identifier(self, node: Node) -> Val:
@@ -836,7 +853,8 @@ class KernelWalker:
             if element is not None and element.space in ("global", "shared") and not (element.dims and len(element.dims) > 1):
                 # `p[i].field`: the element's size is unknown, so elements are far apart
                 address = lin.scale(None) if lin.atoms else lin
-                if node.parent is not None and node.parent.type == "subscript_expression" and node.parent.child_by_field_name("argument") == node:
+                parent = node.parent
+                if parent is not None and parent.type == "subscript_expression" and parent.child_by_field_name("argument") == node:
                     return Val(CType("unknown", 4, pointer=1), None, address, element.root, element.space)
                 field_type = self._field_type(elem, field_name)
                 self.record_access(element, address, field_type, False, node)
@@ -954,9 +972,7 @@ class KernelWalker:
                 self.count_int(costs.INT64_DIV if ctype.wide else costs.INT32_DIV)
             return
         if op in ("+", "-", "*", "<<", ">>", "&", "|", "^"):
-            if ctype.is_float and op in ("+", "-", "*"):
-                self.count_op(ctype, 1.0)
-            elif ctype.kind == "unknown" and op in ("+", "-", "*"):
+            if op in ("+", "-", "*") and (ctype.is_float or ctype.kind == "unknown"):
                 self.count_op(ctype, 1.0)
             else:
                 self.count_op(ctype if not ctype.is_float else INT, 1.0)
@@ -1003,13 +1019,17 @@ class KernelWalker:
             current = self.lookup(name)
             if compound:
                 if current is not None:
-                    new_lin = current.lin.add(right.lin, 1.0 if op == "+=" else -1.0) if op in ("+=", "-=") and current.ctype.pointer else Linear(const_known=False, nonlinear=current.lin.atoms | right.lin.atoms)
+                    if op in ("+=", "-=") and current.ctype.pointer:
+                        new_lin = current.lin.add(right.lin, 1.0 if op == "+=" else -1.0)
+                    else:
+                        new_lin = Linear(const_known=False, nonlinear=current.lin.atoms | right.lin.atoms)
                     self.assign(name, Val(current.ctype, None, new_lin, current.root, current.space, current.dims))
             else:
                 ctype = current.ctype if current is not None and current.ctype.kind != "unknown" else right.ctype
                 root = right.root if right.root is not None else (current.root if current is not None and not ctype.pointer else None)
                 value = right.value if self.loop_depth == 0 else None
-                self.assign(name, Val(ctype, value, right.lin, root, right.space if right.root else (current.space if current else None), right.dims))
+                space = right.space if right.root else (current.space if current else None)
+                self.assign(name, Val(ctype, value, right.lin, root, space, right.dims))
         return right
 
     def _lvalue_type(self, node: Node | None) -> Val:
@@ -1070,7 +1090,7 @@ class KernelWalker:
     def _partial_subscript(self, node: Node) -> Val:
         """`a[i]` where `a` is a multi-dimensional array: an address, not a load."""
         base, lin, elem = self._subscript_address(node)
-        if base is None:
+        if base is None or base.root is None:
             return UNKNOWN_VAL
         if base.dims and len(base.dims) > 1:
             return Val(elem, None, lin, base.root, base.space, base.dims[1:])
@@ -1142,6 +1162,16 @@ class KernelWalker:
     def _sizeof(self, node: Node) -> Val:
         type_node = node.child_by_field_name("type")
         ctype = parse_type(self.text(type_node), self.aliases) if type_node is not None else UNKNOWN
+        value_node = node.child_by_field_name("value")
+        if type_node is None and value_node is not None:
+            # `sizeof(int4)`, `sizeof(T)`, `sizeof(x)`: the grammar reads a parenthesised name as
+            # an expression; it names a type, or a variable whose type we know
+            name = self.text(value_node).strip("() \t")
+            if re.fullmatch(r"[A-Za-z_]\w*", name):
+                ctype = parse_type(name, self.aliases)
+                known = self.lookup(name)
+                if ctype.kind in ("unknown", "struct") and known is not None:
+                    ctype = known.ctype
         size = float(ctype.value_bytes) if ctype.kind not in ("unknown", "struct") else 4.0
         return Val(LONG, size, Linear.constant(size), static=True)
 
@@ -1157,21 +1187,38 @@ class KernelWalker:
         name = self.text(fn).replace(" ", "")
         simple = re.sub(r"<.*>", "", name).split("::")[-1] if name else ""
         if fn is not None and fn.type == "field_expression":
-            # method call: `v.load()`, `cg::this_grid().sync()`: evaluate the object, unknown result
-            obj = self.eval(fn.child_by_field_name("argument"))
-            method = self.text(fn.child_by_field_name("field"))
-            if method in ("data", "get", "ptr", "begin") and obj.root is not None:
-                return Val(obj.ctype if obj.ctype.pointer else obj.ctype.address_of(), None, obj.lin, obj.root, obj.space)
-            callee = self.callees.get(method)
-            if callee is not None and method not in self.inline_stack and len(self.inline_stack) < MAX_INLINE_DEPTH:
-                return self._inline(method, callee, [self.eval(a) for a in arg_nodes])
-            for a in arg_nodes:
-                self.eval(a)
-            return Val(UNKNOWN, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+            return self._method_call(fn, arg_nodes)
+        special = self._call_on_nodes(node, name, simple, arg_nodes)
+        if special is not None:
+            return special
+        args = [self.eval(a) for a in arg_nodes]
+        builtin = self._math_call(simple, args)
+        if builtin is None:
+            builtin = self._builtin_call(simple, args)
+        if builtin is not None:
+            return builtin
+        return self._user_call(fn, simple, args)
+
+    def _method_call(self, fn: Node, arg_nodes: list[Node]) -> Val:
+        """`v.load()`, `cg::this_grid().sync()`: evaluate the object, unknown result."""
+        obj = self.eval(fn.child_by_field_name("argument"))
+        method = self.text(fn.child_by_field_name("field"))
+        if method in ("data", "get", "ptr", "begin") and obj.root is not None:
+            return Val(obj.ctype if obj.ctype.pointer else obj.ctype.address_of(), None, obj.lin, obj.root, obj.space)
+        callee = self.callees.get(method)
+        if callee is not None and method not in self.inline_stack and len(self.inline_stack) < MAX_INLINE_DEPTH:
+            return self._inline(method, callee, [self.eval(a) for a in arg_nodes])
+        for a in arg_nodes:
+            self.eval(a)
+        return Val(UNKNOWN, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+
+    def _call_on_nodes(self, node: Node, name: str, simple: str, arg_nodes: list[Node]) -> Val | None:
+        """Calls that read their argument nodes themselves (casts, atomics, tensor cores, cache
+        hints, the OpenMP thread API); None for any other call."""
         if simple in ("reinterpret_cast", "static_cast", "const_cast", "dynamic_cast") and arg_nodes:
-            target = re.search(r"<(.*)>", name)
+            cast_target = re.search(r"<(.*)>", name)
             val = self.eval(arg_nodes[0])
-            ctype = parse_type(target.group(1), self.aliases) if target else val.ctype
+            ctype = parse_type(cast_target.group(1), self.aliases) if cast_target else val.ctype
             if ctype.kind in ("unknown", "struct") and not ctype.pointer:
                 return val
             return Val(ctype, val.value if not ctype.pointer else None, val.lin if (ctype.is_int or ctype.pointer) else val.lin.opaque(),
@@ -1200,7 +1247,11 @@ class KernelWalker:
             shape = self.launch.block if dim == "block" else self.launch.grid
             value = float(shape[0]) if shape is not None else None
             return Val(INT, value, Linear.constant(value))
-        args = [self.eval(a) for a in arg_nodes]
+        return None
+
+    def _math_call(self, simple: str, args: list[Val]) -> Val | None:
+        """Synchronisation, warp intrinsics, math library and half-precision intrinsics; None for
+        any other call."""
         if simple in costs.SYNC_FUNCTIONS:
             return UNKNOWN_VAL
         if simple in costs.WARP_FUNCTIONS:
@@ -1232,30 +1283,36 @@ class KernelWalker:
         if simple in costs.HALF_INTRINSICS:
             self.count_math(costs.HALF_INTRINSICS[simple], 0, 0, F16)
             return Val(F16)
-        if simple in ("min", "max", "std::min", "std::max", "umin", "umax", "llmin", "llmax", "abs", "labs", "llabs"):
+        return None
+
+    def _builtin_call(self, simple: str, args: list[Val]) -> Val | None:
+        """min/max/abs, vector constructors, conversion intrinsics and functional casts; None for
+        any other call."""
+        if simple in _MIN_MAX_ABS:
             ctype = common_type(args[0].ctype, args[1].ctype) if len(args) > 1 else (args[0].ctype if args else INT)
-            values = [a.value for a in args]
-            if all(v is not None for v in values) and values:
+            values = [a.value for a in args if a.value is not None]
+            if values and len(values) == len(args):
                 folded = (min if "min" in simple else max)(values) if simple not in ("abs", "labs", "llabs") else abs(values[0])
                 return Val(ctype, folded, Linear.constant(folded))
             if ctype.is_int:
                 self.count_int(1.0)
-            return Val(ctype, None, Linear(const_known=False, nonlinear=frozenset().union(*(a.lin.atoms for a in args)) if args else frozenset()))
-        if simple in ("dim3", "make_float2", "make_float3", "make_float4", "make_double2", "make_int2", "make_int3",
-                      "make_int4", "make_uint2", "make_uint4", "make_double3", "make_double4", "make_short2", "make_uchar4"):
+            return Val(ctype, None, Linear(const_known=False, nonlinear=_atoms_of(args)))
+        if simple in _VECTOR_CONSTRUCTORS:
             return Val(parse_type(simple.replace("make_", ""), self.aliases))
-        if simple in ("__int2float_rn", "__float2int_rn", "__float2int_rz", "__int2double_rn", "__double2float_rn",
-                      "__float2half", "__half2float", "__float2uint_rn", "__uint2float_rn", "float", "double", "int",
-                      "__ll2float_rn", "__float_as_int", "__int_as_float", "__double_as_longlong", "__longlong_as_double"):
+        if simple in _CONVERSIONS:
             target = {"float": F32, "double": F64, "int": INT}.get(simple)
             if target is None:
-                target = F16 if "2half" in simple else (F32 if "2float" in simple or "as_float" in simple else (F64 if "double" in simple.split("2")[-1] else INT))
+                target = _conversion_target(simple)
             return Val(target, args[0].value if args else None, args[0].lin if args and target.is_int else Linear(const_known=False))
         if (simple in self.aliases or simple in _SCALAR_TYPE_NAMES) and len(args) == 1 and simple not in self.callees:
             # a functional cast: `Real_t(0.5)`, `float(i)`
             target = self.aliases.get(simple) or parse_type(simple, self.aliases)
-            value = args[0]
-            return Val(target, value.value, value.lin if target.is_int else value.lin.opaque(), static=value.static)
+            operand = args[0]
+            return Val(target, operand.value, operand.lin if target.is_int else operand.lin.opaque(), static=operand.static)
+        return None
+
+    def _user_call(self, fn: Node | None, simple: str, args: list[Val]) -> Val:
+        """A `__device__` function, inlined when visible; otherwise a function of its inputs."""
         callee = self.callees.get(simple)
         if callee is not None and simple not in self.inline_stack and len(self.inline_stack) < MAX_INLINE_DEPTH:
             template_args = []
@@ -1270,8 +1327,7 @@ class KernelWalker:
         ctype = next((a.ctype for a in args if a.ctype.is_float), UNKNOWN)
         # an unknown function of indices is still an index over the same ranges (a constructor
         # `Position(x, y)`, a helper `idx(i, j)`); of nothing known, it is data
-        atoms = frozenset().union(*(a.lin.atoms for a in args)) if args else frozenset()
-        return Val(ctype, None, Linear(nonlinear=atoms or frozenset({"data"}), const_known=False))
+        return Val(ctype, None, Linear(nonlinear=_atoms_of(args) or frozenset({"data"}), const_known=False))
 
     # -- tensor cores ------------------------------------------------------------------------
 
@@ -1321,10 +1377,10 @@ class KernelWalker:
         names = [re.match(r"\W*(\w+)", self.text(a)) for a in arg_nodes]
         fragments = [self.fragments.get(n.group(1)) if n else None for n in names]
         a_frag, acc = fragments[1], fragments[0] or fragments[3]
-        shape = a_frag[1] if a_frag is not None else (acc[1] if acc is not None else (None, None, None))
-        if any(d is None for d in shape):
+        declared = a_frag[1] if a_frag is not None else (acc[1] if acc is not None else (None, None, None))
+        if any(d is None for d in declared):
             self.assume("tensor-core fragment shape unknown: assumed 16×16×16")
-            shape = tuple(d if d is not None else 16.0 for d in shape)
+        shape = tuple(d if d is not None else 16.0 for d in declared)
         element = a_frag[2] if a_frag is not None else "half"
         if a_frag is None:
             self.assume("tensor-core fragment types not visible: assumed FP16 inputs")
@@ -1344,8 +1400,9 @@ class KernelWalker:
         fragment = self.fragments.get(name.group(1)) if name else None
         if ptr.root is None:
             return UNKNOWN_VAL
-        if fragment is not None and all(d is not None for d in fragment[1]):
-            m, n, k = fragment[1]
+        dims = [d for d in fragment[1] if d is not None] if fragment is not None else []
+        if fragment is not None and len(dims) == len(fragment[1]):
+            m, n, k = dims
             use = fragment[0]
             rows_cols = m * k if use == "matrix_a" else (k * n if use == "matrix_b" else m * n)
             element = parse_type(fragment[2], self.aliases) if fragment[2] else ptr.ctype.deref()
@@ -1421,17 +1478,17 @@ class KernelWalker:
         saved_data = self.data
         self.data = callee.data
         scope: dict[str, Val] = {}
-        params = declarator.child_by_field_name("parameters")
-        param_nodes = [p for p in params.named_children if p.type.endswith("parameter_declaration")] if params is not None else []
+        param_list = declarator.child_by_field_name("parameters")
+        param_nodes = [p for p in param_list.named_children if p.type.endswith("parameter_declaration")] if param_list is not None else []
         for index, param in enumerate(param_nodes):
             ptype = parse_type(self.text(param.child_by_field_name("type")) + " " + "*" * self.text(param).count("*"), self.aliases)
             pname = _declared_name(self, param)
             if pname is None:
                 continue
             if index < len(args):
-                arg = args[index]
-                ctype = ptype if ptype.kind not in ("unknown", "struct") else arg.ctype
-                scope[pname] = Val(ctype, arg.value, arg.lin, arg.root, arg.space, arg.dims)
+                actual = args[index]
+                ctype = ptype if ptype.kind not in ("unknown", "struct") else actual.ctype
+                scope[pname] = Val(ctype, actual.value, actual.lin, actual.root, actual.space, actual.dims)
             else:
                 scope[pname] = Val(ptype, None, Linear(const_known=False))
         ret_type = parse_type(self.text(fn.child_by_field_name("type")), self.aliases)
@@ -1459,6 +1516,30 @@ class KernelWalker:
             return Val(ret_type, None, Linear(nonlinear=atoms, const_known=False))
         return Val(ret_type if ret_type.kind not in ("unknown", "struct", "void") else returned.ctype,
                    returned.value, returned.lin, returned.root, returned.space)
+
+
+_MIN_MAX_ABS = frozenset({"min", "max", "std::min", "std::max", "umin", "umax", "llmin", "llmax", "abs", "labs", "llabs"})
+_VECTOR_CONSTRUCTORS = frozenset({"dim3", "make_float2", "make_float3", "make_float4", "make_double2", "make_int2",
+                                  "make_int3", "make_int4", "make_uint2", "make_uint4", "make_double3", "make_double4",
+                                  "make_short2", "make_uchar4"})
+_CONVERSIONS = frozenset({"__int2float_rn", "__float2int_rn", "__float2int_rz", "__int2double_rn", "__double2float_rn",
+                          "__float2half", "__half2float", "__float2uint_rn", "__uint2float_rn", "float", "double", "int",
+                          "__ll2float_rn", "__float_as_int", "__int_as_float", "__double_as_longlong",
+                          "__longlong_as_double"})
+
+
+def _conversion_target(name: str) -> CType:
+    """The result type of a conversion intrinsic, from its name (`__int2float_rn` -> float)."""
+    if "2half" in name:
+        return F16
+    if "2float" in name or "as_float" in name:
+        return F32
+    return F64 if "double" in name.split("2")[-1] else INT
+
+
+def _atoms_of(args: list[Val]) -> frozenset[str]:
+    """The index atoms any of the values depends on."""
+    return frozenset().union(*(a.lin.atoms for a in args)) if args else frozenset()
 
 
 _SCALAR_TYPE_NAMES = {"float", "double", "int", "unsigned", "long", "short", "char", "size_t", "int64_t",
@@ -1519,63 +1600,64 @@ def type_is_auto(ctype: CType) -> bool:
 def _fold(op: str, a: float | None, b: float | None) -> float | None:
     if a is None or b is None:
         return None
+    fold = _FOLDABLE_BINARY.get(op)
+    if fold is None:
+        return None
     try:
-        if op == "+":
-            return a + b
-        if op == "-":
-            return a - b
-        if op == "*":
-            return a * b
-        if op == "/":
-            return a / b if not (float(a).is_integer() and float(b).is_integer()) else float(int(a / b))
-        if op == "%":
-            return float(math.fmod(a, b))
-        if op == "<<":
-            return float(int(a) << int(b))
-        if op == ">>":
-            return float(int(a) >> int(b))
-        if op == "&":
-            return float(int(a) & int(b))
-        if op == "|":
-            return float(int(a) | int(b))
-        if op == "^":
-            return float(int(a) ^ int(b))
-        if op == "<":
-            return float(a < b)
-        if op == ">":
-            return float(a > b)
-        if op == "<=":
-            return float(a <= b)
-        if op == ">=":
-            return float(a >= b)
-        if op == "==":
-            return float(a == b)
-        if op == "!=":
-            return float(a != b)
-        if op == "&&":
-            return float(bool(a) and bool(b))
-        if op == "||":
-            return float(bool(a) or bool(b))
+        return fold(a, b)
     except (ZeroDivisionError, OverflowError, ValueError):
         return None
-    return None
+
+
+def _fold_division(a: float, b: float) -> float:
+    """C division: integer operands truncate."""
+    return a / b if not (float(a).is_integer() and float(b).is_integer()) else float(int(a / b))
+
+
+# binary operators evaluated at compile time when both operands are constants
+_FOLDABLE_BINARY: dict[str, Callable[[float, float], float]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": _fold_division,
+    "%": lambda a, b: float(math.fmod(a, b)),
+    "<<": lambda a, b: float(int(a) << int(b)),
+    ">>": lambda a, b: float(int(a) >> int(b)),
+    "&": lambda a, b: float(int(a) & int(b)),
+    "|": lambda a, b: float(int(a) | int(b)),
+    "^": lambda a, b: float(int(a) ^ int(b)),
+    "<": lambda a, b: float(a < b),
+    ">": lambda a, b: float(a > b),
+    "<=": lambda a, b: float(a <= b),
+    ">=": lambda a, b: float(a >= b),
+    "==": lambda a, b: float(a == b),
+    "!=": lambda a, b: float(a != b),
+    "&&": lambda a, b: float(bool(a) and bool(b)),
+    "||": lambda a, b: float(bool(a) or bool(b)),
+}
 
 
 def _fold_math(name: str, args: list[Val]) -> float | None:
-    values = [a.value for a in args]
-    if not values or any(v is None for v in values):
+    values = [a.value for a in args if a.value is not None]
+    if not values or len(values) != len(args):
         return None
     base = name.rstrip("f") if name.endswith("f") and name not in ("erf",) else name
-    fn = {"sqrt": math.sqrt, "exp": math.exp, "log": math.log, "log2": math.log2, "ceil": math.ceil,
-          "floor": math.floor, "fabs": abs, "pow": math.pow, "log10": math.log10, "exp2": lambda x: 2.0 ** x,
-          "sin": math.sin, "cos": math.cos, "tan": math.tan, "tanh": math.tanh, "atan": math.atan,
-          "asin": math.asin, "acos": math.acos, "atan2": math.atan2, "cbrt": lambda x: math.copysign(abs(x) ** (1 / 3), x),
-          "rsqrt": lambda x: 1.0 / math.sqrt(x), "erf": math.erf, "fmin": min, "fmax": max,
-          "hypot": math.hypot, "fmod": math.fmod}.get(base)
+    fn = _FOLDABLE_MATH.get(base)
     try:
-        return float(fn(*values)) if fn is not None else None  # type: ignore[misc]
+        return float(fn(*values)) if fn is not None else None
     except (ValueError, OverflowError, TypeError):
         return None
+
+
+# math functions evaluated at compile time when every operand is a constant
+_FOLDABLE_MATH: dict[str, Callable[..., float]] = {
+    "sqrt": math.sqrt, "exp": math.exp, "log": math.log, "log2": math.log2, "ceil": math.ceil,
+    "floor": math.floor, "fabs": abs, "pow": math.pow, "log10": math.log10, "exp2": lambda x: 2.0 ** x,
+    "sin": math.sin, "cos": math.cos, "tan": math.tan, "tanh": math.tanh, "atan": math.atan,
+    "asin": math.asin, "acos": math.acos, "atan2": math.atan2, "cbrt": lambda x: math.copysign(abs(x) ** (1 / 3), x),
+    "rsqrt": lambda x: 1.0 / math.sqrt(x), "erf": math.erf, "fmin": min, "fmax": max,
+    "hypot": math.hypot, "fmod": math.fmod,
+}
 
 
 def _linear(op: str, a: Linear, b: Linear, av: float | None, bv: float | None) -> Linear:
@@ -1615,7 +1697,7 @@ _STATEMENTS: dict[str, Callable[[KernelWalker, Node], None]] = {
     "break_statement": lambda self, node: None,
     "continue_statement": lambda self, node: None,
     "goto_statement": lambda self, node: None,
-    "labeled_statement": lambda self, node: [self.walk_statement(c) for c in node.named_children[1:]] and None,
+    "labeled_statement": KernelWalker._labeled,
 }
 
 _EXPRESSIONS: dict[str, Callable[[KernelWalker, Node], Val]] = {

@@ -149,6 +149,10 @@ def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Va
 
 def try_evaluate(text: str, env: ConstEnv | None = None) -> tuple[Value | None, str | None]:
     """(value, None) when foldable, else (None, reason)."""
+    if env is not None and "(" in text and set(re.findall(r"[A-Za-z_]\w*", text)) & env.all_function_macros().keys():
+        from perflsp.kernels.preprocess import expand_macros  # (imports this module)
+
+        text = expand_macros(text, env)  # `DIV_UP(n, 128)`: a function-like macro, not a call
     try:
         return evaluate(text, env), None
     except NotConstant as exc:

@@ -39,6 +39,9 @@ _COMMENTS = re.compile(r"//.*|/\*.*?\*/", re.DOTALL)
 
 # What the compilers used with CUDA and OpenMP offload define; `-D` flags add to these.
 PREDEFINED_CUDA = {"__CUDACC__": "1", "__cplusplus": "201703L", "__clang__": "1"}
+# `__CUDA_ARCH__` of the device pass a kernel's own text is read in: a current architecture
+# (sm_80), so that `#if __CUDA_ARCH__ >= 800` bodies and not their old-GPU fallbacks are analysed
+DEVICE_ARCH = "800"
 PREDEFINED_CXX = {"__cplusplus": "201703L", "__clang__": "1", "_OPENMP": "201811"}
 
 
@@ -315,6 +318,9 @@ def strip_inactive(text: str, env: ConstEnv) -> str:
     local = ConstEnv(parent=env)
     local.macros = dict(env.all_macros())
     local.function_macros = dict(env.all_function_macros())
+    if "__CUDACC__" in local.macros:
+        # a kernel's text is compiled in nvcc's device pass, where `__CUDA_ARCH__` is defined
+        local.macros.setdefault("__CUDA_ARCH__", DEVICE_ARCH)
     for line in lines:
         stripped = line.strip()
         m = re.match(r"#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)", stripped)
