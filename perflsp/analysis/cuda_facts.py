@@ -10,10 +10,11 @@ import re
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.extents import cuda_extent, leading_name
 from perflsp.analysis.finish import Extents, calibrated, count_text, dims_text, finish, uncertain_facts
+from perflsp.analysis.host_types import host_types
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.unit import AnalysisUnit
-from perflsp.analysis.walker import KernelWalker, LaunchShape, Val
+from perflsp.analysis.walker import Callee, KernelWalker, LaunchShape, Val
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.models import CudaFunction, LaunchSite
 from perflsp.kernels.program import ProgramModel
@@ -164,7 +165,14 @@ def _bind_template(model: ProgramModel, kernel: CudaFunction, site: LaunchSite |
     for index, param in enumerate(kernel.template_params):
         arg = args[index] if index < len(args) else param.default
         if param.kind == "type":
-            if arg is not None:
+            launcher_parameters = model.template_type_parameters(site.span.start_byte) \
+                if site is not None and arg is not None and any(s is site for s in model.kernels.launches) else []
+            if arg is not None and arg.strip() in launcher_parameters and arg.strip() not in aliases:
+                # `k<T><<<...>>>(...)` from a templated method: T is the launcher's own parameter,
+                # instantiated elsewhere (`template class Stream<float>;`)
+                aliases[param.name] = F32
+                assumptions.append(f"template type `{arg.strip()}` of the launching code: assumed float")
+            elif arg is not None:
                 type_text = model.expand(arg, env).strip()
                 aliases[param.name] = parse_type(type_text or arg, aliases)
             else:
@@ -181,6 +189,67 @@ def _bind_template(model: ProgramModel, kernel: CudaFunction, site: LaunchSite |
     return values
 
 
+def _lambda_argument(unit: AnalysisUnit, site: LaunchSite, text: str) -> tuple[str, int] | None:
+    """The lambda a launch passes (its text and where it is written): written at the launch,
+    or handed to the launching function by its caller (`for_each(n, [=] __device__ (...) {...})`
+    calling `template <class F> void for_each(size_t n, F f) { k<<<g, b>>>(n, f); }`)."""
+    if not any(s is site for s in unit.kernels.launches):
+        return None  # a launch in another file: its text is not this model's
+    text = text.strip()
+    if text.startswith("["):
+        return text, site.span.start_byte
+    if not re.fullmatch(r"[A-Za-z_]\w*", text):
+        return None
+    launcher = unit.model.enclosing_function(site.span.start_byte)
+    if launcher is None:
+        return None
+    for node in unit.model.caller_argument_nodes(launcher, text):
+        written = unit.data[node.start_byte : node.end_byte].decode("utf-8", errors="replace").strip()
+        if written.startswith("["):
+            return written, node.start_byte
+    return None
+
+
+def _bind_lambda_argument(unit: AnalysisUnit, walker: KernelWalker, name: str, text: str, offset: int,
+                          extents: Extents) -> bool:
+    """A lambda passed to the kernel (`for_each<<<g, b>>>(n, [=] __device__ (int i) {...})`):
+    `name(...)` in the kernel inlines it, its captures bound to the variables where it is
+    written (device pointers and the class's member arrays are global memory; an init-capture
+    `a = this->d_a` is its initializer's). False when it does not parse."""
+    wrapped = f"void __perflsp_lambda() {{ auto __perflsp_f = {unit.model.expand(text)}; }}\n".encode("utf-8", errors="replace")
+    parsed = unit.model.parse_function(wrapped)
+    body = parsed.node.child_by_field_name("body") if parsed is not None else None
+    lambda_ = None
+    stack = [body] if body is not None else []
+    while stack and lambda_ is None:
+        node = stack.pop()
+        if node.type == "lambda_expression":
+            lambda_ = node
+        stack.extend(node.named_children)
+    if lambda_ is None:
+        return False
+    types = dict(host_types(unit, unit.model.enclosing_function(offset), offset))
+    for parameter in unit.model.template_type_parameters(offset):
+        walker.aliases.setdefault(parameter, F32)  # `(T)0.4` in a lambda of a templated method
+    head = text.split("]", 1)[0]
+    for captured, source in re.findall(r"([A-Za-z_]\w*)\s*=\s*(?:this\s*->\s*)?([A-Za-z_]\w*)", head):
+        if source in types:
+            types[captured] = types[source]
+    captures: dict[str, Val] = {}
+    for captured in set(re.findall(r"[A-Za-z_]\w*", text)):
+        if captured not in types:
+            continue
+        ctype, _ = types[captured]
+        if ctype.pointer:
+            captures[captured] = Val(ctype, root=captured, space="global")
+            extent = cuda_extent(unit, captured)
+            extents[captured] = (extent.bytes, extent.host_memory)
+        else:
+            captures[captured] = Val(ctype, None, Linear(const_known=False))
+    walker.bind_lambda(name, Callee(lambda_, wrapped), captures)
+    return True
+
+
 def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction, site: LaunchSite | None,
                  aliases: dict[str, CType]) -> Extents:
     """Bind the kernel's parameters from its launch site; returns the arrays' extents."""
@@ -190,6 +259,9 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
             continue
         ctype = parse_type(param.type, aliases)
         arg = site.args[index] if site is not None and index < len(site.args) else None
+        lambda_ = _lambda_argument(unit, site, arg.text) if arg is not None and site is not None else None
+        if lambda_ is not None and _bind_lambda_argument(unit, walker, param.name, *lambda_, extents):
+            continue
         if ctype.pointer:
             walker.bind(param.name, Val(ctype, root=param.name, space="global"))
             if site is not None and index < len(site.arg_extents):
