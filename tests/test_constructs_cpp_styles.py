@@ -388,3 +388,48 @@ def test_a_lambda_handed_down_to_the_launching_function_reads_the_members_it_cap
     assert per.global_load_bytes == 4 * per.global_loads
     assert per.fp32 > 0 and per.fp64 == 0
 
+
+
+FUNCTOR_SRC = """
+#include <vector>
+#include <cuda_runtime.h>
+struct Saxpy {
+  float a;
+  __device__ float operator()(float x, float y) const { return a * x + y; }
+};
+struct Poly {
+  __device__ float operator()(float x) const { float y = 0.f; for (int k = 0; k < 256; k++) y = y * x + 1.0f; return y; }
+};
+template <typename F>
+__global__ void apply_kernel(const float *x, float *y, F f, int n)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = f(x[i], y[i]);
+}
+template <typename F>
+__global__ void map_kernel(const float *x, float *y, F f, int n)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = f(x[i]);
+}
+void go(std::vector<float> &hx, int n)
+{
+  float *x, *y;
+  cudaMalloc(&x, n * sizeof(float));
+  cudaMalloc(&y, n * sizeof(float));
+  cudaMemcpy(x, hx.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+  apply_kernel<<<(n + 255) / 256, 256>>>(x, y, Saxpy{2.0f}, n);
+  Poly p;
+  map_kernel<<<(n + 255) / 256, 256>>>(x, y, p, n);
+}
+"""
+
+
+def test_a_functor_passed_to_the_kernel_is_applied_through_its_call_operator():
+    reports = _by_name(analyse(FUNCTOR_SRC))
+    saxpy = reports["apply_kernel"]  # a temporary `Saxpy{2.0f}`: one FMA per element
+    assert saxpy.estimates[0].verdict == "bandwidth"
+    assert (saxpy.facts.per_item.global_loads, saxpy.facts.per_item.fp32) == (2, 2)
+    poly = reports["map_kernel"]  # a variable `Poly p;`: 256 FMAs per element loaded
+    assert poly.estimates[0].verdict == "compute"
+    assert poly.facts.per_item.fp32 == 512 and poly.facts.per_item.global_load_bytes == 4

@@ -10,7 +10,7 @@ import re
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.extents import cuda_extent, leading_name
 from perflsp.analysis.finish import Extents, calibrated, count_text, dims_text, finish, uncertain_facts
-from perflsp.analysis.host_types import host_types
+from perflsp.analysis.host_types import class_member_types, host_types
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.unit import AnalysisUnit
@@ -250,6 +250,33 @@ def _bind_lambda_argument(unit: AnalysisUnit, walker: KernelWalker, name: str, t
     return True
 
 
+def _bind_functor_argument(unit: AnalysisUnit, walker: KernelWalker, name: str, text: str, site: LaunchSite) -> bool:
+    """A function object passed to the kernel (`apply<<<g, b>>>(x, y, Saxpy{2.0f}, n)`, or a
+    variable `Saxpy f;` of the launching function): `name(...)` in the kernel inlines its
+    `operator()`, its members bound as unknown values (pointer members as global memory)."""
+    if not any(s is site for s in unit.kernels.launches):
+        return False
+    text = text.strip()
+    m = re.match(r"([A-Za-z_]\w*)\s*(?:<[^<>]*>)?\s*[{(]", text)
+    class_name = m.group(1) if m is not None else None
+    if class_name is None and re.fullmatch(r"[A-Za-z_]\w*", text):
+        launcher = unit.model.enclosing_function(site.span.start_byte)
+        start = launcher.start_byte if launcher is not None else max(0, site.span.start_byte - 4000)
+        before = unit.data[start : site.span.start_byte].decode("utf-8", errors="replace")
+        declared = re.findall(r"\b([A-Za-z_]\w*)\s*(?:<[^<>;]*>)?\s+" + re.escape(text) + r"\s*[;{(=]", before)
+        class_name = declared[-1] if declared else None
+    if class_name is None or class_name in ("return", "const", "auto"):
+        return False
+    operator = unit.model.call_operator(class_name)
+    if operator is None:
+        return False
+    members: dict[str, Val] = {}
+    for member, (ctype, _) in class_member_types(unit, class_name, walker.aliases).items():
+        members[member] = Val(ctype, root=member, space="global") if ctype.pointer else Val(ctype, None, Linear(const_known=False))
+    walker.bind_lambda(name, Callee(operator.node, operator.data), members)
+    return True
+
+
 def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction, site: LaunchSite | None,
                  aliases: dict[str, CType]) -> Extents:
     """Bind the kernel's parameters from its launch site; returns the arrays' extents."""
@@ -261,6 +288,8 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
         arg = site.args[index] if site is not None and index < len(site.args) else None
         lambda_ = _lambda_argument(unit, site, arg.text) if arg is not None and site is not None else None
         if lambda_ is not None and _bind_lambda_argument(unit, walker, param.name, *lambda_, extents):
+            continue
+        if arg is not None and site is not None and not ctype.pointer and _bind_functor_argument(unit, walker, param.name, arg.text, site):
             continue
         if ctype.pointer:
             walker.bind(param.name, Val(ctype, root=param.name, space="global"))

@@ -44,8 +44,7 @@ def host_types(unit: AnalysisUnit, function: Node | None, offset: int) -> HostTy
     if class_name is not None:
         # a method's members are in scope (`a[i] = b[i] + scalar * c[i]` over `T *a;` members,
         # allocated in the constructor): typed as declared; its locals below shadow them
-        for data_of_class, fields in unit.model.class_fields(class_name):
-            _collect_host_types(aliases, unit, fields, data_of_class, out)
+        out.update(class_member_types(unit, class_name, aliases))
     if text is not None:
         expanded = unit.model.expand(text)
         fn: Node | None
@@ -80,6 +79,14 @@ def host_types(unit: AnalysisUnit, function: Node | None, offset: int) -> HostTy
                 dims = tuple(_fold_float(unit, d) for d in re.findall(r"\[([^\]]*)\]", m.group(3)))
                 out[m.group(2)] = (CType(base.kind, base.size_bytes, base.lanes, 1 + len(dims), base.wide), (0.0, *dims))
     cache[key] = out
+    return out
+
+
+def class_member_types(unit: AnalysisUnit, class_name: str, aliases: dict[str, CType]) -> HostTypes:
+    """The types of the members the class `class_name` declares (in this file or its headers)."""
+    out: HostTypes = {}
+    for data_of_class, fields in unit.model.class_fields(class_name):
+        _collect_host_types(aliases, unit, fields, data_of_class, out)
     return out
 
 

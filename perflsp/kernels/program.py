@@ -425,6 +425,23 @@ class ProgramModel:
                     return found
         return None
 
+    def call_operator(self, class_name: str) -> ParsedFunction | None:
+        """`class_name::operator()` (a functor a kernel applies per element), of this file or
+        its local headers."""
+        suffix = f"{class_name}::operator()"
+        for fn in self.kernels.device_functions:
+            if fn.qualified_name == suffix or fn.qualified_name.endswith("::" + suffix):
+                return self.parsed_function(fn)
+        for header in self.headers:
+            parsed = _parsed_header(header)
+            if parsed is None:
+                continue
+            data, tree, functions = parsed
+            for fn in functions:
+                if fn.qualified_name == suffix or fn.qualified_name.endswith("::" + suffix):
+                    return _expanded_function(data, tree, fn, self.env, keep_constants=False, recovered=False)
+        return None
+
     def device_function_names(self) -> list[str]:
         """Names `device_function` may find, this file's first."""
         names = dict.fromkeys(self._local_functions)
