@@ -286,11 +286,13 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
             continue
         ctype = parse_type(param.type, aliases)
         arg = site.args[index] if site is not None and index < len(site.args) else None
-        lambda_ = _lambda_argument(unit, site, arg.text) if arg is not None and site is not None else None
-        if lambda_ is not None and _bind_lambda_argument(unit, walker, param.name, *lambda_, extents):
-            continue
-        if arg is not None and site is not None and not ctype.pointer and _bind_functor_argument(unit, walker, param.name, arg.text, site):
-            continue
+        if arg is not None and site is not None and not ctype.pointer:
+            # a lambda or a function object the kernel applies (`F f` ... `f(i)`)
+            lambda_ = _lambda_argument(unit, site, arg.text)
+            if lambda_ is not None and _bind_lambda_argument(unit, walker, param.name, *lambda_, extents):
+                continue
+            if _bind_functor_argument(unit, walker, param.name, arg.text, site):
+                continue
         if ctype.pointer:
             walker.bind(param.name, Val(ctype, root=param.name, space="global"))
             if site is not None and index < len(site.arg_extents):
