@@ -280,6 +280,7 @@ def test_omp_regions_over_member_arrays_of_a_class_declared_in_a_header(tmp_path
         # a member size is an unknown problem size: production scale, not one work item
         assert report.facts.work_items >= 1 << 20, name
         assert any(a.startswith("problem size unknown") for a in report.facts.assumptions), name
+    assert any("template type `T` of the enclosing code: assumed float" in a for a in reports["copy"].facts.assumptions)
     copy = reports["copy"].facts.per_item
     assert (copy.global_loads, copy.global_stores) == (1, 1)
     assert (copy.global_load_bytes, copy.global_store_bytes) == (4, 4)  # `T *` of the class template: float

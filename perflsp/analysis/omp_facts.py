@@ -75,9 +75,14 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int |
                               f"{teams} teams × {threads}), data beyond L2")
     shape = LaunchShape((float(teams), 1.0, 1.0) if teams else None, (float(threads), 1.0, 1.0) if threads else None)
     aliases = dict(unit.type_aliases)
+    function_text = unit.data[function.start_byte : function.end_byte].decode("utf-8", errors="replace") \
+        if function is not None else expanded
     for parameter in unit.model.template_type_parameters(region.span.start_byte):
-        # `(T)1.0` in a method of `template <class T> class Stream`: instantiated elsewhere
-        aliases.setdefault(parameter, F32)
+        # `(T)1.0`, `T *a` in a method of `template <class T> class Stream`: instantiated elsewhere
+        if parameter not in aliases:
+            aliases[parameter] = F32
+            if re.search(rf"\b{re.escape(parameter)}\b", function_text):
+                assumptions.append(f"template type `{parameter}` of the enclosing code: assumed float")
     walker = KernelWalker(wrapped, cost, shape, aliases, unit.callees,
                           line_offset=region.body_span.start.line - 1)
     walker.scopes[0].update(unit.globals)
