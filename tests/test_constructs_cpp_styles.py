@@ -434,3 +434,39 @@ def test_a_functor_passed_to_the_kernel_is_applied_through_its_call_operator():
     poly = reports["map_kernel"]  # a variable `Poly p;`: 256 FMAs per element loaded
     assert poly.estimates[0].verdict == "compute"
     assert poly.facts.per_item.fp32 == 512 and poly.facts.per_item.global_load_bytes == 4
+
+
+STRUCT_ARGUMENT_SRC = """
+struct Scale {
+  float *a;
+  const float *b;
+  float s;
+  __device__ void operator()(int i) const { a[i] = s * b[i]; }
+};
+struct Arrays { float *x; float *y; };
+template <class F>
+__global__ void run(F f, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) f(i);
+}
+__global__ void by_value(Arrays arr, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) arr.x[i] = arr.y[i] + 1.0f;
+}
+void go(float *d_a, float *d_b, int n) {
+  Scale op{d_a, d_b, 2.0f};
+  run<<<(n + 255) / 256, 256>>>(op, n);
+  Arrays arr{d_a, d_b};
+  by_value<<<(n + 255) / 256, 256>>>(arr, n);
+}
+"""
+
+
+def test_pointer_members_of_a_struct_or_functor_passed_by_value_are_global_arrays():
+    reports = _by_name(analyse(STRUCT_ARGUMENT_SRC))
+    for name in ("run", "by_value"):
+        per = reports[name].facts.per_item
+        assert reports[name].estimates[0].verdict == "bandwidth", name
+        # `arr.y[i]` is a load of its own array, not a row of an accessor of unknown rank
+        assert (per.global_loads, per.global_stores, per.fp32) == (1, 1, 1), name
+        assert (per.global_load_bytes, per.global_store_bytes) == (4, 4), name

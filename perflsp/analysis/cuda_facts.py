@@ -277,6 +277,22 @@ def _bind_functor_argument(unit: AnalysisUnit, walker: KernelWalker, name: str, 
     return True
 
 
+def _bind_struct_members(unit: AnalysisUnit, walker: KernelWalker, name: str, type_text: str) -> bool:
+    """A struct the file or its headers declare, passed by value (`struct Arrays { float *x, *y; }`,
+    `k(Arrays arr)`): `arr.x` is its member, a pointer member one global array of its own. False
+    for a type whose members are not visible or hold no pointer (read as an accessor instead)."""
+    words = [w for w in re.findall(r"[A-Za-z_]\w*", re.sub(r"<.*>", "", type_text)) if w not in ("const", "struct", "class", "volatile")]
+    if not words:
+        return False
+    members = class_member_types(unit, words[-1].split("::")[-1], walker.aliases)
+    if not any(ctype.pointer for ctype, _ in members.values()):
+        return False
+    walker.bind_members(name, {
+        member: Val(ctype, root=f"{name}.{member}", space="global") if ctype.pointer else Val(ctype, None, Linear(const_known=False))
+        for member, (ctype, _) in members.items()})
+    return True
+
+
 def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction, site: LaunchSite | None,
                  aliases: dict[str, CType]) -> Extents:
     """Bind the kernel's parameters from its launch site; returns the arrays' extents."""
@@ -302,6 +318,8 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
                 if name:
                     extent = cuda_extent(unit, name)
                     extents[param.name] = (extent.bytes, extent.host_memory)
+            continue
+        if ctype.kind == "struct" and _bind_struct_members(unit, walker, param.name, param.type):
             continue
         if ctype.kind == "struct" and not param.is_reference:
             # an accessor object (`PackedTensorAccessor`, a struct of pointers): its subscripts

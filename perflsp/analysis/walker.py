@@ -132,6 +132,7 @@ class KernelWalker:
         # callables the body names: `auto f = [=] __device__ (int i) {...}` and lambdas passed
         # to the kernel, with the scope their captures read (None: the scopes where they are called)
         self.lambdas: dict[str, tuple[Callee, dict[str, Val] | None]] = {}
+        self.members: dict[str, dict[str, Val]] = {}  # struct parameter -> its members
         self.visited = 0
         self.truncated = False
         self.resolve_bound = loop_bound_resolver
@@ -368,6 +369,11 @@ class KernelWalker:
         self.bind(name, Val(ctype, val.value, val.lin if keeps_array or not val.root else Linear(const_known=False),
                             val.root if keeps_array else None, val.space if keeps_array else None,
                             val.dims if keeps_array else (), static=val.static))
+
+    def bind_members(self, name: str, members: dict[str, Val]) -> None:
+        """`name.member` reads `members[member]` (a struct of arrays passed by value)."""
+        self.members[name] = members
+        self.bind(name, Val(UNKNOWN))
 
     def bind_lambda(self, name: str, lambda_: Callee, captures: dict[str, Val] | None = None) -> None:
         """`name(...)` inlines `lambda_` (a `lambda_expression`); its captured names are read
@@ -861,6 +867,8 @@ class KernelWalker:
                 self.assume(f"{base_text}.x unknown: the launch shape is not visible")
             return Val(INT, None, Linear(const_known=False))
         operator = self.text(node.child_by_field_name("operator"))
+        if operator == "." and base_text in self.members and field_name in self.members[base_text]:
+            return self.members[base_text][field_name]
         if operator == "->" and base_text == "this":
             # `this->a` in a method (an OpenMP region over the class's member arrays): the member
             member = self.lookup(field_name)
