@@ -10,10 +10,11 @@ import re
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.extents import cuda_extent, leading_name
 from perflsp.analysis.finish import Extents, calibrated, count_text, dims_text, finish, uncertain_facts
+from perflsp.analysis.host_types import class_member_types, host_types
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.unit import AnalysisUnit
-from perflsp.analysis.walker import KernelWalker, LaunchShape, Val
+from perflsp.analysis.walker import Callee, KernelWalker, LaunchShape, Val
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.models import CudaFunction, LaunchSite
 from perflsp.kernels.program import ProgramModel
@@ -164,7 +165,14 @@ def _bind_template(model: ProgramModel, kernel: CudaFunction, site: LaunchSite |
     for index, param in enumerate(kernel.template_params):
         arg = args[index] if index < len(args) else param.default
         if param.kind == "type":
-            if arg is not None:
+            launcher_parameters = model.template_type_parameters(site.span.start_byte) \
+                if site is not None and arg is not None and any(s is site for s in model.kernels.launches) else []
+            if arg is not None and arg.strip() in launcher_parameters and arg.strip() not in aliases:
+                # `k<T><<<...>>>(...)` from a templated method: T is the launcher's own parameter,
+                # instantiated elsewhere (`template class Stream<float>;`)
+                aliases[param.name] = F32
+                assumptions.append(f"template type `{arg.strip()}` of the launching code: assumed float")
+            elif arg is not None:
                 type_text = model.expand(arg, env).strip()
                 aliases[param.name] = parse_type(type_text or arg, aliases)
             else:
@@ -181,6 +189,110 @@ def _bind_template(model: ProgramModel, kernel: CudaFunction, site: LaunchSite |
     return values
 
 
+def _lambda_argument(unit: AnalysisUnit, site: LaunchSite, text: str) -> tuple[str, int] | None:
+    """The lambda a launch passes (its text and where it is written): written at the launch,
+    or handed to the launching function by its caller (`for_each(n, [=] __device__ (...) {...})`
+    calling `template <class F> void for_each(size_t n, F f) { k<<<g, b>>>(n, f); }`)."""
+    if not any(s is site for s in unit.kernels.launches):
+        return None  # a launch in another file: its text is not this model's
+    text = text.strip()
+    if text.startswith("["):
+        return text, site.span.start_byte
+    if not re.fullmatch(r"[A-Za-z_]\w*", text):
+        return None
+    launcher = unit.model.enclosing_function(site.span.start_byte)
+    if launcher is None:
+        return None
+    for node in unit.model.caller_argument_nodes(launcher, text):
+        written = unit.data[node.start_byte : node.end_byte].decode("utf-8", errors="replace").strip()
+        if written.startswith("["):
+            return written, node.start_byte
+    return None
+
+
+def _bind_lambda_argument(unit: AnalysisUnit, walker: KernelWalker, name: str, text: str, offset: int,
+                          extents: Extents) -> bool:
+    """A lambda passed to the kernel (`for_each<<<g, b>>>(n, [=] __device__ (int i) {...})`):
+    `name(...)` in the kernel inlines it, its captures bound to the variables where it is
+    written (device pointers and the class's member arrays are global memory; an init-capture
+    `a = this->d_a` is its initializer's). False when it does not parse."""
+    wrapped = f"void __perflsp_lambda() {{ auto __perflsp_f = {unit.model.expand(text)}; }}\n".encode("utf-8", errors="replace")
+    parsed = unit.model.parse_function(wrapped)
+    body = parsed.node.child_by_field_name("body") if parsed is not None else None
+    lambda_ = None
+    stack = [body] if body is not None else []
+    while stack and lambda_ is None:
+        node = stack.pop()
+        if node.type == "lambda_expression":
+            lambda_ = node
+        stack.extend(node.named_children)
+    if lambda_ is None:
+        return False
+    types = dict(host_types(unit, unit.model.enclosing_function(offset), offset))
+    for parameter in unit.model.template_type_parameters(offset):
+        walker.aliases.setdefault(parameter, F32)  # `(T)0.4` in a lambda of a templated method
+    head = text.split("]", 1)[0]
+    for captured, source in re.findall(r"([A-Za-z_]\w*)\s*=\s*(?:this\s*->\s*)?([A-Za-z_]\w*)", head):
+        if source in types:
+            types[captured] = types[source]
+    captures: dict[str, Val] = {}
+    for captured in set(re.findall(r"[A-Za-z_]\w*", text)):
+        if captured not in types:
+            continue
+        ctype, _ = types[captured]
+        if ctype.pointer:
+            captures[captured] = Val(ctype, root=captured, space="global")
+            extent = cuda_extent(unit, captured)
+            extents[captured] = (extent.bytes, extent.host_memory)
+        else:
+            captures[captured] = Val(ctype, None, Linear(const_known=False))
+    walker.bind_lambda(name, Callee(lambda_, wrapped), captures)
+    return True
+
+
+def _bind_functor_argument(unit: AnalysisUnit, walker: KernelWalker, name: str, text: str, site: LaunchSite) -> bool:
+    """A function object passed to the kernel (`apply<<<g, b>>>(x, y, Saxpy{2.0f}, n)`, or a
+    variable `Saxpy f;` of the launching function): `name(...)` in the kernel inlines its
+    `operator()`, its members bound as unknown values (pointer members as global memory)."""
+    if not any(s is site for s in unit.kernels.launches):
+        return False
+    text = text.strip()
+    m = re.match(r"([A-Za-z_]\w*)\s*(?:<[^<>]*>)?\s*[{(]", text)
+    class_name = m.group(1) if m is not None else None
+    if class_name is None and re.fullmatch(r"[A-Za-z_]\w*", text):
+        launcher = unit.model.enclosing_function(site.span.start_byte)
+        start = launcher.start_byte if launcher is not None else max(0, site.span.start_byte - 4000)
+        before = unit.data[start : site.span.start_byte].decode("utf-8", errors="replace")
+        declared = re.findall(r"\b([A-Za-z_]\w*)\s*(?:<[^<>;]*>)?\s+" + re.escape(text) + r"\s*[;{(=]", before)
+        class_name = declared[-1] if declared else None
+    if class_name is None or class_name in ("return", "const", "auto"):
+        return False
+    operator = unit.model.call_operator(class_name)
+    if operator is None:
+        return False
+    members: dict[str, Val] = {}
+    for member, (ctype, _) in class_member_types(unit, class_name, walker.aliases).items():
+        members[member] = Val(ctype, root=member, space="global") if ctype.pointer else Val(ctype, None, Linear(const_known=False))
+    walker.bind_lambda(name, Callee(operator.node, operator.data), members)
+    return True
+
+
+def _bind_struct_members(unit: AnalysisUnit, walker: KernelWalker, name: str, type_text: str) -> bool:
+    """A struct the file or its headers declare, passed by value (`struct Arrays { float *x, *y; }`,
+    `k(Arrays arr)`): `arr.x` is its member, a pointer member one global array of its own. False
+    for a type whose members are not visible or hold no pointer (read as an accessor instead)."""
+    words = [w for w in re.findall(r"[A-Za-z_]\w*", re.sub(r"<.*>", "", type_text)) if w not in ("const", "struct", "class", "volatile")]
+    if not words:
+        return False
+    members = class_member_types(unit, words[-1].split("::")[-1], walker.aliases)
+    if not any(ctype.pointer for ctype, _ in members.values()):
+        return False
+    walker.bind_members(name, {
+        member: Val(ctype, root=f"{name}.{member}", space="global") if ctype.pointer else Val(ctype, None, Linear(const_known=False))
+        for member, (ctype, _) in members.items()})
+    return True
+
+
 def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction, site: LaunchSite | None,
                  aliases: dict[str, CType]) -> Extents:
     """Bind the kernel's parameters from its launch site; returns the arrays' extents."""
@@ -190,6 +302,13 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
             continue
         ctype = parse_type(param.type, aliases)
         arg = site.args[index] if site is not None and index < len(site.args) else None
+        if arg is not None and site is not None and not ctype.pointer:
+            # a lambda or a function object the kernel applies (`F f` ... `f(i)`)
+            lambda_ = _lambda_argument(unit, site, arg.text)
+            if lambda_ is not None and _bind_lambda_argument(unit, walker, param.name, *lambda_, extents):
+                continue
+            if _bind_functor_argument(unit, walker, param.name, arg.text, site):
+                continue
         if ctype.pointer:
             walker.bind(param.name, Val(ctype, root=param.name, space="global"))
             if site is not None and index < len(site.arg_extents):
@@ -199,6 +318,8 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
                 if name:
                     extent = cuda_extent(unit, name)
                     extents[param.name] = (extent.bytes, extent.host_memory)
+            continue
+        if ctype.kind == "struct" and _bind_struct_members(unit, walker, param.name, param.type):
             continue
         if ctype.kind == "struct" and not param.is_reference:
             # an accessor object (`PackedTensorAccessor`, a struct of pointers): its subscripts

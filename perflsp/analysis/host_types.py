@@ -29,13 +29,22 @@ def host_types(unit: AnalysisUnit, function: Node | None, offset: int) -> HostTy
     if key in cache:
         return cache[key]
     out: HostTypes = {}
-    _collect_host_types(unit, [n for n in unit.tree.root_node.named_children if n.type == "declaration"], unit.data, out)
+    _collect_host_types(unit.type_aliases, unit, [n for n in unit.tree.root_node.named_children if n.type == "declaration"], unit.data, out)
     text = unit.data[span[0] : span[1]].decode("utf-8", errors="replace") if span is not None else None
     if text is None:
         # a fragment `#include`d inside a function of another file (`{ #include "step.h" }`):
         # its variables are that function's
         text = unit.model.including_function_text()
         function = None
+    aliases = dict(unit.type_aliases)
+    for parameter in unit.model.template_type_parameters(offset):
+        # `T *a` in `template <class T> void Stream<T>::copy()`: instantiated elsewhere
+        aliases.setdefault(parameter, F32)
+    class_name = _enclosing_class(unit, function, text)
+    if class_name is not None:
+        # a method's members are in scope (`a[i] = b[i] + scalar * c[i]` over `T *a;` members,
+        # allocated in the constructor): typed as declared; its locals below shadow them
+        out.update(class_member_types(unit, class_name, aliases))
     if text is not None:
         expanded = unit.model.expand(text)
         fn: Node | None
@@ -63,16 +72,41 @@ def host_types(unit: AnalysisUnit, function: Node | None, offset: int) -> HostTy
                         nodes.append(child)
                     elif child.type not in ("function_definition", "lambda_expression"):
                         stack.append(child)
-            _collect_host_types(unit, nodes, data, out)
+            _collect_host_types(aliases, unit, nodes, data, out)
             # `T (*a)[N] = ...` parses as an expression in the grammar: read it from the text
             for m in _POINTER_TO_ARRAY.finditer(data.decode("utf-8", errors="replace")):
-                base = parse_type(m.group(1), unit.type_aliases)
+                base = parse_type(m.group(1), aliases)
                 dims = tuple(_fold_float(unit, d) for d in re.findall(r"\[([^\]]*)\]", m.group(3)))
                 out[m.group(2)] = (CType(base.kind, base.size_bytes, base.lanes, 1 + len(dims), base.wide), (0.0, *dims))
     cache[key] = out
     return out
 
 
+def class_member_types(unit: AnalysisUnit, class_name: str, aliases: dict[str, CType]) -> HostTypes:
+    """The types of the members the class `class_name` declares (in this file or its headers)."""
+    out: HostTypes = {}
+    for data_of_class, fields in unit.model.class_fields(class_name):
+        _collect_host_types(aliases, unit, fields, data_of_class, out)
+    return out
+
+
+def _enclosing_class(unit: AnalysisUnit, function: Node | None, text: str | None) -> str | None:
+    """The class whose method `function` (or the function `text`) is: the class around an
+    inline definition, or the scope of `Stream<T>::copy()`."""
+    node = function.parent if function is not None else None
+    while node is not None:
+        if node.type in ("class_specifier", "struct_specifier"):
+            name = node.child_by_field_name("name")
+            return unit.data[name.start_byte : name.end_byte].decode("utf-8", errors="replace") if name else None
+        node = node.parent
+    if text is None:
+        return None
+    head = text.split("{", 1)[0]
+    m = _METHOD_SCOPE.search(head)
+    return m.group(1) if m is not None else None
+
+
+_METHOD_SCOPE = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^<>(){};]*>)?\s*::\s*~?[A-Za-z_]\w*\s*\(")
 _POINTER_TO_ARRAY = re.compile(r"\b([A-Za-z_]\w*)\s*\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*((?:\[[^\]]*\]\s*)+)")
 
 
@@ -81,10 +115,8 @@ def _fold_float(unit: AnalysisUnit, text: str) -> float:
     return float(value) if isinstance(value, (int, float)) else 0.0
 
 
-def _collect_host_types(unit: AnalysisUnit, nodes: list[Node], data: bytes,
+def _collect_host_types(aliases: dict[str, CType], unit: AnalysisUnit, nodes: list[Node], data: bytes,
                         out: HostTypes) -> None:
-    aliases = unit.type_aliases
-
     def text(node: Node | None) -> str:
         return data[node.start_byte : node.end_byte].decode("utf-8", errors="replace") if node is not None else ""
 

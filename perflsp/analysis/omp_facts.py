@@ -9,7 +9,7 @@ import re
 
 from tree_sitter import Node
 
-from perflsp.analysis.ctype import INT
+from perflsp.analysis.ctype import F32, INT
 from perflsp.analysis.finish import calibrated, count_text, finish, uncertain_facts
 from perflsp.analysis.host_types import bind_host_variables, host_types
 from perflsp.analysis.linear import Linear
@@ -74,7 +74,16 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int |
         assumptions.insert(0, f"problem size unknown: assumed large ({count_text(float(teams * threads))} threads, "
                               f"{teams} teams × {threads}), data beyond L2")
     shape = LaunchShape((float(teams), 1.0, 1.0) if teams else None, (float(threads), 1.0, 1.0) if threads else None)
-    walker = KernelWalker(wrapped, cost, shape, dict(unit.type_aliases), unit.callees,
+    aliases = dict(unit.type_aliases)
+    function_text = unit.data[function.start_byte : function.end_byte].decode("utf-8", errors="replace") \
+        if function is not None else expanded
+    for parameter in unit.model.template_type_parameters(region.span.start_byte):
+        # `(T)1.0`, `T *a` in a method of `template <class T> class Stream`: instantiated elsewhere
+        if parameter not in aliases:
+            aliases[parameter] = F32
+            if re.search(rf"\b{re.escape(parameter)}\b", function_text):
+                assumptions.append(f"template type `{parameter}` of the enclosing code: assumed float")
+    walker = KernelWalker(wrapped, cost, shape, aliases, unit.callees,
                           line_offset=region.body_span.start.line - 1)
     walker.scopes[0].update(unit.globals)
     extents = bind_host_variables(unit, walker, types, host_env, expanded)

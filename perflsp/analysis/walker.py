@@ -129,6 +129,10 @@ class KernelWalker:
         self.last_step_kind: str | None = None
         self.inline_stack: list[str] = []
         self.return_values: list[Val] = []
+        # callables the body names: `auto f = [=] __device__ (int i) {...}` and lambdas passed
+        # to the kernel, with the scope their captures read (None: the scopes where they are called)
+        self.lambdas: dict[str, tuple[Callee, dict[str, Val] | None]] = {}
+        self.members: dict[str, dict[str, Val]] = {}  # struct parameter -> its members
         self.visited = 0
         self.truncated = False
         self.resolve_bound = loop_bound_resolver
@@ -342,6 +346,10 @@ class KernelWalker:
             if value_node is not None:
                 self.eval(value_node)
             return
+        if value_node is not None and value_node.type == "lambda_expression":
+            # walked where it is called, per call, with the enclosing scopes it captures
+            self.bind_lambda(name, Callee(value_node, self.data))
+            return
         if value_node is None:
             if shared:
                 self.bind(name, Val(ctype, root=name, space="shared"))
@@ -361,6 +369,17 @@ class KernelWalker:
         self.bind(name, Val(ctype, val.value, val.lin if keeps_array or not val.root else Linear(const_known=False),
                             val.root if keeps_array else None, val.space if keeps_array else None,
                             val.dims if keeps_array else (), static=val.static))
+
+    def bind_members(self, name: str, members: dict[str, Val]) -> None:
+        """`name.member` reads `members[member]` (a struct of arrays passed by value)."""
+        self.members[name] = members
+        self.bind(name, Val(UNKNOWN))
+
+    def bind_lambda(self, name: str, lambda_: Callee, captures: dict[str, Val] | None = None) -> None:
+        """`name(...)` inlines `lambda_` (a `lambda_expression`); its captured names are read
+        from `captures` (a launch site's variables) or, when None, from the calling scopes."""
+        self.lambdas[name] = (lambda_, captures)
+        self.bind(name, Val(UNKNOWN))
 
     @staticmethod
     def _is_const(storage: str) -> bool:
@@ -848,6 +867,13 @@ class KernelWalker:
                 self.assume(f"{base_text}.x unknown: the launch shape is not visible")
             return Val(INT, None, Linear(const_known=False))
         operator = self.text(node.child_by_field_name("operator"))
+        if operator == "." and base_text in self.members and field_name in self.members[base_text]:
+            return self.members[base_text][field_name]
+        if operator == "->" and base_text == "this":
+            # `this->a` in a method (an OpenMP region over the class's member arrays): the member
+            member = self.lookup(field_name)
+            if member is not None:
+                return member
         if operator == "." and arg is not None and arg.type == "subscript_expression":
             element, lin, elem = self._subscript_address(arg)
             if element is not None and element.space in ("global", "shared") and not (element.dims and len(element.dims) > 1):
@@ -1313,6 +1339,10 @@ class KernelWalker:
 
     def _user_call(self, fn: Node | None, simple: str, args: list[Val]) -> Val:
         """A `__device__` function, inlined when visible; otherwise a function of its inputs."""
+        local = self.lambdas.get(simple) if fn is not None and fn.type == "identifier" else None
+        if local is not None and simple not in self.inline_stack and len(self.inline_stack) < MAX_INLINE_DEPTH:
+            lambda_, captures = local
+            return self._inline(simple, lambda_, args, captures=captures if captures is not None else self.scopes)
         callee = self.callees.get(simple)
         if callee is not None and simple not in self.inline_stack and len(self.inline_stack) < MAX_INLINE_DEPTH:
             template_args = []
@@ -1450,7 +1480,10 @@ class KernelWalker:
         self.count_int(1.0)
         return Val(vals[0].ctype if vals else elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
 
-    def _inline(self, name: str, callee: Callee, args: list[Val], template_args: list[Node] | None = None) -> Val:
+    def _inline(self, name: str, callee: Callee, args: list[Val], template_args: list[Node] | None = None,
+                captures: dict[str, Val] | list[dict[str, Val]] | None = None) -> Val:
+        """Walk `callee`'s body with its parameters bound to `args`; a lambda's body also sees
+        `captures` (the scopes it was defined in, or a launch site's variables)."""
         fn = callee.node
         # template arguments at the call (`fill<tile, stride>(...)`), evaluated in the caller
         bound: dict[str, Val] = {}
@@ -1470,15 +1503,15 @@ class KernelWalker:
                     if val.value is not None:
                         bound[pname] = Val(INT, val.value, Linear.constant(val.value), static=True)
         declarator = fn.child_by_field_name("declarator")
-        while declarator is not None and declarator.type != "function_declarator":
+        while declarator is not None and declarator.type not in ("function_declarator", "lambda_declarator"):
             declarator = declarator.child_by_field_name("declarator")
         body = fn.child_by_field_name("body")
-        if declarator is None or body is None:
+        if body is None or (declarator is None and fn.type != "lambda_expression"):
             return UNKNOWN_VAL
         saved_data = self.data
         self.data = callee.data
         scope: dict[str, Val] = {}
-        param_list = declarator.child_by_field_name("parameters")
+        param_list = declarator.child_by_field_name("parameters") if declarator is not None else None
         param_nodes = [p for p in param_list.named_children if p.type.endswith("parameter_declaration")] if param_list is not None else []
         for index, param in enumerate(param_nodes):
             ptype = parse_type(self.text(param.child_by_field_name("type")) + " " + "*" * self.text(param).count("*"), self.aliases)
@@ -1498,7 +1531,12 @@ class KernelWalker:
             self.aliases = {**self.aliases, **aliases_added}
         saved_scopes = self.scopes
         saved_returns = self.return_values
-        self.scopes = [scope]
+        if captures is None:
+            self.scopes = [scope]
+        elif isinstance(captures, dict):
+            self.scopes = [captures, scope]
+        else:
+            self.scopes = [*captures, scope]
         self.return_values = []
         self.inline_stack.append(name)
         try:

@@ -192,6 +192,7 @@ class ProgramModel:
         for fn in kernels.device_functions:
             self._local_functions.setdefault(fn.name, fn)
         self._header_functions: list[tuple[bytes, Tree, dict[str, CudaFunction]]] | None = None
+        self._class_fields: dict[str, list[tuple[bytes, list[Node]]]] = {}
 
     # ------------------------------------------------------------------ preprocessed view
 
@@ -269,6 +270,33 @@ class ProgramModel:
         node = self.tree.root_node.descendant_for_byte_range(byte_offset, byte_offset)
         return enclosing_function(node) if node is not None else None
 
+    def template_type_parameters(self, byte_offset: int) -> list[str]:
+        """The template type parameters in scope at `byte_offset`: those of the function around
+        it (`template <class T> void Stream<T>::copy()`) and of the class it is defined in."""
+        function = self.enclosing_function(byte_offset)
+        if function is not None:
+            start = function.start_byte
+            node: Node | None = function.parent
+            names: list[str] = []
+            while node is not None:
+                if node.type == "template_declaration":
+                    parameters = node.child_by_field_name("parameters")
+                    if parameters is not None:
+                        names.extend(_TEMPLATE_TYPE_PARAMETER.findall(self.ctx.text(parameters)))
+                node = node.parent
+            if names:
+                return names
+        else:
+            span = function_around(self.data, byte_offset)
+            if span is None:
+                return []
+            start = span[0]
+        # the tree lost the `template_declaration` (or the function): the `template <...>` text
+        # right before the definition
+        before = self.data[max(0, start - 400) : start].decode("utf-8", errors="replace")
+        m = re.search(r"template\s*<([^{};]*)>\s*(?:(?:inline|static)\s+)*$", before)
+        return _TEMPLATE_TYPE_PARAMETER.findall(m.group(1)) if m is not None else []
+
     def caller_arguments(self, function: Node, depth: int = 0) -> dict[str, Folded]:
         """The foldable arguments the first caller of `function` in this file passes, by
         parameter name."""
@@ -308,6 +336,29 @@ class ProgramModel:
             break
         self._caller_arguments[key] = values
         return values
+
+    def caller_argument_nodes(self, function: Node, parameter: str) -> list[Node]:
+        """The argument each call of `function` in this file passes for its `parameter`
+        (a lambda handed down to the function that launches the kernel)."""
+        declarator = function.child_by_field_name("declarator")
+        while declarator is not None and declarator.type != "function_declarator":
+            declarator = declarator.child_by_field_name("declarator")
+        name_node = declarator.child_by_field_name("declarator") if declarator is not None else None
+        params = declarator.child_by_field_name("parameters") if declarator is not None else None
+        if name_node is None or params is None:
+            return []
+        names = [m.group(1) if (m := re.search(r"(\w+)\s*(?:\[.*\])?\s*(?:=.*)?$", self.ctx.text(p))) else None
+                 for p in params.named_children if p.type != "comment"]
+        if parameter not in names:
+            return []
+        index = names.index(parameter)
+        found = []
+        for call in self.calls_to(self.ctx.text(name_node).split("::")[-1]):
+            args = call.child_by_field_name("arguments")
+            arg_nodes = [a for a in args.named_children if a.type != "comment"] if args is not None else []
+            if len(arg_nodes) == len(names) and not function.start_byte <= call.start_byte < function.end_byte:
+                found.append(arg_nodes[index])
+        return found
 
     def calls_to(self, name: str) -> list[Node]:
         """Call expressions whose callee's simple name is `name`: found by scanning the text for
@@ -374,6 +425,23 @@ class ProgramModel:
                     return found
         return None
 
+    def call_operator(self, class_name: str) -> ParsedFunction | None:
+        """`class_name::operator()` (a functor a kernel applies per element), of this file or
+        its local headers."""
+        suffix = f"{class_name}::operator()"
+        for fn in self.kernels.device_functions:
+            if fn.qualified_name == suffix or fn.qualified_name.endswith("::" + suffix):
+                return self.parsed_function(fn)
+        for header in self.headers:
+            parsed = _parsed_header(header)
+            if parsed is None:
+                continue
+            data, tree, functions = parsed
+            for fn in functions:
+                if fn.qualified_name == suffix or fn.qualified_name.endswith("::" + suffix):
+                    return _expanded_function(data, tree, fn, self.env, keep_constants=False, recovered=False)
+        return None
+
     def device_function_names(self) -> list[str]:
         """Names `device_function` may find, this file's first."""
         names = dict.fromkeys(self._local_functions)
@@ -393,6 +461,20 @@ class ProgramModel:
                         by_name.setdefault(fn.name, fn)
                     self._header_functions.append((data, tree, by_name))
         return self._header_functions
+
+    def class_fields(self, class_name: str) -> list[tuple[bytes, list[Node]]]:
+        """The member declarations (`T *a;`, `int array_size;`) of the class or struct
+        `class_name`, from this file and its local headers (the class is often declared in a
+        header and its methods defined here): (source text, `field_declaration` nodes) per file."""
+        if class_name not in self._class_fields:
+            sources = [(self.data, self.tree)] + [(data, tree) for data, tree, _ in self._headers_functions()]
+            found: list[tuple[bytes, list[Node]]] = []
+            for data, tree in sources:
+                nodes = _field_declarations(tree.root_node, data, class_name)
+                if nodes:
+                    found.append((data, nodes))
+            self._class_fields[class_name] = found
+        return self._class_fields[class_name]
 
     def parse_function(self, text: bytes) -> ParsedFunction | None:
         """The first function definition of a stand-alone text (a wrapped region body)."""
@@ -415,6 +497,31 @@ class ProgramModel:
             if span is not None:
                 return loaded.data[span[0] : span[1]].decode("utf-8", errors="replace")
         return None
+
+
+_TEMPLATE_TYPE_PARAMETER = re.compile(r"\b(?:class|typename)\s+([A-Za-z_]\w*)")
+_CLASS_KINDS = ("class_specifier", "struct_specifier")
+_SCOPES = ("translation_unit", "namespace_definition", "declaration_list", "template_declaration",
+           "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "linkage_specification",
+           "declaration", "field_declaration_list", "field_declaration")
+
+
+def _field_declarations(root: Node, data: bytes, class_name: str) -> list[Node]:
+    """`field_declaration` nodes of the class or struct named `class_name` under `root`
+    (namespaces, templates and `#if` blocks searched; function bodies not)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in node.named_children:
+            if child.type in _CLASS_KINDS:
+                name = child.child_by_field_name("name")
+                body = child.child_by_field_name("body")
+                if name is not None and body is not None and \
+                        data[name.start_byte : name.end_byte].decode("utf-8", errors="replace") == class_name:
+                    return [c for c in body.named_children if c.type == "field_declaration"]
+            if child.type in _SCOPES or child.type in _CLASS_KINDS:
+                stack.append(child)
+    return []
 
 
 def first_function(node: Node) -> Node | None:
