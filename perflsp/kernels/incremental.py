@@ -67,9 +67,14 @@ class Extracted:
     spans: dict[int, list[Span]] = dataclasses.field(default_factory=dict)  # id(item) -> its spans
     incremental: bool = False  # how this result was produced (for logs and tests)
     # What the last update changed: "none", "comment" (only a comment), "kernel" (only the body
-    # of __global__ kernels, no device function or OpenMP region), "other" (one definition), "full".
+    # of __global__ kernels, no device function or OpenMP region), "host" (one function that
+    # holds no CUDA function or OpenMP region), "device" (`__device__` functions, no region),
+    # "other" (one definition), "full".
     change: str = "full"
     edit_start: int | None = None  # first changed byte of the last update (positions after it moved)
+    edited: tuple[int, int] | None = None  # the edited definition's bytes in the new text
+    edited_before: bytes = b""  # its text before the edit
+    edited_functions: frozenset[str] = frozenset()  # names of the CUDA functions it held or holds
 
 
 def _tree_functions(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, str], nodes: list[Node]) -> list[CudaFunction]:
@@ -480,15 +485,23 @@ def extract_incremental(
     )
     spans = {id(item): span_lists.get(id(item)) or spans_of(item)
              for item in (*functions, *result.omp_regions, *launches)}
+    edited_functions = (*replaced_functions, *new_functions)
+    has_regions = bool(new_regions) or any(a <= r.span.start_byte < old_b for r in old_fk.omp_regions)
     if edit.unit.type == "comment":
         change = "comment"
-    elif (replaced_functions or new_functions) and all(f.space == "global" for f in (*replaced_functions, *new_functions)) \
-            and not new_regions and not any(a <= r.span.start_byte < old_b for r in old_fk.omp_regions):
+    elif has_regions:
+        change = "other"
+    elif not edited_functions:
+        change = "host"
+    elif all(f.space == "global" for f in edited_functions):
         change = "kernel"
+    elif all(f.space == "device" for f in edited_functions):
+        change = "device"
     else:
         change = "other"
     return Extracted(result, env, aliases, token_scan, frozenset(token_found), line_scan, pragma_lines, mentions,
-                     spans, incremental=True, change=change, edit_start=edit.start)
+                     spans, incremental=True, change=change, edit_start=edit.start, edited=(a, b),
+                     edited_before=old_data[a:old_b], edited_functions=frozenset(f.name for f in edited_functions))
 
 
 def signature(value: Any) -> Any:

@@ -45,6 +45,7 @@ from perflsp.kernels.models import (
     OmpRegion,
     Span,
 )
+from perflsp.server import dependents
 from perflsp.server import engine_adapter as engine
 from perflsp.source.positions import LineIndex
 
@@ -123,6 +124,11 @@ class Analyzer:
         self._spent = 0.0  # engine and lint time of the current run
         self._cancelled = False
         self._edit_floor: int | None = None  # first edited byte since the last lint (runs may be cut short)
+        # ids of kernels and regions an edit outside kernel bodies can have changed (dependents.py):
+        # analysed and linted again even though their own text and launch sites are the same
+        self._reanalyse: set[int] = set()
+        self._relint: set[int] = set()
+        self._seen: Extracted | None = None  # the extraction whose dependents were marked
 
     # ------------------------------------------------------------------ run
 
@@ -136,6 +142,13 @@ class Analyzer:
             self._reports.clear()
             self._groups.clear()
             self._lint_facts.clear()
+            self._reanalyse.clear()
+            self._relint.clear()
+        elif extracted.change in ("host", "device") and extracted is not self._seen:
+            marked = dependents.affected(text.data, text.tree, extracted.kernels, extracted)
+            self._reanalyse |= marked
+            self._relint |= marked
+        self._seen = extracted
         fk = extracted.kernels
         opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()), argv)
         self._job = {
@@ -170,14 +183,16 @@ class Analyzer:
             launches = by_kernel.get(item.qualified_name, []) if isinstance(item, CudaFunction) else []
             launch_ids = tuple(id(s) for s in launches)
             cached = self._keys.get(id(item))
-            if cached is not None and cached[0] is item and cached[1] == launch_ids:
+            forced = id(item) in self._reanalyse
+            if cached is not None and cached[0] is item and cached[1] == launch_ids and not forced:
                 key, report = cached[2], cached[3]
                 if report is not None and self._reports.get((self.context, key)) is None:
                     report = None
             else:
                 key, report = engine.analysis_key(item, launches, job["gpus"], job["opts"]), None
             if report is None:
-                shared = self._reports.get((self.context, key))  # identical kernels share one analysis
+                # identical kernels share one analysis (not one whose host code changed)
+                shared = None if forced else self._reports.get((self.context, key))
                 if shared is None:
                     if self._spent > self.budget_s:
                         self._over_budget(state)
@@ -187,6 +202,7 @@ class Analyzer:
                     self._spent += time.monotonic() - began
                     self.analysed += 1
                     self._reports[(self.context, key)] = shared
+                    self._reanalyse.discard(id(item))
                 report = shared
                 if report.kernel is not item or [id(s) for s in report.launches] != list(launch_ids):
                     report = dataclasses.replace(report, kernel=item, launches=list(launches))
@@ -227,6 +243,7 @@ class Analyzer:
         fk: FileKernels = self._job["fk"]
         live = {id(x) for x in (*fk.kernels, *fk.omp_regions)}
         self._keys = {k: v for k, v in self._keys.items() if k in live}
+        self._reanalyse &= live
         wanted = {(self.context, v[2]) for v in self._keys.values()}
         self._reports = {k: v for k, v in self._reports.items() if k in wanted}
         self._job["analysis"].release()  # the model holds the whole text's helper structures
@@ -241,7 +258,9 @@ class Analyzer:
             skip = {id(i) for i in state.unanalysed}
             groups = [g for g in every if not any(id(i) in skip for i in g)]
         identity = {tuple(id(i) for i in g): g for g in groups}
-        stale = [g for k, g in identity.items() if not self._reusable(self._groups.get(k), g)]
+        relint = self._relint
+        stale = [g for k, g in identity.items()
+                 if not self._reusable(self._groups.get(k), g) or (relint and any(i in relint for i in k))]
         fresh_groups: dict[tuple[int, ...], _Group] = {}
         unlinted: set[tuple[int, ...]] = set()
         if stale and len(stale) <= LINT_CHUNK:
@@ -280,6 +299,9 @@ class Analyzer:
             new_cache[k] = group
             out.extend(group.findings)
         self._groups = new_cache
+        if relint:
+            linted = {i for k in fresh_groups for i in k}
+            self._relint = {i for i in relint if i not in linted}
         out.sort(key=lambda f: (f.span.start_byte, f.span.end_byte, f.code))
         return out
 
