@@ -41,7 +41,7 @@ from perflsp.kernels.omp import PRAGMA_LINE, extract_regions, pragma_macros
 from perflsp.kernels.symbols import file_env
 from perflsp.kernels.text import COMMENT_OR_STRING, DIGIT_SEPARATOR, function_space_mentions
 from perflsp.source.parser import query
-from perflsp.source.positions import LineIndex
+from perflsp.source.positions import LineIndex, Position
 
 RECOVERED_NOTE = "some kernels were recovered from tokens: the tree has syntax errors around them"
 
@@ -231,15 +231,21 @@ def spans_of(value: Any, out: list[Span] | None = None) -> list[Span]:
     return out
 
 
-def _shift_in_place(spans: list[Span], delta: int) -> None:
+def _shift_in_place(spans: list[Span], delta: int, lines_after: int | None = None, line_delta: int = 0) -> None:
     """Move spans after an edit. Extraction items are shared by consecutive versions and only the
     newest is ever read, so moving the spans in place is safe and much cheaper than rebuilding
-    hundreds of frozen dataclasses per keystroke."""
+    hundreds of frozen dataclasses per keystroke. A span that starts after `lines_after` (the end
+    of the edit's last line, in the new text) keeps its column and moves by `line_delta` lines:
+    its position is moved too instead of being computed again (on the next diagnostics build)."""
     for span in spans:
         span.start_byte += delta
         span.end_byte += delta
-        span._start = None
-        span._end = None
+        if lines_after is None or span.start_byte <= lines_after:
+            span._start = span._end = None
+        elif line_delta:
+            start, end = span._start, span._end
+            span._start = None if start is None else Position(start.line + line_delta, start.character)
+            span._end = None if end is None else Position(end.line + line_delta, end.character)
 
 
 def _open_ended(segment: bytes) -> bool:
@@ -464,7 +470,11 @@ def extract_incremental(
         for item in group:
             for span in span_lists.get(id(item)) or spans_of(item):
                 moved[id(span)] = span
-    _shift_in_place(list(moved.values()), delta)
+    line_end = new_data.find(b"\n", region[2])
+    if b"\r" in new_data[region[0]:region[2]] or b"\r" in old_data[region[0]:region[1]]:
+        line_end = -1  # a lone CR breaks lines too: positions are computed again
+    line_delta = new_data.count(b"\n", region[0], region[2]) - old_data.count(b"\n", region[0], region[1])
+    _shift_in_place(list(moved.values()), delta, None if line_end < 0 else line_end, line_delta)
 
     functions = before["functions"] + new_functions + after["functions"]
     functions.sort(key=lambda f: f.name_span.start_byte)

@@ -47,7 +47,7 @@ from perflsp.kernels.models import (
 )
 from perflsp.server import dependents
 from perflsp.server import engine_adapter as engine
-from perflsp.source.positions import LineIndex
+from perflsp.source.positions import LineIndex, Position
 
 Kernel = CudaFunction | OmpRegion
 Item = CudaFunction | OmpRegion | LaunchSite
@@ -58,6 +58,11 @@ class _Anchor:
     item: Item  # the group item the span lay in when the finding was computed
     offset: int  # span start - item start at that time
     length: int
+    # where the span starts and ends relative to the item's first line (lines below it, and the
+    # column), when it does not start or end on that line: a reused item's text is unchanged, so
+    # these positions move with the item's and need no line lookup
+    start_at: tuple[int, int] | None = None
+    end_at: tuple[int, int] | None = None
 
 
 _LINE_NUMBER = re.compile(r"\bline \d+")
@@ -459,8 +464,15 @@ def _anchor_in(items: tuple[Item, ...], span: Span) -> _Anchor | None:
     for item in sorted(items, key=lambda i: _extent(i)[1] - _extent(i)[0]):
         start, end = _extent(item)
         if start <= span.start_byte and span.end_byte <= end:
-            return _Anchor(item, span.start_byte - item.span.start_byte, span.end_byte - span.start_byte)
+            first = item.span.start.line
+            return _Anchor(item, span.start_byte - item.span.start_byte, span.end_byte - span.start_byte,
+                           _below(span.start, first), _below(span.end, first))
     return None
+
+
+def _below(position: Position, first_line: int) -> tuple[int, int] | None:
+    lines = position.line - first_line
+    return (lines, position.character) if lines > 0 else None
 
 
 def _rebound(finding: Finding, lines: LineIndex) -> Finding:
@@ -476,7 +488,9 @@ def _rebound(finding: Finding, lines: LineIndex) -> Finding:
 
 def _moved(group: _Group, lines: LineIndex, edit_start: int | None) -> _Group:
     """Move a reused group's findings with the items they belong to (and forget positions
-    computed before an edit that precedes them)."""
+    computed before an edit that precedes them). The spans move in place, like the items'
+    (incremental extraction): a finding keeps its identity, so its published diagnostic is reused
+    while its line and column stay the same (features/diagnostics.py)."""
     starts = tuple(_start(i) for i in group.items)
     if not group.findings:
         return group
@@ -488,15 +502,24 @@ def _moved(group: _Group, lines: LineIndex, edit_start: int | None) -> _Group:
         main = spans[0]
         if main is None:
             continue  # cannot follow the text: dropped until the group is linted again
-        def place(anchor: _Anchor | None, old: Span) -> Span:
-            if anchor is None:
-                return old
-            start = anchor.item.span.start_byte + anchor.offset
-            return Span(start, start + anchor.length, lines=lines)
-        findings.append(dataclasses.replace(
-            finding,
-            span=place(main, finding.span),
-            related=tuple((place(a, s), m) for a, (s, m) in zip(spans[1:], finding.related)),
-        ))
+        _place(main, finding.span)
+        for anchor, (span, _) in zip(spans[1:], finding.related):
+            _place(anchor, span)
+        findings.append(finding)
         anchors.append(spans)
     return _Group(group.items, findings, anchors, starts, group.item_lines)
+
+
+def _place(anchor: _Anchor | None, span: Span) -> None:
+    """Put `span` where its anchor's item now puts it (positions are recomputed on demand)."""
+    if anchor is None:
+        return
+    item_span = anchor.item.span
+    start = item_span.start_byte + anchor.offset
+    span.start_byte, span.end_byte = start, start + anchor.length
+    span._start = span._end = None
+    if anchor.start_at is not None:
+        line = item_span.start.line
+        span._start = Position(line + anchor.start_at[0], anchor.start_at[1])
+        if anchor.end_at is not None:
+            span._end = Position(line + anchor.end_at[0], anchor.end_at[1])
