@@ -135,7 +135,7 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
             if memo is not None:
                 out.extend(memo)
                 continue
-        first = len(out)
+        own_from = len(out)
         where = (_positions(anchor), tuple(_positions(site.span) for site in report.launches), snapshot.uri)
         name = kernel_name(kernel)
         levels, codes, extras = [], [], []
@@ -152,7 +152,7 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
         if all(d is not None for d in cached):
             out.extend(d for d, level in zip(cached, levels) if level != "off")  # type: ignore[misc]
             if plain:
-                cache.remember(report, basis, out[first:])
+                cache.remember(report, basis, out[own_from:])
             continue
         rng = to_range(anchor)
         related = [
@@ -190,7 +190,7 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
             if level != "off":
                 out.append(diagnostic)
         if plain:
-            cache.remember(report, basis, out[first:])
+            cache.remember(report, basis, out[own_from:])
     note = snapshot.analysis.budget_note
     if note:  # the file's analysis budget ran out: say where the unanalysed part begins
         left = snapshot.analysis.unanalysed
