@@ -51,6 +51,7 @@ class PerfProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._encoded: dict[str, dict[int, tuple[dict[str, Any], str]]] = {}  # per document: id -> (dict, text)
+        self._writes: set[asyncio.Future[Any]] = set()
 
     def structure_message(self, data: dict[str, Any]) -> Any:
         try:
@@ -93,7 +94,9 @@ class PerfProtocol(LanguageServerProtocol):
         header = f"Content-Length: {len(body)}\r\nContent-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
         res = self.writer.write((header + body if self._include_headers else body).encode(self.CHARSET))
         if inspect.isawaitable(res):
-            asyncio.ensure_future(res)
+            task = asyncio.ensure_future(res)
+            self._writes.add(task)  # held until written (the loop keeps only a weak reference)
+            task.add_done_callback(self._writes.discard)
 
     def forget_diagnostics(self, uri: str) -> None:
         """Drop the encoded diagnostics kept for `uri` (the document was closed)."""
