@@ -134,13 +134,26 @@ class Analyzer:
         self._reanalyse: set[int] = set()
         self._relint: set[int] = set()
         self._seen: Extracted | None = None  # the extraction whose dependents were marked
+        # the last text, its kernels and their extents then (a full extraction compares with it)
+        self._previous: tuple[bytes, FileKernels, list[tuple[int, int]]] | None = None
 
     # ------------------------------------------------------------------ run
 
     def start(self, text: Any, extracted: Extracted, gpus: Sequence[Gpu], lint_codes: Iterable[str] | None,
               config_key: Any, lines: LineIndex, argv: Sequence[str] | None = None) -> AnalysisState:
         """Begin analysing the current text; call `step` until the state is complete."""
-        if config_key != self._config_key or extracted.change in ("full", "other"):
+        previous = self._previous
+        self._previous = (text.data, extracted.kernels, [_extent(k) for k in extracted.kernels.kernels])
+        same_outside = extracted.change == "full" and config_key == self._config_key and previous is not None \
+            and _outside_kernels(previous[0], previous[2]) == _outside_kernels(text.data, self._previous[2])
+        if same_outside and previous is not None:
+            # a full extraction (tree-sitter's error recovery spread past the edited kernel) of a
+            # text that differs from the last one only inside kernels: results carry over by key,
+            # lint findings by the unchanged text of their items (when those still index that text)
+            old_data, old_fk, old_extents = previous
+            unmoved = [_extent(k) for k in old_fk.kernels] == old_extents
+            self._groups = _carried_groups(self._groups, old_data, text.data, extracted.kernels) if unmoved else {}
+        elif config_key != self._config_key or extracted.change in ("full", "other"):
             self.context += 1
             self._config_key = config_key
             self._keys.clear()
@@ -413,6 +426,39 @@ def _restricted(fk: FileKernels, groups: Sequence[tuple[Item, ...]], data: bytes
     device.sort(key=lambda f: f.span.start_byte)
     return FileKernels(path=fk.path, kernels=kernels, device_functions=device, omp_regions=regions,
                        launches=sorted(launches, key=lambda s: s.span.start_byte), has_errors=fk.has_errors)
+
+
+def _outside_kernels(data: bytes, extents: list[tuple[int, int]]) -> bytes:
+    """The text with every kernel cut out (what the analysis reads besides the kernels)."""
+    parts, at = [], 0
+    for start, end in sorted(extents):
+        if start >= at:
+            parts.append(data[at:start])
+            at = end
+    parts.append(data[at:])
+    return b"\x00".join(parts)
+
+
+def _carried_groups(groups: dict[tuple[int, ...], _Group], old_data: bytes, data: bytes,
+                    fk: FileKernels) -> dict[tuple[int, ...], _Group]:
+    """The lint groups of a new extraction whose items have the same text as a group of the
+    last one, with that group's findings (anchored to the new items; `_moved` places them)."""
+    def texts(source: bytes, items: tuple[Item, ...]) -> tuple[bytes, ...]:
+        return tuple(source[slice(*_extent(i))] for i in items)
+
+    by_text = {texts(old_data, g.items): g for g in groups.values()}
+    out: dict[tuple[int, ...], _Group] = {}
+    for items in _groups_of(fk):
+        old = by_text.get(texts(data, items))
+        if old is None:
+            continue
+        renamed = {id(a): b for a, b in zip(old.items, items)}
+        anchors = [[None if a is None else dataclasses.replace(a, item=renamed.get(id(a.item), a.item)) for a in spans]
+                   for spans in old.anchors]
+        if any(a is not None and id(a.item) not in {id(i) for i in items} for spans in anchors for a in spans):
+            continue
+        out[tuple(id(i) for i in items)] = _Group(items, old.findings, anchors, old.starts, old.item_lines)
+    return out
 
 
 def _extent(item: Item) -> tuple[int, int]:

@@ -515,7 +515,9 @@ class DocumentWorker:
         if partial:
             from perflsp.server.features import diagnostics
 
-            self.host.publish(self.uri, snap.version, diagnostics.build(snap))
+            cache = self._diagnostic_cache  # kernels analysed before keep their diagnostics and JSON
+            items = diagnostics.build(snap, cache)
+            self.host.publish(self.uri, snap.version, items, cache.json(items))
         else:
             self.host.publish(self.uri, snap.version, snap.diagnostics, snap.diagnostics_json)
         self.published.append(Published(snap.version, not partial))

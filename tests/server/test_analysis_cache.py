@@ -184,3 +184,18 @@ def test_the_server_shows_what_check_shows(name):
         assert mine.facts.dram_bytes == theirs.facts.dram_bytes
         assert [(e.gpu, e.verdict, e.confidence) for e in mine.estimates] == \
             [(e.gpu, e.verdict, e.confidence) for e in theirs.estimates]
+
+
+def test_a_full_extraction_that_changed_only_a_kernel_reuses_the_other_results():
+    text = SLIPS.read_text()
+    state = TextState(text, 1, str(SLIPS))
+    analyzer = Analyzer()
+    analyse(state, analyzer)
+    before, linted = analyzer.analysed, analyzer.linted_groups
+    edited = text.replace("x[i] = -x[i];", "x[i] = -x[i];\n    x[i] *= 2.0f;")
+    state.apply([Change(edited)], 2)  # extracted in full, as when error recovery spreads past the kernel
+    assert state.extracted.change == "full"
+    snap = analyse(state, analyzer)
+    assert analyzer.analysed == before + 1
+    assert analyzer.linted_groups == linted + 1
+    assert diagnostic_keys(build(snap)) == fresh(state)
