@@ -144,7 +144,10 @@ class Analyzer:
         """Begin analysing the current text; call `step` until the state is complete."""
         previous = self._previous
         self._previous = (text.data, extracted.kernels, [_extent(k) for k in extracted.kernels.kernels])
-        same_outside = extracted.change == "full" and config_key == self._config_key and previous is not None \
+        # the same extraction analysed again: settings, registers or the program's arguments changed
+        restart = extracted is self._seen
+        same_outside = not restart and extracted.change == "full" and config_key == self._config_key \
+            and previous is not None \
             and _outside_kernels(previous[0], previous[2]) == _outside_kernels(text.data, self._previous[2])
         if same_outside and previous is not None:
             # a full extraction (tree-sitter's error recovery spread past the edited kernel) of a
@@ -153,7 +156,7 @@ class Analyzer:
             old_data, old_fk, old_extents = previous
             unmoved = [_extent(k) for k in old_fk.kernels] == old_extents
             self._groups = _carried_groups(self._groups, old_data, text.data, extracted.kernels) if unmoved else {}
-        elif config_key != self._config_key or extracted.change in ("full", "other"):
+        elif restart or config_key != self._config_key or extracted.change in ("full", "other"):
             self.context += 1
             self._config_key = config_key
             self._keys.clear()
