@@ -82,8 +82,9 @@ class Client:
                     break
                 if line.lower().startswith(b"content-length:"):
                     length = int(line.split(b":")[1])
-            message = json.loads(await stdout.readexactly(length))
-            now = time.perf_counter()
+            body = await stdout.readexactly(length)
+            now = time.perf_counter()  # the server's answer is complete; decoding it is the client's time
+            message = json.loads(body)
             if "id" in message and "method" not in message:
                 future = self.pending.pop(message["id"], None)
                 if future is not None and not future.done():

@@ -67,7 +67,8 @@ class RawLspClient:
             if length is None:
                 continue
             body = stream.read(length)
-            self.inbox.put((time.perf_counter(), json.loads(body)))
+            arrived = time.perf_counter()  # the server's answer is complete; decoding it is the client's time
+            self.inbox.put((arrived, json.loads(body)))
 
     def _write(self, message: Message) -> None:
         body = json.dumps(message, separators=(",", ":")).encode("utf-8")

@@ -41,7 +41,7 @@ from perflsp.kernels.omp import PRAGMA_LINE, extract_regions, pragma_macros
 from perflsp.kernels.symbols import file_env
 from perflsp.kernels.text import COMMENT_OR_STRING, DIGIT_SEPARATOR, function_space_mentions
 from perflsp.source.parser import query
-from perflsp.source.positions import LineIndex
+from perflsp.source.positions import LineIndex, Position
 
 RECOVERED_NOTE = "some kernels were recovered from tokens: the tree has syntax errors around them"
 
@@ -67,9 +67,14 @@ class Extracted:
     spans: dict[int, list[Span]] = dataclasses.field(default_factory=dict)  # id(item) -> its spans
     incremental: bool = False  # how this result was produced (for logs and tests)
     # What the last update changed: "none", "comment" (only a comment), "kernel" (only the body
-    # of __global__ kernels, no device function or OpenMP region), "other" (one definition), "full".
+    # of __global__ kernels, no device function or OpenMP region), "host" (one function that
+    # holds no CUDA function or OpenMP region), "device" (`__device__` functions, no region),
+    # "other" (one definition), "full".
     change: str = "full"
     edit_start: int | None = None  # first changed byte of the last update (positions after it moved)
+    edited: tuple[int, int] | None = None  # the edited definition's bytes in the new text
+    edited_before: bytes = b""  # its text before the edit
+    edited_functions: frozenset[str] = frozenset()  # names of the CUDA functions it held or holds
 
 
 def _tree_functions(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, str], nodes: list[Node]) -> list[CudaFunction]:
@@ -226,15 +231,21 @@ def spans_of(value: Any, out: list[Span] | None = None) -> list[Span]:
     return out
 
 
-def _shift_in_place(spans: list[Span], delta: int) -> None:
+def _shift_in_place(spans: list[Span], delta: int, lines_after: int | None = None, line_delta: int = 0) -> None:
     """Move spans after an edit. Extraction items are shared by consecutive versions and only the
     newest is ever read, so moving the spans in place is safe and much cheaper than rebuilding
-    hundreds of frozen dataclasses per keystroke."""
+    hundreds of frozen dataclasses per keystroke. A span that starts after `lines_after` (the end
+    of the edit's last line, in the new text) keeps its column and moves by `line_delta` lines:
+    its position is moved too instead of being computed again (on the next diagnostics build)."""
     for span in spans:
         span.start_byte += delta
         span.end_byte += delta
-        span._start = None
-        span._end = None
+        if lines_after is None or span.start_byte <= lines_after:
+            span._start = span._end = None
+        elif line_delta:
+            start, end = span._start, span._end
+            span._start = None if start is None else Position(start.line + line_delta, start.character)
+            span._end = None if end is None else Position(end.line + line_delta, end.character)
 
 
 def _open_ended(segment: bytes) -> bool:
@@ -459,7 +470,11 @@ def extract_incremental(
         for item in group:
             for span in span_lists.get(id(item)) or spans_of(item):
                 moved[id(span)] = span
-    _shift_in_place(list(moved.values()), delta)
+    line_end = new_data.find(b"\n", region[2])
+    if b"\r" in new_data[region[0]:region[2]] or b"\r" in old_data[region[0]:region[1]]:
+        line_end = -1  # a lone CR breaks lines too: positions are computed again
+    line_delta = new_data.count(b"\n", region[0], region[2]) - old_data.count(b"\n", region[0], region[1])
+    _shift_in_place(list(moved.values()), delta, None if line_end < 0 else line_end, line_delta)
 
     functions = before["functions"] + new_functions + after["functions"]
     functions.sort(key=lambda f: f.name_span.start_byte)
@@ -480,15 +495,23 @@ def extract_incremental(
     )
     spans = {id(item): span_lists.get(id(item)) or spans_of(item)
              for item in (*functions, *result.omp_regions, *launches)}
+    edited_functions = (*replaced_functions, *new_functions)
+    has_regions = bool(new_regions) or any(a <= r.span.start_byte < old_b for r in old_fk.omp_regions)
     if edit.unit.type == "comment":
         change = "comment"
-    elif (replaced_functions or new_functions) and all(f.space == "global" for f in (*replaced_functions, *new_functions)) \
-            and not new_regions and not any(a <= r.span.start_byte < old_b for r in old_fk.omp_regions):
+    elif has_regions:
+        change = "other"
+    elif not edited_functions:
+        change = "host"
+    elif all(f.space == "global" for f in edited_functions):
         change = "kernel"
+    elif all(f.space == "device" for f in edited_functions):
+        change = "device"
     else:
         change = "other"
     return Extracted(result, env, aliases, token_scan, frozenset(token_found), line_scan, pragma_lines, mentions,
-                     spans, incremental=True, change=change, edit_start=edit.start)
+                     spans, incremental=True, change=change, edit_start=edit.start, edited=(a, b),
+                     edited_before=old_data[a:old_b], edited_functions=frozenset(f.name for f in edited_functions))
 
 
 def signature(value: Any) -> Any:

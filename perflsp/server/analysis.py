@@ -45,8 +45,9 @@ from perflsp.kernels.models import (
     OmpRegion,
     Span,
 )
+from perflsp.server import dependents
 from perflsp.server import engine_adapter as engine
-from perflsp.source.positions import LineIndex
+from perflsp.source.positions import LineIndex, Position
 
 Kernel = CudaFunction | OmpRegion
 Item = CudaFunction | OmpRegion | LaunchSite
@@ -57,6 +58,11 @@ class _Anchor:
     item: Item  # the group item the span lay in when the finding was computed
     offset: int  # span start - item start at that time
     length: int
+    # where the span starts and ends relative to the item's first line (lines below it, and the
+    # column), when it does not start or end on that line: a reused item's text is unchanged, so
+    # these positions move with the item's and need no line lookup
+    start_at: tuple[int, int] | None = None
+    end_at: tuple[int, int] | None = None
 
 
 _LINE_NUMBER = re.compile(r"\bline \d+")
@@ -123,19 +129,47 @@ class Analyzer:
         self._spent = 0.0  # engine and lint time of the current run
         self._cancelled = False
         self._edit_floor: int | None = None  # first edited byte since the last lint (runs may be cut short)
+        # ids of kernels and regions an edit outside kernel bodies can have changed (dependents.py):
+        # analysed and linted again even though their own text and launch sites are the same
+        self._reanalyse: set[int] = set()
+        self._relint: set[int] = set()
+        self._seen: Extracted | None = None  # the extraction whose dependents were marked
+        # the last text, its kernels and their extents then (a full extraction compares with it)
+        self._previous: tuple[bytes, FileKernels, list[tuple[int, int]]] | None = None
 
     # ------------------------------------------------------------------ run
 
     def start(self, text: Any, extracted: Extracted, gpus: Sequence[Gpu], lint_codes: Iterable[str] | None,
               config_key: Any, lines: LineIndex, argv: Sequence[str] | None = None) -> AnalysisState:
         """Begin analysing the current text; call `step` until the state is complete."""
-        if config_key != self._config_key or extracted.change in ("full", "other"):
+        previous = self._previous
+        self._previous = (text.data, extracted.kernels, [_extent(k) for k in extracted.kernels.kernels])
+        # the same extraction analysed again: settings, registers or the program's arguments changed
+        restart = extracted is self._seen
+        same_outside = not restart and extracted.change == "full" and config_key == self._config_key \
+            and previous is not None \
+            and _outside_kernels(previous[0], previous[2]) == _outside_kernels(text.data, self._previous[2])
+        if same_outside and previous is not None:
+            # a full extraction (tree-sitter's error recovery spread past the edited kernel) of a
+            # text that differs from the last one only inside kernels: results carry over by key,
+            # lint findings by the unchanged text of their items (when those still index that text)
+            old_data, old_fk, old_extents = previous
+            unmoved = [_extent(k) for k in old_fk.kernels] == old_extents
+            self._groups = _carried_groups(self._groups, old_data, text.data, extracted.kernels) if unmoved else {}
+        elif restart or config_key != self._config_key or extracted.change in ("full", "other"):
             self.context += 1
             self._config_key = config_key
             self._keys.clear()
             self._reports.clear()
             self._groups.clear()
             self._lint_facts.clear()
+            self._reanalyse.clear()
+            self._relint.clear()
+        elif extracted.change in ("host", "device") and extracted is not self._seen:
+            marked = dependents.affected(text.data, text.tree, extracted.kernels, extracted)
+            self._reanalyse |= marked
+            self._relint |= marked
+        self._seen = extracted
         fk = extracted.kernels
         opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()), argv)
         self._job = {
@@ -170,14 +204,16 @@ class Analyzer:
             launches = by_kernel.get(item.qualified_name, []) if isinstance(item, CudaFunction) else []
             launch_ids = tuple(id(s) for s in launches)
             cached = self._keys.get(id(item))
-            if cached is not None and cached[0] is item and cached[1] == launch_ids:
+            forced = id(item) in self._reanalyse
+            if cached is not None and cached[0] is item and cached[1] == launch_ids and not forced:
                 key, report = cached[2], cached[3]
                 if report is not None and self._reports.get((self.context, key)) is None:
                     report = None
             else:
                 key, report = engine.analysis_key(item, launches, job["gpus"], job["opts"]), None
             if report is None:
-                shared = self._reports.get((self.context, key))  # identical kernels share one analysis
+                # identical kernels share one analysis (not one whose host code changed)
+                shared = None if forced else self._reports.get((self.context, key))
                 if shared is None:
                     if self._spent > self.budget_s:
                         self._over_budget(state)
@@ -187,6 +223,7 @@ class Analyzer:
                     self._spent += time.monotonic() - began
                     self.analysed += 1
                     self._reports[(self.context, key)] = shared
+                    self._reanalyse.discard(id(item))
                 report = shared
                 if report.kernel is not item or [id(s) for s in report.launches] != list(launch_ids):
                     report = dataclasses.replace(report, kernel=item, launches=list(launches))
@@ -227,6 +264,7 @@ class Analyzer:
         fk: FileKernels = self._job["fk"]
         live = {id(x) for x in (*fk.kernels, *fk.omp_regions)}
         self._keys = {k: v for k, v in self._keys.items() if k in live}
+        self._reanalyse &= live
         wanted = {(self.context, v[2]) for v in self._keys.values()}
         self._reports = {k: v for k, v in self._reports.items() if k in wanted}
         self._job["analysis"].release()  # the model holds the whole text's helper structures
@@ -241,7 +279,9 @@ class Analyzer:
             skip = {id(i) for i in state.unanalysed}
             groups = [g for g in every if not any(id(i) in skip for i in g)]
         identity = {tuple(id(i) for i in g): g for g in groups}
-        stale = [g for k, g in identity.items() if not self._reusable(self._groups.get(k), g)]
+        relint = self._relint
+        stale = [g for k, g in identity.items()
+                 if not self._reusable(self._groups.get(k), g) or (relint and any(i in relint for i in k))]
         fresh_groups: dict[tuple[int, ...], _Group] = {}
         unlinted: set[tuple[int, ...]] = set()
         if stale and len(stale) <= LINT_CHUNK:
@@ -280,6 +320,9 @@ class Analyzer:
             new_cache[k] = group
             out.extend(group.findings)
         self._groups = new_cache
+        if relint:
+            linted = {i for k in fresh_groups for i in k}
+            self._relint = {i for i in relint if i not in linted}
         out.sort(key=lambda f: (f.span.start_byte, f.span.end_byte, f.code))
         return out
 
@@ -388,6 +431,39 @@ def _restricted(fk: FileKernels, groups: Sequence[tuple[Item, ...]], data: bytes
                        launches=sorted(launches, key=lambda s: s.span.start_byte), has_errors=fk.has_errors)
 
 
+def _outside_kernels(data: bytes, extents: list[tuple[int, int]]) -> bytes:
+    """The text with every kernel cut out (what the analysis reads besides the kernels)."""
+    parts, at = [], 0
+    for start, end in sorted(extents):
+        if start >= at:
+            parts.append(data[at:start])
+            at = end
+    parts.append(data[at:])
+    return b"\x00".join(parts)
+
+
+def _carried_groups(groups: dict[tuple[int, ...], _Group], old_data: bytes, data: bytes,
+                    fk: FileKernels) -> dict[tuple[int, ...], _Group]:
+    """The lint groups of a new extraction whose items have the same text as a group of the
+    last one, with that group's findings (anchored to the new items; `_moved` places them)."""
+    def texts(source: bytes, items: tuple[Item, ...]) -> tuple[bytes, ...]:
+        return tuple(source[slice(*_extent(i))] for i in items)
+
+    by_text = {texts(old_data, g.items): g for g in groups.values()}
+    out: dict[tuple[int, ...], _Group] = {}
+    for items in _groups_of(fk):
+        old = by_text.get(texts(data, items))
+        if old is None:
+            continue
+        renamed = {id(a): b for a, b in zip(old.items, items)}
+        anchors = [[None if a is None else dataclasses.replace(a, item=renamed.get(id(a.item), a.item)) for a in spans]
+                   for spans in old.anchors]
+        if any(a is not None and id(a.item) not in {id(i) for i in items} for spans in anchors for a in spans):
+            continue
+        out[tuple(id(i) for i in items)] = _Group(items, old.findings, anchors, old.starts, old.item_lines)
+    return out
+
+
 def _extent(item: Item) -> tuple[int, int]:
     if isinstance(item, OmpRegion):
         return item.span.start_byte, max(item.span.end_byte, item.body_span.end_byte if item.body_span else 0)
@@ -437,8 +513,15 @@ def _anchor_in(items: tuple[Item, ...], span: Span) -> _Anchor | None:
     for item in sorted(items, key=lambda i: _extent(i)[1] - _extent(i)[0]):
         start, end = _extent(item)
         if start <= span.start_byte and span.end_byte <= end:
-            return _Anchor(item, span.start_byte - item.span.start_byte, span.end_byte - span.start_byte)
+            first = item.span.start.line
+            return _Anchor(item, span.start_byte - item.span.start_byte, span.end_byte - span.start_byte,
+                           _below(span.start, first), _below(span.end, first))
     return None
+
+
+def _below(position: Position, first_line: int) -> tuple[int, int] | None:
+    lines = position.line - first_line
+    return (lines, position.character) if lines > 0 else None
 
 
 def _rebound(finding: Finding, lines: LineIndex) -> Finding:
@@ -454,7 +537,9 @@ def _rebound(finding: Finding, lines: LineIndex) -> Finding:
 
 def _moved(group: _Group, lines: LineIndex, edit_start: int | None) -> _Group:
     """Move a reused group's findings with the items they belong to (and forget positions
-    computed before an edit that precedes them)."""
+    computed before an edit that precedes them). The spans move in place, like the items'
+    (incremental extraction): a finding keeps its identity, so its published diagnostic is reused
+    while its line and column stay the same (features/diagnostics.py)."""
     starts = tuple(_start(i) for i in group.items)
     if not group.findings:
         return group
@@ -466,15 +551,24 @@ def _moved(group: _Group, lines: LineIndex, edit_start: int | None) -> _Group:
         main = spans[0]
         if main is None:
             continue  # cannot follow the text: dropped until the group is linted again
-        def place(anchor: _Anchor | None, old: Span) -> Span:
-            if anchor is None:
-                return old
-            start = anchor.item.span.start_byte + anchor.offset
-            return Span(start, start + anchor.length, lines=lines)
-        findings.append(dataclasses.replace(
-            finding,
-            span=place(main, finding.span),
-            related=tuple((place(a, s), m) for a, (s, m) in zip(spans[1:], finding.related)),
-        ))
+        _place(main, finding.span)
+        for anchor, (span, _) in zip(spans[1:], finding.related):
+            _place(anchor, span)
+        findings.append(finding)
         anchors.append(spans)
     return _Group(group.items, findings, anchors, starts, group.item_lines)
+
+
+def _place(anchor: _Anchor | None, span: Span) -> None:
+    """Put `span` where its anchor's item now puts it (positions are recomputed on demand)."""
+    if anchor is None:
+        return
+    item_span = anchor.item.span
+    start = item_span.start_byte + anchor.offset
+    span.start_byte, span.end_byte = start, start + anchor.length
+    span._start = span._end = None
+    if anchor.start_at is not None:
+        line = item_span.start.line
+        span._start = Position(line + anchor.start_at[0], anchor.start_at[1])
+        if anchor.end_at is not None:
+            span._end = Position(line + anchor.end_at[0], anchor.end_at[1])

@@ -170,6 +170,7 @@ class PerfLanguageServer(LanguageServer):
         if self.pull_mode:
             return
         if as_json is None:
+            self.perf_protocol.forget_diagnostics(uri)
             self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, version=version,
                                                                                 diagnostics=diagnostics))
             return

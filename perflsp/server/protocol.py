@@ -15,6 +15,7 @@ here, typed, and the rest of the server uses pygls' public API only.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import sys
@@ -47,6 +48,11 @@ class InvalidMessage:
 
 
 class PerfProtocol(LanguageServerProtocol):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._encoded: dict[str, dict[int, tuple[dict[str, Any], str]]] = {}  # per document: id -> (dict, text)
+        self._writes: set[asyncio.Future[Any]] = set()
+
     def structure_message(self, data: dict[str, Any]) -> Any:
         try:
             return super().structure_message(data)
@@ -67,11 +73,34 @@ class PerfProtocol(LanguageServerProtocol):
         super().handle_message(message)
 
     def publish_diagnostics_json(self, uri: str, version: int | None, diagnostics: list[dict[str, Any]]) -> None:
-        """`textDocument/publishDiagnostics` with diagnostics that are JSON already."""
-        params: dict[str, Any] = {"uri": uri, "diagnostics": diagnostics}
-        if version is not None:
-            params["version"] = version
-        self._send_data({"jsonrpc": "2.0", "method": types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "params": params})
+        """`textDocument/publishDiagnostics` with diagnostics that are JSON already. The server
+        passes the same dict for an unchanged diagnostic from one publish to the next, so each
+        dict's text is kept per document and only new ones are encoded."""
+        if self.writer is None:
+            return
+        previous = self._encoded.get(uri, {})
+        current: dict[int, tuple[dict[str, Any], str]] = {}
+        parts = []
+        for diagnostic in diagnostics:
+            entry = previous.get(id(diagnostic))
+            if entry is None or entry[0] is not diagnostic:
+                entry = (diagnostic, json.dumps(diagnostic))
+            current[id(diagnostic)] = entry
+            parts.append(entry[1])
+        self._encoded[uri] = current
+        version_part = "" if version is None else f',"version":{int(version)}'
+        body = (f'{{"jsonrpc":"2.0","method":"{types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS}",'
+                f'"params":{{"uri":{json.dumps(uri)},"diagnostics":[{",".join(parts)}]{version_part}}}}}')
+        header = f"Content-Length: {len(body)}\r\nContent-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
+        res = self.writer.write((header + body if self._include_headers else body).encode(self.CHARSET))
+        if inspect.isawaitable(res):
+            task = asyncio.ensure_future(res)
+            self._writes.add(task)  # held until written (the loop keeps only a weak reference)
+            task.add_done_callback(self._writes.discard)
+
+    def forget_diagnostics(self, uri: str) -> None:
+        """Drop the encoded diagnostics kept for `uri` (the document was closed)."""
+        self._encoded.pop(uri, None)
 
     def send_parse_error(self, exc: Exception) -> None:
         # a plain dict: the converter would drop the `"id": null` that JSON-RPC requires here

@@ -5,7 +5,8 @@
   arrive while an analysis runs are a burst: the worker waits `debounceMs` for typing to pause.
 - A result whose version is older than the newest edit is dropped, never published.
 - A long analysis (a large file opened, or an edit outside kernel bodies) publishes what it has
-  after `FIRST_PUBLISH_S`, then the rest.
+  after `FIRST_PUBLISH_S` (`OPEN_PUBLISH_S` for a document's first analysis: the verdicts of the
+  kernels at the top of the file), then the rest.
 - tree-sitter's error recovery can differ between an incremental and a fresh parse, so when the
   tree has errors, the worker re-parses from scratch once the user pauses (`SETTLE_S`) and
   republishes if that changes anything. Pull diagnostics wait for this exact state.
@@ -61,6 +62,7 @@ Ts = TypeVarTuple("Ts")
 log = logging.getLogger(__name__)
 
 FIRST_PUBLISH_S = 0.12  # analysis time after which partial results are published
+OPEN_PUBLISH_S = 0.02  # the same for a document's first analysis: its first diagnostics come early
 SETTLE_S = 0.4  # pause after which an error-recovered tree is checked against a fresh parse
 REQUEST_WAIT_S = 0.03  # how long a request waits for the newest version's complete analysis
 VISIBLE_S = 30.0  # a document asked about or edited this recently counts as visible (ranks first)
@@ -427,7 +429,8 @@ class DocumentWorker:
 
     def _compute(self, version: int | None, config: ResolvedConfig) -> Snapshot:
         started = time.monotonic()
-        snap = self._snapshot(config, version, started + FIRST_PUBLISH_S, start=False)
+        first = OPEN_PUBLISH_S if not self.published else FIRST_PUBLISH_S
+        snap = self._snapshot(config, version, started + first, start=False)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s v%s: %s extraction, %d kernel(s) analysed%s in %.1f ms", self.uri.rsplit("/", 1)[-1], version,
                       self.state.extracted.change if self.state else "?", self.analyzer.analysed,
@@ -512,7 +515,9 @@ class DocumentWorker:
         if partial:
             from perflsp.server.features import diagnostics
 
-            self.host.publish(self.uri, snap.version, diagnostics.build(snap))
+            cache = self._diagnostic_cache  # kernels analysed before keep their diagnostics and JSON
+            items = diagnostics.build(snap, cache)
+            self.host.publish(self.uri, snap.version, items, cache.json(items))
         else:
             self.host.publish(self.uri, snap.version, snap.diagnostics, snap.diagnostics_json)
         self.published.append(Published(snap.version, not partial))

@@ -94,7 +94,9 @@ class TextState:
             updated = extract_incremental(self.extracted, old_data, old_tree, self.doc.data, self.doc.tree,
                                           edited_old_tree, self.lines, self.path)
         if updated is None:
-            self.preprocessed = self._preprocess()
+            preprocessed = self._preprocess()
+            if preprocessed != self.preprocessed:  # the same view keeps its identity (the analyzer's caches stay)
+                self.preprocessed = preprocessed
             updated = extract_full(self.doc.data, self.doc.tree, self.lines, self.path, self.preprocessed)
             self.full_extractions += 1
         else:

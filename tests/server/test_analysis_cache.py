@@ -54,7 +54,7 @@ def test_an_edit_inside_one_kernel_reanalyses_only_that_kernel():
     assert diagnostic_keys(build(snap)) == fresh(state)
 
 
-def test_an_edit_in_host_code_reanalyses_everything():
+def test_an_edit_in_host_code_reanalyses_the_kernels_it_launches():
     text = SLIPS.read_text()
     state = TextState(text, 1, str(SLIPS))
     analyzer = Analyzer()
@@ -62,9 +62,67 @@ def test_an_edit_in_host_code_reanalyses_everything():
     before = analyzer.analysed
     line = line_of(text, "const int rows = 65536")
     state.apply([Change("    int unused = 0;\n", Position(line, 0), Position(line, 0))], 2)
-    assert state.extracted.change == "other"
+    assert state.extracted.change == "host"
     snap = analyse(state, analyzer)
-    assert analyzer.analysed == 2 * before
+    assert analyzer.analysed == 2 * before  # main launches every kernel of this file
+    assert diagnostic_keys(build(snap)) == fresh(state)
+
+
+HOSTS = """#define N 4096
+__device__ float twice(float v) { return 2.0f * v; }
+__global__ void alpha(int n, float *x) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] += 1.0f; }
+__global__ void beta(int n, float *y) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = twice(y[i]); }
+__global__ void gamma_k(int n, float *z) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) z[i] = 0.0f; }
+void launch_alpha(float *x, int n) {
+    alpha<<<(n + 255) / 256, 256>>>(n, x);
+}
+void launch_beta(float *y, int n) {
+    beta<<<(n + 127) / 128, 128>>>(n, y);
+}
+int main() {
+    float *x;
+    cudaMalloc(&x, N * sizeof(float));
+    launch_alpha(x, N);
+    return 0;
+}
+"""
+
+
+def reports(state: TextState, snap: Snapshot) -> dict[str, tuple]:
+    out = {}
+    for kernel in state.extracted.kernels.kernels:
+        report = snap.analysis.report_for(kernel)
+        assert report is not None
+        out[kernel.name] = (report.facts.work_items, report.facts.dram_bytes,
+                            [(e.gpu, e.verdict, e.confidence) for e in report.estimates])
+    return out
+
+
+def fresh_reports(state: TextState) -> dict[str, tuple]:
+    copy = TextState(state.data.decode(), state.version, state.path)
+    return reports(copy, analyse(copy, Analyzer()))
+
+
+@pytest.mark.parametrize(("needle", "old", "new", "kind", "reanalysed"), [
+    ("launch_alpha(x, N);", "launch_alpha(x, N);", "launch_alpha(x, N / 4);", "host", 1),  # main calls launch_alpha
+    ("beta<<<", "128>>>", "64>>>", "host", 1),  # a launch in launch_beta: only beta
+    ("return 0;", "return 0;", "return 1;", "host", 1),  # main: its callee's launch (alpha)
+    ("twice(float v)", "2.0f * v", "3.0f * v", "device", 1),  # twice: beta calls it
+])
+def test_an_edit_outside_kernels_reanalyses_only_what_depends_on_it(needle, old, new, kind, reanalysed):
+    state = TextState(HOSTS, 1, None)
+    analyzer = Analyzer()
+    analyse(state, analyzer)
+    before, linted = analyzer.analysed, analyzer.linted_groups
+    assert before == 3
+    line = line_of(HOSTS, needle)
+    column = HOSTS.splitlines()[line].index(old)
+    state.apply([Change(new, Position(line, column), Position(line, column + len(old)))], 2)
+    assert state.extracted.change == kind
+    snap = analyse(state, analyzer)
+    assert analyzer.analysed == before + reanalysed
+    assert analyzer.linted_groups < linted * 2
+    assert reports(state, snap) == fresh_reports(state)
     assert diagnostic_keys(build(snap)) == fresh(state)
 
 
@@ -126,3 +184,18 @@ def test_the_server_shows_what_check_shows(name):
         assert mine.facts.dram_bytes == theirs.facts.dram_bytes
         assert [(e.gpu, e.verdict, e.confidence) for e in mine.estimates] == \
             [(e.gpu, e.verdict, e.confidence) for e in theirs.estimates]
+
+
+def test_a_full_extraction_that_changed_only_a_kernel_reuses_the_other_results():
+    text = SLIPS.read_text()
+    state = TextState(text, 1, str(SLIPS))
+    analyzer = Analyzer()
+    analyse(state, analyzer)
+    before, linted = analyzer.analysed, analyzer.linted_groups
+    edited = text.replace("x[i] = -x[i];", "x[i] = -x[i];\n    x[i] *= 2.0f;")
+    state.apply([Change(edited)], 2)  # extracted in full, as when error recovery spreads past the kernel
+    assert state.extracted.change == "full"
+    snap = analyse(state, analyzer)
+    assert analyzer.analysed == before + 1
+    assert analyzer.linted_groups == linted + 1
+    assert diagnostic_keys(build(snap)) == fresh(state)

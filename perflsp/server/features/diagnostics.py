@@ -42,36 +42,75 @@ def _description(code: str, cache: dict[str, lsp.CodeDescription | None]) -> lsp
 class DiagnosticCache:
     """Diagnostics (and their JSON) of results that did not change since the last build: after an
     edit inside one kernel, only that kernel's diagnostics (and those whose position moved) are
-    built and serialised again."""
+    built and serialised again.
+
+    Two levels: `memo` answers per result object (a report or a finding) from what its
+    diagnostics were built from (the result, the configuration, the Position objects of its
+    spans): spans keep their Position objects while their line and column stand (edits elsewhere
+    move them in place), so an identity check finds the unchanged ones without looking anything
+    up. Otherwise `get` answers per diagnostic from a key of values (positions, levels)."""
 
     def __init__(self) -> None:
         self._entries: dict[tuple[object, ...], _Entry] = {}
         self._fresh: dict[tuple[object, ...], _Entry] = {}
+        self._memo: dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic]]] = {}
+        self._memo_fresh: dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic]]] = {}
+        self._json: dict[int, dict[str, Any]] = {}  # id(diagnostic) -> its JSON, of the last build
+        self._json_fresh: dict[int, dict[str, Any]] = {}
+
+    def memo(self, owner: object, basis: tuple[object, ...]) -> list[lsp.Diagnostic] | None:
+        entry = self._memo.get(id(owner))
+        if entry is None or len(entry[0]) != len(basis) or not all(a is b for a, b in zip(entry[0], basis)):
+            return None
+        for diagnostic in entry[1]:
+            found = self._json.get(id(diagnostic))
+            if found is None:
+                return None
+            self._json_fresh[id(diagnostic)] = found
+        self._memo_fresh[id(owner)] = entry
+        return entry[1]
+
+    def remember(self, owner: object, basis: tuple[object, ...], diagnostics: list[lsp.Diagnostic]) -> None:
+        self._memo_fresh[id(owner)] = (basis, diagnostics)
 
     def get(self, key: tuple[object, ...], owner: object) -> lsp.Diagnostic | None:
         entry = self._entries.get(key)
         if entry is not None and entry[0] is owner:
             self._fresh[key] = entry
+            self._json_fresh[id(entry[1])] = entry[2]
             return entry[1]
         return None
 
     def put(self, key: tuple[object, ...], owner: object, diagnostic: lsp.Diagnostic) -> None:
-        from pygls.protocol import default_converter
-
-        global _CONVERTER
-        if _CONVERTER is None:
-            _CONVERTER = default_converter()
-        self._fresh[key] = (owner, diagnostic, _CONVERTER.unstructure(diagnostic))
+        entry = (owner, diagnostic, _converter().unstructure(diagnostic))
+        self._fresh[key] = entry
+        self._json_fresh[id(diagnostic)] = entry[2]
 
     def json(self, diagnostics: list[lsp.Diagnostic]) -> list[dict[str, Any]]:
-        by_id = {id(entry[1]): entry[2] for entry in self._fresh.values()}
-        return [by_id[id(d)] for d in diagnostics]
+        out = []
+        for diagnostic in diagnostics:
+            found = self._json_fresh.get(id(diagnostic))
+            if found is None:  # not cached (the budget note)
+                found = _converter().unstructure(diagnostic)
+            out.append(found)
+        return out
 
     def rotate(self) -> None:
         self._entries, self._fresh = self._fresh, {}
+        self._memo, self._memo_fresh = self._memo_fresh, {}
+        self._json, self._json_fresh = self._json_fresh, {}
 
 
 _CONVERTER: Converter | None = None
+
+
+def _converter() -> Converter:
+    global _CONVERTER
+    if _CONVERTER is None:
+        from pygls.protocol import default_converter
+
+        _CONVERTER = default_converter()
+    return _CONVERTER
 
 
 def _positions(span: Span) -> tuple[int, int, int, int]:
@@ -84,9 +123,19 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
     settings = snapshot.config.settings
     out: list[lsp.Diagnostic] = []
     descriptions: dict[str, lsp.CodeDescription | None] = {}
+    plain = snapshot.advice is None and snapshot.measured is None  # nothing but the result decides
     for report in snapshot.reports():
         kernel = report.kernel
         anchor = anchor_span(kernel)
+        basis: tuple[object, ...] = ()
+        if plain:
+            basis = (report, snapshot.config, anchor.start, anchor.end,
+                     *(p for site in report.launches for p in (site.span.start, site.span.end)))
+            memo = cache.memo(report, basis)
+            if memo is not None:
+                out.extend(memo)
+                continue
+        own_from = len(out)
         where = (_positions(anchor), tuple(_positions(site.span) for site in report.launches), snapshot.uri)
         name = kernel_name(kernel)
         levels, codes, extras = [], [], []
@@ -102,6 +151,8 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
         cached = [cache.get((*key, i), report) for i in range(len(report.estimates))]
         if all(d is not None for d in cached):
             out.extend(d for d, level in zip(cached, levels) if level != "off")  # type: ignore[misc]
+            if plain:
+                cache.remember(report, basis, out[own_from:])
             continue
         rng = to_range(anchor)
         related = [
@@ -138,6 +189,8 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
             cache.put((*key, index), report, diagnostic)
             if level != "off":
                 out.append(diagnostic)
+        if plain:
+            cache.remember(report, basis, out[own_from:])
     note = snapshot.analysis.budget_note
     if note:  # the file's analysis budget ran out: say where the unanalysed part begins
         left = snapshot.analysis.unanalysed
@@ -150,14 +203,23 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
                                   severity=lsp.DiagnosticSeverity.Information, source=SOURCE,
                                   data={"kind": "budget", "unanalysed": len(snapshot.analysis.unanalysed)}))
     for finding in snapshot.analysis.findings:
+        span = finding.span
+        lint_basis = (finding, snapshot.config, span.start, span.end,
+                      *(p for related, _ in finding.related for p in (related.start, related.end)))
+        lint_memo = cache.memo(finding, lint_basis)
+        if lint_memo is not None:
+            out.extend(lint_memo)
+            continue
         level = settings.rules.get(finding.code) or finding.severity
         if level == "off":
+            cache.remember(finding, lint_basis, [])
             continue
         lint_key = ("lint", id(finding), level, _positions(finding.span),
                     tuple(_positions(span) for span, _ in finding.related), snapshot.uri)
         cached_lint = cache.get(lint_key, finding)
         if cached_lint is not None:
             out.append(cached_lint)
+            cache.remember(finding, lint_basis, [cached_lint])
             continue
         related = [
             lsp.DiagnosticRelatedInformation(location=lsp.Location(uri=snapshot.uri, range=to_range(span)), message=message)
@@ -174,6 +236,7 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
             data={"kind": "lint", "kernel": finding.kernel},
         )
         cache.put(lint_key, finding, diagnostic)
+        cache.remember(finding, lint_basis, [diagnostic])
         out.append(diagnostic)
     return out
 
