@@ -168,7 +168,8 @@ def check(paths: tuple[Path, ...], gpu_names: tuple[str, ...], gpus_files: tuple
     gpus, rule_levels, compile_db, config_args = _resolve_setup(gpu_names, gpus_files, config_path, rule_overrides,
                                                                 compile_commands)
     argv = parse_program_args(program_args) if program_args is not None else config_args
-    settings = check_settings(rule_levels, argv)
+    # the text report does not show fixes: building them (an edited re-parse each) is skipped
+    settings = dataclasses.replace(check_settings(rule_levels, argv), build_fixes=as_json or as_sarif)
 
     files, missing = source_paths(paths)
     bar = _progress(len(files), no_progress)
