@@ -98,9 +98,35 @@ def check_document(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Seq
     lints = run_lints(data, tree, share.kernels, gpus, enabled=enabled_codes(settings.rule_levels),
                       options=settings.lint_options, notes=result.notes)
     if settings.build_fixes:
-        lints = with_fixes(lints, data, tree, file_kernels)
+        lints = _with_fixes_within_ceiling(lints, data, tree, file_kernels, result.notes)
     result.lints = apply_rule_levels(lints, settings.rule_levels)
     return result
+
+
+# Building a fix re-parses the edited file to validate it, so a file's fixes cost its size each.
+# The ceiling: at most this many bytes re-parsed per file, i.e. the fixes of the first
+# MAX_FIX_REPARSE_BYTES // size findings that offer one (~1,300 for a 50 KB file, 4 for 15 MB).
+# A count from the file's size, not a time budget: the output is the same on every machine.
+MAX_FIX_REPARSE_BYTES = 64 << 20
+
+
+def fix_ceiling(size: int) -> int:
+    """How many findings of a file of `size` bytes get their fixes built."""
+    return max(1, MAX_FIX_REPARSE_BYTES // max(size, 1))
+
+
+def _with_fixes_within_ceiling(findings: list[Finding], data: bytes, tree: Tree, file_kernels: FileKernels,
+                               notes: list[str]) -> list[Finding]:
+    limit = fix_ceiling(len(data))
+    asking = [i for i, f in enumerate(findings) if f.fix_requests]
+    if len(asking) <= limit:
+        return with_fixes(findings, data, tree, file_kernels)
+    out = list(findings)
+    for i, built in zip(asking[:limit], with_fixes([findings[i] for i in asking[:limit]], data, tree, file_kernels)):
+        out[i] = built
+    notes.append(f"fixes built for the first {limit:,} of {len(asking):,} findings that offer one: the per-file "
+                 f"ceiling is {MAX_FIX_REPARSE_BYTES >> 20} MiB of re-parsed text (an editor builds any fix on request)")
+    return out
 
 
 def kernel_span(kernel: CudaFunction | OmpRegion) -> Span:
