@@ -320,6 +320,10 @@ class FileKernels:
         `launches`, not one per kernel)."""
         return list(self._launches_by_kernel().get(kernel.qualified_name, ()))
 
+    def has_launch(self, site: LaunchSite) -> bool:
+        """Whether `site` itself (not an equal one) is one of this file's launch sites."""
+        return any(s is site for s in self._launches_by_kernel().get(site.kernel, ()))
+
     def invalidate_launch_index(self) -> None:
         """Forget the index; for code that replaces an element of `launches` in place."""
         self._launch_index.clear()
