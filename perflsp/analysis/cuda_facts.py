@@ -151,7 +151,7 @@ def _as_dim(value: object) -> tuple[int, int, int] | None:
 def _template_env(unit: AnalysisUnit, site: LaunchSite | None) -> ConstEnv:
     """What a launch's template arguments can name: the file's macros and constants, and the
     launching function's constants (`constexpr int TILE = 16;` before `k<TILE><<<...>>>`)."""
-    if site is None or not any(s is site for s in unit.kernels.launches):
+    if site is None or not unit.kernels.has_launch(site):
         return unit.env  # no site, or one in another file (its arguments come folded)
     return unit.env_at(site.span.start_byte)
 

@@ -172,6 +172,23 @@ def _reextract(data: bytes, tree: Tree, *, kernels: bool = False, launches: bool
     return result
 
 
+def _reextract_definition(data: bytes, tree: Tree, offset: int) -> CudaFunction | None:
+    """The function whose definition contains `offset` in an edited text, extracted alone."""
+    from perflsp.kernels.context import ExtractionContext
+    from perflsp.kernels.cuda import from_definition, macro_aliases
+    from perflsp.kernels.symbols import file_env
+    from perflsp.source.positions import LineIndex
+
+    node: Node | None = tree.root_node.descendant_for_byte_range(offset, offset)
+    while node is not None and node.type != "function_definition":
+        node = node.parent
+    if node is None:
+        return None
+    ctx = ExtractionContext(data=data, tree=tree, lines=LineIndex(data))
+    env = file_env(ctx)
+    return from_definition(ctx, node, env, macro_aliases(env))
+
+
 # --------------------------------------------------------------------------- precision fixes
 
 
@@ -275,13 +292,13 @@ def set_launch_bounds(data: bytes, tree: Tree, kernel: CudaFunction, max_threads
     else:
         edit = ByteEdit(_declarator_start(tree, kernel), _declarator_start(tree, kernel), text + " ")
         title = f"Add `{text}` to `{kernel.name}`"
-    index = _index_of(fk.kernels, kernel)
-
     def check(new_data: bytes, new_tree: Tree) -> None:
-        after = _reextract(new_data, new_tree, kernels=True).kernels
-        if len(after) != len(fk.kernels):
-            raise EditError("the edit changed which kernels the file defines")
-        bounds = after[index].launch_bounds
+        # only the edited definition is extracted again: a whole-file extraction per fix made
+        # building every fix of a file quadratic in its size
+        after = _reextract_definition(new_data, new_tree, edit.start_byte)
+        if after is None or after.qualified_name != kernel.qualified_name or not after.is_kernel:
+            raise EditError(f"after the edit `{kernel.name}` is no longer a kernel definition")
+        bounds = after.launch_bounds
         if bounds is None:
             raise EditError("the edited kernel has no __launch_bounds__")
         if bounds.max_threads.known and bounds.max_threads.value != max_threads:

@@ -42,6 +42,52 @@ log = logging.getLogger(__name__)
 
 Kernel = CudaFunction | OmpRegion
 
+# The per-file ceiling: at most this many kernels and OpenMP regions of one file are analysed
+# (verdicts and lints), the first ones in document order; the rest get one note saying so. A
+# count, not a time budget, so `perflsp check` in CI prints the same on every machine. Analysis
+# and lints cost 2-7 ms per kernel: the ceiling bounds them at a few seconds a file whatever its
+# size (a generated 15 MB file has 41,000 kernels; reading it, ~25 s, stays linear). The
+# language server has its own time budget besides.
+MAX_KERNELS_PER_FILE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """The part of a file that is analysed under the ceiling."""
+
+    kernels: FileKernels  # the analysed kernels and regions, with what lints need beside them
+    analysed: int
+    total: int
+    limit: int
+
+    @property
+    def note(self) -> str | None:
+        """The one line that says the ceiling was reached (None when it was not)."""
+        if self.analysed == self.total:
+            return None
+        return (f"{self.analysed:,} of {self.total:,} kernels and OpenMP regions analysed: the per-file ceiling is "
+                f"{self.limit:,} (the first ones in the file; see 'Large files' in docs/cli.md)")
+
+
+def within_ceiling(kernels: FileKernels, limit: int = MAX_KERNELS_PER_FILE) -> Share:
+    """The first `limit` kernels and regions of the file in document order, with the device
+    functions and unresolved launch sites before the first one left out, and every launch site
+    of a kept kernel (wherever it is)."""
+    items: list[Kernel] = sorted([*kernels.kernels, *kernels.omp_regions], key=lambda k: k.span.start_byte)
+    if len(items) <= limit:
+        return Share(kernels, len(items), len(items), limit)
+    cut = items[limit].span.start_byte
+    kept = [k for k in kernels.kernels if k.span.start_byte < cut]
+    names = {k.qualified_name for k in kept}
+    part = dataclasses.replace(
+        kernels, kernels=kept,
+        omp_regions=[r for r in kernels.omp_regions if r.span.start_byte < cut],
+        device_functions=[f for f in kernels.device_functions if f.span.start_byte < cut],
+        launches=[s for s in kernels.launches
+                  if s.kernel in names or (s.kernel is None and s.span.start_byte < cut)],
+        notes=list(kernels.notes))
+    return Share(part, limit, len(items), limit)
+
 
 @dataclass(frozen=True, slots=True)
 class PreparedFile:
@@ -107,9 +153,11 @@ class FileAnalysis:
             log.warning("the static engine failed on %s: %s: %s", kernel.name, type(exc).__name__, exc)
             return uncertain_report(kernel, self._launches(kernel), gpus, failure_reason(exc))
 
-    def reports(self, gpus: Sequence[Gpu]) -> list[KernelReport]:
-        """Reports of every kernel, then every OpenMP region, in document order."""
-        kernels: list[Kernel] = [*self.kernels.kernels, *self.kernels.omp_regions]
+    def reports(self, gpus: Sequence[Gpu], limit: int = MAX_KERNELS_PER_FILE) -> list[KernelReport]:
+        """Reports of every kernel, then every OpenMP region, in document order (those within
+        the per-file ceiling, see `within_ceiling`)."""
+        share = within_ceiling(self.kernels, limit).kernels
+        kernels: list[Kernel] = [*share.kernels, *share.omp_regions]
         return [self.report(kernel, gpus) for kernel in kernels]
 
     def release(self) -> None:

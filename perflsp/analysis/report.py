@@ -17,11 +17,12 @@ from typing import Any
 
 from tree_sitter import Tree
 
+from perflsp.analysis.fixes import with_fixes
 from perflsp.analysis.lints import run_lints
 from perflsp.analysis.lints.context import LintOptions
 from perflsp.analysis.models import Estimate, Finding, KernelFacts, KernelReport, OpCounts, Severity
 from perflsp.analysis.options import AnalysisOptions
-from perflsp.analysis.pipeline import FileAnalysis
+from perflsp.analysis.pipeline import MAX_KERNELS_PER_FILE, FileAnalysis, within_ceiling
 from perflsp.analysis.rules import RULES, SEVERITIES, apply_rule_levels, enabled_codes, rule_doc_url
 from perflsp.hardware.models import Gpu
 from perflsp.hardware.precision import Precision
@@ -45,6 +46,10 @@ class CheckSettings:
     rule_levels: Mapping[str, str] = field(default_factory=dict)  # code -> level, from `[rules]`
     options: AnalysisOptions = field(default_factory=AnalysisOptions)
     lint_options: LintOptions | None = None
+    # build and validate the lint fixes (output that shows them: JSON, SARIF); text output
+    # does not, and building costs an edited re-parse per fix
+    build_fixes: bool = True
+    max_kernels: int = MAX_KERNELS_PER_FILE  # the per-file ceiling (tests lower it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,16 +84,49 @@ def check_document(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Seq
     result = FileCheck(path=file_kernels.path, lines=lines, notes=list(file_kernels.notes))
     if file_kernels.has_errors:
         result.notes.append("the file has syntax errors: kernels near them may be missed or only partly analysed")
-    for report in FileAnalysis(data, tree, file_kernels, settings.options, lines).reports(gpus):
+    share = within_ceiling(file_kernels, settings.max_kernels)
+    if share.note is not None:
+        result.notes.append(share.note)
+    analysis = FileAnalysis(data, tree, file_kernels, settings.options, lines)
+    for report in analysis.reports(gpus, settings.max_kernels):
         result.kernels.append(report)
         for estimate, gpu in zip(report.estimates, gpus):
             finding = verdict_finding(report, estimate)
             shown = apply_rule_levels([finding], settings.rule_levels)
             result.verdicts.append(Verdict(report, estimate, gpu, shown[0] if shown else None))
-    lints = run_lints(data, tree, file_kernels, gpus, enabled=enabled_codes(settings.rule_levels),
-                      options=settings.lint_options, notes=result.notes, build_fixes=True)
+    analysis.release()  # the program model holds whole-text indexes: not needed by the lints
+    lints = run_lints(data, tree, share.kernels, gpus, enabled=enabled_codes(settings.rule_levels),
+                      options=settings.lint_options, notes=result.notes)
+    if settings.build_fixes:
+        lints = _with_fixes_within_ceiling(lints, data, tree, file_kernels, result.notes)
     result.lints = apply_rule_levels(lints, settings.rule_levels)
     return result
+
+
+# Building a fix re-parses the edited file to validate it, so a file's fixes cost its size each.
+# The ceiling: at most this many bytes re-parsed per file, i.e. the fixes of the first
+# MAX_FIX_REPARSE_BYTES // size findings that offer one (~1,300 for a 50 KB file, 4 for 15 MB).
+# A count from the file's size, not a time budget: the output is the same on every machine.
+MAX_FIX_REPARSE_BYTES = 64 << 20
+
+
+def fix_ceiling(size: int) -> int:
+    """How many findings of a file of `size` bytes get their fixes built."""
+    return max(1, MAX_FIX_REPARSE_BYTES // max(size, 1))
+
+
+def _with_fixes_within_ceiling(findings: list[Finding], data: bytes, tree: Tree, file_kernels: FileKernels,
+                               notes: list[str]) -> list[Finding]:
+    limit = fix_ceiling(len(data))
+    asking = [i for i, f in enumerate(findings) if f.fix_requests]
+    if len(asking) <= limit:
+        return with_fixes(findings, data, tree, file_kernels)
+    out = list(findings)
+    for i, built in zip(asking[:limit], with_fixes([findings[i] for i in asking[:limit]], data, tree, file_kernels)):
+        out[i] = built
+    notes.append(f"fixes built for the first {limit:,} of {len(asking):,} findings that offer one: the per-file "
+                 f"ceiling is {MAX_FIX_REPARSE_BYTES >> 20} MiB of re-parsed text (an editor builds any fix on request)")
+    return out
 
 
 def kernel_span(kernel: CudaFunction | OmpRegion) -> Span:

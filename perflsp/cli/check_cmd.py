@@ -59,15 +59,18 @@ def source_paths(paths: Sequence[Path]) -> tuple[list[Path], list[tuple[Path, st
     return found, missing
 
 
-def check_settings(rule_levels: dict[str, str] | None = None, argv: Sequence[str] | None = None) -> CheckSettings:
+def check_settings(rule_levels: dict[str, str] | None = None, argv: Sequence[str] | None = None, *,
+                   build_fixes: bool = False) -> CheckSettings:
     """The settings `perflsp check` analyses with: `[rules]` levels and the program's arguments
     (`--args` / `[profiling] args`, folded as `argv[1:]`; None: unknown). `perflsp eval --editor`
-    uses the same, so it scores exactly what `check` shows."""
+    uses the same, so it scores exactly what `check` shows. `build_fixes`: for output that shows
+    the fixes (JSON, SARIF); building them costs an edited re-parse each."""
     from perflsp.analysis.options import AnalysisOptions
     from perflsp.analysis.report import CheckSettings
 
     return CheckSettings(rule_levels=dict(rule_levels or {}),
-                         options=AnalysisOptions(argv=tuple(argv) if argv is not None else None))
+                         options=AnalysisOptions(argv=tuple(argv) if argv is not None else None),
+                         build_fixes=build_fixes)
 
 
 def parse_program_args(text: str) -> tuple[str, ...]:
@@ -168,7 +171,7 @@ def check(paths: tuple[Path, ...], gpu_names: tuple[str, ...], gpus_files: tuple
     gpus, rule_levels, compile_db, config_args = _resolve_setup(gpu_names, gpus_files, config_path, rule_overrides,
                                                                 compile_commands)
     argv = parse_program_args(program_args) if program_args is not None else config_args
-    settings = check_settings(rule_levels, argv)
+    settings = check_settings(rule_levels, argv, build_fixes=as_json or as_sarif)  # text shows no fixes
 
     files, missing = source_paths(paths)
     bar = _progress(len(files), no_progress)

@@ -268,6 +268,37 @@ class LaunchSite:
         return self.span.line
 
 
+class LaunchIndex:
+    """Qualified kernel name -> its launch sites, built in one pass over a `launches` list and
+    rebuilt when that list is replaced or changes length (incremental extraction builds new
+    lists; tests append). A cache, not data: every index equals every other, so comparing or
+    signing a `FileKernels` ignores it."""
+
+    __slots__ = ("_by_kernel", "_length", "_list")
+
+    def __init__(self) -> None:
+        self._by_kernel: dict[str | None, list[LaunchSite]] = {}
+        self._list: list[LaunchSite] | None = None  # held, so its identity cannot be reused
+        self._length = 0
+
+    def of(self, launches: list[LaunchSite]) -> dict[str | None, list[LaunchSite]]:
+        if self._list is not launches or self._length != len(launches):
+            by_kernel: dict[str | None, list[LaunchSite]] = {}
+            for site in launches:
+                by_kernel.setdefault(site.kernel, []).append(site)
+            self._by_kernel, self._list, self._length = by_kernel, launches, len(launches)
+        return self._by_kernel
+
+    def clear(self) -> None:
+        self._by_kernel, self._list, self._length = {}, None, 0
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LaunchIndex)
+
+    def __hash__(self) -> int:
+        return 0
+
+
 @dataclass(slots=True)
 class FileKernels:
     """Everything extraction found in one file."""
@@ -279,9 +310,23 @@ class FileKernels:
     launches: list[LaunchSite] = field(default_factory=list)
     has_errors: bool = False  # the tree contains ERROR/MISSING nodes
     notes: list[str] = field(default_factory=list)
+    _launch_index: LaunchIndex = field(default_factory=lambda: LaunchIndex(), init=False, repr=False, compare=False)
 
     def kernel_named(self, name: str) -> list[CudaFunction]:
         return [k for k in self.kernels if k.name == name or k.qualified_name == name]
 
     def launches_of(self, kernel: CudaFunction) -> list[LaunchSite]:
-        return [s for s in self.launches if s.kernel == kernel.qualified_name]
+        """The file's launch sites of `kernel`, in document order (an index: one pass over
+        `launches`, not one per kernel)."""
+        return list(self._launches_by_kernel().get(kernel.qualified_name, ()))
+
+    def has_launch(self, site: LaunchSite) -> bool:
+        """Whether `site` itself (not an equal one) is one of this file's launch sites."""
+        return any(s is site for s in self._launches_by_kernel().get(site.kernel, ()))
+
+    def invalidate_launch_index(self) -> None:
+        """Forget the index; for code that replaces an element of `launches` in place."""
+        self._launch_index.clear()
+
+    def _launches_by_kernel(self) -> dict[str | None, list[LaunchSite]]:
+        return self._launch_index.of(self.launches)

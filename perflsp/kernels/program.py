@@ -169,6 +169,12 @@ def read_source(path: Path | None, data: bytes, resolver: IncludeResolver, defin
     return SourceFile(data, tree, lines, kernels, env)
 
 
+# `name(` or `name<...>(`; the lookahead consumes only the name, so a name inside another's
+# `<...>` (`i < n && f<T>(x)`) is still found
+_CALL_TAIL = rb"\s*(?:<[^;{}()]*>\s*)?\("
+_CALL_START = re.compile(rb"\b([A-Za-z_]\w*)(?=" + _CALL_TAIL + rb")")
+
+
 class ProgramModel:
     """Per-file facts shared by the kernels of one document version (see the module docstring)."""
 
@@ -368,7 +374,15 @@ class ProgramModel:
         found: dict[int, Node] = {}
         calls_query = query("calls")
         root = self.tree.root_node
-        for m in re.finditer(rb"\b" + re.escape(name.encode()) + rb"\s*(?:<[^;{}()]*>\s*)?\(", self.data):
+        pattern = re.compile(re.escape(name.encode()) + _CALL_TAIL)
+        if re.fullmatch(r"[A-Za-z_]\w*", name, re.ASCII):
+            starts: list[int] = self._call_offsets.get(name, [])
+        else:  # not a plain identifier: not in the index
+            starts = [m.start() for m in re.finditer(rb"\b" + pattern.pattern, self.data)]
+        for start in starts:
+            m = pattern.match(self.data, start)
+            if m is None:
+                continue
             cursor = QueryCursor(calls_query)
             cursor.set_byte_range(m.start(), m.end())
             for _, groups in cursor.matches(root):
@@ -379,6 +393,15 @@ class ProgramModel:
                     found[call.start_byte] = call
         self._calls[name] = [found[k] for k in sorted(found)]
         return self._calls[name]
+
+    @cached_property
+    def _call_offsets(self) -> dict[str, list[int]]:
+        """Where each identifier is followed by `(` or `<...>(`: one pass over the text, so
+        `calls_to` costs the calls of its name, not a scan of the file per name."""
+        out: dict[str, list[int]] = {}
+        for m in _CALL_START.finditer(self.data):
+            out.setdefault(m.group(1).decode("latin-1"), []).append(m.start())
+        return out
 
     # ------------------------------------------------------------------ allocations
 

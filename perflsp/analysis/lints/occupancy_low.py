@@ -114,8 +114,11 @@ def check(ctx: LintContext) -> list[Finding]:
     findings: list[Finding] = []
     nvidia = [g for g in ctx.gpus if g.vendor == "NVIDIA"]
     regs = ctx.options.registers_per_thread
+    by_name: dict[str, CudaFunction] = {}
+    for k in ctx.kernels.kernels:  # the first definition of a name, as a scan per site would find
+        by_name.setdefault(k.qualified_name, k)
     for site in ctx.kernels.launches:
-        kernel = next((k for k in ctx.kernels.kernels if k.qualified_name == site.kernel), None)
+        kernel = by_name.get(site.kernel) if site.kernel is not None else None
         static_smem = _static_shared_bytes(ctx, kernel) if kernel is not None else 0
         dynamic = site.shared_mem_bytes.value if site.shared_mem_bytes is not None else 0
         dynamic = dynamic if isinstance(dynamic, int) else 0
