@@ -35,7 +35,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tree_sitter import Tree
+
 from perflsp.analysis.models import Finding, KernelReport
+from perflsp.analysis.options import AnalysisOptions
+from perflsp.analysis.pipeline import FileAnalysis
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.incremental import Extracted
 from perflsp.kernels.models import (
@@ -109,6 +113,22 @@ class AnalysisState:
         return self.reports.get(id(item))
 
 
+@dataclass(slots=True)
+class _Job:
+    """The inputs of one analysis run (one document version in one configuration)."""
+
+    data: bytes
+    tree: Tree
+    fk: FileKernels
+    gpus: tuple[Gpu, ...]
+    opts: AnalysisOptions
+    lines: LineIndex
+    lint_codes: frozenset[str] | None
+    analysis: FileAnalysis
+    edit_start: int | None = None
+    launches_by_kernel: dict[str, list[LaunchSite]] = field(default_factory=dict)
+
+
 class Analyzer:
     """Caches of one document (worker thread only)."""
 
@@ -122,7 +142,7 @@ class Analyzer:
         self._lint_facts: dict[str, Any] = {}  # file-level lint facts, valid within one context
         self._pending: list[Kernel] = []  # kernels and regions still to analyse in this run
         self._state: AnalysisState | None = None
-        self._job: dict[str, Any] = {}
+        self._job: _Job | None = None
         self.analysed = 0  # engine runs (for tests and logs)
         self.linted_groups = 0
         self.budget_s = ANALYSIS_BUDGET_S
@@ -172,19 +192,19 @@ class Analyzer:
         self._seen = extracted
         fk = extracted.kernels
         opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()), argv)
-        self._job = {
-            "data": text.data, "tree": text.tree, "fk": fk, "gpus": tuple(gpus), "opts": opts, "lines": lines,
-            "lint_codes": None if lint_codes is None else frozenset(lint_codes),
-            "edit_start": extracted.edit_start,
-        }
         # kernels of a file that other sources `#include` take their launch sites
-        self._job["opts"] = engine.with_includer_launches(self._job["opts"], text, fk)
-        # the program model is built when the first kernel needs the engine, once per run
-        self._job["analysis"] = engine.FileAnalysis(text.data, text.tree, fk, self._job["opts"], lines)
+        opts = engine.with_includer_launches(opts, text, fk)
+        self._job = _Job(
+            text.data, text.tree, fk, tuple(gpus), opts, lines,
+            None if lint_codes is None else frozenset(lint_codes),
+            # the program model is built when the first kernel needs the engine, once per run
+            engine.FileAnalysis(text.data, text.tree, fk, opts, lines),
+            launches_by_kernel=_launches_by_kernel(fk),
+        )
         edit_start = extracted.edit_start
         if self._edit_floor is not None:  # an earlier run was dropped before its lints: its edit counts too
             edit_start = self._edit_floor if edit_start is None else min(edit_start, self._edit_floor)
-        self._edit_floor = self._job["edit_start"] = edit_start
+        self._edit_floor = self._job.edit_start = edit_start
         self._state = AnalysisState(self.context)
         self._pending = [*fk.kernels, *fk.omp_regions]
         self._lints_done = False
@@ -195,8 +215,8 @@ class Analyzer:
         state = self._state
         assert state is not None
         job = self._job
-        fk: FileKernels = job["fk"]
-        by_kernel: dict[str, list[LaunchSite]] = job.setdefault("launches_by_kernel", _launches_by_kernel(fk))
+        assert job is not None
+        by_kernel = job.launches_by_kernel
         while self._pending:
             if self._cancelled:
                 return state  # the document was closed: never complete
@@ -210,7 +230,7 @@ class Analyzer:
                 if report is not None and self._reports.get((self.context, key)) is None:
                     report = None
             else:
-                key, report = engine.analysis_key(item, launches, job["gpus"], job["opts"]), None
+                key, report = engine.analysis_key(item, launches, job.gpus, job.opts), None
             if report is None:
                 # identical kernels share one analysis (not one whose host code changed)
                 shared = None if forced else self._reports.get((self.context, key))
@@ -219,7 +239,7 @@ class Analyzer:
                         self._over_budget(state)
                         break
                     began = time.monotonic()
-                    shared = job["analysis"].report(item, job["gpus"])
+                    shared = job.analysis.report(item, job.gpus)
                     self._spent += time.monotonic() - began
                     self.analysed += 1
                     self._reports[(self.context, key)] = shared
@@ -257,23 +277,26 @@ class Analyzer:
 
     def release(self) -> None:
         """Forget the finished run's inputs (text, tree): only caches stay."""
-        self._job = {}
+        self._job = None
         self._state = None
 
     def _prune(self, state: AnalysisState) -> None:
-        fk: FileKernels = self._job["fk"]
+        job = self._job
+        assert job is not None
+        fk = job.fk
         live = {id(x) for x in (*fk.kernels, *fk.omp_regions)}
         self._keys = {k: v for k, v in self._keys.items() if k in live}
         self._reanalyse &= live
         wanted = {(self.context, v[2]) for v in self._keys.values()}
         self._reports = {k: v for k, v in self._reports.items() if k in wanted}
-        self._job["analysis"].release()  # the model holds the whole text's helper structures
+        job.analysis.release()  # the model holds the whole text's helper structures
 
     # ------------------------------------------------------------------ lints
 
     def _lint(self, state: AnalysisState) -> list[Finding]:
         job = self._job
-        fk: FileKernels = job["fk"]
+        assert job is not None
+        fk = job.fk
         groups = every = _groups_of(fk)
         if state.unanalysed:  # over budget: the left-out kernels are not linted either
             skip = {id(i) for i in state.unanalysed}
@@ -285,11 +308,11 @@ class Analyzer:
         fresh_groups: dict[tuple[int, ...], _Group] = {}
         unlinted: set[tuple[int, ...]] = set()
         if stale and len(stale) <= LINT_CHUNK:
-            subject = fk if len(stale) == len(every) else _restricted(fk, stale, job["data"])
-            findings = engine.run_lints(job["data"], job["tree"], subject, job["gpus"], job["lint_codes"],
-                                        state.lint_notes, lines=job["lines"], shared=self._lint_facts)
+            subject = fk if len(stale) == len(every) else _restricted(fk, stale, job.data)
+            findings = engine.run_lints(job.data, job.tree, subject, job.gpus, job.lint_codes,
+                                        state.lint_notes, lines=job.lines, shared=self._lint_facts)
             self.linted_groups += len(stale)
-            fresh_groups = _assign(findings, stale, job["lines"])
+            fresh_groups = _assign(findings, stale, job.lines)
         elif stale:  # a very large file: in chunks, within the budget
             for index in range(0, len(stale), LINT_CHUNK):
                 chunk = stale[index:index + LINT_CHUNK]
@@ -297,12 +320,12 @@ class Analyzer:
                     unlinted.update(tuple(id(i) for i in g) for g in stale[index:])
                     break
                 began = time.monotonic()
-                findings = engine.run_lints(job["data"], job["tree"], _restricted(fk, chunk, job["data"]), job["gpus"],
-                                            job["lint_codes"], state.lint_notes, lines=job["lines"],
+                findings = engine.run_lints(job.data, job.tree, _restricted(fk, chunk, job.data), job.gpus,
+                                            job.lint_codes, state.lint_notes, lines=job.lines,
                                             shared=self._lint_facts)
                 self._spent += time.monotonic() - began
                 self.linted_groups += len(chunk)
-                fresh_groups.update(_assign(findings, chunk, job["lines"]))
+                fresh_groups.update(_assign(findings, chunk, job.lines))
             if unlinted:
                 note = (f"perflsp: the analysis budget of {self.budget_s:g} s for one file was spent: "
                         f"{len(unlinted)} of {len(every)} kernels, functions and launch sites were not linted")
@@ -316,7 +339,7 @@ class Analyzer:
             group = fresh_groups.get(k) or self._groups.get(k)
             if group is None:
                 group = _Group(items, [], [], tuple(_start(i) for i in items))
-            group = _moved(group, job["lines"], job["edit_start"])
+            group = _moved(group, job.lines, job.edit_start)
             new_cache[k] = group
             out.extend(group.findings)
         self._groups = new_cache
