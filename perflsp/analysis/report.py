@@ -23,7 +23,8 @@ from perflsp.analysis.lints.context import LintOptions
 from perflsp.analysis.models import Estimate, Finding, KernelFacts, KernelReport, OpCounts, Severity
 from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import MAX_KERNELS_PER_FILE, FileAnalysis, within_ceiling
-from perflsp.analysis.rules import RULES, SEVERITIES, apply_rule_levels, enabled_codes, rule_doc_url
+from perflsp.analysis.roofline_rules import verdict_rule
+from perflsp.analysis.rules import SEVERITIES, apply_rule_levels, enabled_codes, rule_doc_url
 from perflsp.hardware.models import Gpu
 from perflsp.hardware.precision import Precision
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion, Span
@@ -157,9 +158,9 @@ def verdict_summary(estimate: Estimate, facts: KernelFacts) -> str:
 
 def verdict_finding(report: KernelReport, estimate: Estimate) -> Finding:
     """A verdict as a diagnostic at the kernel, default severity from the rule registry."""
-    code = f"roofline/{estimate.verdict}-bound" if estimate.verdict != "uncertain" else "roofline/uncertain"
-    return Finding(code=code, message=verdict_summary(estimate, report.facts), span=kernel_span(report.kernel),
-                   severity=RULES[code].default_severity, kernel=report.name)
+    rule = verdict_rule(estimate.verdict)
+    return Finding(code=rule.code, message=verdict_summary(estimate, report.facts), span=kernel_span(report.kernel),
+                   severity=rule.default_severity, kernel=report.name)
 
 
 def severity_counts(findings: Sequence[Finding]) -> dict[Severity, int]:

@@ -357,11 +357,10 @@ class Analyzer:
 
 def lint_fresh(data: bytes, tree: Any, fk: FileKernels, gpus: Sequence[Gpu], lint_codes: Iterable[str] | None,
                items: Sequence[Item]) -> list[Finding]:
-    """Findings with their fixes for the groups of `items`, computed on this text (code actions).
+    """Findings for the groups of `items`, computed on this text (code actions).
 
-    The groups are linted alone first (cheap); the rules that found something there and can fix
-    it then run over the whole file, because a fix is validated against the whole file (the
-    constant it edits must belong to this launch only, the edit must keep every launch, ...)."""
+    Only those groups are linted; the findings carry fix requests, which the code action builds
+    and validates against the whole file (`fixes.build_fixes` with the file's extraction)."""
     if not items:
         return []
     wanted = {id(i) for i in items}
@@ -370,16 +369,8 @@ def lint_fresh(data: bytes, tree: Any, fk: FileKernels, gpus: Sequence[Gpu], lin
         return []
     codes = None if lint_codes is None else frozenset(lint_codes)
     extents = [_extent(i) for g in groups for i in g]
-
-    def near(finding: Finding) -> bool:
-        return any(s <= finding.span.start_byte <= e for s, e in extents)
-
-    found = [f for f in engine.run_lints(data, tree, _restricted(fk, groups, data), gpus, codes) if near(f)]
-    fixable = {f.code for f in found if engine.rule_has_fix(f.code)}
-    if not fixable:
-        return found
-    with_fixes = [f for f in engine.run_lints(data, tree, fk, gpus, fixable) if near(f)]
-    return [f for f in found if f.code not in fixable] + with_fixes
+    return [f for f in engine.run_lints(data, tree, _restricted(fk, groups, data), gpus, codes)
+            if any(s <= f.span.start_byte <= e for s, e in extents)]
 
 
 # --------------------------------------------------------------------------- groups

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ENGINE_VERSION", "AnalysisOptions", "FileAnalysis", "FixUnavailable", "Kernel", "analysis_key",
            "best_block_for", "default_severity", "includer_launches", "known_rule_codes", "lint_codes",
-           "options", "rule_doc_url", "rule_has_fix", "rule_summary", "run_lints", "set_block_size",
+           "options", "rule_doc_url", "rule_summary", "run_lints", "set_block_size",
            "set_launch_bounds", "set_omp_clauses", "with_includer_launches"]
 
 
@@ -129,11 +129,6 @@ def rule_doc_url(code: str) -> str | None:
 def default_severity(code: str) -> str:
     info = rule_info(code)
     return info.default_severity if info is not None else "warning"
-
-
-def rule_has_fix(code: str) -> bool:
-    info = rule_info(code)
-    return bool(info is not None and info.has_fix)
 
 
 def rule_summary(code: str) -> str | None:

@@ -560,7 +560,7 @@ class DocumentWorker:
 
     def _settle_compute(self, config: ResolvedConfig, version: int | None) -> Snapshot | None:
         """Parse and extract from scratch; None when that equals the incremental result."""
-        from perflsp.server.extraction import extract_full, signature
+        from perflsp.kernels.incremental import extract_full, signature
         from perflsp.source.parser import parse
 
         state = self.state

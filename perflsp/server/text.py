@@ -15,7 +15,7 @@ from tree_sitter import Tree
 
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.includes import IncludeResolver
-from perflsp.server.extraction import Extracted, extract_full, extract_incremental
+from perflsp.kernels.incremental import Extracted, extract_full, extract_incremental
 from perflsp.source.document import SourceDocument, TextEdit, _point, _point_after
 from perflsp.source.files import decode_source
 from perflsp.source.parser import parse

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types as lsp
 
 from perflsp.analysis.models import Estimate, KernelReport
+from perflsp.analysis.roofline_rules import verdict_rule
 from perflsp.hardware.precision import Precision
 from perflsp.kernels.models import CudaFunction, LaunchSite, OmpRegion, Span
 
@@ -16,8 +17,7 @@ if TYPE_CHECKING:
     from perflsp.profiling.measured import MeasuredEvidence
 
 LABELS = {Precision.FP64: "FP64", Precision.FP32: "FP32", Precision.FP16: "FP16", Precision.INT32: "INT32"}
-VERDICT_CODES = {"compute": "roofline/compute-bound", "bandwidth": "roofline/bandwidth-bound",
-                 "uncertain": "roofline/uncertain"}
+VERDICT_CODES = {verdict: verdict_rule(verdict).code for verdict in ("compute", "bandwidth", "uncertain")}
 SEVERITIES = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning,
               "information": lsp.DiagnosticSeverity.Information, "hint": lsp.DiagnosticSeverity.Hint}
 
