@@ -172,6 +172,10 @@ def read_source(path: Path | None, data: bytes, resolver: IncludeResolver, defin
 # `name(` or `name<...>(`; the lookahead consumes only the name, so a name inside another's
 # `<...>` (`i < n && f<T>(x)`) is still found
 _CALL_TAIL = rb"\s*(?:<[^;{}()]*>\s*)?\("
+# `calls_to` scans the text for each of the first names it is asked about (one analysed kernel
+# asks about one or two: a scan costs ~1 ms on a 10,000-line file), then indexes every call once
+# (a whole-file analysis asks about hundreds of names; the index costs ~40 ms there).
+_SCANS_BEFORE_INDEX = 8
 _CALL_START = re.compile(rb"\b([A-Za-z_]\w*)(?=" + _CALL_TAIL + rb")")
 
 
@@ -375,9 +379,9 @@ class ProgramModel:
         calls_query = query("calls")
         root = self.tree.root_node
         pattern = re.compile(re.escape(name.encode()) + _CALL_TAIL)
-        if re.fullmatch(r"[A-Za-z_]\w*", name, re.ASCII):
+        if re.fullmatch(r"[A-Za-z_]\w*", name, re.ASCII) and len(self._calls) >= _SCANS_BEFORE_INDEX:
             starts: list[int] = self._call_offsets.get(name, [])
-        else:  # not a plain identifier: not in the index
+        else:  # a few names (one edit's analysis), or not a plain identifier: a scan for this name
             starts = [m.start() for m in re.finditer(rb"\b" + pattern.pattern, self.data)]
         for start in starts:
             m = pattern.match(self.data, start)

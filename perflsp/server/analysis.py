@@ -41,7 +41,7 @@ from perflsp.analysis.models import Finding, KernelReport
 from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import FileAnalysis
 from perflsp.hardware.models import Gpu
-from perflsp.kernels.incremental import Extracted
+from perflsp.kernels.incremental import Extracted, move_spans
 from perflsp.kernels.models import (
     CudaFunction,
     FileKernels,
@@ -90,6 +90,9 @@ class _Group:
     anchors: list[list[_Anchor | None]]  # per finding: main span, then each related span
     starts: tuple[int, ...]  # item starts when computed
     item_lines: tuple[int, ...] = ()  # item lines when computed (messages may quote them)
+    # its findings lie in or name a definition held while it does not parse (kernels/incremental.py):
+    # their spans were moved with each edit (`Analyzer._hold_findings`), not placed by their anchors
+    pinned: bool = False
 
     @property
     def quotes_lines(self) -> bool:
@@ -125,7 +128,6 @@ class _Job:
     lines: LineIndex
     lint_codes: frozenset[str] | None
     analysis: FileAnalysis
-    edit_start: int | None = None
     launches_by_kernel: dict[str, list[LaunchSite]] = field(default_factory=dict)
 
 
@@ -148,7 +150,9 @@ class Analyzer:
         self.budget_s = ANALYSIS_BUDGET_S
         self._spent = 0.0  # engine and lint time of the current run
         self._cancelled = False
-        self._edit_floor: int | None = None  # first edited byte since the last lint (runs may be cut short)
+        self._last: tuple[Extracted, AnalysisState] | None = None  # the last complete run and its extraction
+        self._fast = False  # this run reuses the last complete one whole (a held edit)
+        self.reused_from: Extracted | None = None  # then: the extraction that run was on
         # ids of kernels and regions an edit outside kernel bodies can have changed (dependents.py):
         # analysed and linted again even though their own text and launch sites are the same
         self._reanalyse: set[int] = set()
@@ -163,7 +167,8 @@ class Analyzer:
               config_key: Any, lines: LineIndex, argv: Sequence[str] | None = None) -> AnalysisState:
         """Begin analysing the current text; call `step` until the state is complete."""
         previous = self._previous
-        self._previous = (text.data, extracted.kernels, [_extent(k) for k in extracted.kernels.kernels])
+        self._previous = (text.data, extracted.kernels,
+                          [(k.span.start_byte, k.span.end_byte) for k in extracted.kernels.kernels])
         # the same extraction analysed again: settings, registers or the program's arguments changed
         restart = extracted is self._seen
         same_outside = not restart and extracted.change == "full" and config_key == self._config_key \
@@ -189,6 +194,14 @@ class Analyzer:
             marked = dependents.affected(text.data, text.tree, extracted.kernels, extracted)
             self._reanalyse |= marked
             self._relint |= marked
+        moved = extracted is not self._seen and extracted.region is not None and extracted.change != "full"
+        if moved:
+            self._move_findings(extracted)
+        # a held edit changes no analysis: the last complete run, on the extraction just before
+        # this one, is the answer (its findings and the items' spans moved with the text)
+        last = self._last
+        self._fast = moved and extracted.change == "held" and last is not None and last[0] is self._seen
+        self.reused_from = self._seen if self._fast else None
         self._seen = extracted
         fk = extracted.kernels
         opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()), argv)
@@ -201,15 +214,38 @@ class Analyzer:
             engine.FileAnalysis(text.data, text.tree, fk, opts, lines),
             launches_by_kernel=_launches_by_kernel(fk),
         )
-        edit_start = extracted.edit_start
-        if self._edit_floor is not None:  # an earlier run was dropped before its lints: its edit counts too
-            edit_start = self._edit_floor if edit_start is None else min(edit_start, self._edit_floor)
-        self._edit_floor = self._job.edit_start = edit_start
+        self._spent = 0.0
+        if self._fast and last is not None:
+            before = last[1]
+            self._state = AnalysisState(self.context, dict(before.reports), list(before.findings), False,
+                                        list(before.lint_notes), before.unanalysed, before.budget_note)
+            self._pending = []
+            self._lints_done = True
+            return self._state
         self._state = AnalysisState(self.context)
         self._pending = [*fk.kernels, *fk.omp_regions]
         self._lints_done = False
-        self._spent = 0.0
         return self._state
+
+    def _move_findings(self, extracted: Extracted) -> None:
+        """Move the cached findings over the edit, as the extraction moved the items' spans
+        (positions kept where their line and column stand, so their diagnostics are reused).
+        A held definition's groups are pinned: their items did not move with their text."""
+        assert extracted.region is not None
+        held = extracted.held
+        spans: dict[int, Span] = {}
+        for group in self._groups.values():
+            if not group.findings:
+                continue
+            for finding in group.findings:
+                spans[id(finding.span)] = finding.span
+                for related, _ in finding.related:
+                    spans[id(related)] = related
+            if held is not None and any(held[0] <= _extent(i)[0] and _extent(i)[1] <= held[1] for i in group.items):
+                group.pinned = True
+        move_spans(list(spans.values()), extracted.region, *extracted.region_lines)
+        for group in self._groups.values():
+            group.starts = tuple(_start(i) for i in group.items)
 
     def step(self, deadline: float | None = None) -> AnalysisState:
         state = self._state
@@ -255,8 +291,9 @@ class Analyzer:
         if not self._lints_done:
             state.findings = self._lint(state)
             self._lints_done = True
-            self._edit_floor = None
-        self._prune(state)
+        if not self._fast:
+            self._prune(state)
+        self._last = (self._seen, state) if self._seen is not None else None
         state.complete = True
         self.release()
         return state
@@ -339,7 +376,7 @@ class Analyzer:
             group = fresh_groups.get(k) or self._groups.get(k)
             if group is None:
                 group = _Group(items, [], [], tuple(_start(i) for i in items))
-            group = _moved(group, job.lines, job.edit_start)
+            group = _moved(group)
             new_cache[k] = group
             out.extend(group.findings)
         self._groups = new_cache
@@ -549,15 +586,12 @@ def _rebound(finding: Finding, lines: LineIndex) -> Finding:
     )
 
 
-def _moved(group: _Group, lines: LineIndex, edit_start: int | None) -> _Group:
-    """Move a reused group's findings with the items they belong to (and forget positions
-    computed before an edit that precedes them). The spans move in place, like the items'
-    (incremental extraction): a finding keeps its identity, so its published diagnostic is reused
-    while its line and column stay the same (features/diagnostics.py)."""
+def _moved(group: _Group) -> _Group:
+    """Place a reused group's findings where their anchors put them when its items moved without
+    their findings (a full extraction carried the group over: `_carried_groups`). Edits that
+    keep the items move the findings with them (`Analyzer._move_findings`)."""
     starts = tuple(_start(i) for i in group.items)
-    if not group.findings:
-        return group
-    if starts == group.starts and (edit_start is None or all(f.span.start_byte < edit_start for f in group.findings)):
+    if not group.findings or group.pinned or starts == group.starts:
         return group
     findings: list[Finding] = []
     anchors: list[list[_Anchor | None]] = []

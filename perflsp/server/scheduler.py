@@ -505,11 +505,38 @@ class DocumentWorker:
         """Build the complete snapshot's diagnostics (and their JSON, reusing unchanged ones)."""
         from perflsp.server.features import diagnostics
 
+        unchanged = self._unmoved_diagnostics(snap)
+        if unchanged is not None:
+            return unchanged
         cache = self._diagnostic_cache
         items = diagnostics.build(snap, cache)
         snap.diagnostics_json = cache.json(items)
         cache.rotate()
         return items
+
+    def _unmoved_diagnostics(self, snap: Snapshot) -> list[lsp.Diagnostic] | None:
+        """The last published diagnostics, when this analysis reused the last one whole (an edit
+        inside a held definition) on the same lines and none of them touches the edited line:
+        then none moved or changed. None: build them."""
+        last, state = self.snapshot, self.state
+        reused = self.analyzer.reused_from
+        if reused is None or last is None or state is None or last.kernels is not reused.kernels \
+                or last.diagnostics_json is None or not last.complete:
+            return None
+        extracted = state.extracted
+        if extracted.region is None or extracted.region_lines[1] != 0 or extracted.region_lines[0] is None:
+            return None
+        if snap.advice is not None or snap.measured is not None or last.advice is not None or last.measured is not None:
+            return None
+        line = state.lines.position(extracted.region[0]).line
+        for diagnostic in last.diagnostics:
+            if diagnostic.range.start.line <= line <= diagnostic.range.end.line:
+                return None
+            for related in diagnostic.related_information or ():
+                if related.location.range.start.line <= line <= related.location.range.end.line:
+                    return None
+        snap.diagnostics_json = last.diagnostics_json
+        return last.diagnostics
 
     def _publish(self, snap: Snapshot, partial: bool = False) -> None:
         if partial:
@@ -559,22 +586,12 @@ class DocumentWorker:
         await self._notify()
 
     def _settle_compute(self, config: ResolvedConfig, version: int | None) -> Snapshot | None:
-        """Parse and extract from scratch; None when that equals the incremental result."""
-        from perflsp.kernels.incremental import extract_full, signature
-        from perflsp.source.parser import parse
-
+        """Parse from scratch (`TextState.settle`); None when that changes no extraction."""
         state = self.state
         assert state is not None
-        state.awake()
-        fresh = parse(state.data, parser=state.doc._parser)
-        full = extract_full(state.data, fresh, state.lines, state.path, state.preprocessed)
-        if str(fresh.root_node) == str(state.tree.root_node) and \
-                signature(full.kernels) == signature(state.extracted.kernels):
+        if not state.settle():
             return None
         log.debug("%s: a fresh parse differs from the incremental one: analysing again", self.uri)
-        state.doc.tree = fresh
-        state.extracted = full
-        state.full_extractions += 1
         snap = self._snapshot(config, version, None, exact=True)
         while not snap.complete:
             snap = self._resume(snap)

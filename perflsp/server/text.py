@@ -15,7 +15,7 @@ from tree_sitter import Tree
 
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.includes import IncludeResolver
-from perflsp.kernels.incremental import Extracted, extract_full, extract_incremental
+from perflsp.kernels.incremental import Extracted, extract_full, extract_incremental, release_held, signature
 from perflsp.source.document import SourceDocument, TextEdit, _point, _point_after
 from perflsp.source.files import decode_source
 from perflsp.source.parser import parse
@@ -152,6 +152,29 @@ class TextState:
 
     def _preprocess(self) -> ConstEnv:
         return self.resolver.env_for(Path(self.path) if self.path else None, self.doc.data, includers=True)
+
+    def settle(self) -> bool:
+        """Parse from scratch once the user pauses on a text with syntax errors (tree-sitter's
+        error recovery can differ between incremental and fresh parses); True when that changed
+        the extraction. A held definition (kernels/incremental.py) is extracted again if it
+        parses in the fresh tree, else it stays held: nothing outside it depends on the tree."""
+        self.awake()
+        fresh = parse(self.doc.data, parser=self.doc._parser)
+        if self.extracted.held is not None:
+            self.doc.tree = fresh
+            released = release_held(self.extracted, self.doc.data, fresh, self.lines, self.path)
+            if released is None:
+                return False
+            self.extracted = released
+            self.incremental_extractions += 1
+            return True
+        full = extract_full(self.doc.data, fresh, self.lines, self.path, self.preprocessed)
+        if str(fresh.root_node) == str(self.tree.root_node) and signature(full.kernels) == signature(self.extracted.kernels):
+            return False
+        self.doc.tree = fresh
+        self.extracted = full
+        self.full_extractions += 1
+        return True
 
     def reextract(self, resolver: IncludeResolver | None = None, fresh_parse: bool = False) -> None:
         """Full extraction of the current text (new compile flags, changed headers, or a fresh
