@@ -176,13 +176,16 @@ def _unit(root: Node, lo: int, hi: int) -> Node | None:
     """The top-level function definition (or comment) containing [lo, hi], or None."""
     node = root
     while True:
-        child = None
-        for c in node.named_children:
-            if c.start_byte <= lo and hi <= c.end_byte:
-                child = c
-                break
-            if c.start_byte > hi:
-                break
+        # the child that ends after `lo`, or the one before it (which may end at `lo` exactly):
+        # looked up in the tree, not by walking the thousands of children of a large file
+        count = node.named_child_count
+        last = node.named_child(count - 1) if count else None
+        if last is None or lo >= last.end_byte:  # (py-tree-sitter crashes when no child ends after `lo`)
+            after, before = None, last
+        else:
+            after = node.first_named_child_for_byte(lo)
+            before = after.prev_named_sibling if after is not None else None
+        child = next((c for c in (before, after) if c is not None and c.start_byte <= lo and hi <= c.end_byte), None)
         if child is None:
             return None
         if child.type in _CONTAINERS:
@@ -594,12 +597,20 @@ def _holdable(previous: Extracted, old_data: bytes, new_data: bytes, a: int, old
     """Whether an edit inside the definition [a, old_b) (now [a, b)) can leave everything
     outside it as it was: it changes no directive (the preprocessor's view), opens no comment
     that would run past it, and no token that switches a whole extraction pass on or off."""
-    if (b"omp" in new_data) != (b"omp" in old_data) or (b"<<<" in new_data) != (b"<<<" in old_data):
+    if _presence_changes(b"omp", old_data, new_data, a, old_b, b) or _presence_changes(b"<<<", old_data, new_data, a, old_b, b):
         return False
-    if b"_Pragma" in new_data or pragma_macros(previous.env):
-        return False
+    if pragma_macros(previous.env) or b"_Pragma" in new_data[a:b] or b"_Pragma" in before_text:
+        return False  # (`_Pragma` elsewhere: the file is not held, see `_hold`)
     segment = new_data[a:b]
     return _directives(before_text) == _directives(segment) and not _open_ended(segment)
+
+
+def _presence_changes(token: bytes, old_data: bytes, new_data: bytes, a: int, old_b: int, b: int) -> bool:
+    """Whether `token` occurs in one text and not in the other, when only [a, old_b) changed
+    (to [a, b)): the whole texts are searched only when the definition holds it."""
+    if token not in old_data[a:old_b] and token not in new_data[a:b]:
+        return False
+    return (token in old_data) != (token in new_data)
 
 
 def _hold(previous: Extracted, old_data: bytes, old_tree: Tree, new_data: bytes,
@@ -611,8 +622,8 @@ def _hold(previous: Extracted, old_data: bytes, old_tree: Tree, new_data: bytes,
     if unit is None or unit.type not in _DEFINITIONS or unit.has_error:
         return None
     a, old_b = unit.start_byte, unit.end_byte
-    if not (a < start and old_end < old_b):
-        return None
+    if not (a < start and old_end < old_b) or b"_Pragma" in old_data:
+        return None  # (`_Pragma` directives are found by a text scan of the whole file)
     before_text = old_data[a:old_b]
     if not _holdable(previous, old_data, new_data, a, old_b, old_b + new_end - old_end, before_text):
         return None

@@ -93,6 +93,7 @@ class _Group:
     # its findings lie in or name a definition held while it does not parse (kernels/incremental.py):
     # their spans were moved with each edit (`Analyzer._hold_findings`), not placed by their anchors
     pinned: bool = False
+    carried: bool = False  # carried over a full extraction: its findings wait to be placed (`_moved`)
 
     @property
     def quotes_lines(self) -> bool:
@@ -244,8 +245,6 @@ class Analyzer:
             if held is not None and any(held[0] <= _extent(i)[0] and _extent(i)[1] <= held[1] for i in group.items):
                 group.pinned = True
         move_spans(list(spans.values()), extracted.region, *extracted.region_lines)
-        for group in self._groups.values():
-            group.starts = tuple(_start(i) for i in group.items)
 
     def step(self, deadline: float | None = None) -> AnalysisState:
         state = self._state
@@ -511,7 +510,8 @@ def _carried_groups(groups: dict[tuple[int, ...], _Group], old_data: bytes, data
                    for spans in old.anchors]
         if any(a is not None and id(a.item) not in {id(i) for i in items} for spans in anchors for a in spans):
             continue
-        out[tuple(id(i) for i in items)] = _Group(items, old.findings, anchors, old.starts, old.item_lines)
+        out[tuple(id(i) for i in items)] = _Group(items, old.findings, anchors, old.starts, old.item_lines,
+                                                  carried=True)
     return out
 
 
@@ -590,9 +590,11 @@ def _moved(group: _Group) -> _Group:
     """Place a reused group's findings where their anchors put them when its items moved without
     their findings (a full extraction carried the group over: `_carried_groups`). Edits that
     keep the items move the findings with them (`Analyzer._move_findings`)."""
+    if not group.carried:
+        return group
     starts = tuple(_start(i) for i in group.items)
     if not group.findings or group.pinned or starts == group.starts:
-        return group
+        return dataclasses.replace(group, carried=False)
     findings: list[Finding] = []
     anchors: list[list[_Anchor | None]] = []
     for finding, spans in zip(group.findings, group.anchors):

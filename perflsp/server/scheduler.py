@@ -408,17 +408,21 @@ class DocumentWorker:
             return last
         fk = extracted.kernels
         old = last.analysis
-        by_name = {kernel_name(r.kernel): r for r in old.reports.values()}
-        reports: dict[int, KernelReport] = {}
-        items: list[CudaFunction | OmpRegion] = [*fk.kernels, *fk.omp_regions]
-        for item in items:
-            report = old.report_for(item)
-            if report is None:
-                report = by_name.get(kernel_name(item))
+        reports: dict[int, KernelReport]
+        if fk.kernels is last.kernels.kernels and fk.omp_regions is last.kernels.omp_regions:
+            reports = old.reports  # the same items (a held edit moved them): the same reports
+        else:
+            by_name = {kernel_name(r.kernel): r for r in old.reports.values()}
+            reports = {}
+            items: list[CudaFunction | OmpRegion] = [*fk.kernels, *fk.omp_regions]
+            for item in items:
+                report = old.report_for(item)
+                if report is None:
+                    report = by_name.get(kernel_name(item))
+                    if report is not None:
+                        report = dataclasses.replace(report, kernel=item)
                 if report is not None:
-                    report = dataclasses.replace(report, kernel=item)
-            if report is not None:
-                reports[id(item)] = report
+                    reports[id(item)] = report
         analysis = AnalysisState(old.context, reports, list(old.findings), True, list(old.lint_notes))
         analysis.unanalysed, analysis.budget_note = old.unanalysed, old.budget_note
         snap = Snapshot(self.uri, version, state.data, state.tree, state.lines, fk, analysis, config,
