@@ -675,7 +675,9 @@ def _moved_held(previous: Extracted, old_data: bytes, new_data: bytes, region: t
     delta = new_end - old_end
     inside: list[Any] = []
     after: list[Any] = []
-    for item in (*old_fk.kernels, *old_fk.device_functions, *old_fk.omp_regions, *old_fk.launches):
+    items: list[CudaFunction | OmpRegion | LaunchSite] = [*old_fk.kernels, *old_fk.device_functions,
+                                                          *old_fk.omp_regions, *old_fk.launches]
+    for item in items:
         s, e = _extent(item)
         if e <= a and s < a:
             continue

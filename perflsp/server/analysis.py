@@ -81,6 +81,7 @@ def _budget_from_env() -> float:
 
 ANALYSIS_BUDGET_S = _budget_from_env()  # engine and lint time per file and analysis run
 LINT_CHUNK = 2000  # groups linted per call in very large files (a normal file is linted in one call)
+LINT_STEP = 16  # groups linted between deadline checks when many are stale (a first analysis)
 
 
 @dataclass
@@ -154,6 +155,10 @@ class Analyzer:
         self._last: tuple[Extracted, AnalysisState] | None = None  # the last complete run and its extraction
         self._fast = False  # this run reuses the last complete one whole (a held edit)
         self.reused_from: Extracted | None = None  # then: the extraction that run was on
+        # this run's lint work, decided once: (every group, the groups by identity, the stale
+        # ones, how many of those are linted), while it goes on in steps
+        self._lint_plan: tuple[list[tuple[Item, ...]], dict[tuple[int, ...], tuple[Item, ...]],
+                               list[tuple[Item, ...]], int] | None = None
         # ids of kernels and regions an edit outside kernel bodies can have changed (dependents.py):
         # analysed and linted again even though their own text and launch sites are the same
         self._reanalyse: set[int] = set()
@@ -223,10 +228,34 @@ class Analyzer:
             self._pending = []
             self._lints_done = True
             return self._state
+        self._lint_plan = None
         self._state = AnalysisState(self.context)
         self._pending = [*fk.kernels, *fk.omp_regions]
+        if extracted.edited is not None and len(self._pending) > 1:  # what the user is typing in first
+            a, b = extracted.edited
+            self._pending.sort(key=lambda item: not a <= item.span.start_byte < b)
         self._lints_done = False
         return self._state
+
+    def partial_view(self, state: AnalysisState) -> AnalysisState:
+        """What an unfinished run knows: its reports, and for the kernels it has not reached yet
+        their last report (the same item: unchanged text); the findings of the groups linted so
+        far, in this run or before (moved with the text). Published while the run goes on."""
+        job = self._job
+        if job is None or state.complete:
+            return state
+        reports = dict(state.reports)
+        for item in (*job.fk.kernels, *job.fk.omp_regions):
+            if id(item) not in reports:
+                cached = self._keys.get(id(item))
+                if cached is not None and cached[0] is item and cached[3] is not None:
+                    reports[id(item)] = cached[3]
+        live = {id(i) for i in (*job.fk.kernels, *job.fk.device_functions, *job.fk.omp_regions, *job.fk.launches)}
+        findings = [f for key, group in self._groups.items() if not group.carried and all(i in live for i in key)
+                    for f in group.findings]
+        findings.sort(key=lambda f: (f.span.start_byte, f.span.end_byte, f.code))
+        return AnalysisState(state.context, reports, findings, False, list(state.lint_notes), state.unanalysed,
+                             state.budget_note)
 
     def _move_findings(self, extracted: Extracted) -> None:
         """Move the cached findings over the edit, as the extraction moved the items' spans
@@ -288,7 +317,10 @@ class Analyzer:
             if deadline is not None and time.monotonic() > deadline and self._pending:
                 return state
         if not self._lints_done:
-            state.findings = self._lint(state)
+            findings = self._lint(state, deadline)
+            if findings is None:
+                return state  # past the deadline: the next step lints the rest
+            state.findings = findings
             self._lints_done = True
         if not self._fast:
             self._prune(state)
@@ -329,20 +361,45 @@ class Analyzer:
 
     # ------------------------------------------------------------------ lints
 
-    def _lint(self, state: AnalysisState) -> list[Finding]:
+    def _lint(self, state: AnalysisState, deadline: float | None = None) -> list[Finding] | None:
+        """The findings of every group (reused, or linted now); None when a deadline passed
+        before every stale group was linted (those linted are kept: the next call goes on)."""
         job = self._job
         assert job is not None
         fk = job.fk
-        groups = every = _groups_of(fk)
-        if state.unanalysed:  # over budget: the left-out kernels are not linted either
-            skip = {id(i) for i in state.unanalysed}
-            groups = [g for g in every if not any(id(i) in skip for i in g)]
-        identity = {tuple(id(i) for i in g): g for g in groups}
         relint = self._relint
-        stale = [g for k, g in identity.items()
-                 if not self._reusable(self._groups.get(k), g) or (relint and any(i in relint for i in k))]
+        if self._lint_plan is None:
+            groups = every = _groups_of(fk)
+            if state.unanalysed:  # over budget: the left-out kernels are not linted either
+                skip = {id(i) for i in state.unanalysed}
+                groups = [g for g in every if not any(id(i) in skip for i in g)]
+            identity = {tuple(id(i) for i in g): g for g in groups}
+            stale = [g for k, g in identity.items()
+                     if not self._reusable(self._groups.get(k), g) or (relint and any(i in relint for i in k))]
+            self._lint_plan = (every, identity, stale, 0)
+        every, identity, stale, first = self._lint_plan
         fresh_groups: dict[tuple[int, ...], _Group] = {}
         unlinted: set[tuple[int, ...]] = set()
+        if deadline is not None and LINT_STEP < len(stale) <= LINT_CHUNK:
+            # many groups (a document's first analysis): in steps, so that an edit waits for one
+            # step, not for the whole file; each step's groups are cached as it ends
+            for index in range(first, len(stale), LINT_STEP):
+                chunk = stale[index:index + LINT_STEP]
+                began = time.monotonic()
+                findings = engine.run_lints(job.data, job.tree, _restricted(fk, chunk, job.data), job.gpus,
+                                            job.lint_codes, state.lint_notes, lines=job.lines,
+                                            shared=self._lint_facts)
+                self._spent += time.monotonic() - began
+                self.linted_groups += len(chunk)
+                chunk_groups = _assign(findings, chunk, job.lines)
+                self._groups.update(chunk_groups)
+                if relint:
+                    done = {i for k in chunk_groups for i in k}
+                    relint = self._relint = {i for i in relint if i not in done}
+                if index + LINT_STEP < len(stale) and (time.monotonic() > deadline or self._cancelled):
+                    self._lint_plan = (every, identity, stale, index + LINT_STEP)
+                    return None
+            stale = []
         if stale and len(stale) <= LINT_CHUNK:
             subject = fk if len(stale) == len(every) else _restricted(fk, stale, job.data)
             findings = engine.run_lints(job.data, job.tree, subject, job.gpus, job.lint_codes,

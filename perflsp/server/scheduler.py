@@ -2,7 +2,10 @@
 
 - Edits are queued as they arrive; the worker applies every queued edit, then parses and
   analyses once (in a thread, `asyncio.to_thread`). A lone edit is analysed at once; edits that
-  arrive while an analysis runs are a burst: the worker waits `debounceMs` for typing to pause.
+  arrive before the last edit's results were published (partly or whole) are a burst: the worker
+  waits `debounceMs` for typing to pause. (An edit during a long analysis whose last edit was
+  published is not: the edited kernels go first, and their results are published within
+  `EDIT_PUBLISH_S`.)
 - A result whose version is older than the newest edit is dropped, never published.
 - A long analysis (a large file opened, or an edit outside kernel bodies) publishes what it has
   after `FIRST_PUBLISH_S` (`OPEN_PUBLISH_S` for a document's first analysis: the verdicts of the
@@ -63,6 +66,8 @@ log = logging.getLogger(__name__)
 
 FIRST_PUBLISH_S = 0.12  # analysis time after which partial results are published
 OPEN_PUBLISH_S = 0.02  # the same for a document's first analysis: its first diagnostics come early
+RESUME_STEP_S = 0.012  # later steps of a long analysis (an edit waits for at most one)
+EDIT_PUBLISH_S = 0.004  # and after an edit (its kernels are analysed first; the rest follows)
 SETTLE_S = 0.4  # pause after which an error-recovered tree is checked against a fresh parse
 REQUEST_WAIT_S = 0.03  # how long a request waits for the newest version's complete analysis
 VISIBLE_S = 30.0  # a document asked about or edited this recently counts as visible (ranks first)
@@ -123,8 +128,9 @@ class DocumentWorker:
         self.last_used = time.monotonic()
         self._failed = object()
         self._changes.extend(changes)
+        shown = bool(self.published) and self.published[-1].version == self.version
         self.version = version
-        if self._busy:
+        if self._busy and not shown:  # typing faster than results come: wait for a pause
             self._burst = True
         self._cancel_settle()
         self._kick()
@@ -433,7 +439,7 @@ class DocumentWorker:
 
     def _compute(self, version: int | None, config: ResolvedConfig) -> Snapshot:
         started = time.monotonic()
-        first = OPEN_PUBLISH_S if not self.published else FIRST_PUBLISH_S
+        first = OPEN_PUBLISH_S if not self.published else EDIT_PUBLISH_S
         snap = self._snapshot(config, version, started + first, start=False)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s v%s: %s extraction, %d kernel(s) analysed%s in %.1f ms", self.uri.rsplit("/", 1)[-1], version,
@@ -453,8 +459,8 @@ class DocumentWorker:
             if start:
                 self._start_analysis(config)
             analysis = self.analyzer.step(deadline)
-        if exact is None:
-            exact = not state.tree.root_node.has_error
+        if exact is None:  # (a tree with errors is exact once a fresh parse gave it: settled)
+            exact = not state.tree.root_node.has_error or state.settled
         snap = Snapshot(self.uri, version, state.data, state.tree, state.lines, extracted.kernels, analysis, config,
                         state.preprocessed, exact)
         if analysis.complete:
@@ -463,7 +469,7 @@ class DocumentWorker:
         return snap
 
     def _resume(self, snap: Snapshot) -> Snapshot:
-        snap.analysis = self.analyzer.step(time.monotonic() + FIRST_PUBLISH_S)
+        snap.analysis = self.analyzer.step(time.monotonic() + RESUME_STEP_S)
         if snap.analysis.complete:
             self._annotate(snap)
             snap.diagnostics = self._diagnostics(snap)
@@ -547,8 +553,10 @@ class DocumentWorker:
             from perflsp.server.features import diagnostics
 
             cache = self._diagnostic_cache  # kernels analysed before keep their diagnostics and JSON
-            items = diagnostics.build(snap, cache)
+            view = dataclasses.replace(snap, analysis=self.analyzer.partial_view(snap.analysis))
+            items = diagnostics.build(view, cache)
             self.host.publish(self.uri, snap.version, items, cache.json(items))
+            cache.rotate()  # the next build reuses these (a partial view holds every result known)
         else:
             self.host.publish(self.uri, snap.version, snap.diagnostics, snap.diagnostics_json)
         self.published.append(Published(snap.version, not partial))
@@ -575,29 +583,20 @@ class DocumentWorker:
         snap = self.snapshot
         if snap is None or snap.exact or self._changes or self.state is None:
             return
-        version = self.version
-        config = self.host.config_for(self.uri)
-        new = await self._thread(self._settle_compute, config, version)
+        changed = await self._thread(self._settle_text)
         if self._changes or self.closed:
             return
-        if new is not None:
-            self.snapshot = self.latest = new
-            if self.enabled and [d for d in new.diagnostics] != [d for d in snap.diagnostics]:
-                self._publish(new)
-                self._published_hook(new)
+        if changed:  # analysed like an edit: in steps that an edit can interrupt, published when done
+            log.debug("%s: a fresh parse differs from the incremental one: analysing again", self.uri)
+            self._reanalyze = True
+            self._kick()
         else:
             snap.exact = True
         await self._notify()
 
-    def _settle_compute(self, config: ResolvedConfig, version: int | None) -> Snapshot | None:
-        """Parse from scratch (`TextState.settle`); None when that changes no extraction."""
-        state = self.state
-        assert state is not None
-        if not state.settle():
-            return None
-        log.debug("%s: a fresh parse differs from the incremental one: analysing again", self.uri)
-        snap = self._snapshot(config, version, None, exact=True)
-        while not snap.complete:
-            snap = self._resume(snap)
-        return snap
+    def _settle_text(self) -> bool:
+        """Parse from scratch (`TextState.settle`); whether that changed the extraction."""
+        with self.text_lock:
+            state = self.state
+            return state is not None and state.settle()
 

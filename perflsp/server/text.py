@@ -45,6 +45,7 @@ class TextState:
         self.full_extractions = 1
         self.incremental_extractions = 0
         self.registers: tuple[tuple[str, int], ...] = ()  # per kernel, from ptxas (resource_usage.py)
+        self.settled = False  # the tree came from a fresh parse of this text (`settle`)
 
     @property
     def data(self) -> bytes:
@@ -69,6 +70,7 @@ class TextState:
 
     def apply(self, changes: Sequence[Change], version: int | None) -> None:
         self.awake()
+        self.settled = False
         old_data, old_tree = self.doc.data, self.doc.tree
         edited_old_tree: Tree | None = None
         edits: list[TextEdit] = []
@@ -160,6 +162,7 @@ class TextState:
         parses in the fresh tree, else it stays held: nothing outside it depends on the tree."""
         self.awake()
         fresh = parse(self.doc.data, parser=self.doc._parser)
+        self.settled = True
         if self.extracted.held is not None:
             self.doc.tree = fresh
             released = release_held(self.extracted, self.doc.data, fresh, self.lines, self.path)
