@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
+from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
 
 from lsprotocol import types as lsp
 
@@ -66,7 +66,7 @@ log = logging.getLogger(__name__)
 
 FIRST_PUBLISH_S = 0.12  # analysis time after which partial results are published
 OPEN_PUBLISH_S = 0.02  # the same for a document's first analysis: its first diagnostics come early
-RESUME_STEP_S = 0.012  # later steps of a long analysis (an edit waits for at most one)
+RESUME_STEP_S = 0.006  # later steps of a long analysis (an edit waits for at most one)
 EDIT_PUBLISH_S = 0.004  # and after an edit (its kernels are analysed first; the rest follows)
 SETTLE_S = 0.4  # pause after which an error-recovered tree is checked against a fresh parse
 REQUEST_WAIT_S = 0.03  # how long a request waits for the newest version's complete analysis
@@ -360,7 +360,11 @@ class DocumentWorker:
                 if self._changes or self.closed:
                     return  # stale: the next round starts from the newer text
                 if self.enabled and (not self.published or self.published[-1].version != version):
-                    self._publish(snap, partial=True)
+                    partial = await self._thread(self._partial_diagnostics, snap)
+                    if self._changes or self.closed:
+                        return
+                    self.host.publish(self.uri, version, *partial)
+                    self.published.append(Published(version, False))
                 snap = await self._thread(self._resume, snap)
         finally:
             self._busy = False
@@ -548,18 +552,22 @@ class DocumentWorker:
         snap.diagnostics_json = last.diagnostics_json
         return last.diagnostics
 
-    def _publish(self, snap: Snapshot, partial: bool = False) -> None:
-        if partial:
-            from perflsp.server.features import diagnostics
+    def _partial_diagnostics(self, snap: Snapshot) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]]:
+        """The diagnostics of an unfinished analysis (in the pool's thread): everything known so
+        far (`Analyzer.partial_view`), annotated like a complete one."""
+        from perflsp.server.features import diagnostics
 
-            cache = self._diagnostic_cache  # kernels analysed before keep their diagnostics and JSON
-            view = dataclasses.replace(snap, analysis=self.analyzer.partial_view(snap.analysis))
-            items = diagnostics.build(view, cache)
-            self.host.publish(self.uri, snap.version, items, cache.json(items))
-            cache.rotate()  # the next build reuses these (a partial view holds every result known)
-        else:
-            self.host.publish(self.uri, snap.version, snap.diagnostics, snap.diagnostics_json)
-        self.published.append(Published(snap.version, not partial))
+        cache = self._diagnostic_cache  # kernels analysed before keep their diagnostics and JSON
+        view = dataclasses.replace(snap, analysis=self.analyzer.partial_view(snap.analysis))
+        self._annotate(view)
+        items = diagnostics.build(view, cache)
+        as_json = cache.json(items)
+        cache.rotate()  # the next build reuses these (a partial view holds every result known)
+        return items, as_json
+
+    def _publish(self, snap: Snapshot) -> None:
+        self.host.publish(self.uri, snap.version, snap.diagnostics, snap.diagnostics_json)
+        self.published.append(Published(snap.version, True))
 
     # ------------------------------------------------------------------ settling
 
