@@ -176,16 +176,19 @@ def _unit(root: Node, lo: int, hi: int) -> Node | None:
     """The top-level function definition (or comment) containing [lo, hi], or None."""
     node = root
     while True:
-        # the child that ends after `lo`, or the one before it (which may end at `lo` exactly):
-        # looked up in the tree, not by walking the thousands of children of a large file
-        count = node.named_child_count
-        last = node.named_child(count - 1) if count else None
-        if last is None or lo >= last.end_byte:  # (py-tree-sitter crashes when no child ends after `lo`)
-            after, before = None, last
-        else:
-            after = node.first_named_child_for_byte(lo)
-            before = after.prev_named_sibling if after is not None else None
-        child = next((c for c in (before, after) if c is not None and c.start_byte <= lo and hi <= c.end_byte), None)
+        # the last child starting at or before `lo`, or the one before it (which may end at `lo`
+        # exactly): a binary search, not a walk over the thousands of children of a large file
+        # (`first_named_child_for_byte` crashes py-tree-sitter 0.26 on some trees with errors)
+        lo_index, hi_index = 0, node.named_child_count
+        while lo_index < hi_index:
+            mid = (lo_index + hi_index) // 2
+            candidate = node.named_child(mid)
+            if candidate is not None and candidate.start_byte <= lo:
+                lo_index = mid + 1
+            else:
+                hi_index = mid
+        found = [node.named_child(i) for i in range(max(0, lo_index - 3), lo_index)]
+        child = next((c for c in found if c is not None and c.start_byte <= lo and hi <= c.end_byte), None)
         if child is None:
             return None
         if child.type in _CONTAINERS:
