@@ -14,12 +14,13 @@ that the result always equals a full extraction.
 A half-typed statement (`float t = ` before the rest of a loop) does not parse, and tree-sitter's
 error recovery can then stretch the definition over the rest of the file, which would make every
 keystroke a full extraction and a re-analysis of the whole file. So an edit strictly inside one
-definition that parsed before, after which that definition no longer parses, *holds* it: the
-previous extraction is kept (the definition's items keep what they were, their spans stretched
-over the edit; everything after it moved), which is the extraction of the file as if the
-definition still had its last text that parsed. The text outside it is unchanged, so nothing
-else can differ. The hold ends when the definition parses again (it is then extracted again as
-one edit of its held text) or when an edit lands outside it (a full extraction).
+definition, after which that definition does not parse, *holds* it: the previous extraction is
+kept (the definition's items keep what they were, their spans stretched over the edit; everything
+after it moved), which is the extraction of the file as if the definition still had its last
+text. The text outside it is unchanged, so nothing else can differ. The hold ends when the
+definition parses again (it is then extracted again as one edit of its held text), when an edit
+lands outside it (a full extraction), or when the server settles a paused text (a fresh parse and
+a full extraction: `perflsp.server.text.TextState.settle`).
 
 This is the program model's incremental build: the server only decides when to run it (its
 documents and scheduling); everything that knows how kernels are extracted lives here, in the
@@ -618,11 +619,12 @@ def _presence_changes(token: bytes, old_data: bytes, new_data: bytes, a: int, ol
 
 def _hold(previous: Extracted, old_data: bytes, old_tree: Tree, new_data: bytes,
           region: tuple[int, int, int]) -> Extracted | None:
-    """Hold the definition the edit lies strictly inside (it parsed before, it does not now);
-    None when there is no such definition or the edit may reach past it."""
+    """Hold the definition the edit lies strictly inside (it does not parse now); None when
+    there is no such definition or the edit may reach past it. (It parsed before, unless the
+    user paused on the error: then it holds the extraction of the text as it read then.)"""
     start, old_end, new_end = region
     unit = _unit(old_tree.root_node, start, old_end)
-    if unit is None or unit.type not in _DEFINITIONS or unit.has_error:
+    if unit is None or unit.type not in _DEFINITIONS:
         return None
     a, old_b = unit.start_byte, unit.end_byte
     if not (a < start and old_end < old_b) or b"_Pragma" in old_data:
@@ -653,20 +655,6 @@ def _update_held(previous: Extracted, old_data: bytes, new_data: bytes, new_tree
         return _reextract_definition(previous, old_data, new_data, new_tree, lines, path, region, edit,
                                      previous.held_before)
     return _moved_held(previous, old_data, new_data, region, a, old_b, previous.held_before)
-
-
-def release_held(previous: Extracted, data: bytes, tree: Tree, lines: LineIndex, path: str | None) -> Extracted | None:
-    """After a fresh parse of the same text: the held definition extracted again when it parses
-    in that tree (tree-sitter's error recovery can differ between incremental and fresh parses);
-    None while it still does not."""
-    if previous.held is None:
-        return None
-    a, b = previous.held
-    unit = _unit(tree.root_node, a, b)
-    if unit is None or unit.type not in _DEFINITIONS or (unit.start_byte, unit.end_byte) != (a, b) or unit.has_error:
-        return None
-    return _reextract_definition(previous, data, data, tree, lines, path, (a, b, b), _Edit(a, 0, a, b, b, unit),
-                                 previous.held_before)
 
 
 def _moved_held(previous: Extracted, old_data: bytes, new_data: bytes, region: tuple[int, int, int], a: int,

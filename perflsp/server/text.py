@@ -15,7 +15,7 @@ from tree_sitter import Tree
 
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.includes import IncludeResolver
-from perflsp.kernels.incremental import Extracted, extract_full, extract_incremental, release_held, signature
+from perflsp.kernels.incremental import Extracted, extract_full, extract_incremental, signature
 from perflsp.source.document import SourceDocument, TextEdit, _point, _point_after
 from perflsp.source.files import decode_source
 from perflsp.source.parser import parse
@@ -157,22 +157,15 @@ class TextState:
 
     def settle(self) -> bool:
         """Parse from scratch once the user pauses on a text with syntax errors (tree-sitter's
-        error recovery can differ between incremental and fresh parses); True when that changed
-        the extraction. A held definition (kernels/incremental.py) is extracted again if it
-        parses in the fresh tree, else it stays held: nothing outside it depends on the tree."""
+        error recovery can differ between incremental and fresh parses) and extract in full;
+        True when that changed the extraction. This also ends a hold (kernels/incremental.py):
+        a paused text is analysed as it reads, so pulled diagnostics equal a fresh analysis."""
         self.awake()
         fresh = parse(self.doc.data, parser=self.doc._parser)
         self.settled = True
-        if self.extracted.held is not None:
-            self.doc.tree = fresh
-            released = release_held(self.extracted, self.doc.data, fresh, self.lines, self.path)
-            if released is None:
-                return False
-            self.extracted = released
-            self.incremental_extractions += 1
-            return True
         full = extract_full(self.doc.data, fresh, self.lines, self.path, self.preprocessed)
-        if str(fresh.root_node) == str(self.tree.root_node) and signature(full.kernels) == signature(self.extracted.kernels):
+        if self.extracted.held is None and str(fresh.root_node) == str(self.tree.root_node) \
+                and signature(full.kernels) == signature(self.extracted.kernels):
             return False
         self.doc.tree = fresh
         self.extracted = full

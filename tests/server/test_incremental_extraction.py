@@ -102,13 +102,29 @@ def test_a_syntax_error_typed_into_a_kernel_holds_it_until_it_parses(tmp_path):
     assert kernel_a.span.end_byte == a_end + len(typed) and kernel_b.span.start_byte == b_start + len(typed)
     assert kernel_b.span.start.line == 6  # its position follows the new line
     assert state.data[kernel_b.span.start_byte:kernel_b.span.end_byte].startswith(b"__global__ void b")
-    assert not state.settle()  # a fresh parse does not make it parse either: still held
-    assert state.extracted.held is not None
 
     state.apply([Change("2", Position(3, 11), Position(3, 11))], 2)
     assert not state.tree.root_node.has_error
     assert state.extracted.change == "kernel" and state.extracted.held is None
     assert state.full_extractions == 1
+    assert dump_file(state.extracted.kernels) == dump_file(full(state))
+
+
+def test_a_pause_ends_a_hold_and_typing_on_holds_what_was_extracted_then(tmp_path):
+    # The server settles a paused text with errors: a fresh parse and a full extraction (what a
+    # fresh analysis sees). Typing on inside the broken kernel holds that extraction, until the
+    # kernel parses again.
+    text = ("__global__ void a(float *x) {\n    x[0] = 1.0f;\n}\n"
+            "__global__ void b(float *y) {\n    y[0] = 1.0f;\n}\n")
+    state = TextState(text, 0, str(tmp_path / "k.cu"))
+    state.apply([Change("    x[1] = ;\n", Position(1, 0), Position(1, 0))], 1)
+    assert state.extracted.held is not None
+    assert state.settle() and state.extracted.held is None
+    assert dump_file(state.extracted.kernels) == dump_file(full(state))
+    state.apply([Change(" ", Position(1, 10), Position(1, 10))], 2)
+    assert state.extracted.change == "held" and state.full_extractions == 2
+    state.apply([Change("2", Position(1, 11), Position(1, 11))], 3)
+    assert not state.tree.root_node.has_error and state.extracted.held is None
     assert dump_file(state.extracted.kernels) == dump_file(full(state))
 
 
