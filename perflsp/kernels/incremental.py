@@ -33,7 +33,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from tree_sitter import Node, QueryCursor, Tree
+from tree_sitter import Node, Parser, QueryCursor, Tree
 
 from perflsp.kernels import cuda
 from perflsp.kernels.consteval import ConstEnv
@@ -630,6 +630,41 @@ def _hold(previous: Extracted, old_data: bytes, old_tree: Tree, new_data: bytes,
     if not (a < start and old_end < old_b) or b"_Pragma" in old_data:
         return None  # (`_Pragma` directives are found by a text scan of the whole file)
     before_text = old_data[a:old_b]
+    if not _holdable(previous, old_data, new_data, a, old_b, old_b + new_end - old_end, before_text):
+        return None
+    return _moved_held(previous, old_data, new_data, region, a, old_b, before_text)
+
+
+def definition_around(tree: Tree, start: int, old_end: int) -> tuple[int, int] | None:
+    """The bytes of the top-level definition that holds [start, old_end) strictly inside, or None."""
+    unit = _unit(tree.root_node, start, old_end)
+    if unit is None or unit.type not in _DEFINITIONS or not (unit.start_byte < start and old_end < unit.end_byte):
+        return None
+    return unit.start_byte, unit.end_byte
+
+
+def parses_alone(segment: bytes, parser: Parser) -> bool:
+    """Whether a definition's text parses on its own, as one definition: the grammar is
+    context-free at top level, so this says whether it parses in the file, at the cost of a
+    parse of the definition rather than of the file (tree-sitter's error recovery over the rest
+    of the file can cost 50-150 ms per keystroke)."""
+    root = parser.parse(segment).root_node
+    if root.has_error or root.named_child_count != 1:
+        return False
+    only = root.named_child(0)
+    return only is not None and only.type in _DEFINITIONS and only.start_byte == 0 and only.end_byte == len(segment)
+
+
+def hold_edit(previous: Extracted, old_data: bytes, new_data: bytes, region: tuple[int, int, int],
+              definition: tuple[int, int]) -> Extracted | None:
+    """Hold `definition` (its bytes before the edit) over an edit inside it, without a parse of
+    the new text (the caller knows the definition does not parse: `parses_alone`); None when the
+    edit may reach past it."""
+    a, old_b = definition
+    start, old_end, new_end = region
+    if not (a < start and old_end < old_b) or (previous.held is None and b"_Pragma" in old_data):
+        return None
+    before_text = previous.held_before if previous.held is not None else old_data[a:old_b]
     if not _holdable(previous, old_data, new_data, a, old_b, old_b + new_end - old_end, before_text):
         return None
     return _moved_held(previous, old_data, new_data, region, a, old_b, before_text)

@@ -123,14 +123,22 @@ class _Job:
     """The inputs of one analysis run (one document version in one configuration)."""
 
     data: bytes
-    tree: Tree
+    tree: Tree | None  # None for a run that reuses the last one whole (it reads no tree)
     fk: FileKernels
     gpus: tuple[Gpu, ...]
     opts: AnalysisOptions
     lines: LineIndex
     lint_codes: frozenset[str] | None
-    analysis: FileAnalysis
+    analysis: FileAnalysis | None
     launches_by_kernel: dict[str, list[LaunchSite]] = field(default_factory=dict)
+
+    def engine(self) -> FileAnalysis:
+        assert self.analysis is not None, "a run that reuses the last one analyses nothing"
+        return self.analysis
+
+    def syntax(self) -> Tree:
+        assert self.tree is not None, "a run that reuses the last one lints nothing"
+        return self.tree
 
 
 class Analyzer:
@@ -213,11 +221,12 @@ class Analyzer:
         opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()), argv)
         # kernels of a file that other sources `#include` take their launch sites
         opts = engine.with_includer_launches(opts, text, fk)
+        tree = None if self._fast else text.tree  # (reading it may parse: a held edit does not need it)
         self._job = _Job(
-            text.data, text.tree, fk, tuple(gpus), opts, lines,
+            text.data, tree, fk, tuple(gpus), opts, lines,
             None if lint_codes is None else frozenset(lint_codes),
             # the program model is built when the first kernel needs the engine, once per run
-            engine.FileAnalysis(text.data, text.tree, fk, opts, lines),
+            None if tree is None else engine.FileAnalysis(text.data, tree, fk, opts, lines),
             launches_by_kernel=_launches_by_kernel(fk),
         )
         self._spent = 0.0
@@ -303,7 +312,7 @@ class Analyzer:
                         self._over_budget(state)
                         break
                     began = time.monotonic()
-                    shared = job.analysis.report(item, job.gpus)
+                    shared = job.engine().report(item, job.gpus)
                     self._spent += time.monotonic() - began
                     self.analysed += 1
                     self._reports[(self.context, key)] = shared
@@ -357,7 +366,7 @@ class Analyzer:
         self._reanalyse &= live
         wanted = {(self.context, v[2]) for v in self._keys.values()}
         self._reports = {k: v for k, v in self._reports.items() if k in wanted}
-        job.analysis.release()  # the model holds the whole text's helper structures
+        job.engine().release()  # the model holds the whole text's helper structures
 
     # ------------------------------------------------------------------ lints
 
@@ -386,7 +395,7 @@ class Analyzer:
             for index in range(first, len(stale), LINT_STEP):
                 chunk = stale[index:index + LINT_STEP]
                 began = time.monotonic()
-                findings = engine.run_lints(job.data, job.tree, _restricted(fk, chunk, job.data), job.gpus,
+                findings = engine.run_lints(job.data, job.syntax(), _restricted(fk, chunk, job.data), job.gpus,
                                             job.lint_codes, state.lint_notes, lines=job.lines,
                                             shared=self._lint_facts)
                 self._spent += time.monotonic() - began
@@ -402,7 +411,7 @@ class Analyzer:
             stale = []
         if stale and len(stale) <= LINT_CHUNK:
             subject = fk if len(stale) == len(every) else _restricted(fk, stale, job.data)
-            findings = engine.run_lints(job.data, job.tree, subject, job.gpus, job.lint_codes,
+            findings = engine.run_lints(job.data, job.syntax(), subject, job.gpus, job.lint_codes,
                                         state.lint_notes, lines=job.lines, shared=self._lint_facts)
             self.linted_groups += len(stale)
             fresh_groups = _assign(findings, stale, job.lines)
@@ -413,7 +422,7 @@ class Analyzer:
                     unlinted.update(tuple(id(i) for i in g) for g in stale[index:])
                     break
                 began = time.monotonic()
-                findings = engine.run_lints(job.data, job.tree, _restricted(fk, chunk, job.data), job.gpus,
+                findings = engine.run_lints(job.data, job.syntax(), _restricted(fk, chunk, job.data), job.gpus,
                                             job.lint_codes, state.lint_notes, lines=job.lines,
                                             shared=self._lint_facts)
                 self._spent += time.monotonic() - began

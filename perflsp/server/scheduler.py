@@ -435,7 +435,7 @@ class DocumentWorker:
                     reports[id(item)] = report
         analysis = AnalysisState(old.context, reports, list(old.findings), True, list(old.lint_notes))
         analysis.unanalysed, analysis.budget_note = old.unanalysed, old.budget_note
-        snap = Snapshot(self.uri, version, state.data, state.tree, state.lines, fk, analysis, config,
+        snap = Snapshot(self.uri, version, state.data, state.parsed_tree, state.lines, fk, analysis, config,
                         state.preprocessed, exact=False, diagnostics=last.diagnostics,
                         diagnostics_json=last.diagnostics_json, advice=last.advice, measured=last.measured,
                         provisional=True)
@@ -463,9 +463,10 @@ class DocumentWorker:
             if start:
                 self._start_analysis(config)
             analysis = self.analyzer.step(deadline)
+        tree = state.parsed_tree  # (None: edits inside a held definition are not parsed yet)
         if exact is None:  # (a tree with errors is exact once a fresh parse gave it: settled)
-            exact = not state.tree.root_node.has_error or state.settled
-        snap = Snapshot(self.uri, version, state.data, state.tree, state.lines, extracted.kernels, analysis, config,
+            exact = tree is not None and (not tree.root_node.has_error or state.settled)
+        snap = Snapshot(self.uri, version, state.data, tree, state.lines, extracted.kernels, analysis, config,
                         state.preprocessed, exact)
         if analysis.complete:
             self._annotate(snap)
