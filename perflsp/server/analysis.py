@@ -132,12 +132,17 @@ class _Job:
     analysis: FileAnalysis | None
     launches_by_kernel: dict[str, list[LaunchSite]] = field(default_factory=dict)
 
+    source: Any = None  # the document's text: its `tree` is read (and parsed, if need be) on first use
+
     def engine(self) -> FileAnalysis:
-        assert self.analysis is not None, "a run that reuses the last one analyses nothing"
+        if self.analysis is None:  # the program model is built when the first kernel needs it
+            self.analysis = FileAnalysis(self.data, self.syntax(), self.fk, self.opts, self.lines)
         return self.analysis
 
     def syntax(self) -> Tree:
-        assert self.tree is not None, "a run that reuses the last one lints nothing"
+        if self.tree is None:
+            self.tree = self.source.tree
+        assert self.tree is not None
         return self.tree
 
 
@@ -165,6 +170,7 @@ class Analyzer:
         self.reused_from: Extracted | None = None  # then: the extraction that run was on
         # this run's lint work, decided once: (every group, the groups by identity, the stale
         # ones, how many of those are linted), while it goes on in steps
+        self._edited_items: set[int] = set()  # this run's kernels in the edited definition (analysed first)
         self._lint_plan: tuple[list[tuple[Item, ...]], dict[tuple[int, ...], tuple[Item, ...]],
                                list[tuple[Item, ...]], int] | None = None
         # ids of kernels and regions an edit outside kernel bodies can have changed (dependents.py):
@@ -221,14 +227,11 @@ class Analyzer:
         opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()), argv)
         # kernels of a file that other sources `#include` take their launch sites
         opts = engine.with_includer_launches(opts, text, fk)
-        tree = None if self._fast else text.tree  # (reading it may parse: a held edit does not need it)
-        self._job = _Job(
-            text.data, tree, fk, tuple(gpus), opts, lines,
-            None if lint_codes is None else frozenset(lint_codes),
-            # the program model is built when the first kernel needs the engine, once per run
-            None if tree is None else engine.FileAnalysis(text.data, tree, fk, opts, lines),
-            launches_by_kernel=_launches_by_kernel(fk),
-        )
+        # the tree is read when a kernel is analysed or linted (reading it may parse: a held edit
+        # needs none), the program model when the engine first runs
+        self._job = _Job(text.data, None, fk, tuple(gpus), opts, lines,
+                         None if lint_codes is None else frozenset(lint_codes), None,
+                         launches_by_kernel=_launches_by_kernel(fk), source=text)
         self._spent = 0.0
         if self._fast and last is not None:
             before = last[1]
@@ -240,9 +243,11 @@ class Analyzer:
         self._lint_plan = None
         self._state = AnalysisState(self.context)
         self._pending = [*fk.kernels, *fk.omp_regions]
+        self._edited_items = set()
         if extracted.edited is not None and len(self._pending) > 1:  # what the user is typing in first
             a, b = extracted.edited
-            self._pending.sort(key=lambda item: not a <= item.span.start_byte < b)
+            self._edited_items = {id(i) for i in self._pending if a <= i.span.start_byte < b}
+            self._pending.sort(key=lambda item: id(item) not in self._edited_items)
         self._lints_done = False
         return self._state
 
@@ -290,6 +295,7 @@ class Analyzer:
         job = self._job
         assert job is not None
         by_kernel = job.launches_by_kernel
+        progressed = False
         while self._pending:
             if self._cancelled:
                 return state  # the document was closed: never complete
@@ -311,6 +317,9 @@ class Analyzer:
                     if self._spent > self.budget_s:
                         self._over_budget(state)
                         break
+                    if progressed and deadline is not None and time.monotonic() > deadline \
+                            and id(item) not in self._edited_items:
+                        return state  # past the deadline: no new analysis in this step but the edited kernels'
                     began = time.monotonic()
                     shared = job.engine().report(item, job.gpus)
                     self._spent += time.monotonic() - began
@@ -323,6 +332,7 @@ class Analyzer:
             self._keys[id(item)] = (item, launch_ids, key, report)
             state.reports[id(item)] = report
             self._pending.pop(0)
+            progressed = True
             if deadline is not None and time.monotonic() > deadline and self._pending:
                 return state
         if not self._lints_done:
@@ -348,6 +358,11 @@ class Analyzer:
             f"{len(state.reports)} kernel(s): {len(left)} more (from line {getattr(first, 'name_span', first.span).line} on) "
             f"are not analysed")
 
+    @property
+    def running(self) -> bool:
+        """A run is started and not complete (`step` goes on with it)."""
+        return self._state is not None and not self._state.complete
+
     def cancel(self) -> None:
         """Stop the run in progress at its next kernel (the document was closed)."""
         self._cancelled = True
@@ -366,7 +381,8 @@ class Analyzer:
         self._reanalyse &= live
         wanted = {(self.context, v[2]) for v in self._keys.values()}
         self._reports = {k: v for k, v in self._reports.items() if k in wanted}
-        job.engine().release()  # the model holds the whole text's helper structures
+        if job.analysis is not None:
+            job.analysis.release()  # the model holds the whole text's helper structures
 
     # ------------------------------------------------------------------ lints
 

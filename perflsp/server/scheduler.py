@@ -67,7 +67,8 @@ log = logging.getLogger(__name__)
 FIRST_PUBLISH_S = 0.12  # analysis time after which partial results are published
 OPEN_PUBLISH_S = 0.02  # the same for a document's first analysis: its first diagnostics come early
 RESUME_STEP_S = 0.006  # later steps of a long analysis (an edit waits for at most one)
-EDIT_PUBLISH_S = 0.004  # and after an edit (its kernels are analysed first; the rest follows)
+EDIT_PUBLISH_S = 0.0  # and after an edit: its kernels are analysed first, then what is known is published
+CONTINUE_S = 0.3  # pause after which an analysis deferred during a held edit goes on
 SETTLE_S = 0.4  # pause after which an error-recovered tree is checked against a fresh parse
 REQUEST_WAIT_S = 0.03  # how long a request waits for the newest version's complete analysis
 VISIBLE_S = 30.0  # a document asked about or edited this recently counts as visible (ranks first)
@@ -104,6 +105,8 @@ class DocumentWorker:
         self._reextract = False
         self._settle = False
         self._settle_timer: asyncio.TimerHandle | None = None
+        self._continue = False  # an analysis left unfinished while a definition was held goes on
+        self._continue_timer: asyncio.TimerHandle | None = None
         self._busy = False
         self._burst = False
         self.latest: Snapshot | None = None  # the newest snapshot of the live text (complete or provisional)
@@ -186,6 +189,7 @@ class DocumentWorker:
         """Stop all work and drop everything the document holds (its memory goes back)."""
         self.closed = True
         self._cancel_settle()
+        self._cancel_continue()
         if self.resource_task is not None:
             self.resource_task.cancel()
         if self._task is not None:
@@ -314,6 +318,10 @@ class DocumentWorker:
                 if self._changes or self._initial is not None or self._reanalyze or self._reextract:
                     async with self.lock:
                         await self._analyse()
+                elif self._continue or (self._urgent and self.analyzer.running):
+                    self._continue = False
+                    async with self.lock:
+                        await self._continue_now()
                 elif self._settle:
                     self._settle = False
                     async with self.lock:
@@ -345,6 +353,7 @@ class DocumentWorker:
         self._reanalyze = False
         self._republish = self._remeasure = False  # this analysis reads the answers and results anew
         self.enabled = self.host.document_enabled(self.uri, config)
+        self._cancel_continue()
         self._busy = True
         try:
             self._applying = True
@@ -355,6 +364,19 @@ class DocumentWorker:
             await self._notify()
             if self._changes or self.closed:
                 return  # newer edits: apply them before analysing
+        finally:
+            self._busy = False
+        await self._analysis_steps(version, config)
+
+    async def _continue_now(self) -> None:
+        """Go on with an analysis left unfinished while a definition was held (`_deferred`)."""
+        if self.analyzer.running and not self._changes and not self.closed:
+            await self._analysis_steps(self.version, self.host.config_for(self.uri))
+
+    async def _analysis_steps(self, version: int | None, config: ResolvedConfig) -> None:
+        """Analyse in steps, publishing what is known after the first one, then the whole."""
+        self._busy = True
+        try:
             snap = await self._thread(self._compute, version, config)
             while not snap.complete:
                 if self._changes or self.closed:
@@ -365,6 +387,8 @@ class DocumentWorker:
                         return
                     self.host.publish(self.uri, version, *partial)
                     self.published.append(Published(version, False))
+                if self._deferred():
+                    return
                 snap = await self._thread(self._resume, snap)
         finally:
             self._busy = False
@@ -381,6 +405,31 @@ class DocumentWorker:
         if not snap.exact:
             self._schedule_settle()
         self.host.document_idle(self)
+
+    def _deferred(self) -> bool:
+        """While the user types inside a held definition whose edits are not parsed yet, the rest
+        of an unfinished analysis (which needs the file's tree: a costly parse of a text with an
+        error) waits for a pause (`CONTINUE_S`) or for the definition to parse; a request that
+        needs the exact state does not wait."""
+        state = self.state
+        if state is None or state.parsed_tree is not None or self._urgent:
+            return False
+        self._cancel_continue()
+        loop = asyncio.get_running_loop()
+
+        def due() -> None:
+            self._continue_timer = None
+            self._continue = True
+            self._kick()
+
+        self._continue_timer = loop.call_later(CONTINUE_S, due)
+        return True
+
+    def _cancel_continue(self) -> None:
+        self._continue = False
+        if self._continue_timer is not None:
+            self._continue_timer.cancel()
+            self._continue_timer = None
 
     def _prepare(self, initial: str | None, changes: list[Change], version: int | None, config: ResolvedConfig,
                  reextract: bool) -> None:
