@@ -343,6 +343,10 @@ class DocumentWorker:
             self._failed = self.version
         finally:
             await self._notify()
+            # an edit that arrived while this task was finishing (it found the task alive, so it
+            # started none) must not wait for the next one
+            if not self.closed and (self._changes or self._continue):
+                asyncio.get_running_loop().call_soon(self._kick)
 
     async def _analyse(self) -> None:
         changes, self._changes = self._changes, []
