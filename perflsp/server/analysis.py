@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
+import operator
 import os
 import re
 import time
@@ -96,7 +98,7 @@ class _Group:
     pinned: bool = False
     carried: bool = False  # carried over a full extraction: its findings wait to be placed (`_moved`)
 
-    @property
+    @functools.cached_property
     def quotes_lines(self) -> bool:
         return any(_LINE_NUMBER.search(f.message) or any(_LINE_NUMBER.search(m) for _, m in f.related)
                    for f in self.findings)
@@ -468,8 +470,10 @@ class Analyzer:
         return out
 
     def _reusable(self, cached: _Group | None, items: tuple[Item, ...]) -> bool:
-        if cached is None or len(cached.items) != len(items) or not all(a is b for a, b in zip(cached.items, items)):
+        if cached is None or len(cached.items) != len(items) or not all(map(operator.is_, cached.items, items)):
             return False
+        if not cached.findings:
+            return True
         # a message that names a line which moved is built again
         return not (cached.quotes_lines and tuple(i.span.start.line for i in items) != cached.item_lines)
 
