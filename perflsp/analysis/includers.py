@@ -33,11 +33,14 @@ def includer_launches(path: Path | None, kernels: FileKernels, resolver: Include
     itself (folded in their includer)."""
     if path is None:
         return ()
+    includers = resolver.includers_of(Path(path))[:MAX_INCLUDERS]
+    if not includers:  # (most files: known before looking at every kernel)
+        return ()
     names = frozenset(k.name for k in kernels.kernels if not kernels.launches_of(k))
     if not names:
         return ()
     sites: list[LaunchSite] = []
-    for includer in resolver.includers_of(Path(path))[:MAX_INCLUDERS]:
+    for includer in includers:
         try:
             stat = includer.stat()
         except OSError:

@@ -11,6 +11,17 @@ resolved again. Anything else (an edit between definitions, a changed `#define`,
 to a full extraction. `tests/server/test_incremental_extraction.py` checks, over random edits,
 that the result always equals a full extraction.
 
+A half-typed statement (`float t = ` before the rest of a loop) does not parse, and tree-sitter's
+error recovery can then stretch the definition over the rest of the file, which would make every
+keystroke a full extraction and a re-analysis of the whole file. So an edit strictly inside one
+definition, after which that definition does not parse, *holds* it: the previous extraction is
+kept (the definition's items keep what they were, their spans stretched over the edit; everything
+after it moved), which is the extraction of the file as if the definition still had its last
+text. The text outside it is unchanged, so nothing else can differ. The hold ends when the
+definition parses again (it is then extracted again as one edit of its held text), when an edit
+lands outside it (a full extraction), or when the server settles a paused text (a fresh parse and
+a full extraction: `perflsp.server.text.TextState.settle`).
+
 This is the program model's incremental build: the server only decides when to run it (its
 documents and scheduling); everything that knows how kernels are extracted lives here, in the
 kernels layer, next to the routines it restricts.
@@ -22,7 +33,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from tree_sitter import Node, QueryCursor, Tree
+from tree_sitter import Node, Parser, QueryCursor, Tree
 
 from perflsp.kernels import cuda
 from perflsp.kernels.consteval import ConstEnv
@@ -69,12 +80,19 @@ class Extracted:
     # What the last update changed: "none", "comment" (only a comment), "kernel" (only the body
     # of __global__ kernels, no device function or OpenMP region), "host" (one function that
     # holds no CUDA function or OpenMP region), "device" (`__device__` functions, no region),
-    # "other" (one definition), "full".
+    # "other" (one definition), "held" (an edit inside a definition that no longer parses:
+    # nothing was extracted again, see the module's doc), "full".
     change: str = "full"
     edit_start: int | None = None  # first changed byte of the last update (positions after it moved)
     edited: tuple[int, int] | None = None  # the edited definition's bytes in the new text
     edited_before: bytes = b""  # its text before the edit
     edited_functions: frozenset[str] = frozenset()  # names of the CUDA functions it held or holds
+    # the last update's changed bytes: (start, end before, end after) (a held extraction's
+    # findings move with them: see `move_spans`, with `region_lines`, what `edit_lines` gave)
+    region: tuple[int, int, int] | None = None
+    region_lines: tuple[int | None, int] = (None, 0)
+    held: tuple[int, int] | None = None  # the definition that does not parse (its bytes now), kept as it was
+    held_before: bytes = b""  # its text when it last parsed
 
 
 def _tree_functions(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, str], nodes: list[Node]) -> list[CudaFunction]:
@@ -159,13 +177,19 @@ def _unit(root: Node, lo: int, hi: int) -> Node | None:
     """The top-level function definition (or comment) containing [lo, hi], or None."""
     node = root
     while True:
-        child = None
-        for c in node.named_children:
-            if c.start_byte <= lo and hi <= c.end_byte:
-                child = c
-                break
-            if c.start_byte > hi:
-                break
+        # the last child starting at or before `lo`, or the one before it (which may end at `lo`
+        # exactly): a binary search, not a walk over the thousands of children of a large file
+        # (`first_named_child_for_byte` crashes py-tree-sitter 0.26 on some trees with errors)
+        lo_index, hi_index = 0, node.named_child_count
+        while lo_index < hi_index:
+            mid = (lo_index + hi_index) // 2
+            candidate = node.named_child(mid)
+            if candidate is not None and candidate.start_byte <= lo:
+                lo_index = mid + 1
+            else:
+                hi_index = mid
+        found = [node.named_child(i) for i in range(max(0, lo_index - 3), lo_index)]
+        child = next((c for c in found if c is not None and c.start_byte <= lo and hi <= c.end_byte), None)
         if child is None:
             return None
         if child.type in _CONTAINERS:
@@ -246,6 +270,43 @@ def _shift_in_place(spans: list[Span], delta: int, lines_after: int | None = Non
             start, end = span._start, span._end
             span._start = None if start is None else Position(start.line + line_delta, start.character)
             span._end = None if end is None else Position(end.line + line_delta, end.character)
+
+
+def move_spans(spans: list[Span], region: tuple[int, int, int], lines_after: int | None = None,
+               line_delta: int = 0) -> None:
+    """Move spans over an edit (start, old end, new end) in place: spans after it move by its
+    length (keeping their positions, moved by `line_delta` lines, when they start after
+    `lines_after`, the end of the edit's last line in the new text), spans around it stretch,
+    spans inside a deleted range shrink to its start; the positions of those are computed again."""
+    start, old_end, new_end = region
+    delta = new_end - old_end
+    for span in spans:
+        s, e = span.start_byte, span.end_byte
+        if e < start:
+            continue
+        if s >= old_end:
+            span.start_byte, span.end_byte = s + delta, e + delta
+            if lines_after is None or span.start_byte <= lines_after:
+                span._start = span._end = None
+            elif line_delta:
+                first, last = span._start, span._end
+                span._start = None if first is None else Position(first.line + line_delta, first.character)
+                span._end = None if last is None else Position(last.line + line_delta, last.character)
+            continue
+        span.start_byte = min(s, new_end) if s > start else s
+        span.end_byte = e + delta if e >= old_end else max(span.start_byte, min(e, new_end))
+        span._start = span._end = None
+
+
+def edit_lines(old_data: bytes, new_data: bytes, region: tuple[int, int, int]) -> tuple[int | None, int]:
+    """For `move_spans`: the end of the edit's last line in the new text (None: positions must
+    all be computed again, a lone CR moved) and the change in the number of lines."""
+    start, old_end, new_end = region
+    line_end = new_data.find(b"\n", new_end)
+    if b"\r" in new_data[start:new_end] or b"\r" in old_data[start:old_end]:
+        line_end = -1  # a lone CR breaks lines too: positions are computed again
+    line_delta = new_data.count(b"\n", start, new_end) - old_data.count(b"\n", start, old_end)
+    return (None if line_end < 0 else line_end), line_delta
 
 
 def _open_ended(segment: bytes) -> bool:
@@ -414,12 +475,26 @@ def extract_incremental(
     """Update `previous` (extracted from `old_data`/`old_tree`) for the new text, or None when
     the change is not confined to one definition (the caller then extracts in full)."""
     region = changed_region(old_data, new_data)
-    old_fk = previous.kernels
     if region is None:
         return dataclasses.replace(previous, incremental=True, change="none")
+    if previous.held is not None:
+        return _update_held(previous, old_data, new_data, new_tree, lines, path, region)
     edit = _confined_edit(previous, old_data, old_tree, new_data, new_tree, edited_old_tree, region)
+    if (edit is None or edit.unit.has_error) and new_tree.root_node.has_error:
+        held = _hold(previous, old_data, old_tree, new_data, region)
+        if held is not None:
+            return held
     if edit is None:
         return None
+    return _reextract_definition(previous, old_data, new_data, new_tree, lines, path, region, edit,
+                                 old_data[edit.a:edit.old_b])
+
+
+def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes, new_tree: Tree, lines: LineIndex,
+                          path: str | None, region: tuple[int, int, int], edit: _Edit,
+                          edited_before: bytes) -> Extracted | None:
+    """Extract the edited definition again and keep the rest (moved); None: extract in full."""
+    old_fk = previous.kernels
     a, b, old_b, delta = edit.a, edit.b, edit.old_b, edit.delta
     partition = _partition(old_fk, a, old_b)
     if partition is None:
@@ -511,7 +586,157 @@ def extract_incremental(
         change = "other"
     return Extracted(result, env, aliases, token_scan, frozenset(token_found), line_scan, pragma_lines, mentions,
                      spans, incremental=True, change=change, edit_start=edit.start, edited=(a, b),
-                     edited_before=old_data[a:old_b], edited_functions=frozenset(f.name for f in edited_functions))
+                     edited_before=edited_before, edited_functions=frozenset(f.name for f in edited_functions),
+                     region=region)
+
+
+# --------------------------------------------------------------------------- holding a definition
+
+
+_DEFINITIONS = ("function_definition", "template_declaration")
+
+
+def _holdable(previous: Extracted, old_data: bytes, new_data: bytes, a: int, old_b: int, b: int,
+              before_text: bytes) -> bool:
+    """Whether an edit inside the definition [a, old_b) (now [a, b)) can leave everything
+    outside it as it was: it changes no directive (the preprocessor's view), opens no comment
+    that would run past it, and no token that switches a whole extraction pass on or off."""
+    if _presence_changes(b"omp", old_data, new_data, a, old_b, b) or _presence_changes(b"<<<", old_data, new_data, a, old_b, b):
+        return False
+    if pragma_macros(previous.env) or b"_Pragma" in new_data[a:b] or b"_Pragma" in before_text:
+        return False  # (`_Pragma` elsewhere: the file is not held, see `_hold`)
+    segment = new_data[a:b]
+    return _directives(before_text) == _directives(segment) and not _open_ended(segment)
+
+
+def _presence_changes(token: bytes, old_data: bytes, new_data: bytes, a: int, old_b: int, b: int) -> bool:
+    """Whether `token` occurs in one text and not in the other, when only [a, old_b) changed
+    (to [a, b)): the whole texts are searched only when the definition holds it."""
+    if token not in old_data[a:old_b] and token not in new_data[a:b]:
+        return False
+    return (token in old_data) != (token in new_data)
+
+
+def _hold(previous: Extracted, old_data: bytes, old_tree: Tree, new_data: bytes,
+          region: tuple[int, int, int]) -> Extracted | None:
+    """Hold the definition the edit lies strictly inside (it does not parse now); None when
+    there is no such definition or the edit may reach past it. (It parsed before, unless the
+    user paused on the error: then it holds the extraction of the text as it read then.)"""
+    start, old_end, new_end = region
+    unit = _unit(old_tree.root_node, start, old_end)
+    if unit is None or unit.type not in _DEFINITIONS:
+        return None
+    a, old_b = unit.start_byte, unit.end_byte
+    if not (a < start and old_end < old_b) or b"_Pragma" in old_data:
+        return None  # (`_Pragma` directives are found by a text scan of the whole file)
+    before_text = old_data[a:old_b]
+    if not _holdable(previous, old_data, new_data, a, old_b, old_b + new_end - old_end, before_text):
+        return None
+    return _moved_held(previous, old_data, new_data, region, a, old_b, before_text)
+
+
+def definition_around(tree: Tree, start: int, old_end: int) -> tuple[int, int] | None:
+    """The bytes of the top-level definition that holds [start, old_end) strictly inside, or None."""
+    unit = _unit(tree.root_node, start, old_end)
+    if unit is None or unit.type not in _DEFINITIONS or not (unit.start_byte < start and old_end < unit.end_byte):
+        return None
+    return unit.start_byte, unit.end_byte
+
+
+def parses_alone(segment: bytes, parser: Parser) -> bool:
+    """Whether a definition's text parses on its own, as one definition: the grammar is
+    context-free at top level, so this says whether it parses in the file, at the cost of a
+    parse of the definition rather than of the file (tree-sitter's error recovery over the rest
+    of the file can cost 50-150 ms per keystroke)."""
+    root = parser.parse(segment).root_node
+    if root.has_error or root.named_child_count != 1:
+        return False
+    only = root.named_child(0)
+    return only is not None and only.type in _DEFINITIONS and only.start_byte == 0 and only.end_byte == len(segment)
+
+
+def hold_edit(previous: Extracted, old_data: bytes, new_data: bytes, region: tuple[int, int, int],
+              definition: tuple[int, int]) -> Extracted | None:
+    """Hold `definition` (its bytes before the edit) over an edit inside it, without a parse of
+    the new text (the caller knows the definition does not parse: `parses_alone`); None when the
+    edit may reach past it."""
+    a, old_b = definition
+    start, old_end, new_end = region
+    if not (a < start and old_end < old_b) or (previous.held is None and b"_Pragma" in old_data):
+        return None
+    before_text = previous.held_before if previous.held is not None else old_data[a:old_b]
+    if not _holdable(previous, old_data, new_data, a, old_b, old_b + new_end - old_end, before_text):
+        return None
+    return _moved_held(previous, old_data, new_data, region, a, old_b, before_text)
+
+
+def _update_held(previous: Extracted, old_data: bytes, new_data: bytes, new_tree: Tree, lines: LineIndex,
+                 path: str | None, region: tuple[int, int, int]) -> Extracted | None:
+    """An edit while a definition is held: inside it, the definition is extracted again once it
+    parses (as one edit of its held text), else it stays held; an edit elsewhere: None."""
+    assert previous.held is not None
+    a, old_b = previous.held
+    start, old_end, new_end = region
+    if not (a < start and old_end < old_b):
+        return None
+    delta = new_end - old_end
+    b = old_b + delta
+    if not _holdable(previous, old_data, new_data, a, old_b, b, previous.held_before):
+        return None
+    unit = _unit(new_tree.root_node, a, b)
+    if unit is not None and unit.type in _DEFINITIONS and (unit.start_byte, unit.end_byte) == (a, b) \
+            and not unit.has_error:
+        edit = _Edit(start, delta, a, b, old_b, unit)
+        return _reextract_definition(previous, old_data, new_data, new_tree, lines, path, region, edit,
+                                     previous.held_before)
+    return _moved_held(previous, old_data, new_data, region, a, old_b, previous.held_before)
+
+
+def _moved_held(previous: Extracted, old_data: bytes, new_data: bytes, region: tuple[int, int, int], a: int,
+                old_b: int, before_text: bytes) -> Extracted | None:
+    """The previous extraction with the held definition [a, old_b) kept as it was: its items'
+    spans stretched over the edit, the items after it moved."""
+    old_fk = previous.kernels
+    start, old_end, new_end = region
+    delta = new_end - old_end
+    inside: list[Any] = []
+    after: list[Any] = []
+    items: list[CudaFunction | OmpRegion | LaunchSite] = [*old_fk.kernels, *old_fk.device_functions,
+                                                          *old_fk.omp_regions, *old_fk.launches]
+    for item in items:
+        s, e = _extent(item)
+        if e <= a and s < a:
+            continue
+        if s >= old_b and (s > old_b or e > old_b):
+            after.append(item)
+        elif s >= a and e <= old_b:
+            inside.append(item)
+        else:
+            return None  # an item straddles the definition's boundary
+    span_lists = previous.spans
+    moved: dict[int, Span] = {}
+    for item in (*inside, *after):
+        for span in span_lists.get(id(item)) or spans_of(item):
+            moved[id(span)] = span
+    region_lines = edit_lines(old_data, new_data, region)
+    move_spans(list(moved.values()), region, *region_lines)
+    b = old_b + delta
+    old_segment, new_segment = old_data[a:old_b], new_data[a:b]
+    mentions = previous.mentions - function_space_mentions(old_segment) + function_space_mentions(new_segment)
+    pragma_lines = previous.pragma_lines
+    if b"omp" in new_data:  # `#pragma` lines are whole lines: recount the definition's lines
+        line_start = new_data.rfind(b"\n", 0, a) + 1
+        old_stop, new_stop = old_data.find(b"\n", old_b), new_data.find(b"\n", b)
+        old_stop = len(old_data) if old_stop < 0 else old_stop
+        new_stop = len(new_data) if new_stop < 0 else new_stop
+        pragma_lines += (len(PRAGMA_LINE.findall(new_data, line_start, new_stop))
+                         - len(PRAGMA_LINE.findall(old_data, line_start, old_stop)))
+    token_found = frozenset(o + delta if o >= old_end else o for o in previous.token_found)
+    kernels = dataclasses.replace(old_fk, has_errors=True, notes=list(old_fk.notes))
+    return dataclasses.replace(previous, kernels=kernels, token_found=token_found, mentions=mentions,
+                               pragma_lines=pragma_lines, incremental=True, change="held", edit_start=start,
+                               edited=(a, b), edited_before=before_text, edited_functions=frozenset(),
+                               region=region, region_lines=region_lines, held=(a, b), held_before=before_text)
 
 
 def signature(value: Any) -> Any:

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
+import operator
 import os
 import re
 import time
@@ -41,7 +43,7 @@ from perflsp.analysis.models import Finding, KernelReport
 from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import FileAnalysis
 from perflsp.hardware.models import Gpu
-from perflsp.kernels.incremental import Extracted
+from perflsp.kernels.incremental import Extracted, move_spans
 from perflsp.kernels.models import (
     CudaFunction,
     FileKernels,
@@ -81,6 +83,7 @@ def _budget_from_env() -> float:
 
 ANALYSIS_BUDGET_S = _budget_from_env()  # engine and lint time per file and analysis run
 LINT_CHUNK = 2000  # groups linted per call in very large files (a normal file is linted in one call)
+LINT_STEP = 16  # groups linted between deadline checks when many are stale (a first analysis)
 
 
 @dataclass
@@ -90,8 +93,12 @@ class _Group:
     anchors: list[list[_Anchor | None]]  # per finding: main span, then each related span
     starts: tuple[int, ...]  # item starts when computed
     item_lines: tuple[int, ...] = ()  # item lines when computed (messages may quote them)
+    # its findings lie in or name a definition held while it does not parse (kernels/incremental.py):
+    # their spans were moved with each edit (`Analyzer._hold_findings`), not placed by their anchors
+    pinned: bool = False
+    carried: bool = False  # carried over a full extraction: its findings wait to be placed (`_moved`)
 
-    @property
+    @functools.cached_property
     def quotes_lines(self) -> bool:
         return any(_LINE_NUMBER.search(f.message) or any(_LINE_NUMBER.search(m) for _, m in f.related)
                    for f in self.findings)
@@ -118,15 +125,27 @@ class _Job:
     """The inputs of one analysis run (one document version in one configuration)."""
 
     data: bytes
-    tree: Tree
+    tree: Tree | None  # None for a run that reuses the last one whole (it reads no tree)
     fk: FileKernels
     gpus: tuple[Gpu, ...]
     opts: AnalysisOptions
     lines: LineIndex
     lint_codes: frozenset[str] | None
-    analysis: FileAnalysis
-    edit_start: int | None = None
+    analysis: FileAnalysis | None
     launches_by_kernel: dict[str, list[LaunchSite]] = field(default_factory=dict)
+
+    source: Any = None  # the document's text: its `tree` is read (and parsed, if need be) on first use
+
+    def engine(self) -> FileAnalysis:
+        if self.analysis is None:  # the program model is built when the first kernel needs it
+            self.analysis = FileAnalysis(self.data, self.syntax(), self.fk, self.opts, self.lines)
+        return self.analysis
+
+    def syntax(self) -> Tree:
+        if self.tree is None:
+            self.tree = self.source.tree
+        assert self.tree is not None
+        return self.tree
 
 
 class Analyzer:
@@ -148,7 +167,14 @@ class Analyzer:
         self.budget_s = ANALYSIS_BUDGET_S
         self._spent = 0.0  # engine and lint time of the current run
         self._cancelled = False
-        self._edit_floor: int | None = None  # first edited byte since the last lint (runs may be cut short)
+        self._last: tuple[Extracted, AnalysisState] | None = None  # the last complete run and its extraction
+        self._fast = False  # this run reuses the last complete one whole (a held edit)
+        self.reused_from: Extracted | None = None  # then: the extraction that run was on
+        # this run's lint work, decided once: (every group, the groups by identity, the stale
+        # ones, how many of those are linted), while it goes on in steps
+        self._edited_items: set[int] = set()  # this run's kernels in the edited definition (analysed first)
+        self._lint_plan: tuple[list[tuple[Item, ...]], dict[tuple[int, ...], tuple[Item, ...]],
+                               list[tuple[Item, ...]], int] | None = None
         # ids of kernels and regions an edit outside kernel bodies can have changed (dependents.py):
         # analysed and linted again even though their own text and launch sites are the same
         self._reanalyse: set[int] = set()
@@ -163,7 +189,8 @@ class Analyzer:
               config_key: Any, lines: LineIndex, argv: Sequence[str] | None = None) -> AnalysisState:
         """Begin analysing the current text; call `step` until the state is complete."""
         previous = self._previous
-        self._previous = (text.data, extracted.kernels, [_extent(k) for k in extracted.kernels.kernels])
+        self._previous = (text.data, extracted.kernels,
+                          [(k.span.start_byte, k.span.end_byte) for k in extracted.kernels.kernels])
         # the same extraction analysed again: settings, registers or the program's arguments changed
         restart = extracted is self._seen
         same_outside = not restart and extracted.change == "full" and config_key == self._config_key \
@@ -189,27 +216,80 @@ class Analyzer:
             marked = dependents.affected(text.data, text.tree, extracted.kernels, extracted)
             self._reanalyse |= marked
             self._relint |= marked
+        moved = extracted is not self._seen and extracted.region is not None and extracted.change != "full"
+        if moved:
+            self._move_findings(extracted)
+        # a held edit changes no analysis: the last complete run, on the extraction just before
+        # this one, is the answer (its findings and the items' spans moved with the text)
+        last = self._last
+        self._fast = moved and extracted.change == "held" and last is not None and last[0] is self._seen
+        self.reused_from = self._seen if self._fast else None
         self._seen = extracted
         fk = extracted.kernels
         opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()), argv)
         # kernels of a file that other sources `#include` take their launch sites
         opts = engine.with_includer_launches(opts, text, fk)
-        self._job = _Job(
-            text.data, text.tree, fk, tuple(gpus), opts, lines,
-            None if lint_codes is None else frozenset(lint_codes),
-            # the program model is built when the first kernel needs the engine, once per run
-            engine.FileAnalysis(text.data, text.tree, fk, opts, lines),
-            launches_by_kernel=_launches_by_kernel(fk),
-        )
-        edit_start = extracted.edit_start
-        if self._edit_floor is not None:  # an earlier run was dropped before its lints: its edit counts too
-            edit_start = self._edit_floor if edit_start is None else min(edit_start, self._edit_floor)
-        self._edit_floor = self._job.edit_start = edit_start
+        # the tree is read when a kernel is analysed or linted (reading it may parse: a held edit
+        # needs none), the program model when the engine first runs
+        self._job = _Job(text.data, None, fk, tuple(gpus), opts, lines,
+                         None if lint_codes is None else frozenset(lint_codes), None,
+                         launches_by_kernel=_launches_by_kernel(fk), source=text)
+        self._spent = 0.0
+        if self._fast and last is not None:
+            before = last[1]
+            self._state = AnalysisState(self.context, dict(before.reports), list(before.findings), False,
+                                        list(before.lint_notes), before.unanalysed, before.budget_note)
+            self._pending = []
+            self._lints_done = True
+            return self._state
+        self._lint_plan = None
         self._state = AnalysisState(self.context)
         self._pending = [*fk.kernels, *fk.omp_regions]
+        self._edited_items = set()
+        if extracted.edited is not None and len(self._pending) > 1:  # what the user is typing in first
+            a, b = extracted.edited
+            self._edited_items = {id(i) for i in self._pending if a <= i.span.start_byte < b}
+            self._pending.sort(key=lambda item: id(item) not in self._edited_items)
         self._lints_done = False
-        self._spent = 0.0
         return self._state
+
+    def partial_view(self, state: AnalysisState) -> AnalysisState:
+        """What an unfinished run knows: its reports, and for the kernels it has not reached yet
+        their last report (the same item: unchanged text); the findings of the groups linted so
+        far, in this run or before (moved with the text). Published while the run goes on."""
+        job = self._job
+        if job is None or state.complete:
+            return state
+        reports = dict(state.reports)
+        for item in (*job.fk.kernels, *job.fk.omp_regions):
+            if id(item) not in reports:
+                cached = self._keys.get(id(item))
+                if cached is not None and cached[0] is item and cached[3] is not None:
+                    reports[id(item)] = cached[3]
+        live = {id(i) for i in (*job.fk.kernels, *job.fk.device_functions, *job.fk.omp_regions, *job.fk.launches)}
+        findings = [f for key, group in self._groups.items() if not group.carried and all(i in live for i in key)
+                    for f in group.findings]
+        findings.sort(key=lambda f: (f.span.start_byte, f.span.end_byte, f.code))
+        return AnalysisState(state.context, reports, findings, False, list(state.lint_notes), state.unanalysed,
+                             state.budget_note)
+
+    def _move_findings(self, extracted: Extracted) -> None:
+        """Move the cached findings over the edit, as the extraction moved the items' spans
+        (positions kept where their line and column stand, so their diagnostics are reused).
+        A held definition's groups are pinned: their items did not move with their text."""
+        assert extracted.region is not None
+        held = extracted.held
+        spans: dict[int, Span] = {}
+        for group in self._groups.values():
+            if not group.findings:
+                continue
+            for finding in group.findings:
+                spans[id(finding.span)] = finding.span
+                for related, _ in finding.related:
+                    spans[id(related)] = related
+            if held is not None and any(held[0] <= _extent(i)[0] and _extent(i)[1] <= held[1] for i in group.items):
+                group.pinned = True
+        move_spans(list(spans.values()), extracted.region, *extracted.region_lines)
 
     def step(self, deadline: float | None = None) -> AnalysisState:
         state = self._state
@@ -217,6 +297,7 @@ class Analyzer:
         job = self._job
         assert job is not None
         by_kernel = job.launches_by_kernel
+        progressed = False
         while self._pending:
             if self._cancelled:
                 return state  # the document was closed: never complete
@@ -238,8 +319,11 @@ class Analyzer:
                     if self._spent > self.budget_s:
                         self._over_budget(state)
                         break
+                    if progressed and deadline is not None and time.monotonic() > deadline \
+                            and id(item) not in self._edited_items:
+                        return state  # past the deadline: no new analysis in this step but the edited kernels'
                     began = time.monotonic()
-                    shared = job.analysis.report(item, job.gpus)
+                    shared = job.engine().report(item, job.gpus)
                     self._spent += time.monotonic() - began
                     self.analysed += 1
                     self._reports[(self.context, key)] = shared
@@ -250,13 +334,18 @@ class Analyzer:
             self._keys[id(item)] = (item, launch_ids, key, report)
             state.reports[id(item)] = report
             self._pending.pop(0)
+            progressed = True
             if deadline is not None and time.monotonic() > deadline and self._pending:
                 return state
         if not self._lints_done:
-            state.findings = self._lint(state)
+            findings = self._lint(state, deadline)
+            if findings is None:
+                return state  # past the deadline: the next step lints the rest
+            state.findings = findings
             self._lints_done = True
-            self._edit_floor = None
-        self._prune(state)
+        if not self._fast:
+            self._prune(state)
+        self._last = (self._seen, state) if self._seen is not None else None
         state.complete = True
         self.release()
         return state
@@ -270,6 +359,11 @@ class Analyzer:
             f"perflsp: the analysis budget of {self.budget_s:g} s for one file was spent after "
             f"{len(state.reports)} kernel(s): {len(left)} more (from line {getattr(first, 'name_span', first.span).line} on) "
             f"are not analysed")
+
+    @property
+    def running(self) -> bool:
+        """A run is started and not complete (`step` goes on with it)."""
+        return self._state is not None and not self._state.complete
 
     def cancel(self) -> None:
         """Stop the run in progress at its next kernel (the document was closed)."""
@@ -289,27 +383,53 @@ class Analyzer:
         self._reanalyse &= live
         wanted = {(self.context, v[2]) for v in self._keys.values()}
         self._reports = {k: v for k, v in self._reports.items() if k in wanted}
-        job.analysis.release()  # the model holds the whole text's helper structures
+        if job.analysis is not None:
+            job.analysis.release()  # the model holds the whole text's helper structures
 
     # ------------------------------------------------------------------ lints
 
-    def _lint(self, state: AnalysisState) -> list[Finding]:
+    def _lint(self, state: AnalysisState, deadline: float | None = None) -> list[Finding] | None:
+        """The findings of every group (reused, or linted now); None when a deadline passed
+        before every stale group was linted (those linted are kept: the next call goes on)."""
         job = self._job
         assert job is not None
         fk = job.fk
-        groups = every = _groups_of(fk)
-        if state.unanalysed:  # over budget: the left-out kernels are not linted either
-            skip = {id(i) for i in state.unanalysed}
-            groups = [g for g in every if not any(id(i) in skip for i in g)]
-        identity = {tuple(id(i) for i in g): g for g in groups}
         relint = self._relint
-        stale = [g for k, g in identity.items()
-                 if not self._reusable(self._groups.get(k), g) or (relint and any(i in relint for i in k))]
+        if self._lint_plan is None:
+            groups = every = _groups_of(fk)
+            if state.unanalysed:  # over budget: the left-out kernels are not linted either
+                skip = {id(i) for i in state.unanalysed}
+                groups = [g for g in every if not any(id(i) in skip for i in g)]
+            identity = {tuple(id(i) for i in g): g for g in groups}
+            stale = [g for k, g in identity.items()
+                     if not self._reusable(self._groups.get(k), g) or (relint and any(i in relint for i in k))]
+            self._lint_plan = (every, identity, stale, 0)
+        every, identity, stale, first = self._lint_plan
         fresh_groups: dict[tuple[int, ...], _Group] = {}
         unlinted: set[tuple[int, ...]] = set()
+        if deadline is not None and LINT_STEP < len(stale) <= LINT_CHUNK:
+            # many groups (a document's first analysis): in steps, so that an edit waits for one
+            # step, not for the whole file; each step's groups are cached as it ends
+            for index in range(first, len(stale), LINT_STEP):
+                chunk = stale[index:index + LINT_STEP]
+                began = time.monotonic()
+                findings = engine.run_lints(job.data, job.syntax(), _restricted(fk, chunk, job.data), job.gpus,
+                                            job.lint_codes, state.lint_notes, lines=job.lines,
+                                            shared=self._lint_facts)
+                self._spent += time.monotonic() - began
+                self.linted_groups += len(chunk)
+                chunk_groups = _assign(findings, chunk, job.lines)
+                self._groups.update(chunk_groups)
+                if relint:
+                    done = {i for k in chunk_groups for i in k}
+                    relint = self._relint = {i for i in relint if i not in done}
+                if index + LINT_STEP < len(stale) and (time.monotonic() > deadline or self._cancelled):
+                    self._lint_plan = (every, identity, stale, index + LINT_STEP)
+                    return None
+            stale = []
         if stale and len(stale) <= LINT_CHUNK:
             subject = fk if len(stale) == len(every) else _restricted(fk, stale, job.data)
-            findings = engine.run_lints(job.data, job.tree, subject, job.gpus, job.lint_codes,
+            findings = engine.run_lints(job.data, job.syntax(), subject, job.gpus, job.lint_codes,
                                         state.lint_notes, lines=job.lines, shared=self._lint_facts)
             self.linted_groups += len(stale)
             fresh_groups = _assign(findings, stale, job.lines)
@@ -320,7 +440,7 @@ class Analyzer:
                     unlinted.update(tuple(id(i) for i in g) for g in stale[index:])
                     break
                 began = time.monotonic()
-                findings = engine.run_lints(job.data, job.tree, _restricted(fk, chunk, job.data), job.gpus,
+                findings = engine.run_lints(job.data, job.syntax(), _restricted(fk, chunk, job.data), job.gpus,
                                             job.lint_codes, state.lint_notes, lines=job.lines,
                                             shared=self._lint_facts)
                 self._spent += time.monotonic() - began
@@ -339,7 +459,7 @@ class Analyzer:
             group = fresh_groups.get(k) or self._groups.get(k)
             if group is None:
                 group = _Group(items, [], [], tuple(_start(i) for i in items))
-            group = _moved(group, job.lines, job.edit_start)
+            group = _moved(group)
             new_cache[k] = group
             out.extend(group.findings)
         self._groups = new_cache
@@ -350,8 +470,10 @@ class Analyzer:
         return out
 
     def _reusable(self, cached: _Group | None, items: tuple[Item, ...]) -> bool:
-        if cached is None or len(cached.items) != len(items) or not all(a is b for a, b in zip(cached.items, items)):
+        if cached is None or len(cached.items) != len(items) or not all(map(operator.is_, cached.items, items)):
             return False
+        if not cached.findings:
+            return True
         # a message that names a line which moved is built again
         return not (cached.quotes_lines and tuple(i.span.start.line for i in items) != cached.item_lines)
 
@@ -474,7 +596,8 @@ def _carried_groups(groups: dict[tuple[int, ...], _Group], old_data: bytes, data
                    for spans in old.anchors]
         if any(a is not None and id(a.item) not in {id(i) for i in items} for spans in anchors for a in spans):
             continue
-        out[tuple(id(i) for i in items)] = _Group(items, old.findings, anchors, old.starts, old.item_lines)
+        out[tuple(id(i) for i in items)] = _Group(items, old.findings, anchors, old.starts, old.item_lines,
+                                                  carried=True)
     return out
 
 
@@ -549,16 +672,15 @@ def _rebound(finding: Finding, lines: LineIndex) -> Finding:
     )
 
 
-def _moved(group: _Group, lines: LineIndex, edit_start: int | None) -> _Group:
-    """Move a reused group's findings with the items they belong to (and forget positions
-    computed before an edit that precedes them). The spans move in place, like the items'
-    (incremental extraction): a finding keeps its identity, so its published diagnostic is reused
-    while its line and column stay the same (features/diagnostics.py)."""
+def _moved(group: _Group) -> _Group:
+    """Place a reused group's findings where their anchors put them when its items moved without
+    their findings (a full extraction carried the group over: `_carried_groups`). Edits that
+    keep the items move the findings with them (`Analyzer._move_findings`)."""
+    if not group.carried:
+        return group
     starts = tuple(_start(i) for i in group.items)
-    if not group.findings:
-        return group
-    if starts == group.starts and (edit_start is None or all(f.span.start_byte < edit_start for f in group.findings)):
-        return group
+    if not group.findings or group.pinned or starts == group.starts:
+        return dataclasses.replace(group, carried=False)
     findings: list[Finding] = []
     anchors: list[list[_Anchor | None]] = []
     for finding, spans in zip(group.findings, group.anchors):

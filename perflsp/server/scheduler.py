@@ -2,7 +2,10 @@
 
 - Edits are queued as they arrive; the worker applies every queued edit, then parses and
   analyses once (in a thread, `asyncio.to_thread`). A lone edit is analysed at once; edits that
-  arrive while an analysis runs are a burst: the worker waits `debounceMs` for typing to pause.
+  arrive before the last edit's results were published (partly or whole) are a burst: the worker
+  waits `debounceMs` for typing to pause. (An edit during a long analysis whose last edit was
+  published is not: the edited kernels go first, and their results are published within
+  `EDIT_PUBLISH_S`.)
 - A result whose version is older than the newest edit is dropped, never published.
 - A long analysis (a large file opened, or an edit outside kernel bodies) publishes what it has
   after `FIRST_PUBLISH_S` (`OPEN_PUBLISH_S` for a document's first analysis: the verdicts of the
@@ -39,7 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
+from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
 
 from lsprotocol import types as lsp
 
@@ -63,6 +66,9 @@ log = logging.getLogger(__name__)
 
 FIRST_PUBLISH_S = 0.12  # analysis time after which partial results are published
 OPEN_PUBLISH_S = 0.02  # the same for a document's first analysis: its first diagnostics come early
+RESUME_STEP_S = 0.006  # later steps of a long analysis (an edit waits for at most one)
+EDIT_PUBLISH_S = 0.0  # and after an edit: its kernels are analysed first, then what is known is published
+CONTINUE_S = 0.3  # pause after which an analysis deferred during a held edit goes on
 SETTLE_S = 0.4  # pause after which an error-recovered tree is checked against a fresh parse
 REQUEST_WAIT_S = 0.03  # how long a request waits for the newest version's complete analysis
 VISIBLE_S = 30.0  # a document asked about or edited this recently counts as visible (ranks first)
@@ -99,6 +105,8 @@ class DocumentWorker:
         self._reextract = False
         self._settle = False
         self._settle_timer: asyncio.TimerHandle | None = None
+        self._continue = False  # an analysis left unfinished while a definition was held goes on
+        self._continue_timer: asyncio.TimerHandle | None = None
         self._busy = False
         self._burst = False
         self.latest: Snapshot | None = None  # the newest snapshot of the live text (complete or provisional)
@@ -123,8 +131,9 @@ class DocumentWorker:
         self.last_used = time.monotonic()
         self._failed = object()
         self._changes.extend(changes)
+        shown = bool(self.published) and self.published[-1].version == self.version
         self.version = version
-        if self._busy:
+        if self._busy and not shown:  # typing faster than results come: wait for a pause
             self._burst = True
         self._cancel_settle()
         self._kick()
@@ -180,6 +189,7 @@ class DocumentWorker:
         """Stop all work and drop everything the document holds (its memory goes back)."""
         self.closed = True
         self._cancel_settle()
+        self._cancel_continue()
         if self.resource_task is not None:
             self.resource_task.cancel()
         if self._task is not None:
@@ -308,6 +318,10 @@ class DocumentWorker:
                 if self._changes or self._initial is not None or self._reanalyze or self._reextract:
                     async with self.lock:
                         await self._analyse()
+                elif self._continue or (self._urgent and self.analyzer.running):
+                    self._continue = False
+                    async with self.lock:
+                        await self._continue_now()
                 elif self._settle:
                     self._settle = False
                     async with self.lock:
@@ -329,6 +343,10 @@ class DocumentWorker:
             self._failed = self.version
         finally:
             await self._notify()
+            # an edit that arrived while this task was finishing (it found the task alive, so it
+            # started none) must not wait for the next one
+            if not self.closed and (self._changes or self._continue):
+                asyncio.get_running_loop().call_soon(self._kick)
 
     async def _analyse(self) -> None:
         changes, self._changes = self._changes, []
@@ -339,6 +357,7 @@ class DocumentWorker:
         self._reanalyze = False
         self._republish = self._remeasure = False  # this analysis reads the answers and results anew
         self.enabled = self.host.document_enabled(self.uri, config)
+        self._cancel_continue()
         self._busy = True
         try:
             self._applying = True
@@ -349,12 +368,31 @@ class DocumentWorker:
             await self._notify()
             if self._changes or self.closed:
                 return  # newer edits: apply them before analysing
+        finally:
+            self._busy = False
+        await self._analysis_steps(version, config)
+
+    async def _continue_now(self) -> None:
+        """Go on with an analysis left unfinished while a definition was held (`_deferred`)."""
+        if self.analyzer.running and not self._changes and not self.closed:
+            await self._analysis_steps(self.version, self.host.config_for(self.uri))
+
+    async def _analysis_steps(self, version: int | None, config: ResolvedConfig) -> None:
+        """Analyse in steps, publishing what is known after the first one, then the whole."""
+        self._busy = True
+        try:
             snap = await self._thread(self._compute, version, config)
             while not snap.complete:
                 if self._changes or self.closed:
                     return  # stale: the next round starts from the newer text
                 if self.enabled and (not self.published or self.published[-1].version != version):
-                    self._publish(snap, partial=True)
+                    partial = await self._thread(self._partial_diagnostics, snap)
+                    if self._changes or self.closed:
+                        return
+                    self.host.publish(self.uri, version, *partial)
+                    self.published.append(Published(version, False))
+                if self._deferred():
+                    return
                 snap = await self._thread(self._resume, snap)
         finally:
             self._busy = False
@@ -371,6 +409,31 @@ class DocumentWorker:
         if not snap.exact:
             self._schedule_settle()
         self.host.document_idle(self)
+
+    def _deferred(self) -> bool:
+        """While the user types inside a held definition whose edits are not parsed yet, the rest
+        of an unfinished analysis (which needs the file's tree: a costly parse of a text with an
+        error) waits for a pause (`CONTINUE_S`) or for the definition to parse; a request that
+        needs the exact state does not wait."""
+        state = self.state
+        if state is None or state.parsed_tree is not None or self._urgent:
+            return False
+        self._cancel_continue()
+        loop = asyncio.get_running_loop()
+
+        def due() -> None:
+            self._continue_timer = None
+            self._continue = True
+            self._kick()
+
+        self._continue_timer = loop.call_later(CONTINUE_S, due)
+        return True
+
+    def _cancel_continue(self) -> None:
+        self._continue = False
+        if self._continue_timer is not None:
+            self._continue_timer.cancel()
+            self._continue_timer = None
 
     def _prepare(self, initial: str | None, changes: list[Change], version: int | None, config: ResolvedConfig,
                  reextract: bool) -> None:
@@ -408,20 +471,24 @@ class DocumentWorker:
             return last
         fk = extracted.kernels
         old = last.analysis
-        by_name = {kernel_name(r.kernel): r for r in old.reports.values()}
-        reports: dict[int, KernelReport] = {}
-        items: list[CudaFunction | OmpRegion] = [*fk.kernels, *fk.omp_regions]
-        for item in items:
-            report = old.report_for(item)
-            if report is None:
-                report = by_name.get(kernel_name(item))
+        reports: dict[int, KernelReport]
+        if fk.kernels is last.kernels.kernels and fk.omp_regions is last.kernels.omp_regions:
+            reports = old.reports  # the same items (a held edit moved them): the same reports
+        else:
+            by_name = {kernel_name(r.kernel): r for r in old.reports.values()}
+            reports = {}
+            items: list[CudaFunction | OmpRegion] = [*fk.kernels, *fk.omp_regions]
+            for item in items:
+                report = old.report_for(item)
+                if report is None:
+                    report = by_name.get(kernel_name(item))
+                    if report is not None:
+                        report = dataclasses.replace(report, kernel=item)
                 if report is not None:
-                    report = dataclasses.replace(report, kernel=item)
-            if report is not None:
-                reports[id(item)] = report
+                    reports[id(item)] = report
         analysis = AnalysisState(old.context, reports, list(old.findings), True, list(old.lint_notes))
         analysis.unanalysed, analysis.budget_note = old.unanalysed, old.budget_note
-        snap = Snapshot(self.uri, version, state.data, state.tree, state.lines, fk, analysis, config,
+        snap = Snapshot(self.uri, version, state.data, state.parsed_tree, state.lines, fk, analysis, config,
                         state.preprocessed, exact=False, diagnostics=last.diagnostics,
                         diagnostics_json=last.diagnostics_json, advice=last.advice, measured=last.measured,
                         provisional=True)
@@ -429,7 +496,7 @@ class DocumentWorker:
 
     def _compute(self, version: int | None, config: ResolvedConfig) -> Snapshot:
         started = time.monotonic()
-        first = OPEN_PUBLISH_S if not self.published else FIRST_PUBLISH_S
+        first = OPEN_PUBLISH_S if not self.published else EDIT_PUBLISH_S
         snap = self._snapshot(config, version, started + first, start=False)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s v%s: %s extraction, %d kernel(s) analysed%s in %.1f ms", self.uri.rsplit("/", 1)[-1], version,
@@ -449,9 +516,10 @@ class DocumentWorker:
             if start:
                 self._start_analysis(config)
             analysis = self.analyzer.step(deadline)
-        if exact is None:
-            exact = not state.tree.root_node.has_error
-        snap = Snapshot(self.uri, version, state.data, state.tree, state.lines, extracted.kernels, analysis, config,
+        tree = state.parsed_tree  # (None: edits inside a held definition are not parsed yet)
+        if exact is None:  # (a tree with errors is exact once a fresh parse gave it: settled)
+            exact = tree is not None and (not tree.root_node.has_error or state.settled)
+        snap = Snapshot(self.uri, version, state.data, tree, state.lines, extracted.kernels, analysis, config,
                         state.preprocessed, exact)
         if analysis.complete:
             self._annotate(snap)
@@ -459,7 +527,7 @@ class DocumentWorker:
         return snap
 
     def _resume(self, snap: Snapshot) -> Snapshot:
-        snap.analysis = self.analyzer.step(time.monotonic() + FIRST_PUBLISH_S)
+        snap.analysis = self.analyzer.step(time.monotonic() + RESUME_STEP_S)
         if snap.analysis.complete:
             self._annotate(snap)
             snap.diagnostics = self._diagnostics(snap)
@@ -505,22 +573,55 @@ class DocumentWorker:
         """Build the complete snapshot's diagnostics (and their JSON, reusing unchanged ones)."""
         from perflsp.server.features import diagnostics
 
+        unchanged = self._unmoved_diagnostics(snap)
+        if unchanged is not None:
+            return unchanged
         cache = self._diagnostic_cache
         items = diagnostics.build(snap, cache)
         snap.diagnostics_json = cache.json(items)
         cache.rotate()
         return items
 
-    def _publish(self, snap: Snapshot, partial: bool = False) -> None:
-        if partial:
-            from perflsp.server.features import diagnostics
+    def _unmoved_diagnostics(self, snap: Snapshot) -> list[lsp.Diagnostic] | None:
+        """The last published diagnostics, when this analysis reused the last one whole (an edit
+        inside a held definition) on the same lines and none of them touches the edited line:
+        then none moved or changed. None: build them."""
+        last, state = self.snapshot, self.state
+        reused = self.analyzer.reused_from
+        if reused is None or last is None or state is None or last.kernels is not reused.kernels \
+                or last.diagnostics_json is None or not last.complete:
+            return None
+        extracted = state.extracted
+        if extracted.region is None or extracted.region_lines[1] != 0 or extracted.region_lines[0] is None:
+            return None
+        if snap.advice is not None or snap.measured is not None or last.advice is not None or last.measured is not None:
+            return None
+        line = state.lines.position(extracted.region[0]).line
+        for diagnostic in last.diagnostics:
+            if diagnostic.range.start.line <= line <= diagnostic.range.end.line:
+                return None
+            for related in diagnostic.related_information or ():
+                if related.location.range.start.line <= line <= related.location.range.end.line:
+                    return None
+        snap.diagnostics_json = last.diagnostics_json
+        return last.diagnostics
 
-            cache = self._diagnostic_cache  # kernels analysed before keep their diagnostics and JSON
-            items = diagnostics.build(snap, cache)
-            self.host.publish(self.uri, snap.version, items, cache.json(items))
-        else:
-            self.host.publish(self.uri, snap.version, snap.diagnostics, snap.diagnostics_json)
-        self.published.append(Published(snap.version, not partial))
+    def _partial_diagnostics(self, snap: Snapshot) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]]:
+        """The diagnostics of an unfinished analysis (in the pool's thread): everything known so
+        far (`Analyzer.partial_view`), annotated like a complete one."""
+        from perflsp.server.features import diagnostics
+
+        cache = self._diagnostic_cache  # kernels analysed before keep their diagnostics and JSON
+        view = dataclasses.replace(snap, analysis=self.analyzer.partial_view(snap.analysis))
+        self._annotate(view)
+        items = diagnostics.build(view, cache)
+        as_json = cache.json(items)
+        cache.rotate()  # the next build reuses these (a partial view holds every result known)
+        return items, as_json
+
+    def _publish(self, snap: Snapshot) -> None:
+        self.host.publish(self.uri, snap.version, snap.diagnostics, snap.diagnostics_json)
+        self.published.append(Published(snap.version, True))
 
     # ------------------------------------------------------------------ settling
 
@@ -544,39 +645,20 @@ class DocumentWorker:
         snap = self.snapshot
         if snap is None or snap.exact or self._changes or self.state is None:
             return
-        version = self.version
-        config = self.host.config_for(self.uri)
-        new = await self._thread(self._settle_compute, config, version)
+        changed = await self._thread(self._settle_text)
         if self._changes or self.closed:
             return
-        if new is not None:
-            self.snapshot = self.latest = new
-            if self.enabled and [d for d in new.diagnostics] != [d for d in snap.diagnostics]:
-                self._publish(new)
-                self._published_hook(new)
+        if changed:  # analysed like an edit: in steps that an edit can interrupt, published when done
+            log.debug("%s: a fresh parse differs from the incremental one: analysing again", self.uri)
+            self._reanalyze = True
+            self._kick()
         else:
             snap.exact = True
         await self._notify()
 
-    def _settle_compute(self, config: ResolvedConfig, version: int | None) -> Snapshot | None:
-        """Parse and extract from scratch; None when that equals the incremental result."""
-        from perflsp.kernels.incremental import extract_full, signature
-        from perflsp.source.parser import parse
-
-        state = self.state
-        assert state is not None
-        state.awake()
-        fresh = parse(state.data, parser=state.doc._parser)
-        full = extract_full(state.data, fresh, state.lines, state.path, state.preprocessed)
-        if str(fresh.root_node) == str(state.tree.root_node) and \
-                signature(full.kernels) == signature(state.extracted.kernels):
-            return None
-        log.debug("%s: a fresh parse differs from the incremental one: analysing again", self.uri)
-        state.doc.tree = fresh
-        state.extracted = full
-        state.full_extractions += 1
-        snap = self._snapshot(config, version, None, exact=True)
-        while not snap.complete:
-            snap = self._resume(snap)
-        return snap
+    def _settle_text(self) -> bool:
+        """Parse from scratch (`TextState.settle`); whether that changed the extraction."""
+        with self.text_lock:
+            state = self.state
+            return state is not None and state.settle()
 

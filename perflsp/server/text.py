@@ -15,10 +15,19 @@ from tree_sitter import Tree
 
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.includes import IncludeResolver
-from perflsp.kernels.incremental import Extracted, extract_full, extract_incremental
+from perflsp.kernels.incremental import (
+    Extracted,
+    definition_around,
+    extract_full,
+    extract_incremental,
+    hold_edit,
+    parses_alone,
+    signature,
+)
 from perflsp.source.document import SourceDocument, TextEdit, _point, _point_after
 from perflsp.source.files import decode_source
-from perflsp.source.parser import parse
+from perflsp.source.parser import new_parser, parse
+from perflsp.source.parser import parse as _parse
 from perflsp.source.positions import LineIndex, Position
 
 
@@ -45,6 +54,9 @@ class TextState:
         self.full_extractions = 1
         self.incremental_extractions = 0
         self.registers: tuple[tuple[str, int], ...] = ()  # per kernel, from ptxas (resource_usage.py)
+        self.settled = False  # the tree came from a fresh parse of this text (`settle`)
+        self._unparsed = False  # the tree has edits applied that are not parsed yet (`_held_edit`)
+        self._alone = new_parser()  # parses a held definition on its own
 
     @property
     def data(self) -> bytes:
@@ -52,7 +64,17 @@ class TextState:
 
     @property
     def tree(self) -> Tree:
+        """The syntax tree of the current text (parsed now if edits inside a held definition
+        left it unparsed: see `_held_edit`)."""
+        if self._unparsed:
+            self.doc.tree = parse(self.doc.data, self.doc.tree, self.doc._parser)
+            self._unparsed = False
         return self.doc.tree
+
+    @property
+    def parsed_tree(self) -> Tree | None:
+        """The tree when it is parsed, None while edits inside a held definition wait for a parse."""
+        return None if self._unparsed else self.doc.tree
 
     @property
     def version(self) -> int | None:
@@ -61,6 +83,7 @@ class TextState:
     def hibernate(self) -> None:
         """Drop the syntax tree (the bulk of a document's memory); the next edit parses again."""
         self.doc.tree = None  # type: ignore[assignment]
+        self._unparsed = False
 
     def awake(self) -> None:
         """Parse again if `hibernate` dropped the tree."""
@@ -69,6 +92,7 @@ class TextState:
 
     def apply(self, changes: Sequence[Change], version: int | None) -> None:
         self.awake()
+        self.settled = False
         old_data, old_tree = self.doc.data, self.doc.tree
         edited_old_tree: Tree | None = None
         edits: list[TextEdit] = []
@@ -79,13 +103,20 @@ class TextState:
             else:
                 edits.append(TextEdit(change.start, change.end or change.start, change.text))
         if whole is not None:
+            self._unparsed = False
             self.doc.replace_all(decode_source(whole.encode("utf-8", errors="surrogatepass"))[0], version)
             if edits:  # incremental changes after a full replacement
                 self._apply_edits(edits, version)
         elif edits:
+            held = self._held_edit(edits[0], version) if len(edits) == 1 else None
+            if held is not None:
+                self.extracted = held
+                self.incremental_extractions += 1
+                return
             edited_old_tree = old_tree.copy()
             self.doc.tree = edited_old_tree  # apply_edits edits this copy in place, then re-parses
             self._apply_edits(edits, version)
+            self._unparsed = False
         else:
             self.doc.version = version
         self._adopt_lines()
@@ -112,7 +143,39 @@ class TextState:
         if lossy:
             self.doc.replace_all(data, version)
 
-    def _apply_one(self, edit: TextEdit, version: int | None) -> bool:
+    def _held_edit(self, edit: TextEdit, version: int | None) -> Extracted | None:
+        """One edit strictly inside a top-level definition (the held one, if any) after which that
+        definition does not parse on its own: hold it (kernels/incremental.py) and leave the
+        tree edited but unparsed until something reads it or the definition parses again. The
+        parse of a file whose kernel stopped parsing is the costly one (error recovery). None:
+        apply the edit as usual."""
+        previous, lines, data = self.extracted, self.lines, self.doc.data
+        new_bytes = edit.text.encode("utf-8", errors="surrogatepass")
+        if b"\r" in new_bytes or b"\r" in data:
+            return None
+        start = lines.offset(edit.start)
+        old_end = max(start, lines.offset(edit.end))
+        if previous.held is not None:
+            definition: tuple[int, int] | None = previous.held
+        elif self._unparsed:
+            return None
+        else:
+            definition = definition_around(self.doc.tree, start, old_end)
+        if definition is None:
+            return None
+        a, old_b = definition
+        new_end = start + len(new_bytes)
+        new_data = data[:start] + new_bytes + data[old_end:]
+        if parses_alone(new_data[a:old_b + new_end - old_end], self._alone):
+            return None
+        held = hold_edit(previous, data, new_data, (start, old_end, new_end), definition)
+        if held is not None:
+            self._apply_one(edit, version, parse=False)
+            self._unparsed = True
+            self._adopt_lines()
+        return held
+
+    def _apply_one(self, edit: TextEdit, version: int | None, parse: bool = True) -> bool:
         """`SourceDocument.apply_edits` for one edit, updating the line index instead of
         rebuilding it (a rebuild costs ~2 ms on a 10,000-line file). Only for LF-only text."""
         doc, lines = self.doc, self.lines
@@ -139,7 +202,8 @@ class TextState:
         _set_line_starts(fresh, starts[:first] + inserted + moved)
         doc.data = new_data
         doc.lines = fresh
-        doc.tree = parse(new_data, doc.tree, doc._parser)
+        if parse:
+            doc.tree = _parse(new_data, doc.tree, doc._parser)
         doc.version = version
         return True
 
@@ -153,6 +217,24 @@ class TextState:
     def _preprocess(self) -> ConstEnv:
         return self.resolver.env_for(Path(self.path) if self.path else None, self.doc.data, includers=True)
 
+    def settle(self) -> bool:
+        """Parse from scratch once the user pauses on a text with syntax errors (tree-sitter's
+        error recovery can differ between incremental and fresh parses) and extract in full;
+        True when that changed the extraction. This also ends a hold (kernels/incremental.py):
+        a paused text is analysed as it reads, so pulled diagnostics equal a fresh analysis."""
+        self.awake()
+        fresh = parse(self.doc.data, parser=self.doc._parser)
+        self._unparsed = False
+        self.settled = True
+        full = extract_full(self.doc.data, fresh, self.lines, self.path, self.preprocessed)
+        if self.extracted.held is None and str(fresh.root_node) == str(self.tree.root_node) \
+                and signature(full.kernels) == signature(self.extracted.kernels):
+            return False
+        self.doc.tree = fresh
+        self.extracted = full
+        self.full_extractions += 1
+        return True
+
     def reextract(self, resolver: IncludeResolver | None = None, fresh_parse: bool = False) -> None:
         """Full extraction of the current text (new compile flags, changed headers, or a fresh
         parse: tree-sitter's error recovery can differ between incremental and fresh parses)."""
@@ -161,8 +243,9 @@ class TextState:
         self.awake()
         if fresh_parse:
             self.doc.tree = parse(self.doc.data, parser=self.doc._parser)
+            self._unparsed = False
         self.preprocessed = self._preprocess()
-        self.extracted = extract_full(self.doc.data, self.doc.tree, self.lines, self.path, self.preprocessed)
+        self.extracted = extract_full(self.doc.data, self.tree, self.lines, self.path, self.preprocessed)
         self.full_extractions += 1
 
 

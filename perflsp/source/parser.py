@@ -42,7 +42,8 @@ def parse(data: bytes, old_tree: Tree | None = None, parser: Parser | None = Non
     the whole parse, seconds for a multi-megabyte text; a large text is therefore read in chunks
     and each read lets other threads run (a language server keeps answering meanwhile)."""
     parser = parser or new_parser()
-    if len(data) <= YIELDING_PARSE_BYTES:
+    # an incremental parse re-reads only what the edit changed (milliseconds): no chunks needed
+    if len(data) <= YIELDING_PARSE_BYTES or old_tree is not None:
         return parser.parse(data, old_tree) if old_tree is not None else parser.parse(data)
 
     def read(offset: int, _point: object) -> bytes:

@@ -199,3 +199,29 @@ def test_a_full_extraction_that_changed_only_a_kernel_reuses_the_other_results()
     assert analyzer.analysed == before + 1
     assert analyzer.linted_groups == linted + 1
     assert diagnostic_keys(build(snap)) == fresh(state)
+
+
+def test_a_half_typed_statement_keeps_the_last_analysis_and_moves_its_findings():
+    # Typing a statement that does not parse yet holds the kernel (kernels/incremental.py): no
+    # engine run, no lint, every diagnostic where its text now is; completing the statement
+    # analyses the kernel again and equals a fresh analysis of the text.
+    text = SLIPS.read_text()
+    state = TextState(text, 1, str(SLIPS))
+    analyzer = Analyzer()
+    first = build(analyse(state, analyzer))
+    analysed, linted = analyzer.analysed, analyzer.linted_groups
+    line = line_of(text, "const int i = blockIdx.x")  # inside `scale`, the first kernel
+    typed = "    float t = \n"
+    state.apply([Change(typed, Position(line, 0), Position(line, 0))], 2)
+    assert state.extracted.change == "held"
+    second = build(analyse(state, analyzer))
+    assert (analyzer.analysed, analyzer.linted_groups) == (analysed, linted)
+    expected = {(d.code, d.range.start.line + (1 if d.range.start.line >= line else 0), d.range.start.character)
+                for d in first}
+    assert {(d.code, d.range.start.line, d.range.start.character) for d in second} == expected
+
+    state.apply([Change("2.0f;", Position(line, len(typed) - 1), Position(line, len(typed) - 1))], 3)
+    assert state.extracted.change == "kernel"
+    third = build(analyse(state, analyzer))
+    assert analyzer.analysed == analysed + 1
+    assert diagnostic_keys(third) == fresh(state)

@@ -82,17 +82,70 @@ def test_edit_between_definitions_falls_back_to_full_extraction():
     assert state.extracted.change == "full" and state.full_extractions == 2
 
 
-def test_a_syntax_error_typed_into_a_kernel_stays_incremental(tmp_path):
-    # No fallback scan before the edit (the comment's __device__ does not count); the half-typed
-    # statement puts an ERROR node in the kernel, which calls for the scan: it runs on that
-    # definition only, and the result still equals a full extraction.
+def test_a_syntax_error_typed_into_a_kernel_holds_it_until_it_parses(tmp_path):
+    # The half-typed statement does not parse: the kernel keeps its last extraction (its spans
+    # stretched over the edit), the other kernel moves; completing the statement extracts the
+    # kernel again, and the result equals a full extraction. No full extraction on the way.
     text = ("// a __device__ helper and two kernels\n"
             "__device__ float f(float x) { return x; }\n"
             "__global__ void a(float *x) {\n    x[0] = f(x[0]);\n}\n"
             "__global__ void b(float *y) { y[0] = 1.0f; }\n")
     state = TextState(text, 0, str(tmp_path / "k.cu"))
-    assert not state.extracted.token_scan
-    state.apply([Change("    x[1] = ;\n", Position(3, 0), Position(3, 0))], 1)
+    kernel_a, kernel_b = state.extracted.kernels.kernels
+    a_end, b_start = kernel_a.span.end_byte, kernel_b.span.start_byte
+    typed = "    x[1] = ;\n"
+    state.apply([Change(typed, Position(3, 0), Position(3, 0))], 1)
     assert state.tree.root_node.has_error
-    assert state.extracted.incremental and state.extracted.token_scan
+    held = state.extracted
+    assert held.change == "held" and held.held == (kernel_a.span.start_byte, a_end + len(typed))
+    assert held.kernels.kernels == [kernel_a, kernel_b]  # the same items, moved
+    assert kernel_a.span.end_byte == a_end + len(typed) and kernel_b.span.start_byte == b_start + len(typed)
+    assert kernel_b.span.start.line == 6  # its position follows the new line
+    assert state.data[kernel_b.span.start_byte:kernel_b.span.end_byte].startswith(b"__global__ void b")
+
+    state.apply([Change("2", Position(3, 11), Position(3, 11))], 2)
+    assert not state.tree.root_node.has_error
+    assert state.extracted.change == "kernel" and state.extracted.held is None
+    assert state.full_extractions == 1
     assert dump_file(state.extracted.kernels) == dump_file(full(state))
+
+
+def test_a_pause_ends_a_hold_and_typing_on_holds_what_was_extracted_then(tmp_path):
+    # The server settles a paused text with errors: a fresh parse and a full extraction (what a
+    # fresh analysis sees). Typing on inside the broken kernel holds that extraction, until the
+    # kernel parses again.
+    text = ("__global__ void a(float *x) {\n    x[0] = 1.0f;\n}\n"
+            "__global__ void b(float *y) {\n    y[0] = 1.0f;\n}\n")
+    state = TextState(text, 0, str(tmp_path / "k.cu"))
+    state.apply([Change("    x[1] = ;\n", Position(1, 0), Position(1, 0))], 1)
+    assert state.extracted.held is not None
+    assert state.settle() and state.extracted.held is None
+    assert dump_file(state.extracted.kernels) == dump_file(full(state))
+    state.apply([Change(" ", Position(1, 10), Position(1, 10))], 2)
+    assert state.extracted.change == "held" and state.full_extractions == 2
+    state.apply([Change("2", Position(1, 11), Position(1, 11))], 3)
+    assert not state.tree.root_node.has_error and state.extracted.held is None
+    assert dump_file(state.extracted.kernels) == dump_file(full(state))
+
+
+def test_an_edit_outside_a_held_definition_extracts_in_full(tmp_path):
+    text = ("__global__ void a(float *x) {\n    x[0] = 1.0f;\n}\n"
+            "__global__ void b(float *y) {\n    y[0] = 1.0f;\n}\n")
+    state = TextState(text, 0, str(tmp_path / "k.cu"))
+    state.apply([Change("    x[1] = ;\n", Position(1, 0), Position(1, 0))], 1)
+    assert state.extracted.change == "held"
+    state.apply([Change("    y[1] = 2.0f;\n", Position(5, 0), Position(5, 0))], 2)
+    assert state.extracted.change == "full" and state.extracted.held is None
+    assert dump_file(state.extracted.kernels) == dump_file(full(state))
+
+
+def test_no_hold_for_an_edit_that_may_reach_past_its_definition(tmp_path):
+    # An unclosed comment comments out the rest of the file, a directive changes the
+    # preprocessor's view of it: both are extracted in full, as they read.
+    text = ("__global__ void a(float *x) {\n    x[0] = 1.0f;\n}\n"
+            "__global__ void b(float *y) {\n    y[0] = 1.0f;\n}\n")
+    for typed in ("    x[1] = /* \n", "#define N ;\n    x[1] = ;\n"):
+        state = TextState(text, 0, str(tmp_path / "k.cu"))
+        state.apply([Change(typed, Position(1, 0), Position(1, 0))], 1)
+        assert state.extracted.held is None, typed
+        assert dump_file(state.extracted.kernels) == dump_file(full(state)), typed
