@@ -341,6 +341,8 @@ class DocumentWorker:
         self.enabled = self.host.document_enabled(self.uri, config)
         self._busy = True
         try:
+            if initial is not None and self.state is None and not changes and self.enabled:
+                await self._publish_opening(initial, version, config)
             self._applying = True
             try:
                 await self._thread(self._prepare, initial, changes, version, config, reextract)
@@ -371,6 +373,24 @@ class DocumentWorker:
         if not snap.exact:
             self._schedule_settle()
         self.host.document_idle(self)
+
+    async def _publish_opening(self, text: str, version: int | None, config: ResolvedConfig) -> None:
+        """A large document's first diagnostics, from the top of its text (opening.py)."""
+        from perflsp.server import opening
+
+        def stale() -> bool:
+            return self.closed or bool(self._changes)
+
+        started = time.monotonic()
+        measure = self._hooks.measure if self._hooks is not None else None
+        first = await self._thread(opening.first_diagnostics, self.uri, text, version, config,
+                                   self.host.path_for(self.uri), self.host.resolver_for(self.uri), measure, stale)
+        if first is None or stale():
+            return
+        self.host.publish(self.uri, version, first.diagnostics, first.as_json)
+        self.published.append(Published(version, False))
+        log.debug("%s v%s: %d kernel(s) of the top of the text published in %.1f ms", self.uri.rsplit("/", 1)[-1],
+                  version, first.kernels, (time.monotonic() - started) * 1000)
 
     def _prepare(self, initial: str | None, changes: list[Change], version: int | None, config: ResolvedConfig,
                  reextract: bool) -> None:
