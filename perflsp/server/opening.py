@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 OPENING_ANALYSIS_S = 0.04  # analysis time of the first publication (a few kernels on a loaded machine)
 
+OPENING_GRACE_S = 0.05  # after the first publication, the pause before the whole text is parsed
+
 
 @dataclass(frozen=True, slots=True)
 class Opening:

@@ -391,6 +391,9 @@ class DocumentWorker:
         self.published.append(Published(version, False))
         log.debug("%s v%s: %d kernel(s) of the top of the text published in %.1f ms", self.uri.rsplit("/", 1)[-1],
                   version, first.kernels, (time.monotonic() - started) * 1000)
+        # The parse and extraction that follow hold the pool for ~300 ms and a thread cannot be
+        # stopped: a document closed at once (a preview, a peek) is cancelled here, before them.
+        await asyncio.sleep(opening.OPENING_GRACE_S)
 
     def _prepare(self, initial: str | None, changes: list[Change], version: int | None, config: ResolvedConfig,
                  reextract: bool) -> None:
