@@ -37,6 +37,7 @@ from perflsp.source.positions import LineIndex
 Kernel = CudaFunction | OmpRegion
 
 PREFIX_BYTES = 32 * 1024  # the prefix ends at the last top-level definition that ends before this
+PREFIX_DEFINITIONS = 48  # or after this many definitions (a first publication analyses a few dozen at most)
 MIN_TEXT_BYTES = 64 * 1024  # smaller texts are parsed and extracted whole in well under 100 ms
 
 # Nodes whose children are file-level declarations (as `perflsp.kernels.symbols.file_env` walks them).
@@ -79,20 +80,21 @@ _AFTER = re.compile(rb"[\s*&]*([A-Za-z_])?")
 _BRACES = re.compile(rb"[{}]")
 # what precedes a `{` whose contents are still file level: namespaces, `extern "C"`, and
 # struct/class/union/enum bodies (their members and enumerators are file-wide names too)
-_TRANSPARENT = re.compile(rb"(?:\bnamespace\b[^;{}]*|\bextern\s*|\b(?:struct|class|union|enum)\b[^;{}()=]*)\{")
+_TRANSPARENT = re.compile(rb"(?:namespace\b[^;{}]*|extern\s*|(?:struct|class|union|enum)\b[^;{}()=]*)\{")
+_TRANSPARENT_WORDS = (b"namespace", b"extern", b"struct", b"class", b"union", b"enum")
 _CLOSING_LINE = re.compile(rb"\n\};?[ \t]*\r?\n")
 
 
-def cut_at(data: bytes, target: int = PREFIX_BYTES) -> int | None:
-    """The offset just after the last line holding only `}` (or `};`) that ends before `target`
-    (the end of a top-level definition in the usual layout), else the first one after it within
-    twice `target`; None when there is none."""
+def cut_at(data: bytes, target: int = PREFIX_BYTES, definitions: int = PREFIX_DEFINITIONS) -> int | None:
+    """The offset just after a line holding only `}` (or `};`: the end of a file-level definition
+    in the usual layout): the last that ends before `target`, or the `definitions`-th if that
+    comes first; else the first one after `target` within twice `target`. None when there is none."""
     found = None
-    for m in _CLOSING_LINE.finditer(data, 0, min(len(data), 2 * target)):
+    for count, m in enumerate(_CLOSING_LINE.finditer(data, 0, min(len(data), 2 * target)), 1):
         if m.end() > target and found is not None:
             break
         found = m.end()
-        if found > target:
+        if found > target or count >= definitions:
             break
     return found if found is not None and found < len(data) else None
 
@@ -314,7 +316,7 @@ def _file_level_spans(text: bytes) -> list[tuple[int, int]] | None:
     opened: list[bool] = []  # per open brace: whether its contents are file level
     depth = 0  # open braces whose contents are not
     start = 0
-    transparent_at = {m.end() - 1 for m in _TRANSPARENT.finditer(text)}
+    transparent_at = _transparent_braces(text)
     for m in _BRACES.finditer(text):
         at = m.start()
         if text[at] == 0x7B:  # "{"
@@ -336,3 +338,15 @@ def _file_level_spans(text: bytes) -> list[tuple[int, int]] | None:
         return None
     spans.append((start, len(text)))
     return spans
+
+
+def _transparent_braces(text: bytes) -> set[int]:
+    """Offsets of the `{` that open namespace, `extern "C"` and struct bodies (a `find` per
+    keyword, then the pattern where one stands: a regex over the whole text is ~10x slower)."""
+    found: set[int] = set()
+    for word in _TRANSPARENT_WORDS:
+        for at in _words(text, word, 0, len(text)):
+            m = _TRANSPARENT.match(text, at)
+            if m is not None:
+                found.add(m.end() - 1)
+    return found
