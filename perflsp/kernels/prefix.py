@@ -103,31 +103,43 @@ def read_prefix(data: bytes, path: str | None, preprocessed: ConstEnv, target: i
                 parser: Parser | None = None) -> Prefix | None:
     """The prefix of `data`, or None when the text has no cut or the prefix does not parse
     cleanly. `preprocessed`: the whole text's preprocessor view (`IncludeResolver.env_for`), the
-    one its full extraction uses."""
+    one its full extraction uses. A cut inside namespaces, `extern "C"` blocks or `#if` groups
+    (code that is not indented in them) closes them after the prefix."""
     cut = cut_at(data, target)
     if cut is None:
         return None
-    head = data[:cut]
+    # comments and strings blanked: braces and names in them are not code, and what the analysis
+    # never reads cannot make a kernel depend on later text
+    blanked = blank_comments_and_strings(data)
+    closers = _closers(blanked[:cut])
+    if closers is None:
+        return None  # cut inside a function or an initialiser after all: nothing early
+    head = data[:cut] + b"".join(closers)
     tree = (parser or new_parser()).parse(head)
     if tree.root_node.has_error:
-        return None  # not cut at file level (an unindented block, an open #if): nothing early
+        return None
     lines = LineIndex(head)
     extracted = extract_full(head, tree, lines, path, preprocessed)
-    return Prefix(data, head, tree, lines, extracted)
+    return Prefix(data, blanked, cut, closers.count(_CLOSE_BRACE), head, tree, lines, extracted)
 
 
 class Prefix:
-    """The text up to the cut, parsed and extracted alone (offsets, lines and columns are those
-    of the whole text). `candidates()` lists its kernels in document order; `standalone(item)`
-    says whether one's analysis in the whole text equals its analysis here (see the module's
-    docstring). The checks are made on demand: a first publication looks at a few kernels only."""
+    """The text up to the cut (and the closers of what is open there), parsed and extracted
+    alone: offsets, lines and columns are those of the whole text. `candidates()` lists its
+    kernels in document order; `standalone(item)` says whether one's analysis in the whole text
+    equals its analysis here (see the module's docstring). The checks are made on demand: a
+    first publication looks at a few kernels only."""
 
-    def __init__(self, whole: bytes, data: bytes, tree: Tree, lines: LineIndex, extracted: Extracted):
+    def __init__(self, whole: bytes, blanked: bytes, cut: int, open_braces: int, data: bytes, tree: Tree,
+                 lines: LineIndex, extracted: Extracted):
         self.whole = whole
+        self.cut = cut
         self.data = data
         self.tree = tree
         self.lines = lines
         self.extracted = extracted
+        self._blanked = blanked
+        self._open_braces = open_braces  # namespace and extern "C" bodies open at the cut
         self._definitions: dict[int, tuple[Node, bytes]] = {}  # id(item) -> its definition, its callers' name
         self._checks: _Checks | None = None
 
@@ -162,7 +174,8 @@ class Prefix:
             return False
         if self._checks is None:
             fk = self.extracted.kernels
-            self._checks = _Checks(self.whole, len(self.data), self.tree, [*fk.kernels, *fk.device_functions])
+            self._checks = _Checks(self._blanked, self.cut, self._open_braces, self.tree,
+                                   [*fk.kernels, *fk.device_functions])
         return self._checks.standalone(*found)
 
 
@@ -170,12 +183,10 @@ class _Checks:
     """What `Prefix.standalone` reads: the blanked text, the names used by the prefix's
     definitions, the names declared at file level after the cut."""
 
-    def __init__(self, data: bytes, cut: int, tree: Tree, functions: list[CudaFunction]):
-        # comments and strings blanked: what the analysis never reads cannot make a kernel depend
-        blanked = blank_comments_and_strings(data)
+    def __init__(self, blanked: bytes, cut: int, open_braces: int, tree: Tree, functions: list[CudaFunction]):
         self.head, self.rest = blanked[:cut], blanked[cut:]
         self.uses = _Uses(self.head, tree.root_node, functions)
-        self.later = _FileLevelNames(self.rest)
+        self.later = _FileLevelNames(self.rest, open_braces)
 
     def standalone(self, node: Node, name: bytes) -> bool:
         head, a, b = self.head, node.start_byte, node.end_byte
@@ -283,8 +294,8 @@ class _FileLevelNames:
     (`const float4 *p`). When the braces do not balance (braces split across `#if` branches),
     every identifier counts."""
 
-    def __init__(self, rest: bytes):
-        spans = _file_level_spans(rest)
+    def __init__(self, rest: bytes, open_braces: int = 0):
+        spans = _file_level_spans(rest, open_braces)
         self._text = b"\n;\n".join(rest[a:b] for a, b in spans) if spans is not None else rest
         self._candidates = frozenset(_IDENT.findall(self._text))
         self._answers: dict[bytes, bool] = {}
@@ -309,11 +320,11 @@ class _FileLevelNames:
         return before is not None and before.group(1) == b"define"
 
 
-def _file_level_spans(text: bytes) -> list[tuple[int, int]] | None:
+def _file_level_spans(text: bytes, open_braces: int = 0) -> list[tuple[int, int]] | None:
     """The spans of `text` (comments and strings blanked) at file level, or None when its braces
-    do not balance."""
+    do not balance. `open_braces`: namespace bodies open where `text` starts."""
     spans: list[tuple[int, int]] = []
-    opened: list[bool] = []  # per open brace: whether its contents are file level
+    opened: list[bool] = [True] * open_braces  # per open brace: whether its contents are file level
     depth = 0  # open braces whose contents are not
     start = 0
     transparent_at = _transparent_braces(text)
@@ -340,13 +351,42 @@ def _file_level_spans(text: bytes) -> list[tuple[int, int]] | None:
     return spans
 
 
-def _transparent_braces(text: bytes) -> set[int]:
+def _transparent_braces(text: bytes, words: tuple[bytes, ...] = _TRANSPARENT_WORDS) -> set[int]:
     """Offsets of the `{` that open namespace, `extern "C"` and struct bodies (a `find` per
     keyword, then the pattern where one stands: a regex over the whole text is ~10x slower)."""
     found: set[int] = set()
-    for word in _TRANSPARENT_WORDS:
+    for word in words:
         for at in _words(text, word, 0, len(text)):
             m = _TRANSPARENT.match(text, at)
             if m is not None:
                 found.add(m.end() - 1)
     return found
+
+
+_CLOSE_BRACE = b"\n}"
+_CLOSE_IF = b"\n#endif"
+_NESTING = re.compile(rb"[{}]|^[ \t]*#[ \t]*(if|ifdef|ifndef|endif)\b", re.MULTILINE)
+
+
+def _closers(head: bytes) -> list[bytes] | None:
+    """What closes the namespace and `extern "C"` bodies and the `#if` groups open at the end of
+    `head` (blanked), innermost first; None when a function body, an initialiser or a struct is
+    open there (or the nesting does not pair up)."""
+    closable = _transparent_braces(head, (b"namespace", b"extern"))
+    opened: list[bytes] = []
+    for m in _NESTING.finditer(head):
+        directive = m.group(1)
+        if directive is None:
+            at = m.start()
+            if head[at] == 0x7B:  # "{"
+                opened.append(_CLOSE_BRACE if at in closable else b"")
+            elif not opened or opened.pop() == _CLOSE_IF:
+                return None
+        elif directive == b"endif":
+            if not opened or opened.pop() != _CLOSE_IF:
+                return None
+        else:
+            opened.append(_CLOSE_IF)
+    if any(not closer for closer in opened):
+        return None
+    return opened[::-1]

@@ -14,7 +14,7 @@ from lsprotocol import types as lsp
 from pygls.protocol import default_converter
 
 from perflsp.kernels.includes import IncludeResolver
-from perflsp.kernels.prefix import MIN_TEXT_BYTES, PREFIX_BYTES, cut_at, read_prefix
+from perflsp.kernels.prefix import MIN_TEXT_BYTES, PREFIX_BYTES, PREFIX_DEFINITIONS, cut_at, read_prefix
 from perflsp.server import opening
 from perflsp.server.config import Layer, Origin, ResolvedConfig, resolve
 from perflsp.server.oneshot import analyse_text, diagnostic_keys
@@ -120,9 +120,18 @@ def test_the_prefix_ends_after_a_file_level_definition():
     assert {k.name for k in prefix.candidates() if prefix.standalone(k)} == STANDALONE
 
 
-def test_a_prefix_that_is_not_at_file_level_gives_nothing():
-    # the kernels' closing braces at column 0 are inside a namespace: the prefix does not parse cleanly
-    text = ("namespace outer {\n" + TOP + FILLER + "}\n").encode()
+def test_a_prefix_inside_a_namespace_is_closed_after_the_cut():
+    # code not indented in its namespace: the cut lies inside it, the prefix closes it
+    text = ("namespace outer {\n" + TOP + FILLER + BOTTOM + "}\n").encode()
+    prefix = read_prefix(text, None, IncludeResolver().env_for(None, text, includers=True))
+    assert prefix is not None and prefix.data == text[:prefix.cut] + b"\n}"
+    assert {k.qualified_name for k in prefix.candidates() if prefix.standalone(k)} == {f"outer::{n}" for n in STANDALONE}
+
+
+def test_a_prefix_cut_inside_a_struct_gives_nothing():
+    # member functions closed at column 0 inside a struct: no cut there is at file level
+    members = "".join(f"__device__ float get_{i}(int k)\n{{\n    return values[k] * {i}.0f;\n}}\n" for i in range(PREFIX_DEFINITIONS + 8))
+    text = ("struct Table {\nfloat values[64];\n" + members + "};\n" + TOP + FILLER).encode()
     assert read_prefix(text, None, IncludeResolver().env_for(None, text, includers=True)) is None
 
 
