@@ -16,7 +16,8 @@ region) is left out when:
   global, a redefined macro...).
 
 Both checks are textual and err on the side of leaving a kernel out. A prefix that does not
-parse cleanly (the cut was not at file level after all) gives nothing.
+parse cleanly (the cut was not at file level after all), or a text that includes a local header
+after the cut, gives nothing.
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ _BRACES = re.compile(rb"[{}]")
 _TRANSPARENT = re.compile(rb"(?:namespace\b[^;{}]*|extern\s*|(?:struct|class|union|enum)\b[^;{}()=]*)\{")
 _TRANSPARENT_WORDS = (b"namespace", b"extern", b"struct", b"class", b"union", b"enum")
 _CLOSING_LINE = re.compile(rb"\n\};?[ \t]*\r?\n")
+_DIRECTIVE_START = re.compile(rb"[ \t]*#[ \t]*")
+_QUOTED = re.compile(rb'[ \t]*"')
 
 
 def cut_at(data: bytes, target: int = PREFIX_BYTES, definitions: int = PREFIX_DEFINITIONS) -> int | None:
@@ -106,8 +109,8 @@ def read_prefix(data: bytes, path: str | None, preprocessed: ConstEnv, target: i
     one its full extraction uses. A cut inside namespaces, `extern "C"` blocks or `#if` groups
     (code that is not indented in them) closes them after the prefix."""
     cut = cut_at(data, target)
-    if cut is None:
-        return None
+    if cut is None or _includes_local_header(data, cut):
+        return None  # no cut, or a header read after it (its functions are the analysis' callees too)
     # comments and strings blanked: braces and names in them are not code, and what the analysis
     # never reads cannot make a kernel depend on later text
     blanked = blank_comments_and_strings(data)
@@ -121,6 +124,16 @@ def read_prefix(data: bytes, path: str | None, preprocessed: ConstEnv, target: i
     lines = LineIndex(head)
     extracted = extract_full(head, tree, lines, path, preprocessed)
     return Prefix(data, blanked, cut, closers.count(_CLOSE_BRACE), head, tree, lines, extracted)
+
+
+def _includes_local_header(data: bytes, start: int) -> bool:
+    """Whether an `#include "..."` follows `start` (a `find` loop: a multiline regex over the
+    text costs ~40 ms)."""
+    for at in _words(data, b"include", start, len(data)):
+        line = data.rfind(b"\n", 0, at) + 1
+        if _DIRECTIVE_START.fullmatch(data, line, at) and _QUOTED.match(data, at + len(b"include")):
+            return True
+    return False
 
 
 class Prefix:

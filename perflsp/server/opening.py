@@ -56,6 +56,12 @@ class _PrefixText:
     resolver: IncludeResolver
 
 
+def worth_trying(text: str) -> bool:
+    """Whether `text` is large enough for an early publication (smaller ones are analysed as
+    before, with no extra job at all)."""
+    return len(text) >= MIN_TEXT_BYTES or len(text.encode("utf-8", errors="surrogatepass")) >= MIN_TEXT_BYTES
+
+
 def first_diagnostics(uri: str, text: str, version: int | None, config: ResolvedConfig, path: str | None,
                       resolver: IncludeResolver, measure: Callable[[Snapshot], SnapshotMeasured | None] | None = None,
                       stop: Callable[[], bool] = lambda: False, target: int = PREFIX_BYTES,

@@ -6,7 +6,8 @@
 - A result whose version is older than the newest edit is dropped, never published.
 - A long analysis (a large file opened, or an edit outside kernel bodies) publishes what it has
   after `FIRST_PUBLISH_S` (`OPEN_PUBLISH_S` for a document's first analysis: the verdicts of the
-  kernels at the top of the file), then the rest.
+  kernels at the top of the file), then the rest. A large document's first publication comes
+  even before its text is parsed whole: from the top of the text alone (opening.py).
 - tree-sitter's error recovery can differ between an incremental and a fresh parse, so when the
   tree has errors, the worker re-parses from scratch once the user pauses (`SETTLE_S`) and
   republishes if that changes anything. Pull diagnostics wait for this exact state.
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
 
 from lsprotocol import types as lsp
 
+from perflsp.server import opening
 from perflsp.server.analysis import AnalysisState, Analyzer
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import kernel_name
@@ -341,7 +343,8 @@ class DocumentWorker:
         self.enabled = self.host.document_enabled(self.uri, config)
         self._busy = True
         try:
-            if initial is not None and self.state is None and not changes and self.enabled:
+            if initial is not None and self.state is None and not changes and self.enabled \
+                    and opening.worth_trying(initial):
                 await self._publish_opening(initial, version, config)
             self._applying = True
             try:
@@ -376,8 +379,6 @@ class DocumentWorker:
 
     async def _publish_opening(self, text: str, version: int | None, config: ResolvedConfig) -> None:
         """A large document's first diagnostics, from the top of its text (opening.py)."""
-        from perflsp.server import opening
-
         def stale() -> bool:
             return self.closed or bool(self._changes)
 

@@ -135,6 +135,12 @@ def test_a_prefix_cut_inside_a_struct_gives_nothing():
     assert read_prefix(text, None, IncludeResolver().env_for(None, text, includers=True)) is None
 
 
+def test_a_local_header_after_the_cut_gives_nothing():
+    # its functions could be the callees of the kernels above it
+    text = (TOP + FILLER + '#include "later_helpers.cuh"\n' + BOTTOM).encode()
+    assert read_prefix(text, None, IncludeResolver().env_for(None, text, includers=True)) is None
+
+
 def test_kernels_that_depend_on_later_text_are_left_out(tmp_path):
     """Without the checks, the prefix alone would give `calls_later_helper` another verdict (the
     helper's body comes later) and `launched_later` another message (its launch comes later)."""
