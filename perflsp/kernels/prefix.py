@@ -84,6 +84,7 @@ _BRACES = re.compile(rb"[{}]")
 _TRANSPARENT = re.compile(rb"(?:namespace\b[^;{}]*|extern\s*|(?:struct|class|union|enum)\b[^;{}()=]*)\{")
 _TRANSPARENT_WORDS = (b"namespace", b"extern", b"struct", b"class", b"union", b"enum")
 _CLOSING_LINE = re.compile(rb"\n\};?[ \t]*\r?\n")
+_CALLED = re.compile(rb"\b([A-Za-z_]\w*)\s*(?:<[^;{}()]*>\s*)?\(")  # a name before its parenthesis
 _DIRECTIVE_START = re.compile(rb"[ \t]*#[ \t]*")
 _QUOTED = re.compile(rb'[ \t]*"')
 
@@ -111,6 +112,8 @@ def read_prefix(data: bytes, path: str | None, preprocessed: ConstEnv, target: i
     cut = cut_at(data, target)
     if cut is None or _includes_local_header(data, cut):
         return None  # no cut, or a header read after it (its functions are the analysis' callees too)
+    if not _may_stand_alone(data, cut):
+        return None  # every kernel above the cut is named below it: not worth a parse
     # comments and strings blanked: braces and names in them are not code, and what the analysis
     # never reads cannot make a kernel depend on later text
     blanked = blank_comments_and_strings(data)
@@ -124,6 +127,21 @@ def read_prefix(data: bytes, path: str | None, preprocessed: ConstEnv, target: i
     lines = LineIndex(head)
     extracted = extract_full(head, tree, lines, path, preprocessed)
     return Prefix(data, blanked, cut, closers.count(_CLOSE_BRACE), head, tree, lines, extracted)
+
+
+def _may_stand_alone(data: bytes, cut: int) -> bool:
+    """False when the text's kernels above the cut (as a pattern finds them) are all named below
+    it (launched from `main`, in the usual layout): then none can stand alone."""
+    names: set[bytes] = set()
+    for at in _words(data, b"__global__", 0, cut):
+        stop = min((i for i in (data.find(b"{", at, cut), data.find(b";", at, cut)) if i >= 0), default=cut)
+        called = [n for n in _CALLED.findall(data, at, stop) if n not in _KEYWORDS]
+        if not called:
+            return True  # a kernel the pattern misses (a macro, a declaration): parse and see
+        names.add(called[0])
+    if not names:
+        return True  # no kernel above the cut (OpenMP regions): parse and see
+    return any(next(_words(data, name, cut, len(data)), None) is None for name in names)
 
 
 def _includes_local_header(data: bytes, start: int) -> bool:

@@ -141,6 +141,13 @@ def test_a_local_header_after_the_cut_gives_nothing():
     assert read_prefix(text, None, IncludeResolver().env_for(None, text, includers=True)) is None
 
 
+def test_a_text_whose_kernels_are_all_launched_later_is_not_parsed():
+    launches = "".join(f"    {name}<<<1, 1>>>(0, 0, 0);\n" for name in
+                       ("first_standalone", "calls_later_helper", "launched_later", "calls_local_helper"))
+    text = (TOP + FILLER + "int main()\n{\n" + launches + "    return 0;\n}\n").encode()
+    assert read_prefix(text, None, IncludeResolver().env_for(None, text, includers=True)) is None
+
+
 def test_kernels_that_depend_on_later_text_are_left_out(tmp_path):
     """Without the checks, the prefix alone would give `calls_later_helper` another verdict (the
     helper's body comes later) and `launched_later` another message (its launch comes later)."""
