@@ -2,14 +2,17 @@
 
 Opening a 300 KB file costs ~250 ms of parsing and extraction before its first kernel is
 analysed. Its first publication comes instead from a prefix (`perflsp.kernels.prefix`): the top
-of the text, cut after a file-level definition, parsed and extracted alone (~15 % of the cost),
-and the kernels there that stand alone (their analysis cannot depend on the text after the cut)
-analysed for `OPENING_ANALYSIS_S`. The worker publishes that as a partial publication, then
-analyses the whole text as for any other version: the complete publication is unchanged.
+of the text, cut after a file-level definition (at most 32 KiB or 48 definitions), parsed and
+extracted alone (a tenth of the cost or less), and the kernels there that stand alone (their
+analysis cannot depend on the text after the cut) analysed for `OPENING_ANALYSIS_S` after the
+first. The worker publishes that as a partial publication, waits `OPENING_GRACE_S` (a document
+closed at once then costs no parse), then analyses the whole text as for any other version: the
+complete publication is unchanged.
 
 A kernel in the first publication has the verdicts the complete one gives it; its lint findings
-come with the complete publication (like any partial publication's). Texts below
-`MIN_TEXT_BYTES` are fast enough whole and get no early publication.
+come with the complete publication (like any partial publication's); LLM advice is not asked for
+it yet (a partial publication never carries it), stored measurements are matched as in the
+complete one. Texts below `MIN_TEXT_BYTES` are fast enough whole and get no early publication.
 """
 
 from __future__ import annotations
@@ -34,8 +37,7 @@ if TYPE_CHECKING:
     from perflsp.server.config import ResolvedConfig
     from perflsp.server.measured import SnapshotMeasured
 
-OPENING_ANALYSIS_S = 0.04  # analysis time of the first publication (a few kernels on a loaded machine)
-
+OPENING_ANALYSIS_S = 0.04  # analysis time of the first publication after its first kernel
 OPENING_GRACE_S = 0.05  # after the first publication, the pause before the whole text is parsed
 
 
