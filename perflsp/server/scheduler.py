@@ -9,7 +9,8 @@
 - A result whose version is older than the newest edit is dropped, never published.
 - A long analysis (a large file opened, or an edit outside kernel bodies) publishes what it has
   after `FIRST_PUBLISH_S` (`OPEN_PUBLISH_S` for a document's first analysis: the verdicts of the
-  kernels at the top of the file), then the rest.
+  kernels at the top of the file), then the rest. A large document's first publication comes
+  even before its text is parsed whole: from the top of the text alone (opening.py).
 - tree-sitter's error recovery can differ between an incremental and a fresh parse, so when the
   tree has errors, the worker re-parses from scratch once the user pauses (`SETTLE_S`) and
   republishes if that changes anything. Pull diagnostics wait for this exact state.
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
 
 from lsprotocol import types as lsp
 
+from perflsp.server import opening
 from perflsp.server.analysis import AnalysisState, Analyzer
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import kernel_name
@@ -360,6 +362,9 @@ class DocumentWorker:
         self._cancel_continue()
         self._busy = True
         try:
+            if initial is not None and self.state is None and not changes and self.enabled \
+                    and opening.worth_trying(initial):
+                await self._publish_opening(initial, version, config)
             self._applying = True
             try:
                 await self._thread(self._prepare, initial, changes, version, config, reextract)
@@ -434,6 +439,25 @@ class DocumentWorker:
         if self._continue_timer is not None:
             self._continue_timer.cancel()
             self._continue_timer = None
+
+    async def _publish_opening(self, text: str, version: int | None, config: ResolvedConfig) -> None:
+        """A large document's first diagnostics, from the top of its text (opening.py)."""
+        def stale() -> bool:
+            return self.closed or bool(self._changes)
+
+        started = time.monotonic()
+        measure = self._hooks.measure if self._hooks is not None else None
+        first = await self._thread(opening.first_diagnostics, self.uri, text, version, config,
+                                   self.host.path_for(self.uri), self.host.resolver_for(self.uri), measure, stale)
+        if first is None or stale():
+            return
+        self.host.publish(self.uri, version, first.diagnostics, first.as_json)
+        self.published.append(Published(version, False))
+        log.debug("%s v%s: %d kernel(s) of the top of the text published in %.1f ms", self.uri.rsplit("/", 1)[-1],
+                  version, first.kernels, (time.monotonic() - started) * 1000)
+        # The parse and extraction that follow hold the pool for ~300 ms and a thread cannot be
+        # stopped: a document closed at once (a preview, a peek) is cancelled here, before them.
+        await asyncio.sleep(opening.OPENING_GRACE_S)
 
     def _prepare(self, initial: str | None, changes: list[Change], version: int | None, config: ResolvedConfig,
                  reextract: bool) -> None:
