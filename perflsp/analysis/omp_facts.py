@@ -83,7 +83,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int |
             aliases[parameter] = F32
             if re.search(rf"\b{re.escape(parameter)}\b", function_text):
                 assumptions.append(f"template type `{parameter}` of the enclosing code: assumed float")
-    walker = KernelWalker(wrapped, cost, shape, aliases, unit.callees,
+    walker = KernelWalker(wrapped, cost, shape, aliases, unit.target_callees,
                           line_offset=region.body_span.start.line - 1)
     walker.scopes[0].update(unit.globals)
     extents = bind_host_variables(unit, walker, types, host_env, expanded)

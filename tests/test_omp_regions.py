@@ -1,0 +1,83 @@
+"""What the engine makes of OpenMP target regions: the functions they call, their iteration
+space. Small programs of our own."""
+
+from dataclasses import replace
+from pathlib import Path
+
+from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
+from perflsp.analysis.models import KernelReport
+from perflsp.hardware import load_database
+from perflsp.kernels.extract import extract
+from perflsp.kernels.includes import IncludeResolver
+from perflsp.source.parser import parse
+
+H100 = load_database().get("H100")
+
+
+def analyse(src: str, path: Path | None = None) -> list[KernelReport]:
+    """Reports of every OpenMP region of `src`, as `perflsp check` reads a file at `path`."""
+    data = src.encode()
+    env = IncludeResolver().env_for(path, data)
+    tree = parse(data)
+    kernels = extract(data, tree, path=str(path) if path else None, env=env)
+    unit = AnalysisUnit(data, tree, kernels, replace(AnalysisOptions(), include_env=env))
+    return [analyze_kernel(unit, k, [H100]) for k in kernels.omp_regions]
+
+
+# functions a region calls are plain C/C++ functions ----------------------------------------------
+
+DECLARE_TARGET_SRC = """
+#include <math.h>
+#define SCALE 0.5
+typedef double real;
+#pragma omp declare target
+real rate(real density, real t) {
+  real a = 8.4e-11 / sqrt(t) * pow(t / 1e3, -0.2);
+  return a * density * SCALE + t;
+}
+#pragma omp end declare target
+static inline float clampf(float v) { return v < 0.0f ? 0.0f : v; }
+void run(int n, real density, const real *t, real *r) {
+  #pragma omp target teams distribute parallel for map(to: t[0:n]) map(from: r[0:n])
+  for (int i = 0; i < n; i++) r[i] = rate(density, t[i]);
+}
+void run_implicit(int n, const float *x, float *y) {
+  #pragma omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])
+  for (int i = 0; i < n; i++) y[i] = clampf(x[i] * 3.0f + 1.0f);
+}
+"""
+
+
+def test_regions_inline_the_plain_functions_they_call():
+    declared, implicit = analyse(DECLARE_TARGET_SRC)
+    # `rate`: sqrt, pow, a division and the multiplies, all in double; its macro folded
+    assert declared.facts.per_item.fp64 > 100
+    assert not any("not analysed" in e for e in declared.facts.evidence)
+    assert declared.estimates[0].verdict == "compute"  # FP64 math per 16 bytes streamed
+    # `clampf`, implicitly a device function (no declare target): one FMA, a compare
+    assert implicit.facts.per_item.fp32 == 2
+    assert not any("not analysed" in e for e in implicit.facts.evidence)
+    assert implicit.estimates[0].verdict == "bandwidth"
+
+
+HEADER_HELPER = """
+#pragma once
+inline float smooth(float a, float b) { return 0.25f * a + 0.75f * b; }
+"""
+
+HEADER_USER = """
+#include "helpers.h"
+void blend(int n, const float *a, const float *b, float *c) {
+  #pragma omp target teams distribute parallel for map(to: a[0:n], b[0:n]) map(from: c[0:n])
+  for (int i = 0; i < n; i++) c[i] = smooth(a[i], b[i]);
+}
+"""
+
+
+def test_regions_inline_functions_of_local_headers(tmp_path):
+    (tmp_path / "helpers.h").write_text(HEADER_HELPER)
+    source = tmp_path / "blend.cpp"
+    source.write_text(HEADER_USER)
+    (report,) = analyse(HEADER_USER, source)
+    assert report.facts.per_item.fp32 == 3  # a multiply and an FMA
+    assert not any("not analysed" in e for e in report.facts.evidence)
