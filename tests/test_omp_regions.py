@@ -81,3 +81,38 @@ def test_regions_inline_functions_of_local_headers(tmp_path):
     (report,) = analyse(HEADER_USER, source)
     assert report.facts.per_item.fp32 == 3  # a multiply and an FMA
     assert not any("not analysed" in e for e in report.facts.evidence)
+
+
+SIBLING_DEFINITION = """
+#include <math.h>
+#pragma omp declare target
+double attenuation(double x) {
+  double s = 0.0;
+  for (int k = 1; k <= 8; k++) s += exp(-x * k) / k;
+  return s;
+}
+#pragma omp end declare target
+"""
+
+SIBLING_USER = """
+#pragma omp declare target
+double attenuation(double);
+#pragma omp end declare target
+void apply(int n, const double *x, double *y) {
+  #pragma omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])
+  for (int i = 0; i < n; i++) y[i] = attenuation(x[i]);
+}
+"""
+
+
+def test_regions_inline_declare_target_functions_of_other_sources_of_the_folder(tmp_path):
+    (tmp_path / "attenuation.cpp").write_text(SIBLING_DEFINITION)
+    source = tmp_path / "main.cpp"
+    source.write_text(SIBLING_USER)
+    (report,) = analyse(SIBLING_USER, source)
+    assert report.facts.per_item.fp64 > 8 * 36  # eight exp() calls in double, and their sum
+    assert report.estimates[0].verdict == "compute"
+    # an unsaved buffer has no folder: the call stays unknown, and says so
+    (alone,) = analyse(SIBLING_USER)
+    assert alone.facts.per_item.fp64 == 0
+    assert any("`attenuation` not analysed" in e for e in alone.facts.evidence)

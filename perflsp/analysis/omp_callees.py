@@ -4,8 +4,9 @@ A region calls ordinary C/C++ functions: those of a `#pragma omp declare target`
 function the compiler makes a device function because a region calls it (OpenMP 5.0 implicit
 declare target). None of them says `__device__`, so the `__device__` index of the program model
 (`AnalysisUnit.callees`) does not hold them. `TargetCallees` adds every function defined in the
-file and in the local headers it includes, looked up by simple name, macro-expanded, after the
-`__device__` ones.
+file and in the local headers it includes, then (a `declare target` function of another
+translation unit, joined at link time) in the other sources of the file's folder, looked up by
+simple name, macro-expanded, after the `__device__` ones.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from perflsp.source.parser import parse
 _CONTAINERS = ("translation_unit", "namespace_definition", "declaration_list", "linkage_specification",
                "template_declaration", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif")
 _MAX_NESTING = 6
+_SIBLING_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp")
+_MAX_SIBLINGS = 32  # a folder of more sources than this is not one program's
 
 
 def function_definitions(root: Node, data: bytes) -> dict[str, Node]:
@@ -68,7 +71,7 @@ def _header_cached(path: Path, mtime_ns: int, size: int) -> tuple[bytes, Tree, d
     return loaded.data, tree, function_definitions(tree.root_node, loaded.data)
 
 
-def _header_definitions(path: Path) -> tuple[bytes, Tree, dict[str, Node]] | None:
+def _source_definitions(path: Path) -> tuple[bytes, Tree, dict[str, Node]] | None:
     try:
         stat = path.stat()
     except OSError:
@@ -77,13 +80,15 @@ def _header_definitions(path: Path) -> tuple[bytes, Tree, dict[str, Node]] | Non
 
 
 class TargetCallees(Mapping[str, Callee]):
-    """`device` (the `__device__` functions) first, then the plain functions of the file and
-    of its local headers. Built on first lookup of each name."""
+    """`device` (the `__device__` functions) first, then the plain functions of the file, of
+    its local headers and of the other sources of its folder. Built on first lookup of each
+    name."""
 
     def __init__(self, device: Mapping[str, Callee], model: ProgramModel):
         self._device = device
         self._model = model
         self._local: dict[str, Node] | None = None
+        self._sibling_paths: list[Path] | None = None
         self._built: dict[str, Callee | None] = {}
 
     def _lookup(self, name: str) -> Callee | None:
@@ -102,10 +107,30 @@ class TargetCallees(Mapping[str, Callee]):
         if node is not None:
             return self._expanded(node, self._model.data, keep_constants=True)
         for header in self._model.headers:
-            parsed = _header_definitions(header)
+            parsed = _source_definitions(header)
+            if parsed is not None and name in parsed[2]:
+                return self._expanded(parsed[2][name], parsed[0], keep_constants=False)
+        for sibling in self._siblings():
+            parsed = _source_definitions(sibling)
             if parsed is not None and name in parsed[2]:
                 return self._expanded(parsed[2][name], parsed[0], keep_constants=False)
         return None
+
+    def _siblings(self) -> list[Path]:
+        """The other sources of the file's folder (none for an unsaved buffer, or a folder of
+        many programs)."""
+        if self._sibling_paths is None:
+            self._sibling_paths = []
+            path = Path(self._model.kernels.path) if self._model.kernels.path else None
+            if path is not None and path.parent.is_dir():
+                try:
+                    found = sorted(p for p in path.parent.iterdir()
+                                   if p.suffix in _SIBLING_SUFFIXES and p.name != path.name and p.is_file())
+                except OSError:
+                    found = []
+                if len(found) <= _MAX_SIBLINGS:
+                    self._sibling_paths = [p for p in found if p not in self._model.headers]
+        return self._sibling_paths
 
     def _expanded(self, node: Node, data: bytes, keep_constants: bool) -> Callee | None:
         """The definition with the file's macros expanded (itself when none occur)."""
