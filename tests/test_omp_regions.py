@@ -116,3 +116,70 @@ def test_regions_inline_declare_target_functions_of_other_sources_of_the_folder(
     (alone,) = analyse(SIBLING_USER)
     assert alone.facts.per_item.fp64 == 0
     assert any("`attenuation` not analysed" in e for e in alone.facts.evidence)
+
+
+# regions without a worksharing loop ------------------------------------------------------------
+
+REGION_SHAPES_SRC = """
+#define TEAMS 4096
+#define THREADS 128
+struct Args { char bytes[64]; };
+#pragma omp declare target
+void touch(Args args, char *out) { if (out) *out = args.bytes[0]; }
+#pragma omp end declare target
+void launch_only(Args args) {
+  #pragma omp target map(to: args)
+  touch(args, nullptr);
+}
+void hidden(const float *x, float *y) {
+  #pragma omp target map(to: x[0:1]) map(from: y[0:1])
+  opaque_update(x, y);
+}
+void blocks(const float *x, float *y) {
+  #pragma omp target teams num_teams(TEAMS) thread_limit(THREADS) map(to: x[0:TEAMS * THREADS]) map(from: y[0:TEAMS * THREADS])
+  {
+    #pragma omp parallel
+    {
+      int t = omp_get_num_threads() * 0 + omp_get_thread_num();
+      y[t] = 2.0f * x[t];
+    }
+  }
+}
+void scale_block(const float *u, float *v) {
+  int t = omp_get_team_num() * omp_get_num_threads() + omp_get_thread_num();
+  v[t] = 3.0f * u[t];
+}
+void blocks_by_size(const float *u, float *v, int n) {
+  #pragma omp target teams num_teams(n / THREADS) thread_limit(THREADS)
+  {
+    #pragma omp parallel
+    {
+      scale_block(u, v);
+    }
+  }
+}
+"""
+
+
+def test_a_serial_region_that_touches_no_memory_is_the_launch_alone():
+    launch_only, hidden, _, _ = analyse(REGION_SHAPES_SRC)
+    assert launch_only.facts.uncertain is None
+    assert launch_only.facts.work_items == 1
+    assert launch_only.estimates[0].verdict == "bandwidth"
+    assert any("touches no device memory" in a for a in launch_only.facts.assumptions)
+    # a call the engine could not read may hide the region's memory: still no verdict
+    assert hidden.estimates[0].verdict == "uncertain"
+
+
+def test_every_thread_of_every_team_runs_a_parallel_block():
+    _, _, blocks, by_size = analyse(REGION_SHAPES_SRC)
+    # `teams` + `#pragma omp parallel`: 4096 teams × 128 threads, each one element
+    assert blocks.facts.work_items == 4096 * 128
+    assert (blocks.facts.per_item.global_loads, blocks.facts.per_item.global_stores) == (1, 1)
+    # the same shape when the thread indexes itself in a function it calls, the team count
+    # unknown: production size
+    assert by_size.facts.uncertain is None
+    assert by_size.facts.work_items == 1 << 24
+    assert (by_size.facts.per_item.global_loads, by_size.facts.per_item.global_stores) == (1, 1)
+    assert by_size.facts.assumptions[0].startswith("problem size unknown")
+    assert by_size.estimates[0].verdict == "bandwidth"

@@ -38,7 +38,7 @@ def function_definitions(root: Node, data: bytes) -> dict[str, Node]:
         node, depth = stack.pop()
         for child in node.named_children:
             if child.type == "function_definition":
-                name = _defined_name(child, data)
+                name = defined_name(child, data)
                 if name is not None:
                     found.setdefault(name, child)
             elif child.type in _CONTAINERS and depth < _MAX_NESTING:
@@ -46,7 +46,8 @@ def function_definitions(root: Node, data: bytes) -> dict[str, Node]:
     return found
 
 
-def _defined_name(fn: Node, data: bytes) -> str | None:
+def defined_name(fn: Node, data: bytes) -> str | None:
+    """The simple name a function definition defines (`f` of `float *ns::f(...)`)."""
     declarator = fn.child_by_field_name("declarator")
     # `float *f(...)`, `T &f(...)`: the function declarator sits under pointer/reference ones
     while declarator is not None and declarator.type in ("pointer_declarator", "reference_declarator"):
