@@ -64,7 +64,8 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int |
         teams = int(num_teams.value.value)
     words = set(region.directive.split())
     spmd = ("teams" in words and not words & {"distribute", "for", "loop", "simd"}
-            and _OMP_SPMD_CALLS.search(expanded) is not None and _nested_worksharing_loop(statement) is None
+            and (_OMP_SPMD_CALLS.search(expanded) is not None or _OMP_PARALLEL.search(expanded) is not None)
+            and _nested_worksharing_loop(statement) is None
             if statement is not None else False)
     if spmd and (teams is None or threads is None):
         # CUDA-style region (every thread of every team runs it, indexing itself with
@@ -83,7 +84,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int |
             aliases[parameter] = F32
             if re.search(rf"\b{re.escape(parameter)}\b", function_text):
                 assumptions.append(f"template type `{parameter}` of the enclosing code: assumed float")
-    walker = KernelWalker(wrapped, cost, shape, aliases, unit.callees,
+    walker = KernelWalker(wrapped, cost, shape, aliases, unit.target_callees,
                           line_offset=region.body_span.start.line - 1)
     walker.scopes[0].update(unit.globals)
     extents = bind_host_variables(unit, walker, types, host_env, expanded)
@@ -118,11 +119,21 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int |
     sizes_assumed = any(a.startswith("problem size unknown") for a in assumptions)
     serial = not words & {"teams", "parallel", "distribute", "for", "loop", "simd"} and \
         (statement is None or _nested_worksharing_loop(statement) is None)
-    return finish(cost, per_item, work_items, items_note, result, assumptions, fast_atom, extents,
-                   sizes_assumed=sizes_assumed, one_item_expected=serial), threads, 0
+    facts = finish(cost, per_item, work_items, items_note, result, assumptions, fast_atom, extents,
+                   sizes_assumed=sizes_assumed, one_item_expected=serial)
+    if serial and per_item.global_loads + per_item.global_stores + per_item.atomics <= 0 \
+            and not any("not analysed" in note for note in result.notes):
+        # one thread that reads and writes nothing the engine could miss (every call it makes
+        # was walked): the launch itself, its traffic the per-launch floor, is all there is
+        facts.uncertain = None
+        facts.assumptions.append("the serial region touches no device memory: only the launch's own traffic")
+    return facts, threads, 0
 
 
 _OMP_SPMD_CALLS = re.compile(r"\bomp_get_(?:team|thread)_num\s*\(")
+# `#pragma omp parallel` (not a worksharing loop) in a `teams` region: every thread of every
+# team runs its block, whatever it calls to index itself
+_OMP_PARALLEL = re.compile(r"#\s*pragma\s+omp\s+parallel\b(?!\s+(?:for|loop)\b)")
 
 
 def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assumptions: list[str]

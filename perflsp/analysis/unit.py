@@ -106,6 +106,14 @@ class AnalysisUnit:
         each name: a kernel pays only for the helpers it calls."""
         return Callees(self.model)
 
+    @cached_property
+    def target_callees(self) -> Mapping[str, Callee]:
+        """What an OpenMP target region may call: the `__device__` functions, then every other
+        function of the file and its local headers (`perflsp.analysis.omp_callees`)."""
+        from perflsp.analysis.omp_callees import TargetCallees
+
+        return TargetCallees(self.callees, self.model)
+
     def function_node(self, fn: CudaFunction) -> Callee | None:
         parsed = self.model.parsed_function(fn)
         return Callee(parsed.node, parsed.data) if parsed is not None else None

@@ -1,0 +1,185 @@
+"""What the engine makes of OpenMP target regions: the functions they call, their iteration
+space. Small programs of our own."""
+
+from dataclasses import replace
+from pathlib import Path
+
+from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
+from perflsp.analysis.models import KernelReport
+from perflsp.hardware import load_database
+from perflsp.kernels.extract import extract
+from perflsp.kernels.includes import IncludeResolver
+from perflsp.source.parser import parse
+
+H100 = load_database().get("H100")
+
+
+def analyse(src: str, path: Path | None = None) -> list[KernelReport]:
+    """Reports of every OpenMP region of `src`, as `perflsp check` reads a file at `path`."""
+    data = src.encode()
+    env = IncludeResolver().env_for(path, data)
+    tree = parse(data)
+    kernels = extract(data, tree, path=str(path) if path else None, env=env)
+    unit = AnalysisUnit(data, tree, kernels, replace(AnalysisOptions(), include_env=env))
+    return [analyze_kernel(unit, k, [H100]) for k in kernels.omp_regions]
+
+
+# functions a region calls are plain C/C++ functions ----------------------------------------------
+
+DECLARE_TARGET_SRC = """
+#include <math.h>
+#define SCALE 0.5
+typedef double real;
+#pragma omp declare target
+real rate(real density, real t) {
+  real a = 8.4e-11 / sqrt(t) * pow(t / 1e3, -0.2);
+  return a * density * SCALE + t;
+}
+#pragma omp end declare target
+static inline float clampf(float v) { return v < 0.0f ? 0.0f : v; }
+void run(int n, real density, const real *t, real *r) {
+  #pragma omp target teams distribute parallel for map(to: t[0:n]) map(from: r[0:n])
+  for (int i = 0; i < n; i++) r[i] = rate(density, t[i]);
+}
+void run_implicit(int n, const float *x, float *y) {
+  #pragma omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])
+  for (int i = 0; i < n; i++) y[i] = clampf(x[i] * 3.0f + 1.0f);
+}
+"""
+
+
+def test_regions_inline_the_plain_functions_they_call():
+    declared, implicit = analyse(DECLARE_TARGET_SRC)
+    # `rate`: sqrt, pow, a division and the multiplies, all in double; its macro folded
+    assert declared.facts.per_item.fp64 > 100
+    assert not any("not analysed" in e for e in declared.facts.evidence)
+    assert declared.estimates[0].verdict == "compute"  # FP64 math per 16 bytes streamed
+    # `clampf`, implicitly a device function (no declare target): one FMA, a compare
+    assert implicit.facts.per_item.fp32 == 2
+    assert not any("not analysed" in e for e in implicit.facts.evidence)
+    assert implicit.estimates[0].verdict == "bandwidth"
+
+
+HEADER_HELPER = """
+#pragma once
+inline float smooth(float a, float b) { return 0.25f * a + 0.75f * b; }
+"""
+
+HEADER_USER = """
+#include "helpers.h"
+void blend(int n, const float *a, const float *b, float *c) {
+  #pragma omp target teams distribute parallel for map(to: a[0:n], b[0:n]) map(from: c[0:n])
+  for (int i = 0; i < n; i++) c[i] = smooth(a[i], b[i]);
+}
+"""
+
+
+def test_regions_inline_functions_of_local_headers(tmp_path):
+    (tmp_path / "helpers.h").write_text(HEADER_HELPER)
+    source = tmp_path / "blend.cpp"
+    source.write_text(HEADER_USER)
+    (report,) = analyse(HEADER_USER, source)
+    assert report.facts.per_item.fp32 == 3  # a multiply and an FMA
+    assert not any("not analysed" in e for e in report.facts.evidence)
+
+
+SIBLING_DEFINITION = """
+#include <math.h>
+#pragma omp declare target
+double attenuation(double x) {
+  double s = 0.0;
+  for (int k = 1; k <= 8; k++) s += exp(-x * k) / k;
+  return s;
+}
+#pragma omp end declare target
+"""
+
+SIBLING_USER = """
+#pragma omp declare target
+double attenuation(double);
+#pragma omp end declare target
+void apply(int n, const double *x, double *y) {
+  #pragma omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])
+  for (int i = 0; i < n; i++) y[i] = attenuation(x[i]);
+}
+"""
+
+
+def test_regions_inline_declare_target_functions_of_other_sources_of_the_folder(tmp_path):
+    (tmp_path / "attenuation.cpp").write_text(SIBLING_DEFINITION)
+    source = tmp_path / "main.cpp"
+    source.write_text(SIBLING_USER)
+    (report,) = analyse(SIBLING_USER, source)
+    assert report.facts.per_item.fp64 > 8 * 36  # eight exp() calls in double, and their sum
+    assert report.estimates[0].verdict == "compute"
+    # an unsaved buffer has no folder: the call stays unknown, and says so
+    (alone,) = analyse(SIBLING_USER)
+    assert alone.facts.per_item.fp64 == 0
+    assert any("`attenuation` not analysed" in e for e in alone.facts.evidence)
+
+
+# regions without a worksharing loop ------------------------------------------------------------
+
+REGION_SHAPES_SRC = """
+#define TEAMS 4096
+#define THREADS 128
+struct Args { char bytes[64]; };
+#pragma omp declare target
+void touch(Args args, char *out) { if (out) *out = args.bytes[0]; }
+#pragma omp end declare target
+void launch_only(Args args) {
+  #pragma omp target map(to: args)
+  touch(args, nullptr);
+}
+void hidden(const float *x, float *y) {
+  #pragma omp target map(to: x[0:1]) map(from: y[0:1])
+  opaque_update(x, y);
+}
+void blocks(const float *x, float *y) {
+  #pragma omp target teams num_teams(TEAMS) thread_limit(THREADS) map(to: x[0:TEAMS * THREADS]) map(from: y[0:TEAMS * THREADS])
+  {
+    #pragma omp parallel
+    {
+      int t = omp_get_num_threads() * 0 + omp_get_thread_num();
+      y[t] = 2.0f * x[t];
+    }
+  }
+}
+void scale_block(const float *u, float *v) {
+  int t = omp_get_team_num() * omp_get_num_threads() + omp_get_thread_num();
+  v[t] = 3.0f * u[t];
+}
+void blocks_by_size(const float *u, float *v, int n) {
+  #pragma omp target teams num_teams(n / THREADS) thread_limit(THREADS)
+  {
+    #pragma omp parallel
+    {
+      scale_block(u, v);
+    }
+  }
+}
+"""
+
+
+def test_a_serial_region_that_touches_no_memory_is_the_launch_alone():
+    launch_only, hidden, _, _ = analyse(REGION_SHAPES_SRC)
+    assert launch_only.facts.uncertain is None
+    assert launch_only.facts.work_items == 1
+    assert launch_only.estimates[0].verdict == "bandwidth"
+    assert any("touches no device memory" in a for a in launch_only.facts.assumptions)
+    # a call the engine could not read may hide the region's memory: still no verdict
+    assert hidden.estimates[0].verdict == "uncertain"
+
+
+def test_every_thread_of_every_team_runs_a_parallel_block():
+    _, _, blocks, by_size = analyse(REGION_SHAPES_SRC)
+    # `teams` + `#pragma omp parallel`: 4096 teams × 128 threads, each one element
+    assert blocks.facts.work_items == 4096 * 128
+    assert (blocks.facts.per_item.global_loads, blocks.facts.per_item.global_stores) == (1, 1)
+    # the same shape when the thread indexes itself in a function it calls, the team count
+    # unknown: production size
+    assert by_size.facts.uncertain is None
+    assert by_size.facts.work_items == 1 << 24
+    assert (by_size.facts.per_item.global_loads, by_size.facts.per_item.global_stores) == (1, 1)
+    assert by_size.facts.assumptions[0].startswith("problem size unknown")
+    assert by_size.estimates[0].verdict == "bandwidth"
