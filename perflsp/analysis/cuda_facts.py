@@ -49,7 +49,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     known_block = block
     shape_known = grid is not None and block is not None
     if not shape_known:
-        kernel_text = callee.data[callee.node.start_byte : callee.node.end_byte].decode("utf-8", errors="replace")
+        kernel_text = _text_with_helpers(unit, _node_text(callee))
         grid, block, shape_note = production_shape(kernel_text, grid, block,
                                                    cost.assumed_problem_size)
         assumptions.insert(0, shape_note)
@@ -62,6 +62,9 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     for name, value in template_values.items():
         walker.bind(name, Val(INT, value, Linear.constant(value), static=True))
     extents = _bind_params(unit, walker, kernel, site, aliases)
+    if not shape_known:
+        # at an assumed launch, a size parameter the thread index is checked against is that launch's extent
+        walker.size_parameters = {p.name for p in kernel.params if p.name is not None and _unknown_scalar(walker.lookup(p.name))}
     body = callee.node.child_by_field_name("body")
     walker.walk_statement(body)
     result = walker.result()
@@ -78,6 +81,43 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     facts = finish(cost, per_item, work_items, items_note, result, assumptions, "tx", extents,
                     sizes_assumed=not shape_known, one_item_expected=shape_known)
     return facts, threads_per_block, shared_bytes
+
+
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^;{}()<>]*>\s*)?\(")
+_NOT_CALLS = frozenset(("if", "for", "while", "switch", "return", "sizeof", "__syncthreads"))
+_HELPER_DEPTH = 4  # levels of `__device__` calls followed for the axes a kernel reads
+_HELPER_LIMIT = 32  # helpers read at most (a kernel calling into a large device library)
+
+
+def _unknown_scalar(value: Val | None) -> bool:
+    return value is not None and value.value is None and value.ctype.is_int and not value.ctype.pointer and not value.lin.atoms
+
+
+def _node_text(callee: Callee) -> str:
+    return callee.data[callee.node.start_byte : callee.node.end_byte].decode("utf-8", errors="replace")
+
+
+def _text_with_helpers(unit: AnalysisUnit, kernel_text: str) -> str:
+    """The kernel's text followed by that of the `__device__` functions it calls, transitively:
+    a kernel that indexes `blockIdx` only inside a helper (`int i = global_index();`, a tiled
+    body in a `__device__` function) spans a grid all the same."""
+    texts = [kernel_text]
+    seen: set[str] = set()
+    frontier = [kernel_text]
+    for _ in range(_HELPER_DEPTH):
+        called: list[str] = []
+        for text in frontier:
+            for name in _CALLED.findall(_COMMENTS.sub(" ", text)):
+                if name in seen or len(texts) + len(called) > _HELPER_LIMIT:
+                    continue
+                seen.add(name)
+                if name not in _NOT_CALLS and name in unit.callees:
+                    called.append(_node_text(unit.callees[name]))
+        texts.extend(called)
+        frontier = called
+        if not frontier:
+            break
+    return "\n".join(texts)
 
 
 _AXIS_USE = re.compile(r"\b(?:hip)?(threadIdx|blockDim|blockIdx|gridDim|ThreadIdx|BlockDim|BlockIdx|GridDim)\s*[._]\s*([xyz])\b")

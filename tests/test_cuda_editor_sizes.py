@@ -1,0 +1,118 @@
+"""CUDA kernels at an assumed launch (the editor's case: no launch shape, no program arguments):
+the grid a kernel spans through its helpers, template values of helper calls, and size
+parameters read as the extent the threads cover. Small programs written for the test."""
+
+from dataclasses import replace
+
+from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
+from perflsp.hardware import load_database
+from perflsp.kernels.extract import extract
+from perflsp.kernels.includes import IncludeResolver
+from perflsp.source.parser import parse
+
+H100 = load_database().get("H100")
+
+
+def analyse(src: str):
+    data = src.encode()
+    env = IncludeResolver().env_for(None, data)
+    tree = parse(data)
+    kernels = extract(data, tree, env=env)
+    unit = AnalysisUnit(data, tree, kernels, replace(AnalysisOptions(), include_env=env))
+    return {k.name: analyze_kernel(unit, k, [H100]) for k in kernels.kernels}
+
+
+HELPER_INDEX_SRC = """
+__device__ int global_row() { return blockIdx.x * blockDim.x + threadIdx.x; }
+__device__ void body(const float *in, float *out) {
+  int i = global_row();
+  out[i] = in[i] * in[i];
+}
+__global__ void squares(const float *in, float *out) { body(in, out); }
+__global__ void one_block(const float *in, float *out) { out[threadIdx.x] = in[threadIdx.x]; }
+"""
+
+
+def test_grid_read_in_a_helper_spans_many_blocks():
+    reports = analyse(HELPER_INDEX_SRC)
+    squares = reports["squares"].facts
+    assert squares.work_items >= 1 << 20, squares.work_items_note
+    # a kernel that never reads the block index, directly or through a helper, is still one block
+    assert reports["one_block"].facts.work_items == 256
+
+
+TEMPLATE_HELPER_SRC = """
+#define TILE 4
+#define STRIDE 32
+template <int tile, int stride>
+__device__ void gather(float *dst, const float *src, int first) {
+  for (int t = 0; t < tile; t++) dst[t * stride] = src[first + t * stride];
+}
+__global__ void tiles(const float *src, float *dst) {
+  int i = blockIdx.x * TILE * STRIDE + threadIdx.x;
+  gather<TILE, STRIDE>(dst + i, src, i);
+}
+"""
+
+
+def test_helper_template_values_written_as_macro_names_are_folded():
+    facts = analyse(TEMPLATE_HELPER_SRC)["tiles"].facts
+    (loop,) = facts.loops
+    assert (loop.trip_count, loop.origin) == (4, "constant")
+    assert not any("assumed 32" in a for a in facts.assumptions)
+
+
+SIZE_PARAMETER_SRC = """
+__global__ void first_above(const float *cdf, const float *u, int *found, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    int index = n - 1;
+    for (int x = 0; x < n; x++) {
+      if (cdf[x] >= u[i]) { index = x; break; }
+    }
+    found[i] = index;
+  }
+}
+__global__ void axpy(float *y, const float *x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  y[i] += a * x[i];
+}
+__global__ void window(float *out, const float *in, int n, int width) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float s = 0.0f;
+    for (int k = 0; k < width; k++) s += in[i + k];
+    out[i] = s;
+  }
+}
+"""
+
+
+def test_size_parameter_that_bounds_the_thread_index_is_the_launch_extent():
+    reports = analyse(SIZE_PARAMETER_SRC)
+    search = reports["first_above"].facts
+    (loop,) = search.loops
+    # one consistent problem: the loop runs over the n elements the grid covers, not 32
+    assert loop.trip_count == search.work_items and loop.origin == "assumed"
+    assert any("`n` bounds the thread index" in a for a in search.assumptions)
+    # every thread scans the whole array, which stays in cache: compute-bound at production size
+    assert reports["first_above"].estimates[0].verdict == "compute"
+    # a streaming kernel guarded the same way stays bandwidth-bound
+    assert reports["axpy"].estimates[0].verdict == "bandwidth"
+    # a loop over a different parameter is not the launch's extent
+    (window_loop,) = reports["window"].facts.loops
+    assert window_loop.origin == "assumed" and window_loop.trip_count == 32
+
+
+def test_launch_given_sizes_are_not_replaced():
+    src = SIZE_PARAMETER_SRC + """
+int main() {
+  float *c, *u; int *f;
+  first_above<<<4, 256>>>(c, u, f, 1000);
+}
+"""
+    facts = analyse(src)["first_above"].facts
+    (loop,) = facts.loops
+    assert loop.trip_count == 1000
+    assert not any("bounds the thread index" in a for a in facts.assumptions)
