@@ -116,3 +116,24 @@ int main() {
     (loop,) = facts.loops
     assert loop.trip_count == 1000
     assert not any("bounds the thread index" in a for a in facts.assumptions)
+
+
+ARRAY_MEMBER_SRC = """
+#define N 4096
+typedef float Column[N];
+typedef struct { Column x; Column y; } Columns;
+__global__ void add_columns(Columns *dst, const Columns *src, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) { dst->x[i] += src->x[i]; dst->y[i] += src->y[i]; }
+}
+"""
+
+
+def test_array_member_through_a_struct_pointer_is_a_global_array():
+    report = analyse(ARRAY_MEMBER_SRC)["add_columns"]
+    per = report.facts.per_item
+    assert (per.global_loads, per.global_stores) == (4, 2)
+    assert report.facts.uncertain is None
+    # four streamed reads and two streamed writes of one float per thread: far from 4 B in all
+    assert report.facts.dram_bytes >= 4 * 4 * report.facts.work_items
+    assert report.estimates[0].verdict == "bandwidth"

@@ -947,6 +947,11 @@ class KernelWalker:
             # a member of an accessor/struct parameter (`pitched.ptr`, `t.data`): same memory
             return Val(CType("unknown", 4, pointer=1), None, base.lin, base.root, base.space, base.dims)
         if operator == "->" and base.root is not None and base.space == "global":
+            parent = node.parent
+            if parent is not None and parent.type == "subscript_expression" and parent.child_by_field_name("argument") == node:
+                # `p->a[i]`: an array member of the struct (or the array a pointer member points to),
+                # indexed like any global array
+                return Val(CType("unknown", 4, pointer=1), None, Linear.constant(0.0), f"{base.root}->{field_name}", base.space)
             elem = self._field_type(base.ctype, field_name)
             self.record_access(base, base.lin, elem, False, node)
             return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
