@@ -137,3 +137,64 @@ def test_array_member_through_a_struct_pointer_is_a_global_array():
     # four streamed reads and two streamed writes of one float per thread: far from 4 B in all
     assert report.facts.dram_bytes >= 4 * 4 * report.facts.work_items
     assert report.estimates[0].verdict == "bandwidth"
+
+
+BLOCK_STRIDE_SRC = """
+__global__ void nearest(int n, const float *pts, int *best) {
+  const float *mine = pts + blockIdx.x * n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    float d = 1e30f;
+    for (int j = 0; j < n; j++) {
+      float e = mine[j] - mine[i];
+      if (e * e < d) { d = e * e; best[blockIdx.x * n + i] = j; }
+    }
+  }
+}
+"""
+
+
+def test_block_stride_loop_size_is_what_the_loop_covers():
+    facts = analyse(BLOCK_STRIDE_SRC)["nearest"].facts
+    outer, inner = facts.loops
+    assert outer.origin == "assumed" and outer.trip_count == 32
+    # n is what 32 strides of a 256-thread block cover: the inner loop runs over all of it
+    assert inner.trip_count == 32 * 256
+    assert any("`n` bounds the thread index" in a for a in facts.assumptions)
+
+
+def _traffic(src: str, name: str):
+    return analyse(src)[name].facts.traffic
+
+
+DATA_OFFSET_SRC = """
+__global__ void bucket(const int *keys, int *slots, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    int b = keys[i] & 1;
+    slots[i * 2 + b] = i;            /* a data-dependent slot of the thread's own two */
+  }
+}
+__global__ void segments(const int *starts, const float *in, float *out) {
+  int gid = blockIdx.x * blockDim.x + threadIdx.x;
+  out[starts[blockIdx.y] + gid] = 2.0f * in[gid]; /* a run per row of blocks, from a data start */
+}
+__global__ void gather(const int *idx, const float *table, float *out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = table[idx[i]];            /* a pure gather: a sector per element */
+}
+"""
+
+
+def test_data_dependent_offsets_land_where_their_affine_part_says():
+    reports = analyse(DATA_OFFSET_SRC)
+    threads = reports["bucket"].facts.work_items
+    slots = next(g for g in reports["bucket"].facts.traffic.groups if g.array == "slots")
+    # within the thread's two slots (8 B), not a 32-byte sector per store
+    assert 4 * threads <= slots.footprint_bytes <= 2 * 4 * threads
+    segments = reports["segments"].facts
+    out = next(g for g in segments.traffic.groups if g.array == "out")
+    # each row of blocks writes its own run: every element once, coalesced
+    assert out.footprint_bytes == 4 * segments.work_items
+    gather = reports["gather"].facts
+    table = next(g for g in gather.traffic.groups if g.array == "table")
+    assert table.footprint_bytes == 32 * gather.work_items

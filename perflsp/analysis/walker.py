@@ -442,10 +442,17 @@ class KernelWalker:
                 continue
             extent = distinct_values(index.lin, {a: self.cardinality.get(a, 1.0) for a in atoms}, math.inf)
             if extent > 1.0:
-                self.size_parameters.discard(name)
-                self.learned_sizes.add(name)
-                self.assign(name, Val(current.ctype, extent, Linear.constant(extent)))
-                self.assume(f"`{name}` bounds the thread index: read as the launch's extent, {extent:,.0f}")
+                self._learn_size(name, extent)
+
+    def _learn_size(self, name: str, extent: float) -> None:
+        """Bind the size parameter `name` (still unknown) to the extent the threads cover."""
+        current = self.lookup(name) if name in self.size_parameters else None
+        if current is None or current.value is not None or not current.ctype.is_int:
+            return
+        self.size_parameters.discard(name)
+        self.learned_sizes.add(name)
+        self.assign(name, Val(current.ctype, extent, Linear.constant(extent)))
+        self.assume(f"`{name}` bounds the thread index: read as the extent the threads cover, {extent:,.0f}")
 
     def _branch_weight(self, cond: Node | None, cval: Val) -> float:
         """Fraction of work items that take the `then` arm."""
@@ -589,14 +596,8 @@ class KernelWalker:
                 and step.value >= max(32.0, self._launch_threads()):
             # a grid-stride loop over a size the source does not say: the production size
             trip = max(1.0, self.cost.assumed_problem_size / step.value)
-            size = self.text(bound_node).strip()
-            current = self.lookup(size) if size in self.size_parameters else None
-            if current is not None and current.value is None and current.ctype.is_int:
-                # the loop's bound is the problem size the loop is assumed to cover
-                self.size_parameters.discard(size)
-                self.learned_sizes.add(size)
-                self.assign(size, Val(current.ctype, self.cost.assumed_problem_size,
-                                      Linear.constant(self.cost.assumed_problem_size)))
+            # the loop's bound is the problem size the loop is assumed to cover
+            self._learn_size(self.text(bound_node).strip(), self.cost.assumed_problem_size)
             self.assume(f"line {self.line(loop)}: grid-stride loop over an unknown size (`{self.text(bound_node)}`): "
                         f"assumed the production size, {trip:g} iteration(s) per thread")
             return trip, "assumed", f"{var} {op} {self.text(bound_node)}", step
@@ -605,6 +606,9 @@ class KernelWalker:
             origin: LoopOrigin = "data-dependent" if data_dependent else "assumed"
             trip = self.cost.assumed_trip_count
             self.assume(f"line {self.line(loop)}: trip count of the `{var}` loop unknown (`{self.text(bound_node)}`): assumed {trip:g}")
+            if thread_start and step_kind == "add" and step is not None and step.value:
+                # a block-stride loop over a size parameter: the size is what the assumed loop covers
+                self._learn_size(self.text(bound_node).strip(), trip * abs(step.value))
             return trip, origin, f"{var} {op} {self.text(bound_node)}", step
         if start_value is None:
             start_value = 0.0
