@@ -198,3 +198,32 @@ def test_data_dependent_offsets_land_where_their_affine_part_says():
     gather = reports["gather"].facts
     table = next(g for g in gather.traffic.groups if g.array == "table")
     assert table.footprint_bytes == 32 * gather.work_items
+
+
+LAUNCHER_PARAMETER_SRC = """
+__global__ void scale(const float *in, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = 3.0f * in[i];
+}
+void run(const float *in, float *out, int n) {
+  scale<<<(n + 255) / 256, 256>>>(in, out, n);
+}
+int main() {
+  int n = 1 << 24;
+  float *in, *out, *d_in, *d_out;
+  cudaMallocHost((void **)&in, n * sizeof(float));   /* pinned host copies, same names */
+  cudaMallocHost((void **)&out, n * sizeof(float));
+  cudaMalloc((void **)&d_in, n * sizeof(float));
+  cudaMalloc((void **)&d_out, n * sizeof(float));
+  run(d_in, d_out, n);
+}
+"""
+
+
+def test_launch_argument_named_like_a_host_buffer_elsewhere_is_the_callers_device_array():
+    report = analyse(LAUNCHER_PARAMETER_SRC)["scale"]
+    (load,) = [g for g in report.facts.traffic.groups if g.array == "in"]
+    # `in` at the launch is run()'s parameter, bound to main's d_in (device memory), not main's
+    # pinned `in`: its reads come from DRAM
+    assert load.footprint_bytes == 4 * (1 << 24)
+    assert report.estimates[0].verdict == "bandwidth"

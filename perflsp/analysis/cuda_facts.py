@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 import re
 
+from tree_sitter import Node
+
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
-from perflsp.analysis.extents import cuda_extent, leading_name
+from perflsp.analysis.extents import Extent, cuda_extent, leading_name
 from perflsp.analysis.finish import Extents, calibrated, count_text, dims_text, finish, uncertain_facts
 from perflsp.analysis.host_types import class_member_types, host_types
 from perflsp.analysis.linear import Linear
@@ -333,6 +335,36 @@ def _bind_struct_members(unit: AnalysisUnit, walker: KernelWalker, name: str, ty
     return True
 
 
+def _launcher_parameter_extent(unit: AnalysisUnit, site: LaunchSite, name: str) -> Extent | None:
+    """The allocation behind `name` when it is a parameter of the function that launches the
+    kernel: what its caller passes (one level), not a variable of the same name elsewhere in the
+    file (`main` allocating pinned host buffers `a` while `run(float *a)` launches on device
+    copies). None when `name` is not such a parameter."""
+    launcher = unit.model.enclosing_function(site.span.start_byte)
+    if launcher is None or name not in _parameter_names(unit, launcher):
+        return None
+    for node in unit.model.caller_argument_nodes(launcher, name):
+        passed = leading_name(unit.ctx.text(node))
+        if passed:
+            return cuda_extent(unit, passed)
+    return Extent(None)
+
+
+def _parameter_names(unit: AnalysisUnit, function: Node) -> set[str]:
+    declarator = function.child_by_field_name("declarator")
+    while declarator is not None and declarator.type != "function_declarator":
+        declarator = declarator.child_by_field_name("declarator")
+    params = declarator.child_by_field_name("parameters") if declarator is not None else None
+    if params is None:
+        return set()
+    names = set()
+    for param in params.named_children:
+        m = re.search(r"(\w+)\s*(?:\[.*\])?\s*(?:=.*)?$", unit.ctx.text(param))
+        if param.type != "comment" and m is not None:
+            names.add(m.group(1))
+    return names
+
+
 def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction, site: LaunchSite | None,
                  aliases: dict[str, CType]) -> Extents:
     """Bind the kernel's parameters from its launch site; returns the arrays' extents."""
@@ -356,7 +388,7 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
             elif arg is not None and arg.span is not None and site is not None and site.span.end_byte <= len(unit.data):
                 name = leading_name(arg.text)
                 if name:
-                    extent = cuda_extent(unit, name)
+                    extent = _launcher_parameter_extent(unit, site, name) or cuda_extent(unit, name)
                     extents[param.name] = (extent.bytes, extent.host_memory)
             continue
         if ctype.kind == "struct" and _bind_struct_members(unit, walker, param.name, param.type):
