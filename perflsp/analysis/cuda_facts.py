@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 import re
 
+from tree_sitter import Node
+
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
-from perflsp.analysis.extents import cuda_extent, leading_name
+from perflsp.analysis.extents import Extent, cuda_extent, leading_name
 from perflsp.analysis.finish import Extents, calibrated, count_text, dims_text, finish, uncertain_facts
 from perflsp.analysis.host_types import class_member_types, host_types
 from perflsp.analysis.linear import Linear
@@ -49,7 +51,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     known_block = block
     shape_known = grid is not None and block is not None
     if not shape_known:
-        kernel_text = callee.data[callee.node.start_byte : callee.node.end_byte].decode("utf-8", errors="replace")
+        kernel_text = _text_with_helpers(unit, _node_text(callee))
         grid, block, shape_note = production_shape(kernel_text, grid, block,
                                                    cost.assumed_problem_size)
         assumptions.insert(0, shape_note)
@@ -62,6 +64,9 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     for name, value in template_values.items():
         walker.bind(name, Val(INT, value, Linear.constant(value), static=True))
     extents = _bind_params(unit, walker, kernel, site, aliases)
+    if not shape_known:
+        # at an assumed launch, a size parameter the thread index is checked against is that launch's extent
+        walker.size_parameters = {p.name for p in kernel.params if p.name is not None and _unknown_scalar(walker.lookup(p.name))}
     body = callee.node.child_by_field_name("body")
     walker.walk_statement(body)
     result = walker.result()
@@ -76,8 +81,45 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     if site is not None and site.shared_mem_bytes is not None and isinstance(site.shared_mem_bytes.value, (int, float)):
         shared_bytes += int(site.shared_mem_bytes.value)
     facts = finish(cost, per_item, work_items, items_note, result, assumptions, "tx", extents,
-                    sizes_assumed=not shape_known, one_item_expected=shape_known)
+                    sizes_assumed=not shape_known, one_item_expected=shape_known, data_offsets=True)
     return facts, threads_per_block, shared_bytes
+
+
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^;{}()<>]*>\s*)?\(")
+_NOT_CALLS = frozenset(("if", "for", "while", "switch", "return", "sizeof", "__syncthreads"))
+_HELPER_DEPTH = 4  # levels of `__device__` calls followed for the axes a kernel reads
+_HELPER_LIMIT = 32  # helpers read at most (a kernel calling into a large device library)
+
+
+def _unknown_scalar(value: Val | None) -> bool:
+    return value is not None and value.value is None and value.ctype.is_int and not value.ctype.pointer and not value.lin.atoms
+
+
+def _node_text(callee: Callee) -> str:
+    return callee.data[callee.node.start_byte : callee.node.end_byte].decode("utf-8", errors="replace")
+
+
+def _text_with_helpers(unit: AnalysisUnit, kernel_text: str) -> str:
+    """The kernel's text followed by that of the `__device__` functions it calls, transitively:
+    a kernel that indexes `blockIdx` only inside a helper (`int i = global_index();`, a tiled
+    body in a `__device__` function) spans a grid all the same."""
+    texts = [kernel_text]
+    seen: set[str] = set()
+    frontier = [kernel_text]
+    for _ in range(_HELPER_DEPTH):
+        called: list[str] = []
+        for text in frontier:
+            for name in _CALLED.findall(_COMMENTS.sub(" ", text)):
+                if name in seen or len(texts) + len(called) > _HELPER_LIMIT:
+                    continue
+                seen.add(name)
+                if name not in _NOT_CALLS and name in unit.callees:
+                    called.append(_node_text(unit.callees[name]))
+        texts.extend(called)
+        frontier = called
+        if not frontier:
+            break
+    return "\n".join(texts)
 
 
 _AXIS_USE = re.compile(r"\b(?:hip)?(threadIdx|blockDim|blockIdx|gridDim|ThreadIdx|BlockDim|BlockIdx|GridDim)\s*[._]\s*([xyz])\b")
@@ -293,6 +335,36 @@ def _bind_struct_members(unit: AnalysisUnit, walker: KernelWalker, name: str, ty
     return True
 
 
+def _launcher_parameter_extent(unit: AnalysisUnit, site: LaunchSite, name: str) -> Extent | None:
+    """The allocation behind `name` when it is a parameter of the function that launches the
+    kernel: what its caller passes (one level), not a variable of the same name elsewhere in the
+    file (`main` allocating pinned host buffers `a` while `run(float *a)` launches on device
+    copies). None when `name` is not such a parameter."""
+    launcher = unit.model.enclosing_function(site.span.start_byte)
+    if launcher is None or name not in _parameter_names(unit, launcher):
+        return None
+    for node in unit.model.caller_argument_nodes(launcher, name):
+        passed = leading_name(unit.ctx.text(node))
+        if passed:
+            return cuda_extent(unit, passed)
+    return Extent(None)
+
+
+def _parameter_names(unit: AnalysisUnit, function: Node) -> set[str]:
+    declarator = function.child_by_field_name("declarator")
+    while declarator is not None and declarator.type != "function_declarator":
+        declarator = declarator.child_by_field_name("declarator")
+    params = declarator.child_by_field_name("parameters") if declarator is not None else None
+    if params is None:
+        return set()
+    names = set()
+    for param in params.named_children:
+        m = re.search(r"(\w+)\s*(?:\[.*\])?\s*(?:=.*)?$", unit.ctx.text(param))
+        if param.type != "comment" and m is not None:
+            names.add(m.group(1))
+    return names
+
+
 def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction, site: LaunchSite | None,
                  aliases: dict[str, CType]) -> Extents:
     """Bind the kernel's parameters from its launch site; returns the arrays' extents."""
@@ -316,7 +388,7 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
             elif arg is not None and arg.span is not None and site is not None and site.span.end_byte <= len(unit.data):
                 name = leading_name(arg.text)
                 if name:
-                    extent = cuda_extent(unit, name)
+                    extent = _launcher_parameter_extent(unit, site, name) or cuda_extent(unit, name)
                     extents[param.name] = (extent.bytes, extent.host_memory)
             continue
         if ctype.kind == "struct" and _bind_struct_members(unit, walker, param.name, param.type):

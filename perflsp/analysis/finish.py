@@ -27,8 +27,9 @@ def calibrated(counts: OpCounts, cost: CostModel, fixed_ints: float) -> OpCounts
 
 def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: str, result: WalkResult,
            assumptions: list[str], fast_atom: str = "tx", extents: Extents | None = None, *,
-           sizes_assumed: bool = False, one_item_expected: bool = True) -> KernelFacts:
-    traffic = dram_traffic(result.accesses, result.cardinality, work_items, cost, fast_atom, extents)
+           sizes_assumed: bool = False, one_item_expected: bool = True, data_offsets: bool = False) -> KernelFacts:
+    traffic = dram_traffic(result.accesses, result.cardinality, work_items, cost, fast_atom, extents,
+                           data_offsets=data_offsets)
     total = per_item.scaled(work_items)
     evidence = _evidence(per_item, work_items, traffic)
     all_assumptions = assumptions + result.assumptions

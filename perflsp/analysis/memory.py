@@ -44,8 +44,13 @@ class Traffic:
 
 def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_items: float, cost: CostModel,
                  fast_atom: str = "tx",
-                 extents: dict[str, tuple[float | None, bool]] | None = None) -> Traffic:
-    """`extents`: array -> (allocated bytes or None, lives in mapped host memory)."""
+                 extents: dict[str, tuple[float | None, bool]] | None = None, *,
+                 data_offsets: bool = False) -> Traffic:
+    """`extents`: array -> (allocated bytes or None, lives in mapped host memory). `data_offsets`:
+    an index with a thread- or loop-dependent part and a data-dependent one (`out[i * 8 + bucket]`,
+    `key[begin[s] + tid]`) lands where its affine part says, the data moving it within a small
+    neighbourhood: its footprint and sectors are those of the affine part (CUDA so far). Without
+    it, and for pure gathers (`a[idx[i]]`), every access is a sector of its own."""
     extents = extents or {}
     grouped: dict[tuple, list[Access]] = defaultdict(list)
     for access in accesses:
@@ -57,17 +62,28 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     for (array, is_store, _, _, elem, loops), members in grouped.items():
         form = members[0].lin
         count = max(sum(m.count for m in members) * work_items, 1.0)
-        offsets = [m.lin.const for m in members if m.lin.const_known]
-        spread = (max(offsets) - min(offsets)) if len(offsets) > 1 else 0.0
-        if "data" in form.nonlinear:
-            footprint = count * max(elem, cost.sector_bytes)
-        else:
-            distinct = min(distinct_values(form, cardinality, count) + spread, count)
-            footprint = distinct * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
         # a loop that does not move the address re-reads the same element: L1/registers serve it
         reuse_in_thread = 1.0
         for loop in loops - form.atoms:
             reuse_in_thread *= max(1.0, cardinality.get(loop, 1.0))
+        segment = False  # a dense run from a data-dependent start: each access distinct, by sectors
+        if data_offsets and "data" in form.nonlinear and len(form.nonlinear) == 1 and form.coeffs:
+            affine = Linear(coeffs=form.coeffs, const=form.const, const_known=form.const_known)
+            spanned = {a for a in _BLOCK_ATOMS if cardinality.get(a, 1.0) > 1.0}
+            if spanned and spanned <= affine.atoms:
+                # every block's place comes from its block index: the data moves it within that place
+                form = affine
+            elif _dense(affine, elem, cost, fast_atom):
+                form, segment = affine, True
+        offsets = [m.lin.const for m in members if m.lin.const_known]
+        spread = (max(offsets) - min(offsets)) if len(offsets) > 1 else 0.0
+        if "data" in form.nonlinear:
+            footprint = count * max(elem, cost.sector_bytes)
+        elif segment:
+            footprint = count / reuse_in_thread * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
+        else:
+            distinct = min(distinct_values(form, cardinality, count) + spread, count)
+            footprint = distinct * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
         streamed = count / reuse_in_thread / WARP * _warp_bytes(form, elem, cost, fast_atom)
         footprint = min(footprint, max(streamed, count * elem))
         size, host_memory = extents.get(array.rstrip("[]"), (None, False))
@@ -120,6 +136,15 @@ def _union(groups: list[GroupTraffic], attribute: str) -> float:
         key = (g.array, g.is_store)
         per_array[key] = max(per_array.get(key, 0.0), getattr(g, attribute))
     return sum(per_array.values())
+
+
+_BLOCK_ATOMS = ("bx", "by", "bz")
+
+
+def _dense(form: Linear, elem: int, cost: CostModel, fast_atom: str) -> bool:
+    """Neighbouring threads step through the form within a sector of each other."""
+    coeff = form.coeff_map().get(fast_atom)
+    return coeff is not None and coeff != UNKNOWN_COEFF and 0 < abs(coeff) * elem <= cost.sector_bytes
 
 
 def _warp_bytes(form: Linear, elem: int, cost: CostModel, fast_atom: str) -> float:

@@ -21,7 +21,7 @@ from tree_sitter import Node
 from perflsp.analysis import costs
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.ctype import BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, guessed_type_notes, parse_type
-from perflsp.analysis.linear import Linear
+from perflsp.analysis.linear import Linear, distinct_values
 from perflsp.analysis.models import LoopFact, OpCounts
 
 THREAD_ATOMS = {"threadIdx": ("tx", "ty", "tz"), "blockIdx": ("bx", "by", "bz")}
@@ -135,6 +135,10 @@ class KernelWalker:
         self.members: dict[str, dict[str, Val]] = {}  # struct parameter -> its members
         self.visited = 0
         self.truncated = False
+        # scalar parameters that may be read as the problem size when they bound the thread index
+        # (`if (i < n)`, set by the caller when the size is assumed): name -> None until learned
+        self.size_parameters: set[str] = set()
+        self.learned_sizes: set[str] = set()
         self.resolve_bound = loop_bound_resolver
         self.constant_lookup = constant_lookup  # macros/constants left unexpanded in the text
         self._assumed: set[str] = set()
@@ -387,6 +391,8 @@ class KernelWalker:
 
     def _if(self, node: Node) -> None:
         cond = node.child_by_field_name("condition")
+        if self.size_parameters:
+            self._learn_sizes(cond)
         cval = self.eval(cond)
         weight = self._branch_weight(cond, cval)
         consequence = node.child_by_field_name("consequence")
@@ -401,6 +407,52 @@ class KernelWalker:
             self.mult = saved * (1.0 - weight)
             self.walk_statement(alternative)
         self.mult = saved
+
+    def _learn_sizes(self, cond: Node | None) -> None:
+        """A bounds guard of the thread index against a size parameter (`if (i < n)`, `if (i >= n)
+        return;`, joined by `&&`/`||`) says the launch covers that size: at an assumed launch shape,
+        the parameter is the number of distinct indices the threads reach (so that a later
+        `for (j = 0; j < n; j++)` runs over the same problem the grid does)."""
+        while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") \
+                and cond.named_child_count == 1:
+            cond = cond.named_children[0]
+        if cond is None or cond.type != "binary_expression":
+            return
+        op = self.text(cond.child_by_field_name("operator"))
+        left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+        if op in ("&&", "||"):
+            self._learn_sizes(left)
+            self._learn_sizes(right)
+            return
+        if op not in ("<", "<=", ">", ">=") or left is None or right is None:
+            return
+        for size_node, index_node in ((right, left), (left, right)):
+            name = self.text(size_node).strip()
+            if size_node.type != "identifier" or name not in self.size_parameters:
+                continue
+            current = self.lookup(name)
+            if current is None or current.value is not None or not current.ctype.is_int:
+                continue
+            saved = self.mult
+            self.mult = 0.0  # evaluated again, and counted, as the condition
+            index = self.eval(index_node)
+            self.mult = saved
+            atoms = index.lin.atoms
+            if not atoms or not atoms <= _THREAD_INDEX_ATOMS:
+                continue
+            extent = distinct_values(index.lin, {a: self.cardinality.get(a, 1.0) for a in atoms}, math.inf)
+            if extent > 1.0:
+                self._learn_size(name, extent)
+
+    def _learn_size(self, name: str, extent: float) -> None:
+        """Bind the size parameter `name` (still unknown) to the extent the threads cover."""
+        current = self.lookup(name) if name in self.size_parameters else None
+        if current is None or current.value is not None or not current.ctype.is_int:
+            return
+        self.size_parameters.discard(name)
+        self.learned_sizes.add(name)
+        self.assign(name, Val(current.ctype, extent, Linear.constant(extent)))
+        self.assume(f"`{name}` bounds the thread index: read as the extent the threads cover, {extent:,.0f}")
 
     def _branch_weight(self, cond: Node | None, cval: Val) -> float:
         """Fraction of work items that take the `then` arm."""
@@ -544,6 +596,8 @@ class KernelWalker:
                 and step.value >= max(32.0, self._launch_threads()):
             # a grid-stride loop over a size the source does not say: the production size
             trip = max(1.0, self.cost.assumed_problem_size / step.value)
+            # the loop's bound is the problem size the loop is assumed to cover
+            self._learn_size(self.text(bound_node).strip(), self.cost.assumed_problem_size)
             self.assume(f"line {self.line(loop)}: grid-stride loop over an unknown size (`{self.text(bound_node)}`): "
                         f"assumed the production size, {trip:g} iteration(s) per thread")
             return trip, "assumed", f"{var} {op} {self.text(bound_node)}", step
@@ -552,6 +606,9 @@ class KernelWalker:
             origin: LoopOrigin = "data-dependent" if data_dependent else "assumed"
             trip = self.cost.assumed_trip_count
             self.assume(f"line {self.line(loop)}: trip count of the `{var}` loop unknown (`{self.text(bound_node)}`): assumed {trip:g}")
+            if thread_start and step_kind == "add" and step is not None and step.value:
+                # a block-stride loop over a size parameter: the size is what the assumed loop covers
+                self._learn_size(self.text(bound_node).strip(), trip * abs(step.value))
             return trip, origin, f"{var} {op} {self.text(bound_node)}", step
         if start_value is None:
             start_value = 0.0
@@ -568,6 +625,8 @@ class KernelWalker:
             else:
                 trip = max(0.0, math.ceil(span / s)) if (span > 0) == (s > 0) else 0.0
             origin = "grid-stride" if thread_start and step.lin.is_constant() and s >= 32 else ("constant" if bound.known else "arguments")
+            if self.learned_sizes and self.learned_sizes & set(_IDENT.findall(self.text(bound_node))):
+                origin = "assumed"  # over a size read from the assumed launch
             return trip, origin, f"{var} {op} {self.text(bound_node)}", step
         if step_kind in ("mul", "div") and step is not None and step.value and step.value > 1:
             lo, hi = sorted((max(start_value, 1.0), max(bound_value, 1.0)))
@@ -821,7 +880,9 @@ class KernelWalker:
         return Val(LONG if wide else INT, value, Linear.constant(value), static=value is not None)
 
     def _identifier(self, node: Node) -> Val:
-        name = self.text(node)
+        return self._identifier_named(self.text(node))
+
+    def _identifier_named(self, name: str) -> Val:
         val = self.lookup(name)
         if val is not None:
             return val
@@ -890,6 +951,11 @@ class KernelWalker:
             # a member of an accessor/struct parameter (`pitched.ptr`, `t.data`): same memory
             return Val(CType("unknown", 4, pointer=1), None, base.lin, base.root, base.space, base.dims)
         if operator == "->" and base.root is not None and base.space == "global":
+            parent = node.parent
+            if parent is not None and parent.type == "subscript_expression" and parent.child_by_field_name("argument") == node:
+                # `p->a[i]`: an array member of the struct (or the array a pointer member points to),
+                # indexed like any global array
+                return Val(CType("unknown", 4, pointer=1), None, Linear.constant(0.0), f"{base.root}->{field_name}", base.space)
             elem = self._field_type(base.ctype, field_name)
             self.record_access(base, base.lin, elem, False, node)
             return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
@@ -1499,7 +1565,9 @@ class KernelWalker:
                 if param.type in ("type_parameter_declaration", "optional_type_parameter_declaration"):
                     aliases_added[pname] = parse_type(self.text(arg), self.aliases)
                 else:
-                    val = self.eval(arg)
+                    # a bare name (`fill<TILE, STRIDE>(...)`) parses as a type descriptor
+                    name = self.text(arg).strip() if arg.type == "type_descriptor" else ""
+                    val = self._identifier_named(name) if _IDENT.fullmatch(name) else self.eval(arg)
                     if val.value is not None:
                         bound[pname] = Val(INT, val.value, Linear.constant(val.value), static=True)
         declarator = fn.child_by_field_name("declarator")
@@ -1770,6 +1838,8 @@ _EXPRESSIONS: dict[str, Callable[[KernelWalker, Node], Val]] = {
 
 
 WARP_SIZE = 32.0
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_THREAD_INDEX_ATOMS = frozenset(("tx", "ty", "tz", "bx", "by", "bz"))
 _FRAGMENT = re.compile(r"\bfragment\s*<(.*)>")
 # `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`: shape, then layouts, then D/A/B/C types
 _PTX_MMA = re.compile(r"\bmma\.sync\.aligned\.m(\d+)n(\d+)k(\d+)((?:\.[a-z0-9]+)*)")

@@ -1,0 +1,229 @@
+"""CUDA kernels at an assumed launch (the editor's case: no launch shape, no program arguments):
+the grid a kernel spans through its helpers, template values of helper calls, and size
+parameters read as the extent the threads cover. Small programs written for the test."""
+
+from dataclasses import replace
+
+from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
+from perflsp.hardware import load_database
+from perflsp.kernels.extract import extract
+from perflsp.kernels.includes import IncludeResolver
+from perflsp.source.parser import parse
+
+H100 = load_database().get("H100")
+
+
+def analyse(src: str):
+    data = src.encode()
+    env = IncludeResolver().env_for(None, data)
+    tree = parse(data)
+    kernels = extract(data, tree, env=env)
+    unit = AnalysisUnit(data, tree, kernels, replace(AnalysisOptions(), include_env=env))
+    return {k.name: analyze_kernel(unit, k, [H100]) for k in kernels.kernels}
+
+
+HELPER_INDEX_SRC = """
+__device__ int global_row() { return blockIdx.x * blockDim.x + threadIdx.x; }
+__device__ void body(const float *in, float *out) {
+  int i = global_row();
+  out[i] = in[i] * in[i];
+}
+__global__ void squares(const float *in, float *out) { body(in, out); }
+__global__ void one_block(const float *in, float *out) { out[threadIdx.x] = in[threadIdx.x]; }
+"""
+
+
+def test_grid_read_in_a_helper_spans_many_blocks():
+    reports = analyse(HELPER_INDEX_SRC)
+    squares = reports["squares"].facts
+    assert squares.work_items >= 1 << 20, squares.work_items_note
+    # a kernel that never reads the block index, directly or through a helper, is still one block
+    assert reports["one_block"].facts.work_items == 256
+
+
+TEMPLATE_HELPER_SRC = """
+#define TILE 4
+#define STRIDE 32
+template <int tile, int stride>
+__device__ void gather(float *dst, const float *src, int first) {
+  for (int t = 0; t < tile; t++) dst[t * stride] = src[first + t * stride];
+}
+__global__ void tiles(const float *src, float *dst) {
+  int i = blockIdx.x * TILE * STRIDE + threadIdx.x;
+  gather<TILE, STRIDE>(dst + i, src, i);
+}
+"""
+
+
+def test_helper_template_values_written_as_macro_names_are_folded():
+    facts = analyse(TEMPLATE_HELPER_SRC)["tiles"].facts
+    (loop,) = facts.loops
+    assert (loop.trip_count, loop.origin) == (4, "constant")
+    assert not any("assumed 32" in a for a in facts.assumptions)
+
+
+SIZE_PARAMETER_SRC = """
+__global__ void first_above(const float *cdf, const float *u, int *found, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    int index = n - 1;
+    for (int x = 0; x < n; x++) {
+      if (cdf[x] >= u[i]) { index = x; break; }
+    }
+    found[i] = index;
+  }
+}
+__global__ void axpy(float *y, const float *x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  y[i] += a * x[i];
+}
+__global__ void window(float *out, const float *in, int n, int width) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float s = 0.0f;
+    for (int k = 0; k < width; k++) s += in[i + k];
+    out[i] = s;
+  }
+}
+"""
+
+
+def test_size_parameter_that_bounds_the_thread_index_is_the_launch_extent():
+    reports = analyse(SIZE_PARAMETER_SRC)
+    search = reports["first_above"].facts
+    (loop,) = search.loops
+    # one consistent problem: the loop runs over the n elements the grid covers, not 32
+    assert loop.trip_count == search.work_items and loop.origin == "assumed"
+    assert any("`n` bounds the thread index" in a for a in search.assumptions)
+    # every thread scans the whole array, which stays in cache: compute-bound at production size
+    assert reports["first_above"].estimates[0].verdict == "compute"
+    # a streaming kernel guarded the same way stays bandwidth-bound
+    assert reports["axpy"].estimates[0].verdict == "bandwidth"
+    # a loop over a different parameter is not the launch's extent
+    (window_loop,) = reports["window"].facts.loops
+    assert window_loop.origin == "assumed" and window_loop.trip_count == 32
+
+
+def test_launch_given_sizes_are_not_replaced():
+    src = SIZE_PARAMETER_SRC + """
+int main() {
+  float *c, *u; int *f;
+  first_above<<<4, 256>>>(c, u, f, 1000);
+}
+"""
+    facts = analyse(src)["first_above"].facts
+    (loop,) = facts.loops
+    assert loop.trip_count == 1000
+    assert not any("bounds the thread index" in a for a in facts.assumptions)
+
+
+ARRAY_MEMBER_SRC = """
+#define N 4096
+typedef float Column[N];
+typedef struct { Column x; Column y; } Columns;
+__global__ void add_columns(Columns *dst, const Columns *src, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) { dst->x[i] += src->x[i]; dst->y[i] += src->y[i]; }
+}
+"""
+
+
+def test_array_member_through_a_struct_pointer_is_a_global_array():
+    report = analyse(ARRAY_MEMBER_SRC)["add_columns"]
+    per = report.facts.per_item
+    assert (per.global_loads, per.global_stores) == (4, 2)
+    assert report.facts.uncertain is None
+    # four streamed reads and two streamed writes of one float per thread: far from 4 B in all
+    assert report.facts.dram_bytes >= 4 * 4 * report.facts.work_items
+    assert report.estimates[0].verdict == "bandwidth"
+
+
+BLOCK_STRIDE_SRC = """
+__global__ void nearest(int n, const float *pts, int *best) {
+  const float *mine = pts + blockIdx.x * n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    float d = 1e30f;
+    for (int j = 0; j < n; j++) {
+      float e = mine[j] - mine[i];
+      if (e * e < d) { d = e * e; best[blockIdx.x * n + i] = j; }
+    }
+  }
+}
+"""
+
+
+def test_block_stride_loop_size_is_what_the_loop_covers():
+    facts = analyse(BLOCK_STRIDE_SRC)["nearest"].facts
+    outer, inner = facts.loops
+    assert outer.origin == "assumed" and outer.trip_count == 32
+    # n is what 32 strides of a 256-thread block cover: the inner loop runs over all of it
+    assert inner.trip_count == 32 * 256
+    assert any("`n` bounds the thread index" in a for a in facts.assumptions)
+
+
+def _traffic(src: str, name: str):
+    return analyse(src)[name].facts.traffic
+
+
+DATA_OFFSET_SRC = """
+__global__ void bucket(const int *keys, int *slots, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    int b = keys[i] & 1;
+    slots[i * 2 + b] = i;            /* a data-dependent slot of the thread's own two */
+  }
+}
+__global__ void segments(const int *starts, const float *in, float *out) {
+  int gid = blockIdx.x * blockDim.x + threadIdx.x;
+  out[starts[blockIdx.y] + gid] = 2.0f * in[gid]; /* a run per row of blocks, from a data start */
+}
+__global__ void gather(const int *idx, const float *table, float *out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = table[idx[i]];            /* a pure gather: a sector per element */
+}
+"""
+
+
+def test_data_dependent_offsets_land_where_their_affine_part_says():
+    reports = analyse(DATA_OFFSET_SRC)
+    threads = reports["bucket"].facts.work_items
+    slots = next(g for g in reports["bucket"].facts.traffic.groups if g.array == "slots")
+    # within the thread's two slots (8 B), not a 32-byte sector per store
+    assert 4 * threads <= slots.footprint_bytes <= 2 * 4 * threads
+    segments = reports["segments"].facts
+    out = next(g for g in segments.traffic.groups if g.array == "out")
+    # each row of blocks writes its own run: every element once, coalesced
+    assert out.footprint_bytes == 4 * segments.work_items
+    gather = reports["gather"].facts
+    table = next(g for g in gather.traffic.groups if g.array == "table")
+    assert table.footprint_bytes == 32 * gather.work_items
+
+
+LAUNCHER_PARAMETER_SRC = """
+__global__ void scale(const float *in, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = 3.0f * in[i];
+}
+void run(const float *in, float *out, int n) {
+  scale<<<(n + 255) / 256, 256>>>(in, out, n);
+}
+int main() {
+  int n = 1 << 24;
+  float *in, *out, *d_in, *d_out;
+  cudaMallocHost((void **)&in, n * sizeof(float));   /* pinned host copies, same names */
+  cudaMallocHost((void **)&out, n * sizeof(float));
+  cudaMalloc((void **)&d_in, n * sizeof(float));
+  cudaMalloc((void **)&d_out, n * sizeof(float));
+  run(d_in, d_out, n);
+}
+"""
+
+
+def test_launch_argument_named_like_a_host_buffer_elsewhere_is_the_callers_device_array():
+    report = analyse(LAUNCHER_PARAMETER_SRC)["scale"]
+    (load,) = [g for g in report.facts.traffic.groups if g.array == "in"]
+    # `in` at the launch is run()'s parameter, bound to main's d_in (device memory), not main's
+    # pinned `in`: its reads come from DRAM
+    assert load.footprint_bytes == 4 * (1 << 24)
+    assert report.estimates[0].verdict == "bandwidth"
