@@ -33,6 +33,7 @@ import operator
 import os
 import re
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -159,7 +160,7 @@ class Analyzer:
         self._reports: dict[tuple[int, str], KernelReport] = {}
         self._groups: dict[tuple[int, ...], _Group] = {}
         self._lint_facts: dict[str, Any] = {}  # file-level lint facts, valid within one context
-        self._pending: list[Kernel] = []  # kernels and regions still to analyse in this run
+        self._pending: deque[Kernel] = deque()  # kernels and regions still to analyse in this run
         self._state: AnalysisState | None = None
         self._job: _Job | None = None
         self.analysed = 0  # engine runs (for tests and logs)
@@ -239,17 +240,18 @@ class Analyzer:
             before = last[1]
             self._state = AnalysisState(self.context, dict(before.reports), list(before.findings), False,
                                         list(before.lint_notes), before.unanalysed, before.budget_note)
-            self._pending = []
+            self._pending = deque()
             self._lints_done = True
             return self._state
         self._lint_plan = None
         self._state = AnalysisState(self.context)
-        self._pending = [*fk.kernels, *fk.omp_regions]
+        items: list[Kernel] = [*fk.kernels, *fk.omp_regions]
         self._edited_items = set()
-        if extracted.edited is not None and len(self._pending) > 1:  # what the user is typing in first
+        if extracted.edited is not None and len(items) > 1:  # what the user is typing in first
             a, b = extracted.edited
-            self._edited_items = {id(i) for i in self._pending if a <= i.span.start_byte < b}
-            self._pending.sort(key=lambda item: id(item) not in self._edited_items)
+            self._edited_items = {id(i) for i in items if a <= i.span.start_byte < b}
+            items.sort(key=lambda item: id(item) not in self._edited_items)
+        self._pending = deque(items)
         self._lints_done = False
         return self._state
 
@@ -303,7 +305,7 @@ class Analyzer:
                 return state  # the document was closed: never complete
             item = self._pending[0]
             launches = by_kernel.get(item.qualified_name, []) if isinstance(item, CudaFunction) else []
-            launch_ids = tuple(id(s) for s in launches)
+            launch_ids = tuple(map(id, launches))
             cached = self._keys.get(id(item))
             forced = id(item) in self._reanalyse
             if cached is not None and cached[0] is item and cached[1] == launch_ids and not forced:
@@ -333,7 +335,7 @@ class Analyzer:
                     report = dataclasses.replace(report, kernel=item, launches=list(launches))
             self._keys[id(item)] = (item, launch_ids, key, report)
             state.reports[id(item)] = report
-            self._pending.pop(0)
+            self._pending.popleft()
             progressed = True
             if deadline is not None and time.monotonic() > deadline and self._pending:
                 return state
@@ -352,7 +354,7 @@ class Analyzer:
 
     def _over_budget(self, state: AnalysisState) -> None:
         left = list(self._pending)
-        self._pending = []
+        self._pending = deque()
         state.unanalysed = tuple(left)
         first = min(left, key=_start)
         state.budget_note = (
@@ -400,7 +402,7 @@ class Analyzer:
             if state.unanalysed:  # over budget: the left-out kernels are not linted either
                 skip = {id(i) for i in state.unanalysed}
                 groups = [g for g in every if not any(id(i) in skip for i in g)]
-            identity = {tuple(id(i) for i in g): g for g in groups}
+            identity = {tuple(map(id, g)): g for g in groups}
             stale = [g for k, g in identity.items()
                      if not self._reusable(self._groups.get(k), g) or (relint and any(i in relint for i in k))]
             self._lint_plan = (every, identity, stale, 0)
