@@ -171,6 +171,8 @@ class Analyzer:
         self._last: tuple[Extracted, AnalysisState] | None = None  # the last complete run and its extraction
         self._fast = False  # this run reuses the last complete one whole (a held edit)
         self.reused_from: Extracted | None = None  # then: the extraction that run was on
+        self.changed_results = False  # this run computed a report or linted a group (else it reused all)
+        self._run_on: Extracted | None = None  # the extraction of the run started last
         # this run's lint work, decided once: (every group, the groups by identity, the stale
         # ones, how many of those are linted), while it goes on in steps
         self._edited_items: set[int] = set()  # this run's kernels in the edited definition (analysed first)
@@ -223,9 +225,16 @@ class Analyzer:
         # a held edit changes no analysis: the last complete run, on the extraction just before
         # this one, is the answer (its findings and the items' spans moved with the text)
         last = self._last
-        self._fast = moved and extracted.change == "held" and last is not None and last[0] is self._seen
-        self.reused_from = self._seen if self._fast else None
+        previous_extraction = self._seen
+        self._fast = moved and extracted.change == "held" and last is not None and last[0] is previous_extraction
+        # a held edit during an unfinished run (a large file's first analysis): the run goes on
+        # where it was, on the same items (their spans moved), nothing done is done again
+        carry = moved and extracted.change == "held" and not self._fast and self.running \
+            and self._run_on is previous_extraction
+        self.reused_from = previous_extraction if self._fast or carry else None
+        self.changed_results = False
         self._seen = extracted
+        self._run_on = extracted
         fk = extracted.kernels
         opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()), argv)
         # kernels of a file that other sources `#include` take their launch sites
@@ -235,6 +244,9 @@ class Analyzer:
         self._job = _Job(text.data, None, fk, tuple(gpus), opts, lines,
                          None if lint_codes is None else frozenset(lint_codes), None,
                          launches_by_kernel=_launches_by_kernel(fk), source=text)
+        if carry:
+            assert self._state is not None
+            return self._state
         self._spent = 0.0
         if self._fast and last is not None:
             before = last[1]
@@ -293,7 +305,10 @@ class Analyzer:
                 group.pinned = True
         move_spans(list(spans.values()), extracted.region, *extracted.region_lines)
 
-    def step(self, deadline: float | None = None) -> AnalysisState:
+    def step(self, deadline: float | None = None, edit_first: bool = False) -> AnalysisState:
+        """Analyse until `deadline` (then return the state, not complete). With `edit_first`
+        (an edit's first step), only the edited kernels and cached results: it returns before
+        the first other kernel that needs the engine, and before linting many groups."""
         state = self._state
         assert state is not None
         job = self._job
@@ -321,11 +336,12 @@ class Analyzer:
                     if self._spent > self.budget_s:
                         self._over_budget(state)
                         break
-                    if progressed and deadline is not None and time.monotonic() > deadline \
-                            and id(item) not in self._edited_items:
-                        return state  # past the deadline: no new analysis in this step but the edited kernels'
+                    if id(item) not in self._edited_items and (edit_first or (
+                            progressed and deadline is not None and time.monotonic() > deadline)):
+                        return state  # no new analysis in this step but the edited kernels'
                     began = time.monotonic()
                     shared = job.engine().report(item, job.gpus)
+                    self.changed_results = True
                     self._spent += time.monotonic() - began
                     self.analysed += 1
                     self._reports[(self.context, key)] = shared
@@ -340,6 +356,8 @@ class Analyzer:
             if deadline is not None and time.monotonic() > deadline and self._pending:
                 return state
         if not self._lints_done:
+            if edit_first and self._lint_plan is not None and len(self._lint_plan[2]) - self._lint_plan[3] > LINT_STEP:
+                return state  # many groups still to lint (a first analysis): not in an edit's first step
             findings = self._lint(state, deadline)
             if findings is None:
                 return state  # past the deadline: the next step lints the rest
@@ -420,6 +438,7 @@ class Analyzer:
                                             shared=self._lint_facts)
                 self._spent += time.monotonic() - began
                 self.linted_groups += len(chunk)
+                self.changed_results = True
                 chunk_groups = _assign(findings, chunk, job.lines)
                 self._groups.update(chunk_groups)
                 if relint:
@@ -434,6 +453,7 @@ class Analyzer:
             findings = engine.run_lints(job.data, job.syntax(), subject, job.gpus, job.lint_codes,
                                         state.lint_notes, lines=job.lines, shared=self._lint_facts)
             self.linted_groups += len(stale)
+            self.changed_results = True
             fresh_groups = _assign(findings, stale, job.lines)
         elif stale:  # a very large file: in chunks, within the budget
             for index in range(0, len(stale), LINT_CHUNK):

@@ -57,7 +57,7 @@ from perflsp.server.text import Change, TextState
 
 if TYPE_CHECKING:
     from perflsp.analysis.models import KernelReport
-    from perflsp.kernels.models import CudaFunction, OmpRegion
+    from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion
     from perflsp.server.advice import DocumentAdvice
     from perflsp.server.config import ResolvedConfig
 
@@ -107,6 +107,8 @@ class DocumentWorker:
         self._reextract = False
         self._settle = False
         self._settle_timer: asyncio.TimerHandle | None = None
+        # the last diagnostics built (for a publication) and the extraction they show (`_unmoved`)
+        self._shown: tuple[FileKernels, list[lsp.Diagnostic], list[dict[str, Any]]] | None = None
         self._continue = False  # an analysis left unfinished while a definition was held goes on
         self._continue_timer: asyncio.TimerHandle | None = None
         self._busy = False
@@ -375,18 +377,18 @@ class DocumentWorker:
                 return  # newer edits: apply them before analysing
         finally:
             self._busy = False
-        await self._analysis_steps(version, config)
+        await self._analysis_steps(version, config, edit_first=bool(self.published))
 
     async def _continue_now(self) -> None:
         """Go on with an analysis left unfinished while a definition was held (`_deferred`)."""
         if self.analyzer.running and not self._changes and not self.closed:
             await self._analysis_steps(self.version, self.host.config_for(self.uri))
 
-    async def _analysis_steps(self, version: int | None, config: ResolvedConfig) -> None:
+    async def _analysis_steps(self, version: int | None, config: ResolvedConfig, edit_first: bool = False) -> None:
         """Analyse in steps, publishing what is known after the first one, then the whole."""
         self._busy = True
         try:
-            snap = await self._thread(self._compute, version, config)
+            snap = await self._thread(self._compute, version, config, edit_first)
             while not snap.complete:
                 if self._changes or self.closed:
                     return  # stale: the next round starts from the newer text
@@ -518,10 +520,10 @@ class DocumentWorker:
                         provisional=True)
         return snap
 
-    def _compute(self, version: int | None, config: ResolvedConfig) -> Snapshot:
+    def _compute(self, version: int | None, config: ResolvedConfig, edit_first: bool = False) -> Snapshot:
         started = time.monotonic()
         first = OPEN_PUBLISH_S if not self.published else EDIT_PUBLISH_S
-        snap = self._snapshot(config, version, started + first, start=False)
+        snap = self._snapshot(config, version, started + first, start=False, edit_first=edit_first)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s v%s: %s extraction, %d kernel(s) analysed%s in %.1f ms", self.uri.rsplit("/", 1)[-1], version,
                       self.state.extracted.change if self.state else "?", self.analyzer.analysed,
@@ -529,7 +531,7 @@ class DocumentWorker:
         return snap
 
     def _snapshot(self, config: ResolvedConfig, version: int | None, deadline: float | None,
-                  exact: bool | None = None, start: bool = True) -> Snapshot:
+                  exact: bool | None = None, start: bool = True, edit_first: bool = False) -> Snapshot:
         state = self.state
         assert state is not None
         state.awake()
@@ -539,7 +541,7 @@ class DocumentWorker:
         else:
             if start:
                 self._start_analysis(config)
-            analysis = self.analyzer.step(deadline)
+            analysis = self.analyzer.step(deadline, edit_first)
         tree = state.parsed_tree  # (None: edits inside a held definition are not parsed yet)
         if exact is None:  # (a tree with errors is exact once a fresh parse gave it: settled)
             exact = tree is not None and (not tree.root_node.has_error or state.settled)
@@ -597,50 +599,62 @@ class DocumentWorker:
         """Build the complete snapshot's diagnostics (and their JSON, reusing unchanged ones)."""
         from perflsp.server.features import diagnostics
 
-        unchanged = self._unmoved_diagnostics(snap)
+        unchanged = self._unmoved() if snap.advice is None and snap.measured is None else None
         if unchanged is not None:
-            return unchanged
+            snap.diagnostics_json = unchanged[1]
+            self._show(snap.kernels, True, *unchanged)
+            return unchanged[0]
         cache = self._diagnostic_cache
         items = diagnostics.build(snap, cache)
         snap.diagnostics_json = cache.json(items)
         cache.rotate()
+        self._show(snap.kernels, snap.advice is None and snap.measured is None, items, snap.diagnostics_json)
         return items
 
-    def _unmoved_diagnostics(self, snap: Snapshot) -> list[lsp.Diagnostic] | None:
-        """The last published diagnostics, when this analysis reused the last one whole (an edit
-        inside a held definition) on the same lines and none of them touches the edited line:
-        then none moved or changed. None: build them."""
-        last, state = self.snapshot, self.state
+    def _unmoved(self) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]] | None:
+        """The last published diagnostics (and their JSON), when this run reused the last one's
+        results whole (an edit inside a held definition: nothing analysed or linted anew) on the
+        same lines, and none of them touches the edited line: then none moved or changed.
+        None: build them."""
+        shown, state = self._shown, self.state
         reused = self.analyzer.reused_from
-        if reused is None or last is None or state is None or last.kernels is not reused.kernels \
-                or last.diagnostics_json is None or not last.complete:
+        if reused is None or shown is None or state is None or shown[0] is not reused.kernels \
+                or self.analyzer.changed_results:
             return None
         extracted = state.extracted
         if extracted.region is None or extracted.region_lines[1] != 0 or extracted.region_lines[0] is None:
             return None
-        if snap.advice is not None or snap.measured is not None or last.advice is not None or last.measured is not None:
-            return None
         line = state.lines.position(extracted.region[0]).line
-        for diagnostic in last.diagnostics:
+        for diagnostic in shown[1]:
             if diagnostic.range.start.line <= line <= diagnostic.range.end.line:
                 return None
             for related in diagnostic.related_information or ():
                 if related.location.range.start.line <= line <= related.location.range.end.line:
                     return None
-        snap.diagnostics_json = last.diagnostics_json
-        return last.diagnostics
+        return shown[1], shown[2]
+
+    def _show(self, kernels: FileKernels, plain: bool, items: list[lsp.Diagnostic],
+              as_json: list[dict[str, Any]] | None) -> None:
+        """Remember a publication for `_unmoved` (only one that no LLM answer or measurement
+        annotated: those are built again)."""
+        self._shown = None if not plain or as_json is None else (kernels, items, as_json)
 
     def _partial_diagnostics(self, snap: Snapshot) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]]:
         """The diagnostics of an unfinished analysis (in the pool's thread): everything known so
         far (`Analyzer.partial_view`), annotated like a complete one."""
         from perflsp.server.features import diagnostics
 
+        unchanged = self._unmoved()
+        if unchanged is not None:
+            self._show(snap.kernels, True, *unchanged)
+            return unchanged
         cache = self._diagnostic_cache  # kernels analysed before keep their diagnostics and JSON
         view = dataclasses.replace(snap, analysis=self.analyzer.partial_view(snap.analysis))
         self._annotate(view)
         items = diagnostics.build(view, cache)
         as_json = cache.json(items)
         cache.rotate()  # the next build reuses these (a partial view holds every result known)
+        self._show(snap.kernels, view.advice is None and view.measured is None, items, as_json)
         return items, as_json
 
     def _publish(self, snap: Snapshot) -> None:
