@@ -358,6 +358,8 @@ class Analyzer:
         if not self._lints_done:
             if edit_first and self._lint_plan is not None and len(self._lint_plan[2]) - self._lint_plan[3] > LINT_STEP:
                 return state  # many groups still to lint (a first analysis): not in an edit's first step
+            if edit_first and job.tree is None and getattr(job.source, "parsed_tree", True) is None:
+                return state  # linting would parse a text left unparsed by a held edit: later
             findings = self._lint(state, deadline)
             if findings is None:
                 return state  # past the deadline: the next step lints the rest
