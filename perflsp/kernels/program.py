@@ -23,6 +23,7 @@ from tree_sitter import Node, QueryCursor, Tree
 
 from perflsp.kernels.consteval import ConstEnv, Value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
+from perflsp.kernels.definitions import function_definitions
 from perflsp.kernels.extract import extract
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.launches import enclosing_function
@@ -183,6 +184,9 @@ def _occurrences(data: bytes, word: bytes) -> list[int]:
         at = data.find(word, at + 1)
     return out
 
+
+_SIBLING_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp")
+_MAX_SIBLINGS = 32  # a folder of more sources than this is not one program's
 
 # `calls_to` scans the text for each of the first names it is asked about (one analysed kernel
 # asks about one or two: a scan costs ~1 ms on a 10,000-line file), then indexes every call once
@@ -481,6 +485,41 @@ class ProgramModel:
                     return _expanded_function(data, tree, fn, self.env, keep_constants=False, recovered=False)
         return None
 
+    def plain_function(self, name: str) -> ParsedFunction | None:
+        """The function `name` as an OpenMP target region calls it (no `__device__` needed),
+        macro-expanded: defined in this file, else in a local header it includes, else (a
+        `declare target` function of another translation unit) in another source of its folder."""
+        node = self._plain_definitions.get(name)
+        if node is not None:
+            return _expanded_node(self.data, node, self.env, keep_constants=True)
+        for path in (*self.headers, *self._sibling_sources):
+            parsed = _source_definitions(path)
+            if parsed is not None and name in parsed[1]:
+                return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False)
+        return None
+
+    def plain_function_names(self) -> list[str]:
+        """The names of this file's own functions (`plain_function` finds these first)."""
+        return list(self._plain_definitions)
+
+    @cached_property
+    def _plain_definitions(self) -> dict[str, Node]:
+        return function_definitions(self.tree.root_node, self.data)
+
+    @cached_property
+    def _sibling_sources(self) -> tuple[Path, ...]:
+        """The other sources of the file's folder (none for an unsaved buffer, or a folder of
+        more sources than one program has)."""
+        path = Path(self.kernels.path) if self.kernels.path else None
+        if path is None or not path.parent.is_dir():
+            return ()
+        try:
+            found = sorted(p for p in path.parent.iterdir()
+                           if p.suffix in _SIBLING_SUFFIXES and p.name != path.name and p.is_file())
+        except OSError:
+            return ()
+        return tuple(p for p in found if p not in self.headers) if len(found) <= _MAX_SIBLINGS else ()
+
     def device_function_names(self) -> list[str]:
         """Names `device_function` may find, this file's first."""
         names = dict.fromkeys(self._local_functions)
@@ -588,23 +627,63 @@ def _expanded_function(data: bytes, tree: Tree, fn: CudaFunction, env: ConstEnv,
     return ParsedFunction(found, expanded) if found is not None else None
 
 
-@lru_cache(maxsize=256)
-def _parsed_header_cached(path: Path, mtime_ns: int, size: int) -> tuple[bytes, Tree, tuple[CudaFunction, ...]] | None:
-    loaded = load_file(path)
-    if isinstance(loaded, SkippedFile):
-        return None
-    tree = parse(loaded.data)
-    extracted = extract(loaded.data, tree, str(path))
-    return loaded.data, tree, tuple(extracted.device_functions)
+def _expanded_node(data: bytes, node: Node, env: ConstEnv, keep_constants: bool) -> ParsedFunction | None:
+    """A function definition with `env`'s macros expanded (itself when none occur)."""
+    text = data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
+    expanded = expand_macros(text, env, keep_constants=keep_constants)
+    if expanded == text:
+        return ParsedFunction(node, data)
+    wrapped = expanded.encode("utf-8", errors="replace")
+    found = first_function(parse(wrapped).root_node)
+    return ParsedFunction(found, wrapped) if found is not None else None
 
 
-def _parsed_header(path: Path) -> tuple[bytes, Tree, tuple[CudaFunction, ...]] | None:
-    """A local header's `__device__` functions (parsed once per version of the file)."""
+def _version(path: Path) -> tuple[Path, int, int] | None:
+    """(path, mtime, size): what the caches of other files' syntax trees are keyed by."""
     try:
         stat = path.stat()
     except OSError:
         return None
-    return _parsed_header_cached(path, stat.st_mtime_ns, stat.st_size)
+    return path, stat.st_mtime_ns, stat.st_size
+
+
+@lru_cache(maxsize=256)
+def _parsed_source_cached(path: Path, mtime_ns: int, size: int) -> tuple[bytes, Tree] | None:
+    loaded = load_file(path)
+    if isinstance(loaded, SkippedFile):
+        return None
+    return loaded.data, parse(loaded.data)
+
+
+@lru_cache(maxsize=256)
+def _parsed_header_cached(path: Path, mtime_ns: int, size: int) -> tuple[bytes, Tree, tuple[CudaFunction, ...]] | None:
+    parsed = _parsed_source_cached(path, mtime_ns, size)
+    if parsed is None:
+        return None
+    data, tree = parsed
+    return data, tree, tuple(extract(data, tree, str(path)).device_functions)
+
+
+@lru_cache(maxsize=256)
+def _source_definitions_cached(path: Path, mtime_ns: int, size: int) -> tuple[bytes, dict[str, Node], Tree] | None:
+    parsed = _parsed_source_cached(path, mtime_ns, size)
+    if parsed is None:
+        return None
+    data, tree = parsed
+    return data, function_definitions(tree.root_node, data), tree  # (the tree keeps the nodes alive)
+
+
+def _parsed_header(path: Path) -> tuple[bytes, Tree, tuple[CudaFunction, ...]] | None:
+    """A local header's `__device__` functions (each version of a file is parsed once, for
+    these and for `_source_definitions`)."""
+    version = _version(path)
+    return _parsed_header_cached(*version) if version is not None else None
+
+
+def _source_definitions(path: Path) -> tuple[bytes, dict[str, Node], Tree] | None:
+    """Another file's function definitions by simple name."""
+    version = _version(path)
+    return _source_definitions_cached(*version) if version is not None else None
 
 
 _FUNCTION_HEAD = re.compile(rb"[A-Za-z_][\w:<>,\s\*&]*?\b[A-Za-z_][\w:~]*\s*\([^;{}]*\)\s*(?:const\s*)?\{")

@@ -1,0 +1,45 @@
+"""Plain function definitions of a syntax tree by simple name (what an OpenMP target region
+may call: a function of a `declare target` block, or one the compiler makes a device function
+because a region calls it, says nothing like `__device__`)."""
+
+from __future__ import annotations
+
+from tree_sitter import Node
+
+# nodes whose children may define functions (namespaces, `extern "C" {}`, templates, #if arms)
+_CONTAINERS = ("translation_unit", "namespace_definition", "declaration_list", "linkage_specification",
+               "template_declaration", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif")
+_MAX_NESTING = 6
+
+
+def function_definitions(root: Node, data: bytes) -> dict[str, Node]:
+    """Simple name -> the first definition of that name at file or namespace scope."""
+    found: dict[str, Node] = {}
+    stack: list[tuple[Node, int]] = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        for child in node.named_children:
+            if child.type == "function_definition":
+                name = defined_name(child, data)
+                if name is not None:
+                    found.setdefault(name, child)
+            elif child.type in _CONTAINERS and depth < _MAX_NESTING:
+                stack.append((child, depth + 1))
+    return found
+
+
+def defined_name(fn: Node, data: bytes) -> str | None:
+    """The simple name a function definition defines (`f` of `float *ns::f(...)`)."""
+    declarator = fn.child_by_field_name("declarator")
+    # `float *f(...)`, `T &f(...)`: the function declarator sits under pointer/reference ones
+    while declarator is not None and declarator.type in ("pointer_declarator", "reference_declarator"):
+        declarator = declarator.child_by_field_name("declarator") or (
+            declarator.named_children[-1] if declarator.named_children else None)
+    if declarator is None or declarator.type != "function_declarator":
+        return None
+    name = declarator.child_by_field_name("declarator")
+    if name is None:
+        return None
+    text = data[name.start_byte : name.end_byte].decode("utf-8", errors="replace")
+    simple = text.split("::")[-1].strip()
+    return simple if simple.isidentifier() else None
