@@ -353,7 +353,9 @@ class Analyzer:
             state.reports[id(item)] = report
             self._pending.popleft()
             progressed = True
-            if deadline is not None and time.monotonic() > deadline and self._pending:
+            # (an edit's first step goes on through reused results: an edit after a complete
+            # analysis then finishes in one step and publishes once, with no partial view first)
+            if deadline is not None and not edit_first and time.monotonic() > deadline and self._pending:
                 return state
         if not self._lints_done:
             if edit_first and self._lint_plan is not None and len(self._lint_plan[2]) - self._lint_plan[3] > LINT_STEP:

@@ -277,7 +277,7 @@ class DocumentWorker:
                 if exact and not snap.exact and not self._settle:
                     self._settle = True
                     self._kick()
-            elif idle:
+            elif idle and not self._paused:
                 self._kick()
             await self._wait(1.0)
 
@@ -303,7 +303,7 @@ class DocumentWorker:
                 return await self.current()  # never analysed yet: wait for the first analysis
             if idle and self._failed == self.version:
                 return latest
-            if idle:
+            if idle and not self._paused:
                 self._kick()
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -435,6 +435,13 @@ class DocumentWorker:
 
         self._continue_timer = loop.call_later(CONTINUE_S, due)
         return True
+
+    @property
+    def _paused(self) -> bool:
+        """An unfinished analysis waits for a pause in typing (`_deferred`): its timer starts it
+        again. A waiter must not start it sooner (that spun the event loop while the user typed),
+        unless it needs the exact state (`current(exact=True)`: then nothing waits)."""
+        return self._continue_timer is not None and not self._urgent
 
     def _cancel_continue(self) -> None:
         self._continue = False

@@ -97,3 +97,59 @@ async def test_an_erroneous_tree_is_checked_against_a_fresh_parse():
     assert not snap.exact  # the tree has errors
     exact = await asyncio.wait_for(worker.current(exact=True), 30)
     assert exact.exact and exact.version == 2
+
+
+async def test_a_waiter_does_not_spin_while_an_unfinished_analysis_waits_for_a_pause():
+    """A first analysis left unfinished while the user types in a held definition waits for a
+    pause (`CONTINUE_S`); something awaiting the complete result meanwhile (the server waits for
+    it to schedule resource usage) must sleep, not restart the worker over and over: that spun
+    the event loop and slowed every keystroke."""
+    from benchmarks.generated_cuda import generate, unlaunched_kernel
+    from perflsp.server import scheduler
+
+    generated = generate(lines=4000, min_kernels=200)
+    host = Host()
+    worker = DocumentWorker(host, "file:///many.cu", generated.text, 1)
+    runs = 0
+    run = worker._run
+
+    async def counted():
+        nonlocal runs
+        runs += 1
+        await run()
+
+    worker._run = counted
+    worker._kick()
+    while not host.published:  # the first publication: the analysis of the rest goes on
+        await asyncio.sleep(0.001)
+    line = generated.body_line(unlaunched_kernel(generated))
+    worker.change(2, [Change("float t =", Position(line, 0), Position(line, 0))])  # does not parse: held
+    waiter = asyncio.get_running_loop().create_task(worker.current())
+    while worker._continue_timer is None and not waiter.done():
+        await asyncio.sleep(0.001)
+    assert not waiter.done(), "the analysis was meant to be unfinished and paused"
+    before = runs
+    await asyncio.sleep(scheduler.CONTINUE_S / 2)
+    assert runs - before <= 1  # asleep until the pause is over
+    snap = await asyncio.wait_for(waiter, 60)  # then the analysis goes on and completes
+    assert snap is not None and snap.version == 2 and snap.complete
+
+
+async def test_an_edit_after_a_complete_analysis_is_published_once():
+    """The edited kernel is analysed first; the other kernels' results are reused, so the run
+    finishes in its first step and the version is published once (no partial view first: that
+    built every diagnostic twice)."""
+    from benchmarks.generated_cuda import generate, unlaunched_kernel
+
+    generated = generate(lines=2000, min_kernels=100)
+    host = Host()
+    worker = DocumentWorker(host, "file:///many.cu", generated.text, 1)
+    worker._kick()
+    await asyncio.wait_for(worker.current(), 60)
+    analysed = worker.analyzer.analysed
+    line = generated.body_line(unlaunched_kernel(generated))
+    worker.change(2, [Change("float t = 1.0f;", Position(line, 0), Position(line, 0))])
+    snap = await asyncio.wait_for(worker.current(), 60)
+    assert snap.version == 2 and snap.complete
+    assert worker.analyzer.analysed == analysed + 1  # the edited kernel only
+    assert [v for v, _ in host.published].count(2) == 1
