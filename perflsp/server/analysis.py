@@ -84,6 +84,7 @@ def _budget_from_env() -> float:
 
 ANALYSIS_BUDGET_S = _budget_from_env()  # engine and lint time per file and analysis run
 LINT_CHUNK = 2000  # groups linted per call in very large files (a normal file is linted in one call)
+PRUNE_SLACK = 64  # cache entries of items gone that a run may leave before it sweeps them
 LINT_STEP = 16  # groups linted between deadline checks when many are stale (a first analysis)
 
 
@@ -315,14 +316,24 @@ class Analyzer:
         assert job is not None
         by_kernel = job.launches_by_kernel
         progressed = False
-        while self._pending:
+        pending, keys, reports, context = self._pending, self._keys, self._reports, self.context
+        while pending:
             if self._cancelled:
                 return state  # the document was closed: never complete
-            item = self._pending[0]
+            item = pending[0]
             launches = by_kernel.get(item.qualified_name, []) if isinstance(item, CudaFunction) else []
             launch_ids = tuple(map(id, launches))
-            cached = self._keys.get(id(item))
+            cached = keys.get(id(item))
             forced = id(item) in self._reanalyse
+            if cached is not None and cached[0] is item and cached[1] == launch_ids and not forced \
+                    and cached[3] is not None and (context, cached[2]) in reports:
+                # unchanged (most kernels after an edit): its report, made for this item, stands
+                state.reports[id(item)] = cached[3]
+                pending.popleft()
+                progressed = True
+                if deadline is not None and not edit_first and time.monotonic() > deadline and pending:
+                    return state
+                continue
             if cached is not None and cached[0] is item and cached[1] == launch_ids and not forced:
                 key, report = cached[2], cached[3]
                 if report is not None and self._reports.get((self.context, key)) is None:
@@ -402,11 +413,15 @@ class Analyzer:
         job = self._job
         assert job is not None
         fk = job.fk
-        live = {id(x) for x in (*fk.kernels, *fk.omp_regions)}
-        self._keys = {k: v for k, v in self._keys.items() if k in live}
-        self._reanalyse &= live
-        wanted = {(self.context, v[2]) for v in self._keys.values()}
-        self._reports = {k: v for k, v in self._reports.items() if k in wanted}
+        # the caches are swept when the entries of items gone outnumber PRUNE_SLACK (a sweep walks
+        # every kernel: not on each keystroke; the entries left meanwhile keep their items alive)
+        count = len(fk.kernels) + len(fk.omp_regions)
+        if len(self._keys) > count + PRUNE_SLACK or len(self._reports) > count + PRUNE_SLACK:
+            live = {id(x) for x in (*fk.kernels, *fk.omp_regions)}
+            self._keys = {k: v for k, v in self._keys.items() if k in live}
+            self._reanalyse &= live
+            wanted = {(self.context, v[2]) for v in self._keys.values()}
+            self._reports = {k: v for k, v in self._reports.items() if k in wanted}
         if job.analysis is not None:
             job.analysis.release()  # the model holds the whole text's helper structures
 
@@ -479,20 +494,23 @@ class Analyzer:
                 state.budget_note = state.budget_note or note
         out: list[Finding] = []
         new_cache: dict[tuple[int, ...], _Group] = {}
+        cached, fresh = self._groups, fresh_groups
         for k, items in identity.items():
             if k in unlinted:
                 continue  # not linted: not cached either (linted when the budget allows)
-            group = fresh_groups.get(k) or self._groups.get(k)
+            group = fresh.get(k) or cached.get(k)
             if group is None:
                 group = _Group(items, [], [], tuple(_start(i) for i in items))
-            group = _moved(group)
+            elif group.carried:
+                group = _moved(group)
             new_cache[k] = group
-            out.extend(group.findings)
+            if group.findings:
+                out.extend(group.findings)
         self._groups = new_cache
         if relint:
             linted = {i for k in fresh_groups for i in k}
             self._relint = {i for i in relint if i not in linted}
-        out.sort(key=lambda f: (f.span.start_byte, f.span.end_byte, f.code))
+        out.sort(key=_FINDING_ORDER)
         return out
 
     def _reusable(self, cached: _Group | None, items: tuple[Item, ...]) -> bool:
@@ -555,6 +573,7 @@ def _groups_of(fk: FileKernels) -> list[tuple[Item, ...]]:
     return groups
 
 
+_FINDING_ORDER = operator.attrgetter("span.start_byte", "span.end_byte", "code")
 _CALL = re.compile(rb"([A-Za-z_]\w*)\s*(?:<[^<>;{}]*>)?\s*\(")
 
 

@@ -53,25 +53,25 @@ class DiagnosticCache:
     def __init__(self) -> None:
         self._entries: dict[tuple[object, ...], _Entry] = {}
         self._fresh: dict[tuple[object, ...], _Entry] = {}
-        self._memo: dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic]]] = {}
-        self._memo_fresh: dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic]]] = {}
+        # id(owner) -> (basis, its diagnostics, their JSON by id)
+        self._memo: dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic], dict[int, dict[str, Any]]]] = {}
+        self._memo_fresh: dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic], dict[int, dict[str, Any]]]] = {}
         self._json: dict[int, dict[str, Any]] = {}  # id(diagnostic) -> its JSON, of the last build
         self._json_fresh: dict[int, dict[str, Any]] = {}
 
     def memo(self, owner: object, basis: tuple[object, ...]) -> list[lsp.Diagnostic] | None:
         entry = self._memo.get(id(owner))
-        if entry is None or len(entry[0]) != len(basis) or not all(a is b for a, b in zip(entry[0], basis)):
+        # (tuples compare item by item, identity first: the same objects cost no field compare;
+        # equal positions in new objects give the same diagnostics, so they count as the same)
+        if entry is None or entry[0] != basis:
             return None
-        for diagnostic in entry[1]:
-            found = self._json.get(id(diagnostic))
-            if found is None:
-                return None
-            self._json_fresh[id(diagnostic)] = found
+        self._json_fresh.update(entry[2])
         self._memo_fresh[id(owner)] = entry
         return entry[1]
 
     def remember(self, owner: object, basis: tuple[object, ...], diagnostics: list[lsp.Diagnostic]) -> None:
-        self._memo_fresh[id(owner)] = (basis, diagnostics)
+        fresh = self._json_fresh
+        self._memo_fresh[id(owner)] = (basis, diagnostics, {id(d): fresh[id(d)] for d in diagnostics})
 
     def get(self, key: tuple[object, ...], owner: object) -> lsp.Diagnostic | None:
         entry = self._entries.get(key)
