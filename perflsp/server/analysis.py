@@ -440,8 +440,12 @@ class Analyzer:
                 skip = {id(i) for i in state.unanalysed}
                 groups = [g for g in every if not any(id(i) in skip for i in g)]
             identity = {tuple(map(id, g)): g for g in groups}
+            cached = self._groups
+            # (a cached group under the same key holds these very items: the cache keeps them alive,
+            # so their ids cannot have been reused; only its findings' quoted lines can be stale)
             stale = [g for k, g in identity.items()
-                     if not self._reusable(self._groups.get(k), g) or (relint and any(i in relint for i in k))]
+                     if (c := cached.get(k)) is None or (c.findings and not self._reusable(c, g))
+                     or (relint and any(i in relint for i in k))]
             self._lint_plan = (every, identity, stale, 0)
         every, identity, stale, first = self._lint_plan
         fresh_groups: dict[tuple[int, ...], _Group] = {}
