@@ -85,7 +85,7 @@ def _budget_from_env() -> float:
 ANALYSIS_BUDGET_S = _budget_from_env()  # engine and lint time per file and analysis run
 LINT_CHUNK = 2000  # groups linted per call in very large files (a normal file is linted in one call)
 PRUNE_SLACK = 64  # cache entries of items gone that a run may leave before it sweeps them
-LINT_STEP = 16  # groups linted between deadline checks when many are stale (a first analysis)
+LINT_STEP = 8  # groups linted between deadline checks when many are stale (a first analysis)
 
 
 @dataclass
@@ -217,6 +217,7 @@ class Analyzer:
             self._reanalyse.clear()
             self._relint.clear()
         elif extracted.change in ("host", "device") and extracted is not self._seen:
+            self._lint_facts.clear()  # (file-level facts: an edit outside kernels can change them)
             marked = dependents.affected(text.data, text.tree, extracted.kernels, extracted)
             self._reanalyse |= marked
             self._relint |= marked

@@ -17,6 +17,7 @@ from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
 
 from perflsp import __version__
+from perflsp.server import memory
 from perflsp.server.pool import WorkPool
 from perflsp.server.protocol import PerfProtocol, is_parse_error
 
@@ -76,6 +77,7 @@ class PerfLanguageServer(LanguageServer):
         self.pool = WorkPool(1)  # every document's CPU work, most wanted first (pool.py)
         self.refused: dict[str, str] = {}  # uri -> why an open document is not analysed (too large)
         self._trim: asyncio.TimerHandle | None = None
+        self.cycles = memory.CycleCollector()  # full garbage collections wait for idle moments
 
     @property
     def advice(self) -> AdviceService:
@@ -167,6 +169,7 @@ class PerfLanguageServer(LanguageServer):
 
     def publish(self, uri: str, version: int | None, diagnostics: list[lsp.Diagnostic],
                 as_json: list[dict[str, Any]] | None = None) -> None:
+        self.cycles.published(lambda: self.pool.busy)
         if self.pull_mode:
             return
         if as_json is None:
@@ -195,8 +198,6 @@ class PerfLanguageServer(LanguageServer):
 
     def closed(self, uri: str) -> None:
         """A document was closed: drop what it held, and give freed memory back soon after."""
-        from perflsp.server import memory
-
         self.refused.pop(uri, None)
         self.recent.pop(uri, None)
         if self._trim is not None:
@@ -205,8 +206,6 @@ class PerfLanguageServer(LanguageServer):
 
     def _trim_when_idle(self, tries: int) -> None:
         """Give memory back once no job runs (a closed document's job may still be finishing)."""
-        from perflsp.server import memory
-
         if self.pool.busy and tries:
             self._trim = asyncio.get_running_loop().call_later(0.5, self._trim_when_idle, tries - 1)
             return

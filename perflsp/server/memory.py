@@ -9,6 +9,14 @@ freed heap pages, so the process's RSS would stay at its peak; shortly after the
 burst of closes costs one pass) `give_back` collects cycles and asks glibc to return free pages
 (`malloc_trim`, where the C library has it).
 
+The cyclic garbage collector is kept off the typing path (`CycleCollector`): a full collection
+walks every object the server holds (about 100 ms with a 10,000-line file analysed), and CPython
+starts one whenever enough objects have survived since the last, that is in the middle of some
+keystroke's analysis. After each publication what exists is frozen (`gc.freeze`, constant time:
+later collections skip it; plain reference counting still frees it), and a full collection runs
+once the server has been idle for `IDLE_COLLECT_S`, when the frozen heap has grown by a quarter
+since the last (as CPython's own rule).
+
 Shared caches that stay while the server runs (they do not grow with the documents opened):
 the GPU database and occupancy tables (`perflsp.hardware`), compiled tree-sitter queries
 (`perflsp.source.parser`), the rule registry, the engine's `functools.lru_cache` tables of
@@ -19,6 +27,7 @@ far (`MeasuredService`).
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
 import gc
@@ -47,9 +56,54 @@ def _malloc_trim() -> Callable[[int], int] | None:  # pragma: no cover - depends
 _TRIM = _malloc_trim()
 
 
+IDLE_COLLECT_S = 2.0  # idle time after the last publication before a full collection
+COLLECT_GROWTH = 0.25  # ... when the frozen heap grew by this much since the last one
+
+
+def full_collect() -> int:
+    """A full collection of everything, the frozen objects included (they stay frozen after)."""
+    gc.unfreeze()
+    collected = gc.collect()
+    gc.freeze()
+    return collected
+
+
+class CycleCollector:
+    """Freezes the heap after each publication and collects in full when the server is idle."""
+
+    def __init__(self, idle_s: float = IDLE_COLLECT_S) -> None:
+        self.idle_s = idle_s
+        self._timer: asyncio.TimerHandle | None = None
+        self._collected_at = gc.get_freeze_count()  # frozen objects after the last full collection
+        self.collections = 0
+
+    def published(self, busy: Callable[[], bool]) -> None:
+        """A publication is out: freeze what exists, and (re)start the idle timer."""
+        gc.freeze()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(self.idle_s, self._when_idle, busy)
+
+    def _when_idle(self, busy: Callable[[], bool]) -> None:
+        self._timer = None
+        if busy():  # an analysis runs: the publication that ends it starts the timer again
+            return
+        if gc.get_freeze_count() <= self._collected_at * (1 + COLLECT_GROWTH):
+            return
+        collected = full_collect()
+        self._collected_at = gc.get_freeze_count()
+        self.collections += 1
+        log.debug("memory: idle collection, %d objects collected, %d kept", collected, self._collected_at)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
 def give_back() -> None:
     """Collect garbage and return free heap pages to the system."""
-    collected = gc.collect()
+    collected = full_collect()
     if _TRIM is not None:
         _TRIM(0)
     log.debug("memory: %d objects collected, free pages returned", collected)

@@ -68,9 +68,10 @@ log = logging.getLogger(__name__)
 
 FIRST_PUBLISH_S = 0.12  # analysis time after which partial results are published
 OPEN_PUBLISH_S = 0.02  # the same for a document's first analysis: its first diagnostics come early
-RESUME_STEP_S = 0.006  # later steps of a long analysis (an edit waits for at most one)
+RESUME_STEP_S = 0.003  # later steps of a long analysis (an edit waits for at most one)
 EDIT_PUBLISH_S = 0.0  # and after an edit: its kernels are analysed first, then what is known is published
 CONTINUE_S = 0.3  # pause after which an analysis deferred during a held edit goes on
+TYPING_PAUSE_S = 0.05  # and after any other edit: typing faster than this leaves it waiting
 SETTLE_S = 0.4  # pause after which an error-recovered tree is checked against a fresh parse
 REQUEST_WAIT_S = 0.03  # how long a request waits for the newest version's complete analysis
 VISIBLE_S = 30.0  # a document asked about or edited this recently counts as visible (ranks first)
@@ -115,6 +116,7 @@ class DocumentWorker:
         self._burst = False
         self.latest: Snapshot | None = None  # the newest snapshot of the live text (complete or provisional)
         self.last_used = 0.0  # monotonic time of the last request or edit
+        self._last_edit = 0.0  # monotonic time of the last edit
         self._urgent = 0  # requests waiting for this document's exact state
         self._applying = False  # edits are waiting to be applied, or being applied (ranks first)
         self.text_lock = threading.Lock()  # held while edits move spans, and while a request reads `latest`
@@ -132,7 +134,7 @@ class DocumentWorker:
     # ------------------------------------------------------------------ input
 
     def change(self, version: int | None, changes: Sequence[Change]) -> None:
-        self.last_used = time.monotonic()
+        self.last_used = self._last_edit = time.monotonic()
         self._failed = object()
         self._changes.extend(changes)
         shown = bool(self.published) and self.published[-1].version == self.version
@@ -418,13 +420,21 @@ class DocumentWorker:
         self.host.document_idle(self)
 
     def _deferred(self) -> bool:
-        """While the user types inside a held definition whose edits are not parsed yet, the rest
-        of an unfinished analysis (which needs the file's tree: a costly parse of a text with an
-        error) waits for a pause (`CONTINUE_S`) or for the definition to parse; a request that
-        needs the exact state does not wait."""
+        """The rest of an unfinished analysis (a large file's first one) waits while the user
+        types: its steps would delay the next keystroke. Inside a held definition whose edits are
+        not parsed yet (the rest needs the file's tree: a costly parse of a text with an error) it
+        waits for a pause of `CONTINUE_S` or for the definition to parse; after other edits, for
+        `TYPING_PAUSE_S` without one (between the keystrokes of ordinary typing it goes on). A
+        request that needs the exact state does not wait."""
         state = self.state
-        if state is None or state.parsed_tree is not None or self._urgent:
+        if state is None or self._urgent:
             return False
+        if state.parsed_tree is None:
+            wait = CONTINUE_S
+        else:
+            wait = self._last_edit + TYPING_PAUSE_S - time.monotonic()
+            if wait <= 0:
+                return False
         self._cancel_continue()
         loop = asyncio.get_running_loop()
 
@@ -433,7 +443,7 @@ class DocumentWorker:
             self._continue = True
             self._kick()
 
-        self._continue_timer = loop.call_later(CONTINUE_S, due)
+        self._continue_timer = loop.call_later(wait, due)
         return True
 
     @property
