@@ -14,10 +14,13 @@ from perflsp.kernels.symbols import function_env
 
 def extract_launches(ctx: ExtractionContext, env: ConstEnv, kernels: list[CudaFunction]) -> list[LaunchSite]:
     sites: list[LaunchSite] = []
+    matches = ctx.matches["launch"]
+    if not matches:
+        return sites  # (an edit's definition mostly launches nothing: no index of every kernel)
     by_name: dict[str, list[CudaFunction]] = {}
     for kernel in kernels:
         by_name.setdefault(kernel.name, []).append(kernel)
-    for groups in ctx.matches["launch"]:
+    for groups in matches:
         launch = groups["launch"][0]
         callee = groups["callee"][0]
         config = groups["config"][0]

@@ -518,17 +518,19 @@ class DocumentWorker:
         if fk.kernels is last.kernels.kernels and fk.omp_regions is last.kernels.omp_regions:
             reports = old.reports  # the same items (a held edit moved them): the same reports
         else:
-            by_name = {kernel_name(r.kernel): r for r in old.reports.values()}
-            reports = {}
+            # unchanged items are the same objects: their reports carry over by id (a report holds
+            # its item, so an id in the copy cannot belong to a new object); a new item takes the
+            # report of the item of its name, if any
+            reports = dict(old.reports)
             items: list[CudaFunction | OmpRegion] = [*fk.kernels, *fk.omp_regions]
-            for item in items:
-                report = old.report_for(item)
-                if report is None:
-                    report = by_name.get(kernel_name(item))
-                    if report is not None:
-                        report = dataclasses.replace(report, kernel=item)
-                if report is not None:
-                    reports[id(item)] = report
+            missing = {kernel_name(item): item for item in items if id(item) not in reports}
+            if missing:
+                for report in old.reports.values():
+                    renamed = missing.pop(kernel_name(report.kernel), None)
+                    if renamed is not None:
+                        reports[id(renamed)] = dataclasses.replace(report, kernel=renamed)
+                        if not missing:
+                            break
         analysis = AnalysisState(old.context, reports, list(old.findings), True, list(old.lint_notes))
         analysis.unanalysed, analysis.budget_note = old.unanalysed, old.budget_note
         snap = Snapshot(self.uri, version, state.data, state.parsed_tree, state.lines, fk, analysis, config,
