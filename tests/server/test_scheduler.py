@@ -153,3 +153,30 @@ async def test_an_edit_after_a_complete_analysis_is_published_once():
     assert snap.version == 2 and snap.complete
     assert worker.analyzer.analysed == analysed + 1  # the edited kernel only
     assert [v for v, _ in host.published].count(2) == 1
+
+
+async def test_diagnostics_moved_by_an_added_line_equal_fresh_ones():
+    """A line added inside a kernel moves every diagnostic after it; those are copied with their
+    new ranges (messages and JSON reused), and must equal what a fresh analysis publishes."""
+    from pygls.protocol import default_converter
+
+    from benchmarks.generated_cuda import generate
+
+    generated = generate(lines=600, min_kernels=30)
+    host = Host()
+    worker = DocumentWorker(host, "file:///many.cu", generated.text, 1)
+    worker._kick()
+    await asyncio.wait_for(worker.current(), 60)
+    line = generated.body_line(generated.kernels[2])
+    worker.change(2, [Change("\n", Position(line, 0), Position(line, 0))])
+    snap = await asyncio.wait_for(worker.current(), 60)
+    published = host.published[-1]
+    assert published[0] == 2
+    converter = default_converter()
+    assert published[1] == [converter.unstructure(d) for d in snap.diagnostics]
+    text = generated.text.splitlines(keepends=True)
+    fresh = analyse_text("".join(text[:line] + ["\n"] + text[line:]), "file:///many.cu", host.config)
+    assert published[1] == [converter.unstructure(d) for d in fresh.diagnostics]
+    later = [d for d in snap.diagnostics if d.range.start.line > line + 1]
+    assert later and all(d.related_information is None or all(
+        r.location.range.start.line > line for r in d.related_information) for d in later)

@@ -69,6 +69,39 @@ class DiagnosticCache:
         self._memo_fresh[id(owner)] = entry
         return entry[1]
 
+    def moved(self, owner: object, basis: tuple[object, ...], rng: lsp.Range,
+              related: list[lsp.Range]) -> list[lsp.Diagnostic] | None:
+        """The last diagnostics of `owner`, moved to `rng` (and their related information to
+        `related`), when only positions changed since: the same result object and configuration
+        (`basis` starts with them; in plain mode nothing else decides). An edit that adds a line
+        moves every diagnostic after it: this saves building their messages and JSON again."""
+        entry = self._memo.get(id(owner))
+        if entry is None or entry[0][:2] != basis[:2]:
+            return None
+        old_diagnostics, old_json = entry[1], entry[2]
+        out: list[lsp.Diagnostic] = []
+        for diagnostic in old_diagnostics:
+            infos = diagnostic.related_information or []
+            as_json = old_json.get(id(diagnostic))
+            if len(infos) != len(related) or as_json is None:
+                return None
+            moved_infos = [lsp.DiagnosticRelatedInformation(location=lsp.Location(uri=info.location.uri, range=r),
+                                                            message=info.message)
+                           for info, r in zip(infos, related)]
+            moved = lsp.Diagnostic(range=rng, message=diagnostic.message, severity=diagnostic.severity,
+                                   code=diagnostic.code, code_description=diagnostic.code_description,
+                                   source=diagnostic.source, tags=diagnostic.tags,
+                                   related_information=moved_infos or None, data=diagnostic.data)
+            moved_json = dict(as_json, range=_range_json(rng))
+            if moved_infos:
+                moved_json["relatedInformation"] = [
+                    dict(info_json, location={"uri": info.location.uri, "range": _range_json(r)})
+                    for info_json, info, r in zip(as_json["relatedInformation"], moved_infos, related)]
+            self._json_fresh[id(moved)] = moved_json
+            out.append(moved)
+        self.remember(owner, basis, out)
+        return out
+
     def remember(self, owner: object, basis: tuple[object, ...], diagnostics: list[lsp.Diagnostic]) -> None:
         fresh = self._json_fresh
         self._memo_fresh[id(owner)] = (basis, diagnostics, {id(d): fresh[id(d)] for d in diagnostics})
@@ -113,6 +146,11 @@ def _converter() -> Converter:
     return _CONVERTER
 
 
+def _range_json(rng: lsp.Range) -> dict[str, dict[str, int]]:
+    return {"start": {"line": rng.start.line, "character": rng.start.character},
+            "end": {"line": rng.end.line, "character": rng.end.character}}
+
+
 def _positions(span: Span) -> tuple[int, int, int, int]:
     start, end = span.start, span.end
     return (start.line, start.character, end.line, end.character)
@@ -131,7 +169,8 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
         if plain:
             basis = (report, snapshot.config, anchor.start, anchor.end,
                      *(p for site in report.launches for p in (site.span.start, site.span.end)))
-            memo = cache.memo(report, basis)
+            memo = cache.memo(report, basis) or cache.moved(
+                report, basis, to_range(anchor), [to_range(site.span) for site in report.launches])
             if memo is not None:
                 out.extend(memo)
                 continue
@@ -206,7 +245,8 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
         span = finding.span
         lint_basis = (finding, snapshot.config, span.start, span.end,
                       *(p for related, _ in finding.related for p in (related.start, related.end)))
-        lint_memo = cache.memo(finding, lint_basis)
+        lint_memo = cache.memo(finding, lint_basis) or cache.moved(
+            finding, lint_basis, to_range(span), [to_range(related) for related, _ in finding.related])
         if lint_memo is not None:
             out.extend(lint_memo)
             continue
