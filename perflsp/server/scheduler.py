@@ -156,7 +156,7 @@ class DocumentWorker:
     def hibernate(self) -> bool:
         """Free the syntax trees of an idle document (it is parsed again when next needed)."""
         if self.state is None or self._busy or self._changes or (self._task is not None and not self._task.done()) \
-                or self.text_lock.locked():
+                or self.text_lock.locked() or self.analyzer.running:  # (running: waits for a typing pause)
             return False
         self.state.hibernate()
         self.analyzer.release()
