@@ -506,8 +506,9 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
 
     # CUDA functions: the tree's, then the token fallback exactly when a full extraction runs it.
     unit_functions = _tree_functions(ctx, env, aliases, _unit_function_nodes(ctx, aliases))
-    outside_tree = sum(1 for f in (*before["functions"], *after["functions"])
-                       if f.name_span.start_byte not in previous.token_found)
+    outside = len(before["functions"]) + len(after["functions"])
+    outside_tree = outside if not previous.token_found else sum(
+        1 for f in (*before["functions"], *after["functions"]) if f.name_span.start_byte not in previous.token_found)
     # The definition cannot start or end inside a comment (`_open_ended`): its mentions add up.
     unit_tokens = function_space_mentions(new_data[a:b])
     mentions = previous.mentions - function_space_mentions(old_data[a:old_b]) + unit_tokens

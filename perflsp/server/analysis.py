@@ -260,14 +260,42 @@ class Analyzer:
         self._lint_plan = None
         self._state = AnalysisState(self.context)
         items: list[Kernel] = [*fk.kernels, *fk.omp_regions]
+        if last is not None and last[0] is previous_extraction and last[1].context == self.context \
+                and previous_extraction is not None:
+            # an edit after a complete run: the items it did not replace are the same objects, and
+            # their reports stand unless their launch sites changed or the edit affects them
+            # (`_reanalyse`); only the others are pending (not a walk over every kernel per edit)
+            items = self._carry_reports(self._state, items, last[1].reports, previous_extraction.kernels, fk)
         self._edited_items = set()
-        if extracted.edited is not None and len(items) > 1:  # what the user is typing in first
+        if extracted.edited is not None and items:  # what the user is typing in first
             a, b = extracted.edited
             self._edited_items = {id(i) for i in items if a <= i.span.start_byte < b}
-            items.sort(key=lambda item: id(item) not in self._edited_items)
+            if len(items) > 1:
+                items.sort(key=lambda item: id(item) not in self._edited_items)
         self._pending = deque(items)
         self._lints_done = False
         return self._state
+
+    def _carry_reports(self, state: AnalysisState, items: list[Kernel], reports: dict[int, KernelReport],
+                       old_fk: FileKernels, fk: FileKernels) -> list[Kernel]:
+        """Put the last run's reports of unchanged items into `state`; the items left to analyse."""
+        relaunched: set[str | None] = set()
+        if old_fk.launches is not fk.launches:
+            old_ids = {id(s) for s in old_fk.launches}
+            new_ids = {id(s) for s in fk.launches}
+            relaunched = {s.kernel for s in old_fk.launches if id(s) not in new_ids}
+            relaunched |= {s.kernel for s in fk.launches if id(s) not in old_ids}
+        reanalyse = self._reanalyse
+        carried = state.reports
+        left: list[Kernel] = []
+        for item in items:
+            report = reports.get(id(item))
+            if report is None or (reanalyse and id(item) in reanalyse) or (
+                    relaunched and isinstance(item, CudaFunction) and item.qualified_name in relaunched):
+                left.append(item)
+            else:
+                carried[id(item)] = report
+        return left
 
     def partial_view(self, state: AnalysisState) -> AnalysisState:
         """What an unfinished run knows: its reports, and for the kernels it has not reached yet
