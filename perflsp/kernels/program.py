@@ -186,6 +186,9 @@ def _occurrences(data: bytes, word: bytes) -> list[int]:
 
 
 _SIBLING_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp")
+# where a `__device__` function of another translation unit (linked with `-rdc`) or of a header
+# the file does not include is defined
+_SIBLING_CUDA_SUFFIXES = (".cu", ".cuh", ".h", ".hh", ".hpp")
 _MAX_SIBLINGS = 32  # a folder of more sources than this is not one program's
 
 # `calls_to` scans the text for each of the first names it is asked about (one analysed kernel
@@ -458,7 +461,9 @@ class ProgramModel:
         return _expanded_function(self.data, self.tree, fn, self.env, keep_constants=True, recovered=fn.recovered)
 
     def device_function(self, name: str) -> ParsedFunction | None:
-        """The `__device__` function `name` of this file, else of the local headers it includes."""
+        """The `__device__` function `name` of this file, else of the local headers it includes,
+        else (declared here, defined in another translation unit linked with `-rdc`) of another
+        CUDA source or header of the file's folder."""
         if name in self._local_functions:
             return self.parsed_function(self._local_functions[name])
         for data, tree, by_name in self._headers_functions():
@@ -466,6 +471,14 @@ class ProgramModel:
                 found = _expanded_function(data, tree, by_name[name], self.env, keep_constants=False, recovered=False)
                 if found is not None:
                     return found
+        for path in self._sibling_cuda_sources:
+            parsed = _parsed_header(path)
+            if parsed is None:
+                continue
+            data, tree, functions = parsed
+            for fn in functions:
+                if fn.name == name and not fn.is_kernel:
+                    return _expanded_function(data, tree, fn, self.env, keep_constants=False, recovered=False)
         return None
 
     def call_operator(self, class_name: str) -> ParsedFunction | None:
@@ -508,14 +521,23 @@ class ProgramModel:
 
     @cached_property
     def _sibling_sources(self) -> tuple[Path, ...]:
-        """The other sources of the file's folder (none for an unsaved buffer, or a folder of
-        more sources than one program has)."""
+        """The other C/C++ sources of the file's folder (none for an unsaved buffer, or a folder
+        of more sources than one program has)."""
+        return self._siblings(_SIBLING_SUFFIXES)
+
+    @cached_property
+    def _sibling_cuda_sources(self) -> tuple[Path, ...]:
+        """The other CUDA sources and headers of the file's folder, `.cu` first."""
+        found = self._siblings(_SIBLING_CUDA_SUFFIXES)
+        return tuple(sorted(found, key=lambda p: (p.suffix != ".cu", p.name)))
+
+    def _siblings(self, suffixes: tuple[str, ...]) -> tuple[Path, ...]:
         path = Path(self.kernels.path) if self.kernels.path else None
         if path is None or not path.parent.is_dir():
             return ()
         try:
             found = sorted(p for p in path.parent.iterdir()
-                           if p.suffix in _SIBLING_SUFFIXES and p.name != path.name and p.is_file())
+                           if p.suffix in suffixes and p.name != path.name and p.is_file())
         except OSError:
             return ()
         return tuple(p for p in found if p not in self.headers) if len(found) <= _MAX_SIBLINGS else ()
