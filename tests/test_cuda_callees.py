@@ -77,3 +77,43 @@ __global__ void wrapper(unsigned *out) { not_a_helper(out); }
     source.write_text(caller)
     facts = analyse(caller, source)["wrapper"].facts
     assert facts.per_item.global_stores == 0
+
+
+PORTABLE_MACROS = """
+#if defined(__CUDACC__)
+#define HD __host__ __device__
+#else
+#define HD
+#endif
+#include "steps.h"
+#include "kernels.h"
+"""
+
+PORTABLE_STEPS = """
+HD inline unsigned step(unsigned v) {
+  for (int r = 0; r < 32; r++) v = (v * 1664525u + 1013904223u) ^ (v >> 7);
+  return v;
+}
+"""
+
+# the kernel file is included by `main.cu` after the header that says `HD`: on its own it sees
+# neither the macro nor the header, only the call
+PORTABLE_KERNEL = """
+__global__ void scramble(const unsigned *in, unsigned *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = step(in[i]);
+}
+"""
+
+
+def test_helper_marked_through_a_macro_the_kernel_file_does_not_see_is_inlined(tmp_path):
+    (tmp_path / "main.cu").write_text(PORTABLE_MACROS)
+    (tmp_path / "steps.h").write_text(PORTABLE_STEPS)
+    source = tmp_path / "kernels.h"
+    source.write_text(PORTABLE_KERNEL)
+    facts = analyse(PORTABLE_KERNEL, source)["scramble"].facts
+    assert not any("`step` not analysed" in e for e in facts.evidence)
+    assert facts.per_item.int32 > 32  # 32 rounds of a multiply-add, a shift and an xor
+    alone = analyse(PORTABLE_KERNEL)["scramble"].facts
+    assert any("`step` not analysed" in e for e in alone.evidence)
+    assert alone.per_item.int32 < 16

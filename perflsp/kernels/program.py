@@ -479,6 +479,22 @@ class ProgramModel:
             for fn in functions:
                 if fn.name == name and not fn.is_kernel:
                     return _expanded_function(data, tree, fn, self.env, keep_constants=False, recovered=False)
+        # a kernel calls only device functions: a definition found without `__device__` says it
+        # through a macro this file does not see (`#define HD __host__ __device__` under `#ifdef
+        # __CUDACC__` in a header of its includer) or is a `constexpr` one
+        return self._unmarked_device_function(name)
+
+    def _unmarked_device_function(self, name: str) -> ParsedFunction | None:
+        found = self.plain_function(name)
+        if found is not None:
+            return None if _is_kernel_definition(found) else found
+        for path in self._sibling_cuda_sources:
+            if path.suffix in _SIBLING_SUFFIXES:
+                continue  # `plain_function` read it
+            parsed = _source_definitions(path)
+            if parsed is not None and name in parsed[1]:
+                found = _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False)
+                return None if found is None or _is_kernel_definition(found) else found
         return None
 
     def call_operator(self, class_name: str) -> ParsedFunction | None:
@@ -658,6 +674,13 @@ def _expanded_node(data: bytes, node: Node, env: ConstEnv, keep_constants: bool)
     wrapped = expanded.encode("utf-8", errors="replace")
     found = first_function(parse(wrapped).root_node)
     return ParsedFunction(found, wrapped) if found is not None else None
+
+
+def _is_kernel_definition(fn: ParsedFunction) -> bool:
+    """Whether a function definition is a `__global__` one (a kernel launches, never calls, it)."""
+    body = fn.node.child_by_field_name("body")
+    head = fn.data[fn.node.start_byte : body.start_byte if body is not None else fn.node.end_byte]
+    return b"__global__" in head
 
 
 def _version(path: Path) -> tuple[Path, int, int] | None:
