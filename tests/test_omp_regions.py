@@ -183,3 +183,46 @@ def test_every_thread_of_every_team_runs_a_parallel_block():
     assert (by_size.facts.per_item.global_loads, by_size.facts.per_item.global_stores) == (1, 1)
     assert by_size.facts.assumptions[0].startswith("problem size unknown")
     assert by_size.estimates[0].verdict == "bandwidth"
+
+
+# the extent of an array a region's function receives from its caller ---------------------------
+
+PASSED_POINTS_SRC = """
+#include <stdlib.h>
+#define POINTS 4096
+void accumulate(const int *pos, const float *weight, float *out, int n, int step) {
+  #pragma omp target teams distribute parallel for
+  for (int i = 0; i < step * n; i++) {
+    const int p = i / step;
+    float s = 0.f;
+    for (int j = i % step; j < n; j += step) s += weight[j] * abs(pos[j] - pos[p]);
+    if (i % step == 0) out[p] = s;
+  }
+}
+int main(int argc, char **argv) {
+  int n = atoi(argv[1]);
+  int *pos_h = (int *)malloc(POINTS * sizeof(int));
+  float *weight_h = (float *)malloc(POINTS * sizeof(float));
+  float *out_h = (float *)malloc(POINTS * sizeof(float));
+  #pragma omp target data map(to: pos_h[0:POINTS], weight_h[0:POINTS]) map(from: out_h[0:POINTS])
+  {
+    for (int r = 0; r < 2; r++) {
+      accumulate(pos_h, weight_h, out_h, n, 4);
+    }
+  }
+  return 0;
+}
+"""
+
+
+def test_array_parameter_takes_the_extent_its_caller_maps():
+    (report,) = analyse(PASSED_POINTS_SRC)
+    facts = report.facts
+    assert facts.traffic is not None
+    # `pos`, `weight` and `out` are what `main` maps as `pos_h[0:POINTS]`, ...: 16 KiB each,
+    # however long the (unknown) loops run
+    footprints: dict[str, float] = {}
+    for group in facts.traffic.groups:
+        footprints[group.array] = max(footprints.get(group.array, 0.0), group.footprint_bytes)
+    assert footprints == {"pos": 4096 * 4, "weight": 4096 * 4, "out": 4096 * 4}
+    assert facts.dram_bytes <= max(3 * 4096 * 4, 1e5)

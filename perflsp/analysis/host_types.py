@@ -11,7 +11,7 @@ from collections.abc import Callable
 from tree_sitter import Node
 
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
-from perflsp.analysis.extents import omp_extent
+from perflsp.analysis.extents import Extent, leading_name, omp_extent
 from perflsp.analysis.finish import Extents
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.unit import AnalysisUnit, HostTypes
@@ -159,8 +159,10 @@ def _declarator_shape(unit: AnalysisUnit, node: Node | None, text: Callable[[Nod
 
 
 def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: HostTypes,
-                        host_env: ConstEnv, text: str) -> Extents:
-    """Bind the host variables `text` (the region's body) names; returns the arrays' extents."""
+                        host_env: ConstEnv, text: str, function: Node | None = None) -> Extents:
+    """Bind the host variables `text` (the region's body) names; returns the arrays' extents.
+    An array that is a parameter of `function` (the function around the region) without a
+    `map` section or allocation of its own has the extent of what its callers pass."""
     extents: Extents = {}
     for name in set(re.findall(r"[A-Za-z_]\w*", text)):
         if name not in host_types:
@@ -176,6 +178,8 @@ def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: Ho
                 extents[name] = (elem * math.prod(dims), False)
             else:
                 extent = omp_extent(unit, name, elem)
+                if extent.bytes is None and function is not None:
+                    extent = _passed_extent(unit, function, name, elem) or extent
                 extents[name] = (extent.bytes, extent.host_memory)
             continue
         value = unit.model.evaluate(name, host_env)
@@ -184,3 +188,17 @@ def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: Ho
         else:
             walker.bind(name, Val(ctype, None, Linear(const_known=False)))
     return extents
+
+
+def _passed_extent(unit: AnalysisUnit, function: Node, name: str, elem_bytes: float) -> Extent | None:
+    """The largest extent among the arrays the callers of `function` in this file pass for its
+    parameter `name` (one level: `run(h_a, n)` with `h_a` mapped or allocated in `main`)."""
+    best: Extent | None = None
+    for node in unit.model.caller_argument_nodes(function, name):
+        passed = leading_name(unit.ctx.text(node))
+        if passed is None or passed == name:
+            continue
+        extent = omp_extent(unit, passed, elem_bytes)
+        if extent.bytes is not None and (best is None or best.bytes is None or extent.bytes > best.bytes):
+            best = extent
+    return best

@@ -87,7 +87,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int |
     walker = KernelWalker(wrapped, cost, shape, aliases, unit.target_callees,
                           line_offset=region.body_span.start.line - 1)
     walker.scopes[0].update(unit.globals)
-    extents = bind_host_variables(unit, walker, types, host_env, expanded)
+    extents = bind_host_variables(unit, walker, types, host_env, expanded, function)
     parallel_levels = 0
     if words & {"distribute", "for", "loop", "simd"}:
         collapse = region.clause("collapse")

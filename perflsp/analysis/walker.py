@@ -469,8 +469,44 @@ class KernelWalker:
                 # `if (tid < s)` in `for (s = n / 2; s > 0; s >>= 1)`: half the threads, then a
                 # quarter, ...: about one full pass over the whole loop
                 return 1.0 / max(1.0, self.geometric_loops[halving[0]])
-            return 1.0  # a bounds guard: (nearly) every item passes
+            # a bounds guard: (nearly) every item is in bounds; the `then` arm is that side
+            # unless the condition tests for being out of them (`if (x >= n) {...} else {...}`)
+            return 0.0 if self._out_of_bounds_test(cond) else 1.0
         return self.cost.branch_weight
+
+    def _out_of_bounds_test(self, cond: Node | None) -> bool:
+        """Whether a bounds guard holds for the few items outside the bounds: a thread index
+        above a runtime size (`i >= n`, `n <= i`) or below zero (`i < 0`), joined by `||`
+        (`x >= w || y >= h`) or `&&`; False for `i < n`, `i > 0` and anything unclear."""
+        while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") \
+                and cond.named_child_count == 1:
+            cond = cond.named_children[0]
+        if cond is None or cond.type != "binary_expression":
+            return False
+        op = self.text(cond.child_by_field_name("operator"))
+        left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+        if op in ("||", "&&"):
+            sides = [self._out_of_bounds_test(left), self._out_of_bounds_test(right)]
+            return any(sides) if op == "||" else all(sides)
+        if op not in ("<", "<=", ">", ">=") or left is None or right is None:
+            return False
+        saved = self.mult
+        self.mult = 0.0  # evaluated again, and counted, as the condition
+        lval, rval = self.eval(left), self.eval(right)
+        self.mult = saved
+        if _thread_dependent(lval) and not _thread_dependent(rval):
+            index_above = op in (">", ">=")  # `i >= bound`
+            bound = rval
+        elif _thread_dependent(rval) and not _thread_dependent(lval):
+            index_above = op in ("<", "<=")  # `bound <= i`
+            bound = lval
+        else:
+            return False
+        if bound.static:
+            # a compile-time constant: only a test below zero is an edge (`i < 0`); `i > 0`,
+            # `tid >= 32` are not
+            return not index_above and bound.value is not None and bound.value <= 0
+        return index_above  # a size: `i >= n` holds past the end
 
     def _switch(self, node: Node) -> None:
         self.eval(node.child_by_field_name("condition"))
@@ -1840,6 +1876,10 @@ _EXPRESSIONS: dict[str, Callable[[KernelWalker, Node], Val]] = {
 WARP_SIZE = 32.0
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _THREAD_INDEX_ATOMS = frozenset(("tx", "ty", "tz", "bx", "by", "bz"))
+
+
+def _thread_dependent(val: Val) -> bool:
+    return any(a in _THREAD_INDEX_ATOMS or a.startswith("o") for a in val.lin.atoms)
 _FRAGMENT = re.compile(r"\bfragment\s*<(.*)>")
 # `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`: shape, then layouts, then D/A/B/C types
 _PTX_MMA = re.compile(r"\bmma\.sync\.aligned\.m(\d+)n(\d+)k(\d+)((?:\.[a-z0-9]+)*)")

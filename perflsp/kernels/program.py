@@ -186,6 +186,9 @@ def _occurrences(data: bytes, word: bytes) -> list[int]:
 
 
 _SIBLING_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp")
+# where a `__device__` function of another translation unit (linked with `-rdc`) or of a header
+# the file does not include is defined
+_SIBLING_CUDA_SUFFIXES = (".cu", ".cuh", ".h", ".hh", ".hpp")
 _MAX_SIBLINGS = 32  # a folder of more sources than this is not one program's
 
 # `calls_to` scans the text for each of the first names it is asked about (one analysed kernel
@@ -458,7 +461,9 @@ class ProgramModel:
         return _expanded_function(self.data, self.tree, fn, self.env, keep_constants=True, recovered=fn.recovered)
 
     def device_function(self, name: str) -> ParsedFunction | None:
-        """The `__device__` function `name` of this file, else of the local headers it includes."""
+        """The `__device__` function `name` of this file, else of the local headers it includes,
+        else (declared here, defined in another translation unit linked with `-rdc`) of another
+        CUDA source or header of the file's folder."""
         if name in self._local_functions:
             return self.parsed_function(self._local_functions[name])
         for data, tree, by_name in self._headers_functions():
@@ -466,6 +471,30 @@ class ProgramModel:
                 found = _expanded_function(data, tree, by_name[name], self.env, keep_constants=False, recovered=False)
                 if found is not None:
                     return found
+        for path in self._sibling_cuda_sources:
+            parsed = _parsed_header(path)
+            if parsed is None:
+                continue
+            data, tree, functions = parsed
+            for fn in functions:
+                if fn.name == name and not fn.is_kernel:
+                    return _expanded_function(data, tree, fn, self.env, keep_constants=False, recovered=False)
+        # a kernel calls only device functions: a definition found without `__device__` says it
+        # through a macro this file does not see (`#define HD __host__ __device__` under `#ifdef
+        # __CUDACC__` in a header of its includer) or is a `constexpr` one
+        return self._unmarked_device_function(name)
+
+    def _unmarked_device_function(self, name: str) -> ParsedFunction | None:
+        found = self.plain_function(name)
+        if found is not None:
+            return None if _is_kernel_definition(found) else found
+        for path in self._sibling_cuda_sources:
+            if path.suffix in _SIBLING_SUFFIXES:
+                continue  # `plain_function` read it
+            parsed = _source_definitions(path)
+            if parsed is not None and name in parsed[1]:
+                found = _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False)
+                return None if found is None or _is_kernel_definition(found) else found
         return None
 
     def call_operator(self, class_name: str) -> ParsedFunction | None:
@@ -508,14 +537,23 @@ class ProgramModel:
 
     @cached_property
     def _sibling_sources(self) -> tuple[Path, ...]:
-        """The other sources of the file's folder (none for an unsaved buffer, or a folder of
-        more sources than one program has)."""
+        """The other C/C++ sources of the file's folder (none for an unsaved buffer, or a folder
+        of more sources than one program has)."""
+        return self._siblings(_SIBLING_SUFFIXES)
+
+    @cached_property
+    def _sibling_cuda_sources(self) -> tuple[Path, ...]:
+        """The other CUDA sources and headers of the file's folder, `.cu` first."""
+        found = self._siblings(_SIBLING_CUDA_SUFFIXES)
+        return tuple(sorted(found, key=lambda p: (p.suffix != ".cu", p.name)))
+
+    def _siblings(self, suffixes: tuple[str, ...]) -> tuple[Path, ...]:
         path = Path(self.kernels.path) if self.kernels.path else None
         if path is None or not path.parent.is_dir():
             return ()
         try:
             found = sorted(p for p in path.parent.iterdir()
-                           if p.suffix in _SIBLING_SUFFIXES and p.name != path.name and p.is_file())
+                           if p.suffix in suffixes and p.name != path.name and p.is_file())
         except OSError:
             return ()
         return tuple(p for p in found if p not in self.headers) if len(found) <= _MAX_SIBLINGS else ()
@@ -636,6 +674,13 @@ def _expanded_node(data: bytes, node: Node, env: ConstEnv, keep_constants: bool)
     wrapped = expanded.encode("utf-8", errors="replace")
     found = first_function(parse(wrapped).root_node)
     return ParsedFunction(found, wrapped) if found is not None else None
+
+
+def _is_kernel_definition(fn: ParsedFunction) -> bool:
+    """Whether a function definition is a `__global__` one (a kernel launches, never calls, it)."""
+    body = fn.node.child_by_field_name("body")
+    head = fn.data[fn.node.start_byte : body.start_byte if body is not None else fn.node.end_byte]
+    return b"__global__" in head
 
 
 def _version(path: Path) -> tuple[Path, int, int] | None:

@@ -1,0 +1,57 @@
+"""Which arm of a bounds guard the threads take: nearly all are in bounds, whichever way the
+condition is written. Small programs of our own."""
+
+from dataclasses import replace
+
+from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
+from perflsp.analysis.models import KernelReport
+from perflsp.hardware import load_database
+from perflsp.kernels.extract import extract
+from perflsp.kernels.includes import IncludeResolver
+from perflsp.source.parser import parse
+
+H100 = load_database().get("H100")
+
+
+def analyse(src: str) -> dict[str, KernelReport]:
+    data = src.encode()
+    env = IncludeResolver().env_for(None, data)
+    tree = parse(data)
+    kernels = extract(data, tree, env=env)
+    unit = AnalysisUnit(data, tree, kernels, replace(AnalysisOptions(), include_env=env))
+    return {k.name: analyze_kernel(unit, k, [H100]) for k in kernels.kernels}
+
+
+GUARDS_SRC = """
+__global__ void padded(const float *in, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v;
+  if (i >= n) v = 0.0f;
+  else v = in[i] * 2.0f;
+  out[i] = v;
+}
+__global__ void padded_2d(const float *in, float *out, int w, int h) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x;
+  int y = blockIdx.y * blockDim.y + threadIdx.y;
+  float v = (x >= w || y >= h || x < 0) ? 0.0f : in[y * w + x];
+  out[y * w + x] = v + 1.0f;
+}
+__global__ void in_bounds(const float *in, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] * 2.0f;
+}
+__global__ void differences(const float *in, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i > 0) out[i] = in[i] - in[i - 1];
+}
+"""
+
+
+def test_the_in_bounds_arm_is_taken_whichever_way_the_guard_is_written():
+    reports = analyse(GUARDS_SRC)
+    for name in ("padded", "padded_2d", "in_bounds"):
+        per_item = reports[name].facts.per_item
+        assert per_item.global_loads == 1, name
+        assert per_item.fp32 == 1, name
+    # `i > 0` is a low edge: the threads above it do the work
+    assert reports["differences"].facts.per_item.global_loads == 2

@@ -1,0 +1,119 @@
+"""The `__device__` functions a CUDA kernel calls when they are defined in another translation
+unit of its folder (compiled with `-rdc`, declared in a shared header). Small programs of our own."""
+
+from dataclasses import replace
+from pathlib import Path
+
+from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
+from perflsp.analysis.models import KernelReport
+from perflsp.hardware import load_database
+from perflsp.kernels.extract import extract
+from perflsp.kernels.includes import IncludeResolver
+from perflsp.source.parser import parse
+
+H100 = load_database().get("H100")
+
+
+def analyse(src: str, path: Path | None = None) -> dict[str, KernelReport]:
+    """Reports of every kernel of `src`, as `perflsp check` reads a file at `path`."""
+    data = src.encode()
+    env = IncludeResolver().env_for(path, data)
+    tree = parse(data)
+    kernels = extract(data, tree, path=str(path) if path else None, env=env)
+    unit = AnalysisUnit(data, tree, kernels, replace(AnalysisOptions(), include_env=env))
+    return {k.name: analyze_kernel(unit, k, [H100]) for k in kernels.kernels}
+
+
+HEADER = """
+#pragma once
+__device__ void mix(const unsigned *in, unsigned *out);
+"""
+
+DEFINITION = """
+#include "mix.h"
+__device__ unsigned rotl(unsigned v, int s) { return (v << s) | (v >> (32 - s)); }
+__device__ void mix(const unsigned *in, unsigned *out) {
+  unsigned a = in[0], b = in[1];
+  for (int r = 0; r < 64; r++) { a += b; b = rotl(b ^ a, 7); a = rotl(a, 13) * 5u; }
+  out[0] = a; out[1] = b;
+}
+__global__ void not_a_helper(unsigned *out) { out[threadIdx.x] = 0; }
+"""
+
+KERNEL = """
+#include "mix.h"
+__global__ void hash_pairs(const unsigned *in, unsigned *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) mix(in + 2 * i, out + 2 * i);
+}
+"""
+
+
+def test_device_function_of_another_translation_unit_is_inlined(tmp_path):
+    (tmp_path / "mix.h").write_text(HEADER)
+    (tmp_path / "mix.cu").write_text(DEFINITION)
+    source = tmp_path / "main.cu"
+    source.write_text(KERNEL)
+    report = analyse(KERNEL, source)["hash_pairs"]
+    facts = report.facts
+    # the loads and stores of the callee are found, and its 64 rounds of integer work with them
+    assert facts.per_item.global_loads == 2 and facts.per_item.global_stores == 2
+    assert facts.per_item.int32 > 64 * 5
+    assert report.estimates[0].verdict == "compute"
+    assert not any("`mix` not analysed" in e for e in facts.evidence)
+    # an unsaved buffer has no folder: the call stays unknown, says so, and the kernel is uncertain
+    alone = analyse(KERNEL)["hash_pairs"]
+    assert any("`mix` not analysed" in e for e in alone.facts.evidence)
+    assert alone.estimates[0].verdict == "uncertain"
+
+
+def test_kernels_of_other_sources_are_not_callees(tmp_path):
+    (tmp_path / "mix.cu").write_text(DEFINITION)
+    caller = """
+__global__ void not_a_helper(unsigned *out);
+__global__ void wrapper(unsigned *out) { not_a_helper(out); }
+"""
+    source = tmp_path / "main.cu"
+    source.write_text(caller)
+    facts = analyse(caller, source)["wrapper"].facts
+    assert facts.per_item.global_stores == 0
+
+
+PORTABLE_MACROS = """
+#if defined(__CUDACC__)
+#define HD __host__ __device__
+#else
+#define HD
+#endif
+#include "steps.h"
+#include "kernels.h"
+"""
+
+PORTABLE_STEPS = """
+HD inline unsigned step(unsigned v) {
+  for (int r = 0; r < 32; r++) v = (v * 1664525u + 1013904223u) ^ (v >> 7);
+  return v;
+}
+"""
+
+# the kernel file is included by `main.cu` after the header that says `HD`: on its own it sees
+# neither the macro nor the header, only the call
+PORTABLE_KERNEL = """
+__global__ void scramble(const unsigned *in, unsigned *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = step(in[i]);
+}
+"""
+
+
+def test_helper_marked_through_a_macro_the_kernel_file_does_not_see_is_inlined(tmp_path):
+    (tmp_path / "main.cu").write_text(PORTABLE_MACROS)
+    (tmp_path / "steps.h").write_text(PORTABLE_STEPS)
+    source = tmp_path / "kernels.h"
+    source.write_text(PORTABLE_KERNEL)
+    facts = analyse(PORTABLE_KERNEL, source)["scramble"].facts
+    assert not any("`step` not analysed" in e for e in facts.evidence)
+    assert facts.per_item.int32 > 32  # 32 rounds of a multiply-add, a shift and an xor
+    alone = analyse(PORTABLE_KERNEL)["scramble"].facts
+    assert any("`step` not analysed" in e for e in alone.evidence)
+    assert alone.per_item.int32 < 16
