@@ -471,7 +471,13 @@ class ProgramModel:
                 found = _expanded_function(data, tree, by_name[name], self.env, keep_constants=False, recovered=False)
                 if found is not None:
                     return found
+        if name in self._plain_definitions:
+            # defined in this file (a kernel, or without a `__device__` this file sees): that is
+            # the function a call here names, not one of another translation unit
+            return self._unmarked_device_function(name)
         for path in self._sibling_cuda_sources:
+            if name not in _defined_names(path):
+                continue  # (not parsed: most names asked about are built-ins defined nowhere here)
             parsed = _parsed_header(path)
             if parsed is None:
                 continue
@@ -489,8 +495,8 @@ class ProgramModel:
         if found is not None:
             return None if _is_kernel_definition(found) else found
         for path in self._sibling_cuda_sources:
-            if path.suffix in _SIBLING_SUFFIXES:
-                continue  # `plain_function` read it
+            if path.suffix in _SIBLING_SUFFIXES or name not in _defined_names(path):
+                continue  # `plain_function` read it, or it defines no function of that name
             parsed = _source_definitions(path)
             if parsed is not None and name in parsed[1]:
                 found = _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False)
@@ -522,6 +528,8 @@ class ProgramModel:
         if node is not None:
             return _expanded_node(self.data, node, self.env, keep_constants=True)
         for path in (*self.headers, *self._sibling_sources):
+            if path not in self.headers and name not in _defined_names(path):
+                continue
             parsed = _source_definitions(path)
             if parsed is not None and name in parsed[1]:
                 return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False)
@@ -716,6 +724,27 @@ def _source_definitions_cached(path: Path, mtime_ns: int, size: int) -> tuple[by
         return None
     data, tree = parsed
     return data, function_definitions(tree.root_node, data), tree  # (the tree keeps the nodes alive)
+
+
+# `name(params) {`: what a function definition looks like in text (a superset: `if (x) {` too)
+_DEFINITION_HEAD = re.compile(rb"\b([A-Za-z_]\w*)\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^;{}]*)?\{")
+
+
+@lru_cache(maxsize=256)
+def _defined_names_cached(path: Path, mtime_ns: int, size: int) -> frozenset[str]:
+    loaded = load_file(path)
+    if isinstance(loaded, SkippedFile):
+        return frozenset()
+    return frozenset(m.decode("utf-8", "replace") for m in _DEFINITION_HEAD.findall(loaded.data))
+
+
+def _defined_names(path: Path) -> frozenset[str]:
+    """Names another file may define a function of, from its text (a superset; no parse): a
+    sibling source is parsed only when it may define the name asked about. Every unresolved
+    call of a kernel (built-ins, intrinsics) is asked about, and parsing every source of a
+    folder of large files for those cost seconds and hundreds of MiB."""
+    version = _version(path)
+    return _defined_names_cached(*version) if version is not None else frozenset()
 
 
 def _parsed_header(path: Path) -> tuple[bytes, Tree, tuple[CudaFunction, ...]] | None:
