@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -206,7 +207,9 @@ class PerfLanguageServer(LanguageServer):
 
     def _trim_when_idle(self, tries: int) -> None:
         """Give memory back once no job runs (a closed document's job may still be finishing)."""
-        if self.pool.busy and tries:
+        # (a full collection takes ~0.1 s with a large file analysed: not between two keystrokes)
+        typing = time.monotonic() - self.cycles.last_published < memory.TRIM_DELAY_S
+        if (self.pool.busy or typing) and tries:
             self._trim = asyncio.get_running_loop().call_later(0.5, self._trim_when_idle, tries - 1)
             return
         self._trim = None

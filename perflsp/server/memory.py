@@ -33,6 +33,7 @@ import ctypes.util
 import gc
 import logging
 import sys
+import time
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
@@ -76,10 +77,12 @@ class CycleCollector:
         self._timer: asyncio.TimerHandle | None = None
         self._collected_at = gc.get_freeze_count()  # frozen objects after the last full collection
         self.collections = 0
+        self.last_published = 0.0  # monotonic time of the last publication
 
     def published(self, busy: Callable[[], bool]) -> None:
         """A publication is out: freeze what exists, and (re)start the idle timer."""
         gc.freeze()
+        self.last_published = time.monotonic()
         if self._timer is not None:
             self._timer.cancel()
         self._timer = asyncio.get_running_loop().call_later(self.idle_s, self._when_idle, busy)
