@@ -471,7 +471,7 @@ class ProgramModel:
                 found = _expanded_function(data, tree, by_name[name], self.env, keep_constants=False, recovered=False)
                 if found is not None:
                     return found
-        if name in self._plain_definitions:
+        if self._may_define(name) and name in self._plain_definitions:
             # defined in this file (a kernel, or without a `__device__` this file sees): that is
             # the function a call here names, not one of another translation unit
             return self._unmarked_device_function(name)
@@ -490,8 +490,15 @@ class ProgramModel:
         # __CUDACC__` in a header of its includer) or is a `constexpr` one
         return self._unmarked_device_function(name)
 
+    def _may_define(self, name: str) -> bool:
+        """Whether this file's text may define a function `name` (`name(...) {` somewhere): most
+        names asked about are built-ins, and indexing every definition of a large file costs
+        ~4 ms on each edit's new model."""
+        word = name.encode()
+        return any(_AFTER_NAME_DEFINITION.match(self.data, at + len(word)) for at in _occurrences(self.data, word))
+
     def _unmarked_device_function(self, name: str) -> ParsedFunction | None:
-        found = self.plain_function(name)
+        found = self.plain_function(name) if self._may_define(name) else self._plain_elsewhere(name)
         if found is not None:
             return None if _is_kernel_definition(found) else found
         for path in self._sibling_cuda_sources:
@@ -527,6 +534,10 @@ class ProgramModel:
         node = self._plain_definitions.get(name)
         if node is not None:
             return _expanded_node(self.data, node, self.env, keep_constants=True)
+        return self._plain_elsewhere(name)
+
+    def _plain_elsewhere(self, name: str) -> ParsedFunction | None:
+        """`plain_function` in the local headers and the folder's other sources."""
         for path in (*self.headers, *self._sibling_sources):
             if path not in self.headers and name not in _defined_names(path):
                 continue
@@ -726,6 +737,8 @@ def _source_definitions_cached(path: Path, mtime_ns: int, size: int) -> tuple[by
     return data, function_definitions(tree.root_node, data), tree  # (the tree keeps the nodes alive)
 
 
+# what follows a function's name where it is defined: `(params) {` (a superset: `if (x) {` too)
+_AFTER_NAME_DEFINITION = re.compile(rb"\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^;{}]*)?\{")
 # `name(params) {`: what a function definition looks like in text (a superset: `if (x) {` too)
 _DEFINITION_HEAD = re.compile(rb"\b([A-Za-z_]\w*)\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^;{}]*)?\{")
 
