@@ -738,7 +738,8 @@ def _source_definitions_cached(path: Path, mtime_ns: int, size: int) -> tuple[by
 
 
 # what follows a function's name where it is defined: `(params) {` (a superset: `if (x) {` too)
-_AFTER_NAME_DEFINITION = re.compile(rb"\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^;{}]*)?\{")
+# (no parentheses inside the parameters: a linear match; a function-pointer parameter is missed)
+_AFTER_NAME_DEFINITION = re.compile(rb"\s*\([^;{}()]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^;{}()]*)?\{")
 # `name(params) {`: what a function definition looks like in text (a superset: `if (x) {` too)
 _DEFINITION_HEAD = re.compile(rb"\b([A-Za-z_]\w*)\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^;{}]*)?\{")
 
