@@ -475,16 +475,14 @@ class ProgramModel:
             # defined in this file (a kernel, or without a `__device__` this file sees): that is
             # the function a call here names, not one of another translation unit
             return self._unmarked_device_function(name)
-        for path in self._sibling_cuda_sources:
-            if name not in _defined_names(path):
-                continue  # (not parsed: most names asked about are built-ins defined nowhere here)
-            parsed = _parsed_header(path)
-            if parsed is None:
-                continue
-            data, tree, functions = parsed
-            for fn in functions:
-                if fn.name == name and not fn.is_kernel:
-                    return _expanded_function(data, tree, fn, self.env, keep_constants=False, recovered=False)
+        found_in = _sibling_device_definition(name, self._sibling_cuda_versions)
+        if found_in is not None:
+            version, index = found_in
+            parsed = _parsed_header_cached(*version)
+            if parsed is not None:
+                data, tree, functions = parsed
+                return _expanded_function(data, tree, functions[index], self.env, keep_constants=False,
+                                          recovered=False)
         # a kernel calls only device functions: a definition found without `__device__` says it
         # through a macro this file does not see (`#define HD __host__ __device__` under `#ifdef
         # __CUDACC__` in a header of its includer) or is a `constexpr` one
@@ -501,13 +499,12 @@ class ProgramModel:
         found = self.plain_function(name) if self._may_define(name) else self._plain_elsewhere(name)
         if found is not None:
             return None if _is_kernel_definition(found) else found
-        for path in self._sibling_cuda_sources:
-            if path.suffix in _SIBLING_SUFFIXES or name not in _defined_names(path):
-                continue  # `plain_function` read it, or it defines no function of that name
-            parsed = _source_definitions(path)
-            if parsed is not None and name in parsed[1]:
-                found = _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False)
-                return None if found is None or _is_kernel_definition(found) else found
+        cuda_only = tuple(v for v in self._sibling_cuda_versions if v[0].suffix not in _SIBLING_SUFFIXES)
+        version = _sibling_plain_definition(name, cuda_only)  # (`plain_function` read the others)
+        parsed = _source_definitions_cached(*version) if version is not None else None
+        if parsed is not None:
+            found = _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False)
+            return None if found is None or _is_kernel_definition(found) else found
         return None
 
     def call_operator(self, class_name: str) -> ParsedFunction | None:
@@ -538,12 +535,14 @@ class ProgramModel:
 
     def _plain_elsewhere(self, name: str) -> ParsedFunction | None:
         """`plain_function` in the local headers and the folder's other sources."""
-        for path in (*self.headers, *self._sibling_sources):
-            if path not in self.headers and name not in _defined_names(path):
-                continue
+        for path in self.headers:
             parsed = _source_definitions(path)
             if parsed is not None and name in parsed[1]:
                 return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False)
+        version = _sibling_plain_definition(name, self._sibling_versions)
+        parsed = _source_definitions_cached(*version) if version is not None else None
+        if parsed is not None:
+            return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False)
         return None
 
     def plain_function_names(self) -> list[str]:
@@ -566,16 +565,24 @@ class ProgramModel:
         found = self._siblings(_SIBLING_CUDA_SUFFIXES)
         return tuple(sorted(found, key=lambda p: (p.suffix != ".cu", p.name)))
 
+    @cached_property
+    def _sibling_versions(self) -> tuple[tuple[Path, int, int], ...]:
+        return tuple(v for v in map(_version, self._sibling_sources) if v is not None)
+
+    @cached_property
+    def _sibling_cuda_versions(self) -> tuple[tuple[Path, int, int], ...]:
+        return tuple(v for v in map(_version, self._sibling_cuda_sources) if v is not None)
+
     def _siblings(self, suffixes: tuple[str, ...]) -> tuple[Path, ...]:
         path = Path(self.kernels.path) if self.kernels.path else None
-        if path is None or not path.parent.is_dir():
+        if path is None:
             return ()
         try:
-            found = sorted(p for p in path.parent.iterdir()
-                           if p.suffix in suffixes and p.name != path.name and p.is_file())
+            folder_mtime = path.parent.stat().st_mtime_ns
         except OSError:
             return ()
-        return tuple(p for p in found if p not in self.headers) if len(found) <= _MAX_SIBLINGS else ()
+        found = _folder_sources(path.parent, folder_mtime, path.name, suffixes)
+        return tuple(p for p in found if p not in self.headers)
 
     def device_function_names(self) -> list[str]:
         """Names `device_function` may find, this file's first."""
@@ -746,19 +753,56 @@ _DEFINITION_HEAD = re.compile(rb"\b([A-Za-z_]\w*)\s*\([^;{}]*\)\s*(?:const\s*)?(
 
 @lru_cache(maxsize=256)
 def _defined_names_cached(path: Path, mtime_ns: int, size: int) -> frozenset[str]:
+    """Names another file may define a function of, from its text (a superset; no parse): a
+    sibling source is parsed only when it may define the name asked about. Every unresolved
+    call of a kernel (built-ins, intrinsics) is asked about, and parsing every source of a
+    folder of large files for those cost seconds and hundreds of MiB."""
     loaded = load_file(path)
     if isinstance(loaded, SkippedFile):
         return frozenset()
     return frozenset(m.decode("utf-8", "replace") for m in _DEFINITION_HEAD.findall(loaded.data))
 
 
-def _defined_names(path: Path) -> frozenset[str]:
-    """Names another file may define a function of, from its text (a superset; no parse): a
-    sibling source is parsed only when it may define the name asked about. Every unresolved
-    call of a kernel (built-ins, intrinsics) is asked about, and parsing every source of a
-    folder of large files for those cost seconds and hundreds of MiB."""
-    version = _version(path)
-    return _defined_names_cached(*version) if version is not None else frozenset()
+@lru_cache(maxsize=256)
+def _folder_sources(folder: Path, mtime_ns: int, own: str, suffixes: tuple[str, ...]) -> tuple[Path, ...]:
+    """The sources of `folder` with these suffixes but `own` (none in a folder of more sources
+    than one program has), listed once per state of the folder."""
+    try:
+        found = sorted(p for p in folder.iterdir() if p.suffix in suffixes and p.name != own and p.is_file())
+    except OSError:
+        return ()
+    return tuple(found) if len(found) <= _MAX_SIBLINGS else ()
+
+
+# Which other file defines a name is remembered per state of those files (their versions): every
+# edit builds a new model that asks again about the same names, mostly built-ins defined nowhere.
+@lru_cache(maxsize=8192)
+def _sibling_device_definition(name: str, versions: tuple[tuple[Path, int, int], ...]
+                               ) -> tuple[tuple[Path, int, int], int] | None:
+    """(version of the file, index among its `__device__` functions) of the first that defines
+    `__device__` function `name`."""
+    for version in versions:
+        if name not in _defined_names_cached(*version):
+            continue  # (not parsed: most names asked about are built-ins defined nowhere here)
+        parsed = _parsed_header_cached(*version)
+        if parsed is None:
+            continue
+        for index, fn in enumerate(parsed[2]):
+            if fn.name == name and not fn.is_kernel:
+                return version, index
+    return None
+
+
+@lru_cache(maxsize=8192)
+def _sibling_plain_definition(name: str, versions: tuple[tuple[Path, int, int], ...]) -> tuple[Path, int, int] | None:
+    """The version of the first file that defines a function `name` (with or without `__device__`)."""
+    for version in versions:
+        if name not in _defined_names_cached(*version):
+            continue
+        parsed = _source_definitions_cached(*version)
+        if parsed is not None and name in parsed[1]:
+            return version
+    return None
 
 
 def _parsed_header(path: Path) -> tuple[bytes, Tree, tuple[CudaFunction, ...]] | None:
