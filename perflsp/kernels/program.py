@@ -471,6 +471,8 @@ class ProgramModel:
                 found = _expanded_function(data, tree, by_name[name], self.env, keep_constants=False, recovered=False)
                 if found is not None:
                     return found
+        if name in self._kernel_names:
+            return None  # a kernel of this file (its own name, read from its text): never a callee
         if self._may_define(name) and name in self._plain_definitions:
             # defined in this file (a kernel, or without a `__device__` this file sees): that is
             # the function a call here names, not one of another translation unit
@@ -487,6 +489,10 @@ class ProgramModel:
         # through a macro this file does not see (`#define HD __host__ __device__` under `#ifdef
         # __CUDACC__` in a header of its includer) or is a `constexpr` one
         return self._unmarked_device_function(name)
+
+    @cached_property
+    def _kernel_names(self) -> frozenset[str]:
+        return frozenset(k.name for k in self.kernels.kernels) | frozenset(k.qualified_name for k in self.kernels.kernels)
 
     def _may_define(self, name: str) -> bool:
         """Whether this file's text may define a function `name` (`name(...) {` somewhere): most
