@@ -1,7 +1,6 @@
 """Source constructs of real code that the engine must find and read (issue 12): each on a
 small program written for the test."""
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from perflsp.hardware import load_database
 from perflsp.kernels.extract import extract
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.source.parser import parse
+from tests.engine_reports import reports
 
 DB = load_database()
 H100 = DB.get("H100")
@@ -18,12 +18,7 @@ H100 = DB.get("H100")
 
 def analyse(src: str, path: Path | None = None, options: AnalysisOptions | None = None):
     """Reports of every kernel and region of `src` (as `perflsp check` reads a file at `path`)."""
-    data = src.encode()
-    env = IncludeResolver().env_for(path, data)
-    tree = parse(data)
-    kernels = extract(data, tree, path=str(path) if path else None, env=env)
-    unit = AnalysisUnit(data, tree, kernels, replace(options or AnalysisOptions(), include_env=env))
-    return [analyze_kernel(unit, k, [H100]) for k in [*kernels.kernels, *kernels.omp_regions]]
+    return reports(src, path, options)
 
 
 # 1. declarations through macros ---------------------------------------------------------------

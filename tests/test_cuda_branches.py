@@ -1,25 +1,13 @@
 """Which arm of a bounds guard the threads take: nearly all are in bounds, whichever way the
 condition is written. Small programs of our own."""
 
-from dataclasses import replace
 
-from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
 from perflsp.analysis.models import KernelReport
-from perflsp.hardware import load_database
-from perflsp.kernels.extract import extract
-from perflsp.kernels.includes import IncludeResolver
-from perflsp.source.parser import parse
-
-H100 = load_database().get("H100")
+from tests.engine_reports import kernel_reports
 
 
 def analyse(src: str) -> dict[str, KernelReport]:
-    data = src.encode()
-    env = IncludeResolver().env_for(None, data)
-    tree = parse(data)
-    kernels = extract(data, tree, env=env)
-    unit = AnalysisUnit(data, tree, kernels, replace(AnalysisOptions(), include_env=env))
-    return {k.name: analyze_kernel(unit, k, [H100]) for k in kernels.kernels}
+    return kernel_reports(src)
 
 
 GUARDS_SRC = """

@@ -1,27 +1,15 @@
 """The `__device__` functions a CUDA kernel calls when they are defined in another translation
 unit of its folder (compiled with `-rdc`, declared in a shared header). Small programs of our own."""
 
-from dataclasses import replace
 from pathlib import Path
 
-from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
 from perflsp.analysis.models import KernelReport
-from perflsp.hardware import load_database
-from perflsp.kernels.extract import extract
-from perflsp.kernels.includes import IncludeResolver
-from perflsp.source.parser import parse
-
-H100 = load_database().get("H100")
+from tests.engine_reports import kernel_reports
 
 
 def analyse(src: str, path: Path | None = None) -> dict[str, KernelReport]:
     """Reports of every kernel of `src`, as `perflsp check` reads a file at `path`."""
-    data = src.encode()
-    env = IncludeResolver().env_for(path, data)
-    tree = parse(data)
-    kernels = extract(data, tree, path=str(path) if path else None, env=env)
-    unit = AnalysisUnit(data, tree, kernels, replace(AnalysisOptions(), include_env=env))
-    return {k.name: analyze_kernel(unit, k, [H100]) for k in kernels.kernels}
+    return kernel_reports(src, path)
 
 
 HEADER = """

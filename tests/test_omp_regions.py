@@ -1,27 +1,16 @@
 """What the engine makes of OpenMP target regions: the functions they call, their iteration
 space. Small programs of our own."""
 
-from dataclasses import replace
 from pathlib import Path
 
-from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
 from perflsp.analysis.models import KernelReport
-from perflsp.hardware import load_database
-from perflsp.kernels.extract import extract
-from perflsp.kernels.includes import IncludeResolver
-from perflsp.source.parser import parse
-
-H100 = load_database().get("H100")
+from perflsp.kernels.models import OmpRegion
+from tests.engine_reports import reports
 
 
 def analyse(src: str, path: Path | None = None) -> list[KernelReport]:
     """Reports of every OpenMP region of `src`, as `perflsp check` reads a file at `path`."""
-    data = src.encode()
-    env = IncludeResolver().env_for(path, data)
-    tree = parse(data)
-    kernels = extract(data, tree, path=str(path) if path else None, env=env)
-    unit = AnalysisUnit(data, tree, kernels, replace(AnalysisOptions(), include_env=env))
-    return [analyze_kernel(unit, k, [H100]) for k in kernels.omp_regions]
+    return [r for r in reports(src, path) if isinstance(r.kernel, OmpRegion)]
 
 
 # functions a region calls are plain C/C++ functions ----------------------------------------------

@@ -13,44 +13,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from perflsp.analysis.unit import Callees
 from perflsp.analysis.walker import Callee
 from perflsp.kernels.program import ProgramModel
 
 
-class TargetCallees(Mapping[str, Callee]):
+class TargetCallees(Callees):
     """`device` (the `__device__` functions) first, then the plain functions the program model
     finds (`ProgramModel.plain_function`). Built on first lookup of each name."""
 
     def __init__(self, device: Mapping[str, Callee], model: ProgramModel):
+        super().__init__(model)
         self._device = device
-        self._model = model
-        self._built: dict[str, Callee | None] = {}
 
-    def _lookup(self, name: str) -> Callee | None:
-        if name not in self._built:
-            found = self._device.get(name)
-            if found is None:
-                parsed = self._model.plain_function(name)
-                found = Callee(parsed.node, parsed.data) if parsed is not None else None
-            self._built[name] = found
-        return self._built[name]
-
-    def __getitem__(self, name: str) -> Callee:
-        found = self._lookup(name)
+    def _find(self, name: str) -> Callee | None:
+        found = self._device.get(name)
         if found is None:
-            raise KeyError(name)
+            parsed = self._model.plain_function(name)
+            found = Callee(parsed.node, parsed.data) if parsed is not None else None
         return found
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and self._lookup(name) is not None
 
     def __iter__(self) -> Iterator[str]:
         names = dict.fromkeys(self._device)
         names.update(dict.fromkeys(self._model.plain_function_names()))
         return iter(names)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-    def __bool__(self) -> bool:
-        return True

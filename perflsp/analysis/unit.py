@@ -129,16 +129,20 @@ class AnalysisUnit:
 
 
 class Callees(Mapping[str, Callee]):
-    """A lazy name -> Callee mapping over a model's device functions (see AnalysisUnit.callees)."""
+    """A lazy name -> Callee mapping over a model's device functions (see AnalysisUnit.callees);
+    subclasses change what `_find` looks in (`omp_callees.TargetCallees`)."""
 
     def __init__(self, model: ProgramModel):
         self._model = model
         self._built: dict[str, Callee | None] = {}
 
+    def _find(self, name: str) -> Callee | None:
+        parsed = self._model.device_function(name)
+        return Callee(parsed.node, parsed.data) if parsed is not None else None
+
     def _lookup(self, name: str) -> Callee | None:
         if name not in self._built:
-            parsed = self._model.device_function(name)
-            self._built[name] = Callee(parsed.node, parsed.data) if parsed is not None else None
+            self._built[name] = self._find(name)
         return self._built[name]
 
     def __getitem__(self, name: str) -> Callee:

@@ -261,15 +261,7 @@ def _shift_in_place(spans: list[Span], delta: int, lines_after: int | None = Non
     hundreds of frozen dataclasses per keystroke. A span that starts after `lines_after` (the end
     of the edit's last line, in the new text) keeps its column and moves by `line_delta` lines:
     its position is moved too instead of being computed again (on the next diagnostics build)."""
-    for span in spans:
-        span.start_byte += delta
-        span.end_byte += delta
-        if lines_after is None or span.start_byte <= lines_after:
-            span._start = span._end = None
-        elif line_delta:
-            start, end = span._start, span._end
-            span._start = None if start is None else Position(start.line + line_delta, start.character)
-            span._end = None if end is None else Position(end.line + line_delta, end.character)
+    move_spans(spans, (-1, -1, delta - 1), lines_after, line_delta)  # (every span lies after that edit)
 
 
 def move_spans(spans: list[Span], region: tuple[int, int, int], lines_after: int | None = None,

@@ -484,14 +484,7 @@ class Analyzer:
             # step, not for the whole file; each step's groups are cached as it ends
             for index in range(first, len(stale), LINT_STEP):
                 chunk = stale[index:index + LINT_STEP]
-                began = time.monotonic()
-                findings = engine.run_lints(job.data, job.syntax(), _restricted(fk, chunk, job.data), job.gpus,
-                                            job.lint_codes, state.lint_notes, lines=job.lines,
-                                            shared=self._lint_facts)
-                self._spent += time.monotonic() - began
-                self.linted_groups += len(chunk)
-                self.changed_results = True
-                chunk_groups = _assign(findings, chunk, job.lines)
+                chunk_groups = self._lint_now(state, chunk)
                 self._groups.update(chunk_groups)
                 if relint:
                     done = {i for k in chunk_groups for i in k}
@@ -501,25 +494,14 @@ class Analyzer:
                     return None
             stale = []
         if stale and len(stale) <= LINT_CHUNK:
-            subject = fk if len(stale) == len(every) else _restricted(fk, stale, job.data)
-            findings = engine.run_lints(job.data, job.syntax(), subject, job.gpus, job.lint_codes,
-                                        state.lint_notes, lines=job.lines, shared=self._lint_facts)
-            self.linted_groups += len(stale)
-            self.changed_results = True
-            fresh_groups = _assign(findings, stale, job.lines)
+            fresh_groups = self._lint_now(state, stale, whole=len(stale) == len(every))
         elif stale:  # a very large file: in chunks, within the budget
             for index in range(0, len(stale), LINT_CHUNK):
                 chunk = stale[index:index + LINT_CHUNK]
                 if self._spent > self.budget_s or self._cancelled:
                     unlinted.update(tuple(id(i) for i in g) for g in stale[index:])
                     break
-                began = time.monotonic()
-                findings = engine.run_lints(job.data, job.syntax(), _restricted(fk, chunk, job.data), job.gpus,
-                                            job.lint_codes, state.lint_notes, lines=job.lines,
-                                            shared=self._lint_facts)
-                self._spent += time.monotonic() - began
-                self.linted_groups += len(chunk)
-                fresh_groups.update(_assign(findings, chunk, job.lines))
+                fresh_groups.update(self._lint_now(state, chunk))
             if unlinted:
                 note = (f"perflsp: the analysis budget of {self.budget_s:g} s for one file was spent: "
                         f"{len(unlinted)} of {len(every)} kernels, functions and launch sites were not linted")
@@ -545,6 +527,21 @@ class Analyzer:
             self._relint = {i for i in relint if i not in linted}
         out.sort(key=_FINDING_ORDER)
         return out
+
+    def _lint_now(self, state: AnalysisState, groups: list[tuple[Item, ...]], whole: bool = False
+                  ) -> dict[tuple[int, ...], _Group]:
+        """Lint `groups` (`whole`: they are every group of the file) and cache nothing yet: their
+        findings by group. The time counts against the file's budget."""
+        job = self._job
+        assert job is not None
+        subject = job.fk if whole else _restricted(job.fk, groups, job.data)
+        began = time.monotonic()
+        findings = engine.run_lints(job.data, job.syntax(), subject, job.gpus, job.lint_codes, state.lint_notes,
+                                    lines=job.lines, shared=self._lint_facts)
+        self._spent += time.monotonic() - began
+        self.linted_groups += len(groups)
+        self.changed_results = True
+        return _assign(findings, groups, job.lines)
 
     def _reusable(self, cached: _Group | None, items: tuple[Item, ...]) -> bool:
         if cached is None or len(cached.items) != len(items) or not all(map(operator.is_, cached.items, items)):

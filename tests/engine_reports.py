@@ -1,0 +1,30 @@
+"""The engine's reports of a small program of our own, read as `perflsp check` reads a file: the
+pipeline's preparation (`prepare_file`: local headers, the sources that include it), then the
+engine on each kernel and region, which raises rather than reporting `uncertain` on an error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
+from perflsp.analysis.models import KernelReport
+from perflsp.analysis.pipeline import prepare_file
+from perflsp.hardware import load_database
+from perflsp.kernels.includes import IncludeResolver
+
+H100 = load_database().get("H100")
+
+
+def reports(src: str, path: Path | None = None, options: AnalysisOptions | None = None) -> list[KernelReport]:
+    """Reports of every CUDA kernel, then every OpenMP region, of `src` (the text of `path`) on H100."""
+    prepared = prepare_file(path, src.encode(), IncludeResolver(), options or AnalysisOptions())
+    unit = AnalysisUnit(prepared.data, prepared.tree, prepared.kernels, prepared.options, prepared.lines)
+    found = prepared.kernels
+    return [analyze_kernel(unit, k, [H100]) for k in [*found.kernels, *found.omp_regions]]
+
+
+def kernel_reports(src: str, path: Path | None = None) -> dict[str, KernelReport]:
+    """The CUDA kernels' reports by kernel name."""
+    from perflsp.kernels.models import CudaFunction
+
+    return {r.kernel.name: r for r in reports(src, path) if isinstance(r.kernel, CudaFunction)}
