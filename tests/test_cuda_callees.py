@@ -105,3 +105,31 @@ def test_helper_marked_through_a_macro_the_kernel_file_does_not_see_is_inlined(t
     alone = analyse(PORTABLE_KERNEL)["scramble"].facts
     assert any("`step` not analysed" in e for e in alone.evidence)
     assert alone.per_item.int32 < 16
+
+
+def test_a_source_of_the_folder_is_parsed_only_when_it_may_define_the_name(tmp_path, monkeypatch):
+    """Every call a kernel makes is looked up (built-ins too); another source of the folder is
+    parsed only if its text may define that name, and the kernel's own name is never looked up:
+    parsing every sibling for each built-in cost seconds on a folder of large files."""
+    from perflsp.kernels import program
+
+    (tmp_path / "mix.h").write_text(HEADER)
+    (tmp_path / "mix.cu").write_text(DEFINITION)
+    bystander = "".join(f"__global__ void scale_{n}(float *x) {{ x[threadIdx.x] *= sqrtf(2.0f); }}\n"
+                        for n in range(50))
+    (tmp_path / "a_other.cu").write_text(bystander)  # (listed before mix.cu)
+    parsed: list[str] = []
+    real = program._parsed_header_cached
+
+    def recording(path, mtime_ns, size):
+        parsed.append(path.name)
+        return real(path, mtime_ns, size)
+
+    monkeypatch.setattr(program, "_parsed_header_cached", recording)
+    program._sibling_device_definition.cache_clear()
+    kernel = KERNEL.replace("mix(in + 2 * i", "if (sqrtf(2.0f) > 1.0f) mix(in + 2 * i")
+    source = tmp_path / "main.cu"
+    source.write_text(kernel)
+    report = analyse(kernel, source)["hash_pairs"]
+    assert report.facts.per_item.global_loads == 2  # `mix` found in mix.cu
+    assert "a_other.cu" not in parsed  # it defines neither `mix` nor `sqrtf` nor `hash_pairs`
