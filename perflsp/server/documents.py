@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from perflsp.server.config import ResolvedConfig
     from perflsp.server.measured import SnapshotMeasured
 
+
+_START_BYTE = operator.attrgetter("span.start_byte")
 
 @dataclass
 class Snapshot:
@@ -67,14 +70,12 @@ class Snapshot:
 
     def reports(self) -> list[KernelReport]:
         """Reports in document order (kernels, then OpenMP regions, by position)."""
-        items: list[CudaFunction | OmpRegion] = [*self.kernels.kernels, *self.kernels.omp_regions]
-        items.sort(key=lambda k: k.span.start_byte)
-        out = []
-        for item in items:
-            report = self.analysis.report_for(item)
-            if report is not None:
-                out.append(report)
-        return out
+        regions = self.kernels.omp_regions
+        items: list[CudaFunction | OmpRegion] = [*self.kernels.kernels, *regions]
+        if regions:  # (the kernels alone are in document order already)
+            items.sort(key=_START_BYTE)
+        get = self.analysis.reports.get
+        return [report for item in items if (report := get(id(item))) is not None]
 
     def report_for(self, item: CudaFunction | OmpRegion) -> KernelReport | None:
         return self.analysis.report_for(item)

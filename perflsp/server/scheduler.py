@@ -626,7 +626,6 @@ class DocumentWorker:
         cache = self._diagnostic_cache
         items = diagnostics.build(snap, cache)
         snap.diagnostics_json = cache.json(items)
-        cache.rotate()
         self._show(snap.kernels, snap.advice is None and snap.measured is None, items, snap.diagnostics_json)
         return items
 
@@ -671,8 +670,7 @@ class DocumentWorker:
         view = dataclasses.replace(snap, analysis=self.analyzer.partial_view(snap.analysis))
         self._annotate(view)
         items = diagnostics.build(view, cache)
-        as_json = cache.json(items)
-        cache.rotate()  # the next build reuses these (a partial view holds every result known)
+        as_json = cache.json(items)  # (the next build reuses these: a partial view holds every result known)
         self._show(snap.kernels, view.advice is None and view.measured is None, items, as_json)
         return items, as_json
 

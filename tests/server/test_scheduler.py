@@ -180,3 +180,52 @@ async def test_diagnostics_moved_by_an_added_line_equal_fresh_ones():
     later = [d for d in snap.diagnostics if d.range.start.line > line + 1]
     assert later and all(d.related_information is None or all(
         r.location.range.start.line > line for r in d.related_information) for d in later)
+
+
+async def test_an_edit_in_one_kernel_reuses_every_other_diagnostic():
+    """Diagnostics (and their JSON) of kernels an edit did not touch are the very objects of the
+    last publication, and the publication equals a fresh analysis's."""
+    from pygls.protocol import default_converter
+
+    from benchmarks.generated_cuda import generate
+
+    generated = generate(lines=600, min_kernels=30)
+    host = Host()
+    worker = DocumentWorker(host, "file:///many.cu", generated.text, 1)
+    worker._kick()
+    await asyncio.wait_for(worker.current(), 60)
+    before = host.published[-1][1]
+    edited = generated.kernels[3]
+    line = generated.body_line(edited)
+    column = next(i for i, c in enumerate(generated.text.split("\n")[line]) if not c.isspace())
+    version = 2
+    worker.change(version, [Change("int unused = 1;", Position(line, column), Position(line, column))])
+    await asyncio.wait_for(worker.current(), 60)
+    after = host.published[-1][1]
+    assert host.published[-1][0] == version and len(after) == len(before)
+    others = [(a, b) for a, b in zip(after, before) if a["data"]["kernel"] != edited]
+    assert len(others) >= len(after) - 2 and all(a is b for a, b in others)
+    fresh = analyse_text(worker.snapshot.data.decode(), "file:///many.cu", host.config)
+    assert host.published[-1][1] == [default_converter().unstructure(d) for d in fresh.diagnostics]
+
+
+async def test_the_diagnostic_cache_drops_the_entries_of_results_that_are_gone():
+    """Entries persist from build to build (no copy per build), and are swept once the owners
+    gone outnumber the live ones: a long session of edits does not grow the cache."""
+    from perflsp.server.features.diagnostics import DiagnosticCache
+
+    class Owner:
+        pass
+
+    cache = DiagnosticCache()
+    live = [Owner() for _ in range(10)]
+    for owner in live:
+        cache.remember(owner, (owner,), [], [])
+    for _ in range(50):  # results replaced edit after edit
+        gone = [Owner() for _ in range(10)]
+        for owner in gone:
+            cache.remember(owner, (owner,), [], [])
+        cache.finish([], [], live)
+        assert len(cache.memo_table()) <= 2 * len(live) + 64 + len(gone)
+    cache.finish([], [], live)
+    assert all(id(owner) in cache.memo_table() for owner in live)

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
-from perflsp.kernels.models import LaunchSite, Span
+from perflsp.analysis.models import Finding, KernelReport
+from perflsp.kernels.models import CudaFunction, LaunchSite, Span
 from perflsp.server import engine_adapter as engine
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import (
@@ -44,33 +45,28 @@ class DiagnosticCache:
     edit inside one kernel, only that kernel's diagnostics (and those whose position moved) are
     built and serialised again.
 
-    Two levels: `memo` answers per result object (a report or a finding) from what its
+    Two levels: `memo_table` answers per result object (a report or a finding) from what its
     diagnostics were built from (the result, the configuration, the Position objects of its
     spans): spans keep their Position objects while their line and column stand (edits elsewhere
     move them in place), so an identity check finds the unchanged ones without looking anything
-    up. Otherwise `get` answers per diagnostic from a key of values (positions, levels)."""
+    up. Otherwise `get` answers per diagnostic from a key of values (positions, levels).
+
+    Entries persist from build to build (no per-build copy: a build of a thousand unchanged
+    kernels is a thousand lookups) and are swept when the owners gone outnumber the live ones.
+    Each entry holds its owner, so an id in the tables cannot belong to a newer object."""
 
     def __init__(self) -> None:
         self._entries: dict[tuple[object, ...], _Entry] = {}
-        self._fresh: dict[tuple[object, ...], _Entry] = {}
-        # id(owner) -> (basis, its diagnostics, their JSON by id)
-        self._memo: dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic], dict[int, dict[str, Any]]]] = {}
-        self._memo_fresh: dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic], dict[int, dict[str, Any]]]] = {}
-        self._json: dict[int, dict[str, Any]] = {}  # id(diagnostic) -> its JSON, of the last build
-        self._json_fresh: dict[int, dict[str, Any]] = {}
+        # id(owner) -> (basis, its diagnostics, their JSON in the same order)
+        self._memo: dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic], list[dict[str, Any]]]] = {}
+        self._built: tuple[list[lsp.Diagnostic], list[dict[str, Any]]] | None = None  # the last build
 
-    def memo(self, owner: object, basis: tuple[object, ...]) -> list[lsp.Diagnostic] | None:
-        entry = self._memo.get(id(owner))
-        # (tuples compare item by item, identity first: the same objects cost no field compare;
-        # equal positions in new objects give the same diagnostics, so they count as the same)
-        if entry is None or entry[0] != basis:
-            return None
-        self._json_fresh.update(entry[2])
-        self._memo_fresh[id(owner)] = entry
-        return entry[1]
+    def memo_table(self) -> dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic], list[dict[str, Any]]]]:
+        """id(owner) -> (the basis its diagnostics were built from, the diagnostics, their JSON)."""
+        return self._memo
 
     def moved(self, owner: object, basis: tuple[object, ...], rng: lsp.Range,
-              related: list[lsp.Range]) -> list[lsp.Diagnostic] | None:
+              related: list[lsp.Range]) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]] | None:
         """The last diagnostics of `owner`, moved to `rng` (and their related information to
         `related`), when only positions changed since: the same result object and configuration
         (`basis` starts with them; in plain mode nothing else decides). An edit that adds a line
@@ -78,12 +74,11 @@ class DiagnosticCache:
         entry = self._memo.get(id(owner))
         if entry is None or entry[0][:2] != basis[:2]:
             return None
-        old_diagnostics, old_json = entry[1], entry[2]
         out: list[lsp.Diagnostic] = []
-        for diagnostic in old_diagnostics:
+        out_json: list[dict[str, Any]] = []
+        for diagnostic, as_json in zip(entry[1], entry[2]):
             infos = diagnostic.related_information or []
-            as_json = old_json.get(id(diagnostic))
-            if len(infos) != len(related) or as_json is None:
+            if len(infos) != len(related):
                 return None
             moved_infos = [lsp.DiagnosticRelatedInformation(location=lsp.Location(uri=info.location.uri, range=r),
                                                             message=info.message)
@@ -97,41 +92,41 @@ class DiagnosticCache:
                 moved_json["relatedInformation"] = [
                     dict(info_json, location={"uri": info.location.uri, "range": _range_json(r)})
                     for info_json, info, r in zip(as_json["relatedInformation"], moved_infos, related)]
-            self._json_fresh[id(moved)] = moved_json
             out.append(moved)
-        self.remember(owner, basis, out)
-        return out
+            out_json.append(moved_json)
+        self.remember(owner, basis, out, out_json)
+        return out, out_json
 
-    def remember(self, owner: object, basis: tuple[object, ...], diagnostics: list[lsp.Diagnostic]) -> None:
-        fresh = self._json_fresh
-        self._memo_fresh[id(owner)] = (basis, diagnostics, {id(d): fresh[id(d)] for d in diagnostics})
+    def remember(self, owner: object, basis: tuple[object, ...], diagnostics: list[lsp.Diagnostic],
+                 as_json: list[dict[str, Any]]) -> None:
+        self._memo[id(owner)] = (basis, diagnostics, as_json)
 
-    def get(self, key: tuple[object, ...], owner: object) -> lsp.Diagnostic | None:
+    def get(self, key: tuple[object, ...], owner: object) -> tuple[lsp.Diagnostic, dict[str, Any]] | None:
         entry = self._entries.get(key)
         if entry is not None and entry[0] is owner:
-            self._fresh[key] = entry
-            self._json_fresh[id(entry[1])] = entry[2]
-            return entry[1]
+            return entry[1], entry[2]
         return None
 
-    def put(self, key: tuple[object, ...], owner: object, diagnostic: lsp.Diagnostic) -> None:
+    def put(self, key: tuple[object, ...], owner: object, diagnostic: lsp.Diagnostic) -> dict[str, Any]:
+        """Keep `diagnostic` under `key`; its JSON."""
         entry = (owner, diagnostic, _converter().unstructure(diagnostic))
-        self._fresh[key] = entry
-        self._json_fresh[id(diagnostic)] = entry[2]
+        self._entries[key] = entry
+        return entry[2]
+
+    def finish(self, items: list[lsp.Diagnostic], as_json: list[dict[str, Any]], owners: list[object]) -> None:
+        """End a build: remember its output (`json`), and sweep the entries of owners gone once
+        they outnumber the build's `owners`."""
+        self._built = (items, as_json)
+        if len(self._memo) > 2 * len(owners) + 64 or len(self._entries) > 4 * len(owners) + 256:
+            live = {id(o) for o in owners}
+            self._memo = {k: v for k, v in self._memo.items() if k in live}
+            self._entries = {k: v for k, v in self._entries.items() if id(v[0]) in live}
 
     def json(self, diagnostics: list[lsp.Diagnostic]) -> list[dict[str, Any]]:
-        out = []
-        for diagnostic in diagnostics:
-            found = self._json_fresh.get(id(diagnostic))
-            if found is None:  # not cached (the budget note)
-                found = _converter().unstructure(diagnostic)
-            out.append(found)
-        return out
-
-    def rotate(self) -> None:
-        self._entries, self._fresh = self._fresh, {}
-        self._memo, self._memo_fresh = self._memo_fresh, {}
-        self._json, self._json_fresh = self._json_fresh, {}
+        """The JSON of a build's output (`diagnostics` is the list `build` returned)."""
+        if self._built is not None and self._built[0] is diagnostics:
+            return self._built[1]
+        return [_converter().unstructure(d) for d in diagnostics]
 
 
 _CONVERTER: Converter | None = None
@@ -157,79 +152,38 @@ def _positions(span: Span) -> tuple[int, int, int, int]:
 
 
 def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.Diagnostic]:
+    """The snapshot's diagnostics; their JSON is `cache.json(result)`."""
     cache = cache or DiagnosticCache()
-    settings = snapshot.config.settings
     out: list[lsp.Diagnostic] = []
+    out_json: list[dict[str, Any]] = []
     descriptions: dict[str, lsp.CodeDescription | None] = {}
     plain = snapshot.advice is None and snapshot.measured is None  # nothing but the result decides
-    for report in snapshot.reports():
+    reports = snapshot.reports()
+    config = snapshot.config
+    memo_get = cache.memo_table().get  # (looked up inline: this loop runs per kernel per keystroke)
+    for report in reports:
         kernel = report.kernel
-        anchor = anchor_span(kernel)
+        anchor = kernel.name_span if isinstance(kernel, CudaFunction) else kernel.span  # anchor_span
         basis: tuple[object, ...] = ()
         if plain:
-            basis = (report, snapshot.config, anchor.start, anchor.end,
-                     *(p for site in report.launches for p in (site.span.start, site.span.end)))
-            memo = cache.memo(report, basis) or cache.moved(
-                report, basis, to_range(anchor), [to_range(site.span) for site in report.launches])
-            if memo is not None:
-                out.extend(memo)
+            basis = (report, config, anchor.start, anchor.end)
+            if report.launches:
+                basis += tuple(p for site in report.launches for p in (site.span.start, site.span.end))
+            entry = memo_get(id(report))
+            if entry is not None and entry[0] == basis:
+                out.extend(entry[1])
+                out_json.extend(entry[2])
                 continue
-        own_from = len(out)
-        where = (_positions(anchor), tuple(_positions(site.span) for site in report.launches), snapshot.uri)
-        name = kernel_name(kernel)
-        levels, codes, extras = [], [], []
-        for estimate in report.estimates:
-            llm = snapshot.llm_result(name, estimate.gpu)
-            measured = snapshot.measured_for(name, estimate.gpu)
-            shown, source = shown_verdict(estimate, llm, measured)
-            code = VERDICT_CODES.get(shown) or VERDICT_CODES[estimate.verdict]  # an LLM's "latency" has no code
-            codes.append((code, source, llm, measured))
-            levels.append(settings.rules.get(code) or engine.default_severity(code))
-            extras.append((id(llm), snapshot.llm_pending(name, estimate.gpu), id(measured), code))
-        key = ("roofline", id(report), where, tuple(levels), tuple(extras))
-        cached = [cache.get((*key, i), report) for i in range(len(report.estimates))]
-        if all(d is not None for d in cached):
-            out.extend(d for d, level in zip(cached, levels) if level != "off")  # type: ignore[misc]
-            if plain:
-                cache.remember(report, basis, out[own_from:])
-            continue
-        rng = to_range(anchor)
-        related = [
-            lsp.DiagnosticRelatedInformation(
-                location=lsp.Location(uri=snapshot.uri, range=to_range(site.span)),
-                message=f"`{site.name}` launched here with {launch_label(site)}",
-            )
-            for site in report.launches
-        ]
-        label = snapshot.advice.label if snapshot.advice is not None else None
-        for index, (estimate, level) in enumerate(zip(report.estimates, levels)):
-            code, source, llm, measured = codes[index]
-            pending = label if snapshot.llm_pending(name, estimate.gpu) else None
-            data: dict[str, Any] = {"kind": "roofline", "kernel": name, "gpu": estimate.gpu, "source": source,
-                                    "static": estimate.verdict}
-            if llm is not None:
-                data["llm"] = {"verdict": llm.verdict if llm.source == "llm" else None, "label": llm.label,
-                               "confidence": llm.confidence, "disagrees": llm.source == "llm" and llm.verdict != estimate.verdict,
-                               "fallbackReason": llm.fallback_reason}
-            elif pending:
-                data["llm"] = {"verdict": None, "label": pending, "pending": True}
-            if measured is not None:
-                data["measured"] = {"verdict": measured.verdict, "gpu": measured.gpu, "stale": measured.stale}
-            diagnostic = lsp.Diagnostic(
-                range=rng,
-                message=verdict_message(report, estimate, llm, measured, pending),
-                severity=SEVERITIES.get(level, lsp.DiagnosticSeverity.Information),
-                code=code,
-                code_description=_description(code, descriptions),
-                source=SOURCE,
-                related_information=related or None,
-                data=data,
-            )
-            cache.put((*key, index), report, diagnostic)
-            if level != "off":
-                out.append(diagnostic)
+            known = cache.moved(report, basis, to_range(anchor), [to_range(site.span) for site in report.launches])
+            if known is not None:
+                out.extend(known[0])
+                out_json.extend(known[1])
+                continue
+        built, built_json = _report_diagnostics(snapshot, cache, report, anchor, descriptions)
+        out.extend(built)
+        out_json.extend(built_json)
         if plain:
-            cache.remember(report, basis, out[own_from:])
+            cache.remember(report, basis, built, built_json)
     note = snapshot.analysis.budget_note
     if note:  # the file's analysis budget ran out: say where the unanalysed part begins
         left = snapshot.analysis.unanalysed
@@ -238,47 +192,123 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
             rng = to_range(first.span if isinstance(first, LaunchSite) else anchor_span(first))
         else:
             rng = lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0))
-        out.append(lsp.Diagnostic(range=rng, message=note,
-                                  severity=lsp.DiagnosticSeverity.Information, source=SOURCE,
-                                  data={"kind": "budget", "unanalysed": len(snapshot.analysis.unanalysed)}))
-    for finding in snapshot.analysis.findings:
+        budget = lsp.Diagnostic(range=rng, message=note, severity=lsp.DiagnosticSeverity.Information, source=SOURCE,
+                                data={"kind": "budget", "unanalysed": len(snapshot.analysis.unanalysed)})
+        out.append(budget)
+        out_json.append(_converter().unstructure(budget))
+    findings = snapshot.analysis.findings
+    for finding in findings:
         span = finding.span
-        lint_basis = (finding, snapshot.config, span.start, span.end,
+        lint_basis = (finding, config, span.start, span.end,
                       *(p for related, _ in finding.related for p in (related.start, related.end)))
-        lint_memo = cache.memo(finding, lint_basis) or cache.moved(
+        entry = memo_get(id(finding))
+        known = (entry[1], entry[2]) if entry is not None and entry[0] == lint_basis else cache.moved(
             finding, lint_basis, to_range(span), [to_range(related) for related, _ in finding.related])
-        if lint_memo is not None:
-            out.extend(lint_memo)
+        if known is not None:
+            out.extend(known[0])
+            out_json.extend(known[1])
             continue
-        level = settings.rules.get(finding.code) or finding.severity
-        if level == "off":
-            cache.remember(finding, lint_basis, [])
-            continue
-        lint_key = ("lint", id(finding), level, _positions(finding.span),
-                    tuple(_positions(span) for span, _ in finding.related), snapshot.uri)
-        cached_lint = cache.get(lint_key, finding)
-        if cached_lint is not None:
-            out.append(cached_lint)
-            cache.remember(finding, lint_basis, [cached_lint])
-            continue
-        related = [
-            lsp.DiagnosticRelatedInformation(location=lsp.Location(uri=snapshot.uri, range=to_range(span)), message=message)
-            for span, message in finding.related
-        ]
+        built, built_json = _finding_diagnostics(snapshot, cache, finding, descriptions)
+        cache.remember(finding, lint_basis, built, built_json)
+        out.extend(built)
+        out_json.extend(built_json)
+    cache.finish(out, out_json, [*reports, *findings])
+    return out
+
+
+def _report_diagnostics(snapshot: Snapshot, cache: DiagnosticCache, report: KernelReport, anchor: Span,
+                        descriptions: dict[str, lsp.CodeDescription | None]
+                        ) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]]:
+    """A report's verdict diagnostics (one per GPU whose level is not "off"), and their JSON."""
+    out: list[lsp.Diagnostic] = []
+    out_json: list[dict[str, Any]] = []
+    settings = snapshot.config.settings
+    kernel = report.kernel
+    where = (_positions(anchor), tuple(_positions(site.span) for site in report.launches), snapshot.uri)
+    name = kernel_name(kernel)
+    levels, codes, extras = [], [], []
+    for estimate in report.estimates:
+        llm = snapshot.llm_result(name, estimate.gpu)
+        measured = snapshot.measured_for(name, estimate.gpu)
+        shown, source = shown_verdict(estimate, llm, measured)
+        code = VERDICT_CODES.get(shown) or VERDICT_CODES[estimate.verdict]  # an LLM's "latency" has no code
+        codes.append((code, source, llm, measured))
+        levels.append(settings.rules.get(code) or engine.default_severity(code))
+        extras.append((id(llm), snapshot.llm_pending(name, estimate.gpu), id(measured), code))
+    key = ("roofline", id(report), where, tuple(levels), tuple(extras))
+    cached = [cache.get((*key, i), report) for i in range(len(report.estimates))]
+    if all(c is not None for c in cached):
+        for pair, level in zip(cached, levels):
+            if pair is not None and level != "off":
+                out.append(pair[0])
+                out_json.append(pair[1])
+        return out, out_json
+    rng = to_range(anchor)
+    related = [
+        lsp.DiagnosticRelatedInformation(
+            location=lsp.Location(uri=snapshot.uri, range=to_range(site.span)),
+            message=f"`{site.name}` launched here with {launch_label(site)}",
+        )
+        for site in report.launches
+    ]
+    label = snapshot.advice.label if snapshot.advice is not None else None
+    for index, (estimate, level) in enumerate(zip(report.estimates, levels)):
+        code, source, llm, measured = codes[index]
+        pending = label if snapshot.llm_pending(name, estimate.gpu) else None
+        data: dict[str, Any] = {"kind": "roofline", "kernel": name, "gpu": estimate.gpu, "source": source,
+                                "static": estimate.verdict}
+        if llm is not None:
+            data["llm"] = {"verdict": llm.verdict if llm.source == "llm" else None, "label": llm.label,
+                           "confidence": llm.confidence, "disagrees": llm.source == "llm" and llm.verdict != estimate.verdict,
+                           "fallbackReason": llm.fallback_reason}
+        elif pending:
+            data["llm"] = {"verdict": None, "label": pending, "pending": True}
+        if measured is not None:
+            data["measured"] = {"verdict": measured.verdict, "gpu": measured.gpu, "stale": measured.stale}
         diagnostic = lsp.Diagnostic(
-            range=to_range(finding.span),
-            message=finding.message,
-            severity=SEVERITIES.get(level, lsp.DiagnosticSeverity.Warning),
-            code=finding.code,
-            code_description=_description(finding.code, descriptions),
+            range=rng,
+            message=verdict_message(report, estimate, llm, measured, pending),
+            severity=SEVERITIES.get(level, lsp.DiagnosticSeverity.Information),
+            code=code,
+            code_description=_description(code, descriptions),
             source=SOURCE,
             related_information=related or None,
-            data={"kind": "lint", "kernel": finding.kernel},
+            data=data,
         )
-        cache.put(lint_key, finding, diagnostic)
-        cache.remember(finding, lint_basis, [diagnostic])
-        out.append(diagnostic)
-    return out
+        as_json = cache.put((*key, index), report, diagnostic)
+        if level != "off":
+            out.append(diagnostic)
+            out_json.append(as_json)
+    return out, out_json
+
+
+def _finding_diagnostics(snapshot: Snapshot, cache: DiagnosticCache, finding: Finding,
+                         descriptions: dict[str, lsp.CodeDescription | None]
+                         ) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]]:
+    """A lint finding's diagnostic (none when its level is "off"), and its JSON."""
+    level = snapshot.config.settings.rules.get(finding.code) or finding.severity
+    if level == "off":
+        return [], []
+    lint_key = ("lint", id(finding), level, _positions(finding.span),
+                tuple(_positions(span) for span, _ in finding.related), snapshot.uri)
+    cached = cache.get(lint_key, finding)
+    if cached is not None:
+        return [cached[0]], [cached[1]]
+    related = [
+        lsp.DiagnosticRelatedInformation(location=lsp.Location(uri=snapshot.uri, range=to_range(span)), message=message)
+        for span, message in finding.related
+    ]
+    diagnostic = lsp.Diagnostic(
+        range=to_range(finding.span),
+        message=finding.message,
+        severity=SEVERITIES.get(level, lsp.DiagnosticSeverity.Warning),
+        code=finding.code,
+        code_description=_description(finding.code, descriptions),
+        source=SOURCE,
+        related_information=related or None,
+        data={"kind": "lint", "kernel": finding.kernel},
+    )
+    return [diagnostic], [cache.put(lint_key, finding, diagnostic)]
 
 
 def full_report(snapshot: Snapshot | None, previous_result_id: str | None) -> lsp.DocumentDiagnosticReport:
