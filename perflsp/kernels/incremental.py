@@ -514,7 +514,7 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
         seen = {f.name_span.start_byte for f in unit_functions}
         unit_token_found = [f for f in cuda.token_fallback(ctx, env, aliases, seen)
                             if a <= f.span.start_byte and f.span.end_byte <= b]
-    elif not token_scan:
+    elif not token_scan and previous.token_found:
         before["functions"] = [f for f in before["functions"] if f.name_span.start_byte not in previous.token_found]
         after["functions"] = [f for f in after["functions"] if f.name_span.start_byte not in previous.token_found]
     new_functions = unit_functions + unit_token_found
@@ -526,9 +526,12 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
     new_regions, line_scan, pragma_lines = found_regions
 
     # Token-found functions are remembered by name offset: note them before spans move.
-    token_found = {f.name_span.start_byte for f in before["functions"] if f.name_span.start_byte in previous.token_found}
-    token_found |= {f.name_span.start_byte + delta for f in after["functions"] if f.name_span.start_byte in previous.token_found}
-    token_found |= {f.name_span.start_byte for f in unit_token_found}
+    token_found = {f.name_span.start_byte for f in unit_token_found}
+    if previous.token_found:  # (none in a file the tree parses: no walk over every function then)
+        token_found |= {f.name_span.start_byte for f in before["functions"]
+                        if f.name_span.start_byte in previous.token_found}
+        token_found |= {f.name_span.start_byte + delta for f in after["functions"]
+                        if f.name_span.start_byte in previous.token_found}
 
     # Items after the edit move by `delta` (even with delta 0 a replaced line break moves their
     # positions: the shift also forgets positions computed before).

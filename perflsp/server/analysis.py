@@ -160,6 +160,7 @@ class Analyzer:
         self._keys: dict[int, tuple[Item, tuple[int, ...], str, KernelReport | None]] = {}
         self._reports: dict[tuple[int, str], KernelReport] = {}
         self._groups: dict[tuple[int, ...], _Group] = {}
+        self._carried = False  # some cached groups were carried over a full extraction (`_carried_groups`)
         self._lint_facts: dict[str, Any] = {}  # file-level lint facts, valid within one context
         self._pending: deque[Kernel] = deque()  # kernels and regions still to analyse in this run
         self._state: AnalysisState | None = None
@@ -207,6 +208,7 @@ class Analyzer:
             old_data, old_fk, old_extents = previous
             unmoved = [_extent(k) for k in old_fk.kernels] == old_extents
             self._groups = _carried_groups(self._groups, old_data, text.data, extracted.kernels) if unmoved else {}
+            self._carried = bool(self._groups)  # their findings wait to be placed (`_merged`)
         elif restart or config_key != self._config_key or extracted.change in ("full", "other"):
             self.context += 1
             self._config_key = config_key
@@ -507,9 +509,29 @@ class Analyzer:
                         f"{len(unlinted)} of {len(every)} kernels, functions and launch sites were not linted")
                 state.lint_notes.append(note)
                 state.budget_note = state.budget_note or note
-        out: list[Finding] = []
+        self._groups = self._merged(identity, fresh_groups, unlinted)
+        out = [f for group in self._groups.values() if group.findings for f in group.findings]
+        if relint:
+            linted = {i for k in fresh_groups for i in k}
+            self._relint = {i for i in relint if i not in linted}
+        out.sort(key=_FINDING_ORDER)
+        return out
+
+    def _merged(self, identity: dict[tuple[int, ...], tuple[Item, ...]], fresh: dict[tuple[int, ...], _Group],
+                unlinted: set[tuple[int, ...]]) -> dict[tuple[int, ...], _Group]:
+        """The group cache for the groups `identity` names: the fresh ones, else the cached ones
+        (placed, when a full extraction carried them over). An edit replaces a few groups of
+        thousands: the cache is updated in place then (set operations on its keys, not a walk)."""
+        cached = self._groups
+        if not unlinted and not any(g.carried for g in fresh.values()) and not self._carried:
+            for k in cached.keys() - identity.keys():
+                del cached[k]
+            cached.update(fresh)
+            for k in identity.keys() - cached.keys():
+                items = identity[k]
+                cached[k] = _Group(items, [], [], tuple(_start(i) for i in items))
+            return cached
         new_cache: dict[tuple[int, ...], _Group] = {}
-        cached, fresh = self._groups, fresh_groups
         for k, items in identity.items():
             if k in unlinted:
                 continue  # not linted: not cached either (linted when the budget allows)
@@ -519,14 +541,8 @@ class Analyzer:
             elif group.carried:
                 group = _moved(group)
             new_cache[k] = group
-            if group.findings:
-                out.extend(group.findings)
-        self._groups = new_cache
-        if relint:
-            linted = {i for k in fresh_groups for i in k}
-            self._relint = {i for i in relint if i not in linted}
-        out.sort(key=_FINDING_ORDER)
-        return out
+        self._carried = False
+        return new_cache
 
     def _lint_now(self, state: AnalysisState, groups: list[tuple[Item, ...]], whole: bool = False
                   ) -> dict[tuple[int, ...], _Group]:
