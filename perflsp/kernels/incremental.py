@@ -364,9 +364,11 @@ def _confined_edit(previous: Extracted, old_data: bytes, old_tree: Tree, new_dat
     old_unit = _unit(old_tree.root_node, min(start, old_b), min(max(start, old_end), old_b))
     if old_unit is None or (old_unit.type, old_unit.start_byte, old_unit.end_byte) != (unit.type, a, old_b):
         return None
-    if (b"omp" in new_data) != (b"omp" in old_data) or (b"<<<" in new_data) != (b"<<<" in old_data):
+    # (the text outside [a, b) is unchanged: the whole text is searched only when a token is in the definition)
+    if _presence_changes(b"omp", old_data, new_data, a, old_b, b) \
+            or _presence_changes(b"<<<", old_data, new_data, a, old_b, b):
         return None  # extract() skips whole passes on these tokens
-    if b"_Pragma" in new_data or b"_Pragma" in old_data or pragma_macros(previous.env):
+    if b"_Pragma" in new_data[a:b] or b"_Pragma" in old_data or pragma_macros(previous.env):
         return None  # directives written as `_Pragma` (or macros of it) are found by a text scan of the file
     if _directives(old_data[a:old_b]) != _directives(new_data[a:b]):
         return None  # the preprocessor's view of the file (its macros) may have changed

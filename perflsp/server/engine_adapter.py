@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from tree_sitter import Tree
+from tree_sitter import Node, Tree
 
 from perflsp.analysis import fixes
 from perflsp.analysis.engine import ENGINE_VERSION, analysis_key
@@ -95,7 +95,7 @@ def run_lints(data: bytes, tree: Tree, kernels: FileKernels, gpus: Sequence[Gpu]
     """`perflsp.analysis.lints.run_lints`, optionally reusing what does not change between runs
     on one document: its line index (`lines`, same content as the text) and, in `shared`, the
     file-level facts of the previous run (the file's constants and macro aliases) while nothing
-    outside kernel bodies changed, and the file-scope declarations within one tree. Without those it is exactly `run_lints`."""
+    outside kernel bodies changed, and the file-scope declarations. Without those it is exactly `run_lints`."""
     try:
         if lines is None and shared is None:
             return _run_lints(data, tree, kernels, gpus, enabled=enabled, notes=notes)
@@ -108,17 +108,19 @@ def run_lints(data: bytes, tree: Tree, kernels: FileKernels, gpus: Sequence[Gpu]
                 ctx.constants = shared["constants"]
             if "aliases" in shared:
                 ctx.aliases = shared["aliases"]
-            # the file-scope declarations hold nodes of this tree: shared while the tree is the same
-            # (the chunks of one run), not across edits
-            scope_tree, scope = shared.get("file_scope", (None, None))
-            if scope_tree is tree:
+            # the file-scope declarations (`shared` lives while nothing outside kernel bodies
+            # changes) carry over to the next tree unless they hold nodes of theirs (`auto`
+            # initialisers, typed on demand): then only the chunks of one run share them
+            scope_tree, scope, portable = shared.get("file_scope", (None, None, False))
+            if scope is not None and (scope_tree is tree or portable):
                 ctx.file_scope = scope
         findings = run_rules(ctx, enabled, notes)
         if shared is not None:
             shared["constants"] = ctx.constants
             shared["aliases"] = ctx.aliases
-            if "file_scope" in ctx.__dict__:
-                shared["file_scope"] = (tree, ctx.file_scope)
+            if "file_scope" in ctx.__dict__ and shared.get("file_scope", (None, None))[1] is not ctx.file_scope:
+                names = ctx.file_scope.names.values()
+                shared["file_scope"] = (tree, ctx.file_scope, not any(isinstance(v, Node) for v in names))
         return findings
     except Exception as exc:  # noqa: BLE001 - the rules guard themselves; this guards their context
         log.warning("the lint rules failed: %s: %s", type(exc).__name__, exc)

@@ -524,13 +524,13 @@ class DocumentWorker:
             reports = dict(old.reports)
             items: list[CudaFunction | OmpRegion] = [*fk.kernels, *fk.omp_regions]
             missing = {kernel_name(item): item for item in items if id(item) not in reports}
-            if missing:
-                for report in old.reports.values():
+            if missing:  # (the reports of items gone: a set difference, not a walk over every report)
+                gone = reports.keys() - {id(item) for item in items}
+                for key in gone:
+                    report = reports[key]
                     renamed = missing.pop(kernel_name(report.kernel), None)
                     if renamed is not None:
                         reports[id(renamed)] = dataclasses.replace(report, kernel=renamed)
-                        if not missing:
-                            break
         analysis = AnalysisState(old.context, reports, list(old.findings), True, list(old.lint_notes))
         analysis.unanalysed, analysis.budget_note = old.unanalysed, old.budget_note
         snap = Snapshot(self.uri, version, state.data, state.parsed_tree, state.lines, fk, analysis, config,

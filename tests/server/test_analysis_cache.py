@@ -225,3 +225,47 @@ def test_a_half_typed_statement_keeps_the_last_analysis_and_moves_its_findings()
     third = build(analyse(state, analyzer))
     assert analyzer.analysed == analysed + 1
     assert diagnostic_keys(third) == fresh(state)
+
+
+FILE_SCOPE = """\
+float scale = 2.0f;
+auto offset = 1.5f;
+
+__global__ void scaled(float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { float t = scale * 0.5; x[i] = t; }
+}
+
+__global__ void shifted(float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { float t = offset * 0.5; x[i] = t; }
+}
+
+__global__ void plain(float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = x[i] + 1.0f;
+}
+"""
+
+
+@pytest.mark.parametrize("auto_global", [False, True])
+def test_file_scope_types_carry_over_edits_inside_kernels(auto_global):
+    # the file-scope declarations are read once while only kernel bodies change (an `auto`
+    # global's initialiser is a node of its tree: then they are read again for each tree)
+    text = FILE_SCOPE if auto_global else FILE_SCOPE.replace("auto offset", "float offset")
+    state = TextState(text, 1, "/x.cu")
+    analyzer = Analyzer()
+    snap = analyse(state, analyzer)
+    promoted = [d for d in build(snap) if d.code == "precision/double-promotion"]
+    assert {d.range.start.line for d in promoted} == {5, 10}  # the globals' types are known
+    version = 1
+    for needle, typed in (("x[i] + 1.0f", " + 0.5f"), ("scale * 0.5", " * 2"), ("offset * 0.5", " - 1")):
+        line = line_of(state.data.decode(), needle)
+        column = state.data.decode().splitlines()[line].index(needle) + len(needle)
+        version += 1
+        state.apply([Change(typed, Position(line, column), Position(line, column))], version)
+        assert state.extracted.change == "kernel"
+        snap = analyse(state, analyzer)
+        assert diagnostic_keys(build(snap)) == fresh(state)
+    shared = analyzer._lint_facts.get("file_scope")
+    assert shared is not None and shared[2] is (not auto_global)
