@@ -150,8 +150,13 @@ def extract_full(data: bytes, tree: Tree, lines: LineIndex, path: str | None, pr
 # --------------------------------------------------------------------------- changed region
 
 
-def changed_region(old: bytes, new: bytes) -> tuple[int, int, int] | None:
-    """(start, old_end, new_end) of the smallest byte range that differs; None if equal."""
+def changed_region(old: bytes, new: bytes, edit: tuple[int, int, int] | None = None) -> tuple[int, int, int] | None:
+    """(start, old_end, new_end) of the smallest byte range that differs; None if equal.
+
+    `edit`: the (start, old_end, new_end) of the one edit that made `new` from `old` (the bytes
+    around it are equal): the range is then narrowed from it, without comparing whole texts."""
+    if edit is not None:
+        return _narrowed(old, new, edit)
     if old == new:
         return None
     n = min(len(old), len(new))
@@ -171,6 +176,33 @@ def changed_region(old: bytes, new: bytes) -> tuple[int, int, int] | None:
         else:
             hi = mid - 1
     return prefix, len(old) - lo, len(new) - lo
+
+
+def _narrowed(old: bytes, new: bytes, edit: tuple[int, int, int]) -> tuple[int, int, int] | None:
+    """`changed_region` from a known edit: its common prefix and suffix grown outwards from the
+    edit in doubling steps (an edit that types what follows it shares more than its own bytes)."""
+    start, old_end, _ = edit
+    n = min(len(old), len(new))
+    prefix, step = start, 16
+    while prefix < n:
+        stop = min(n, prefix + step)
+        if old[prefix:stop] != new[prefix:stop]:
+            while old[prefix] == new[prefix]:
+                prefix += 1
+            break
+        prefix, step = stop, step * 2
+    if prefix == n and len(old) == len(new):
+        return None
+    cap = n - prefix  # the suffix does not overlap the prefix
+    suffix, step = min(len(old) - old_end, cap), 16
+    while suffix < cap:
+        stop = min(cap, suffix + step)
+        if old[len(old) - stop:len(old) - suffix] != new[len(new) - stop:len(new) - suffix]:
+            while old[len(old) - suffix - 1] == new[len(new) - suffix - 1]:
+                suffix += 1
+            break
+        suffix, step = stop, step * 2
+    return prefix, len(old) - suffix, len(new) - suffix
 
 
 def _unit(root: Node, lo: int, hi: int) -> Node | None:
@@ -465,10 +497,12 @@ def extract_incremental(
     edited_old_tree: Tree,
     lines: LineIndex,
     path: str | None,
+    typed: tuple[int, int, int] | None = None,
 ) -> Extracted | None:
     """Update `previous` (extracted from `old_data`/`old_tree`) for the new text, or None when
-    the change is not confined to one definition (the caller then extracts in full)."""
-    region = changed_region(old_data, new_data)
+    the change is not confined to one definition (the caller then extracts in full). `typed`:
+    the one edit that made the new text, when known (`changed_region`)."""
+    region = changed_region(old_data, new_data, typed)
     if region is None:
         return dataclasses.replace(previous, incremental=True, change="none")
     if previous.held is not None:

@@ -57,6 +57,7 @@ class TextState:
         self.settled = False  # the tree came from a fresh parse of this text (`settle`)
         self._unparsed = False  # the tree has edits applied that are not parsed yet (`_held_edit`)
         self._alone = new_parser()  # parses a held definition on its own
+        self._last_edit: tuple[int, int, int] | None = None  # the bytes of the last `_apply_one`
 
     @property
     def data(self) -> bytes:
@@ -115,6 +116,7 @@ class TextState:
                 return
             edited_old_tree = old_tree.copy()
             self.doc.tree = edited_old_tree  # apply_edits edits this copy in place, then re-parses
+            self._last_edit = None
             self._apply_edits(edits, version)
             self._unparsed = False
         else:
@@ -123,7 +125,7 @@ class TextState:
         updated = None
         if edited_old_tree is not None:
             updated = extract_incremental(self.extracted, old_data, old_tree, self.doc.data, self.doc.tree,
-                                          edited_old_tree, self.lines, self.path)
+                                          edited_old_tree, self.lines, self.path, typed=self._last_edit)
         if updated is None:
             preprocessed = self._preprocess()
             if preprocessed != self.preprocessed:  # the same view keeps its identity (the analyzer's caches stay)
@@ -202,6 +204,7 @@ class TextState:
         _set_line_starts(fresh, starts[:first] + inserted + moved)
         doc.data = new_data
         doc.lines = fresh
+        self._last_edit = (start, old_end, new_end)
         if parse:
             doc.tree = _parse(new_data, doc.tree, doc._parser)
         doc.version = version

@@ -149,3 +149,22 @@ def test_no_hold_for_an_edit_that_may_reach_past_its_definition(tmp_path):
         state.apply([Change(typed, Position(1, 0), Position(1, 0))], 1)
         assert state.extracted.held is None, typed
         assert dump_file(state.extracted.kernels) == dump_file(full(state)), typed
+
+
+def test_changed_region_from_a_known_edit_equals_the_whole_text_comparison():
+    # the server knows the edit it applied: the region grows outwards from it and must be the
+    # one a comparison of the whole texts finds (typing what follows, repeated bytes, deletions)
+    import random
+
+    rng = random.Random(7)
+    alphabet = b"ab\n"
+    for _ in range(3000):
+        old = bytes(rng.choice(alphabet) for _ in range(rng.randrange(0, 80)))
+        start = rng.randrange(0, len(old) + 1)
+        old_end = rng.randrange(start, len(old) + 1)
+        typed = bytes(rng.choice(alphabet) for _ in range(rng.randrange(0, 6)))
+        new = old[:start] + typed + old[old_end:]
+        assert changed_region(old, new, (start, old_end, start + len(typed))) == changed_region(old, new)
+    long = b"x" * 5000
+    assert changed_region(long, long + b"x", (10, 10, 11)) == (5000, 5000, 5001)
+    assert changed_region(long, long[:-1], (10, 11, 10)) == (4999, 5000, 4999)
