@@ -237,6 +237,7 @@ class Analyzer:
             and self._run_on is previous_extraction
         self.reused_from = previous_extraction if self._fast or carry else None
         self.changed_results = False
+        previous_run = self._state if self._run_on is previous_extraction else None
         self._seen = extracted
         self._run_on = extracted
         fk = extracted.kernels
@@ -268,6 +269,10 @@ class Analyzer:
             # their reports stand unless their launch sites changed or the edit affects them
             # (`_reanalyse`); only the others are pending (not a walk over every kernel per edit)
             items = self._carry_reports(self._state, items, last[1].reports, previous_extraction.kernels, fk)
+        elif previous_run is not None and previous_run.context == self.context and previous_extraction is not None:
+            # an edit while the last run was unfinished (typing, its rest waiting for a pause):
+            # what it finished carries over the same way, the rest stays pending
+            items = self._carry_reports(self._state, items, previous_run.reports, previous_extraction.kernels, fk)
         self._edited_items = set()
         if extracted.edited is not None and items:  # what the user is typing in first
             a, b = extracted.edited
@@ -314,9 +319,19 @@ class Analyzer:
                 if cached is not None and cached[0] is item and cached[3] is not None:
                     reports[id(item)] = cached[3]
         live = {id(i) for i in (*job.fk.kernels, *job.fk.device_functions, *job.fk.omp_regions, *job.fk.launches)}
-        findings = [f for key, group in self._groups.items() if not group.carried and all(i in live for i in key)
-                    for f in group.findings]
-        findings.sort(key=lambda f: (f.span.start_byte, f.span.end_byte, f.code))
+        edited = self._seen.edited if self._seen is not None else None
+        findings = []
+        for key, group in self._groups.items():
+            if not group.findings or group.carried:
+                continue
+            if all(i in live for i in key):
+                findings.extend(group.findings)
+            elif edited is not None:
+                # the last findings of the definition being edited (its items were replaced; their
+                # findings moved with the text): shown until it is linted again, not dropped and
+                # shown again at each pause
+                findings.extend(f for f in group.findings if edited[0] <= f.span.start_byte < edited[1])
+        findings.sort(key=_FINDING_ORDER)
         return AnalysisState(state.context, reports, findings, False, list(state.lint_notes), state.unanalysed,
                              state.budget_note)
 
@@ -401,10 +416,12 @@ class Analyzer:
             if deadline is not None and not edit_first and time.monotonic() > deadline and self._pending:
                 return state
         if not self._lints_done:
-            if edit_first and self._lint_plan is not None and len(self._lint_plan[2]) - self._lint_plan[3] > LINT_STEP:
-                return state  # many groups still to lint (a first analysis): not in an edit's first step
-            if edit_first and job.tree is None and getattr(job.source, "parsed_tree", True) is None:
-                return state  # linting would parse a text left unparsed by a held edit: later
+            if edit_first:
+                # an edit's verdicts are published at once, its lint findings once the user pauses
+                # (`DocumentWorker._deferred`): the lint plan walks every group of the file, and a
+                # launched kernel's group spans its launch sites; until then the edited
+                # definition keeps its last findings (`partial_view`)
+                return state
             findings = self._lint(state, deadline)
             if findings is None:
                 return state  # past the deadline: the next step lints the rest

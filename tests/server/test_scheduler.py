@@ -135,24 +135,38 @@ async def test_a_waiter_does_not_spin_while_an_unfinished_analysis_waits_for_a_p
     assert snap is not None and snap.version == 2 and snap.complete
 
 
-async def test_an_edit_after_a_complete_analysis_is_published_once():
-    """The edited kernel is analysed first; the other kernels' results are reused, so the run
-    finishes in its first step and the version is published once (no partial view first: that
-    built every diagnostic twice)."""
+async def test_an_edit_publishes_its_verdicts_at_once_and_its_lints_after_a_pause():
+    """The edited kernel is analysed first and the other kernels' results are reused: the
+    verdicts are published at once; the lint groups (the plan walks every group of the file)
+    wait for a pause in typing, and the edited kernel keeps its last findings until then."""
     from benchmarks.generated_cuda import generate, unlaunched_kernel
 
     generated = generate(lines=2000, min_kernels=100)
+    text = generated.text
+    edited = unlaunched_kernel(generated)
+    line = generated.body_line(edited)
+    # a finding in the kernel to be edited: an unsuffixed literal meeting float data
+    text_lines = text.split("\n")
+    text_lines.insert(line, "    float promoted = 0.5 * (float)threadIdx.x;")
+    text = "\n".join(text_lines)
     host = Host()
-    worker = DocumentWorker(host, "file:///many.cu", generated.text, 1)
+    worker = DocumentWorker(host, "file:///many.cu", text, 1)
     worker._kick()
     await asyncio.wait_for(worker.current(), 60)
+    before = [d for d in host.published[-1][1] if d["code"] == "precision/double-promotion"]
+    assert [d["range"]["start"]["line"] for d in before] == [line]
     analysed = worker.analyzer.analysed
-    line = generated.body_line(unlaunched_kernel(generated))
-    worker.change(2, [Change("float t = 1.0f;", Position(line, 0), Position(line, 0))])
-    snap = await asyncio.wait_for(worker.current(), 60)
+    worker.change(2, [Change("float t = 1.0f;", Position(line + 1, 0), Position(line + 1, 0))])
+    snap = await asyncio.wait_for(worker.current(), 60)  # (the lints: after the typing pause)
     assert snap.version == 2 and snap.complete
     assert worker.analyzer.analysed == analysed + 1  # the edited kernel only
-    assert [v for v, _ in host.published].count(2) == 1
+    assert [(p.version, p.complete) for p in worker.published][-2:] == [(2, False), (2, True)]
+    partial = next(published for published in host.published if published[0] == 2)
+    assert [d for d in partial[1] if d["code"] == "precision/double-promotion"] == before  # kept meanwhile
+    verdicts = [d for d in host.published[-1][1] if d["code"].startswith("roofline/")]
+    assert verdicts == [d for d in partial[1] if d["code"].startswith("roofline/")]
+    expected = analyse_text(snap.data.decode(), "file:///many.cu", host.config)
+    assert diagnostic_keys(host.published[-1][1]) == diagnostic_keys(expected.diagnostics)
 
 
 async def test_diagnostics_moved_by_an_added_line_equal_fresh_ones():
