@@ -11,7 +11,9 @@ Measures, in one run:
   file, each `didChange` -> `publishDiagnostics` for that version (p50, p95, max); target p95 <= 50 ms;
 - the hard case (issue 13): a generated file of >= 500 small kernels in about 10,000 lines, ONE
   launched from `main` (benchmarks/generated_cuda.py): first diagnostics after `didOpen` (median
-  of 5 opens), then `--hard-edits` single-character edits typed in each of three places -- inside
+  of 5 opens), then, in a document opened as an editor opens it (`didOpen`, then
+  `textDocument/codeLens`, answered once the file's analysis is complete), `--hard-edits`
+  single-character edits typed back to back in each of three places -- inside
   the launched kernel, inside an unlaunched kernel, in `main` -- each `didChange` (incremental) ->
   `publishDiagnostics` of that version (p50, p95, max), and the server's RSS; targets p95 <= 30 ms
   (launched), <= 20 ms (unlaunched), <= 100 ms (host code), first diagnostics <= 300 ms; then the
