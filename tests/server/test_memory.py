@@ -58,3 +58,29 @@ async def test_give_back_collects_frozen_garbage(unfrozen):
     gc.freeze()
     memory.give_back()
     assert garbage() is None
+
+
+async def test_memory_is_given_back_after_closes_only_once_publications_stop(monkeypatch):
+    """A trim (a full collection, ~0.1 s with a large file analysed) waits while another open
+    document is being typed in: it runs once no publication came for `TRIM_DELAY_S`."""
+    import time
+    from types import SimpleNamespace
+
+    from perflsp.server.app import PerfLanguageServer
+
+    given: list[float] = []
+    monkeypatch.setattr(memory, "give_back", lambda: given.append(time.monotonic()))
+    monkeypatch.setattr(memory, "TRIM_DELAY_S", 0.2)
+    server = SimpleNamespace(pool=SimpleNamespace(busy=False), cycles=SimpleNamespace(last_published=0.0),
+                             _trim=None)
+    trim = PerfLanguageServer._trim_when_idle.__get__(server)
+    server._trim_when_idle = trim
+    typing_until = time.monotonic() + 0.6
+    server.cycles.last_published = time.monotonic()
+    trim(10)
+    while time.monotonic() < typing_until:  # publications keep coming (someone types elsewhere)
+        server.cycles.last_published = time.monotonic()
+        assert not given
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)
+    assert len(given) == 1 and given[0] - server.cycles.last_published >= memory.TRIM_DELAY_S

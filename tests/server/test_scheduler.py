@@ -243,3 +243,27 @@ async def test_the_diagnostic_cache_drops_the_entries_of_results_that_are_gone()
         assert len(cache.memo_table()) <= 2 * len(live) + 64 + len(gone)
     cache.finish([], [], live)
     assert all(id(owner) in cache.memo_table() for owner in live)
+
+
+async def test_a_document_whose_analysis_waits_for_a_typing_pause_is_not_hibernated():
+    """Hibernation frees the syntax trees; the rest of an analysis that waits for a pause in
+    typing needs them (and its job), so the document stays awake until that analysis is done."""
+    from benchmarks.generated_cuda import generate, unlaunched_kernel
+
+    from perflsp.server import scheduler
+
+    generated = generate(lines=600, min_kernels=30)
+    host = Host()
+    worker = DocumentWorker(host, "file:///many.cu", generated.text, 1)
+    worker._kick()
+    await asyncio.wait_for(worker.current(), 60)
+    line = generated.body_line(unlaunched_kernel(generated))
+    worker.change(2, [Change("float t = 1.0f;", Position(line, 0), Position(line, 0))])
+    while not worker.published or worker.published[-1].version != 2:  # the verdicts, at once
+        await asyncio.sleep(0.001)
+    assert worker.analyzer.running and worker._paused  # the lints wait for the pause
+    assert not worker.hibernate()
+    await asyncio.sleep(scheduler.TYPING_PAUSE_S)
+    snap = await asyncio.wait_for(worker.current(), 60)
+    assert snap.complete and not worker.analyzer.running
+    assert worker.hibernate() and worker.state.doc.tree is None
