@@ -411,8 +411,8 @@ class Analyzer:
             state.reports[id(item)] = report
             self._pending.popleft()
             progressed = True
-            # (an edit's first step goes on through reused results: an edit after a complete
-            # analysis then finishes in one step and publishes once, with no partial view first)
+            # (an edit's first step goes on through reused results: all its verdicts are in the
+            # publication that follows it; only the lints wait for a pause)
             if deadline is not None and not edit_first and time.monotonic() > deadline and self._pending:
                 return state
         if not self._lints_done:
