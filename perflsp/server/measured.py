@@ -144,7 +144,10 @@ class MeasuredService:
 
         path = path_of(snap.uri)
         try:
-            return evidence_for_reports(self.store(root), snap.config, str(path) if path else None, snap.reports())
+            store = self.store(root)
+            if not store.directory.is_dir():
+                return None  # (before listing the reports: this runs for every edit's publication)
+            return evidence_for_reports(store, snap.config, str(path) if path else None, snap.reports())
         except Exception:  # unreadable results must not stop the analysis
             log.exception("cannot read the stored profiles of %s", root)
             return None
