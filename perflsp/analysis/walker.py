@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 from tree_sitter import Node
@@ -897,23 +898,7 @@ class KernelWalker:
         return UNKNOWN_VAL
 
     def _number(self, node: Node) -> Val:
-        text = self.text(node).replace("'", "").lower()
-        is_hex = text.startswith("0x")
-        if not is_hex and ("." in text or "e" in text or text.endswith("f")):
-            ctype = F32 if text.endswith("f") else F64
-            try:
-                value = float(text.rstrip("fl"))
-            except ValueError:
-                value = None
-            return Val(ctype, value, Linear.constant(value), static=True)
-        digits = text.rstrip("ul")
-        try:
-            octal = len(digits) > 1 and digits.startswith("0") and not is_hex and digits.isdigit()
-            value = float(int(digits, 8)) if octal else float(int(digits, 0))
-        except ValueError:
-            value = None
-        wide = ("l" in text[-3:] and not is_hex) or (value is not None and value > 2**31)
-        return Val(LONG if wide else INT, value, Linear.constant(value), static=value is not None)
+        return _number_literal(self.text(node))
 
     def _identifier(self, node: Node) -> Val:
         return self._identifier_named(self.text(node))
@@ -1668,6 +1653,29 @@ _CONVERSIONS = frozenset({"__int2float_rn", "__float2int_rn", "__float2int_rz", 
                           "__float2half", "__half2float", "__float2uint_rn", "__uint2float_rn", "float", "double", "int",
                           "__ll2float_rn", "__float_as_int", "__int_as_float", "__double_as_longlong",
                           "__longlong_as_double"})
+
+
+@lru_cache(maxsize=8192)
+def _number_literal(written: str) -> Val:
+    """The value of a number literal as written (`0x1F`, `1e-3f`, `10UL`): the same few
+    literals recur in every kernel, and a `Val` is never changed once made."""
+    text = written.replace("'", "").lower()
+    is_hex = text.startswith("0x")
+    if not is_hex and ("." in text or "e" in text or text.endswith("f")):
+        ctype = F32 if text.endswith("f") else F64
+        try:
+            value = float(text.rstrip("fl"))
+        except ValueError:
+            value = None
+        return Val(ctype, value, Linear.constant(value), static=True)
+    digits = text.rstrip("ul")
+    try:
+        octal = len(digits) > 1 and digits.startswith("0") and not is_hex and digits.isdigit()
+        value = float(int(digits, 8)) if octal else float(int(digits, 0))
+    except ValueError:
+        value = None
+    wide = ("l" in text[-3:] and not is_hex) or (value is not None and value > 2**31)
+    return Val(LONG if wide else INT, value, Linear.constant(value), static=value is not None)
 
 
 def _conversion_target(name: str) -> CType:

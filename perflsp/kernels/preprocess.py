@@ -10,6 +10,8 @@ evaluated here (the extraction already saw the file as written).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from functools import lru_cache
 
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.includes import strip_inactive
@@ -29,6 +31,13 @@ MAX_DEPTH = 24
 
 def _tokens(text: str) -> list[str]:
     return [m.group() for m in _TOKEN.finditer(text)]
+
+
+@lru_cache(maxsize=8192)
+def _body_tokens(body: str) -> tuple[str, ...]:
+    """A macro's body as tokens: the same few bodies are expanded at every use, in every file
+    that includes their header."""
+    return tuple(_tokens(body))
 
 
 def expand_macros(text: str, env: ConstEnv, keep_constants: bool = False) -> str:
@@ -88,8 +97,17 @@ class _Expander:
         self.objects = objects
         self.functions = functions
         self.produced = 0
+        # object-like macro -> whether its body names no macro (its expansion is its body)
+        self._plain_bodies: dict[str, bool] = {}
 
-    def expand(self, tokens: list[str], hidden: frozenset[str], depth: int) -> list[str]:
+    def _is_plain(self, name: str, body: Sequence[str]) -> bool:
+        plain = self._plain_bodies.get(name)
+        if plain is None:
+            plain = not any(t in self.objects or t in self.functions for t in body)
+            self._plain_bodies[name] = plain
+        return plain
+
+    def expand(self, tokens: Sequence[str], hidden: frozenset[str], depth: int) -> list[str]:
         out: list[str] = []
         i = 0
         n = len(tokens)
@@ -111,7 +129,7 @@ class _Expander:
                     args, end = _collect_args(tokens, j)
                     if args is not None:
                         params, body = self.functions[tok]
-                        replaced = _substitute(_tokens(body), params, args, self, hidden | {tok}, depth)
+                        replaced = _substitute(_body_tokens(body), params, args, self, hidden | {tok}, depth)
                         out.extend(self.expand(replaced, hidden | {tok}, depth + 1))
                         i = end
                         continue
@@ -119,9 +137,15 @@ class _Expander:
                 i += 1
                 continue
             if tok in self.objects:
-                body_tokens = _tokens(self.objects[tok])
+                body_tokens = _body_tokens(self.objects[tok])
                 out.append(" ")
-                out.extend(self.expand(body_tokens, hidden | {tok}, depth + 1))
+                if depth < MAX_DEPTH and self._is_plain(tok, body_tokens):
+                    # what `expand` would return: the body's tokens, their length produced (past
+                    # the cap the count no longer matters: every later check stops alike)
+                    self.produced += sum(map(len, body_tokens))
+                    out.extend(body_tokens)
+                else:
+                    out.extend(self.expand(body_tokens, hidden | {tok}, depth + 1))
                 out.append(" ")
                 i += 1
                 continue
@@ -130,7 +154,7 @@ class _Expander:
         return out
 
 
-def _collect_args(tokens: list[str], open_at: int) -> tuple[list[list[str]] | None, int]:
+def _collect_args(tokens: Sequence[str], open_at: int) -> tuple[list[list[str]] | None, int]:
     depth = 0
     args: list[list[str]] = [[]]
     for k in range(open_at, len(tokens)):
@@ -152,7 +176,7 @@ def _collect_args(tokens: list[str], open_at: int) -> tuple[list[list[str]] | No
     return None, len(tokens)
 
 
-def _substitute(body: list[str], params: tuple[str, ...], args: list[list[str]], expander: _Expander,
+def _substitute(body: Sequence[str], params: tuple[str, ...], args: list[list[str]], expander: _Expander,
                 hidden: frozenset[str], depth: int) -> list[str]:
     mapping: dict[str, list[str]] = {}
     for index, name in enumerate(params):

@@ -164,7 +164,7 @@ def read_source(path: Path | None, data: bytes, resolver: IncludeResolver, defin
     build's `defines`/`include_dirs`; with `includers`, a file that a sibling source `#include`s
     is read in that sibling's context."""
     env = resolver.env_for(path, data, defines, include_dirs, includers=includers)
-    tree = parse(data)
+    tree = parsed_text(data).copy()  # (a copy: the caller may edit its tree)
     lines = LineIndex(data)
     kernels = extract(data, tree, path=str(path) if path is not None else None, lines=lines, env=env)
     return SourceFile(data, tree, lines, kernels, env)
@@ -222,6 +222,7 @@ class ProgramModel:
             self._local_functions.setdefault(fn.name, fn)
         self._header_functions: list[tuple[bytes, Tree, dict[str, CudaFunction]]] | None = None
         self._class_fields: dict[str, list[tuple[bytes, list[Node]]]] = {}
+        self._defines_name: dict[str, bool] = {}  # `_may_define`, per name asked about
 
     # ------------------------------------------------------------------ preprocessed view
 
@@ -498,15 +499,18 @@ class ProgramModel:
         """Whether this file's text may define a function `name` (`name(...) {` somewhere): most
         names asked about are built-ins, and indexing every definition of a large file costs
         ~4 ms on each edit's new model."""
-        word = name.encode()
-        return any(_AFTER_NAME_DEFINITION.match(self.data, at + len(word)) for at in _occurrences(self.data, word))
+        found = self._defines_name.get(name)
+        if found is None:
+            word = name.encode()
+            found = any(_AFTER_NAME_DEFINITION.match(self.data, at + len(word)) for at in _occurrences(self.data, word))
+            self._defines_name[name] = found
+        return found
 
     def _unmarked_device_function(self, name: str) -> ParsedFunction | None:
         found = self.plain_function(name) if self._may_define(name) else self._plain_elsewhere(name)
         if found is not None:
             return None if _is_kernel_definition(found) else found
-        cuda_only = tuple(v for v in self._sibling_cuda_versions if v[0].suffix not in _SIBLING_SUFFIXES)
-        version = _sibling_plain_definition(name, cuda_only)  # (`plain_function` read the others)
+        version = _sibling_plain_definition(name, self._sibling_cuda_only_versions)  # (`plain_function` read the others)
         parsed = _source_definitions_cached(*version) if version is not None else None
         if parsed is not None:
             found = _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False)
@@ -541,8 +545,8 @@ class ProgramModel:
 
     def _plain_elsewhere(self, name: str) -> ParsedFunction | None:
         """`plain_function` in the local headers and the folder's other sources."""
-        for path in self.headers:
-            parsed = _source_definitions(path)
+        for header in self._header_versions:
+            parsed = _source_definitions_cached(*header)
             if parsed is not None and name in parsed[1]:
                 return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False)
         version = _sibling_plain_definition(name, self._sibling_versions)
@@ -578,6 +582,16 @@ class ProgramModel:
     @cached_property
     def _sibling_cuda_versions(self) -> tuple[tuple[Path, int, int], ...]:
         return tuple(v for v in map(_version, self._sibling_cuda_sources) if v is not None)
+
+    @cached_property
+    def _header_versions(self) -> tuple[tuple[Path, int, int], ...]:
+        """(path, mtime, size) of each local header that can be read, in include order."""
+        return tuple(v for v in map(_version, self.headers) if v is not None)
+
+    @cached_property
+    def _sibling_cuda_only_versions(self) -> tuple[tuple[Path, int, int], ...]:
+        """The CUDA sources and headers among the siblings that `_sibling_versions` leaves out."""
+        return tuple(v for v in self._sibling_cuda_versions if v[0].suffix not in _SIBLING_SUFFIXES)
 
     def _siblings(self, suffixes: tuple[str, ...]) -> tuple[Path, ...]:
         path = Path(self.kernels.path) if self.kernels.path else None
@@ -729,7 +743,22 @@ def _parsed_source_cached(path: Path, mtime_ns: int, size: int) -> tuple[bytes, 
     loaded = load_file(path)
     if isinstance(loaded, SkippedFile):
         return None
-    return loaded.data, parse(loaded.data)
+    return loaded.data, parsed_text(loaded.data)
+
+
+_SHARED_PARSE_BYTES = 256 * 1024  # larger texts are parsed each time (their trees are large)
+
+
+def parsed_text(data: bytes) -> Tree:
+    """The tree of `data`, shared by the readers of the same text (do not edit it: copy it): a
+    file of a folder is read as itself, as the sibling another file's callee is defined in, and
+    as the includer of a header, and each of these parsed it again."""
+    return _parsed_text_cached(data) if len(data) <= _SHARED_PARSE_BYTES else parse(data)
+
+
+@lru_cache(maxsize=32)
+def _parsed_text_cached(data: bytes) -> Tree:
+    return parse(data)
 
 
 @lru_cache(maxsize=256)

@@ -77,6 +77,8 @@ class LintContext:
     _scopes: dict[tuple[int, int, tuple[tuple[str, str], ...]], Scope] = field(
         default_factory=dict, init=False, repr=False)
     _region_typers: dict[int, ExprTyper] = field(default_factory=dict, init=False, repr=False)
+    # named descendants of a node (see `descendants`): several rules walk the same code
+    _descendants: dict[Node, list[Node]] = field(default_factory=dict, init=False, repr=False)
 
     # -- text and positions --------------------------------------------------------------
 
@@ -105,6 +107,14 @@ class LintContext:
 
     def node_at(self, span: Span | None) -> Node | None:
         return node_at(self.root, span)
+
+    def descendants(self, node: Node) -> list[Node]:
+        """`walk(node)` as a list, built once per node of this run: the precision rules, the
+        scopes and the access rule each walk every kernel's body."""
+        found = self._descendants.get(node)
+        if found is None:
+            found = self._descendants[node] = list(walk(node))
+        return found
 
     @property
     def language(self) -> Language:
@@ -230,7 +240,7 @@ class LintContext:
                         names[name] = Ty(base, depth) if base else None
         body = function.child_by_field_name("body")
         if body is not None:
-            for node in walk(body):
+            for node in self.descendants(body):
                 if node.type == "declaration":
                     bind_declaration(node, names, aliases)
                 elif node.type == "for_range_loop":

@@ -9,7 +9,7 @@ from __future__ import annotations
 from tree_sitter import Node
 
 from perflsp.analysis.exprtypes import DOUBLE, DOUBLE_MATH, FLIT, FLOAT, call_name, double_literals, math_base_name
-from perflsp.analysis.lints.context import GpuCode, LintContext, walk
+from perflsp.analysis.lints.context import GpuCode, LintContext
 from perflsp.analysis.models import Finding, FixRequest
 from perflsp.analysis.ruledef import Example, RuleInfo
 
@@ -86,7 +86,7 @@ DEFAULT_SEVERITY = RULE.default_severity
 def check(ctx: LintContext) -> list[Finding]:
     found: dict[int, Finding] = {}
     for code in ctx.gpu_code():
-        for node in walk(code.node):
+        for node in ctx.descendants(code.node):
             if node.type != "call_expression" or node.start_byte in found:
                 continue
             name = call_name(node)

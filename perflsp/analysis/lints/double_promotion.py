@@ -24,7 +24,7 @@ from perflsp.analysis.exprtypes import (
     is_runtime,
     normalise_type,
 )
-from perflsp.analysis.lints.context import GpuCode, LintContext, walk
+from perflsp.analysis.lints.context import GpuCode, LintContext
 from perflsp.analysis.models import Finding, FixRequest
 from perflsp.analysis.ruledef import Example, RuleInfo
 
@@ -111,7 +111,9 @@ DEFAULT_SEVERITY = RULE.default_severity
 def check(ctx: LintContext) -> list[Finding]:
     found: dict[int, Finding] = {}
     for code in ctx.gpu_code():
-        for node in walk(code.node):
+        for node in ctx.descendants(code.node):
+            if node.type not in _SINK_TYPES:
+                continue  # (`_float_sinks` finds none there)
             for value, why in _float_sinks(ctx, code, node):
                 for literal in double_literals(value):
                     if literal.start_byte not in found:
@@ -201,6 +203,7 @@ _SINKS: dict[str, Callable[[LintContext, GpuCode, Node], Iterator[Sink]]] = {
     "call_expression": _call_sinks,
     "cast_expression": _cast_sinks,
 }
+_SINK_TYPES = frozenset({*_SINKS, "return_statement"})  # where `_float_sinks` looks
 
 
 _PASS_THROUGH = frozenset({"binary_expression", "parenthesized_expression", "unary_expression",

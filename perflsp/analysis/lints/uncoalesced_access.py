@@ -170,7 +170,7 @@ class _KernelIndexes:
         body = self.node.child_by_field_name("body")
         if body is None:
             return
-        for node in walk(body):
+        for node in self.ctx.descendants(body):
             kind = node.type
             if kind == "declaration":
                 text = node.text or b""
@@ -406,7 +406,7 @@ class _KernelIndexes:
         body = self.node.child_by_field_name("body")
         if body is None:
             return
-        for node in walk(body):
+        for node in self.ctx.descendants(body):
             if node.type == "subscript_expression":
                 base_node = node.child_by_field_name("argument")
                 if base_node is None or base_node.type == "subscript_expression":
