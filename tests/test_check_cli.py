@@ -250,3 +250,30 @@ def test_progress_bar_only_on_a_terminal(tmp_path, monkeypatch):
     terminal.truncate()
     assert run(str(tmp_path), "--json", "--no-progress").exit_code == 0
     assert "checking" not in terminal.getvalue()
+
+
+def test_a_run_freezes_its_results_between_files_and_gives_the_same_results(monkeypatch):
+    # a corpus run keeps every file's results until it ends: they are frozen out of the garbage
+    # collector's full passes every few files; the results are those of a run without it, and
+    # the collector is as it was afterwards
+    import gc
+
+    from perflsp.analysis.report import CheckSettings
+    from perflsp.cli import check_cmd
+    from perflsp.hardware import load_database
+
+    files, _ = check_cmd.source_paths([Path(__file__).resolve().parents[1] / "examples"])
+    gpus = [load_database().get("h100")]
+
+    def digest(run: check_cmd.CheckRun) -> list[tuple[str, list[tuple[str, str, float]]]]:
+        return [(str(path), [(r.name, e.verdict, e.confidence) for r in check.kernels for e in r.estimates])
+                for path, check in run.files]
+
+    monkeypatch.setattr(check_cmd, "_FREEZE_EVERY", 10**9)
+    plain = digest(check_cmd.check_paths(files, gpus, CheckSettings()))
+    monkeypatch.setattr(check_cmd, "_FREEZE_EVERY", 2)
+    frozen_during: list[int] = []
+    frozen = check_cmd.check_paths(files, gpus, CheckSettings(), progress=lambda _: frozen_during.append(gc.get_freeze_count()))
+    assert digest(frozen) == plain and len(plain) >= 10
+    assert max(frozen_during) > frozen_during[0]  # frozen as the run went on
+    assert gc.get_freeze_count() == 0
