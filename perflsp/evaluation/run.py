@@ -132,16 +132,18 @@ def prediction_from(row: KernelRow, report: KernelReport) -> Prediction:
 class _EditorChecks:
     """`--editor`: each file checked once exactly as `perflsp check FILE` checks it (no launch
     shape, no program arguments, no launch sites from other files), the row's kernel then looked
-    up among the kernels that check reported."""
+    up among the kernels that check reported. The lint rules are off: they never change a
+    verdict, and they were a sixth of the run."""
 
     def __init__(self, src_root: Path, gpu: Gpu, compile_db: CompileDatabase | None, cost: CostModel | None):
+        from perflsp.analysis.rules import RULES
         from perflsp.cli.check_cmd import check_settings
         from perflsp.kernels.includes import IncludeResolver
 
         self.src_root = src_root
         self.gpu = gpu
         self.compile_db = compile_db
-        self.settings = check_settings()
+        self.settings = check_settings({code: "off" for code, rule in RULES.items() if rule.kind == "lint"})
         if cost is not None:
             self.settings = dataclasses.replace(self.settings, options=dataclasses.replace(self.settings.options, cost=cost))
         self.resolver = IncludeResolver()
