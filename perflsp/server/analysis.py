@@ -313,17 +313,21 @@ class Analyzer:
         if job is None or state.complete:
             return state
         reports = dict(state.reports)
-        for item in (*job.fk.kernels, *job.fk.omp_regions):
-            if id(item) not in reports:
-                cached = self._keys.get(id(item))
-                if cached is not None and cached[0] is item and cached[3] is not None:
-                    reports[id(item)] = cached[3]
-        live = {id(i) for i in (*job.fk.kernels, *job.fk.device_functions, *job.fk.omp_regions, *job.fk.launches)}
+        if len(reports) < len(job.fk.kernels) + len(job.fk.omp_regions):  # (typing: every item has its report)
+            for item in (*job.fk.kernels, *job.fk.omp_regions):
+                if id(item) not in reports:
+                    cached = self._keys.get(id(item))
+                    if cached is not None and cached[0] is item and cached[3] is not None:
+                        reports[id(item)] = cached[3]
+        live: set[int] | None = None  # the ids of the items, when a group with findings asks
         edited = self._seen.edited if self._seen is not None else None
         findings = []
         for key, group in self._groups.items():
             if not group.findings or group.carried:
                 continue
+            if live is None:
+                live = {id(i) for i in (*job.fk.kernels, *job.fk.device_functions, *job.fk.omp_regions,
+                                        *job.fk.launches)}
             if all(i in live for i in key):
                 findings.extend(group.findings)
             elif edited is not None:
