@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 DEFAULT_FEVALS = 50
+# a replay of a recorded cache takes no time: its evaluations are reported at most 50 per second,
+# so that the per-evaluation progress shows (an instant run showed none, or only a flash)
+REPLAY_STEP_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -298,6 +302,8 @@ async def tune_kernel(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, 
         message = f"{evaluation.index}/{max_fevals}: {shown}; {best}"
         percentage = min(100, int(100 * evaluation.index / max_fevals))
         loop.call_soon_threadsafe(_report_progress, ls, bar, message, percentage)
+        if replay is not None:  # (the tuning thread) a replay is instant: paced, its progress can be followed
+            time.sleep(REPLAY_STEP_S)
 
     ctx = FileContext(path_of(snap.uri), snap.data, snap.tree, snap.kernels)
     try:
