@@ -118,7 +118,7 @@ def run_lints(data: bytes, tree: Tree, kernels: FileKernels, gpus: Sequence[Gpu]
         if shared is not None:
             shared["constants"] = ctx.constants
             shared["aliases"] = ctx.aliases
-            if "file_scope" in ctx.__dict__ and shared.get("file_scope", (None, None))[1] is not ctx.file_scope:
+            if "file_scope" in ctx.__dict__ and shared.get("file_scope", (None, None, False))[1] is not ctx.file_scope:
                 names = ctx.file_scope.names.values()
                 shared["file_scope"] = (tree, ctx.file_scope, not any(isinstance(v, Node) for v in names))
         return findings

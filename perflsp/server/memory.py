@@ -6,7 +6,7 @@ A closed document's worker drops its text, trees, extraction, analysis caches an
 where it has it). The server runs with CPython's own small-object allocator (pymalloc), whose
 arenas stay mapped while any object in them lives: after 300 files opened and closed the
 process keeps ~70 MiB more than after `initialize` (`benchmarks/lsp_load.py openclose`), against
-~25 MiB with the C allocator (`PYTHONMALLOC=malloc`). That allocator made every keystroke's work
+23-31 MiB with the C allocator (`PYTHONMALLOC=malloc`). That allocator made every keystroke's work
 30-40% slower on a large file (its small allocations are the interpreter's hot path), so it is
 no longer the default; set `PYTHONMALLOC=malloc` in the server's environment to prefer memory.
 

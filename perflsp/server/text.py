@@ -57,7 +57,6 @@ class TextState:
         self.settled = False  # the tree came from a fresh parse of this text (`settle`)
         self._unparsed = False  # the tree has edits applied that are not parsed yet (`_held_edit`)
         self._alone = new_parser()  # parses a held definition on its own
-        self._last_edit: tuple[int, int, int] | None = None  # the bytes of the last `_apply_one`
 
     @property
     def data(self) -> bytes:
@@ -116,8 +115,7 @@ class TextState:
                 return
             edited_old_tree = old_tree.copy()
             self.doc.tree = edited_old_tree  # apply_edits edits this copy in place, then re-parses
-            self._last_edit = None
-            self._apply_edits(edits, version)
+            typed = self._apply_edits(edits, version)
             self._unparsed = False
         else:
             self.doc.version = version
@@ -125,7 +123,7 @@ class TextState:
         updated = None
         if edited_old_tree is not None:
             updated = extract_incremental(self.extracted, old_data, old_tree, self.doc.data, self.doc.tree,
-                                          edited_old_tree, self.lines, self.path, typed=self._last_edit)
+                                          edited_old_tree, self.lines, self.path, typed=typed)
         if updated is None:
             preprocessed = self._preprocess()
             if preprocessed != self.preprocessed:  # the same view keeps its identity (the analyzer's caches stay)
@@ -136,14 +134,18 @@ class TextState:
             self.incremental_extractions += 1
         self.extracted = updated
 
-    def _apply_edits(self, edits: list[TextEdit], version: int | None) -> None:
-        if len(edits) == 1 and self._apply_one(edits[0], version):
-            return
+    def _apply_edits(self, edits: list[TextEdit], version: int | None) -> tuple[int, int, int] | None:
+        """Apply `edits`; the bytes (start, old end, new end) of the one edit applied, when known."""
+        if len(edits) == 1:
+            typed = self._apply_one(edits[0], version)
+            if typed is not None:
+                return typed
         self.doc.apply_edits(edits, version)
         # apply_edits encodes with surrogatepass: lone surrogates would make invalid UTF-8
         data, lossy = decode_source(self.doc.data)
         if lossy:
             self.doc.replace_all(data, version)
+        return None
 
     def _held_edit(self, edit: TextEdit, version: int | None) -> Extracted | None:
         """One edit strictly inside a top-level definition (the held one, if any) after which that
@@ -177,14 +179,15 @@ class TextState:
             self._adopt_lines()
         return held
 
-    def _apply_one(self, edit: TextEdit, version: int | None, parse: bool = True) -> bool:
+    def _apply_one(self, edit: TextEdit, version: int | None, parse: bool = True) -> tuple[int, int, int] | None:
         """`SourceDocument.apply_edits` for one edit, updating the line index instead of
-        rebuilding it (a rebuild costs ~2 ms on a 10,000-line file). Only for LF-only text."""
+        rebuilding it (a rebuild costs ~2 ms on a 10,000-line file). Only for LF-only text: its
+        bytes (start, old end, new end), or None when not applied."""
         doc, lines = self.doc, self.lines
         new_bytes = edit.text.encode("utf-8", errors="surrogatepass")
         data = doc.data
         if b"\r" in new_bytes or b"\r" in data:
-            return False
+            return None
         start = lines.offset(edit.start)
         old_end = max(start, lines.offset(edit.end))
         new_end = start + len(new_bytes)
@@ -204,11 +207,10 @@ class TextState:
         _set_line_starts(fresh, starts[:first] + inserted + moved)
         doc.data = new_data
         doc.lines = fresh
-        self._last_edit = (start, old_end, new_end)
         if parse:
             doc.tree = _parse(new_data, doc.tree, doc._parser)
         doc.version = version
-        return True
+        return start, old_end, new_end
 
     def _adopt_lines(self) -> None:
         fresh = self.doc.lines

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 
 from perflsp.analysis.models import Finding, KernelReport
-from perflsp.kernels.models import CudaFunction, LaunchSite, Span
+from perflsp.kernels.models import LaunchSite, Span
 from perflsp.server import engine_adapter as engine
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import (
@@ -163,14 +163,14 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
     memo_get = cache.memo_table().get  # (looked up inline: this loop runs per kernel per keystroke)
     for report in reports:
         kernel = report.kernel
-        anchor = kernel.name_span if isinstance(kernel, CudaFunction) else kernel.span  # anchor_span
+        anchor = anchor_span(kernel)
         basis: tuple[object, ...] = ()
         if plain:
             entry = memo_get(id(report))
             if entry is not None and not report.launches:  # (most kernels: the check without a new tuple)
                 known_basis = entry[0]
                 if known_basis[0] is report and known_basis[1] is config and len(known_basis) == 4 \
-                        and known_basis[2] is anchor._start and known_basis[3] is anchor._end:
+                        and known_basis[2] is anchor.start and known_basis[3] is anchor.end:
                     out.extend(entry[1])
                     out_json.extend(entry[2])
                     continue
