@@ -36,6 +36,7 @@ from perflsp.hardware.models import Gpu
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion
 from perflsp.kernels.program import ProgramModel, read_source
+from perflsp.kernels.symbols import TopLevelFacts
 from perflsp.source.positions import LineIndex
 
 log = logging.getLogger(__name__)
@@ -116,15 +117,18 @@ class FileAnalysis:
     """The kernels of one file in one context, analysed on demand over one program model."""
 
     def __init__(self, data: bytes, tree: Tree, kernels: FileKernels, options: AnalysisOptions,
-                 lines: LineIndex | None = None, *, model: ProgramModel | None = None):
+                 lines: LineIndex | None = None, *, model: ProgramModel | None = None,
+                 top: TopLevelFacts | None = None):
         """`model`: the program model of this text, when the caller keeps one (built with the
-        options' `include_env` and `argv`); else it is built on first need."""
+        options' `include_env` and `argv`); else it is built on first need, over `top` (the
+        facts of the text's top-level declarations, when the caller's extraction has them)."""
         self.data = data
         self.tree = tree
         self.kernels = kernels
         self.options = options
         self.lines = lines
         self._model = model
+        self._top = top
         self._unit: AnalysisUnit | None = None
         self._failure: str | None = None  # why the model could not be built
 
@@ -135,7 +139,11 @@ class FileAnalysis:
     def _prepared_unit(self) -> AnalysisUnit | None:
         if self._unit is None and self._failure is None:
             try:
-                self._unit = AnalysisUnit(self.data, self.tree, self.kernels, self.options, self.lines, model=self._model)
+                model = self._model
+                if model is None and self._top is not None:
+                    model = ProgramModel(self.data, self.tree, self.kernels, self.options.include_env,
+                                         self.options.argv, self.lines, top=self._top)
+                self._unit = AnalysisUnit(self.data, self.tree, self.kernels, self.options, self.lines, model=model)
             except Exception as exc:  # noqa: BLE001 - every kernel then gets `uncertain` with this reason
                 log.warning("the static engine failed to prepare %s: %s: %s", self.kernels.path or "a document",
                             type(exc).__name__, exc)

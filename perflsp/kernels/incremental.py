@@ -30,8 +30,11 @@ kernels layer, next to the routines it restricts.
 from __future__ import annotations
 
 import dataclasses
+import operator
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import Any
+from itertools import chain
+from typing import Any, cast
 
 from tree_sitter import Node, Parser, QueryCursor, Tree
 
@@ -49,7 +52,7 @@ from perflsp.kernels.models import (
     Span,
 )
 from perflsp.kernels.omp import PRAGMA_LINE, extract_regions, pragma_macros
-from perflsp.kernels.symbols import file_env
+from perflsp.kernels.symbols import TopLevelFacts, file_env
 from perflsp.kernels.text import COMMENT_OR_STRING, DIGIT_SEPARATOR, function_space_mentions
 from perflsp.source.parser import query
 from perflsp.source.positions import LineIndex, Position
@@ -93,6 +96,13 @@ class Extracted:
     region_lines: tuple[int | None, int] = (None, 0)
     held: tuple[int, int] | None = None  # the definition that does not parse (its bytes now), kept as it was
     held_before: bytes = b""  # its text when it last parsed
+    # `env` and what the analysis read from the same top-level declarations: passed on by every
+    # incremental update (they leave the top level as it was), new with each full extraction
+    top: TopLevelFacts | None = None
+
+    def __post_init__(self) -> None:
+        if self.top is None or self.top.env is not self.env:
+            self.top = TopLevelFacts(self.env)
 
 
 def _tree_functions(ctx: ExtractionContext, env: ConstEnv, aliases: dict[str, str], nodes: list[Node]) -> list[CudaFunction]:
@@ -409,31 +419,64 @@ def _confined_edit(previous: Extracted, old_data: bytes, old_tree: Tree, new_dat
     return _Edit(start, delta, a, b, old_b, unit)
 
 
+_START = operator.attrgetter("span.start_byte")
+_END = operator.attrgetter("span.end_byte")
+_KINDS = ("kernels", "device", "regions", "launches")
+_NAME_START = operator.attrgetter("name_span.start_byte")
+
+
 def _partition(old_fk: FileKernels, a: int, old_b: int
                ) -> tuple[dict[str, list[Any]], dict[str, list[Any]], list[CudaFunction]] | None:
-    """The previous items before and after the definition [a, old_b), by kind, and the
-    functions it held; None when an item straddles its boundary."""
-    before: dict[str, list[Any]] = {"functions": [], "regions": [], "launches": []}
-    after: dict[str, list[Any]] = {"functions": [], "regions": [], "launches": []}
+    """The previous items before and after the definition [a, old_b), by kind (`_KINDS`), and
+    the functions it held; None when an item straddles its boundary."""
+    before: dict[str, list[Any]] = {}
+    after: dict[str, list[Any]] = {}
     replaced_functions: list[CudaFunction] = []
-    groups: dict[str, list[Any]] = {
-        "functions": [*old_fk.kernels, *old_fk.device_functions],
-        "regions": list(old_fk.omp_regions),
-        "launches": list(old_fk.launches),
-    }
-    for name, items in groups.items():
-        for item in items:
-            s, e = _extent(item)
-            if e <= a and s < a:
-                before[name].append(item)
-            elif s >= old_b and (s > old_b or e > old_b):
-                after[name].append(item)
-            elif s >= a and e <= old_b:
-                if name == "functions":
-                    replaced_functions.append(item)
-            else:
+    groups: tuple[list[Any], ...] = (old_fk.kernels, old_fk.device_functions, old_fk.omp_regions, old_fk.launches)
+    for name, items in zip(_KINDS, groups):
+        split = _split_sorted(items, a, old_b) if name != "regions" else None
+        if split is None:
+            split = _split_each(items, a, old_b)
+            if split is None:
                 return None
+        before[name], inside, after[name] = split
+        if name in ("kernels", "device"):
+            replaced_functions.extend(inside)
     return before, after, replaced_functions
+
+
+def _split_each(items: list[Any], a: int, old_b: int) -> tuple[list[Any], list[Any], list[Any]] | None:
+    """(before, inside, after) the definition [a, old_b) (an item that ends at `old_b` and is
+    empty is inside), item by item; None when one straddles a boundary."""
+    before, inside, after = [], [], []
+    for item in items:
+        s, e = _extent(item)
+        if e <= a and s < a:
+            before.append(item)
+        elif s >= old_b and (s > old_b or e > old_b):
+            after.append(item)
+        elif s >= a and e <= old_b:
+            inside.append(item)
+        else:
+            return None
+    return before, inside, after
+
+
+def _split_sorted(items: list[Any], a: int, old_b: int) -> tuple[list[Any], list[Any], list[Any]] | None:
+    """`_split_each` of items in document order (functions, launch sites) by bisection: a
+    keystroke in a file of a thousand kernels then classifies the few near the definition, not
+    each one in Python. None: not in order (then `_split_each` decides), or one straddles."""
+    starts = list(map(_START, items))
+    if starts != sorted(starts):
+        return None
+    first, last = bisect_left(starts, a), bisect_right(starts, old_b)
+    before, near, after = items[:first], items[first:last], items[last:]
+    if before and max(map(_END, before)) > a:
+        return None
+    split = _split_each(near, a, old_b)  # (every item here starts in [a, old_b]: none is before)
+    if split is None:
+        return None
+    return before, split[1], split[2] + after
 
 
 def _regions(previous: Extracted, ctx: ExtractionContext, old_data: bytes, new_data: bytes, edit: _Edit,
@@ -534,9 +577,11 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
 
     # CUDA functions: the tree's, then the token fallback exactly when a full extraction runs it.
     unit_functions = _tree_functions(ctx, env, aliases, _unit_function_nodes(ctx, aliases))
-    outside = len(before["functions"]) + len(after["functions"])
+    function_kinds = ("kernels", "device")
+    outside = sum(len(before[kind]) + len(after[kind]) for kind in function_kinds)
     outside_tree = outside if not previous.token_found else sum(
-        1 for f in (*before["functions"], *after["functions"]) if f.name_span.start_byte not in previous.token_found)
+        1 for kind in function_kinds for f in (*before[kind], *after[kind])
+        if f.name_span.start_byte not in previous.token_found)
     # The definition cannot start or end inside a comment (`_open_ended`): its mentions add up.
     unit_tokens = function_space_mentions(new_data[a:b])
     mentions = previous.mentions - function_space_mentions(old_data[a:old_b]) + unit_tokens
@@ -551,9 +596,10 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
         unit_token_found = [f for f in cuda.token_fallback(ctx, env, aliases, seen)
                             if a <= f.span.start_byte and f.span.end_byte <= b]
     elif not token_scan and previous.token_found:
-        before["functions"] = [f for f in before["functions"] if f.name_span.start_byte not in previous.token_found]
-        after["functions"] = [f for f in after["functions"] if f.name_span.start_byte not in previous.token_found]
-    new_functions = unit_functions + unit_token_found
+        for kind in function_kinds:
+            before[kind] = [f for f in before[kind] if f.name_span.start_byte not in previous.token_found]
+            after[kind] = [f for f in after[kind] if f.name_span.start_byte not in previous.token_found]
+    new_functions = sorted(unit_functions + unit_token_found, key=_NAME_START)
 
     # OpenMP regions: the line-level fallback likewise.
     found_regions = _regions(previous, ctx, old_data, new_data, edit, before, after)
@@ -564,29 +610,30 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
     # Token-found functions are remembered by name offset: note them before spans move.
     token_found = {f.name_span.start_byte for f in unit_token_found}
     if previous.token_found:  # (none in a file the tree parses: no walk over every function then)
-        token_found |= {f.name_span.start_byte for f in before["functions"]
+        token_found |= {f.name_span.start_byte for kind in function_kinds for f in before[kind]
                         if f.name_span.start_byte in previous.token_found}
-        token_found |= {f.name_span.start_byte + delta for f in after["functions"]
+        token_found |= {f.name_span.start_byte + delta for kind in function_kinds for f in after[kind]
                         if f.name_span.start_byte in previous.token_found}
 
     # Items after the edit move by `delta` (even with delta 0 a replaced line break moves their
     # positions: the shift also forgets positions computed before).
     span_lists = previous.spans
-    moved: dict[int, Span] = {}
-    for group in after.values():
-        for item in group:
-            for span in span_lists.get(id(item)) or spans_of(item):
-                moved[id(span)] = span
+    after_items = [item for kind in _KINDS for item in after[kind]]
+    after_spans = list(map(span_lists.get, map(id, after_items)))
+    if None in after_spans:  # (every item has its list: kept as they are made)
+        after_spans = [spans or spans_of(item) for item, spans in zip(after_items, after_spans)]
+    flat = list(chain.from_iterable(after_spans))  # type: ignore[arg-type]
+    moved = dict(zip(map(id, flat), flat))  # (a span two items reach moves once)
     line_end = new_data.find(b"\n", region[2])
     if b"\r" in new_data[region[0]:region[2]] or b"\r" in old_data[region[0]:region[1]]:
         line_end = -1  # a lone CR breaks lines too: positions are computed again
     line_delta = new_data.count(b"\n", region[0], region[2]) - old_data.count(b"\n", region[0], region[1])
     _shift_in_place(list(moved.values()), delta, None if line_end < 0 else line_end, line_delta)
 
-    functions = before["functions"] + new_functions + after["functions"]
-    functions.sort(key=lambda f: f.name_span.start_byte)
-    kernels = [f for f in functions if f.space == "global"]
-    device = [f for f in functions if f.space == "device"]
+    # in document order: the items before the definition end where it starts, those after
+    # start where it ends, its own lie inside it
+    kernels = before["kernels"] + [f for f in new_functions if f.space == "global"] + after["kernels"]
+    device = before["device"] + [f for f in new_functions if f.space == "device"] + after["device"]
     launches = _launches(ctx, env, new_data, new_tree, lines, path, kernels, replaced_functions, new_functions,
                          before["launches"], after["launches"])
 
@@ -600,8 +647,14 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
         has_errors=new_tree.root_node.has_error,
         notes=[RECOVERED_NOTE] if any(k.recovered for k in kernels) else [],
     )
-    spans = {id(item): span_lists.get(id(item)) or spans_of(item)
-             for item in (*functions, *result.omp_regions, *launches)}
+    items = [*kernels, *device, *result.omp_regions, *launches]
+    known = dict(zip(map(id, items), map(span_lists.get, map(id, items))))
+    for item in (*new_functions, *new_regions, *launches):  # (new items, and launch sites resolved again)
+        if known[id(item)] is None:
+            known[id(item)] = spans_of(item)
+    if None in known.values():  # (every kept item has its list: they are made with the items)
+        known = {id(item): known[id(item)] or spans_of(item) for item in items}
+    spans = cast(dict[int, list[Span]], known)
     edited_functions = (*replaced_functions, *new_functions)
     has_regions = bool(new_regions) or any(a <= r.span.start_byte < old_b for r in old_fk.omp_regions)
     if edit.unit.type == "comment":
@@ -619,7 +672,7 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
     return Extracted(result, env, aliases, token_scan, frozenset(token_found), line_scan, pragma_lines, mentions,
                      spans, incremental=True, change=change, edit_start=edit.start, edited=(a, b),
                      edited_before=edited_before, edited_functions=frozenset(f.name for f in edited_functions),
-                     region=region)
+                     region=region, top=previous.top)
 
 
 # --------------------------------------------------------------------------- holding a definition

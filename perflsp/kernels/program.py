@@ -30,7 +30,7 @@ from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
 from perflsp.kernels.omp import parse_clauses, split_directive
 from perflsp.kernels.preprocess import expand_macros
-from perflsp.kernels.symbols import file_env, function_env
+from perflsp.kernels.symbols import TopLevelFacts, file_env, function_env
 from perflsp.source.files import SkippedFile, load_file
 from perflsp.source.parser import parse, query
 from perflsp.source.positions import LineIndex
@@ -202,12 +202,19 @@ class ProgramModel:
     """Per-file facts shared by the kernels of one document version (see the module docstring)."""
 
     def __init__(self, data: bytes, tree: Tree, kernels: FileKernels, include_env: ConstEnv | None = None,
-                 argv: Sequence[str] | None = None, lines: LineIndex | None = None):
+                 argv: Sequence[str] | None = None, lines: LineIndex | None = None,
+                 top: TopLevelFacts | None = None):
+        """`top`: the facts of this text's top-level declarations when the caller has them (an
+        extraction's, carried over edits inside function bodies); they are used when they stand
+        over the same preprocessor view (`include_env`), else read from the text."""
         self.data = data
         self.tree = tree
         self.kernels = kernels
         self.ctx = ExtractionContext(data, tree, lines or LineIndex(data), kernels.path)
-        env = file_env(self.ctx, include_env)
+        if top is None or include_env is None or top.env.parent is not include_env:
+            top = TopLevelFacts(file_env(self.ctx, include_env))
+        self.top = top
+        env = top.env
         if argv is not None:
             base = env
             while base.parent is not None:

@@ -19,6 +19,23 @@ _LOOP_OR_BRANCH = {"for_statement", "for_range_loop", "while_statement", "do_sta
                    "if_statement", "switch_statement", "else_clause", "case_statement"}
 
 
+class TopLevelFacts:
+    """What a file's top-level declarations (outside function bodies) say: its constants over
+    the preprocessor's macros (`env`, `file_env`), and what the analysis reads from the same
+    declarations on first use (`memo`: typedefs, file-scope device variables).
+
+    An edit confined to one function definition leaves every top-level declaration as it was
+    (`perflsp.kernels.incremental`): the next version's extraction and program model take this
+    same object, so none of it is read again per keystroke. Nothing in it is a byte offset or a
+    node, so the text the edit moved does not make it stale."""
+
+    __slots__ = ("env", "memo")
+
+    def __init__(self, env: ConstEnv):
+        self.env = env
+        self.memo: dict[str, object] = {}
+
+
 def file_env(ctx: ExtractionContext, macros: ConstEnv | None = None) -> ConstEnv:
     """Enumerators and file/namespace-scope constants, over the preprocessor's macros
     (`macros`, from `IncludeResolver.env_for`; without it, the file's own `#define`s)."""

@@ -52,6 +52,7 @@ from perflsp.kernels.models import (
     OmpRegion,
     Span,
 )
+from perflsp.kernels.symbols import TopLevelFacts
 from perflsp.server import dependents
 from perflsp.server import engine_adapter as engine
 from perflsp.source.positions import LineIndex, Position
@@ -137,10 +138,11 @@ class _Job:
     launches_by_kernel: dict[str, list[LaunchSite]] = field(default_factory=dict)
 
     source: Any = None  # the document's text: its `tree` is read (and parsed, if need be) on first use
+    top: TopLevelFacts | None = None  # the extraction's top-level facts (kept over edits inside bodies)
 
     def engine(self) -> FileAnalysis:
         if self.analysis is None:  # the program model is built when the first kernel needs it
-            self.analysis = FileAnalysis(self.data, self.syntax(), self.fk, self.opts, self.lines)
+            self.analysis = FileAnalysis(self.data, self.syntax(), self.fk, self.opts, self.lines, top=self.top)
         return self.analysis
 
     def syntax(self) -> Tree:
@@ -248,7 +250,7 @@ class Analyzer:
         # needs none), the program model when the engine first runs
         self._job = _Job(text.data, None, fk, tuple(gpus), opts, lines,
                          None if lint_codes is None else frozenset(lint_codes), None,
-                         launches_by_kernel=_launches_by_kernel(fk), source=text)
+                         launches_by_kernel=_launches_by_kernel(fk), source=text, top=extracted.top)
         if carry:
             assert self._state is not None
             return self._state

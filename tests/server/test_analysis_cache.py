@@ -269,3 +269,50 @@ def test_file_scope_types_carry_over_edits_inside_kernels(auto_global):
         assert diagnostic_keys(build(snap)) == fresh(state)
     shared = analyzer._lint_facts.get("file_scope")
     assert shared is not None and shared[2] is (not auto_global)
+
+
+TOP_LEVEL = """\
+typedef double real;
+__constant__ real weights[16];
+const int taps = 16;
+
+__global__ void smooth(const real* x, real* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    real acc = 0.0;
+    for (int k = 0; k < taps; ++k) acc += weights[k] * x[i + k] * 1.5;
+    if (i < n) y[i] = acc;
+}
+
+__global__ void copy(const real* x, real* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+"""
+
+
+def test_top_level_facts_are_read_once_while_only_function_bodies_change():
+    # the typedefs, file-scope device variables and constants are read from the top level once;
+    # edits inside a kernel's body hand the same facts to the next version's program model, an
+    # edit of the top level reads them again: the results always equal a fresh analysis
+    state = TextState(TOP_LEVEL, 1, "/x.cu")
+    analyzer = Analyzer()
+    analyse(state, analyzer)
+    top = state.extracted.top
+    assert top is not None and {"type_aliases", "globals"} <= top.memo.keys()
+    assert top.memo["type_aliases"]["real"].size_bytes == 8
+    version = 1
+    for typed in ("2", "5", "0"):  # digits typed into the literal `1.5`: the kernel parses after each
+        line = line_of(state.data.decode(), "* 1.5")
+        column = state.data.decode().splitlines()[line].index("* 1.5") + len("* 1.5")
+        version += 1
+        state.apply([Change(typed, Position(line, column), Position(line, column))], version)
+        assert state.extracted.change == "kernel"
+        assert state.extracted.top is top
+        snap = analyse(state, analyzer)
+        assert diagnostic_keys(build(snap)) == fresh(state)
+    version += 1
+    state.apply([Change("float", Position(0, 8), Position(0, 14))], version)  # the typedef itself
+    assert state.extracted.top is not top
+    snap = analyse(state, analyzer)
+    assert state.extracted.top.memo["type_aliases"]["real"].size_bytes == 4
+    assert diagnostic_keys(build(snap)) == fresh(state)
