@@ -223,6 +223,65 @@ async def test_an_edit_in_one_kernel_reuses_every_other_diagnostic():
     assert host.published[-1][1] == [default_converter().unstructure(d) for d in fresh.diagnostics]
 
 
+
+async def test_verdicts_copied_from_the_last_build_equal_a_fresh_analysis_after_any_edit():
+    """A build copies the runs of unchanged verdicts from the last one (`diagnostics._verdicts`):
+    after each kind of edit (a digit in a kernel, a line added above kernels, a launch site
+    moved on its line, a kernel renamed, one removed, one launched more) the publication is
+    exactly a fresh analysis's, and an edit inside one kernel leaves the others' objects as they were."""
+    from pygls.protocol import default_converter
+
+    from benchmarks.generated_cuda import generate
+
+    generated = generate(lines=600, min_kernels=30)
+    host = Host()
+    worker = DocumentWorker(host, "file:///many.cu", generated.text, 1)
+    worker._kick()
+    await asyncio.wait_for(worker.current(), 60)
+    version = 1
+    # a kernel between the launched one and `main`: a line added in it moves the launch site
+    # (and its related information) while the launched kernel's verdict stays where it is
+    following = generated.kernels[generated.kernels.index(generated.launched) + 1:]
+    other = next(k for k in following if k not in (generated.launched, *generated.launched_by_helpers))
+
+    def lines() -> list[str]:
+        return worker.snapshot.data.decode().split("\n")
+
+    def find(needle: str, after: int = 0) -> tuple[int, int]:
+        text = lines()
+        number = next(i for i in range(after, len(text)) if needle in text[i])
+        return number, text[number].index(needle)
+
+    async def edit(start: tuple[int, int], end: tuple[int, int], typed: str) -> list:
+        nonlocal version
+        version += 1
+        worker.change(version, [Change(typed, Position(*start), Position(*end))])
+        await asyncio.wait_for(worker.current(), 60)
+        published = host.published[-1]
+        assert published[0] == version
+        fresh = analyse_text(worker.snapshot.data.decode(), "file:///many.cu", host.config)
+        assert published[1] == [default_converter().unstructure(d) for d in fresh.diagnostics]
+        return published[1]
+
+    body = generated.body_line(other)
+    before = host.published[-1][1]
+    at = find(".", body)
+    after = await edit(at, at, "7")  # a digit in an unlaunched kernel: only its verdict is built again
+    unchanged = [(a, b) for a, b in zip(after, before) if a["data"]["kernel"] != other]
+    assert len(unchanged) == len(after) - 1 and all(a is b for a, b in unchanged)
+    await edit((body, 0), (body, 0), "    int spare = 0;\n")  # a line added: every verdict below moves
+    launch = find("<<<")
+    await edit((launch[0], 0), (launch[0], 0), "  ")  # the launch site moves on its line
+    name = find(other)
+    await edit(name, (name[0], name[1] + len(other)), other + "_renamed")  # its verdict's anchor changes
+    start = find(f"__global__ void {generated.kernels[1]}")[0]
+    end = find("}", start + 1)[0]
+    await edit((start, 0), (end + 1, 0), "")  # a kernel removed: one verdict fewer
+    launch = find("<<<")
+    call = lines()[launch[0]].replace(generated.launched, other + "_renamed")
+    await edit((launch[0] + 1, 0), (launch[0] + 1, 0), call + "\n")  # one more kernel launched
+
+
 async def test_the_diagnostic_cache_drops_the_entries_of_results_that_are_gone():
     """Entries persist from build to build (no copy per build), and are swept once the owners
     gone outnumber the live ones: a long session of edits does not grow the cache."""

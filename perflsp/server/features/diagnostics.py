@@ -6,6 +6,9 @@ Published (`textDocument/publishDiagnostics`) for every analysed version, or ans
 
 from __future__ import annotations
 
+import operator
+from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
@@ -24,6 +27,7 @@ from perflsp.server.features.common import (
     to_range,
     verdict_message,
 )
+from perflsp.source.positions import Position
 
 if TYPE_CHECKING:
     from cattrs import Converter
@@ -60,6 +64,7 @@ class DiagnosticCache:
         # id(owner) -> (basis, its diagnostics, their JSON in the same order)
         self._memo: dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic], list[dict[str, Any]]]] = {}
         self._built: tuple[list[lsp.Diagnostic], list[dict[str, Any]]] | None = None  # the last build
+        self.verdicts: _Verdicts | None = None  # the last build's verdicts (`_verdicts`)
 
     def memo_table(self) -> dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic], list[dict[str, Any]]]]:
         """id(owner) -> (the basis its diagnostics were built from, the diagnostics, their JSON)."""
@@ -154,43 +159,11 @@ def _positions(span: Span) -> tuple[int, int, int, int]:
 def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.Diagnostic]:
     """The snapshot's diagnostics; their JSON is `cache.json(result)`."""
     cache = cache or DiagnosticCache()
-    out: list[lsp.Diagnostic] = []
-    out_json: list[dict[str, Any]] = []
     descriptions: dict[str, lsp.CodeDescription | None] = {}
     plain = snapshot.advice is None and snapshot.measured is None  # nothing but the result decides
     reports = snapshot.reports()
     config = snapshot.config
-    memo_get = cache.memo_table().get  # (looked up inline: this loop runs per kernel per keystroke)
-    for report in reports:
-        kernel = report.kernel
-        anchor = anchor_span(kernel)
-        basis: tuple[object, ...] = ()
-        if plain:
-            entry = memo_get(id(report))
-            if entry is not None and not report.launches:  # (most kernels: the check without a new tuple)
-                known_basis = entry[0]
-                if known_basis[0] is report and known_basis[1] is config and len(known_basis) == 4 \
-                        and known_basis[2] is anchor.start and known_basis[3] is anchor.end:
-                    out.extend(entry[1])
-                    out_json.extend(entry[2])
-                    continue
-            basis = (report, config, anchor.start, anchor.end)
-            if report.launches:
-                basis += tuple(p for site in report.launches for p in (site.span.start, site.span.end))
-            if entry is not None and entry[0] == basis:
-                out.extend(entry[1])
-                out_json.extend(entry[2])
-                continue
-            known = cache.moved(report, basis, to_range(anchor), [to_range(site.span) for site in report.launches])
-            if known is not None:
-                out.extend(known[0])
-                out_json.extend(known[1])
-                continue
-        built, built_json = _report_diagnostics(snapshot, cache, report, anchor, descriptions)
-        out.extend(built)
-        out_json.extend(built_json)
-        if plain:
-            cache.remember(report, basis, built, built_json)
+    out, out_json = _verdicts(snapshot, cache, reports, plain, descriptions)
     note = snapshot.analysis.budget_note
     if note:  # the file's analysis budget ran out: say where the unanalysed part begins
         left = snapshot.analysis.unanalysed
@@ -204,6 +177,7 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
         out.append(budget)
         out_json.append(_converter().unstructure(budget))
     findings = snapshot.analysis.findings
+    memo_get = cache.memo_table().get
     for finding in findings:
         span = finding.span
         lint_basis = (finding, config, span.start, span.end,
@@ -221,6 +195,92 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
         out_json.extend(built_json)
     cache.finish(out, out_json, [*reports, *findings])
     return out
+
+
+# a kernel's verdicts are shown at its name (`anchor_span`): its positions, read in one C call
+_NAME_POSITIONS = operator.attrgetter("kernel.name_span.start", "kernel.name_span.end")
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdicts:
+    """One build's verdict diagnostics, by report: report `i`'s are `out[offsets[i]:offsets[i + 1]]`."""
+
+    config: object
+    reports: list[KernelReport]  # (held: an id in a newer build's list cannot be one of these reused)
+    where: list[tuple[Position, Position]]  # each report's name positions
+    launched: set[int]  # the indices of reports with launch sites (their positions are checked too)
+    lengths: list[int]
+    offsets: list[int]
+    out: list[lsp.Diagnostic]
+    out_json: list[dict[str, Any]]
+
+
+def _verdicts(snapshot: Snapshot, cache: DiagnosticCache, reports: list[KernelReport], plain: bool,
+              descriptions: dict[str, lsp.CodeDescription | None]
+              ) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]]:
+    """Every report's verdict diagnostics, and their JSON. After an edit in one kernel of a large
+    file the reports are the last build's but one, at the same positions: the runs of unchanged
+    ones are copied from the last build as slices, found with C-level comparisons, and only the
+    others (and the launched kernels, whose launch sites may have moved) are looked at one by one."""
+    last = cache.verdicts
+    by_name = plain and not snapshot.kernels.omp_regions  # (an OpenMP region's verdict is at its pragma)
+    where = list(map(_NAME_POSITIONS, reports)) if by_name else []
+    if not by_name or last is None or last.config is not snapshot.config or len(last.reports) != len(reports):
+        out: list[lsp.Diagnostic] = []
+        out_json: list[dict[str, Any]] = []
+        lengths = []
+        for report in reports:
+            built, built_json = _report_segment(snapshot, cache, report, plain, descriptions)
+            out.extend(built)
+            out_json.extend(built_json)
+            lengths.append(len(built))
+        launched = {i for i, report in enumerate(reports) if report.launches} if by_name else set()
+    else:
+        unchanged = map(operator.and_, map(operator.is_, reports, last.reports), map(operator.eq, where, last.where))
+        changed = {i for i, same in enumerate(unchanged) if not same}
+        recheck = sorted(changed | last.launched)
+        launched = (last.launched - changed) | {i for i in changed if reports[i].launches}
+        out, out_json, lengths = [], [], list(last.lengths)
+        copied = 0  # reports before this index are in `out`
+        for i in recheck:
+            out.extend(last.out[last.offsets[copied]:last.offsets[i]])
+            out_json.extend(last.out_json[last.offsets[copied]:last.offsets[i]])
+            built, built_json = _report_segment(snapshot, cache, reports[i], plain, descriptions)
+            out.extend(built)
+            out_json.extend(built_json)
+            lengths[i] = len(built)
+            copied = i + 1
+        out.extend(last.out[last.offsets[copied]:])
+        out_json.extend(last.out_json[last.offsets[copied]:])
+    cache.verdicts = _Verdicts(snapshot.config, reports, where, launched, lengths,
+                               list(accumulate(lengths, initial=0)), out, out_json) if by_name else None
+    return list(out), list(out_json)
+
+
+def _report_segment(snapshot: Snapshot, cache: DiagnosticCache, report: KernelReport, plain: bool,
+                    descriptions: dict[str, lsp.CodeDescription | None]
+                    ) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]]:
+    """One report's verdict diagnostics and their JSON: the last ones when the report, the
+    configuration and the positions are the same (moved when only positions changed), else
+    built (`_report_diagnostics`)."""
+    kernel = report.kernel
+    anchor = anchor_span(kernel)
+    basis: tuple[object, ...] = ()
+    config = snapshot.config
+    if plain:
+        entry = cache.memo_table().get(id(report))
+        basis = (report, config, anchor.start, anchor.end)
+        if report.launches:
+            basis += tuple(p for site in report.launches for p in (site.span.start, site.span.end))
+        if entry is not None and entry[0] == basis:
+            return entry[1], entry[2]
+        known = cache.moved(report, basis, to_range(anchor), [to_range(site.span) for site in report.launches])
+        if known is not None:
+            return known
+    built, built_json = _report_diagnostics(snapshot, cache, report, anchor, descriptions)
+    if plain:
+        cache.remember(report, basis, built, built_json)
+    return built, built_json
 
 
 def _report_diagnostics(snapshot: Snapshot, cache: DiagnosticCache, report: KernelReport, anchor: Span,
