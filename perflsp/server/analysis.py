@@ -294,10 +294,12 @@ class Analyzer:
             new_ids = {id(s) for s in fk.launches}
             relaunched = {s.kernel for s in old_fk.launches if id(s) not in new_ids}
             relaunched |= {s.kernel for s in fk.launches if id(s) not in old_ids}
-        # (comprehensions over the ~1,000 items of a large file, run per keystroke; the few
-        # exceptions are then taken out of what carries over)
-        live = {id(item) for item in items}
-        carried = {key: report for key, report in reports.items() if key in live}
+        # (set operations in C over the ~1,000 items of a large file, run per keystroke: a
+        # Python pass only over the few items left to analyse)
+        position = dict(zip(map(id, items), range(len(items))))
+        carried = dict(reports)
+        for key in carried.keys() - position.keys():
+            del carried[key]
         for key in self._reanalyse & carried.keys():
             del carried[key]
         if relaunched:
@@ -305,7 +307,7 @@ class Analyzer:
                 if isinstance(item, CudaFunction) and item.qualified_name in relaunched:
                     carried.pop(id(item), None)
         state.reports.update(carried)
-        return [item for item in items if id(item) not in carried]
+        return [items[position[key]] for key in sorted(position.keys() - carried.keys(), key=position.__getitem__)]
 
     def partial_view(self, state: AnalysisState) -> AnalysisState:
         """What an unfinished run knows: its reports, and for the kernels it has not reached yet

@@ -398,8 +398,11 @@ class DocumentWorker:
                     partial = await self._thread(self._partial_diagnostics, snap)
                     if self._changes or self.closed:
                         return
-                    self.host.publish(self.uri, version, *partial)
-                    self.published.append(Published(version, False))
+                    # (a view with no verdict yet, after an edit that reset the analysis, would
+                    # clear the editor's diagnostics until the next one: the last stay meanwhile)
+                    if partial[0] or not self.published:
+                        self.host.publish(self.uri, version, *partial)
+                        self.published.append(Published(version, False))
                 if self._deferred():
                     return
                 snap = await self._thread(self._resume, snap)

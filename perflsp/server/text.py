@@ -201,7 +201,7 @@ class TextState:
         last = bisect_right(starts, old_end)  # those inside the replaced bytes go
         delta = new_end - old_end
         inserted = [start + i + 1 for i, byte in enumerate(new_bytes) if byte == 10]
-        moved = [x + delta for x in starts[last:]] if delta else starts[last:]
+        moved = list(map(delta.__add__, starts[last:])) if delta else starts[last:]  # (in C: ~10,000 lines)
         fresh = LineIndex.__new__(LineIndex)
         fresh.data = new_data
         _set_line_starts(fresh, starts[:first] + inserted + moved)

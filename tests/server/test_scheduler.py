@@ -282,6 +282,27 @@ async def test_verdicts_copied_from_the_last_build_equal_a_fresh_analysis_after_
     await edit((launch[0] + 1, 0), (launch[0] + 1, 0), call + "\n")  # one more kernel launched
 
 
+
+async def test_a_whole_text_replacement_never_clears_the_diagnostics_before_its_results():
+    """A client that sends the whole text (no range) makes a full extraction and a new analysis
+    context: its first step knows no verdict yet. That empty view is not published (it would
+    clear every diagnostic until the next publication); the last ones stay until results come."""
+    from benchmarks.generated_cuda import generate
+
+    generated = generate(lines=3000, min_kernels=150)
+    host = Host()
+    worker = DocumentWorker(host, "file:///many.cu", generated.text, 1)
+    worker._kick()
+    await asyncio.wait_for(worker.current(), 120)
+    shown = len(host.published[-1][1])
+    assert shown >= 150
+    worker.change(2, [Change("// a comment outside every kernel\n" + generated.text)])
+    snap = await asyncio.wait_for(worker.current(), 120)
+    assert snap.complete and host.published[-1][0] == 2
+    second = [diagnostics for version, diagnostics in host.published if version == 2]
+    assert all(second) and len(second[-1]) == shown
+
+
 async def test_the_diagnostic_cache_drops_the_entries_of_results_that_are_gone():
     """Entries persist from build to build (no copy per build), and are swept once the owners
     gone outnumber the live ones: a long session of edits does not grow the cache."""
