@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -110,6 +111,11 @@ class DocumentWorker:
         self._settle_timer: asyncio.TimerHandle | None = None
         # the last diagnostics built (for a publication) and the extraction they show (`_unmoved`)
         self._shown: tuple[FileKernels, list[lsp.Diagnostic], list[dict[str, Any]]] | None = None
+        # a large document's opening publication (its diagnostics and their JSON), shown in the
+        # partial views of edits made before its first analysis completes, above `_intact_line`
+        # (the first line any edit since touched): opening.py
+        self._opening: tuple[list[lsp.Diagnostic], list[dict[str, Any]]] | None = None
+        self._intact_line = 0
         self._continue = False  # an analysis left unfinished while a definition was held goes on
         self._continue_timer: asyncio.TimerHandle | None = None
         self._busy = False
@@ -135,6 +141,9 @@ class DocumentWorker:
 
     def change(self, version: int | None, changes: Sequence[Change]) -> None:
         self.last_used = self._last_edit = time.monotonic()
+        if self._opening is not None:
+            for edit in changes:
+                self._intact_line = min(self._intact_line, edit.start.line if edit.start is not None else 0)
         self._failed = object()
         self._changes.extend(changes)
         shown = bool(self.published) and self.published[-1].version == self.version
@@ -395,7 +404,7 @@ class DocumentWorker:
                 if self._changes or self.closed:
                     return  # stale: the next round starts from the newer text
                 if self.enabled and (not self.published or self.published[-1].version != version):
-                    partial = await self._thread(self._partial_diagnostics, snap)
+                    partial = self._with_opening(await self._thread(self._partial_diagnostics, snap))
                     if self._changes or self.closed:
                         return
                     # (a view with no verdict yet, after an edit that reset the analysis, would
@@ -475,6 +484,7 @@ class DocumentWorker:
             return
         self.host.publish(self.uri, version, first.diagnostics, first.as_json)
         self.published.append(Published(version, False))
+        self._opening, self._intact_line = (first.diagnostics, first.as_json), sys.maxsize
         log.debug("%s v%s: %d kernel(s) of the top of the text published in %.1f ms", self.uri.rsplit("/", 1)[-1],
                   version, first.kernels, (time.monotonic() - started) * 1000)
         # The parse and extraction that follow hold the pool for ~300 ms and a thread cannot be
@@ -677,7 +687,26 @@ class DocumentWorker:
         self._show(snap.kernels, view.advice is None and view.measured is None, items, as_json)
         return items, as_json
 
+    def _with_opening(self, partial: tuple[list[lsp.Diagnostic], list[dict[str, Any]]]
+                      ) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]]:
+        """A partial view, with the opening publication's diagnostics of kernels it has no result
+        for yet, while the document's first analysis is not complete: an edit made meanwhile
+        does not take back what the opening showed. Only those above every line edited since,
+        whose positions no edit moved."""
+        if self._opening is None or self.snapshot is not None:
+            self._opening = None
+            return partial
+        items, as_json = partial
+        shown = {d.data.get("kernel") for d in items if isinstance(d.data, dict)}
+        kept = [(d, j) for d, j in zip(*self._opening)
+                if d.range.end.line < self._intact_line
+                and not (isinstance(d.data, dict) and d.data.get("kernel") in shown)]
+        if not kept:
+            return partial
+        return items + [d for d, _ in kept], as_json + [j for _, j in kept]
+
     def _publish(self, snap: Snapshot) -> None:
+        self._opening = None
         self.host.publish(self.uri, snap.version, snap.diagnostics, snap.diagnostics_json)
         self.published.append(Published(snap.version, True))
 

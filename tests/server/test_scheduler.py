@@ -303,6 +303,38 @@ async def test_a_whole_text_replacement_never_clears_the_diagnostics_before_its_
     assert all(second) and len(second[-1]) == shown
 
 
+
+async def test_an_edit_during_the_first_analysis_keeps_what_the_opening_showed():
+    """A large document's first diagnostics come from the top of its text (opening.py); an edit
+    made before its first analysis completes publishes what that analysis knows so far, plus
+    the opening's diagnostics above the edited line (no edit moved them): it does not take back
+    what the editor shows. The complete publication then equals a fresh analysis."""
+    from pygls.protocol import default_converter
+
+    from benchmarks.generated_cuda import generate
+
+    generated = generate(lines=10_000, min_kernels=500)
+    host = Host()
+    worker = DocumentWorker(host, "file:///many.cu", generated.text, 1)
+    worker._kick()
+    while not host.published:
+        await asyncio.sleep(0.001)
+    opening = host.published[0][1]
+    assert host.published[0][0] == 1 and opening and worker.snapshot is None
+    line = generated.body_line(generated.launched)
+    assert all(d["range"]["end"]["line"] < line for d in opening)
+    worker.change(2, [Change("1", Position(line, 0), Position(line, 0))])
+    while not any(version == 2 for version, _ in host.published):
+        await asyncio.sleep(0.001)
+    first_of_edit = next(diagnostics for version, diagnostics in host.published if version == 2)
+    assert all(d in first_of_edit for d in opening)
+    worker.change(3, [Change("", Position(line, 0), Position(line, 1))])
+    snap = await asyncio.wait_for(worker.current(), 120)
+    assert snap.complete and host.published[-1][0] == 3
+    fresh = analyse_text(generated.text, "file:///many.cu", host.config)
+    assert host.published[-1][1] == [default_converter().unstructure(d) for d in fresh.diagnostics]
+
+
 async def test_the_diagnostic_cache_drops_the_entries_of_results_that_are_gone():
     """Entries persist from build to build (no copy per build), and are swept once the owners
     gone outnumber the live ones: a long session of edits does not grow the cache."""
