@@ -425,16 +425,20 @@ _KINDS = ("kernels", "device", "regions", "launches")
 _NAME_START = operator.attrgetter("name_span.start_byte")
 
 
-def _partition(old_fk: FileKernels, a: int, old_b: int
+def _partition(old_fk: FileKernels, a: int, old_b: int, tree_functions: bool
                ) -> tuple[dict[str, list[Any]], dict[str, list[Any]], list[CudaFunction]] | None:
     """The previous items before and after the definition [a, old_b), by kind (`_KINDS`), and
-    the functions it held; None when an item straddles its boundary."""
+    the functions it held; None when an item straddles its boundary. `tree_functions`: every
+    function is a definition of the tree (none found by the token fallback)."""
     before: dict[str, list[Any]] = {}
     after: dict[str, list[Any]] = {}
     replaced_functions: list[CudaFunction] = []
     groups: tuple[list[Any], ...] = (old_fk.kernels, old_fk.device_functions, old_fk.omp_regions, old_fk.launches)
     for name, items in zip(_KINDS, groups):
-        split = _split_sorted(items, a, old_b) if name != "regions" else None
+        if tree_functions and name in ("kernels", "device"):
+            split: tuple[list[Any], list[Any], list[Any]] | None = _split_definitions(items, a, old_b)
+        else:
+            split = _split_sorted(items, a, old_b) if name != "regions" else None
         if split is None:
             split = _split_each(items, a, old_b)
             if split is None:
@@ -460,6 +464,17 @@ def _split_each(items: list[Any], a: int, old_b: int) -> tuple[list[Any], list[A
         else:
             return None
     return before, inside, after
+
+
+def _split_definitions(items: list[Any], a: int, old_b: int) -> tuple[list[Any], list[Any], list[Any]]:
+    """`_split_each` of functions that are all definitions of the tree, by bisection alone (a
+    keystroke in a file of a thousand kernels reads a few of them, not each): they are in
+    document order (the lists are kept sorted by name; a definition's name follows its start,
+    one nested in another follows that one's name), and each lies in one top-level definition,
+    before, inside or after the edited one, so none straddles it."""
+    first = bisect_left(items, a, key=_START)
+    last = bisect_left(items, old_b, key=_START)  # (a definition starts after the edited one ends)
+    return items[:first], items[first:last], items[last:]
 
 
 def _split_sorted(items: list[Any], a: int, old_b: int) -> tuple[list[Any], list[Any], list[Any]] | None:
@@ -567,7 +582,7 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
     """Extract the edited definition again and keep the rest (moved); None: extract in full."""
     old_fk = previous.kernels
     a, b, old_b, delta = edit.a, edit.b, edit.old_b, edit.delta
-    partition = _partition(old_fk, a, old_b)
+    partition = _partition(old_fk, a, old_b, not previous.token_found)
     if partition is None:
         return None
     before, after, replaced_functions = partition
@@ -645,7 +660,8 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
         omp_regions=regions if b"omp" in new_data else [],
         launches=launches,
         has_errors=new_tree.root_node.has_error,
-        notes=[RECOVERED_NOTE] if any(k.recovered for k in kernels) else [],
+        notes=[RECOVERED_NOTE] if any(k.recovered for k in new_functions) or (
+            RECOVERED_NOTE in old_fk.notes and any(k.recovered for k in kernels)) else [],
     )
     items = [*kernels, *device, *result.omp_regions, *launches]
     known = dict(zip(map(id, items), map(span_lists.get, map(id, items))))
@@ -729,15 +745,12 @@ def definition_around(tree: Tree, start: int, old_end: int) -> tuple[int, int] |
 
 
 def parses_alone(segment: bytes, parser: Parser) -> bool:
-    """Whether a definition's text parses on its own, as one definition: the grammar is
-    context-free at top level, so this says whether it parses in the file, at the cost of a
-    parse of the definition rather than of the file (tree-sitter's error recovery over the rest
-    of the file can cost 50-150 ms per keystroke)."""
-    root = parser.parse(segment).root_node
-    if root.has_error or root.named_child_count != 1:
-        return False
-    only = root.named_child(0)
-    return only is not None and only.type in _DEFINITIONS and only.start_byte == 0 and only.end_byte == len(segment)
+    """Whether a definition's text has no syntax error on its own: the grammar is context-free
+    at top level, so this says whether it parses in the file, at the cost of a parse of the
+    definition rather than of the file (tree-sitter's error recovery over the rest of the file
+    can cost 50-150 ms per keystroke). An edit that made it two valid declarations (`float
+    f(...)` typed into as `fint N = 4;loat f(...)`) parses too: the file then parses as usual."""
+    return not parser.parse(segment).root_node.has_error
 
 
 def hold_edit(previous: Extracted, old_data: bytes, new_data: bytes, region: tuple[int, int, int],

@@ -187,8 +187,9 @@ class Analyzer:
         self._reanalyse: set[int] = set()
         self._relint: set[int] = set()
         self._seen: Extracted | None = None  # the extraction whose dependents were marked
-        # the last text, its kernels and their extents then (a full extraction compares with it)
-        self._previous: tuple[bytes, FileKernels, list[tuple[int, int]]] | None = None
+        # the last text, its kernels, and the text's count of span moves then (`TextState.span_moves`):
+        # a full extraction compares with it, while the kernels' spans still index that text
+        self._previous: tuple[bytes, FileKernels, int | None] | None = None
 
     # ------------------------------------------------------------------ run
 
@@ -196,20 +197,22 @@ class Analyzer:
               config_key: Any, lines: LineIndex, argv: Sequence[str] | None = None) -> AnalysisState:
         """Begin analysing the current text; call `step` until the state is complete."""
         previous = self._previous
-        self._previous = (text.data, extracted.kernels,
-                          [(k.span.start_byte, k.span.end_byte) for k in extracted.kernels.kernels])
+        moves = getattr(text, "span_moves", None)
+        self._previous = (text.data, extracted.kernels, moves)
         # the same extraction analysed again: settings, registers or the program's arguments changed
         restart = extracted is self._seen
+        # (the last kernels' extents are read only now, for a full extraction, which leaves the
+        # old items where they were: valid when no update moved their spans since, per keystroke
+        # not a walk over every kernel)
         same_outside = not restart and extracted.change == "full" and config_key == self._config_key \
-            and previous is not None \
-            and _outside_kernels(previous[0], previous[2]) == _outside_kernels(text.data, self._previous[2])
+            and previous is not None and moves is not None and previous[2] == moves \
+            and _outside_kernels(previous[0], [_extent(k) for k in previous[1].kernels]) \
+            == _outside_kernels(text.data, [_extent(k) for k in extracted.kernels.kernels])
         if same_outside and previous is not None:
             # a full extraction (tree-sitter's error recovery spread past the edited kernel) of a
             # text that differs from the last one only inside kernels: results carry over by key,
-            # lint findings by the unchanged text of their items (when those still index that text)
-            old_data, old_fk, old_extents = previous
-            unmoved = [_extent(k) for k in old_fk.kernels] == old_extents
-            self._groups = _carried_groups(self._groups, old_data, text.data, extracted.kernels) if unmoved else {}
+            # lint findings by the unchanged text of their items (they still index that text)
+            self._groups = _carried_groups(self._groups, previous[0], text.data, extracted.kernels)
             self._carried = bool(self._groups)  # their findings wait to be placed (`_merged`)
         elif restart or config_key != self._config_key or extracted.change in ("full", "other"):
             self.context += 1

@@ -53,6 +53,7 @@ class TextState:
         self.extracted: Extracted = extract_full(self.doc.data, self.doc.tree, self.lines, path, self.preprocessed)
         self.full_extractions = 1
         self.incremental_extractions = 0
+        self.span_moves = 0  # updates that moved the spans of kept items in place (incremental, held)
         self.registers: tuple[tuple[str, int], ...] = ()  # per kernel, from ptxas (resource_usage.py)
         self.settled = False  # the tree came from a fresh parse of this text (`settle`)
         self._unparsed = False  # the tree has edits applied that are not parsed yet (`_held_edit`)
@@ -112,6 +113,7 @@ class TextState:
             if held is not None:
                 self.extracted = held
                 self.incremental_extractions += 1
+                self.span_moves += 1
                 return
             edited_old_tree = old_tree.copy()
             self.doc.tree = edited_old_tree  # apply_edits edits this copy in place, then re-parses
@@ -132,6 +134,7 @@ class TextState:
             self.full_extractions += 1
         else:
             self.incremental_extractions += 1
+            self.span_moves += 1
         self.extracted = updated
 
     def _apply_edits(self, edits: list[TextEdit], version: int | None) -> tuple[int, int, int] | None:

@@ -168,3 +168,16 @@ def test_changed_region_from_a_known_edit_equals_the_whole_text_comparison():
     long = b"x" * 5000
     assert changed_region(long, long + b"x", (10, 10, 11)) == (5000, 5000, 5001)
     assert changed_region(long, long[:-1], (10, 11, 10)) == (4999, 5000, 4999)
+
+
+def test_an_edit_that_splits_a_definition_into_two_valid_ones_is_not_held():
+    # `float silu(...)` typed into as `fint N = 4;loat silu(...)`: the definition's text has no
+    # syntax error, it is now a declaration and another function; the file parses as usual and
+    # its extraction is a full one's (a hold would keep the old function)
+    path = ROOT / "examples" / "cuda" / "activations.cu"
+    text = path.read_text()
+    state = TextState(text, 0, str(path))
+    index = text.index("float silu(") + 1
+    state.apply([Change("int N = 4;", position(text, index), position(text, index))], 1)
+    assert state.extracted.change != "held" and not state.tree.root_node.has_error
+    assert dump_file(state.extracted.kernels) == dump_file(full(state))
