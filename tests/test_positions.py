@@ -51,3 +51,34 @@ def test_roundtrip_every_character_boundary(text):
         if data[offset - 1 : offset + 1] != b"\r\n":  # between CR and LF is not a position
             assert idx.offset(idx.position(offset)) == offset
         offset += len(ch.encode())
+
+
+def test_an_edited_index_answers_as_one_built_from_the_new_text():
+    # `LineIndex.edited` keeps an edit inside one line as a pending shift of the later line
+    # starts (typing in a large file), and splices the starts of an edit across lines: after any
+    # sequence of edits every answer equals that of an index built from the text
+    import random
+
+    rng = random.Random(11)
+    alphabet = [b"a", b"b", b" ", b"\n", "é".encode(), "𝄞".encode()]
+    for _ in range(300):
+        chars = [rng.choice(alphabet) for _ in range(rng.randrange(0, 60))]  # (edits cut no character)
+        data = b"".join(chars)
+        index = LineIndex(data)
+        for _ in range(rng.randrange(1, 12)):
+            first = rng.randrange(0, len(chars) + 1)
+            last = rng.randrange(first, min(len(chars), first + 4) + 1)
+            typed = [rng.choice(alphabet) for _ in range(rng.randrange(0, 4))]
+            start, old_end = len(b"".join(chars[:first])), len(b"".join(chars[:last]))
+            chars[first:last] = typed
+            data = b"".join(chars)
+            index = index.edited(data, start, old_end, b"".join(typed))
+            fresh = LineIndex(data)
+            assert index.line_count == fresh.line_count
+            for offset in range(len(data) + 1):
+                assert index.line_of(offset) == fresh.line_of(offset)
+                assert index.position(offset) == fresh.position(offset)
+            for line in range(fresh.line_count + 1):
+                assert index.offset((line, 3)) == fresh.offset((line, 3))
+                assert index.line_end(line) == fresh.line_end(line)
+        assert index.line_starts == fresh.line_starts

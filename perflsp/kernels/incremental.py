@@ -396,8 +396,12 @@ def _confined_edit(previous: Extracted, old_data: bytes, old_tree: Tree, new_dat
     start, old_end, new_end = region
     delta = new_end - old_end
     lo, hi = start, new_end
-    for r in new_tree.changed_ranges(edited_old_tree):
-        lo, hi = min(lo, r.start_byte), max(hi, r.end_byte)
+    if old_tree.root_node.has_error or new_tree.root_node.has_error:
+        # (error recovery may restructure text far from the edit; two trees without an error
+        # differ only in the definition around it, checked below: the comparison of the
+        # trees, ~0.6 ms on a 10,000-line file, is skipped while typing in a clean one)
+        for r in new_tree.changed_ranges(edited_old_tree):
+            lo, hi = min(lo, r.start_byte), max(hi, r.end_byte)
     unit = _unit(new_tree.root_node, lo, hi)
     if unit is None:
         return None

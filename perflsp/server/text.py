@@ -6,12 +6,11 @@ incrementally, and extracts kernels incrementally where the change allows it.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tree_sitter import Tree
+from tree_sitter import Point, Tree
 
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.includes import IncludeResolver
@@ -24,7 +23,7 @@ from perflsp.kernels.incremental import (
     parses_alone,
     signature,
 )
-from perflsp.source.document import SourceDocument, TextEdit, _point, _point_after
+from perflsp.source.document import SourceDocument, TextEdit, _point_after
 from perflsp.source.files import decode_source
 from perflsp.source.parser import new_parser, parse
 from perflsp.source.parser import parse as _parse
@@ -194,22 +193,13 @@ class TextState:
         start = lines.offset(edit.start)
         old_end = max(start, lines.offset(edit.end))
         new_end = start + len(new_bytes)
-        start_point = _point(data, lines, start)
-        old_end_point = _point(data, lines, old_end)
+        start_point = _lf_point(lines, start)
+        old_end_point = _lf_point(lines, old_end)
         new_data = data[:start] + new_bytes + data[old_end:]
         doc.tree.edit(start_byte=start, old_end_byte=old_end, new_end_byte=new_end, start_point=start_point,
                       old_end_point=old_end_point, new_end_point=_point_after(start_point, new_bytes))
-        starts = lines.line_starts
-        first = bisect_right(starts, start)  # line starts at or before `start` stay
-        last = bisect_right(starts, old_end)  # those inside the replaced bytes go
-        delta = new_end - old_end
-        inserted = [start + i + 1 for i, byte in enumerate(new_bytes) if byte == 10]
-        moved = list(map(delta.__add__, starts[last:])) if delta else starts[last:]  # (in C: ~10,000 lines)
-        fresh = LineIndex.__new__(LineIndex)
-        fresh.data = new_data
-        _set_line_starts(fresh, starts[:first] + inserted + moved)
         doc.data = new_data
-        doc.lines = fresh
+        doc.lines = lines.edited(new_data, start, old_end, new_bytes)
         if parse:
             doc.tree = _parse(new_data, doc.tree, doc._parser)
         doc.version = version
@@ -218,8 +208,7 @@ class TextState:
     def _adopt_lines(self) -> None:
         fresh = self.doc.lines
         if fresh is not self.lines:
-            self.lines.data = fresh.data
-            _set_line_starts(self.lines, _line_starts_of(fresh))
+            self.lines.adopt(fresh)
             self.doc.lines = self.lines
 
     def _preprocess(self) -> ConstEnv:
@@ -257,13 +246,11 @@ class TextState:
         self.full_extractions += 1
 
 
-def _set_line_starts(index: LineIndex, starts: list[int] | None) -> None:
-    # LineIndex computes its line starts lazily from `_line_starts` (None: not computed yet)
-    index._line_starts = starts
-
-
-def _line_starts_of(index: LineIndex) -> list[int] | None:
-    return index._line_starts
+def _lf_point(lines: LineIndex, offset: int) -> Point:
+    """The tree-sitter point of `offset` in a text whose line breaks are all LF (rows count LF
+    only): from the line index, not by counting the text's line breaks up to it."""
+    row = lines.line_of(offset)
+    return Point(row, offset - lines.line_start(row))
 
 
 def path_of(uri: str) -> Path | None:
