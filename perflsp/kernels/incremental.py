@@ -32,9 +32,10 @@ from __future__ import annotations
 import dataclasses
 import operator
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import chain
-from typing import Any, cast
+from itertools import chain, count
+from typing import Any
 
 from tree_sitter import Node, Parser, QueryCursor, Tree
 
@@ -297,7 +298,7 @@ def spans_of(value: Any, out: list[Span] | None = None) -> list[Span]:
     return out
 
 
-def _shift_in_place(spans: list[Span], delta: int, lines_after: int | None = None, line_delta: int = 0) -> None:
+def _shift_in_place(spans: Iterable[Span], delta: int, lines_after: int | None = None, line_delta: int = 0) -> None:
     """Move spans after an edit. Extraction items are shared by consecutive versions and only the
     newest is ever read, so moving the spans in place is safe and much cheaper than rebuilding
     hundreds of frozen dataclasses per keystroke. A span that starts after `lines_after` (the end
@@ -306,15 +307,23 @@ def _shift_in_place(spans: list[Span], delta: int, lines_after: int | None = Non
     move_spans(spans, (-1, -1, delta - 1), lines_after, line_delta)  # (every span lies after that edit)
 
 
-def move_spans(spans: list[Span], region: tuple[int, int, int], lines_after: int | None = None,
+_MOVES = count(1)
+
+
+def move_spans(spans: Iterable[Span], region: tuple[int, int, int], lines_after: int | None = None,
                line_delta: int = 0) -> None:
     """Move spans over an edit (start, old end, new end) in place: spans after it move by its
     length (keeping their positions, moved by `line_delta` lines, when they start after
     `lines_after`, the end of the edit's last line in the new text), spans around it stretch,
-    spans inside a deleted range shrink to its start; the positions of those are computed again."""
+    spans inside a deleted range shrink to its start; the positions of those are computed again.
+    A span listed twice (two items reach it) moves once: each call marks what it moved."""
     start, old_end, new_end = region
     delta = new_end - old_end
+    mark = next(_MOVES)
     for span in spans:
+        if span.moved_by == mark:
+            continue
+        span.moved_by = mark
         s, e = span.start_byte, span.end_byte
         if e < start:
             continue
@@ -430,13 +439,13 @@ _NAME_START = operator.attrgetter("name_span.start_byte")
 
 
 def _partition(old_fk: FileKernels, a: int, old_b: int, tree_functions: bool
-               ) -> tuple[dict[str, list[Any]], dict[str, list[Any]], list[CudaFunction]] | None:
-    """The previous items before and after the definition [a, old_b), by kind (`_KINDS`), and
-    the functions it held; None when an item straddles its boundary. `tree_functions`: every
-    function is a definition of the tree (none found by the token fallback)."""
+               ) -> tuple[dict[str, list[Any]], dict[str, list[Any]], dict[str, list[Any]]] | None:
+    """The previous items before, inside and after the definition [a, old_b), by kind
+    (`_KINDS`); None when an item straddles its boundary. `tree_functions`: every function is
+    a definition of the tree (none found by the token fallback)."""
     before: dict[str, list[Any]] = {}
+    inside: dict[str, list[Any]] = {}
     after: dict[str, list[Any]] = {}
-    replaced_functions: list[CudaFunction] = []
     groups: tuple[list[Any], ...] = (old_fk.kernels, old_fk.device_functions, old_fk.omp_regions, old_fk.launches)
     for name, items in zip(_KINDS, groups):
         if tree_functions and name in ("kernels", "device"):
@@ -447,10 +456,8 @@ def _partition(old_fk: FileKernels, a: int, old_b: int, tree_functions: bool
             split = _split_each(items, a, old_b)
             if split is None:
                 return None
-        before[name], inside, after[name] = split
-        if name in ("kernels", "device"):
-            replaced_functions.extend(inside)
-    return before, after, replaced_functions
+        before[name], inside[name], after[name] = split
+    return before, inside, after
 
 
 def _split_each(items: list[Any], a: int, old_b: int) -> tuple[list[Any], list[Any], list[Any]] | None:
@@ -589,7 +596,8 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
     partition = _partition(old_fk, a, old_b, not previous.token_found)
     if partition is None:
         return None
-    before, after, replaced_functions = partition
+    before, inside, after = partition
+    replaced_functions: list[CudaFunction] = inside["kernels"] + inside["device"]
 
     ctx = _range_context(new_data, new_tree, lines, path, a, b)
     env, aliases = previous.env, previous.aliases
@@ -614,10 +622,12 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
         seen = {f.name_span.start_byte for f in unit_functions}
         unit_token_found = [f for f in cuda.token_fallback(ctx, env, aliases, seen)
                             if a <= f.span.start_byte and f.span.end_byte <= b]
-    elif not token_scan and previous.token_found:
+    token_dropped: list[CudaFunction] = []  # functions only the fallback found, now that it does not run
+    if not token_scan and previous.token_found:
         for kind in function_kinds:
-            before[kind] = [f for f in before[kind] if f.name_span.start_byte not in previous.token_found]
-            after[kind] = [f for f in after[kind] if f.name_span.start_byte not in previous.token_found]
+            for side in (before, after):
+                token_dropped += [f for f in side[kind] if f.name_span.start_byte in previous.token_found]
+                side[kind] = [f for f in side[kind] if f.name_span.start_byte not in previous.token_found]
     new_functions = sorted(unit_functions + unit_token_found, key=_NAME_START)
 
     # OpenMP regions: the line-level fallback likewise.
@@ -641,13 +651,12 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
     after_spans = list(map(span_lists.get, map(id, after_items)))
     if None in after_spans:  # (every item has its list: kept as they are made)
         after_spans = [spans or spans_of(item) for item, spans in zip(after_items, after_spans)]
-    flat = list(chain.from_iterable(after_spans))  # type: ignore[arg-type]
-    moved = dict(zip(map(id, flat), flat))  # (a span two items reach moves once)
     line_end = new_data.find(b"\n", region[2])
     if b"\r" in new_data[region[0]:region[2]] or b"\r" in old_data[region[0]:region[1]]:
         line_end = -1  # a lone CR breaks lines too: positions are computed again
     line_delta = new_data.count(b"\n", region[0], region[2]) - old_data.count(b"\n", region[0], region[1])
-    _shift_in_place(list(moved.values()), delta, None if line_end < 0 else line_end, line_delta)
+    _shift_in_place(chain.from_iterable(after_spans), delta,  # type: ignore[arg-type]
+                    None if line_end < 0 else line_end, line_delta)
 
     # in document order: the items before the definition end where it starts, those after
     # start where it ends, its own lie inside it
@@ -667,14 +676,19 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
         notes=[RECOVERED_NOTE] if any(k.recovered for k in new_functions) or (
             RECOVERED_NOTE in old_fk.notes and any(k.recovered for k in kernels)) else [],
     )
-    items = [*kernels, *device, *result.omp_regions, *launches]
-    known = dict(zip(map(id, items), map(span_lists.get, map(id, items))))
+    # The span lists of the items: the last ones (a copy in C), less those of the items gone, with
+    # those of the new ones; rebuilt if the count does not come out right.
+    spans = dict(span_lists)
+    region_ids, launch_ids = set(map(id, result.omp_regions)), set(map(id, launches))
+    for item in (*replaced_functions, *token_dropped, *(r for r in old_fk.omp_regions if id(r) not in region_ids),
+                 *(s for s in old_fk.launches if id(s) not in launch_ids)):
+        spans.pop(id(item), None)
     for item in (*new_functions, *new_regions, *launches):  # (new items, and launch sites resolved again)
-        if known[id(item)] is None:
-            known[id(item)] = spans_of(item)
-    if None in known.values():  # (every kept item has its list: they are made with the items)
-        known = {id(item): known[id(item)] or spans_of(item) for item in items}
-    spans = cast(dict[int, list[Span]], known)
+        if id(item) not in spans:
+            spans[id(item)] = spans_of(item)
+    if len(spans) != len(kernels) + len(device) + len(result.omp_regions) + len(launches):
+        spans = {id(item): span_lists.get(id(item)) or spans_of(item)
+                 for item in (*kernels, *device, *result.omp_regions, *launches)}
     edited_functions = (*replaced_functions, *new_functions)
     has_regions = bool(new_regions) or any(a <= r.span.start_byte < old_b for r in old_fk.omp_regions)
     if edit.unit.type == "comment":
@@ -801,27 +815,15 @@ def _moved_held(previous: Extracted, old_data: bytes, new_data: bytes, region: t
     old_fk = previous.kernels
     start, old_end, new_end = region
     delta = new_end - old_end
-    inside: list[Any] = []
-    after: list[Any] = []
-    items: list[CudaFunction | OmpRegion | LaunchSite] = [*old_fk.kernels, *old_fk.device_functions,
-                                                          *old_fk.omp_regions, *old_fk.launches]
-    for item in items:
-        s, e = _extent(item)
-        if e <= a and s < a:
-            continue
-        if s >= old_b and (s > old_b or e > old_b):
-            after.append(item)
-        elif s >= a and e <= old_b:
-            inside.append(item)
-        else:
-            return None  # an item straddles the definition's boundary
+    partition = _partition(old_fk, a, old_b, not previous.token_found)
+    if partition is None:
+        return None  # an item straddles the definition's boundary
+    _, inside, after = partition
     span_lists = previous.spans
-    moved: dict[int, Span] = {}
-    for item in (*inside, *after):
-        for span in span_lists.get(id(item)) or spans_of(item):
-            moved[id(span)] = span
+    moving = [item for kind in _KINDS for item in (*inside[kind], *after[kind])]
     region_lines = edit_lines(old_data, new_data, region)
-    move_spans(list(moved.values()), region, *region_lines)
+    move_spans(chain.from_iterable(span_lists.get(id(item)) or spans_of(item) for item in moving),
+               region, *region_lines)
     b = old_b + delta
     old_segment, new_segment = old_data[a:old_b], new_data[a:b]
     mentions = previous.mentions - function_space_mentions(old_segment) + function_space_mentions(new_segment)

@@ -22,7 +22,7 @@ class Span:
     every one of them would cost more than finding them.
     """
 
-    __slots__ = ("_end", "_lines", "_start", "end_byte", "start_byte")
+    __slots__ = ("_end", "_lines", "_start", "end_byte", "moved_by", "start_byte")
 
     def __init__(self, start_byte: int, end_byte: int, start: Position | None = None, end: Position | None = None,
                  lines: LineIndex | None = None):
@@ -31,6 +31,7 @@ class Span:
         self._lines = lines
         self._start = start
         self._end = end
+        self.moved_by = 0  # the last edit that moved this span in place (kernels/incremental.py: `move_spans`)
 
     @property
     def start(self) -> Position:

@@ -352,17 +352,16 @@ class Analyzer:
         A held definition's groups are pinned: their items did not move with their text."""
         assert extracted.region is not None
         held = extracted.held
-        spans: dict[int, Span] = {}
+        spans: list[Span] = []  # (a span listed twice moves once: `move_spans`)
         for group in self._groups.values():
             if not group.findings:
                 continue
             for finding in group.findings:
-                spans[id(finding.span)] = finding.span
-                for related, _ in finding.related:
-                    spans[id(related)] = related
+                spans.append(finding.span)
+                spans.extend(related for related, _ in finding.related)
             if held is not None and any(held[0] <= _extent(i)[0] and _extent(i)[1] <= held[1] for i in group.items):
                 group.pinned = True
-        move_spans(list(spans.values()), extracted.region, *extracted.region_lines)
+        move_spans(spans, extracted.region, *extracted.region_lines)
 
     def step(self, deadline: float | None = None, edit_first: bool = False) -> AnalysisState:
         """Analyse until `deadline` (then return the state, not complete). With `edit_first`
