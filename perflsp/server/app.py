@@ -439,7 +439,9 @@ def run(tcp: str | None = None, log_level: str = "info") -> None:
         host, _, port = tcp.rpartition(":")
         _serve_tcp(host or "127.0.0.1", int(port))
     else:
-        server.start_io()
+        from perflsp.server.protocol import serve_stdio
+
+        serve_stdio(server)
 
 
 def _serve_tcp(host: str, port: int) -> None:

@@ -74,3 +74,45 @@ def test_bad_arguments():
     help_text = subprocess.run([sys.executable, "-m", "perflsp", "serve", "--help"], capture_output=True, text=True,
                                env=server_env(), cwd=ROOT).stdout
     assert "--stdio" in help_text and "--tcp" in help_text
+
+
+@pytest.mark.asyncio
+async def test_the_stdin_reader_frames_messages_as_pygls_does():
+    # `MessageReader` reads a message in one thread job; pygls' loop reading through it must see
+    # exactly what it sees through its own reader: extra headers, a header it does not take as
+    # the length, a message split across writes, a body of non-ASCII text, a cut-off end
+    import io
+    import threading
+
+    from pygls.io_ import StdinAsyncReader, run_async
+
+    from perflsp.server.protocol import MessageReader
+
+    body = json.dumps({"jsonrpc": "2.0", "method": "x/é", "params": {"text": "𝄞 ü"}}).encode()
+    stream = (frame({"jsonrpc": "2.0", "method": "a", "params": {}})
+              + b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n"
+              + b"Content-Length: %d\r\n\r\n" % len(body) + body
+              + b"content-length: 5\r\nContent-Length: 2\r\n\r\n{}"
+              + frame({"jsonrpc": "2.0", "id": 1, "method": "b", "params": [1, 2]})
+              + b"Content-Length: 40\r\n\r\n{\"jsonrpc\"")
+
+    class Recorder:
+        def __init__(self):
+            self.seen = []
+
+        def structure_message(self, data):
+            return data
+
+        def handle_message(self, message):
+            self.seen.append(message)
+
+    async def messages(reader_class):
+        protocol = Recorder()
+        errors = []
+        await run_async(stop_event=threading.Event(), reader=reader_class(io.BytesIO(stream), None),
+                        protocol=protocol, error_handler=lambda exc, kind: errors.append(type(exc).__name__))
+        return protocol.seen, errors
+
+    ours, theirs = await messages(MessageReader), await messages(StdinAsyncReader)
+    assert ours == theirs
+    assert [m.get("method") for m in ours[0]] == ["a", "x/é", None, "b"]
