@@ -36,6 +36,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 from tree_sitter import Tree
@@ -333,8 +334,8 @@ class Analyzer:
             if not group.findings or group.carried:
                 continue
             if live is None:
-                live = {id(i) for i in (*job.fk.kernels, *job.fk.device_functions, *job.fk.omp_regions,
-                                        *job.fk.launches)}
+                live = set(map(id, chain(job.fk.kernels, job.fk.device_functions, job.fk.omp_regions,
+                                         job.fk.launches)))
             if all(i in live for i in key):
                 findings.extend(group.findings)
             elif edited is not None:

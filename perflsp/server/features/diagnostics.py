@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, compress, count
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
@@ -197,8 +197,9 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
     return out
 
 
-# a kernel's verdicts are shown at its name (`anchor_span`): its positions, read in one C call
-_NAME_POSITIONS = operator.attrgetter("kernel.name_span.start", "kernel.name_span.end")
+# a kernel's verdicts are shown at its name (`anchor_span`): its positions, read in C (None
+# where not computed since an edit moved it: then it differs from the last build's)
+_NAME_POSITIONS = Span.known_positions("kernel.name_span")
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +208,7 @@ class _Verdicts:
 
     config: object
     reports: list[KernelReport]  # (held: an id in a newer build's list cannot be one of these reused)
-    where: list[tuple[Position, Position]]  # each report's name positions
+    where: list[tuple[Position | None, Position | None]]  # each report's name positions
     launched: set[int]  # the indices of reports with launch sites (their positions are checked too)
     lengths: list[int]
     offsets: list[int]
@@ -224,7 +225,6 @@ def _verdicts(snapshot: Snapshot, cache: DiagnosticCache, reports: list[KernelRe
     others (and the launched kernels, whose launch sites may have moved) are looked at one by one."""
     last = cache.verdicts
     by_name = plain and not snapshot.kernels.omp_regions  # (an OpenMP region's verdict is at its pragma)
-    where = list(map(_NAME_POSITIONS, reports)) if by_name else []
     if not by_name or last is None or last.config is not snapshot.config or len(last.reports) != len(reports):
         out: list[lsp.Diagnostic] = []
         out_json: list[dict[str, Any]] = []
@@ -235,9 +235,11 @@ def _verdicts(snapshot: Snapshot, cache: DiagnosticCache, reports: list[KernelRe
             out_json.extend(built_json)
             lengths.append(len(built))
         launched = {i for i, report in enumerate(reports) if report.launches} if by_name else set()
+        where = list(map(_NAME_POSITIONS, reports)) if by_name else []  # (computed by the build)
     else:
+        where = list(map(_NAME_POSITIONS, reports))
         unchanged = map(operator.and_, map(operator.is_, reports, last.reports), map(operator.eq, where, last.where))
-        changed = {i for i, same in enumerate(unchanged) if not same}
+        changed = set(compress(count(), map(operator.not_, unchanged)))
         recheck = sorted(changed | last.launched)
         launched = (last.launched - changed) | {i for i in changed if reports[i].launches}
         out, out_json, lengths = [], [], list(last.lengths)
@@ -249,6 +251,7 @@ def _verdicts(snapshot: Snapshot, cache: DiagnosticCache, reports: list[KernelRe
             out.extend(built)
             out_json.extend(built_json)
             lengths[i] = len(built)
+            where[i] = _NAME_POSITIONS(reports[i])
             copied = i + 1
         out.extend(last.out[last.offsets[copied]:])
         out_json.extend(last.out_json[last.offsets[copied]:])
