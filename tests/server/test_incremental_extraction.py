@@ -6,7 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perflsp.kernels import extract
-from perflsp.kernels.incremental import changed_region
+from perflsp.kernels.incremental import _TRACKED as TRACKED
+from perflsp.kernels.incremental import Occurrences, changed_region
 from perflsp.server.text import Change, TextState
 from perflsp.source.positions import Position
 from tests.server.kernel_dump import dump_file
@@ -47,6 +48,8 @@ def test_incremental_equals_full_extraction(path, edits, in_kernels):
             index = int(where * len(text))
         end = min(len(text), index + delete)
         state.apply([Change(snippet if insert else "", position(text, index), position(text, end))], version)
+        # the tokens that switch extraction passes are tracked over every edit, held ones too
+        assert state.extracted.tokens == {token: Occurrences.of(token, state.data) for token in TRACKED}
         if not state.tree.root_node.has_error:
             assert dump_file(state.extracted.kernels) == dump_file(full(state)), (path.name, version)
 
@@ -181,3 +184,21 @@ def test_an_edit_that_splits_a_definition_into_two_valid_ones_is_not_held():
     state.apply([Change("int N = 4;", position(text, index), position(text, index))], 1)
     assert state.extracted.change != "held" and not state.tree.root_node.has_error
     assert dump_file(state.extracted.kernels) == dump_file(full(state))
+
+
+def test_occurrences_of_a_token_follow_any_edit():
+    # where a token first and last occurs, kept over edits (`Occurrences.edited`) without
+    # searching the whole text: always what a search of the new text finds
+    import random
+
+    rng = random.Random(5)
+    pieces = [b"o", b"m", b"p", b"omp", b"<", b"<<<", b"_Pragma", b"x", b" "]
+    for _ in range(4000):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randrange(0, 30)))
+        start = rng.randrange(0, len(data) + 1)
+        old_end = rng.randrange(start, len(data) + 1)
+        typed = b"".join(rng.choice(pieces) for _ in range(rng.randrange(0, 4)))
+        new = data[:start] + typed + data[old_end:]
+        for token in TRACKED:
+            edited = Occurrences.of(token, data).edited(token, new, (start, old_end, start + len(typed)))
+            assert edited == Occurrences.of(token, new), (token, data, new)
