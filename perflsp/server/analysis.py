@@ -164,6 +164,9 @@ class Analyzer:
         self._keys: dict[int, tuple[Item, tuple[int, ...], str, KernelReport | None]] = {}
         self._reports: dict[tuple[int, str], KernelReport] = {}
         self._groups: dict[tuple[int, ...], _Group] = {}
+        # (key, group) of the cached groups that have findings (most of a large file's have none;
+        # per keystroke the findings are moved and shown): None when `_groups` changed since
+        self._finding_groups: list[tuple[tuple[int, ...], _Group]] | None = None
         self._carried = False  # some cached groups were carried over a full extraction (`_carried_groups`)
         self._lint_facts: dict[str, Any] = {}  # file-level lint facts, valid within one context
         self._pending: deque[Kernel] = deque()  # kernels and regions still to analyse in this run
@@ -215,6 +218,7 @@ class Analyzer:
             # text that differs from the last one only inside kernels: results carry over by key,
             # lint findings by the unchanged text of their items (they still index that text)
             self._groups = _carried_groups(self._groups, previous[0], text.data, extracted.kernels)
+            self._finding_groups = None
             self._carried = bool(self._groups)  # their findings wait to be placed (`_merged`)
         elif restart or config_key != self._config_key or extracted.change in ("full", "other"):
             self.context += 1
@@ -222,6 +226,7 @@ class Analyzer:
             self._keys.clear()
             self._reports.clear()
             self._groups.clear()
+            self._finding_groups = None
             self._lint_facts.clear()
             self._reanalyse.clear()
             self._relint.clear()
@@ -331,8 +336,7 @@ class Analyzer:
         live: set[int] | None = None  # the ids of the items, when a group with findings asks
         edited = self._seen.edited if self._seen is not None else None
         findings = []
-        groups = self._groups
-        for key, group in compress(groups.items(), map(_FINDINGS, groups.values())):  # (those with findings)
+        for key, group in self._with_findings():
             if group.carried:
                 continue
             if live is None:
@@ -349,6 +353,13 @@ class Analyzer:
         return AnalysisState(state.context, reports, findings, False, list(state.lint_notes), state.unanalysed,
                              state.budget_note)
 
+    def _with_findings(self) -> list[tuple[tuple[int, ...], _Group]]:
+        """The cached groups that have findings, with their keys (kept until `_groups` changes)."""
+        if self._finding_groups is None:
+            groups = self._groups
+            self._finding_groups = list(compress(groups.items(), map(_FINDINGS, groups.values())))
+        return self._finding_groups
+
     def _move_findings(self, extracted: Extracted) -> None:
         """Move the cached findings over the edit, as the extraction moved the items' spans
         (positions kept where their line and column stand, so their diagnostics are reused).
@@ -356,7 +367,7 @@ class Analyzer:
         assert extracted.region is not None
         held = extracted.held
         spans: list[Span] = []  # (a span listed twice moves once: `move_spans`)
-        for group in filter(_FINDINGS, self._groups.values()):  # (in C: most of a large file's have none)
+        for _, group in self._with_findings():
             for finding in group.findings:
                 spans.append(finding.span)
                 spans.extend(related for related, _ in finding.related)
@@ -517,6 +528,7 @@ class Analyzer:
                 chunk = stale[index:index + LINT_STEP]
                 chunk_groups = self._lint_now(state, chunk)
                 self._groups.update(chunk_groups)
+                self._finding_groups = None
                 if relint:
                     done = {i for k in chunk_groups for i in k}
                     relint = self._relint = {i for i in relint if i not in done}
@@ -539,6 +551,7 @@ class Analyzer:
                 state.lint_notes.append(note)
                 state.budget_note = state.budget_note or note
         self._groups = self._merged(identity, fresh_groups, unlinted)
+        self._finding_groups = None
         out = [f for group in self._groups.values() if group.findings for f in group.findings]
         if relint:
             linted = {i for k in fresh_groups for i in k}
