@@ -114,8 +114,13 @@ class LineIndex:
 
     def position(self, byte_offset: int) -> Position:
         byte_offset = max(0, min(byte_offset, len(self.data)))
-        line = self.line_of(byte_offset)
-        start = self.line_start(line)
+        starts = self._line_starts
+        if starts is not None and self._shift is None:  # (the common case, inline: `check` asks this per span)
+            line = bisect_right(starts, byte_offset) - 1
+            start = starts[line]
+        else:
+            line = self.line_of(byte_offset)
+            start = self.line_start(line)
         prefix = self.data[start:byte_offset]
         if prefix.isascii():
             return Position(line, len(prefix))
