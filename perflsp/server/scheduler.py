@@ -715,8 +715,10 @@ class DocumentWorker:
             return partial
         items, as_json = partial
         shown = {d.data.get("kernel") for d in items if isinstance(d.data, dict)}
+        intact = self._intact_line
         kept = [(d, j) for d, j in zip(*self._opening)
-                if d.range.end.line < self._intact_line
+                if d.range.end.line < intact
+                and all(info.location.range.end.line < intact for info in d.related_information or ())
                 and not (isinstance(d.data, dict) and d.data.get("kernel") in shown)]
         if not kept:
             return partial
