@@ -86,6 +86,9 @@ class Published:
     complete: bool  # False: partial results of a long analysis
 
 
+Partial = tuple[list[lsp.Diagnostic], list[dict[str, Any]]]  # diagnostics of a partial view, and their JSON
+
+
 class DocumentWorker:
     def __init__(self, host: DocumentHost, uri: str, text: str, version: int | None):
         self.host = host  # the language server (config_for, publish, ...)
@@ -374,13 +377,15 @@ class DocumentWorker:
         self.enabled = self.host.document_enabled(self.uri, config)
         self._cancel_continue()
         self._busy = True
+        edit_first = bool(self.published)
         try:
             if initial is not None and self.state is None and not changes and self.enabled \
                     and opening.worth_trying(initial):
                 await self._publish_opening(initial, version, config)
             self._applying = True
             try:
-                await self._thread(self._prepare, initial, changes, version, config, reextract)
+                first = await self._thread(self._prepare_then_step, initial, changes, version, config, reextract,
+                                           edit_first)
             finally:
                 self._applying = False
             await self._notify()
@@ -388,18 +393,21 @@ class DocumentWorker:
                 return  # newer edits: apply them before analysing
         finally:
             self._busy = False
-        await self._analysis_steps(version, config, edit_first=bool(self.published))
+        await self._analysis_steps(version, config, edit_first=edit_first, first=first)
 
     async def _continue_now(self) -> None:
         """Go on with an analysis left unfinished while a definition was held (`_deferred`)."""
         if self.analyzer.running and not self._changes and not self.closed:
             await self._analysis_steps(self.version, self.host.config_for(self.uri))
 
-    async def _analysis_steps(self, version: int | None, config: ResolvedConfig, edit_first: bool = False) -> None:
-        """Analyse in steps, publishing what is known after the first one, then the whole."""
+    async def _analysis_steps(self, version: int | None, config: ResolvedConfig, edit_first: bool = False,
+                              first: tuple[Snapshot, Partial | None] | None = None) -> None:
+        """Analyse in steps, publishing what is known after the first one, then the whole.
+        `first`: that step, when the job that applied the edits took it."""
         self._busy = True
         try:
-            snap, view = await self._thread(self._first_step, version, config, edit_first)
+            snap, view = first if first is not None else await self._thread(self._first_step, version, config,
+                                                                               edit_first)
             while not snap.complete:
                 if self._changes or self.closed:
                     return  # stale: the next round starts from the newer text
@@ -559,8 +567,19 @@ class DocumentWorker:
                         provisional=True)
         return snap
 
+    def _prepare_then_step(self, initial: str | None, changes: list[Change], version: int | None,
+                           config: ResolvedConfig, reextract: bool, edit_first: bool
+                           ) -> tuple[Snapshot, Partial | None] | None:
+        """`_prepare`, then for an edit of a published document its first analysis step in the
+        same job (one thread hop less per keystroke); None when newer edits arrived meanwhile
+        (they are applied first) or for a first analysis."""
+        self._prepare(initial, changes, version, config, reextract)
+        if not edit_first or self._changes or self.closed:
+            return None
+        return self._first_step(version, config, edit_first)
+
     def _first_step(self, version: int | None, config: ResolvedConfig, edit_first: bool
-                    ) -> tuple[Snapshot, tuple[list[lsp.Diagnostic], list[dict[str, Any]]] | None]:
+                    ) -> tuple[Snapshot, Partial | None]:
         """`_compute`, and when its result is partial and to be published (the version's first
         publication), its diagnostics in the same job: one thread hop less per keystroke."""
         snap = self._compute(version, config, edit_first)
