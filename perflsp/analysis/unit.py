@@ -53,11 +53,7 @@ class AnalysisUnit:
     def type_aliases(self) -> dict[str, CType]:
         """Typedefs and `using` aliases of the file's top level, then of its local headers (read
         once per `TopLevelFacts`: an edit inside a function body leaves them as they were)."""
-        memo = self.model.top.memo
-        found = memo.get("type_aliases")
-        if found is None:
-            found = memo["type_aliases"] = self._type_aliases()
-        return found  # type: ignore[return-value]
+        return self.model.top.remembered("type_aliases", self._type_aliases)
 
     def _type_aliases(self) -> dict[str, CType]:
         aliases: dict[str, CType] = {}
@@ -92,11 +88,7 @@ class AnalysisUnit:
     def globals(self) -> dict[str, Val]:
         """File-scope `__device__`/`__constant__` arrays and variables (read once per
         `TopLevelFacts`, as `type_aliases`)."""
-        memo = self.model.top.memo
-        found = memo.get("globals")
-        if found is None:
-            found = memo["globals"] = self._globals()
-        return found  # type: ignore[return-value]
+        return self.model.top.remembered("globals", self._globals)
 
     def _globals(self) -> dict[str, Val]:
         out: dict[str, Val] = {}

@@ -697,8 +697,8 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
     if b"\r" in new_data[region[0]:region[2]] or b"\r" in old_data[region[0]:region[1]]:
         line_end = -1  # a lone CR breaks lines too: positions are computed again
     line_delta = new_data.count(b"\n", region[0], region[2]) - old_data.count(b"\n", region[0], region[1])
-    _shift_in_place(chain.from_iterable(after_spans), delta,  # type: ignore[arg-type]
-                    None if line_end < 0 else line_end, line_delta)
+    _shift_in_place(chain.from_iterable(filter(None, after_spans)), delta, None if line_end < 0 else line_end,
+                    line_delta)
 
     # in document order: the items before the definition end where it starts, those after
     # start where it ends, its own lie inside it

@@ -4,12 +4,15 @@ and a function's local variables as they stand at a given point."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar, cast
 
 from tree_sitter import Node, QueryCursor
 
 from perflsp.kernels.consteval import ConstEnv, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.source.parser import query
+
+T = TypeVar("T")
 
 _SCOPE_CONTAINERS = {
     "translation_unit", "declaration_list", "preproc_if", "preproc_ifdef", "preproc_else",
@@ -29,11 +32,21 @@ class TopLevelFacts:
     same object, so none of it is read again per keystroke. Nothing in it is a byte offset or a
     node, so the text the edit moved does not make it stale."""
 
-    __slots__ = ("env", "memo")
+    __slots__ = ("_memo", "env")
 
     def __init__(self, env: ConstEnv):
         self.env = env
-        self.memo: dict[str, object] = {}
+        self._memo: dict[str, object] = {}
+
+    def remembered(self, key: str, build: Callable[[], T]) -> T:
+        """`build()` the first time `key` is asked for, then what it gave."""
+        if key not in self._memo:
+            self._memo[key] = build()
+        return cast(T, self._memo[key])
+
+    def known(self) -> set[str]:
+        """The keys remembered so far."""
+        return set(self._memo)
 
 
 def file_env(ctx: ExtractionContext, macros: ConstEnv | None = None) -> ConstEnv:

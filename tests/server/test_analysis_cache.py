@@ -298,8 +298,8 @@ def test_top_level_facts_are_read_once_while_only_function_bodies_change():
     analyzer = Analyzer()
     analyse(state, analyzer)
     top = state.extracted.top
-    assert top is not None and {"type_aliases", "globals"} <= top.memo.keys()
-    assert top.memo["type_aliases"]["real"].size_bytes == 8
+    assert top is not None and {"type_aliases", "globals"} <= top.known()
+    assert top.remembered("type_aliases", dict)["real"].size_bytes == 8
     version = 1
     for typed in ("2", "5", "0"):  # digits typed into the literal `1.5`: the kernel parses after each
         line = line_of(state.data.decode(), "* 1.5")
@@ -314,5 +314,5 @@ def test_top_level_facts_are_read_once_while_only_function_bodies_change():
     state.apply([Change("float", Position(0, 8), Position(0, 14))], version)  # the typedef itself
     assert state.extracted.top is not top
     snap = analyse(state, analyzer)
-    assert state.extracted.top.memo["type_aliases"]["real"].size_bytes == 4
+    assert state.extracted.top.remembered("type_aliases", dict)["real"].size_bytes == 4
     assert diagnostic_keys(build(snap)) == fresh(state)
