@@ -9,6 +9,7 @@ import re
 
 from tree_sitter import Node
 
+from perflsp.analysis.compiled_facts import compiled_evidence, compiled_per_item, count_compiled
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.extents import Extent, cuda_extent, leading_name
 from perflsp.analysis.finish import Extents, calibrated, count_text, dims_text, finish, uncertain_facts
@@ -17,6 +18,9 @@ from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.unit import AnalysisUnit
 from perflsp.analysis.walker import Callee, KernelWalker, LaunchShape, Val
+from perflsp.compiled.model import CompiledFunction, CompiledUnit
+from perflsp.compiled.names import cuda_kernel
+from perflsp.compiled.profile import SourceProfile
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.models import CudaFunction, LaunchSite
 from perflsp.kernels.program import ProgramModel
@@ -39,7 +43,10 @@ def _choose_site(unit: AnalysisUnit, kernel: CudaFunction, launches: list[Launch
     return candidates[0]
 
 
-def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSite]) -> tuple[KernelFacts, int | None, int]:
+def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSite],
+               compiled: CompiledUnit | None = None) -> tuple[KernelFacts, int | None, int]:
+    """The kernel's facts; with `compiled` (its translation unit compiled for the GPU judged),
+    its operations are the compiled code's, each block weighted by how often the walk says it runs."""
     options = unit.options
     cost = options.cost
     site = _choose_site(unit, kernel, launches)
@@ -57,9 +64,11 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
         assumptions.insert(0, shape_note)
     aliases = dict(unit.type_aliases)
     template_values = _bind_template(unit.model, kernel, site, aliases, assumptions, _template_env(unit, site))
+    compiled_fn = _compiled_function(compiled, kernel, aliases, template_values) if compiled is not None else None
+    profile = SourceProfile() if compiled_fn is not None else None
     walker = KernelWalker(callee.data, cost, LaunchShape(grid, block), aliases, unit.callees,
                           line_offset=kernel.span.start.line if callee.data is not unit.data else 0,
-                          constant_lookup=unit.constant)
+                          constant_lookup=unit.constant, path=unit.kernels.path, profile=profile)
     walker.scopes[0].update(unit.globals)
     for name, value in template_values.items():
         walker.bind(name, Val(INT, value, Linear.constant(value), static=True))
@@ -76,13 +85,50 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     items_note = f"{count_text(work_items)} threads ({dims_text(grid)} blocks × {dims_text(block)} threads)"
     if not shape_known:
         items_note += ", assumed"
-    per_item = calibrated(result.counts, cost, cost.int_per_thread)
+    compiled_note = None
+    if compiled is not None and compiled_fn is not None and profile is not None:
+        counted = count_compiled(compiled, compiled_fn, profile)
+        per_item = compiled_per_item(result.counts, counted, work_items, work_items)
+        compiled_note = compiled_evidence(counted)
+        result.notes.extend(counted.dynamic.notes)
+    else:
+        per_item = calibrated(result.counts, cost, cost.int_per_thread)
+        if compiled is not None:
+            result.notes.append(f"the compiled code has no function for `{kernel.name}` (not instantiated in "
+                                f"{compiled.source.rsplit('/', 1)[-1]}?): operations estimated from the source")
     shared_bytes = int(result.shared_bytes)
     if site is not None and site.shared_mem_bytes is not None and isinstance(site.shared_mem_bytes.value, (int, float)):
         shared_bytes += int(site.shared_mem_bytes.value)
     facts = finish(cost, per_item, work_items, items_note, result, assumptions, "tx", extents,
                     sizes_assumed=not shape_known, one_item_expected=shape_known, data_offsets=True)
+    if compiled_note:
+        facts.evidence.insert(0, compiled_note)
     return facts, threads_per_block, shared_bytes
+
+
+def _compiled_function(compiled: CompiledUnit, kernel: CudaFunction, aliases: dict[str, CType],
+                       values: dict[str, float]) -> CompiledFunction | None:
+    """The kernel's function in the compiled unit: of a template's instantiations, the one whose
+    arguments are those the analysis bound (written at the launch, deduced, or assumed)."""
+    wanted: list[CType | float | None] = []
+    for param in kernel.template_params:
+        wanted.append(aliases.get(param.name) if param.kind == "type" else values.get(param.name))
+
+    def score(args: list[str]) -> float:
+        # with nothing bound, a template instantiated for several types is read as its float one
+        points = 0.001 * sum(arg == "float" for arg in args)
+        for want, arg in zip(wanted, args):
+            if isinstance(want, CType):
+                got = parse_type(arg, {})
+                points += got.kind == want.kind and got.size_bytes == want.size_bytes and got.pointer == want.pointer
+            elif want is not None:
+                try:
+                    points += float(arg.rstrip("uUlL")) == want
+                except ValueError:
+                    pass
+        return points
+
+    return cuda_kernel(compiled, kernel.qualified_name, len(kernel.params), score)
 
 
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^;{}()<>]*>\s*)?\(")
@@ -315,7 +361,7 @@ def _bind_functor_argument(unit: AnalysisUnit, walker: KernelWalker, name: str, 
     members: dict[str, Val] = {}
     for member, (ctype, _) in class_member_types(unit, class_name, walker.aliases).items():
         members[member] = Val(ctype, root=member, space="global") if ctype.pointer else Val(ctype, None, Linear(const_known=False))
-    walker.bind_lambda(name, Callee(operator.node, operator.data), members)
+    walker.bind_lambda(name, Callee(operator.node, operator.data, operator.path, operator.line_base), members)
     return True
 
 

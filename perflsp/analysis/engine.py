@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from tree_sitter import Tree
 
 from perflsp import __version__
+from perflsp.analysis.compiled_facts import gpu_arch
 from perflsp.analysis.cuda_facts import cuda_facts, production_shape
 from perflsp.analysis.estimate import estimate_for_gpu
 from perflsp.analysis.finish import uncertain_facts
@@ -29,6 +30,7 @@ from perflsp.analysis.models import FileReport, KernelFacts, KernelReport
 from perflsp.analysis.omp_facts import omp_facts
 from perflsp.analysis.options import DEFAULT_OPTIONS, AnalysisOptions, Dim3
 from perflsp.analysis.unit import AnalysisUnit
+from perflsp.compiled.model import CompiledUnit
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
 from perflsp.source.positions import LineIndex
@@ -64,20 +66,38 @@ def analyze(data: bytes, tree: Tree, kernels: FileKernels, gpus: Sequence[Gpu],
 
 
 def analyze_kernel(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, gpus: Sequence[Gpu]) -> KernelReport:
+    """The kernel's facts and a verdict per GPU. Where the file was compiled, each GPU is judged
+    on the facts of its own architecture's compiled code (one walk per architecture)."""
     launches = unit.kernels.launches_of(kernel) if isinstance(kernel, CudaFunction) else []
+    compiled = unit.options.compiled
+    by_arch: dict[str | None, tuple[KernelFacts, int | None, int]] = {}
+    chosen: list[tuple[KernelFacts, int | None, int]] = []
+    for gpu in gpus or [None]:
+        arch = gpu_arch(gpu) if gpu is not None and compiled is not None else None
+        key = arch if compiled is not None and compiled.unit(arch) is not None else None
+        if key not in by_arch:
+            by_arch[key] = _kernel_facts(unit, kernel, launches, compiled.unit(key) if compiled is not None else None)
+            failure = compiled.failure(arch) if compiled is not None and key is None else None
+            if failure:
+                by_arch[key][0].evidence.append(f"not compiled ({failure}): operations estimated from the source")
+        chosen.append(by_arch[key])
+    registers = unit.options.registers_for(kernel.qualified_name if isinstance(kernel, CudaFunction) else kernel.name)
+    estimates = [estimate_for_gpu(facts, gpu, threads, registers, shared, unit.options.cost)
+                 for gpu, (facts, threads, shared) in zip(gpus, chosen)]
+    return KernelReport(kernel=kernel, launches=launches, facts=chosen[0][0], estimates=estimates)
+
+
+def _kernel_facts(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, launches: list[LaunchSite],
+                  compiled: CompiledUnit | None) -> tuple[KernelFacts, int | None, int]:
     try:
         if isinstance(kernel, CudaFunction):
-            facts, threads, shared = cuda_facts(unit, kernel, launches)
-        else:
-            facts, threads, shared = omp_facts(unit, kernel)
+            return cuda_facts(unit, kernel, launches, compiled)
+        return omp_facts(unit, kernel, compiled)
     except RecursionError:
-        facts, threads, shared = uncertain_facts("the kernel is nested too deeply to analyse"), None, 0
+        return uncertain_facts("the kernel is nested too deeply to analyse"), None, 0
     except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
         # an engine defect on unusual code must not take the whole file (or the server) down
-        facts, threads, shared = uncertain_facts(f"engine error on this kernel: {type(exc).__name__}: {exc}"), None, 0
-    registers = unit.options.registers_for(kernel.qualified_name if isinstance(kernel, CudaFunction) else kernel.name)
-    estimates = [estimate_for_gpu(facts, gpu, threads, registers, shared, unit.options.cost) for gpu in gpus]
-    return KernelReport(kernel=kernel, launches=launches, facts=facts, estimates=estimates)
+        return uncertain_facts(f"engine error on this kernel: {type(exc).__name__}: {exc}"), None, 0
 
 
 def uncertain_report(kernel: CudaFunction | OmpRegion, launches: Sequence[LaunchSite], gpus: Sequence[Gpu],

@@ -30,7 +30,7 @@ class TargetCallees(Callees):
         found = self._device.get(name)
         if found is None:
             parsed = self._model.plain_function(name)
-            found = Callee(parsed.node, parsed.data) if parsed is not None else None
+            found = Callee(parsed.node, parsed.data, parsed.path, parsed.line_base) if parsed is not None else None
         return found
 
     def __iter__(self) -> Iterator[str]:

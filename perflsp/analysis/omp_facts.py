@@ -6,20 +6,28 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 from tree_sitter import Node
 
-from perflsp.analysis.ctype import F32, INT
+from perflsp.analysis.compiled_facts import compiled_evidence, compiled_per_item, count_compiled
+from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.finish import calibrated, count_text, finish, uncertain_facts
 from perflsp.analysis.host_types import bind_host_variables, host_types
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import KernelFacts, LoopFact
 from perflsp.analysis.unit import AnalysisUnit
 from perflsp.analysis.walker import KernelWalker, LaunchShape, Val
+from perflsp.compiled.model import CompiledUnit
+from perflsp.compiled.names import omp_region
+from perflsp.compiled.profile import SourceProfile
 from perflsp.kernels.models import OmpRegion
 
 
-def omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int | None, int]:
+def omp_facts(unit: AnalysisUnit, region: OmpRegion,
+              compiled: CompiledUnit | None = None) -> tuple[KernelFacts, int | None, int]:
+    """The region's facts; with `compiled`, its operations are those of its offload entry in the
+    compiled code (each block weighted by how often the walk says it runs)."""
     cost = unit.options.cost
     if region.body_span is None:
         return uncertain_facts("no statement follows the `#pragma omp target` directive"), None, 0
@@ -84,8 +92,12 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int |
             aliases[parameter] = F32
             if re.search(rf"\b{re.escape(parameter)}\b", function_text):
                 assumptions.append(f"template type `{parameter}` of the enclosing code: assumed float")
+    template_types = {p: aliases[p] for p in unit.model.template_type_parameters(region.span.start_byte) if p in aliases}
+    compiled_fn = omp_region(compiled, unit.kernels.path, region.span.start.line + 1, _prefer(template_types)) \
+        if compiled is not None else None
+    profile = SourceProfile() if compiled_fn is not None else None
     walker = KernelWalker(wrapped, cost, shape, aliases, unit.target_callees,
-                          line_offset=region.body_span.start.line - 1)
+                          line_offset=region.body_span.start.line - 1, path=unit.kernels.path, profile=profile)
     walker.scopes[0].update(unit.globals)
     extents = bind_host_variables(unit, walker, types, host_env, expanded, function)
     parallel_levels = 0
@@ -114,7 +126,19 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int |
         for atom in unknown_atoms:
             walker.cardinality[atom] = max(1.0, share)
         work_items = total
-    per_item = calibrated(result.counts, cost, cost.int_per_omp_iteration)
+    compiled_note = None
+    if compiled is not None and compiled_fn is not None and profile is not None:
+        launched = float(teams * threads) if teams and threads else max(work_items, 1.0)
+        per_thread = max(work_items, 1.0) / launched
+        counted = count_compiled(compiled, compiled_fn, profile, parallel_trips=per_thread)
+        per_item = compiled_per_item(result.counts, counted, launched, max(work_items, 1.0))
+        compiled_note = compiled_evidence(counted)
+        result.notes.extend(counted.dynamic.notes)
+    else:
+        per_item = calibrated(result.counts, cost, cost.int_per_omp_iteration)
+        if compiled is not None:
+            result.notes.append(f"the compiled code has no offload entry for line {region.span.start.line + 1}: "
+                                "operations estimated from the source")
     fast_atom = f"o{max(parallel_levels, 1) - 1}"
     sizes_assumed = any(a.startswith("problem size unknown") for a in assumptions)
     serial = not words & {"teams", "parallel", "distribute", "for", "loop", "simd"} and \
@@ -127,7 +151,25 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion) -> tuple[KernelFacts, int |
         # was walked): the launch itself, its traffic the per-launch floor, is all there is
         facts.uncertain = None
         facts.assumptions.append("the serial region touches no device memory: only the launch's own traffic")
+    if compiled_note:
+        facts.evidence.insert(0, compiled_note)
     return facts, threads, 0
+
+
+def _prefer(aliases: dict[str, CType]) -> Callable[[list[str]], float]:
+    """How well an instantiation's template arguments fit the types the region is read with
+    (a template type the code does not fix is read as float)."""
+    bound = {(t.kind, t.size_bytes) for t in aliases.values()}
+
+    def score(args: list[str]) -> float:
+        points = 0.0
+        for arg in args:
+            got = parse_type(arg, {})
+            points += (got.kind, got.size_bytes) in bound
+            points += 0.001 * (arg == "float")
+        return points
+
+    return score
 
 
 _OMP_SPMD_CALLS = re.compile(r"\bomp_get_(?:team|thread)_num\s*\(")
@@ -153,6 +195,7 @@ def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assu
     items = 1.0
     notes = []
     unknown: list[str] = []
+    profiled: list[int | None] = []
     for level in range(levels):
         loop = _unwrap_loop(node)
         if loop is None:
@@ -174,10 +217,13 @@ def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assu
                 Linear.atom(atom).scale(step.value if step is not None and step.value else 1.0))
             walker.assign(var, Val(start.ctype if start is not None else INT, None, lin))
         notes.append(f"{var or '?'}: {trip:g} ({note})")
+        profiled.append(walker.begin_profile_loop(loop, loop.child_by_field_name("body"), trip, None, parallel=True))
         walker.loops.append(LoopFact(walker.line(loop), var, trip, origin if origin != "grid-stride" else "constant",
                                      f"parallel: {note}"))
         node = loop.child_by_field_name("body")
     walker.walk_statement(node)
+    for index in reversed(profiled):
+        walker.end_profile_loop(index)
     return items, "iterations " + " × ".join(notes), unknown
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from perflsp.analysis.costs import CostModel
+from perflsp.compiled.model import CompiledSource
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.models import LaunchSite
 
@@ -21,6 +22,8 @@ class AnalysisOptions:
     include_env: ConstEnv | None = field(default=None, compare=False, hash=False)  # macros of local headers
     external_launches: tuple[LaunchSite, ...] = field(default=(), compare=False, hash=False)
     cost: CostModel = field(default_factory=CostModel)
+    # the file's device code compiled per architecture (None: not compiled, the source engine answers)
+    compiled: CompiledSource | None = field(default=None, compare=False, hash=False)
 
     def registers_for(self, name: str) -> int | None:
         return dict(self.registers).get(name)

@@ -125,7 +125,7 @@ class AnalysisUnit:
 
     def function_node(self, fn: CudaFunction) -> Callee | None:
         parsed = self.model.parsed_function(fn)
-        return Callee(parsed.node, parsed.data) if parsed is not None else None
+        return Callee(parsed.node, parsed.data, parsed.path, parsed.line_base) if parsed is not None else None
 
     def constant(self, name: str) -> tuple[float, str] | None:
         return self.model.constant(name)
@@ -147,7 +147,7 @@ class Callees(Mapping[str, Callee]):
 
     def _find(self, name: str) -> Callee | None:
         parsed = self._model.device_function(name)
-        return Callee(parsed.node, parsed.data) if parsed is not None else None
+        return Callee(parsed.node, parsed.data, parsed.path, parsed.line_base) if parsed is not None else None
 
     def _lookup(self, name: str) -> Callee | None:
         if name not in self._built:

@@ -24,6 +24,7 @@ from perflsp.analysis.costs import CostModel
 from perflsp.analysis.ctype import BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, guessed_type_notes, parse_type
 from perflsp.analysis.linear import Linear, distinct_values
 from perflsp.analysis.models import LoopFact, OpCounts
+from perflsp.compiled.profile import SourceLoop, SourceProfile, SourceStatement
 
 THREAD_ATOMS = {"threadIdx": ("tx", "ty", "tz"), "blockIdx": ("bx", "by", "bz")}
 # OpenMP's runtime calls inside a target region play the roles of CUDA's built-ins
@@ -80,6 +81,8 @@ class LaunchShape:
 class Callee:
     node: Node  # function_definition
     data: bytes
+    path: str | None = None  # its file (None: not known, or the text it is bound in)
+    line_base: int | None = None  # the file's 0-based row of `data`'s first line (None: lines not known)
 
 
 @dataclass
@@ -105,6 +108,8 @@ class KernelWalker:
         line_offset: int = 0,
         loop_bound_resolver: Callable[[str], float | None] | None = None,
         constant_lookup: Callable[[str], tuple[float, str] | None] | None = None,
+        path: str | None = None,
+        profile: SourceProfile | None = None,
     ):
         self.data = data
         self.cost = cost
@@ -145,6 +150,14 @@ class KernelWalker:
         self._assumed: set[str] = set()
         self.first_statement: Node | None = None  # the kernel's body (its function's text names its types)
         self.fragments: dict[str, tuple[str, tuple[float | None, ...], str]] = {}  # wmma fragments: use, m×n×k, type
+        # where the statements walked are, and how often each runs (for tying compiled code to them)
+        self.path = path
+        self.profile = profile
+        self.callsites: tuple[tuple[str, int], ...] = ()  # the calls inlined into, innermost first
+        self.call_line = 0  # the line of the call being evaluated
+        self.trip_product = 1.0  # product of the trip counts of the loops around the statement walked
+        self.profile_loops: list[int] = []  # their records in the profile, innermost last
+        self._trip_products: list[float] = []
         for dim, atoms in THREAD_ATOMS.items():
             shape = launch.block if dim == "threadIdx" else launch.grid
             for axis, atom in enumerate(atoms):
@@ -282,6 +295,8 @@ class KernelWalker:
             self.notes.append("the kernel is too large to analyse completely: counted up to a work limit")
             return
         kind = node.type
+        if self.profile is not None and self.path is not None and kind != "comment":
+            self._record_statement(node)
         handler = _STATEMENTS.get(kind)
         if handler is not None:
             handler(self, node)
@@ -290,6 +305,36 @@ class KernelWalker:
         else:
             for child in node.named_children:
                 self.walk_statement(child)
+
+    def _record_statement(self, node: Node) -> None:
+        assert self.profile is not None and self.path is not None
+        weight = self.mult / self.trip_product if self.trip_product > 0 else 0.0
+        self.profile.statements.append(SourceStatement(
+            self.path, self.line(node), node.end_point[0] + 1 + self.line_offset, weight,
+            self.profile_loops[-1] if self.profile_loops else None, self.callsites))
+
+    def begin_profile_loop(self, node: Node, body: Node | None, trip: float, step: float | None,
+                           parallel: bool = False) -> int | None:
+        """Record a loop the walk enters (`end_profile_loop` when it leaves); None when not profiling."""
+        if self.profile is None or self.path is None:
+            return None
+        weight = self.mult / self.trip_product if self.trip_product > 0 else 0.0
+        index = len(self.profile.loops)
+        self.profile.loops.append(SourceLoop(
+            self.path, self.line(node), self.line(body) if body is not None else self.line(node),
+            node.end_point[0] + 1 + self.line_offset, trip, weight * self.trip_product, step,
+            len(self.profile_loops), self.callsites, parallel))
+        self.profile_loops.append(index)
+        self._trip_products.append(self.trip_product)
+        if not parallel:
+            self.trip_product *= trip
+        return index
+
+    def end_profile_loop(self, index: int | None) -> None:
+        if index is None:
+            return
+        self.profile_loops.pop()
+        self.trip_product = self._trip_products.pop()
 
     def _compound(self, node: Node) -> None:
         self.scopes.append({})
@@ -754,6 +799,9 @@ class KernelWalker:
         self.loop_atoms.append(atom)
         if unrolled:
             self.unrolled_atoms.add(atom)
+        self.mult = saved
+        profiled = self.begin_profile_loop(node, body, trip, step.value if step is not None else None)
+        self.mult = saved * trip
         try:
             if not unrolled:
                 self.count_int(self.cost.int_per_loop_iteration)
@@ -766,6 +814,7 @@ class KernelWalker:
                 self.mult = 0.0  # the counter update is part of int_per_loop_iteration
                 self.eval(update)
         finally:
+            self.end_profile_loop(profiled)
             self.loop_depth -= 1
             self.loop_atoms.pop()
             self.mult = saved
@@ -1294,6 +1343,7 @@ class KernelWalker:
         return UNKNOWN_VAL
 
     def _call(self, node: Node) -> Val:
+        self.call_line = self.line(node)
         fn = node.child_by_field_name("function")
         args_node = node.child_by_field_name("arguments")
         arg_nodes = [c for c in args_node.named_children if c.type != "comment"] if args_node is not None else []
@@ -1598,6 +1648,14 @@ class KernelWalker:
         if body is None or (declarator is None and fn.type != "lambda_expression"):
             return UNKNOWN_VAL
         saved_data = self.data
+        saved_place = (self.path, self.line_offset, self.callsites)
+        if callee.data is not self.data:
+            if self.path is not None:
+                self.callsites = ((self.path, self.call_line), *self.callsites)
+            if callee.line_base is not None and callee.path is not None:
+                self.path, self.line_offset = callee.path, callee.line_base
+            else:
+                self.path = None  # lines of a text of its own (a lambda's copy): not tied to compiled code
         self.data = callee.data
         scope: dict[str, Val] = {}
         param_list = declarator.child_by_field_name("parameters") if declarator is not None else None
@@ -1636,6 +1694,7 @@ class KernelWalker:
             self.scopes = saved_scopes
             self.return_values = saved_returns
             self.data = saved_data
+            self.path, self.line_offset, self.callsites = saved_place
             self.aliases = saved_aliases
         if returned is None:
             # a constructor or a function whose result we did not see: it depends on its inputs

@@ -31,8 +31,9 @@ PROGRESS_MIN_FILES = 20  # fewer files finish before a bar would be worth drawin
 
 if TYPE_CHECKING:  # the analysis stack is imported only when the command runs
     from perflsp.analysis.report import CheckSettings, FileCheck
+    from perflsp.compiled.service import Compiler
     from perflsp.hardware.models import Gpu
-    from perflsp.kernels.compile_db import CompileDatabase
+    from perflsp.kernels.compile_db import FlagsSource
     from perflsp.kernels.includes import IncludeResolver
 
 
@@ -87,17 +88,23 @@ def parse_program_args(text: str) -> tuple[str, ...]:
 
 
 def check_paths(files: Sequence[Path], gpus: Sequence[Gpu], settings: CheckSettings,
-                compile_db: CompileDatabase | None = None,
-                progress: Callable[[Path], None] | None = None) -> CheckRun:
-    """Check every file; unreadable ones (and any the extractor fails on) land in `skipped`."""
+                compile_db: FlagsSource | None = None,
+                progress: Callable[[Path], None] | None = None, compiler: Compiler | None = None) -> CheckRun:
+    """Check every file; unreadable ones (and any the extractor fails on) land in `skipped`.
+    With `compiler`, the files are compiled in its pool first (each for every GPU's architecture)."""
     from perflsp.kernels.includes import IncludeResolver
 
     resolver = IncludeResolver()
     run = CheckRun()
     started = time.perf_counter()
+    if compiler is not None:
+        from perflsp.analysis.compiled_facts import gpu_arch
+
+        archs = [a for a in (gpu_arch(g) for g in gpus) if a]
+        compiler.prefetch(((p, compile_db.flags_for(p) if compile_db is not None else None) for p in files), archs)
     with _results_kept_out_of_collections():
         for number, path in enumerate(files, 1):
-            result = check_file(path, gpus, settings, resolver, compile_db)
+            result = check_file(path, gpus, settings, resolver, compile_db, compiler)
             if isinstance(result, str):
                 run.skipped.append((path, result))
             else:
@@ -127,8 +134,9 @@ def _results_kept_out_of_collections() -> Iterator[None]:
 
 
 def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolver: IncludeResolver,
-               compile_db: CompileDatabase | None = None) -> FileCheck | str:
-    """The check result of one file, or why it was skipped."""
+               compile_db: FlagsSource | None = None, compiler: Compiler | None = None) -> FileCheck | str:
+    """The check result of one file, or why it was skipped. With `compiler`, the file's device
+    code is compiled for each GPU's architecture and the compiled counts are used."""
     from perflsp.analysis.pipeline import prepare_file
     from perflsp.analysis.report import check_document
     from perflsp.source.files import SkippedFile, load_file
@@ -141,8 +149,15 @@ def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolve
         prepared = prepare_file(path, loaded.data, resolver, settings.options,
                                 flags.defines if flags is not None else None,
                                 flags.include_dirs if flags is not None else ())
+        options = prepared.options
+        if compiler is not None and (prepared.kernels.kernels or prepared.kernels.omp_regions):
+            from perflsp.analysis.compiled_facts import gpu_arch
+
+            archs = [a for a in (gpu_arch(g) for g in gpus) if a]
+            if archs:
+                options = dataclasses.replace(options, compiled=compiler.compiled(path, archs, flags))
         check = check_document(prepared.data, prepared.tree, prepared.kernels, gpus,
-                               dataclasses.replace(settings, options=prepared.options), prepared.lines)
+                               dataclasses.replace(settings, options=options), prepared.lines)
     except RecursionError:
         return "too deeply nested to parse"
     except Exception as exc:  # noqa: BLE001 - one file perflsp trips on must not stop the run
@@ -177,9 +192,14 @@ def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolve
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the report to FILE instead of stdout.")
 @click.option("--no-progress", is_flag=True, help="Never draw a progress bar.")
+@click.option("--no-compile", is_flag=True,
+              help="Do not compile the device code: the source engine alone counts the operations.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N",
+              help="Compiles run at once (default: one per core).")
 def check(paths: tuple[Path, ...], gpu_names: tuple[str, ...], gpus_files: tuple[str, ...], config_path: Path | None,
           rule_overrides: tuple[str, ...], compile_commands: Path | None, program_args: str | None, fail_on: str,
-          as_json: bool, as_sarif: bool, sarif_root: Path | None, output: Path | None, no_progress: bool) -> None:
+          as_json: bool, as_sarif: bool, sarif_root: Path | None, output: Path | None, no_progress: bool,
+          no_compile: bool, jobs: int | None) -> None:
     """Roofline verdicts (per kernel and GPU) and lint findings for files or folders.
 
     Folders are searched recursively for C, C++ and CUDA sources. Exit codes: 0 ok, 1 findings
@@ -189,17 +209,25 @@ def check(paths: tuple[Path, ...], gpu_names: tuple[str, ...], gpus_files: tuple
 
     if as_json and as_sarif:
         fail("--json and --sarif are exclusive: choose one output format")
-    gpus, rule_levels, compile_db, config_args = _resolve_setup(gpu_names, gpus_files, config_path, rule_overrides,
-                                                                compile_commands)
+    gpus, rule_levels, compile_db, config_args, compile_enabled = _resolve_setup(
+        gpu_names, gpus_files, config_path, rule_overrides, compile_commands)
     argv = parse_program_args(program_args) if program_args is not None else config_args
     settings = check_settings(rule_levels, argv, build_fixes=as_json or as_sarif)  # text shows no fixes
 
     files, missing = source_paths(paths)
+    compiler = None
+    if not no_compile and compile_enabled:
+        from perflsp.compiled.service import command_line_compiler
+
+        compiler = command_line_compiler(jobs=jobs)
     bar = _progress(len(files), no_progress)
     with bar or nullcontext():
         task = bar.add_task("checking", total=len(files), file="") if bar else None
         run = check_paths(files, gpus, settings, compile_db,
-                          progress=(lambda p: bar.update(task, advance=1, file=p.name)) if bar else None)
+                          progress=(lambda p: bar.update(task, advance=1, file=p.name)) if bar else None,
+                          compiler=compiler)
+    if compiler is not None:
+        compiler.close()
     run.skipped[:0] = missing
     for path, reason in run.skipped:
         warn(f"skipped {path}: {reason}")
@@ -255,15 +283,16 @@ def _resolve_setup(gpu_names: Sequence[str], gpus_files: Sequence[str], config_p
             fail(str(exc))
         if gpu not in gpus:
             gpus.append(gpu)
-    compile_db = None
-    if compile_commands is not None:
-        from perflsp.kernels.compile_db import CompileDatabase, CompileDatabaseError
+    from perflsp.kernels.compile_db import CompileDatabase, CompileDatabaseError, DiscoveredDatabases
 
+    # a named database, else the one each file's folders lead to (as clangd finds it)
+    compile_db: CompileDatabase | DiscoveredDatabases = DiscoveredDatabases()
+    if compile_commands is not None:
         try:
             compile_db = CompileDatabase.load(compile_commands)
         except CompileDatabaseError as exc:
             fail(str(exc))
-    return gpus, rule_levels, compile_db, config.args
+    return gpus, rule_levels, compile_db, config.args, config.compile
 
 
 def _progress(total: int, disabled: bool):

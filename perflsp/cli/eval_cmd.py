@@ -59,10 +59,12 @@ PREDICTED_COLUMNS = ("compute", "bandwidth", "uncertain", "not located")
 @click.option("--llm", "use_llm", is_flag=True,
               help="Also ask the configured LLM about each kernel and score its verdicts (tokens per kernel too).")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Only the first N labeled kernels.")
+@click.option("--no-compile", is_flag=True,
+              help="Do not compile the sources: the source engine alone counts the operations.")
 @llm_options
 def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_name: str,
              compile_commands: Path | None, as_json: bool, editor: bool, show_misses: int, predictions_out: Path | None,
-             no_progress: bool, use_llm: bool, limit: int | None, llm: LlmFlags) -> None:
+             no_progress: bool, use_llm: bool, limit: int | None, no_compile: bool, llm: LlmFlags) -> None:
     """Run the static engine over labeled kernels and print accuracy, balanced accuracy and the
     confusion matrix, overall and per language; with --llm, the LLM path too.
 
@@ -91,14 +93,17 @@ def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_
         gpu = db.get(gpu_name)
     except UnknownGpuError as exc:
         fail(str(exc))
-    compile_db = None
-    if compile_commands is not None:
-        from perflsp.kernels.compile_db import CompileDatabase, CompileDatabaseError
+    from perflsp.kernels.compile_db import CompileDatabase, CompileDatabaseError, DiscoveredDatabases
 
+    compile_db: CompileDatabase | DiscoveredDatabases = DiscoveredDatabases()
+    if compile_commands is not None:
         try:
             compile_db = CompileDatabase.load(compile_commands, source_root=src_root)
         except CompileDatabaseError as exc:
             fail(str(exc))
+    from perflsp.compiled.service import command_line_compiler
+
+    compiler = None if no_compile else command_line_compiler()
 
     rows = [row for row, _ in pairs]
     mode = "editor" if editor else "launch-given"
@@ -108,9 +113,11 @@ def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_
         with bar:
             task = bar.add_task("analysing", total=len(rows))
             predictions = predict_rows(rows, src_root, gpu, progress=lambda n: bar.update(task, completed=n),
-                                       compile_db=compile_db, mode=mode)
+                                       compile_db=compile_db, mode=mode, compiler=compiler)
     else:
-        predictions = predict_rows(rows, src_root, gpu, compile_db=compile_db, mode=mode)
+        predictions = predict_rows(rows, src_root, gpu, compile_db=compile_db, mode=mode, compiler=compiler)
+    if compiler is not None:
+        compiler.close()
     elapsed_s = time.perf_counter() - started
 
     if predictions_out is not None:

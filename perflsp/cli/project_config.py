@@ -38,6 +38,7 @@ class ProjectConfig:
     rules: dict[str, str] = field(default_factory=dict)
     gpu_tables: list[dict[str, Any]] = field(default_factory=list)
     args: tuple[str, ...] | None = None  # `[profiling] args`: the program's arguments (None: not set)
+    compile: bool = True  # `[compile] enabled`: compile the device code for its counts (a project may turn it off)
 
 
 def load_project_config(explicit: Path | None, cwd: Path | None = None) -> ProjectConfig:
@@ -81,4 +82,11 @@ def load_project_config(explicit: Path | None, cwd: Path | None = None) -> Proje
         if not isinstance(args, list) or not all(isinstance(a, str) and "\0" not in a for a in args):
             raise ProjectConfigError(f"{explicit}: [profiling] `args` must be a list of strings (got {args!r})")
         config.args = tuple(args)
+    compiling = data.get("compile", {})
+    if not isinstance(compiling, dict):
+        raise ProjectConfigError(f"{explicit}: `[compile]` must be a table")
+    enabled = compiling.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ProjectConfigError(f"{explicit}: [compile] `enabled` must be true or false (got {enabled!r})")
+    config.compile = enabled
     return config

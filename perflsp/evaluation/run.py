@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perflsp.analysis.compiled_facts import gpu_arch
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.engine import uncertain_report
 from perflsp.analysis.includers import refold_site
@@ -31,6 +32,8 @@ from perflsp.analysis.models import KernelFacts, KernelReport
 from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import FileAnalysis, failure_reason
 from perflsp.analysis.unit import AnalysisUnit
+from perflsp.compiled.model import CompiledSource
+from perflsp.compiled.service import Compiler
 from perflsp.evaluation.labels import Answer, KernelRow
 from perflsp.evaluation.locate import Locator, match_kernel
 from perflsp.hardware.models import Gpu
@@ -76,15 +79,23 @@ class Prediction:
 
 def predict_rows(rows: Iterable[KernelRow], src_root: Path, gpu: Gpu, cost: CostModel | None = None,
                  progress: Callable[[int], None] | None = None,
-                 compile_db: CompileDatabase | None = None, mode: str = "launch-given") -> list[Prediction]:
+                 compile_db: CompileDatabase | None = None, mode: str = "launch-given",
+                 compiler: Compiler | None = None) -> list[Prediction]:
     """Predict every row, in order. `compile_db` (re-rooted under `src_root`) supplies each
     file's include directories and macros; `progress` is called with the count done. `mode` is
-    `launch-given` or `editor` (see the module's docstring)."""
+    `launch-given` or `editor` (see the module's docstring). `compiler`: the files are compiled
+    for the GPU's architecture (a pool compiles all of them first) and their compiled counts used."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (expected one of {', '.join(MODES)})")
+    rows = list(rows)
+    arch = gpu_arch(gpu)
+    if compiler is not None and arch is not None:
+        files = dict.fromkeys(src_root / row.file for row in rows)
+        compiler.prefetch(((path, compile_db.flags_for(path) if compile_db is not None else None) for path in files),
+                          [arch])
     predictions = []
     if mode == "editor":
-        editor = _EditorChecks(src_root, gpu, compile_db, cost)
+        editor = _EditorChecks(src_root, gpu, compile_db, cost, compiler)
         for count, row in enumerate(rows, start=1):
             predictions.append(editor.predict(row))
             if progress is not None:
@@ -94,7 +105,11 @@ def predict_rows(rows: Iterable[KernelRow], src_root: Path, gpu: Gpu, cost: Cost
     launches = _LaunchIndex(locator, src_root)
     models = _Models(locator)
     for count, row in enumerate(rows, start=1):
-        predictions.append(_predict(locator, launches, models, row, gpu, cost or CostModel()))
+        compiled = None
+        if compiler is not None and arch is not None:
+            path = src_root / row.file
+            compiled = compiler.compiled(path, [arch], compile_db.flags_for(path) if compile_db is not None else None)
+        predictions.append(_predict(locator, launches, models, row, gpu, cost or CostModel(), compiled))
         if progress is not None:
             progress(count)
     return predictions
@@ -135,7 +150,8 @@ class _EditorChecks:
     up among the kernels that check reported. The lint rules are off: they never change a
     verdict, and they were a sixth of the run."""
 
-    def __init__(self, src_root: Path, gpu: Gpu, compile_db: CompileDatabase | None, cost: CostModel | None):
+    def __init__(self, src_root: Path, gpu: Gpu, compile_db: CompileDatabase | None, cost: CostModel | None,
+                 compiler: Compiler | None = None):
         from perflsp.analysis.rules import RULES
         from perflsp.cli.check_cmd import check_settings
         from perflsp.kernels.includes import IncludeResolver
@@ -147,6 +163,7 @@ class _EditorChecks:
         if cost is not None:
             self.settings = dataclasses.replace(self.settings, options=dataclasses.replace(self.settings.options, cost=cost))
         self.resolver = IncludeResolver()
+        self.compiler = compiler
         self._checks: dict[str, FileCheck | str] = {}
 
     def check(self, relative: str) -> FileCheck | str:
@@ -154,7 +171,8 @@ class _EditorChecks:
 
         cached = self._checks.get(relative)
         if cached is None:
-            cached = check_file(self.src_root / relative, [self.gpu], self.settings, self.resolver, self.compile_db)
+            cached = check_file(self.src_root / relative, [self.gpu], self.settings, self.resolver, self.compile_db,
+                                self.compiler)
             self._checks[relative] = cached
         return cached
 
@@ -178,7 +196,7 @@ def _finite(value: float | None) -> float | None:
 
 
 def _predict(locator: Locator, launches: _LaunchIndex, models: _Models, row: KernelRow, gpu: Gpu,
-             cost: CostModel) -> Prediction:
+             cost: CostModel, compiled: CompiledSource | None = None) -> Prediction:
     try:
         located = locator.locate(row)
     except Exception as exc:  # noqa: BLE001 - an extraction bug must not stop the other rows
@@ -191,7 +209,8 @@ def _predict(locator: Locator, launches: _LaunchIndex, models: _Models, row: Ker
     external: tuple[LaunchSite, ...] = ()
     if isinstance(located.kernel, CudaFunction) and not file.launches_of(located.kernel):
         external = launches.for_kernel(row.target, located.kernel.name, argv)
-    options = AnalysisOptions(argv=argv, launch_override=override, external_launches=external, cost=cost)
+    options = AnalysisOptions(argv=argv, launch_override=override, external_launches=external, cost=cost,
+                              compiled=compiled)
     try:
         model = models.get(row.file, file, argv)
     except Exception as exc:  # noqa: BLE001 - a scorer must score every row; the reason is reported

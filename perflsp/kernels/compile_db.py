@@ -12,16 +12,26 @@ import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
 class CompileFlags:
     include_dirs: tuple[Path, ...] = ()
     defines: dict[str, str] = field(default_factory=dict)
+    std: str | None = None  # the language standard (`c++17`; GNU dialects read as their ISO one)
+    language: str | None = None  # "cuda" (`-x cuda`, nvcc), "omp" (OpenMP offload), None: not said
+    forced_includes: tuple[Path, ...] = ()  # `-include file`
 
 
 class CompileDatabaseError(ValueError):
     pass
+
+
+class FlagsSource(Protocol):
+    """Where a file's build flags come from (a named database, or the ones discovered)."""
+
+    def flags_for(self, source: Path) -> CompileFlags | None: ...
 
 
 class CompileDatabase:
@@ -53,7 +63,7 @@ class CompileDatabase:
             file = _reroot(directory / entry["file"], source_root)
             if file is None:
                 continue
-            entries[file] = _flags(args[1:], directory, source_root)
+            entries[file] = _flags(args, directory, source_root)
         return cls(entries)
 
     def flags_for(self, source: Path) -> CompileFlags | None:
@@ -80,11 +90,36 @@ def _reroot(path: Path, source_root: Path | None) -> Path | None:
 
 def _flags(args: list[str], directory: Path, source_root: Path | None) -> CompileFlags:
     includes: list[Path] = []
+    forced: list[Path] = []
     defines: dict[str, str] = {}
-    i = 0
+    std: str | None = None
+    language: str | None = None
+    if args and Path(args[0]).name.startswith("nvcc"):
+        language = "cuda"
+    i = 1  # args[0] is the compiler
     while i < len(args):
         arg = args[i]
         i += 1
+        if arg.startswith(("-std=", "--std=")):
+            std = arg.split("=", 1)[1].replace("gnu++", "c++")
+            continue
+        if arg in ("-x", "--x") and i < len(args):
+            if args[i] in ("cuda", "cu"):
+                language = "cuda"
+            i += 1
+            continue
+        if arg.startswith("--cuda-gpu-arch") or arg.startswith("--cuda-path"):
+            language = "cuda"
+            continue
+        if arg.startswith("-fopenmp-targets") and language is None:
+            language = "omp"
+            continue
+        if arg == "-include" and i < len(args):
+            found = _reroot(directory / args[i], source_root)
+            if found is not None:
+                forced.append(found)
+            i += 1
+            continue
         value = None
         for prefix in ("-I", "-isystem", "-D", "-U"):
             if arg == prefix and i < len(args):
@@ -107,4 +142,47 @@ def _flags(args: list[str], directory: Path, source_root: Path | None) -> Compil
             defines[name] = body if _ else "1"
         else:
             defines.pop(value, None)
-    return CompileFlags(tuple(includes), defines)
+    return CompileFlags(tuple(includes), defines, std, language, tuple(forced))
+
+
+def find_compile_commands(source: Path, stop: Path | None = None) -> Path | None:
+    """The compile_commands.json clangd would use for `source`: in its folder or a parent, or in
+    a `build/` folder of one of them (up to `stop`, when given)."""
+    try:
+        folder = Path(source).resolve().parent
+    except OSError:
+        return None
+    stop = Path(stop).resolve() if stop else None
+    while True:
+        for candidate in (folder / "compile_commands.json", folder / "build" / "compile_commands.json"):
+            if candidate.is_file():
+                return candidate
+        if folder == stop or folder.parent == folder:
+            return None
+        folder = folder.parent
+
+
+class DiscoveredDatabases:
+    """Flags from the compile database each file's own folders lead to (as clangd finds it);
+    each database is read once. Use where no database was named."""
+
+    def __init__(self, stop: Path | None = None):
+        self.stop = stop
+        self._loaded: dict[Path, CompileDatabase | None] = {}
+        self.problems: list[str] = []  # databases that could not be read, once each
+
+    def database_for(self, source: Path) -> CompileDatabase | None:
+        found = find_compile_commands(source, self.stop)
+        if found is None:
+            return None
+        if found not in self._loaded:
+            try:
+                self._loaded[found] = CompileDatabase.load(found)
+            except CompileDatabaseError as exc:
+                self._loaded[found] = None
+                self.problems.append(str(exc))
+        return self._loaded[found]
+
+    def flags_for(self, source: Path) -> CompileFlags | None:
+        database = self.database_for(source)
+        return database.flags_for(source) if database is not None else None

@@ -46,6 +46,8 @@ class ParsedFunction:
 
     node: Node
     data: bytes
+    path: str | None = None  # the file the definition is read from (None: not known)
+    line_base: int = 0  # the file's 0-based row of `data`'s first line (a macro-expanded copy starts at the definition)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +229,7 @@ class ProgramModel:
         self._local_functions: dict[str, CudaFunction] = {}
         for fn in kernels.device_functions:
             self._local_functions.setdefault(fn.name, fn)
-        self._header_functions: list[tuple[bytes, Tree, dict[str, CudaFunction]]] | None = None
+        self._header_functions: list[tuple[bytes, Tree, dict[str, CudaFunction], str]] | None = None
         self._class_fields: dict[str, list[tuple[bytes, list[Node]]]] = {}
         self._defines_name: dict[str, bool] = {}  # `_may_define`, per name asked about
 
@@ -466,7 +468,8 @@ class ProgramModel:
 
     def parsed_function(self, fn: CudaFunction) -> ParsedFunction | None:
         """A function of this file, macro-expanded (numeric macros kept by name), as a node."""
-        return _expanded_function(self.data, self.tree, fn, self.env, keep_constants=True, recovered=fn.recovered)
+        return _expanded_function(self.data, self.tree, fn, self.env, keep_constants=True, recovered=fn.recovered,
+                                  path=self.kernels.path)
 
     def device_function(self, name: str) -> ParsedFunction | None:
         """The `__device__` function `name` of this file, else of the local headers it includes,
@@ -474,9 +477,10 @@ class ProgramModel:
         CUDA source or header of the file's folder."""
         if name in self._local_functions:
             return self.parsed_function(self._local_functions[name])
-        for data, tree, by_name in self._headers_functions():
+        for data, tree, by_name, header in self._headers_functions():
             if name in by_name:
-                found = _expanded_function(data, tree, by_name[name], self.env, keep_constants=False, recovered=False)
+                found = _expanded_function(data, tree, by_name[name], self.env, keep_constants=False, recovered=False,
+                                           path=header)
                 if found is not None:
                     return found
         if name in self._kernel_names:
@@ -492,7 +496,7 @@ class ProgramModel:
             if parsed is not None:
                 data, tree, functions = parsed
                 return _expanded_function(data, tree, functions[index], self.env, keep_constants=False,
-                                          recovered=False)
+                                          recovered=False, path=str(version[0]))
         # a kernel calls only device functions: a definition found without `__device__` says it
         # through a macro this file does not see (`#define HD __host__ __device__` under `#ifdef
         # __CUDACC__` in a header of its includer) or is a `constexpr` one
@@ -520,7 +524,7 @@ class ProgramModel:
         version = _sibling_plain_definition(name, self._sibling_cuda_only_versions)  # (`plain_function` read the others)
         parsed = _source_definitions_cached(*version) if version is not None else None
         if parsed is not None:
-            found = _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False)
+            found = _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False, path=str(version[0]))
             return None if found is None or _is_kernel_definition(found) else found
         return None
 
@@ -538,7 +542,8 @@ class ProgramModel:
             data, tree, functions = parsed
             for fn in functions:
                 if fn.qualified_name == suffix or fn.qualified_name.endswith("::" + suffix):
-                    return _expanded_function(data, tree, fn, self.env, keep_constants=False, recovered=False)
+                    return _expanded_function(data, tree, fn, self.env, keep_constants=False, recovered=False,
+                                              path=str(header))
         return None
 
     def plain_function(self, name: str) -> ParsedFunction | None:
@@ -547,7 +552,7 @@ class ProgramModel:
         `declare target` function of another translation unit) in another source of its folder."""
         node = self._plain_definitions.get(name)
         if node is not None:
-            return _expanded_node(self.data, node, self.env, keep_constants=True)
+            return _expanded_node(self.data, node, self.env, keep_constants=True, path=self.kernels.path)
         return self._plain_elsewhere(name)
 
     def _plain_elsewhere(self, name: str) -> ParsedFunction | None:
@@ -555,11 +560,11 @@ class ProgramModel:
         for header in self._header_versions:
             parsed = _source_definitions_cached(*header)
             if parsed is not None and name in parsed[1]:
-                return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False)
+                return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False, path=str(header[0]))
         version = _sibling_plain_definition(name, self._sibling_versions)
         parsed = _source_definitions_cached(*version) if version is not None else None
         if parsed is not None:
-            return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False)
+            return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False, path=str(version[0]))
         return None
 
     def plain_function_names(self) -> list[str]:
@@ -614,11 +619,11 @@ class ProgramModel:
     def device_function_names(self) -> list[str]:
         """Names `device_function` may find, this file's first."""
         names = dict.fromkeys(self._local_functions)
-        for _, _, by_name in self._headers_functions():
+        for _, _, by_name, _ in self._headers_functions():
             names.update(dict.fromkeys(by_name))
         return list(names)
 
-    def _headers_functions(self) -> list[tuple[bytes, Tree, dict[str, CudaFunction]]]:
+    def _headers_functions(self) -> list[tuple[bytes, Tree, dict[str, CudaFunction], str]]:
         if self._header_functions is None:
             self._header_functions = []
             for header in self.headers:
@@ -628,7 +633,7 @@ class ProgramModel:
                     by_name: dict[str, CudaFunction] = {}
                     for fn in functions:
                         by_name.setdefault(fn.name, fn)
-                    self._header_functions.append((data, tree, by_name))
+                    self._header_functions.append((data, tree, by_name, str(header)))
         return self._header_functions
 
     def class_fields(self, class_name: str) -> list[tuple[bytes, list[Node]]]:
@@ -636,7 +641,7 @@ class ProgramModel:
         `class_name`, from this file and its local headers (the class is often declared in a
         header and its methods defined here): (source text, `field_declaration` nodes) per file."""
         if class_name not in self._class_fields:
-            sources = [(self.data, self.tree)] + [(data, tree) for data, tree, _ in self._headers_functions()]
+            sources = [(self.data, self.tree)] + [(data, tree) for data, tree, _, _ in self._headers_functions()]
             found: list[tuple[bytes, list[Node]]] = []
             for data, tree in sources:
                 nodes = _field_declarations(tree.root_node, data, class_name)
@@ -704,7 +709,7 @@ def first_function(node: Node) -> Node | None:
 
 
 def _expanded_function(data: bytes, tree: Tree, fn: CudaFunction, env: ConstEnv, keep_constants: bool,
-                       recovered: bool) -> ParsedFunction | None:
+                       recovered: bool, path: str | None = None) -> ParsedFunction | None:
     text = data[fn.span.start_byte : fn.span.end_byte]
     expanded = expand_macros(text.decode("utf-8", errors="replace"), env,
                              keep_constants=keep_constants).encode("utf-8", errors="replace")
@@ -713,20 +718,21 @@ def _expanded_function(data: bytes, tree: Tree, fn: CudaFunction, env: ConstEnv,
         while node is not None and node.type != "function_definition":
             node = node.parent
         if node is not None:
-            return ParsedFunction(node, data)
+            return ParsedFunction(node, data, path)
     found = first_function(parse(expanded).root_node)
-    return ParsedFunction(found, expanded) if found is not None else None
+    return ParsedFunction(found, expanded, path, fn.span.start.line) if found is not None else None
 
 
-def _expanded_node(data: bytes, node: Node, env: ConstEnv, keep_constants: bool) -> ParsedFunction | None:
+def _expanded_node(data: bytes, node: Node, env: ConstEnv, keep_constants: bool,
+                   path: str | None = None) -> ParsedFunction | None:
     """A function definition with `env`'s macros expanded (itself when none occur)."""
     text = data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
     expanded = expand_macros(text, env, keep_constants=keep_constants)
     if expanded == text:
-        return ParsedFunction(node, data)
+        return ParsedFunction(node, data, path)
     wrapped = expanded.encode("utf-8", errors="replace")
     found = first_function(parse(wrapped).root_node)
-    return ParsedFunction(found, wrapped) if found is not None else None
+    return ParsedFunction(found, wrapped, path, node.start_point[0]) if found is not None else None
 
 
 def _is_kernel_definition(fn: ParsedFunction) -> bool:

@@ -1,0 +1,78 @@
+"""Compiled counts under the source engine's facts: the per-item operations of a kernel as the
+GPU executes them (SASS classes times how often each block runs), where the file was compiled.
+
+The source walk supplies what the compiled code cannot say (trip counts, guards, the launch);
+the compiled code supplies what the source cannot (which instructions index math, loop control,
+a macro, a template or an inlined function become; the precision a mixed expression runs in).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perflsp.analysis.models import OpCounts
+from perflsp.compiled.counts import DynamicCounts, dynamic_counts
+from perflsp.compiled.model import CompiledFunction, CompiledUnit
+from perflsp.compiled.profile import SourceProfile
+from perflsp.hardware.models import Gpu
+
+# what a predicated instruction (`@P0 ...`) is counted as: Nsight counts the threads whose
+# predicate is on; most predicated code is a guard's short arm or a loop's last partial trip
+PREDICATED_SHARE = 1.0
+
+
+def gpu_arch(gpu: Gpu) -> str | None:
+    """The SASS architecture a GPU runs ("sm_86"), None for GPUs nvcc does not target."""
+    cc = gpu.compute_capability
+    if not cc or gpu.vendor != "NVIDIA":
+        return None
+    major, _, minor = cc.partition(".")
+    return f"sm_{major}{minor}" if major.isdigit() and minor.isdigit() else None
+
+
+@dataclass(slots=True)
+class CompiledCounts:
+    function: CompiledFunction
+    dynamic: DynamicCounts
+    arch: str
+    compiler: str
+
+
+def count_compiled(unit: CompiledUnit, fn: CompiledFunction, profile: SourceProfile,
+                   parallel_trips: float | None = None) -> CompiledCounts:
+    dynamic = dynamic_counts(unit, fn, profile, parallel_trips, PREDICATED_SHARE)
+    return CompiledCounts(fn, dynamic, unit.arch, unit.compiler)
+
+
+def compiled_per_item(source: OpCounts, compiled: CompiledCounts, threads: float, work_items: float) -> OpCounts:
+    """The per-item counts with every executed-instruction class taken from the compiled code
+    (per thread, times the launch's threads, over its work items); what only the source knows
+    (shared-memory bytes, loop iterations) is kept."""
+    d = compiled.dynamic
+    scale = threads / work_items if work_items > 0 else 1.0
+    counts = OpCounts(**{k: getattr(source, k) for k in OpCounts.__slots__})
+    counts.fp32 = d.get("fp32") * scale
+    counts.fp64 = d.get("fp64") * scale
+    counts.fp16 = d.get("fp16") * scale
+    counts.int32 = d.get("integer") * scale
+    counts.special = d.get("special") * scale
+    counts.atomics = d.get("atomics") * scale
+    counts.global_loads = d.get("loads") * scale
+    counts.global_stores = d.get("stores") * scale
+    counts.global_load_bytes = d.get("load_bytes") * scale
+    counts.global_store_bytes = d.get("store_bytes") * scale
+    counts.int_address = counts.int_loop = 0.0
+    counts.tensor_fp16 = d.get("tensor_fp16") * scale
+    counts.tensor_tf32 = d.get("tensor_tf32") * scale
+    counts.tensor_bf16 = d.get("tensor_bf16") * scale
+    counts.tensor_fp64 = d.get("tensor_fp64") * scale
+    counts.tensor_int8 = d.get("tensor_int8") * scale
+    counts.tensor_fp16_fp16acc = 0.0
+    return counts
+
+
+def compiled_evidence(compiled: CompiledCounts) -> str:
+    d = compiled.dynamic
+    tied = f", {d.matched} of {d.loops} loops tied to source loops" if d.loops else ""
+    return (f"operations counted in the compiled code ({compiled.compiler}, {compiled.arch}, "
+            f"function {compiled.function.name}{tied})")

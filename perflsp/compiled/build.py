@@ -1,0 +1,310 @@
+"""Compiling a translation unit's device code for one architecture, with line info, and reading
+its SASS: `compile_unit(request, toolchain)` -> `CompiledUnit`.
+
+CUDA: `nvcc -cubin -O3 -lineinfo -arch=sm_XX` then `nvdisasm -c -gi`. OpenMP offload (clang):
+the device pass to LLVM bitcode, linked with the NVPTX OpenMP device runtime and libdevice,
+optimised (`opt -O3`), lowered (`llc`) and assembled (`ptxas -lineinfo`), as the offload driver
+does; the `-S`-then-ptxas shortcut leaves the runtime's calls unresolved.
+
+Only include paths, macros, forced includes and the language standard are taken from a compile
+database: a cloned repository cannot smuggle other options (plug-ins, output paths) into a
+command. Results are cached on disk by (tools, architecture, flags, the file's text) and checked
+against the local headers they read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perflsp.compiled.cfg import build_function
+from perflsp.compiled.model import CompiledUnit
+from perflsp.compiled.sass import parse_sass
+from perflsp.compiled.toolchain import Toolchain, omp_device_library
+
+DEFAULT_TIMEOUT_S = 120.0
+FORMAT_VERSION = 1  # bump when what is cached changes
+_MAX_HEADERS = 300
+_MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
+
+
+_BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
+_CXX17_ONLY: dict[str, bool] = {}  # nvcc -> whether its headers reject standards before C++17
+
+
+class CompileFailure(RuntimeError):
+    """The unit could not be compiled; the message says why in one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompileRequest:
+    source: str  # absolute path of the translation unit
+    language: str  # "cuda" | "omp"
+    arch: str  # "sm_86"
+    include_dirs: tuple[str, ...] = ()
+    defines: tuple[tuple[str, str], ...] = ()
+    forced_includes: tuple[str, ...] = ()
+    std: str | None = None
+    text: bytes | None = field(default=None, compare=False)  # the unit's text when it differs from the file's
+
+    def flags(self) -> list[str]:
+        """Preprocessor flags (`-I`, `-D`, `-include`): only these come from the build."""
+        out: list[str] = []
+        for folder in self.include_dirs:
+            out += ["-I", folder]
+        for name, value in self.defines:
+            if _MACRO_NAME.fullmatch(name):
+                out.append(f"-D{name}={value}")
+        for header in self.forced_includes:
+            out += ["-include", header]
+        return out
+
+
+def cache_key(request: CompileRequest, toolchain: Toolchain, text: bytes) -> str:
+    digest = hashlib.sha256()
+    digest.update(json.dumps([FORMAT_VERSION, toolchain.identity(request.language), request.language, request.arch,
+                              request.source, request.include_dirs, request.defines, request.forced_includes,
+                              request.std]).encode())
+    digest.update(text)
+    return digest.hexdigest()
+
+
+class CompileCache:
+    """Compiled units on disk (one JSON file each) and in memory; an entry whose local headers
+    changed since it was compiled is a miss."""
+
+    def __init__(self, directory: Path | None, memory_entries: int = 64):
+        self.directory = Path(directory) if directory else None
+        self.memory_entries = memory_entries
+        self._memory: dict[str, CompiledUnit] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def _file(self, key: str) -> Path | None:
+        return self.directory / key[:2] / f"{key}.json" if self.directory else None
+
+    def get(self, key: str) -> CompiledUnit | None:
+        unit = self._memory.get(key)
+        if unit is None and (path := self._file(key)) is not None:
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                unit = CompiledUnit.from_json(data["unit"])
+                if data.get("headers") != _header_digests(data.get("header_paths", [])):
+                    unit = None
+            except (OSError, ValueError, KeyError, TypeError):
+                unit = None
+        if unit is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._remember(key, unit)
+        return unit
+
+    def put(self, key: str, unit: CompiledUnit) -> None:
+        self._remember(key, unit)
+        path = self._file(key)
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            headers = unit.dependencies
+            tmp.write_text(json.dumps({"unit": unit.to_json(), "header_paths": headers,
+                                       "headers": _header_digests(headers)}), encoding="utf-8")
+            tmp.replace(path)
+        except OSError:
+            pass  # a read-only or full cache folder: compiling again later is the only cost
+
+    def _remember(self, key: str, unit: CompiledUnit) -> None:
+        self._memory.pop(key, None)
+        self._memory[key] = unit
+        while len(self._memory) > self.memory_entries:
+            del self._memory[next(iter(self._memory))]
+
+
+def _header_digests(paths: Sequence[str]) -> list[str]:
+    out = []
+    for path in paths:
+        try:
+            out.append(hashlib.sha1(Path(path).read_bytes()).hexdigest())
+        except OSError:
+            out.append("")
+    return out
+
+
+def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCache | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> CompiledUnit:
+    """The unit's compiled functions (raises `CompileFailure`)."""
+    missing = toolchain.missing(request.language)
+    if missing:
+        raise CompileFailure(missing)
+    if not re.fullmatch(r"sm_\d+[af]?", request.arch):
+        raise CompileFailure(f"not a GPU architecture: '{request.arch}' (expected e.g. sm_86)")
+    try:
+        text = request.text if request.text is not None else Path(request.source).read_bytes()
+    except OSError as exc:
+        raise CompileFailure(f"cannot read {request.source}: {exc.strerror or exc}") from None
+    key = cache_key(request, toolchain, text)
+    if cache is not None and (hit := cache.get(key)) is not None:
+        return hit
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="perflsp-compile-") as work:
+        source = request.source
+        if request.text is not None:
+            # an unsaved buffer: compiled as a file beside the original, so that its quoted
+            # #includes resolve as they would for the saved file
+            source = _write_beside(request.source, text, work)
+        try:
+            if request.language == "cuda":
+                cubin = _nvcc(request, toolchain, source, work, timeout_s)
+            else:
+                cubin = _clang_offload(request, toolchain, source, work, timeout_s)
+            sass = _run([toolchain.nvdisasm or "nvdisasm", "-c", "-gi", cubin], timeout_s, "nvdisasm")
+        finally:
+            if source != request.source:
+                try:
+                    os.unlink(source)
+                except OSError:
+                    pass
+    functions = {}
+    for fn in parse_sass(sass):
+        compiled = build_function(fn)
+        if source != request.source:
+            compiled.chains = [tuple((request.source if p == source else p, n) for p, n in chain)
+                               for chain in compiled.chains]
+        functions[fn.name] = compiled
+    compiler = Path(toolchain.nvcc if request.language == "cuda" else toolchain.clang or "").name
+    unit = CompiledUnit(request.source, request.arch, compiler, functions,
+                        [str(h) for h in local_headers(Path(request.source), request.include_dirs)],
+                        time.perf_counter() - started)
+    if cache is not None:
+        cache.put(key, unit)
+    return unit
+
+
+def _write_beside(source: str, text: bytes, work: str) -> str:
+    folder = Path(source).parent
+    try:
+        handle, path = tempfile.mkstemp(prefix=".perflsp-", suffix=Path(source).suffix, dir=folder)
+    except OSError:
+        handle, path = tempfile.mkstemp(prefix="unit-", suffix=Path(source).suffix, dir=work)
+    with os.fdopen(handle, "wb") as out:
+        out.write(text)
+    return path
+
+
+def _nvcc(request: CompileRequest, toolchain: Toolchain, source: str, work: str, timeout_s: float) -> str:
+    assert toolchain.nvcc is not None
+    cubin = str(Path(work) / "unit.cubin")
+    base = [toolchain.nvcc, "-cubin", "-O3", "-lineinfo", f"-arch={request.arch}", "-w",
+            "--extended-lambda", "--expt-relaxed-constexpr", *request.flags()]
+    if not source.endswith(".cu"):
+        base += ["-x", "cu"]
+    std = request.std
+    older = bool(std) and std in _BEFORE_CXX17
+    if older and _CXX17_ONLY.get(toolchain.nvcc):
+        std = "c++17"  # this nvcc's own headers (CCCL 3) need C++17: the older standard fails
+    attempts = [std, "c++17"] if older and std != "c++17" else [std]
+    failure = ""
+    for attempt in attempts:
+        command = [*base, *([f"-std={attempt}"] if attempt else []), source, "-o", cubin]
+        try:
+            _run(command, timeout_s, "nvcc")
+            if attempt == "c++17" and older:
+                _CXX17_ONLY[toolchain.nvcc] = True
+            return cubin
+        except CompileFailure as exc:
+            failure = str(exc)
+            if "C++17" not in failure and "c++17" not in failure:
+                break
+    raise CompileFailure(failure)
+
+
+def _clang_offload(request: CompileRequest, toolchain: Toolchain, source: str, work: str, timeout_s: float) -> str:
+    assert toolchain.clang and toolchain.llvm_link and toolchain.opt and toolchain.llc and toolchain.ptxas
+    assert toolchain.omp_device_dir
+    runtime = omp_device_library(toolchain.omp_device_dir, request.arch)
+    if runtime is None:
+        raise CompileFailure(f"no OpenMP device runtime for {request.arch} in {toolchain.omp_device_dir}")
+    w = Path(work)
+    device = [toolchain.clang, "-O3", "-fopenmp", "-fopenmp-targets=nvptx64-nvidia-cuda", f"--offload-arch={request.arch}",
+              "--offload-device-only", "-emit-llvm", "-c", "-gline-tables-only", "-w", *request.flags()]
+    device.append("-nocudalib")  # libdevice is linked below, whatever CUDA version clang knows
+    if Path(source).suffix == ".c":
+        device += ["-x", "c"]  # (a C++ standard is refused for C)
+    elif request.std:
+        device.append(f"-std={request.std}")
+    _run([*device, source, "-o", str(w / "device.bc")], timeout_s, "clang")
+    libraries = [runtime] + ([toolchain.libdevice] if toolchain.libdevice else [])
+    _run([toolchain.llvm_link, "--only-needed", "--internalize", str(w / "device.bc"), *libraries,
+          "-o", str(w / "linked.bc")], timeout_s, "llvm-link")
+    # the runtime's configuration flags, which the offload driver defines from the host pass
+    # (debugging off, no assumptions): left undefined, none of the runtime's checks fold away
+    (w / "flags.ll").write_text(_RUNTIME_FLAGS, encoding="utf-8")
+    _run([toolchain.llvm_link, str(w / "linked.bc"), str(w / "flags.ll"), "-o", str(w / "configured.bc")],
+         timeout_s, "llvm-link")
+    _run([toolchain.opt, "-O3", str(w / "configured.bc"), "-o", str(w / "opt.bc")], timeout_s, "opt")
+    _run([toolchain.llc, "-O3", f"-mcpu={request.arch}", str(w / "opt.bc"), "-o", str(w / "unit.ptx")], timeout_s, "llc")
+    _run([toolchain.ptxas, "-O3", "-lineinfo", f"-arch={request.arch}", str(w / "unit.ptx"), "-o", str(w / "unit.cubin")],
+         timeout_s, "ptxas")
+    return str(w / "unit.cubin")
+
+
+def _run(command: Sequence[str], timeout_s: float, tool: str) -> str:
+    try:
+        done = subprocess.run(list(command), capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise CompileFailure(f"{tool} took longer than {timeout_s:g} s") from None
+    except OSError as exc:
+        raise CompileFailure(f"cannot run {tool}: {exc.strerror or exc}") from None
+    if done.returncode != 0:
+        output = (done.stderr or done.stdout).decode("utf-8", errors="replace")
+        lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+        errors = [ln for ln in lines if "error" in ln.lower() or "fatal" in ln.lower()]
+        detail = "; ".join((errors or lines)[:3]) or f"exit status {done.returncode}"
+        raise CompileFailure(f"{tool} failed: {detail[:600]}")
+    return done.stdout.decode("utf-8", errors="replace")
+
+
+_RUNTIME_FLAGS = """target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+target triple = "nvptx64-nvidia-cuda"
+@__omp_rtl_debug_kind = weak_odr hidden constant i32 0
+@__omp_rtl_assume_teams_oversubscription = weak_odr hidden constant i32 0
+@__omp_rtl_assume_threads_oversubscription = weak_odr hidden constant i32 0
+@__omp_rtl_assume_no_thread_state = weak_odr hidden constant i32 0
+@__omp_rtl_assume_no_nested_parallelism = weak_odr hidden constant i32 0
+"""
+
+_INCLUDE = re.compile(rb'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def local_headers(source: Path, include_dirs: Sequence[str] = ()) -> list[Path]:
+    """Quoted #includes found beside the including file or on the include paths, transitively
+    (what a cached unit is checked against)."""
+    dirs = [Path(d) for d in include_dirs]
+    seen: list[Path] = []
+    queue = [source]
+    resolved_source = source.resolve()
+    while queue and len(seen) < _MAX_HEADERS:
+        current = queue.pop()
+        try:
+            text = current.read_bytes()
+        except OSError:
+            continue
+        for name in _INCLUDE.findall(text):
+            for folder in (current.parent, *dirs):
+                candidate = (folder / name.decode(errors="replace")).resolve()
+                if candidate.is_file():
+                    if candidate not in seen and candidate != resolved_source:
+                        seen.append(candidate)
+                        queue.append(candidate)
+                    break
+    return sorted(seen)

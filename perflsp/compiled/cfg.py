@@ -1,0 +1,229 @@
+"""A SASS function's control-flow graph: basic blocks, their counts per source position, natural
+loops (back edges to a dominating header), their nesting, the branches that close them and the
+registers they step by a constant (how far one trip of an unrolled loop advances)."""
+
+from __future__ import annotations
+
+import re
+
+from perflsp.compiled.isa import classify
+from perflsp.compiled.model import CLASSES, INDEX, ZERO, Block, CompiledFunction, LineCounts, Loop, Step, Vector, add
+from perflsp.compiled.sass import Instruction, Location, SassFunction, branch_target
+
+_ENDS_BLOCK = frozenset({"BRA", "BRX", "JMP", "JMX", "EXIT", "RET", "BREAK", "KILL"})
+_STEP = re.compile(r"^(U?R\d+),\s*(?:U?P\d+,\s*)?(U?R\d+),\s*(-?0x[0-9a-f]+|-?\d+)\b")
+_STEP_OPCODES = frozenset({"IADD3", "IADD", "IADD32I", "VIADD", "UIADD3"})
+
+
+def build_function(fn: SassFunction) -> CompiledFunction:
+    instructions = fn.instructions
+    chains: list[tuple[Location, ...]] = []
+    chain_index: dict[tuple[Location, ...], int] = {}
+
+    def chain_id(chain: tuple[Location, ...]) -> int:
+        if chain not in chain_index:
+            chain_index[chain] = len(chains)
+            chains.append(chain)
+        return chain_index[chain]
+
+    if not instructions:
+        return CompiledFunction(fn.name, fn.is_entry, fn.registers, chains, [], [])
+    starts, successors = _blocks(instructions)
+    reachable = _reachable(successors)
+    # renumber the reachable blocks (dead code such as the trailing `BRA` to itself goes)
+    order = [b for b in range(len(starts)) if b in reachable]
+    renumber = {old: new for new, old in enumerate(order)}
+    blocks: list[Block] = []
+    bounds = [*starts, len(instructions)]
+    for old in order:
+        lines: dict[int, tuple[Vector, Vector]] = {}
+        calls: list[str] = []
+        indirect = 0
+        for ins in instructions[bounds[old]:bounds[old + 1]]:
+            if ins.base == "CALL":
+                target = branch_target(ins)
+                if target and target.startswith((".L_", "$")):
+                    pass  # a branch within the function (see `_local_call`)
+                elif target and not ins.operands.startswith(("R", "UR")):
+                    calls.append(target)
+                else:
+                    indirect += 1
+            cid = chain_id(ins.chain)
+            counts, predicated = lines.get(cid, (ZERO, ZERO))
+            vector = _vector(ins)
+            counts = add(counts, vector)
+            if ins.predicated:
+                predicated = add(predicated, vector)
+            lines[cid] = (counts, predicated)
+        blocks.append(Block(instructions[bounds[old]].offset, [LineCounts(c, v, p) for c, (v, p) in lines.items()],
+                            [renumber[s] for s in successors[old] if s in renumber], None, calls, indirect))
+    loops = _loops(blocks, instructions, bounds, order, chain_id)
+    return CompiledFunction(fn.name, fn.is_entry, fn.registers, chains, blocks, loops)
+
+
+def _vector(ins: Instruction) -> Vector:
+    cost = classify(ins)
+    values = [0.0] * len(CLASSES)
+    for name in ("fp32", "fp64", "fp16", "integer", "special", "conversion", "load_bytes", "store_bytes", "loads",
+                 "stores", "atomics", "shared", "local", "uniform", "instructions"):
+        values[INDEX[name]] = getattr(cost, name)
+    if cost.tensor and cost.tensor_kind:
+        values[INDEX["tensor_" + cost.tensor_kind]] = cost.tensor
+    return tuple(values)
+
+
+def _blocks(instructions: list[Instruction]) -> tuple[list[int], list[list[int]]]:
+    """Block start indices and each block's successors (as block numbers)."""
+    by_label = {label: i for i, ins in enumerate(instructions) for label in ins.labels}
+    leaders = {0}
+    for i, ins in enumerate(instructions):
+        if ins.base in _ENDS_BLOCK or _local_call(ins, by_label):
+            if i + 1 < len(instructions):
+                leaders.add(i + 1)
+            target = branch_target(ins)
+            if target in by_label:
+                leaders.add(by_label[target])
+        if ins.labels and i:
+            leaders.add(i)
+    starts = sorted(leaders)
+    block_of = {start: b for b, start in enumerate(starts)}
+    successors: list[list[int]] = []
+    for b, start in enumerate(starts):
+        end = starts[b + 1] if b + 1 < len(starts) else len(instructions)
+        last = instructions[end - 1]
+        following = [b + 1] if b + 1 < len(starts) else []
+        succ: list[int]
+        if last.base in ("BRA", "JMP") or _local_call(last, by_label):
+            target = branch_target(last)
+            taken = [block_of[by_label[target]]] if target in by_label else []
+            succ = taken + following if last.predicated else (taken or following)
+        elif last.base in ("EXIT", "RET", "KILL"):
+            succ = following if last.predicated else []
+        else:  # fall through (BRX/JMX: targets not known, the next block stands for them)
+            succ = following
+        successors.append(list(dict.fromkeys(succ)))
+    return starts, successors
+
+
+def _local_call(ins: Instruction, by_label: dict[str, int]) -> bool:
+    """`@P0 CALL.REL.NOINC `(.L_x_57)``: ptxas leaves a loop through a call to a label of the
+    function, which never returns: a branch."""
+    return ins.base == "CALL" and branch_target(ins) in by_label
+
+
+def _reachable(successors: list[list[int]]) -> set[int]:
+    seen = {0}
+    stack = [0]
+    while stack:
+        for s in successors[stack.pop()]:
+            if s not in seen:
+                seen.add(s)
+                stack.append(s)
+    return seen
+
+
+def _dominators(blocks: list[Block]) -> list[set[int]]:
+    n = len(blocks)
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for b, block in enumerate(blocks):
+        for s in block.successors:
+            preds[s].append(b)
+    order = _reverse_postorder(blocks)
+    everything = set(range(n))
+    dom = [everything.copy() for _ in range(n)]
+    dom[0] = {0}
+    changed = True
+    while changed:
+        changed = False
+        for b in order:
+            if b == 0:
+                continue
+            incoming = [dom[p] for p in preds[b]]
+            new = set.intersection(*incoming) | {b} if incoming else {b}
+            if new != dom[b]:
+                dom[b] = new
+                changed = True
+    return dom
+
+
+def _reverse_postorder(blocks: list[Block]) -> list[int]:
+    seen: set[int] = set()
+    post: list[int] = []
+    stack: list[tuple[int, int]] = [(0, 0)]
+    seen.add(0)
+    while stack:
+        b, i = stack.pop()
+        succ = blocks[b].successors
+        if i < len(succ):
+            stack.append((b, i + 1))
+            s = succ[i]
+            if s not in seen:
+                seen.add(s)
+                stack.append((s, 0))
+        else:
+            post.append(b)
+    return post[::-1]
+
+
+def _loops(blocks: list[Block], instructions: list[Instruction], bounds: list[int], order: list[int],
+           chain_id) -> list[Loop]:  # type: ignore[no-untyped-def]
+    dom = _dominators(blocks)
+    preds: list[list[int]] = [[] for _ in blocks]
+    for b, block in enumerate(blocks):
+        for s in block.successors:
+            preds[s].append(b)
+    bodies: dict[int, set[int]] = {}
+    latches: dict[int, list[int]] = {}
+    for b, block in enumerate(blocks):
+        for h in block.successors:
+            if h in dom[b]:  # a back edge b -> h
+                body = bodies.setdefault(h, {h})
+                latches.setdefault(h, []).append(b)
+                stack = [b]
+                while stack:
+                    x = stack.pop()
+                    if x not in body:
+                        body.add(x)
+                        stack.extend(preds[x])
+    headers = sorted(bodies, key=lambda h: len(bodies[h]), reverse=True)  # outer loops first
+    loops: list[Loop] = []
+    index_of: dict[int, int] = {}
+    for h in headers:
+        body = bodies[h]
+        parent = None
+        for other in reversed(loops):  # the smallest enclosing loop seen so far
+            if body < set(other.blocks) and (parent is None or len(other.blocks) < len(loops[parent].blocks)):
+                parent = index_of[other.header]
+        index_of[h] = len(loops)
+        loops.append(Loop(h, sorted(body), parent, [], []))
+    # innermost loop of each block: the smallest body holding it
+    for i, loop in sorted(enumerate(loops), key=lambda item: len(item[1].blocks), reverse=True):
+        for b in loop.blocks:
+            blocks[b].loop = i
+    for i, loop in enumerate(loops):
+        own = [b for b in loop.blocks if blocks[b].loop == i]
+        total = ZERO
+        for b in own:
+            for lc in blocks[b].lines:
+                total = add(total, lc.counts)
+        loop.own_counts = total
+        for latch in latches[loop.header]:
+            last = instructions[bounds[order[latch] + 1] - 1]
+            loop.latch_chains.append(chain_id(last.chain))
+        for b in own:
+            for ins in instructions[bounds[order[b]]:bounds[order[b] + 1]]:
+                step = _constant_step(ins)
+                if step:
+                    loop.steps.append(Step(step, chain_id(ins.chain)))
+    return loops
+
+
+def _constant_step(ins: Instruction) -> int | None:
+    """|c| for `IADD3 Rx, Rx, c, RZ` (a register stepped by a constant), else None."""
+    if ins.base not in _STEP_OPCODES or ins.predicated:
+        return None
+    m = _STEP.match(ins.operands)
+    if not m or m.group(1) != m.group(2):
+        return None
+    value = int(m.group(3), 0)
+    return abs(value) or None

@@ -1,0 +1,268 @@
+"""Dynamic counts: each block's compiled counts times how often a thread runs it.
+
+How often comes from the source engine (`perflsp.compiled.profile`): a loop of the compiled code
+is tied to the source loop whose header its closing branch (or counter step) sits on, and runs
+that loop's trip count divided by how many source iterations one of its trips does (the
+unrolling, read from how far its counter steps). A source loop the compiler unrolled completely
+is no loop in the compiled code: its copies run as often as the code around them. Each
+instruction is weighted by its statement's guard weight (the share of threads its branches let
+through); predicated instructions by `predicated_share`. Direct calls add the callee's counts.
+
+The result is per thread; times the threads of the launch it is what Nsight Compute counts
+(`..._pred_on` metrics), up to the branch and trip-count estimates it rests on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from perflsp.compiled.model import INDEX, ZERO, CompiledFunction, CompiledUnit, Vector, add
+from perflsp.compiled.profile import LineTable, SourceProfile, same_file
+from perflsp.compiled.sass import Location
+
+MAX_CALL_DEPTH = 4
+UNMATCHED_LOOP_TRIPS = 1.0  # a compiled loop no source loop explains (library code): once per entry
+
+
+@dataclass(slots=True)
+class DynamicCounts:
+    per_thread: Vector
+    loops: int = 0  # compiled loops of the kernel
+    matched: int = 0  # ... tied to a source loop
+    notes: list[str] = field(default_factory=list)
+
+    def get(self, name: str) -> float:
+        return self.per_thread[INDEX[name]]
+
+
+@dataclass(slots=True)
+class _LoopTie:
+    source: int | None  # the SourceLoop index
+    unroll: float = 1.0
+    trips: float = UNMATCHED_LOOP_TRIPS  # per entry of the compiled loop
+
+
+def dynamic_counts(unit: CompiledUnit, fn: CompiledFunction, profile: SourceProfile, parallel_trips: float | None = None,
+                   predicated_share: float = 1.0) -> DynamicCounts:
+    """Counts per thread of `fn` (a kernel of `unit`); `parallel_trips`: the iterations of the
+    OpenMP worksharing loop one thread runs."""
+    table = profile.lines()
+    return _Counter(unit, table, profile, parallel_trips, predicated_share).count(fn, 0)
+
+
+class _Counter:
+    def __init__(self, unit: CompiledUnit, table: LineTable, profile: SourceProfile, parallel_trips: float | None,
+                 predicated_share: float):
+        self.unit = unit
+        self.table = table
+        self.profile = profile
+        self.parallel_trips = parallel_trips
+        self.predicated_share = predicated_share
+        self._weights: dict[tuple[Location, ...], float] = {}
+        self._callees: dict[str, Vector] = {}
+
+    def count(self, fn: CompiledFunction, depth: int) -> DynamicCounts:
+        ties = self._tie_loops(fn)
+        loop_trips: list[float] = []
+        for i, loop in enumerate(fn.loops):
+            trips = ties[i].trips
+            if loop.parent is not None:
+                trips *= loop_trips[loop.parent]
+            loop_trips.append(trips)
+        tied_loops = self._tied_by_source(fn, ties)
+        total = ZERO
+        for block_index, block in enumerate(fn.blocks):
+            frequency = loop_trips[block.loop] if block.loop is not None else 1.0
+            if frequency <= 0:
+                continue
+            enclosing = self._enclosing(fn, block.loop)
+            for lc in block.lines:
+                chain = fn.chains[lc.chain]
+                if self._peeled(chain, enclosing, tied_loops):
+                    continue
+                weight = self.weight(chain) * frequency
+                if weight <= 0:
+                    continue
+                total = add(total, lc.counts, weight)
+                if self.predicated_share != 1.0:
+                    total = add(total, lc.predicated, weight * (self.predicated_share - 1.0))
+            if depth < MAX_CALL_DEPTH:
+                for callee in block.calls:
+                    counts = self._callee_counts(callee, depth)
+                    if counts is not None:
+                        weight = frequency * (self.weight(fn.chains[block.lines[-1].chain]) if block.lines else 1.0)
+                        total = add(total, counts, weight)
+        matched = sum(1 for t in ties if t.source is not None)
+        notes = []
+        if matched < len(fn.loops):
+            notes.append(f"{len(fn.loops) - matched} of {len(fn.loops)} compiled loops not tied to a source loop: "
+                         "counted once per entry")
+        return DynamicCounts(total, len(fn.loops), matched, notes)
+
+    @staticmethod
+    def _tied_by_source(fn: CompiledFunction, ties: list[_LoopTie]) -> dict[int, set[int]]:
+        """Source loop -> the compiled loops tied to it."""
+        found: dict[int, set[int]] = {}
+        for i, tie in enumerate(ties):
+            if tie.source is not None and tie.source >= 0:
+                found.setdefault(tie.source, set()).add(i)
+        return found
+
+    @staticmethod
+    def _enclosing(fn: CompiledFunction, loop: int | None) -> set[int]:
+        out: set[int] = set()
+        while loop is not None:
+            out.add(loop)
+            loop = fn.loops[loop].parent
+        return out
+
+    def _peeled(self, chain: tuple[Location, ...], enclosing: set[int], tied: dict[int, set[int]]) -> bool:
+        """Code of a source loop's body outside every compiled loop tied to that loop: a copy
+        unrolling peeled off (its iterations are the main loop's, counted there)."""
+        if not chain or not tied:
+            return False
+        path, line = chain[0]
+        for source in self.table.loops_around(chain[0]):
+            if source not in tied:
+                continue
+            lp = self.profile.loops[source]
+            in_body = line > lp.body or (line == lp.body and lp.body != lp.first)
+            if in_body and not (tied[source] & enclosing) and same_file(path, lp.path):
+                return True
+        return False
+
+    def _callee_counts(self, name: str, depth: int) -> Vector | None:
+        if name not in self._callees:
+            callee = self.unit.functions.get(name)
+            self._callees[name] = self.count(callee, depth + 1).per_thread if callee is not None else ZERO
+        return self._callees[name]
+
+    # -- guard weights ------------------------------------------------------------------------
+
+    def weight(self, chain: tuple[Location, ...]) -> float:
+        """Share of a thread's passes (per trip of its loops) that run code from `chain`."""
+        found = self._weights.get(chain)
+        if found is None:
+            found = self._weight(chain)
+            self._weights[chain] = found
+        return found
+
+    def _weight(self, chain: tuple[Location, ...]) -> float:
+        for depth, location in enumerate(chain):
+            statements = self.table.statements_at(location)
+            if not statements:
+                continue
+            callsites = chain[depth + 1:]
+            exact = [s for s in statements if _same_chain(s.callsites, callsites)]
+            chosen = exact or statements
+            return max(s.weight for s in chosen)
+        return 1.0
+
+    # -- loops ---------------------------------------------------------------------------------
+
+    def _tie_loops(self, fn: CompiledFunction) -> list[_LoopTie]:
+        ties = [_LoopTie(None) for _ in fn.loops]
+        claimed: dict[int, set[int]] = {}  # compiled loop -> source loops it or its nested loops hold
+        depth = {}
+        for i, loop in enumerate(fn.loops):
+            depth[i] = 0 if loop.parent is None else depth[loop.parent] + 1
+        # innermost first: a source loop belongs to the innermost compiled loop that closes on its header
+        for i in sorted(range(len(fn.loops)), key=lambda k: depth[k], reverse=True):
+            loop = fn.loops[i]
+            below = set().union(*(claimed.get(j, set()) for j, other in enumerate(fn.loops) if other.parent == i))
+            candidates = self._candidates(fn, i)
+            free = [c for c in candidates if c not in below]
+            if free:
+                ties[i] = _LoopTie(free[0])
+                claimed[i] = below | {free[0]}
+            else:
+                claimed[i] = below
+                if candidates:  # only loops of nested compiled loops: a wrapper around them (runs once)
+                    ties[i] = _LoopTie(None, 1.0, 1.0)
+                    ties[i].source = -1
+        for i, tie in enumerate(ties):
+            if tie.source is not None and tie.source >= 0:
+                tie.unroll = self._unroll(fn, i, tie.source)
+        # trips: the most unrolled compiled loop of a source loop runs its trips; the others (the
+        # remainder loops unrolling leaves) the few that are left over
+        groups: dict[tuple[int, int | None], list[int]] = {}
+        for i, tie in enumerate(ties):
+            if tie.source is not None and tie.source >= 0:
+                groups.setdefault((tie.source, fn.loops[i].parent), []).append(i)
+        for (source, _), members in groups.items():
+            # the main loop (the most unrolled) does all of the source loop's trips at its cost
+            # per source iteration; the remainder loops and peeled copies unrolling leaves do the
+            # few left over at about the same cost: they are not counted (see `_peeled`)
+            trip = self._trip(source)
+            top = max(ties[m].unroll for m in members)
+            tops = [m for m in members if ties[m].unroll == top]
+            for m in members:
+                tie = ties[m]
+                tie.trips = trip / tie.unroll / len(tops) if tie.unroll == top else 0.0
+        for tie in ties:
+            if tie.source == -1:
+                tie.source = None
+                tie.trips = 1.0
+        return ties
+
+    def _trip(self, source: int) -> float:
+        loop = self.profile.loops[source]
+        if loop.parallel:
+            return self.parallel_trips if self.parallel_trips is not None else 1.0
+        return max(0.0, loop.trip)
+
+    def _candidates(self, fn: CompiledFunction, index: int) -> list[int]:
+        """Source loops a compiled loop may be, innermost first: those whose header its closing
+        branches (or its counter steps) sit on, else the one around most of its own code."""
+        loop = fn.loops[index]
+        found: list[int] = []
+        chains = [fn.chains[c] for c in loop.latch_chains] + [fn.chains[s.chain] for s in loop.steps]
+        for chain in chains:
+            for depth, location in enumerate(chain):
+                at = self.table.loops_at(location)
+                if at:
+                    exact = [i for i in at if _same_chain(self.profile.loops[i].callsites, chain[depth + 1:])]
+                    for i in exact or at:
+                        if i not in found:
+                            found.append(i)
+                    break
+        if found:
+            return sorted(found, key=lambda i: self.profile.loops[i].depth, reverse=True)
+        # the code of the loop's own blocks: the outermost source loop around at least half of it
+        votes: dict[int, float] = {}
+        total = 0.0
+        for b in loop.blocks:
+            block = fn.blocks[b]
+            if block.loop != index:
+                continue
+            for lc in block.lines:
+                chain = fn.chains[lc.chain]
+                size = lc.counts[INDEX["instructions"]]
+                total += size
+                for location in chain[:1]:
+                    for i in self.table.loops_around(location):
+                        votes[i] = votes.get(i, 0.0) + size
+        held = [i for i, v in votes.items() if total and v >= total / 2]
+        return sorted(held, key=lambda i: self.profile.loops[i].depth)[:1]
+
+    def _unroll(self, fn: CompiledFunction, index: int, source: int) -> float:
+        """How many source iterations one trip of the compiled loop does: the smallest constant
+        its counters step by (on the source loop's header, where there is one) over the source
+        step."""
+        lp = self.profile.loops[source]
+        if lp.parallel or lp.step is None or lp.step == 0:
+            return 1.0
+        loop = fn.loops[index]
+        steps = [s.amount for s in loop.steps if any(
+            self.table.loops_at(loc) and source in self.table.loops_at(loc) for loc in fn.chains[s.chain][:1])]
+        if not steps:
+            return 1.0
+        amount = min(steps)
+        step = abs(lp.step)
+        if step < 1 or amount % step:
+            return 1.0
+        return max(1.0, amount / step)
+
+
+def _same_chain(a: tuple[Location, ...], b: tuple[Location, ...]) -> bool:
+    return len(a) == len(b) and all(x[1] == y[1] and same_file(x[0], y[0]) for x, y in zip(a, b))

@@ -1,0 +1,133 @@
+"""The compiled facts of a translation unit: per function, basic blocks with what their
+instructions count for (per source position), the loops of the control-flow graph, and calls.
+
+Counts are kept per block and per source position (an instruction's inline chain), so that
+the analysis can weight each by how often that code runs (`perflsp.compiled.counts`). The model
+is plain data: it is cached as JSON and built without any source knowledge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from perflsp.compiled.sass import Location
+
+# the classes a block's counts carry, in this order (see perflsp.compiled.isa.Cost)
+CLASSES = ("fp32", "fp64", "fp16", "tensor_fp16", "tensor_tf32", "tensor_bf16", "tensor_fp64", "tensor_int8",
+           "integer", "special", "conversion", "load_bytes", "store_bytes", "loads", "stores", "atomics",
+           "shared", "local", "uniform", "instructions")
+INDEX = {name: i for i, name in enumerate(CLASSES)}
+Vector = tuple[float, ...]
+ZERO: Vector = (0.0,) * len(CLASSES)
+
+
+def add(a: Vector, b: Vector, scale: float = 1.0) -> Vector:
+    return tuple(x + y * scale for x, y in zip(a, b))
+
+
+@dataclass(slots=True)
+class LineCounts:
+    """The instructions of one block that come from one source position."""
+
+    chain: int  # index into CompiledFunction.chains
+    counts: Vector  # every instruction, as if its predicate were on
+    predicated: Vector  # the part of `counts` from predicated instructions (`@P0 ...`)
+
+
+@dataclass(slots=True)
+class Block:
+    start: int  # offset of the first instruction
+    lines: list[LineCounts]
+    successors: list[int]  # block indices
+    loop: int | None = None  # innermost loop holding the block
+    calls: list[str] = field(default_factory=list)  # functions called (direct calls), in order
+    indirect_calls: int = 0
+
+
+@dataclass(slots=True)
+class Step:
+    """A register the loop adds a constant to each trip (`IADD3 R7, R7, 0x10, RZ`)."""
+
+    amount: int
+    chain: int
+
+
+@dataclass(slots=True)
+class Loop:
+    header: int  # block index
+    blocks: list[int]  # every block of the loop, nested loops' included
+    parent: int | None
+    latch_chains: list[int]  # source positions of the branches that close the loop
+    steps: list[Step]
+    own_counts: Vector = ZERO  # what one trip executes outside nested loops (all positions)
+
+
+@dataclass(slots=True)
+class CompiledFunction:
+    name: str  # mangled symbol
+    is_entry: bool
+    registers: int | None
+    chains: list[tuple[Location, ...]]
+    blocks: list[Block]
+    loops: list[Loop]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "entry": self.is_entry, "registers": self.registers,
+            "chains": [[list(loc) for loc in chain] for chain in self.chains],
+            "blocks": [[b.start, [[lc.chain, list(lc.counts), list(lc.predicated)] for lc in b.lines], b.successors,
+                        b.loop, b.calls, b.indirect_calls] for b in self.blocks],
+            "loops": [[lp.header, lp.blocks, lp.parent, lp.latch_chains, [[s.amount, s.chain] for s in lp.steps],
+                       list(lp.own_counts)] for lp in self.loops],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CompiledFunction:
+        chains = [tuple((str(p), int(n)) for p, n in chain) for chain in data["chains"]]
+        blocks = [Block(start, [LineCounts(c, tuple(v), tuple(pv)) for c, v, pv in lines], succ, loop, calls, ind)
+                  for start, lines, succ, loop, calls, ind in data["blocks"]]
+        loops = [Loop(h, bl, parent, latches, [Step(a, c) for a, c in steps], tuple(own))
+                 for h, bl, parent, latches, steps, own in data["loops"]]
+        return cls(data["name"], bool(data["entry"]), data["registers"], chains, blocks, loops)
+
+
+@dataclass(slots=True)
+class CompiledUnit:
+    """One translation unit compiled for one architecture."""
+
+    source: str  # the file compiled (absolute)
+    arch: str  # "sm_86"
+    compiler: str  # "nvcc 13.0.88", "clang 16.0.6"
+    functions: dict[str, CompiledFunction]
+    dependencies: list[str] = field(default_factory=list)  # files the unit read (for cache checks)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "arch": self.arch, "compiler": self.compiler, "seconds": self.seconds,
+                "dependencies": self.dependencies,
+                "functions": [fn.to_json() for fn in self.functions.values()]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CompiledUnit:
+        functions = [CompiledFunction.from_json(f) for f in data["functions"]]
+        return cls(data["source"], data["arch"], data["compiler"], {f.name: f for f in functions},
+                   list(data.get("dependencies", [])), float(data.get("seconds", 0.0)))
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledSource:
+    """What compiling a file gave, per architecture: its unit, or why there is none (said once
+    per file). Held by the analysis options of that file."""
+
+    units: dict[str, CompiledUnit] = field(default_factory=dict)  # "sm_86" -> unit
+    failures: dict[str, str] = field(default_factory=dict)  # "sm_86" -> why nothing was compiled
+
+    def unit(self, arch: str | None) -> CompiledUnit | None:
+        return self.units.get(arch) if arch else None
+
+    def failure(self, arch: str | None) -> str | None:
+        return self.failures.get(arch) if arch else None
+
+    def __repr__(self) -> str:  # part of analysis keys: what was compiled, not the whole model
+        return f"CompiledSource({sorted((a, u.source, id(u)) for a, u in self.units.items())}, {sorted(self.failures)})"

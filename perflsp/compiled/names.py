@@ -1,0 +1,148 @@
+"""Which compiled function a source kernel or OpenMP region is.
+
+CUDA kernels are entry functions whose demangled name ends in the kernel's name (several for a
+template: its instantiations; the one whose template arguments match the launch is chosen).
+OpenMP regions are entries named `__omp_offloading_<device>_<inode>_<function>_l<line>`, the
+line of their `#pragma omp target` directive and the device and inode of its file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from functools import lru_cache
+
+from perflsp.compiled.model import CompiledFunction, CompiledUnit
+
+_OFFLOAD = re.compile(r"^__omp_offloading_([0-9a-f]+)_([0-9a-f]+)_(.+)_l(\d+)$")
+
+
+@lru_cache(maxsize=4096)
+def demangled(symbol: str) -> str:
+    """The demangled signature (`void ns::k<float, 256>(float*, int)`), or the symbol itself."""
+    try:
+        import itanium_demangler
+
+        node = itanium_demangler.parse(symbol)
+    except Exception:  # noqa: BLE001 - an unusual mangling is read as written
+        return symbol
+    if node is None:
+        return symbol
+    text = str(node)
+    return re.sub(r"\((?:int|unsigned int|long|unsigned long|bool|char)\)(-?\d+)", r"\1", text)
+
+
+def _split(signature: str) -> tuple[str, str, int | None]:
+    """(qualified name without template arguments, template arguments, parameter count)."""
+    text = signature
+    params: int | None = None
+    if text.endswith(")"):
+        depth = 0
+        for i in range(len(text) - 1, -1, -1):
+            depth += text[i] == ")"
+            depth -= text[i] == "("
+            if depth == 0:
+                inner = text[i + 1:-1].strip()
+                params = 0 if not inner or inner == "void" else _count_top_level(inner)
+                text = text[:i]
+                break
+    templates = ""
+    if text.endswith(">"):
+        depth = 0
+        for i in range(len(text) - 1, -1, -1):
+            depth += text[i] == ">"
+            depth -= text[i] == "<"
+            if depth == 0:
+                templates = text[i + 1:-1]
+                text = text[:i]
+                break
+    return text.rsplit(" ", 1)[-1].strip(), templates.replace(" ", ""), params
+
+
+def _count_top_level(params: str) -> int:
+    depth = 0
+    count = 1
+    for ch in params:
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            count += 1
+    return count
+
+
+def template_arguments(text: str) -> list[str]:
+    """`float,256,Op<int,2>` -> ["float", "256", "Op<int,2>"]."""
+    out: list[str] = []
+    depth = 0
+    current = ""
+    for ch in text:
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(current)
+            current = ""
+        else:
+            current += ch
+    if current:
+        out.append(current)
+    return out
+
+
+def cuda_kernel(unit: CompiledUnit, name: str, params: int | None = None,
+                prefer: Callable[[list[str]], float] | None = None) -> CompiledFunction | None:
+    """The entry function of the kernel `name` (simple or qualified), preferring the parameter
+    count `params`, then the instantiation whose template arguments `prefer` scores highest."""
+    simple = name.split("::")[-1]
+    candidates: list[tuple[CompiledFunction, str, int | None]] = []
+    for fn in unit.functions.values():
+        if not fn.is_entry or fn.name.startswith("__omp_offloading_"):
+            continue
+        qualified, templates, count = _split(demangled(fn.name))
+        if qualified.split("::")[-1] != simple and fn.name != simple:
+            continue
+        if "::" in name and not qualified.endswith(name):
+            continue
+        candidates.append((fn, templates, count))
+    if not candidates:
+        return None
+    if params is not None and any(c[2] == params for c in candidates):
+        candidates = [c for c in candidates if c[2] == params]
+    if prefer is not None and len(candidates) > 1:
+        return max(candidates, key=lambda c: prefer(template_arguments(c[1])))[0]
+    return candidates[0][0]
+
+
+def omp_region(unit: CompiledUnit, path: str | None, line: int,
+               prefer: Callable[[list[str]], float] | None = None) -> CompiledFunction | None:
+    """The offload entry of the region whose directive is on `line` (1-based) of `path`; of
+    several (the instantiations of a template function), the one whose template arguments
+    `prefer` scores highest."""
+    wanted = _file_id(path) if path else None
+    exact: list[CompiledFunction] = []
+    by_line: list[CompiledFunction] = []
+    for fn in unit.functions.values():
+        m = _OFFLOAD.match(fn.name)
+        if m is None or int(m.group(4)) != line:
+            continue
+        by_line.append(fn)
+        if wanted is not None and (int(m.group(1), 16), int(m.group(2), 16)) == wanted:
+            exact.append(fn)
+    found = exact or by_line  # (an unsaved buffer is compiled from a copy: its inode differs)
+    if not found:
+        return None
+    if prefer is not None and len(found) > 1:
+        return max(found, key=lambda fn: prefer(template_arguments(_split(demangled(_OFFLOAD.match(fn.name).group(3)))[1])))  # type: ignore[union-attr]
+    return found[0]
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino

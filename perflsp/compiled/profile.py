@@ -1,0 +1,102 @@
+"""How often each source statement and loop runs per thread, as the source engine reads it:
+the bridge from compiled code (instructions by source line) to dynamic counts.
+
+The source engine records, while it walks a kernel, every statement with its *guard weight*
+(the share of executions its branches let through, loops aside) and every loop with its trip
+count. `perflsp.compiled.counts` ties the compiled code's blocks and loops to these by line.
+Locations are (path, 1-based line); `callsites` are the positions of the calls a statement was
+inlined through, innermost first, as in the compiler's line table.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from perflsp.compiled.sass import Location
+
+
+@dataclass(slots=True)
+class SourceLoop:
+    path: str
+    first: int  # the loop statement's first line
+    body: int  # the line its body starts on (the header is first..body)
+    last: int  # its last line
+    trip: float  # iterations per entry (the mean, when entries differ)
+    entries: float  # how often it is entered per work item (its statement's weight × enclosing trips)
+    step: float | None  # the constant its counter advances by per iteration, if known
+    depth: int
+    callsites: tuple[Location, ...] = ()
+    parallel: bool = False  # an OpenMP worksharing loop: its trips are the work items of a thread
+
+
+@dataclass(slots=True)
+class SourceStatement:
+    path: str
+    first: int
+    last: int
+    weight: float  # guard weight: executions per entry of its innermost loop iteration (1: always)
+    loop: int | None  # index of the innermost enclosing SourceLoop
+    callsites: tuple[Location, ...] = ()
+
+
+@dataclass(slots=True)
+class SourceProfile:
+    statements: list[SourceStatement] = field(default_factory=list)
+    loops: list[SourceLoop] = field(default_factory=list)
+
+    def lines(self) -> LineTable:
+        return LineTable(self)
+
+
+def same_file(a: str, b: str) -> bool:
+    return a == b or os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+
+
+class LineTable:
+    """Statements and loops by (file, line): the innermost statement spanning a line."""
+
+    def __init__(self, profile: SourceProfile):
+        self.profile = profile
+        self._by_file: dict[str, dict[int, list[SourceStatement]]] = {}
+        # innermost first: a line belongs to the smallest statement that spans it
+        for statement in sorted(profile.statements, key=lambda s: s.last - s.first, reverse=True):
+            lines = self._by_file.setdefault(_key(statement.path), {})
+            for line in range(statement.first, statement.last + 1):
+                lines.setdefault(line, []).insert(0, statement)
+        self._files = {_key(s.path) for s in profile.statements} | {_key(lp.path) for lp in profile.loops}
+
+    def statements_at(self, location: Location) -> list[SourceStatement]:
+        """The statements recorded at `location`, innermost first (every inline copy)."""
+        return self._by_file.get(_key(location[0]), {}).get(location[1], [])
+
+    def knows_file(self, path: str) -> bool:
+        return _key(path) in self._files
+
+    def loops_at(self, location: Location) -> list[int]:
+        """Loops whose header spans `location` (or whose last line it is: `} while (...)`), innermost first."""
+        path, line = location
+        key = _key(path)
+        found = [i for i, lp in enumerate(self.profile.loops)
+                 if _key(lp.path) == key and (lp.first <= line <= lp.body or line == lp.last)]
+        return sorted(found, key=lambda i: self.profile.loops[i].depth, reverse=True)
+
+    def loops_around(self, location: Location) -> list[int]:
+        """Loops whose whole statement spans `location`, innermost first."""
+        path, line = location
+        key = _key(path)
+        found = [i for i, lp in enumerate(self.profile.loops) if _key(lp.path) == key and lp.first <= line <= lp.last]
+        return sorted(found, key=lambda i: self.profile.loops[i].depth, reverse=True)
+
+
+_KEYS: dict[str, str] = {}
+
+
+def _key(path: str) -> str:
+    """A file's identity for matching the compiler's paths with the engine's."""
+    found = _KEYS.get(path)
+    if found is None:
+        found = os.path.normcase(os.path.realpath(path))
+        if len(_KEYS) < 4096:
+            _KEYS[path] = found
+    return found

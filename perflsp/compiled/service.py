@@ -1,0 +1,214 @@
+"""Compiling files for the analysis: which translation unit compiles a file (itself, or for a
+header the source that includes it), in which language, with which flags, cached, in parallel.
+
+    compiler = Compiler(find_toolchain(), CompileCache(default_cache_dir()))
+    compiler.prefetch([(path, flags)], ["sm_86"])      # a pool compiles them
+    source = compiler.compiled(path, ["sm_86"], flags)  # -> CompiledSource (units or reasons)
+
+The caller decides whether compiling is allowed (a trusted workspace, `--no-compile`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from perflsp.compiled.build import CompileCache, CompileFailure, CompileRequest, compile_unit
+from perflsp.compiled.model import CompiledSource, CompiledUnit
+from perflsp.compiled.toolchain import Toolchain, ToolchainSettings
+from perflsp.kernels.compile_db import CompileFlags
+
+CUDA_SUFFIXES = frozenset({".cu"})
+HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl"})
+SOURCE_SUFFIXES = frozenset({".c", ".cc", ".cpp", ".cxx", ".cu", ".C"})
+_OMP_TARGET = re.compile(rb"omp\s+target\b(?!\s+(?:data|enter|exit|update)\b)")
+_GLOBAL = re.compile(rb"__global__")
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("PERFLSP_CACHE_DIR")
+    if env:
+        return Path(env) / "compiled"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("perflsp", appauthor=False)) / "compiled"
+
+
+def unit_language(path: Path, text: bytes, flags: CompileFlags | None) -> str | None:
+    """"cuda", "omp", or None (nothing to compile) for a translation unit."""
+    if flags is not None and flags.language:
+        return flags.language
+    if path.suffix in CUDA_SUFFIXES:
+        return "cuda"
+    if _OMP_TARGET.search(text):
+        return "omp"
+    if _GLOBAL.search(text):
+        return "cuda"
+    return None
+
+
+class Compiler:
+    def __init__(self, toolchain: Toolchain, cache: CompileCache | None = None, jobs: int | None = None,
+                 timeout_s: float = 120.0):
+        self.toolchain = toolchain
+        self.cache = cache
+        self.jobs = jobs or max(1, os.cpu_count() or 1)
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, str, str], Future[CompiledUnit | str]] = {}
+        self._done: dict[tuple[str, str, str], CompiledUnit | str] = {}
+        self._pool: ThreadPoolExecutor | None = None
+
+    # -- which unit ----------------------------------------------------------------------------
+
+    def unit_for(self, path: Path, text: bytes | None = None) -> Path | None:
+        """The translation unit that compiles `path`'s code: itself when it is a source file,
+        else (a header) a source beside it that includes it."""
+        if path.suffix not in HEADER_SUFFIXES:
+            return path
+        return includer_of(path)
+
+    def request(self, path: Path, arch: str, flags: CompileFlags | None, text: bytes | None = None
+                ) -> CompileRequest | str:
+        unit = self.unit_for(path)
+        if unit is None:
+            return f"{path.name} is a header no source beside it includes: nothing compiles it"
+        try:
+            unit_text = text if unit == path and text is not None else unit.read_bytes()
+        except OSError as exc:
+            return f"cannot read {unit}: {exc.strerror or exc}"
+        language = unit_language(unit, unit_text, flags)
+        if language is None:
+            return f"{unit.name} has no device code to compile"
+        missing = self.toolchain.missing(language)
+        if missing:
+            return missing
+        return CompileRequest(
+            str(unit.resolve()), language, arch,
+            tuple(str(d) for d in (flags.include_dirs if flags else ())),
+            tuple(sorted((flags.defines if flags else {}).items())),
+            tuple(str(p) for p in (flags.forced_includes if flags else ())),
+            flags.std if flags else None,
+            text if unit == path else None)
+
+    # -- compiling -----------------------------------------------------------------------------
+
+    def compiled(self, path: Path, archs: Sequence[str], flags: CompileFlags | None,
+                 text: bytes | None = None) -> CompiledSource:
+        """`path` compiled for each architecture (waiting for a compile already under way)."""
+        units: dict[str, CompiledUnit] = {}
+        failures: dict[str, str] = {}
+        for arch in dict.fromkeys(archs):
+            result = self._result(path, arch, flags, text)
+            if isinstance(result, str):
+                failures[arch] = result
+            else:
+                units[arch] = result
+        return CompiledSource(units, failures)
+
+    def prefetch(self, items: Iterable[tuple[Path, CompileFlags | None]], archs: Sequence[str]) -> None:
+        """Start compiling every (file, flags) for every architecture in the pool."""
+        for path, flags in items:
+            for arch in dict.fromkeys(archs):
+                self._submit(path, arch, flags, None)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def _key(self, request: CompileRequest) -> tuple[str, str, str]:
+        return (request.source, request.arch, repr((request.include_dirs, request.defines, request.forced_includes,
+                                                    request.std, request.language)))
+
+    def _submit(self, path: Path, arch: str, flags: CompileFlags | None, text: bytes | None
+                ) -> Future[CompiledUnit | str] | CompiledUnit | str:
+        request = self.request(path, arch, flags, text)
+        if isinstance(request, str):
+            return request
+        key = self._key(request)
+        with self._lock:
+            if request.text is None and key in self._done:
+                return self._done[key]
+            if request.text is None and key in self._pending:
+                return self._pending[key]
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="perflsp-compile")
+            future = self._pool.submit(self._compile, request)
+            if request.text is None:
+                self._pending[key] = future
+        return future
+
+    def _compile(self, request: CompileRequest) -> CompiledUnit | str:
+        try:
+            result: CompiledUnit | str = compile_unit(request, self.toolchain, self.cache, self.timeout_s)
+        except CompileFailure as exc:
+            result = str(exc)
+        except OSError as exc:
+            result = f"compiling failed: {exc.strerror or exc}"
+        if request.text is None:
+            key = self._key(request)
+            with self._lock:
+                self._done[key] = result
+                self._pending.pop(key, None)
+        return result
+
+    def _result(self, path: Path, arch: str, flags: CompileFlags | None, text: bytes | None) -> CompiledUnit | str:
+        submitted = self._submit(path, arch, flags, text)
+        if isinstance(submitted, Future):
+            return submitted.result()
+        return submitted
+
+
+_INCLUDE_NAME = re.compile(rb'#\s*include\s*"([^"]+)"')
+
+
+def includer_of(header: Path, depth: int = 3) -> Path | None:
+    """A source file that #includes `header` by name, directly or through other headers, found
+    beside it or up to two folders above it."""
+    frontier = [header]
+    seen = {header.resolve()}
+    for _ in range(depth):
+        next_frontier: list[Path] = []
+        for current in frontier:
+            for candidate in _includers(current):
+                if candidate.suffix in SOURCE_SUFFIXES:
+                    return candidate
+                if candidate.resolve() not in seen:
+                    seen.add(candidate.resolve())
+                    next_frontier.append(candidate)
+        frontier = next_frontier
+    return None
+
+
+def _includers(header: Path) -> list[Path]:
+    """Files beside `header` or up to two folders above that include it by name, sources first."""
+    name = header.name
+    found: list[Path] = []
+    for folder in (header.parent, header.parent.parent, header.parent.parent.parent):
+        try:
+            candidates = sorted(p for p in folder.iterdir()
+                                if p.suffix in SOURCE_SUFFIXES | HEADER_SUFFIXES and p.is_file() and p != header)
+        except OSError:
+            continue
+        for candidate in candidates:
+            try:
+                text = candidate.read_bytes()
+            except OSError:
+                continue
+            if name.encode() in text and any(Path(m.decode(errors="replace")).name == name
+                                             for m in _INCLUDE_NAME.findall(text)):
+                found.append(candidate)
+    return sorted(found, key=lambda p: p.suffix not in SOURCE_SUFFIXES)
+
+
+def command_line_compiler(settings: ToolchainSettings | None = None, jobs: int | None = None) -> Compiler:
+    """The compiler `check` and `eval` use: this machine's toolchain (the user's settings), the
+    user's cache folder, one job per core."""
+    from perflsp.compiled.toolchain import find_toolchain
+
+    return Compiler(find_toolchain(settings), CompileCache(default_cache_dir()), jobs)
