@@ -104,7 +104,8 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     if words & {"distribute", "for", "loop", "simd"}:
         collapse = region.clause("collapse")
         parallel_levels = int(collapse.value.value) if collapse and collapse.value and isinstance(collapse.value.value, (int, float)) else 1
-    work_items, items_note, unknown_atoms = _walk_region(walker, statement, parallel_levels, assumptions)
+    work_items, items_note, unknown_atoms = _walk_region(walker, statement, parallel_levels, assumptions,
+                                                         region.span.start.line + 1)
     result = walker.result()
     if parallel_levels == 0 and "teams" in words and teams and threads and work_items == 1.0:
         # SPMD-style region: every thread of every team runs the body, indexing itself with
@@ -178,8 +179,8 @@ _OMP_SPMD_CALLS = re.compile(r"\bomp_get_(?:team|thread)_num\s*\(")
 _OMP_PARALLEL = re.compile(r"#\s*pragma\s+omp\s+parallel\b(?!\s+(?:for|loop)\b)")
 
 
-def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assumptions: list[str]
-                 ) -> tuple[float, str, list[str]]:
+def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assumptions: list[str],
+                 directive_line: int | None = None) -> tuple[float, str, list[str]]:
     """Walk the offloaded statement; the first `levels` loops of the nest are the parallel
     iteration space. Returns (product of the known trip counts, note, atoms whose trip count
     is unknown)."""
@@ -217,7 +218,8 @@ def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assu
                 Linear.atom(atom).scale(step.value if step is not None and step.value else 1.0))
             walker.assign(var, Val(start.ctype if start is not None else INT, None, lin))
         notes.append(f"{var or '?'}: {trip:g} ({note})")
-        profiled.append(walker.begin_profile_loop(loop, loop.child_by_field_name("body"), trip, None, parallel=True))
+        profiled.append(walker.begin_profile_loop(loop, loop.child_by_field_name("body"), trip, None, parallel=True,
+                                                  first_line=directive_line if level == 0 else None))
         walker.loops.append(LoopFact(walker.line(loop), var, trip, origin if origin != "grid-stride" else "constant",
                                      f"parallel: {note}"))
         node = loop.child_by_field_name("body")

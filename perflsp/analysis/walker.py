@@ -314,14 +314,16 @@ class KernelWalker:
             self.profile_loops[-1] if self.profile_loops else None, self.callsites))
 
     def begin_profile_loop(self, node: Node, body: Node | None, trip: float, step: float | None,
-                           parallel: bool = False) -> int | None:
-        """Record a loop the walk enters (`end_profile_loop` when it leaves); None when not profiling."""
+                           parallel: bool = False, first_line: int | None = None) -> int | None:
+        """Record a loop the walk enters (`end_profile_loop` when it leaves); None when not
+        profiling. `first_line`: where its header starts when not on the loop statement (the
+        directive of an OpenMP worksharing loop, whose runtime loops the compiler puts there)."""
         if self.profile is None or self.path is None:
             return None
         weight = self.mult / self.trip_product if self.trip_product > 0 else 0.0
         index = len(self.profile.loops)
         self.profile.loops.append(SourceLoop(
-            self.path, self.line(node), self.line(body) if body is not None else self.line(node),
+            self.path, first_line or self.line(node), self.line(body) if body is not None else self.line(node),
             node.end_point[0] + 1 + self.line_offset, trip, weight * self.trip_product, step,
             len(self.profile_loops), self.callsites, parallel))
         self.profile_loops.append(index)

@@ -40,6 +40,7 @@ class _LoopTie:
     source: int | None  # the SourceLoop index
     unroll: float = 1.0
     trips: float = UNMATCHED_LOOP_TRIPS  # per entry of the compiled loop
+    wrapper: bool = False  # around a loop that is tied to the same source loop: runs once
 
 
 def dynamic_counts(unit: CompiledUnit, fn: CompiledFunction, profile: SourceProfile, parallel_trips: float | None = None,
@@ -92,7 +93,7 @@ class _Counter:
                     if counts is not None:
                         weight = frequency * (self.weight(fn.chains[block.lines[-1].chain]) if block.lines else 1.0)
                         total = add(total, counts, weight)
-        matched = sum(1 for t in ties if t.source is not None)
+        matched = sum(1 for t in ties if t.source is not None or t.wrapper)
         notes = []
         if matched < len(fn.loops):
             notes.append(f"{len(fn.loops) - matched} of {len(fn.loops)} compiled loops not tied to a source loop: "
@@ -104,7 +105,7 @@ class _Counter:
         """Source loop -> the compiled loops tied to it."""
         found: dict[int, set[int]] = {}
         for i, tie in enumerate(ties):
-            if tie.source is not None and tie.source >= 0:
+            if tie.source is not None:
                 found.setdefault(tie.source, set()).add(i)
         return found
 
@@ -178,16 +179,15 @@ class _Counter:
             else:
                 claimed[i] = below
                 if candidates:  # only loops of nested compiled loops: a wrapper around them (runs once)
-                    ties[i] = _LoopTie(None, 1.0, 1.0)
-                    ties[i].source = -1
+                    ties[i] = _LoopTie(None, 1.0, 1.0, wrapper=True)
         for i, tie in enumerate(ties):
-            if tie.source is not None and tie.source >= 0:
+            if tie.source is not None:
                 tie.unroll = self._unroll(fn, i, tie.source)
         # trips: the most unrolled compiled loop of a source loop runs its trips; the others (the
         # remainder loops unrolling leaves) the few that are left over
         groups: dict[tuple[int, int | None], list[int]] = {}
         for i, tie in enumerate(ties):
-            if tie.source is not None and tie.source >= 0:
+            if tie.source is not None:
                 groups.setdefault((tie.source, fn.loops[i].parent), []).append(i)
         for (source, _), members in groups.items():
             # the main loop (the most unrolled) does all of the source loop's trips at its cost
@@ -199,10 +199,6 @@ class _Counter:
             for m in members:
                 tie = ties[m]
                 tie.trips = trip / tie.unroll / len(tops) if tie.unroll == top else 0.0
-        for tie in ties:
-            if tie.source == -1:
-                tie.source = None
-                tie.trips = 1.0
         return ties
 
     def _trip(self, source: int) -> float:
