@@ -101,7 +101,7 @@ def check_paths(files: Sequence[Path], gpus: Sequence[Gpu], settings: CheckSetti
         from perflsp.analysis.compiled_facts import gpu_arch
 
         archs = [a for a in (gpu_arch(g) for g in gpus) if a]
-        compiler.prefetch(((p, compile_db.flags_for(p) if compile_db is not None else None) for p in files), archs)
+        compiler.prefetch(files, archs)
     with _results_kept_out_of_collections():
         for number, path in enumerate(files, 1):
             result = check_file(path, gpus, settings, resolver, compile_db, compiler)
@@ -155,7 +155,7 @@ def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolve
 
             archs = [a for a in (gpu_arch(g) for g in gpus) if a]
             if archs:
-                options = dataclasses.replace(options, compiled=compiler.compiled(path, archs, flags))
+                options = dataclasses.replace(options, compiled=compiler.compiled(path, archs))
         check = check_document(prepared.data, prepared.tree, prepared.kernels, gpus,
                                dataclasses.replace(settings, options=options), prepared.lines)
     except RecursionError:
@@ -219,7 +219,7 @@ def check(paths: tuple[Path, ...], gpu_names: tuple[str, ...], gpus_files: tuple
     if not no_compile and compile_enabled:
         from perflsp.compiled.service import command_line_compiler
 
-        compiler = command_line_compiler(jobs=jobs)
+        compiler = command_line_compiler(compile_db, jobs=jobs)
     bar = _progress(len(files), no_progress)
     with bar or nullcontext():
         task = bar.add_task("checking", total=len(files), file="") if bar else None

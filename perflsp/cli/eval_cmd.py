@@ -103,7 +103,7 @@ def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_
             fail(str(exc))
     from perflsp.compiled.service import command_line_compiler
 
-    compiler = None if no_compile else command_line_compiler()
+    compiler = None if no_compile else command_line_compiler(compile_db)
 
     rows = [row for row, _ in pairs]
     mode = "editor" if editor else "launch-given"

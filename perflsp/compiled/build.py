@@ -217,7 +217,14 @@ def _nvcc(request: CompileRequest, toolchain: Toolchain, source: str, work: str,
     for attempt in attempts:
         command = [*base, *([f"-std={attempt}"] if attempt else []), source, "-o", cubin]
         try:
-            _run(command, timeout_s, "nvcc")
+            try:
+                _run(command, timeout_s, "nvcc")
+            except CompileFailure as exc:
+                if "Unresolved extern function" not in str(exc):
+                    raise
+                # device functions of another translation unit (a `-rdc` build): relocatable
+                # code, their calls left unresolved
+                _run([*command[:1], "-rdc=true", *command[1:]], timeout_s, "nvcc")
             if attempt == "c++17" and older:
                 _CXX17_ONLY[toolchain.nvcc] = True
             return cubin
@@ -252,9 +259,20 @@ def _clang_offload(request: CompileRequest, toolchain: Toolchain, source: str, w
     _run([toolchain.llvm_link, str(w / "linked.bc"), str(w / "flags.ll"), "-o", str(w / "configured.bc")],
          timeout_s, "llvm-link")
     _run([toolchain.opt, "-O3", str(w / "configured.bc"), "-o", str(w / "opt.bc")], timeout_s, "opt")
-    _run([toolchain.llc, "-O3", f"-mcpu={request.arch}", str(w / "opt.bc"), "-o", str(w / "unit.ptx")], timeout_s, "llc")
-    _run([toolchain.ptxas, "-O3", "-lineinfo", f"-arch={request.arch}", str(w / "unit.ptx"), "-o", str(w / "unit.cubin")],
-         timeout_s, "ptxas")
+    # the optimiser calls runtime functions the code did not (OpenMPOpt's thread queries): link
+    # what they need and optimise again
+    _run([toolchain.llvm_link, "--only-needed", str(w / "opt.bc"), runtime, "-o", str(w / "relinked.bc")], timeout_s,
+         "llvm-link")
+    _run([toolchain.opt, "-O3", str(w / "relinked.bc"), "-o", str(w / "final.bc")], timeout_s, "opt")
+    _run([toolchain.llc, "-O3", f"-mcpu={request.arch}", str(w / "final.bc"), "-o", str(w / "unit.ptx")], timeout_s,
+         "llc")
+    assemble = [toolchain.ptxas, "-O3", "-lineinfo", f"-arch={request.arch}", str(w / "unit.ptx"), "-o", str(w / "unit.cubin")]
+    try:
+        _run(assemble, timeout_s, "ptxas")
+    except CompileFailure as exc:
+        if "Unresolved extern function" not in str(exc):
+            raise
+        _run([*assemble[:1], "-c", *assemble[1:]], timeout_s, "ptxas")  # calls into another unit: relocatable
     return str(w / "unit.cubin")
 
 

@@ -1,9 +1,9 @@
 """Compiling files for the analysis: which translation unit compiles a file (itself, or for a
 header the source that includes it), in which language, with which flags, cached, in parallel.
 
-    compiler = Compiler(find_toolchain(), CompileCache(default_cache_dir()))
-    compiler.prefetch([(path, flags)], ["sm_86"])      # a pool compiles them
-    source = compiler.compiled(path, ["sm_86"], flags)  # -> CompiledSource (units or reasons)
+    compiler = Compiler(find_toolchain(), CompileCache(default_cache_dir()), flags=DiscoveredDatabases())
+    compiler.prefetch([path], ["sm_86"])      # a pool compiles them
+    source = compiler.compiled(path, ["sm_86"])  # -> CompiledSource (units or reasons)
 
 The caller decides whether compiling is allowed (a trusted workspace, `--no-compile`).
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from perflsp.compiled.build import CompileCache, CompileFailure, CompileRequest, compile_unit
 from perflsp.compiled.model import CompiledSource, CompiledUnit
 from perflsp.compiled.toolchain import Toolchain, ToolchainSettings
-from perflsp.kernels.compile_db import CompileFlags
+from perflsp.kernels.compile_db import CompileFlags, FlagsSource
 
 CUDA_SUFFIXES = frozenset({".cu"})
 HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl"})
@@ -53,8 +53,10 @@ def unit_language(path: Path, text: bytes, flags: CompileFlags | None) -> str | 
 
 class Compiler:
     def __init__(self, toolchain: Toolchain, cache: CompileCache | None = None, jobs: int | None = None,
-                 timeout_s: float = 120.0):
+                 timeout_s: float = 120.0, flags: FlagsSource | None = None):
+        """`flags`: where each file's build flags come from (a compile database)."""
         self.toolchain = toolchain
+        self.flags = flags
         self.cache = cache
         self.jobs = jobs or max(1, os.cpu_count() or 1)
         self.timeout_s = timeout_s
@@ -65,15 +67,19 @@ class Compiler:
 
     # -- which unit ----------------------------------------------------------------------------
 
-    def unit_for(self, path: Path, text: bytes | None = None) -> Path | None:
-        """The translation unit that compiles `path`'s code: itself when it is a source file,
-        else (a header) a source beside it that includes it."""
+    def flags_for(self, path: Path) -> CompileFlags | None:
+        return self.flags.flags_for(path) if self.flags is not None else None
+
+    def unit_for(self, path: Path) -> Path | None:
+        """The translation unit that compiles `path`'s code: itself when it is a source file the
+        build compiles (or no database says otherwise), else a source that includes it."""
         if path.suffix not in HEADER_SUFFIXES:
-            return path
+            if self.flags is None or self.flags.is_unit(path) is not False:
+                return path
+            return includer_of(path) or path
         return includer_of(path)
 
-    def request(self, path: Path, arch: str, flags: CompileFlags | None, text: bytes | None = None
-                ) -> CompileRequest | str:
+    def request(self, path: Path, arch: str, text: bytes | None = None) -> CompileRequest | str:
         unit = self.unit_for(path)
         if unit is None:
             return f"{path.name} is a header no source beside it includes: nothing compiles it"
@@ -81,6 +87,7 @@ class Compiler:
             unit_text = text if unit == path and text is not None else unit.read_bytes()
         except OSError as exc:
             return f"cannot read {unit}: {exc.strerror or exc}"
+        flags = self.flags_for(unit) or self.flags_for(path)
         language = unit_language(unit, unit_text, flags)
         if language is None:
             return f"{unit.name} has no device code to compile"
@@ -97,24 +104,24 @@ class Compiler:
 
     # -- compiling -----------------------------------------------------------------------------
 
-    def compiled(self, path: Path, archs: Sequence[str], flags: CompileFlags | None,
-                 text: bytes | None = None) -> CompiledSource:
-        """`path` compiled for each architecture (waiting for a compile already under way)."""
+    def compiled(self, path: Path, archs: Sequence[str], text: bytes | None = None) -> CompiledSource:
+        """`path` compiled for each architecture (waiting for a compile already under way);
+        `text`: its unsaved text, when it differs from the file."""
         units: dict[str, CompiledUnit] = {}
         failures: dict[str, str] = {}
         for arch in dict.fromkeys(archs):
-            result = self._result(path, arch, flags, text)
+            result = self._result(path, arch, text)
             if isinstance(result, str):
                 failures[arch] = result
             else:
                 units[arch] = result
         return CompiledSource(units, failures)
 
-    def prefetch(self, items: Iterable[tuple[Path, CompileFlags | None]], archs: Sequence[str]) -> None:
-        """Start compiling every (file, flags) for every architecture in the pool."""
-        for path, flags in items:
+    def prefetch(self, paths: Iterable[Path], archs: Sequence[str]) -> None:
+        """Start compiling every file for every architecture in the pool."""
+        for path in paths:
             for arch in dict.fromkeys(archs):
-                self._submit(path, arch, flags, None)
+                self._submit(path, arch, None)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -125,9 +132,8 @@ class Compiler:
         return (request.source, request.arch, repr((request.include_dirs, request.defines, request.forced_includes,
                                                     request.std, request.language)))
 
-    def _submit(self, path: Path, arch: str, flags: CompileFlags | None, text: bytes | None
-                ) -> Future[CompiledUnit | str] | CompiledUnit | str:
-        request = self.request(path, arch, flags, text)
+    def _submit(self, path: Path, arch: str, text: bytes | None) -> Future[CompiledUnit | str] | CompiledUnit | str:
+        request = self.request(path, arch, text)
         if isinstance(request, str):
             return request
         key = self._key(request)
@@ -157,8 +163,8 @@ class Compiler:
                 self._pending.pop(key, None)
         return result
 
-    def _result(self, path: Path, arch: str, flags: CompileFlags | None, text: bytes | None) -> CompiledUnit | str:
-        submitted = self._submit(path, arch, flags, text)
+    def _result(self, path: Path, arch: str, text: bytes | None) -> CompiledUnit | str:
+        submitted = self._submit(path, arch, text)
         if isinstance(submitted, Future):
             return submitted.result()
         return submitted
@@ -206,9 +212,10 @@ def _includers(header: Path) -> list[Path]:
     return sorted(found, key=lambda p: p.suffix not in SOURCE_SUFFIXES)
 
 
-def command_line_compiler(settings: ToolchainSettings | None = None, jobs: int | None = None) -> Compiler:
+def command_line_compiler(flags: FlagsSource | None = None, settings: ToolchainSettings | None = None,
+                          jobs: int | None = None) -> Compiler:
     """The compiler `check` and `eval` use: this machine's toolchain (the user's settings), the
-    user's cache folder, one job per core."""
+    user's cache folder, one job per core, each file's flags from `flags`."""
     from perflsp.compiled.toolchain import find_toolchain
 
-    return Compiler(find_toolchain(settings), CompileCache(default_cache_dir()), jobs)
+    return Compiler(find_toolchain(settings), CompileCache(default_cache_dir()), jobs, flags=flags)

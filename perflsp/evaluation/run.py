@@ -90,9 +90,7 @@ def predict_rows(rows: Iterable[KernelRow], src_root: Path, gpu: Gpu, cost: Cost
     rows = list(rows)
     arch = gpu_arch(gpu)
     if compiler is not None and arch is not None:
-        files = dict.fromkeys(src_root / row.file for row in rows)
-        compiler.prefetch(((path, compile_db.flags_for(path) if compile_db is not None else None) for path in files),
-                          [arch])
+        compiler.prefetch(dict.fromkeys(src_root / row.file for row in rows), [arch])
     predictions = []
     if mode == "editor":
         editor = _EditorChecks(src_root, gpu, compile_db, cost, compiler)
@@ -107,8 +105,7 @@ def predict_rows(rows: Iterable[KernelRow], src_root: Path, gpu: Gpu, cost: Cost
     for count, row in enumerate(rows, start=1):
         compiled = None
         if compiler is not None and arch is not None:
-            path = src_root / row.file
-            compiled = compiler.compiled(path, [arch], compile_db.flags_for(path) if compile_db is not None else None)
+            compiled = compiler.compiled(src_root / row.file, [arch])
         predictions.append(_predict(locator, launches, models, row, gpu, cost or CostModel(), compiled))
         if progress is not None:
             progress(count)

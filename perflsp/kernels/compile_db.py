@@ -33,6 +33,10 @@ class FlagsSource(Protocol):
 
     def flags_for(self, source: Path) -> CompileFlags | None: ...
 
+    def is_unit(self, source: Path) -> bool | None:
+        """Whether the build compiles `source` itself (None: no database says)."""
+        ...
+
 
 class CompileDatabase:
     def __init__(self, entries: dict[Path, CompileFlags]):
@@ -73,6 +77,17 @@ class CompileDatabase:
         except OSError:
             return None
         return self._by_file.get(resolved) or self._by_dir.get(resolved.parent)
+
+    def is_unit(self, source: Path) -> bool | None:
+        """Whether an entry compiles `source` itself; None when no entry is in its folder
+        (the database does not cover it)."""
+        try:
+            resolved = Path(source).resolve()
+        except OSError:
+            return None
+        if resolved in self._by_file:
+            return True
+        return False if resolved.parent in self._by_dir else None
 
 
 def _reroot(path: Path, source_root: Path | None) -> Path | None:
@@ -186,3 +201,7 @@ class DiscoveredDatabases:
     def flags_for(self, source: Path) -> CompileFlags | None:
         database = self.database_for(source)
         return database.flags_for(source) if database is not None else None
+
+    def is_unit(self, source: Path) -> bool | None:
+        database = self.database_for(source)
+        return database.is_unit(source) if database is not None else None
