@@ -100,7 +100,8 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     if site is not None and site.shared_mem_bytes is not None and isinstance(site.shared_mem_bytes.value, (int, float)):
         shared_bytes += int(site.shared_mem_bytes.value)
     facts = finish(cost, per_item, work_items, items_note, result, assumptions, "tx", extents,
-                    sizes_assumed=not shape_known, one_item_expected=shape_known, data_offsets=True)
+                    sizes_assumed=not shape_known, one_item_expected=shape_known, data_offsets=True,
+                    compiled=compiled_note is not None)
     if compiled_note:
         facts.evidence.insert(0, compiled_note)
     return facts, threads_per_block, shared_bytes

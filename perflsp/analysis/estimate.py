@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from perflsp.analysis.costs import CostModel
-from perflsp.analysis.memory import combine
 from perflsp.analysis.models import Estimate, KernelFacts, _fmt
 from perflsp.analysis.roofline import ROOFLINE_PRECISIONS, Precision, classify
 from perflsp.hardware.models import Gpu
@@ -41,12 +40,10 @@ def estimate_for_gpu(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None
 
 
 def dram_bytes_on(facts: KernelFacts, gpu: Gpu, cost: CostModel) -> float:
-    """The launch's DRAM traffic on this GPU (memory.combine): its compulsory reads, and its
-    writes, of which what exceeds this GPU's L2 reaches DRAM during the launch."""
-    if facts.traffic is None:
-        return max(facts.dram_bytes, 1.0)
-    l2 = float(gpu.l2_cache_bytes) if gpu.l2_cache_bytes else None
-    return max(combine(facts.traffic.groups, cost, l2), cost.min_dram_bytes, 1.0)
+    """The launch's DRAM traffic (the facts' figure, memory.combine: its compulsory reads and its
+    writes, at least the per-launch floor): the bytes shown are the bytes judged."""
+    del gpu, cost
+    return max(facts.dram_bytes, 1.0)
 
 
 def _occupancy(gpu: Gpu, threads: int | None, regs: int | None, shared_bytes: int) -> tuple[OccupancyResult | None, str | None]:

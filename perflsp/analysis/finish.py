@@ -4,7 +4,7 @@ the facts found say enough to give a verdict on."""
 from __future__ import annotations
 
 from perflsp.analysis.costs import CostModel
-from perflsp.analysis.memory import Traffic, dram_traffic
+from perflsp.analysis.memory import Traffic, _bytes, dram_traffic
 from perflsp.analysis.models import KernelFacts, OpCounts
 from perflsp.analysis.walker import WalkResult
 
@@ -27,9 +27,19 @@ def calibrated(counts: OpCounts, cost: CostModel, fixed_ints: float) -> OpCounts
 
 def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: str, result: WalkResult,
            assumptions: list[str], fast_atom: str = "tx", extents: Extents | None = None, *,
-           sizes_assumed: bool = False, one_item_expected: bool = True, data_offsets: bool = False) -> KernelFacts:
+           sizes_assumed: bool = False, one_item_expected: bool = True, data_offsets: bool = False,
+           compiled: bool = False) -> KernelFacts:
+    """`compiled`: `per_item` counts the compiled code's instructions (its global loads and
+    stores are what the kernel really issues)."""
     traffic = dram_traffic(result.accesses, result.cardinality, work_items, cost, fast_atom, extents,
                            data_offsets=data_offsets)
+    moved = (per_item.global_load_bytes + per_item.global_store_bytes) * work_items
+    if compiled and traffic.footprint_bytes <= 0 and moved > 0:
+        # the source shows no array the compiled code's global accesses reach (pointer
+        # arithmetic, accessor objects): each byte they move counted as moved once
+        traffic = Traffic(max(moved, cost.min_dram_bytes), moved, moved, moved, [],
+                          f"{_bytes(moved)} moved by the compiled code's global loads and stores (no array found in "
+                          "the source to place them: reuse not known)")
     total = per_item.scaled(work_items)
     evidence = _evidence(per_item, work_items, traffic)
     all_assumptions = assumptions + result.assumptions
@@ -40,21 +50,31 @@ def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: s
     )
     if result.truncated:
         facts.assumptions.append("analysis stopped at its work limit: counts are a lower bound")
-    facts.uncertain = _degenerate(per_item, work_items, traffic, cost, sizes_assumed, one_item_expected)
+    unseen_calls = any("not analysed" in note for note in result.notes)
+    facts.uncertain = _degenerate(per_item, work_items, traffic, cost, sizes_assumed, one_item_expected, compiled,
+                                  unseen_calls)
+    if facts.uncertain is None and per_item.global_loads + per_item.global_stores + per_item.atomics <= 0:
+        facts.evidence.append("no global-memory access" + (" in the compiled code" if compiled else "")
+                              + ": the launch moves only its own set-up traffic")
     return facts
 
 
 def _degenerate(per_item: OpCounts, work_items: float, traffic: Traffic, cost: CostModel, sizes_assumed: bool,
-                one_item_expected: bool) -> str | None:
+                one_item_expected: bool, compiled: bool = False, unseen_calls: bool = False) -> str | None:
     """Why an analysis says too little to give a verdict on, or None. A ratio of two numbers
-    the analysis did not really find (no memory traffic, a parallel launch seen as one item,
-    traffic that is only the per-launch floor at production scale) is no evidence either way.
-    A launch of one thread, a serial target region, or a tiny footprint at sizes the source
-    states are real and keep their verdict."""
-    if per_item.global_loads + per_item.global_stores + per_item.atomics <= 0:
-        return "no global-memory access found in the kernel (accesses hidden behind calls or types the engine cannot see?)"
+    the analysis did not really find (memory traffic hidden behind calls it could not read, a
+    parallel launch seen as one item, traffic that is only the per-launch floor at production
+    scale) is no evidence either way. A kernel whose code has arithmetic and no global access
+    (the compiled code's word, or a source with no unread calls) is compute-bound: its traffic
+    is the launch's own. A launch of one thread, a serial target region, or a tiny footprint at
+    sizes the source states are real and keep their verdict."""
+    no_global = per_item.global_loads + per_item.global_stores + per_item.atomics <= 0
+    if no_global and not compiled and unseen_calls:
+        return "no global-memory access found in the kernel, and it calls functions the engine could not read"
     if work_items <= 1.0 and not one_item_expected:
         return "the region's parallel loop was not found: the analysis saw one work item"
+    if no_global:
+        return None
     if sizes_assumed and traffic.footprint_bytes < cost.min_dram_bytes * 0.01:
         return (f"at production scale the DRAM traffic found ({traffic.footprint_bytes:.0f} B) is far below the "
                 "per-launch floor: the accesses that matter were not found")

@@ -145,13 +145,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     serial = not words & {"teams", "parallel", "distribute", "for", "loop", "simd"} and \
         (statement is None or _nested_worksharing_loop(statement) is None)
     facts = finish(cost, per_item, work_items, items_note, result, assumptions, fast_atom, extents,
-                   sizes_assumed=sizes_assumed, one_item_expected=serial)
-    if serial and per_item.global_loads + per_item.global_stores + per_item.atomics <= 0 \
-            and not any("not analysed" in note for note in result.notes):
-        # one thread that reads and writes nothing the engine could miss (every call it makes
-        # was walked): the launch itself, its traffic the per-launch floor, is all there is
-        facts.uncertain = None
-        facts.assumptions.append("the serial region touches no device memory: only the launch's own traffic")
+                   sizes_assumed=sizes_assumed, one_item_expected=serial, compiled=compiled_note is not None)
     if compiled_note:
         facts.evidence.insert(0, compiled_note)
     return facts, threads, 0

@@ -156,6 +156,7 @@ class KernelWalker:
         self.callsites: tuple[tuple[str, int], ...] = ()  # the calls inlined into, innermost first
         self.call_line = 0  # the line of the call being evaluated
         self.trip_product = 1.0  # product of the trip counts of the loops around the statement walked
+        self.exited_share = 0.0  # of the last `if` walked: the passes its arm sent out of the block
         self.profile_loops: list[int] = []  # their records in the profile, innermost last
         self._trip_products: list[float] = []
         for dim, atoms in THREAD_ATOMS.items():
@@ -339,11 +340,19 @@ class KernelWalker:
         self.trip_product = self._trip_products.pop()
 
     def _compound(self, node: Node) -> None:
+        """A block; after `if (c) continue;` (or `break`, `return`) the rest of it runs only for
+        the passes the test let through."""
         self.scopes.append({})
+        saved = self.mult
         try:
             for child in node.named_children:
+                self.exited_share = 0.0
                 self.walk_statement(child)
+                if child.type == "if_statement" and self.exited_share > 0.0:
+                    self.mult *= 1.0 - min(1.0, self.exited_share)
+                self.exited_share = 0.0
         finally:
+            self.mult = saved
             self.scopes.pop()
 
     def _expression_statement(self, node: Node) -> None:
@@ -455,6 +464,8 @@ class KernelWalker:
             self.mult = saved * (1.0 - weight)
             self.walk_statement(alternative)
         self.mult = saved
+        # the share of passes that leave the block here (`if (c) continue;`), for `_compound`
+        self.exited_share = weight if alternative is None and _jumps_away(consequence) else 0.0
 
     def _learn_sizes(self, cond: Node | None) -> None:
         """A bounds guard of the thread index against a size parameter (`if (i < n)`, `if (i >= n)
@@ -1145,7 +1156,10 @@ class KernelWalker:
         op = self.text(node.child_by_field_name("operator"))
         arg = self.eval(node.child_by_field_name("argument"))
         if arg.value is not None:
-            value = {"-": -arg.value, "+": arg.value, "!": float(not arg.value), "~": float(~int(arg.value))}.get(op)
+            if op == "~":  # (of an integer: a float operand, infinity among them, has no complement)
+                value = float(~int(arg.value)) if math.isfinite(arg.value) else None
+            else:
+                value = {"-": -arg.value, "+": arg.value, "!": float(not arg.value)}.get(op)
             if not arg.static and op in ("!", "~"):
                 self.count_int(1.0)
             return Val(arg.ctype, value, Linear.constant(value), static=arg.static)
@@ -1945,6 +1959,17 @@ _EXPRESSIONS: dict[str, Callable[[KernelWalker, Node], Val]] = {
 WARP_SIZE = 32.0
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _THREAD_INDEX_ATOMS = frozenset(("tx", "ty", "tz", "bx", "by", "bz"))
+
+
+_JUMPS = frozenset({"continue_statement", "break_statement", "return_statement", "goto_statement"})
+
+
+def _jumps_away(node: Node | None) -> bool:
+    """Whether a statement ends by leaving its block (`continue;`, `{ ...; return; }`)."""
+    while node is not None and node.type == "compound_statement":
+        statements = [c for c in node.named_children if c.type != "comment"]
+        node = statements[-1] if statements else None
+    return node is not None and node.type in _JUMPS
 
 
 def _thread_dependent(val: Val) -> bool:

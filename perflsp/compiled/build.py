@@ -31,7 +31,21 @@ from perflsp.compiled.sass import parse_sass
 from perflsp.compiled.toolchain import Toolchain, omp_device_library
 
 DEFAULT_TIMEOUT_S = 120.0
-FORMAT_VERSION = 1  # bump when what is cached changes
+
+
+def _reader_version() -> str:
+    """What a cached unit was read with: the code that turns SASS into blocks, loops and classes
+    (a change to it makes every cached unit stale)."""
+    digest = hashlib.sha256()
+    for name in ("sass.py", "isa.py", "cfg.py", "model.py"):
+        try:
+            digest.update((Path(__file__).parent / name).read_bytes())
+        except OSError:
+            digest.update(name.encode())
+    return digest.hexdigest()[:16]
+
+
+FORMAT_VERSION = _reader_version()
 _MAX_HEADERS = 300
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
 

@@ -28,7 +28,9 @@ def build_function(fn: SassFunction) -> CompiledFunction:
 
     if not instructions:
         return CompiledFunction(fn.name, fn.is_entry, fn.registers, chains, [], [])
-    starts, successors = _blocks(instructions)
+    by_label = {label: i for i, ins in enumerate(instructions) for label in ins.labels}
+    subroutines = _subroutines(instructions, by_label)
+    starts, successors = _blocks(instructions, subroutines)
     reachable = _reachable(successors)
     # renumber the reachable blocks (dead code such as the trailing `BRA` to itself goes)
     order = [b for b in range(len(starts)) if b in reachable]
@@ -40,9 +42,16 @@ def build_function(fn: SassFunction) -> CompiledFunction:
         calls: list[str] = []
         indirect = 0
         for ins in instructions[bounds[old]:bounds[old + 1]]:
+            vector = _vector(ins)
             if ins.base == "CALL":
                 target = branch_target(ins)
-                if target and target.startswith((".L_", "$")):
+                if target in subroutines:
+                    # a subroutine of the function (a 64-bit integer division): its code runs
+                    # where an unconditional call is; a guarded call, or one of a `slowpath`,
+                    # handles special operands and nearly never runs
+                    if not ins.predicated:
+                        vector = add(vector, subroutines[target])
+                elif target and target in by_label:
                     pass  # a branch within the function (see `_local_call`)
                 elif target and not ins.operands.startswith(("R", "UR")):
                     calls.append(target)
@@ -50,7 +59,6 @@ def build_function(fn: SassFunction) -> CompiledFunction:
                     indirect += 1
             cid = chain_id(ins.chain)
             counts, predicated = lines.get(cid, (ZERO, ZERO))
-            vector = _vector(ins)
             counts = add(counts, vector)
             if ins.predicated:
                 predicated = add(predicated, vector)
@@ -72,12 +80,35 @@ def _vector(ins: Instruction) -> Vector:
     return tuple(values)
 
 
-def _blocks(instructions: list[Instruction]) -> tuple[list[int], list[list[int]]]:
-    """Block start indices and each block's successors (as block numbers)."""
+def _subroutines(instructions: list[Instruction], by_label: dict[str, int]) -> dict[str, Vector]:
+    """Labels that calls within the function reach and that return (`RET`): what one pass
+    through each costs (its straight-line instructions up to the return)."""
+    found: dict[str, Vector] = {}
+    for ins in instructions:
+        target = branch_target(ins) if ins.base == "CALL" else None
+        if target is None or target not in by_label or target in found:
+            continue
+        if "slowpath" in target:
+            found[target] = ZERO  # the slow path of special operands (a division by a denormal): nearly never runs
+            continue
+        total = ZERO
+        for body in instructions[by_label[target]:]:
+            if body.base in ("EXIT", "KILL") and not body.predicated:
+                break  # leaves the kernel: a branch (`_local_call`), not a subroutine
+            if body.base == "RET" and not body.predicated:
+                found[target] = total
+                break
+            total = add(total, _vector(body))
+    return found
+
+
+def _blocks(instructions: list[Instruction], subroutines: dict[str, Vector]) -> tuple[list[int], list[list[int]]]:
+    """Block start indices and each block's successors (as block numbers); a call of a
+    subroutine (`subroutines`) is a call, not a branch."""
     by_label = {label: i for i, ins in enumerate(instructions) for label in ins.labels}
     leaders = {0}
     for i, ins in enumerate(instructions):
-        if ins.base in _ENDS_BLOCK or _local_call(ins, by_label):
+        if ins.base in _ENDS_BLOCK or _local_call(ins, by_label, subroutines):
             if i + 1 < len(instructions):
                 leaders.add(i + 1)
             target = branch_target(ins)
@@ -93,7 +124,7 @@ def _blocks(instructions: list[Instruction]) -> tuple[list[int], list[list[int]]
         last = instructions[end - 1]
         following = [b + 1] if b + 1 < len(starts) else []
         succ: list[int]
-        if last.base in ("BRA", "JMP") or _local_call(last, by_label):
+        if last.base in ("BRA", "JMP") or _local_call(last, by_label, subroutines):
             target = branch_target(last)
             taken = [block_of[by_label[target]]] if target in by_label else []
             succ = taken + following if last.predicated else (taken or following)
@@ -105,10 +136,13 @@ def _blocks(instructions: list[Instruction]) -> tuple[list[int], list[list[int]]
     return starts, successors
 
 
-def _local_call(ins: Instruction, by_label: dict[str, int]) -> bool:
+def _local_call(ins: Instruction, by_label: dict[str, int], subroutines: dict[str, Vector]) -> bool:
     """`@P0 CALL.REL.NOINC `(.L_x_57)``: ptxas leaves a loop through a call to a label of the
-    function, which never returns: a branch."""
-    return ins.base == "CALL" and branch_target(ins) in by_label
+    function whose code never returns: a branch."""
+    if ins.base != "CALL":
+        return False
+    target = branch_target(ins)
+    return target in by_label and target not in subroutines
 
 
 def _reachable(successors: list[list[int]]) -> set[int]:

@@ -193,12 +193,11 @@ class _Counter:
             # the main loop (the most unrolled) does all of the source loop's trips at its cost
             # per source iteration; the remainder loops and peeled copies unrolling leaves do the
             # few left over at about the same cost: they are not counted (see `_peeled`)
+            # (of versions unrolled alike, the largest: the general case beside a fast path)
             trip = self._trip(source)
-            top = max(ties[m].unroll for m in members)
-            tops = [m for m in members if ties[m].unroll == top]
+            main = max(members, key=lambda m: (ties[m].unroll, fn.loops[m].own_counts[INDEX["instructions"]]))
             for m in members:
-                tie = ties[m]
-                tie.trips = trip / tie.unroll / len(tops) if tie.unroll == top else 0.0
+                ties[m].trips = trip / ties[m].unroll if m == main else 0.0
         return ties
 
     def _trip(self, source: int) -> float:
@@ -211,19 +210,20 @@ class _Counter:
         """Source loops a compiled loop may be, innermost first: those whose header its closing
         branches (or its counter steps) sit on, else the one around most of its own code."""
         loop = fn.loops[index]
-        found: list[int] = []
-        chains = [fn.chains[c] for c in loop.latch_chains] + [fn.chains[s.chain] for s in loop.steps]
-        for chain in chains:
-            for depth, location in enumerate(chain):
-                at = self.table.loops_at(location)
-                if at:
-                    exact = [i for i in at if _same_chain(self.profile.loops[i].callsites, chain[depth + 1:])]
-                    for i in exact or at:
-                        if i not in found:
-                            found.append(i)
-                    break
-        if found:
-            return sorted(found, key=lambda i: self.profile.loops[i].depth, reverse=True)
+        # the branches that close it say which loop it is; failing those, its counters' steps
+        for chains in ([fn.chains[c] for c in loop.latch_chains], [fn.chains[s.chain] for s in loop.steps]):
+            found: list[int] = []
+            for chain in chains:
+                for depth, location in enumerate(chain):
+                    at = self.table.loops_at(location)
+                    if at:
+                        exact = [i for i in at if _same_chain(self.profile.loops[i].callsites, chain[depth + 1:])]
+                        for i in exact or at:
+                            if i not in found:
+                                found.append(i)
+                        break
+            if found:
+                return sorted(found, key=lambda i: self.profile.loops[i].depth, reverse=True)
         # the code of the loop's own blocks: the outermost source loop around at least half of it
         votes: dict[int, float] = {}
         total = 0.0
