@@ -1,10 +1,15 @@
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
+
+# compiled units and LLM answers go to a cache of this test run, never to the user's (the
+# server subprocesses the tests start inherit it); a test may still point it elsewhere
+os.environ.setdefault("PERFLSP_CACHE_DIR", tempfile.mkdtemp(prefix="perflsp-test-cache-"))
 
 
 def eval_paths() -> tuple[Path, Path] | None:

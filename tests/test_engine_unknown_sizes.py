@@ -3,6 +3,7 @@ scale, one consistent model for work and footprint, honest uncertainty, readable
 
 import pytest
 
+from perflsp.analysis.costs import CostModel
 from perflsp.analysis.engine import AnalysisOptions, analyze
 from perflsp.analysis.options import DEFAULT_OPTIONS
 from perflsp.analysis.report import check_document, verdict_summary
@@ -178,10 +179,13 @@ def test_uncertain_verdict_reaches_the_check_report_with_its_reason():
 def test_arithmetic_without_global_traffic_is_compute_bound():
     # nothing read or written in global memory, nothing unread called: the launch's own traffic
     # is all it moves, and its arithmetic reaches every roof
-    (k,) = run("__global__ void spin(int n) { float s = 0; for (int i = 0; i < n; ++i) s = s * 1.5f + 1.0f; }").kernels
+    src = ("__global__ void spin() { float s = threadIdx.x; for (int i = 0; i < 1000; ++i) s = s * 1.5f + 1.0f; }\n"
+           "int main() { spin<<<1024, 256>>>(); }")
+    (k,) = run(src).kernels
     assert k.facts.uncertain is None
+    assert k.facts.dram_bytes == CostModel().launch_dram_bytes
     assert all(e.verdict == "compute" for e in k.estimates)
-    assert any("no global-memory access" in line for line in k.facts.evidence)
+    assert "no global-memory access" in k.facts.dram_note
 
 
 def test_confidence_grows_with_the_distance_from_the_ridge():

@@ -155,7 +155,7 @@ def test_a_serial_region_that_touches_no_memory_is_the_launch_alone():
     assert launch_only.facts.uncertain is None
     assert launch_only.facts.work_items == 1
     assert launch_only.estimates[0].verdict == "bandwidth"
-    assert any("no global-memory access" in line for line in launch_only.facts.evidence)
+    assert "no global-memory access" in launch_only.facts.dram_note
     # a call the engine could not read may hide the region's memory: still no verdict
     assert hidden.estimates[0].verdict == "uncertain"
 

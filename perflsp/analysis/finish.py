@@ -34,12 +34,19 @@ def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: s
     traffic = dram_traffic(result.accesses, result.cardinality, work_items, cost, fast_atom, extents,
                            data_offsets=data_offsets)
     moved = (per_item.global_load_bytes + per_item.global_store_bytes) * work_items
+    no_global = per_item.global_loads + per_item.global_stores + per_item.atomics <= 0
+    unseen_calls = any("not analysed" in note for note in result.notes)
     if compiled and traffic.footprint_bytes <= 0 and moved > 0:
         # the source shows no array the compiled code's global accesses reach (pointer
         # arithmetic, accessor objects): each byte they move counted as moved once
         traffic = Traffic(max(moved, cost.min_dram_bytes), moved, moved, moved, [],
                           f"{_bytes(moved)} moved by the compiled code's global loads and stores (no array found in "
                           "the source to place them: reuse not known)")
+    elif no_global and traffic.footprint_bytes <= 0 and (compiled or not unseen_calls):
+        # no global access at all: the launch's own parameters and code are its traffic
+        traffic = Traffic(cost.launch_dram_bytes, 0.0, 0.0, 0.0, [],
+                          f"no global-memory access{' in the compiled code' if compiled else ''}: "
+                          f"{_bytes(cost.launch_dram_bytes)}, the launch's parameters and code")
     total = per_item.scaled(work_items)
     evidence = _evidence(per_item, work_items, traffic)
     all_assumptions = assumptions + result.assumptions
@@ -50,12 +57,8 @@ def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: s
     )
     if result.truncated:
         facts.assumptions.append("analysis stopped at its work limit: counts are a lower bound")
-    unseen_calls = any("not analysed" in note for note in result.notes)
     facts.uncertain = _degenerate(per_item, work_items, traffic, cost, sizes_assumed, one_item_expected, compiled,
                                   unseen_calls)
-    if facts.uncertain is None and per_item.global_loads + per_item.global_stores + per_item.atomics <= 0:
-        facts.evidence.append("no global-memory access" + (" in the compiled code" if compiled else "")
-                              + ": the launch moves only its own set-up traffic")
     return facts
 
 

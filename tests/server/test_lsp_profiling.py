@@ -92,7 +92,7 @@ async def test_imported_results_show_beside_the_prediction_and_go_stale_on_edit(
         assert f"**Predicted vs measured on {GPU}**" in shown and "stale" not in shown
         assert "| verdict | **bandwidth-bound** | **bandwidth-bound** |" in shown
         # measured judged at ncu's base clock (ridge 33), predicted at the boost clock (39.2)
-        assert "| FP32 intensity (FLOP/B) | 0.2 (ridge 39.2) | 0.17 (ridge 33.0) |" in shown
+        assert "| FP32 intensity (FLOP/B) | 0.17 (ridge 39.2) | 0.17 (ridge 33.0) |" in shown
         assert "| time |  | 41.5 µs over 2 launch(es) |" in shown
         data = await s.command("perflsp.rooflineData", {"uri": uri})
         measured = {k["name"]: k["estimates"][0]["measured"] for k in data["kernels"]}
