@@ -104,6 +104,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
                     compiled=compiled_note is not None)
     if compiled_note:
         facts.evidence.insert(0, compiled_note)
+        facts.operations = "compiled"
     return facts, threads_per_block, shared_bytes
 
 

@@ -90,6 +90,9 @@ class KernelFacts:
     evidence: list[str] = field(default_factory=list)
     uncertain: str | None = None  # set when the engine could not understand the kernel
     traffic: Any = None  # memory.Traffic: per access group footprint and streamed bytes
+    # where the operation counts come from: "compiled" (the compiled code's instructions, each
+    # block weighted by how often the source walk says it runs) or "source" (the walk alone)
+    operations: Literal["source", "compiled"] = "source"
 
 
 @dataclass(slots=True)

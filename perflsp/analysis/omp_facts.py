@@ -148,6 +148,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
                    sizes_assumed=sizes_assumed, one_item_expected=serial, compiled=compiled_note is not None)
     if compiled_note:
         facts.evidence.insert(0, compiled_note)
+        facts.operations = "compiled"
     return facts, threads, 0
 
 

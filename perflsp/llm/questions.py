@@ -400,7 +400,8 @@ def _per_item_line(facts: KernelFacts, language: str) -> str:
     if not (item.fp64 or item.fp32 or item.fp16):
         parts.append("no FP ops")
     unit = "thread" if language == "cuda" else "iteration"
-    return f"per {unit}: " + ", ".join(parts)
+    counted = " (operations counted in the compiled code)" if facts.operations == "compiled" else ""
+    return f"per {unit}{counted}: " + ", ".join(parts)
 
 
 _UNANALYSED_CALL = re.compile(r"call to (`[^`]*`) not analysed \(definition not visible\)")

@@ -255,7 +255,10 @@ def _ops_table(report: KernelReport) -> list[str]:
         total.shared_load_bytes + total.shared_store_bytes)
     rows.append(f"| **DRAM bytes (estimated)** | | **{_big(facts.dram_bytes)}** |")
     work = f"{facts.work_items_note}" if facts.work_items_note else "unknown"
-    return [f"**Work:** {work}", "", *rows, "", f"DRAM model: {facts.dram_note}"]
+    counted = ("Operations and global accesses: **counted in the compiled code** (each block weighted by how often "
+               "the source says it runs); DRAM bytes: estimated from the accesses" if facts.operations == "compiled"
+               else "Operations, accesses and DRAM bytes: **estimated from the source**")
+    return [f"**Work:** {work}", "", *rows, "", counted + ".", "", f"DRAM model: {facts.dram_note}"]
 
 
 def _occupancy(estimate: Estimate) -> str:
