@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from perflsp.analysis.costs import CostModel
+from perflsp.analysis.finish import calibrated
 from perflsp.analysis.models import OpCounts
 from perflsp.compiled.counts import DynamicCounts, dynamic_counts
-from perflsp.compiled.model import CompiledFunction, CompiledUnit
+from perflsp.compiled.model import CompiledFunction, CompiledSource, CompiledUnit
 from perflsp.compiled.profile import SourceProfile
 from perflsp.hardware.models import Gpu
 
@@ -39,9 +41,17 @@ class CompiledCounts:
 
 
 def count_compiled(unit: CompiledUnit, fn: CompiledFunction, profile: SourceProfile,
-                   parallel_trips: float | None = None) -> CompiledCounts:
-    dynamic = dynamic_counts(unit, fn, profile, parallel_trips, PREDICATED_SHARE)
+                   parallel_trips: float | None = None, shift: tuple[str, int] | None = None) -> CompiledCounts:
+    dynamic = dynamic_counts(unit, fn, profile, parallel_trips, PREDICATED_SHARE, shift)
     return CompiledCounts(fn, dynamic, unit.arch, unit.compiler)
+
+
+def kernel_shift(source: CompiledSource | None, body_hash: str, first_line: int) -> int | None:
+    """Lines a kernel moved since its file was compiled; None when its text changed since (or
+    nothing was compiled): its compiled code is not what the source now says."""
+    if source is None:
+        return None
+    return source.line_shift(body_hash, first_line)
 
 
 def compiled_per_item(source: OpCounts, compiled: CompiledCounts, threads: float, work_items: float) -> OpCounts:
@@ -69,6 +79,24 @@ def compiled_per_item(source: OpCounts, compiled: CompiledCounts, threads: float
     counts.tensor_int8 = d.get("tensor_int8") * scale
     counts.tensor_fp16_fp16acc = 0.0
     return counts
+
+
+def operations(source: OpCounts, fixed_ints: float, cost: CostModel, compiled: CompiledUnit | None,
+               function: CompiledFunction | None, profile: SourceProfile | None, notes: list[str], *,
+               threads: float, work_items: float, parallel_trips: float | None = None,
+               shift: tuple[str, int] | None = None, edited_since: bool = False,
+               missing: str = "") -> tuple[OpCounts, str | None]:
+    """A kernel's per-item operations: the compiled code's where it has the kernel (and the
+    evidence line saying so), else the source walk's (with the reason in `notes`)."""
+    if compiled is not None and function is not None and profile is not None:
+        counted = count_compiled(compiled, function, profile, parallel_trips, shift)
+        notes.extend(counted.dynamic.notes)
+        return compiled_per_item(source, counted, threads, work_items), compiled_evidence(counted)
+    if edited_since:
+        notes.append("edited since the file was compiled: operations estimated from the source until the next compile")
+    elif compiled is not None:
+        notes.append(f"the compiled code has no {missing}: operations estimated from the source")
+    return calibrated(source, cost, fixed_ints), None
 
 
 def compiled_evidence(compiled: CompiledCounts) -> str:

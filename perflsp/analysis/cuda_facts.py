@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 from tree_sitter import Node
 
-from perflsp.analysis.compiled_facts import compiled_evidence, compiled_per_item, count_compiled
+from perflsp.analysis.compiled_facts import kernel_shift, operations
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.extents import Extent, cuda_extent, leading_name
-from perflsp.analysis.finish import Extents, calibrated, count_text, dims_text, finish, uncertain_facts
+from perflsp.analysis.finish import Extents, count_text, dims_text, finish, uncertain_facts
 from perflsp.analysis.host_types import class_member_types, host_types
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import KernelFacts
@@ -64,6 +65,12 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
         assumptions.insert(0, shape_note)
     aliases = dict(unit.type_aliases)
     template_values = _bind_template(unit.model, kernel, site, aliases, assumptions, _template_env(unit, site))
+    shift = kernel_shift(unit.options.compiled, kernel.body_hash, kernel.span.start.line) if compiled is not None else None
+    if compiled is not None and shift is None:
+        compiled = None  # edited since the file was compiled: the next compile counts it
+        edited_since = True
+    else:
+        edited_since = False
     compiled_fn = _compiled_function(compiled, kernel, aliases, template_values) if compiled is not None else None
     profile = SourceProfile() if compiled_fn is not None else None
     walker = KernelWalker(callee.data, cost, LaunchShape(grid, block), aliases, unit.callees,
@@ -85,17 +92,11 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     items_note = f"{count_text(work_items)} threads ({dims_text(grid)} blocks × {dims_text(block)} threads)"
     if not shape_known:
         items_note += ", assumed"
-    compiled_note = None
-    if compiled is not None and compiled_fn is not None and profile is not None:
-        counted = count_compiled(compiled, compiled_fn, profile)
-        per_item = compiled_per_item(result.counts, counted, work_items, work_items)
-        compiled_note = compiled_evidence(counted)
-        result.notes.extend(counted.dynamic.notes)
-    else:
-        per_item = calibrated(result.counts, cost, cost.int_per_thread)
-        if compiled is not None:
-            result.notes.append(f"the compiled code has no function for `{kernel.name}` (not instantiated in "
-                                f"{compiled.source.rsplit('/', 1)[-1]}?): operations estimated from the source")
+    per_item, compiled_note = operations(
+        result.counts, cost.int_per_thread, cost, compiled, compiled_fn, profile, result.notes,
+        threads=work_items, work_items=work_items,
+        shift=(unit.kernels.path, shift) if shift and unit.kernels.path else None, edited_since=edited_since,
+        missing=f"function for `{kernel.name}` (not instantiated in {Path(compiled.source).name}?)" if compiled else "")
     shared_bytes = int(result.shared_bytes)
     if site is not None and site.shared_mem_bytes is not None and isinstance(site.shared_mem_bytes.value, (int, float)):
         shared_bytes += int(site.shared_mem_bytes.value)

@@ -72,7 +72,8 @@ def analyze_kernel(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, gpus: S
     compiled = unit.options.compiled
     by_arch: dict[str | None, tuple[KernelFacts, int | None, int]] = {}
     chosen: list[tuple[KernelFacts, int | None, int]] = []
-    for gpu in gpus or [None]:
+    judged: list[Gpu | None] = [*gpus] or [None]
+    for gpu in judged:  # (no GPU: the facts alone)
         arch = gpu_arch(gpu) if gpu is not None and compiled is not None else None
         key = arch if compiled is not None and compiled.unit(arch) is not None else None
         if key not in by_arch:

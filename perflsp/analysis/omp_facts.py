@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 from tree_sitter import Node
 
-from perflsp.analysis.compiled_facts import compiled_evidence, compiled_per_item, count_compiled
+from perflsp.analysis.compiled_facts import kernel_shift, operations
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
-from perflsp.analysis.finish import calibrated, count_text, finish, uncertain_facts
+from perflsp.analysis.finish import count_text, finish, uncertain_facts
 from perflsp.analysis.host_types import bind_host_variables, host_types
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import KernelFacts, LoopFact
@@ -93,8 +93,10 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
             if re.search(rf"\b{re.escape(parameter)}\b", function_text):
                 assumptions.append(f"template type `{parameter}` of the enclosing code: assumed float")
     template_types = {p: aliases[p] for p in unit.model.template_type_parameters(region.span.start_byte) if p in aliases}
-    compiled_fn = omp_region(compiled, unit.kernels.path, region.span.start.line + 1, _prefer(template_types)) \
-        if compiled is not None else None
+    shift = kernel_shift(unit.options.compiled, region.body_hash, region.span.start.line) if compiled is not None else None
+    edited_since = compiled is not None and shift is None
+    compiled_fn = omp_region(compiled, unit.kernels.path, region.span.start.line + 1 - (shift or 0),
+                             _prefer(template_types)) if compiled is not None and shift is not None else None
     profile = SourceProfile() if compiled_fn is not None else None
     walker = KernelWalker(wrapped, cost, shape, aliases, unit.target_callees,
                           line_offset=region.body_span.start.line - 1, path=unit.kernels.path, profile=profile)
@@ -127,19 +129,12 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
         for atom in unknown_atoms:
             walker.cardinality[atom] = max(1.0, share)
         work_items = total
-    compiled_note = None
-    if compiled is not None and compiled_fn is not None and profile is not None:
-        launched = float(teams * threads) if teams and threads else max(work_items, 1.0)
-        per_thread = max(work_items, 1.0) / launched
-        counted = count_compiled(compiled, compiled_fn, profile, parallel_trips=per_thread)
-        per_item = compiled_per_item(result.counts, counted, launched, max(work_items, 1.0))
-        compiled_note = compiled_evidence(counted)
-        result.notes.extend(counted.dynamic.notes)
-    else:
-        per_item = calibrated(result.counts, cost, cost.int_per_omp_iteration)
-        if compiled is not None:
-            result.notes.append(f"the compiled code has no offload entry for line {region.span.start.line + 1}: "
-                                "operations estimated from the source")
+    launched = float(teams * threads) if teams and threads else max(work_items, 1.0)
+    per_item, compiled_note = operations(
+        result.counts, cost.int_per_omp_iteration, cost, compiled, compiled_fn, profile, result.notes,
+        threads=launched, work_items=max(work_items, 1.0), parallel_trips=max(work_items, 1.0) / launched,
+        shift=(unit.kernels.path, shift) if shift and unit.kernels.path else None, edited_since=edited_since,
+        missing=f"offload entry for line {region.span.start.line + 1}")
     fast_atom = f"o{max(parallel_levels, 1) - 1}"
     sizes_assumed = any(a.startswith("problem size unknown") for a in assumptions)
     serial = not words & {"teams", "parallel", "distribute", "for", "loop", "simd"} and \

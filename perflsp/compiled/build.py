@@ -195,7 +195,7 @@ def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCa
             compiled.chains = [tuple((request.source if p == source else p, n) for p, n in chain)
                                for chain in compiled.chains]
         functions[fn.name] = compiled
-    compiler = Path(toolchain.nvcc if request.language == "cuda" else toolchain.clang or "").name
+    compiler = Path((toolchain.nvcc if request.language == "cuda" else toolchain.clang) or "?").name
     unit = CompiledUnit(request.source, request.arch, compiler, functions,
                         [str(h) for h in local_headers(Path(request.source), request.include_dirs)],
                         time.perf_counter() - started)

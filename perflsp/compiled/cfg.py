@@ -5,6 +5,7 @@ registers they step by a constant (how far one trip of an unrolled loop advances
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from perflsp.compiled.isa import classify
 from perflsp.compiled.model import CLASSES, INDEX, ZERO, Block, CompiledFunction, LineCounts, Loop, Step, Vector, add
@@ -119,7 +120,7 @@ def _blocks(instructions: list[Instruction], subroutines: dict[str, Vector]) -> 
     starts = sorted(leaders)
     block_of = {start: b for b, start in enumerate(starts)}
     successors: list[list[int]] = []
-    for b, start in enumerate(starts):
+    for b in range(len(starts)):
         end = starts[b + 1] if b + 1 < len(starts) else len(instructions)
         last = instructions[end - 1]
         following = [b + 1] if b + 1 < len(starts) else []
@@ -200,7 +201,7 @@ def _reverse_postorder(blocks: list[Block]) -> list[int]:
 
 
 def _loops(blocks: list[Block], instructions: list[Instruction], bounds: list[int], order: list[int],
-           chain_id) -> list[Loop]:  # type: ignore[no-untyped-def]
+           chain_id: Callable[[tuple[Location, ...]], int]) -> list[Loop]:
     dom = _dominators(blocks)
     preds: list[list[int]] = [[] for _ in blocks]
     for b, block in enumerate(blocks):

@@ -44,26 +44,43 @@ class _LoopTie:
 
 
 def dynamic_counts(unit: CompiledUnit, fn: CompiledFunction, profile: SourceProfile, parallel_trips: float | None = None,
-                   predicated_share: float = 1.0) -> DynamicCounts:
+                   predicated_share: float = 1.0, shift: tuple[str, int] | None = None) -> DynamicCounts:
     """Counts per thread of `fn` (a kernel of `unit`); `parallel_trips`: the iterations of the
-    OpenMP worksharing loop one thread runs."""
+    OpenMP worksharing loop one thread runs; `shift`: (file, lines) the source of that file moved
+    by since it was compiled (an edited buffer)."""
     table = profile.lines()
-    return _Counter(unit, table, profile, parallel_trips, predicated_share).count(fn, 0)
+    return _Counter(unit, table, profile, parallel_trips, predicated_share, shift).count(fn, 0)
 
 
 class _Counter:
     def __init__(self, unit: CompiledUnit, table: LineTable, profile: SourceProfile, parallel_trips: float | None,
-                 predicated_share: float):
+                 predicated_share: float, shift: tuple[str, int] | None = None):
         self.unit = unit
         self.table = table
         self.profile = profile
         self.parallel_trips = parallel_trips
         self.predicated_share = predicated_share
+        self.shift = shift if shift is not None and shift[1] else None
         self._weights: dict[tuple[Location, ...], float] = {}
         self._callees: dict[str, Vector] = {}
+        self._chains: dict[int, list[tuple[Location, ...]]] = {}
+
+    def chains(self, fn: CompiledFunction) -> list[tuple[Location, ...]]:
+        """The function's source positions, moved where the source moved since the compile."""
+        found = self._chains.get(id(fn))
+        if found is None:
+            if self.shift is None:
+                found = fn.chains
+            else:
+                path, lines = self.shift
+                found = [tuple((p, n + lines) if same_file(p, path) else (p, n) for p, n in chain)
+                         for chain in fn.chains]
+            self._chains[id(fn)] = found
+        return found
 
     def count(self, fn: CompiledFunction, depth: int) -> DynamicCounts:
         ties = self._tie_loops(fn)
+        chains = self.chains(fn)
         loop_trips: list[float] = []
         for i, loop in enumerate(fn.loops):
             trips = ties[i].trips
@@ -72,13 +89,13 @@ class _Counter:
             loop_trips.append(trips)
         tied_loops = self._tied_by_source(fn, ties)
         total = ZERO
-        for block_index, block in enumerate(fn.blocks):
+        for block in fn.blocks:
             frequency = loop_trips[block.loop] if block.loop is not None else 1.0
             if frequency <= 0:
                 continue
             enclosing = self._enclosing(fn, block.loop)
             for lc in block.lines:
-                chain = fn.chains[lc.chain]
+                chain = chains[lc.chain]
                 if self._peeled(chain, enclosing, tied_loops):
                     continue
                 weight = self.weight(chain) * frequency
@@ -91,7 +108,7 @@ class _Counter:
                 for callee in block.calls:
                     counts = self._callee_counts(callee, depth)
                     if counts is not None:
-                        weight = frequency * (self.weight(fn.chains[block.lines[-1].chain]) if block.lines else 1.0)
+                        weight = frequency * (self.weight(chains[block.lines[-1].chain]) if block.lines else 1.0)
                         total = add(total, counts, weight)
         matched = sum(1 for t in ties if t.source is not None or t.wrapper)
         notes = []
@@ -164,7 +181,7 @@ class _Counter:
     def _tie_loops(self, fn: CompiledFunction) -> list[_LoopTie]:
         ties = [_LoopTie(None) for _ in fn.loops]
         claimed: dict[int, set[int]] = {}  # compiled loop -> source loops it or its nested loops hold
-        depth = {}
+        depth: dict[int, int] = {}
         for i, loop in enumerate(fn.loops):
             depth[i] = 0 if loop.parent is None else depth[loop.parent] + 1
         # innermost first: a source loop belongs to the innermost compiled loop that closes on its header
@@ -211,7 +228,8 @@ class _Counter:
         branches (or its counter steps) sit on, else the one around most of its own code."""
         loop = fn.loops[index]
         # the branches that close it say which loop it is; failing those, its counters' steps
-        for chains in ([fn.chains[c] for c in loop.latch_chains], [fn.chains[s.chain] for s in loop.steps]):
+        shifted = self.chains(fn)
+        for chains in ([shifted[c] for c in loop.latch_chains], [shifted[s.chain] for s in loop.steps]):
             found: list[int] = []
             for chain in chains:
                 for depth, location in enumerate(chain):
@@ -232,7 +250,7 @@ class _Counter:
             if block.loop != index:
                 continue
             for lc in block.lines:
-                chain = fn.chains[lc.chain]
+                chain = shifted[lc.chain]
                 size = lc.counts[INDEX["instructions"]]
                 total += size
                 for location in chain[:1]:
@@ -249,8 +267,9 @@ class _Counter:
         if lp.parallel or lp.step is None or lp.step == 0:
             return 1.0
         loop = fn.loops[index]
+        chains = self.chains(fn)
         steps = [s.amount for s in loop.steps if any(
-            self.table.loops_at(loc) and source in self.table.loops_at(loc) for loc in fn.chains[s.chain][:1])]
+            self.table.loops_at(loc) and source in self.table.loops_at(loc) for loc in chains[s.chain][:1])]
         if not steps:
             return 1.0
         amount = min(steps)

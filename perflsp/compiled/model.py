@@ -122,9 +122,20 @@ class CompiledSource:
 
     units: dict[str, CompiledUnit] = field(default_factory=dict)  # "sm_86" -> unit
     failures: dict[str, str] = field(default_factory=dict)  # "sm_86" -> why nothing was compiled
+    # the text compiled, when it may have changed since (an editor's buffer): each kernel's
+    # normalised-text hash -> its first line (0-based) then; None: the analysed text is the one compiled
+    kernels: dict[str, int] | None = None
 
     def unit(self, arch: str | None) -> CompiledUnit | None:
         return self.units.get(arch) if arch else None
+
+    def line_shift(self, body_hash: str, first_line: int) -> int | None:
+        """How far a kernel moved since the compile (lines), or None when its text changed (its
+        compiled code is not what the source now says)."""
+        if self.kernels is None:
+            return 0
+        then = self.kernels.get(body_hash)
+        return None if then is None else first_line - then
 
     def failure(self, arch: str | None) -> str | None:
         return self.failures.get(arch) if arch else None

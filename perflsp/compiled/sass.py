@@ -100,9 +100,8 @@ def parse_sass(text: str) -> list[SassFunction]:
             if current is not None:
                 current.registers = int(m.group(1))
             continue
-        if m := _OTHER.match(raw):
-            if "STO_CUDA_ENTRY" in m.group(2):
-                entries.add(m.group(1))
+        if (m := _OTHER.match(raw)) and "STO_CUDA_ENTRY" in m.group(2):
+            entries.add(m.group(1))
     for fn in functions:
         fn.is_entry = fn.name in entries
     return functions

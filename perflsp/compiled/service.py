@@ -64,6 +64,7 @@ class Compiler:
         self._pending: dict[tuple[str, str, str], Future[CompiledUnit | str]] = {}
         self._done: dict[tuple[str, str, str], CompiledUnit | str] = {}
         self._pool: ThreadPoolExecutor | None = None
+        self.keep = 256  # results held in memory (the oldest go first)
 
     # -- which unit ----------------------------------------------------------------------------
 
@@ -89,7 +90,7 @@ class Compiler:
             return f"cannot read {unit}: {exc.strerror or exc}"
         flags = self.flags_for(unit) or self.flags_for(path)
         language = unit_language(unit, unit_text, flags)
-        if language is None:
+        if language is None or (language == "cuda" and not _GLOBAL.search(unit_text) and unit == path):
             return f"{unit.name} has no device code to compile"
         missing = self.toolchain.missing(language)
         if missing:
@@ -161,6 +162,8 @@ class Compiler:
             with self._lock:
                 self._done[key] = result
                 self._pending.pop(key, None)
+                while len(self._done) > self.keep:  # (the disk cache has the rest)
+                    del self._done[next(iter(self._done))]
         return result
 
     def _result(self, path: Path, arch: str, text: bytes | None) -> CompiledUnit | str:

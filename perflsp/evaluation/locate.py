@@ -10,7 +10,7 @@ from pathlib import Path
 from tree_sitter import Tree
 
 from perflsp.evaluation.labels import KernelRow
-from perflsp.kernels.compile_db import CompileDatabase
+from perflsp.kernels.compile_db import FlagsSource
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.extract import extract
 from perflsp.kernels.includes import IncludeResolver
@@ -30,7 +30,7 @@ class Located:
 class Locator:
     """Locates rows under a source root, reading and parsing each file once."""
 
-    def __init__(self, src_root: Path, compile_db: CompileDatabase | None = None):
+    def __init__(self, src_root: Path, compile_db: FlagsSource | None = None):
         self.src_root = src_root
         self.compile_db = compile_db
         self._files: dict[str, tuple[bytes, Tree, FileKernels] | SkippedFile] = {}

@@ -37,7 +37,7 @@ from perflsp.compiled.service import Compiler
 from perflsp.evaluation.labels import Answer, KernelRow
 from perflsp.evaluation.locate import Locator, match_kernel
 from perflsp.hardware.models import Gpu
-from perflsp.kernels.compile_db import CompileDatabase
+from perflsp.kernels.compile_db import FlagsSource
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
 from perflsp.kernels.program import ProgramModel
 from perflsp.source.files import SkippedFile
@@ -79,7 +79,7 @@ class Prediction:
 
 def predict_rows(rows: Iterable[KernelRow], src_root: Path, gpu: Gpu, cost: CostModel | None = None,
                  progress: Callable[[int], None] | None = None,
-                 compile_db: CompileDatabase | None = None, mode: str = "launch-given",
+                 compile_db: FlagsSource | None = None, mode: str = "launch-given",
                  compiler: Compiler | None = None) -> list[Prediction]:
     """Predict every row, in order. `compile_db` (re-rooted under `src_root`) supplies each
     file's include directories and macros; `progress` is called with the count done. `mode` is
@@ -147,7 +147,7 @@ class _EditorChecks:
     up among the kernels that check reported. The lint rules are off: they never change a
     verdict, and they were a sixth of the run."""
 
-    def __init__(self, src_root: Path, gpu: Gpu, compile_db: CompileDatabase | None, cost: CostModel | None,
+    def __init__(self, src_root: Path, gpu: Gpu, compile_db: FlagsSource | None, cost: CostModel | None,
                  compiler: Compiler | None = None):
         from perflsp.analysis.rules import RULES
         from perflsp.cli.check_cmd import check_settings

@@ -522,7 +522,9 @@ class ProgramModel:
         if found is not None:
             return None if _is_kernel_definition(found) else found
         version = _sibling_plain_definition(name, self._sibling_cuda_only_versions)  # (`plain_function` read the others)
-        parsed = _source_definitions_cached(*version) if version is not None else None
+        if version is None:
+            return None
+        parsed = _source_definitions_cached(*version)
         if parsed is not None:
             found = _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False, path=str(version[0]))
             return None if found is None or _is_kernel_definition(found) else found
@@ -562,7 +564,9 @@ class ProgramModel:
             if parsed is not None and name in parsed[1]:
                 return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False, path=str(header[0]))
         version = _sibling_plain_definition(name, self._sibling_versions)
-        parsed = _source_definitions_cached(*version) if version is not None else None
+        if version is None:
+            return None
+        parsed = _source_definitions_cached(*version)
         if parsed is not None:
             return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False, path=str(version[0]))
         return None

@@ -253,7 +253,8 @@ class Analyzer:
         self._seen = extracted
         self._run_on = extracted
         fk = extracted.kernels
-        opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()), argv)
+        opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()), argv,
+                              getattr(text, "compiled", None))
         # kernels of a file that other sources `#include` take their launch sites
         opts = engine.with_includer_launches(opts, text, fk)
         # the tree is read when a kernel is analysed or linted (reading it may parse: a held edit

@@ -25,6 +25,7 @@ from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import FileAnalysis, Kernel
 from perflsp.analysis.rules import RULES, rule_info
 from perflsp.analysis.rules import rule_doc_url as _rule_doc_url
+from perflsp.compiled.model import CompiledSource
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.includes import IncludeResolver
@@ -58,10 +59,11 @@ def fixes_available() -> bool:
 
 
 def options(preprocessed: ConstEnv | None, registers: Sequence[tuple[str, int]] = (),
-            argv: Sequence[str] | None = None) -> AnalysisOptions:
-    """`argv`: the program's arguments (`perflsp.profiling.args`), folded where main() parses argv."""
+            argv: Sequence[str] | None = None, compiled: CompiledSource | None = None) -> AnalysisOptions:
+    """`argv`: the program's arguments (`perflsp.profiling.args`), folded where main() parses argv;
+    `compiled`: the document's device code compiled (its kernels counted from it)."""
     return AnalysisOptions(include_env=preprocessed, registers=tuple(registers),
-                           argv=tuple(argv) if argv is not None else None)
+                           argv=tuple(argv) if argv is not None else None, compiled=compiled)
 
 
 def with_includer_launches(opts: AnalysisOptions, text: DocumentText, kernels: FileKernels) -> AnalysisOptions:

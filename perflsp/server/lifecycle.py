@@ -238,12 +238,13 @@ def _open_worker(ls: PerfLanguageServer, uri: str, text: str, version: int | Non
 
 
 async def _start(ls: PerfLanguageServer, worker: DocumentWorker) -> None:
-    from perflsp.server import resource_usage
+    from perflsp.server import compiled, resource_usage
 
     await ls.ready.wait()
     worker.start()
     if await worker.current() is not None:
         resource_usage.schedule(ls, worker)
+        compiled.schedule(ls, worker)
 
 
 def change_document(ls: PerfLanguageServer, params: lsp.DidChangeTextDocumentParams) -> None:
@@ -263,6 +264,10 @@ def change_document(ls: PerfLanguageServer, params: lsp.DidChangeTextDocumentPar
             changes.append(Change(change.text))
     if ls.ready.is_set():
         worker.change(params.text_document.version, changes)
+        from perflsp.server import compiled
+
+        # compiled again once typing pauses (each edit restarts the wait)
+        compiled.schedule(ls, worker, ls.config_for(worker.uri).settings.compile_delay_ms / 1000.0)
     else:  # queued: the worker starts once the configuration is known
         worker.queue(params.text_document.version, changes)
 
@@ -282,12 +287,13 @@ def _refused_changed(ls: PerfLanguageServer, uri: str, version: int | None) -> N
 
 
 async def saved(ls: PerfLanguageServer, uri: str) -> None:
-    from perflsp.server import resource_usage
+    from perflsp.server import compiled, resource_usage
 
     await ls.ready.wait()
     worker = ls.workers.get(uri)
     if worker is not None:
         resource_usage.schedule(ls, worker)
+        compiled.schedule(ls, worker)
     path = path_of(uri)
     if path is not None and path.suffix.lower() in (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl"):
         await files_changed(ls, [uri])

@@ -58,6 +58,7 @@ from perflsp.server.text import Change, TextState
 
 if TYPE_CHECKING:
     from perflsp.analysis.models import KernelReport
+    from perflsp.compiled.model import CompiledSource
     from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion
     from perflsp.server.advice import DocumentAdvice
     from perflsp.server.config import ResolvedConfig
@@ -133,6 +134,7 @@ class DocumentWorker:
         self.published: list[Published] = []  # each publish of this document (tests)
         self.advice: DocumentAdvice | None = None  # the LLM's questions and answers for this document (advice.py)
         self.resource_task: asyncio.Task[None] | None = None  # the background nvcc run (resource_usage.py)
+        self.compile_task: asyncio.Task[None] | None = None  # the background compile (compiled.py)
         self.lock = asyncio.Lock()
         self._republish = False
         self._remeasure = False
@@ -182,6 +184,12 @@ class DocumentWorker:
             self.state.registers = registers
             self.reanalyze()
 
+    def set_compiled(self, compiled: CompiledSource) -> None:
+        """The device code compiled (compiled.py): analyse again with its counts."""
+        if self.state is not None and not self.closed:
+            self.state.compiled = compiled
+            self.reanalyze()
+
     def reanalyze(self, reextract: bool = False) -> None:
         """Settings changed: analyse again (and extract again for new compile flags)."""
         self._reanalyze = True
@@ -208,8 +216,9 @@ class DocumentWorker:
         self.closed = True
         self._cancel_settle()
         self._cancel_continue()
-        if self.resource_task is not None:
-            self.resource_task.cancel()
+        for task in (self.resource_task, self.compile_task):
+            if task is not None:
+                task.cancel()
         if self._task is not None:
             self._task.cancel()
         self.analyzer.cancel()  # a run in the pool's thread stops at its next kernel

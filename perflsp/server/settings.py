@@ -101,6 +101,22 @@ class Settings(BaseModel):
                     "and shared memory from ptxas. Runs a program: honoured only from user settings or "
                     "a trusted workspace.",
         json_schema_extra=_meta("resource", trusted=True))
+    compile: bool = Field(
+        True,
+        description="Compile each CUDA / OpenMP-offload file's device code in the background (after open, save "
+                    "and a pause in typing) to count the instructions the GPU executes (nvcc, or clang with its "
+                    "OpenMP offload runtime, and nvdisasm). Runs compilers: only in a trusted workspace. Without a "
+                    "toolchain the source engine answers and says why.",
+        json_schema_extra=_meta("resource", trusted=True))
+    clang_path: str | None = Field(
+        None,
+        description="The clang (with the NVPTX OpenMP runtime beside it) used to compile OpenMP target regions "
+                    "(`compile`). Runs a program: honoured only from user settings or a trusted workspace.",
+        json_schema_extra=_meta("machine-overridable", trusted=True))
+    compile_delay_ms: int = Field(
+        1500, ge=0, le=60000,
+        description="After an edit, wait this long for typing to pause before compiling again (`compile`).",
+        json_schema_extra=_meta("window"))
     inlay_hints: bool = Field(
         True, description="Show occupancy and verdict inlay hints at launch sites.",
         json_schema_extra=_meta("resource"))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tree_sitter import Point, Tree
 
+from perflsp.compiled.model import CompiledSource
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.incremental import (
@@ -54,6 +55,7 @@ class TextState:
         self.incremental_extractions = 0
         self.span_moves = 0  # updates that moved the spans of kept items in place (incremental, held)
         self.registers: tuple[tuple[str, int], ...] = ()  # per kernel, from ptxas (resource_usage.py)
+        self.compiled: CompiledSource | None = None  # the device code compiled (compiled.py)
         self.settled = False  # the tree came from a fresh parse of this text (`settle`)
         self._unparsed = False  # the tree has edits applied that are not parsed yet (`_held_edit`)
         self._alone = new_parser()  # parses a held definition on its own
