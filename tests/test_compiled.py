@@ -11,6 +11,7 @@ $PERFLSP_REQUIRE_TOOLCHAIN, so there these tests must run; elsewhere they skip w
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 
 from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import FileAnalysis, prepare_file
-from perflsp.compiled.build import CompileCache, CompileFailure, CompileRequest, compile_unit
+from perflsp.compiled.build import CompileCache, CompileFailure, CompileRequest, cache_key, compile_unit
 from perflsp.compiled.cfg import build_function
 from perflsp.compiled.isa import classify
 from perflsp.compiled.model import INDEX
@@ -222,6 +223,13 @@ def test_units_are_cached_by_text_flags_and_headers(tmp_path):
     first = compile_unit(request, TOOLCHAIN, cache)
     again = compile_unit(request, TOOLCHAIN, CompileCache(tmp_path / "cache"))  # from disk
     assert again.to_json() == first.to_json()
+    # a unit cached by other reader code is read again from its cached disassembly, not compiled
+    (meta,) = (tmp_path / "cache").rglob("*.json")
+    stale = json.loads(meta.read_text())
+    stale["reader"], stale["unit"] = "older", None
+    meta.write_text(json.dumps(stale))
+    assert CompileCache(tmp_path / "cache").get(cache_key(request, TOOLCHAIN, source.read_bytes())).to_json() \
+        == first.to_json()
     (tmp_path / "k.cuh").write_text("#define SCALE 0.1\n")  # a header changed: compiled again, now in FP64
     changed = compile_unit(request, TOOLCHAIN, CompileCache(tmp_path / "cache"))
     fn = next(iter(changed.functions.values()))

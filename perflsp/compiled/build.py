@@ -14,6 +14,7 @@ against the local headers they read.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -34,8 +35,8 @@ DEFAULT_TIMEOUT_S = 120.0
 
 
 def _reader_version() -> str:
-    """What a cached unit was read with: the code that turns SASS into blocks, loops and classes
-    (a change to it makes every cached unit stale)."""
+    """What a unit is read with: the code that turns SASS into blocks, loops and classes (cached
+    units read with other code are read again from their cached disassembly)."""
     digest = hashlib.sha256()
     for name in ("sass.py", "isa.py", "cfg.py", "model.py"):
         try:
@@ -45,15 +46,12 @@ def _reader_version() -> str:
     return digest.hexdigest()[:16]
 
 
-FORMAT_VERSION = _reader_version()
+READER_VERSION = _reader_version()
+FORMAT_VERSION = 2  # of the compile key: what a compile depends on besides the tools and the text
 _MAX_HEADERS = 300
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
-
-
 _BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
 _CXX17_ONLY: dict[str, bool] = {}  # nvcc -> whether its headers reject standards before C++17
-
-
 class CompileFailure(RuntimeError):
     """The unit could not be compiled; the message says why in one line."""
 
@@ -92,8 +90,9 @@ def cache_key(request: CompileRequest, toolchain: Toolchain, text: bytes) -> str
 
 
 class CompileCache:
-    """Compiled units on disk (one JSON file each) and in memory; an entry whose local headers
-    changed since it was compiled is a miss."""
+    """Compiled units on disk and in memory. On disk each unit keeps its disassembly (gzip) beside
+    the unit read from it: a unit read with other reader code is read again from its SASS, not
+    compiled again. An entry whose local headers changed since it was compiled is a miss."""
 
     def __init__(self, directory: Path | None, memory_entries: int = 64):
         self.directory = Path(directory) if directory else None
@@ -102,19 +101,13 @@ class CompileCache:
         self.hits = 0
         self.misses = 0
 
-    def _file(self, key: str) -> Path | None:
-        return self.directory / key[:2] / f"{key}.json" if self.directory else None
+    def _file(self, key: str, suffix: str) -> Path | None:
+        return self.directory / key[:2] / f"{key}{suffix}" if self.directory else None
 
     def get(self, key: str) -> CompiledUnit | None:
         unit = self._memory.get(key)
-        if unit is None and (path := self._file(key)) is not None:
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-                unit = CompiledUnit.from_json(data["unit"])
-                if data.get("headers") != _header_digests(data.get("header_paths", [])):
-                    unit = None
-            except (OSError, ValueError, KeyError, TypeError):
-                unit = None
+        if unit is None:
+            unit = self._load(key)
         if unit is None:
             self.misses += 1
             return None
@@ -122,18 +115,45 @@ class CompileCache:
         self._remember(key, unit)
         return unit
 
-    def put(self, key: str, unit: CompiledUnit) -> None:
+    def _load(self, key: str) -> CompiledUnit | None:
+        meta_path, sass_path = self._file(key, ".json"), self._file(key, ".sass.gz")
+        if meta_path is None or sass_path is None:
+            return None
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            if meta.get("headers") != _header_digests(meta.get("header_paths", [])):
+                return None
+            if meta.get("reader") == READER_VERSION and "unit" in meta:
+                return CompiledUnit.from_json(meta["unit"])
+            sass = gzip.decompress(sass_path.read_bytes()).decode("utf-8", errors="replace")
+        except (OSError, ValueError, KeyError, TypeError, EOFError):
+            return None
+        unit = read_unit(sass, meta["source"], meta["compiled_from"], meta["arch"], meta["compiler"],
+                         meta["header_paths"], float(meta.get("seconds", 0.0)))
+        self._write(key, unit, meta["compiled_from"], None)
+        return unit
+
+    def put(self, key: str, unit: CompiledUnit, sass: str, compiled_from: str) -> None:
         self._remember(key, unit)
-        path = self._file(key)
-        if path is None:
+        self._write(key, unit, compiled_from, sass)
+
+    def _write(self, key: str, unit: CompiledUnit, compiled_from: str, sass: str | None) -> None:
+        meta_path, sass_path = self._file(key, ".json"), self._file(key, ".sass.gz")
+        if meta_path is None or sass_path is None:
             return
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            meta_path.parent.mkdir(parents=True, exist_ok=True)
+            if sass is not None:
+                tmp = sass_path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_bytes(gzip.compress(sass.encode("utf-8"), compresslevel=6))
+                tmp.replace(sass_path)
             headers = unit.dependencies
-            tmp.write_text(json.dumps({"unit": unit.to_json(), "header_paths": headers,
-                                       "headers": _header_digests(headers)}), encoding="utf-8")
-            tmp.replace(path)
+            meta = {"reader": READER_VERSION, "source": unit.source, "compiled_from": compiled_from,
+                    "arch": unit.arch, "compiler": unit.compiler, "seconds": unit.seconds,
+                    "header_paths": headers, "headers": _header_digests(headers), "unit": unit.to_json()}
+            tmp = meta_path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(meta), encoding="utf-8")
+            tmp.replace(meta_path)
         except OSError:
             pass  # a read-only or full cache folder: compiling again later is the only cost
 
@@ -188,20 +208,26 @@ def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCa
                     os.unlink(source)
                 except OSError:
                     pass
+    compiler = Path((toolchain.nvcc if request.language == "cuda" else toolchain.clang) or "?").name
+    headers = [str(h) for h in local_headers(Path(request.source), request.include_dirs)]
+    unit = read_unit(sass, request.source, source, request.arch, compiler, headers, time.perf_counter() - started)
+    if cache is not None:
+        cache.put(key, unit, sass, source)
+    return unit
+
+
+def read_unit(sass: str, source: str, compiled_from: str, arch: str, compiler: str, headers: list[str],
+              seconds: float) -> CompiledUnit:
+    """The unit of a disassembly; `compiled_from`: the file the compiler read (a copy of an
+    unsaved buffer beside `source`), whose positions are `source`'s."""
     functions = {}
     for fn in parse_sass(sass):
         compiled = build_function(fn)
-        if source != request.source:
-            compiled.chains = [tuple((request.source if p == source else p, n) for p, n in chain)
+        if compiled_from != source:
+            compiled.chains = [tuple((source if p == compiled_from else p, n) for p, n in chain)
                                for chain in compiled.chains]
         functions[fn.name] = compiled
-    compiler = Path((toolchain.nvcc if request.language == "cuda" else toolchain.clang) or "?").name
-    unit = CompiledUnit(request.source, request.arch, compiler, functions,
-                        [str(h) for h in local_headers(Path(request.source), request.include_dirs)],
-                        time.perf_counter() - started)
-    if cache is not None:
-        cache.put(key, unit)
-    return unit
+    return CompiledUnit(source, arch, compiler, functions, headers, seconds)
 
 
 def _write_beside(source: str, text: bytes, work: str) -> str:
