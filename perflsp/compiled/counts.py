@@ -197,6 +197,15 @@ class _Counter:
                 claimed[i] = below
                 if candidates:  # only loops of nested compiled loops: a wrapper around them (runs once)
                     ties[i] = _LoopTie(None, 1.0, 1.0, wrapper=True)
+                    parallel = [c for c in candidates if self.profile.loops[c].parallel]
+                    if parallel:
+                        # OpenMP's distribute loop around its parallel-for loop: a thread's
+                        # iterations are chunks of the distribute loop, one pass of the inner
+                        # loop each (both loops' code runs per iteration): the outer runs them
+                        ties[i] = _LoopTie(parallel[0])
+                        for j in self._descendants(fn, i):
+                            if ties[j].source == parallel[0]:
+                                ties[j] = _LoopTie(None, 1.0, 1.0, wrapper=True)
         for i, tie in enumerate(ties):
             if tie.source is not None:
                 tie.unroll = self._unroll(fn, i, tie.source)
@@ -216,6 +225,17 @@ class _Counter:
             for m in members:
                 ties[m].trips = trip / ties[m].unroll if m == main else 0.0
         return ties
+
+    @staticmethod
+    def _descendants(fn: CompiledFunction, index: int) -> list[int]:
+        found = []
+        for j, loop in enumerate(fn.loops):
+            parent = loop.parent
+            while parent is not None and parent != index:
+                parent = fn.loops[parent].parent
+            if parent == index:
+                found.append(j)
+        return found
 
     def _trip(self, source: int) -> float:
         loop = self.profile.loops[source]
