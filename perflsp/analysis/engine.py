@@ -81,6 +81,11 @@ def analyze_kernel(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, gpus: S
             failure = compiled.failure(arch) if compiled is not None and key is None else None
             if failure:
                 by_arch[key][0].evidence.append(f"not compiled ({failure}): operations estimated from the source")
+        if compiled is not None and gpu is not None and arch is None and compiled.units:
+            note = (f"{gpu.name}: compiled facts cover NVIDIA architectures; the source engine's estimate judges "
+                    "this GPU")
+            if note not in by_arch[key][0].evidence:
+                by_arch[key][0].evidence.append(note)
         chosen.append(by_arch[key])
     registers = unit.options.registers_for(kernel.qualified_name if isinstance(kernel, CudaFunction) else kernel.name)
     estimates = [estimate_for_gpu(facts, gpu, threads, registers, shared, unit.options.cost)
