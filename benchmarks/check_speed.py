@@ -1,9 +1,12 @@
 """Throughput of the `perflsp check` core (extraction, engine, lints) over a source tree.
 
-    python benchmarks/check_speed.py [PATH] [--gpu NAME] [--runs N] [--limit FILES]
+    python benchmarks/check_speed.py [PATH] [--gpu NAME] [--runs N] [--limit FILES] [--compile [--cache-dir DIR]]
 
 PATH defaults to $PERFLSP_EVAL_SRC (the benchmark sources). Every run checks the same files
 in-process with fresh caches and prints files/s and kernels/s; the summary is the median.
+With `--compile` the files are compiled first as `perflsp check` does (a pool, the compile
+database found as clangd finds it), cached in `--cache-dir` (default: the user's cache): a first
+run on an empty cache folder is the cold case, the next ones the warm case.
 """
 
 from __future__ import annotations
@@ -18,7 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from perflsp.analysis.report import CheckSettings
 from perflsp.cli.check_cmd import check_paths, source_paths
+from perflsp.compiled.build import CompileCache
+from perflsp.compiled.service import Compiler, default_cache_dir
+from perflsp.compiled.toolchain import find_toolchain
 from perflsp.hardware import load_database
+from perflsp.kernels.compile_db import DiscoveredDatabases
 
 
 def main() -> int:
@@ -27,6 +34,8 @@ def main() -> int:
     parser.add_argument("--gpu", default="h100")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--limit", type=int, default=None, help="check only the first N files")
+    parser.add_argument("--compile", action="store_true", help="compile the device code as `perflsp check` does")
+    parser.add_argument("--cache-dir", type=Path, help="folder of the compile cache (default: the user's)")
     args = parser.parse_args()
     if not args.path or not Path(args.path).exists():
         print("check_speed: no source tree: pass PATH or set PERFLSP_EVAL_SRC", file=sys.stderr)
@@ -36,7 +45,14 @@ def main() -> int:
     gpus = [load_database().get(name) for name in args.gpu.split(",")]
     rates: list[tuple[float, float, float]] = []
     for number in range(1, args.runs + 1):
-        run = check_paths(files, gpus, CheckSettings())
+        compiler = None
+        flags = DiscoveredDatabases()
+        if args.compile:
+            cache = CompileCache(args.cache_dir if args.cache_dir else default_cache_dir())
+            compiler = Compiler(find_toolchain(), cache, flags=flags)
+        run = check_paths(files, gpus, CheckSettings(), flags, compiler=compiler)
+        if compiler is not None:
+            compiler.close()
         files_per_s = len(run.files) / run.elapsed_s
         kernels_per_s = run.kernel_count / run.elapsed_s
         rates.append((run.elapsed_s, files_per_s, kernels_per_s))

@@ -97,7 +97,7 @@ class CompileCache:
     def __init__(self, directory: Path | None, memory_entries: int = 64):
         self.directory = Path(directory) if directory else None
         self.memory_entries = memory_entries
-        self._memory: dict[str, CompiledUnit] = {}
+        self._memory: dict[str, CompiledUnit | CompileFailure] = {}
         self.hits = 0
         self.misses = 0
 
@@ -105,6 +105,8 @@ class CompileCache:
         return self.directory / key[:2] / f"{key}{suffix}" if self.directory else None
 
     def get(self, key: str) -> CompiledUnit | None:
+        """The unit compiled under `key`; raises `CompileFailure` when compiling it failed (with
+        the same tools, flags, text and headers: it would fail again)."""
         unit = self._memory.get(key)
         if unit is None:
             unit = self._load(key)
@@ -113,9 +115,25 @@ class CompileCache:
             return None
         self.hits += 1
         self._remember(key, unit)
+        if isinstance(unit, CompileFailure):
+            raise unit
         return unit
 
-    def _load(self, key: str) -> CompiledUnit | None:
+    def put_failure(self, key: str, failure: CompileFailure, headers: list[str]) -> None:
+        self._remember(key, failure)
+        meta_path = self._file(key, ".json")
+        if meta_path is None:
+            return
+        try:
+            meta_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = meta_path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"failure": str(failure), "header_paths": headers,
+                                       "headers": _header_digests(headers)}), encoding="utf-8")
+            tmp.replace(meta_path)
+        except OSError:
+            pass
+
+    def _load(self, key: str) -> CompiledUnit | CompileFailure | None:
         meta_path, sass_path = self._file(key, ".json"), self._file(key, ".sass.gz")
         if meta_path is None or sass_path is None:
             return None
@@ -123,7 +141,9 @@ class CompileCache:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             if meta.get("headers") != _header_digests(meta.get("header_paths", [])):
                 return None
-            if meta.get("reader") == READER_VERSION and "unit" in meta:
+            if "failure" in meta:
+                return CompileFailure(str(meta["failure"]))
+            if meta.get("reader") == READER_VERSION and meta.get("unit"):
                 return CompiledUnit.from_json(meta["unit"])
             sass = gzip.decompress(sass_path.read_bytes()).decode("utf-8", errors="replace")
         except (OSError, ValueError, KeyError, TypeError, EOFError):
@@ -157,7 +177,7 @@ class CompileCache:
         except OSError:
             pass  # a read-only or full cache folder: compiling again later is the only cost
 
-    def _remember(self, key: str, unit: CompiledUnit) -> None:
+    def _remember(self, key: str, unit: CompiledUnit | CompileFailure) -> None:
         self._memory.pop(key, None)
         self._memory[key] = unit
         while len(self._memory) > self.memory_entries:
@@ -202,6 +222,11 @@ def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCa
             else:
                 cubin = _clang_offload(request, toolchain, source, work, timeout_s)
             sass = _run([toolchain.nvdisasm or "nvdisasm", "-c", "-gi", cubin], timeout_s, "nvdisasm")
+        except CompileFailure as failure:
+            if cache is not None and "took longer than" not in str(failure):  # (a slow machine may do better later)
+                cache.put_failure(key, failure, [str(h) for h in local_headers(Path(request.source),
+                                                                                request.include_dirs)])
+            raise
         finally:
             if source != request.source:
                 try:

@@ -167,13 +167,9 @@ class _Counter:
 
     def _weight(self, chain: tuple[Location, ...]) -> float:
         for depth, location in enumerate(chain):
-            statements = self.table.statements_at(location)
-            if not statements:
-                continue
-            callsites = chain[depth + 1:]
-            exact = [s for s in statements if _same_chain(s.callsites, callsites)]
-            chosen = exact or statements
-            return max(s.weight for s in chosen)
+            found = self.table.weight_at(location, chain[depth + 1:])
+            if found is not None:
+                return found
         return 1.0
 
     # -- loops ---------------------------------------------------------------------------------

@@ -70,6 +70,17 @@ class LineTable:
         """The statements recorded at `location`, innermost first (every inline copy)."""
         return self._by_file.get(_key(location[0]), {}).get(location[1], [])
 
+    def weight_at(self, location: Location, callsites: tuple[Location, ...]) -> float | None:
+        """The guard weight of the code at `location` inlined through `callsites` (innermost
+        first): of the statements recorded there through those calls, else of any there; None
+        when nothing was recorded there."""
+        statements = self.statements_at(location)
+        if not statements:
+            return None
+        wanted = tuple((_key(p), n) for p, n in callsites)
+        exact = [s.weight for s in statements if _sites(s) == wanted]
+        return max(exact) if exact else max(s.weight for s in statements)
+
     def knows_file(self, path: str) -> bool:
         return _key(path) in self._files
 
@@ -87,6 +98,10 @@ class LineTable:
         key = _key(path)
         found = [i for i, lp in enumerate(self.profile.loops) if _key(lp.path) == key and lp.first <= line <= lp.last]
         return sorted(found, key=lambda i: self.profile.loops[i].depth, reverse=True)
+
+
+def _sites(statement: SourceStatement) -> tuple[tuple[str, int], ...]:
+    return tuple((_key(p), n) for p, n in statement.callsites)
 
 
 _KEYS: dict[str, str] = {}

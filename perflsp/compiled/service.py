@@ -81,6 +81,12 @@ class Compiler:
         return includer_of(path)
 
     def request(self, path: Path, arch: str, text: bytes | None = None) -> CompileRequest | str:
+        try:
+            own = text if text is not None else _read(path)
+        except OSError as exc:
+            return f"cannot read {path}: {exc.strerror or exc}"
+        if not _GLOBAL.search(own) and not _OMP_TARGET.search(own):
+            return f"{path.name} has no device code to compile"
         unit = self.unit_for(path)
         if unit is None:
             return f"{path.name} is a header no source beside it includes: nothing compiles it"
@@ -199,20 +205,57 @@ def _includers(header: Path) -> list[Path]:
     name = header.name
     found: list[Path] = []
     for folder in (header.parent, header.parent.parent, header.parent.parent.parent):
-        try:
-            candidates = sorted(p for p in folder.iterdir()
-                                if p.suffix in SOURCE_SUFFIXES | HEADER_SUFFIXES and p.is_file() and p != header)
-        except OSError:
-            continue
-        for candidate in candidates:
-            try:
-                text = candidate.read_bytes()
-            except OSError:
-                continue
-            if name.encode() in text and any(Path(m.decode(errors="replace")).name == name
-                                             for m in _INCLUDE_NAME.findall(text)):
+        for candidate in _folder_sources(folder):
+            if candidate != header and name in _included_names(candidate):
                 found.append(candidate)
     return sorted(found, key=lambda p: p.suffix not in SOURCE_SUFFIXES)
+
+
+def _folder_sources(folder: Path) -> list[Path]:
+    """The C, C++ and CUDA files of a folder, per state of the folder."""
+    try:
+        stamp = folder.stat().st_mtime_ns
+    except OSError:
+        return []
+    cached = _FOLDERS.get(folder)
+    if cached is None or cached[0] != stamp:
+        try:
+            files = sorted(p for p in folder.iterdir() if p.suffix in _CANDIDATE_SUFFIXES and p.is_file())
+        except OSError:
+            files = []
+        if len(_FOLDERS) > 4096:
+            _FOLDERS.clear()
+        cached = _FOLDERS[folder] = (stamp, files)
+    return cached[1]
+
+
+def _included_names(path: Path) -> frozenset[str]:
+    """The file names a file #includes with quotes, per version of the file."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return frozenset()
+    key = (path, stat.st_mtime_ns, stat.st_size)
+    found = _INCLUDES.get(key)
+    if found is None:
+        try:
+            text = path.read_bytes()
+        except OSError:
+            text = b""
+        found = frozenset(Path(m.decode(errors="replace")).name for m in _INCLUDE_NAME.findall(text))
+        if len(_INCLUDES) > 65536:
+            _INCLUDES.clear()
+        _INCLUDES[key] = found
+    return found
+
+
+def _read(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+_CANDIDATE_SUFFIXES = SOURCE_SUFFIXES | HEADER_SUFFIXES
+_FOLDERS: dict[Path, tuple[int, list[Path]]] = {}
+_INCLUDES: dict[tuple[Path, int, int], frozenset[str]] = {}
 
 
 def command_line_compiler(flags: FlagsSource | None = None, settings: ToolchainSettings | None = None,

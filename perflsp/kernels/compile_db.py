@@ -184,10 +184,14 @@ class DiscoveredDatabases:
     def __init__(self, stop: Path | None = None):
         self.stop = stop
         self._loaded: dict[Path, CompileDatabase | None] = {}
+        self._found: dict[Path, Path | None] = {}  # a folder -> the database its files lead to
         self.problems: list[str] = []  # databases that could not be read, once each
 
     def database_for(self, source: Path) -> CompileDatabase | None:
-        found = find_compile_commands(source, self.stop)
+        folder = Path(source).parent
+        if folder not in self._found:
+            self._found[folder] = find_compile_commands(source, self.stop)
+        found = self._found[folder]
         if found is None:
             return None
         if found not in self._loaded:
