@@ -1,0 +1,100 @@
+"""Values the host code determines: what a kernel's loop bounds, launch shapes and OpenMP
+iteration counts are, read from the host code that sets them. Small programs of our own, one per
+rule."""
+
+from __future__ import annotations
+
+from perflsp.analysis.engine import AnalysisOptions
+from perflsp.analysis.models import KernelReport
+from perflsp.kernels.extract import extract
+from perflsp.kernels.program import ProgramModel
+from perflsp.source.parser import parse
+from tests.engine_reports import reports
+
+
+def model_of(src: str, argv: tuple[str, ...] | None = None) -> ProgramModel:
+    data = src.encode()
+    tree = parse(data)
+    return ProgramModel(data, tree, extract(data, tree), argv=argv)
+
+
+def launch_args(src: str, kernel: str, argv: tuple[str, ...] | None = None) -> list[object]:
+    """The folded arguments of the first launch of `kernel`, read where it is launched."""
+    model = model_of(src, argv)
+    site = next(s for s in model.kernels.launches if s.name == kernel)
+    return [model.fold_at(a.span.start_byte, a.text) if a.span is not None else None for a in site.args]
+
+
+def trips(report: KernelReport) -> dict[str, float]:
+    return {loop.variable: loop.trip_count for loop in report.facts.loops}
+
+
+def unknown_trips(report: KernelReport) -> list[str]:
+    return [a for a in report.facts.assumptions if "trip count of the" in a]
+
+
+# control flow of the host code: branches whose condition folds, loops on their first pass ------
+
+BRANCHES = """
+__global__ void k(const float *x, float *y, int n, int reps, int width) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float acc = 0.0f;
+  for (int r = 0; r < reps; r++)
+    for (int w = 0; w < width; w++) acc += x[(i + w) % n];
+  y[i] = acc;
+}
+int main(int argc, char **argv) {
+  int n = 1 << 20;
+  int reps = 8;
+  if (argc > 2) {
+    reps = atoi(argv[2]);
+  } else {
+    n = n * 2;
+  }
+  float *x, *y;
+  cudaMalloc(&x, n * sizeof(float));
+  cudaMalloc(&y, n * sizeof(float));
+  for (int width = 3; width < 64; width += 2) {
+    int blocks = n / 256;
+    blocks++;
+    k<<<blocks, 256>>>(x, y, n, reps, width);
+  }
+  return 0;
+}
+"""
+
+
+def test_a_branch_whose_condition_folds_is_taken_or_skipped():
+    # no argument beyond argv[1]: the `else` branch runs, `reps` keeps its default
+    assert launch_args(BRANCHES, "k", ("7",))[2:4] == [1 << 21, 8]
+    # with argv[2], the `if` branch reads it and the `else` branch does not run
+    assert launch_args(BRANCHES, "k", ("7", "3"))[2:4] == [1 << 20, 3]
+    # the arguments unknown: both stay unknown
+    assert launch_args(BRANCHES, "k")[2:4] == [None, None]
+
+
+def test_a_launch_in_a_loop_is_read_on_the_loop_s_first_pass():
+    # `width` takes its first value (the update clause has not run yet); `blocks++` counts
+    n, reps, width = launch_args(BRANCHES, "k", ("7",))[2:]
+    assert width == 3
+    model = model_of(BRANCHES, ("7",))
+    site = next(s for s in model.kernels.launches if s.name == "k")
+    assert model.fold_at(site.grid.span.start_byte, site.grid.text) == (1 << 21) // 256 + 1
+    report = next(r for r in reports(BRANCHES, options=AnalysisOptions(argv=("7",))) if r.kernel.name == "k")
+    assert trips(report) == {"r": 8, "w": 3}
+    assert not unknown_trips(report)
+
+
+def test_a_loop_that_does_not_run_leaves_its_variables_as_they_were():
+    src = """
+__global__ void k(float *y, int n) { for (int j = 0; j < n; j++) y[j] = 0.0f; }
+int main(int argc, char **argv) {
+  int n = 1024;
+  for (int i = 1; i < argc; i++) n = atoi(argv[i]);
+  float *y;
+  cudaMalloc(&y, 4096 * sizeof(float));
+  k<<<1, 1>>>(y, n);
+}
+"""
+    assert launch_args(src, "k", ())[1] == 1024  # no arguments: the loop never runs
+    assert launch_args(src, "k", ("5",))[1] is None  # it runs: `n` is set in a loop
