@@ -98,3 +98,33 @@ int main(int argc, char **argv) {
 """
     assert launch_args(src, "k", ())[1] == 1024  # no arguments: the loop never runs
     assert launch_args(src, "k", ("5",))[1] is None  # it runs: `n` is set in a loop
+
+
+# the editor's case (no program arguments): launches fold with what their callers pass ----------
+
+CALLER = """
+__global__ void smooth(const float *in, float *out, int n, int taps) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float s = 0.0f;
+  for (int t = 0; t < taps; t++) s += in[(i + t) % n];
+  out[i] = s / taps;
+}
+static void run(const float *in, float *out, int n, int taps) {
+  smooth<<<(n + 255) / 256, 256>>>(in, out, n, taps);
+}
+int main() {
+  float *in, *out;
+  cudaMalloc(&in, (1 << 22) * sizeof(float));
+  cudaMalloc(&out, (1 << 22) * sizeof(float));
+  run(in, out, 1 << 22, 9);
+  return 0;
+}
+"""
+
+
+def test_without_program_arguments_a_launch_takes_its_callers_arguments():
+    (report,) = [r for r in reports(CALLER) if r.kernel.name == "smooth"]
+    assert trips(report) == {"t": 9}
+    assert report.facts.work_items == 1 << 22
+    assert not any("problem size unknown" in a for a in report.facts.assumptions)

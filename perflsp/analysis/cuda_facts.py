@@ -216,7 +216,8 @@ def _launch_shape(unit: AnalysisUnit, site: LaunchSite | None, assumptions: list
         return None, None
     grid = site.grid.value if isinstance(site.grid.value, tuple) else None
     block = site.block.value if isinstance(site.block.value, tuple) else None
-    if unit.options.argv is not None:
+    if unit.kernels.has_launch(site):
+        # folded where the kernel is launched, with what the launching function's callers pass
         grid = grid or _as_dim(unit.fold_at(site.grid.span.start_byte if site.grid.span else site.span.start_byte, site.grid.text))
         block = block or _as_dim(unit.fold_at(site.block.span.start_byte if site.block.span else site.span.start_byte, site.block.text))
     if grid is None:
@@ -446,7 +447,7 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
                                         dims=(0.0,) * 6))
             continue
         value = arg.value if arg is not None else None
-        if value is None and arg is not None and unit.options.argv is not None and arg.span is not None:
+        if value is None and arg is not None and arg.span is not None and site is not None and unit.kernels.has_launch(site):
             value = unit.fold_at(arg.span.start_byte, arg.text)
         if isinstance(value, (int, float)):
             walker.bind(param.name, Val(ctype, float(value), Linear.constant(float(value))))
