@@ -128,3 +128,47 @@ def test_without_program_arguments_a_launch_takes_its_callers_arguments():
     assert trips(report) == {"t": 9}
     assert report.facts.work_items == 1 << 22
     assert not any("problem size unknown" in a for a in report.facts.assumptions)
+
+
+# file-scope variables that keep their initial value ----------------------------------------------
+
+GLOBALS = """
+#include <string>
+int ARRAY_SIZE = 1 << 24;
+unsigned int num_times = 100;
+int scratch = 7;
+
+void parse_arguments(int argc, char *argv[]) {
+  for (int i = 1; i < argc; i++) {
+    if (!std::string("--size").compare(argv[i])) ARRAY_SIZE = atoi(argv[++i]);
+  }
+}
+
+void triad(double *a, const double *b, const double *c) {
+  const int array_size = ARRAY_SIZE;
+  #pragma omp target teams distribute parallel for
+  for (int i = 0; i < array_size; i++) a[i] = b[i] + 0.4 * c[i];
+}
+
+void bump() { scratch++; }
+
+int main(int argc, char *argv[]) {
+  parse_arguments(argc, argv);
+  double *a, *b, *c;
+  for (unsigned k = 0; k < num_times; k++) triad(a, b, c);
+  bump();
+  return 0;
+}
+"""
+
+
+def test_a_file_scope_variable_keeps_its_initial_value_where_nothing_writes_it():
+    model = model_of(GLOBALS, ())
+    region = model.kernels.omp_regions[0]
+    assert model.fold_at(region.span.start_byte, "array_size") == 1 << 24  # the parse loop never runs
+    assert model.fold_at(region.span.start_byte, "num_times") == 100  # never written
+    assert model.fold_at(region.span.start_byte, "scratch") is None  # written by bump()
+    # with arguments the parse loop runs and may set it
+    assert model_of(GLOBALS, ("--size", "8")).fold_at(region.span.start_byte, "array_size") is None
+    (report,) = [r for r in reports(GLOBALS, options=AnalysisOptions(argv=())) if not hasattr(r.kernel, "params")]
+    assert report.facts.work_items == 1 << 24

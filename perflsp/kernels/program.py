@@ -30,7 +30,7 @@ from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
 from perflsp.kernels.omp import parse_clauses, split_directive
 from perflsp.kernels.preprocess import expand_macros
-from perflsp.kernels.symbols import TopLevelFacts, file_env, function_env
+from perflsp.kernels.symbols import TopLevelFacts, declares, file_env, function_env, is_write, mutable_globals, never_runs
 from perflsp.source.files import SkippedFile, load_file
 from perflsp.source.parser import parse, query
 from perflsp.source.positions import LineIndex
@@ -294,16 +294,60 @@ class ProgramModel:
         return value
 
     def env_at(self, byte_offset: int, depth: int = 0) -> ConstEnv:
-        """Constants visible at a point: file constants, the enclosing function's locals, and
-        its parameters as passed by its first caller in this file (two levels up)."""
+        """Constants visible at a point: file constants, the file's variables that keep their
+        initial value (`host_globals`), the enclosing function's locals, and its parameters as
+        passed by its first caller in this file (two levels up)."""
+        return self._env_at(byte_offset, depth, self.host_globals)
+
+    def _env_at(self, byte_offset: int, depth: int, parent: ConstEnv) -> ConstEnv:
         node = self.tree.root_node.descendant_for_byte_range(byte_offset, byte_offset)
         function = enclosing_function(node) if node is not None else None
-        env = function_env(self.ctx, function, byte_offset, self.env)
+        env = function_env(self.ctx, function, byte_offset, parent)
         if function is not None and depth < 2:
-            for name, value in self.caller_arguments(function, depth).items():
-                env.unknown.pop(name, None)
-                env.constants[name] = value
+            passed = self.caller_arguments(function, depth)
+            if passed:
+                # (the same level as the locals: their texts name the parameters)
+                env = ConstEnv(constants={**env.constants, **passed},
+                               unknown={k: v for k, v in env.unknown.items() if k not in passed}, parent=env.parent)
         return env
+
+    @cached_property
+    def host_globals(self) -> ConstEnv:
+        """The file's environment with its non-const variables that keep their initial value
+        (`int size = 1 << 20;` at file scope): those the file never writes, or writes only
+        where the host code does not go (`for (i = 1; i < argc; i++)` with no arguments,
+        `if (argc > 2)`), where a local of the same name does not hide them."""
+        candidates = mutable_globals(self.ctx)
+        if not candidates:
+            return self.env
+        kept: dict[str, str | Value] = {}
+        for name, text in candidates.items():
+            if not self._written(name):
+                kept[name] = text
+        return ConstEnv(parent=self.env, constants=kept) if kept else self.env
+
+    def _written(self, name: str) -> bool:
+        """Whether the host code may write the file-scope variable `name` (an assignment, `++`,
+        `&name`) anywhere it can run."""
+        root = self.tree.root_node
+        for at in _occurrences(self.data, name.encode()):
+            end = at + len(name)
+            if end < len(self.data) and (self.data[end:end + 1].isalnum() or self.data[end:end + 1] == b"_"):
+                continue
+            node = root.descendant_for_byte_range(at, end)
+            if node is None or node.type != "identifier":
+                continue
+            if not is_write(node):
+                continue
+            function = enclosing_function(node)
+            if function is None:
+                return True
+            if declares(self.ctx, function, name, node.start_byte):
+                continue  # a local or parameter of that name
+            if never_runs(self.ctx, node, function, lambda offset: self._env_at(offset, 0, self.env)):
+                continue
+            return True
+        return False
 
     def enclosing_function(self, byte_offset: int) -> Node | None:
         node = self.tree.root_node.descendant_for_byte_range(byte_offset, byte_offset)
@@ -523,7 +567,7 @@ class ProgramModel:
             return None if _is_kernel_definition(found) else found
         version = _sibling_plain_definition(name, self._sibling_cuda_only_versions)  # (`plain_function` read the others)
         parsed = _source_definitions_cached(*version) if version is not None else None
-        if parsed is not None:
+        if parsed is not None and version is not None:
             found = _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False, path=str(version[0]))
             return None if found is None or _is_kernel_definition(found) else found
         return None
@@ -563,7 +607,7 @@ class ProgramModel:
                 return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False, path=str(header[0]))
         version = _sibling_plain_definition(name, self._sibling_versions)
         parsed = _source_definitions_cached(*version) if version is not None else None
-        if parsed is not None:
+        if parsed is not None and version is not None:
             return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False, path=str(version[0]))
         return None
 

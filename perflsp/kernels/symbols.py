@@ -82,6 +82,94 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
 
 
 
+def mutable_globals(ctx: ExtractionContext) -> dict[str, str]:
+    """File- and namespace-scope variables that are not `const` but are initialised with an
+    expression (`int ARRAY_SIZE = 33554432;`): name -> initializer text. Device variables
+    (`__device__`, `__constant__`, `__managed__`) are left out: device code or a copy to the
+    symbol writes them."""
+    found: dict[str, str] = {}
+    stack = [ctx.tree.root_node]
+    while stack:
+        node = stack.pop()
+        for child in node.named_children:
+            if child.type in _SCOPE_CONTAINERS:
+                stack.append(child)
+            elif child.type == "declaration" and not _is_constant_declaration(ctx, child):
+                head = ctx.text(child).split("=", 1)[0]
+                if re.search(r"__(?:device|constant|managed|shared)__|\bextern\b", head):
+                    continue
+                for declarator in child.children_by_field_name("declarator"):
+                    if declarator.type != "init_declarator":
+                        continue
+                    name_node = declarator.child_by_field_name("declarator")
+                    value = declarator.child_by_field_name("value")
+                    if name_node is None or name_node.type != "identifier" or value is None \
+                            or value.type in ("argument_list", "initializer_list"):
+                        continue
+                    found.setdefault(ctx.text(name_node), ctx.text(value))
+    return found
+
+
+def is_write(identifier: Node) -> bool:
+    """Whether this use of a variable may change it: the left of an assignment, the operand of
+    `++`/`--`, or `&name` (a call writes through the pointer)."""
+    parent = identifier.parent
+    if parent is None:
+        return False
+    if parent.type == "assignment_expression":
+        left = parent.child_by_field_name("left")
+        return left is not None and left.start_byte == identifier.start_byte and left.end_byte == identifier.end_byte
+    if parent.type == "update_expression":
+        return True
+    if parent.type == "pointer_expression":
+        operator = parent.child_by_field_name("operator")
+        return operator is not None and operator.type == "&"
+    return False
+
+
+def declares(ctx: ExtractionContext, function: Node, name: str, before: int) -> bool:
+    """Whether `function` has a parameter or a local named `name` declared before `before`
+    (which then hides a file-scope variable of that name there)."""
+    if name in _function_params(function):
+        return True
+    body = function.child_by_field_name("body")
+    if body is None:
+        return False
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if node.start_byte >= before:
+            continue
+        if node.type == "declaration":
+            for declarator in node.children_by_field_name("declarator"):
+                inner: Node | None = declarator
+                while inner is not None and inner.type != "identifier":
+                    inner = inner.child_by_field_name("declarator")
+                if inner is not None and ctx.text(inner) == name:
+                    return True
+        stack.extend(node.named_children)
+    return False
+
+
+def never_runs(ctx: ExtractionContext, node: Node, function: Node, env_at: Callable[[int], ConstEnv]) -> bool:
+    """Whether `node` sits where its function never goes: in the branch of an `if` whose
+    condition folds the other way, or in a loop whose condition fails on entry (`env_at` gives
+    the constants where each control statement starts)."""
+    body = function.child_by_field_name("body")
+    chain = _chain(node, body) if body is not None else None
+    for control, part in chain or ():
+        if control.type == "if_statement":
+            if part == "condition":
+                continue
+            status = _fold_condition(ctx, control, env_at(control.start_byte))
+            if status is not _UNKNOWN and bool(status) != (part == "consequence"):
+                return True
+        elif control.type in ("for_statement", "while_statement") and part != "initializer" \
+                and _fold_condition(ctx, control, env_at(control.start_byte)) is False:
+            return True
+    return False
+
+
 def _is_constant_declaration(ctx: ExtractionContext, decl: Node) -> bool:
     return any(child.type == "type_qualifier" and ctx.text(child) in ("const", "constexpr") for child in decl.children)
 

@@ -6,6 +6,9 @@
   `ProgramModel.env_at`), or when F allocates a variable that a launch passes
   (`ProgramModel.host_allocation` finds the first allocation of a name anywhere in the file).
   Kernels nobody launches read no host code at all.
+- An edit that may write a variable the file declares at file scope (`size = 8;`, `size++`,
+  `&size`) can change every launch and region that reads it (`ProgramModel.host_globals`: such a
+  variable keeps its initial value only while nothing that runs writes it): everything.
 - An edit confined to `__device__` functions (`"device"`) changes the kernels that call them,
   directly or through other device functions, and the launches made inside them.
 
@@ -21,14 +24,20 @@ from collections.abc import Iterable
 
 from tree_sitter import Node, Tree
 
+from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.incremental import Extracted
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
+from perflsp.kernels.symbols import mutable_globals
+from perflsp.source.positions import LineIndex
 
 _CALL = re.compile(rb"([A-Za-z_]\w*)\s*(?:<[^<>;{}]*>)?\s*\(")
 # what an allocation form can name (`x = ...`, `T x[...]`, `vector<T> x(...)`): the word before
 # `=` (not `==`, `<=`, ...), before `[`, or after `vector<...>`
 _ASSIGNED = re.compile(rb"([A-Za-z_]\w*)\s*(?:=(?!=)|\[)|vector\s*<[^;{}()]*>\s*([A-Za-z_]\w*)")
 _WORD = re.compile(rb"[A-Za-z_]\w*")
+# what a statement can write: `x = `, `x += `, `x++`, `++x`, `&x`
+_WRITTEN = re.compile(rb"([A-Za-z_]\w*)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--|&)\s*([A-Za-z_]\w*)"
+                      rb"|([A-Za-z_]\w*)\s*(?:\+\+|--)")
 _CONTAINERS = {"translation_unit", "declaration_list", "preproc_if", "preproc_ifdef", "preproc_else",
                "preproc_elif", "linkage_specification", "namespace_definition", "template_declaration"}
 
@@ -42,6 +51,8 @@ def affected(data: bytes, tree: Tree, kernels: FileKernels, extracted: Extracted
     texts = (extracted.edited_before, data[a:b])
     if extracted.change == "device":
         return _callers_of(data, kernels, extracted.edited_functions) | _launched_in(kernels, a, b)
+    if _names(_WRITTEN, texts) & _file_variables(data, tree):
+        return {id(item) for item in (*kernels.kernels, *kernels.omp_regions)}
     called = _names(_CALL, texts)
     bodies = _function_bodies(tree.root_node, called)
     reach = called | _names(_CALL, (data[s:e] for s, e in bodies))  # F's callees and theirs
@@ -55,6 +66,11 @@ def affected(data: bytes, tree: Tree, kernels: FileKernels, extracted: Extracted
         if a <= site.span.start_byte < b or caller in reach or _passes(site, assigned):
             out.update(id(k) for k in by_name[site.kernel])
     return out
+
+
+def _file_variables(data: bytes, tree: Tree) -> set[str]:
+    """The non-const variables the file declares at file scope with an initial value."""
+    return set(mutable_globals(ExtractionContext(data, tree, LineIndex(data))))
 
 
 def _names(pattern: re.Pattern[bytes], texts: Iterable[bytes]) -> set[str]:
