@@ -172,3 +172,18 @@ def test_a_file_scope_variable_keeps_its_initial_value_where_nothing_writes_it()
     assert model_of(GLOBALS, ("--size", "8")).fold_at(region.span.start_byte, "array_size") is None
     (report,) = [r for r in reports(GLOBALS, options=AnalysisOptions(argv=())) if not hasattr(r.kernel, "params")]
     assert report.facts.work_items == 1 << 24
+
+
+def test_only_the_branch_a_condition_chooses_is_folded():
+    src = """
+__global__ void k(float *y, int n, int degree) { for (int d = 0; d < degree; d++) y[d % n] += 1.0f; }
+int main(int argc, char **argv) {
+  int degree = argc > 1 ? atoi(argv[1]) : 4;
+  int n = argc > 2 ? atoi(argv[2]) : (argc > 1 ? 2 * atoi(argv[1]) : 1 << 20);
+  float *y;
+  cudaMalloc(&y, n * sizeof(float));
+  k<<<1, 1>>>(y, n, degree);
+}
+"""
+    assert launch_args(src, "k", ())[1:] == [1 << 20, 4]  # argv[1] is not read: it is not given
+    assert launch_args(src, "k", ("9",))[1:] == [18, 9]

@@ -291,11 +291,45 @@ class _Parser:
         tok = self.peek()
         if tok and tok[1] == "?":
             self.take("?")
-            yes = self.expression()
+            if isinstance(value, tuple):
+                raise NotConstant("a dim3 as a condition")
+            # only the branch the condition chooses is folded (`argc > 1 ? atoi(argv[1]) : 4`)
+            if value:
+                yes = self.expression()
+                self.take(":")
+                self._skip_operand()
+                return yes
+            self._skip_operand(to_colon=True)
             self.take(":")
-            no = self.expression()
-            return yes if value else no
+            return self.expression()
         return value
+
+    def _skip_operand(self, to_colon: bool = False) -> None:
+        """Pass over the branch of a `?:` that is not chosen: up to its `:` (`to_colon`), or to
+        the end of the expression (a closing bracket or `,` of the enclosing one)."""
+        depth = 0
+        pending = 0  # nested `?` waiting for their `:`
+        while (tok := self.peek()) is not None:
+            text = tok[1] if tok[0] == "op" else ""
+            if text in ("(", "[", "{"):
+                depth += 1
+            elif text in (")", "]", "}"):
+                if depth == 0:
+                    return
+                depth -= 1
+            elif depth == 0 and text == ",":
+                return
+            elif depth == 0 and text == "?":
+                pending += 1
+            elif depth == 0 and text == ":":
+                if pending == 0:
+                    if to_colon:
+                        return
+                    return  # (the `:` of an enclosing `?:`)
+                pending -= 1
+            self.pos += 1
+        if to_colon:
+            raise NotConstant("incomplete expression")
 
     def binary(self, min_prec: int) -> Value:
         left = self.unary()
