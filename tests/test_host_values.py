@@ -69,8 +69,7 @@ def test_a_branch_whose_condition_folds_is_taken_or_skipped():
     assert launch_args(BRANCHES, "k", ("7",))[2:4] == [1 << 21, 8]
     # with argv[2], the `if` branch reads it and the `else` branch does not run
     assert launch_args(BRANCHES, "k", ("7", "3"))[2:4] == [1 << 20, 3]
-    # the arguments unknown: both stay unknown
-    assert launch_args(BRANCHES, "k")[2:4] == [None, None]
+
 
 
 def test_a_launch_in_a_loop_is_read_on_the_loop_s_first_pass():
@@ -98,6 +97,34 @@ int main(int argc, char **argv) {
 """
     assert launch_args(src, "k", ())[1] == 1024  # no arguments: the loop never runs
     assert launch_args(src, "k", ("5",))[1] is None  # it runs: `n` is set in a loop
+
+
+# the editor's case: the program's arguments are not known ---------------------------------------
+
+def test_without_program_arguments_the_host_code_s_defaults_are_assumed_and_said():
+    # the values of a run without arguments: `argc > 2` is false
+    assert launch_args(BRANCHES, "k")[2:4] == [1 << 21, 8]
+    report = next(r for r in reports(BRANCHES) if r.kernel.name == "k")
+    assert trips(report) == {"r": 8, "w": 3}
+    assert any("run without arguments" in a for a in report.facts.assumptions)
+    # a value read from argv without a default stays unknown (production size), and a kernel
+    # whose sizes do not depend on the arguments says nothing about them
+    src = """
+__global__ void k(float *y, int n) { for (int j = 0; j < n; j++) y[j] = 0.0f; }
+__global__ void c(float *y) { for (int j = 0; j < 64; j++) y[j] = 1.0f; }
+int main(int argc, char **argv) {
+  if (argc != 2) return 1;
+  int n = atoi(argv[1]);
+  float *y;
+  cudaMalloc(&y, 4096 * sizeof(float));
+  k<<<1, 1>>>(y, n);
+  c<<<1, 1>>>(y);
+}
+"""
+    assert launch_args(src, "k")[1] is None
+    by_name = {r.kernel.name: r for r in reports(src)}
+    assert unknown_trips(by_name["k"])
+    assert not any("run without arguments" in a for a in by_name["c"].facts.assumptions)
 
 
 # the editor's case (no program arguments): launches fold with what their callers pass ----------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import cast
@@ -20,6 +21,44 @@ Value = Number | tuple[int, int, int]
 
 class NotConstant(Exception):
     """The expression depends on something that is not a compile-time constant here."""
+
+
+_READS = threading.local()
+NO_ARGUMENTS_NOTE = ("program arguments not given: the host code's values for a run without arguments "
+                     "(its defaults) assumed")
+
+
+def assumed_reads() -> int:
+    """How many folds on this thread so far read the program's arguments where they are only
+    assumed (a run without arguments, `ConstEnv.argv_assumed`): compare before and after."""
+    return getattr(_READS, "count", 0)
+
+
+def assumed_notes(since: int) -> list[str]:
+    """`NO_ARGUMENTS_NOTE` when a fold read assumed program arguments after `since` (an
+    `assumed_reads()`), else nothing: the assumption an analysis states."""
+    return [NO_ARGUMENTS_NOTE] if assumed_reads() != since else []
+
+
+def note_assumed_read() -> None:
+    _READS.count = assumed_reads() + 1
+
+
+class ReadsApart:
+    """`with ReadsApart() as reads:` folds whose reads of assumed program arguments are not
+    counted for the analysis running (they decide what a name holds, and that name carries the
+    assumption instead): `reads.seen` says whether there were any."""
+
+    __slots__ = ("_before", "seen")
+
+    def __enter__(self) -> ReadsApart:
+        self._before = assumed_reads()
+        self.seen = False
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seen = assumed_reads() != self._before
+        _READS.count = self._before
 
 
 _TOKEN = re.compile(
@@ -68,9 +107,13 @@ class ConstEnv:
     unknown: dict[str, str] = field(default_factory=dict)
     parent: ConstEnv | None = None
     argv: tuple[str, ...] | None = None  # the program's arguments, argv[0] included, when known
+    argv_assumed: bool = False  # `argv` is the assumption of a run without arguments
+    # names whose value rests on that assumption (set where a branch on `argc` was folded)
+    assumed: set[str] = field(default_factory=set)
     type_aliases: dict[str, str] = field(default_factory=dict)  # `typedef double Real_t;` in headers
     headers: tuple = ()  # local headers the translation unit includes (paths), in include order
     _memo: dict[str, Value] = field(default_factory=dict, repr=False)
+    _memo_assumed: set[str] = field(default_factory=set, repr=False)  # memoised from assumed arguments
     _active: set[str] = field(default_factory=set, repr=False)
     # Memos of what is derived from this environment (its bindings do not change once built):
     # macro bodies that fold to numbers (`preprocess`), the `_Pragma` macros (`omp`), and the
@@ -103,6 +146,8 @@ class ConstEnv:
 
     def lookup(self, name: str) -> Value:
         if name in self._memo:
+            if name in self._memo_assumed:
+                note_assumed_read()
             return self._memo[name]
         if name in self.unknown:
             raise NotConstant(f"`{name}` {self.unknown[name]}")
@@ -113,6 +158,9 @@ class ConstEnv:
             if self.parent is not None:
                 return self.parent.lookup(name)
             raise NotConstant(f"depends on `{name}`")
+        before = assumed_reads()
+        if name in self.assumed:
+            note_assumed_read()
         if not isinstance(source, str):
             return source
         if name in self._active:
@@ -126,7 +174,18 @@ class ConstEnv:
         finally:
             self._active.discard(name)
         self._memo[name] = value
+        if assumed_reads() != before:
+            self._memo_assumed.add(name)
         return value
+
+    def arguments_assumed(self) -> bool:
+        """Whether the program's arguments here are the assumption of a run without any."""
+        env: ConstEnv | None = self
+        while env is not None:
+            if env.argv is not None:
+                return env.argv_assumed
+            env = env.parent
+        return False
 
 
 def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Value:
@@ -476,6 +535,8 @@ class _Parser:
         if argv is None:
             raise NotConstant(f"depends on the program's arguments (`{name}`)")
         if name == "argc":
+            if self.env.arguments_assumed():
+                note_assumed_read()
             return len(argv)
         self.take("[")
         index = self.expression()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tree_sitter import Node, QueryCursor, Tree
 
-from perflsp.kernels.consteval import ConstEnv, Value, try_evaluate
+from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.definitions import function_definitions
 from perflsp.kernels.extract import extract
@@ -222,9 +222,16 @@ class ProgramModel:
             while base.parent is not None:
                 base = base.parent
             base.argv = ("program", *argv)
+        elif env.program_arguments() is None:
+            # the arguments are not known (an editor): the host code's own defaults, its values
+            # when the program is run without arguments (`if (argc > 1) n = atoi(argv[1]);`),
+            # stated where a fold reads them (a layer of this model's: the extraction's folds
+            # do not see the assumption)
+            env = ConstEnv(parent=env, argv=("program",), argv_assumed=True)
         self.env = env
         self._constants: dict[str, tuple[float, str] | None] = {}
         self._caller_arguments: dict[tuple[int, int], dict[str, Folded]] = {}
+        self._caller_assumed: dict[tuple[int, int], set[str]] = {}  # those folded from assumed arguments
         self._calls: dict[str, list[Node]] = {}
         self._local_functions: dict[str, CudaFunction] = {}
         for fn in kernels.device_functions:
@@ -308,7 +315,8 @@ class ProgramModel:
             if passed:
                 # (the same level as the locals: their texts name the parameters)
                 env = ConstEnv(constants={**env.constants, **passed},
-                               unknown={k: v for k, v in env.unknown.items() if k not in passed}, parent=env.parent)
+                               unknown={k: v for k, v in env.unknown.items() if k not in passed}, parent=env.parent,
+                               assumed=env.assumed | self._caller_assumed.get((function.start_byte, depth), set()))
         return env
 
     @cached_property
@@ -321,10 +329,15 @@ class ProgramModel:
         if not candidates:
             return self.env
         kept: dict[str, str | Value] = {}
+        assumed: set[str] = set()
         for name, text in candidates.items():
-            if not self._written(name):
+            with ReadsApart() as reads:
+                written = self._written(name)
+            if not written:
                 kept[name] = text
-        return ConstEnv(parent=self.env, constants=kept) if kept else self.env
+                if reads.seen:
+                    assumed.add(name)  # (kept because a run without arguments skips its writes)
+        return ConstEnv(parent=self.env, constants=kept, assumed=assumed) if kept else self.env
 
     def _written(self, name: str) -> bool:
         """Whether the host code may write the file-scope variable `name` (an assignment, `++`,
@@ -413,9 +426,12 @@ class ProgramModel:
             for pname, arg in zip(param_names, arg_nodes):
                 if pname is None:
                     continue
-                value, _ = try_evaluate(self.ctx.text(arg), env)
+                with ReadsApart() as reads:
+                    value, _ = try_evaluate(self.ctx.text(arg), env)
                 if value is not None and not isinstance(value, str):
                     values[pname] = value
+                    if reads.seen:
+                        self._caller_assumed.setdefault(key, set()).add(pname)
             break
         self._caller_arguments[key] = values
         return values

@@ -10,7 +10,7 @@ from typing import TypeVar, cast
 
 from tree_sitter import Node, QueryCursor
 
-from perflsp.kernels.consteval import ConstEnv, try_evaluate
+from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.source.parser import query
 
@@ -334,6 +334,7 @@ class _Replay:
         self.env = env
         self.path = path
         self.status: dict[int, object] = {}  # control start -> what its condition folded to on entry
+        self.assumed_controls: set[int] = set()  # those whose condition read assumed program arguments
         self.next = 0
         self.position = 0
         self._snapshot: tuple[int, int, ConstEnv] | None = None  # (events applied, parent id, env)
@@ -351,7 +352,8 @@ class _Replay:
         # launches with no binding between them share one snapshot (and its folding memo)
         if self._snapshot is not None and self._snapshot[:2] == (self.next, id(parent)):
             return self._snapshot[2]
-        env = ConstEnv(constants=dict(self.env.constants), unknown=dict(self.env.unknown), parent=parent)
+        env = ConstEnv(constants=dict(self.env.constants), unknown=dict(self.env.unknown), parent=parent,
+                       assumed=set(self.env.assumed))
         self._snapshot = (self.next, id(parent), env)
         return env
 
@@ -477,6 +479,7 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
             chain = _chain(node, body)
             if chain is not None and node.type in _CONTROL_PARTS:
                 events.append((node.start_byte, node.start_byte, chain, _control_entry(ctx, node)))
+                events.append((node.end_byte, node.end_byte, chain, _control_exit(ctx, node)))
             continue
         chain = _chain(node, body)
         if chain is None:
@@ -521,10 +524,42 @@ def _control_entry(ctx: ExtractionContext, control: Node) -> Callable[[_Replay, 
     def enter(replay: _Replay, in_control: bool) -> None:
         status: object = _UNKNOWN
         if not in_control:
-            status = _fold_condition(ctx, control, replay.env)
+            with ReadsApart() as reads:
+                status = _fold_condition(ctx, control, replay.env)
+            if reads.seen and status is not _UNKNOWN:
+                replay.assumed_controls.add(control.start_byte)
         replay.status[control.start_byte] = status
 
     return enter
+
+
+def _control_exit(ctx: ExtractionContext, control: Node) -> Callable[[_Replay, bool], None]:
+    """After a control statement whose condition folded only with the assumed program
+    arguments (a run without any): what it sets, or would have set, rests on that assumption."""
+
+    def leave(replay: _Replay, in_control: bool) -> None:
+        if control.start_byte in replay.assumed_controls:
+            replay.env.assumed.update(_written_names(ctx, control))
+
+    return leave
+
+
+def _written_names(ctx: ExtractionContext, node: Node) -> set[str]:
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        target = None
+        if n.type == "assignment_expression":
+            target = n.child_by_field_name("left")
+        elif n.type == "update_expression":
+            target = n.child_by_field_name("argument")
+        elif n.type == "init_declarator":
+            target = n.child_by_field_name("declarator")
+        if target is not None and target.type == "identifier":
+            names.add(ctx.text(target))
+        stack.extend(n.named_children)
+    return names
 
 
 def _fold_condition(ctx: ExtractionContext, control: Node, env: ConstEnv) -> object:
@@ -543,7 +578,8 @@ def _fold_condition(ctx: ExtractionContext, control: Node, env: ConstEnv) -> obj
     if kind == "for_statement":
         if condition is None or _has_side_effects(condition):
             return _UNKNOWN
-        scratch = ConstEnv(constants=dict(env.constants), unknown=dict(env.unknown), parent=env.parent)
+        scratch = ConstEnv(constants=dict(env.constants), unknown=dict(env.unknown), parent=env.parent,
+                           assumed=set(env.assumed))
         for init in control.children_by_field_name("initializer"):
             if init.type == "declaration":
                 _bind_declaration(ctx, init, scratch, override=True)
@@ -636,7 +672,7 @@ def _bind_update(ctx: ExtractionContext, update: Node, name: str, env: ConstEnv,
     op = ctx.text(operator) if operator is not None else ("++" if "++" in ctx.text(update) else "--")
     _freeze_dependents(env, name)
     if not in_control and name in env.constants:
-        value, _ = try_evaluate(name, env)
+        value, _ = _evaluate_noting(env, name, name)
         if isinstance(value, (int, float)):
             env.constants[name] = value + (1 if op == "++" else -1)
             env._memo.pop(name, None)
@@ -684,7 +720,7 @@ def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in
     operator = ctx.text(op) if op is not None else "="
     if not in_control and operator != "=" and operator[:-1] in _COMPOUND and name in env.constants:
         # `n *= 2;` in straight-line code: the value it had, updated
-        value, _ = try_evaluate(f"({name}) {operator[:-1]} ({ctx.text(right)})", env)
+        value, _ = _evaluate_noting(env, name, f"({name}) {operator[:-1]} ({ctx.text(right)})")
         _freeze_dependents(env, name)
         if isinstance(value, (int, float)):
             env.constants[name] = value
@@ -697,9 +733,10 @@ def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in
         env.constants.pop(name, None)
         return
     text = ctx.text(right)
+    env.assumed.discard(name)
     if name in _names_in(text):
         # `n = n * 2;`: the value the name had, updated (its text would name itself)
-        value, reason = try_evaluate(text, env)
+        value, reason = _evaluate_noting(env, name, text)
         _freeze_dependents(env, name)
         env._memo.pop(name, None)
         if value is None:
@@ -718,6 +755,16 @@ def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
 
+def _evaluate_noting(env: ConstEnv, name: str, text: str) -> tuple[Value | None, str | None]:
+    """`text` folded for a new value of `name`, which then rests on the assumed program
+    arguments when the fold read them."""
+    with ReadsApart() as reads:
+        value, reason = try_evaluate(text, env)
+    if reads.seen:
+        env.assumed.add(name)
+    return value, reason
+
+
 @lru_cache(maxsize=4096)
 def _names_in(text: str) -> frozenset[str]:
     return frozenset(_IDENTIFIER.findall(text))
@@ -728,7 +775,7 @@ def _freeze_dependents(env: ConstEnv, name: str) -> None:
     have now (`int a = b; b = 5;` leaves `a` as it was)."""
     for other, source in list(env.constants.items()):
         if other != name and isinstance(source, str) and name in _names_in(source):
-            value, reason = try_evaluate(other, env)
+            value, reason = _evaluate_noting(env, other, other)
             if value is None:
                 env.unknown[other] = f"depends on `{name}`, which changes later ({reason})"
                 env.constants.pop(other, None)
