@@ -214,3 +214,64 @@ int main(int argc, char **argv) {
 """
     assert launch_args(src, "k", ())[1:] == [1 << 20, 4]  # argv[1] is not read: it is not given
     assert launch_args(src, "k", ("9",))[1:] == [18, 9]
+
+
+# callers in other files of the program -----------------------------------------------------------
+
+KERNELS_H = """
+#pragma once
+template <class T>
+void add(T *data, int n, int iters, T v) {
+  #pragma omp target teams distribute parallel for thread_limit(256)
+  for (int gid = 0; gid < n; gid++) {
+    T s = data[gid];
+    for (int j = 0; j < iters; ++j) s = s + v;
+    data[gid] = s;
+  }
+}
+"""
+
+MAIN_CPP = """
+#include <cstdlib>
+#include "kernels.h"
+template <typename T>
+void test(const int repeat, const int count) {
+  T *mem = (T *)malloc(sizeof(T) * count);
+  #pragma omp target data map(alloc: mem[0:count])
+  {
+    for (int i = 0; i < 4; i++) add<T>(mem, count, repeat, 10.0);
+  }
+  free(mem);
+}
+int main(int argc, char *argv[]) {
+  const int repeat = atoi(argv[1]);
+  const int count = 2 * 1024 * 1024;
+  test<float>(repeat, count);
+  return 0;
+}
+"""
+
+
+def test_a_function_of_a_header_takes_the_arguments_its_includer_passes(tmp_path):
+    (tmp_path / "kernels.h").write_text(KERNELS_H)
+    (tmp_path / "main.cpp").write_text(MAIN_CPP)
+    (report,) = reports(KERNELS_H, tmp_path / "kernels.h", AnalysisOptions(argv=("30",)))
+    assert report.facts.work_items == 2 * 1024 * 1024
+    assert trips(report)["j"] == 30
+    assert not unknown_trips(report)
+
+
+def test_a_function_like_macro_folds_inside_a_local_s_value():
+    # `gridconfig` is folded by name: its text calls the macro `ceil(a, b)`, not math's ceil
+    src = """
+#define ceil(a,b) ((a) % (b) == 0 ? (a) / (b) : ((a) / (b)) + 1)
+__global__ void k(double *q, int n) { int i = blockIdx.x * 16 + threadIdx.x; if (i < n) q[i] = 0.0; }
+void run(double *q, int N) {
+  dim3 gridconfig (ceil(N, 16), 1, 1);
+  k<<<gridconfig, 16>>>(q, N);
+}
+int main() { double *q; cudaMalloc(&q, 1000 * sizeof(double)); run(q, 1000); }
+"""
+    model = model_of(src)
+    site = model.kernels.launches[0]
+    assert model.fold_at(site.grid.span.start_byte, site.grid.text) == (63, 1, 1)

@@ -133,6 +133,16 @@ class ConstEnv:
         merged.update(self.function_macros)
         return merged
 
+    def function_macro(self, name: str) -> tuple[tuple[str, ...], str] | None:
+        """The function-like macro `name` (its parameters and body), the nearest definition."""
+        env: ConstEnv | None = self
+        while env is not None:
+            found = env.function_macros.get(name)
+            if found is not None:
+                return found
+            env = env.parent
+        return None
+
     def child(self) -> ConstEnv:
         return ConstEnv(parent=self)
 
@@ -298,6 +308,9 @@ _FUNCTIONS: dict[str, Callable[..., Number]] = {
     "sqrt": math.sqrt, "std::sqrt": math.sqrt, "pow": math.pow, "std::pow": math.pow,
     "log2": math.log2, "exp2": math.exp2,
 }
+
+
+_MACRO_WORD = re.compile(r"[A-Za-z_]\w*")
 
 
 class _StringValue(str):
@@ -555,13 +568,48 @@ class _Parser:
                 return _STRING_TO_NUMBER[name](str(args[0]))
             except ValueError:
                 raise NotConstant(f"`{name}(\"{args[0]}\")` is not a number") from None
+        macro = self.env.function_macro(name)
+        if macro is not None:
+            # `ceil(N, 16)` with `#define ceil(a,b) ((a) % (b) == 0 ? ...)` in a text being folded
+            params, body = macro
+            texts = self._arg_texts()
+            if len(texts) != len(params) and not (params and params[-1] == "..."):
+                raise NotConstant(f"`{name}` takes {len(params)} arguments")
+            bound = dict(zip(params, texts))
+            return evaluate(_MACRO_WORD.sub(lambda m: f"({bound[m.group()]})" if m.group() in bound else m.group(), body),
+                            self.env)
         fn = _FUNCTIONS.get(name)
         if fn is None:
             raise NotConstant(f"calls `{name}()`")
         args = self._args()
         if any(isinstance(a, tuple) for a in args):
             raise NotConstant(f"`{name}()` of a dim3")
-        return fn(*args)
+        try:
+            return fn(*args)
+        except TypeError:
+            raise NotConstant(f"`{name}()` with {len(args)} arguments") from None
+
+    def _arg_texts(self) -> list[str]:
+        """The arguments of a call as texts (a function-like macro's), split at top-level commas."""
+        self.take("(")
+        texts: list[str] = []
+        current: list[str] = []
+        depth = 0
+        while True:
+            tok = self.take()
+            text = tok[1]
+            if depth == 0 and text in (",", ")"):
+                if current or text == ",":
+                    texts.append(" ".join(current))
+                current = []
+                if text == ")":
+                    return texts
+                continue
+            if text in ("(", "[", "{"):
+                depth += 1
+            elif text in (")", "]", "}"):
+                depth -= 1
+            current.append(text)
 
     def _functional_cast(self, name: str) -> Value:
         if name == "static_cast":

@@ -212,6 +212,7 @@ class ProgramModel:
         self.data = data
         self.tree = tree
         self.kernels = kernels
+        self.argv = tuple(argv) if argv is not None else None
         self.ctx = ExtractionContext(data, tree, lines or LineIndex(data), kernels.path)
         if top is None or include_env is None or top.env.parent is not include_env:
             top = TopLevelFacts(file_env(self.ctx, include_env))
@@ -394,8 +395,9 @@ class ProgramModel:
         return _TEMPLATE_TYPE_PARAMETER.findall(m.group(1)) if m is not None else []
 
     def caller_arguments(self, function: Node, depth: int = 0) -> dict[str, Folded]:
-        """The foldable arguments the first caller of `function` in this file passes, by
-        parameter name."""
+        """The foldable arguments the first caller of `function` passes, by parameter name: a
+        call in this file, else (a function of a header, or of another translation unit) one in
+        another source of the file's folder."""
         key = (function.start_byte, depth)
         if key in self._caller_arguments:
             return self._caller_arguments[key]
@@ -410,12 +412,30 @@ class ProgramModel:
         if name_node is None or params is None:
             return {}
         name = self.ctx.text(name_node).split("::")[-1]
-        param_names = []
+        param_names: list[str | None] = []
         for p in params.named_children:
             m = re.search(r"(\w+)\s*(?:\[.*\])?\s*(?:=.*)?$", self.ctx.text(p))
             param_names.append(m.group(1) if m else None)
-        values: dict[str, Folded] = {}
+        passed = self.arguments_passed(name, tuple(param_names), depth, outside=function)
+        if passed is None and name != "main":
+            for other in self._caller_sources(name):
+                passed = other.arguments_passed(name, tuple(param_names), depth)
+                if passed is not None:
+                    break
+        values, assumed = passed if passed is not None else ({}, set())
+        if assumed:
+            self._caller_assumed[key] = assumed
+        self._caller_arguments[key] = values
+        return values
+
+    def arguments_passed(self, name: str, param_names: tuple[str | None, ...], depth: int,
+                         outside: Node | None = None) -> tuple[dict[str, Folded], set[str]] | None:
+        """What the first call of `name` in this file (with as many arguments as `param_names`,
+        not inside `outside`: a recursive call) passes: the foldable arguments by parameter
+        name, and those folded from assumed program arguments; None when there is no such call."""
         for call in self.calls_to(name):
+            if outside is not None and outside.start_byte <= call.start_byte < outside.end_byte:
+                continue
             args = call.child_by_field_name("arguments")
             if args is None:
                 continue
@@ -423,6 +443,8 @@ class ProgramModel:
             if len(arg_nodes) != len(param_names):
                 continue
             env = self.env_at(call.start_byte, depth + 1)
+            values: dict[str, Folded] = {}
+            assumed: set[str] = set()
             for pname, arg in zip(param_names, arg_nodes):
                 if pname is None:
                     continue
@@ -431,10 +453,27 @@ class ProgramModel:
                 if value is not None and not isinstance(value, str):
                     values[pname] = value
                     if reads.seen:
-                        self._caller_assumed.setdefault(key, set()).add(pname)
-            break
-        self._caller_arguments[key] = values
-        return values
+                        assumed.add(pname)
+            return values, assumed
+        return None
+
+    def _caller_sources(self, name: str) -> list[ProgramModel]:
+        """Models of the other sources of the file's folder that may call `name` (read in
+        their own context, with this model's program arguments)."""
+        found = []
+        for version in self._sibling_all_versions:
+            if name in _called_names_cached(*version):
+                model = _sibling_model(*version, self.argv)
+                if model is not None:
+                    found.append(model)
+        return found
+
+    @cached_property
+    def _sibling_all_versions(self) -> tuple[tuple[Path, int, int], ...]:
+        """The other sources and headers of the file's folder, `.cu`/`.c*` sources first."""
+        found = self._siblings(_SIBLING_SUFFIXES + tuple(s for s in _SIBLING_CUDA_SUFFIXES if s not in _SIBLING_SUFFIXES))
+        ordered = sorted(found, key=lambda p: (p.suffix in (".h", ".hh", ".hpp", ".cuh"), p.name))
+        return tuple(v for v in map(_version, ordered) if v is not None)
 
     def caller_argument_nodes(self, function: Node, parameter: str) -> list[Node]:
         """The argument each call of `function` in this file passes for its `parameter`
@@ -869,6 +908,26 @@ def _defined_names_cached(path: Path, mtime_ns: int, size: int) -> frozenset[str
     if isinstance(loaded, SkippedFile):
         return frozenset()
     return frozenset(m.decode("utf-8", "replace") for m in _DEFINITION_HEAD.findall(loaded.data))
+
+
+@lru_cache(maxsize=256)
+def _called_names_cached(path: Path, mtime_ns: int, size: int) -> frozenset[str]:
+    """Names another file may call (`name(` or `name<...>(` in its text; a superset)."""
+    loaded = load_file(path)
+    if isinstance(loaded, SkippedFile):
+        return frozenset()
+    return frozenset(m.decode("latin-1") for m in _CALL_START.findall(loaded.data))
+
+
+@lru_cache(maxsize=32)
+def _sibling_model(path: Path, mtime_ns: int, size: int, argv: tuple[str, ...] | None) -> ProgramModel | None:
+    """Another source of the folder read as `perflsp check` reads it (its own macros), where
+    a function of this file is called from."""
+    loaded = load_file(path)
+    if isinstance(loaded, SkippedFile):
+        return None
+    source = read_source(path, loaded.data, IncludeResolver(), includers=False)
+    return ProgramModel(loaded.data, source.tree, source.kernels, source.env, argv, source.lines)
 
 
 @lru_cache(maxsize=256)
