@@ -275,3 +275,14 @@ int main() { double *q; cudaMalloc(&q, 1000 * sizeof(double)); run(q, 1000); }
     model = model_of(src)
     site = model.kernels.launches[0]
     assert model.fold_at(site.grid.span.start_byte, site.grid.text) == (63, 1, 1)
+
+
+def test_parameters_are_read_through_three_levels_of_callers():
+    src = """
+__global__ void k(float *y, int n, int taps) { for (int t = 0; t < taps; t++) y[t % n] += 1.0f; }
+void launch(float *y, int n, int taps) { k<<<1, 1>>>(y, n, taps); }
+void stage(float *y, int n) { launch(y, n, n / 64); }
+void run(float *y, int n) { stage(y, n); }
+int main() { float *y; cudaMalloc(&y, 4096 * sizeof(float)); run(y, 4096); }
+"""
+    assert launch_args(src, "k")[1:] == [4096, 64]

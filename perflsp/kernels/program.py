@@ -187,6 +187,9 @@ def _occurrences(data: bytes, word: bytes) -> list[int]:
     return out
 
 
+# how many levels of callers a host function's parameters are read through (a launch in `run(n)`,
+# called by `test(n)`, called by `main`); `perflsp.server.dependents` re-analyses as far
+CALLER_LEVELS = 3
 _SIBLING_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp")
 # where a `__device__` function of another translation unit (linked with `-rdc`) or of a header
 # the file does not include is defined
@@ -304,14 +307,14 @@ class ProgramModel:
     def env_at(self, byte_offset: int, depth: int = 0) -> ConstEnv:
         """Constants visible at a point: file constants, the file's variables that keep their
         initial value (`host_globals`), the enclosing function's locals, and its parameters as
-        passed by its first caller in this file (two levels up)."""
+        passed by its first caller (`CALLER_LEVELS` levels up)."""
         return self._env_at(byte_offset, depth, self.host_globals)
 
     def _env_at(self, byte_offset: int, depth: int, parent: ConstEnv) -> ConstEnv:
         node = self.tree.root_node.descendant_for_byte_range(byte_offset, byte_offset)
         function = enclosing_function(node) if node is not None else None
         env = function_env(self.ctx, function, byte_offset, parent)
-        if function is not None and depth < 2:
+        if function is not None and depth < CALLER_LEVELS:
             passed = self.caller_arguments(function, depth)
             if passed:
                 # (the same level as the locals: their texts name the parameters)

@@ -1,9 +1,9 @@
 """Which kernels an edit outside kernel bodies can change: the analyzer re-analyses only those.
 
 - An edit confined to one host function F (`Extracted.change == "host"`) changes what the
-  engine reads for a launch site in function G only when F is G, G's caller or its caller's
-  caller (a launch's constants fold with the arguments of the first caller, two levels up:
-  `ProgramModel.env_at`), or when F allocates a variable that a launch passes
+  engine reads for a launch site in function G only when F is G or one of its callers up to
+  `CALLER_LEVELS` levels up (a launch's constants fold with the arguments of the first caller,
+  that many levels up: `ProgramModel.env_at`), or when F allocates a variable that a launch passes
   (`ProgramModel.host_allocation` finds the first allocation of a name anywhere in the file).
   Kernels nobody launches read no host code at all.
 - An edit that may write a variable the file declares at file scope (`size = 8;`, `size++`,
@@ -27,6 +27,7 @@ from tree_sitter import Node, Tree
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.incremental import Extracted
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
+from perflsp.kernels.program import CALLER_LEVELS as _CALLER_LEVELS
 from perflsp.kernels.symbols import mutable_globals
 from perflsp.source.positions import LineIndex
 
@@ -55,7 +56,10 @@ def affected(data: bytes, tree: Tree, kernels: FileKernels, extracted: Extracted
         return {id(item) for item in (*kernels.kernels, *kernels.omp_regions)}
     called = _names(_CALL, texts)
     bodies = _function_bodies(tree.root_node, called)
-    reach = called | _names(_CALL, (data[s:e] for s, e in bodies))  # F's callees and theirs
+    reach = set(called)
+    for _ in range(_CALLER_LEVELS - 1):  # F's callees, theirs, and so on as far as callers are read
+        reach |= _names(_CALL, (data[s:e] for s, e in bodies))
+        bodies = _function_bodies(tree.root_node, reach)
     assigned = _names(_ASSIGNED, texts)
     by_name = _kernels_by_name(kernels)
     out: set[int] = set()

@@ -350,3 +350,25 @@ def test_an_edit_that_writes_a_file_scope_variable_reanalyses_what_reads_it():
     snap = analyse(state, analyzer)
     assert analyzer.analysed == 2
     assert reports(state, snap) == fresh_reports(state)
+
+
+CHAIN = """__global__ void k(float *y, int n, int taps) { for (int t = 0; t < taps; t++) y[t % n] += 1.0f; }
+void launch(float *y, int n, int taps) { k<<<1, 1>>>(y, n, taps); }
+void stage(float *y, int n) { launch(y, n, n / 64); }
+void run(float *y, int n) { stage(y, n); }
+int main() { float *y; cudaMalloc(&y, 4096 * sizeof(float)); run(y, 4096); return 0; }
+"""
+
+
+def test_an_edit_three_callers_up_reanalyses_the_launch():
+    state = TextState(CHAIN, 1, None)
+    analyzer = Analyzer()
+    analyse(state, analyzer)
+    assert analyzer.analysed == 1
+    line = line_of(CHAIN, "run(y, 4096)")
+    column = CHAIN.splitlines()[line].index("4096);")
+    state.apply([Change("8192", Position(line, column), Position(line, column + 4))], 2)
+    assert state.extracted.change == "host"
+    snap = analyse(state, analyzer)
+    assert analyzer.analysed == 2
+    assert reports(state, snap) == fresh_reports(state)
