@@ -286,3 +286,19 @@ void run(float *y, int n) { stage(y, n); }
 int main() { float *y; cudaMalloc(&y, 4096 * sizeof(float)); run(y, 4096); }
 """
     assert launch_args(src, "k")[1:] == [4096, 64]
+
+
+def test_a_branch_on_a_parameter_folds_with_what_the_caller_passes():
+    src = """
+__global__ void k(float *y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 0.0f; }
+void launch(float *y, int n) {
+  int block = 256;
+  if (n < 1024) block = 64;
+  k<<<(n + block - 1) / block, block>>>(y, n);
+}
+int main() { float *y; cudaMalloc(&y, 512 * sizeof(float)); launch(y, 512); }
+"""
+    model = model_of(src)
+    site = model.kernels.launches[0]
+    assert model.fold_at(site.block.span.start_byte, site.block.text) == 64
+    assert model.fold_at(site.grid.span.start_byte, site.grid.text) == 8

@@ -32,7 +32,7 @@ class ExtractionContext:
     # `symbols.function_env`'s binding events of each function (by its start) and their replays
     # (by function start and the control path of the point asked about)
     local_events: dict[int, list[_Event]] = field(default_factory=dict, repr=False)
-    local_replays: dict[tuple[int, tuple[tuple[int, str], ...]], _Replay] = field(default_factory=dict, repr=False)
+    local_replays: dict[tuple, _Replay] = field(default_factory=dict, repr=False)
 
     def span(self, node: Node) -> Span:
         return self.span_bytes(node.start_byte, node.end_byte)

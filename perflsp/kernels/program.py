@@ -313,15 +313,11 @@ class ProgramModel:
     def _env_at(self, byte_offset: int, depth: int, parent: ConstEnv) -> ConstEnv:
         node = self.tree.root_node.descendant_for_byte_range(byte_offset, byte_offset)
         function = enclosing_function(node) if node is not None else None
-        env = function_env(self.ctx, function, byte_offset, parent)
+        passed: dict[str, Folded] = {}
         if function is not None and depth < CALLER_LEVELS:
             passed = self.caller_arguments(function, depth)
-            if passed:
-                # (the same level as the locals: their texts name the parameters)
-                env = ConstEnv(constants={**env.constants, **passed},
-                               unknown={k: v for k, v in env.unknown.items() if k not in passed}, parent=env.parent,
-                               assumed=env.assumed | self._caller_assumed.get((function.start_byte, depth), set()))
-        return env
+        return function_env(self.ctx, function, byte_offset, parent, passed,
+                            self._caller_assumed.get((function.start_byte, depth), ()) if passed and function else ())
 
     @cached_property
     def host_globals(self) -> ConstEnv:

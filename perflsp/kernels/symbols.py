@@ -4,7 +4,7 @@ and a function's local variables as they stand at a given point."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from functools import lru_cache
 from typing import TypeVar, cast
 
@@ -237,7 +237,8 @@ def _declarator_value(ctx: ExtractionContext, declarator: Node, is_dim3: bool) -
     return None, None
 
 
-def function_env(ctx: ExtractionContext, function: Node | None, before_byte: int, parent: ConstEnv) -> ConstEnv:
+def function_env(ctx: ExtractionContext, function: Node | None, before_byte: int, parent: ConstEnv,
+                 arguments: Mapping[str, Value] | None = None, assumed: Collection[str] = ()) -> ConstEnv:
     """Locals of `function` as they stand when execution first reaches `before_byte`.
 
     A local initialised with a foldable expression is known, and later assignments, compound
@@ -247,18 +248,20 @@ def function_env(ctx: ExtractionContext, function: Node | None, before_byte: int
     the loops around it (their variables take their first value, their update clauses have not
     run yet) through the branches that contain it. An assignment in a loop or branch that does
     not contain the point, whose condition does not fold, and taking a variable's address make
-    it unknown. Parameters are unknown.
+    it unknown. Parameters are unknown, but those `arguments` gives (what a caller passes: the
+    branches on them then fold too; `assumed`: those that rest on assumed program arguments).
     """
     if function is None:
         return parent.child()
     body = function.child_by_field_name("body")
     path = _control_path(body, before_byte) if body is not None else ()
     cache = ctx.local_replays
-    key = (function.start_byte, path)
+    bound = tuple(sorted(arguments.items())) if arguments else ()
+    key = (function.start_byte, path, bound, tuple(sorted(assumed)))
     replay = cache.get(key)
     if replay is None or replay.position > before_byte:
         events = _function_events(ctx, function)
-        replay = _Replay(ctx, events, ConstEnv(parent=parent), dict(path))
+        replay = _Replay(ctx, events, ConstEnv(parent=parent, constants=dict(bound), assumed=set(assumed)), dict(path))
         cache[key] = replay
     return replay.advance(before_byte, parent)
 
@@ -412,14 +415,24 @@ def _function_events(ctx: ExtractionContext, function: Node) -> list[_Event]:
     if events is None:
         events = []
         for name in _function_params(function):
-            events.append((function.start_byte, function.start_byte, (),
-                           _replayed(_mark_unknown(name, "is a parameter of the enclosing function"))))
+            events.append((function.start_byte, function.start_byte, (), _parameter(name)))
         body = function.child_by_field_name("body")
         if body is not None:
             _collect_events(ctx, body, events)
         events.sort(key=lambda e: e[0])
         cache[function.start_byte] = events
     return events
+
+
+def _parameter(name: str) -> Callable[[_Replay, bool], None]:
+    """A parameter is unknown where it starts, unless a caller's argument binds it."""
+    unknown = _mark_unknown(name, "is a parameter of the enclosing function")
+
+    def start(replay: _Replay, control: bool) -> None:
+        if name not in replay.env.constants:
+            unknown(replay.env)
+
+    return start
 
 
 def _replayed(apply: Callable[[ConstEnv], None]) -> Callable[[_Replay, bool], None]:
