@@ -6,3 +6,11 @@
 (update_expression) @update
 ; `&x`: the variable may be written through the pointer (`parse(argv, &n)`, `scanf("%d", &n)`)
 (pointer_expression operator: "&" argument: (identifier)) @address
+; Control statements: where their conditions are folded (a branch or loop the point is not in
+; runs only when its condition allows)
+(if_statement) @control
+(for_statement) @control
+(while_statement) @control
+(do_statement) @control
+(switch_statement) @control
+(for_range_loop) @control

@@ -22,7 +22,7 @@ from perflsp.analysis.walker import Callee, KernelWalker, LaunchShape, Val
 from perflsp.compiled.model import CompiledFunction, CompiledUnit
 from perflsp.compiled.names import cuda_kernel
 from perflsp.compiled.profile import SourceProfile
-from perflsp.kernels.consteval import ConstEnv
+from perflsp.kernels.consteval import ConstEnv, assumed_notes, assumed_reads
 from perflsp.kernels.models import CudaFunction, LaunchSite
 from perflsp.kernels.program import ProgramModel
 
@@ -52,6 +52,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     cost = options.cost
     site = _choose_site(unit, kernel, launches)
     assumptions: list[str] = []
+    arguments_read = assumed_reads()
     grid, block = _launch_shape(unit, site, assumptions)
     callee = unit.function_node(kernel)
     if callee is None:
@@ -100,6 +101,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     shared_bytes = int(result.shared_bytes)
     if site is not None and site.shared_mem_bytes is not None and isinstance(site.shared_mem_bytes.value, (int, float)):
         shared_bytes += int(site.shared_mem_bytes.value)
+    assumptions.extend(assumed_notes(arguments_read))
     facts = finish(cost, per_item, work_items, items_note, result, assumptions, "tx", extents,
                     sizes_assumed=not shape_known, one_item_expected=shape_known, data_offsets=True,
                     compiled=compiled_note is not None)
@@ -217,11 +219,13 @@ def _launch_shape(unit: AnalysisUnit, site: LaunchSite | None, assumptions: list
     if site is None:
         assumptions.append("no launch site in this file: launch shape unknown")
         return None, None
-    grid = site.grid.value if isinstance(site.grid.value, tuple) else None
-    block = site.block.value if isinstance(site.block.value, tuple) else None
-    if unit.options.argv is not None:
-        grid = grid or _as_dim(unit.fold_at(site.grid.span.start_byte if site.grid.span else site.span.start_byte, site.grid.text))
-        block = block or _as_dim(unit.fold_at(site.block.span.start_byte if site.block.span else site.span.start_byte, site.block.text))
+    grid = block = None
+    if unit.kernels.has_launch(site):
+        # folded where the kernel is launched, with what the launching function's callers pass
+        grid = _as_dim(unit.fold_at(site.grid.span.start_byte if site.grid.span else site.span.start_byte, site.grid.text))
+        block = _as_dim(unit.fold_at(site.block.span.start_byte if site.block.span else site.span.start_byte, site.block.text))
+    grid = grid or (site.grid.value if isinstance(site.grid.value, tuple) else None)
+    block = block or (site.block.value if isinstance(site.block.value, tuple) else None)
     if grid is None:
         assumptions.append(f"grid `{site.grid.text}` unknown ({site.grid.reason})")
     if block is None:
@@ -448,9 +452,12 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
             walker.bind(param.name, Val(CType("unknown", 4, pointer=1), root=param.name, space="global",
                                         dims=(0.0,) * 6))
             continue
-        value = arg.value if arg is not None else None
-        if value is None and arg is not None and unit.options.argv is not None and arg.span is not None:
+        value = None
+        if arg is not None and arg.span is not None and site is not None and unit.kernels.has_launch(site):
+            # folded where the kernel is launched, with what the launching function's callers pass
             value = unit.fold_at(arg.span.start_byte, arg.text)
+        if value is None and arg is not None:
+            value = arg.value
         if isinstance(value, (int, float)):
             walker.bind(param.name, Val(ctype, float(value), Linear.constant(float(value))))
         else:

@@ -21,6 +21,7 @@ from perflsp.analysis.walker import KernelWalker, LaunchShape, Val
 from perflsp.compiled.model import CompiledUnit
 from perflsp.compiled.names import omp_region
 from perflsp.compiled.profile import SourceProfile
+from perflsp.kernels.consteval import assumed_notes, assumed_reads
 from perflsp.kernels.models import OmpRegion
 
 
@@ -32,6 +33,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     if region.body_span is None:
         return uncertain_facts("no statement follows the `#pragma omp target` directive"), None, 0
     assumptions: list[str] = []
+    arguments_read = assumed_reads()
     function = unit.model.enclosing_function(region.span.start_byte)
     host_env = unit.env_at(region.span.start_byte)
     types = host_types(unit, function, region.span.start_byte)
@@ -139,6 +141,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     sizes_assumed = any(a.startswith("problem size unknown") for a in assumptions)
     serial = not words & {"teams", "parallel", "distribute", "for", "loop", "simd"} and \
         (statement is None or _nested_worksharing_loop(statement) is None)
+    assumptions.extend(assumed_notes(arguments_read))
     facts = finish(cost, per_item, work_items, items_note, result, assumptions, fast_atom, extents,
                    sizes_assumed=sizes_assumed, one_item_expected=serial, compiled=compiled_note is not None)
     if compiled_note:

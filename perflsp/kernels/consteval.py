@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import cast
@@ -20,6 +21,44 @@ Value = Number | tuple[int, int, int]
 
 class NotConstant(Exception):
     """The expression depends on something that is not a compile-time constant here."""
+
+
+_READS = threading.local()
+NO_ARGUMENTS_NOTE = ("program arguments not given: the host code's values for a run without arguments "
+                     "(its defaults) assumed")
+
+
+def assumed_reads() -> int:
+    """How many folds on this thread so far read the program's arguments where they are only
+    assumed (a run without arguments, `ConstEnv.argv_assumed`): compare before and after."""
+    return getattr(_READS, "count", 0)
+
+
+def assumed_notes(since: int) -> list[str]:
+    """`NO_ARGUMENTS_NOTE` when a fold read assumed program arguments after `since` (an
+    `assumed_reads()`), else nothing: the assumption an analysis states."""
+    return [NO_ARGUMENTS_NOTE] if assumed_reads() != since else []
+
+
+def note_assumed_read() -> None:
+    _READS.count = assumed_reads() + 1
+
+
+class ReadsApart:
+    """`with ReadsApart() as reads:` folds whose reads of assumed program arguments are not
+    counted for the analysis running (they decide what a name holds, and that name carries the
+    assumption instead): `reads.seen` says whether there were any."""
+
+    __slots__ = ("_before", "seen")
+
+    def __enter__(self) -> ReadsApart:
+        self._before = assumed_reads()
+        self.seen = False
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seen = assumed_reads() != self._before
+        _READS.count = self._before
 
 
 _TOKEN = re.compile(
@@ -68,9 +107,13 @@ class ConstEnv:
     unknown: dict[str, str] = field(default_factory=dict)
     parent: ConstEnv | None = None
     argv: tuple[str, ...] | None = None  # the program's arguments, argv[0] included, when known
+    argv_assumed: bool = False  # `argv` is the assumption of a run without arguments
+    # names whose value rests on that assumption (set where a branch on `argc` was folded)
+    assumed: set[str] = field(default_factory=set)
     type_aliases: dict[str, str] = field(default_factory=dict)  # `typedef double Real_t;` in headers
     headers: tuple = ()  # local headers the translation unit includes (paths), in include order
     _memo: dict[str, Value] = field(default_factory=dict, repr=False)
+    _memo_assumed: set[str] = field(default_factory=set, repr=False)  # memoised from assumed arguments
     _active: set[str] = field(default_factory=set, repr=False)
     # Memos of what is derived from this environment (its bindings do not change once built):
     # macro bodies that fold to numbers (`preprocess`), the `_Pragma` macros (`omp`), and the
@@ -90,6 +133,16 @@ class ConstEnv:
         merged.update(self.function_macros)
         return merged
 
+    def function_macro(self, name: str) -> tuple[tuple[str, ...], str] | None:
+        """The function-like macro `name` (its parameters and body), the nearest definition."""
+        env: ConstEnv | None = self
+        while env is not None:
+            found = env.function_macros.get(name)
+            if found is not None:
+                return found
+            env = env.parent
+        return None
+
     def child(self) -> ConstEnv:
         return ConstEnv(parent=self)
 
@@ -103,6 +156,8 @@ class ConstEnv:
 
     def lookup(self, name: str) -> Value:
         if name in self._memo:
+            if name in self._memo_assumed:
+                note_assumed_read()
             return self._memo[name]
         if name in self.unknown:
             raise NotConstant(f"`{name}` {self.unknown[name]}")
@@ -113,6 +168,9 @@ class ConstEnv:
             if self.parent is not None:
                 return self.parent.lookup(name)
             raise NotConstant(f"depends on `{name}`")
+        before = assumed_reads()
+        if name in self.assumed:
+            note_assumed_read()
         if not isinstance(source, str):
             return source
         if name in self._active:
@@ -126,7 +184,18 @@ class ConstEnv:
         finally:
             self._active.discard(name)
         self._memo[name] = value
+        if assumed_reads() != before:
+            self._memo_assumed.add(name)
         return value
+
+    def arguments_assumed(self) -> bool:
+        """Whether the program's arguments here are the assumption of a run without any."""
+        env: ConstEnv | None = self
+        while env is not None:
+            if env.argv is not None:
+                return env.argv_assumed
+            env = env.parent
+        return False
 
 
 def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Value:
@@ -241,6 +310,9 @@ _FUNCTIONS: dict[str, Callable[..., Number]] = {
 }
 
 
+_MACRO_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
 class _StringValue(str):
     """A string argument (`argv[i]`) on its way into `atoi()` and friends."""
 
@@ -291,11 +363,45 @@ class _Parser:
         tok = self.peek()
         if tok and tok[1] == "?":
             self.take("?")
-            yes = self.expression()
+            if isinstance(value, tuple):
+                raise NotConstant("a dim3 as a condition")
+            # only the branch the condition chooses is folded (`argc > 1 ? atoi(argv[1]) : 4`)
+            if value:
+                yes = self.expression()
+                self.take(":")
+                self._skip_operand()
+                return yes
+            self._skip_operand(to_colon=True)
             self.take(":")
-            no = self.expression()
-            return yes if value else no
+            return self.expression()
         return value
+
+    def _skip_operand(self, to_colon: bool = False) -> None:
+        """Pass over the branch of a `?:` that is not chosen: up to its `:` (`to_colon`), or to
+        the end of the expression (a closing bracket or `,` of the enclosing one)."""
+        depth = 0
+        pending = 0  # nested `?` waiting for their `:`
+        while (tok := self.peek()) is not None:
+            text = tok[1] if tok[0] == "op" else ""
+            if text in ("(", "[", "{"):
+                depth += 1
+            elif text in (")", "]", "}"):
+                if depth == 0:
+                    return
+                depth -= 1
+            elif depth == 0 and text == ",":
+                return
+            elif depth == 0 and text == "?":
+                pending += 1
+            elif depth == 0 and text == ":":
+                if pending == 0:
+                    if to_colon:
+                        return
+                    return  # (the `:` of an enclosing `?:`)
+                pending -= 1
+            self.pos += 1
+        if to_colon:
+            raise NotConstant("incomplete expression")
 
     def binary(self, min_prec: int) -> Value:
         left = self.unary()
@@ -442,6 +548,8 @@ class _Parser:
         if argv is None:
             raise NotConstant(f"depends on the program's arguments (`{name}`)")
         if name == "argc":
+            if self.env.arguments_assumed():
+                note_assumed_read()
             return len(argv)
         self.take("[")
         index = self.expression()
@@ -460,13 +568,48 @@ class _Parser:
                 return _STRING_TO_NUMBER[name](str(args[0]))
             except ValueError:
                 raise NotConstant(f"`{name}(\"{args[0]}\")` is not a number") from None
+        macro = self.env.function_macro(name)
+        if macro is not None:
+            # `ceil(N, 16)` with `#define ceil(a,b) ((a) % (b) == 0 ? ...)` in a text being folded
+            params, body = macro
+            texts = self._arg_texts()
+            if len(texts) != len(params) and not (params and params[-1] == "..."):
+                raise NotConstant(f"`{name}` takes {len(params)} arguments")
+            bound = dict(zip(params, texts))
+            return evaluate(_MACRO_WORD.sub(lambda m: f"({bound[m.group()]})" if m.group() in bound else m.group(), body),
+                            self.env)
         fn = _FUNCTIONS.get(name)
         if fn is None:
             raise NotConstant(f"calls `{name}()`")
         args = self._args()
         if any(isinstance(a, tuple) for a in args):
             raise NotConstant(f"`{name}()` of a dim3")
-        return fn(*args)
+        try:
+            return fn(*args)
+        except TypeError:
+            raise NotConstant(f"`{name}()` with {len(args)} arguments") from None
+
+    def _arg_texts(self) -> list[str]:
+        """The arguments of a call as texts (a function-like macro's), split at top-level commas."""
+        self.take("(")
+        texts: list[str] = []
+        current: list[str] = []
+        depth = 0
+        while True:
+            tok = self.take()
+            text = tok[1]
+            if depth == 0 and text in (",", ")"):
+                if current or text == ",":
+                    texts.append(" ".join(current))
+                current = []
+                if text == ")":
+                    return texts
+                continue
+            if text in ("(", "[", "{"):
+                depth += 1
+            elif text in (")", "]", "}"):
+                depth -= 1
+            current.append(text)
 
     def _functional_cast(self, name: str) -> Value:
         if name == "static_cast":

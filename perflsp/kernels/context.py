@@ -14,7 +14,7 @@ from perflsp.kernels.text import _BLANK_TABLE, blank_comments_and_strings
 from perflsp.source.positions import LineIndex
 
 if TYPE_CHECKING:
-    from perflsp.kernels.symbols import _Replay
+    from perflsp.kernels.symbols import _Event, _Replay
 
 _CANDIDATE_TOKENS = re.compile(rb"__global__|__device__|<<<|#[ \t]*pragma")
 
@@ -29,8 +29,10 @@ class ExtractionContext:
     # The byte range whose kernels, regions and launch sites are wanted (the server re-extracts
     # one edited definition); None: the whole file.
     byte_range: tuple[int, int] | None = None
-    # `symbols.function_env`'s replays of each function's local bindings, by function start
-    local_replays: dict[int, _Replay] = field(default_factory=dict, repr=False)
+    # `symbols.function_env`'s binding events of each function (by its start) and their replays
+    # (by function start and the control path of the point asked about)
+    local_events: dict[int, list[_Event]] = field(default_factory=dict, repr=False)
+    local_replays: dict[tuple, _Replay] = field(default_factory=dict, repr=False)
 
     def span(self, node: Node) -> Span:
         return self.span_bytes(node.start_byte, node.end_byte)

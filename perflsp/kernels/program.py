@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tree_sitter import Node, QueryCursor, Tree
 
-from perflsp.kernels.consteval import ConstEnv, Value, try_evaluate
+from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.definitions import function_definitions
 from perflsp.kernels.extract import extract
@@ -30,7 +30,7 @@ from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
 from perflsp.kernels.omp import parse_clauses, split_directive
 from perflsp.kernels.preprocess import expand_macros
-from perflsp.kernels.symbols import TopLevelFacts, file_env, function_env
+from perflsp.kernels.symbols import TopLevelFacts, declares, file_env, function_env, is_write, mutable_globals, never_runs
 from perflsp.source.files import SkippedFile, load_file
 from perflsp.source.parser import parse, query
 from perflsp.source.positions import LineIndex
@@ -187,6 +187,9 @@ def _occurrences(data: bytes, word: bytes) -> list[int]:
     return out
 
 
+# how many levels of callers a host function's parameters are read through (a launch in `run(n)`,
+# called by `test(n)`, called by `main`); `perflsp.server.dependents` re-analyses as far
+CALLER_LEVELS = 3
 _SIBLING_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp")
 # where a `__device__` function of another translation unit (linked with `-rdc`) or of a header
 # the file does not include is defined
@@ -212,6 +215,7 @@ class ProgramModel:
         self.data = data
         self.tree = tree
         self.kernels = kernels
+        self.argv = tuple(argv) if argv is not None else None
         self.ctx = ExtractionContext(data, tree, lines or LineIndex(data), kernels.path)
         if top is None or include_env is None or top.env.parent is not include_env:
             top = TopLevelFacts(file_env(self.ctx, include_env))
@@ -222,9 +226,16 @@ class ProgramModel:
             while base.parent is not None:
                 base = base.parent
             base.argv = ("program", *argv)
+        elif env.program_arguments() is None:
+            # the arguments are not known (an editor): the host code's own defaults, its values
+            # when the program is run without arguments (`if (argc > 1) n = atoi(argv[1]);`),
+            # stated where a fold reads them (a layer of this model's: the extraction's folds
+            # do not see the assumption)
+            env = ConstEnv(parent=env, argv=("program",), argv_assumed=True)
         self.env = env
         self._constants: dict[str, tuple[float, str] | None] = {}
         self._caller_arguments: dict[tuple[int, int], dict[str, Folded]] = {}
+        self._caller_assumed: dict[tuple[int, int], set[str]] = {}  # those folded from assumed arguments
         self._calls: dict[str, list[Node]] = {}
         self._local_functions: dict[str, CudaFunction] = {}
         for fn in kernels.device_functions:
@@ -294,16 +305,62 @@ class ProgramModel:
         return value
 
     def env_at(self, byte_offset: int, depth: int = 0) -> ConstEnv:
-        """Constants visible at a point: file constants, the enclosing function's locals, and
-        its parameters as passed by its first caller in this file (two levels up)."""
+        """Constants visible at a point: file constants, the file's variables that keep their
+        initial value (`host_globals`), the enclosing function's locals, and its parameters as
+        passed by its first caller (`CALLER_LEVELS` levels up)."""
+        return self._env_at(byte_offset, depth, self.host_globals)
+
+    def _env_at(self, byte_offset: int, depth: int, parent: ConstEnv) -> ConstEnv:
         node = self.tree.root_node.descendant_for_byte_range(byte_offset, byte_offset)
         function = enclosing_function(node) if node is not None else None
-        env = function_env(self.ctx, function, byte_offset, self.env)
-        if function is not None and depth < 2:
-            for name, value in self.caller_arguments(function, depth).items():
-                env.unknown.pop(name, None)
-                env.constants[name] = value
-        return env
+        passed: dict[str, Folded] = {}
+        if function is not None and depth < CALLER_LEVELS:
+            passed = self.caller_arguments(function, depth)
+        return function_env(self.ctx, function, byte_offset, parent, passed,
+                            self._caller_assumed.get((function.start_byte, depth), ()) if passed and function else ())
+
+    @cached_property
+    def host_globals(self) -> ConstEnv:
+        """The file's environment with its non-const variables that keep their initial value
+        (`int size = 1 << 20;` at file scope): those the file never writes, or writes only
+        where the host code does not go (`for (i = 1; i < argc; i++)` with no arguments,
+        `if (argc > 2)`), where a local of the same name does not hide them."""
+        candidates = mutable_globals(self.ctx)
+        if not candidates:
+            return self.env
+        kept: dict[str, str | Value] = {}
+        assumed: set[str] = set()
+        for name, text in candidates.items():
+            with ReadsApart() as reads:
+                written = self._written(name)
+            if not written:
+                kept[name] = text
+                if reads.seen:
+                    assumed.add(name)  # (kept because a run without arguments skips its writes)
+        return ConstEnv(parent=self.env, constants=kept, assumed=assumed) if kept else self.env
+
+    def _written(self, name: str) -> bool:
+        """Whether the host code may write the file-scope variable `name` (an assignment, `++`,
+        `&name`) anywhere it can run."""
+        root = self.tree.root_node
+        for at in _occurrences(self.data, name.encode()):
+            end = at + len(name)
+            if end < len(self.data) and (self.data[end:end + 1].isalnum() or self.data[end:end + 1] == b"_"):
+                continue
+            node = root.descendant_for_byte_range(at, end)
+            if node is None or node.type != "identifier":
+                continue
+            if not is_write(node):
+                continue
+            function = enclosing_function(node)
+            if function is None:
+                return True
+            if declares(self.ctx, function, name, node.start_byte):
+                continue  # a local or parameter of that name
+            if never_runs(self.ctx, node, function, lambda offset: self._env_at(offset, 0, self.env)):
+                continue
+            return True
+        return False
 
     def enclosing_function(self, byte_offset: int) -> Node | None:
         node = self.tree.root_node.descendant_for_byte_range(byte_offset, byte_offset)
@@ -337,8 +394,9 @@ class ProgramModel:
         return _TEMPLATE_TYPE_PARAMETER.findall(m.group(1)) if m is not None else []
 
     def caller_arguments(self, function: Node, depth: int = 0) -> dict[str, Folded]:
-        """The foldable arguments the first caller of `function` in this file passes, by
-        parameter name."""
+        """The foldable arguments the first caller of `function` passes, by parameter name: a
+        call in this file, else (a function of a header, or of another translation unit) one in
+        another source of the file's folder."""
         key = (function.start_byte, depth)
         if key in self._caller_arguments:
             return self._caller_arguments[key]
@@ -353,12 +411,30 @@ class ProgramModel:
         if name_node is None or params is None:
             return {}
         name = self.ctx.text(name_node).split("::")[-1]
-        param_names = []
+        param_names: list[str | None] = []
         for p in params.named_children:
             m = re.search(r"(\w+)\s*(?:\[.*\])?\s*(?:=.*)?$", self.ctx.text(p))
             param_names.append(m.group(1) if m else None)
-        values: dict[str, Folded] = {}
+        passed = self.arguments_passed(name, tuple(param_names), depth, outside=function)
+        if passed is None and name != "main":
+            for other in self._caller_sources(name):
+                passed = other.arguments_passed(name, tuple(param_names), depth)
+                if passed is not None:
+                    break
+        values, assumed = passed if passed is not None else ({}, set())
+        if assumed:
+            self._caller_assumed[key] = assumed
+        self._caller_arguments[key] = values
+        return values
+
+    def arguments_passed(self, name: str, param_names: tuple[str | None, ...], depth: int,
+                         outside: Node | None = None) -> tuple[dict[str, Folded], set[str]] | None:
+        """What the first call of `name` in this file (with as many arguments as `param_names`,
+        not inside `outside`: a recursive call) passes: the foldable arguments by parameter
+        name, and those folded from assumed program arguments; None when there is no such call."""
         for call in self.calls_to(name):
+            if outside is not None and outside.start_byte <= call.start_byte < outside.end_byte:
+                continue
             args = call.child_by_field_name("arguments")
             if args is None:
                 continue
@@ -366,15 +442,37 @@ class ProgramModel:
             if len(arg_nodes) != len(param_names):
                 continue
             env = self.env_at(call.start_byte, depth + 1)
+            values: dict[str, Folded] = {}
+            assumed: set[str] = set()
             for pname, arg in zip(param_names, arg_nodes):
                 if pname is None:
                     continue
-                value, _ = try_evaluate(self.ctx.text(arg), env)
+                with ReadsApart() as reads:
+                    value, _ = try_evaluate(self.ctx.text(arg), env)
                 if value is not None and not isinstance(value, str):
                     values[pname] = value
-            break
-        self._caller_arguments[key] = values
-        return values
+                    if reads.seen:
+                        assumed.add(pname)
+            return values, assumed
+        return None
+
+    def _caller_sources(self, name: str) -> list[ProgramModel]:
+        """Models of the other sources of the file's folder that may call `name` (read in
+        their own context, with this model's program arguments)."""
+        found = []
+        for version in self._sibling_all_versions:
+            if name in _called_names_cached(*version):
+                model = _sibling_model(*version, self.argv)
+                if model is not None:
+                    found.append(model)
+        return found
+
+    @cached_property
+    def _sibling_all_versions(self) -> tuple[tuple[Path, int, int], ...]:
+        """The other sources and headers of the file's folder, `.cu`/`.c*` sources first."""
+        found = self._siblings(_SIBLING_SUFFIXES + tuple(s for s in _SIBLING_CUDA_SUFFIXES if s not in _SIBLING_SUFFIXES))
+        ordered = sorted(found, key=lambda p: (p.suffix in (".h", ".hh", ".hpp", ".cuh"), p.name))
+        return tuple(v for v in map(_version, ordered) if v is not None)
 
     def caller_argument_nodes(self, function: Node, parameter: str) -> list[Node]:
         """The argument each call of `function` in this file passes for its `parameter`
@@ -813,6 +911,26 @@ def _defined_names_cached(path: Path, mtime_ns: int, size: int) -> frozenset[str
     if isinstance(loaded, SkippedFile):
         return frozenset()
     return frozenset(m.decode("utf-8", "replace") for m in _DEFINITION_HEAD.findall(loaded.data))
+
+
+@lru_cache(maxsize=256)
+def _called_names_cached(path: Path, mtime_ns: int, size: int) -> frozenset[str]:
+    """Names another file may call (`name(` or `name<...>(` in its text; a superset)."""
+    loaded = load_file(path)
+    if isinstance(loaded, SkippedFile):
+        return frozenset()
+    return frozenset(m.decode("latin-1") for m in _CALL_START.findall(loaded.data))
+
+
+@lru_cache(maxsize=32)
+def _sibling_model(path: Path, mtime_ns: int, size: int, argv: tuple[str, ...] | None) -> ProgramModel | None:
+    """Another source of the folder read as `perflsp check` reads it (its own macros), where
+    a function of this file is called from."""
+    loaded = load_file(path)
+    if isinstance(loaded, SkippedFile):
+        return None
+    source = read_source(path, loaded.data, IncludeResolver(), includers=False)
+    return ProgramModel(loaded.data, source.tree, source.kernels, source.env, argv, source.lines)
 
 
 @lru_cache(maxsize=256)

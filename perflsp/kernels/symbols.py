@@ -3,12 +3,14 @@ and a function's local variables as they stand at a given point."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Collection, Mapping
+from functools import lru_cache
 from typing import TypeVar, cast
 
 from tree_sitter import Node, QueryCursor
 
-from perflsp.kernels.consteval import ConstEnv, try_evaluate
+from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.source.parser import query
 
@@ -18,8 +20,7 @@ _SCOPE_CONTAINERS = {
     "translation_unit", "declaration_list", "preproc_if", "preproc_ifdef", "preproc_else",
     "preproc_elif", "preproc_elifdef", "linkage_specification", "namespace_definition",
 }
-_LOOP_OR_BRANCH = {"for_statement", "for_range_loop", "while_statement", "do_statement",
-                   "if_statement", "switch_statement", "else_clause", "case_statement"}
+_COMPOUND = {"+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^"}
 
 
 class TopLevelFacts:
@@ -79,6 +80,94 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
                     _bind_enum(ctx, sub, env)
     # enums nested in declarations such as `enum { A = 1 } x;` are rare enough to ignore
 
+
+
+def mutable_globals(ctx: ExtractionContext) -> dict[str, str]:
+    """File- and namespace-scope variables that are not `const` but are initialised with an
+    expression (`int ARRAY_SIZE = 33554432;`): name -> initializer text. Device variables
+    (`__device__`, `__constant__`, `__managed__`) are left out: device code or a copy to the
+    symbol writes them."""
+    found: dict[str, str] = {}
+    stack = [ctx.tree.root_node]
+    while stack:
+        node = stack.pop()
+        for child in node.named_children:
+            if child.type in _SCOPE_CONTAINERS:
+                stack.append(child)
+            elif child.type == "declaration" and not _is_constant_declaration(ctx, child):
+                head = ctx.text(child).split("=", 1)[0]
+                if re.search(r"__(?:device|constant|managed|shared)__|\bextern\b", head):
+                    continue
+                for declarator in child.children_by_field_name("declarator"):
+                    if declarator.type != "init_declarator":
+                        continue
+                    name_node = declarator.child_by_field_name("declarator")
+                    value = declarator.child_by_field_name("value")
+                    if name_node is None or name_node.type != "identifier" or value is None \
+                            or value.type in ("argument_list", "initializer_list"):
+                        continue
+                    found.setdefault(ctx.text(name_node), ctx.text(value))
+    return found
+
+
+def is_write(identifier: Node) -> bool:
+    """Whether this use of a variable may change it: the left of an assignment, the operand of
+    `++`/`--`, or `&name` (a call writes through the pointer)."""
+    parent = identifier.parent
+    if parent is None:
+        return False
+    if parent.type == "assignment_expression":
+        left = parent.child_by_field_name("left")
+        return left is not None and left.start_byte == identifier.start_byte and left.end_byte == identifier.end_byte
+    if parent.type == "update_expression":
+        return True
+    if parent.type == "pointer_expression":
+        operator = parent.child_by_field_name("operator")
+        return operator is not None and operator.type == "&"
+    return False
+
+
+def declares(ctx: ExtractionContext, function: Node, name: str, before: int) -> bool:
+    """Whether `function` has a parameter or a local named `name` declared before `before`
+    (which then hides a file-scope variable of that name there)."""
+    if name in _function_params(function):
+        return True
+    body = function.child_by_field_name("body")
+    if body is None:
+        return False
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if node.start_byte >= before:
+            continue
+        if node.type == "declaration":
+            for declarator in node.children_by_field_name("declarator"):
+                inner: Node | None = declarator
+                while inner is not None and inner.type != "identifier":
+                    inner = inner.child_by_field_name("declarator")
+                if inner is not None and ctx.text(inner) == name:
+                    return True
+        stack.extend(node.named_children)
+    return False
+
+
+def never_runs(ctx: ExtractionContext, node: Node, function: Node, env_at: Callable[[int], ConstEnv]) -> bool:
+    """Whether `node` sits where its function never goes: in the branch of an `if` whose
+    condition folds the other way, or in a loop whose condition fails on entry (`env_at` gives
+    the constants where each control statement starts)."""
+    body = function.child_by_field_name("body")
+    chain = _chain(node, body) if body is not None else None
+    for control, part in chain or ():
+        if control.type == "if_statement":
+            if part == "condition":
+                continue
+            status = _fold_condition(ctx, control, env_at(control.start_byte))
+            if status is not _UNKNOWN and bool(status) != (part == "consequence"):
+                return True
+        elif control.type in ("for_statement", "while_statement") and part != "initializer" \
+                and _fold_condition(ctx, control, env_at(control.start_byte)) is False:
+            return True
+    return False
 
 
 def _is_constant_declaration(ctx: ExtractionContext, decl: Node) -> bool:
@@ -148,61 +237,214 @@ def _declarator_value(ctx: ExtractionContext, declarator: Node, is_dim3: bool) -
     return None, None
 
 
-def function_env(ctx: ExtractionContext, function: Node | None, before_byte: int, parent: ConstEnv) -> ConstEnv:
-    """Locals of `function` as they stand at `before_byte`.
+def function_env(ctx: ExtractionContext, function: Node | None, before_byte: int, parent: ConstEnv,
+                 arguments: Mapping[str, Value] | None = None, assumed: Collection[str] = ()) -> ConstEnv:
+    """Locals of `function` as they stand when execution first reaches `before_byte`.
 
-    A local initialised with a foldable expression is known; a later plain assignment replaces it
-    when it sits in the same straight-line code; an assignment inside a loop or branch, `++`, or
-    a compound assignment makes it unknown. Parameters are unknown.
+    A local initialised with a foldable expression is known, and later assignments, compound
+    assignments and `++`/`--` in straight-line code update it. Control flow is followed where
+    its condition folds at that point (`if (argc > 1) n = atoi(argv[1]);`, a loop whose
+    condition is false on entry never runs). The point itself is reached on the first pass of
+    the loops around it (their variables take their first value, their update clauses have not
+    run yet) through the branches that contain it. An assignment in a loop or branch that does
+    not contain the point, whose condition does not fold, and taking a variable's address make
+    it unknown. Parameters are unknown, but those `arguments` gives (what a caller passes: the
+    branches on them then fold too; `assumed`: those that rest on assumed program arguments).
     """
     if function is None:
         return parent.child()
+    body = function.child_by_field_name("body")
+    path = _control_path(body, before_byte) if body is not None else ()
     cache = ctx.local_replays
-    replay = cache.get(function.start_byte)
+    bound = tuple(sorted(arguments.items())) if arguments else ()
+    key = (function.start_byte, path, bound, tuple(sorted(assumed)))
+    replay = cache.get(key)
     if replay is None or replay.position > before_byte:
-        events: list[_Event] = []
-        for name in _function_params(function):
-            events.append((function.start_byte, function.start_byte, _mark_unknown(name, "is a parameter of the enclosing function")))
-        body = function.child_by_field_name("body")
-        if body is not None:
-            _collect_events(ctx, body, events)
-        replay = _Replay(events, ConstEnv(parent=parent))
-        cache[function.start_byte] = replay
+        events = _function_events(ctx, function)
+        replay = _Replay(ctx, events, ConstEnv(parent=parent, constants=dict(bound), assumed=set(assumed)), dict(path))
+        cache[key] = replay
     return replay.advance(before_byte, parent)
 
 
-class _Replay:
-    """Applies a function's binding events in order; launches are visited in source order, so
-    each one continues where the previous stopped instead of replaying the whole body."""
+# The parts of a control statement a node can sit in, by field; `for_range_loop` and `do` bodies
+# run an unknown number of times (at least once for `do`).
+_CONTROL_PARTS: dict[str, tuple[str, ...]] = {
+    "if_statement": ("condition", "consequence", "alternative"),
+    "for_statement": ("initializer", "condition", "update", "body"),
+    "while_statement": ("condition", "body"),
+    "do_statement": ("body", "condition"),
+    "for_range_loop": ("declarator", "right", "body"),
+    "switch_statement": ("condition", "body"),
+}
+_Chain = tuple[tuple[Node, str], ...]  # (control statement, part), outermost first
 
-    def __init__(self, events: list[_Event], env: ConstEnv):
+
+def _part_of(control: Node, node: Node) -> str:
+    """The part of `control` (an `if`, loop or `switch`) that holds `node`: a field name, or for
+    a `switch` body the start of the `case` that holds it."""
+    for name in _CONTROL_PARTS[control.type]:
+        for child in control.children_by_field_name(name):
+            if child.start_byte <= node.start_byte and node.end_byte <= child.end_byte:
+                if control.type == "switch_statement" and name == "body":
+                    case = node
+                    while case is not None and case.parent is not None and case.parent != child:
+                        case = case.parent
+                    if case is not None and case.type == "case_statement":
+                        return f"case@{case.start_byte}"
+                return name
+    if control.type == "for_statement":
+        # `for (int i = 0; ...)`: the grammar names the declaration `initializer` only in some
+        # versions; anything before the first `;` is the initializer
+        return "initializer"
+    return "body"
+
+
+def _chain(node: Node, body: Node) -> _Chain | None:
+    """The control statements around `node` inside `body`, with the part holding it; None
+    inside a nested function, lambda or class (its statements are not this function's)."""
+    chain: list[tuple[Node, str]] = []
+    child = node
+    parent = node.parent
+    while parent is not None and parent != body:
+        if parent.type in _NESTED_DEFINITIONS:
+            return None
+        if parent.type in _CONTROL_PARTS:
+            chain.append((parent, _part_of(parent, child)))
+        child = parent
+        parent = parent.parent
+    chain.reverse()
+    return tuple(chain)
+
+
+def _control_path(body: Node, offset: int) -> tuple[tuple[int, str], ...]:
+    """(start, part) of each control statement of `body` that contains `offset`."""
+    node = body.descendant_for_byte_range(offset, offset)
+    if node is None or not (body.start_byte <= offset < body.end_byte):
+        return ()
+    chain = _chain(node, body) or ()
+    return tuple((control.start_byte, part) for control, part in chain
+                 if control.start_byte <= offset < control.end_byte)
+
+
+class _Replay:
+    """Applies a function's binding events in order for one control path (the loops and
+    branches around the point asked about); points on the same path are asked in source order,
+    so each continues where the previous stopped instead of replaying the whole body."""
+
+    def __init__(self, ctx: ExtractionContext, events: list[_Event], env: ConstEnv, path: dict[int, str]):
+        self.ctx = ctx
         self.events = events
         self.env = env
+        self.path = path
+        self.status: dict[int, object] = {}  # control start -> what its condition folded to on entry
+        self.assumed_controls: set[int] = set()  # those whose condition read assumed program arguments
         self.next = 0
         self.position = 0
         self._snapshot: tuple[int, int, ConstEnv] | None = None  # (events applied, parent id, env)
 
     def advance(self, before_byte: int, parent: ConstEnv) -> ConstEnv:
         while self.next < len(self.events):
-            start, end, apply = self.events[self.next]
+            start, end, chain, apply = self.events[self.next]
             if start >= before_byte or end > before_byte:
                 break
-            apply(self.env)
+            mode = self._mode(chain)
+            if mode != "skip":
+                apply(self, mode == "control")
             self.next += 1
         self.position = before_byte
         # launches with no binding between them share one snapshot (and its folding memo)
         if self._snapshot is not None and self._snapshot[:2] == (self.next, id(parent)):
             return self._snapshot[2]
-        env = ConstEnv(constants=dict(self.env.constants), unknown=dict(self.env.unknown), parent=parent)
+        env = ConstEnv(constants=dict(self.env.constants), unknown=dict(self.env.unknown), parent=parent,
+                       assumed=set(self.env.assumed))
         self._snapshot = (self.next, id(parent), env)
         return env
 
+    def _mode(self, chain: _Chain) -> str:
+        """How an event in `chain` runs before the point: 'straight' (once, in order), 'skip'
+        (not at all) or 'control' (an unknown number of times: what it sets is unknown)."""
+        mode = "straight"
+        for control, part in chain:
+            on_path = self.path.get(control.start_byte)
+            kind = control.type
+            if on_path is not None:
+                # the point is inside `control`: reached through `on_path` on the first pass
+                if kind == "if_statement" or kind == "switch_statement":
+                    if part != "condition" and part != on_path:
+                        return "skip"
+                elif part == "update" and on_path != "update":
+                    return "skip"  # runs after the first pass of the body
+                elif kind == "do_statement" and part == "condition" and on_path == "body":
+                    return "skip"
+                continue
+            status = self.status.get(control.start_byte, _UNKNOWN)
+            if kind == "if_statement":
+                if part == "condition":
+                    continue
+                if status is _UNKNOWN:
+                    mode = "control"
+                elif bool(status) != (part == "consequence"):
+                    return "skip"
+            elif kind == "switch_statement":
+                if part == "condition":
+                    continue
+                if status is _UNKNOWN or not isinstance(status, tuple):
+                    mode = "control"
+                elif part not in status:
+                    return "skip"
+            elif kind in ("for_statement", "while_statement"):
+                if status is False:
+                    if part != "initializer":
+                        return "skip"
+                    continue  # (the initializer runs once: a loop that never runs leaves it so)
+                mode = "control"  # (the initializer too: `for (i = 0; ...)` leaves `i` changed)
+            else:
+                mode = "control"
+        return mode
 
-_Event = tuple[int, int, Callable[[ConstEnv], None]]
+
+_UNKNOWN = object()
+_Event = tuple[int, int, _Chain, Callable[[_Replay, bool], None]]
+
+
+def _function_events(ctx: ExtractionContext, function: Node) -> list[_Event]:
+    """The binding events of `function`, in source order, with the control statements around
+    each (one list per function, shared by the replays of its control paths)."""
+    cache = ctx.local_events
+    events = cache.get(function.start_byte)
+    if events is None:
+        events = []
+        for name in _function_params(function):
+            events.append((function.start_byte, function.start_byte, (), _parameter(name)))
+        body = function.child_by_field_name("body")
+        if body is not None:
+            _collect_events(ctx, body, events)
+        events.sort(key=lambda e: e[0])
+        cache[function.start_byte] = events
+    return events
+
+
+def _parameter(name: str) -> Callable[[_Replay, bool], None]:
+    """A parameter is unknown where it starts, unless a caller's argument binds it."""
+    unknown = _mark_unknown(name, "is a parameter of the enclosing function")
+
+    def start(replay: _Replay, control: bool) -> None:
+        if name not in replay.env.constants:
+            unknown(replay.env)
+
+    return start
+
+
+def _replayed(apply: Callable[[ConstEnv], None]) -> Callable[[_Replay, bool], None]:
+    def run(replay: _Replay, control: bool) -> None:
+        apply(replay.env)
+
+    return run
 
 
 def _mark_unknown(name: str, reason: str) -> Callable[[ConstEnv], None]:
     def apply(env: ConstEnv) -> None:
+        _freeze_dependents(env, name)
         env.unknown[name] = reason
         env.constants.pop(name, None)
         env._memo.pop(name, None)
@@ -241,61 +483,191 @@ def _innermost_identifier(node: Node) -> Node | None:
 
 
 def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) -> None:
-    """Record, in source order, how each statement changes what is known about locals."""
+    """Record, in source order, how each statement changes what is known about locals, and
+    where each control statement's condition is folded."""
     cursor = QueryCursor(query("local_bindings"))
     cursor.set_byte_range(body.start_byte, body.end_byte)
     for node, capture in _ordered_captures(cursor.captures(body)):
-        enclosing = _nested_scope(node, body)
-        if enclosing == "skip" and not (capture == "address" and not _in_nested_definition(node, body)):
+        if capture == "control":
+            chain = _chain(node, body)
+            if chain is not None and node.type in _CONTROL_PARTS:
+                events.append((node.start_byte, node.start_byte, chain, _control_entry(ctx, node)))
+                events.append((node.end_byte, node.end_byte, chain, _control_exit(ctx, node)))
             continue
-        in_control = enclosing == "control"
+        chain = _chain(node, body)
+        if chain is None:
+            if capture == "address" and not _in_nested_definition(node, body):
+                chain = ()
+            else:
+                continue
+        if capture != "address" and _inner_part_of_expression(node, body):
+            continue
         if capture == "declaration":
-            def bind(env: ConstEnv, decl: Node = node, control: bool = in_control) -> None:
-                declared = _bind_declaration(ctx, decl, env, override=True)
+            def bind(replay: _Replay, control: bool, decl: Node = node) -> None:
+                declared = _bind_declaration(ctx, decl, replay.env, override=True)
                 if control:
                     for name in declared:
-                        _mark_unknown(name, "is set inside a loop or branch")(env)
+                        _mark_unknown(name, "is set inside a loop or branch")(replay.env)
 
-            events.append((node.start_byte, node.end_byte, bind))
+            events.append((node.start_byte, node.end_byte, chain, bind))
         elif capture == "assignment":
-            def assign(env: ConstEnv, assignment: Node = node, control: bool = in_control) -> None:
-                _bind_assignment(ctx, assignment, env, control)
+            def assign(replay: _Replay, control: bool, assignment: Node = node) -> None:
+                _bind_assignment(ctx, assignment, replay.env, control)
 
-            events.append((node.start_byte, node.start_byte, assign))
+            events.append((node.start_byte, node.start_byte, chain, assign))
         elif capture == "address":
             target = node.child_by_field_name("argument")
             operator = node.child_by_field_name("operator")
             if target is not None and target.type == "identifier" and operator is not None and ctx.text(operator) == "&":
-                events.append((node.start_byte, node.start_byte,
-                               _mark_unknown(ctx.text(target), "may be set through its address")))
+                events.append((node.start_byte, node.start_byte, chain,
+                               _replayed(_mark_unknown(ctx.text(target), "may be set through its address"))))
         else:
             target = node.child_by_field_name("argument")
             if target is not None and target.type == "identifier":
-                events.append((node.start_byte, node.start_byte, _mark_unknown(ctx.text(target), "is modified by ++/--")))
+                def update(replay: _Replay, control: bool, name: str = ctx.text(target), upd: Node = node) -> None:
+                    _bind_update(ctx, upd, name, replay.env, control)
+
+                events.append((node.start_byte, node.start_byte, chain, update))
+
+
+def _control_entry(ctx: ExtractionContext, control: Node) -> Callable[[_Replay, bool], None]:
+    """What `control`'s condition folds to where it starts: an `if`'s truth, whether a loop
+    runs at all (False: its condition fails on entry), the cases a `switch` takes."""
+
+    def enter(replay: _Replay, in_control: bool) -> None:
+        status: object = _UNKNOWN
+        if not in_control:
+            with ReadsApart() as reads:
+                status = _fold_condition(ctx, control, replay.env)
+            if reads.seen and status is not _UNKNOWN:
+                replay.assumed_controls.add(control.start_byte)
+        replay.status[control.start_byte] = status
+
+    return enter
+
+
+def _control_exit(ctx: ExtractionContext, control: Node) -> Callable[[_Replay, bool], None]:
+    """After a control statement whose condition folded only with the assumed program
+    arguments (a run without any): what it sets, or would have set, rests on that assumption."""
+
+    def leave(replay: _Replay, in_control: bool) -> None:
+        if control.start_byte in replay.assumed_controls:
+            replay.env.assumed.update(_written_names(ctx, control))
+
+    return leave
+
+
+def _written_names(ctx: ExtractionContext, node: Node) -> set[str]:
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        target = None
+        if n.type == "assignment_expression":
+            target = n.child_by_field_name("left")
+        elif n.type == "update_expression":
+            target = n.child_by_field_name("argument")
+        elif n.type == "init_declarator":
+            target = n.child_by_field_name("declarator")
+        if target is not None and target.type == "identifier":
+            names.add(ctx.text(target))
+        stack.extend(n.named_children)
+    return names
+
+
+def _fold_condition(ctx: ExtractionContext, control: Node, env: ConstEnv) -> object:
+    kind = control.type
+    condition = control.child_by_field_name("condition")
+    if kind == "if_statement":
+        if condition is None or _has_side_effects(condition):
+            return _UNKNOWN
+        value, _ = try_evaluate(ctx.text(condition), env)
+        return bool(value) if isinstance(value, (int, float)) else _UNKNOWN
+    if kind == "while_statement":
+        if condition is None or _has_side_effects(condition):
+            return _UNKNOWN
+        value, _ = try_evaluate(ctx.text(condition), env)
+        return False if isinstance(value, (int, float)) and not value else _UNKNOWN
+    if kind == "for_statement":
+        if condition is None or _has_side_effects(condition):
+            return _UNKNOWN
+        scratch = ConstEnv(constants=dict(env.constants), unknown=dict(env.unknown), parent=env.parent,
+                           assumed=set(env.assumed))
+        for init in control.children_by_field_name("initializer"):
+            if init.type == "declaration":
+                _bind_declaration(ctx, init, scratch, override=True)
+            elif init.type == "assignment_expression":
+                _bind_assignment(ctx, init, scratch, False)
+        value, _ = try_evaluate(ctx.text(condition), scratch)
+        return False if isinstance(value, (int, float)) and not value else _UNKNOWN
+    if kind == "switch_statement":
+        if condition is None or _has_side_effects(condition):
+            return _UNKNOWN
+        value, _ = try_evaluate(ctx.text(condition), env)
+        body = control.child_by_field_name("body")
+        if not isinstance(value, (int, float)) or body is None:
+            return _UNKNOWN
+        taken: list[str] = []
+        default: str | None = None
+        for case in body.named_children:
+            if case.type != "case_statement":
+                continue
+            label = case.child_by_field_name("value")
+            if label is None:
+                default = f"case@{case.start_byte}"
+                continue
+            case_value, _ = try_evaluate(ctx.text(label), env)
+            if case_value is None:
+                return _UNKNOWN
+            if taken or case_value == value:
+                taken.append(f"case@{case.start_byte}")  # (and the cases it falls through to)
+                if _ends_with_break(case):
+                    break
+        if not taken and default is not None:
+            taken.append(default)
+        return tuple(taken)
+    return _UNKNOWN
+
+
+def _ends_with_break(case: Node) -> bool:
+    statements = [c for c in case.named_children if c.type not in ("comment",)]
+    return bool(statements) and statements[-1].type in ("break_statement", "return_statement", "compound_statement") \
+        and (statements[-1].type != "compound_statement" or any(c.type in ("break_statement", "return_statement")
+                                                                  for c in statements[-1].named_children))
+
+
+def _has_side_effects(node: Node) -> bool:
+    """Whether an expression assigns or updates something (`while ((c = next()) != -1)`)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type in ("assignment_expression", "update_expression"):
+            return True
+        stack.extend(n.named_children)
+    return False
 
 
 def _ordered_captures(captures: dict[str, list[Node]]) -> list[tuple[Node, str]]:
     flat = [(node, name) for name, nodes in captures.items() for node in nodes]
-    flat.sort(key=lambda item: item[0].start_byte)
+    flat.sort(key=lambda item: (item[0].start_byte, item[1] != "control"))
     return flat
 
 
 _NESTED_DEFINITIONS = {"function_definition", "lambda_expression", "class_specifier", "struct_specifier"}
 
 
-def _nested_scope(node: Node, body: Node) -> str:
-    """'skip' inside a nested function/lambda/class, 'control' under a loop or branch, else ''."""
-    state = ""
+def _inner_part_of_expression(node: Node, body: Node) -> bool:
+    """`int a = b = 3` style nesting: the inner part is not a statement of its own."""
+    if node.type == "declaration":
+        return False
     parent = node.parent
     while parent is not None and parent != body:
-        if parent.type in _NESTED_DEFINITIONS:
-            return "skip"
-        if parent.type in _LOOP_OR_BRANCH:
-            state = "control"
-        elif parent.type in ("declaration", "assignment_expression") and node.type != "declaration":
-            return "skip"  # `int a = b = 3` style nesting: ignore the inner part
+        if parent.type in ("declaration", "assignment_expression"):
+            return True
+        if parent.type in _CONTROL_PARTS or parent.type in ("expression_statement", "compound_statement"):
+            return False
         parent = parent.parent
-    return state
+    return False
 
 
 def _in_nested_definition(node: Node, body: Node) -> bool:
@@ -305,6 +677,20 @@ def _in_nested_definition(node: Node, body: Node) -> bool:
             return True
         parent = parent.parent
     return False
+
+
+def _bind_update(ctx: ExtractionContext, update: Node, name: str, env: ConstEnv, in_control: bool) -> None:
+    """`i++`, `--n`: the value moves by one in straight-line code, else it is unknown."""
+    operator = update.child_by_field_name("operator")
+    op = ctx.text(operator) if operator is not None else ("++" if "++" in ctx.text(update) else "--")
+    _freeze_dependents(env, name)
+    if not in_control and name in env.constants:
+        value, _ = _evaluate_noting(env, name, name)
+        if isinstance(value, (int, float)):
+            env.constants[name] = value + (1 if op == "++" else -1)
+            env._memo.pop(name, None)
+            return
+    _mark_unknown(name, "is modified by ++/--")(env)
 
 
 def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in_control: bool) -> None:
@@ -344,10 +730,68 @@ def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in
     if left.type != "identifier":
         return
     name = ctx.text(left)
-    if in_control or (op is not None and ctx.text(op) != "="):
+    operator = ctx.text(op) if op is not None else "="
+    if not in_control and operator != "=" and operator[:-1] in _COMPOUND and name in env.constants:
+        # `n *= 2;` in straight-line code: the value it had, updated
+        value, _ = _evaluate_noting(env, name, f"({name}) {operator[:-1]} ({ctx.text(right)})")
+        _freeze_dependents(env, name)
+        if isinstance(value, (int, float)):
+            env.constants[name] = value
+            env.unknown.pop(name, None)
+            env._memo.pop(name, None)
+            return
+    if in_control or operator != "=":
+        _freeze_dependents(env, name)
         env.unknown[name] = "is reassigned inside a loop or branch" if in_control else "is updated in place"
         env.constants.pop(name, None)
         return
-    env.constants[name] = ctx.text(right)
+    text = ctx.text(right)
+    env.assumed.discard(name)
+    if name in _names_in(text):
+        # `n = n * 2;`: the value the name had, updated (its text would name itself)
+        value, reason = _evaluate_noting(env, name, text)
+        _freeze_dependents(env, name)
+        env._memo.pop(name, None)
+        if value is None:
+            env.unknown[name] = f"is set to `{text}` ({reason})"
+            env.constants.pop(name, None)
+            return
+        env.constants[name] = value
+        env.unknown.pop(name, None)
+        return
+    _freeze_dependents(env, name)
+    env.constants[name] = text
     env.unknown.pop(name, None)
     env._memo.pop(name, None)
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
+
+def _evaluate_noting(env: ConstEnv, name: str, text: str) -> tuple[Value | None, str | None]:
+    """`text` folded for a new value of `name`, which then rests on the assumed program
+    arguments when the fold read them."""
+    with ReadsApart() as reads:
+        value, reason = try_evaluate(text, env)
+    if reads.seen:
+        env.assumed.add(name)
+    return value, reason
+
+
+@lru_cache(maxsize=4096)
+def _names_in(text: str) -> frozenset[str]:
+    return frozenset(_IDENTIFIER.findall(text))
+
+
+def _freeze_dependents(env: ConstEnv, name: str) -> None:
+    """Before `name` changes: the locals whose (unfolded) text names it keep the value they
+    have now (`int a = b; b = 5;` leaves `a` as it was)."""
+    for other, source in list(env.constants.items()):
+        if other != name and isinstance(source, str) and name in _names_in(source):
+            value, reason = _evaluate_noting(env, other, other)
+            if value is None:
+                env.unknown[other] = f"depends on `{name}`, which changes later ({reason})"
+                env.constants.pop(other, None)
+            else:
+                env.constants[other] = value
+            env._memo.pop(other, None)

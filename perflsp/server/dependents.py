@@ -1,11 +1,14 @@
 """Which kernels an edit outside kernel bodies can change: the analyzer re-analyses only those.
 
 - An edit confined to one host function F (`Extracted.change == "host"`) changes what the
-  engine reads for a launch site in function G only when F is G, G's caller or its caller's
-  caller (a launch's constants fold with the arguments of the first caller, two levels up:
-  `ProgramModel.env_at`), or when F allocates a variable that a launch passes
+  engine reads for a launch site in function G only when F is G or one of its callers up to
+  `CALLER_LEVELS` levels up (a launch's constants fold with the arguments of the first caller,
+  that many levels up: `ProgramModel.env_at`), or when F allocates a variable that a launch passes
   (`ProgramModel.host_allocation` finds the first allocation of a name anywhere in the file).
   Kernels nobody launches read no host code at all.
+- An edit that may write a variable the file declares at file scope (`size = 8;`, `size++`,
+  `&size`) can change every launch and region that reads it (`ProgramModel.host_globals`: such a
+  variable keeps its initial value only while nothing that runs writes it): everything.
 - An edit confined to `__device__` functions (`"device"`) changes the kernels that call them,
   directly or through other device functions, and the launches made inside them.
 
@@ -21,14 +24,21 @@ from collections.abc import Iterable
 
 from tree_sitter import Node, Tree
 
+from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.incremental import Extracted
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
+from perflsp.kernels.program import CALLER_LEVELS as _CALLER_LEVELS
+from perflsp.kernels.symbols import mutable_globals
+from perflsp.source.positions import LineIndex
 
 _CALL = re.compile(rb"([A-Za-z_]\w*)\s*(?:<[^<>;{}]*>)?\s*\(")
 # what an allocation form can name (`x = ...`, `T x[...]`, `vector<T> x(...)`): the word before
 # `=` (not `==`, `<=`, ...), before `[`, or after `vector<...>`
 _ASSIGNED = re.compile(rb"([A-Za-z_]\w*)\s*(?:=(?!=)|\[)|vector\s*<[^;{}()]*>\s*([A-Za-z_]\w*)")
 _WORD = re.compile(rb"[A-Za-z_]\w*")
+# what a statement can write: `x = `, `x += `, `x++`, `++x`, `&x`
+_WRITTEN = re.compile(rb"([A-Za-z_]\w*)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--|&)\s*([A-Za-z_]\w*)"
+                      rb"|([A-Za-z_]\w*)\s*(?:\+\+|--)")
 _CONTAINERS = {"translation_unit", "declaration_list", "preproc_if", "preproc_ifdef", "preproc_else",
                "preproc_elif", "linkage_specification", "namespace_definition", "template_declaration"}
 
@@ -42,9 +52,14 @@ def affected(data: bytes, tree: Tree, kernels: FileKernels, extracted: Extracted
     texts = (extracted.edited_before, data[a:b])
     if extracted.change == "device":
         return _callers_of(data, kernels, extracted.edited_functions) | _launched_in(kernels, a, b)
+    if _names(_WRITTEN, texts) & _file_variables(data, tree):
+        return {id(item) for item in (*kernels.kernels, *kernels.omp_regions)}
     called = _names(_CALL, texts)
     bodies = _function_bodies(tree.root_node, called)
-    reach = called | _names(_CALL, (data[s:e] for s, e in bodies))  # F's callees and theirs
+    reach = set(called)
+    for _ in range(_CALLER_LEVELS - 1):  # F's callees, theirs, and so on as far as callers are read
+        reach |= _names(_CALL, (data[s:e] for s, e in bodies))
+        bodies = _function_bodies(tree.root_node, reach)
     assigned = _names(_ASSIGNED, texts)
     by_name = _kernels_by_name(kernels)
     out: set[int] = set()
@@ -55,6 +70,11 @@ def affected(data: bytes, tree: Tree, kernels: FileKernels, extracted: Extracted
         if a <= site.span.start_byte < b or caller in reach or _passes(site, assigned):
             out.update(id(k) for k in by_name[site.kernel])
     return out
+
+
+def _file_variables(data: bytes, tree: Tree) -> set[str]:
+    """The non-const variables the file declares at file scope with an initial value."""
+    return set(mutable_globals(ExtractionContext(data, tree, LineIndex(data))))
 
 
 def _names(pattern: re.Pattern[bytes], texts: Iterable[bytes]) -> set[str]:

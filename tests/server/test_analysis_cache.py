@@ -316,3 +316,59 @@ def test_top_level_facts_are_read_once_while_only_function_bodies_change():
     snap = analyse(state, analyzer)
     assert state.extracted.top.remembered("type_aliases", dict)["real"].size_bytes == 4
     assert diagnostic_keys(build(snap)) == fresh(state)
+
+
+GLOBAL_SIZE = """int size = 1 << 20;
+__global__ void fill(int n, float *x) { for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = 0.0f; }
+void launch(float *x) {
+    const int n = size;
+    fill<<<1, 256>>>(n, x);
+}
+void configure(int argc) {
+    int unused = argc;
+}
+int main(int argc, char **argv) {
+    float *x;
+    cudaMalloc(&x, (1 << 20) * sizeof(float));
+    configure(argc);
+    launch(x);
+    return 0;
+}
+"""
+
+
+def test_an_edit_that_writes_a_file_scope_variable_reanalyses_what_reads_it():
+    # `fill` is launched in `launch`, which reads `size`; the edit is in `configure`, which is
+    # not on its call path, but now writes `size`: it no longer keeps its initial value
+    state = TextState(GLOBAL_SIZE, 1, None)
+    analyzer = Analyzer()
+    analyse(state, analyzer)
+    assert analyzer.analysed == 1
+    line = line_of(GLOBAL_SIZE, "int unused = argc;")
+    state.apply([Change("    size = argc * 1000;\n", Position(line, 0), Position(line, 0))], 2)
+    assert state.extracted.change == "host"
+    snap = analyse(state, analyzer)
+    assert analyzer.analysed == 2
+    assert reports(state, snap) == fresh_reports(state)
+
+
+CHAIN = """__global__ void k(float *y, int n, int taps) { for (int t = 0; t < taps; t++) y[t % n] += 1.0f; }
+void launch(float *y, int n, int taps) { k<<<1, 1>>>(y, n, taps); }
+void stage(float *y, int n) { launch(y, n, n / 64); }
+void run(float *y, int n) { stage(y, n); }
+int main() { float *y; cudaMalloc(&y, 4096 * sizeof(float)); run(y, 4096); return 0; }
+"""
+
+
+def test_an_edit_three_callers_up_reanalyses_the_launch():
+    state = TextState(CHAIN, 1, None)
+    analyzer = Analyzer()
+    analyse(state, analyzer)
+    assert analyzer.analysed == 1
+    line = line_of(CHAIN, "run(y, 4096)")
+    column = CHAIN.splitlines()[line].index("4096);")
+    state.apply([Change("8192", Position(line, column), Position(line, column + 4))], 2)
+    assert state.extracted.change == "host"
+    snap = analyse(state, analyzer)
+    assert analyzer.analysed == 2
+    assert reports(state, snap) == fresh_reports(state)

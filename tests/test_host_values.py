@@ -1,0 +1,304 @@
+"""Values the host code determines: what a kernel's loop bounds, launch shapes and OpenMP
+iteration counts are, read from the host code that sets them. Small programs of our own, one per
+rule."""
+
+from __future__ import annotations
+
+from perflsp.analysis.engine import AnalysisOptions
+from perflsp.analysis.models import KernelReport
+from perflsp.kernels.extract import extract
+from perflsp.kernels.program import ProgramModel
+from perflsp.source.parser import parse
+from tests.engine_reports import reports
+
+
+def model_of(src: str, argv: tuple[str, ...] | None = None) -> ProgramModel:
+    data = src.encode()
+    tree = parse(data)
+    return ProgramModel(data, tree, extract(data, tree), argv=argv)
+
+
+def launch_args(src: str, kernel: str, argv: tuple[str, ...] | None = None) -> list[object]:
+    """The folded arguments of the first launch of `kernel`, read where it is launched."""
+    model = model_of(src, argv)
+    site = next(s for s in model.kernels.launches if s.name == kernel)
+    return [model.fold_at(a.span.start_byte, a.text) if a.span is not None else None for a in site.args]
+
+
+def trips(report: KernelReport) -> dict[str, float]:
+    return {loop.variable: loop.trip_count for loop in report.facts.loops}
+
+
+def unknown_trips(report: KernelReport) -> list[str]:
+    return [a for a in report.facts.assumptions if "trip count of the" in a]
+
+
+# control flow of the host code: branches whose condition folds, loops on their first pass ------
+
+BRANCHES = """
+__global__ void k(const float *x, float *y, int n, int reps, int width) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float acc = 0.0f;
+  for (int r = 0; r < reps; r++)
+    for (int w = 0; w < width; w++) acc += x[(i + w) % n];
+  y[i] = acc;
+}
+int main(int argc, char **argv) {
+  int n = 1 << 20;
+  int reps = 8;
+  if (argc > 2) {
+    reps = atoi(argv[2]);
+  } else {
+    n = n * 2;
+  }
+  float *x, *y;
+  cudaMalloc(&x, n * sizeof(float));
+  cudaMalloc(&y, n * sizeof(float));
+  for (int width = 3; width < 64; width += 2) {
+    int blocks = n / 256;
+    blocks++;
+    k<<<blocks, 256>>>(x, y, n, reps, width);
+  }
+  return 0;
+}
+"""
+
+
+def test_a_branch_whose_condition_folds_is_taken_or_skipped():
+    # no argument beyond argv[1]: the `else` branch runs, `reps` keeps its default
+    assert launch_args(BRANCHES, "k", ("7",))[2:4] == [1 << 21, 8]
+    # with argv[2], the `if` branch reads it and the `else` branch does not run
+    assert launch_args(BRANCHES, "k", ("7", "3"))[2:4] == [1 << 20, 3]
+
+
+
+def test_a_launch_in_a_loop_is_read_on_the_loop_s_first_pass():
+    # `width` takes its first value (the update clause has not run yet); `blocks++` counts
+    n, reps, width = launch_args(BRANCHES, "k", ("7",))[2:]
+    assert width == 3
+    model = model_of(BRANCHES, ("7",))
+    site = next(s for s in model.kernels.launches if s.name == "k")
+    assert model.fold_at(site.grid.span.start_byte, site.grid.text) == (1 << 21) // 256 + 1
+    report = next(r for r in reports(BRANCHES, options=AnalysisOptions(argv=("7",))) if r.kernel.name == "k")
+    assert trips(report) == {"r": 8, "w": 3}
+    assert not unknown_trips(report)
+
+
+def test_a_loop_that_does_not_run_leaves_its_variables_as_they_were():
+    src = """
+__global__ void k(float *y, int n) { for (int j = 0; j < n; j++) y[j] = 0.0f; }
+int main(int argc, char **argv) {
+  int n = 1024;
+  for (int i = 1; i < argc; i++) n = atoi(argv[i]);
+  float *y;
+  cudaMalloc(&y, 4096 * sizeof(float));
+  k<<<1, 1>>>(y, n);
+}
+"""
+    assert launch_args(src, "k", ())[1] == 1024  # no arguments: the loop never runs
+    assert launch_args(src, "k", ("5",))[1] is None  # it runs: `n` is set in a loop
+
+
+# the editor's case: the program's arguments are not known ---------------------------------------
+
+def test_without_program_arguments_the_host_code_s_defaults_are_assumed_and_said():
+    # the values of a run without arguments: `argc > 2` is false
+    assert launch_args(BRANCHES, "k")[2:4] == [1 << 21, 8]
+    report = next(r for r in reports(BRANCHES) if r.kernel.name == "k")
+    assert trips(report) == {"r": 8, "w": 3}
+    assert any("run without arguments" in a for a in report.facts.assumptions)
+    # a value read from argv without a default stays unknown (production size), and a kernel
+    # whose sizes do not depend on the arguments says nothing about them
+    src = """
+__global__ void k(float *y, int n) { for (int j = 0; j < n; j++) y[j] = 0.0f; }
+__global__ void c(float *y) { for (int j = 0; j < 64; j++) y[j] = 1.0f; }
+int main(int argc, char **argv) {
+  if (argc != 2) return 1;
+  int n = atoi(argv[1]);
+  float *y;
+  cudaMalloc(&y, 4096 * sizeof(float));
+  k<<<1, 1>>>(y, n);
+  c<<<1, 1>>>(y);
+}
+"""
+    assert launch_args(src, "k")[1] is None
+    by_name = {r.kernel.name: r for r in reports(src)}
+    assert unknown_trips(by_name["k"])
+    assert not any("run without arguments" in a for a in by_name["c"].facts.assumptions)
+
+
+# the editor's case (no program arguments): launches fold with what their callers pass ----------
+
+CALLER = """
+__global__ void smooth(const float *in, float *out, int n, int taps) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float s = 0.0f;
+  for (int t = 0; t < taps; t++) s += in[(i + t) % n];
+  out[i] = s / taps;
+}
+static void run(const float *in, float *out, int n, int taps) {
+  smooth<<<(n + 255) / 256, 256>>>(in, out, n, taps);
+}
+int main() {
+  float *in, *out;
+  cudaMalloc(&in, (1 << 22) * sizeof(float));
+  cudaMalloc(&out, (1 << 22) * sizeof(float));
+  run(in, out, 1 << 22, 9);
+  return 0;
+}
+"""
+
+
+def test_without_program_arguments_a_launch_takes_its_callers_arguments():
+    (report,) = [r for r in reports(CALLER) if r.kernel.name == "smooth"]
+    assert trips(report) == {"t": 9}
+    assert report.facts.work_items == 1 << 22
+    assert not any("problem size unknown" in a for a in report.facts.assumptions)
+
+
+# file-scope variables that keep their initial value ----------------------------------------------
+
+GLOBALS = """
+#include <string>
+int ARRAY_SIZE = 1 << 24;
+unsigned int num_times = 100;
+int scratch = 7;
+
+void parse_arguments(int argc, char *argv[]) {
+  for (int i = 1; i < argc; i++) {
+    if (!std::string("--size").compare(argv[i])) ARRAY_SIZE = atoi(argv[++i]);
+  }
+}
+
+void triad(double *a, const double *b, const double *c) {
+  const int array_size = ARRAY_SIZE;
+  #pragma omp target teams distribute parallel for
+  for (int i = 0; i < array_size; i++) a[i] = b[i] + 0.4 * c[i];
+}
+
+void bump() { scratch++; }
+
+int main(int argc, char *argv[]) {
+  parse_arguments(argc, argv);
+  double *a, *b, *c;
+  for (unsigned k = 0; k < num_times; k++) triad(a, b, c);
+  bump();
+  return 0;
+}
+"""
+
+
+def test_a_file_scope_variable_keeps_its_initial_value_where_nothing_writes_it():
+    model = model_of(GLOBALS, ())
+    region = model.kernels.omp_regions[0]
+    assert model.fold_at(region.span.start_byte, "array_size") == 1 << 24  # the parse loop never runs
+    assert model.fold_at(region.span.start_byte, "num_times") == 100  # never written
+    assert model.fold_at(region.span.start_byte, "scratch") is None  # written by bump()
+    # with arguments the parse loop runs and may set it
+    assert model_of(GLOBALS, ("--size", "8")).fold_at(region.span.start_byte, "array_size") is None
+    (report,) = [r for r in reports(GLOBALS, options=AnalysisOptions(argv=())) if not hasattr(r.kernel, "params")]
+    assert report.facts.work_items == 1 << 24
+
+
+def test_only_the_branch_a_condition_chooses_is_folded():
+    src = """
+__global__ void k(float *y, int n, int degree) { for (int d = 0; d < degree; d++) y[d % n] += 1.0f; }
+int main(int argc, char **argv) {
+  int degree = argc > 1 ? atoi(argv[1]) : 4;
+  int n = argc > 2 ? atoi(argv[2]) : (argc > 1 ? 2 * atoi(argv[1]) : 1 << 20);
+  float *y;
+  cudaMalloc(&y, n * sizeof(float));
+  k<<<1, 1>>>(y, n, degree);
+}
+"""
+    assert launch_args(src, "k", ())[1:] == [1 << 20, 4]  # argv[1] is not read: it is not given
+    assert launch_args(src, "k", ("9",))[1:] == [18, 9]
+
+
+# callers in other files of the program -----------------------------------------------------------
+
+KERNELS_H = """
+#pragma once
+template <class T>
+void add(T *data, int n, int iters, T v) {
+  #pragma omp target teams distribute parallel for thread_limit(256)
+  for (int gid = 0; gid < n; gid++) {
+    T s = data[gid];
+    for (int j = 0; j < iters; ++j) s = s + v;
+    data[gid] = s;
+  }
+}
+"""
+
+MAIN_CPP = """
+#include <cstdlib>
+#include "kernels.h"
+template <typename T>
+void test(const int repeat, const int count) {
+  T *mem = (T *)malloc(sizeof(T) * count);
+  #pragma omp target data map(alloc: mem[0:count])
+  {
+    for (int i = 0; i < 4; i++) add<T>(mem, count, repeat, 10.0);
+  }
+  free(mem);
+}
+int main(int argc, char *argv[]) {
+  const int repeat = atoi(argv[1]);
+  const int count = 2 * 1024 * 1024;
+  test<float>(repeat, count);
+  return 0;
+}
+"""
+
+
+def test_a_function_of_a_header_takes_the_arguments_its_includer_passes(tmp_path):
+    (tmp_path / "kernels.h").write_text(KERNELS_H)
+    (tmp_path / "main.cpp").write_text(MAIN_CPP)
+    (report,) = reports(KERNELS_H, tmp_path / "kernels.h", AnalysisOptions(argv=("30",)))
+    assert report.facts.work_items == 2 * 1024 * 1024
+    assert trips(report)["j"] == 30
+    assert not unknown_trips(report)
+
+
+def test_a_function_like_macro_folds_inside_a_local_s_value():
+    # `gridconfig` is folded by name: its text calls the macro `ceil(a, b)`, not math's ceil
+    src = """
+#define ceil(a,b) ((a) % (b) == 0 ? (a) / (b) : ((a) / (b)) + 1)
+__global__ void k(double *q, int n) { int i = blockIdx.x * 16 + threadIdx.x; if (i < n) q[i] = 0.0; }
+void run(double *q, int N) {
+  dim3 gridconfig (ceil(N, 16), 1, 1);
+  k<<<gridconfig, 16>>>(q, N);
+}
+int main() { double *q; cudaMalloc(&q, 1000 * sizeof(double)); run(q, 1000); }
+"""
+    model = model_of(src)
+    site = model.kernels.launches[0]
+    assert model.fold_at(site.grid.span.start_byte, site.grid.text) == (63, 1, 1)
+
+
+def test_parameters_are_read_through_three_levels_of_callers():
+    src = """
+__global__ void k(float *y, int n, int taps) { for (int t = 0; t < taps; t++) y[t % n] += 1.0f; }
+void launch(float *y, int n, int taps) { k<<<1, 1>>>(y, n, taps); }
+void stage(float *y, int n) { launch(y, n, n / 64); }
+void run(float *y, int n) { stage(y, n); }
+int main() { float *y; cudaMalloc(&y, 4096 * sizeof(float)); run(y, 4096); }
+"""
+    assert launch_args(src, "k")[1:] == [4096, 64]
+
+
+def test_a_branch_on_a_parameter_folds_with_what_the_caller_passes():
+    src = """
+__global__ void k(float *y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 0.0f; }
+void launch(float *y, int n) {
+  int block = 256;
+  if (n < 1024) block = 64;
+  k<<<(n + block - 1) / block, block>>>(y, n);
+}
+int main() { float *y; cudaMalloc(&y, 512 * sizeof(float)); launch(y, 512); }
+"""
+    model = model_of(src)
+    site = model.kernels.launches[0]
+    assert model.fold_at(site.block.span.start_byte, site.block.text) == 64
+    assert model.fold_at(site.grid.span.start_byte, site.grid.text) == 8
