@@ -20,7 +20,7 @@ from pygls.lsp.server import LanguageServer
 from perflsp import __version__
 from perflsp.server import memory
 from perflsp.server.pool import WorkPool
-from perflsp.server.protocol import PerfProtocol, is_parse_error
+from perflsp.server.protocol import PerfProtocol
 
 if TYPE_CHECKING:
     from perflsp.kernels.includes import IncludeResolver
@@ -131,10 +131,19 @@ class PerfLanguageServer(LanguageServer):
         return self._ready
 
     def report_server_error(self, error: Exception, source: object) -> None:
-        if is_parse_error(error):
-            self.perf_protocol.send_parse_error(error)
+        """pygls' report of a handler's failure. A request's was answered and logged already (a
+        client's mistake as one line, a failure of the server with its traceback); a
+        notification handler's failure is the server's own: logged with its traceback."""
+        from pygls.exceptions import FeatureRequestError
+
+        if source is FeatureRequestError:
             return
-        log.error("server error: %s", error)
+        data = getattr(error, "data", None)  # (pygls' internal error: the traceback as text)
+        trace = "".join(data.get("traceback", ())) if isinstance(data, dict) else ""
+        if trace:
+            log.error("server error: %s\nTraceback (most recent call last):\n%s", error, trace.rstrip())
+        else:
+            log.error("server error: %s", error, exc_info=error if error.__traceback__ is not None else None)
 
     def capability(self, path: str) -> bool:
         """Whether the client declared the capability at dotted `path` of its
