@@ -402,6 +402,11 @@ class AdviceService:
         if worker.advice is state and not worker.closed:
             worker.refresh()
 
+    def closed(self, uri: str) -> None:
+        """The document was closed: the launch-parameter proposals asked for it go."""
+        for key in [k for k in self.proposals if k[0] == uri]:
+            del self.proposals[key]
+
     def forget(self, worker: DocumentWorker) -> None:
         """The document was closed: its requests are not needed any more."""
         if worker.advice is not None:

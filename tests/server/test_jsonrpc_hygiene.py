@@ -6,79 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.server.lsp_session import ROOT, server_env
+from tests.server.raw_client import RawServer, frame, message
 
 HOVER = {"textDocument": {"uri": "file:///nowhere/a.cu"}, "position": {"line": 0, "character": 0}}
-
-
-def frame(body: bytes, length: bytes | None = None) -> bytes:
-    return b"Content-Length: " + (length if length is not None else b"%d" % len(body)) + b"\r\n\r\n" + body
-
-
-def message(**fields: Any) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", **fields}).encode()
-
-
-class RawServer:
-    """`perflsp serve` over pipes, its log (stderr) in a file; responses collected by id."""
-
-    def __init__(self, process: asyncio.subprocess.Process, log: Path):
-        self.process, self.log = process, log
-        self.responses: list[dict[str, Any]] = []
-        self.arrived = asyncio.Event()
-        self.reader = asyncio.get_running_loop().create_task(self._read())
-
-    @classmethod
-    async def start(cls, log: Path) -> RawServer:
-        with log.open("wb") as err:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "perflsp", "serve", stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=err, env=server_env(), cwd=str(ROOT))
-        return cls(process, log)
-
-    async def _read(self) -> None:
-        stdout = self.process.stdout
-        assert stdout is not None
-        while True:
-            length = 0
-            while True:
-                line = await stdout.readline()
-                if not line:
-                    return
-                if not line.strip():
-                    break
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            reply = json.loads(await stdout.readexactly(length))
-            if "method" in reply and "id" in reply:  # a request of the server: answer it
-                self.write(frame(message(id=reply["id"], result=None)))
-            elif "method" not in reply:
-                self.responses.append(reply)
-                self.arrived.set()
-
-    def write(self, data: bytes) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(data)
-
-    async def replies(self, ids: set[Any], nulls: int = 0, timeout: float = 60) -> dict[Any, dict[str, Any]]:
-        """Wait until every id in `ids` and `nulls` replies with id null arrived; the replies by id
-        (those with id null in a list under None)."""
-        async def wait() -> None:
-            while not (ids <= {r.get("id") for r in self.responses}
-                       and sum(r.get("id") is None for r in self.responses) >= nulls):
-                self.arrived.clear()
-                await self.arrived.wait()
-
-        await asyncio.wait_for(wait(), timeout)
-        by_id: dict[Any, Any] = {r["id"]: r for r in self.responses if r.get("id") is not None}
-        by_id[None] = [r for r in self.responses if r.get("id") is None]
-        return by_id
 
 
 @pytest.mark.asyncio

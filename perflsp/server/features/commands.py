@@ -629,9 +629,9 @@ def _analyse_file(ls: Any, path: Path, config: Any, gpus: dict[str, Gpu]) -> lis
     except OSError:
         profiles = None
     key = (str(path), stat.st_mtime_ns, stat.st_size, config.generation, profiles)
-    cached = ls.scan_cache.get(key)
-    if cached is not None:
-        return cached
+    cached = ls.scan_cache.get(str(path))
+    if cached is not None and cached[0] == key:
+        return cached[1]
     loaded = load_file(path)
     if not isinstance(loaded, LoadedFile):
         return loaded.reason
@@ -640,7 +640,7 @@ def _analyse_file(ls: Any, path: Path, config: Any, gpus: dict[str, Gpu]) -> lis
     reports = FileAnalysis.of(prepared).reports(config.gpus)
     measured = evidence_for_reports(store, config, str(path), reports) if store is not None else None
     found = [report_json(uri, r, gpus, measured) for r in reports]
-    ls.scan_cache[key] = found
+    ls.scan_cache[str(path)] = (key, found)  # (one entry per file: a changed file's old reports go)
     return found
 
 
