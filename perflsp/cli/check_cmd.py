@@ -243,16 +243,18 @@ def _resolve_setup(gpu_names: Sequence[str], gpus_files: Sequence[str], config_p
     except RuleConfigError as exc:
         fail(f"--rule: {exc}")
     try:
-        db = load_database(gpus_files, config.gpu_tables, tables_origin=str(config.path or "settings"))
+        db = load_database(gpus_files, config.gpu_tables, tables_origin=str(config.path or "settings"),
+                           tables_text=config.text)
     except GpuConfigError as exc:
         fail("invalid GPU definition(s): " + "; ".join(exc.problems))
-    names = [n.strip() for item in gpu_names for n in item.split(",") if n.strip()] or config.gpus or [DEFAULT_GPU]
+    given = [n.strip() for item in gpu_names for n in item.split(",") if n.strip()]
+    names = given or config.gpus or [DEFAULT_GPU]
     gpus = []
     for name in names:
         try:
             gpu = db.get(name)
         except UnknownGpuError as exc:
-            fail(str(exc))
+            fail(str(exc) if given or not config.gpus else f"{config.where('gpus')}: gpus: {exc}")
         if gpu not in gpus:
             gpus.append(gpu)
     compile_db = None
