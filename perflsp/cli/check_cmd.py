@@ -97,7 +97,8 @@ def check_paths(files: Sequence[Path], gpus: Sequence[Gpu], settings: CheckSetti
     started = time.perf_counter()
     with _results_kept_out_of_collections():
         for number, path in enumerate(files, 1):
-            result = check_file(path, gpus, settings, resolver, compile_db)
+            with _one_collection_per_file():
+                result = check_file(path, gpus, settings, resolver, compile_db)
             if isinstance(result, str):
                 run.skipped.append((path, result))
             else:
@@ -124,6 +125,22 @@ def _results_kept_out_of_collections() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+@contextlib.contextmanager
+def _one_collection_per_file() -> Iterator[None]:
+    """No automatic garbage collection while a file is checked, one of the young generation
+    after it. A large file's extraction makes millions of objects that live until its check
+    ends, and CPython's collector walked them again each time enough had been made since its
+    last pass (a 15 MB file: ~1.5 s of ~8). The file's cyclic garbage waits for its end."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.collect(0)
+        if enabled:
+            gc.enable()
 
 
 def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolver: IncludeResolver,
