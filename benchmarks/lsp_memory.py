@@ -75,14 +75,8 @@ class Peak:
 
 
 async def start(src: Path, log: Path) -> Client:
-    import os
-
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with log.open("wb") as err:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "perflsp", "serve", stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=err, env=env, cwd=str(ROOT), limit=1 << 24)
-    client = Client(process)
+        client, _ = await Client.start(sys.executable, "-m", "perflsp", "serve", stderr=err)
     await client.initialize(src, wait_ready=True)
     return client
 
