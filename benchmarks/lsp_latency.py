@@ -66,11 +66,12 @@ class Client:
         self.reader = asyncio.get_running_loop().create_task(self._read())
 
     @classmethod
-    async def start(cls, *argv: str) -> tuple[Client, float]:
+    async def start(cls, *argv: str, stderr: Any = asyncio.subprocess.DEVNULL) -> tuple[Client, float]:
+        """The server `argv` (its log to `stderr`: a file object, or discarded)."""
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         started = time.perf_counter()
         process = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                                                       stderr=asyncio.subprocess.DEVNULL, env=env, cwd=str(ROOT))
+                                                       stderr=stderr, env=env, cwd=str(ROOT), limit=1 << 24)
         return cls(process), started
 
     async def _read(self) -> None:

@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 
 import jsonschema
+import pytest
 from click.testing import CliRunner
 
 from perflsp.cli import cli
@@ -122,6 +123,23 @@ def test_bad_configuration_is_one_line(tmp_path):
     assert result.stderr.count("\n") == 1 and "did you mean `occupancy/low`" in result.stderr
     bad_rule = run(str(LINTS / "launch_slips.cu"), "--rule", "occupancy/low=loud")
     assert bad_rule.exit_code == 2 and "level must be one of" in bad_rule.stderr
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ('# targets\ngpus = ["h100",\n', ":2: invalid TOML: Invalid value (at the end of the file)"),
+    ('[rules]\n"occupancy/low" = "off"\n"occupancy/lo" = "off"\n', ":3: [rules]: unknown rule `occupancy/lo`"),
+    ('# targets\ngpus = ["h1000"]\n', ":2: gpus: unknown GPU 'h1000'; did you mean"),
+    ('[profiling]\nenabled = true\nargs = "400"\n', ":3: [profiling] `args` must be a list of strings"),
+    ('gpus = ["mine"]\n[[gpu]]\nid = "mine"\nvendor = "NVIDIA"\nsm_count = 10\nmemory_bandwidth_gbs = -5\n',
+     ":6: [[gpu]] #1 'mine': memory_bandwidth_gbs: must be > 0 (got -5)"),
+    ('x = 1\nx = 2\n', ":2:6: invalid TOML: Cannot overwrite a value"),
+])
+def test_configuration_errors_name_the_file_and_the_line(tmp_path, config, message):
+    path = tmp_path / ".perflsp.toml"
+    path.write_text(config)
+    result = run(str(EXAMPLES / "cuda" / "saxpy.cu"), cwd=tmp_path)
+    assert result.exit_code == 2 and f"{path}{message}" in result.stderr, result.stderr
+    assert "Traceback" not in result.output
 
 
 def test_unknown_gpu_suggests_and_exits_2():

@@ -158,10 +158,21 @@ def test_show_misses_lists_only_wrong_verdicts():
     assert "misses" not in eval_json()
 
 
+HEADER = "target,language,kernel,file,line,label\n"
+
+
 @pytest.mark.parametrize(("content", "message"), [
     (None, "cannot read"),
-    ("target,language,kernel\nx,cuda,k\n", "not a labels CSV (missing column(s) file, line, label)"),
-    ("target,language,kernel,file,line,label\nx,cuda,k,a.cu,twelve,compute\n", ":2: bad row"),
+    ("target,language,kernel\nx,cuda,k\n", ":1: not a labels CSV (missing column(s) file, line, label)"),
+    (HEADER + "x,cuda,k,a.cu,twelve,compute\n", ":2: `line` must be a line number, not 'twelve'"),
+    # a broken quote: the file, the line it opens on, and what is wrong
+    (HEADER + "a,cuda,k,a.cu,3,compute\nb,cuda,\"k2,b.cu,5,compute\nc,cuda,k3,c.cu,7,bandwidth\n",
+     ":3: a quoted field opened on this line is never closed (the file ends at line 4)"),
+    (HEADER + "a,cuda,k,a.cu,3,compute\nb,cuda,\"k2,b.cu,5,compute\nc,cuda,k3\",c.cu,7,bandwidth\n",
+     ":3: a quoted field runs from this line to line 4: a quote is not closed?"),
+    (HEADER + "a,cuda,\"k\"x,a.cu,3,compute\n", ":2: a quote ends a field on this line but text follows it"),
+    (HEADER + "a,cuda,k,a.cu,3\n", ":2: 5 fields, the header has 6"),
+    (HEADER + "a,cuda,k,a.cu,3,memory\n", ":2: label 'memory' is not one of compute, bandwidth"),
 ])
 def test_bad_labels_files_are_one_line_errors(tmp_path, content, message):
     labels = tmp_path / "labels.csv"
@@ -169,8 +180,17 @@ def test_bad_labels_files_are_one_line_errors(tmp_path, content, message):
         labels.write_text(content)
     result = run_eval(labels=labels)
     assert result.exit_code == 2
-    assert result.stderr.startswith("perflsp: error: ") and message in result.stderr
+    assert result.stderr.startswith(f"perflsp: error: {labels}") and message in result.stderr, result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.output
+
+
+def test_labels_that_match_no_kernel_are_an_error_not_a_score(tmp_path):
+    labels = tmp_path / "labels.csv"
+    labels.write_text(HEADER + "a-cuda,cuda,k,a-cuda/main.cu,3,compute\nb-omp,omp,r,b-omp/main.cpp,9,bandwidth\n")
+    result = run_eval(labels=labels)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "none of the 2 labeled kernel(s)" in result.stderr and "a-cuda/main.cu:3 k" in result.stderr
+    assert "check --src" in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_unknown_gpu():

@@ -276,3 +276,25 @@ def test_workspace_file_cannot_choose_the_key_variable(env, tmp_path, server):
     result = invoke([f"{NBODY}:31", "--gpu", "rtx3080", "--no-cache"], env, tmp_path)
     assert result.exit_code == 0 and "Evidence:" in result.stdout and not server.requests
     assert "API key variable was chosen by workspace-file settings of an untrusted workspace" in result.stderr
+
+
+def test_model_markdown_is_printed_inert(env, tmp_path, server):
+    """Issue 28: the explanation printed is Markdown a user may render: the model's remote
+    images, raw HTML and command:/file: links come out as inert text."""
+    from markdown_it import MarkdownIt
+
+    Path(env["PERFLSP_CONFIG"]).write_text(
+        f'[llm]\nenabled = true\nprovider = "openai"\nbaseUrl = "{server.url}"\nmodel = "fake-model"\n')
+    hostile = ("**Tiled.** ![](http://127.0.0.1:9/exfil?q=secret) <img src=\"http://127.0.0.1:9/i.png\">\n"
+               "Run [this](command:workbench.action.terminal.new), open [that](file:///etc/passwd), "
+               "<a href=\"command:x\">here</a>\n\n```cuda\nif (i < n) y[i] = x[i];\n```\n")
+    server.push(OPENAI.reply(hostile))
+    proc = run_process([f"{NBODY}:31", "--gpu", "rtx3080", "--no-cache"], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    model_text = proc.stdout.split("(line numbers count from the kernel's first line", 1)[1]
+    assert "exfil" in model_text and "if (i < n) y[i] = x[i];" in model_text  # shown, as text
+    render = MarkdownIt("commonmark", {"html": True})
+    render.validateLink = lambda url: True
+    html = render.render(model_text.split("\n", 1)[1])
+    assert not re.search(r"<(?:img|a|script)\b", html), html
+    assert "<strong>Tiled.</strong>" in html and "<pre><code" in html

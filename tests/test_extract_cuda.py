@@ -179,3 +179,18 @@ def test_comment_mentions_do_not_trigger_the_token_fallback():
     extracted = extract_full(doc.data, doc.tree, doc.lines, None, ConstEnv())
     assert not extracted.token_scan and extracted.mentions == 2
     assert [f.name for f in (*extracted.kernels.kernels, *extracted.kernels.device_functions)] == ["k", "f"]
+
+
+def test_identical_parameter_lists_are_read_once_and_shared():
+    """Generated and templated code repeats a few signatures thousands of times: each distinct
+    list is read once per file and its functions share the parameters (a Param holds no
+    position); a list that a macro changes is still read from its expansion."""
+    src = (b"#define RESTRICT __restrict__\n"
+           + b"".join(b"__global__ void k%d(const float *x, float *y, int n) { }\n" % i for i in range(50))
+           + b"__global__ void m(double * RESTRICT a) { }\n__global__ void m2(double * RESTRICT a) { }\n")
+    fk = extract(src, path="same.cu")
+    plain = [k for k in fk.kernels if k.name.startswith("k")]
+    assert len(plain) == 50 and all(k.params is plain[0].params for k in plain)
+    assert [p.name for p in plain[0].params] == ["x", "y", "n"] and plain[0].params[0].is_const
+    macro = [k for k in fk.kernels if k.name in ("m", "m2")]
+    assert [(p.name, p.is_restrict) for k in macro for p in k.params] == [("a", True), ("a", True)]

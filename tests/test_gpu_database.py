@@ -245,13 +245,14 @@ def _problems(tmp_path: Path, bandwidth="100", extra="") -> list[str]:
 
 def test_negative_bandwidth_names_file_gpu_and_field(tmp_path):
     problems = _problems(tmp_path, bandwidth="-5")
-    assert problems == [f"{tmp_path / 'gpus.toml'}: [[gpu]] #2 'MyCard': memory_bandwidth_gbs: must be > 0 (got -5)"]
+    # the file and the field's line
+    assert problems == [f"{tmp_path / 'gpus.toml'}:16: [[gpu]] #2 'MyCard': memory_bandwidth_gbs: must be > 0 (got -5)"]
 
 
 def test_missing_field(tmp_path):
     path = _write(tmp_path, '[[gpu]]\nid = "x"\nvendor = "NVIDIA"\ncompute_capability = "8.6"\n'
                             'boost_clock_mhz = 1000\nmemory_bandwidth_gbs = 1\n')
-    with pytest.raises(GpuConfigError, match=r"\[\[gpu\]\] #1 'x': sm_count: required field is missing"):
+    with pytest.raises(GpuConfigError, match=r"gpus.toml:1: \[\[gpu\]\] #1 'x': sm_count: required field is missing"):
         load_database([path])
 
 
@@ -264,7 +265,7 @@ def test_unknown_precision(tmp_path):
 
 def test_unknown_field_suggests_the_right_one(tmp_path):
     problems = _problems(tmp_path, extra="memory_bandwith_gbs = 5")
-    assert problems == [f"{tmp_path / 'gpus.toml'}: [[gpu]] #2 'MyCard': memory_bandwith_gbs: "
+    assert problems == [f"{tmp_path / 'gpus.toml'}:17: [[gpu]] #2 'MyCard': memory_bandwith_gbs: "
                         "unknown field (did you mean 'memory_bandwidth_gbs'?)"]
 
 
@@ -294,7 +295,7 @@ def test_unsupported_list_is_checked(tmp_path):
 
 def test_broken_toml_and_unreadable_file(tmp_path):
     path = _write(tmp_path, "[[gpu]\nid=")
-    with pytest.raises(GpuConfigError, match=r"gpus.toml: not valid TOML"):
+    with pytest.raises(GpuConfigError, match=r"gpus.toml:1:\d+: invalid TOML"):
         load_database([path])
     with pytest.raises(GpuConfigError, match=r"nope.toml: cannot read the file"):
         load_database([tmp_path / "nope.toml"])

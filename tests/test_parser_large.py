@@ -20,10 +20,19 @@ def _large_text() -> bytes:
 
 
 def test_a_large_parse_yields_while_parsing_but_not_when_text_is_read(monkeypatch):
+    import threading
+
     sleeps = []
     monkeypatch.setattr(parser_module.time, "sleep", lambda seconds: sleeps.append(seconds))
     data = _large_text()
-    tree = parse(data)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)  # (a thread to yield to: a language server's)
+    other.start()
+    try:
+        tree = parse(data)
+    finally:
+        stop.set()
+        other.join()
     assert sleeps, "a text above the threshold is read in chunks that yield"
     sleeps.clear()
     functions = [n for n in tree.root_node.named_children if n.type == "function_definition"]
@@ -31,6 +40,19 @@ def test_a_large_parse_yields_while_parsing_but_not_when_text_is_read(monkeypatc
     assert functions[-1].text == data[functions[-1].start_byte:functions[-1].end_byte]
     assert functions[0].text.startswith(b"__global__ void scale_0(")
     assert sleeps == []
+
+
+def test_with_no_other_thread_a_large_text_is_parsed_whole(monkeypatch):
+    """`perflsp check`: no thread to let run, so no yield (each gave the CPU away on a loaded machine)."""
+    import threading
+
+    sleeps = []
+    monkeypatch.setattr(parser_module.time, "sleep", lambda seconds: sleeps.append(seconds))
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    data = _large_text()
+    tree = parse(data)
+    assert sleeps == [] and not tree.root_node.has_error
+    assert tree.root_node.named_children[0].text.startswith(b"__global__ void scale_0(")
 
 
 def test_an_incremental_large_parse_keeps_its_text():

@@ -130,7 +130,8 @@ def test_toml_errors_are_clear(tmp_path):
     bad.write_text("[profiling\nenabled = ", encoding="utf-8")
     with pytest.raises(ProfilingError) as info:
         layer_from_toml(bad, USER)
-    assert info.value.code == "bad-settings" and "not valid TOML" in info.value.message
+    assert info.value.code == "bad-settings" and info.value.message.startswith(f"{bad}:1:") \
+        and "invalid TOML" in info.value.message
     (tmp_path / "table.toml").write_text('profiling = "on"\n', encoding="utf-8")
     with pytest.raises(ProfilingError, match="must be a table"):
         layer_from_toml(tmp_path / "table.toml", USER)

@@ -68,8 +68,8 @@ def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_
     """Run the static engine over labeled kernels and print accuracy, balanced accuracy and the
     confusion matrix, overall and per language; with --llm, the LLM path too.
 
-    Exit codes: 0 scored, 2 bad arguments, labels file, GPU definitions, or --llm without a
-    usable LLM configuration.
+    Exit codes: 0 scored, 2 bad arguments, labels file (named with its line), GPU definitions,
+    labels of which no kernel is found under --src, or --llm without a usable LLM configuration.
     """
     from perflsp.cli._gpu_options import load_db_or_fail
     from perflsp.evaluation.labels import LabelsError, read_labels
@@ -119,6 +119,11 @@ def eval_cmd(labels_path: Path, src_root: Path, gpu_files: tuple[str, ...], gpu_
     if compiler is not None:
         compiler.close()
     elapsed_s = time.perf_counter() - started
+    if not any(p.verdict is not None for p in predictions):  # nothing to judge: not a score of 0
+        first = predictions[0]
+        fail(f"none of the {len(predictions)} labeled kernel(s) of {labels_path} was found under {src_root} "
+             f"(first: {first.row.file}:{first.row.line} {first.row.kernel}: {first.reason}); "
+             "check --src and the CSV's `file` and `line` columns")
 
     if predictions_out is not None:
         try:

@@ -170,6 +170,7 @@ async def _with_llm(selected: Selected, gpu, advisor, as_json: bool) -> int:
     """Ask about every selected kernel; returns how many got no LLM answer."""
     from perflsp.llm.advisor import AdvisorUnavailable
     from perflsp.llm.questions import question_for
+    from perflsp.llm.sanitize import InertMarkdown
 
     task: Literal["verdict", "explain"] = "verdict" if as_json else "explain"
     questions = [question_for(r, r.estimates[0], gpu, selected.data, selected.kernels, task, tree=selected.tree)
@@ -191,14 +192,17 @@ async def _with_llm(selected: Selected, gpu, advisor, as_json: bool) -> int:
             click.echo(f"{advisor.provider.label} (line numbers count from the kernel's first line, "
                        f"{selected.path}:{question.first_line}):")
             wrote = False
+            inert = InertMarkdown()  # the model's Markdown, line by line: no image, HTML or link
             try:
                 async for chunk in advisor.explain_stream(question):
-                    sys.stdout.write(chunk)
+                    sys.stdout.write(inert.feed(chunk))
                     sys.stdout.flush()
                     wrote = True
+                sys.stdout.write(inert.flush())
                 click.echo("\n" if wrote else "")
             except AdvisorUnavailable as exc:
                 failures += 1
+                sys.stdout.write(inert.flush())
                 if wrote:
                     click.echo("")
                 if not told:

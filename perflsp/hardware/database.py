@@ -33,6 +33,7 @@ from perflsp.hardware.models import (
     Source,
 )
 from perflsp.hardware.precision import Precision
+from perflsp.source.toml_text import syntax_error, where
 
 BUILTIN_PATH = Path(__file__).with_name("gpus.toml")
 _RATE_TOLERANCE = 0.01  # a peak given both as a value and as a per-SM rate must agree within 1%
@@ -154,6 +155,7 @@ def load_database(
     user_tables: Sequence[Mapping[str, Any]] = (),
     *,
     tables_origin: str = "settings",
+    tables_text: str | None = None,
 ) -> GpuDatabase:
     """The shipped GPUs plus user GPUs from TOML files and from settings tables (in that order).
 
@@ -164,7 +166,7 @@ def load_database(
     gpus = list(builtin)
     for path in user_files:
         gpus += _load_user_file(Path(path), archs, problems)
-    gpus += _resolve_tables(user_tables, str(tables_origin), archs, problems)
+    gpus += _resolve_tables(user_tables, str(tables_origin), archs, problems, text=tables_text)
     if problems:
         raise GpuConfigError(problems)
     return GpuDatabase(gpus, archs, sources)
@@ -185,12 +187,17 @@ def _builtin() -> tuple[dict[str, Any], dict[str, Source], tuple[Gpu, ...]]:
 
 def _load_user_file(path: Path, archs: Mapping[str, Any], problems: list[str]) -> list[Gpu]:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         problems.append(f"{path}: cannot read the file: {exc.strerror or exc}")
         return []
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        problems.append(f"{path}: not valid TOML: {exc}")
+    except UnicodeDecodeError:
+        problems.append(f"{path}: not UTF-8 text")
+        return []
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        problems.append(syntax_error(path, text, exc))
         return []
     unknown = sorted(set(data) - {"gpu", "meta"})
     if unknown:
@@ -199,9 +206,9 @@ def _load_user_file(path: Path, archs: Mapping[str, Any], problems: list[str]) -
         )
     tables = data.get("gpu", [])
     if not isinstance(tables, list):
-        problems.append(f"{path}: 'gpu' must be an array of tables, written [[gpu]]")
+        problems.append(f"{where(path, text, 'gpu')}: 'gpu' must be an array of tables, written [[gpu]]")
         return []
-    return _resolve_tables(tables, str(path), archs, problems, defined_in=str(path))
+    return _resolve_tables(tables, str(path), archs, problems, defined_in=str(path), text=text)
 
 
 def _resolve_tables(
@@ -210,18 +217,25 @@ def _resolve_tables(
     archs: Mapping[str, Any],
     problems: list[str],
     defined_in: str | None = None,
+    text: str | None = None,
 ) -> list[Gpu]:
+    """`text`: the file the tables were read from, when there is one: each problem then names the
+    line of its `[[gpu]]` table (or of the field)."""
     gpus: list[Gpu] = []
     seen_ids: set[str] = set()
     for number, table in enumerate(tables, start=1):
-        label = _entry_label(origin, number, table)
+        label = _entry_label(origin, number, table, text)
         if not isinstance(table, Mapping):
             problems.append(f"{label}: must be a table of GPU fields")
             continue
         try:
             entry = GpuEntry.model_validate(dict(table))
         except ValidationError as exc:
-            problems += [f"{label}: {_describe_error(err)}" for err in exc.errors()]
+            for err in exc.errors():
+                field_label = label
+                if text is not None and err.get("loc") and isinstance(err["loc"][0], str):
+                    field_label = _entry_label(origin, number, table, text, err["loc"][0])
+                problems.append(f"{field_label}: {_describe_error(err)}")
             continue
         if entry.id in seen_ids:
             problems.append(f"{label}: id: '{entry.id}' is defined twice in {origin}")
@@ -235,11 +249,12 @@ def _resolve_tables(
     return gpus
 
 
-def _entry_label(origin: str, number: int, table: Any) -> str:
+def _entry_label(origin: str, number: int, table: Any, text: str | None = None, key: str | None = None) -> str:
     name = None
     if isinstance(table, Mapping):
         name = table.get("id") or table.get("name")
-    return f"{origin}: [[gpu]] #{number}" + (f" '{name}'" if isinstance(name, str) else "")
+    place = where(origin, text, "gpu", number - 1, *([key] if key else [])) if text is not None else origin
+    return f"{place}: [[gpu]] #{number}" + (f" '{name}'" if isinstance(name, str) else "")
 
 
 def _resolve_entry(

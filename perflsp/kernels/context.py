@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node, Tree
 
-from perflsp.kernels.models import Span
+from perflsp.kernels.models import Param, Span
 from perflsp.kernels.text import _BLANK_TABLE, blank_comments_and_strings
 from perflsp.source.positions import LineIndex
 
@@ -33,6 +33,8 @@ class ExtractionContext:
     # (by function start and the control path of the point asked about)
     local_events: dict[int, list[_Event]] = field(default_factory=dict, repr=False)
     local_replays: dict[tuple, _Replay] = field(default_factory=dict, repr=False)
+    # the parameters of each distinct parameter list read so far, by its text (cuda.py: `_parameters`)
+    parameter_lists: dict[bytes, tuple[Param, ...]] = field(default_factory=dict, repr=False)
 
     def span(self, node: Node) -> Span:
         return self.span_bytes(node.start_byte, node.end_byte)

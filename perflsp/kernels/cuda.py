@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from tree_sitter import Node, QueryCursor
 
@@ -16,6 +17,8 @@ from perflsp.source.parser import query
 
 _SPACE_TOKENS = {"__global__": "global", "__device__": "device"}
 _SCOPE_NAMES = {"namespace_definition", "class_specifier", "struct_specifier", "union_specifier"}
+_WORD = re.compile(r"\w+")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _QUALIFIER_WORDS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "constexpr",
                     "struct", "class", "typename", "enum", "union", "mutable", "__shared__",
                     "__constant__"}
@@ -50,8 +53,9 @@ def extract_functions(ctx: ExtractionContext, env: ConstEnv) -> tuple[list[CudaF
     aliases = macro_aliases(env)
     found: list[CudaFunction] = []
     seen_names: set[int] = set()
+    macro_names = _macro_names(env)  # (once per file, not once per function)
     for node in function_definitions(ctx, aliases):
-        fn = from_definition(ctx, node, env, aliases)
+        fn = from_definition(ctx, node, env, aliases, macro_names)
         if fn is not None and fn.name_span.start_byte not in seen_names:
             found.append(fn)
             seen_names.add(fn.name_span.start_byte)
@@ -80,16 +84,19 @@ def _space_of(ctx: ExtractionContext, node: Node, aliases: dict[str, str]) -> tu
     """('global'|'device'|None, is_host_device) from the specifiers before the declarator."""
     spaces: set[str] = set()
     host = False
+    data = ctx.data
     for child in node.children:
-        if child.type in ("function_declarator", "compound_statement") or child.type.endswith("declarator"):
+        kind = child.type
+        if kind in ("function_declarator", "compound_statement") or kind.endswith("declarator"):
             break
-        text = ctx.text(child)
-        if child.type in _SPACE_TOKENS:
-            spaces.add(_SPACE_TOKENS[child.type])
-        elif child.type == "__host__":
+        if kind in _SPACE_TOKENS:
+            spaces.add(_SPACE_TOKENS[kind])
+        elif kind == "__host__":
             host = True
-        else:
-            for word in re.findall(r"\w+", text):
+        elif aliases or data.find(b"__", child.start_byte, child.end_byte) >= 0:
+            # (a space word inside another node, or an alias macro: most specifiers, `void`,
+            # `static`, a return type, have neither and are not decoded)
+            for word in _WORD.findall(ctx.text(child)):
                 if word in aliases:
                     spaces.add(aliases[word])
                 elif word in _SPACE_TOKENS:
@@ -110,7 +117,8 @@ def _function_declarator(node: Node) -> Node | None:
     return declarator
 
 
-def from_definition(ctx: ExtractionContext, node: Node, env: ConstEnv, aliases: dict[str, str]) -> CudaFunction | None:
+def from_definition(ctx: ExtractionContext, node: Node, env: ConstEnv, aliases: dict[str, str],
+                    macro_names: frozenset[str] | None = None) -> CudaFunction | None:
     space, host_device = _space_of(ctx, node, aliases)
     if space is None:
         return None
@@ -135,9 +143,7 @@ def from_definition(ctx: ExtractionContext, node: Node, env: ConstEnv, aliases: 
     outer = node.parent if node.parent is not None and node.parent.type == "template_declaration" else node
     scopes = _enclosing_scopes(ctx, node) + scope_prefix
     plist = declarator.child_by_field_name("parameters")
-    params = _expanded_params(ctx, plist, env) if plist is not None else None
-    if params is None:
-        params = _params(ctx, plist)
+    params = _parameters(ctx, plist, env, _macro_names(env) if macro_names is None else macro_names)
     launch_bounds = _launch_bounds(ctx, node, env)
     return CudaFunction(
         space=space,  # type: ignore[arg-type]
@@ -219,6 +225,29 @@ def _declared_identifier(node: Node) -> Node | None:
     return None
 
 
+def _macro_names(env: ConstEnv) -> frozenset[str]:
+    return frozenset(env.all_macros()) | frozenset(env.all_function_macros())
+
+
+def _parameters(ctx: ExtractionContext, plist: Node | None, env: ConstEnv,
+                macro_names: frozenset[str]) -> tuple[Param, ...]:
+    """The parameters of a function, read once per distinct parameter list of the file: a
+    `Param` holds no position, and the same list (templated and generated code repeats a few
+    signatures thousands of times) reads the same; those functions share the tuple."""
+    if plist is None:
+        return ()
+    key = ctx.data[plist.start_byte:plist.end_byte]
+    known = ctx.parameter_lists.get(key) if not plist.has_error else None
+    if known is not None:
+        return known
+    params = _expanded_params(ctx, plist, env, macro_names)
+    if params is None:
+        params = _params(ctx, plist)
+    if not plist.has_error:
+        ctx.parameter_lists[key] = params
+    return params
+
+
 def _params(ctx: ExtractionContext, plist: Node | None) -> tuple[Param, ...]:
     if plist is None:
         return ()
@@ -276,15 +305,15 @@ def _params(ctx: ExtractionContext, plist: Node | None) -> tuple[Param, ...]:
     return tuple(out)
 
 
-def _expanded_params(ctx: ExtractionContext, plist: Node, env: ConstEnv) -> tuple[Param, ...] | None:
+def _expanded_params(ctx: ExtractionContext, plist: Node, env: ConstEnv,
+                     macro_names: frozenset[str] | None = None) -> tuple[Param, ...] | None:
     """The parameters read from the macro-expanded list when a macro that is not a plain number
     occurs in it (`double * RESTRICT a` with `#define RESTRICT __restrict__`: the tree reads
     `RESTRICT` as the name); None when the list as written can be read directly."""
     text = ctx.text(plist)
-    macros = env.all_macros()
-    functions = env.all_function_macros()
-    names = set(re.findall(r"[A-Za-z_]\w*", text))
-    if not (names & macros.keys()) and not (names & functions.keys()):
+    if macro_names is None:
+        macro_names = _macro_names(env)
+    if macro_names.isdisjoint(_IDENTIFIER.findall(text)):
         return None
     return _params_of_text(ctx, text, env)
 
@@ -302,6 +331,7 @@ def _params_of_text(ctx: ExtractionContext, text: str, env: ConstEnv) -> tuple[P
     return _params(sub, plist) if plist is not None else ()
 
 
+@lru_cache(maxsize=4096)
 def _element_type(base: str) -> str:
     words = [w for w in base.replace("*", " ").replace("&", " ").split() if w not in _QUALIFIER_WORDS]
     return " ".join(words) or base

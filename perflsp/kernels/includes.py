@@ -237,6 +237,18 @@ class IncludeResolver:
             constants.type_aliases.setdefault(tname, tbody)
         self._run(header_directives, header.parent, env, constants, seen, depth + 1)
 
+    def forget(self) -> None:
+        """Drop what was read of other files (their directives, where includes resolve, each
+        folder's includers): read again on next use."""
+        self._directives = {}
+        self._resolved = {}
+        self._includers = {}
+
+    @property
+    def remembered(self) -> int:
+        """How many files' directives, resolved includes and folders' includers are kept."""
+        return len(self._directives) + len(self._resolved) + len(self._includers)
+
     def includers_of(self, path: Path) -> list[Path]:
         """Sources in the same folder that `#include "<this file's name>"`."""
         folder = path.parent

@@ -26,6 +26,7 @@ from pydantic.alias_generators import to_snake
 
 from perflsp.llm.config import LlmSettings
 from perflsp.llm.privacy import SettingOrigin
+from perflsp.source.toml_text import syntax_error, where
 
 TABLE = "llm"
 
@@ -39,6 +40,7 @@ class LlmLayer:
     origin: SettingOrigin
     values: Mapping[str, Any]  # the `[llm]` table, snake_case or camelCase keys
     source: str = ""  # where it came from, for messages: a path, "command line"
+    text: str | None = None  # the file as written (messages name the line of a key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +54,7 @@ class ResolvedLlmSettings:
 def llm_layer_from_toml(path: Path, origin: SettingOrigin) -> LlmLayer | None:
     """The `[llm]` table of a TOML file; None when the file or the table does not exist."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except IsADirectoryError:
@@ -61,14 +63,16 @@ def llm_layer_from_toml(path: Path, origin: SettingOrigin) -> LlmLayer | None:
         raise LlmSettingsError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise LlmSettingsError(f"{path}: not UTF-8 text") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise LlmSettingsError(f"{path}: invalid TOML ({exc})") from None
+        raise LlmSettingsError(syntax_error(path, text, exc)) from None
     table = data.get(TABLE)
     if table is None:
         return None
     if not isinstance(table, dict):
-        raise LlmSettingsError(f"{path}: [{TABLE}] must be a table")
-    return LlmLayer(origin, table, str(path))
+        raise LlmSettingsError(f"{where(path, text, TABLE)}: [{TABLE}] must be a table")
+    return LlmLayer(origin, table, str(path), text)
 
 
 def resolve_llm_settings(layers: Sequence[LlmLayer]) -> ResolvedLlmSettings:
@@ -78,19 +82,20 @@ def resolve_llm_settings(layers: Sequence[LlmLayer]) -> ResolvedLlmSettings:
     sources: dict[str, str] = {}
     problems: list[str] = []
     for layer in layers:
-        where = layer.source or layer.origin.value
+        source = layer.source or layer.origin.value
         for key, value in layer.values.items():
+            place = where(source, layer.text, TABLE, str(key)) if layer.text is not None else source
             name = to_snake(str(key))
             if name not in LlmSettings.model_fields:
-                problems.append(f"{where}: {TABLE}.{key} ignored: unknown setting")
+                problems.append(f"{place}: {TABLE}.{key} ignored: unknown setting")
                 continue
             try:
                 LlmSettings.model_validate({name: value})
             except ValidationError as exc:
                 why = "; ".join(error["msg"] for error in exc.errors())
-                problems.append(f"{where}: {TABLE}.{key} ignored: invalid value ({why})")
+                problems.append(f"{place}: {TABLE}.{key} ignored: invalid value ({why})")
                 continue
             merged[name] = value
             origins[name] = layer.origin
-            sources[name] = where
+            sources[name] = source
     return ResolvedLlmSettings(LlmSettings.model_validate(merged), origins, tuple(problems), sources)

@@ -198,13 +198,17 @@ def require_enabled(resolved: ResolvedProfilingSettings) -> ProfilingSettings:
 def layer_from_toml(path: Path, origin: SettingsOrigin) -> SettingsLayer | None:
     """The `[profiling]` table of a TOML file (`.perflsp.toml` or the user config); None if absent."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfilingError("io", f"cannot read {path}: {exc}") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ProfilingError("bad-settings", f"{path} is not valid TOML: {exc}") from None
+        from perflsp.source.toml_text import syntax_error
+
+        raise ProfilingError("bad-settings", syntax_error(path, text, exc)) from None
     section = data.get("profiling")
     if section is None:
         return None

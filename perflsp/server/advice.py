@@ -39,6 +39,7 @@ from perflsp.llm.config import create_advisor
 from perflsp.llm.privacy import EndpointDecision, SettingOrigin, origin_is_trusted
 from perflsp.llm.questions import question_for
 from perflsp.llm.request import KernelQuestion, Task
+from perflsp.llm.sanitize import inert_text
 from perflsp.llm.schema import Proposals
 from perflsp.server import engine_adapter as engine
 from perflsp.server.features.common import kernel_name
@@ -271,12 +272,13 @@ class AdviceService:
             return
         self._told.add(message)
         log.warning("%s", message)
-        self.ls.window_show_message(lsp.ShowMessageParams(type=kind, message=message))
+        self.ls.window_show_message(lsp.ShowMessageParams(type=kind, message=inert_text(message)))
 
     def _on_message(self, message: str) -> None:
-        # the advisor says this once per failure episode (a run of failures until the next answer)
+        # the advisor says this once per failure episode (a run of failures until the next answer);
+        # it may quote the endpoint's words: plain text, no link (`inert_text`)
         log.warning("%s", message)
-        self.ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=message))
+        self.ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=inert_text(message)))
 
     def _on_status(self, _status: AdvisorStatus) -> None:
         if self._status_scheduled:
@@ -401,6 +403,11 @@ class AdviceService:
             return  # the kernel changed meanwhile: a newer question is under way
         if worker.advice is state and not worker.closed:
             worker.refresh()
+
+    def closed(self, uri: str) -> None:
+        """The document was closed: the launch-parameter proposals asked for it go."""
+        for key in [k for k in self.proposals if k[0] == uri]:
+            del self.proposals[key]
 
     def forget(self, worker: DocumentWorker) -> None:
         """The document was closed: its requests are not needed any more."""

@@ -20,7 +20,7 @@ from pygls.lsp.server import LanguageServer
 from perflsp import __version__
 from perflsp.server import memory
 from perflsp.server.pool import WorkPool
-from perflsp.server.protocol import PerfProtocol, is_parse_error
+from perflsp.server.protocol import PerfProtocol
 
 if TYPE_CHECKING:
     from perflsp.kernels.includes import IncludeResolver
@@ -70,7 +70,8 @@ class PerfLanguageServer(LanguageServer):
         self.pull_mode = False
         self.log_handler: ClientLogHandler | None = None
         self._ready: asyncio.Event | None = None
-        self.scan_cache: dict[ScanKey, list[dict[str, Any]]] = {}  # reports of files not open, as JSON
+        # reports of files not open, as JSON, per path: (the state they were made for, the reports)
+        self.scan_cache: dict[str, tuple[ScanKey, list[dict[str, Any]]]] = {}
         self.recent: dict[str, None] = {}  # uris, least recently active first
         self._advice: AdviceService | None = None  # created on first use
         self._measured: MeasuredService | None = None
@@ -131,10 +132,19 @@ class PerfLanguageServer(LanguageServer):
         return self._ready
 
     def report_server_error(self, error: Exception, source: object) -> None:
-        if is_parse_error(error):
-            self.perf_protocol.send_parse_error(error)
+        """pygls' report of a handler's failure. A request's was answered and logged already (a
+        client's mistake as one line, a failure of the server with its traceback); a
+        notification handler's failure is the server's own: logged with its traceback."""
+        from pygls.exceptions import FeatureRequestError
+
+        if source is FeatureRequestError:
             return
-        log.error("server error: %s", error)
+        data = getattr(error, "data", None)  # (pygls' internal error: the traceback as text)
+        trace = "".join(data.get("traceback", ())) if isinstance(data, dict) else ""
+        if trace:
+            log.error("server error: %s\nTraceback (most recent call last):\n%s", error, trace.rstrip())
+        else:
+            log.error("server error: %s", error, exc_info=error if error.__traceback__ is not None else None)
 
     def capability(self, path: str) -> bool:
         """Whether the client declared the capability at dotted `path` of its
@@ -201,6 +211,8 @@ class PerfLanguageServer(LanguageServer):
         """A document was closed: drop what it held, and give freed memory back soon after."""
         self.refused.pop(uri, None)
         self.recent.pop(uri, None)
+        if self._advice is not None:
+            self._advice.closed(uri)
         if self._trim is not None:
             self._trim.cancel()
         self._trim = asyncio.get_running_loop().call_later(memory.TRIM_DELAY_S, self._trim_when_idle, 120)
@@ -213,7 +225,17 @@ class PerfLanguageServer(LanguageServer):
             self._trim = asyncio.get_running_loop().call_later(0.5, self._trim_when_idle, tries - 1)
             return
         self._trim = None
+        self.drop_file_caches()
         memory.give_back()
+
+    def drop_file_caches(self) -> None:
+        """What analyses read of other files (headers, siblings, includers): dropped once documents
+        closed; the documents still open read again what they need (memory.py)."""
+        dropped = memory.drop_file_caches()
+        if self.workspace_state is not None:
+            dropped += self.workspace_state.remembered_files
+            self.workspace_state.forget_files()
+        log.debug("memory: %d cached entries of other files dropped", dropped)
 
     def document_idle(self, worker: DocumentWorker) -> None:
         """Keep the syntax trees of the HOT_DOCUMENTS most recently active documents only."""

@@ -119,7 +119,9 @@ def read_config_file(root: Path | None) -> Layer | None:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigProblem([f"{path}: not valid TOML: {exc}"]) from exc
+        from perflsp.source.toml_text import syntax_error
+
+        raise ConfigProblem([syntax_error(path, text, exc)]) from exc
     data = dict(data.get("perflsp", data)) if isinstance(data.get("perflsp"), dict) else dict(data)
     if "gpu" in data:  # `[[gpu]]` tables, as in the GPU database files
         data.setdefault("user_gpus", data.pop("gpu"))

@@ -18,24 +18,33 @@ later collections skip it; plain reference counting still frees it), and a full 
 once the server has been idle for `IDLE_COLLECT_S`, when the frozen heap has grown by a quarter
 since the last (as CPython's own rule).
 
+What the analysis of an open document reads of *other* files is kept process-wide while it is
+in use: the parsed headers and sibling sources and their definitions (`perflsp.kernels.program`,
+at most 256 files each), the launch sites found in the sources that include a file
+(`perflsp.analysis.includers`, 64), macro bodies as tokens (`perflsp.kernels.preprocess`), and
+per folder the include resolver's directives of every header read, where each `#include`
+resolved and each folder's includers (`IncludeResolver`). These are dropped when documents close
+(`drop_file_caches`, with the trim below): nothing stays for a closed document, and the
+documents still open read again what they need on their next analysis.
+
 Shared caches that stay while the server runs (they do not grow with the documents opened):
 the GPU database and occupancy tables (`perflsp.hardware`), compiled tree-sitter queries
-(`perflsp.source.parser`), the rule registry, the engine's `functools.lru_cache` tables of
-parsed constants (bounded), and per folder the resolved configuration, the headers' macro
-environments (`IncludeResolver`, dropped when a header changes) and the stored profiles read so
-far (`MeasuredService`).
+(`perflsp.source.parser`), the rule registry, the engine's table of number literals (bounded),
+per folder the resolved configuration and the stored profiles read so far
+(`MeasuredService`), and the launch-parameter measurements of this session.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import gc
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +52,14 @@ TRIM_DELAY_S = 1.0  # after the last close
 
 
 def _malloc_trim() -> Callable[[int], int] | None:  # pragma: no cover - depends on the C library
+    """glibc's `malloc_trim`, looked up among the symbols the process has loaded already (the
+    interpreter links the C library): `ctypes.util.find_library("c")` would run `ldconfig -p`
+    (a program started by the server) only to name the library that is loaded anyway."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # (not glibc: musl has no malloc_trim)
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
@@ -56,6 +67,41 @@ def _malloc_trim() -> Callable[[int], int] | None:  # pragma: no cover - depends
 
 
 _TRIM = _malloc_trim()
+
+# the modules whose `functools` caches hold what was read of other files (see above)
+FILE_CACHE_MODULES = ("perflsp.kernels.program", "perflsp.analysis.includers", "perflsp.kernels.preprocess")
+
+
+class _FunctionCache(Protocol):
+    def cache_clear(self) -> None: ...
+
+    def cache_info(self) -> Any: ...
+
+
+def file_caches() -> list[_FunctionCache]:
+    """The `functools` caches of `FILE_CACHE_MODULES` (of those imported: the others hold nothing)."""
+    found: list[_FunctionCache] = []
+    for name in FILE_CACHE_MODULES:
+        module = sys.modules.get(name)
+        for value in vars(module).values() if module is not None else ():
+            if callable(getattr(value, "cache_clear", None)) and callable(getattr(value, "cache_info", None)) \
+                    and getattr(value, "__module__", None) == name:
+                found.append(value)
+    return found
+
+
+def file_cache_entries() -> int:
+    """How many entries the file caches hold (0 once documents closed: tests, logs)."""
+    return sum(cache.cache_info().currsize for cache in file_caches())
+
+
+def drop_file_caches() -> int:
+    """Empty the file caches (and the regular expressions compiled per name); entries dropped."""
+    dropped = file_cache_entries()
+    for cache in file_caches():
+        cache.cache_clear()
+    re.purge()
+    return dropped
 
 
 IDLE_COLLECT_S = 2.0  # idle time after the last publication before a full collection

@@ -2,11 +2,16 @@
 underscore, its protocol's method table): pygls 2.1 has no public API for these, so they are kept
 here, typed, and the rest of the server uses pygls' public API only.
 
-- bad input gets a JSON-RPC error instead of silence: a request whose params do not fit the
-  method gets `InvalidParams` with its id, a body that is not JSON gets `ParseError` (id null);
+- the message loop (`serve_messages`, pygls' `run_async` with its framing) answers every request
+  id, whatever is wrong with the message: the envelope is checked first (messages.py: -32700 for
+  a body that is not UTF-8 or JSON, -32600 for a batch or a malformed envelope), then params that
+  do not fit the method get `InvalidParams` (-32602), an unknown method `MethodNotFound`
+  (-32601), a request after `shutdown` -32600 and one before `initialize` -32002. A client's
+  mistake is one line in the log, never a traceback (those are the server's own failures);
 - positions are always UTF-16 (the line index converts UTF-8 bytes to UTF-16 columns);
 - open documents are kept by the server's own workers (incremental parse trees), not copied
   into pygls' workspace as well: each change is applied once;
+- a handled notification's future is not kept (pygls keeps every one under a made-up id);
 - diagnostics already unstructured to JSON (cached per diagnostic) are sent as they are, without
   a second pass through the converter (`publish_diagnostics_json`);
 - `serve_tcp`: pygls' `start_tcp`, reporting the bound port on stderr (useful with port 0).
@@ -25,14 +30,23 @@ import threading
 from collections import deque
 from collections.abc import Callable, Generator
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams, JsonRpcParseError
+from pygls.exceptions import (
+    JsonRpcContentModified,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcMethodNotFound,
+    JsonRpcRequestCancelled,
+    JsonRpcServerNotInitialized,
+)
 from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
 from pygls.protocol.language_server import lsp_method
+
+from perflsp.server import messages
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -49,14 +63,10 @@ _PIPE_BYTES = 1 << 20  # stdout's pipe buffer, when the system lets it grow (Lin
 _Dispatch = Generator[tuple[Callable[..., object], tuple[object, ...], None], object, None]
 
 
-@dataclass(frozen=True, slots=True)
-class InvalidMessage:
-    """A message that could not be decoded into its method's parameter type."""
-
-    id: int | str | None  # the request's id (None: a notification, or a response we cannot read)
-    method: str
-    reason: str
-    jsonrpc: str = "2.0"
+# errors a request handler raises for what the client sent: answered, logged as one line
+_CLIENT_ERRORS = (JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcMethodNotFound, JsonRpcRequestCancelled,
+                  JsonRpcContentModified, JsonRpcServerNotInitialized)
+MAX_MESSAGE_BYTES = 256 << 20  # a larger body is skipped unread (a 16 MiB document is ~17-32 MiB of JSON)
 
 
 class PerfProtocol(LanguageServerProtocol):
@@ -64,25 +74,89 @@ class PerfProtocol(LanguageServerProtocol):
         super().__init__(*args, **kwargs)
         self._encoded: dict[str, dict[int, tuple[dict[str, Any], str]]] = {}  # per document: id -> (dict, text)
         self._writes: set[asyncio.Future[Any]] = set()
+        self._initialize_seen = False
+
+    # ------------------------------------------------------------------ receiving
+
+    def receive(self, body: bytes) -> None:
+        """One message body from the client: checked, decoded and dispatched, or answered with
+        the error that says what is wrong with it."""
+        message = messages.decode(body)
+        if isinstance(message, messages.Rejected):
+            self.reject(message)
+            return
+        method = message.get("method")
+        request = isinstance(method, str) and "id" in message
+        if request and self._shutdown and method != types.EXIT:
+            self.reject(messages.Rejected((messages.error_reply(message["id"], messages.INVALID_REQUEST,
+                                                                f"{method}: the server is shutting down"),),
+                                          f"{method} (id {message['id']}) after shutdown"))
+            return
+        if request and not self._initialize_seen and method != types.INITIALIZE:
+            self.reject(messages.Rejected((messages.error_reply(message["id"], messages.SERVER_NOT_INITIALIZED,
+                                                                f"{method}: the server is not initialized"),),
+                                          f"{method} (id {message['id']}) before initialize"))
+            return
+        try:
+            decoded = self._structure(message)
+        except Exception as exc:  # noqa: BLE001 - any decoding failure is the client's params
+            what = f"invalid params for {method}: {_reason(exc)}" if method else f"an unreadable response: {_reason(exc)}"
+            replies = (messages.error_reply(message["id"], messages.INVALID_PARAMS, what),) if request else ()
+            self.reject(messages.Rejected(replies, what))
+            return
+        if request and not hasattr(decoded, "id"):  # a notification's method, sent with an id
+            self.reject(messages.Rejected((messages.error_reply(message["id"], messages.INVALID_REQUEST,
+                                                                f"{method} is a notification: it takes no id"),),
+                                          f"{method} sent as a request (id {message['id']})"))
+            return
+        if method == types.INITIALIZE:
+            self._initialize_seen = True
+        self.handle_message(decoded)
+
+    def reject(self, rejected: messages.Rejected) -> None:
+        log.warning("client message rejected: %s", rejected.reason)
+        for reply in rejected.replies:
+            self._send_data(reply)
+
+    def _structure(self, data: dict[str, Any]) -> Any:
+        """pygls' `structure_message` for a checked envelope, without its traceback in the log."""
+        method = data.get("method")
+        if "method" not in data:
+            if "error" in data:
+                from pygls.protocol.json_rpc import ResponseErrorMessage
+
+                return self._converter.structure(data, ResponseErrorMessage)
+            response_type = self._result_types.pop(data["id"], None) or JsonRPCResponseMessage
+            return self._converter.structure(data, response_type)
+        if "id" in data:
+            return self._converter.structure(data, self.get_message_type(method) or JsonRPCRequestMessage)
+        return self._converter.structure(data, self.get_message_type(method) or JsonRPCNotification)
 
     def structure_message(self, data: dict[str, Any]) -> Any:
-        try:
-            return super().structure_message(data)
-        except Exception as exc:  # any decoding failure becomes an error reply
-            if "jsonrpc" not in data:
-                raise
-            reason = str(exc.__cause__ or exc) or type(exc).__name__
-            return InvalidMessage(data.get("id"), str(data.get("method", "")), reason)
+        return self._structure(data) if "jsonrpc" in data else data
 
-    def handle_message(self, message: Any) -> None:
-        if isinstance(message, InvalidMessage):
-            if message.id is not None and message.method:
-                error = JsonRpcInvalidParams(f"invalid params for {message.method}: {message.reason}")
-                self._send_response(message.id, None, error.to_response_error())
-            else:
-                log.warning("ignored an undecodable message (%s): %s", message.method or "response", message.reason)
+    # ------------------------------------------------------------------ handlers and their results
+
+    def _execute_handler(self, msg_id: Any, handler: Any, callback: Any, args: Any = None, kwargs: Any = None) -> None:
+        # pygls keeps the future of every handler it runs under its id until a request's answer
+        # is sent; a notification's (and a builtin handler's inner step) stayed for ever: dropped
+        # here once done (the same future only: a client may reuse an id)
+        def done(future: Any) -> None:
+            if self._request_futures.get(msg_id) is future:
+                del self._request_futures[msg_id]
+            callback(future)
+
+        super()._execute_handler(msg_id, handler, done, args, kwargs)
+
+    def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
+        error = None if future.cancelled() else future.exception()
+        if isinstance(error, _CLIENT_ERRORS):  # the client's mistake: its answer and one line (pygls: a traceback)
+            self._request_futures.pop(msg_id, None)
+            if not isinstance(error, (JsonRpcRequestCancelled, JsonRpcContentModified)):
+                log.warning("request %s failed: %s", msg_id, error)
+            self._send_response(msg_id, error=error.to_response_error())
             return
-        super().handle_message(message)
+        super()._send_handler_result(future, msg_id=msg_id)
 
     def publish_diagnostics_json(self, uri: str, version: int | None, diagnostics: list[dict[str, Any]]) -> None:
         """`textDocument/publishDiagnostics` with diagnostics that are JSON already. The server
@@ -114,11 +188,6 @@ class PerfProtocol(LanguageServerProtocol):
         """Drop the encoded diagnostics kept for `uri` (the document was closed)."""
         self._encoded.pop(uri, None)
 
-    def send_parse_error(self, exc: Exception) -> None:
-        # a plain dict: the converter would drop the `"id": null` that JSON-RPC requires here
-        self._send_data({"jsonrpc": "2.0", "id": None,
-                         "error": {"code": JsonRpcParseError.CODE, "message": f"the message body is not valid JSON: {exc}"}})
-
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
         general = params.capabilities.general
@@ -142,12 +211,15 @@ class PerfProtocol(LanguageServerProtocol):
             yield handler, (params,), None
 
 
-def is_parse_error(exc: Exception) -> bool:
-    return isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError))
+# pygls' header pattern (`pygls.io_.run_async`), also found at the end of a line after the rest
+# of a body whose Content-Length was too short (so the next message is read again)
+_CONTENT_LENGTH = re.compile(rb"Content-Length: (\d+)\r\n\Z")
 
 
-# pygls' header pattern (`pygls.io_.run_async`): a message is read as it reads it
-_CONTENT_LENGTH = re.compile(rb"^Content-Length: (\d+)\r\n$")
+def content_length(line: bytes) -> int | None:
+    """The length a header line gives the body, or None (not that header)."""
+    match = _CONTENT_LENGTH.search(line)
+    return int(match.group(1)) if match else None
 
 
 class MessageReader:
@@ -155,9 +227,10 @@ class MessageReader:
 
     pygls' own reads every header line and the body in a job of their own: three thread hops
     per message, ~1 ms of each keystroke's latency on a loaded machine. Here the first read of a
-    message reads its header lines and its body in the thread (framed as pygls frames them: a
-    header it does not take as the length is a line like any other) and the reads that follow
-    are answered from what it read, with no hop."""
+    message reads its header lines and its body in the thread (framed as `serve_messages` frames
+    them: a header it does not take as the length is a line like any other) and the reads that
+    follow are answered from what it read, with no hop. An empty body or one over
+    `MAX_MESSAGE_BYTES` is not read here (the loop answers or skips it)."""
 
     def __init__(self, stdin: BinaryIO, executor: Executor | None = None):
         self.stdin = stdin
@@ -167,18 +240,17 @@ class MessageReader:
     def _message(self) -> list[bytes]:
         """The next message's header lines, then its body (fewer parts at the end of input)."""
         parts: list[bytes] = []
-        length = 0
+        length: int | None = None
         while True:
             line = self.stdin.readline()
             parts.append(line)
             if not line:
                 return parts
-            if not length:
-                match = _CONTENT_LENGTH.fullmatch(line)
-                if match:
-                    length = int(match.group(1))
-            if length and not line.strip():
-                parts.append(self.stdin.read(length))
+            if length is None:
+                length = content_length(line)
+            if length is not None and not line.strip():
+                if 0 < length <= MAX_MESSAGE_BYTES:
+                    parts.append(self.stdin.read(length))
                 return parts
 
     async def readline(self) -> bytes:
@@ -188,8 +260,88 @@ class MessageReader:
 
     async def readexactly(self, n: int) -> bytes:
         if self._read:
-            return self._read.popleft()  # (the body `_message` read, of the length pygls asks for)
+            return self._read.popleft()  # (the body `_message` read, of the length the loop asks for)
         return await asyncio.get_running_loop().run_in_executor(self.executor, self.stdin.read, n)
+
+
+class Reader(Protocol):
+    """What the message loop reads from: `MessageReader`, or asyncio's `StreamReader` (TCP)."""
+
+    async def readline(self) -> bytes: ...
+
+    async def readexactly(self, n: int) -> bytes: ...
+
+
+async def serve_messages(stop: threading.Event, reader: Reader, protocol: PerfProtocol) -> None:
+    """pygls' `run_async` loop (the same framing of valid input), answering what it cannot read:
+    a header block without a Content-Length it can take is skipped with one log line; an empty
+    body, or one over `MAX_MESSAGE_BYTES` (skipped unread), is a parse error with id null; every
+    body goes to `PerfProtocol.receive`."""
+    length: int | None = None
+    first_header: bytes | None = None
+    while not stop.is_set():
+        try:
+            line = await reader.readline()
+        except ValueError as exc:  # asyncio's StreamReader: a line longer than its limit, dropped
+            log.warning("client message rejected: a header line too long to read (%s)", exc)
+            continue
+        if not line:
+            break
+        if line.strip():
+            if length is None:
+                length = content_length(line)
+            first_header = first_header or line
+            continue
+        if length is None:  # (a blank line between messages is no message)
+            if first_header is not None:
+                protocol.reject(messages.Rejected((), f"headers without a Content-Length ({_short(first_header)}): "
+                                                      f"what follows is read as the next message's headers"))
+            first_header = None
+            continue
+        size, length, first_header = length, None, None
+        if size == 0 or size > MAX_MESSAGE_BYTES:
+            if size:
+                await _skip(reader, size)
+            reason = "an empty body (Content-Length: 0)" if not size else \
+                f"a body of {size} bytes, over the limit of {MAX_MESSAGE_BYTES} (skipped)"
+            protocol.reject(messages.Rejected((messages.error_reply(None, messages.PARSE_ERROR, reason),), reason))
+            continue
+        try:
+            body = await reader.readexactly(size)
+        except asyncio.IncompleteReadError as exc:  # (the end of a TCP stream)
+            body = exc.partial
+            stop.set()
+        if not body:
+            break
+        try:
+            protocol.receive(body)
+        except Exception:  # the server's own failure, not the client's: logged with its traceback
+            log.exception("failed to handle a message")
+
+
+async def _skip(reader: Reader, size: int) -> None:
+    left = size
+    while left > 0:
+        chunk = await reader.readexactly(min(left, 1 << 20))
+        if not chunk:
+            return
+        left -= len(chunk)
+
+
+def _short(line: bytes) -> str:
+    text = repr(line.rstrip(b"\r\n"))
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _reason(exc: BaseException) -> str:
+    """What a failed decoding of params says, in one line."""
+    from cattrs import transform_error
+    from cattrs.errors import ClassValidationError
+
+    if isinstance(exc, ClassValidationError):
+        return "; ".join(transform_error(exc))
+    cause = exc.__cause__ or exc
+    return str(cause).splitlines()[0] if str(cause) else type(cause).__name__
 
 
 def _grow_pipe(stream: Any) -> None:
@@ -206,15 +358,15 @@ def _grow_pipe(stream: Any) -> None:
 
 def serve_stdio(server: LanguageServer) -> None:
     """pygls' `start_io` (the same loop, writer and shutdown) with `MessageReader`."""
-    from pygls.io_ import StdoutWriter, run_async
+    from pygls.io_ import StdoutWriter
 
     stop = server._stop_event = threading.Event()
     _grow_pipe(sys.stdout)
     server.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
+    protocol = server.protocol
+    assert isinstance(protocol, PerfProtocol)
     try:
-        asyncio.run(run_async(stop_event=stop, reader=MessageReader(sys.stdin.buffer, server.thread_pool),
-                              protocol=server.protocol, logger=logging.getLogger("pygls"),
-                              error_handler=server.report_server_error))
+        asyncio.run(serve_messages(stop, MessageReader(sys.stdin.buffer, server.thread_pool), protocol))
     except BrokenPipeError:
         log.error("the connection to the client is lost: shutting down")
     except (KeyboardInterrupt, SystemExit):
@@ -225,14 +377,13 @@ def serve_stdio(server: LanguageServer) -> None:
 
 def serve_tcp(server: LanguageServer, host: str, port: int) -> None:
     """pygls' `start_tcp` (the same loop and shutdown), saying on stderr which port it bound."""
-    from pygls.io_ import run_async
-
     stop = server._stop_event = threading.Event()
+    protocol = server.protocol
+    assert isinstance(protocol, PerfProtocol)
 
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        server.protocol.set_writer(writer)
-        await run_async(stop_event=stop, reader=reader, protocol=server.protocol, logger=logging.getLogger("pygls"),
-                        error_handler=server.report_server_error)
+        protocol.set_writer(writer)
+        await serve_messages(stop, reader, protocol)
         server.shutdown()
 
     async def main() -> None:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import sys
 import threading
@@ -77,6 +78,10 @@ TYPING_PAUSE_S = 0.05  # and after any other edit: typing faster than this leave
 SETTLE_S = 0.4  # pause after which an error-recovered tree is checked against a fresh parse
 REQUEST_WAIT_S = 0.03  # how long a request waits for the newest version's complete analysis
 VISIBLE_S = 30.0  # a document asked about or edited this recently counts as visible (ranks first)
+
+
+class Closed(Exception):
+    """A job of a document that was closed before the job ran: it did nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +135,9 @@ class DocumentWorker:
         self._urgent = 0  # requests waiting for this document's exact state
         self._applying = False  # edits are waiting to be applied, or being applied (ranks first)
         self.text_lock = threading.Lock()  # held while edits move spans, and while a request reads `latest`
+        # held by each of this document's jobs in the pool's thread (`_job`): `close` drops the
+        # document's state only while no job reads it
+        self._job_lock = threading.Lock()
         self._failed: object = object()  # the version whose analysis raised (requests get the last result)
         self.published: list[Published] = []  # each publish of this document (tests)
         self.advice: DocumentAdvice | None = None  # the LLM's questions and answers for this document (advice.py)
@@ -212,7 +220,9 @@ class DocumentWorker:
             return await asyncio.to_thread(fn, snap)
 
     def close(self) -> None:
-        """Stop all work and drop everything the document holds (its memory goes back)."""
+        """Stop all work and drop everything the document holds (its memory goes back). A job
+        already in the pool's thread finishes first (it reads the state: it is dropped after);
+        a job that had not started yet does nothing (`_job`)."""
         self.closed = True
         self._cancel_settle()
         self._cancel_continue()
@@ -223,10 +233,26 @@ class DocumentWorker:
             self._task.cancel()
         self.analyzer.cancel()  # a run in the pool's thread stops at its next kernel
         self.snapshot = self.latest = None
-        self.state = None
         self._initial = None
         self._changes = []
+        if self._job_lock.acquire(blocking=False):
+            try:
+                self._drop()
+            finally:
+                self._job_lock.release()
+        else:  # (waits for the job in another thread, never on the event loop)
+            asyncio.get_running_loop().run_in_executor(None, self._drop_after_job)
+
+    def _drop_after_job(self) -> None:
+        with self._job_lock:
+            self._drop()
+
+    def _drop(self) -> None:
+        """What the closed document's work read: its text, trees, extraction, analysis caches."""
+        self.state = None
         self.analyzer = Analyzer()
+        self._shown = self._opening = None
+        self.snapshot = self.latest = None
 
     def rank(self) -> tuple[int, float]:
         """This document's place in the work pool (lowest first)."""
@@ -237,9 +263,22 @@ class DocumentWorker:
         return (2, -self.last_used)
 
     async def _thread(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
+        """`fn(*args)` in a thread (the host's pool, ranked); raises `Closed` when the document
+        was closed before it ran."""
+        if self.closed:
+            raise Closed
+        job: Callable[[], T] = functools.partial(self._job, fn, *args)
         if self._pool is None:
-            return await asyncio.to_thread(fn, *args)
-        return await self._pool.run(self.rank, fn, *args)
+            return await asyncio.to_thread(job)
+        return await self._pool.run(self.rank, job)
+
+    def _job(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
+        # (a job queued in the pool, or handed to a thread, may start after the document closed:
+        # then its state is gone and it must not run; while it runs, `close` leaves the state)
+        with self._job_lock:
+            if self.closed:
+                raise Closed
+            return fn(*args)
 
     async def read(self, fn: Callable[[Snapshot], T], in_thread: bool = False) -> T | None:
         """`fn(latest)` under `text_lock` (no edit moves its spans meanwhile); in a thread for
@@ -365,6 +404,8 @@ class DocumentWorker:
                         await asyncio.sleep(delay)
         except asyncio.CancelledError:
             raise
+        except Closed:
+            return
         except Exception:  # a bug must not kill the document: log it and keep the last result
             log.exception("analysis of %s failed", self.uri)
             self._failed = self.version

@@ -166,6 +166,16 @@ class WorkspaceState:
         """A header changed on disk: read headers again."""
         self._resolvers.clear()
 
+    def forget_files(self) -> None:
+        """Documents closed: drop what the include resolvers read of other files (the open
+        documents' resolvers read it again when they next need it)."""
+        for resolver in self._resolvers.values():
+            resolver.forget()
+
+    @property
+    def remembered_files(self) -> int:
+        return sum(r.remembered for r in self._resolvers.values())
+
     def source_files(self, folder: Folder, config: ResolvedConfig) -> list[Path]:
         if folder.path is None or not folder.path.is_dir():
             return []

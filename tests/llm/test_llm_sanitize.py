@@ -65,7 +65,7 @@ async def test_streamed_text_is_cleaned_and_cut_at_the_token_limit(wire: Wire, s
         await p.aclose()
     text = "".join(pieces)
     assert text.startswith(CLEAN) and not CONTROL.search(text)
-    body, note = text.split("[perflsp:", 1)
+    body, note = text.split("(perflsp:", 1)
     assert len(body.rstrip()) <= char_limit(64) and "cut off after 384 characters" in note
 
 

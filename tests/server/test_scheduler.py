@@ -379,3 +379,87 @@ async def test_a_document_whose_analysis_waits_for_a_typing_pause_is_not_hiberna
     snap = await asyncio.wait_for(worker.current(), 60)
     assert snap.complete and not worker.analyzer.running
     assert worker.hibernate() and worker.state.doc.tree is None
+
+
+class GatedPool:
+    """A work pool whose first job running `gated` waits in its thread for `gate` (a job that a
+    close overtakes between being handed to its thread and reading the document)."""
+
+    def __init__(self, gated: str):
+        import threading
+
+        self.gated = gated
+        self.gate = threading.Event()
+        self.waiting = asyncio.Event()
+        self.futures: list[asyncio.Future] = []
+        self.busy = False
+
+    async def run(self, rank, fn, *args):
+        loop = asyncio.get_running_loop()
+        inner = getattr(fn, "args", ())  # (the worker hands its jobs over as partials)
+        name = getattr(inner[0], "__name__", "") if inner else getattr(fn, "__name__", "")
+        hold = name == self.gated and not self.gate.is_set() and not self.waiting.is_set()
+
+        def job():
+            if hold:
+                loop.call_soon_threadsafe(self.waiting.set)
+                self.gate.wait(30)
+            return fn(*args)
+
+        future = loop.run_in_executor(None, job)
+        self.futures.append(future)
+        return await asyncio.shield(future)
+
+
+async def test_a_close_while_a_step_is_handed_to_its_thread_runs_nothing_of_the_closed_document(caplog):
+    """The race of issue 28: a document closed while its next analysis step (`_resume`) was
+    handed to the pool's thread but had not read the document yet; the step then ran on the
+    dropped state (`assert state is not None` in `Analyzer.step`). It must do nothing."""
+    from benchmarks.generated_cuda import generate
+
+    generated = generate(lines=2000, min_kernels=100)
+    host = Host()
+    host.pool = GatedPool("_resume")
+    worker = DocumentWorker(host, "file:///many.cu", generated.text, 1)
+    assert worker._pool is host.pool
+    worker._kick()
+    await asyncio.wait_for(host.pool.waiting.wait(), 60)  # a step is in its thread, not started
+    worker.close()
+    assert worker.state is None and worker.snapshot is None  # (no job reads it: dropped at once)
+    host.pool.gate.set()
+    results = await asyncio.gather(*host.pool.futures, return_exceptions=True)
+    assert [type(r).__name__ for r in results if isinstance(r, BaseException)] == ["Closed"]
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+
+
+async def test_a_close_during_a_step_keeps_the_state_until_the_step_is_out(caplog):
+    """A step already reading the document when it closes finishes on the state it read; the
+    state is dropped after it (in another thread: the event loop never waits for a step)."""
+    import threading
+
+    from benchmarks.generated_cuda import generate
+
+    generated = generate(lines=2000, min_kernels=100)
+    host = Host()
+    worker = DocumentWorker(host, "file:///many.cu", generated.text, 1)
+    inside, gate = asyncio.Event(), threading.Event()
+    loop = asyncio.get_running_loop()
+    resume = worker._resume
+
+    def held_resume(snap):
+        loop.call_soon_threadsafe(inside.set)
+        gate.wait(30)
+        return resume(snap)
+
+    worker._resume = held_resume
+    worker._kick()
+    await asyncio.wait_for(inside.wait(), 60)  # a step holds the document
+    worker.close()
+    assert worker.state is not None  # (the step may read it)
+    gate.set()
+    for _ in range(500):
+        if worker.state is None:
+            break
+        await asyncio.sleep(0.01)
+    assert worker.state is None and worker.snapshot is None and worker.latest is None
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from perflsp.llm.privacy import is_loopback_url
 from perflsp.llm.prompts import Message
 from perflsp.llm.providers.sse import NotAnEventStream
-from perflsp.llm.sanitize import StreamCleaner, char_limit, clean, truncation_note
+from perflsp.llm.sanitize import StreamCleaner, char_limit, clean, inert_markdown, truncation_note
 from perflsp.llm.secrets import redact, resolve_api_key
 
 log = logging.getLogger("perflsp.llm.providers")
@@ -225,8 +225,9 @@ class Provider(ABC):
 
     @property
     def label(self) -> str:
-        """How results are marked in the UI, e.g. "LLM: gpt-4o-mini"."""
-        return f"LLM: {self.config.model}"
+        """How results are marked in the UI, e.g. "LLM: gpt-4o-mini" (one line of inert Markdown: the
+        model's name comes from settings, perhaps a repository's, and is shown in Markdown)."""
+        return f"LLM: {inert_markdown(' '.join(clean(self.config.model).split()))}"
 
     @property
     def endpoint(self) -> str:

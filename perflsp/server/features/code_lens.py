@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
+from perflsp.llm.sanitize import inert_text
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import anchor_span, kernel_name, to_range
 
@@ -31,7 +32,7 @@ def lenses(snapshot: Snapshot, profiling: bool = False, llm_label: str | None = 
         out.append(lsp.CodeLens(range=rng, command=lsp.Command(title=" | ".join(parts), command="perflsp.explainKernel",
                                                                arguments=arguments)))
         if llm_label:
-            out.append(lsp.CodeLens(range=rng, command=lsp.Command(title=f"Explain ({llm_label})",
+            out.append(lsp.CodeLens(range=rng, command=lsp.Command(title=f"Explain ({inert_text(llm_label)})",
                                                                    command="perflsp.explainKernel", arguments=arguments)))
         if profiling:
             out.append(lsp.CodeLens(range=rng, command=lsp.Command(title="Profile", command="perflsp.profileKernel",

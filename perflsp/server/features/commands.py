@@ -145,12 +145,15 @@ async def explain_kernel(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
                 "llm": llm_state, "llmMessage": reason, "source": "static"}
 
     from perflsp.llm.advisor import AdvisorUnavailable
+    from perflsp.llm.sanitize import InertMarkdown, inert_markdown, inert_text
 
     question = await _question(ls, snap.uri, name, gpu, "explain")
     head = (f"## {label} on {gpu.name}\n\n")
     foot = (f"\n\n*{label}'s explanation; its line numbers count from the kernel's first line "
             f"(line {question.first_line} of the file).*\n\n---\n\n## Static estimate\n\n{static_md}")
-    parts: list[str] = []
+    # the model's Markdown is shown inert: no image, HTML or link (perflsp.llm.sanitize)
+    inert = InertMarkdown()
+    shown: list[str] = []  # the inert Markdown of the model's complete lines so far
     failure: str | None = None
     loop = asyncio.get_running_loop()
     last_sent = 0.0
@@ -158,32 +161,35 @@ async def explain_kernel(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
         send(head + "*waiting for the model…*", False)
         try:
             async for chunk in advisor.explain_stream(question):
-                parts.append(chunk)
+                shown.append(inert.feed(chunk))
                 now = loop.time()
                 if now - last_sent >= STREAM_INTERVAL_S:
                     last_sent = now
-                    bar.report(f"{sum(len(p) for p in parts)} characters")
-                    send(head + "".join(parts), False)
+                    so_far = "".join(shown) + inert.preview()
+                    bar.report(f"{len(so_far)} characters")
+                    send(head + so_far, False)
         except AdvisorUnavailable as exc:
             failure = str(exc)
-    text = "".join(parts).strip()
+    shown.append(inert.flush())
+    text = "".join(shown).strip()
     if failure is not None or not text:
         failure = failure or "the model's answer was empty"
-        markdown = (static_md + "\n\n---\n\n" + (f"*{label} gave no explanation: {failure}. "
+        markdown = (static_md + "\n\n---\n\n" + (f"*{label} gave no explanation: {inert_markdown(failure)}. "
                                                  "This explanation is the static engine's.*"))
         if text:
-            markdown = head + text + "\n\n*(cut off: " + failure + ")*" + foot
+            markdown = head + text + "\n\n*(cut off: " + inert_markdown(failure) + ")*" + foot
         send(markdown, True)
         if not arg.get("quiet"):
             ls.window_show_message(lsp.ShowMessageParams(
-                type=lsp.MessageType.Warning, message=f"{name}: {headline}. ({label} gave no explanation: {failure})"))
+                type=lsp.MessageType.Warning,
+                message=inert_text(f"{name}: {headline}. ({label} gave no explanation: {failure})")))
         return {"uri": snap.uri, "kernel": name, "gpu": gpu.id, "markdown": markdown, "headline": headline,
                 "llm": "failing", "llmMessage": failure, "source": "static", "label": label}
     markdown = head + text + foot
     send(markdown, True)
     if not arg.get("quiet"):
         ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Info,
-                                                     message=f"{name}: {headline}. ({label} explained it)"))
+                                                     message=inert_text(f"{name}: {headline}. ({label} explained it)")))
     return {"uri": snap.uri, "kernel": name, "gpu": gpu.id, "markdown": markdown, "headline": headline,
             "llm": ls.advice.status(snap.config)[0], "llmMessage": "", "source": "llm", "label": label}
 
@@ -209,6 +215,8 @@ async def ask_launch_parameters(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
     if advisor is None:
         result["llm"] = {"used": False, "state": llm_state, "reason": reason}
         return result
+    from perflsp.llm.sanitize import inert_text
+
     _estimate, gpu = _estimate_gpu(snap, report, arg.get("gpu"))
     question = await _question(ls, snap.uri, name, gpu, "launch_params")
     async with progress(ls, f"perflsp: asking {label} for launch parameters of {name}", arg.get("workDoneToken")):
@@ -218,7 +226,8 @@ async def ask_launch_parameters(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
                          "reason": answer.fallback_reason}
         if not arg.get("quiet"):
             ls.window_show_message(lsp.ShowMessageParams(
-                type=lsp.MessageType.Warning, message=f"perflsp: {label} proposed nothing for {name}: {answer.fallback_reason}"))
+                type=lsp.MessageType.Warning,
+                message=inert_text(f"perflsp: {label} proposed nothing for {name}: {answer.fallback_reason}")))
         return result
     from perflsp.server.features.code_actions import code_action_json
     from perflsp.server.features.proposals import describe, proposal_edits
@@ -247,7 +256,8 @@ async def ask_launch_parameters(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
             if found.rejected else ""
         ls.window_show_message(lsp.ShowMessageParams(
             type=lsp.MessageType.Info,
-            message=f"perflsp: {label} for {name} on {gpu.name}: {what}.{rejected} The code actions on `{name}` apply it."))
+            message=inert_text(f"perflsp: {label} for {name} on {gpu.name}: {what}.{rejected} "
+                               f"The code actions on `{name}` apply it.")))
     return result
 
 
@@ -629,9 +639,9 @@ def _analyse_file(ls: Any, path: Path, config: Any, gpus: dict[str, Gpu]) -> lis
     except OSError:
         profiles = None
     key = (str(path), stat.st_mtime_ns, stat.st_size, config.generation, profiles)
-    cached = ls.scan_cache.get(key)
-    if cached is not None:
-        return cached
+    cached = ls.scan_cache.get(str(path))
+    if cached is not None and cached[0] == key:
+        return cached[1]
     loaded = load_file(path)
     if not isinstance(loaded, LoadedFile):
         return loaded.reason
@@ -640,7 +650,7 @@ def _analyse_file(ls: Any, path: Path, config: Any, gpus: dict[str, Gpu]) -> lis
     reports = FileAnalysis.of(prepared).reports(config.gpus)
     measured = evidence_for_reports(store, config, str(path), reports) if store is not None else None
     found = [report_json(uri, r, gpus, measured) for r in reports]
-    ls.scan_cache[key] = found
+    ls.scan_cache[str(path)] = (key, found)  # (one entry per file: a changed file's old reports go)
     return found
 
 

@@ -143,6 +143,10 @@ def _tuning_lines(snapshot: Snapshot, kernel: CudaFunction | OmpRegion) -> list[
 
 
 def _llm_sections(snapshot: Snapshot, report: KernelReport) -> list[str]:
+    """The LLM's answer per GPU. Its words (rationale, factors, why it did not answer) are model
+    or endpoint text: made inert Markdown (`perflsp.llm.sanitize.inert_markdown`)."""
+    from perflsp.llm.sanitize import inert_markdown
+
     advice = snapshot.advice
     if advice is None:
         return []
@@ -155,8 +159,8 @@ def _llm_sections(snapshot: Snapshot, report: KernelReport) -> list[str]:
                 lines += ["", f"**{advice.label}** on {estimate.gpu}: *asking…* (the static verdict stands until it answers)"]
             continue
         if result.source != "llm":
-            lines += ["", (f"**{advice.label}** on {estimate.gpu}: no answer — {result.fallback_reason}. "
-                           "The static verdict stands.")]
+            lines += ["", (f"**{advice.label}** on {estimate.gpu}: no answer — "
+                           f"{inert_markdown(result.fallback_reason or '')}. The static verdict stands.")]
             continue
         verdict = {"compute": "compute-bound", "bandwidth": "bandwidth-bound"}.get(result.verdict, f"{result.verdict}-bound")
         head = f"**{result.label}** on {estimate.gpu}: **{verdict}**, confidence {result.confidence:.0%}"
@@ -166,10 +170,11 @@ def _llm_sections(snapshot: Snapshot, report: KernelReport) -> list[str]:
             head += " — agrees with the static estimate"
         if result.from_cache:
             head += " *(cached answer)*"
-        lines += ["", head, "", *(f"> {line}" for line in result.rationale.splitlines() if line.strip())]
+        rationale = inert_markdown(result.rationale)
+        lines += ["", head, "", *(f"> {line}" for line in rationale.splitlines() if line.strip())]
         for factor in result.factors:
             where = f"line {factor.line}: " if factor.line else ""
-            lines.append(f"- {where}{factor.text}")
+            lines.append(f"- {where}{inert_markdown(' '.join(factor.text.split()))}")
     return lines
 
 

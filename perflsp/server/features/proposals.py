@@ -15,6 +15,7 @@ from typing import Any
 from perflsp.analysis.models import Fix
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.models import CudaFunction, OmpRegion
+from perflsp.llm.sanitize import inert_text
 from perflsp.llm.schema import LaunchBoundsProposal, Proposals
 from perflsp.server import engine_adapter as engine
 from perflsp.server.documents import Snapshot
@@ -36,7 +37,7 @@ def proposal_edits(snap: Snapshot, name: str, proposals: Proposals | None, gpu: 
     if proposals is None or proposals.empty:
         out.rejected.append({"proposal": "none", "reason": f"{label} proposed no change"})
         return out
-    checker = _Checker(snap, name, gpu, f" (proposed by {label})", out)
+    checker = _Checker(snap, name, gpu, f" (proposed by {inert_text(label)})", out)
     if proposals.block_size is not None:
         checker.block_size(item, proposals.block_size, proposals)
     if proposals.launch_bounds is not None:
