@@ -399,7 +399,7 @@ async def pull_diagnostics(ls: PerfLanguageServer, params: lsp.DocumentDiagnosti
         snap = await ls.snapshot(params.text_document.uri, exact=True)
         return diagnostics.full_report(snap, params.previous_result_id)
     snap, known = await worker.diagnostics_for_pull()
-    if snap is not None:
+    if known is None:
         return diagnostics.full_report(snap, params.previous_result_id)
     return diagnostics.partial_report(worker.version, known)
 

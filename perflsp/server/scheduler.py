@@ -356,22 +356,24 @@ class DocumentWorker:
         """No complete analysis of this document yet (requests read a partial state or none)."""
         return self.snapshot is None and not self.closed
 
-    async def diagnostics_for_pull(self, wait_s: float = PULL_WAIT_S) -> tuple[Snapshot | None, list[lsp.Diagnostic]]:
+    async def diagnostics_for_pull(self, wait_s: float = PULL_WAIT_S) -> tuple[Snapshot | None, list[lsp.Diagnostic] | None]:
         """For a pull: the exact analysis of the newest version when it is ready within `wait_s`
-        (its snapshot, and its diagnostics); else (None, the newest diagnostics built: those of the
-        newest version's partial publication, or of the last one), owing a refresh."""
+        (its snapshot); else the newest diagnostics built (those of the newest version's partial
+        publication, or of the last one: partial, owing a refresh). (None, None): the document is
+        not analysed (disabled, excluded, closed)."""
         try:
             snap = await asyncio.wait_for(self.current(exact=True), wait_s)
         except TimeoutError:
-            snap = None
-        if snap is not None or self.closed:
-            return snap, snap.diagnostics if snap is not None else []
+            return None, self._partial_for_pull()
+        return snap, None
+
+    def _partial_for_pull(self) -> list[lsp.Diagnostic] | None:
         idle = not self._changes and (self._task is None or self._task.done())
-        if not self.enabled and idle:
-            return None, []
+        if self.closed or (not self.enabled and idle):
+            return None
         self.owe("diagnostic")
         built = self._built
-        return None, list(built[1]) if built is not None else []
+        return list(built[1]) if built is not None else []
 
     def _settled_now(self) -> None:
         """The newest version's analysis is published (complete; `exact` when it equals a fresh
