@@ -57,6 +57,7 @@ CODE_ACTION_KINDS = [lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.RefactorRew
 STATUS_NOTIFICATION = "perflsp/status"
 HOT_DOCUMENTS = 16  # documents whose syntax trees stay in memory (the others are parsed again on use)
 REFRESH_DELAY_S = 0.1  # refreshes owed by several documents completing together are sent once
+FIRST_WAIT_S = 0.2  # how long a request on the only document being opened waits for its first analysis
 
 
 class PerfLanguageServer(LanguageServer):
@@ -201,7 +202,9 @@ class PerfLanguageServer(LanguageServer):
         worker = self.workers.get(uri)
         if worker is None:
             return None
-        snap = await worker.request()
+        # a lone document opened (the common case) is usually analysed within FIRST_WAIT_S: its first
+        # answers are then complete; with many opening at once, what is known is answered at once
+        snap = await worker.request(first_wait_s=FIRST_WAIT_S if self.queued_documents() <= 1 else 0.0)
         if snap is None:
             if not worker.first_analysis_pending or worker.closed:
                 return None

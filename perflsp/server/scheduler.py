@@ -309,15 +309,16 @@ class DocumentWorker:
                 self._kick()
             await self._wait(1.0)
 
-    async def request(self, wait_s: float = REQUEST_WAIT_S) -> Snapshot | None:
+    async def request(self, wait_s: float = REQUEST_WAIT_S, first_wait_s: float = 0.0) -> Snapshot | None:
         """What a request (hover, inlay hints, lens, code actions) reads: the complete analysis of
         the newest version when it is ready within `wait_s`, else the newest snapshot of the live
         text (provisional: the last complete analysis on the newest applied text; before the first
-        analysis completes, partial: what it knows so far). None when the text is not parsed yet
-        (or the document is not analysed). Read the snapshot with `read()`."""
+        analysis completes, partial: what it knows so far; `first_wait_s`: how long to wait for
+        that first analysis before). None when the text is not parsed yet (or the document is not
+        analysed). Read the snapshot with `read()`."""
         self.last_used = time.monotonic()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_s
+        deadline = loop.time() + (max(wait_s, first_wait_s) if self.snapshot is None else wait_s)
         while True:
             if self.closed:
                 return None
@@ -328,7 +329,7 @@ class DocumentWorker:
             if snap is not None and snap.version == self.version and not self._changes and snap is self.latest:
                 return snap
             latest = self.latest
-            if latest is None:
+            if latest is None and loop.time() >= deadline:
                 if self.closed or (not self.enabled and idle):
                     return None
                 self._kick()
