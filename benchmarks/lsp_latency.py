@@ -96,6 +96,8 @@ class Client:
                     future.set_result(message)
             elif "id" in message and "method" in message:  # a request from the server
                 self.send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+                for listener in list(self.listeners):
+                    listener(message, now)
             else:
                 for listener in list(self.listeners):
                     listener(message, now)
@@ -127,10 +129,11 @@ class Client:
         self.listeners.append(listener)
         return future
 
-    async def initialize(self, root: Path | None = None, wait_ready: bool = False) -> None:
+    async def initialize(self, root: Path | None = None, wait_ready: bool = False,
+                         capabilities: dict[str, Any] | None = None) -> None:
         ready = self.wait_for(lambda m: m.get("method") == "perflsp/status") if wait_ready else None
         await self.request("initialize", {"processId": os.getpid(), "rootUri": root.as_uri() if root else None,
-                                          "capabilities": {"textDocument": {"publishDiagnostics": {}}}})
+                                          "capabilities": capabilities or {"textDocument": {"publishDiagnostics": {}}}})
         self.notify("initialized", {})
         if ready is not None:  # perflsp says it is ready (settings read, analysis code loaded)
             await asyncio.wait_for(ready, 120)

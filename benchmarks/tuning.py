@@ -3,6 +3,13 @@ strategies: how close to each space's optimum the best configuration found is af
 and 100 evaluations (mean over seeds), and how many evaluations it takes to come within 10% of
 the optimum; plus the static proposal alone (zero evaluations) against the optimum and median.
 
+Random sampling (Kernel Tuner's `random_sample`: a uniform sample of the valid configurations,
+without replacement) is not run: its expectation is computed exactly from the cache (`exact_random`),
+so no seed's luck enters it. Kernel Tuner's other strategies run once per seed, with seeds drawn
+per space (equal-size spaces do not share their draws). perflsp's prior ranks equal scores by
+their values; `--tie-seeds N` runs it again with N random tie-break orders and reports the
+spread (median, min-max) that choice alone makes.
+
     git clone https://github.com/AutoTuningAssociation/benchmark_hub /tmp/benchmark_hub   # MIT
     python benchmarks/tuning.py /tmp/benchmark_hub [--seeds 20] [--kernels convolution,dedispersion]
            [--builtins genetic_algorithm,pso,simulated_annealing] [--llm-url URL --llm-model M]
@@ -27,6 +34,8 @@ import statistics
 import sys
 import tempfile
 import time
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +93,47 @@ def load_space(hub: Path, kernel: str, device: str, folder: Path) -> Space:
                  kt_cache_file(record, sub))
 
 
+def exact_random(times: Sequence[float | None], optimum: float, checkpoints: Sequence[int] = CHECKPOINTS,
+                 within: float = 1.1) -> tuple[list[float], float]:
+    """Random sampling without replacement over the valid configurations whose times are `times`
+    (None: failed), exactly: the expected best found / `optimum` after each checkpoint's number of
+    evaluations, over the draws in which something ran (a draw of failures only has no best), and
+    the median number of evaluations until one within `within` x the optimum is drawn (inf past
+    the last checkpoint)."""
+    n_all = len(times)
+    timed = sorted(t for t in times if t is not None)
+    ratios = []
+    for n in checkpoints:
+        n = min(n, n_all)
+        # P(the fastest configuration drawn is the i-th fastest of all, 0-based) = C(N-1-i, n-1) / C(N, n)
+        p = n / n_all
+        expected = ran = 0.0
+        for i, t in enumerate(timed):
+            expected += p * t
+            ran += p
+            if n_all - i - 1 <= 0:
+                break
+            p *= (n_all - i - n) / (n_all - i - 1)  # C(N-2-i, n-1) / C(N-1-i, n-1)
+            if p <= 0:
+                break
+        ratios.append(expected / ran / optimum if ran > 0 else math.inf)
+    good = sum(1 for t in timed if t <= within * optimum)
+    median = math.inf
+    missed = 1.0  # P(none of the first m draws is good)
+    for m in range(1, min(max(checkpoints), n_all) + 1):
+        missed *= max(0.0, (n_all - good - (m - 1)) / (n_all - (m - 1)))
+        if missed <= 0.5:
+            median = m
+            break
+    return ratios, median
+
+
+def seed_for(space: str, index: int) -> int:
+    """A seed of its own per space and index (the same index on two spaces of equal size would
+    draw the same configurations' positions: correlated luck)."""
+    return zlib.crc32(f"{space}/{index}".encode()) & 0x7FFFFFFF
+
+
 def trace(result, optimum: float) -> tuple[list[float], int | None]:
     ratios = []
     for n in CHECKPOINTS:
@@ -103,6 +153,8 @@ def main() -> int:
     parser.add_argument("--max-fevals", type=int, default=100)
     parser.add_argument("--llm-url", help="a real OpenAI-compatible endpoint (default: the stand-in)")
     parser.add_argument("--llm-model", default="stand-in")
+    parser.add_argument("--tie-seeds", type=int, default=20,
+                        help="random tie-break orders the prior runs with (its spread is reported; 0: none)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -122,6 +174,7 @@ def main() -> int:
     from perflsp.tuning.llm_proposer import LlmProposer
 
     notes = {}
+    spreads: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="perflsp-tuning-bench-") as tmp:
         for kernel in args.kernels.split(","):
             for device in args.devices.split(","):
@@ -139,14 +192,26 @@ def main() -> int:
                                 "vs_optimum": ptime / sp.optimum if ptime else None,
                                 "vs_median": ptime / sp.median if ptime else None})
                 runs: dict[str, list] = {}
-                for strategy in ["random_sample", *builtins]:
+                exact, exact_within = exact_random([sp.record.time_of(c) for c in sp.space.configs()], sp.optimum)
+                rows.append({"space": name, "strategy": "random_sample", "runs": 0, "mean_ratio": exact,
+                             "within10_median": exact_within, "within10_reached": None, "exact": True})
+                for strategy in builtins:
                     for seed in range(args.seeds):
                         result = run_search(sp.space, sp.record, strategy=strategy, max_fevals=args.max_fevals,
-                                            seed=seed, cache_file=sp.cache_file)
+                                            seed=seed_for(name, seed), cache_file=sp.cache_file)
                         runs.setdefault(strategy, []).append(trace(result, sp.optimum))
                 result = run_search(sp.space, sp.record, strategy=PriorStrategy(sp.space, gpu),
                                     max_fevals=args.max_fevals, cache_file=sp.cache_file)
                 runs["prior"] = [trace(result, sp.optimum)]
+                ties = []
+                for tie in range(args.tie_seeds):
+                    result = run_search(sp.space, sp.record, strategy=PriorStrategy(sp.space, gpu, tie_seed=tie),
+                                        max_fevals=args.max_fevals, cache_file=sp.cache_file)
+                    ties.append(trace(result, sp.optimum))
+                if ties:
+                    spreads.append({"space": name, "runs": len(ties),
+                                    "ratios": [[t[0][i] for t in ties] for i in range(len(CHECKPOINTS))],
+                                    "within10": [t[1] if t[1] is not None else math.inf for t in ties]})
                 proposer = LlmProposer(ProviderConfig(kind="openai", base_url=llm_url, model=args.llm_model,
                                                       api_key_env="PERFLSP_BENCH_LLM_KEY"), api_key="unused",
                                        gpu=gpu)
@@ -167,10 +232,12 @@ def main() -> int:
     if stand_in is not None:
         stand_in.close()
     report(rows, statics, builtins, llm_label, notes, args)
+    report_ties(spreads)
     wall = time.perf_counter() - started
     print(f"\nwall time {wall:.0f} s")
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "static": statics, "wall_s": wall}, indent=1, default=str))
+        args.json.write_text(json.dumps({"rows": rows, "static": statics, "prior_tie_breaks": spreads, "wall_s": wall},
+                                        indent=1, default=str))
     return 0
 
 
@@ -180,8 +247,9 @@ def fmt_evals(value: float) -> str:
 
 def report(rows: list[dict], statics: list[dict], builtins: list[str], llm_label: str, notes: dict,
            args: argparse.Namespace) -> None:
-    print(f"Best found / optimum after {', '.join(map(str, CHECKPOINTS))} evaluations "
-          f"(mean over {args.seeds} seeds for Kernel Tuner's strategies; perflsp's are deterministic: one run),")
+    print(f"Best found / optimum after {', '.join(map(str, CHECKPOINTS))} evaluations (random_sample: the exact "
+          f"expectation; Kernel Tuner's other strategies: the mean over {args.seeds} seeds drawn per space; "
+          "perflsp's are deterministic: one run),")
     print("and the median number of evaluations to come within 10% of the optimum.\n")
     # Kernel Tuner's best built-in: lowest mean ratio at 50 evaluations over all spaces
     by_strategy: dict[str, list[float]] = {}
@@ -224,6 +292,25 @@ def report(rows: list[dict], statics: list[dict], builtins: list[str], llm_label
               f"{vs_opt:>6} {vs_med:>8}")
     for device, note in notes.items():
         print(f"note: {device}: prior judged with {note}")
+
+
+def report_ties(spreads: list[dict]) -> None:
+    """How much the prior's result depends on the order it gives equal scores."""
+    if not spreads:
+        return
+    runs = spreads[0]["runs"]
+    print(f"\nThe prior with {runs} random tie-break orders (equal scores shuffled): median [min, max] of best / optimum,")
+    print("and of the evaluations to come within 10% of the optimum")
+    header = f"{'space':<22} " + " ".join(f"{'@' + str(n):>20}" for n in CHECKPOINTS) + f"  {'≤1.1x at':>17}"
+    print(header)
+    print("-" * len(header))
+    for row in spreads:
+        cells = []
+        for values in row["ratios"]:
+            cells.append(f"{statistics.median(values):.3f} [{min(values):.3f}, {max(values):.3f}]")
+        within = row["within10"]
+        spread = f"{fmt_evals(statistics.median(within))} [{fmt_evals(min(within))}, {fmt_evals(max(within))}]"
+        print(f"{row['space']:<22} " + " ".join(f"{c:>20}" for c in cells) + f"  {spread:>17}")
 
 
 if __name__ == "__main__":

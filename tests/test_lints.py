@@ -70,7 +70,8 @@ def test_every_rule_module_is_a_complete_unit():
 
 
 def test_enabled_selects_rules():
-    src = "__global__ void k(float *x) { x[threadIdx.x] *= 0.5; }\nvoid h(float *x) { k<<<1, 100>>>(x); }\n"
+    src = ("__global__ void k(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 0.5; }\n"
+           "void h(float *x, int n) { k<<<(n + 99) / 100, 100>>>(x, n); }\n")
     every = {f.code for f in lint(src)}
     assert {"precision/double-promotion", "launch/block-size-not-warp-multiple"} <= every
     only = lint(src, enabled={"precision/double-promotion"})
@@ -243,9 +244,9 @@ void host(int n, float *x) { k<<<(n + 99) / 100, 100>>>(n, x); }
 
 
 def test_two_dimensional_blocks_count_the_product():
-    src = """__global__ void __launch_bounds__(256) k(float *x) { x[0] = 1.0f; }
-__global__ void __launch_bounds__(100) j(float *x) { x[0] = 1.0f; }
-void host(float *x) { dim3 a(16, 16); k<<<1024, a>>>(x); dim3 b(10, 10); j<<<1024, b>>>(x); }
+    src = """__global__ void __launch_bounds__(256) k(float *x) { x[(blockIdx.x * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x] = 1.0f; }
+__global__ void __launch_bounds__(100) j(float *x) { x[(blockIdx.x * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x] = 1.0f; }
+void host(float *x, int n) { dim3 a(16, 16); k<<<n / 256, a>>>(x); dim3 b(10, 10); j<<<n / 100, b>>>(x); }
 """
     found = codes(lint(src), WARP)
     assert [text_of(src, f) for f in found] == ["b"]
@@ -292,8 +293,8 @@ void host(int n, float *x) { k<<<(n + 31) / 32, 32>>>(n, x); }
 
 
 def test_threshold_and_gpu_list_decide(gpus):
-    src = """__global__ void __launch_bounds__(64) k(float *x) { x[0] = 1.0f; }
-void host(float *x) { k<<<4096, 64>>>(x); }
+    src = """__global__ void __launch_bounds__(64) k(float *x) { x[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f; }
+void host(float *x, int n) { k<<<n / 64, 64>>>(x); }
 """
     assert codes(lint(src, gpus), OCC) == []  # 67% on sm_86, 100% on sm_80/sm_90
     strict = LintOptions(occupancy_threshold=0.7)
@@ -303,8 +304,10 @@ void host(float *x) { k<<<4096, 64>>>(x); }
 
 
 def test_small_grid_leaves_sms_idle(gpus):
-    src = """__global__ void __launch_bounds__(256) k(float *x) { x[0] = 1.0f; }
-void host(float *x) { k<<<8, 256>>>(x); k<<<512, 256>>>(x); }
+    src = """__global__ void __launch_bounds__(256) k(float *x, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) x[i] = 1.0f;
+}
+void host(float *x, int n) { k<<<8, 256>>>(x, n); k<<<512, 256>>>(x, n); }
 void f(float *x, int n) {
 #pragma omp target teams distribute parallel for num_teams(4) thread_limit(256)
     for (int i = 0; i < n; ++i) x[i] = 0.0f;
@@ -416,6 +419,91 @@ def test_missing_bounds_silent_without_constant_launches(launches):
     assert codes(lint(src), BOUNDS) == []
 
 
+# --------------------------------------------------------------------------- no finding whose fix changes nothing
+# (issue 26: each case below is a shape the rules reported on NVIDIA/cuda-samples and BabelStream)
+
+SERIAL = """__global__ void step(float *r, const float *a) { *r = *r / *a; }
+void host(float *r, float *a) { step<<<1, 1>>>(r, a); }
+"""
+PRINT_TREE = """__global__ void tree(int depth) {
+    if (threadIdx.x == 0) printf("block %d depth %d\\n", blockIdx.x, depth);
+    if (depth < 3) tree<<<gridDim.x, blockDim.x>>>(depth + 1);
+}
+void host() { tree<<<2, 2>>>(0); }
+"""
+ONE_BLOCK = """__global__ void scale(float *x) { x[threadIdx.x] *= 2.0f; }
+void host(float *x) { scale<<<1, 100>>>(x); }
+"""
+ASSERTS = """__global__ void check(int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; assert(i < n); }
+void host() { dim3 grid(2); dim3 block(32); check<<<grid, block>>>(60); }
+"""
+
+
+@pytest.mark.parametrize("src", [SERIAL, PRINT_TREE, ONE_BLOCK, ASSERTS], ids=["serial", "print-tree", "one-block", "asserts"])
+def test_block_shape_rules_are_silent_where_the_kernel_is_written_for_its_block(src, gpus):
+    """A kernel written for its launch shape (one thread, a fixed tree of prints, one block of exactly
+    the data's size, a fixed count of threads it checks): another block size or more blocks would
+    change what it computes or repeat it, not use idle lanes or SMs."""
+    found = lint(src, gpus)
+    assert codes(found, WARP) == [] and codes(found, OCC) == [], [f.message for f in found]
+
+
+def test_a_two_dimensional_block_whose_grid_follows_it_is_still_reported(gpus):
+    src = """const int BX = 4;
+const int BY = 4;
+__global__ void solve(float *x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
+    x[j * n + i] *= 0.5f;
+}
+void host(float *x) { const int N = 1024; dim3 grid(N / BX, N / BY); dim3 block(BX, BY); solve<<<grid, block>>>(x, N); }
+"""
+    (finding,) = codes(lint(src, gpus), WARP)
+    assert "block of 16 threads" in finding.message
+
+
+def test_small_grids_are_reported_only_for_grid_stride_kernels(gpus):
+    fixed = """__global__ void part(float *x) { x[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f; }
+void host(float *x) { part<<<64, 256>>>(x); }
+"""
+    assert codes(lint(fixed, gpus), OCC) == []  # 64 blocks of fixed work: more blocks would do nothing
+    strided = fixed.replace("{ x[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f; }",
+                            "{ for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < 1 << 24; "
+                            "i += blockDim.x * gridDim.x) x[i] = 1.0f; }")
+    (finding,) = codes(lint(strided, gpus), OCC)
+    assert "a grid of 64 blocks" in finding.message
+
+
+def test_tiny_blocks_in_a_grid_too_small_to_reach_the_cap_are_not_reported(gpus):
+    src = """__global__ void k(float *x, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) x[i] = 0.0f;
+}
+void host(float *x, int n) { k<<<SIZE, 32>>>(x, n); }
+"""
+    small = codes(lint(src.replace("SIZE", "96"), gpus), OCC)
+    assert not any("32-thread blocks" in f.message for f in small)  # 96 blocks: at most one per SM anyway
+    large = codes(lint(src.replace("SIZE", "(n + 31) / 32"), gpus), OCC)
+    assert any("32-thread blocks" in f.message for f in large)
+
+
+def test_launch_bounds_are_not_asked_for_kernels_launched_with_1024_threads():
+    src = """__global__ void copy(const float *a, float *b) { int i = blockIdx.x * blockDim.x + threadIdx.x; b[i] = a[i]; }
+void host(const float *a, float *b, int n) { copy<<<n / 1024, 1024>>>(a, b); copy<<<n / 256, 256>>>(a, b); }
+"""
+    assert codes(lint(src), BOUNDS) == []  # at most 1,024: the bound would state the maximum
+    (finding,) = codes(lint(src.replace("1024", "512")), BOUNDS)
+    assert "at most 512 threads" in finding.message and "1024 threads" in finding.message
+
+
+def test_an_uncoalesced_write_is_called_a_write():
+    src = """__global__ void transpose(float *out, const float *in, int h) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    out[x * h] = in[x];
+}
+"""
+    (finding,) = codes(lint(src), UNC)
+    assert "neighbouring threads (threadIdx.x) write `out`" in finding.message, finding.message
+
+
 # --------------------------------------------------------------------------- examples
 
 
@@ -504,3 +592,43 @@ __global__ void k(const real_t *x, real_t *y) { auto v = x[threadIdx.x]; y[threa
     (finding,) = codes(lint(src), PROMO)
     assert text_of(src, finding) == "0.5"
     assert codes(lint(src.replace("float", "double")), PROMO) == []
+
+
+def test_one_thread_per_block_over_the_data_is_still_reported(gpus):
+    """`k<<<n, 1>>>`: one block per item is the slip these rules exist for (a fix packs items into warps)."""
+    src = """__global__ void inc(float *x) { x[blockIdx.x] += 1.0f; }
+void host(float *x, int n) { inc<<<n, 1>>>(x); }
+"""
+    found = lint(src, gpus)
+    assert len(codes(found, WARP)) == 1 and any("1-thread blocks" in f.message for f in codes(found, OCC))
+
+
+def test_grid_stride_needs_a_step_by_the_grid(gpus):
+    """`gridDim` in an index or a print is no grid-stride loop; a single block or a child grid is not judged."""
+    indexed = """__global__ void timed(float *t) { if (threadIdx.x == 0) t[blockIdx.x + gridDim.x] = 1.0f; }
+void host(float *t) { timed<<<64, 256>>>(t); }
+"""
+    assert codes(lint(indexed, gpus), OCC) == []
+    stride = """__global__ void sum(const float *x, float *out, int n) {
+    const int step = blockDim.x * gridDim.x;
+    float s = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) s += x[i];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+void host(const float *x, float *out, int n) { sum<<<32, 256>>>(x, out, n); sum<<<1, 256>>>(x, out, n); }
+"""
+    (finding,) = codes(lint(stride, gpus), OCC)
+    assert "a grid of 32 blocks" in finding.message
+    child = """__global__ void leaf(float *x) { x[blockIdx.x * blockDim.x + threadIdx.x] = 0.0f; }
+__global__ void parent(float *x, int n) { leaf<<<(n + 31) / 32, 32>>>(x); }
+"""
+    assert codes(lint(child, gpus), OCC) == []
+
+
+def test_launch_bounds_are_not_asked_for_single_block_launches():
+    src = """__global__ void finish(float *r, const float *a) { r[threadIdx.x] = a[threadIdx.x]; }
+void host(float *r, const float *a) { finish<<<1, 64>>>(r, a); }
+"""
+    assert codes(lint(src), BOUNDS) == []
+    (finding,) = codes(lint(src.replace("<<<1, 64>>>", "<<<8, 64>>>")), BOUNDS)
+    assert "with 64 threads per block" in finding.message

@@ -5,6 +5,7 @@ the restrictions empty, the problem from code markers, tuned edits, and a missin
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import shutil
@@ -374,3 +375,188 @@ def test_measuring_through_the_profiling_runner(tmp_path, monkeypatch, gpu):
     assert not measured_again & {str(e.config["block_size_x"]) for e in result.evaluations}
     assert len(read_cache(stored).entries) == 12 + len(calls) - before
     assert len(again.evaluations) == 20
+
+
+# ----------------------------------------------------------------------------- issue 26: tuning as a user
+
+
+SAXPY = ("__global__ void saxpy(const float *x, float *y, int n) {\n"
+         "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] += 2.0f * x[i];\n}\n"
+         "int main() { float *x, *y; int n = 1 << 20; saxpy<<<(n + 127) / 128, 128>>>(x, y, n); }\n")
+
+
+def _saxpy_setup(tmp_path, monkeypatch, *, ncu: bool = True, nvcc: bool = True):
+    from perflsp.profiling.settings import ProfilingSettings
+    from perflsp.tuning.session import load_file
+    from tests.profiling_helpers import install_fake_ncu, install_fake_nvcc
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    ncu_path = install_fake_ncu(bin_dir) if ncu else bin_dir / "no-such-ncu"
+    nvcc_path = install_fake_nvcc(bin_dir) if nvcc else bin_dir / "no-such-nvcc"
+    times = {b: 2000 + 4 * abs(b - 256) for b in range(32, 1025, 32)}
+    monkeypatch.setenv("FAKE_NCU_MODE", "timing")
+    monkeypatch.setenv("FAKE_NCU_TIMES", ",".join(f"{b}:{t}" for b, t in times.items()))
+    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu.log"))
+    source = tmp_path / "saxpy.cu"
+    source.write_text(SAXPY)
+    settings = ProfilingSettings(enabled=True, ncu_path=str(ncu_path),
+                                 build_command=[str(nvcc_path), "-O3", "-o", "{exe}", "{file}"])
+    ctx = load_file(source)
+    return settings, ctx, ctx.kernel("saxpy"), source
+
+
+@pytest.mark.parametrize("missing", ["ncu", "nvcc"])
+def test_a_missing_tool_stops_the_run_and_is_not_stored_as_a_failed_configuration(tmp_path, monkeypatch, gpu, missing):
+    """ncu (or the compiler) missing: the run stops at the first configuration with the tool's
+    message, and nothing is stored as a failed configuration; once the tool is there, the same
+    configurations are measured."""
+    from perflsp.tuning.measure import program_evaluator
+    from perflsp.tuning.search import ToolFailure
+    from perflsp.tuning.session import tune
+
+    settings, ctx, kernel, source = _saxpy_setup(tmp_path, monkeypatch, ncu=missing != "ncu",
+                                                 nvcc=missing != "nvcc")
+    space = problem_for(ctx.data, ctx.kernels, kernel, gpu)
+    evaluate = program_evaluator(settings, source, ctx.data, ctx.tree, ctx.kernels, kernel, space, tmp_path)
+    seen = []
+    with pytest.raises(ToolFailure, match="program not found"):
+        tune(ctx, kernel, gpu, tmp_path, strategy="prior", max_fevals=10, evaluate=evaluate, on_evaluation=seen.append)
+    assert not seen, "no configuration was evaluated"
+    stored = TuningStore(tmp_path).path_for("saxpy", gpu.name)
+    assert not stored.exists() or not read_cache(stored).entries
+
+    settings, ctx, kernel, source = _saxpy_setup(tmp_path, monkeypatch)
+    evaluate = program_evaluator(settings, source, ctx.data, ctx.tree, ctx.kernels, kernel, space, tmp_path)
+    result, _space, stored = tune(ctx, kernel, gpu, tmp_path, strategy="prior", max_fevals=10, evaluate=evaluate)
+    assert len(result.evaluations) == 10 and all(e.time_ms is not None for e in result.evaluations)
+    assert result.measured_ok == 10 and result.provenance() == f"measured on {gpu.name}"
+    assert not read_cache(stored).failures()
+
+
+def test_a_tool_failure_mid_run_keeps_what_was_measured_and_old_tool_failures_are_measured_again(tmp_path, gpu):
+    """The tool fails after three configurations: those three are stored, the fourth is not. A
+    cache an earlier version wrote with a tool failure stored as a failed configuration gets that
+    configuration measured again."""
+    from perflsp.tuning.search import ToolFailure
+    from perflsp.tuning.session import load_file, tune
+
+    source = tmp_path / "saxpy.cu"
+    source.write_text(SAXPY)
+    ctx = load_file(source)
+    kernel = ctx.kernel("saxpy")
+    calls = []
+
+    def evaluate(config):
+        calls.append(config["block_size_x"])
+        if len(calls) > 3:
+            raise ToolFailure("timing: ncu: program not found: ncu")
+        return Measurement(1.0 + config["block_size_x"] / 1000)
+
+    with pytest.raises(ToolFailure):
+        tune(ctx, kernel, gpu, tmp_path, strategy="prior", max_fevals=10, evaluate=evaluate)
+    record = read_cache(TuningStore(tmp_path).path_for("saxpy", gpu.name))
+    assert len(record.entries) == 3 and not record.failures()
+    assert sorted(int(k) for k in record.entries) == sorted(calls[:3])
+
+    # a cache of an earlier version: the fourth configuration stored as failed because ncu was missing
+    key = str(calls[3])
+    record.entries[key] = {"block_size_x": calls[3], "time": "RuntimeFailedConfig",
+                           "perflsp_error": "timing: ncu: program not found: ncu"}
+    record.write(TuningStore(tmp_path).path_for("saxpy", gpu.name))
+    calls.clear()
+    _result, _space, stored = tune(ctx, kernel, gpu, tmp_path, strategy="prior", max_fevals=4,
+                                   evaluate=lambda c: (calls.append(c["block_size_x"]), Measurement(2.0))[1])
+    assert int(key) in calls, "the configuration a missing tool failed is measured again"
+    assert not read_cache(stored).failures()
+
+
+def test_a_build_command_without_the_file_placeholder_is_refused(tmp_path, monkeypatch, gpu):
+    from perflsp.profiling.errors import ProfilingError
+    from perflsp.tuning.measure import program_evaluator
+
+    settings, ctx, kernel, source = _saxpy_setup(tmp_path, monkeypatch)
+    settings = settings.model_copy(update={"build_command": ["make", "saxpy"]})
+    space = problem_for(ctx.data, ctx.kernels, kernel, gpu)
+    with pytest.raises(ProfilingError, match=r"buildCommand has no \{file\}") as refused:
+        program_evaluator(settings, source, ctx.data, ctx.tree, ctx.kernels, kernel, space, tmp_path)
+    assert "edited copy" in refused.value.message
+
+
+def test_nothing_measured_is_never_called_measured(tmp_path, gpu):
+    """A measuring run whose configurations all come from the stored cache (or all fail) does not
+    say "measured on <GPU>"."""
+    from perflsp.tuning.session import load_file, tune
+
+    source = tmp_path / "saxpy.cu"
+    source.write_text(SAXPY)
+    ctx = load_file(source)
+    kernel = ctx.kernel("saxpy")
+    failing, _s, _p = tune(ctx, kernel, gpu, tmp_path, strategy="prior", max_fevals=3,
+                           evaluate=lambda c: Measurement(None, "RuntimeFailedConfig: launch failed"))
+    assert failing.best is None and failing.provenance() == f"nothing ran on {gpu.name}"
+    first, _s, _p = tune(ctx, kernel, gpu, tmp_path, strategy="prior", max_fevals=6,
+                         evaluate=lambda c: Measurement(1.0 + c["block_size_x"] / 1000))
+    assert first.provenance() == f"measured on {gpu.name}"
+    # the same search again: every configuration it asks for is in the cache, nothing runs
+    again, _s, _p = tune(ctx, kernel, gpu, tmp_path, strategy="prior", max_fevals=6,
+                         evaluate=lambda c: pytest.fail("nothing should run"))
+    assert again.best is not None and again.measured == 0
+    assert "measured on" not in again.provenance() and "nothing ran in this run" in again.provenance()
+
+
+def test_a_cache_without_a_device_name_is_named_after_its_file_and_never_overwrites_another(tmp_path, a100):
+    from perflsp.tuning.session import import_cache
+
+    data = a100.to_json()
+    data["device_name"] = ""
+    first, second = tmp_path / "one" / "cache.json", tmp_path / "two" / "cache.json"
+    for path in (first, second):
+        path.parent.mkdir()
+        path.write_text(json.dumps(data))
+    workspace = tmp_path / "ws"
+    record, stored = import_cache(first, workspace)
+    assert record.device_name == "cache" and stored.name == "cache.json"
+    assert "recorded on cache" in record.label() and "names no device" in record.label()
+    other, other_stored = import_cache(second, workspace)
+    assert other_stored != stored and other.device_name == "cache (2)"
+    again, again_stored = import_cache(first, workspace)  # the same file again replaces its own
+    assert again_stored == stored and again.device_name == "cache"
+    records = TuningStore(workspace).records_for(a100.kernel_name)
+    assert sorted(r.device_name for r in records) == ["cache", "cache (2)"]
+    assert not (workspace / ".perflsp" / "tuning" / a100.kernel_name / "unnamed.json").exists()
+    space = conv_space(a100)
+    assert all(o.title().endswith(f"recorded on {o.record.device_name}") and o.record.device_name
+               for o in offers(records, space))
+
+
+def test_marker_parameters_match_a_cache_by_name_in_any_order(tmp_path, a100):
+    """A space listing the cache's parameters in another order replays the same measurements."""
+    space = conv_space(a100)
+    names = list(reversed(space.names))
+    reordered = TuningSpace(space.kernel_name, {n: space.tune_params[n] for n in names}, space.restrictions,
+                            space.block_params, space.shared_memory_bytes)
+    assert a100.matches(reordered)
+    result = run_search(reordered, a100, strategy="random_sample", max_fevals=15, seed=3)
+    assert len(result.evaluations) == 15
+    for evaluation in result.evaluations:
+        assert evaluation.time_ms == a100.time_of(evaluation.config)
+    assert list(result.record.tune_params) == names and list(a100.tune_params) == space.names
+    best = next(c for c, _t in a100.timed() if reordered.valid(c))
+    assert offers([a100], reordered)[0].config == best
+
+
+def test_the_prior_says_when_it_has_no_gpu_figures(tmp_path, a100):
+    from perflsp.tuning.session import load_file, tune
+
+    source = tmp_path / "convolution.cu"
+    shutil.copy(FIXTURES / "convolution.cu", source)
+    ctx = load_file(source)
+    unknown = dataclasses.replace(a100, device_name="Imaginary GPU 9000")
+    result, _space, _stored = tune(ctx, ctx.kernel("convolution_kernel"), None, tmp_path, strategy="prior",
+                                   max_fevals=5, replay=unknown)
+    assert any("without GPU figures" in n and "Imaginary GPU 9000 is not in the GPU database" in n
+               for n in result.notes), result.notes
+    known, _space, _stored = tune(ctx, ctx.kernel("convolution_kernel"), load_database().get("a100-sxm4-40gb"),
+                                  tmp_path, strategy="prior", max_fevals=5, replay=a100)
+    assert not any("GPU figures" in n for n in known.notes)

@@ -106,9 +106,11 @@ def run_cmd(file: Path, kernel: str, gpu: str | None, gpus_files: tuple[str, ...
     if as_json:
         click.echo(json.dumps(payload, indent=1, default=str))
         return
-    how = f"recorded on {result.device_name}" if result.record.recorded else f"measured on {result.device_name}"
+    how = result.provenance()
     if best is None:
         click.echo(f"{kernel}: no configuration ran successfully in {len(result.evaluations)} evaluations ({how})")
+        for note in result.notes:
+            click.echo(f"note: {note}")
         sys.exit(1)
     gain = f", {current_ms / best[1]:.2f}x faster than the current {_config(current)}" if current_ms else ""
     click.echo(f"{kernel}: best {_config(best[0])}: {best[1]:.4g} ms after {len(result.evaluations)} evaluations "

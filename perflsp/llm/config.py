@@ -91,7 +91,7 @@ def decide(
         workspace_trusted=workspace_trusted,
     )
     if decision.allowed and not settings.model:
-        return EndpointDecision(False, "the LLM advisor is on but perflsp.llm.model is not set")
+        return EndpointDecision(False, "perflsp.llm.model is not set: name the model to ask")
     return decision
 
 

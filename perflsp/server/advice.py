@@ -250,7 +250,7 @@ class AdviceService:
             if settings.enabled and "untrusted workspace" in decision.reason:
                 self._tell(f"perflsp: LLM advisor not used: {decision.reason}.", lsp.MessageType.Warning)
             elif settings.enabled:
-                self._tell(f"perflsp: LLM advisor off: {decision.reason}.", lsp.MessageType.Warning)
+                self._tell(f"perflsp: LLM advisor not started: {decision.reason}.", lsp.MessageType.Warning)
             return entry
         provider = advisor.provider
         assert provider is not None

@@ -56,6 +56,8 @@ COMMANDS = (
 CODE_ACTION_KINDS = [lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.RefactorRewrite, lsp.CodeActionKind.Empty]
 STATUS_NOTIFICATION = "perflsp/status"
 HOT_DOCUMENTS = 16  # documents whose syntax trees stay in memory (the others are parsed again on use)
+REFRESH_DELAY_S = 0.1  # refreshes owed by several documents completing together are sent once
+FIRST_WAIT_S = 0.2  # how long a request on the only document being opened waits for its first analysis
 
 
 class PerfLanguageServer(LanguageServer):
@@ -80,6 +82,8 @@ class PerfLanguageServer(LanguageServer):
         self.refused: dict[str, str] = {}  # uri -> why an open document is not analysed (too large)
         self._trim: asyncio.TimerHandle | None = None
         self.cycles = memory.CycleCollector()  # full garbage collections wait for idle moments
+        self._owed_refresh: set[str] = set()  # refreshes owed to answers given from partial states
+        self._refresh_timer: asyncio.TimerHandle | None = None
 
     @property
     def advice(self) -> AdviceService:
@@ -197,15 +201,45 @@ class PerfLanguageServer(LanguageServer):
             return None
         return await worker.current(exact=exact)
 
-    async def read_latest(self, uri: str, fn: Callable[[Snapshot], T], in_thread: bool = False) -> T | None:
+    async def read_latest(self, uri: str, fn: Callable[[Snapshot], T], in_thread: bool = False, *,
+                          owe: str | None = None, queued: Callable[[DocumentWorker], T] | None = None) -> T | None:
         """`fn(snapshot)` for hover, inlay hints, lens, code actions: the newest snapshot, never
         queued behind an analysis (`DocumentWorker.request` and `read`). None when the document
-        is not analysed."""
+        is not analysed. Before its first analysis completes the snapshot is partial and the
+        answer is owed a refresh of kind `owe`; before its text is even parsed, `queued(worker)`
+        answers (None without it)."""
         await self.ready.wait()
         worker = self.workers.get(uri)
-        if worker is None or await worker.request() is None:
+        if worker is None:
             return None
+        # a lone document opened (the common case) is usually analysed within FIRST_WAIT_S: its first
+        # answers are then complete; with many opening at once, what is known is answered at once
+        snap = await worker.request(first_wait_s=FIRST_WAIT_S if self.queued_documents() <= 1 else 0.0)
+        if snap is None:
+            if not worker.first_analysis_pending or worker.closed:
+                return None
+            if owe is not None:
+                worker.owe(owe)
+            return queued(worker) if queued is not None else None
+        if owe is not None and worker.first_analysis_pending:
+            worker.owe(owe)
         return await worker.read(fn, in_thread)
+
+    def refresh_owed(self, kinds: set[str]) -> None:
+        """Answers given from a partial state can be asked again: send the refreshes the client
+        supports, once for the documents that complete within `REFRESH_DELAY_S` of each other."""
+        self._owed_refresh |= kinds
+        if self._refresh_timer is None:
+            self._refresh_timer = asyncio.get_running_loop().call_later(REFRESH_DELAY_S, self._send_refreshes)
+
+    def _send_refreshes(self) -> None:
+        kinds, self._owed_refresh, self._refresh_timer = self._owed_refresh, set(), None
+        if "lens" in kinds and self.capability("workspace.code_lens.refresh_support"):
+            self.workspace_code_lens_refresh(None)
+        if "hint" in kinds and self.capability("workspace.inlay_hint.refresh_support"):
+            self.workspace_inlay_hint_refresh(None)
+        if "diagnostic" in kinds and self.capability("workspace.diagnostics.refresh_support"):
+            self.workspace_diagnostic_refresh(None)
 
     def closed(self, uri: str) -> None:
         """A document was closed: drop what it held, and give freed memory back soon after."""
@@ -236,6 +270,10 @@ class PerfLanguageServer(LanguageServer):
             dropped += self.workspace_state.remembered_files
             self.workspace_state.forget_files()
         log.debug("memory: %d cached entries of other files dropped", dropped)
+
+    def queued_documents(self) -> int:
+        """Open documents whose first analysis is not complete yet."""
+        return sum(1 for worker in self.workers.values() if worker.first_analysis_pending and worker.enabled)
 
     def document_idle(self, worker: DocumentWorker) -> None:
         """Keep the syntax trees of the HOT_DOCUMENTS most recently active documents only."""
@@ -379,15 +417,25 @@ async def did_change_folders(ls: PerfLanguageServer, params: lsp.DidChangeWorksp
 async def pull_diagnostics(ls: PerfLanguageServer, params: lsp.DocumentDiagnosticParams) -> lsp.DocumentDiagnosticReport:
     from perflsp.server.features import diagnostics
 
-    snap = await ls.snapshot(params.text_document.uri, exact=True)
-    return diagnostics.full_report(snap, params.previous_result_id)
+    await ls.ready.wait()
+    worker = ls.workers.get(params.text_document.uri)
+    if worker is None or not ls.capability("workspace.diagnostics.refresh_support"):
+        # (a client that cannot be asked to pull again waits for the exact state)
+        snap = await ls.snapshot(params.text_document.uri, exact=True)
+        return diagnostics.full_report(snap, params.previous_result_id)
+    snap, known = await worker.diagnostics_for_pull()
+    if known is None:
+        return diagnostics.full_report(snap, params.previous_result_id)
+    return diagnostics.partial_report(worker.version, known)
 
 
 @server.feature(lsp.TEXT_DOCUMENT_HOVER)
 async def hover(ls: PerfLanguageServer, params: lsp.HoverParams) -> lsp.Hover | None:
     from perflsp.server.features import hover as feature
 
-    return await ls.read_latest(params.text_document.uri, lambda snap: feature.hover(snap, params.position))
+    return await ls.read_latest(params.text_document.uri, lambda snap: feature.hover(snap, params.position),
+                                queued=lambda worker: feature.queued_hover(worker.pending_text(), params.position,
+                                                                           ls.queued_documents()))
 
 
 @server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION,
@@ -399,7 +447,7 @@ async def code_action(ls: PerfLanguageServer, params: lsp.CodeActionParams) -> l
     cancelled = threading.Event()
     try:
         return await ls.read_latest(params.text_document.uri, lambda snap: code_actions.actions(
-            ls, worker, snap, params, cancelled.is_set), in_thread=True)
+            ls, worker, snap, params, cancelled.is_set), in_thread=True, queued=lambda worker: [])
     except asyncio.CancelledError:
         cancelled.set()  # $/cancelRequest: the thread stops at its next check
         raise
@@ -411,7 +459,8 @@ async def code_action(ls: PerfLanguageServer, params: lsp.CodeActionParams) -> l
 async def inlay_hints(ls: PerfLanguageServer, params: lsp.InlayHintParams) -> list[lsp.InlayHint] | None:
     from perflsp.server.features import inlay_hints as feature
 
-    return await ls.read_latest(params.text_document.uri, lambda snap: feature.hints(snap, params.range))
+    return await ls.read_latest(params.text_document.uri, lambda snap: feature.hints(snap, params.range), owe="hint",
+                                queued=lambda worker: [])
 
 
 @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=False))
@@ -423,7 +472,8 @@ async def code_lens(ls: PerfLanguageServer, params: lsp.CodeLensParams) -> list[
         profiling = profiling_status(snap.config)[0] == "ready"
         return feature.lenses(snap, profiling, snap.advice.label if snap.advice is not None else None)
 
-    return await ls.read_latest(params.text_document.uri, lenses)
+    return await ls.read_latest(params.text_document.uri, lenses, owe="lens",
+                                queued=lambda worker: feature.queued_lenses(worker.uri, ls.queued_documents()))
 
 
 # ---------------------------------------------------------------------- commands

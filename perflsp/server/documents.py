@@ -47,6 +47,14 @@ class Snapshot:
     measured: SnapshotMeasured | None = None  # stored Nsight Compute results (measured.py)
     revision: int = 0  # counts republications of this version (LLM answers, imported results)
     provisional: bool = False  # the newest text with the last complete analysis (edits since not analysed yet)
+    # the document's first analysis is not complete: what is known so far (kernels not reached yet
+    # have no report); answers read from it say so, and are refreshed when the analysis completes
+    partial: bool = False
+
+    def unanalysed_items(self) -> int:
+        """Kernels and OpenMP regions with no report yet (a partial snapshot's work left)."""
+        return sum(1 for item in (*self.kernels.kernels, *self.kernels.omp_regions)
+                   if id(item) not in self.analysis.reports)
 
     @property
     def tree(self) -> Tree:

@@ -27,6 +27,14 @@
   so only `latest`, the snapshot of the live text, is ever read, and only under `text_lock`
   (`read()`), which an apply holds too: a request waits at most for one apply in progress,
   never for an analysis or for other documents' work.
+- Before a document's first analysis is complete, requests read what is known: a *partial*
+  snapshot (the extraction, with the reports and findings of the kernels analysed so far, renewed
+  every `PARTIAL_EVERY_S` while the analysis runs), or nothing at all before the text is even
+  parsed (the features then answer "queued"). The kinds of answers given from it are owed a
+  refresh (`host.refresh_owed`: `workspace/codeLens/refresh`, `workspace/inlayHint/refresh`) once
+  the analysis completes. A pull (`diagnostics_for_pull`) waits `PULL_WAIT_S` for the exact
+  state of the newest version, then answers with the newest diagnostics built (partial) and owes
+  a `workspace/diagnostic/refresh` until that exact state is published.
 - CPU work runs through the host's `WorkPool` (pool.py), ranked by `rank()`: applying edits, then
   documents with requests waiting or recently asked about or edited, then background documents.
   Analyses run in steps of `FIRST_PUBLISH_S`, so a background document yields within a step.
@@ -77,6 +85,8 @@ CONTINUE_S = 0.3  # pause after which an analysis deferred during a held edit go
 TYPING_PAUSE_S = 0.05  # and after any other edit: typing faster than this leaves it waiting
 SETTLE_S = 0.4  # pause after which an error-recovered tree is checked against a fresh parse
 REQUEST_WAIT_S = 0.03  # how long a request waits for the newest version's complete analysis
+PULL_WAIT_S = 0.1  # how long a pull waits for the newest version's exact analysis before answering what is known
+PARTIAL_EVERY_S = 0.25  # how often a first analysis renews the partial snapshot requests read
 VISIBLE_S = 30.0  # a document asked about or edited this recently counts as visible (ranks first)
 
 
@@ -105,6 +115,7 @@ class DocumentWorker:
         self.version = version  # newest version received
         self._opened_version = version
         self._initial: str | None = text
+        self._unparsed: str | None = text  # the text as opened, until the worker has parsed it
         self._changes: list[Change] = []
         self._reset_text: str | None = None
         self.state: TextState | None = None
@@ -146,6 +157,9 @@ class DocumentWorker:
         self.lock = asyncio.Lock()
         self._republish = False
         self._remeasure = False
+        self._owed: set[str] = set()  # answers given from a partial state, owed a refresh: "lens", "hint", "diagnostic"
+        self._built: tuple[int | None, list[lsp.Diagnostic]] | None = None  # the newest diagnostics built (version, items)
+        self._partial_at = 0.0  # monotonic time the partial snapshot was last renewed
         from perflsp.server.features.diagnostics import DiagnosticCache
 
         self._diagnostic_cache = DiagnosticCache()
@@ -233,7 +247,7 @@ class DocumentWorker:
             self._task.cancel()
         self.analyzer.cancel()  # a run in the pool's thread stops at its next kernel
         self.snapshot = self.latest = None
-        self._initial = None
+        self._initial = self._unparsed = None
         self._changes = []
         if self._job_lock.acquire(blocking=False):
             try:
@@ -343,14 +357,16 @@ class DocumentWorker:
                 self._kick()
             await self._wait(1.0)
 
-    async def request(self, wait_s: float = REQUEST_WAIT_S) -> Snapshot | None:
+    async def request(self, wait_s: float = REQUEST_WAIT_S, first_wait_s: float = 0.0) -> Snapshot | None:
         """What a request (hover, inlay hints, lens, code actions) reads: the complete analysis of
         the newest version when it is ready within `wait_s`, else the newest snapshot of the live
-        text (provisional: the last complete analysis on the newest applied text). Waits longer
-        only for the first analysis of the document. Read the snapshot with `read()`."""
+        text (provisional: the last complete analysis on the newest applied text; before the first
+        analysis completes, partial: what it knows so far; `first_wait_s`: how long to wait for
+        that first analysis before). None when the text is not parsed yet (or the document is not
+        analysed). Read the snapshot with `read()`."""
         self.last_used = time.monotonic()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_s
+        deadline = loop.time() + (max(wait_s, first_wait_s) if self.snapshot is None else wait_s)
         while True:
             if self.closed:
                 return None
@@ -361,8 +377,11 @@ class DocumentWorker:
             if snap is not None and snap.version == self.version and not self._changes and snap is self.latest:
                 return snap
             latest = self.latest
-            if latest is None:
-                return await self.current()  # never analysed yet: wait for the first analysis
+            if latest is None and loop.time() >= deadline:
+                if self.closed or (not self.enabled and idle):
+                    return None
+                self._kick()
+                return None  # not parsed yet: the caller answers "queued" (and is owed a refresh)
             if idle and self._failed == self.version:
                 return latest
             if idle and not self._paused:
@@ -371,6 +390,53 @@ class DocumentWorker:
             if remaining <= 0:
                 return latest
             await self._wait(remaining)
+
+    def pending_text(self) -> str:
+        """The text as opened, before the worker has parsed it (empty once it has)."""
+        return self._unparsed or ""
+
+    def owe(self, kind: str) -> None:
+        """An answer of `kind` ("lens", "hint", "diagnostic") was given from a partial state: ask
+        the client to request it again once the state it lacked is there."""
+        self._owed.add(kind)
+
+    @property
+    def first_analysis_pending(self) -> bool:
+        """No complete analysis of this document yet (requests read a partial state or none)."""
+        return self.snapshot is None and not self.closed
+
+    async def diagnostics_for_pull(self, wait_s: float = PULL_WAIT_S) -> tuple[Snapshot | None, list[lsp.Diagnostic] | None]:
+        """For a pull: the exact analysis of the newest version when it is ready within `wait_s`
+        (its snapshot); else the newest diagnostics built (those of the newest version's partial
+        publication, or of the last one: partial, owing a refresh). (None, None): the document is
+        not analysed (disabled, excluded, closed)."""
+        try:
+            snap = await asyncio.wait_for(self.current(exact=True), wait_s)
+        except TimeoutError:
+            return None, self._partial_for_pull()
+        return snap, None
+
+    def _partial_for_pull(self) -> list[lsp.Diagnostic] | None:
+        idle = not self._changes and (self._task is None or self._task.done())
+        if self.closed or (not self.enabled and idle):
+            return None
+        self.owe("diagnostic")
+        built = self._built
+        return list(built[1]) if built is not None else []
+
+    def _settled_now(self) -> None:
+        """The newest version's analysis is published (complete; `exact` when it equals a fresh
+        parse): pay what is owed."""
+        snap = self.snapshot
+        if not self._owed or snap is None or snap.version != self.version or self._changes:
+            return
+        kinds = {k for k in self._owed if k != "diagnostic" or snap.exact}
+        if not kinds:
+            return
+        self._owed -= kinds
+        owed = getattr(self.host, "refresh_owed", None)
+        if owed is not None:
+            owed(kinds)
 
     async def _notify(self) -> None:
         async with self._updated:
@@ -472,6 +538,7 @@ class DocumentWorker:
                     if partial[0] or not self.published:
                         self.host.publish(self.uri, version, *partial)
                         self.published.append(Published(version, False))
+                        self._built = (version, partial[0])
                 view = None
                 if self._deferred():
                     return
@@ -487,6 +554,7 @@ class DocumentWorker:
         elif not self.published or self.published[-1].version is not None:
             self.host.publish(self.uri, version, [])  # not analysed: nothing to show (clears old results)
             self.published.append(Published(None, True))
+        self._settled_now()
         await self._notify()
         if not snap.exact:
             self._schedule_settle()
@@ -555,6 +623,8 @@ class DocumentWorker:
     def _prepare(self, initial: str | None, changes: list[Change], version: int | None, config: ResolvedConfig,
                  reextract: bool) -> None:
         """Apply the queued edits (in the pool's thread); the analysis follows in other jobs."""
+        if self.state is not None:
+            self.state.awake()  # (a hibernated tree is parsed again before the lock: it moves no span)
         with self.text_lock:
             self._apply(initial, changes, version, config, reextract)
             self.latest = self._provisional(version, config)
@@ -564,6 +634,7 @@ class DocumentWorker:
         if self.state is None:  # edits may have arrived before the first analysis: open, then apply them
             self.state = TextState(initial or "", self._opened_version, self.host.path_for(self.uri),
                                    self.host.resolver_for(self.uri))
+            self._unparsed = None
         if changes:
             self.state.apply(changes, version)
         if reextract:
@@ -579,10 +650,12 @@ class DocumentWorker:
                             (config.generation, id(state.preprocessed)), state.lines, argv=config.argv)
 
     def _provisional(self, version: int | None, config: ResolvedConfig) -> Snapshot | None:
-        """The live text with the last complete analysis (None before the first one)."""
+        """The live text with the last complete analysis (before the first one: what is known)."""
         last, state = self.snapshot, self.state
-        if last is None or state is None or self.closed:
+        if state is None or self.closed:
             return None
+        if last is None:
+            return self._first_view(version, config)
         extracted = state.extracted
         if last.data is state.data and last.kernels is extracted.kernels:
             return last
@@ -616,6 +689,38 @@ class DocumentWorker:
                         diagnostics_json=last.diagnostics_json, advice=last.advice, measured=last.measured,
                         provisional=True)
         return snap
+
+    def _first_view(self, version: int | None, config: ResolvedConfig) -> Snapshot:
+        """Before the document's first analysis completes: the live text's extraction with the
+        reports of the partial snapshot for the items it still has (none at first)."""
+        state = self.state
+        assert state is not None
+        fk = state.extracted.kernels
+        known = self.latest if self.latest is not None and self.latest.partial else None
+        reports: dict[int, KernelReport] = {}
+        if known is not None and known.analysis.reports:
+            items = set(map(id, (*fk.kernels, *fk.omp_regions)))
+            reports = {key: report for key, report in known.analysis.reports.items() if key in items}
+        analysis = AnalysisState(self.analyzer.context, reports, [], False)
+        return Snapshot(self.uri, version, state.data, state.parsed_tree, state.lines, fk, analysis, config,
+                        state.preprocessed, exact=False, provisional=True, partial=True)
+
+    def _renew_partial(self, snap: Snapshot, view: Snapshot | None = None) -> None:
+        """(In the pool's thread, between steps of the first analysis.) The partial snapshot
+        requests read: what the run knows now, at most every `PARTIAL_EVERY_S` (`view`: a partial
+        view built for a publication, reused)."""
+        if self.snapshot is not None or snap.complete or not self.enabled or self._changes or self.closed:
+            return
+        now = time.monotonic()
+        latest = self.latest
+        if view is None and latest is not None and latest.partial and latest.analysis.reports \
+                and now - self._partial_at < PARTIAL_EVERY_S:
+            return
+        self._partial_at = now
+        base = view if view is not None else dataclasses.replace(snap, analysis=self.analyzer.partial_view(snap.analysis))
+        built = self._built
+        self.latest = dataclasses.replace(base, exact=False, provisional=True, partial=True,
+                                          diagnostics=built[1] if built is not None and built[0] == snap.version else [])
 
     def _prepare_then_step(self, initial: str | None, changes: list[Change], version: int | None,
                            config: ResolvedConfig, reextract: bool, edit_first: bool
@@ -675,6 +780,8 @@ class DocumentWorker:
         if snap.analysis.complete:
             self._annotate(snap)
             snap.diagnostics = self._diagnostics(snap)
+        else:
+            self._renew_partial(snap)
         return snap
 
     def _annotate(self, snap: Snapshot) -> None:
@@ -771,6 +878,9 @@ class DocumentWorker:
         items = diagnostics.build(view, cache)
         as_json = cache.json(items)  # (the next build reuses these: a partial view holds every result known)
         self._show(snap.kernels, view.advice is None and view.measured is None, items, as_json)
+        if self.snapshot is None:  # a first analysis: requests read this view meanwhile
+            self._built = (snap.version, items)
+            self._renew_partial(snap, view)
         return items, as_json
 
     def _with_opening(self, partial: tuple[list[lsp.Diagnostic], list[dict[str, Any]]]
@@ -797,6 +907,7 @@ class DocumentWorker:
         self._opening = None
         self.host.publish(self.uri, snap.version, snap.diagnostics, snap.diagnostics_json)
         self.published.append(Published(snap.version, True))
+        self._built = (snap.version, snap.diagnostics)
 
     # ------------------------------------------------------------------ settling
 
@@ -829,11 +940,17 @@ class DocumentWorker:
             self._kick()
         else:
             snap.exact = True
+            self._settled_now()
         await self._notify()
 
     def _settle_text(self) -> bool:
-        """Parse from scratch (`TextState.settle`); whether that changed the extraction."""
+        """Parse from scratch (`TextState.settle`); whether that changed the extraction. The parse
+        and extraction run without the text lock (they change nothing a request reads, and the pool
+        applies no edit meanwhile): a request waits only for the swap."""
+        state = self.state
+        if state is None:
+            return False
+        prepared = state.settle_prepare()
         with self.text_lock:
-            state = self.state
-            return state is not None and state.settle()
+            return self.state is state and state.settle_apply(*prepared)
 

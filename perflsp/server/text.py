@@ -221,11 +221,24 @@ class TextState:
         error recovery can differ between incremental and fresh parses) and extract in full;
         True when that changed the extraction. This also ends a hold (kernels/incremental.py):
         a paused text is analysed as it reads, so pulled diagnostics equal a fresh analysis."""
+        return self.settle_apply(*self.settle_prepare())
+
+    def settle_prepare(self) -> tuple[bytes, Tree, Extracted]:
+        """`settle`'s costly half, which changes nothing the live text's readers see: the fresh
+        parse and extraction of the current text (a caller may run it without the text lock,
+        as long as no edit is applied meanwhile)."""
         self.awake()
-        fresh = parse(self.doc.data, parser=self.doc._parser)
+        data = self.doc.data
+        fresh = parse(data, parser=self.doc._parser)
+        return data, fresh, extract_full(data, fresh, self.lines, self.path, self.preprocessed)
+
+    def settle_apply(self, data: bytes, fresh: Tree, full: Extracted) -> bool:
+        """`settle`'s second half: adopt a fresh parse of `data` (False when the text moved on
+        since, or when nothing changed)."""
+        if data is not self.doc.data:
+            return False
         self._unparsed = False
         self.settled = True
-        full = extract_full(self.doc.data, fresh, self.lines, self.path, self.preprocessed)
         if self.extracted.held is None and str(fresh.root_node) == str(self.tree.root_node) \
                 and signature(full.kernels) == signature(self.extracted.kernels):
             return False

@@ -25,6 +25,11 @@ from perflsp.tuning.space import Config, TuningSpace
 
 STORE_DIR = Path(".perflsp") / "tuning"
 ERROR_MARKERS = ("InvalidConfig", "CompilationFailedConfig", "RuntimeFailedConfig")
+# what the profiling runner says when a tool, not the configuration, failed (perflsp.profiling.process,
+# .runner): entries with these errors were stored as failed configurations before tool failures
+# stopped the run; a later run measures them again
+TOOL_FAILURE_MARKERS = ("program not found", "permission denied executing", ": cannot execute ", "ERR_NVGPUCTRPERM",
+                        "profiling is off", "no build command")
 
 
 class CacheError(ValueError):
@@ -54,10 +59,16 @@ class TuningRecord:
         """True when the numbers were imported (recorded elsewhere), not measured by this run."""
         return self.provenance.get("kind") == "imported"
 
+    @property
+    def unnamed_device(self) -> bool:
+        """The cache named no device: `device_name` was taken from its file's name."""
+        return bool(self.provenance.get("deviceFromFile"))
+
     def label(self) -> str:
         if self.recorded:
             where = self.provenance.get("source") or "an imported cache"
-            return f"recorded on {self.device_name} ({where})"
+            unnamed = "; the cache names no device: named after its file" if self.unnamed_device else ""
+            return f"recorded on {self.device_name} ({where}{unnamed})"
         return f"measured on {self.device_name}"
 
     def timed(self) -> list[tuple[Config, float]]:
@@ -87,8 +98,36 @@ class TuningRecord:
         return sum(1 for e in self.entries.values() if entry_time(e) is None)
 
     def matches(self, space: TuningSpace) -> bool:
-        """The record's parameters are the space's (same names, same order)."""
-        return list(self.tune_params) == list(space.tune_params)
+        """The record's parameters are the space's: the same names, in any order (a `perflsp:tune`
+        marker need not list them in the cache's order)."""
+        return len(self.tune_params) == len(space.tune_params) and set(self.tune_params) == set(space.tune_params)
+
+    def ordered_as(self, names: list[str]) -> TuningRecord:
+        """This record with its parameters in the order `names` (Kernel Tuner's cache keys join the
+        values in parameter order): itself when the order is already that, else a copy re-keyed."""
+        if list(self.tune_params) == list(names):
+            return self
+        if set(self.tune_params) != set(names):
+            raise ValueError(f"the cache's parameters ({', '.join(self.tune_params)}) are not {', '.join(names)}")
+        entries = {}
+        for key, entry in self.entries.items():
+            values = key.split(",")
+            if len(values) == len(self.tune_params):
+                by_name = dict(zip(self.tune_params, values, strict=True))
+                key = ",".join(by_name[n] for n in names)
+            entries[key] = entry
+        return TuningRecord(self.device_name, self.kernel_name, {n: self.tune_params[n] for n in names}, entries,
+                            self.problem_size, self.objective, dict(self.provenance), self.path)
+
+    def drop_tool_failures(self) -> int:
+        """Remove failed entries that earlier versions stored when a tool, not the configuration,
+        failed (ncu or the compiler missing, profiling off): they are measured again. The count."""
+        gone = [key for key, entry in self.entries.items()
+                if entry_time(entry) is None and any(marker in str(entry.get("perflsp_error", ""))
+                                                     for marker in TOOL_FAILURE_MARKERS)]
+        for key in gone:
+            del self.entries[key]
+        return len(gone)
 
     # -- writing --------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -174,7 +213,7 @@ def record_from_json(data: Mapping[str, Any], path: Path | None = None, *, sourc
     if "results" in data and "cache" not in data:
         raise CacheError(f"{where}: a Kernel Tuner results file (T4 format), not a cache file; "
                          "import the cache (`cache=` of tune_kernel) instead")
-    for key in ("device_name", "kernel_name", "tune_params", "cache"):
+    for key in ("kernel_name", "tune_params", "cache"):
         if key not in data:
             raise CacheError(f"{where}: not a Kernel Tuner cache (no `{key}`)")
     params = data["tune_params"]
@@ -191,10 +230,27 @@ def record_from_json(data: Mapping[str, Any], path: Path | None = None, *, sourc
         provenance = {"kind": "imported", "source": source,
                       "imported": datetime.now(UTC).isoformat(timespec="seconds"), **{
                           k: v for k, v in provenance.items() if k not in ("kind", "source", "imported")}}
+        if path is not None:
+            provenance["sourcePath"] = str(path.resolve())
     elif not provenance:
         provenance = {"kind": "imported", "source": where}
-    return TuningRecord(str(data["device_name"]), str(data["kernel_name"]), dict(params), dict(entries),
+    device = str(data.get("device_name") or "").strip()
+    if not device:  # Kernel Tuner writes "" when it cannot name the device: the file names it
+        if path is None:
+            raise CacheError(f"{where}: the cache names no device (`device_name` is empty)")
+        device = device_from_file(path)
+        provenance["deviceFromFile"] = True
+    return TuningRecord(device, str(data["kernel_name"]), dict(params), dict(entries),
                         data.get("problem_size"), str(data.get("objective") or "time"), provenance, path)
+
+
+def device_from_file(path: Path) -> str:
+    """The name of a cache that names no device: its file's name without `.json` / `.json.gz`."""
+    name = path.name
+    for suffix in (".gz", ".json"):
+        if name.lower().endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+    return name
 
 
 # ------------------------------------------------------------------------------- the store
@@ -222,8 +278,21 @@ class TuningStore:
             ignore.write_text("*\n", encoding="utf-8")
 
     def save(self, record: TuningRecord, kernel: str | None = None) -> Path:
+        """Write `record` as its kernel's cache for its device. An imported cache that names no
+        device (named after its file) never replaces another file's cache: it takes the next free
+        name, `cache (2)`, `cache (3)`, ... (the same file imported again replaces its own)."""
         self._ensure_ignored()
-        return record.write(self.path_for(kernel or record.kernel_name, record.device_name))
+        kernel = kernel or record.kernel_name
+        if record.unnamed_device:
+            base, n = record.device_name, 1
+            while True:
+                path = self.path_for(kernel, record.device_name)
+                other = _read_or_none(path)
+                if other is None or other.provenance.get("sourcePath") == record.provenance.get("sourcePath"):
+                    break
+                n += 1
+                record.device_name = f"{base} ({n})"
+        return record.write(self.path_for(kernel, record.device_name))
 
     def records_for(self, kernel: str) -> list[TuningRecord]:
         folder = self.root / slug(kernel)
@@ -239,6 +308,15 @@ class TuningStore:
         return sorted(p.name for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else []
 
 
+def _read_or_none(path: Path) -> TuningRecord | None:
+    if not path.exists():
+        return None
+    try:
+        return read_cache(path)
+    except CacheError:
+        return None
+
+
 def new_record(space: TuningSpace, device_name: str, provenance: dict[str, Any]) -> TuningRecord:
     return TuningRecord(device_name, space.kernel_name, {k: list(v) for k, v in space.tune_params.items()}, {},
                         list(space.problem_size) if space.problem_size else None, "time", provenance)
@@ -247,9 +325,11 @@ def new_record(space: TuningSpace, device_name: str, provenance: dict[str, Any])
 __all__ = [
     "ERROR_MARKERS",
     "STORE_DIR",
+    "TOOL_FAILURE_MARKERS",
     "CacheError",
     "TuningRecord",
     "TuningStore",
+    "device_from_file",
     "entry_time",
     "new_record",
     "read_cache",

@@ -77,7 +77,7 @@ def portability(records: list[TuningRecord]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"from": source.device_name, "config": best[0], "on": {}}
         for target in records:
             target_best = bests[target.device_name]
-            time = target.time_of(best[0]) if list(target.tune_params) == list(source.tune_params) else None
+            time = target.time_of(best[0]) if set(target.tune_params) == set(source.tune_params) else None
             row["on"][target.device_name] = (time / target_best[1]) if time and target_best else None
         rows.append(row)
     return rows

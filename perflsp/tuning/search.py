@@ -43,6 +43,16 @@ class TuningUnavailable(RuntimeError):
     """Kernel Tuner is missing or the problem cannot be tuned (the message says why)."""
 
 
+class ToolFailure(TuningUnavailable):
+    """A tool the measurement needs failed, not the configuration (ncu or the compiler missing,
+    no permission, profiling off or not configured): `evaluate` raises it, the search stops, and
+    nothing is recorded for the configuration in flight (it is measured once the tool works).
+    What was measured before it stays in `record` (set by `run_search`)."""
+
+    record: TuningRecord | None = None
+    evaluations: int = 0
+
+
 def kernel_tuner_available() -> str | None:
     """None when `kernel_tuner` is installed, else the reason to show. Cheap: it looks the package
     up without importing it (its import pulls in numpy, scipy and pandas: the search does that, in
@@ -90,6 +100,20 @@ class SearchResult:
     stopped: str | None = None  # why the search ended early
     notes: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    measured: int = 0  # configurations this run measured (`evaluate` ran them; the rest came from the record)
+    measured_ok: int = 0  # ... of which ran and were timed
+
+    def provenance(self) -> str:
+        """Where the times come from, in words: "recorded on D", "measured on D", or, for a
+        measuring run in which nothing ran, what it read instead."""
+        device = self.device_name
+        if self.record.recorded:
+            return f"recorded on {device}"
+        if self.measured_ok:
+            return f"measured on {device}"
+        if any(e.time_ms is not None for e in self.evaluations):
+            return f"from earlier measurements on {device}; nothing ran in this run"
+        return f"nothing ran on {device}"
 
     @property
     def best(self) -> tuple[Config, float] | None:
@@ -177,12 +201,16 @@ class _Search:
         self.evaluations: list[Evaluation] = []
         self.seen: set[str] = set()
         self.best: tuple[Config, float] | None = None
+        self.measured = 0
+        self.measured_ok = 0
 
     def measure(self, config: Config) -> dict[str, Any]:
         assert self.evaluate is not None
         started = time.perf_counter()
         try:
             measurement = self.evaluate(config)
+        except ToolFailure:
+            raise  # not the configuration's failure: nothing is recorded, the run stops
         except Exception as exc:  # noqa: BLE001 - one failing configuration must not end the search
             log.warning("evaluating %s failed: %s: %s", config, type(exc).__name__, exc)
             measurement = Measurement(None, f"RuntimeFailedConfig: {type(exc).__name__}: {exc}")
@@ -200,6 +228,8 @@ class _Search:
         entry["benchmark_time"] = float(measurement.benchmark_ms or max(wall_ms - measurement.compile_ms, 0.0))
         entry["timestamp"] = time.strftime("%Y-%m-%d %H:%M:%S+00:00", time.gmtime())
         self.record.entries[self.space.key(config)] = entry
+        self.measured += 1
+        self.measured_ok += entry_time(entry) is not None
         return entry
 
     def observe(self, element: Any, result: Mapping[str, Any]) -> None:
@@ -262,11 +292,17 @@ def run_search(
 ) -> SearchResult:
     """Search `space` with Kernel Tuner; `record` holds the measurements (replayed, and/or filled by
     `evaluate`). Blocking: call it in a worker thread. `cache_file` reuses a file `kt_cache_file` wrote
-    for `record` (the benchmark replays one cache many times)."""
+    for `record` (the benchmark replays one cache many times). A record whose parameters the space
+    lists in another order is searched as a re-keyed copy: the measurements are in
+    `SearchResult.record` (or, when a tool fails, `ToolFailure.record`)."""
     kernel_tuner, util = _kt()
     if not record.matches(space):
         raise TuningUnavailable(f"the cache's parameters ({', '.join(record.tune_params)}) are not the kernel's "
                                 f"tuning parameters ({', '.join(space.tune_params)})")
+    if list(record.tune_params) != list(space.tune_params):
+        # the same parameters in another order: Kernel Tuner keys the cache by the space's order
+        record = record.ordered_as(list(space.tune_params))
+        cache_file = None
     if evaluate is None and not record.entries:
         raise TuningUnavailable("nothing to replay and no way to measure: import a cache or enable profiling")
     if next(space.configs(), None) is None:
@@ -319,6 +355,9 @@ def run_search(
                 )
             except util.StopCriterionReached as exc:
                 stopped = str(exc)
+            except ToolFailure as exc:
+                exc.record, exc.evaluations = record, len(search.evaluations)
+                raise
             except ValueError as exc:
                 # a replayed cache that lacks a configuration the space allows
                 if "not in cache" in str(exc) and search.evaluations:
@@ -328,7 +367,8 @@ def run_search(
                 else:
                     raise
     result = SearchResult(name, record.device_name, search.evaluations, record, cancelled=search.cancelled,
-                          stopped="cancelled" if search.cancelled else stopped, wall_s=time.perf_counter() - started)
+                          stopped="cancelled" if search.cancelled else stopped, wall_s=time.perf_counter() - started,
+                          measured=search.measured, measured_ok=search.measured_ok)
     return result
 
 
@@ -337,6 +377,7 @@ __all__ = [
     "Evaluation",
     "Measurement",
     "SearchResult",
+    "ToolFailure",
     "TuningUnavailable",
     "kernel_tuner_available",
     "kt_cache_file",

@@ -22,6 +22,7 @@ from perflsp.tuning.search import (
     Evaluation,
     Measurement,
     SearchResult,
+    ToolFailure,
     TuningUnavailable,
     run_search,
 )
@@ -64,6 +65,18 @@ def gpu_for_device(db: GpuDatabase, device_name: str) -> Gpu | None:
     return None
 
 
+def prior_note(device: str, gpu: Gpu | None, prior_gpu: str | None = None) -> str | None:
+    """What to tell the user about the figures perflsp's prior ranked configurations with: none
+    when they are the tuned device's own."""
+    if gpu is None:
+        return (f"the prior ranked configurations without GPU figures: {device} is not in the GPU database "
+                "(add it with perflsp.userGpus or --gpus-file), so occupancy and the GPU's limits were not used")
+    if prior_gpu:
+        return (f"the prior ranked configurations with the figures of {prior_gpu}: {device} is not in the GPU "
+                "database (add it with perflsp.userGpus or --gpus-file)")
+    return None
+
+
 def make_strategy(name: str, space: TuningSpace, gpu: Gpu | None, proposer: Proposer | None) -> Any:
     if name == "prior":
         return PriorStrategy(space, gpu)
@@ -103,10 +116,14 @@ def tune(
     cancel: threading.Event | None = None,
     proposer: Proposer | None = None,
     seed: int | None = None,
+    prior_gpu: str | None = None,
 ) -> tuple[SearchResult, TuningSpace, Path | None]:
     """Search `kernel`'s space. With `replay`, Kernel Tuner replays that record (nothing runs);
     else `evaluate` measures each configuration and the measurements are stored as `gpu`'s cache
-    (continuing an earlier run's cache for the same kernel and device)."""
+    (continuing an earlier run's cache for the same kernel and device). `gpu` gives the prior its
+    figures; `prior_gpu` says whose figures they are when they are not the tuned device's (a note).
+    A tool failure (`ToolFailure`) stops the run: what was measured before is stored, then it is
+    raised."""
     space = space_for(ctx, kernel, gpu, replay)
     store = TuningStore(workspace)
     if replay is not None:
@@ -117,18 +134,28 @@ def tune(
         existing = [r for r in store.records_for(kernel.name) if r.device_name == gpu.name and r.matches(space)]
         record = existing[0] if existing else new_record(space, gpu.name, {"kind": "measured"})
         record.provenance = {**record.provenance, "kind": "measured"}
+        record.drop_tool_failures()  # stored by earlier versions: measured again now
     else:
         raise TuningUnavailable("nothing to tune with: profiling is not allowed here and no cache was imported "
                                 "(perflsp tune import CACHE, or the perflsp.importTuningCache command)")
     searcher = make_strategy(strategy, space, gpu, proposer)
-    result = run_search(space, record, strategy=searcher, max_fevals=max_fevals,
-                        time_limit_s=time_limit_s, evaluate=evaluate, on_evaluation=on_evaluation, cancel=cancel,
-                        seed=seed)
+    try:
+        result = run_search(space, record, strategy=searcher, max_fevals=max_fevals,
+                            time_limit_s=time_limit_s, evaluate=evaluate, on_evaluation=on_evaluation, cancel=cancel,
+                            seed=seed)
+    except ToolFailure as exc:
+        if evaluate is not None and exc.record is not None and exc.record.entries:
+            store.save(exc.record, kernel.name)
+        raise
     stored = None
-    if evaluate is not None and record.entries:
-        stored = store.save(record, kernel.name)
+    if evaluate is not None and result.record.entries:
+        stored = store.save(result.record, kernel.name)
     elif replay is not None:
         stored = replay.path
+    if strategy in PERFLSP_STRATEGIES:
+        note = prior_note(result.device_name, gpu, prior_gpu)
+        if note:
+            result.notes.append(note)
     if isinstance(searcher, LlmStrategy):
         result.notes.extend(f"rejected {r['proposal']}: {r['reason']}" for r in searcher.rejected())
         result.notes.extend(f"round {i}: the LLM failed ({r.error}); the prior chose"
@@ -143,6 +170,7 @@ __all__ = [
     "import_cache",
     "load_file",
     "make_strategy",
+    "prior_note",
     "space_for",
     "tune",
 ]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -81,12 +82,20 @@ def score(space: TuningSpace, config: Config, gpu: Gpu | None, registers_per_thr
 
 
 def static_ranking(space: TuningSpace, gpu: Gpu | None, registers_per_thread: int = 32,
-                   configs: Sequence[Config] | None = None) -> list[Config]:
-    """Valid configurations, best first by the static prior (stable for equal scores)."""
+                   configs: Sequence[Config] | None = None, tie_seed: int | None = None) -> list[Config]:
+    """Valid configurations, best first by the static prior. Equal scores are ordered by their
+    values (whatever the enumeration), or, with `tie_seed`, in a random order drawn from it (the
+    benchmark reports how much the result depends on that choice)."""
     items = list(configs) if configs is not None else space.valid_configs()
     memo: dict[tuple[int, int], float] = {}
-    scored = [(score(space, c, gpu, registers_per_thread, memo).key, _order(c), c) for c in items]
-    scored.sort(key=lambda item: (tuple(-k for k in item[0]), item[1]))  # ties: by the values, any enumeration
+    ties: list[tuple[tuple[int, float | str], ...]] | list[float]
+    if tie_seed is None:
+        ties = [_order(c) for c in items]
+    else:
+        draw = random.Random(tie_seed)
+        ties = [draw.random() for _c in items]
+    scored = [(score(space, c, gpu, registers_per_thread, memo).key, tie, c) for c, tie in zip(items, ties, strict=True)]
+    scored.sort(key=lambda item: (tuple(-k for k in item[0]), item[1]))
     return [c for _k, _i, c in scored]
 
 
@@ -106,13 +115,13 @@ class _Walk:
     """Shared state of perflsp's strategies: the cost function, what was visited, the prior's order."""
 
     def __init__(self, space: TuningSpace, searchspace: Any, tuning_options: Any, runner: Any, gpu: Gpu | None,
-                 registers_per_thread: int):
+                 registers_per_thread: int, tie_seed: int | None = None):
         from kernel_tuner.strategies.common import CostFunc
 
         self.space = space
         self.names = list(space.tune_params)
         valid = [dict(zip(self.names, t, strict=True)) for t in searchspace.list]
-        self.ranked = static_ranking(space, gpu, registers_per_thread, valid)
+        self.ranked = static_ranking(space, gpu, registers_per_thread, valid, tie_seed)
         self.rank = {space.key(c): i for i, c in enumerate(self.ranked)}
         self.func = CostFunc(searchspace, tuning_options, runner, scaling=False, snap=False)
         self.visited: dict[str, float] = {}
@@ -172,15 +181,18 @@ class PriorStrategy:
 
     name = "prior"
 
-    def __init__(self, space: TuningSpace, gpu: Gpu | None, registers_per_thread: int = 32):
+    def __init__(self, space: TuningSpace, gpu: Gpu | None, registers_per_thread: int = 32,
+                 tie_seed: int | None = None):
         self.space = space
         self.gpu = gpu
         self.registers_per_thread = registers_per_thread
+        self.tie_seed = tie_seed  # None: equal scores in the order of their values (deterministic)
 
     def tune(self, searchspace: Any, runner: Any, tuning_options: Any) -> list[dict[str, Any]]:
         from kernel_tuner import util
 
-        walk = _Walk(self.space, searchspace, tuning_options, runner, self.gpu, self.registers_per_thread)
+        walk = _Walk(self.space, searchspace, tuning_options, runner, self.gpu, self.registers_per_thread,
+                     self.tie_seed)
         try:
             while (config := walk.prior_step()) is not None:
                 walk.evaluate(config)

@@ -8,6 +8,7 @@ import difflib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -20,10 +21,12 @@ from tests.editors.tools import (
     ROOT,
     SKIP_REASON,
     artifacts,
+    clean_env,
     installed_env,
     make_workspace,
     require,
     server_env,
+    server_launcher,
     server_python,
 )
 
@@ -182,3 +185,95 @@ def test_fifty_buffers_open_without_blocking(nvim, tmp_path):
         assert result["perflsp_per_buffer_ms"] < 5, result
         assert result["perflsp_max_ms"] < 200, result
     (artifacts("nvim") / f"bench-{version}.txt").write_text("\n".join(lines) + "\n")
+
+
+README = PLUGIN / "README.md"
+SNIPPET_CHECK = r"""
+local function report()
+  local clients = {}
+  for _, client in pairs(vim.lsp.get_active_clients()) do
+    local buffers = {}
+    for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+      if vim.lsp.buf_is_attached(buf, client.id) then
+        table.insert(buffers, vim.fn.fnamemodify(vim.api.nvim_buf_get_name(buf), ":t"))
+      end
+    end
+    table.sort(buffers)
+    table.insert(clients, { name = client.name, root = client.config.root_dir, buffers = buffers })
+  end
+  return clients
+end
+
+vim.api.nvim_create_autocmd("VimEnter", { callback = function() vim.schedule(function()
+  local out = os.getenv("PERFLSP_E2E_OUT")
+  local ok, err = xpcall(function()
+    local files = vim.split(os.getenv("PERFLSP_E2E_FILES"), ":", { plain = true })
+    for _, file in ipairs(files) do
+      vim.cmd("edit " .. vim.fn.fnameescape(file))
+    end
+    local attached = function()
+      local n = 0
+      for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+        if next(vim.lsp.buf_get_clients(buf)) ~= nil then n = n + 1 end
+      end
+      return n >= #files
+    end
+    vim.wait(60000, attached, 100)
+    local file = io.open(out, "w")
+    file:write(vim.fn.json_encode({ clients = report(), filetypes = vim.tbl_map(function(buf)
+      return vim.bo[buf].filetype end, vim.api.nvim_list_bufs()) }))
+    file:close()
+  end, debug.traceback)
+  if not ok then
+    local file = io.open(out, "w")
+    file:write(vim.fn.json_encode({ error = err }))
+    file:close()
+  end
+  vim.cmd("qa!")
+end) end })
+"""
+
+
+def readme_snippet() -> str:
+    """The bare 0.7 configuration of editors/nvim/README.md, as a user copies it."""
+    text = README.read_text()
+    start = text.index("Without the plugin, the bare 0.7 equivalent")
+    block = text[text.index("```lua\n", start) + len("```lua\n"):]
+    return block[: block.index("```")]
+
+
+def test_the_bare_07_snippet_starts_one_server_per_project_root(nvim, tmp_path):
+    """The README's snippet without the plugin: two buffers of a project with `.perflsp.toml`
+    (one in a subfolder) share one server rooted at that project, a buffer of another folder
+    without the marker gets its own rooted at its folder; Neovim runs from a third folder, so a
+    root searched from the working directory, or a fallback that can never apply, shows."""
+    binary, version = nvim
+    if int(version.split(".")[1]) >= 11 and int(version.split(".")[0]) == 0:
+        pytest.skip("the snippet is for Neovim 0.7-0.10 (vim.lsp.start_client); 0.11 has lsp/perflsp.lua")
+    project, other, cwd = tmp_path / "project", tmp_path / "other", tmp_path / "elsewhere"
+    for folder in (project / "src", other, cwd):
+        folder.mkdir(parents=True)
+    (project / ".perflsp.toml").write_text('gpus = ["h100"]\n')
+    files = [project / "src" / "a.cu", project / "b.cu", other / "c.cu"]
+    for path in files:
+        shutil.copy(ROOT / "examples" / "cuda" / "saxpy.cu", path)
+    python = server_launcher(tmp_path / "bin")
+    snippet = readme_snippet()
+    assert '{ "python3", "-m", "perflsp", "serve" }' in snippet
+    script = tmp_path / "snippet.lua"
+    script.write_text(snippet.replace('"python3"', json.dumps(python)) + SNIPPET_CHECK)
+    out = tmp_path / "snippet.json"
+    env = {**clean_env(), "PERFLSP_E2E_OUT": str(out), "PERFLSP_E2E_FILES": ":".join(map(str, files)),
+           "XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    proc = subprocess.run(["timeout", "90", binary, "--headless", "-n", "-i", "NONE", "-u", str(script)],
+                          cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    assert out.is_file(), f"nvim {version} wrote no results (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    result = json.loads(out.read_text())
+    (artifacts("nvim") / f"snippet-{version}.json").write_text(json.dumps(result, indent=2))
+    assert result.get("error") is None, result["error"]
+    clients = sorted(result["clients"], key=lambda c: c["root"])
+    assert [(c["name"], c["root"], c["buffers"]) for c in clients] == [
+        ("perflsp", str(other), ["c.cu"]),
+        ("perflsp", str(project), ["a.cu", "b.cu"]),
+    ], result

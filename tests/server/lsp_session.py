@@ -39,15 +39,26 @@ class Session:
         self.initialize_result: lsp.InitializeResult | None = None
         self.registrations: list[lsp.Registration] = []
 
-        self.refreshes = {"codeLens": 0, "inlayHint": 0}
+        self.refreshes = {"codeLens": 0, "inlayHint": 0, "diagnostic": 0}
+        self._refreshed = asyncio.Event()
+
+        def refreshed(kind: str) -> None:
+            self.refreshes[kind] += 1
+            self._refreshed.set()
 
         @client.feature(lsp.WORKSPACE_CODE_LENS_REFRESH)
         def on_lens_refresh(params: Any) -> None:
-            self.refreshes["codeLens"] += 1
+            refreshed("codeLens")
 
         @client.feature(lsp.WORKSPACE_INLAY_HINT_REFRESH)
         def on_hint_refresh(params: Any) -> None:
-            self.refreshes["inlayHint"] += 1
+            refreshed("inlayHint")
+
+        client.protocol.fm.features.pop(lsp.WORKSPACE_DIAGNOSTIC_REFRESH, None)  # pytest-lsp's: replaced
+
+        @client.feature(lsp.WORKSPACE_DIAGNOSTIC_REFRESH)
+        def on_diagnostic_refresh(params: Any) -> None:
+            refreshed("diagnostic")
 
         @client.feature(lsp.CLIENT_REGISTER_CAPABILITY)
         def on_register(params: lsp.RegistrationParams) -> None:
@@ -112,11 +123,27 @@ class Session:
 
     async def settled(self, uri: str, timeout: float = 30) -> lsp.PublishDiagnosticsParams:
         """The last publication once the analysis is complete (a large file's first publication
-        may be partial). A code lens request is answered from the complete analysis and after
-        its publication, so the stream already holds it."""
-        await asyncio.wait_for(self.client.text_document_code_lens_async(
-            lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri=uri))), timeout)
+        may be partial). A code lens answer says when it is partial (`data.partial`: the
+        document's first analysis is still running); the server then asks for lenses again
+        (`workspace/codeLens/refresh`) after publishing the complete analysis, so once an answer
+        is not partial the stream holds that publication."""
+        async def complete() -> None:
+            while True:
+                seen = self.refreshes["codeLens"]
+                lenses = await self.client.text_document_code_lens_async(
+                    lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri=uri)))
+                if not any(is_partial(lens) for lens in lenses or ()):
+                    return
+                await self.refreshed("codeLens", seen)
+
+        await asyncio.wait_for(complete(), timeout)
         return self.published[uri][-1]
+
+    async def refreshed(self, kind: str, seen: int) -> None:
+        """Until the server has asked for a refresh of `kind` more than `seen` times."""
+        while self.refreshes[kind] <= seen:
+            self._refreshed.clear()
+            await self._refreshed.wait()
 
     def change(self, uri: str, changes: list[lsp.TextDocumentContentChangeEvent]) -> int:
         version = self.versions[uri] + 1
@@ -183,10 +210,20 @@ def replace(start: tuple[int, int], end: tuple[int, int], text: str) -> lsp.Text
         range=lsp.Range(lsp.Position(*start), lsp.Position(*end)), text=text)
 
 
-def capabilities(name: str = "visual-studio-code", pull: bool = False) -> lsp.ClientCapabilities:
+def is_partial(lens: lsp.CodeLens) -> bool:
+    """A lens of an answer given before the document's first analysis completed."""
+    return isinstance(lens.data, dict) and bool(lens.data.get("partial"))
+
+
+def capabilities(name: str = "visual-studio-code", pull: bool = False, refreshes: bool = False) -> lsp.ClientCapabilities:
+    """A real client's capabilities; `refreshes`: it also honours `workspace/inlayHint/refresh` and
+    `workspace/diagnostic/refresh` (VS Code does; pytest-lsp's profile of it lists lenses only)."""
     caps = client_capabilities(name)
     if caps.text_document is not None:
         caps.text_document.diagnostic = lsp.DiagnosticClientCapabilities(related_document_support=False) if pull else None
+    if refreshes and caps.workspace is not None:
+        caps.workspace.inlay_hint = lsp.InlayHintWorkspaceClientCapabilities(refresh_support=True)
+        caps.workspace.diagnostics = lsp.DiagnosticWorkspaceClientCapabilities(refresh_support=True)
     return caps
 
 
@@ -198,6 +235,7 @@ async def session(
     configuration: dict[str, Any] | None = None,
     client: str = "visual-studio-code",
     pull: bool = False,
+    refreshes: bool = False,
     env: dict[str, str] | None = None,
     args: tuple[str, ...] = (),
 ) -> AsyncIterator[Session]:
@@ -209,7 +247,7 @@ async def session(
     status = wrapper.expect_status()
     folders = [lsp.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)] if workspace else None
     wrapper.initialize_result = await lsp_client.initialize_session(lsp.InitializeParams(
-        capabilities=capabilities(client, pull),
+        capabilities=capabilities(client, pull, refreshes),
         root_uri=workspace.as_uri() if workspace else None,
         workspace_folders=folders,
         initialization_options=init_options,

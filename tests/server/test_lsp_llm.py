@@ -258,6 +258,18 @@ def edited_text(text: str) -> str:
     return text[:line_start] + "    // edited\n" + text[line_start:]
 
 
+async def test_an_advisor_enabled_without_a_model_says_so_without_contradiction(tmp_path):
+    """`enabled = true` without `model`: one message that says what is missing, not "off: ... is on"."""
+    path = write_workspace(tmp_path / "ws")
+    init = {"settings": {"llm": {"enabled": True, "provider": "ollama"}}}
+    async with session(path.parent, init_options=init, env=env_for(tmp_path)) as s:
+        status = s.statuses[-1]
+        assert status["llm"] == "off" and "perflsp.llm.model is not set" in status["llmReason"]
+        said = [m.message for m in s.client.messages if "LLM advisor" in m.message]
+        assert said == ["perflsp: LLM advisor not started: perflsp.llm.model is not set: name the model to ask."], said
+        assert not any(" off: " in m and " is on " in m for m in said)
+
+
 async def test_a_repository_cannot_point_the_advisor_at_a_remote_host(tmp_path):
     path = write_workspace(tmp_path / "ws", config='gpus = ["h100"]\n[llm]\nenabled = true\nmodel = "m"\n'
                                                   'baseUrl = "https://llm.example.com/v1"\n')

@@ -65,9 +65,11 @@ async def test_stale_results_are_dropped_and_requests_can_be_cancelled(tmp_path)
         s.client.text_document_did_open(lsp.DidOpenTextDocumentParams(
             lsp.TextDocumentItem(uri=uri, language_id="cuda-cpp", version=1, text=text)))
         s.versions[uri] = 1
-        # a request waiting for the analysis is cancelled: the server answers RequestCancelled
-        future = s.client.protocol.send_request(lsp.TEXT_DOCUMENT_HOVER, lsp.HoverParams(
-            lsp.TextDocumentIdentifier(uri=uri), lsp.Position(10, 0)), msg_id="cancel-me")
+        # a request waiting for the analysis (a command reads the complete analysis; hover and the
+        # other reads answer at once) is cancelled: the server answers RequestCancelled
+        future = s.client.protocol.send_request(lsp.WORKSPACE_EXECUTE_COMMAND, lsp.ExecuteCommandParams(
+            command="perflsp.explainKernel", arguments=[{"uri": uri, "kernel": "bias_silu", "quiet": True}]),
+            msg_id="cancel-me")
         s.client.protocol.notify("$/cancelRequest", lsp.CancelParams(id="cancel-me"))
         with pytest.raises(JsonRpcRequestCancelled):
             await asyncio.wait_for(asyncio.wrap_future(future), 30)

@@ -6,6 +6,7 @@ registry (`perflsp.analysis.rules`) and docs/rules/ are generated from it.
 
 from __future__ import annotations
 
+from perflsp.analysis.fixes import block_size_assumed
 from perflsp.analysis.lints.context import LintContext
 from perflsp.analysis.models import Finding, FixAction, FixRequest
 from perflsp.analysis.ruledef import Example, RuleInfo
@@ -24,6 +25,14 @@ scale<<<(n + ODD_BLOCK - 1) / ODD_BLOCK, ODD_BLOCK>>>(n, 2.0f, x);   // 100 thre
 For `dim3` blocks the product counts: `dim3(16, 16)` (256) is fine, `dim3(10, 10)` is not.
 A `__launch_bounds__` with an odd size is reported only when no launch of that kernel already
 is, and an OpenMP `thread_limit(100)` is reported the same way.
+
+A launch whose block size is part of what the kernel computes is not reported, because another
+size would change the result or repeat the work rather than use the idle lanes: a single thread
+(`step<<<1, 1>>>()`: serial by design); a kernel (defined in the file) that never reads
+`threadIdx` and runs a fixed grid, indexes with `blockIdx.x` but never reads `blockDim.x`, uses
+the block's number in its code or gets it as a template argument; or a fixed grid that does not
+follow the block size (`print_ids<<<2, 2>>>()`) for a kernel that is not a grid-stride loop.
+`k<<<n, 1>>>` (one block per item, a grid that follows the data) is reported.
 
 ## Why it matters on GPUs
 
@@ -100,6 +109,8 @@ def check(ctx: LintContext) -> list[Finding]:
         threads = _threads(site.block.value)
         if threads is None or threads % warp == 0 or site.block.span is None:
             continue
+        if block_size_assumed(ctx.data, ctx.tree, ctx.kernels, site, ctx.launch_document) is not None:
+            continue  # the kernel is written for this block size: another size changes what it computes
         findings.append(Finding(
             code=CODE, message=_message(threads, warp, "block"), span=site.block.span, severity=DEFAULT_SEVERITY,
             kernel=site.kernel, fix_requests=_requests("block-size", site.span, _candidates(threads, warp), warp)))

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import PurePath
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from tree_sitter import Node, Tree
 
@@ -28,6 +28,9 @@ from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion, Span, TemplateParam
 from perflsp.kernels.text import blank_comments_and_strings
 from perflsp.source.positions import LineIndex
+
+if TYPE_CHECKING:
+    from perflsp.analysis.fixes import _Document as LaunchDocument
 
 Language = Literal["c", "cpp"]
 
@@ -89,6 +92,13 @@ class LintContext:
     @cached_property
     def blanked(self) -> bytes:
         return blank_comments_and_strings(self.data)
+
+    @cached_property
+    def launch_document(self) -> LaunchDocument:
+        """The file as the launch-shape questions read it (`fixes.block_size_assumed`)."""
+        from perflsp.analysis.fixes import launch_document
+
+        return launch_document(self.data, self.tree, self.kernels, self.blanked)
 
     @property
     def root(self) -> Node:

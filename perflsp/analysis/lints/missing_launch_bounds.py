@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from perflsp.analysis.fixes import MAX_THREADS_PER_BLOCK
 from perflsp.analysis.lints.context import LintContext
 from perflsp.analysis.models import Finding, FixRequest
 from perflsp.analysis.ruledef import Example, RuleInfo
@@ -16,7 +17,7 @@ _DOC = """\
 ## What it reports
 
 A kernel that declares no `__launch_bounds__` although every launch of it in the file uses a
-block size that folds to a constant:
+block size that folds to a constant below 1,024 threads:
 
 ```cuda
 __global__ void negate(int n, float *x) { ... }   // reported here
@@ -25,15 +26,19 @@ negate<<<(n + 255) / 256, 256>>>(n, x);            // the only launch: 256 threa
 ```
 
 Kernels with no launch in the file (launched from another file) or with any run-time block size
-(`cudaOccupancyMaxPotentialBlockSize`, a parameter) are not reported.
+(`cudaOccupancyMaxPotentialBlockSize`, a parameter) are not reported, and neither are kernels
+launched with 1,024 threads per block (every GPU's largest block, which is what the compiler
+plans for without a bound, so `__launch_bounds__(1024)` would change nothing) or only ever as a
+single block (`<<<1, 1>>>`: no other block shares its SM, so there are no residency thresholds
+for the bound to inform).
 
 ## Why it matters on GPUs
 
-Without a bound the compiler must assume 1024 threads per block and caps registers accordingly
-(64 per thread). With `__launch_bounds__(256)` it knows a block is at most 256 threads: it can
-use more registers where that avoids spills, or (with the second argument, minimum blocks per SM)
-fewer to fit more blocks. A launch that exceeds the bound fails with an error instead of
-running with a register allocation that does not fit.
+Without a bound, ptxas does not know the block size: it allocates registers for any block up to
+the 1,024-thread maximum. With `__launch_bounds__(256)` it knows no block is larger than 256
+threads and chooses the register count with the thresholds in mind at which one more 256-thread
+block fits on an SM (with the second argument, minimum blocks per SM, it caps registers to fit
+that many). A launch that exceeds the bound fails with an error instead of running.
 
 ## Fix
 
@@ -98,17 +103,28 @@ def check(ctx: LintContext) -> list[Finding]:
         for site in sites:
             value = site.block.value
             threads = math.prod(value) if isinstance(value, tuple) else value if isinstance(value, int) else None
-            if threads is None or not 0 < threads <= 1024:
+            if threads is None or not 0 < threads <= MAX_THREADS_PER_BLOCK:
                 break
             sizes.append(threads)
         else:
             largest = max(sizes)
+            if largest >= MAX_THREADS_PER_BLOCK:
+                continue  # the bound would restate the maximum the compiler plans for: nothing changes
+            if all(_blocks(site.grid.value) == 1 for site in sites):
+                continue  # one block at a time: no residency on an SM to plan registers for
             lines = ", ".join(str(s.line) for s in sites)
-            shown = f"{largest} threads" if len(set(sizes)) == 1 else f"at most {largest} threads"
+            unit = "thread" if largest == 1 else "threads"
+            shown = f"{largest} {unit}" if len(set(sizes)) == 1 else f"at most {largest} {unit}"
             message = (f"`{kernel.name}` is always launched with {shown} per block (line{'s' if len(sites) > 1 else ''} "
-                       f"{lines}) but has no `__launch_bounds__({largest})`: the compiler assumes up to 1024 threads "
-                       "when it allocates registers")
+                       f"{lines}) but has no `__launch_bounds__({largest})`: without it the compiler allocates "
+                       f"registers for blocks of up to {MAX_THREADS_PER_BLOCK} threads")
             request = FixRequest("launch-bounds", kernel.name_span, largest, preferred=True)
             findings.append(Finding(code=CODE, message=message, span=kernel.name_span, severity=DEFAULT_SEVERITY,
                                     kernel=kernel.qualified_name, fix_requests=(request,)))
     return findings
+
+
+def _blocks(value: object) -> int | None:
+    if isinstance(value, tuple):
+        return math.prod(value)
+    return value if isinstance(value, int) else None

@@ -12,14 +12,14 @@ from dataclasses import replace
 
 from tree_sitter import Node
 
-from perflsp.analysis.fixes import preferred_block_size
+from perflsp.analysis.fixes import block_size_assumed, grid_strided, preferred_block_size
 from perflsp.analysis.lints.context import LintContext, walk
 from perflsp.analysis.models import Finding, FixRequest
 from perflsp.analysis.ruledef import Example, RuleInfo
 from perflsp.hardware.models import Gpu
 from perflsp.hardware.occupancy import Limiter, OccupancyInputError, OccupancyResult, occupancy
 from perflsp.kernels.consteval import TYPE_SIZES_BYTES, try_evaluate
-from perflsp.kernels.models import CudaFunction, Span
+from perflsp.kernels.models import CudaFunction, LaunchSite, Span
 
 _DOC = """\
 ## What it reports
@@ -34,7 +34,20 @@ A launch shape that caps occupancy on a configured GPU, whatever the kernel's re
   ```
 
 - **small grids**: a constant grid (or `num_teams`) with fewer blocks than three quarters of the
-  GPU's SMs leaves SMs with nothing to run (`k<<<8, 256>>>` uses 8 of an H100's 132 SMs).
+  GPU's SMs leaves SMs with nothing to run (`k<<<8, 256>>>` uses 8 of an H100's 132 SMs), when
+  the kernel is a grid-stride loop (it reads `gridDim`), so that more blocks share its work. A
+  kernel that does not stride by the grid does a fixed amount of work per block: more blocks would
+  repeat it or do nothing, so such a grid is not reported (a grid sized to the problem). Nor is a
+  single block: a kernel launched with one block combines its work in that block (a final
+  reduction), which more blocks would break.
+
+A tiny block is not reported when the kernel is written for that block size (another size would
+change what it computes, not only its occupancy): the cases listed in
+[block-size-not-warp-multiple](launch-block-size-not-warp-multiple.md), such as a
+`<<<1, 1>>>` launch of a kernel that never reads `threadIdx`. Nor is it reported when the grid is
+a constant too small to reach the cap (fewer blocks than the SMs hold at that occupancy): there
+the grid, not the block, decides how many warps run. Launches from device code (dynamic
+parallelism) are not judged: a child grid shares the GPU with its siblings.
 
 Occupancy comes from `perflsp.hardware.occupancy` (the CUDA occupancy calculator's rules) for
 each configured GPU: NVIDIA GPUs for CUDA launches, all of them for OpenMP regions. It assumes
@@ -117,14 +130,18 @@ def check(ctx: LintContext) -> list[Finding]:
     by_name: dict[str, CudaFunction] = {}
     for k in ctx.kernels.kernels:  # the first definition of a name, as a scan per site would find
         by_name.setdefault(k.qualified_name, k)
+    device_code = [f.span for f in (*ctx.kernels.kernels, *ctx.kernels.device_functions)]
     for site in ctx.kernels.launches:
+        if any(span.contains(site.span.start_byte) for span in device_code):
+            continue  # a child grid (dynamic parallelism) shares the GPU with its siblings: its shape alone decides nothing
         kernel = by_name.get(site.kernel) if site.kernel is not None else None
         static_smem = _static_shared_bytes(ctx, kernel) if kernel is not None else 0
         dynamic = site.shared_mem_bytes.value if site.shared_mem_bytes is not None else 0
         dynamic = dynamic if isinstance(dynamic, int) else 0
         threads = _product(site.block.value)
-        if threads is not None and 0 < threads <= 1024 and site.block.span is not None:
-            finding = _block_finding(ctx, nvidia, threads, regs, static_smem, dynamic, site.block.span, site.kernel)
+        if threads is not None and 0 < threads <= 1024 and site.block.span is not None and not _fixed_block(ctx, site):
+            finding = _block_finding(ctx, nvidia, threads, regs, static_smem, dynamic, site.block.span, site.kernel,
+                                     blocks=_product(site.grid.value))
             if finding is not None:
                 size = preferred_block_size(nvidia, regs, static_smem, dynamic, ctx.options.warp_size)
                 if size is not None and size != threads:
@@ -132,7 +149,8 @@ def check(ctx: LintContext) -> list[Finding]:
                         FixRequest("block-size", site.span, size, warp_size=ctx.options.warp_size),))
                 findings.append(finding)
         blocks = _product(site.grid.value)
-        if blocks is not None and blocks > 0 and site.grid.span is not None:
+        if blocks is not None and blocks > 1 and site.grid.span is not None \
+                and grid_strided(ctx.data, ctx.tree, ctx.kernels, site, ctx.launch_document):
             finding = _grid_finding(nvidia, blocks, site.grid.span, site.kernel, "grid", "blocks")
             if finding is not None:
                 findings.append(finding)
@@ -156,13 +174,23 @@ def check(ctx: LintContext) -> list[Finding]:
     return findings
 
 
+def _fixed_block(ctx: LintContext, site: LaunchSite) -> bool:
+    """The kernel is written for the block size it is launched with (another changes what it computes)."""
+    return block_size_assumed(ctx.data, ctx.tree, ctx.kernels, site, ctx.launch_document) is not None
+
+
 def _block_finding(ctx: LintContext, gpus: list[Gpu], threads: int, regs: int, static_smem: int, dynamic: int,
-                   span: Span, kernel: str | None, what: str = "block") -> Finding | None:
+                   span: Span, kernel: str | None, what: str = "block", blocks: int | None = None) -> Finding | None:
+    """`blocks`: the grid, when it is a constant. A grid with fewer blocks than the SMs can hold at
+    the capped occupancy never reaches the cap: its occupancy is the grid's (another block size
+    would not raise it), so it is not reported here."""
     capped: list[tuple[Gpu, OccupancyResult]] = []
     for gpu in gpus:
         try:
             result = occupancy(gpu, threads, regs, static_smem, dynamic)
         except OccupancyInputError:
+            continue
+        if blocks is not None and blocks < gpu.sm_count * result.active_blocks_per_sm:
             continue
         if result.limiter in _SHAPE_LIMITERS and result.occupancy <= ctx.options.occupancy_threshold + 1e-9:
             capped.append((gpu, result))

@@ -451,10 +451,29 @@ class _KernelIndexes:
             sectors, ideal = 32, max(1, math.ceil(32 * element / SECTOR_BYTES))
             apart = f"`{shown_stride}` elements apart"
         where = f" in `{self.inst.label}`" if self.inst.label else ""
-        message = (f"uncoalesced access: neighbouring threads (threadIdx.x) read `{shown}` {apart}{where}; "
+        message = (f"uncoalesced access: neighbouring threads (threadIdx.x) {_verb(node)} `{shown}` {apart}{where}; "
                    f"one warp-wide access touches up to {sectors} sectors of 32 bytes instead of {ideal}")
         return Finding(code=CODE, message=message, span=self.ctx.span(node), severity=DEFAULT_SEVERITY,
                        kernel=self.kernel.qualified_name)
+
+
+def _verb(node: Node) -> str:
+    """How the access uses memory: `write` (assigned), `read and write` (updated in place), `pass`
+    (its address goes to a call, which may do either), else `read`."""
+    parent, child = node.parent, node
+    while parent is not None and parent.type == "parenthesized_expression":
+        child = parent
+        parent = parent.parent
+    if parent is None:
+        return "read"
+    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == child:
+        operator = parent.child_by_field_name("operator")
+        return "write" if operator is not None and operator.type == "=" else "read and write"
+    if parent.type == "update_expression":
+        return "read and write"
+    if parent.type == "pointer_expression" and (parent.child_by_field_name("operator") or parent).type == "&":
+        return "pass the address of"
+    return "read"
 
 
 def _declared(declarator: Node) -> tuple[Node | None, Node | None]:

@@ -6,6 +6,7 @@ Published (`textDocument/publishDiagnostics`) for every analysed version, or ans
 
 from __future__ import annotations
 
+import itertools
 import operator
 from dataclasses import dataclass
 from itertools import accumulate, compress, count
@@ -389,3 +390,13 @@ def full_report(snapshot: Snapshot | None, previous_result_id: str | None) -> ls
     if previous_result_id == result_id:
         return lsp.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
     return lsp.RelatedFullDocumentDiagnosticReport(items=snapshot.diagnostics, result_id=result_id)
+
+
+def partial_report(version: int | None, items: list[lsp.Diagnostic]) -> lsp.DocumentDiagnosticReport:
+    """Answer to a pull while the newest version's analysis is not complete: what is known (the
+    newest diagnostics built). Its `resultId` is never reported unchanged; the server sends
+    `workspace/diagnostic/refresh` once the complete analysis is there."""
+    return lsp.RelatedFullDocumentDiagnosticReport(items=items, result_id=f"partial:{version}:{next(_PARTIAL_IDS)}")
+
+
+_PARTIAL_IDS = itertools.count(1)

@@ -4,6 +4,7 @@ short performance note on GPU-specific identifiers (`__shfl_sync`, `__ldg`, `ato
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -44,11 +45,15 @@ def hover(snapshot: Snapshot, position: lsp.Position) -> lsp.Hover | None:
         report = snapshot.report_for(region)
         if report is not None:
             return _hover(kernel_markdown(report, snapshot), region.span)
+        if snapshot.partial:
+            return _hover(_analysing(snapshot, region.name), region.span)
     kernel = snapshot.kernel_at_name(offset)
     if kernel is not None:
         report = snapshot.report_for(kernel)
         if report is not None:
             return _hover(kernel_markdown(report, snapshot), kernel.name_span)
+        if snapshot.partial and kernel.is_kernel:
+            return _hover(_analysing(snapshot, kernel.qualified_name), kernel.name_span)
         if kernel.space == "device":
             return _hover(f"### `{kernel.qualified_name}` (`__device__` function)\n\nAnalysed as part of the kernels "
                           "that call it; its operations count toward theirs.", kernel.name_span)
@@ -57,9 +62,48 @@ def hover(snapshot: Snapshot, position: lsp.Position) -> lsp.Hover | None:
         report = snapshot.report_of_launch(site)
         if report is not None:
             return _hover(launch_markdown(site) + "\n\n---\n\n" + kernel_markdown(report, snapshot), site.callee_span)
+        if snapshot.partial and site.kernel is not None and snapshot.kernel_named(site.kernel) is not None:
+            return _hover(launch_markdown(site) + "\n\n---\n\n" + _analysing(snapshot, site.kernel), site.callee_span)
         return _hover(launch_markdown(site) + f"\n\nThe kernel `{site.callee}` is not defined in this file: no verdict.",
                       site.callee_span)
     return _identifier_note(snapshot, offset)
+
+
+def _analysing(snapshot: Snapshot, name: str) -> str:
+    """A kernel the document's first analysis has not reached yet: say so (the answer is partial)."""
+    items = len(snapshot.kernels.kernels) + len(snapshot.kernels.omp_regions)
+    done = items - snapshot.unanalysed_items()
+    return (f"### `{name}`\n\nperflsp is still analysing this file ({done} of {items} kernels so far): the verdict "
+            f"for `{name}` appears when the analysis reaches it. Hover again in a moment.")
+
+
+_QUEUED_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def queued_hover(text: str, position: lsp.Position, queued: int) -> lsp.Hover | None:
+    """Before the text is parsed: on a word the text defines as a kernel (`__global__ ... name(`)
+    or launches (`name<<<`), say the verdict is on its way; elsewhere nothing."""
+    lines = text.split("\n")
+    if position.line >= len(lines):
+        return None
+    line = lines[position.line]
+    column = len(line.encode("utf-16-le")[: position.character * 2].decode("utf-16-le", "replace"))
+    word = next((m for m in _QUEUED_NAME.finditer(line) if m.start() <= column <= m.end()), None)
+    if word is None:
+        return None
+    name = re.escape(word.group())
+    if not re.search(rf"__global__[^;{{}}]*?\b{name}\s*\(|\b{name}\s*(?:<[^<>;]*>\s*)?<<<", text):
+        return None
+    others = f" (opened with {queued - 1} other document{'s' if queued != 2 else ''})" if queued > 1 else ""
+    markdown = (f"### `{word.group()}`\n\nperflsp has not read this file yet{others}: the verdict for "
+                f"`{word.group()}` appears once it is analysed. Hover again in a moment.")
+    return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=markdown),
+                     range=lsp.Range(lsp.Position(position.line, _utf16(line, word.start())),
+                                     lsp.Position(position.line, _utf16(line, word.end()))))
+
+
+def _utf16(line: str, index: int) -> int:
+    return len(line[:index].encode("utf-16-le")) // 2
 
 
 def _hover(markdown: str, span: Span) -> lsp.Hover:

@@ -124,7 +124,9 @@ def _run_offers(ls: PerfLanguageServer, snap: Snapshot, kernel: CudaFunction, sp
         record = next((r for r in recs if r.device_name == device), None)
         if record is None or not space.valid(run.config):
             continue
-        found[device] = Offer(record, run.config, run.best_ms, run.current_ms)
+        known = found.get(device)
+        if known is None or run.best_ms < known.best_ms:  # the better of the cache's best and the search's
+            found[device] = Offer(record, run.config, run.best_ms, run.current_ms)
     current = space.code_values or {}
     return [o for o in found.values() if any(current.get(k) != v for k, v in o.config.items())]
 
@@ -184,6 +186,7 @@ class _Timing:
     gpu: Gpu | None
     replay: TuningRecord | None = None
     evaluate: Callable[[Config], Measurement] | None = None
+    prior_gpu: str | None = None  # whose figures `gpu` are, when not the replayed device's (a note)
 
 
 @dataclass(frozen=True)
@@ -205,19 +208,27 @@ def _limits(arg: dict[str, Any], error: type[Exception]) -> tuple[int, float | N
     return max_fevals, time_limit
 
 
+def _replaying(snap: Snapshot, replay: TuningRecord, gpu: Gpu | None) -> _Timing:
+    """Replay `replay`, the prior judging with its device's figures, else the configured GPU's (noted)."""
+    from perflsp.tuning.session import gpu_for_device
+
+    own = gpu_for_device(snap.config.database, replay.device_name)
+    if own is not None:
+        return _Timing(own, replay=replay)
+    return _Timing(gpu, replay=replay, prior_gpu=gpu.name if gpu is not None else None)
+
+
 def _timing(snap: Snapshot, kernel: CudaFunction, space: TuningSpace, gpu: Gpu | None, root: Path,
             device: object) -> _Timing | _Refusal:
     """The recorded cache of `device` when one is named; else the program measured where profiling
     may run; else the first recorded cache that fits."""
-    from perflsp.tuning.session import gpu_for_device
-
     name = kernel.name
     recs = [r for r in records(snap, name) if r.matches(space)]
     if isinstance(device, str) and device:
         replay = next((r for r in recs if r.device_name == device), None)
         if replay is None:
             return _Refusal("failed", f"no Kernel Tuner cache of `{name}` recorded on {device} fits its tuning space")
-        return _Timing(gpu_for_device(snap.config.database, device) or gpu, replay=replay)
+        return _replaying(snap, replay, gpu)
     if _profiling_ready(snap):
         from perflsp.profiling.errors import ProfilingError
         from perflsp.server.features.commands import _profiling_settings
@@ -230,10 +241,10 @@ def _timing(snap: Snapshot, kernel: CudaFunction, space: TuningSpace, gpu: Gpu |
         try:
             return _Timing(gpu, evaluate=program_evaluator(_profiling_settings(snap.config), path, snap.data, snap.tree,
                                                            snap.kernels, kernel, space, root))
-        except ProfilingError as exc:
-            return _Refusal("disabled", exc.message)
+        except ProfilingError as exc:  # (profiling off: disabled; a build command without {file}: refused)
+            return _Refusal("disabled" if exc.code == "not-enabled" else "failed", exc.message)
     if recs:
-        return _Timing(gpu_for_device(snap.config.database, recs[0].device_name) or gpu, replay=recs[0])
+        return _replaying(snap, recs[0], gpu)
     from perflsp.server.features.status import profiling_status
 
     return _Refusal("disabled", f"cannot tune `{name}`: {profiling_status(snap.config)[1]}, and no Kernel Tuner "
@@ -243,7 +254,7 @@ def _timing(snap: Snapshot, kernel: CudaFunction, space: TuningSpace, gpu: Gpu |
 async def tune_kernel(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, Any]:
     from perflsp.server.features.commands import CommandError, _report
     from perflsp.tuning.search import TuningUnavailable, kernel_tuner_available
-    from perflsp.tuning.session import FileContext, tune
+    from perflsp.tuning.session import FileContext, prior_note, tune
 
     snap, report = await _report(ls, arg)
     kernel = report.kernel
@@ -309,7 +320,8 @@ async def tune_kernel(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, 
     try:
         result, space, stored = await asyncio.to_thread(
             tune, ctx, kernel, gpu, root, strategy=strategy, max_fevals=max_fevals, time_limit_s=time_limit,
-            replay=replay, evaluate=evaluate, on_evaluation=on_evaluation, cancel=cancel, proposer=proposer)
+            replay=replay, evaluate=evaluate, on_evaluation=on_evaluation, cancel=cancel, proposer=proposer,
+            prior_gpu=timing.prior_gpu)
     except asyncio.CancelledError:
         cancel.set()
         raise
@@ -324,19 +336,21 @@ async def tune_kernel(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, 
     best = result.best
     evaluations = len(result.evaluations)
     status_ = "cancelled" if result.cancelled else "ok"
+    figures = prior_note(result.device_name, gpu, timing.prior_gpu) if result.strategy in ("prior", "llm") else None
     if best is None:
         return answer("failed" if not result.cancelled else "cancelled",
-                      f"`{name}`: no configuration ran successfully in {evaluations} evaluations", lsp.MessageType.Warning,
-                      evaluations=evaluations, device=result.device_name)
+                      f"`{name}`: no configuration ran successfully in {evaluations} evaluations "
+                      f"({result.provenance()})", lsp.MessageType.Warning,
+                      evaluations=evaluations, device=result.device_name, notes=result.notes)
     current = space.code_values or {}
     current_ms = result.record.time_of(current) if current else None
     tuning.runs[(snap.uri, name, result.device_name)] = _Run(kernel.body_hash, result.device_name, best[0], best[1],
                                                               current_ms, evaluations, result.record.recorded)
-    label = f"recorded on {result.device_name}" if result.record.recorded else f"measured on {result.device_name}"
     gain = f", {current_ms / best[1]:.2f}x faster than current" if current_ms else ""
     config_text = ", ".join(f"{k}={v}" for k, v in best[0].items() if len(space.tune_params[k]) > 1)
     message = (f"{name}: best {config_text} at {best[1]:.4g} ms{gain} after {evaluations} evaluations "
-               f"({result.strategy}, {label})" + (" — cancelled" if result.cancelled else ""))
+               f"({result.strategy}, {result.provenance()})" + (" — cancelled" if result.cancelled else "")
+               + (f"; note: {figures}" if figures else ""))
     actions = []
     latest = await ls.snapshot(snap.uri)
     if latest is not None:
