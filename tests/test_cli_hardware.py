@@ -72,7 +72,7 @@ def test_malformed_user_gpus_file(tmp_path):
     result = run("gpus", "--gpus-file", str(bad))
     assert result.exit_code == 2
     assert " ".join(result.stderr.split()) == (
-        f"perflsp: error: invalid GPU definition: {bad}: [[gpu]] #1 'MyCard': memory_bandwidth_gbs: must be > 0 "
+        f"perflsp: error: invalid GPU definition: {bad}:7: [[gpu]] #1 'MyCard': memory_bandwidth_gbs: must be > 0 "
         "(got -5)")
 
 
