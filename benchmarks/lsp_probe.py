@@ -1,7 +1,7 @@
 """An independent LSP client: edit latency of `perflsp serve` measured without perflsp's or pygls' code.
 
     python benchmarks/lsp_probe.py [--edits 40] [--lines 10000] [--kernels 500] [--opens 5]
-                                   [--server "perflsp serve"]
+                                   [--server "perflsp serve"] [--init-options JSON]
 
 Plain blocking pipes and a reader thread; Content-Length framing written here by hand; nothing
 imported from perflsp, pygls, lsprotocol or benchmarks/lsp_latency.py. The only shared piece is
@@ -199,6 +199,9 @@ def main() -> int:
     parser.add_argument("--kernels", type=int, default=500, help="at least this many kernels")
     parser.add_argument("--opens", type=int, default=5)
     parser.add_argument("--server", default=None, help="server command line (default: perflsp serve of this venv)")
+    parser.add_argument("--init-options", default=None, metavar="JSON",
+                        help='initializationOptions, e.g. \'{"workspaceTrusted": true, "gpus": ["rtx3080"]}\' '
+                             "(compiling on: the background compiles of the open documents run while typing)")
     args = parser.parse_args()
 
     script = Path(sys.executable).with_name("perflsp")
@@ -213,7 +216,9 @@ def main() -> int:
     client = RawLspClient(argv, folder)
     try:
         client.request("initialize", {"processId": os.getpid(), "rootUri": folder.as_uri(),
-                                      "capabilities": {"textDocument": {"publishDiagnostics": {}}}})
+                                      "capabilities": {"textDocument": {"publishDiagnostics": {}}},
+                                      **({"initializationOptions": json.loads(args.init_options)}
+                                         if args.init_options else {})})
         client.notify("initialized", {})
         firsts, at_once = [], []
         launched = generated.body_line(generated.launched)

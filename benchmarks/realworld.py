@@ -21,7 +21,7 @@ that rest on one.
 separately and only in aggregate (no per-kernel line, no per-kernel JSON).
 
     python benchmarks/realworld.py --csv ../shared/eval/realworld-dev.csv --mirrors /work/.mirror \\
-        --holdout-repo UoB-HPC/BabelStream [--json] [--show-kernels]
+        --holdout-repo UoB-HPC/BabelStream [--no-compile] [--json] [--show-kernels]
 """
 
 from __future__ import annotations
@@ -157,9 +157,10 @@ def materialise(git_dir: Path, commit: str, into: Path, max_bytes: int = MAX_BLO
 # Running check and reading its JSON
 
 
-def run_check(perflsp: list[str], tree: Path, path: str, gpus: tuple[str, ...], timeout_s: float) -> dict | str:
-    """`perflsp check PATH --gpu ... --json` from the tree's root; the JSON, or why there is none."""
-    command = [*perflsp, "check", path, "--gpu", ",".join(gpus), "--json"]
+def run_check(perflsp: list[str], tree: Path, path: str, gpus: tuple[str, ...], timeout_s: float,
+              extra: tuple[str, ...] = ()) -> dict | str:
+    """`perflsp check PATH --gpu ... --json [EXTRA]` from the tree's root; the JSON, or why there is none."""
+    command = [*perflsp, "check", path, "--gpu", ",".join(gpus), "--json", *extra]
     try:
         proc = subprocess.run(command, cwd=tree, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -259,7 +260,7 @@ def summary(outcomes: list[Outcome], gpus: tuple[str, ...]) -> dict:
 
 
 def score_cases(cases: list[Case], mirrors: Path, gpus: tuple[str, ...], perflsp: list[str], timeout_s: float,
-                log=None) -> list[Outcome]:
+                log=None, extra: tuple[str, ...] = ()) -> list[Outcome]:
     by_tree: dict[tuple[str, str], list[Case]] = defaultdict(list)
     for case in cases:
         by_tree[(case.repo, case.commit)].append(case)
@@ -286,7 +287,7 @@ def score_cases(cases: list[Case], mirrors: Path, gpus: tuple[str, ...], perflsp
             reports: dict[str, dict | str] = {}
             for case in members:
                 if case.path not in reports:
-                    reports[case.path] = run_check(perflsp, tree, case.path, gpus, timeout_s)
+                    reports[case.path] = run_check(perflsp, tree, case.path, gpus, timeout_s, extra)
                 outcomes[case] = outcome_of(case, reports[case.path], gpus)
     return [outcomes[case] for case in cases]
 
@@ -346,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--perflsp", default=f"{shlex.quote(sys.executable)} -m perflsp",
                         help="how to run perflsp (default: this Python's `-m perflsp`)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per `perflsp check` (default 300)")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="check with `--no-compile` (the source engine alone, as without a toolchain)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--show-kernels", action="store_true",
                         help="list every kernel of the development repositories (never the held-out ones)")
@@ -358,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.perf_counter()
     outcomes = score_cases(cases, args.mirrors, gpus, shlex.split(args.perflsp), args.timeout,
-                           log=lambda m: print(m, file=sys.stderr))
+                           log=lambda m: print(m, file=sys.stderr),
+                           extra=("--no-compile",) if args.no_compile else ())
     result = report(outcomes, gpus, set(args.holdout_repo))
     result["elapsed_s"] = round(time.perf_counter() - started, 1)
     if args.json:
