@@ -125,6 +125,9 @@ def read_config_file(root: Path | None) -> Layer | None:
     data = dict(data.get("perflsp", data)) if isinstance(data.get("perflsp"), dict) else dict(data)
     if "gpu" in data:  # `[[gpu]]` tables, as in the GPU database files
         data.setdefault("user_gpus", data.pop("gpu"))
+    compiling = data.get("compile")
+    if isinstance(compiling, dict) and set(compiling) == {"enabled"}:
+        data["compile"] = compiling["enabled"]  # `[compile] enabled = ...`, as `perflsp check` reads it
     return Layer(Origin.FILE, str(path), data)
 
 

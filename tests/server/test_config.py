@@ -163,3 +163,11 @@ def test_include_exclude(tmp_path):
 def test_compile_flags():
     defines, dirs = compile_flag_macros(["-DBLOCK=128", "-D", "FAST", "-Iinc", "-I", "/abs", "-O3", "-UFAST"], Path("/w"))
     assert defines == {"BLOCK": "128"} and dirs == [Path("/w/inc"), Path("/abs")]
+
+
+def test_config_file_compile_table_as_perflsp_check_reads_it(tmp_path):
+    """One `.perflsp.toml` turns compiling off for `perflsp check` and for the editor alike."""
+    off = resolve([file_layer(tmp_path, "[compile]\nenabled = false\n")], root=tmp_path, client_trusted=True)
+    assert off.settings.compile is False and off.ignored == ()
+    on = resolve([file_layer(tmp_path, "compile = true\n")], root=tmp_path, client_trusted=True)
+    assert on.settings.compile is True
