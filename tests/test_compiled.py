@@ -22,6 +22,7 @@ from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import FileAnalysis, prepare_file
 from perflsp.compiled.build import CompileCache, CompileFailure, CompileRequest, cache_key, compile_unit
 from perflsp.compiled.cfg import build_function
+from perflsp.compiled.headers import find_header_folder, missing_header
 from perflsp.compiled.isa import classify
 from perflsp.compiled.model import INDEX
 from perflsp.compiled.sass import parse_sass
@@ -278,3 +279,36 @@ def test_a_compile_error_is_named_and_the_source_engine_answers(tmp_path, compil
     reports = analyse(source, compiler)
     assert reports["half_scale"].estimates[0].verdict in ("compute", "bandwidth")
     assert any("not compiled (nvcc failed" in line for line in reports["half_scale"].facts.evidence)
+
+
+def test_missing_header_named_by_either_compiler():
+    assert missing_header("a.cu:3:10: fatal error: helper_cuda.h: No such file or directory") == "helper_cuda.h"
+    assert missing_header("a.cpp:3:10: fatal error: 'util/check.h' file not found") == "util/check.h"
+    assert missing_header("a.cu(4): error: identifier \"x\" is undefined") is None
+
+
+def test_a_header_is_found_in_the_folders_around_the_file(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "Common").mkdir()
+    (tmp_path / "Common" / "helper.h").write_text("#define SCALE 2.0f\n")
+    sample = tmp_path / "Samples" / "Area" / "sample"
+    sample.mkdir(parents=True)
+    assert find_header_folder("helper.h", sample) == tmp_path / "Common"
+    assert find_header_folder("absent.h", sample) is None
+    # the search stops at the repository's root
+    assert find_header_folder("helper.h", tmp_path / "Samples") == tmp_path / "Common"
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.h"
+    assert find_header_folder(outside.name, sample) is None
+
+
+@needs_cuda
+def test_a_unit_whose_header_no_flag_names_is_compiled_with_its_folder(tmp_path):
+    (tmp_path / "Common").mkdir()
+    (tmp_path / "Common" / "helper.h").write_text("#define SCALE 2.0f\n")
+    sample = tmp_path / "Samples" / "Area" / "sample"
+    sample.mkdir(parents=True)
+    source = sample / "scale.cu"
+    source.write_text('#include "helper.h"\n__global__ void scale(float *x) { x[threadIdx.x] *= SCALE; }\n')
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), find_toolchain())
+    assert "_Z5scalePf" in unit.functions
+    assert str((tmp_path / "Common" / "helper.h").resolve()) in unit.dependencies  # (the cache checks it)

@@ -14,6 +14,7 @@ against the local headers they read.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflsp.compiled.cfg import build_function
+from perflsp.compiled.headers import MAX_FOUND, find_header_folder, missing_header
 from perflsp.compiled.model import CompiledUnit
 from perflsp.compiled.sass import parse_sass
 from perflsp.compiled.toolchain import Toolchain, omp_device_library
@@ -217,10 +219,7 @@ def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCa
             # #includes resolve as they would for the saved file
             source = _write_beside(request.source, text, work)
         try:
-            if request.language == "cuda":
-                cubin = _nvcc(request, toolchain, source, work, timeout_s)
-            else:
-                cubin = _clang_offload(request, toolchain, source, work, timeout_s)
+            cubin, request = _compile_finding_headers(request, toolchain, source, work, timeout_s)
             sass = _run([toolchain.nvdisasm or "nvdisasm", "-c", "-gi", cubin], timeout_s, "nvdisasm")
         except CompileFailure as failure:
             if cache is not None and "took longer than" not in str(failure):  # (a slow machine may do better later)
@@ -264,6 +263,24 @@ def _write_beside(source: str, text: bytes, work: str) -> str:
     with os.fdopen(handle, "wb") as out:
         out.write(text)
     return path
+
+
+def _compile_finding_headers(request: CompileRequest, toolchain: Toolchain, source: str, work: str,
+                             timeout_s: float) -> tuple[str, CompileRequest]:
+    """The unit compiled (its binary, and the request that compiled it): a header the compiler
+    misses is looked for around the file and the compile tried again with its folder (headers.py)."""
+    for _ in range(MAX_FOUND + 1):
+        try:
+            if request.language == "cuda":
+                return _nvcc(request, toolchain, source, work, timeout_s), request
+            return _clang_offload(request, toolchain, source, work, timeout_s), request
+        except CompileFailure as failure:
+            name = missing_header(str(failure))
+            folder = find_header_folder(name, Path(request.source).parent) if name else None
+            if folder is None or str(folder) in request.include_dirs:
+                raise
+            request = dataclasses.replace(request, include_dirs=(*request.include_dirs, str(folder)))
+    raise CompileFailure(f"more than {MAX_FOUND} headers missing: give the build's -I folders (compile_commands.json)")
 
 
 def _nvcc(request: CompileRequest, toolchain: Toolchain, source: str, work: str, timeout_s: float) -> str:
