@@ -107,7 +107,8 @@ def test_blocks_and_loops_of_the_control_flow_graph():
     ("HFMA2", "fp16", 4), ("IMAD.WIDE.U32", "integer", 1), ("IMAD.MOV.U32", "integer", 1), ("LOP3.LUT", "integer", 1),
     ("ISETP.GE.AND", "integer", 1), ("LEA.HI.X", "integer", 1), ("LDG.E.128.CONSTANT", "load_bytes", 16),
     ("LDG.E.U8", "load_bytes", 1), ("STG.E.64", "store_bytes", 8), ("MUFU.RSQ", "special", 1),
-    ("HMMA.16816.F32", "tensor", 128), ("F2F.F64.F32", "conversion", 1),
+    ("HMMA.16816.F32", "tensor", 128), ("DMMA.8x8x4", "tensor", 16), ("DMMA.884", "tensor", 16),
+    ("F2F.F64.F32", "conversion", 1),
 ])
 def test_instruction_classes_follow_nsight_compute(opcode, field, amount):
     from perflsp.compiled.sass import Instruction
@@ -312,3 +313,13 @@ def test_a_unit_whose_header_no_flag_names_is_compiled_with_its_folder(tmp_path)
     unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), find_toolchain())
     assert "_Z5scalePf" in unit.functions
     assert str((tmp_path / "Common" / "helper.h").resolve()) in unit.dependencies  # (the cache checks it)
+
+
+def test_shapes_spelled_with_x_are_read_whole():
+    """`DMMA.8x8x4` (sm_80+): the opcode keeps its lower-case shape, 2·8·8·4/32 FP64 per thread."""
+    fn = parse_sass('\t.section\t.text._Z1kPd,"ax",@progbits\n'
+                    "        /*0000*/                   DMMA.8x8x4 R8, R16, R18, R8 ;\n"
+                    "        /*0010*/                   EXIT ;\n")[0]
+    cost = classify(fn.instructions[0])
+    assert fn.instructions[0].opcode == "DMMA.8x8x4"
+    assert cost.tensor == 16 and cost.tensor_kind == "fp64"

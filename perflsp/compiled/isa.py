@@ -13,6 +13,8 @@ with global loads and stores by width (the traffic model's input).
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -45,6 +47,8 @@ _WIDTH = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "32": 4, "64": 8, "128": 16}
 # the m·n·k of a matrix instruction's shape modifier (HMMA.16816 is m16 n8 k16)
 _TENSOR_SHAPES = {"16816": (16, 8, 16), "16832": (16, 8, 32), "16864": (16, 8, 64), "168256": (16, 8, 256),
                   "1688": (16, 8, 8), "1684": (16, 8, 4), "8816": (8, 8, 16), "8832": (8, 8, 32), "884": (8, 8, 4)}
+
+_SPELLED_SHAPE = re.compile(r"(\d+)x(\d+)x(\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +90,10 @@ def _tensor(base: str, modifiers: tuple[str, ...]) -> tuple[float, str]:
     for mod in modifiers:
         if mod in _TENSOR_SHAPES:
             m, n, k = _TENSOR_SHAPES[mod]
+            break
+        spelled = _SPELLED_SHAPE.fullmatch(mod)  # DMMA.8x8x4, HMMA on some architectures
+        if spelled:
+            m, n, k = (int(g) for g in spelled.groups())
             break
     kind = {"DMMA": "fp64", "IMMA": "int8", "BMMA": "int8"}.get(base, "fp16")
     if base == "HMMA" and "TF32" in modifiers:

@@ -55,7 +55,7 @@ class SassFunction:
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.(\S+?),")
 _OTHER = re.compile(r'^\s*\.other\s+(\S+?),\s*@"([^"]*)"')
 _REGISTERS = re.compile(r'^\s*\.sectioninfo\s+@"SHI_REGISTERS=(\d+)"')
-_INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:@(!?U?P\w+)\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+_INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:@(!?U?P\w+)\s+)?([A-Z][A-Za-z0-9_.]*)\s*([^;]*);")
 _LINE = re.compile(r'^\s*//## File "([^"]*)", line (\d+)(.*)$')
 _INLINED = re.compile(r'inlined at "([^"]*)", line (\d+)')
 _LABEL = re.compile(r"^(\.L_x_\d+|\$[\w.$]+):\s*$")
