@@ -32,8 +32,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.generated_cuda import generate  # noqa: E402
-from benchmarks.lsp_latency import Client  # noqa: E402
+from benchmarks.generated_cuda import generate
+from benchmarks.lsp_latency import Client
 
 COMPILED = "counted in the compiled code"
 _KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s*)?\w[\w:<>\s\*]*?\b(\w+)\s*\(")

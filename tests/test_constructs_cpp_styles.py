@@ -470,3 +470,29 @@ def test_pointer_members_of_a_struct_or_functor_passed_by_value_are_global_array
         # `arr.y[i]` is a load of its own array, not a row of an accessor of unknown rank
         assert (per.global_loads, per.global_stores, per.fp32) == (1, 1, 1), name
         assert (per.global_load_bytes, per.global_store_bytes) == (4, 4), name
+
+
+GUARDED_GRID_STRIDE_SRC = """
+__global__ void sequence(unsigned n, unsigned *dirs, float *out)
+{
+    out = out + n * blockIdx.y;          // one row of the output per block row
+    int i0 = threadIdx.x + blockIdx.x * blockDim.x;
+    int stride = gridDim.x * blockDim.x;
+    unsigned x = dirs[blockIdx.y];
+    if (i0 < n) out[i0] = (float)x;      // the first point of each thread
+    for (unsigned i = i0 + stride; i < n; i += stride) {
+        x ^= dirs[i & 31];
+        out[i] = (float)x;
+    }
+}
+"""
+
+
+def test_a_grid_stride_loop_after_a_bounds_guard_runs_over_the_production_size():
+    """`if (i0 < n)` would read `n` as what the assumed launch covers; the grid-stride loop on
+    `n` after it says that the launch does not cover it (a 2-D grid striding in x)."""
+    report = _by_name(analyse(GUARDED_GRID_STRIDE_SRC))["sequence"]
+    per = report.facts.per_item
+    assert per.global_stores > 4  # the loop runs, not once per thread
+    assert any("grid-stride loop over an unknown size" in a for a in report.facts.assumptions)
+    assert report.estimates[0].verdict == "bandwidth"

@@ -22,7 +22,7 @@ def test_utf16_columns_for_non_ascii():
     assert idx.position(emoji_start) == Position(0, 9)
     assert idx.position(after_emoji) == Position(0, 11)
     assert idx.offset(Position(0, 11)) == after_emoji
-    w = data.index("w".encode(), after_emoji)
+    w = data.index(b"w", after_emoji)
     assert idx.position(w) == Position(0, 12)
 
 

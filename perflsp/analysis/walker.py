@@ -687,12 +687,22 @@ class KernelWalker:
         thread_start = start is not None and bool({a for a in start.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz")})
         if start_value is None and (thread_start or (start is not None and start.lin.const_known)):
             start_value = start.lin.const if start is not None else 0.0
-        if bound_value is None and thread_start and step_kind == "add" and step is not None and step.value \
-                and step.value >= max(32.0, self._launch_threads()):
+        bound_name = self.text(bound_node).strip()
+        # a size read from the launch by a bounds guard (`if (i < n)` before the loop): a
+        # grid-stride loop says the launch does not cover it
+        launch_read = bound_value is not None and bound_name in self.learned_sizes
+        if (bound_value is None or launch_read) and thread_start and step_kind == "add" and step is not None \
+                and step.value and step.value >= max(32.0, self._stride_extent()):
             # a grid-stride loop over a size the source does not say: the production size
             trip = max(1.0, self.cost.assumed_problem_size / step.value)
             # the loop's bound is the problem size the loop is assumed to cover
-            self._learn_size(self.text(bound_node).strip(), self.cost.assumed_problem_size)
+            if launch_read:
+                current = self.lookup(bound_name)
+                assert current is not None
+                size = self.cost.assumed_problem_size
+                self.assign(bound_name, Val(current.ctype, size, Linear.constant(size)))
+            else:
+                self._learn_size(bound_name, self.cost.assumed_problem_size)
             self.assume(f"line {self.line(loop)}: grid-stride loop over an unknown size (`{self.text(bound_node)}`): "
                         f"assumed the production size, {trip:g} iteration(s) per thread")
             return trip, "assumed", f"{var} {op} {self.text(bound_node)}", step
@@ -730,10 +740,13 @@ class KernelWalker:
         self.assume(f"line {self.line(loop)}: step of the `{var}` loop not understood: assumed {self.cost.assumed_trip_count:g} iterations")
         return self.cost.assumed_trip_count, "assumed", f"{var} {op} {self.text(bound_node)}", None
 
-    def _launch_threads(self) -> float:
+    def _stride_extent(self) -> float:
+        """The smallest stride of a grid-stride loop: the threads of one launch dimension
+        (`gridDim.x * blockDim.x` in a grid whose `y` picks the row or the dimension)."""
         if self.launch.grid is None or self.launch.block is None:
             return math.inf
-        return math.prod(self.launch.grid) * math.prod(self.launch.block)
+        extents = [g * b for g, b in zip(self.launch.grid, self.launch.block) if g * b > 1]
+        return min(extents) if extents else 1.0
 
     def _step(self, var: str, update: Node | None) -> tuple[str | None, Val | None]:
         if update is None:

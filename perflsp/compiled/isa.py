@@ -14,7 +14,6 @@ with global loads and stores by width (the traffic model's input).
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass
 from functools import lru_cache
 

@@ -8,6 +8,8 @@ from perflsp.llm.advisor import AdvisorState
 from perflsp.llm.config import LlmSettings, create_advisor
 from perflsp.llm.privacy import (
     SettingOrigin as O,
+)
+from perflsp.llm.privacy import (
     Sourced,
     check_endpoint,
     check_llm_settings,

@@ -361,7 +361,6 @@ async def test_a_document_whose_analysis_waits_for_a_typing_pause_is_not_hiberna
     """Hibernation frees the syntax trees; the rest of an analysis that waits for a pause in
     typing needs them (and its job), so the document stays awake until that analysis is done."""
     from benchmarks.generated_cuda import generate, unlaunched_kernel
-
     from perflsp.server import scheduler
 
     generated = generate(lines=600, min_kernels=30)
