@@ -15,28 +15,16 @@ from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import LoopFact, OpCounts
 
 THREAD_ATOMS = {"threadIdx": ("tx", "ty", "tz"), "blockIdx": ("bx", "by", "bz")}
-
-
 # OpenMP's runtime calls inside a target region play the roles of CUDA's built-ins
 OMP_THREAD_API = {"omp_get_thread_num": ("tx", None), "omp_get_team_num": ("bx", None),
                   "omp_get_num_threads": (None, "block"), "omp_get_num_teams": (None, "grid")}
-
-
 DIM_NAMES = {"blockDim": "block", "gridDim": "grid"}
-
-
 # HIP's older spellings of the built-ins (`hipThreadIdx_x` = `threadIdx.x`)
 HIP_BUILTINS = {f"hip{family[0].upper()}{family[1:]}_{axis}": (family, "xyz".index(axis))
                 for family in ("threadIdx", "blockIdx", "blockDim", "gridDim") for axis in "xyz"}
-
-
 MAX_INLINE_DEPTH = 4
-
-
 # where a loop's trip count came from (models.LoopFact.origin)
 LoopOrigin = Literal["constant", "launch", "arguments", "grid-stride", "assumed", "data-dependent"]
-
-
 MAX_NODES = 200_000  # work budget per kernel: pathological inputs stop, not hang
 
 
@@ -102,6 +90,4 @@ def type_is_auto(ctype: CType) -> bool:
 
 
 WARP_SIZE = 32.0
-
-
 IDENT = re.compile(r"[A-Za-z_]\w*")
