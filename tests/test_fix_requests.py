@@ -3,10 +3,13 @@ to validate them) only when asked for: never on the typing path."""
 
 from __future__ import annotations
 
+import pkgutil
+import sys
+
 import pytest
 
 from perflsp.analysis import fixes
-from perflsp.analysis.fixes import apply_edits, build_fixes, with_fixes
+from perflsp.analysis.fixes import apply_edits, build_fixes, document, with_fixes
 from perflsp.analysis.lints import run_lints
 from perflsp.analysis.models import Finding, FixRequest
 from perflsp.hardware import load_database
@@ -39,13 +42,16 @@ def builds(monkeypatch):
     """Counts the validations (each re-parses the edited file, some re-extract it)."""
     calls = {"validated_fix": 0, "_reextract": 0}
     for name in calls:
-        real = getattr(fixes, name)
+        real = getattr(document, name)
 
         def counting(*args, _real=real, _name=name, **kwargs):
             calls[_name] += 1
             return _real(*args, **kwargs)
 
-        monkeypatch.setattr(fixes, name, counting)
+        # each fix module calls the name it imported: count the calls made through any of them
+        for module in (fixes, *(sys.modules[f"{fixes.__name__}.{m.name}"] for m in pkgutil.iter_modules(fixes.__path__))):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, counting)
     return calls
 
 

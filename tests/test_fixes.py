@@ -388,7 +388,7 @@ def test_preferred_block_size_reaches_the_best_occupancy_everywhere():
 
 
 def test_incremental_reparse_matches_a_full_parse():
-    from perflsp.analysis.fixes import _reparse
+    from perflsp.analysis.fixes.document import _reparse
 
     doc = example("examples/lints/launch_slips.cu")
     fixes = [set_block_size(doc.data, doc.tree, doc.site("add_one"), 256, file_kernels=doc.fk),

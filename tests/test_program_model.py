@@ -62,7 +62,7 @@ def test_constants_fold_where_they_are_used_with_the_callers_arguments():
 
 def test_one_model_and_one_scan_of_the_host_code_serve_every_kernel(monkeypatch):
     built, scans = [], []
-    real_init, real_index = ProgramModel.__init__, program._index_allocations
+    real_init, real_index = ProgramModel.__init__, program.index_allocations
 
     def counting_init(self, *args, **kwargs):
         built.append(1)
@@ -73,7 +73,7 @@ def test_one_model_and_one_scan_of_the_host_code_serve_every_kernel(monkeypatch)
         return real_index(text)
 
     monkeypatch.setattr(ProgramModel, "__init__", counting_init)
-    monkeypatch.setattr(program, "_index_allocations", counting_index)
+    monkeypatch.setattr(program, "index_allocations", counting_index)
     data = HOST.encode()
     tree = parse(data)
     reports = analyze_file(data, tree, extract(data, tree), [H100])

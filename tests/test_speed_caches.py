@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from perflsp.analysis.lints.context import LintContext, walk
-from perflsp.analysis.walker import _number_literal
+from perflsp.analysis.folding import number_literal as _number_literal
 from perflsp.kernels import preprocess
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.extract import extract

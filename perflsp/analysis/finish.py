@@ -6,7 +6,7 @@ from __future__ import annotations
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.memory import Traffic, _bytes, dram_traffic
 from perflsp.analysis.models import KernelFacts, OpCounts
-from perflsp.analysis.walker import WalkResult
+from perflsp.analysis.walk_values import WalkResult
 
 Extents = dict[str, tuple[float | None, bool]]  # array -> (bytes or None, lives in host memory)
 

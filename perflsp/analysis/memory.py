@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, distinct_values
-from perflsp.analysis.walker import Access
+from perflsp.analysis.walk_values import Access
 
 WARP = 32
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from perflsp.analysis.unit import Callees
-from perflsp.analysis.walker import Callee
+from perflsp.analysis.walk_values import Callee
 from perflsp.kernels.program import ProgramModel
 
 

@@ -17,6 +17,8 @@ from perflsp.analysis.host_types import bind_host_variables, host_types
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import KernelFacts, LoopFact
 from perflsp.analysis.unit import AnalysisUnit
+from perflsp.analysis.walk_loops import loop_init, trip_count
+from perflsp.analysis.walk_profile import begin_profile_loop, end_profile_loop
 from perflsp.analysis.walker import KernelWalker, LaunchShape, Val
 from perflsp.compiled.model import CompiledUnit
 from perflsp.compiled.names import omp_region
@@ -198,8 +200,8 @@ def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assu
         init = loop.child_by_field_name("initializer")
         cond = loop.child_by_field_name("condition")
         update = loop.child_by_field_name("update")
-        var, start = walker._loop_init(init)
-        trip, origin, note, step = walker._trip_count(var, start, cond, update, loop)
+        var, start = loop_init(walker, init)
+        trip, origin, note, step = trip_count(walker, var, start, cond, update, loop)
         atom = f"o{level}"
         if origin in ("assumed", "data-dependent"):
             unknown.append(atom)
@@ -211,14 +213,14 @@ def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assu
                 Linear.atom(atom).scale(step.value if step is not None and step.value else 1.0))
             walker.assign(var, Val(start.ctype if start is not None else INT, None, lin))
         notes.append(f"{var or '?'}: {trip:g} ({note})")
-        profiled.append(walker.begin_profile_loop(loop, loop.child_by_field_name("body"), trip, None, parallel=True,
-                                                  first_line=directive_line if level == 0 else None))
+        profiled.append(begin_profile_loop(walker, loop, loop.child_by_field_name("body"), trip, None, parallel=True,
+                                           first_line=directive_line if level == 0 else None))
         walker.loops.append(LoopFact(walker.line(loop), var, trip, origin if origin != "grid-stride" else "constant",
                                      f"parallel: {note}"))
         node = loop.child_by_field_name("body")
     walker.walk_statement(node)
     for index in reversed(profiled):
-        walker.end_profile_loop(index)
+        end_profile_loop(walker, index)
     return items, "iterations " + " × ".join(notes), unknown
 
 

@@ -19,7 +19,7 @@ from tree_sitter import Node, Tree
 from perflsp.analysis.ctype import CType, parse_type
 from perflsp.analysis.extents import Extent
 from perflsp.analysis.options import AnalysisOptions
-from perflsp.analysis.walker import Callee, Val
+from perflsp.analysis.walk_values import Callee, Val
 from perflsp.kernels.consteval import ConstEnv, Value
 from perflsp.kernels.models import CudaFunction, FileKernels
 from perflsp.kernels.program import ProgramModel

@@ -30,7 +30,7 @@ from perflsp.kernels.text import blank_comments_and_strings
 from perflsp.source.positions import LineIndex
 
 if TYPE_CHECKING:
-    from perflsp.analysis.fixes import _Document as LaunchDocument
+    from perflsp.analysis.fixes.launch_document import _Document as LaunchDocument
 
 Language = Literal["c", "cpp"]
 

@@ -1,0 +1,203 @@
+"""Memory accesses of the kernel walker: array subscripts, pointer dereferences and member
+accesses, stores, and the counting of each access (bytes, address arithmetic) with its index as
+a linear form."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tree_sitter import Node
+
+from perflsp.analysis.ctype import INT, UNKNOWN, CType
+from perflsp.analysis.linear import Linear
+from perflsp.analysis.walk_values import DIM_NAMES, THREAD_ATOMS, UNKNOWN_VAL, Access, Val
+
+if TYPE_CHECKING:
+    from perflsp.analysis.walker import KernelWalker
+
+
+def record_access(walker: KernelWalker, base: Val, index_lin: Linear, elem: CType, is_store: bool, node: Node,
+                  atomic: bool = False) -> None:
+    if base.space in (None, "local") or base.root is None:
+        return
+    size = elem.size_bytes if elem.kind not in ("unknown", "struct", "void") else 4
+    if elem.pointer:
+        size = 8
+    access = Access(base.root, base.space or "global", size, is_store, index_lin, walker.mult, atomic, walker.line(node),
+                    frozenset(walker.loop_atoms))
+    walker.accesses.append(access)
+    # an address that a loop does not change is computed once, outside that loop
+    invariant = 1.0
+    for atom in walker.loop_atoms:
+        if atom not in index_lin.atoms or (atom in walker.unrolled_atoms and atom not in index_lin.nonlinear):
+            invariant *= max(1.0, walker.cardinality.get(atom, 1.0))
+    address_mult = walker.mult / invariant
+    if base.space == "shared":
+        walker.counts.int32 += walker.cost.int_per_shared_access * address_mult
+        walker.counts.int_address += walker.cost.int_per_shared_access * address_mult
+        walker.counts.shared_accesses += walker.mult
+        if atomic:
+            pass  # counted under atomics
+        elif is_store:
+            walker.counts.shared_store_bytes += size * walker.mult
+        else:
+            walker.counts.shared_load_bytes += size * walker.mult
+    elif base.space == "global":
+        walker.counts.int32 += walker.cost.int_per_global_access * address_mult
+        walker.counts.int_address += walker.cost.int_per_global_access * address_mult
+        if size < 4:
+            walker.count_int(walker.cost.int_per_byte_element)
+        if atomic:
+            pass  # counted under atomics; the access still counts for DRAM traffic
+        elif is_store:
+            walker.counts.global_store_bytes += size * walker.mult
+            walker.counts.global_stores += walker.mult
+        else:
+            walker.counts.global_load_bytes += size * walker.mult
+            walker.counts.global_loads += walker.mult
+    if atomic:
+        walker.counts.atomics += walker.mult
+
+
+def eval_field(walker: KernelWalker, node: Node) -> Val:
+    arg = node.child_by_field_name("argument")
+    field_name = walker.text(node.child_by_field_name("field"))
+    base_text = walker.text(arg)
+    if base_text in THREAD_ATOMS and field_name in ("x", "y", "z"):
+        atom = THREAD_ATOMS[base_text]["xyz".index(field_name)]
+        return Val(INT, None, Linear.atom(atom))
+    if base_text in DIM_NAMES and field_name in ("x", "y", "z"):
+        shape = walker.launch.block if base_text == "blockDim" else walker.launch.grid
+        axis = "xyz".index(field_name)
+        if shape is not None:
+            return Val(INT, float(shape[axis]), Linear.constant(float(shape[axis])))
+        if axis == 0:
+            walker.assume(f"{base_text}.x unknown: the launch shape is not visible")
+        return Val(INT, None, Linear(const_known=False))
+    operator = walker.text(node.child_by_field_name("operator"))
+    if operator == "." and base_text in walker.members and field_name in walker.members[base_text]:
+        return walker.members[base_text][field_name]
+    if operator == "->" and base_text == "this":
+        # `this->a` in a method (an OpenMP region over the class's member arrays): the member
+        member = walker.lookup(field_name)
+        if member is not None:
+            return member
+    if operator == "." and arg is not None and arg.type == "subscript_expression":
+        element, lin, elem = subscript_address(walker, arg)
+        if element is not None and element.space in ("global", "shared") and not (element.dims and len(element.dims) > 1):
+            # `p[i].field`: the element's size is unknown, so elements are far apart
+            address = lin.scale(None) if lin.atoms else lin
+            parent = node.parent
+            if parent is not None and parent.type == "subscript_expression" and parent.child_by_field_name("argument") == node:
+                return Val(CType("unknown", 4, pointer=1), None, address, element.root, element.space)
+            field_type = member_type(elem, field_name)
+            record_access(walker, element, address, field_type, False, node)
+            return Val(field_type, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+    base = walker.eval(arg)
+    if operator == "." and base.root is not None and base.space == "global" and base.dims:
+        # a member of an accessor/struct parameter (`pitched.ptr`, `t.data`): same memory
+        return Val(CType("unknown", 4, pointer=1), None, base.lin, base.root, base.space, base.dims)
+    if operator == "->" and base.root is not None and base.space == "global":
+        parent = node.parent
+        if parent is not None and parent.type == "subscript_expression" and parent.child_by_field_name("argument") == node:
+            # `p->a[i]`: an array member of the struct (or the array a pointer member points to),
+            # indexed like any global array
+            return Val(CType("unknown", 4, pointer=1), None, Linear.constant(0.0), f"{base.root}->{field_name}", base.space)
+        elem = member_type(base.ctype, field_name)
+        record_access(walker, base, base.lin, elem, False, node)
+        return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+    if base.ctype.lanes > 1 and field_name in ("x", "y", "z", "w"):
+        return Val(base.ctype.element, None, base.lin.opaque() if base.lin.atoms else base.lin)
+    return Val(member_type(base.ctype, field_name), None, base.lin.opaque() if base.lin.atoms else Linear(const_known=False))
+
+
+def member_type(base: CType, field_name: str) -> CType:
+    if base.lanes > 1:
+        return base.element
+    if base.kind in ("f64", "f32", "f16", "int"):
+        return CType(base.kind, base.size_bytes, 1, 0, base.wide)
+    return UNKNOWN
+
+
+def record_store(walker: KernelWalker, node: Node | None, value: Val) -> None:
+    if node is None:
+        return
+    if node.type == "subscript_expression":
+        base, index, elem = subscript_address(walker, node)
+        if base is not None:
+            record_access(walker, base, index, elem, True, node)
+    elif node.type == "pointer_expression" and walker.text(node.child_by_field_name("operator")) == "*":
+        target = walker.eval(node.child_by_field_name("argument"))
+        if target.root is not None:
+            record_access(walker, target, target.lin, target.ctype.deref(), True, node)
+    elif node.type == "field_expression":
+        arg = node.child_by_field_name("argument")
+        if arg is not None and arg.type == "subscript_expression":
+            base, index, elem = subscript_address(walker, arg)
+            if base is not None:
+                record_access(walker, base, index, member_type(elem, ""), True, node)
+        elif walker.text(node.child_by_field_name("operator")) == "->":
+            base = walker.eval(arg)
+            if base.root is not None:
+                record_access(walker, base, base.lin, UNKNOWN, True, node)
+    elif node.type == "parenthesized_expression":
+        for child in node.named_children:
+            record_store(walker, child, value)
+
+
+def subscript_address(walker: KernelWalker, node: Node) -> tuple[Val | None, Linear, CType]:
+    """(array base, element index, element type) of `a[i]` / `a[i][j]` without loading."""
+    arg = node.child_by_field_name("argument")
+    indices = node.child_by_field_name("indices")
+    index_node = next((c for c in indices.named_children if c.type != "comment"), None) if indices is not None else None
+    base = walker.eval(arg) if arg is None or arg.type != "subscript_expression" else partial_subscript(walker, arg)
+    index = walker.eval(index_node)
+    if base.root is None:
+        return None, Linear(), UNKNOWN
+    lin = base.lin.add(index.lin)
+    if base.dims and len(base.dims) > 1:
+        stride: float | None = 1.0
+        for d in base.dims[1:]:
+            stride = stride * d if stride is not None and d else None  # an unknown dimension
+        lin = base.lin.add(index.lin.scale(stride))
+    return base, lin, base.ctype.deref()
+
+
+def partial_subscript(walker: KernelWalker, node: Node) -> Val:
+    """`a[i]` where `a` is a multi-dimensional array: an address, not a load."""
+    base, lin, elem = subscript_address(walker, node)
+    if base is None or base.root is None:
+        return UNKNOWN_VAL
+    if base.dims and len(base.dims) > 1:
+        return Val(elem, None, lin, base.root, base.space, base.dims[1:])
+    # a pointer loaded from memory (`float **rows`): load the row pointer, then index it
+    record_access(walker, base, lin, elem, False, node)
+    return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False), base.root + "[]", base.space)
+
+
+def eval_subscript(walker: KernelWalker, node: Node) -> Val:
+    base, lin, elem = subscript_address(walker, node)
+    if base is None:
+        return Val(UNKNOWN, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+    if base.dims and len(base.dims) > 1:
+        return Val(elem, None, lin, base.root, base.space, base.dims[1:])
+    record_access(walker, base, lin, elem, False, node)
+    if base.space == "const" or base.space == "local":
+        return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+    return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+
+
+def eval_pointer(walker: KernelWalker, node: Node) -> Val:
+    op = walker.text(node.child_by_field_name("operator"))
+    arg_node = node.child_by_field_name("argument")
+    if op == "&":
+        if arg_node is not None and arg_node.type == "subscript_expression":
+            base, lin, elem = subscript_address(walker, arg_node)
+            if base is not None:
+                return Val(elem.address_of(), None, lin, base.root, base.space)
+        arg = walker.eval(arg_node)
+        return Val(arg.ctype.address_of(), None, arg.lin, arg.root, arg.space)
+    target = walker.eval(arg_node)
+    if target.root is not None:
+        record_access(walker, target, target.lin, target.ctype.deref(), False, node)
+    return Val(target.ctype.deref(), None, Linear(nonlinear=frozenset({"data"}), const_known=False))

@@ -1,0 +1,175 @@
+"""Branches of the kernel walker: `if`/`switch` weights, bounds guards of the thread index (and
+the problem size they reveal), and blocks that jump away (`if (c) continue;`)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING
+
+from tree_sitter import Node
+
+from perflsp.analysis.linear import Linear, distinct_values
+from perflsp.analysis.walk_values import Val
+
+if TYPE_CHECKING:
+    from perflsp.analysis.walker import KernelWalker
+
+
+def walk_if(walker: KernelWalker, node: Node) -> None:
+    cond = node.child_by_field_name("condition")
+    if walker.size_parameters:
+        learn_sizes(walker, cond)
+    cval = walker.eval(cond)
+    weight = branch_weight(walker, cond, cval)
+    consequence = node.child_by_field_name("consequence")
+    alternative = node.child_by_field_name("alternative")
+    saved = walker.mult
+    if cval.known:
+        weight = 1.0 if cval.value else 0.0
+    walker.mult = saved * weight
+    if weight > 0:
+        walker.walk_statement(consequence)
+    if alternative is not None and weight < 1.0:
+        walker.mult = saved * (1.0 - weight)
+        walker.walk_statement(alternative)
+    walker.mult = saved
+    # the share of passes that leave the block here (`if (c) continue;`), for `_compound`
+    walker.exited_share = weight if alternative is None and jumps_away(consequence) else 0.0
+
+
+def learn_sizes(walker: KernelWalker, cond: Node | None) -> None:
+    """A bounds guard of the thread index against a size parameter (`if (i < n)`, `if (i >= n)
+    return;`, joined by `&&`/`||`) says the launch covers that size: at an assumed launch shape,
+    the parameter is the number of distinct indices the threads reach (so that a later
+    `for (j = 0; j < n; j++)` runs over the same problem the grid does)."""
+    while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") \
+            and cond.named_child_count == 1:
+        cond = cond.named_children[0]
+    if cond is None or cond.type != "binary_expression":
+        return
+    op = walker.text(cond.child_by_field_name("operator"))
+    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+    if op in ("&&", "||"):
+        learn_sizes(walker, left)
+        learn_sizes(walker, right)
+        return
+    if op not in ("<", "<=", ">", ">=") or left is None or right is None:
+        return
+    for size_node, index_node in ((right, left), (left, right)):
+        name = walker.text(size_node).strip()
+        if size_node.type != "identifier" or name not in walker.size_parameters:
+            continue
+        current = walker.lookup(name)
+        if current is None or current.value is not None or not current.ctype.is_int:
+            continue
+        saved = walker.mult
+        walker.mult = 0.0  # evaluated again, and counted, as the condition
+        index = walker.eval(index_node)
+        walker.mult = saved
+        atoms = index.lin.atoms
+        if not atoms or not atoms <= _THREAD_INDEX_ATOMS:
+            continue
+        extent = distinct_values(index.lin, {a: walker.cardinality.get(a, 1.0) for a in atoms}, math.inf)
+        if extent > 1.0:
+            learn_size(walker, name, extent)
+
+
+def learn_size(walker: KernelWalker, name: str, extent: float) -> None:
+    """Bind the size parameter `name` (still unknown) to the extent the threads cover."""
+    current = walker.lookup(name) if name in walker.size_parameters else None
+    if current is None or current.value is not None or not current.ctype.is_int:
+        return
+    walker.size_parameters.discard(name)
+    walker.learned_sizes.add(name)
+    walker.assign(name, Val(current.ctype, extent, Linear.constant(extent)))
+    walker.assume(f"`{name}` bounds the thread index: read as the extent the threads cover, {extent:,.0f}")
+
+
+def branch_weight(walker: KernelWalker, cond: Node | None, cval: Val) -> float:
+    """Fraction of work items that take the `then` arm."""
+    text = walker.text(cond)
+    thread_atoms = {a for a in cval.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz") or a.startswith("o")}
+    if "==" in text and thread_atoms and "&&" not in text and "||" not in text:
+        card = 1.0
+        for atom in thread_atoms:
+            card *= max(1.0, walker.cardinality.get(atom, 1.0))
+        return 1.0 / card
+    if thread_atoms and re.search(r"<|>", text) and "==" not in text:
+        halving = [a for a in cval.lin.atoms if a in walker.geometric_loops]
+        if halving:
+            # `if (tid < s)` in `for (s = n / 2; s > 0; s >>= 1)`: half the threads, then a
+            # quarter, ...: about one full pass over the whole loop
+            return 1.0 / max(1.0, walker.geometric_loops[halving[0]])
+        # a bounds guard: (nearly) every item is in bounds; the `then` arm is that side
+        # unless the condition tests for being out of them (`if (x >= n) {...} else {...}`)
+        return 0.0 if out_of_bounds_test(walker, cond) else 1.0
+    return walker.cost.branch_weight
+
+
+def out_of_bounds_test(walker: KernelWalker, cond: Node | None) -> bool:
+    """Whether a bounds guard holds for the few items outside the bounds: a thread index
+    above a runtime size (`i >= n`, `n <= i`) or below zero (`i < 0`), joined by `||`
+    (`x >= w || y >= h`) or `&&`; False for `i < n`, `i > 0` and anything unclear."""
+    while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") \
+            and cond.named_child_count == 1:
+        cond = cond.named_children[0]
+    if cond is None or cond.type != "binary_expression":
+        return False
+    op = walker.text(cond.child_by_field_name("operator"))
+    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+    if op in ("||", "&&"):
+        sides = [out_of_bounds_test(walker, left), out_of_bounds_test(walker, right)]
+        return any(sides) if op == "||" else all(sides)
+    if op not in ("<", "<=", ">", ">=") or left is None or right is None:
+        return False
+    saved = walker.mult
+    walker.mult = 0.0  # evaluated again, and counted, as the condition
+    lval, rval = walker.eval(left), walker.eval(right)
+    walker.mult = saved
+    if _thread_dependent(lval) and not _thread_dependent(rval):
+        index_above = op in (">", ">=")  # `i >= bound`
+        bound = rval
+    elif _thread_dependent(rval) and not _thread_dependent(lval):
+        index_above = op in ("<", "<=")  # `bound <= i`
+        bound = lval
+    else:
+        return False
+    if bound.static:
+        # a compile-time constant: only a test below zero is an edge (`i < 0`); `i > 0`,
+        # `tid >= 32` are not
+        return not index_above and bound.value is not None and bound.value <= 0
+    return index_above  # a size: `i >= n` holds past the end
+
+
+def walk_switch(walker: KernelWalker, node: Node) -> None:
+    walker.eval(node.child_by_field_name("condition"))
+    body = node.child_by_field_name("body")
+    if body is None:
+        return
+    cases = [c for c in body.named_children if c.type == "case_statement"]
+    saved = walker.mult
+    walker.mult = saved / max(1, len(cases))
+    for case in cases:
+        for child in case.named_children:
+            if child.type != "number_literal" and child != case.child_by_field_name("value"):
+                walker.walk_statement(child)
+    walker.mult = saved
+
+
+_THREAD_INDEX_ATOMS = frozenset(("tx", "ty", "tz", "bx", "by", "bz"))
+
+
+_JUMPS = frozenset({"continue_statement", "break_statement", "return_statement", "goto_statement"})
+
+
+def jumps_away(node: Node | None) -> bool:
+    """Whether a statement ends by leaving its block (`continue;`, `{ ...; return; }`)."""
+    while node is not None and node.type == "compound_statement":
+        statements = [c for c in node.named_children if c.type != "comment"]
+        node = statements[-1] if statements else None
+    return node is not None and node.type in _JUMPS
+
+
+def _thread_dependent(val: Val) -> bool:
+    return any(a in _THREAD_INDEX_ATOMS or a.startswith("o") for a in val.lin.atoms)

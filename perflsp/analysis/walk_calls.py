@@ -1,0 +1,331 @@
+"""Calls in a kernel: casts, atomics, load/store intrinsics, the OpenMP thread API, math and
+warp functions (counted by their cost), min/max and conversions, and `__device__` functions and
+lambdas (inlined, depth-limited)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from tree_sitter import Node
+
+from perflsp.analysis import costs
+from perflsp.analysis.ctype import F16, F32, F64, INT, UNKNOWN, CType, common_type, parse_type
+from perflsp.analysis.folding import atoms_of, conversion_target, fold_math
+from perflsp.analysis.linear import Linear
+from perflsp.analysis.walk_accesses import record_access
+from perflsp.analysis.walk_expressions import identifier_named
+from perflsp.analysis.walk_tensor import matrix_sync, mma_sync
+from perflsp.analysis.walk_values import IDENT, MAX_INLINE_DEPTH, OMP_THREAD_API, UNKNOWN_VAL, Callee, Val
+
+if TYPE_CHECKING:
+    from perflsp.analysis.walker import KernelWalker
+
+
+def eval_call(walker: KernelWalker, node: Node) -> Val:
+    walker.call_line = walker.line(node)
+    fn = node.child_by_field_name("function")
+    args_node = node.child_by_field_name("arguments")
+    arg_nodes = [c for c in args_node.named_children if c.type != "comment"] if args_node is not None else []
+    name = walker.text(fn).replace(" ", "")
+    simple = re.sub(r"<.*>", "", name).split("::")[-1] if name else ""
+    if fn is not None and fn.type == "field_expression":
+        return method_call(walker, fn, arg_nodes)
+    special = call_on_nodes(walker, node, name, simple, arg_nodes)
+    if special is not None:
+        return special
+    args = [walker.eval(a) for a in arg_nodes]
+    builtin = math_call(walker, simple, args)
+    if builtin is None:
+        builtin = builtin_call(walker, simple, args)
+    if builtin is not None:
+        return builtin
+    return user_call(walker, fn, simple, args)
+
+
+def method_call(walker: KernelWalker, fn: Node, arg_nodes: list[Node]) -> Val:
+    """`v.load()`, `cg::this_grid().sync()`: evaluate the object, unknown result."""
+    obj = walker.eval(fn.child_by_field_name("argument"))
+    method = walker.text(fn.child_by_field_name("field"))
+    if method in ("data", "get", "ptr", "begin") and obj.root is not None:
+        return Val(obj.ctype if obj.ctype.pointer else obj.ctype.address_of(), None, obj.lin, obj.root, obj.space)
+    callee = walker.callees.get(method)
+    if callee is not None and method not in walker.inline_stack and len(walker.inline_stack) < MAX_INLINE_DEPTH:
+        return inline_call(walker, method, callee, [walker.eval(a) for a in arg_nodes])
+    for a in arg_nodes:
+        walker.eval(a)
+    return Val(UNKNOWN, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+
+
+def call_on_nodes(walker: KernelWalker, node: Node, name: str, simple: str, arg_nodes: list[Node]) -> Val | None:
+    """Calls that read their argument nodes themselves (casts, atomics, tensor cores, cache
+    hints, the OpenMP thread API); None for any other call."""
+    if simple in ("reinterpret_cast", "static_cast", "const_cast", "dynamic_cast") and arg_nodes:
+        cast_target = re.search(r"<(.*)>", name)
+        val = walker.eval(arg_nodes[0])
+        ctype = parse_type(cast_target.group(1), walker.aliases) if cast_target else val.ctype
+        if ctype.kind in ("unknown", "struct") and not ctype.pointer:
+            return val
+        return Val(ctype, val.value if not ctype.pointer else None, val.lin if (ctype.is_int or ctype.pointer) else val.lin.opaque(),
+                   val.root if ctype.pointer else None, val.space if ctype.pointer else None, static=val.static)
+    if simple in costs.ATOMIC_FUNCTIONS:
+        return eval_atomic(walker, node, arg_nodes)
+    if simple == "mma_sync" and len(arg_nodes) >= 4:
+        return mma_sync(walker, arg_nodes)
+    if simple in ("load_matrix_sync", "store_matrix_sync") and len(arg_nodes) >= 3:
+        return matrix_sync(walker, node, arg_nodes, simple == "store_matrix_sync")
+    if simple in costs.LOAD_FUNCTIONS and arg_nodes:
+        ptr = walker.eval(arg_nodes[0])
+        if ptr.root is not None:
+            record_access(walker, ptr, ptr.lin, ptr.ctype.deref(), False, node)
+        return Val(ptr.ctype.deref(), None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+    if simple in costs.STORE_FUNCTIONS and len(arg_nodes) >= 2:
+        ptr = walker.eval(arg_nodes[0])
+        walker.eval(arg_nodes[1])
+        if ptr.root is not None:
+            record_access(walker, ptr, ptr.lin, ptr.ctype.deref(), True, node)
+        return UNKNOWN_VAL
+    if simple in OMP_THREAD_API:
+        atom, dim = OMP_THREAD_API[simple]
+        if atom is not None:
+            return Val(INT, None, Linear.atom(atom))
+        shape = walker.launch.block if dim == "block" else walker.launch.grid
+        value = float(shape[0]) if shape is not None else None
+        return Val(INT, value, Linear.constant(value))
+    return None
+
+
+def math_call(walker: KernelWalker, simple: str, args: list[Val]) -> Val | None:
+    """Synchronisation, warp intrinsics, math library and half-precision intrinsics; None for
+    any other call."""
+    if simple in costs.SYNC_FUNCTIONS:
+        return UNKNOWN_VAL
+    if simple in costs.WARP_FUNCTIONS:
+        walker.count_int(1.0)
+        ctype = args[1].ctype if len(args) > 1 else INT
+        return Val(ctype, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+    if args and all(a.static for a in args) and (simple in costs.MATH_FP32 or simple in costs.MATH_FP64):
+        # `sqrtf(2.0f / M_PI)`: every operand is a compile-time constant, the compiler folds it
+        precision = F32 if simple in costs.MATH_FP32 else F64
+        if simple in costs.OVERLOADED and all(a.ctype.kind == "f32" for a in args):
+            precision = F32
+        value = fold_math(simple, args)
+        return Val(precision, value, Linear.constant(value) if value is not None else Linear(const_known=False),
+                   static=True)
+    if simple in costs.MATH_FP32:
+        fp, sfu, ints = costs.MATH_FP32[simple]
+        walker.count_math(fp, sfu, ints, F32)
+        return Val(F32, fold_math(simple, args), Linear(const_known=False))
+    if simple in costs.MATH_FP64:
+        precision = F64
+        if simple in costs.OVERLOADED and args and args[0].ctype.kind == "f32" and all(a.ctype.kind != "f64" for a in args):
+            precision = F32  # `sqrt(float)` is the float overload in CUDA C++
+            table = costs.MATH_FP32.get(simple + "f", costs.MATH_FP64[simple])
+            fp, sfu, ints = table
+        else:
+            fp, sfu, ints = costs.MATH_FP64[simple]
+        walker.count_math(fp, sfu, ints, precision)
+        return Val(precision, fold_math(simple, args), Linear(const_known=False))
+    if simple in costs.HALF_INTRINSICS:
+        walker.count_math(costs.HALF_INTRINSICS[simple], 0, 0, F16)
+        return Val(F16)
+    return None
+
+
+def builtin_call(walker: KernelWalker, simple: str, args: list[Val]) -> Val | None:
+    """min/max/abs, vector constructors, conversion intrinsics and functional casts; None for
+    any other call."""
+    if simple in _MIN_MAX_ABS:
+        ctype = common_type(args[0].ctype, args[1].ctype) if len(args) > 1 else (args[0].ctype if args else INT)
+        values = [a.value for a in args if a.value is not None]
+        if values and len(values) == len(args):
+            folded = (min if "min" in simple else max)(values) if simple not in ("abs", "labs", "llabs") else abs(values[0])
+            return Val(ctype, folded, Linear.constant(folded))
+        if ctype.is_int:
+            walker.count_int(1.0)
+        return Val(ctype, None, Linear(const_known=False, nonlinear=atoms_of(args)))
+    if simple in _VECTOR_CONSTRUCTORS:
+        return Val(parse_type(simple.replace("make_", ""), walker.aliases))
+    if simple in _CONVERSIONS:
+        target = {"float": F32, "double": F64, "int": INT}.get(simple)
+        if target is None:
+            target = conversion_target(simple)
+        return Val(target, args[0].value if args else None, args[0].lin if args and target.is_int else Linear(const_known=False))
+    if (simple in walker.aliases or simple in _SCALAR_TYPE_NAMES) and len(args) == 1 and simple not in walker.callees:
+        # a functional cast: `Real_t(0.5)`, `float(i)`
+        target = walker.aliases.get(simple) or parse_type(simple, walker.aliases)
+        operand = args[0]
+        return Val(target, operand.value, operand.lin if target.is_int else operand.lin.opaque(), static=operand.static)
+    return None
+
+
+def user_call(walker: KernelWalker, fn: Node | None, simple: str, args: list[Val]) -> Val:
+    """A `__device__` function, inlined when visible; otherwise a function of its inputs."""
+    local = walker.lambdas.get(simple) if fn is not None and fn.type == "identifier" else None
+    if local is not None and simple not in walker.inline_stack and len(walker.inline_stack) < MAX_INLINE_DEPTH:
+        lambda_, captures = local
+        return inline_call(walker, simple, lambda_, args, captures=captures if captures is not None else walker.scopes)
+    callee = walker.callees.get(simple)
+    if callee is not None and simple not in walker.inline_stack and len(walker.inline_stack) < MAX_INLINE_DEPTH:
+        template_args = []
+        if fn is not None and fn.type in ("template_function", "qualified_identifier"):
+            targs = next((c for c in _walk_named(fn) if c.type == "template_argument_list"), None)
+            if targs is not None:
+                template_args = [c for c in targs.named_children if c.type != "comment"]
+        return inline_call(walker, simple, callee, args, template_args)
+    if callee is None and simple and simple not in walker.said_once and simple not in ("assert", "static_cast", "reinterpret_cast"):
+        walker.notes.append(f"call to `{simple}` not analysed (definition not visible)")
+        walker.said_once.add(simple)
+    ctype = next((a.ctype for a in args if a.ctype.is_float), UNKNOWN)
+    # an unknown function of indices is still an index over the same ranges (a constructor
+    # `Position(x, y)`, a helper `idx(i, j)`); of nothing known, it is data
+    return Val(ctype, None, Linear(nonlinear=atoms_of(args) or frozenset({"data"}), const_known=False))
+
+
+def eval_atomic(walker: KernelWalker, node: Node, arg_nodes: list[Node]) -> Val:
+    if not arg_nodes:
+        return UNKNOWN_VAL
+    ptr = walker.eval(arg_nodes[0])
+    vals = [walker.eval(a) for a in arg_nodes[1:]]
+    elem = ptr.ctype.deref()
+    if ptr.root is not None:
+        record_access(walker, ptr, ptr.lin, elem, True, node, atomic=True)
+    else:
+        walker.counts.atomics += walker.mult
+    walker.count_int(1.0)
+    return Val(vals[0].ctype if vals else elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+
+
+def inline_call(walker: KernelWalker, name: str, callee: Callee, args: list[Val], template_args: list[Node] | None = None,
+                captures: dict[str, Val] | list[dict[str, Val]] | None = None) -> Val:
+    """Walk `callee`'s body with its parameters bound to `args`; a lambda's body also sees
+    `captures` (the scopes it was defined in, or a launch site's variables)."""
+    fn = callee.node
+    # template arguments at the call (`fill<tile, stride>(...)`), evaluated in the caller
+    bound: dict[str, Val] = {}
+    aliases_added: dict[str, CType] = {}
+    template = fn.parent if fn.parent is not None and fn.parent.type == "template_declaration" else None
+    if template is not None and template_args:
+        plist = template.child_by_field_name("parameters")
+        params = [p for p in plist.named_children if p.type != "comment"] if plist is not None else []
+        for param, arg in zip(params, template_args):
+            pname = _template_param_name(param, callee.data)
+            if pname is None:
+                continue
+            if param.type in ("type_parameter_declaration", "optional_type_parameter_declaration"):
+                aliases_added[pname] = parse_type(walker.text(arg), walker.aliases)
+            else:
+                # a bare name (`fill<TILE, STRIDE>(...)`) parses as a type descriptor
+                name = walker.text(arg).strip() if arg.type == "type_descriptor" else ""
+                val = identifier_named(walker, name) if IDENT.fullmatch(name) else walker.eval(arg)
+                if val.value is not None:
+                    bound[pname] = Val(INT, val.value, Linear.constant(val.value), static=True)
+    declarator = fn.child_by_field_name("declarator")
+    while declarator is not None and declarator.type not in ("function_declarator", "lambda_declarator"):
+        declarator = declarator.child_by_field_name("declarator")
+    body = fn.child_by_field_name("body")
+    if body is None or (declarator is None and fn.type != "lambda_expression"):
+        return UNKNOWN_VAL
+    saved_data = walker.data
+    saved_place = (walker.path, walker.line_offset, walker.callsites)
+    if callee.data is not walker.data:
+        if walker.path is not None:
+            walker.callsites = ((walker.path, walker.call_line), *walker.callsites)
+        if callee.line_base is not None and callee.path is not None:
+            walker.path, walker.line_offset = callee.path, callee.line_base
+        else:
+            walker.path = None  # lines of a text of its own (a lambda's copy): not tied to compiled code
+    walker.data = callee.data
+    scope: dict[str, Val] = {}
+    param_list = declarator.child_by_field_name("parameters") if declarator is not None else None
+    param_nodes = [p for p in param_list.named_children if p.type.endswith("parameter_declaration")] if param_list is not None else []
+    for index, param in enumerate(param_nodes):
+        ptype = parse_type(walker.text(param.child_by_field_name("type")) + " " + "*" * walker.text(param).count("*"), walker.aliases)
+        pname = _declared_name(walker, param)
+        if pname is None:
+            continue
+        if index < len(args):
+            actual = args[index]
+            ctype = ptype if ptype.kind not in ("unknown", "struct") else actual.ctype
+            scope[pname] = Val(ctype, actual.value, actual.lin, actual.root, actual.space, actual.dims)
+        else:
+            scope[pname] = Val(ptype, None, Linear(const_known=False))
+    ret_type = parse_type(walker.text(fn.child_by_field_name("type")), walker.aliases)
+    scope.update(bound)
+    saved_aliases = walker.aliases
+    if aliases_added:
+        walker.aliases = {**walker.aliases, **aliases_added}
+    saved_scopes = walker.scopes
+    saved_returns = walker.return_values
+    if captures is None:
+        walker.scopes = [scope]
+    elif isinstance(captures, dict):
+        walker.scopes = [captures, scope]
+    else:
+        walker.scopes = [*captures, scope]
+    walker.return_values = []
+    walker.inline_stack.append(name)
+    try:
+        walker.walk_statement(body)
+        returned = walker.return_values[-1] if walker.return_values else None
+    finally:
+        walker.inline_stack.pop()
+        walker.scopes = saved_scopes
+        walker.return_values = saved_returns
+        walker.data = saved_data
+        walker.path, walker.line_offset, walker.callsites = saved_place
+        walker.aliases = saved_aliases
+    if returned is None:
+        # a constructor or a function whose result we did not see: it depends on its inputs
+        atoms = frozenset().union(*(a.lin.atoms for a in args)) if args else frozenset()
+        return Val(ret_type, None, Linear(nonlinear=atoms, const_known=False))
+    return Val(ret_type if ret_type.kind not in ("unknown", "struct", "void") else returned.ctype,
+               returned.value, returned.lin, returned.root, returned.space)
+
+
+_MIN_MAX_ABS = frozenset({"min", "max", "std::min", "std::max", "umin", "umax", "llmin", "llmax", "abs", "labs", "llabs"})
+
+
+_VECTOR_CONSTRUCTORS = frozenset({"dim3", "make_float2", "make_float3", "make_float4", "make_double2", "make_int2",
+                                  "make_int3", "make_int4", "make_uint2", "make_uint4", "make_double3", "make_double4",
+                                  "make_short2", "make_uchar4"})
+
+
+_CONVERSIONS = frozenset({"__int2float_rn", "__float2int_rn", "__float2int_rz", "__int2double_rn", "__double2float_rn",
+                          "__float2half", "__half2float", "__float2uint_rn", "__uint2float_rn", "float", "double", "int",
+                          "__ll2float_rn", "__float_as_int", "__int_as_float", "__double_as_longlong",
+                          "__longlong_as_double"})
+
+
+_SCALAR_TYPE_NAMES = {"float", "double", "int", "unsigned", "long", "short", "char", "size_t", "int64_t",
+                      "uint64_t", "int32_t", "uint32_t", "half", "__half", "bool"}
+
+
+def _walk_named(node: Node):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.named_children))
+
+
+def _template_param_name(param: Node, data: bytes) -> str | None:
+    name = param.child_by_field_name("name")
+    if name is None:
+        declarator = param.child_by_field_name("declarator")
+        name = declarator
+        while name is not None and name.type not in ("identifier", "type_identifier"):
+            name = name.child_by_field_name("declarator") or next(iter(name.named_children), None)
+    if name is None:
+        name = next((c for c in param.named_children if c.type in ("type_identifier", "identifier")), None)
+    return data[name.start_byte : name.end_byte].decode("utf-8", "replace") if name is not None else None
+
+
+def _declared_name(walker: KernelWalker, param: Node) -> str | None:
+    node = param.child_by_field_name("declarator")
+    while node is not None and node.type not in ("identifier",):
+        nxt = node.child_by_field_name("declarator")
+        if nxt is None:
+            nxt = next((c for c in node.named_children if c.type not in ("type_qualifier",)), None)
+        node = nxt
+    return walker.text(node) if node is not None else None

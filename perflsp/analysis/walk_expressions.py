@@ -1,0 +1,301 @@
+"""Expressions of the kernel walker: names, literals, operators, assignments, casts and the
+conditional operator; each gives a `Val` (type, constant value, linear form) and counts the
+operations it executes by precision."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING
+
+from tree_sitter import Node
+
+from perflsp.analysis import costs
+from perflsp.analysis.ctype import BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, parse_type
+from perflsp.analysis.folding import LIBRARY_CONSTANTS, combine_linear, exact_float_scale, fold_binary, number_literal
+from perflsp.analysis.linear import Linear
+from perflsp.analysis.walk_accesses import record_store
+from perflsp.analysis.walk_branches import branch_weight
+from perflsp.analysis.walk_values import HIP_BUILTINS, THREAD_ATOMS, UNKNOWN_VAL, Val
+
+if TYPE_CHECKING:
+    from perflsp.analysis.walker import KernelWalker
+
+
+def eval_number(walker: KernelWalker, node: Node) -> Val:
+    return number_literal(walker.text(node))
+
+
+def eval_identifier(walker: KernelWalker, node: Node) -> Val:
+    return identifier_named(walker, walker.text(node))
+
+
+def identifier_named(walker: KernelWalker, name: str) -> Val:
+    val = walker.lookup(name)
+    if val is not None:
+        return val
+    if name in ("true", "false"):
+        return Val(BOOL, float(name == "true"), Linear.constant(float(name == "true")))
+    if name in ("NULL", "nullptr"):
+        return Val(INT, 0.0, Linear.constant(0.0))
+    if name in HIP_BUILTINS:
+        family, axis = HIP_BUILTINS[name]
+        if family in THREAD_ATOMS:
+            return Val(INT, None, Linear.atom(THREAD_ATOMS[family][axis]))
+        shape = walker.launch.block if family == "blockDim" else walker.launch.grid
+        if shape is not None:
+            return Val(INT, float(shape[axis]), Linear.constant(float(shape[axis])))
+        return Val(INT, None, Linear(const_known=False))
+    if name == "warpSize":
+        return Val(INT, 32.0, Linear.constant(32.0), static=True)
+    if walker.constant_lookup is not None:
+        constant = walker.constant_lookup(name)
+        if constant is not None:
+            value, kind = constant
+            ctype = {"int": INT, "f32": F32}.get(kind, F64)
+            return Val(ctype, value, Linear.constant(value), static=True)
+    if name in LIBRARY_CONSTANTS:
+        # <math.h>/<float.h> constants: compile-time constants of their type
+        value, ctype = LIBRARY_CONSTANTS[name]
+        return Val(ctype, value, Linear.constant(value), static=True)
+    return Val(UNKNOWN, None, Linear(const_known=False))
+
+
+def eval_parenthesized(walker: KernelWalker, node: Node) -> Val:
+    inner = [c for c in node.named_children if c.type != "comment"]
+    val = UNKNOWN_VAL
+    for child in inner:
+        val = walker.eval(child)
+    return val
+
+
+def eval_comma(walker: KernelWalker, node: Node) -> Val:
+    val = UNKNOWN_VAL
+    for child in node.named_children:
+        val = walker.eval(child)
+    return val
+
+
+def eval_binary(walker: KernelWalker, node: Node) -> Val:
+    op = walker.text(node.child_by_field_name("operator"))
+    left_node = node.child_by_field_name("left")
+    misparsed = misparsed_cast(walker, left_node)
+    if misparsed is not None and op in ("*", "/", "%"):
+        # `(i) + (j) * N` parsed as `((i) +(j)) * N`: rebuild `i + ((j) * N)`
+        variable, unary_op, argument = misparsed
+        inner = combine_values(walker, op, walker.eval(argument), walker.eval(node.child_by_field_name("right")))
+        return combine_values(walker, unary_op, variable, inner)
+    left = walker.eval(left_node)
+    right = walker.eval(node.child_by_field_name("right"))
+    return combine_values(walker, op, left, right)
+
+
+def misparsed_cast(walker: KernelWalker, node: Node | None) -> tuple[Val, str, Node] | None:
+    """`(name) + x` where `name` is a variable: the grammar reads a cast of `+x`."""
+    if node is None or node.type != "cast_expression":
+        return None
+    variable = walker.lookup(walker.text(node.child_by_field_name("type")).strip())
+    value = node.child_by_field_name("value")
+    if variable is None or value is None or value.type not in ("unary_expression", "pointer_expression"):
+        return None
+    op = walker.text(value.child_by_field_name("operator"))
+    argument = value.child_by_field_name("argument")
+    if op not in ("+", "-", "*", "&") or argument is None:
+        return None
+    return variable, op, argument
+
+
+def combine_values(walker: KernelWalker, op: str, left: Val, right: Val) -> Val:
+    value = fold_binary(op, left.value, right.value)
+    if op in ("&&", "||"):
+        return Val(BOOL, value, Linear(const_known=value is not None, const=value or 0.0,
+                                       nonlinear=left.lin.atoms | right.lin.atoms))
+    if op in ("<", ">", "<=", ">=", "==", "!="):
+        ctype = common_type(left.ctype, right.ctype)
+        if not (left.static and right.static) and (ctype.is_int or ctype.pointer):
+            walker.count_int(1.0)
+        lin = Linear(const_known=value is not None, const=value or 0.0, nonlinear=left.lin.atoms | right.lin.atoms)
+        return Val(BOOL, value, lin)
+    # pointer arithmetic keeps the array
+    if left.ctype.pointer and op in ("+", "-") and not right.ctype.pointer:
+        walker.count_int(1.0)
+        return Val(left.ctype, None, left.lin.add(right.lin, 1.0 if op == "+" else -1.0), left.root, left.space, left.dims)
+    if right.ctype.pointer and op == "+" and (right.root is not None or left.root is None):
+        walker.count_int(1.0)
+        return Val(right.ctype, None, right.lin.add(left.lin), right.root, right.space, right.dims)
+    if left.ctype.pointer and op == "+":
+        walker.count_int(1.0)
+        return Val(left.ctype, None, left.lin.add(right.lin), left.root, left.space, left.dims)
+    ctype = common_type(left.ctype, right.ctype)
+    static = left.static and right.static
+    if not static:
+        count_binary(walker, op, ctype, left, right)
+    lin = combine_linear(op, left.lin, right.lin, left.value, right.value)
+    if ctype.is_float and lin.atoms:
+        lin = lin.opaque()  # float values are not indices
+    return Val(ctype, value, lin, static=static)
+
+
+def count_binary(walker: KernelWalker, op: str, ctype: CType, left: Val, right: Val) -> None:
+    if ctype.kind == "f64" and op == "*" and exact_float_scale(left, right):
+        ctype = F32  # float × 0.5 is exact in float: nvcc keeps it single precision
+    if op in ("/", "%"):
+        if ctype.is_float:
+            divisor = right.value if right.static else None
+            if divisor is not None and divisor != 0 and math.log2(abs(divisor)).is_integer():
+                walker.count_op(ctype, 1.0)
+            elif ctype.kind == "f64":
+                fp, sfu, ints = costs.FP64_DIV
+                walker.count_math(fp, sfu, ints, F64)
+            else:
+                fp, sfu, ints = costs.FP32_DIV
+                walker.count_math(fp, sfu, ints, F32 if ctype.kind != "f16" else F16)
+            return
+        if right.static and right.value is not None and right.value > 0 and math.log2(right.value).is_integer():
+            walker.count_int(1.0)
+        elif right.static and right.value is not None:
+            walker.count_int(costs.INT_DIV_BY_CONSTANT)
+        else:
+            walker.count_int(costs.INT64_DIV if ctype.wide else costs.INT32_DIV)
+        return
+    if op in ("+", "-", "*", "<<", ">>", "&", "|", "^"):
+        if op in ("+", "-", "*") and (ctype.is_float or ctype.kind == "unknown"):
+            walker.count_op(ctype, 1.0)
+        else:
+            walker.count_op(ctype if not ctype.is_float else INT, 1.0)
+
+
+def eval_unary(walker: KernelWalker, node: Node) -> Val:
+    op = walker.text(node.child_by_field_name("operator"))
+    arg = walker.eval(node.child_by_field_name("argument"))
+    if arg.value is not None:
+        if op == "~":  # (of an integer: a float operand, infinity among them, has no complement)
+            value = float(~int(arg.value)) if math.isfinite(arg.value) else None
+        else:
+            value = {"-": -arg.value, "+": arg.value, "!": float(not arg.value)}.get(op)
+        if not arg.static and op in ("!", "~"):
+            walker.count_int(1.0)
+        return Val(arg.ctype, value, Linear.constant(value), static=arg.static)
+    if op in ("!", "~") and arg.ctype.is_int:
+        walker.count_int(1.0)
+    if op == "-":
+        return Val(arg.ctype, None, arg.lin.scale(-1.0), arg.root, arg.space)
+    return Val(arg.ctype if op != "!" else BOOL, None, arg.lin.opaque())
+
+
+def eval_update(walker: KernelWalker, node: Node) -> Val:
+    target = node.child_by_field_name("argument")
+    val = lvalue_load(walker, target, compound=True)
+    walker.count_op(val.ctype if val.ctype.kind != "unknown" else INT, 1.0)
+    if target is not None and target.type == "identifier":
+        name = walker.text(target)
+        current = walker.lookup(name)
+        if current is not None:
+            walker.assign(name, Val(current.ctype, None, current.lin.opaque() if current.lin.atoms else Linear(const_known=False),
+                                    current.root, current.space, current.dims))
+    return val
+
+
+def eval_assignment(walker: KernelWalker, node: Node) -> Val:
+    left = node.child_by_field_name("left")
+    op = walker.text(node.child_by_field_name("operator"))
+    right = walker.eval(node.child_by_field_name("right"))
+    compound = op != "="
+    target = lvalue_load(walker, left, compound=compound) if compound else lvalue_type(walker, left)
+    if compound:
+        arith = op[:-1]
+        ctype = common_type(target.ctype, right.ctype)
+        count_binary(walker, arith, ctype if not target.ctype.pointer else INT, target, right)
+    record_store(walker, left, right if not compound else Val(target.ctype))
+    if left is not None and left.type == "identifier":
+        name = walker.text(left)
+        current = walker.lookup(name)
+        if compound:
+            if current is not None:
+                if op in ("+=", "-=") and current.ctype.pointer:
+                    new_lin = current.lin.add(right.lin, 1.0 if op == "+=" else -1.0)
+                else:
+                    new_lin = Linear(const_known=False, nonlinear=current.lin.atoms | right.lin.atoms)
+                walker.assign(name, Val(current.ctype, None, new_lin, current.root, current.space, current.dims))
+        else:
+            ctype = current.ctype if current is not None and current.ctype.kind != "unknown" else right.ctype
+            root = right.root if right.root is not None else (current.root if current is not None and not ctype.pointer else None)
+            value = right.value if walker.loop_depth == 0 else None
+            space = right.space if right.root else (current.space if current else None)
+            walker.assign(name, Val(ctype, value, right.lin, root, space, right.dims))
+    return right
+
+
+def lvalue_type(walker: KernelWalker, node: Node | None) -> Val:
+    if node is None:
+        return UNKNOWN_VAL
+    if node.type == "identifier":
+        return walker.lookup(walker.text(node)) or UNKNOWN_VAL
+    return UNKNOWN_VAL
+
+
+def lvalue_load(walker: KernelWalker, node: Node | None, compound: bool) -> Val:
+    """Read an lvalue (for `+=`, `++`): counts the load of an array element."""
+    if node is None:
+        return UNKNOWN_VAL
+    return walker.eval(node)
+
+
+def eval_cast(walker: KernelWalker, node: Node) -> Val:
+    type_text = walker.text(node.child_by_field_name("type"))
+    value_node = node.child_by_field_name("value")
+    misparsed = misparsed_cast(walker, node)
+    if misparsed is not None:
+        variable, op, argument = misparsed
+        return combine_values(walker, op, variable, walker.eval(argument))
+    val = walker.eval(value_node)
+    ctype = parse_type(type_text, walker.aliases)
+    if ctype.kind == "unknown" or ctype.kind == "struct":
+        return val
+    value = val.value
+    if value is not None and ctype.is_int:
+        value = float(int(value))
+    lin = val.lin if ctype.is_int or ctype.pointer else val.lin.opaque()
+    return Val(ctype, value, lin, val.root if ctype.pointer else None, val.space if ctype.pointer else None,
+               static=val.static)
+
+
+def eval_conditional(walker: KernelWalker, node: Node) -> Val:
+    cond = walker.eval(node.child_by_field_name("condition"))
+    saved = walker.mult
+    if cond.known:
+        chosen = node.child_by_field_name("consequence") if cond.value else node.child_by_field_name("alternative")
+        return walker.eval(chosen)
+    weight = branch_weight(walker, node.child_by_field_name("condition"), cond)
+    walker.mult = saved * weight
+    a = walker.eval(node.child_by_field_name("consequence"))
+    walker.mult = saved * (1.0 - weight)
+    b = walker.eval(node.child_by_field_name("alternative"))
+    walker.mult = saved
+    walker.count_int(1.0)  # select
+    ctype = common_type(a.ctype, b.ctype)
+    return Val(ctype, None, Linear(const_known=False, nonlinear=a.lin.atoms | b.lin.atoms | cond.lin.atoms),
+               a.root or b.root, a.space or b.space)
+
+
+def eval_sizeof(walker: KernelWalker, node: Node) -> Val:
+    type_node = node.child_by_field_name("type")
+    ctype = parse_type(walker.text(type_node), walker.aliases) if type_node is not None else UNKNOWN
+    value_node = node.child_by_field_name("value")
+    if type_node is None and value_node is not None:
+        # `sizeof(int4)`, `sizeof(T)`, `sizeof(x)`: the grammar reads a parenthesised name as
+        # an expression; it names a type, or a variable whose type we know
+        name = walker.text(value_node).strip("() \t")
+        if re.fullmatch(r"[A-Za-z_]\w*", name):
+            ctype = parse_type(name, walker.aliases)
+            known = walker.lookup(name)
+            if ctype.kind in ("unknown", "struct") and known is not None:
+                ctype = known.ctype
+    size = float(ctype.value_bytes) if ctype.kind not in ("unknown", "struct") else 4.0
+    return Val(LONG, size, Linear.constant(size), static=True)
+
+
+def eval_initializer_list(walker: KernelWalker, node: Node) -> Val:
+    for child in node.named_children:
+        walker.eval(child)
+    return UNKNOWN_VAL

@@ -1,0 +1,399 @@
+"""Loops of the kernel walker: trip counts from the loop header (bounds, start, step; grid- and
+block-stride loops; unknown sizes assumed), and walking the body that many times with the loop
+counter and induction variables as linear forms over the loop's atom."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from tree_sitter import Node
+
+from perflsp.analysis.ctype import INT
+from perflsp.analysis.folding import pow2
+from perflsp.analysis.linear import Linear
+from perflsp.analysis.models import LoopFact
+from perflsp.analysis.walk_branches import learn_size
+from perflsp.analysis.walk_profile import begin_profile_loop, end_profile_loop
+from perflsp.analysis.walk_values import IDENT, LoopOrigin, Val
+
+if TYPE_CHECKING:
+    from perflsp.analysis.walker import KernelWalker
+
+
+def walk_for(walker: KernelWalker, node: Node) -> None:
+    walker.scopes.append({})
+    try:
+        init = node.child_by_field_name("initializer")
+        cond = node.child_by_field_name("condition")
+        update = node.child_by_field_name("update")
+        body = node.child_by_field_name("body")
+        var, start = loop_init(walker, init)
+        if var is None:
+            # `int i = tid; for (; i < n; i += stride)`: the index was declared before the loop
+            var, start = condition_variable(walker, cond)
+        trip, origin, note, step_val = trip_count(walker, var, start, cond, update, node)
+        pragma = node.prev_named_sibling
+        asked = pragma is not None and pragma.type == "preproc_call" and "unroll" in walker.text(pragma)
+        unrolled = walker.trip_is_static and (trip <= walker.cost.unroll_limit or asked)
+        if walker.last_step_kind in ("mul", "div"):
+            walker.geometric_loops[f"L{walker.loop_counter + 1}"] = max(1.0, trip)
+        run_loop(walker, node, var, start, step_val, trip, origin, note, cond, update, body, unrolled)
+    finally:
+        walker.scopes.pop()
+
+
+def condition_variable(walker: KernelWalker, cond: Node | None) -> tuple[str | None, Val | None]:
+    """The variable a loop condition compares (`i < n` -> i), when it is already bound."""
+    while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") \
+            and cond.named_child_count == 1:
+        cond = cond.named_children[0]
+    if cond is None or cond.type != "binary_expression":
+        return None, None
+    for side in ("left", "right"):
+        operand = cond.child_by_field_name(side)
+        if operand is not None and operand.type == "identifier":
+            value = walker.lookup(walker.text(operand))
+            if value is not None:
+                return walker.text(operand), value
+    return None, None
+
+
+def loop_init(walker: KernelWalker, init: Node | None) -> tuple[str | None, Val | None]:
+    if init is None:
+        return None, None
+    if init.type == "declaration":
+        walker.walk_declaration(init)
+        decl = init.child_by_field_name("declarator")
+        if decl is not None and decl.type == "init_declarator":
+            name = walker.text(decl.child_by_field_name("declarator"))
+            return name, walker.lookup(name)
+        return None, None
+    if init.type == "assignment_expression":
+        left = init.child_by_field_name("left")
+        walker.eval(init)
+        name = walker.text(left)
+        return name, walker.lookup(name)
+    walker.eval(init)
+    return None, None
+
+
+def trip_count(walker: KernelWalker, var: str | None, start: Val | None, cond: Node | None, update: Node | None,
+               loop: Node) -> tuple[float, LoopOrigin, str, Val | None]:
+    """(trip count per work item, origin, note, step value); sets `trip_is_static` when the
+    compiler knows the trip count too (it can then unroll the loop)."""
+    walker.trip_is_static = False
+    walker.last_step_kind = None
+    if cond is None:
+        walker.assume(f"line {walker.line(loop)}: loop without a condition: assumed {walker.cost.assumed_while_trips:g} iterations")
+        return walker.cost.assumed_while_trips, "assumed", "no condition", None
+    op = None
+    bound_node = None
+    if cond.type == "binary_expression":
+        left = cond.child_by_field_name("left")
+        right = cond.child_by_field_name("right")
+        op = walker.text(cond.child_by_field_name("operator"))
+        if var is not None and walker.text(right) == var:
+            left, right = right, left
+            op = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
+        if var is None and left is not None and left.type == "identifier":
+            var = walker.text(left)
+            start = walker.lookup(var)
+        if var is not None and walker.text(left) == var:
+            bound_node = right
+    if bound_node is None or var is None or op not in ("<", "<=", ">", ">=", "!="):
+        walker.assume(f"line {walker.line(loop)}: loop bound `{walker.text(cond)}` not understood: "
+                      f"assumed {walker.cost.assumed_trip_count:g} iterations")
+        return walker.cost.assumed_trip_count, "assumed", walker.text(cond), None
+    saved_mult = walker.mult
+    walker.mult = 0.0  # evaluate without counting (the condition is counted per iteration later)
+    bound = walker.eval(bound_node)
+    step_kind, step = loop_step(walker, var, update)
+    walker.last_step_kind = step_kind
+    walker.mult = saved_mult
+    bound_value = bound.value
+    if bound_value is None and walker.resolve_bound is not None:
+        bound_value = walker.resolve_bound(walker.text(bound_node))
+    start_value = start.value if start is not None else None
+    thread_start = start is not None and bool({a for a in start.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz")})
+    if start_value is None and (thread_start or (start is not None and start.lin.const_known)):
+        start_value = start.lin.const if start is not None else 0.0
+    bound_name = walker.text(bound_node).strip()
+    # a size read from the launch by a bounds guard (`if (i < n)` before the loop): a grid-stride
+    # loop says the launch does not cover it
+    launch_read = bound_value is not None and bound_name in walker.learned_sizes
+    if (bound_value is None or launch_read) and thread_start and step_kind == "add" and step is not None \
+            and step.value and step.value >= max(32.0, stride_extent(walker)):
+        # a grid-stride loop over a size the source does not say: the production size
+        trip = max(1.0, walker.cost.assumed_problem_size / step.value)
+        # the loop's bound is the problem size the loop is assumed to cover
+        if launch_read:
+            current = walker.lookup(bound_name)
+            assert current is not None
+            size = walker.cost.assumed_problem_size
+            walker.assign(bound_name, Val(current.ctype, size, Linear.constant(size)))
+        else:
+            learn_size(walker, bound_name, walker.cost.assumed_problem_size)
+        walker.assume(f"line {walker.line(loop)}: grid-stride loop over an unknown size (`{walker.text(bound_node)}`): "
+                      f"assumed the production size, {trip:g} iteration(s) per thread")
+        return trip, "assumed", f"{var} {op} {walker.text(bound_node)}", step
+    if bound_value is None:
+        data_dependent = "data" in bound.lin.atoms
+        origin: LoopOrigin = "data-dependent" if data_dependent else "assumed"
+        trip = walker.cost.assumed_trip_count
+        walker.assume(f"line {walker.line(loop)}: trip count of the `{var}` loop unknown (`{walker.text(bound_node)}`): assumed {trip:g}")
+        if thread_start and step_kind == "add" and step is not None and step.value:
+            # a block-stride loop over a size parameter: the size is what the assumed loop covers
+            learn_size(walker, walker.text(bound_node).strip(), trip * abs(step.value))
+        return trip, origin, f"{var} {op} {walker.text(bound_node)}", step
+    if start_value is None:
+        start_value = 0.0
+        walker.assume(f"line {walker.line(loop)}: start of the `{var}` loop unknown: assumed 0")
+    inclusive = 1.0 if op in ("<=", ">=") else 0.0
+    walker.trip_is_static = bool(bound.static and start is not None and start.static and step is not None and step.static)
+    if step_kind == "add" and step is not None and step.value:
+        s = step.value
+        span = (bound_value - start_value + (inclusive if s > 0 else -inclusive))
+        if thread_start:
+            # threads start spread over one stride (grid-/block-stride loops): on average
+            # span / stride iterations each, not the ceiling of it
+            trip = max(0.0, span / s) if (span > 0) == (s > 0) else 0.0
+        else:
+            trip = max(0.0, math.ceil(span / s)) if (span > 0) == (s > 0) else 0.0
+        origin = "grid-stride" if thread_start and step.lin.is_constant() and s >= 32 else ("constant" if bound.known else "arguments")
+        if walker.learned_sizes and walker.learned_sizes & set(IDENT.findall(walker.text(bound_node))):
+            origin = "assumed"  # over a size read from the assumed launch
+        return trip, origin, f"{var} {op} {walker.text(bound_node)}", step
+    if step_kind in ("mul", "div") and step is not None and step.value and step.value > 1:
+        lo, hi = sorted((max(start_value, 1.0), max(bound_value, 1.0)))
+        trip = max(0.0, math.ceil(math.log(hi / lo, step.value) + (inclusive or 0.0))) if hi > lo else 0.0
+        return trip, "constant" if bound.known else "arguments", f"{var} {op} {walker.text(bound_node)}", None
+    walker.assume(f"line {walker.line(loop)}: step of the `{var}` loop not understood: "
+                  f"assumed {walker.cost.assumed_trip_count:g} iterations")
+    return walker.cost.assumed_trip_count, "assumed", f"{var} {op} {walker.text(bound_node)}", None
+
+
+def stride_extent(walker: KernelWalker) -> float:
+    """The smallest stride of a grid-stride loop: the threads of one launch dimension
+    (`gridDim.x * blockDim.x` in a grid whose `y` picks the row or the dimension)."""
+    if walker.launch.grid is None or walker.launch.block is None:
+        return math.inf
+    extents = [g * b for g, b in zip(walker.launch.grid, walker.launch.block) if g * b > 1]
+    return min(extents) if extents else 1.0
+
+
+def loop_step(walker: KernelWalker, var: str, update: Node | None) -> tuple[str | None, Val | None]:
+    if update is None:
+        return None, None
+    if update.type == "comma_expression":
+        for child in update.named_children:
+            kind, val = loop_step(walker, var, child)
+            if kind:
+                return kind, val
+        return None, None
+    if update.type == "update_expression":
+        arg = update.child_by_field_name("argument")
+        if walker.text(arg) != var:
+            return None, None
+        sign = -1.0 if "--" in walker.text(update) else 1.0
+        return "add", Val(INT, sign, Linear.constant(sign), static=True)
+    if update.type == "assignment_expression":
+        left = update.child_by_field_name("left")
+        if walker.text(left) != var:
+            return None, None
+        op = walker.text(update.child_by_field_name("operator"))
+        right = update.child_by_field_name("right")
+        val = walker.eval(right)
+        if op == "+=":
+            return "add", val
+        if op == "-=":
+            return "add", Val(val.ctype, -val.value if val.value is not None else None, val.lin.scale(-1.0))
+        if op in ("*=", "<<="):
+            factor = val.value if op == "*=" else pow2(val.value)
+            return "mul", Val(INT, factor)
+        if op in ("/=", ">>="):
+            factor = val.value if op == "/=" else pow2(val.value)
+            return "div", Val(INT, factor)
+        if op == "=" and right is not None and right.type == "binary_expression":
+            rop = walker.text(right.child_by_field_name("operator"))
+            rl = right.child_by_field_name("left")
+            rr = right.child_by_field_name("right")
+            other = rr if walker.text(rl) == var else (rl if walker.text(rr) == var and rop in ("+", "*") else None)
+            if other is None:
+                return None, None
+            oval = walker.eval(other)
+            if rop == "+":
+                return "add", oval
+            if rop == "-":
+                return "add", Val(oval.ctype, -oval.value if oval.value is not None else None, oval.lin.scale(-1.0))
+            if rop in ("*", "<<"):
+                return "mul", Val(INT, oval.value if rop == "*" else pow2(oval.value))
+            if rop in ("/", ">>"):
+                return "div", Val(INT, oval.value if rop == "/" else pow2(oval.value))
+    return None, None
+
+
+def run_loop(walker: KernelWalker, node: Node, var: str | None, start: Val | None, step: Val | None, trip: float,
+             origin: LoopOrigin, note: str, cond: Node | None, update: Node | None, body: Node | None,
+             unrolled: bool = False) -> None:
+    """Walk a loop body `trip` times. An unrolled loop has no counter or compare, and the
+    addresses it steps through become immediate offsets."""
+    walker.loop_counter += 1
+    atom = f"L{walker.loop_counter}"
+    walker.cardinality[atom] = max(1.0, trip)
+    walker.loops.append(LoopFact(walker.line(node), var, trip, origin, note))
+    saved = walker.mult
+    if var is not None and start is not None:
+        lin = start.lin
+        if step is not None and step.value is not None:
+            lin = lin.add(Linear.atom(atom).scale(step.value))
+        elif step is not None:
+            lin = lin.add(step.lin.mul(Linear.atom(atom)) if not step.lin.is_constant() else Linear.atom(atom).scale(None))
+        else:
+            lin = Linear(nonlinear=frozenset({atom}) | start.lin.atoms, const_known=False)
+        walker.assign(var, Val(start.ctype if start.ctype.kind != "unknown" else INT, None, lin, start.root, start.space))
+    elif var is not None:
+        walker.assign(var, Val(INT, None, Linear(nonlinear=frozenset({atom}), const_known=False)))
+    entry = {name: val for name in stepped_names(walker, body, var, update) if (val := walker.lookup(name)) is not None}
+    inductions = induction_variables(walker, body, var, atom, update)
+    walker.mult = saved * trip
+    walker.loop_depth += 1
+    walker.loop_atoms.append(atom)
+    if unrolled:
+        walker.unrolled_atoms.add(atom)
+    walker.mult = saved
+    profiled = begin_profile_loop(walker, node, body, trip, step.value if step is not None else None)
+    walker.mult = saved * trip
+    try:
+        if not unrolled:
+            walker.count_int(walker.cost.int_per_loop_iteration)
+            walker.counts.int_loop += walker.cost.int_per_loop_iteration * walker.mult
+        walker.counts.loop_iterations += walker.mult
+        if cond is not None:
+            walker.eval(cond)
+        walker.walk_statement(body)
+        if update is not None:
+            walker.mult = 0.0  # the counter update is part of int_per_loop_iteration
+            walker.eval(update)
+    finally:
+        end_profile_loop(walker, profiled)
+        walker.loop_depth -= 1
+        walker.loop_atoms.pop()
+        walker.mult = saved
+    if var is not None:
+        current = walker.lookup(var)
+        if current is not None:
+            walker.assign(var, Val(current.ctype, None, Linear(const_known=False), current.root, current.space))
+    for name in inductions:
+        # after the loop: the entry value moved by an unknown multiple of the step (the
+        # thread indices it held still hold)
+        before = entry[name]
+        walker.assign(name, Val(before.ctype, None, Linear(coeffs=before.lin.coeffs, nonlinear=before.lin.nonlinear,
+                                                           const_known=False), before.root, before.space))
+
+
+def step_expressions(body: Node | None, update: Node | None) -> list[Node]:
+    """The expression statements of a loop body, and the expressions of its update clause
+    (`t++, p += n` steps `p` as well as the counter)."""
+    found: list[Node] = []
+    statements = (body.named_children if body.type == "compound_statement" else [body]) if body is not None else []
+    for statement in statements:
+        if statement.type == "expression_statement" and statement.named_child_count:
+            found.append(statement.named_children[0])
+    pending = [update] if update is not None else []
+    while pending:
+        expression = pending.pop(0)
+        if expression.type == "comma_expression":
+            pending[:0] = [c for c in (expression.child_by_field_name("left"), expression.child_by_field_name("right"))
+                           if c is not None]
+        else:
+            found.append(expression)
+    return found
+
+
+def stepped_names(walker: KernelWalker, body: Node | None, var: str | None, update: Node | None = None) -> list[str]:
+    names = []
+    for expression in step_expressions(body, update):
+        target = expression.child_by_field_name("left") if expression.type == "assignment_expression" \
+            else expression.child_by_field_name("argument") if expression.type == "update_expression" else None
+        if target is not None and target.type == "identifier" and walker.text(target) != var:
+            names.append(walker.text(target))
+    return names
+
+
+def induction_variables(walker: KernelWalker, body: Node | None, var: str | None, atom: str, update: Node | None = None) -> list[str]:
+    """Variables the body or the update clause steps by a loop-invariant amount
+    (`index += stride;`, `p += n;`, `k++;` as statements of the body, `t++, p += n` in the
+    update): during the loop they are their entry value plus the iteration times the step,
+    like the loop's own counter."""
+    found: list[str] = []
+    saved = walker.mult
+    walker.mult = 0.0  # reading the step costs nothing here; the statement is counted in the body
+    try:
+        for expression in step_expressions(body, update):
+            target = expression.child_by_field_name("left") if expression.type == "assignment_expression" \
+                else expression.child_by_field_name("argument") if expression.type == "update_expression" else None
+            name = walker.text(target) if target is not None and target.type == "identifier" else None
+            if name is None or name == var or name in found:
+                continue
+            current = walker.lookup(name)
+            kind, step = loop_step(walker, name, expression)
+            if current is None or kind != "add" or step is None:
+                continue
+            if step.lin.atoms & {atom, *walker.loop_atoms} or "data" in step.lin.nonlinear:
+                continue  # the step itself moves inside the loop, or comes from memory
+            if step.value is not None:
+                moved = Linear.atom(atom).scale(step.value)
+            elif step.lin.atoms:
+                moved = step.lin.mul(Linear.atom(atom))
+            else:
+                moved = Linear.atom(atom).scale(None)  # a runtime stride (`idx += stride_z`)
+            walker.assign(name, Val(current.ctype, None, current.lin.add(moved), current.root, current.space))
+            found.append(name)
+    finally:
+        walker.mult = saved
+    return found
+
+
+def walk_while(walker: KernelWalker, node: Node) -> None:
+    cond = node.child_by_field_name("condition")
+    body = node.child_by_field_name("body")
+    if node.type == "while_statement" and counted_while(walker, node, cond, body):
+        return
+    trip = walker.cost.assumed_while_trips
+    walker.assume(f"line {walker.line(node)}: `while` loop with a data-dependent condition: assumed {trip:g} iterations")
+    run_loop(walker, node, None, None, None, trip, "data-dependent", walker.text(cond), cond, None, body)
+
+
+def counted_while(walker: KernelWalker, node: Node, cond: Node | None, body: Node | None) -> bool:
+    """`while (i < n) { ...; i += stride; }`: a counted loop whose update is the body's last
+    statement; walked like the equivalent `for`."""
+    var, start = condition_variable(walker, cond)
+    if var is None or body is None:
+        return False
+    statements = [c for c in body.named_children if c.type != "comment"] if body.type == "compound_statement" else [body]
+    last = statements[-1] if statements else None
+    update = last.named_children[0] if last is not None and last.type == "expression_statement" and last.named_child_count else None
+    if update is None or loop_step(walker, var, update)[0] is None:
+        return False
+    inner = cond
+    while inner is not None and inner.type in ("parenthesized_expression", "condition_clause") \
+            and inner.named_child_count == 1:
+        inner = inner.named_children[0]
+    walker.scopes.append({})
+    try:
+        trip, origin, note, step_val = trip_count(walker, var, start, inner, update, node)
+        run_loop(walker, node, var, start, step_val, trip, origin, note, inner, None, body)
+    finally:
+        walker.scopes.pop()
+    return True
+
+
+def walk_do(walker: KernelWalker, node: Node) -> None:
+    walk_while(walker, node)
+
+
+def walk_range_for(walker: KernelWalker, node: Node) -> None:
+    walker.assume(f"line {walker.line(node)}: range-based loop: assumed {walker.cost.assumed_trip_count:g} iterations")
+    run_loop(walker, node, None, None, None, walker.cost.assumed_trip_count, "assumed",
+             walker.text(node.child_by_field_name("right")), None, None, node.child_by_field_name("body"))

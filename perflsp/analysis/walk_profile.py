@@ -1,0 +1,49 @@
+"""Recording where the walked statements and loops are, and how often each runs (the source
+profile that compiled code is tied to: statements with their guard weights, loops with their
+header lines and trip counts)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tree_sitter import Node
+
+from perflsp.compiled.profile import SourceLoop, SourceStatement
+
+if TYPE_CHECKING:
+    from perflsp.analysis.walker import KernelWalker
+
+
+def record_statement(walker: KernelWalker, node: Node) -> None:
+    assert walker.profile is not None and walker.path is not None
+    weight = walker.mult / walker.trip_product if walker.trip_product > 0 else 0.0
+    walker.profile.statements.append(SourceStatement(
+        walker.path, walker.line(node), node.end_point[0] + 1 + walker.line_offset, weight,
+        walker.profile_loops[-1] if walker.profile_loops else None, walker.callsites))
+
+
+def begin_profile_loop(walker: KernelWalker, node: Node, body: Node | None, trip: float, step: float | None,
+                       parallel: bool = False, first_line: int | None = None) -> int | None:
+    """Record a loop the walk enters (`end_profile_loop` when it leaves); None when not
+    profiling. `first_line`: where its header starts when not on the loop statement (the
+    directive of an OpenMP worksharing loop, whose runtime loops the compiler puts there)."""
+    if walker.profile is None or walker.path is None:
+        return None
+    weight = walker.mult / walker.trip_product if walker.trip_product > 0 else 0.0
+    index = len(walker.profile.loops)
+    walker.profile.loops.append(SourceLoop(
+        walker.path, first_line or walker.line(node), walker.line(body) if body is not None else walker.line(node),
+        node.end_point[0] + 1 + walker.line_offset, trip, weight * walker.trip_product, step,
+        len(walker.profile_loops), walker.callsites, parallel))
+    walker.profile_loops.append(index)
+    walker.outer_trip_products.append(walker.trip_product)
+    if not parallel:
+        walker.trip_product *= trip
+    return index
+
+
+def end_profile_loop(walker: KernelWalker, index: int | None) -> None:
+    if index is None:
+        return
+    walker.profile_loops.pop()
+    walker.trip_product = walker.outer_trip_products.pop()
