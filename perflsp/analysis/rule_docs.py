@@ -121,8 +121,8 @@ mean `occupancy/low`?)``) instead of being ignored.
 
 A lint reports its fix as a request (what to change, where, to what); the edit is built when it
 is asked for: by an editor's code action, or by `perflsp check --json`/`--sarif`, which print the
-edits. The builders live in the core (`perflsp/analysis/fixes.py`) and work on byte offsets, so the
-editor's quick fixes, `perflsp check` and the LLM advisor's proposals use the same code. Every
+edits. The builders live in the core (`perflsp/analysis/fixes/`, one module per kind of fix) and
+work on byte offsets, so the editor's quick fixes, `perflsp check` and the LLM advisor's proposals use the same code. Every
 edit is validated before it is offered: values in range (block sizes 1–1024 and warp multiples,
 `__launch_bounds__` ≥ 1, `num_teams` ≥ 1), and the edited file must re-parse with no new syntax
 errors and fold to the requested value.
