@@ -26,3 +26,11 @@ def test_nothing_below_the_command_line_imports_it():
                  if path.parent.name != "cli" and path.name != "__main__.py"
                  and any(name == "perflsp.cli" or name.startswith("perflsp.cli.") for name in _imports(path))]
     assert offenders == []
+
+
+def test_only_the_entry_points_import_the_server_class():
+    # features and services type against `ServerContext`; app.py imports them, not the reverse
+    server = PACKAGE / "server"
+    offenders = [str(path.relative_to(PACKAGE)) for path in server.rglob("*.py") if path.name != "app.py"
+                 and "perflsp.server.app" in _imports(path)]
+    assert offenders == []

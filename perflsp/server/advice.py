@@ -46,8 +46,8 @@ from perflsp.server.features.common import kernel_name
 from perflsp.server.progress import Progress
 
 if TYPE_CHECKING:
-    from perflsp.server.app import PerfLanguageServer
     from perflsp.server.config import ResolvedConfig
+    from perflsp.server.context import ServerContext
     from perflsp.server.documents import Snapshot
     from perflsp.server.scheduler import DocumentWorker
 
@@ -164,7 +164,7 @@ class _ProgressState:
 
 
 class AdviceService:
-    def __init__(self, ls: PerfLanguageServer) -> None:
+    def __init__(self, ls: ServerContext) -> None:
         self.ls = ls
         self._advisors: dict[_Fingerprint, _Advisor] = {}
         self._by_generation: dict[int, _Advisor] = {}

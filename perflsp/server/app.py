@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from perflsp.kernels.includes import IncludeResolver
     from perflsp.server.advice import AdviceService
     from perflsp.server.config import ResolvedConfig
+    from perflsp.server.context import ScanKey
     from perflsp.server.documents import Snapshot
     from perflsp.server.features.tuning import TuningState
     from perflsp.server.logs import ClientLogHandler
@@ -35,9 +36,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("perflsp.server")
 T = TypeVar("T")
-# a file of the workspace scan (perflsp.rooflineData): path, mtime_ns, size, configuration generation,
-# mtime_ns of the folder's stored profiles
-ScanKey = tuple[str, int, int, int, int | None]
 
 COMMANDS = (
     "perflsp.explainKernel",
@@ -61,7 +59,8 @@ FIRST_WAIT_S = 0.2  # how long a request on the only document being opened waits
 
 
 class PerfLanguageServer(LanguageServer):
-    """The host of the document workers (it implements `host.DocumentHost` and `host.AnalysisHooks`)."""
+    """The host of the document workers (it implements `host.DocumentHost` and `host.AnalysisHooks`)
+    and the `context.ServerContext` its features are typed against."""
 
     def __init__(self) -> None:
         super().__init__("perflsp", __version__, protocol_cls=PerfProtocol,
@@ -287,7 +286,11 @@ class PerfLanguageServer(LanguageServer):
     def send_status(self) -> None:
         from perflsp.server.features import status
 
-        self.protocol.notify(STATUS_NOTIFICATION, status.payload(self))
+        self.notify(STATUS_NOTIFICATION, status.payload(self))
+
+    def notify(self, method: str, params: object) -> None:
+        """A notification of perflsp's own to the client."""
+        self.protocol.notify(method, params)
 
     # ------------------------------------------------------------------ LLM answers, measurements
 

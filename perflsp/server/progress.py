@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 from lsprotocol import types as lsp
 
 if TYPE_CHECKING:
-    from perflsp.server.app import PerfLanguageServer
+    from perflsp.server.context import ServerContext
 
 log = logging.getLogger(__name__)
 DELAY_S = 0.5
 
 
 class Progress:
-    def __init__(self, ls: PerfLanguageServer, title: str, token: lsp.ProgressToken | None = None):
+    def __init__(self, ls: ServerContext, title: str, token: lsp.ProgressToken | None = None):
         self.ls = ls
         self.title = title
         self.token: lsp.ProgressToken | None = token  # a client-provided workDoneToken, if any
@@ -56,7 +56,7 @@ class Progress:
 
 
 @contextlib.asynccontextmanager
-async def progress(ls: PerfLanguageServer, title: str, token: lsp.ProgressToken | None = None,
+async def progress(ls: ServerContext, title: str, token: lsp.ProgressToken | None = None,
                    delay: float = DELAY_S) -> AsyncIterator[Progress]:
     """A progress bar for the block's work; `delay` 0 shows it at once (work known to be long)."""
     bar = Progress(ls, title, token)

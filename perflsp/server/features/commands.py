@@ -132,7 +132,7 @@ async def explain_kernel(ls: Any, arg: dict[str, Any]) -> dict[str, Any]:
 
     def send(markdown: str, done: bool) -> None:
         if stream_id is not None:
-            ls.protocol.notify("perflsp/explanation", {"id": stream_id, "uri": snap.uri, "kernel": name,
+            ls.notify("perflsp/explanation", {"id": stream_id, "uri": snap.uri, "kernel": name,
                                                         "markdown": markdown, "done": done})
 
     if advisor is None:

@@ -38,7 +38,7 @@ from perflsp.tuning.space import Config, TuningSpace
 
 if TYPE_CHECKING:
     from perflsp.hardware.models import Gpu
-    from perflsp.server.app import PerfLanguageServer
+    from perflsp.server.context import ServerContext
     from perflsp.tuning.search import Evaluation, Measurement
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class _Run:
 
 @dataclass
 class TuningState:
-    """The server's tuning runs (`PerfLanguageServer.tuning`): one at a time, cancellable."""
+    """The server's tuning runs (`ServerContext.tuning`): one at a time, cancellable."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     cancel: threading.Event | None = None
@@ -116,7 +116,7 @@ def _profiling_ready(snap: Snapshot) -> bool:
     return profiling_status(snap.config)[0] == "ready"
 
 
-def _run_offers(ls: PerfLanguageServer, snap: Snapshot, kernel: CudaFunction, space: TuningSpace, recs: list[TuningRecord]) -> list[Offer]:
+def _run_offers(ls: ServerContext, snap: Snapshot, kernel: CudaFunction, space: TuningSpace, recs: list[TuningRecord]) -> list[Offer]:
     found = {o.record.device_name: o for o in offers(recs, space)}
     for (uri, name, device), run in ls.tuning.runs.items():
         if uri != snap.uri or name != kernel.name or run.body_hash != kernel.body_hash:
@@ -131,7 +131,7 @@ def _run_offers(ls: PerfLanguageServer, snap: Snapshot, kernel: CudaFunction, sp
     return [o for o in found.values() if any(current.get(k) != v for k, v in o.config.items())]
 
 
-def code_actions(ls: PerfLanguageServer, snap: Snapshot, kernels: list[CudaFunction]) -> list[lsp.CodeAction]:
+def code_actions(ls: ServerContext, snap: Snapshot, kernels: list[CudaFunction]) -> list[lsp.CodeAction]:
     from perflsp.server.features.code_actions import _action
     from perflsp.tuning.edits import tuned_fix
     from perflsp.tuning.search import kernel_tuner_available
@@ -251,7 +251,7 @@ def _timing(snap: Snapshot, kernel: CudaFunction, space: TuningSpace, gpu: Gpu |
                     "cache was imported (perflsp.importTuningCache)")
 
 
-async def tune_kernel(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, Any]:
+async def tune_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
     from perflsp.server.features.commands import CommandError, _report
     from perflsp.tuning.search import TuningUnavailable, kernel_tuner_available
     from perflsp.tuning.session import FileContext, prior_note, tune
@@ -366,7 +366,7 @@ async def tune_kernel(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, 
                   actions=actions)
 
 
-async def cancel_tuning(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, Any]:
+async def cancel_tuning(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
     cancel = ls.tuning.cancel
     if cancel is None:
         return {"cancelled": False, "message": "no tuning run is under way"}
@@ -374,7 +374,7 @@ async def cancel_tuning(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str
     return {"cancelled": True, "message": "the tuning run stops after the evaluation in flight"}
 
 
-async def import_tuning_cache(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, Any]:
+async def import_tuning_cache(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
     from perflsp.server.features.commands import CommandError, _folder_root
     from perflsp.tuning.session import import_cache
 
@@ -411,7 +411,7 @@ class _Bar:
     started: bool = False
 
 
-async def _begin_progress(ls: PerfLanguageServer, token: lsp.ProgressToken | None, title: str,
+async def _begin_progress(ls: ServerContext, token: lsp.ProgressToken | None, title: str,
                           cancel: threading.Event) -> _Bar:
     bar = _Bar(token)
     if bar.token is None:
@@ -433,12 +433,12 @@ async def _begin_progress(ls: PerfLanguageServer, token: lsp.ProgressToken | Non
     return bar
 
 
-def _report_progress(ls: PerfLanguageServer, bar: _Bar, message: str, percentage: int) -> None:
+def _report_progress(ls: ServerContext, bar: _Bar, message: str, percentage: int) -> None:
     if bar.started and bar.token is not None:
         ls.work_done_progress.report(bar.token, lsp.WorkDoneProgressReport(message=message, percentage=percentage))
 
 
-def _end_progress(ls: PerfLanguageServer, bar: _Bar) -> None:
+def _end_progress(ls: ServerContext, bar: _Bar) -> None:
     if bar.started and bar.token is not None:
         ls.work_done_progress.end(bar.token, lsp.WorkDoneProgressEnd(message="done"))
         bar.started = False
