@@ -19,6 +19,7 @@ from pygls.lsp.server import LanguageServer
 
 from perflsp import __version__
 from perflsp.server import memory
+from perflsp.server.features.commands import COMMANDS
 from perflsp.server.pool import WorkPool
 from perflsp.server.protocol import PerfProtocol
 
@@ -37,20 +38,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("perflsp.server")
 T = TypeVar("T")
 
-COMMANDS = (
-    "perflsp.explainKernel",
-    "perflsp.profileKernel",
-    "perflsp.askLaunchParameters",
-    "perflsp.listGpus",
-    "perflsp.setGpus",
-    "perflsp.rooflineData",
-    "perflsp.status",
-    "perflsp.importProfile",
-    "perflsp.verifyLaunchParameters",
-    "perflsp.tuneKernel",
-    "perflsp.importTuningCache",
-    "perflsp.cancelTuning",
-)
 CODE_ACTION_KINDS = [lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.RefactorRewrite, lsp.CodeActionKind.Empty]
 STATUS_NOTIFICATION = "perflsp/status"
 HOT_DOCUMENTS = 16  # documents whose syntax trees stay in memory (the others are parsed again on use)
@@ -486,6 +473,7 @@ CommandHandler = Callable[..., Awaitable[object]]  # (ls, *arguments as JSON) ->
 
 
 def _register_commands() -> None:
+    """Every command of the registry (`features.commands.COMMANDS`; each module imported on first use)."""
     for name in COMMANDS:
         def make(command: str) -> CommandHandler:
             async def handler(ls: PerfLanguageServer, *args: object) -> object:

@@ -231,7 +231,7 @@ def _timing(snap: Snapshot, kernel: CudaFunction, space: TuningSpace, gpu: Gpu |
         return _replaying(snap, replay, gpu)
     if _profiling_ready(snap):
         from perflsp.profiling.errors import ProfilingError
-        from perflsp.server.features.commands import _profiling_settings
+        from perflsp.server.features.commands.common import profiling_settings
         from perflsp.tuning.measure import program_evaluator
 
         path = path_of(snap.uri)
@@ -239,7 +239,7 @@ def _timing(snap: Snapshot, kernel: CudaFunction, space: TuningSpace, gpu: Gpu |
             return _Refusal("failed", f"save `{snap.uri}` to a file first: tuning builds and runs the saved file's "
                             "directory")
         try:
-            return _Timing(gpu, evaluate=program_evaluator(_profiling_settings(snap.config), path, snap.data, snap.tree,
+            return _Timing(gpu, evaluate=program_evaluator(profiling_settings(snap.config), path, snap.data, snap.tree,
                                                            snap.kernels, kernel, space, root))
         except ProfilingError as exc:  # (profiling off: disabled; a build command without {file}: refused)
             return _Refusal("disabled" if exc.code == "not-enabled" else "failed", exc.message)
@@ -252,11 +252,11 @@ def _timing(snap: Snapshot, kernel: CudaFunction, space: TuningSpace, gpu: Gpu |
 
 
 async def tune_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
-    from perflsp.server.features.commands import CommandError, _report
+    from perflsp.server.features.commands.common import CommandError, kernel_report
     from perflsp.tuning.search import TuningUnavailable, kernel_tuner_available
     from perflsp.tuning.session import FileContext, prior_note, tune
 
-    snap, report = await _report(ls, arg)
+    snap, report = await kernel_report(ls, arg)
     kernel = report.kernel
     name = kernel.name
 
@@ -375,13 +375,13 @@ async def cancel_tuning(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any
 
 
 async def import_tuning_cache(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
-    from perflsp.server.features.commands import CommandError, _folder_root
+    from perflsp.server.features.commands.common import CommandError, folder_root
     from perflsp.tuning.session import import_cache
 
     raw = arg.get("path")
     if not isinstance(raw, str) or not raw:
         raise CommandError("`path` (the Kernel Tuner cache file) is required")
-    root = _folder_root(ls, arg.get("uri") if isinstance(arg.get("uri"), str) else None)
+    root = folder_root(ls, arg.get("uri") if isinstance(arg.get("uri"), str) else None)
     if root is None:
         raise CommandError("open a workspace folder: imported caches are stored under its .perflsp/ folder")
     path = Path(raw).expanduser()
