@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lsprotocol import types as lsp
 from pydantic import SecretStr
@@ -43,13 +43,13 @@ from perflsp.llm.sanitize import inert_text
 from perflsp.llm.schema import Proposals
 from perflsp.server import engine_adapter as engine
 from perflsp.server.features.common import kernel_name
-from perflsp.server.progress import Progress
+from perflsp.server.progress import Progress, ProgressClient
 
 if TYPE_CHECKING:
     from perflsp.server.config import ResolvedConfig
-    from perflsp.server.context import ServerContext
     from perflsp.server.documents import Snapshot
     from perflsp.server.scheduler import DocumentWorker
+    from perflsp.server.workspace import WorkspaceState
 
 log = logging.getLogger(__name__)
 
@@ -163,8 +163,22 @@ class _ProgressState:
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
 
+class AdviceHost(ProgressClient, Protocol):
+    """What the advisor uses of the server (`context.ServerContext` has it): the workspace's
+    folders, messages to the user, the status notification and progress bars."""
+
+    workspace_state: WorkspaceState | None
+
+    @property
+    def ready(self) -> asyncio.Event: ...
+
+    def window_show_message(self, params: lsp.ShowMessageParams) -> None: ...
+
+    def send_status(self) -> None: ...
+
+
 class AdviceService:
-    def __init__(self, ls: ServerContext) -> None:
+    def __init__(self, ls: AdviceHost) -> None:
         self.ls = ls
         self._advisors: dict[_Fingerprint, _Advisor] = {}
         self._by_generation: dict[int, _Advisor] = {}
@@ -455,4 +469,5 @@ class AdviceService:
                             kernel_id=kernel_id(snap.uri, name, gpu.id), tree=snap.tree)
 
 
-__all__ = ["AdviceService", "Asked", "DocumentAdvice", "InFlight", "SnapshotAdvice", "decision_for", "kernel_id", "llm_origins"]
+__all__ = ["AdviceHost", "AdviceService", "Asked", "DocumentAdvice", "InFlight", "SnapshotAdvice", "decision_for", "kernel_id",
+           "llm_origins"]

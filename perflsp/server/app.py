@@ -29,10 +29,10 @@ if TYPE_CHECKING:
     from perflsp.server.config import ResolvedConfig
     from perflsp.server.context import ScanKey
     from perflsp.server.documents import Snapshot
-    from perflsp.server.features.tuning import TuningState
     from perflsp.server.logs import ClientLogHandler
     from perflsp.server.measured import MeasuredService, SnapshotMeasured
     from perflsp.server.scheduler import DocumentWorker
+    from perflsp.server.tuning_state import TuningState
     from perflsp.server.workspace import WorkspaceState
 
 log = logging.getLogger("perflsp.server")
@@ -91,9 +91,9 @@ class PerfLanguageServer(LanguageServer):
 
     @property
     def tuning(self) -> TuningState:
-        """Kernel Tuner runs of this session (features/tuning.py)."""
+        """Kernel Tuner runs of this session (tuning_state.py; features/tuning.py runs them)."""
         if self._tuning is None:
-            from perflsp.server.features.tuning import TuningState
+            from perflsp.server.tuning_state import TuningState
 
             self._tuning = TuningState()
         return self._tuning

@@ -5,32 +5,34 @@ around an analysis (`advice.py`, `compiled.py`, `resource_usage.py`, `progress.p
 lifecycle handlers (`lifecycle.py`) are typed against `ServerContext` and never import `app.py`,
 which imports them (lazily) to register them: the server's class sits at the top of the package.
 
-`ServerContext` extends what a document worker needs (`host.DocumentHost`) with the server's
-state (workers, workspace, services), the client's capabilities and the few pygls requests and
-notifications the features send (messages, progress, refreshes, registrations).
+`ServerContext` extends what a document worker needs (`host.DocumentHost`) and what the advisor
+needs (`advice.AdviceHost`: the workspace state, `ready`, messages, the status notification, and
+through `progress.ProgressClient` the client's capabilities and progress bars) with the server's
+state (workers, services) and the few other pygls requests and notifications the features send
+(refreshes, registrations, configuration). Each of those smaller interfaces is declared by the
+module that uses it, so that it does not import this one.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lsprotocol import types as lsp
 
+from perflsp.server.advice import AdviceHost
 from perflsp.server.host import DocumentHost
 
 if TYPE_CHECKING:
-    from pygls.progress import Progress
     from pygls.workspace import Workspace
 
     from perflsp.server.advice import AdviceService
     from perflsp.server.documents import Snapshot
-    from perflsp.server.features.tuning import TuningState
     from perflsp.server.logs import ClientLogHandler
     from perflsp.server.measured import MeasuredService
     from perflsp.server.scheduler import DocumentWorker
+    from perflsp.server.tuning_state import TuningState
     from perflsp.server.workspace import WorkspaceState
 
 # a file of the workspace scan (perflsp.rooflineData): path, mtime_ns, size, configuration generation,
@@ -38,11 +40,13 @@ if TYPE_CHECKING:
 ScanKey = tuple[str, int, int, int, int | None]
 
 
-class ServerContext(DocumentHost, Protocol):
+class ServerContext(DocumentHost, AdviceHost, Protocol):
     """The language server as its features see it."""
 
+    # (from AdviceHost: workspace_state, ready, window_show_message, send_status;
+    #  from ProgressClient: capability, work_done_progress)
+
     workers: dict[str, DocumentWorker]  # uri -> the open document's worker
-    workspace_state: WorkspaceState | None  # set in `initialized`
     refused: dict[str, str]  # uri -> why an open document is not analysed (too large)
     pull_mode: bool  # the client pulls diagnostics (else they are published)
     init_params: lsp.InitializeParams | None
@@ -74,22 +78,8 @@ class ServerContext(DocumentHost, Protocol):
         ...
 
     @property
-    def ready(self) -> asyncio.Event:
-        """Set once `initialized` has read the workspace."""
-        ...
-
-    @property
     def workspace(self) -> Workspace:
         """pygls' workspace (the text of documents the server did not open itself)."""
-        ...
-
-    @property
-    def work_done_progress(self) -> Progress:
-        """pygls' client progress bars."""
-        ...
-
-    def capability(self, path: str) -> bool:
-        """Whether the client declared the capability at dotted `path` of its capabilities."""
         ...
 
     async def snapshot(self, uri: str, exact: bool = False) -> Snapshot | None:
@@ -100,15 +90,9 @@ class ServerContext(DocumentHost, Protocol):
         """Stored profiles of a folder changed: republish its open documents."""
         ...
 
-    def send_status(self) -> None:
-        """Send the `perflsp/status` notification."""
-        ...
-
     def notify(self, method: str, params: object) -> None:
         """Send a notification of perflsp's own (`perflsp/status`, `perflsp/explanation`)."""
         ...
-
-    def window_show_message(self, params: lsp.ShowMessageParams) -> None: ...
 
     def workspace_code_lens_refresh(self, params: None) -> object: ...
 

@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from perflsp.analysis.models import Fix
 from perflsp.kernels.models import CudaFunction, OmpRegion
 from perflsp.server.documents import Snapshot
 from perflsp.server.text import path_of
+from perflsp.server.tuning_state import TuningRun, TuningState
 from perflsp.tuning.cache import CacheError, TuningRecord, TuningStore, read_cache
 from perflsp.tuning.problem import ProblemError, problem_for
 from perflsp.tuning.results import Offer, hover_markdown, offers, short_device
@@ -46,28 +47,6 @@ DEFAULT_FEVALS = 50
 # a replay of a recorded cache takes no time: its evaluations are reported at most 50 per second,
 # so that the per-evaluation progress shows (an instant run showed none, or only a flash)
 REPLAY_STEP_S = 0.02
-
-
-@dataclass(frozen=True)
-class _Run:
-    """The best configuration a tuning run found, offered while the kernel's body is unchanged."""
-
-    body_hash: str
-    device: str
-    config: Config
-    best_ms: float
-    current_ms: float | None
-    evaluations: int
-    recorded: bool
-
-
-@dataclass
-class TuningState:
-    """The server's tuning runs (`ServerContext.tuning`): one at a time, cancellable."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    cancel: threading.Event | None = None
-    runs: dict[tuple[str, str, str], _Run] = field(default_factory=dict)  # (uri, kernel, device)
 
 
 _FILES: dict[Path, tuple[float, TuningRecord]] = {}  # stored caches, read again only when they change
@@ -344,7 +323,7 @@ async def tune_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
                       evaluations=evaluations, device=result.device_name, notes=result.notes)
     current = space.code_values or {}
     current_ms = result.record.time_of(current) if current else None
-    tuning.runs[(snap.uri, name, result.device_name)] = _Run(kernel.body_hash, result.device_name, best[0], best[1],
+    tuning.runs[(snap.uri, name, result.device_name)] = TuningRun(kernel.body_hash, result.device_name, best[0], best[1],
                                                               current_ms, evaluations, result.record.recorded)
     gain = f", {current_ms / best[1]:.2f}x faster than current" if current_ms else ""
     config_text = ", ".join(f"{k}={v}" for k, v in best[0].items() if len(space.tune_params[k]) > 1)
