@@ -25,7 +25,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -42,6 +42,7 @@ from perflsp.llm.request import KernelQuestion, Task
 from perflsp.llm.sanitize import inert_text
 from perflsp.llm.schema import Proposals
 from perflsp.server import engine_adapter as engine
+from perflsp.server.advice_state import Asked, DocumentAdvice, InFlight, Key, SnapshotAdvice
 from perflsp.server.features.common import kernel_name
 from perflsp.server.progress import Progress, ProgressClient
 
@@ -53,7 +54,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, str]  # (kernel name, GPU name)
 # the last launch-parameter answer about a kernel: (kernel hash, GPU, the LLM's proposals, "LLM: <model>")
 StoredProposals = tuple[str, Gpu, Proposals | None, str]
 
@@ -75,59 +75,6 @@ def decision_for(config: ResolvedConfig) -> EndpointDecision:
     from perflsp.llm.config import decide
 
     return decide(config.settings.llm, llm_origins(config), workspace_trusted=config.workspace_trusted)
-
-
-@dataclass(frozen=True, slots=True)
-class Asked:
-    question: KernelQuestion
-    digest: str
-    report: KernelReport  # the analysis the question was built from (reused while it is)
-
-
-@dataclass(frozen=True, slots=True)
-class InFlight:
-    """A question being asked: its content digest, and the advisor's request."""
-
-    digest: str
-    task: asyncio.Task[AdvisorResult]
-
-
-@dataclass(eq=False)  # compared by identity: a worker's state is replaced, never equal to another
-class DocumentAdvice:
-    """One document's questions (written by its worker thread) and answers (by the event loop),
-    for one advisor."""
-
-    advisor: Advisor | None = None
-    asked: dict[Key, Asked] = field(default_factory=dict)
-    answers: dict[tuple[Key, str], AdvisorResult] = field(default_factory=dict)  # by (key, question digest)
-    retry_at: dict[tuple[Key, str], float] = field(default_factory=dict)  # static fallbacks: ask again after this
-    inflight: dict[Key, InFlight] = field(default_factory=dict)
-
-    def cancel(self) -> None:
-        for running in self.inflight.values():
-            running.task.cancel()
-        self.inflight.clear()
-
-
-@dataclass(frozen=True)
-class SnapshotAdvice:
-    """The LLM's part of one snapshot: its questions, and where their answers land."""
-
-    state: DocumentAdvice
-    asked: Mapping[Key, Asked]
-    label: str  # "LLM: <model>"
-
-    def result(self, name: str, gpu: str) -> AdvisorResult | None:
-        asked = self.asked.get((name, gpu))
-        return None if asked is None else self.state.answers.get(((name, gpu), asked.digest))
-
-    def pending(self, name: str, gpu: str) -> bool:
-        return (name, gpu) in self.asked and self.result(name, gpu) is None
-
-    def signature(self, name: str, gpu: str) -> tuple[int, bool]:
-        """Changes whenever what a diagnostic shows about the LLM changes (for its cache)."""
-        result = self.result(name, gpu)
-        return (id(result), self.pending(name, gpu))
 
 
 @dataclass(frozen=True)
