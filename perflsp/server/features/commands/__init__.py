@@ -52,7 +52,7 @@ def handler(command: str) -> Handler:
     return found
 
 
-async def run(ls: ServerContext, command: str, args: list[Any]) -> Any:
+async def run(ls: ServerContext, command: str, args: list[object]) -> object:
     """Answer `command` with its arguments as the client sent them."""
     from perflsp.server.features.commands.common import argument
 

@@ -26,7 +26,7 @@ class CommandError(JsonRpcInvalidParams):
     pass
 
 
-def argument(args: list[Any]) -> dict[str, Any]:
+def argument(args: list[object]) -> dict[str, Any]:
     if not args:
         return {}
     if isinstance(args[0], dict):

@@ -14,7 +14,9 @@ from perflsp.server.features.commands.serialize import profile_result_json
 from perflsp.server.progress import progress
 
 if TYPE_CHECKING:
+    from perflsp.profiling.runner import ProfileOutcome
     from perflsp.server.context import ServerContext
+    from perflsp.server.progress import Progress
 
 
 async def import_profile(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
@@ -53,7 +55,7 @@ async def import_profile(ls: ServerContext, arg: dict[str, Any]) -> dict[str, An
         ncu_argv = None
     files = open_files(ls, root)
 
-    def run(bar: Any) -> Any:
+    def run(bar: Progress) -> ProfileOutcome:
         for path in state.source_files(folder, config):
             if str(path) in files:
                 continue

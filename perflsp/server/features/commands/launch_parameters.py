@@ -16,6 +16,8 @@ from perflsp.server.progress import progress
 
 if TYPE_CHECKING:
     from perflsp.server.context import ServerContext
+    from perflsp.server.documents import Snapshot
+    from perflsp.server.features.proposals import ProposalEdits
 
 
 async def ask_launch_parameters(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +59,7 @@ async def ask_launch_parameters(ls: ServerContext, arg: dict[str, Any]) -> dict[
     from perflsp.server.features.code_actions import code_action_json
     from perflsp.server.features.proposals import describe, proposal_edits
 
-    def build(current: Any) -> tuple[Any, list[dict[str, Any]]]:
+    def build(current: Snapshot) -> tuple[ProposalEdits, list[dict[str, Any]]]:
         found = proposal_edits(current, name, answer.proposals, gpu, label)
         return found, [code_action_json(current, fix) for fix in found.fixes]
 

@@ -16,6 +16,7 @@ from perflsp.server.progress import progress
 from perflsp.server.text import path_of
 
 if TYPE_CHECKING:
+    from perflsp.profiling.runner import ProfileOutcome
     from perflsp.server.context import ServerContext
 
 
@@ -56,7 +57,7 @@ async def profile_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, An
     except OSError:
         pass
 
-    def run() -> Any:
+    def run() -> ProfileOutcome:
         with ls.measured.running:
             return profile_target(settings, path, workspace=root, kernel=kernel_filter, files=[snap.kernels],
                                   gpu_resolver=gpu_resolver(config))

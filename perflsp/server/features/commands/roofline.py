@@ -16,6 +16,7 @@ from perflsp.server.text import path_of
 
 if TYPE_CHECKING:
     from perflsp.hardware.models import Gpu
+    from perflsp.server.config import ResolvedConfig
     from perflsp.server.context import ServerContext
 
 
@@ -58,7 +59,7 @@ async def roofline_data(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any
     return {"gpus": [gpu_json(g) for g in config.gpus], "kernels": kernels, "skipped": skipped}
 
 
-def _analyse_file(ls: ServerContext, path: Path, config: Any, gpus: dict[str, Gpu]) -> list[dict[str, Any]] | str:
+def _analyse_file(ls: ServerContext, path: Path, config: ResolvedConfig, gpus: dict[str, Gpu]) -> list[dict[str, Any]] | str:
     """Extract and analyse a file that is not open (cached by mtime, size and configuration),
     exactly as `perflsp check` reads it (`perflsp.analysis.pipeline`)."""
     from perflsp.analysis.pipeline import FileAnalysis, prepare_file

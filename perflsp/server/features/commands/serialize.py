@@ -11,9 +11,13 @@ from perflsp.server.measured import measured_json
 if TYPE_CHECKING:
     from perflsp.analysis.models import Estimate, KernelReport
     from perflsp.hardware.models import Gpu
+    from perflsp.hardware.precision import Precision
+    from perflsp.profiling.measured import MeasuredEvidence
+    from perflsp.profiling.runner import KernelResult
+    from perflsp.server.measured import SnapshotMeasured
 
 
-def json_value(value: Any) -> Any:
+def json_value(value: object) -> object:
     return list(value) if isinstance(value, tuple) else value
 
 
@@ -23,7 +27,7 @@ def gpu_json(gpu: Gpu) -> dict[str, Any]:
             "peaksTflops": {p.value: peak.tflops for p, peak in gpu.peaks.items()}}
 
 
-def deciding_assumption(estimate: Any, facts: Any) -> str | None:
+def deciding_assumption(estimate: object, facts: object) -> str | None:
     """The assumption a verdict rests on, for the roofline view's tooltip: the estimate's own when
     the engine names one, else the kernel's first (the engine lists the deciding assumption first);
     None when the sizes came from the source."""
@@ -34,14 +38,15 @@ def deciding_assumption(estimate: Any, facts: Any) -> str | None:
     return str(assumptions[0]) if assumptions else None
 
 
-def judged_precision(estimate: Any) -> Any:
+def judged_precision(estimate: Estimate) -> Precision | None:
     """The precision whose roof the roofline view judges the kernel's point against: the one its
     headline quotes (the engine's `main_precision()` where it has one), else the deciding or nearest."""
     main = getattr(estimate, "main_precision", None)
     return main() if callable(main) else closest_precision(estimate)
 
 
-def estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: Any = None, facts: Any = None) -> dict[str, Any]:
+def estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: MeasuredEvidence | None = None,
+                  facts: object = None) -> dict[str, Any]:
     gpu = gpus.get(estimate.gpu)
     deciding = closest_precision(estimate)
     occupancy = estimate.occupancy
@@ -64,7 +69,8 @@ def estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: Any = None
     }
 
 
-def report_json(uri: str, report: KernelReport, gpus: dict[str, Gpu], measured: Any = None) -> dict[str, Any]:
+def report_json(uri: str, report: KernelReport, gpus: dict[str, Gpu],
+                measured: SnapshotMeasured | None = None) -> dict[str, Any]:
     """A kernel for the roofline view; `measured` (SnapshotMeasured) adds the stored results."""
     kernel = report.kernel
     facts = report.facts
@@ -87,14 +93,15 @@ def report_json(uri: str, report: KernelReport, gpus: dict[str, Gpu], measured: 
     }
 
 
-def profile_result_json(result: Any) -> dict[str, Any]:
+def profile_result_json(result: KernelResult) -> dict[str, Any]:
     match = result.match
     ref = match.ref if match is not None and match.status != "not_found" else None
     evidence = result.evidence
+    source = None
+    if ref is not None and match is not None:  # (a reference comes with its match)
+        source = {"file": ref.file, "line": ref.line, "status": match.status, "bodyHash": ref.body_hash}
     return {"kernel": result.name, "verdict": evidence.verdict if evidence else None,
-            "summary": evidence.summary() if evidence else None,
-            "source": {"file": ref.file, "line": ref.line, "status": match.status, "bodyHash": ref.body_hash}
-            if ref else None}
+            "summary": evidence.summary() if evidence else None, "source": source}
 
 
 

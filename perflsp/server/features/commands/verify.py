@@ -15,6 +15,7 @@ from perflsp.server.progress import progress
 from perflsp.server.text import path_of
 
 if TYPE_CHECKING:
+    from perflsp.profiling.runner import LaunchVerification
     from perflsp.server.context import ServerContext
 
 
@@ -50,7 +51,7 @@ async def verify_launch_parameters(ls: ServerContext, arg: dict[str, Any]) -> di
     if ls.measured.running.locked():
         return answer("busy", "a profiler run is under way; try again when it has finished", lsp.MessageType.Info)
 
-    def run() -> Any:
+    def run() -> LaunchVerification:
         with ls.measured.running:
             exe, source = prepare_target(settings, path, root)
             return verify_launch_params(settings, exe=exe, kernel=name, current_block=current, proposed_block=proposed,
