@@ -277,7 +277,7 @@ def test_a_run_freezes_its_results_between_files_and_gives_the_same_results(monk
     import gc
 
     from perflsp.analysis.report import CheckSettings
-    from perflsp.cli import check_cmd
+    from perflsp.checking import run as check_cmd
     from perflsp.hardware import load_database
 
     files, _ = check_cmd.source_paths([Path(__file__).resolve().parents[1] / "examples"])

@@ -273,7 +273,7 @@ int main() {
 
 def test_included_kernels_take_their_includers_launches(tmp_path):
     from perflsp.analysis.report import CheckSettings
-    from perflsp.cli.check_cmd import check_file
+    from perflsp.checking import check_file
 
     (tmp_path / "kernels.h").write_text(INCLUDED_KERNELS)
     (tmp_path / "main.cu").write_text(INCLUDER)

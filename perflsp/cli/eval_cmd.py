@@ -6,7 +6,7 @@ arguments); the measured columns and the label are read by the scorer alone
 listed with their reason.
 
 `--editor` drops `block`, `grid` and `exe_args` and takes each kernel's verdict from exactly the
-pipeline `perflsp check FILE` runs (`perflsp.cli.check_cmd.check_file`); labels of tiny runs
+pipeline `perflsp check FILE` runs (`perflsp.checking.check_file`); labels of tiny runs
 (under 64 KiB of measured DRAM traffic) are then scored apart too. Every run prints a reliability
 table: confidence bins vs the observed accuracy of the verdicts in them.
 

@@ -8,7 +8,7 @@ Two modes:
 - `launch-given` (default): the row's launch shape and program arguments are handed to the engine,
   and launch sites in the benchmark's other files are folded in, as the study's LLMs were told.
 - `editor`: `block`, `grid` and `exe_args` are dropped and each kernel's verdict is the one
-  `perflsp check FILE` gives (`perflsp.cli.check_cmd.check_file`, the settings `check` builds):
+  `perflsp check FILE` gives (`perflsp.checking.check_file`, the settings `check` builds):
   what a user sees in the editor or on the command line.
 """
 
@@ -150,7 +150,7 @@ class _EditorChecks:
     def __init__(self, src_root: Path, gpu: Gpu, compile_db: FlagsSource | None, cost: CostModel | None,
                  compiler: Compiler | None = None):
         from perflsp.analysis.rules import RULES
-        from perflsp.cli.check_cmd import check_settings
+        from perflsp.checking.run import check_settings
         from perflsp.kernels.includes import IncludeResolver
 
         self.src_root = src_root
@@ -164,7 +164,7 @@ class _EditorChecks:
         self._checks: dict[str, FileCheck | str] = {}
 
     def check(self, relative: str) -> FileCheck | str:
-        from perflsp.cli.check_cmd import check_file
+        from perflsp.checking.run import check_file
 
         cached = self._checks.get(relative)
         if cached is None:

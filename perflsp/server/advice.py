@@ -25,9 +25,9 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lsprotocol import types as lsp
 from pydantic import SecretStr
@@ -42,18 +42,18 @@ from perflsp.llm.request import KernelQuestion, Task
 from perflsp.llm.sanitize import inert_text
 from perflsp.llm.schema import Proposals
 from perflsp.server import engine_adapter as engine
+from perflsp.server.advice_state import Asked, DocumentAdvice, InFlight, Key, SnapshotAdvice
 from perflsp.server.features.common import kernel_name
-from perflsp.server.progress import Progress
+from perflsp.server.progress import Progress, ProgressClient
 
 if TYPE_CHECKING:
-    from perflsp.server.app import PerfLanguageServer
     from perflsp.server.config import ResolvedConfig
     from perflsp.server.documents import Snapshot
     from perflsp.server.scheduler import DocumentWorker
+    from perflsp.server.workspace import WorkspaceState
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, str]  # (kernel name, GPU name)
 # the last launch-parameter answer about a kernel: (kernel hash, GPU, the LLM's proposals, "LLM: <model>")
 StoredProposals = tuple[str, Gpu, Proposals | None, str]
 
@@ -75,59 +75,6 @@ def decision_for(config: ResolvedConfig) -> EndpointDecision:
     from perflsp.llm.config import decide
 
     return decide(config.settings.llm, llm_origins(config), workspace_trusted=config.workspace_trusted)
-
-
-@dataclass(frozen=True, slots=True)
-class Asked:
-    question: KernelQuestion
-    digest: str
-    report: KernelReport  # the analysis the question was built from (reused while it is)
-
-
-@dataclass(frozen=True, slots=True)
-class InFlight:
-    """A question being asked: its content digest, and the advisor's request."""
-
-    digest: str
-    task: asyncio.Task[AdvisorResult]
-
-
-@dataclass(eq=False)  # compared by identity: a worker's state is replaced, never equal to another
-class DocumentAdvice:
-    """One document's questions (written by its worker thread) and answers (by the event loop),
-    for one advisor."""
-
-    advisor: Advisor | None = None
-    asked: dict[Key, Asked] = field(default_factory=dict)
-    answers: dict[tuple[Key, str], AdvisorResult] = field(default_factory=dict)  # by (key, question digest)
-    retry_at: dict[tuple[Key, str], float] = field(default_factory=dict)  # static fallbacks: ask again after this
-    inflight: dict[Key, InFlight] = field(default_factory=dict)
-
-    def cancel(self) -> None:
-        for running in self.inflight.values():
-            running.task.cancel()
-        self.inflight.clear()
-
-
-@dataclass(frozen=True)
-class SnapshotAdvice:
-    """The LLM's part of one snapshot: its questions, and where their answers land."""
-
-    state: DocumentAdvice
-    asked: Mapping[Key, Asked]
-    label: str  # "LLM: <model>"
-
-    def result(self, name: str, gpu: str) -> AdvisorResult | None:
-        asked = self.asked.get((name, gpu))
-        return None if asked is None else self.state.answers.get(((name, gpu), asked.digest))
-
-    def pending(self, name: str, gpu: str) -> bool:
-        return (name, gpu) in self.asked and self.result(name, gpu) is None
-
-    def signature(self, name: str, gpu: str) -> tuple[int, bool]:
-        """Changes whenever what a diagnostic shows about the LLM changes (for its cache)."""
-        result = self.result(name, gpu)
-        return (id(result), self.pending(name, gpu))
 
 
 @dataclass(frozen=True)
@@ -163,8 +110,22 @@ class _ProgressState:
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
 
+class AdviceHost(ProgressClient, Protocol):
+    """What the advisor uses of the server (`context.ServerContext` has it): the workspace's
+    folders, messages to the user, the status notification and progress bars."""
+
+    workspace_state: WorkspaceState | None
+
+    @property
+    def ready(self) -> asyncio.Event: ...
+
+    def window_show_message(self, params: lsp.ShowMessageParams) -> None: ...
+
+    def send_status(self) -> None: ...
+
+
 class AdviceService:
-    def __init__(self, ls: PerfLanguageServer) -> None:
+    def __init__(self, ls: AdviceHost) -> None:
         self.ls = ls
         self._advisors: dict[_Fingerprint, _Advisor] = {}
         self._by_generation: dict[int, _Advisor] = {}
@@ -455,4 +416,5 @@ class AdviceService:
                             kernel_id=kernel_id(snap.uri, name, gpu.id), tree=snap.tree)
 
 
-__all__ = ["AdviceService", "Asked", "DocumentAdvice", "InFlight", "SnapshotAdvice", "decision_for", "kernel_id", "llm_origins"]
+__all__ = ["AdviceHost", "AdviceService", "Asked", "DocumentAdvice", "InFlight", "SnapshotAdvice", "decision_for", "kernel_id",
+           "llm_origins"]

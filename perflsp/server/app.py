@@ -19,6 +19,7 @@ from pygls.lsp.server import LanguageServer
 
 from perflsp import __version__
 from perflsp.server import memory
+from perflsp.server.features.commands import COMMANDS
 from perflsp.server.pool import WorkPool
 from perflsp.server.protocol import PerfProtocol
 
@@ -26,33 +27,17 @@ if TYPE_CHECKING:
     from perflsp.kernels.includes import IncludeResolver
     from perflsp.server.advice import AdviceService
     from perflsp.server.config import ResolvedConfig
+    from perflsp.server.context import ScanKey
     from perflsp.server.documents import Snapshot
-    from perflsp.server.features.tuning import TuningState
     from perflsp.server.logs import ClientLogHandler
     from perflsp.server.measured import MeasuredService, SnapshotMeasured
     from perflsp.server.scheduler import DocumentWorker
+    from perflsp.server.tuning_state import TuningState
     from perflsp.server.workspace import WorkspaceState
 
 log = logging.getLogger("perflsp.server")
 T = TypeVar("T")
-# a file of the workspace scan (perflsp.rooflineData): path, mtime_ns, size, configuration generation,
-# mtime_ns of the folder's stored profiles
-ScanKey = tuple[str, int, int, int, int | None]
 
-COMMANDS = (
-    "perflsp.explainKernel",
-    "perflsp.profileKernel",
-    "perflsp.askLaunchParameters",
-    "perflsp.listGpus",
-    "perflsp.setGpus",
-    "perflsp.rooflineData",
-    "perflsp.status",
-    "perflsp.importProfile",
-    "perflsp.verifyLaunchParameters",
-    "perflsp.tuneKernel",
-    "perflsp.importTuningCache",
-    "perflsp.cancelTuning",
-)
 CODE_ACTION_KINDS = [lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.RefactorRewrite, lsp.CodeActionKind.Empty]
 STATUS_NOTIFICATION = "perflsp/status"
 HOT_DOCUMENTS = 16  # documents whose syntax trees stay in memory (the others are parsed again on use)
@@ -61,7 +46,8 @@ FIRST_WAIT_S = 0.2  # how long a request on the only document being opened waits
 
 
 class PerfLanguageServer(LanguageServer):
-    """The host of the document workers (it implements `host.DocumentHost` and `host.AnalysisHooks`)."""
+    """The host of the document workers (it implements `host.DocumentHost` and `host.AnalysisHooks`)
+    and the `context.ServerContext` its features are typed against."""
 
     def __init__(self) -> None:
         super().__init__("perflsp", __version__, protocol_cls=PerfProtocol,
@@ -105,9 +91,9 @@ class PerfLanguageServer(LanguageServer):
 
     @property
     def tuning(self) -> TuningState:
-        """Kernel Tuner runs of this session (features/tuning.py)."""
+        """Kernel Tuner runs of this session (tuning_state.py; features/tuning.py runs them)."""
         if self._tuning is None:
-            from perflsp.server.features.tuning import TuningState
+            from perflsp.server.tuning_state import TuningState
 
             self._tuning = TuningState()
         return self._tuning
@@ -287,7 +273,11 @@ class PerfLanguageServer(LanguageServer):
     def send_status(self) -> None:
         from perflsp.server.features import status
 
-        self.protocol.notify(STATUS_NOTIFICATION, status.payload(self))
+        self.notify(STATUS_NOTIFICATION, status.payload(self))
+
+    def notify(self, method: str, params: object) -> None:
+        """A notification of perflsp's own to the client."""
+        self.protocol.notify(method, params)
 
     # ------------------------------------------------------------------ LLM answers, measurements
 
@@ -483,6 +473,7 @@ CommandHandler = Callable[..., Awaitable[object]]  # (ls, *arguments as JSON) ->
 
 
 def _register_commands() -> None:
+    """Every command of the registry (`features.commands.COMMANDS`; each module imported on first use)."""
     for name in COMMANDS:
         def make(command: str) -> CommandHandler:
             async def handler(ls: PerfLanguageServer, *args: object) -> object:

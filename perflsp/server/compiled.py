@@ -27,8 +27,8 @@ from perflsp.kernels.models import CudaFunction, OmpRegion
 from perflsp.server.text import path_of
 
 if TYPE_CHECKING:
-    from perflsp.server.app import PerfLanguageServer
     from perflsp.server.config import ResolvedConfig
+    from perflsp.server.context import ServerContext
     from perflsp.server.scheduler import DocumentWorker
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def why_not(config: ResolvedConfig, path: Path | None) -> str | None:
     return None
 
 
-def schedule(ls: PerfLanguageServer, worker: DocumentWorker, delay_s: float = 0.0) -> None:
+def schedule(ls: ServerContext, worker: DocumentWorker, delay_s: float = 0.0) -> None:
     """(Re)start the background compile of `worker`'s text, after `delay_s` of quiet."""
     config = ls.config_for(worker.uri)
     path = path_of(worker.uri)
@@ -86,7 +86,7 @@ def schedule(ls: PerfLanguageServer, worker: DocumentWorker, delay_s: float = 0.
     worker.compile_task = asyncio.get_running_loop().create_task(_run(ls, worker, path, config, delay_s))
 
 
-async def _run(ls: PerfLanguageServer, worker: DocumentWorker, path: Path, config: ResolvedConfig,
+async def _run(ls: ServerContext, worker: DocumentWorker, path: Path, config: ResolvedConfig,
                delay_s: float) -> None:
     if delay_s > 0:
         await asyncio.sleep(delay_s)  # (cancelled by the next edit's schedule)

@@ -17,7 +17,7 @@ from perflsp.source.positions import LineIndex, Position
 if TYPE_CHECKING:
     from perflsp.llm.advisor import AdvisorResult
     from perflsp.profiling.measured import MeasuredEvidence
-    from perflsp.server.advice import SnapshotAdvice
+    from perflsp.server.advice_state import SnapshotAdvice
     from perflsp.server.analysis import AnalysisState
     from perflsp.server.config import ResolvedConfig
     from perflsp.server.measured import SnapshotMeasured

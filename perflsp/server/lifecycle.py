@@ -19,12 +19,12 @@ from perflsp.server.workspace import WorkspaceState
 from perflsp.source.positions import Position
 
 if TYPE_CHECKING:
-    from perflsp.server.app import PerfLanguageServer
+    from perflsp.server.context import ServerContext
 
 log = logging.getLogger("perflsp.server")
 
 
-async def initialized(ls: PerfLanguageServer) -> None:
+async def initialized(ls: ServerContext) -> None:
     params = ls.init_params
     assert params is not None
     folders: list[tuple[str, Path | None]] = [(f.uri, path_of(f.uri)) for f in params.workspace_folders or []]
@@ -107,7 +107,7 @@ int main() {
 """
 
 
-async def pull_configuration(ls: PerfLanguageServer) -> None:
+async def pull_configuration(ls: ServerContext) -> None:
     """Ask the client for `perflsp` settings of each folder (when it answers configuration requests)."""
     state = ls.initialized_workspace
     if not ls.capability("workspace.configuration"):
@@ -125,7 +125,7 @@ async def pull_configuration(ls: PerfLanguageServer) -> None:
         folder.workspace_settings = client_values(result) if isinstance(result, dict) else {}
 
 
-async def refresh_all(ls: PerfLanguageServer, initial: bool = False) -> None:
+async def refresh_all(ls: ServerContext, initial: bool = False) -> None:
     state = ls.initialized_workspace
     known = engine.known_rule_codes()
     changed_folders = []
@@ -174,7 +174,7 @@ def ignored_message(ignored: list[str]) -> str:
     return f"perflsp: {len(ignored)} settings ignored. " + ". ".join(parts)
 
 
-async def _register_watchers(ls: PerfLanguageServer) -> None:
+async def _register_watchers(ls: ServerContext) -> None:
     if not ls.capability("workspace.did_change_watched_files.dynamic_registration"):
         return
     watchers = [lsp.FileSystemWatcher(glob_pattern=f"**/{CONFIG_FILE}"),
@@ -202,7 +202,7 @@ def too_large(text: str) -> str | None:
     return None
 
 
-def open_document(ls: PerfLanguageServer, params: lsp.DidOpenTextDocumentParams) -> None:
+def open_document(ls: ServerContext, params: lsp.DidOpenTextDocumentParams) -> None:
     doc = params.text_document
     old = ls.workers.pop(doc.uri, None)
     if old is not None:
@@ -215,7 +215,7 @@ def open_document(ls: PerfLanguageServer, params: lsp.DidOpenTextDocumentParams)
     _open_worker(ls, doc.uri, doc.text, doc.version)
 
 
-def _refuse(ls: PerfLanguageServer, uri: str, version: int | None, reason: str) -> None:
+def _refuse(ls: ServerContext, uri: str, version: int | None, reason: str) -> None:
     """Too large to analyse: say so once (message and a diagnostic), keep nothing of it."""
     first = uri not in ls.refused
     ls.refused[uri] = reason
@@ -231,13 +231,13 @@ def _refuse(ls: PerfLanguageServer, uri: str, version: int | None, reason: str) 
                                                  data={"kind": "skipped", "reason": reason})])
 
 
-def _open_worker(ls: PerfLanguageServer, uri: str, text: str, version: int | None) -> None:
+def _open_worker(ls: ServerContext, uri: str, text: str, version: int | None) -> None:
     worker = DocumentWorker(ls, uri, text, version)  # ranks as a background document until used
     ls.workers[uri] = worker
     asyncio.get_running_loop().create_task(_start(ls, worker))
 
 
-async def _start(ls: PerfLanguageServer, worker: DocumentWorker) -> None:
+async def _start(ls: ServerContext, worker: DocumentWorker) -> None:
     from perflsp.server import compiled, resource_usage
 
     await ls.ready.wait()
@@ -247,7 +247,7 @@ async def _start(ls: PerfLanguageServer, worker: DocumentWorker) -> None:
         compiled.schedule(ls, worker)
 
 
-def change_document(ls: PerfLanguageServer, params: lsp.DidChangeTextDocumentParams) -> None:
+def change_document(ls: ServerContext, params: lsp.DidChangeTextDocumentParams) -> None:
     worker = ls.workers.get(params.text_document.uri)
     if worker is None and params.text_document.uri in ls.refused:
         _refused_changed(ls, params.text_document.uri, params.text_document.version)
@@ -272,7 +272,7 @@ def change_document(ls: PerfLanguageServer, params: lsp.DidChangeTextDocumentPar
         worker.queue(params.text_document.version, changes)
 
 
-def _refused_changed(ls: PerfLanguageServer, uri: str, version: int | None) -> None:
+def _refused_changed(ls: ServerContext, uri: str, version: int | None) -> None:
     """A document too large to analyse was edited: analyse it once it is under the limit."""
     try:
         text = ls.workspace.get_text_document(uri).source  # pygls keeps the text
@@ -286,7 +286,7 @@ def _refused_changed(ls: PerfLanguageServer, uri: str, version: int | None) -> N
     _open_worker(ls, uri, text, version)
 
 
-async def saved(ls: PerfLanguageServer, uri: str) -> None:
+async def saved(ls: ServerContext, uri: str) -> None:
     from perflsp.server import compiled, resource_usage
 
     await ls.ready.wait()
@@ -302,7 +302,7 @@ async def saved(ls: PerfLanguageServer, uri: str) -> None:
 # ---------------------------------------------------------------------- configuration
 
 
-async def configuration_changed(ls: PerfLanguageServer, settings: object) -> None:
+async def configuration_changed(ls: ServerContext, settings: object) -> None:
     from perflsp.server.config import client_values
 
     state = ls.initialized_workspace
@@ -315,7 +315,7 @@ async def configuration_changed(ls: PerfLanguageServer, settings: object) -> Non
     await refresh_all(ls)
 
 
-async def files_changed(ls: PerfLanguageServer, uris: list[str]) -> None:
+async def files_changed(ls: ServerContext, uris: list[str]) -> None:
     state = ls.initialized_workspace
     configs = [u for u in uris if u.endswith("/" + CONFIG_FILE)]
     headers = [u for u in uris if u not in configs]
@@ -327,7 +327,7 @@ async def files_changed(ls: PerfLanguageServer, uris: list[str]) -> None:
         await refresh_all(ls)
 
 
-async def folders_changed(ls: PerfLanguageServer, event: lsp.WorkspaceFoldersChangeEvent) -> None:
+async def folders_changed(ls: ServerContext, event: lsp.WorkspaceFoldersChangeEvent) -> None:
     state = ls.initialized_workspace
     for removed in event.removed:
         state.remove_folder(removed.uri)

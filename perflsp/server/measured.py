@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perflsp.analysis.models import KernelReport
-from perflsp.hardware.precision import Precision
 from perflsp.profiling.gpus import MeasuredGpu, database_resolver
 from perflsp.profiling.measured import MeasuredEvidence
 from perflsp.profiling.runner import LaunchVerification
 from perflsp.profiling.store import ProfileStore
-from perflsp.server.features.common import kernel_name
+from perflsp.server.features.common import deciding_precision, kernel_name
 
 if TYPE_CHECKING:
     from perflsp.server.config import ResolvedConfig
@@ -80,15 +79,6 @@ def evidence_for_reports(store: ProfileStore, config: ResolvedConfig, path: str 
     if not by_gpu and not other:
         return SnapshotMeasured()
     return SnapshotMeasured(by_gpu, other)
-
-
-def deciding_precision(evidence: MeasuredEvidence) -> Precision | None:
-    """The precision that decided a measured verdict, or the one nearest its ridge."""
-    if evidence.deciding_precision is not None:
-        return evidence.deciding_precision
-    ratios = {p: v / evidence.ridge[p] for p, v in evidence.intensity.items()
-              if evidence.ridge.get(p) and math.isfinite(v)}
-    return max(ratios, key=lambda p: ratios[p]) if ratios else None
 
 
 def measured_json(evidence: MeasuredEvidence) -> dict[str, Any]:

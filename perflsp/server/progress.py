@@ -8,19 +8,28 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lsprotocol import types as lsp
 
 if TYPE_CHECKING:
-    from perflsp.server.app import PerfLanguageServer
+    from pygls.progress import Progress as ClientProgress
 
 log = logging.getLogger(__name__)
 DELAY_S = 0.5
 
 
+class ProgressClient(Protocol):
+    """What a progress bar uses of the server (`context.ServerContext` has it)."""
+
+    def capability(self, path: str) -> bool: ...
+
+    @property
+    def work_done_progress(self) -> ClientProgress: ...
+
+
 class Progress:
-    def __init__(self, ls: PerfLanguageServer, title: str, token: lsp.ProgressToken | None = None):
+    def __init__(self, ls: ProgressClient, title: str, token: lsp.ProgressToken | None = None):
         self.ls = ls
         self.title = title
         self.token: lsp.ProgressToken | None = token  # a client-provided workDoneToken, if any
@@ -56,7 +65,7 @@ class Progress:
 
 
 @contextlib.asynccontextmanager
-async def progress(ls: PerfLanguageServer, title: str, token: lsp.ProgressToken | None = None,
+async def progress(ls: ProgressClient, title: str, token: lsp.ProgressToken | None = None,
                    delay: float = DELAY_S) -> AsyncIterator[Progress]:
     """A progress bar for the block's work; `delay` 0 shows it at once (work known to be long)."""
     bar = Progress(ls, title, token)

@@ -18,15 +18,15 @@ from perflsp.server.text import path_of
 from perflsp.server.workspace import compile_flag_macros
 
 if TYPE_CHECKING:
-    from perflsp.server.app import PerfLanguageServer
     from perflsp.server.config import ResolvedConfig
+    from perflsp.server.context import ServerContext
     from perflsp.server.scheduler import DocumentWorker
 
 log = logging.getLogger(__name__)
 _CUDA_SUFFIXES = (".cu", ".cuh")
 
 
-def schedule(ls: PerfLanguageServer, worker: DocumentWorker) -> None:
+def schedule(ls: ServerContext, worker: DocumentWorker) -> None:
     """Start (or restart) the background compile of `worker`'s file when the settings ask for it."""
     config = ls.config_for(worker.uri)
     path = path_of(worker.uri)
@@ -38,7 +38,7 @@ def schedule(ls: PerfLanguageServer, worker: DocumentWorker) -> None:
     worker.resource_task = asyncio.get_running_loop().create_task(_run(ls, worker, path, config))
 
 
-async def _run(ls: PerfLanguageServer, worker: DocumentWorker, path: Path, config: ResolvedConfig) -> None:
+async def _run(ls: ServerContext, worker: DocumentWorker, path: Path, config: ResolvedConfig) -> None:
     from perflsp.hardware.ptxas import ResourceUsageError, arch_flag, locate_nvcc, resource_usage_async
 
     settings = config.settings

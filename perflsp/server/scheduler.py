@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from perflsp.analysis.models import KernelReport
     from perflsp.compiled.model import CompiledSource
     from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion
-    from perflsp.server.advice import DocumentAdvice
+    from perflsp.server.advice_state import DocumentAdvice
     from perflsp.server.config import ResolvedConfig
 
 T = TypeVar("T")

@@ -167,7 +167,7 @@ def test_the_server_shows_what_check_shows(name):
     # one pipeline: an open document and `perflsp check` read a file in the same context (a
     # header takes its launch sites from the source that includes it) and give the same facts
     from perflsp.analysis.report import CheckSettings
-    from perflsp.cli.check_cmd import check_file
+    from perflsp.checking import check_file
     from perflsp.kernels.includes import IncludeResolver
 
     path = ROOT / "tests" / "data" / "eval" / "src" / name

@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from perflsp.hardware.precision import Precision
-from perflsp.server.features.commands import deciding_assumption, judged_precision
+from perflsp.server.features.commands.serialize import deciding_assumption, judged_precision
 
 
 def test_the_engine_named_assumption_wins():

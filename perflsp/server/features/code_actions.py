@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
@@ -29,12 +29,16 @@ from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import kernel_name
 from perflsp.source.positions import Position
 
+if TYPE_CHECKING:
+    from perflsp.server.context import ServerContext
+    from perflsp.server.scheduler import DocumentWorker
+
 
 class Cancelled(Exception):
     """The request was cancelled (`$/cancelRequest`) while its actions were computed."""
 
 
-def actions(ls: Any, worker: Any, snap: Snapshot, params: lsp.CodeActionParams,
+def actions(ls: ServerContext, worker: DocumentWorker | None, snap: Snapshot, params: lsp.CodeActionParams,
             cancelled: Callable[[], bool] | None = None) -> list[lsp.CodeAction]:
     """The actions at `params.range`; `cancelled()` is checked between stages (a cancelled
     request stops its work there and raises `Cancelled`)."""
@@ -122,7 +126,7 @@ def actions(ls: Any, worker: Any, snap: Snapshot, params: lsp.CodeActionParams,
     return _dedupe(out)
 
 
-def _tuning_actions(ls: Any, snap: Snapshot, kernels: list[CudaFunction]) -> list[lsp.CodeAction]:
+def _tuning_actions(ls: ServerContext, snap: Snapshot, kernels: list[CudaFunction]) -> list[lsp.CodeAction]:
     """*Tune `k` on <GPU>* and the tuned edit per device (perflsp.server.features.tuning)."""
     if not kernels:
         return []
@@ -145,7 +149,7 @@ def _profiling_ready(snap: Snapshot) -> bool:
     return profiling_status(snap.config)[0] == "ready"
 
 
-def _measured_title(ls: Any, snap: Snapshot, kernel: CudaFunction | None, current: object, block: int) -> str:
+def _measured_title(ls: ServerContext, snap: Snapshot, kernel: CudaFunction | None, current: object, block: int) -> str:
     """" — measured 1.40× faster" once `perflsp.verifyLaunchParameters` timed this change."""
     measured = getattr(ls, "_measured", None)
     if kernel is None or measured is None or not isinstance(current, int):
@@ -159,7 +163,7 @@ def _measured_title(ls: Any, snap: Snapshot, kernel: CudaFunction | None, curren
     return f" — measured {speedup:.2f}× {'faster' if speedup >= 1 else 'slower'}"
 
 
-def _proposal_actions(ls: Any, snap: Snapshot, item: CudaFunction | OmpRegion) -> list[lsp.CodeAction]:
+def _proposal_actions(ls: ServerContext, snap: Snapshot, item: CudaFunction | OmpRegion) -> list[lsp.CodeAction]:
     advice = getattr(ls, "_advice", None)
     if advice is None:
         return []

@@ -82,10 +82,17 @@ def _kind(verdict: str | None) -> str:
         verdict or "", "uncertain")
 
 
+def deciding_precision(evidence: MeasuredEvidence) -> Precision | None:
+    """The precision that decided a measured verdict, or the one nearest its ridge."""
+    if evidence.deciding_precision is not None:
+        return evidence.deciding_precision
+    ratios = {p: v / evidence.ridge[p] for p, v in evidence.intensity.items()
+              if evidence.ridge.get(p) and math.isfinite(v)}
+    return max(ratios, key=lambda p: ratios[p]) if ratios else None
+
+
 def measured_vs_ridge(measured: MeasuredEvidence) -> str:
     """`FP32 intensity 38 ≥ ridge 33 FLOP/B` of a measurement (its deciding or nearest precision)."""
-    from perflsp.server.measured import deciding_precision
-
     precision = deciding_precision(measured)
     if precision is None:
         return "no intensity measured"

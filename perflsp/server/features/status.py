@@ -9,11 +9,11 @@ from perflsp import __version__
 from perflsp.server import engine_adapter as engine
 
 if TYPE_CHECKING:
-    from perflsp.server.app import PerfLanguageServer
     from perflsp.server.config import ResolvedConfig
+    from perflsp.server.context import ServerContext
 
 
-def payload(ls: PerfLanguageServer) -> dict[str, Any]:
+def payload(ls: ServerContext) -> dict[str, Any]:
     """The `perflsp/status` params (camelCase, as on the wire); before `initialized` only `version`, `ready`."""
     state = ls.workspace_state
     if state is None:

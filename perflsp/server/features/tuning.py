@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from perflsp.analysis.models import Fix
 from perflsp.kernels.models import CudaFunction, OmpRegion
 from perflsp.server.documents import Snapshot
 from perflsp.server.text import path_of
+from perflsp.server.tuning_state import TuningRun, TuningState
 from perflsp.tuning.cache import CacheError, TuningRecord, TuningStore, read_cache
 from perflsp.tuning.problem import ProblemError, problem_for
 from perflsp.tuning.results import Offer, hover_markdown, offers, short_device
@@ -38,7 +39,7 @@ from perflsp.tuning.space import Config, TuningSpace
 
 if TYPE_CHECKING:
     from perflsp.hardware.models import Gpu
-    from perflsp.server.app import PerfLanguageServer
+    from perflsp.server.context import ServerContext
     from perflsp.tuning.search import Evaluation, Measurement
 
 log = logging.getLogger(__name__)
@@ -46,28 +47,6 @@ DEFAULT_FEVALS = 50
 # a replay of a recorded cache takes no time: its evaluations are reported at most 50 per second,
 # so that the per-evaluation progress shows (an instant run showed none, or only a flash)
 REPLAY_STEP_S = 0.02
-
-
-@dataclass(frozen=True)
-class _Run:
-    """The best configuration a tuning run found, offered while the kernel's body is unchanged."""
-
-    body_hash: str
-    device: str
-    config: Config
-    best_ms: float
-    current_ms: float | None
-    evaluations: int
-    recorded: bool
-
-
-@dataclass
-class TuningState:
-    """The server's tuning runs (`PerfLanguageServer.tuning`): one at a time, cancellable."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    cancel: threading.Event | None = None
-    runs: dict[tuple[str, str, str], _Run] = field(default_factory=dict)  # (uri, kernel, device)
 
 
 _FILES: dict[Path, tuple[float, TuningRecord]] = {}  # stored caches, read again only when they change
@@ -116,7 +95,7 @@ def _profiling_ready(snap: Snapshot) -> bool:
     return profiling_status(snap.config)[0] == "ready"
 
 
-def _run_offers(ls: PerfLanguageServer, snap: Snapshot, kernel: CudaFunction, space: TuningSpace, recs: list[TuningRecord]) -> list[Offer]:
+def _run_offers(ls: ServerContext, snap: Snapshot, kernel: CudaFunction, space: TuningSpace, recs: list[TuningRecord]) -> list[Offer]:
     found = {o.record.device_name: o for o in offers(recs, space)}
     for (uri, name, device), run in ls.tuning.runs.items():
         if uri != snap.uri or name != kernel.name or run.body_hash != kernel.body_hash:
@@ -131,7 +110,7 @@ def _run_offers(ls: PerfLanguageServer, snap: Snapshot, kernel: CudaFunction, sp
     return [o for o in found.values() if any(current.get(k) != v for k, v in o.config.items())]
 
 
-def code_actions(ls: PerfLanguageServer, snap: Snapshot, kernels: list[CudaFunction]) -> list[lsp.CodeAction]:
+def code_actions(ls: ServerContext, snap: Snapshot, kernels: list[CudaFunction]) -> list[lsp.CodeAction]:
     from perflsp.server.features.code_actions import _action
     from perflsp.tuning.edits import tuned_fix
     from perflsp.tuning.search import kernel_tuner_available
@@ -231,7 +210,7 @@ def _timing(snap: Snapshot, kernel: CudaFunction, space: TuningSpace, gpu: Gpu |
         return _replaying(snap, replay, gpu)
     if _profiling_ready(snap):
         from perflsp.profiling.errors import ProfilingError
-        from perflsp.server.features.commands import _profiling_settings
+        from perflsp.server.features.commands.common import profiling_settings
         from perflsp.tuning.measure import program_evaluator
 
         path = path_of(snap.uri)
@@ -239,7 +218,7 @@ def _timing(snap: Snapshot, kernel: CudaFunction, space: TuningSpace, gpu: Gpu |
             return _Refusal("failed", f"save `{snap.uri}` to a file first: tuning builds and runs the saved file's "
                             "directory")
         try:
-            return _Timing(gpu, evaluate=program_evaluator(_profiling_settings(snap.config), path, snap.data, snap.tree,
+            return _Timing(gpu, evaluate=program_evaluator(profiling_settings(snap.config), path, snap.data, snap.tree,
                                                            snap.kernels, kernel, space, root))
         except ProfilingError as exc:  # (profiling off: disabled; a build command without {file}: refused)
             return _Refusal("disabled" if exc.code == "not-enabled" else "failed", exc.message)
@@ -251,12 +230,12 @@ def _timing(snap: Snapshot, kernel: CudaFunction, space: TuningSpace, gpu: Gpu |
                     "cache was imported (perflsp.importTuningCache)")
 
 
-async def tune_kernel(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, Any]:
-    from perflsp.server.features.commands import CommandError, _report
+async def tune_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
+    from perflsp.server.features.commands.common import CommandError, kernel_report
     from perflsp.tuning.search import TuningUnavailable, kernel_tuner_available
     from perflsp.tuning.session import FileContext, prior_note, tune
 
-    snap, report = await _report(ls, arg)
+    snap, report = await kernel_report(ls, arg)
     kernel = report.kernel
     name = kernel.name
 
@@ -344,7 +323,7 @@ async def tune_kernel(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, 
                       evaluations=evaluations, device=result.device_name, notes=result.notes)
     current = space.code_values or {}
     current_ms = result.record.time_of(current) if current else None
-    tuning.runs[(snap.uri, name, result.device_name)] = _Run(kernel.body_hash, result.device_name, best[0], best[1],
+    tuning.runs[(snap.uri, name, result.device_name)] = TuningRun(kernel.body_hash, result.device_name, best[0], best[1],
                                                               current_ms, evaluations, result.record.recorded)
     gain = f", {current_ms / best[1]:.2f}x faster than current" if current_ms else ""
     config_text = ", ".join(f"{k}={v}" for k, v in best[0].items() if len(space.tune_params[k]) > 1)
@@ -366,7 +345,7 @@ async def tune_kernel(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, 
                   actions=actions)
 
 
-async def cancel_tuning(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, Any]:
+async def cancel_tuning(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
     cancel = ls.tuning.cancel
     if cancel is None:
         return {"cancelled": False, "message": "no tuning run is under way"}
@@ -374,14 +353,14 @@ async def cancel_tuning(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str
     return {"cancelled": True, "message": "the tuning run stops after the evaluation in flight"}
 
 
-async def import_tuning_cache(ls: PerfLanguageServer, arg: dict[str, Any]) -> dict[str, Any]:
-    from perflsp.server.features.commands import CommandError, _folder_root
+async def import_tuning_cache(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
+    from perflsp.server.features.commands.common import CommandError, folder_root
     from perflsp.tuning.session import import_cache
 
     raw = arg.get("path")
     if not isinstance(raw, str) or not raw:
         raise CommandError("`path` (the Kernel Tuner cache file) is required")
-    root = _folder_root(ls, arg.get("uri") if isinstance(arg.get("uri"), str) else None)
+    root = folder_root(ls, arg.get("uri") if isinstance(arg.get("uri"), str) else None)
     if root is None:
         raise CommandError("open a workspace folder: imported caches are stored under its .perflsp/ folder")
     path = Path(raw).expanduser()
@@ -411,7 +390,7 @@ class _Bar:
     started: bool = False
 
 
-async def _begin_progress(ls: PerfLanguageServer, token: lsp.ProgressToken | None, title: str,
+async def _begin_progress(ls: ServerContext, token: lsp.ProgressToken | None, title: str,
                           cancel: threading.Event) -> _Bar:
     bar = _Bar(token)
     if bar.token is None:
@@ -433,12 +412,12 @@ async def _begin_progress(ls: PerfLanguageServer, token: lsp.ProgressToken | Non
     return bar
 
 
-def _report_progress(ls: PerfLanguageServer, bar: _Bar, message: str, percentage: int) -> None:
+def _report_progress(ls: ServerContext, bar: _Bar, message: str, percentage: int) -> None:
     if bar.started and bar.token is not None:
         ls.work_done_progress.report(bar.token, lsp.WorkDoneProgressReport(message=message, percentage=percentage))
 
 
-def _end_progress(ls: PerfLanguageServer, bar: _Bar) -> None:
+def _end_progress(ls: ServerContext, bar: _Bar) -> None:
     if bar.started and bar.token is not None:
         ls.work_done_progress.end(bar.token, lsp.WorkDoneProgressEnd(message="done"))
         bar.started = False
