@@ -148,6 +148,16 @@ class PerfProtocol(LanguageServerProtocol):
 
         super()._execute_handler(msg_id, handler, done, args, kwargs)
 
+    def _run_generator(self, future: Any, *, gen: Any, result_future: Any) -> None:
+        # a builtin handler's inner step (a command of `workspace/executeCommand`) that ends after
+        # its request was cancelled: pygls drops it unread, and asyncio logs its error with a
+        # traceback when the task is collected. Its error is read here; the answer was sent.
+        if result_future.cancelled() and future is not None and future.done() and not future.cancelled():
+            future.exception()
+            gen.close()
+            return
+        super()._run_generator(future, gen=gen, result_future=result_future)
+
     def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
         error = None if future.cancelled() else future.exception()
         if isinstance(error, _CLIENT_ERRORS):  # the client's mistake: its answer and one line (pygls: a traceback)
