@@ -86,3 +86,31 @@ async def test_malformed_frames_get_the_specs_errors_and_one_log_line_each(tmp_p
     lines = [line for line in log.splitlines() if line.strip()]
     assert all(line[:2] == "20" for line in lines), log
     assert sum("client message rejected" in line for line in lines) >= 20
+
+
+@pytest.mark.asyncio
+async def test_a_failing_command_cancelled_by_the_client_leaves_no_traceback(tmp_path):
+    """The command's error after its request was cancelled is read, not left to asyncio (which
+    logged it as 'Task exception was never retrieved', with a traceback)."""
+    server = await RawServer.start(tmp_path / "server.log")
+    try:
+        server.write(frame(message(id=1, method="initialize", params={"capabilities": {}})))
+        await server.replies({1})
+        server.write(frame(message(method="initialized", params={})))
+        explain = {"command": "perflsp.explainKernel", "arguments": ["file:///nowhere/a.cu", "no_such_kernel"]}
+        for request in range(10, 20):
+            server.write(frame(message(id=request, method="workspace/executeCommand", params=explain)))
+            server.write(frame(message(method="$/cancelRequest", params={"id": request})))
+        got = await server.replies(set(range(10, 20)))
+        assert all("error" in got[request] for request in range(10, 20)), got  # cancelled, or the command's error
+        server.write(frame(message(id=30, method="shutdown")))
+        await server.replies({30})
+        server.write(frame(message(method="exit")))
+        assert await asyncio.wait_for(server.process.wait(), 30) == 0
+    finally:
+        if server.process.returncode is None:
+            server.process.kill()
+            await server.process.wait()
+        server.reader.cancel()
+    log = server.log.read_text(errors="replace")
+    assert "Traceback" not in log and "never retrieved" not in log, log
