@@ -36,16 +36,16 @@ from benchmarks.generated_cuda import generate
 from benchmarks.lsp_latency import Client
 
 COMPILED = "counted in the compiled code"
-_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s*)?\w[\w:<>\s\*]*?\b(\w+)\s*\(")
+_KERNEL = re.compile(r"__global__\s+(?:\w+\s+)*?(?:__launch_bounds__\([^)]*\)\s*)?(?:\w[\w:<>\*]*\s+)*?\**(\w+)\s*\(")
 
 
 def first_kernel_position(text: str) -> tuple[int, int]:
     """(line, character) inside the name of the file's first kernel definition."""
-    for number, line in enumerate(text.splitlines()):
-        match = _KERNEL.search(line)
-        if match:
-            return number, match.start(1) + 1
-    raise SystemExit("no __global__ kernel defined on one line in the file")
+    match = _KERNEL.search(text)
+    if match is None:
+        raise SystemExit("no __global__ kernel defined in the file")
+    before = text[:match.start(1)]
+    return before.count("\n"), match.start(1) - (before.rfind("\n") + 1) + 1
 
 
 async def one_open(path: Path, text: str, gpu: str, cache: Path) -> dict[str, float]:
