@@ -102,6 +102,8 @@ class CompiledUnit:
     functions: dict[str, CompiledFunction]
     dependencies: list[str] = field(default_factory=list)  # files the unit read (for cache checks)
     seconds: float = 0.0
+    # names.py's index of the entry functions by simple name (built on the first lookup)
+    entries: dict[str, list[Any]] | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "arch": self.arch, "compiler": self.compiler, "seconds": self.seconds,

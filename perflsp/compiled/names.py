@@ -98,16 +98,8 @@ def cuda_kernel(unit: CompiledUnit, name: str, params: int | None = None,
     """The entry function of the kernel `name` (simple or qualified), preferring the parameter
     count `params`, then the instantiation whose template arguments `prefer` scores highest."""
     simple = name.split("::")[-1]
-    candidates: list[tuple[CompiledFunction, str, int | None]] = []
-    for fn in unit.functions.values():
-        if not fn.is_entry or fn.name.startswith("__omp_offloading_"):
-            continue
-        qualified, templates, count = _split(demangled(fn.name))
-        if qualified.split("::")[-1] != simple and fn.name != simple:
-            continue
-        if "::" in name and not qualified.endswith(name):
-            continue
-        candidates.append((fn, templates, count))
+    candidates = [(fn, templates, count) for fn, qualified, templates, count in _entries(unit).get(simple, ())
+                  if "::" not in name or qualified.endswith(name)]
     if not candidates:
         return None
     if params is not None and any(c[2] == params for c in candidates):
@@ -115,6 +107,25 @@ def cuda_kernel(unit: CompiledUnit, name: str, params: int | None = None,
     if prefer is not None and len(candidates) > 1:
         return max(candidates, key=lambda c: prefer(template_arguments(c[1])))[0]
     return candidates[0][0]
+
+
+def _entries(unit: CompiledUnit) -> dict[str, list[tuple[CompiledFunction, str, str, int | None]]]:
+    """The unit's kernel entries by simple name: (function, qualified name, template arguments,
+    parameter count); each symbol demangled once per unit (a file of thousands of kernels looks
+    up each of them)."""
+    if unit.entries is None:
+        index: dict[str, list[tuple[CompiledFunction, str, str, int | None]]] = {}
+        for fn in unit.functions.values():
+            if not fn.is_entry or fn.name.startswith("__omp_offloading_"):
+                continue
+            qualified, templates, count = _split(demangled(fn.name))
+            entry = (fn, qualified, templates, count)
+            simple = qualified.split("::")[-1]
+            index.setdefault(simple, []).append(entry)
+            if fn.name != simple:  # (an unmangled `extern "C"` kernel is found by its symbol too)
+                index.setdefault(fn.name, []).append(entry)
+        unit.entries = index
+    return unit.entries
 
 
 def omp_region(unit: CompiledUnit, path: str | None, line: int,
