@@ -323,3 +323,13 @@ def test_shapes_spelled_with_x_are_read_whole():
     cost = classify(fn.instructions[0])
     assert fn.instructions[0].opcode == "DMMA.8x8x4"
     assert cost.tensor == 16 and cost.tensor_kind == "fp64"
+
+
+def test_a_file_of_more_kernels_than_the_ceiling_is_not_compiled(tmp_path):
+    from perflsp.compiled.service import MAX_KERNELS
+
+    source = tmp_path / "many.cu"
+    source.write_text("".join(f"__global__ void k{i}(float *x) {{ x[{i}] = 1.0f; }}\n"
+                              for i in range(MAX_KERNELS + 1)))
+    answer = Compiler(TOOLCHAIN, None).request(source, "sm_86")
+    assert isinstance(answer, str) and "too many to compile" in answer

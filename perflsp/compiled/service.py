@@ -27,6 +27,9 @@ HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl"
 SOURCE_SUFFIXES = frozenset({".c", ".cc", ".cpp", ".cxx", ".cu", ".C"})
 _OMP_TARGET = re.compile(rb"omp\s+target\b(?!\s+(?:data|enter|exit|update)\b)")
 _GLOBAL = re.compile(rb"__global__")
+# Device code beyond this many kernels (generated files) is not compiled: nvcc takes about a minute
+# per 3,000 kernels and the analysis stops at its per-file ceiling anyway; the source engine answers.
+MAX_KERNELS = 1000
 
 
 def default_cache_dir() -> Path:
@@ -87,6 +90,9 @@ class Compiler:
             return f"cannot read {path}: {exc.strerror or exc}"
         if not _GLOBAL.search(own) and not _OMP_TARGET.search(own):
             return f"{path.name} has no device code to compile"
+        kernels = len(_GLOBAL.findall(own)) + len(_OMP_TARGET.findall(own))
+        if kernels > MAX_KERNELS:
+            return f"{path.name} has {kernels:,} kernels (more than {MAX_KERNELS:,}): too many to compile"
         unit = self.unit_for(path)
         if unit is None:
             return f"{path.name} is a header no source beside it includes: nothing compiles it"
