@@ -19,6 +19,9 @@ def serve(stdio: bool, tcp: str | None, log_level: str) -> None:
         _host, sep, port = tcp.rpartition(":")
         if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
             raise click.BadParameter(f"expected HOST:PORT, got '{tcp}'", param_hint="--tcp")
+    from perflsp.server.memory import use_system_allocator
+
+    use_system_allocator()  # re-executes (`python -m perflsp serve` did it earlier, in __main__)
     from perflsp.server.app import run
 
     run(tcp=tcp, log_level=log_level)

@@ -3,12 +3,13 @@
 A closed document's worker drops its text, trees, extraction, analysis caches and snapshots
 (`DocumentWorker.close`); shortly after the last close (a burst of closes costs one pass)
 `give_back` collects cycles and asks the C library to return free heap pages (`malloc_trim`,
-where it has it). The server runs with CPython's own small-object allocator (pymalloc), whose
-arenas stay mapped while any object in them lives: after 300 files opened and closed the
-process keeps ~70 MiB more than after `initialize` (`benchmarks/lsp_load.py openclose`), against
-23-31 MiB with the C allocator (`PYTHONMALLOC=malloc`). That allocator made every keystroke's work
-30-40% slower on a large file (its small allocations are the interpreter's hot path), so it is
-no longer the default; set `PYTHONMALLOC=malloc` in the server's environment to prefer memory.
+where it has it). The server runs with the C allocator (`PYTHONMALLOC=malloc`,
+`use_system_allocator` re-executes `perflsp serve` with it once, before reading anything):
+CPython's own small-object arenas stay mapped while any object in them lives, so after 300 files
+opened and closed the process kept ~80-100 MiB more than after `initialize`, against ~20 MiB with
+malloc (`benchmarks/lsp_memory.py`). Each keystroke's work costs up to ~30% more with it and
+stays within the typing targets (`benchmarks/lsp_probe.py`); a `PYTHONMALLOC` already set (to
+`pymalloc`, say) is respected.
 
 The cyclic garbage collector is kept off the typing path (`CycleCollector`): a full collection
 walks every object the server holds (about 100 ms with a 10,000-line file analysed), and CPython
@@ -157,6 +158,22 @@ def give_back() -> None:
     if _TRIM is not None:
         _TRIM(0)
     log.debug("memory: %d objects collected, free pages returned", collected)
+
+
+def use_system_allocator() -> None:
+    """Re-execute this same command with `PYTHONMALLOC=malloc`, once, before anything was read
+    from stdin (POSIX only; a `PYTHONMALLOC` already set, to anything, is respected)."""
+    import os
+
+    if os.name != "posix" or "PYTHONMALLOC" in os.environ or not getattr(sys, "orig_argv", None):
+        return
+    env = dict(os.environ, PYTHONMALLOC="malloc")
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(sys.executable, list(sys.orig_argv), env)
+    except OSError:  # cannot re-execute: run with CPython's allocator
+        return
 
 
 def rss_bytes() -> int | None:

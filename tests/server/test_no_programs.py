@@ -20,7 +20,11 @@ import runpy, sys
 EVENTS = ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn", "os.system", "os.fork", "os.forkpty",
           "pty.spawn", "os.startfile")
 def hook(event, args):
-    if event in EVENTS:
+    if event == "os.exec" and args[0] == sys.executable and list(args[1]) == list(sys.orig_argv) \\
+            and args[2].get("PYTHONMALLOC") == "malloc":
+        sys.stderr.write("SELF-EXEC with the C allocator\\n")  # the server itself, once (memory.py)
+        sys.stderr.flush()
+    elif event in EVENTS:
         sys.stderr.write(f"AUDIT {event} {args!r:.300}\\n")
         sys.stderr.flush()
 sys.addaudithook(hook)
@@ -84,4 +88,5 @@ async def test_the_server_starts_no_program_in_an_untrusted_workspace(tmp_path):
             server.process.kill()
     log = server.log.read_text(errors="replace")
     assert "AUDIT" not in log, "\n".join(line for line in log.splitlines() if "AUDIT" in line)
+    assert log.count("SELF-EXEC") == 1  # `perflsp serve` re-executes itself with PYTHONMALLOC=malloc, once
     assert "Traceback" not in log, log
