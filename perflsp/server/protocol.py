@@ -69,9 +69,20 @@ _CLIENT_ERRORS = (JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcMethodNotF
 MAX_MESSAGE_BYTES = 256 << 20  # a larger body is skipped unread (a 16 MiB document is ~17-32 MiB of JSON)
 
 
+
+class _Futures(dict[Any, Any]):
+    """pygls' handler futures by request id. Its `shutdown` cancels each while iterating over
+    them, and a cancelled thread's future runs its callbacks at once, which remove its entry
+    (`_execute_handler`): iterating over a copy keeps that from failing ("dictionary changed size
+    during iteration", a traceback and an internal error for the shutdown request)."""
+
+    def items(self) -> Any:
+        return list(super().items())
+
 class PerfProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._request_futures = _Futures()
         self._encoded: dict[str, dict[int, tuple[dict[str, Any], str]]] = {}  # per document: id -> (dict, text)
         self._writes: set[asyncio.Future[Any]] = set()
         self._initialize_seen = False
