@@ -86,7 +86,7 @@ def test_text_output_lines():
     lines = result.stdout.splitlines()
     verdict = next(line for line in lines if " halve — " in line)
     assert verdict.startswith("examples/lints/precision_slips.cu:15 halve — ")
-    assert "-bound on H100 SXM5 80GB · " in verdict and "(ridge " in verdict
+    assert "-bound on H100 SXM5 80GB · " in verdict and " < ridge " in verdict
     assert "examples/lints/precision_slips.cu:19:23: warning precision/double-promotion: " in result.stdout
     assert "\x1b[" not in result.stdout  # no colour codes when stdout is not a terminal
     assert lines[-1].startswith("1 file, 3 kernels")

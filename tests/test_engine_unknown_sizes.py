@@ -51,12 +51,12 @@ def test_bandwidth_headline_names_bytes_per_item_and_the_float_intensity_first()
     summary = verdict_summary(est, k.facts)
     assert summary.startswith("bandwidth-bound on H100")
     assert "B DRAM per work item" in summary
-    assert "FP32 AI" in summary
-    assert summary.index("FP32 AI") < summary.index("problem size unknown")
+    assert "FP32 intensity 0.12 < ridge 20.0 FLOP/B" in summary
+    assert summary.index("FP32 intensity") < summary.index("problem size unknown")
     # integer instructions are named only as the nearest roof, and said to be integer work
-    assert "INT32 AI" not in summary
+    assert "work item · INT32" not in summary
     if est.nearest_roof() == Precision.INT32:
-        assert "nearest roof: INT32 (integer instructions)" in summary
+        assert "nearest roof: integer instructions, INT32 intensity " in summary
 
 
 def test_compute_headline_names_the_roof_reached():

@@ -279,6 +279,7 @@ def _estimate_json(report) -> dict[str, Any]:
         "verdict": estimate.verdict,
         "confidence": estimate.confidence,
         "deciding_precision": estimate.deciding.value if estimate.deciding else None,
+        "roof": roof.value if (roof := estimate.main_precision()) is not None else None,
         "intensity": {p.value: v for p, v in estimate.intensity.items()},
         "ridge": {p.value: v for p, v in estimate.ridge.items()},
         "headline": estimate.headline(),

@@ -13,19 +13,11 @@ from typing import TYPE_CHECKING
 from lsprotocol import types as lsp
 
 from perflsp.analysis.models import Estimate, KernelReport, OpCounts
+from perflsp.analysis.roof import LABELS, number, unit
 from perflsp.hardware.precision import ROOFLINE_PRECISIONS
 from perflsp.kernels.models import ConstValue, CudaFunction, LaunchSite, OmpRegion, Span
 from perflsp.server.documents import Snapshot
-from perflsp.server.features.common import (
-    LABELS,
-    intensity_vs_ridge,
-    kernel_name,
-    launch_label,
-    number,
-    short_verdict,
-    to_range,
-    unit,
-)
+from perflsp.server.features.common import intensity_vs_ridge, kernel_name, launch_label, short_verdict, to_range
 from perflsp.source.positions import Position
 
 if TYPE_CHECKING:
