@@ -323,3 +323,19 @@ __global__ void average(float *out, const float *paths, int n, int steps) {
     # 64 distinct elements read per thread (plus the one written), not one
     assert k.facts.traffic.footprint_bytes / k.facts.work_items >= 64 * 4 * 0.9
     assert all(e.verdict == "bandwidth" for e in k.estimates)
+
+
+def test_cuda_builtin_vector_types_are_known_not_guessed():
+    # float4, int2, double2, half2: CUDA's own types, sized by their lanes, no assumption about them
+    src = """
+__global__ void vec(const float4 *x, int2 *p, double2 *d, half2 *h, float *y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) { float4 v = x[i]; y[i] = v.x + v.y + v.z + v.w; d[i].x = 1.0; p[i].x = 2; h[i] = h[i]; }
+}
+"""
+    k = kernel(src, "vec")
+    assert not [a for a in k.facts.assumptions if "is not defined" in a], k.facts.assumptions
+    assert k.facts.per_item.global_load_bytes >= 16  # a float4 read is 16 bytes
+    # a name that only looks like a float type is still an assumption, said so
+    guessed = kernel(src.replace("float4 v = x[i];", "real_t s = 1; float4 v = x[i];"), "vec")
+    assert any("`real_t` is not defined" in a for a in guessed.facts.assumptions)
