@@ -244,7 +244,7 @@ def test_sarif_outside_root_uses_absolute_uri_and_output_file(tmp_path):
     jsonschema.Draft4Validator(SARIF_SCHEMA).validate(log)
     uri = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
     assert uri == (EXAMPLES / "cuda" / "saxpy.cu").resolve().as_uri()
-    assert "1 file, 1 kernel " in result.stderr
+    assert "1 file, 1 kernel; 1 verdict " in result.stderr
 
 
 def test_json_and_sarif_are_exclusive():
