@@ -86,10 +86,21 @@ def test_text_output_lines():
     lines = result.stdout.splitlines()
     verdict = next(line for line in lines if " halve — " in line)
     assert verdict.startswith("examples/lints/precision_slips.cu:15 halve — ")
-    assert "-bound on H100 SXM5 80GB · " in verdict and "(ridge " in verdict
+    assert "-bound on H100 SXM5 80GB · " in verdict and " < ridge " in verdict
     assert "examples/lints/precision_slips.cu:19:23: warning precision/double-promotion: " in result.stdout
     assert "\x1b[" not in result.stdout  # no colour codes when stdout is not a terminal
-    assert lines[-1].startswith("1 file, 3 kernels")
+    assert lines[-1].startswith("1 file, 3 kernels; 3 verdicts (1 compute-bound, 2 bandwidth-bound, 0 uncertain); ")
+
+
+def test_summary_counts_kernels_and_verdicts_apart_in_the_right_number(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    # a kernel has one verdict per GPU: 1 kernel, 2 verdicts; singular nouns for 1
+    result = run("--no-compile", "--gpu", "h100,rtx3080", "examples/cuda/saxpy.cu")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].startswith(
+        "1 file, 1 kernel; 2 verdicts on 2 GPUs (0 compute-bound, 2 bandwidth-bound, 0 uncertain); 2 information; ")
+    explained = CliRunner().invoke(cli, ["explain", "--static", "--no-compile", "--gpu", "h100", "examples/cuda/saxpy.cu"])
+    assert "- per work item: 2 loads (8 B) + 1 store (4 B), 2 FP32 FLOP" in explained.stdout
 
 
 def test_fail_on_levels():
@@ -233,7 +244,7 @@ def test_sarif_outside_root_uses_absolute_uri_and_output_file(tmp_path):
     jsonschema.Draft4Validator(SARIF_SCHEMA).validate(log)
     uri = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
     assert uri == (EXAMPLES / "cuda" / "saxpy.cu").resolve().as_uri()
-    assert "1 file, 1 kernel " in result.stderr
+    assert "1 file, 1 kernel; 1 verdict " in result.stderr
 
 
 def test_json_and_sarif_are_exclusive():

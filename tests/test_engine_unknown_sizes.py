@@ -51,12 +51,12 @@ def test_bandwidth_headline_names_bytes_per_item_and_the_float_intensity_first()
     summary = verdict_summary(est, k.facts)
     assert summary.startswith("bandwidth-bound on H100")
     assert "B DRAM per work item" in summary
-    assert "FP32 AI" in summary
-    assert summary.index("FP32 AI") < summary.index("problem size unknown")
+    assert "FP32 intensity 0.12 < ridge 20.0 FLOP/B" in summary
+    assert summary.index("FP32 intensity") < summary.index("problem size unknown")
     # integer instructions are named only as the nearest roof, and said to be integer work
-    assert "INT32 AI" not in summary
+    assert "work item · INT32" not in summary
     if est.nearest_roof() == Precision.INT32:
-        assert "nearest roof: INT32 (integer instructions)" in summary
+        assert "nearest roof: integer instructions, INT32 intensity " in summary
 
 
 def test_compute_headline_names_the_roof_reached():
@@ -323,3 +323,19 @@ __global__ void average(float *out, const float *paths, int n, int steps) {
     # 64 distinct elements read per thread (plus the one written), not one
     assert k.facts.traffic.footprint_bytes / k.facts.work_items >= 64 * 4 * 0.9
     assert all(e.verdict == "bandwidth" for e in k.estimates)
+
+
+def test_cuda_builtin_vector_types_are_known_not_guessed():
+    # float4, int2, double2, half2: CUDA's own types, sized by their lanes, no assumption about them
+    src = """
+__global__ void vec(const float4 *x, int2 *p, double2 *d, half2 *h, float *y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) { float4 v = x[i]; y[i] = v.x + v.y + v.z + v.w; d[i].x = 1.0; p[i].x = 2; h[i] = h[i]; }
+}
+"""
+    k = kernel(src, "vec")
+    assert not [a for a in k.facts.assumptions if "is not defined" in a], k.facts.assumptions
+    assert k.facts.per_item.global_load_bytes >= 16  # a float4 read is 16 bytes
+    # a name that only looks like a float type is still an assumption, said so
+    guessed = kernel(src.replace("float4 v = x[i];", "real_t s = 1; float4 v = x[i];"), "vec")
+    assert any("`real_t` is not defined" in a for a in guessed.facts.assumptions)

@@ -75,7 +75,8 @@ def test_bandwidth_bound_kernel_evidence():
     assert evidence.measured_clock_mhz == pytest.approx(1440)
     assert evidence.notes == ()
     assert evidence.summary() == (
-        "measured on NVIDIA GeForce RTX 3080 at 1440 MHz: bandwidth-bound, int32 0.333 op/B (ridge 16.5), "
+        "measured on NVIDIA GeForce RTX 3080 at 1440 MHz: bandwidth-bound, FP32 intensity 0.17 < ridge 33.0 FLOP/B · "
+        "nearest roof: integer instructions, INT32 intensity 0.33 < ridge 16.5 op/B, "
         f"{bytes_ / seconds / 1e9:.3g} GB/s ({100 * bytes_ / seconds / 760.3e9:.3g}% of peak)"
     )
     assert "stale" in evidence.marked(kernel_hash="a", current_hash="b").summary()

@@ -147,14 +147,18 @@ _FLOAT_NAME = re.compile(r"^(?P<prefix>[dDsS]?)(?P<word>real|float|double|fp)(?:
                          re.IGNORECASE)
 
 
+_BUILTIN_VECTORS = frozenset({"half2", "__half2", "__nv_bfloat162", "nv_bfloat162", "cuComplex", "cuFloatComplex",
+                              "cuDoubleComplex"})
+
+
 def guessed_float_type(name: str) -> CType | None:
     """The element type an unresolved type name most likely stands for, or None: names with
     `double` or `real` (or a `d` prefix, an 8/64 suffix) read as double, names with `float` or
     `fp` (or an `s` prefix, a 4/32 suffix) as float. (`scalar_t` is left alone: its meaning
     varies too much between code bases.)"""
     m = _FLOAT_NAME.match(name)
-    if m is None or name in ("float", "double"):
-        return None
+    if m is None or name in ("float", "double") or _VECTOR.match(name) or name in _BUILTIN_VECTORS:
+        return None  # CUDA's built-in vector types (float4, double2, half2, ...) are known types
     word = m.group("word").lower()
     bits = m.group("bits")
     if bits in ("8", "64") or m.group("prefix").lower() == "d":

@@ -84,10 +84,16 @@ def _degenerate(per_item: OpCounts, work_items: float, traffic: Traffic, cost: C
     return None
 
 
+def _many(count: float, noun: str) -> str:
+    """`1 store`, `2 stores`, `0.5 stores` (a count as displayed, 3 significant figures)."""
+    shown = f"{count:.3g}"
+    return f"{shown} {noun}" + ("" if shown == "1" else "s")
+
+
 def _evidence(per_item: OpCounts, work_items: float, traffic: Traffic) -> list[str]:
     lines = []
-    loads = f"{per_item.global_loads:.3g} loads ({per_item.global_load_bytes:.3g} B)"
-    stores = f"{per_item.global_stores:.3g} stores ({per_item.global_store_bytes:.3g} B)"
+    loads = f"{_many(per_item.global_loads, 'load')} ({per_item.global_load_bytes:.3g} B)"
+    stores = f"{_many(per_item.global_stores, 'store')} ({per_item.global_store_bytes:.3g} B)"
     flops = []
     if per_item.fp64:
         flops.append(f"{per_item.fp64:.3g} FP64")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from perflsp.analysis.roof import nearest_roof, roof_of, roof_summary
 from perflsp.hardware.occupancy import OccupancyResult
 from perflsp.hardware.precision import Precision
 from perflsp.kernels.models import CudaFunction, LaunchSite, OmpRegion, Span
@@ -113,48 +114,39 @@ class Estimate:
     dram_bytes_per_item: float | None = None  # estimated DRAM bytes per work item
 
     def main_precision(self) -> Precision | None:
-        """The precision a summary quotes. Compute-bound: the roof that was reached. Otherwise
-        the kernel's main arithmetic: the floating-point precision nearest its roof (FP32 for
-        a float kernel), INT32 only for a kernel without floating-point work."""
-        if self.deciding is not None:
-            return self.deciding
-        judged = [p for p in self.intensity if self.ridge.get(p)]
-        floating = [p for p in judged if p != Precision.INT32 and self.intensity[p] > 0]
-        pool = floating or judged
-        return max(pool, key=lambda p: self.intensity[p] / self.ridge[p]) if pool else None
+        """The precision every surface quotes (`perflsp.analysis.roof.roof_of`). Compute-bound:
+        the roof that was reached. Otherwise the kernel's main arithmetic: the floating-point
+        precision nearest its roof (FP32 for a float kernel), INT32 only for a kernel without
+        floating-point work."""
+        return roof_of(self.deciding, self.intensity, self.ridge)
 
     def nearest_roof(self) -> Precision | None:
-        judged = [p for p in self.intensity if self.ridge.get(p)]
-        return max(judged, key=lambda p: self.intensity[p] / self.ridge[p]) if judged else None
+        return nearest_roof(self.intensity, self.ridge)
+
+    def roof_summary(self) -> str | None:
+        """`FP32 intensity 0.17 < ridge 20.0 FLOP/B` (with the INT32 nearest-roof note): the text
+        every surface quotes the verdict with."""
+        return roof_summary(self.deciding, self.intensity, self.ridge)
 
     def headline_parts(self) -> list[str]:
-        """`bandwidth-bound on H100 · 12 B DRAM per item · FP32 AI 0.083 FLOP/B (ridge 20)`; INT32
-        is named as integer instructions, and only when that roof is the nearest one."""
+        """`bandwidth-bound on H100 · 12 B DRAM per work item · FP32 intensity 0.083 < ridge 20.0
+        FLOP/B`; INT32 is named as integer instructions, and only when that roof is the nearest one."""
         if self.verdict == "uncertain":
             return [f"uncertain on {self.gpu}"]
         parts = [f"{self.verdict}-bound on {self.gpu}"]
         if self.verdict == "bandwidth" and self.dram_bytes_per_item:
             parts.append(f"{_fmt(self.dram_bytes_per_item)} B DRAM per work item")
-        shown = self.main_precision()
-        if shown is not None:
-            parts.append(_intensity_text(shown, self.intensity.get(shown, 0.0), self.ridge[shown]))
-        nearest = self.nearest_roof()
-        if nearest == Precision.INT32 and shown != Precision.INT32:
-            parts.append("nearest roof: " + _intensity_text(nearest, self.intensity[nearest], self.ridge[nearest]))
+        roof = self.roof_summary()
+        if roof is not None:
+            parts.append(roof)
         return parts
 
     def headline(self) -> str:
-        """`compute-bound on H100 · FP32 AI 41 FLOP/B (ridge 20) · 75% occupancy`."""
+        """`compute-bound on H100 · FP32 intensity 41 ≥ ridge 20.0 FLOP/B · 75% occupancy`."""
         parts = self.headline_parts()
         if self.verdict != "uncertain" and self.occupancy is not None:
             parts.append(f"{self.occupancy.occupancy:.0%} occupancy")
         return " · ".join(parts)
-
-
-def _intensity_text(precision: Precision, value: float, ridge: float) -> str:
-    if precision == Precision.INT32:
-        return f"INT32 (integer instructions) {_fmt(value)} op/B (ridge {_fmt(ridge)})"
-    return f"{precision.value.upper()} AI {_fmt(value)} FLOP/B (ridge {_fmt(ridge)})"
 
 
 @dataclass(frozen=True, slots=True)

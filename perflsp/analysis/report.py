@@ -141,7 +141,7 @@ def shown_precision(estimate: Estimate) -> Precision | None:
 
 
 def verdict_summary(estimate: Estimate, facts: KernelFacts) -> str:
-    """`bandwidth-bound on H100 SXM5 80GB · 12 B DRAM per work item · FP32 AI 0.083 FLOP/B (ridge 20)
+    """`bandwidth-bound on H100 SXM5 80GB · 12 B DRAM per work item · FP32 intensity 0.083 < ridge 20.0 FLOP/B
     · problem size unknown: assumed large ...`: the deciding assumption is named first."""
     if estimate.verdict == "uncertain":
         reason = facts.uncertain or "; ".join(estimate.evidence) or "the engine could not analyse this kernel"
@@ -215,6 +215,8 @@ def estimate_json(estimate: Estimate, gpu: Gpu, facts: KernelFacts) -> dict[str,
         "gpu_name": gpu.name,
         "verdict": estimate.verdict,
         "deciding": estimate.deciding.value if estimate.deciding is not None else None,
+        # the precision the summary quotes, on every surface (`perflsp.analysis.roof.roof_of`)
+        "roof": roof.value if (roof := shown_precision(estimate)) is not None else None,
         "confidence": estimate.confidence,
         "intensity": {p.value: json_number(v) for p, v in estimate.intensity.items()},
         "ridge": {p.value: json_number(v) for p, v in estimate.ridge.items()},

@@ -35,7 +35,7 @@ GPU has a **ridge point** per precision: its peak rate divided by its memory ban
 
 The same kernel can be compute-bound on a GeForce card (FP64 ridge below 1 FLOP/B) and
 bandwidth-bound on an H100 (FP64 ridge about 10 FLOP/B), so the verdict always names the GPU:
-`compute-bound on RTX 3080 · fp64 AI 2.0 FLOP/B · 100% occupancy`.
+`compute-bound on RTX 3080 · FP64 intensity 2.0 ≥ ridge 0.94 FLOP/B · 100% occupancy`.
 
 ## Evidence and assumptions
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the analysis stack is imported only when a check runs
+    from perflsp.analysis.pipeline import PreparedFile
     from perflsp.analysis.report import CheckSettings, FileCheck
     from perflsp.compiled.service import Compiler
     from perflsp.hardware.models import Gpu
@@ -123,11 +124,33 @@ def _one_collection_per_file() -> Iterator[None]:
             gc.enable()
 
 
+def prepare_checked(path: Path, data: bytes, gpus: Sequence[Gpu], settings: CheckSettings,
+                    resolver: IncludeResolver, compile_db: FlagsSource | None = None,
+                    compiler: Compiler | None = None) -> PreparedFile:
+    """A file read as `perflsp check` analyses it: its compile flags, the settings' program
+    arguments and, with `compiler`, its device code compiled for each GPU's architecture (the
+    compiled counts in its options). `perflsp explain` prepares its file with this too, so both
+    quote the same numbers."""
+    from perflsp.analysis.pipeline import prepare_file
+
+    flags = compile_db.flags_for(path) if compile_db is not None else None
+    prepared = prepare_file(path, data, resolver, settings.options,
+                            flags.defines if flags is not None else None,
+                            flags.include_dirs if flags is not None else ())
+    if compiler is not None and (prepared.kernels.kernels or prepared.kernels.omp_regions):
+        from perflsp.analysis.compiled_facts import gpu_arch
+
+        archs = [a for a in (gpu_arch(g) for g in gpus) if a]
+        if archs:
+            prepared = dataclasses.replace(prepared, options=dataclasses.replace(
+                prepared.options, compiled=compiler.compiled(path, archs)))
+    return prepared
+
+
 def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolver: IncludeResolver,
                compile_db: FlagsSource | None = None, compiler: Compiler | None = None) -> FileCheck | str:
     """The check result of one file, or why it was skipped. With `compiler`, the file's device
     code is compiled for each GPU's architecture and the compiled counts are used."""
-    from perflsp.analysis.pipeline import prepare_file
     from perflsp.analysis.report import check_document
     from perflsp.source.files import SkippedFile, load_file
 
@@ -135,17 +158,8 @@ def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolve
     if isinstance(loaded, SkippedFile):
         return loaded.reason
     try:
-        flags = compile_db.flags_for(path) if compile_db is not None else None
-        prepared = prepare_file(path, loaded.data, resolver, settings.options,
-                                flags.defines if flags is not None else None,
-                                flags.include_dirs if flags is not None else ())
+        prepared = prepare_checked(path, loaded.data, gpus, settings, resolver, compile_db, compiler)
         options = prepared.options
-        if compiler is not None and (prepared.kernels.kernels or prepared.kernels.omp_regions):
-            from perflsp.analysis.compiled_facts import gpu_arch
-
-            archs = [a for a in (gpu_arch(g) for g in gpus) if a]
-            if archs:
-                options = dataclasses.replace(options, compiled=compiler.compiled(path, archs))
         check = check_document(prepared.data, prepared.tree, prepared.kernels, gpus,
                                dataclasses.replace(settings, options=options), prepared.lines)
     except RecursionError:
@@ -157,4 +171,4 @@ def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolve
     return check
 
 
-__all__ = ["CheckRun", "check_file", "check_paths", "check_settings", "source_paths"]
+__all__ = ["CheckRun", "check_file", "check_paths", "check_settings", "prepare_checked", "source_paths"]

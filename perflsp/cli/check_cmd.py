@@ -299,8 +299,12 @@ def _print_summary(run: CheckRun, failing: int, fail_on: str, to_stderr: bool) -
     counts = severity_counts([f for _, c in run.files for f in c.findings])
     verdicts = Counter(v.estimate.verdict for _, c in run.files for v in c.verdicts)
     rate = f"{len(run.files) / run.elapsed_s:.0f} files/s" if run.elapsed_s > 0 else "-"
-    line = (f"{_count(len(run.files), 'file')}, {_count(run.kernel_count, 'kernel')} "
-            f"({verdicts['compute']} compute-, {verdicts['bandwidth']} bandwidth-bound, {verdicts['uncertain']} uncertain); "
+    gpus = len({v.gpu.id for _, c in run.files for v in c.verdicts})
+    # kernels and verdicts counted apart: a kernel has one verdict per GPU
+    on = f" on {gpus} GPUs" if gpus > 1 else ""
+    line = (f"{_count(len(run.files), 'file')}, {_count(run.kernel_count, 'kernel')}; "
+            f"{_count(sum(verdicts.values()), 'verdict')}{on} ({verdicts['compute']} compute-bound, "
+            f"{verdicts['bandwidth']} bandwidth-bound, {verdicts['uncertain']} uncertain); "
             + ", ".join(f"{n} {_PLURAL[s] if n != 1 else s}" for s, n in counts.items() if n) + ("; " if any(counts.values()) else "")
             + (f"{len(run.skipped)} skipped; " if run.skipped else "")
             + f"{run.elapsed_s:.2f} s ({rate})")

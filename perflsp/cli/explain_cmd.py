@@ -61,9 +61,12 @@ class Selected:
 @gpus_file_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: the static estimate and the LLM's verdict.")
 @click.option("--static", "static_only", is_flag=True, help="Never ask an LLM; print the static explanation.")
+@click.option("--no-compile", is_flag=True,
+              help="Do not compile the device code: the source engine alone counts the operations "
+                   "(as `perflsp check --no-compile`).")
 @llm_options
 def explain(target: str, gpu_name: str, gpus_files: tuple[str, ...], as_json: bool, static_only: bool,
-            llm: LlmFlags) -> None:
+            no_compile: bool, llm: LlmFlags) -> None:
     """Explain why the kernels of FILE (or the one at LINE) are compute- or bandwidth-bound on a GPU.
 
     Prints the static engine's evidence and assumptions; with an LLM configured (user config
@@ -77,7 +80,7 @@ def explain(target: str, gpu_name: str, gpus_files: tuple[str, ...], as_json: bo
         root.addHandler(logging.NullHandler())
     path, line = _parse_target(target)
     gpu = _gpu(gpu_name, gpus_files)
-    selected = _select(path, line, gpu)
+    selected = _select(path, line, gpu, compile_device_code=not no_compile)
     choice = LlmChoice(None, "--static was given") if static_only else choose_advisor(llm)
     if selected.note:
         warn(selected.note)
@@ -120,16 +123,36 @@ def _gpu(name: str, gpus_files: Sequence[str]):
         fail(str(exc))
 
 
-def _select(path: Path, line: int | None, gpu) -> Selected:
-    from perflsp.analysis.pipeline import FileAnalysis, prepare_file
+def _select(path: Path, line: int | None, gpu, compile_device_code: bool = True) -> Selected:
+    from perflsp.analysis.pipeline import FileAnalysis
+    from perflsp.checking.run import check_settings, prepare_checked
+    from perflsp.cli.project_config import ProjectConfigError, load_project_config
+    from perflsp.kernels.compile_db import DiscoveredDatabases
     from perflsp.kernels.includes import IncludeResolver
     from perflsp.source.files import SkippedFile, load_file
 
     loaded = load_file(path)
     if isinstance(loaded, SkippedFile):
         fail(f"cannot read {path}: {loaded.reason}", EXIT_UNREADABLE)
-    # read and analysed exactly as `perflsp check` does (includer context, outside launch sites)
-    prepared = prepare_file(path, loaded.data, IncludeResolver())
+    try:
+        config = load_project_config(None)
+    except ProjectConfigError as exc:
+        fail(str(exc))
+    # read, compiled and analysed exactly as `perflsp check` does (its compile flags, the
+    # program's arguments, the compiled code's counts, includer context, outside launch sites),
+    # so that both quote the same numbers
+    compile_db = DiscoveredDatabases()
+    compiler = None
+    if compile_device_code and config.compile:
+        from perflsp.compiled.service import command_line_compiler
+
+        compiler = command_line_compiler(compile_db)
+    try:
+        prepared = prepare_checked(path, loaded.data, [gpu], check_settings(config.rules, config.args),
+                                   IncludeResolver(), compile_db, compiler)
+    finally:
+        if compiler is not None:
+            compiler.close()
     data, tree, kernels = prepared.data, prepared.tree, prepared.kernels
     reports = sorted(FileAnalysis.of(prepared).reports([gpu]), key=lambda r: r.kernel.span.start_byte)
     if not reports:
@@ -279,6 +302,7 @@ def _estimate_json(report) -> dict[str, Any]:
         "verdict": estimate.verdict,
         "confidence": estimate.confidence,
         "deciding_precision": estimate.deciding.value if estimate.deciding else None,
+        "roof": roof.value if (roof := estimate.main_precision()) is not None else None,
         "intensity": {p.value: v for p, v in estimate.intensity.items()},
         "ridge": {p.value: v for p, v in estimate.ridge.items()},
         "headline": estimate.headline(),

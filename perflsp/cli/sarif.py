@@ -147,6 +147,7 @@ def _result(finding: Finding, location: dict[str, Any], lines: LineIndex, verdic
             "gpuName": verdict.gpu.name,
             "verdict": estimate.verdict,
             "deciding": estimate.deciding.value if estimate.deciding is not None else None,
+            "roof": roof.value if (roof := estimate.main_precision()) is not None else None,
             "confidence": estimate.confidence,
             "intensity": {p.value: json_number(v) for p, v in estimate.intensity.items()},
             "ridge": {p.value: json_number(v) for p, v in estimate.ridge.items()},

@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from perflsp.analysis.roof import roof_summary
 from perflsp.analysis.roofline import Precision, Verdict, classify
 from perflsp.kernels.models import Dim3
 from perflsp.profiling import metrics as M
@@ -190,16 +191,10 @@ class MeasuredEvidence:
             head += " (stale: the kernel changed since)"
         if self.verdict is None:
             return f"{head}: no verdict ({'; '.join(self.notes)})"
-        decider = self.deciding_precision or max(
-            (p for p in self.intensity if p in self.ridge),
-            key=lambda p: self.intensity[p] / self.ridge[p],
-            default=None,
-        )
         parts = [f"{head}: {self.verdict}-bound"]
-        if decider is not None:
-            ai = self.intensity[decider]
-            ai_text = "inf" if math.isinf(ai) else f"{ai:.3g}"
-            parts.append(f"{decider.value} {ai_text} op/B (ridge {self.ridge[decider]:.3g})")
+        roof = roof_summary(self.deciding_precision, self.intensity, self.ridge)
+        if roof is not None:  # quoted as a static estimate is (`perflsp.analysis.roof`)
+            parts.append(roof)
         if self.achieved_bytes_per_s is not None and self.pct_of_peak_bandwidth is not None:
             parts.append(f"{self.achieved_bytes_per_s / 1e9:.3g} GB/s ({self.pct_of_peak_bandwidth:.3g}% of peak)")
         return ", ".join(parts)

@@ -80,9 +80,11 @@ async def test_imported_results_show_beside_the_prediction_and_go_stale_on_edit(
 
         after = roofline(await s.diagnostics_matching(uri, lambda p: roofline(p)["ns::saxpy"].data["source"] == "measured"))
         saxpy, dgemm = after["ns::saxpy"], after["dgemm_tile"]
-        # 4.2M integer instructions over 12.6 MB per launch; INT32 is the precision nearest its ridge
-        assert saxpy.message.startswith(f"`ns::saxpy` on {GPU}: measured bandwidth-bound (INT32 intensity 0.33 < "
-                                        "ridge 16.5 op/B), predicted bandwidth-bound: INT32 intensity")
+        # 4.2M FP32 FLOP and 4.2M integer instructions over 12.6 MB per launch: quoted by its FP32
+        # roof as the prediction is, the nearer INT32 roof in a note
+        assert saxpy.message.startswith(f"`ns::saxpy` on {GPU}: measured bandwidth-bound (FP32 intensity 0.17 < "
+                                        "ridge 33.0 FLOP/B · nearest roof: integer instructions, INT32 intensity 0.33 "
+                                        "< ridge 16.5 op/B), predicted bandwidth-bound: FP32 intensity")
         assert "predicted bandwidth-bound" in saxpy.message and saxpy.code == "roofline/bandwidth-bound"
         assert dgemm.code == "roofline/compute-bound" and "measured compute-bound (FP64 intensity" in dgemm.message
         assert dgemm.data["measured"] == {"verdict": "compute", "gpu": "NVIDIA GeForce RTX 3080", "stale": False}
@@ -96,7 +98,7 @@ async def test_imported_results_show_beside_the_prediction_and_go_stale_on_edit(
         assert "| time |  | 41.5 µs over 2 launch(es) |" in shown
         data = await s.command("perflsp.rooflineData", {"uri": uri})
         measured = {k["name"]: k["estimates"][0]["measured"] for k in data["kernels"]}
-        assert measured["ns::saxpy"]["verdict"] == "bandwidth" and measured["ns::saxpy"]["precision"] == "int32"
+        assert measured["ns::saxpy"]["verdict"] == "bandwidth" and measured["ns::saxpy"]["precision"] == "fp32"
         assert measured["ns::saxpy"]["intensity"] > 0 and measured["ns::saxpy"]["gflops"] > 0
         assert measured["dgemm_tile"]["precision"] == "fp64" and not measured["dgemm_tile"]["stale"]
         lenses = await s.client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri=uri)))

@@ -31,8 +31,12 @@ def test_the_point_is_judged_by_the_precision_the_headline_quotes():
                                intensity={Precision.FP32: 0.2, Precision.INT32: 1.0},
                                ridge={Precision.FP32: 20.0, Precision.INT32: 10.0})
     assert judged_precision(headline) == Precision.FP32
-    # without it: the deciding precision, else the one nearest its ridge
+    # any estimate: the deciding precision, else the floating-point one nearest its roof (the
+    # INT32 roof is nearer here, but a float kernel is quoted by its FP32 roof on every surface)
     nearest = SimpleNamespace(deciding=None, intensity={Precision.FP32: 0.2, Precision.INT32: 1.0},
                               ridge={Precision.FP32: 20.0, Precision.INT32: 10.0})
-    assert judged_precision(nearest) == Precision.INT32
+    assert judged_precision(nearest) == Precision.FP32
+    integer = SimpleNamespace(deciding=None, intensity={Precision.FP32: 0.0, Precision.INT32: 1.0},
+                              ridge={Precision.FP32: 20.0, Precision.INT32: 10.0})
+    assert judged_precision(integer) == Precision.INT32
     assert judged_precision(SimpleNamespace(deciding=Precision.FP64, intensity={}, ridge={})) == Precision.FP64

@@ -1,5 +1,5 @@
 """Code lens above each kernel and OpenMP target region: the roofline headline per GPU
-("compute-bound on H100 SXM5 80GB · FP32 AI 41 FLOP/B · 75% occupancy", with the measured verdict
+("compute-bound on H100 SXM5 80GB · FP32 intensity 41 ≥ ridge 20.0 FLOP/B · 75% occupancy", with the measured verdict
 when results are stored); click for the explanation. Beside it "Explain" (the LLM's, when it is
 on) and, when profiling may run, "Profile" (Nsight Compute)."""
 
@@ -10,7 +10,7 @@ from lsprotocol import types as lsp
 from perflsp.kernels.models import CudaFunction, OmpRegion
 from perflsp.llm.sanitize import inert_text
 from perflsp.server.documents import Snapshot
-from perflsp.server.features.common import anchor_span, kernel_name, to_range
+from perflsp.server.features.common import anchor_span, kernel_name, measured_text, to_range
 
 PARTIAL = {"partial": True}  # `data` of the lenses of a partial answer (refreshed when the analysis completes)
 TOP = lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0))
@@ -64,7 +64,7 @@ def _lenses(snapshot: Snapshot, profiling: bool, llm_label: str | None) -> list[
             text = estimate.headline()
             measured = snapshot.measured_for(name, estimate.gpu)
             if measured is not None and measured.verdict is not None:
-                text += f" · measured {measured.verdict}-bound" + (" (stale)" if measured.stale else "")
+                text += " · " + measured_text(measured)
             parts.append(text)
         arguments = [{"uri": snapshot.uri, "kernel": name}]
         rng = to_range(anchor_span(report.kernel))

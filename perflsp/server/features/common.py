@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
 from perflsp.analysis.models import Estimate, KernelReport
+from perflsp.analysis.roof import roof_of, roof_summary
 from perflsp.analysis.roofline_rules import verdict_rule
 from perflsp.hardware.precision import Precision
 from perflsp.kernels.models import CudaFunction, LaunchSite, OmpRegion, Span
@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from perflsp.llm.advisor import AdvisorResult
     from perflsp.profiling.measured import MeasuredEvidence
 
-LABELS = {Precision.FP64: "FP64", Precision.FP32: "FP32", Precision.FP16: "FP16", Precision.INT32: "INT32"}
 VERDICT_CODES = {verdict: verdict_rule(verdict).code for verdict in ("compute", "bandwidth", "uncertain")}
 SEVERITIES = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning,
               "information": lsp.DiagnosticSeverity.Information, "hint": lsp.DiagnosticSeverity.Hint}
@@ -36,38 +35,15 @@ def anchor_span(kernel: CudaFunction | OmpRegion) -> Span:
     return kernel.name_span if isinstance(kernel, CudaFunction) else kernel.span
 
 
-def unit(precision: Precision | None) -> str:
-    return "op/B" if precision == Precision.INT32 else "FLOP/B"
-
-
-def number(value: float) -> str:
-    if value >= 100:
-        return f"{value:.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2g}"
-
-
 def closest_precision(estimate: Estimate) -> Precision | None:
-    """The deciding precision, or for a bandwidth-bound kernel the one nearest its ridge."""
-    if estimate.deciding is not None:
-        return estimate.deciding
-    ratios = {p: estimate.intensity[p] / r for p, r in estimate.ridge.items() if r and p in estimate.intensity}
-    if not ratios:
-        return None
-    return max(ratios, key=lambda p: ratios[p])
+    """The precision a static verdict is quoted with (`perflsp.analysis.roof.roof_of`): the same
+    one on every surface."""
+    return roof_of(estimate.deciding, estimate.intensity, estimate.ridge)
 
 
 def intensity_vs_ridge(estimate: Estimate) -> str:
-    precision = closest_precision(estimate)
-    if precision is None:
-        return "no intensity known"
-    ai = estimate.intensity.get(precision, 0.0)
-    ridge = estimate.ridge.get(precision)
-    if ridge is None:
-        return f"{LABELS.get(precision, precision.value)} intensity {number(ai)} {unit(precision)}"
-    relation = "≥" if ai >= ridge else "<"
-    return f"{LABELS.get(precision, precision.value)} intensity {number(ai)} {relation} ridge {number(ridge)} {unit(precision)}"
+    """`FP32 intensity 0.17 < ridge 20.0 FLOP/B` of an estimate, as the code lens and `perflsp check` quote it."""
+    return roof_summary(estimate.deciding, estimate.intensity, estimate.ridge) or "no intensity known"
 
 
 def occupancy_text(estimate: Estimate) -> str | None:
@@ -83,26 +59,20 @@ def _kind(verdict: str | None) -> str:
 
 
 def deciding_precision(evidence: MeasuredEvidence) -> Precision | None:
-    """The precision that decided a measured verdict, or the one nearest its ridge."""
-    if evidence.deciding_precision is not None:
-        return evidence.deciding_precision
-    ratios = {p: v / evidence.ridge[p] for p, v in evidence.intensity.items()
-              if evidence.ridge.get(p) and math.isfinite(v)}
-    return max(ratios, key=lambda p: ratios[p]) if ratios else None
+    """The precision a measured verdict is quoted with: chosen as a static one's (`roof_of`)."""
+    return roof_of(evidence.deciding_precision, evidence.intensity, evidence.ridge)
 
 
 def measured_vs_ridge(measured: MeasuredEvidence) -> str:
-    """`FP32 intensity 38 ≥ ridge 33 FLOP/B` of a measurement (its deciding or nearest precision)."""
-    precision = deciding_precision(measured)
-    if precision is None:
-        return "no intensity measured"
-    ai = measured.intensity.get(precision, 0.0)
-    ridge = measured.ridge.get(precision)
-    label = LABELS.get(precision, precision.value)
-    shown = "∞" if math.isinf(ai) else number(ai)
-    if not ridge:
-        return f"{label} intensity {shown} {unit(precision)}"
-    return f"{label} intensity {shown} {'≥' if ai >= ridge else '<'} ridge {number(ridge)} {unit(precision)}"
+    """`FP32 intensity 38 ≥ ridge 33 FLOP/B` of a measurement, written as a static estimate's."""
+    return roof_summary(measured.deciding_precision, measured.intensity, measured.ridge) or "no intensity measured"
+
+
+def measured_text(measured: MeasuredEvidence) -> str:
+    """`measured bandwidth-bound (FP32 intensity 0.17 < ridge 20.0 FLOP/B)`, `(stale)` after an
+    edit of the kernel: how the lens and inlay hints label a stored measurement."""
+    return (f"measured {_kind(measured.verdict)} ({measured_vs_ridge(measured)})"
+            + (" (stale)" if measured.stale else ""))
 
 
 def shown_verdict(estimate: Estimate, llm: AdvisorResult | None = None,

@@ -13,18 +13,17 @@ from typing import TYPE_CHECKING
 from lsprotocol import types as lsp
 
 from perflsp.analysis.models import Estimate, KernelReport, OpCounts
+from perflsp.analysis.roof import LABELS, number, unit
 from perflsp.hardware.precision import ROOFLINE_PRECISIONS
 from perflsp.kernels.models import ConstValue, CudaFunction, LaunchSite, OmpRegion, Span
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import (
-    LABELS,
     intensity_vs_ridge,
     kernel_name,
     launch_label,
-    number,
+    measured_vs_ridge,
     short_verdict,
     to_range,
-    unit,
 )
 from perflsp.source.positions import Position
 
@@ -250,6 +249,8 @@ def _predicted_vs_measured(estimate: Estimate | None, measured: MeasuredEvidence
 
     row("verdict", f"**{short_verdict(estimate)}**" if estimate else "",
         f"**{measured.verdict}-bound**" if measured.verdict else "no verdict")
+    if measured.verdict is not None:  # the roof each verdict is quoted with, as on every other surface
+        row("intensity vs ridge", intensity_vs_ridge(estimate) if estimate else "", measured_vs_ridge(measured))
     precisions = [p for p in ROOFLINE_PRECISIONS if (measured.intensity.get(p) or (estimate and estimate.intensity.get(p)))]
     for precision in precisions:
         label = LABELS.get(precision, precision.value)

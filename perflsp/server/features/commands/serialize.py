@@ -40,9 +40,8 @@ def deciding_assumption(estimate: object, facts: object) -> str | None:
 
 def judged_precision(estimate: Estimate) -> Precision | None:
     """The precision whose roof the roofline view judges the kernel's point against: the one its
-    headline quotes (the engine's `main_precision()` where it has one), else the deciding or nearest."""
-    main = getattr(estimate, "main_precision", None)
-    return main() if callable(main) else closest_precision(estimate)
+    headline and every other surface quote (`perflsp.analysis.roof.roof_of`)."""
+    return closest_precision(estimate)
 
 
 def estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: MeasuredEvidence | None = None,
@@ -56,6 +55,7 @@ def estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: MeasuredEv
         "verdict": estimate.verdict,
         "label": short_verdict(estimate),
         "deciding": deciding.value if deciding else None,
+        "roof": deciding.value if deciding else None,  # as `perflsp check --json` names it
         "intensity": {p.value: v for p, v in estimate.intensity.items()},
         "ridge": {p.value: v for p, v in estimate.ridge.items()},
         "confidence": estimate.confidence,
