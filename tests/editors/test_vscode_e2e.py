@@ -91,7 +91,8 @@ def test_hover_on_the_kernel_shows_the_verdict(session):
     wb.page.locator(".monaco-editor .view-lines").first.click()  # the editor, not the Problems panel, has focus
     wb.show_line(line, column, "__global__")
     wb.command("Show or Focus Hover")  # the keyboard's hover (Ctrl+K Ctrl+I) on the kernel's name
-    hover = wb.page.locator(".monaco-hover:visible").filter(has_text="bound").first
+    # (the Problems marker shows at once; wait for the language server's hover beside it)
+    hover = wb.page.locator(".monaco-hover:visible").filter(has_text="Predicted vs measured").first
     hover.wait_for(timeout=30_000)
     text = hover.inner_text()
     wb.screenshot("03-hover")
