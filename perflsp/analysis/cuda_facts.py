@@ -18,7 +18,8 @@ from perflsp.analysis.host_types import class_member_types, host_types
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.unit import AnalysisUnit
-from perflsp.analysis.walker import Callee, KernelWalker, LaunchShape, Val
+from perflsp.analysis.walk_values import Callee, LaunchShape, Val
+from perflsp.analysis.walker import KernelWalker
 from perflsp.compiled.model import CompiledFunction, CompiledUnit
 from perflsp.compiled.names import cuda_kernel
 from perflsp.compiled.profile import SourceProfile

@@ -15,7 +15,8 @@ from perflsp.analysis.extents import Extent, leading_name, omp_extent
 from perflsp.analysis.finish import Extents
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.unit import AnalysisUnit, HostTypes
-from perflsp.analysis.walker import KernelWalker, Val
+from perflsp.analysis.walk_values import Val
+from perflsp.analysis.walker import KernelWalker
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.program import function_around
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, distinct_values
@@ -52,7 +53,7 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     neighbourhood: its footprint and sectors are those of the affine part (CUDA so far). Without
     it, and for pure gathers (`a[idx[i]]`), every access is a sector of its own."""
     extents = extents or {}
-    grouped: dict[tuple, list[Access]] = defaultdict(list)
+    grouped: dict[tuple[Any, ...], list[Access]] = defaultdict(list)
     for access in accesses:
         if access.space != "global":
             continue

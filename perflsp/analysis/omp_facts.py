@@ -19,7 +19,8 @@ from perflsp.analysis.models import KernelFacts, LoopFact
 from perflsp.analysis.unit import AnalysisUnit
 from perflsp.analysis.walk_loops import loop_init, trip_count
 from perflsp.analysis.walk_profile import begin_profile_loop, end_profile_loop
-from perflsp.analysis.walker import KernelWalker, LaunchShape, Val
+from perflsp.analysis.walk_values import LaunchShape, Val
+from perflsp.analysis.walker import KernelWalker
 from perflsp.compiled.model import CompiledUnit
 from perflsp.compiled.names import omp_region
 from perflsp.compiled.profile import SourceProfile

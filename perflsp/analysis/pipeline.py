@@ -34,7 +34,7 @@ from perflsp.analysis.options import DEFAULT_OPTIONS, AnalysisOptions
 from perflsp.analysis.unit import AnalysisUnit
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.includes import IncludeResolver
-from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion
+from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
 from perflsp.kernels.program import ProgramModel, read_source
 from perflsp.kernels.symbols import TopLevelFacts
 from perflsp.source.positions import LineIndex
@@ -172,7 +172,7 @@ class FileAnalysis:
         """Forget the program model (it holds the whole text's helper structures)."""
         self._unit = None
 
-    def _launches(self, kernel: Kernel) -> list:
+    def _launches(self, kernel: Kernel) -> list[LaunchSite]:
         return self.kernels.launches_of(kernel) if isinstance(kernel, CudaFunction) else []
 
 

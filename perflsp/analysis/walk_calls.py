@@ -5,6 +5,7 @@ lambdas (inlined, depth-limited)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from tree_sitter import Node
@@ -301,7 +302,7 @@ _SCALAR_TYPE_NAMES = {"float", "double", "int", "unsigned", "long", "short", "ch
                       "uint64_t", "int32_t", "uint32_t", "half", "__half", "bool"}
 
 
-def _walk_named(node: Node):
+def _walk_named(node: Node) -> Iterator[Node]:
     stack = [node]
     while stack:
         n = stack.pop()

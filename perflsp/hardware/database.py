@@ -60,7 +60,7 @@ class UnknownGpuError(LookupError):
         super().__init__(message)
 
     def __str__(self) -> str:  # LookupError would quote the message like a key
-        return self.args[0]
+        return str(self.args[0])
 
 
 # --------------------------------------------------------------------------- database
@@ -306,7 +306,7 @@ def _resolve_entry(
     )
 
 
-def _arch_of(entry: GpuEntry, archs: Mapping[str, Any], problems: list[str]):
+def _arch_of(entry: GpuEntry, archs: Mapping[str, Any], problems: list[str]) -> Any:
     if entry.vendor == "NVIDIA":
         field, other = "compute_capability", "gfx_target"
     else:

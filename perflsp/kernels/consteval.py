@@ -13,6 +13,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import cast
 
 Number = int | float
@@ -111,7 +112,7 @@ class ConstEnv:
     # names whose value rests on that assumption (set where a branch on `argc` was folded)
     assumed: set[str] = field(default_factory=set)
     type_aliases: dict[str, str] = field(default_factory=dict)  # `typedef double Real_t;` in headers
-    headers: tuple = ()  # local headers the translation unit includes (paths), in include order
+    headers: tuple[Path, ...] = ()  # local headers the translation unit includes (paths), in include order
     _memo: dict[str, Value] = field(default_factory=dict, repr=False)
     _memo_assumed: set[str] = field(default_factory=set, repr=False)  # memoised from assumed arguments
     _active: set[str] = field(default_factory=set, repr=False)
@@ -427,7 +428,11 @@ class _Parser:
             operand = self.unary()
             if isinstance(operand, tuple):
                 raise NotConstant("arithmetic on a dim3")
-            return {"-": lambda v: -v, "+": lambda v: v, "!": lambda v: int(not v), "~": lambda v: ~int(v)}[tok[1]](operand)
+            if tok[1] == "-":
+                return -operand
+            if tok[1] == "!":
+                return int(not operand)
+            return ~int(operand) if tok[1] == "~" else operand
         if tok[1] == "(" and self._is_cast():
             type_words = self._type_in_parens()
             operand = self.unary()

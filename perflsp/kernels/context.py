@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tree_sitter import Node, Tree
 
@@ -32,7 +32,7 @@ class ExtractionContext:
     # `symbols.function_env`'s binding events of each function (by its start) and their replays
     # (by function start and the control path of the point asked about)
     local_events: dict[int, list[_Event]] = field(default_factory=dict, repr=False)
-    local_replays: dict[tuple, _Replay] = field(default_factory=dict, repr=False)
+    local_replays: dict[tuple[Any, ...], _Replay] = field(default_factory=dict, repr=False)
     # the parameters of each distinct parameter list read so far, by its text (cuda.py: `_parameters`)
     parameter_lists: dict[bytes, tuple[Param, ...]] = field(default_factory=dict, repr=False)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from tree_sitter import Node
 
@@ -82,7 +83,7 @@ class _LocalEnv:
     __slots__ = ("_args", "_env")
 
     def __init__(self, ctx: ExtractionContext, function: Node | None, before: int, parent: ConstEnv):
-        self._args: tuple | None = (ctx, function, before, parent)
+        self._args: tuple[Any, ...] | None = (ctx, function, before, parent)
         self._env: ConstEnv | None = None
 
     def __call__(self) -> ConstEnv:

@@ -70,7 +70,7 @@ class Span:
     def __repr__(self) -> str:
         return f"Span({self.start_byte}, {self.end_byte})"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "start": {"line": self.start.line, "character": self.start.character},
             "end": {"line": self.end.line, "character": self.end.character},

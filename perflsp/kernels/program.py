@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import Any
 
 from tree_sitter import Node, QueryCursor, Tree
 
@@ -36,7 +37,7 @@ from perflsp.source.files import SkippedFile, load_file
 from perflsp.source.parser import parse, query
 from perflsp.source.positions import LineIndex
 
-Folded = float | tuple
+Folded = float | tuple[Any, ...]
 _PRAGMA = re.compile(rb"^[ \t]*#[ \t]*pragma[ \t]+omp[ \t]+((?:[^\n\\]|\\\r?\n)*)", re.MULTILINE)
 
 

@@ -3,6 +3,8 @@ blocks)`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from tree_sitter import Tree
 
 from perflsp.analysis.fixes.document import (
@@ -80,17 +82,18 @@ def _declarator_start(tree: Tree, kernel: CudaFunction) -> int:
     return node.start_byte
 
 
-def _index_of(items: list, item) -> int:
+def _index_of(items: list[Any], item: object) -> int:
     for i, candidate in enumerate(items):
         if candidate is item or candidate == item:
             return i
     raise EditError("the item is not part of this document's extraction (stale?)")
 
 
-def _threads(value) -> int | None:
+def _threads(value: object) -> int | None:
     if isinstance(value, tuple):
         x, y, z = value
-        return x * y * z
+        return int(x * y * z)
     if isinstance(value, int):
         return value
+    return None
     return None

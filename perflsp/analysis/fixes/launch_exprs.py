@@ -4,7 +4,7 @@ arguments, and the references to the old block size (`(n + 255) / 256`) it rewri
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tree_sitter import Node
@@ -57,7 +57,7 @@ def _parse_text_expression(data: bytes, start: int, end: int) -> _Expr:
     return _Expr([args.named_children[0]], start - len(prefix))
 
 
-def _walk(node: Node):
+def _walk(node: Node) -> Iterator[Node]:
     stack = [node]
     while stack:
         current = stack.pop()
@@ -102,9 +102,10 @@ class _Refs:
 
         for root in expr.nodes:
             for node in _walk(root):
-                if node.type == "binary_expression" and _op(node) == "/" and self.is_ref(node.child_by_field_name("right")):
+                divisor = node.child_by_field_name("right") if node.type == "binary_expression" else None
+                if divisor is not None and _op(node) == "/" and self.is_ref(divisor):
                     if self._ceiling_division(node, set_ref):
-                        set_ref(node.child_by_field_name("right"), self.new)
+                        set_ref(divisor, self.new)
                 elif node.type == "call_expression":
                     name = (call_name(node) or "").lower()
                     args = node.child_by_field_name("arguments")
@@ -120,7 +121,7 @@ class _Refs:
                 parent = node.parent
                 if (self.old is not None and _int_value(node) == self.old and parent is not None
                         and parent.type == "binary_expression" and _op(parent) == "/"
-                        and _unwrap(parent.child_by_field_name("right")) == node):
+                        and (right := parent.child_by_field_name("right")) is not None and _unwrap(right) == node):
                     raise EditError(f"{what} divides by {self.old} without rounding up; rewrite it by hand")
         return list(edits.values())
 
@@ -133,7 +134,7 @@ class _Refs:
                     edits.append(ByteEdit(expr.start(node), expr.end(node), str(self.new)))
         return edits
 
-    def _ceiling_division(self, div: Node, set_ref) -> bool:
+    def _ceiling_division(self, div: Node, set_ref: Callable[[Node, int], None]) -> bool:
         dividend = div.child_by_field_name("left")
         if dividend is None:
             return False
@@ -167,8 +168,9 @@ class _Refs:
             other = parent.child_by_field_name("right")
             if other is not None and other != div:
                 for node in _walk(other):  # n / B + (n % B != 0)
-                    if node.type == "binary_expression" and _op(node) == "%" and self.is_ref(node.child_by_field_name("right")):
-                        set_ref(node.child_by_field_name("right"), self.new)
+                    modulus = node.child_by_field_name("right") if node.type == "binary_expression" else None
+                    if modulus is not None and _op(node) == "%" and self.is_ref(modulus):
+                        set_ref(modulus, self.new)
                         return True
         return False
 

@@ -223,7 +223,7 @@ def _grid_finding(gpus: list[Gpu], blocks: int, span: Span, kernel: str | None, 
     return Finding(code=CODE, message=message, span=span, severity=DEFAULT_SEVERITY, kernel=kernel)
 
 
-def _product(value) -> int | None:
+def _product(value: object) -> int | None:
     if isinstance(value, tuple):
         return math.prod(value)
     return value if isinstance(value, int) else None

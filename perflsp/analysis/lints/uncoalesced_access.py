@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from tree_sitter import Node
 
@@ -17,7 +19,7 @@ from perflsp.analysis.lints.context import Instantiation, LintContext, walk
 from perflsp.analysis.models import Finding
 from perflsp.analysis.ruledef import Example, RuleInfo
 from perflsp.kernels.consteval import TYPE_SIZES_BYTES, ConstEnv, try_evaluate
-from perflsp.kernels.models import CudaFunction
+from perflsp.kernels.models import CudaFunction, Span
 
 _DOC = """\
 ## What it reports
@@ -387,7 +389,7 @@ class _KernelIndexes:
     def findings(self) -> list[Finding]:
         """One finding per array: the first strided access, the others as related locations."""
         first: dict[str, Finding] = {}
-        others: dict[str, list] = defaultdict(list)
+        others: dict[str, list[tuple[Span, str]]] = defaultdict(list)
         for base, finding in self._accesses():
             if base in first:
                 others[base].append((finding.span, "another access with the same stride"))
@@ -402,7 +404,7 @@ class _KernelIndexes:
             out.append(finding)
         return out
 
-    def _accesses(self):
+    def _accesses(self) -> Iterator[tuple[str, Finding]]:
         body = self.node.child_by_field_name("body")
         if body is None:
             return
@@ -549,7 +551,7 @@ def _tx_coefficient(poly: Poly) -> Poly:
     return {m: c for m, c in out.items() if c}
 
 
-def _freeze(poly: Poly) -> frozenset:
+def _freeze(poly: Poly) -> frozenset[tuple[Any, Any]]:
     return frozenset(poly.items())
 
 
