@@ -32,6 +32,7 @@ from perflsp.compiled.headers import MAX_FOUND, find_header_folder, missing_head
 from perflsp.compiled.model import CompiledUnit
 from perflsp.compiled.sass import parse_sass
 from perflsp.compiled.toolchain import Toolchain, omp_device_library
+from perflsp.kernels.includes import local_headers
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -50,7 +51,6 @@ def _reader_version() -> str:
 
 READER_VERSION = _reader_version()
 FORMAT_VERSION = 2  # of the compile key: what a compile depends on besides the tools and the text
-_MAX_HEADERS = 300
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
 _BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
 _CXX17_ONLY: dict[str, bool] = {}  # nvcc -> whether its headers reject standards before C++17
@@ -382,29 +382,3 @@ target triple = "nvptx64-nvidia-cuda"
 @__omp_rtl_assume_no_thread_state = weak_odr hidden constant i32 0
 @__omp_rtl_assume_no_nested_parallelism = weak_odr hidden constant i32 0
 """
-
-_INCLUDE = re.compile(rb'^\s*#\s*include\s*"([^"]+)"', re.M)
-
-
-def local_headers(source: Path, include_dirs: Sequence[str] = ()) -> list[Path]:
-    """Quoted #includes found beside the including file or on the include paths, transitively
-    (what a cached unit is checked against)."""
-    dirs = [Path(d) for d in include_dirs]
-    seen: list[Path] = []
-    queue = [source]
-    resolved_source = source.resolve()
-    while queue and len(seen) < _MAX_HEADERS:
-        current = queue.pop()
-        try:
-            text = current.read_bytes()
-        except OSError:
-            continue
-        for name in _INCLUDE.findall(text):
-            for folder in (current.parent, *dirs):
-                candidate = (folder / name.decode(errors="replace")).resolve()
-                if candidate.is_file():
-                    if candidate not in seen and candidate != resolved_source:
-                        seen.append(candidate)
-                        queue.append(candidate)
-                    break
-    return sorted(seen)

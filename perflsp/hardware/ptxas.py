@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from perflsp.hardware.models import NvidiaArchLimits
+from perflsp.kernels.compile_db import find_compile_commands
+from perflsp.kernels.includes import local_headers
 
 DEFAULT_TIMEOUT_S = 120.0
 _DEFAULT_NVCC_LOCATIONS = ("/usr/local/cuda/bin/nvcc", "/opt/cuda/bin/nvcc")
-_MAX_LOCAL_HEADERS = 200
 
 
 class ResourceUsageError(RuntimeError):
@@ -224,19 +225,6 @@ def _split_value_flag(arg: str) -> tuple[str | None, str | None]:
         if flag in _VALUE_FLAGS:
             return flag, value
     return None, None
-
-
-def find_compile_commands(source: Path, workspace_root: Path | None = None) -> Path | None:
-    """compile_commands.json next to the source, in a parent, or in a parent's build/ folder."""
-    folder = Path(source).resolve().parent
-    stop = Path(workspace_root).resolve() if workspace_root else None
-    while True:
-        for candidate in (folder / "compile_commands.json", folder / "build" / "compile_commands.json"):
-            if candidate.is_file():
-                return candidate
-        if folder == stop or folder.parent == folder:
-            return None
-        folder = folder.parent
 
 
 # --------------------------------------------------------------------------- parsing ptxas -v
@@ -445,29 +433,10 @@ def _nvcc_version(nvcc: str) -> str:
     return _nvcc_versions[stamp]
 
 
-_INCLUDE = re.compile(rb'^\s*#\s*include\s*"([^"]+)"', re.M)
-
-
 def _local_headers(source: Path, flags: Sequence[str]) -> list[Path]:
     """Quoted #includes found next to the including file or on -I paths, transitively."""
-    include_dirs = [Path(flags[i + 1]) for i, f in enumerate(flags[:-1]) if f in ("-I", "--include-path")]
-    seen: list[Path] = []
-    queue = [source]
-    while queue and len(seen) < _MAX_LOCAL_HEADERS:
-        current = queue.pop()
-        try:
-            text = current.read_bytes()
-        except OSError:
-            continue
-        for name in _INCLUDE.findall(text):
-            for folder in (current.parent, *include_dirs):
-                candidate = (folder / name.decode(errors="replace")).resolve()
-                if candidate.is_file():
-                    if candidate not in seen and candidate != source.resolve():
-                        seen.append(candidate)
-                        queue.append(candidate)
-                    break
-    return sorted(seen)
+    include_dirs = [flags[i + 1] for i, f in enumerate(flags[:-1]) if f in ("-I", "--include-path")]
+    return local_headers(source, include_dirs)
 
 
 def _finish(job: _Job, returncode: int | None, output: str) -> dict[str, ResourceUsage]:

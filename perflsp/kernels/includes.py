@@ -13,6 +13,7 @@ Each file's directive lines are read once per process and cached.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -367,3 +368,31 @@ def strip_inactive(text: str, env: ConstEnv) -> str:
             active = stack[-1][0] if stack else True
         out.append("")
     return "\n".join(out)
+
+
+MAX_LOCAL_HEADERS = 300
+_QUOTED_INCLUDE = re.compile(rb'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def local_headers(source: Path, include_dirs: Sequence[str] = ()) -> list[Path]:
+    """Quoted #includes found beside the including file or on the include paths, transitively
+    (what a cached compile is checked against: a header's change makes it stale)."""
+    dirs = [Path(d) for d in include_dirs]
+    seen: list[Path] = []
+    queue = [source]
+    resolved_source = source.resolve()
+    while queue and len(seen) < MAX_LOCAL_HEADERS:
+        current = queue.pop()
+        try:
+            text = current.read_bytes()
+        except OSError:
+            continue
+        for name in _QUOTED_INCLUDE.findall(text):
+            for folder in (current.parent, *dirs):
+                candidate = (folder / name.decode(errors="replace")).resolve()
+                if candidate.is_file():
+                    if candidate not in seen and candidate != resolved_source:
+                        seen.append(candidate)
+                        queue.append(candidate)
+                    break
+    return sorted(seen)
