@@ -12,7 +12,7 @@ import {
   type ServerOptions,
 } from "vscode-languageclient/node";
 import { PythonExtension } from "@vscode/python-extension";
-import { chooseInterpreter, expandPath, probe, type Interpreter, type Problem } from "./interpreter";
+import { chooseInterpreter, expandPath, installSource, probe, type Interpreter, type Problem } from "./interpreter";
 import { contributedKeys, sameSettings, splitByOrigin, type Nested } from "./settingsLayers";
 import { errorMessage } from "./errors";
 import { parseStatus, type ClientState, type ServerStatus } from "./status";
@@ -162,7 +162,8 @@ export class ServerManager implements vscode.Disposable {
       env[API_KEY_ENV] = secret;
     }
     const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
-    const checked = await probe(interpreter, env, 15000, cwd); // where the server will run: same sys.path
+    // where the server will run: same sys.path
+    const checked = await probe(interpreter, env, 15000, cwd, installSource(this.context.extensionPath));
     if (!checked.ok && checked.problem) {
       this.fail(checked.problem);
       return;

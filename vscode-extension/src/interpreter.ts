@@ -1,6 +1,8 @@
 // Which Python runs the server, and whether perflsp is importable there. No `vscode` import:
 // unit-tested under plain Node.
 import { execFile } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
 
 export type InterpreterSource = "setting" | "python-extension" | "default";
 
@@ -71,10 +73,42 @@ function quote(arg: string): string {
   return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`;
 }
 
-/** Classifies a failed probe into a problem with a message that says how to fix it. */
-export function diagnose(interpreter: Interpreter, error: { code?: string | number | null } | null, stderr: string): Problem {
+/**
+ * What `pip install` installs perflsp from (perflsp is not on PyPI): the wheel packaged into the
+ * .vsix (`python/perflsp-*.whl`, built by `npm run package`), else the perflsp checkout the
+ * extension runs from (a development build), else nothing known.
+ */
+export function installSource(extensionPath: string): string | undefined {
+  const bundled = path.join(extensionPath, "python");
+  try {
+    const wheel = fs.readdirSync(bundled).filter((name) => /^perflsp-.*\.whl$/.test(name)).sort().pop();
+    if (wheel) {
+      return path.join(bundled, wheel);
+    }
+  } catch {
+    // no bundled wheel: a development build
+  }
+  const checkout = path.dirname(extensionPath);
+  try {
+    if (/^name\s*=\s*"perflsp"/m.test(fs.readFileSync(path.join(checkout, "pyproject.toml"), "utf8"))) {
+      return checkout;
+    }
+  } catch {
+    // not inside a checkout
+  }
+  return undefined;
+}
+
+/**
+ * Classifies a failed probe into a problem with a message that says how to fix it. `source`: what
+ * perflsp installs from (see `installSource`); without one the message names the README's way.
+ */
+export function diagnose(interpreter: Interpreter, error: { code?: string | number | null } | null, stderr: string,
+  source?: string): Problem {
   const who = describe(interpreter);
-  const pip = `${interpreter.command.map(quote).join(" ")} -m pip install perflsp`;
+  const python = interpreter.command.map(quote).join(" ");
+  const pip = source ? `${python} -m pip install ${quote(source)}` : undefined;
+  const howTo = pip ?? `${python} -m pip install <a clone of the perflsp repository> (see its README)`;
   if (error && (error.code === "ENOENT" || error.code === "EACCES" || error.code === 127 || error.code === 126)) {
     return {
       kind: "interpreter-missing",
@@ -85,7 +119,7 @@ export function diagnose(interpreter: Interpreter, error: { code?: string | numb
   if (/ModuleNotFoundError: No module named 'perflsp'/.test(stderr)) {
     return {
       kind: "perflsp-missing",
-      message: `perflsp is not installed in ${who}. Install it with: ${pip}  (or point "perflsp.python.path" at an interpreter that has it).`,
+      message: `perflsp is not installed in ${who}. Install it with: ${howTo}  (or point "perflsp.python.path" at an interpreter that has it).`,
       fixCommand: pip,
       detail: stderr,
     };
@@ -94,8 +128,8 @@ export function diagnose(interpreter: Interpreter, error: { code?: string | numb
   if (dependency) {
     return {
       kind: "perflsp-broken",
-      message: `perflsp is installed in ${who}, but the module '${dependency[1]}' it needs is missing. Reinstall it with: ${pip} --force-reinstall`,
-      fixCommand: `${pip} --force-reinstall`,
+      message: `perflsp is installed in ${who}, but the module '${dependency[1]}' it needs is missing. Reinstall it with: ${pip ? `${pip} --force-reinstall` : howTo}`,
+      fixCommand: pip && `${pip} --force-reinstall`,
       detail: stderr,
     };
   }
@@ -109,14 +143,15 @@ export function diagnose(interpreter: Interpreter, error: { code?: string | numb
   const last = stderr.trim().split("\n").pop() ?? "";
   return {
     kind: "perflsp-broken",
-    message: `perflsp cannot be imported in ${who}: ${last || "unknown error"}. Reinstall it with: ${pip}`,
+    message: `perflsp cannot be imported in ${who}: ${last || "unknown error"}. Reinstall it with: ${howTo}`,
     fixCommand: pip,
     detail: stderr,
   };
 }
 
 /** Runs the interpreter once to check that `import perflsp` works (10 s limit). */
-export function probe(interpreter: Interpreter, env: NodeJS.ProcessEnv = process.env, timeoutMs = 10000, cwd?: string): Promise<ProbeResult> {
+export function probe(interpreter: Interpreter, env: NodeJS.ProcessEnv = process.env, timeoutMs = 10000, cwd?: string,
+  source?: string): Promise<ProbeResult> {
   const [exe, ...pre] = interpreter.command;
   return new Promise((resolve) => {
     execFile(exe, [...pre, "-c", PROBE], { env, cwd, timeout: timeoutMs, windowsHide: true }, (error, stdout, stderr) => {
@@ -125,7 +160,7 @@ export function probe(interpreter: Interpreter, env: NodeJS.ProcessEnv = process
         return;
       }
       const code = (error as NodeJS.ErrnoException).code ?? (error as { code?: number }).code ?? null;
-      resolve({ ok: false, problem: diagnose(interpreter, { code }, String(stderr || error.message)) });
+      resolve({ ok: false, problem: diagnose(interpreter, { code }, String(stderr || error.message), source) });
     });
   });
 }

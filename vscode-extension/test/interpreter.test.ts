@@ -3,7 +3,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
-import { chooseInterpreter, diagnose, expandPath, probe } from "../src/interpreter";
+import { chooseInterpreter, diagnose, expandPath, installSource, probe } from "../src/interpreter";
 
 test("the setting wins over the Python extension and the default", () => {
   assert.deepEqual(chooseInterpreter(" /opt/py/bin/python ", ["/env/bin/python"]), { command: ["/opt/py/bin/python"], source: "setting" });
@@ -26,23 +26,44 @@ test("a missing interpreter is named with where it came from", () => {
   assert.match(p.message, /not found/);
 });
 
-test("a missing module gives the pip command that fixes it", () => {
-  const p = diagnose({ command: ["/usr/bin/python3"], source: "default" }, { code: 1 }, "Traceback...\nModuleNotFoundError: No module named 'perflsp'\n");
+const WHEEL = "/ext/python/perflsp-0.1.0-py3-none-any.whl";
+
+test("a missing module gives the pip command that installs the bundled wheel", () => {
+  const p = diagnose({ command: ["/usr/bin/python3"], source: "default" }, { code: 1 }, "Traceback...\nModuleNotFoundError: No module named 'perflsp'\n", WHEEL);
   assert.equal(p.kind, "perflsp-missing");
-  assert.equal(p.fixCommand, "/usr/bin/python3 -m pip install perflsp");
+  assert.equal(p.fixCommand, `/usr/bin/python3 -m pip install ${WHEEL}`);
   assert.match(p.message, /not installed in \/usr\/bin\/python3/);
 });
 
+test("without an install source there is no command to run, and the message says where perflsp comes from", () => {
+  const p = diagnose({ command: ["/usr/bin/python3"], source: "default" }, { code: 1 }, "ModuleNotFoundError: No module named 'perflsp'\n");
+  assert.equal(p.fixCommand, undefined);
+  assert.match(p.message, /-m pip install <a clone of the perflsp repository>/);
+  assert.doesNotMatch(p.message, /pip install perflsp\b/); // not on PyPI: that command would fail
+});
+
+test("the install source: the wheel in the .vsix, else the checkout the extension runs from", () => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "perflsp-source-"));
+  const ext = path.join(root, "vscode-extension");
+  fs.mkdirSync(path.join(ext, "python"), { recursive: true });
+  assert.equal(installSource(ext), undefined);
+  fs.writeFileSync(path.join(root, "pyproject.toml"), '[project]\nname = "perflsp"\n');
+  assert.equal(installSource(ext), root);
+  fs.writeFileSync(path.join(ext, "python", "perflsp-0.1.0-py3-none-any.whl"), "");
+  assert.equal(installSource(ext), path.join(ext, "python", "perflsp-0.1.0-py3-none-any.whl"));
+  fs.rmSync(root, { recursive: true });
+});
+
 test("a missing dependency of perflsp is named, with a reinstall command", () => {
-  const p = diagnose({ command: ["/v/bin/python"], source: "setting" }, { code: 1 }, "0.1.0\nTraceback...\nModuleNotFoundError: No module named 'pygls'\n");
+  const p = diagnose({ command: ["/v/bin/python"], source: "setting" }, { code: 1 }, "0.1.0\nTraceback...\nModuleNotFoundError: No module named 'pygls'\n", WHEEL);
   assert.equal(p.kind, "perflsp-broken");
   assert.match(p.message, /the module 'pygls' it needs is missing/);
-  assert.equal(p.fixCommand, "/v/bin/python -m pip install perflsp --force-reinstall");
+  assert.equal(p.fixCommand, `/v/bin/python -m pip install ${WHEEL} --force-reinstall`);
 });
 
 test("paths with spaces are quoted in the fix command", () => {
-  const p = diagnose({ command: ["/My Envs/py"], source: "setting" }, { code: 1 }, "ModuleNotFoundError: No module named 'perflsp'");
-  assert.equal(p.fixCommand, "'/My Envs/py' -m pip install perflsp");
+  const p = diagnose({ command: ["/My Envs/py"], source: "setting" }, { code: 1 }, "ModuleNotFoundError: No module named 'perflsp'", "/My Ext/perflsp.whl");
+  assert.equal(p.fixCommand, "'/My Envs/py' -m pip install '/My Ext/perflsp.whl'");
 });
 
 test("probe runs a real interpreter: missing binary, missing module, and success", async () => {

@@ -69,7 +69,8 @@ function M.check()
   health.info(("Interpreter: %s (from %s)"):format(python, source))
   local problem, version = perflsp.check(python)
   if problem then
-    health.error(problem, { "Install perflsp there: " .. python .. " -m pip install perflsp",
+    health.error(problem, { "Install perflsp there: " .. (perflsp.install_command(python)
+        or (python .. " -m pip install <a clone of the perflsp repository>")),
       "or point perflsp at a Python that has it (see editors/nvim/README.md)" })
   else
     health.ok(("perflsp %s is importable by %s"):format(version ~= "" and version or "(unknown version)", python))

@@ -48,10 +48,53 @@ local function missing_interpreter(python)
     .. "Set it with require('perflsp').setup({ python = '/path/to/python' }) (a Python 3.11+ with perflsp installed)."):format(python)
 end
 
+--- The perflsp checkout this plugin is part of (editors/nvim/lua/perflsp/init.lua lies in it), or
+--- nil when the plugin was copied elsewhere.
+function M.checkout()
+  local here = debug.getinfo(1, "S").source
+  if here:sub(1, 1) ~= "@" then
+    return nil
+  end
+  local root = vim.fn.fnamemodify(here:sub(2), ":p:h:h:h:h:h")
+  local ok, lines = pcall(vim.fn.readfile, root .. "/pyproject.toml")
+  if not ok then
+    return nil
+  end
+  for _, line in ipairs(lines) do
+    if line:match('^name%s*=%s*"perflsp"') then
+      return root
+    end
+  end
+  return nil
+end
+
+--- `word` as one shell word (quoted only when it needs to be).
+local function shell_word(word)
+  if word:match("^[%w@%%+=:,./_-]+$") then
+    return word
+  end
+  return vim.fn.shellescape(word)
+end
+
+--- The shell command that installs perflsp into `python`: perflsp is not on PyPI, so it is
+--- installed from the checkout this plugin comes from (nil when that is not known).
+function M.install_command(python)
+  local root = M.checkout()
+  if not root then
+    return nil
+  end
+  return ("%s -m pip install %s"):format(shell_word(python), shell_word(root))
+end
+
+local function install_hint(python)
+  return M.install_command(python)
+    or ("%s -m pip install <a clone of the perflsp repository> (see its README)"):format(python)
+end
+
 --- The message for a failed `python -c "import perflsp"` (exit code and its output).
 local function import_problem(python, output)
   if output:find("No module named 'perflsp'", 1, true) then
-    return ("perflsp is not installed in %s. Install it with: %s -m pip install perflsp"):format(python, python)
+    return ("perflsp is not installed in %s. Install it with: %s"):format(python, install_hint(python))
   end
   local last = vim.trim(output):match("[^\n]*$") or output
   return ("perflsp: '%s -c \"import perflsp\"' failed: %s"):format(python, last)
