@@ -15,6 +15,7 @@ from perflsp.analysis.models import Finding
 from perflsp.analysis.rules import RULES, SEVERITIES
 from perflsp.hardware import load_database
 from perflsp.kernels import extract, extract_path
+from perflsp.kernels.program import ProgramModel
 from perflsp.source.parser import parse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,8 +33,8 @@ def lint(src: str, gpus=(), path: str = "t.cu", enabled=None, options=None) -> l
     data = src.encode()
     tree = parse(data)
     notes: list[str] = []
-    findings = run_lints(data, tree, extract(data, tree, path=path), gpus, enabled=enabled, options=options,
-                         notes=notes, build_fixes=True)
+    model = ProgramModel(data, tree, extract(data, tree, path=path))
+    findings = run_lints(model, gpus, enabled=enabled, options=options, notes=notes, build_fixes=True)
     assert notes == []
     return findings
 
@@ -518,7 +519,7 @@ def _lint_path(path: Path, gpus) -> list[Finding]:
     fk = extract_path(path)
     data = path.read_bytes()
     notes: list[str] = []
-    findings = run_lints(data, parse(data), fk, gpus, notes=notes, build_fixes=True)
+    findings = run_lints(ProgramModel(data, parse(data), fk), gpus, notes=notes, build_fixes=True)
     assert notes == []
     return findings
 

@@ -18,6 +18,7 @@ import pytest
 
 from perflsp.hardware.database import load_database
 from perflsp.kernels.extract import extract
+from perflsp.kernels.program import ProgramModel
 from perflsp.llm.providers import ProviderConfig
 from perflsp.source.parser import parse
 from perflsp.tuning.cache import CacheError, TuningStore, new_record, read_cache
@@ -241,23 +242,23 @@ def test_parse_answer_tolerates_fences_and_rejects_prose():
 # ----------------------------------------------------------------------------- code, edits, results
 
 
-def file_context(text: str):
+def file_context(text: str) -> ProgramModel:
     data = text.encode()
     tree = parse(data)
-    return data, tree, extract(data, tree)
+    return ProgramModel(data, tree, extract(data, tree))
 
 
 def test_problem_from_markers_and_the_tuned_edit(a100, gpu):
-    data, tree, kernels = file_context((FIXTURES / "convolution.cu").read_text())
-    kernel = kernels.kernels[0]
-    space = problem_for(data, kernels, kernel, gpu)
+    model = file_context((FIXTURES / "convolution.cu").read_text())
+    data, kernel = model.data, model.kernels.kernels[0]
+    space = problem_for(model, kernel, gpu)
     assert list(space.tune_params) == list(a100.tune_params)
     assert space.block_params == ("block_size_x", "block_size_y")
     assert space.current["block_size_x"] == 16 and space.current["use_padding"] == 1
     assert "block_size_x*block_size_y <= 1024" in space.restrictions  # the GPU's limit
     assert any(r.endswith("<= 49152") for r in space.restrictions)  # its static shared memory per block
     best = a100.best()[0]
-    fix = tuned_fix(data, tree, kernels, kernel, space, best, "apply")
+    fix = tuned_fix(model, kernel, space, best, "apply")
     from perflsp.analysis.fixes import apply_edits
 
     new = apply_edits(data, fix.edits).decode()
@@ -270,22 +271,23 @@ def test_problem_from_markers_and_the_tuned_edit(a100, gpu):
 
 
 def test_problem_from_a_plain_launch_and_missing_markers(gpu):
-    data, tree, kernels = file_context(
+    model = file_context(
         "__global__ void scale(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2; }\n"
         "__global__ void lonely(float *x) { x[0] = 1; }\n"
         "int main() { float *x; int n = 1 << 20; scale<<<(n + 127) / 128, 128>>>(x, n); }\n")
-    scale, lonely = kernels.kernels
-    space = problem_for(data, kernels, scale, gpu)
+    data = model.data
+    scale, lonely = model.kernels.kernels
+    space = problem_for(model, scale, gpu)
     assert space.tune_params["block_size_x"] == list(range(32, 1025, 32)) and space.current == {"block_size_x": 128}
-    fix = tuned_fix(data, tree, kernels, scale, space, {"block_size_x": 256}, "t")
+    fix = tuned_fix(model, scale, space, {"block_size_x": 256}, "t")
     from perflsp.analysis.fixes import apply_edits
 
     assert "(n + 255) / 256, 256" in apply_edits(data, fix.edits).decode()
     with pytest.raises(ProblemError, match="nothing to tune"):
-        problem_for(data, kernels, lonely, gpu)
-    data, _tree, kernels = file_context("// perflsp:tune TILE=1,2\n__global__ void k(float *x) { x[0] = 1; }\n")
+        problem_for(model, lonely, gpu)
+    model = file_context("// perflsp:tune TILE=1,2\n__global__ void k(float *x) { x[0] = 1; }\n")
     with pytest.raises(ProblemError, match="neither a `#define TILE"):
-        problem_for(data, kernels, kernels.kernels[0], gpu)
+        problem_for(model, model.kernels.kernels[0], gpu)
 
 
 def test_portability_across_devices(a100):
@@ -353,8 +355,8 @@ def test_measuring_through_the_profiling_runner(tmp_path, monkeypatch, gpu):
                                  build_command=[str(nvcc), "-O3", "-o", "{exe}", "{file}"])
     ctx = load_file(source)
     kernel = ctx.kernel("saxpy")
-    space = problem_for(ctx.data, ctx.kernels, kernel, gpu)
-    evaluate = program_evaluator(settings, source, ctx.data, ctx.tree, ctx.kernels, kernel, space, tmp_path)
+    space = problem_for(ctx.model, kernel, gpu)
+    evaluate = program_evaluator(settings, source, ctx.model, kernel, space, tmp_path)
     result, space, stored = tune(ctx, kernel, gpu, tmp_path, strategy="prior", max_fevals=12, evaluate=evaluate)
     assert len(result.evaluations) == 12 and stored == TuningStore(tmp_path).path_for("saxpy", gpu.name)
     best_block = min(times, key=times.get)
@@ -417,8 +419,8 @@ def test_a_missing_tool_stops_the_run_and_is_not_stored_as_a_failed_configuratio
 
     settings, ctx, kernel, source = _saxpy_setup(tmp_path, monkeypatch, ncu=missing != "ncu",
                                                  nvcc=missing != "nvcc")
-    space = problem_for(ctx.data, ctx.kernels, kernel, gpu)
-    evaluate = program_evaluator(settings, source, ctx.data, ctx.tree, ctx.kernels, kernel, space, tmp_path)
+    space = problem_for(ctx.model, kernel, gpu)
+    evaluate = program_evaluator(settings, source, ctx.model, kernel, space, tmp_path)
     seen = []
     with pytest.raises(ToolFailure, match="program not found"):
         tune(ctx, kernel, gpu, tmp_path, strategy="prior", max_fevals=10, evaluate=evaluate, on_evaluation=seen.append)
@@ -427,7 +429,7 @@ def test_a_missing_tool_stops_the_run_and_is_not_stored_as_a_failed_configuratio
     assert not stored.exists() or not read_cache(stored).entries
 
     settings, ctx, kernel, source = _saxpy_setup(tmp_path, monkeypatch)
-    evaluate = program_evaluator(settings, source, ctx.data, ctx.tree, ctx.kernels, kernel, space, tmp_path)
+    evaluate = program_evaluator(settings, source, ctx.model, kernel, space, tmp_path)
     result, _space, stored = tune(ctx, kernel, gpu, tmp_path, strategy="prior", max_fevals=10, evaluate=evaluate)
     assert len(result.evaluations) == 10 and all(e.time_ms is not None for e in result.evaluations)
     assert result.measured_ok == 10 and result.provenance() == f"measured on {gpu.name}"
@@ -477,9 +479,9 @@ def test_a_build_command_without_the_file_placeholder_is_refused(tmp_path, monke
 
     settings, ctx, kernel, source = _saxpy_setup(tmp_path, monkeypatch)
     settings = settings.model_copy(update={"build_command": ["make", "saxpy"]})
-    space = problem_for(ctx.data, ctx.kernels, kernel, gpu)
+    space = problem_for(ctx.model, kernel, gpu)
     with pytest.raises(ProfilingError, match=r"buildCommand has no \{file\}") as refused:
-        program_evaluator(settings, source, ctx.data, ctx.tree, ctx.kernels, kernel, space, tmp_path)
+        program_evaluator(settings, source, ctx.model, kernel, space, tmp_path)
     assert "edited copy" in refused.value.message
 
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from tree_sitter import Tree
-
 from perflsp.analysis.fixes import EditError, set_block_size, validated_fix
 from perflsp.analysis.models import ByteEdit, Fix
-from perflsp.kernels.models import CudaFunction, FileKernels
+from perflsp.kernels.models import CudaFunction
+from perflsp.kernels.program import ProgramModel
 from perflsp.tuning.problem import AUTO_BLOCK, auto_launch
 from perflsp.tuning.space import TuningSpace, Value
 
@@ -30,9 +29,11 @@ def _value_span(data: bytes, name: str) -> tuple[int, int] | None:
     return None
 
 
-def tuned_fix(data: bytes, tree: Tree, kernels: FileKernels, kernel: CudaFunction, space: TuningSpace,
-              config: Mapping[str, Value], title: str) -> Fix:
-    """The edit that gives the code `config`; raises EditError when it cannot be done safely."""
+def tuned_fix(model: ProgramModel, kernel: CudaFunction, space: TuningSpace, config: Mapping[str, Value],
+              title: str) -> Fix:
+    """The edit that gives the code of `model` `config`; raises EditError when it cannot be done
+    safely."""
+    data, tree, kernels = model.data, model.tree, model.kernels
     problem = space.problem(config)
     if problem is not None:
         raise EditError(f"the configuration is not a point of the space: {problem}")
@@ -46,7 +47,7 @@ def tuned_fix(data: bytes, tree: Tree, kernels: FileKernels, kernel: CudaFunctio
             if auto is None:
                 raise EditError(f"no launch of `{kernel.name}` with a 1-D block to change")
             site = auto[0]
-            edits.extend(set_block_size(data, tree, site, int(value), allow_any_size=True, file_kernels=kernels).edits)
+            edits.extend(set_block_size(model, site, int(value), allow_any_size=True).edits)
             continue
         span = _value_span(data, name)
         if span is None:

@@ -9,7 +9,8 @@ A kernel names its knobs in a comment inside it or in the lines just above it:
     __global__ void convolution_kernel(...)
 
 - `tune NAME=values`: a compile-time knob, a `#define NAME <int>` or `const`/`constexpr` integer
-  of the file (the edit rewrites its value; Kernel Tuner passes it as `-DNAME=value`). Values are
+  of the file, as the file's program model reads it (its macros and folded constants; the edit
+  rewrites its value; Kernel Tuner passes it as `-DNAME=value`). Values are
   a comma list or an inclusive integer range `a..b`.
 - `restrict EXPR`: a restriction over the parameters (Kernel Tuner's syntax, a Python expression).
 - `shared-memory EXPR`: the bytes of shared memory one block needs; becomes a restriction with
@@ -27,8 +28,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from tree_sitter import Node
+
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite
+from perflsp.kernels.program import ProgramModel
 from perflsp.tuning.space import SpaceError, TuningSpace, Value, with_gpu_restrictions
 
 MARKER = re.compile(r"perflsp:(tune|restrict|shared-memory|block)\b[ \t]*(.*?)[ \t]*(?:\*/)?[ \t]*$", re.MULTILINE)
@@ -84,17 +88,41 @@ def parse_values(name: str, text: str) -> list[Value]:
     return values
 
 
-def current_value(data: bytes, name: str) -> tuple[str, Value] | None:
-    """How the file defines `name` now: ("define" | "const", value), or None."""
-    text = data.decode("utf-8", "replace")
-    match = re.search(rf"^[ \t]*#[ \t]*define[ \t]+{re.escape(name)}[ \t]+\(?(-?\d+)\)?[ \t]*(?://.*|/\*.*)?$", text, re.MULTILINE)
-    if match:
-        return "define", int(match.group(1))
-    match = re.search(rf"\b(?:constexpr|const)\s+(?:static\s+)?(?:unsigned\s+)?(?:int|long|size_t|unsigned)\s+"
-                      rf"{re.escape(name)}\s*=\s*(-?\d+)\s*;", text)
-    if match:
-        return "const", int(match.group(1))
-    return None
+def current_value(model: ProgramModel, name: str) -> tuple[str, Value] | None:
+    """How the file defines `name` now: ("define" | "const", value), or None. `name` is a macro
+    the file itself `#define`s or one of its file-scope constants (the model's folded
+    constants), written as an integer literal (the value a tuned edit rewrites)."""
+    written: object
+    if name in _defined_macros(model.tree.root_node, model.data):
+        kind, written = "define", model.env.all_macros().get(name)
+    elif name in model.top.env.constants:
+        kind, written = "const", model.top.env.constants[name]
+    else:
+        return None
+    value = model.evaluate(name)
+    if not isinstance(written, str) or not _INTEGER_LITERAL.fullmatch(written.strip()):
+        return None
+    return (kind, value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+_INTEGER_LITERAL = re.compile(r"\(?\s*-?\d+\s*\)?")
+_PREPROCESSOR_BLOCKS = ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "linkage_specification",
+                        "namespace_definition", "declaration_list")
+
+
+def _defined_macros(root: Node, data: bytes) -> set[str]:
+    """Names of the object-like macros this text `#define`s outside functions."""
+    names: set[str] = set()
+    stack = list(root.named_children)
+    while stack:
+        node = stack.pop()
+        if node.type == "preproc_def":
+            name = node.child_by_field_name("name")
+            if name is not None:
+                names.add(data[name.start_byte:name.end_byte].decode("utf-8", "replace"))
+        elif node.type in _PREPROCESSOR_BLOCKS:
+            stack.extend(node.named_children)
+    return names
 
 
 def auto_launch(kernels: FileKernels, kernel: CudaFunction) -> tuple[LaunchSite, int] | None:
@@ -108,8 +136,10 @@ def auto_launch(kernels: FileKernels, kernel: CudaFunction) -> tuple[LaunchSite,
     return None
 
 
-def problem_for(data: bytes, kernels: FileKernels, kernel: CudaFunction, gpu: Gpu | None) -> TuningSpace:
-    """The tuning space of `kernel` (with `gpu`'s limits as restrictions when a GPU is given)."""
+def problem_for(model: ProgramModel, kernel: CudaFunction, gpu: Gpu | None) -> TuningSpace:
+    """The tuning space of `kernel`, one of `model`'s (with `gpu`'s limits as restrictions when a
+    GPU is given)."""
+    data, kernels = model.data, model.kernels
     params: dict[str, list[Value]] = {}
     restrictions: list[str] = []
     shared: str | None = None
@@ -133,7 +163,7 @@ def problem_for(data: bytes, kernels: FileKernels, kernel: CudaFunction, gpu: Gp
         elif kind == "block":
             block = tuple(rest.replace(",", " ").split())
     for name in params:
-        found = current_value(data, name)
+        found = current_value(model, name)
         if found is None:
             raise ProblemError(f"perflsp:tune: `{name}` is neither a `#define {name} <integer>` nor a const integer "
                                "of this file: perflsp could not apply a tuned value")
