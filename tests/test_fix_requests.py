@@ -16,6 +16,7 @@ from perflsp.hardware import load_database
 from perflsp.kernels import extract
 from perflsp.kernels.models import Span
 from perflsp.kernels.program import ProgramModel
+from perflsp.kernels.symbols import TopLevelFacts
 from perflsp.server import engine_adapter
 from perflsp.source.parser import parse
 
@@ -119,3 +120,19 @@ def test_with_fixes_fills_fixes_for_output(gpus):
     promotion = [f for f in findings if f.code == "precision/double-promotion"]
     assert promotion and all(f.fixes and f.fixes[0].title == "Write `0.5f` (single precision)" for f in promotion)
     assert run_lints(model, gpus, build_fixes=True) == findings
+
+
+def test_the_server_s_lint_runs_share_the_file_s_top_level_facts(gpus):
+    """Typing in a kernel body keeps the file's macros and top-level facts (its constants and
+    typedefs, as the model read them) for the next lint run: they are not read again."""
+    data = big_file(2)
+    tree = parse(data)
+    fk = extract(data, tree, path="two.cu")
+    shared: dict[str, object] = {}
+    first = engine_adapter.run_lints(data, tree, fk, gpus, None, [], shared=shared)
+    top = shared["top"]
+    assert isinstance(top, TopLevelFacts) and {"type_aliases", "lint_type_aliases"} <= top.known()
+    again = engine_adapter.run_lints(data, tree, fk, gpus, None, [], shared=shared)
+    assert again == first and shared["top"] is top
+    assert engine_adapter.lint_model(data, tree, fk, shared=shared).top is top
+    assert engine_adapter.lint_model(data, tree, fk).top is not top  # (nothing shared: read afresh)

@@ -24,8 +24,9 @@ from perflsp.analysis.fixes import (
 from perflsp.analysis.models import ByteEdit
 from perflsp.hardware import load_database
 from perflsp.kernels import extract
+from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import Span
-from perflsp.kernels.program import ProgramModel
+from perflsp.kernels.program import ProgramModel, read_source
 from perflsp.source.parser import parse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -413,3 +414,33 @@ void f(float *x) {
 """)
     with pytest.raises(EditError, match="by hand"):
         set_omp_clauses(doc.model, doc.fk.omp_regions[0], thread_limit=256)
+
+
+def test_a_fix_in_a_header_context_checks_the_edited_text_s_own_macros(tmp_path):
+    """The model holds the file's macros as its preprocessor read them (with its headers'): the
+    edit of `#define BLOCK` is checked on the edited text's own macros, not on the old value."""
+    (tmp_path / "shape.h").write_text("#define ITEMS (1 << 20)\n")
+    path = tmp_path / "k.cu"
+    path.write_text('#include "shape.h"\n#define BLOCK 100\n'
+                    "__global__ void k(float *x) { x[blockIdx.x * blockDim.x + threadIdx.x] = 0.0f; }\n"
+                    "int main() { float *x = 0; k<<<(ITEMS + BLOCK - 1) / BLOCK, BLOCK>>>(x); return 0; }\n")
+    source = read_source(path, path.read_bytes(), IncludeResolver())
+    model = ProgramModel(source.data, source.tree, source.kernels, source.env)
+    (site,) = model.kernels.launches
+    assert site.block.value == (100, 1, 1) and site.grid.value == (10486, 1, 1)  # ITEMS from the header
+    fix = set_block_size(model, site, 128)
+    after = model.reread(apply_edits(model.data, fix.edits), parse(apply_edits(model.data, fix.edits)))
+    assert b"#define BLOCK 128" in after.data
+    assert after.kernels.launches[0].block.value == (128, 1, 1) and after.kernels.launches[0].grid.value == (8192, 1, 1)
+    assert after.evaluate("ITEMS") == 1 << 20  # the header's macros are still in the context
+
+
+def test_launch_bounds_are_checked_on_the_edited_definition_alone():
+    doc = Doc("#define THREADS 256\n__global__ void k(float *x) { x[threadIdx.x] = 0.0f; }\n"
+              "void host(float *x) { k<<<1, THREADS>>>(x); }\n")
+    fix = set_launch_bounds(doc.model, doc.kernel("k"), 512)
+    edited = apply_edits(doc.data, fix.edits)
+    kernel = doc.model.edited_definition(edited, parse(edited), fix.edits[0].start_byte)
+    assert kernel is not None and kernel.name == "k" and kernel.launch_bounds.max_threads.value == 512
+    with pytest.raises(EditError, match="line"):
+        set_launch_bounds(doc.model, doc.kernel("k"), 128)  # below the launch's THREADS (the model's constant)

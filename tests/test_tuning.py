@@ -18,13 +18,14 @@ import pytest
 
 from perflsp.hardware.database import load_database
 from perflsp.kernels.extract import extract
-from perflsp.kernels.program import ProgramModel
+from perflsp.kernels.includes import IncludeResolver
+from perflsp.kernels.program import ProgramModel, read_source
 from perflsp.llm.providers import ProviderConfig
 from perflsp.source.parser import parse
 from perflsp.tuning.cache import CacheError, TuningStore, new_record, read_cache
 from perflsp.tuning.edits import tuned_fix
 from perflsp.tuning.llm_proposer import LlmProposer, parse_answer
-from perflsp.tuning.problem import ProblemError, problem_for
+from perflsp.tuning.problem import ProblemError, current_value, problem_for
 from perflsp.tuning.results import offers, portability
 from perflsp.tuning.search import (
     Measurement,
@@ -562,3 +563,34 @@ def test_the_prior_says_when_it_has_no_gpu_figures(tmp_path, a100):
     known, _space, _stored = tune(ctx, ctx.kernel("convolution_kernel"), load_database().get("a100-sxm4-40gb"),
                                   tmp_path, strategy="prior", max_fevals=5, replay=a100)
     assert not any("GPU figures" in n for n in known.notes)
+
+
+def test_knobs_are_read_from_the_model_s_macros_and_constants(tmp_path, gpu):
+    """A knob is a macro the file itself defines, or one of its constants, written as an integer
+    (the value a tuned edit rewrites); what it folds to is the model's."""
+    (tmp_path / "config.h").write_text("#define HEADER_TILE 4\n")
+    path = tmp_path / "k.cu"
+    path.write_text('#include "config.h"\n#define TILE (8)\n#define WIDE 2 * 4\nconstexpr int UNROLL = 2;\n'
+                    "__global__ void k(float *x) { x[threadIdx.x] = TILE * UNROLL; }\n")
+    source = read_source(path, path.read_bytes(), IncludeResolver())
+    model = ProgramModel(source.data, source.tree, source.kernels, source.env)
+    assert current_value(model, "TILE") == ("define", 8)
+    assert current_value(model, "UNROLL") == ("const", 2)
+    assert current_value(model, "WIDE") is None  # folds (8), but is no literal a tuned edit could rewrite
+    assert current_value(model, "HEADER_TILE") is None  # the header's: not this file's to edit
+    assert model.evaluate("HEADER_TILE") == 4
+    data = model.data.replace(b"__global__", b"// perflsp:tune TILE=4,8,16 UNROLL=1,2\n__global__")
+    tree = parse(data)
+    marked = ProgramModel(data, tree, extract(data, tree, str(path), env=source.env), source.env)
+    space = problem_for(marked, marked.kernels.kernels[0], gpu)
+    assert space.current == {"TILE": 8, "UNROLL": 2}
+    fix = tuned_fix(marked, marked.kernels.kernels[0], space, {"TILE": 16, "UNROLL": 1}, "t")
+    from perflsp.analysis.fixes import apply_edits
+
+    edited = apply_edits(data, fix.edits)
+    assert b"#define TILE (16)" in edited and b"constexpr int UNROLL = 1;" in edited
+    header_marked = model.data.replace(b"__global__", b"// perflsp:tune HEADER_TILE=2,4\n__global__")
+    tree = parse(header_marked)
+    marked = ProgramModel(header_marked, tree, extract(header_marked, tree, str(path), env=source.env), source.env)
+    with pytest.raises(ProblemError, match="neither a `#define HEADER_TILE"):
+        problem_for(marked, marked.kernels.kernels[0], gpu)
