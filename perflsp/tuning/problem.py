@@ -88,41 +88,65 @@ def parse_values(name: str, text: str) -> list[Value]:
     return values
 
 
-def current_value(model: ProgramModel, name: str) -> tuple[str, Value] | None:
-    """How the file defines `name` now: ("define" | "const", value), or None. `name` is a macro
-    the file itself `#define`s or one of its file-scope constants (the model's folded
-    constants), written as an integer literal (the value a tuned edit rewrites)."""
-    written: object
-    if name in _defined_macros(model.tree.root_node, model.data):
-        kind, written = "define", model.env.all_macros().get(name)
-    elif name in model.top.env.constants:
-        kind, written = "const", model.top.env.constants[name]
-    else:
+@dataclass(frozen=True, slots=True)
+class KnobDefinition:
+    """Where and how the file defines a compile-time knob."""
+
+    kind: str  # "define" | "const"
+    value: int  # what the model folds it to
+    start_byte: int  # the integer literal a tuned edit rewrites
+    end_byte: int
+
+
+def knob_definition(model: ProgramModel, name: str) -> KnobDefinition | None:
+    """`name` as a knob: a macro the file itself `#define`s (also behind `#ifndef name`, Kernel
+    Tuner's convention) or one of its file-scope `const`/`constexpr` values, written as an
+    integer literal, with the value the model folds it to; None otherwise (a header's macro is
+    not this file's to edit)."""
+    written = _written_integer(model.tree.root_node, model.data, name)
+    if written is None:
         return None
     value = model.evaluate(name)
-    if not isinstance(written, str) or not _INTEGER_LITERAL.fullmatch(written.strip()):
+    if not isinstance(value, int) or isinstance(value, bool):
         return None
-    return (kind, value) if isinstance(value, int) and not isinstance(value, bool) else None
+    return KnobDefinition(written[0], value, written[1], written[2])
 
 
-_INTEGER_LITERAL = re.compile(r"\(?\s*-?\d+\s*\)?")
-_PREPROCESSOR_BLOCKS = ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "linkage_specification",
-                        "namespace_definition", "declaration_list")
+def current_value(model: ProgramModel, name: str) -> tuple[str, Value] | None:
+    """How the file defines `name` now: ("define" | "const", value), or None (`knob_definition`)."""
+    found = knob_definition(model, name)
+    return (found.kind, found.value) if found is not None else None
 
 
-def _defined_macros(root: Node, data: bytes) -> set[str]:
-    """Names of the object-like macros this text `#define`s outside functions."""
-    names: set[str] = set()
-    stack = list(root.named_children)
+_MACRO_INTEGER = re.compile(rb"\s*\(?\s*(-?\d+)\s*\)?\s*(?://.*|/\*.*)?", re.DOTALL)
+_CONST_INTEGER = re.compile(rb"-?\s*\d+")
+_SCOPES = ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "linkage_specification",
+           "namespace_definition", "declaration_list")
+
+
+def _written_integer(root: Node, data: bytes, name: str) -> tuple[str, int, int] | None:
+    """(kind, span of the literal) of the first file-scope definition of `name` as an integer."""
+    def text(node: Node) -> bytes:
+        return data[node.start_byte:node.end_byte]
+
+    stack = list(reversed(root.named_children))
     while stack:
         node = stack.pop()
-        if node.type == "preproc_def":
-            name = node.child_by_field_name("name")
-            if name is not None:
-                names.add(data[name.start_byte:name.end_byte].decode("utf-8", "replace"))
-        elif node.type in _PREPROCESSOR_BLOCKS:
-            stack.extend(node.named_children)
-    return names
+        if node.type in _SCOPES:
+            stack.extend(reversed(node.named_children))
+        elif node.type == "preproc_def":
+            macro, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+            if macro is not None and value is not None and text(macro) == name.encode():
+                m = _MACRO_INTEGER.fullmatch(text(value))
+                return ("define", value.start_byte + m.start(1), value.start_byte + m.end(1)) if m else None
+        elif node.type == "declaration" and any(c.type == "type_qualifier" and text(c) in (b"const", b"constexpr")
+                                                for c in node.children):
+            for declarator in node.children_by_field_name("declarator"):
+                target, value = declarator.child_by_field_name("declarator"), declarator.child_by_field_name("value")
+                if declarator.type == "init_declarator" and target is not None and value is not None \
+                        and text(target) == name.encode():
+                    return ("const", value.start_byte, value.end_byte) if _CONST_INTEGER.fullmatch(text(value)) else None
+    return None
 
 
 def auto_launch(kernels: FileKernels, kernel: CudaFunction) -> tuple[LaunchSite, int] | None:
@@ -212,4 +236,5 @@ def code_values(space: TuningSpace) -> dict[str, Value]:
     return dict(space.code_values or space.current or {})
 
 
-__all__ = ["AUTO_BLOCK", "Knob", "ProblemError", "code_values", "current_value", "parse_values", "problem_for"]
+__all__ = ["AUTO_BLOCK", "Knob", "KnobDefinition", "ProblemError", "code_values", "current_value", "knob_definition",
+           "parse_values", "problem_for"]
