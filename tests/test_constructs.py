@@ -9,6 +9,7 @@ from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kerne
 from perflsp.hardware import load_database
 from perflsp.kernels.extract import extract
 from perflsp.kernels.includes import IncludeResolver
+from perflsp.kernels.program import ProgramModel
 from perflsp.source.parser import parse
 from tests.engine_reports import reports
 
@@ -233,10 +234,11 @@ def test_clause_fix_refuses_directives_it_cannot_edit():
 
     data = OMP_FORMS_SRC.encode()
     tree = parse(data)
-    regions = extract(data, tree).omp_regions
+    model = ProgramModel(data, tree, extract(data, tree))
+    regions = model.kernels.omp_regions
     for region in (regions[0], regions[4]):  # `_Pragma`; `teams` on a separate line
         with pytest.raises(EditError):
-            set_omp_clauses(data, tree, region, thread_limit=256)
+            set_omp_clauses(model, region, thread_limit=256)
 
 
 # 4. kernels in a file that another translation unit includes ------------------------------------

@@ -1,5 +1,5 @@
-"""Lints report fixes as requests; the edits are built (and the file re-parsed and re-extracted
-to validate them) only when asked for: never on the typing path."""
+"""Lints report fixes as requests; the edits are built (and the file re-parsed and read back
+through its program model to validate them) only when asked for: never on the typing path."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from perflsp.analysis.models import Finding, FixRequest
 from perflsp.hardware import load_database
 from perflsp.kernels import extract
 from perflsp.kernels.models import Span
+from perflsp.kernels.program import ProgramModel
+from perflsp.kernels.symbols import TopLevelFacts
 from perflsp.server import engine_adapter
 from perflsp.source.parser import parse
 
@@ -39,19 +41,26 @@ def big_file(kernels: int) -> bytes:
 
 @pytest.fixture()
 def builds(monkeypatch):
-    """Counts the validations (each re-parses the edited file, some re-extract it)."""
-    calls = {"validated_fix": 0, "_reextract": 0}
-    for name in calls:
-        real = getattr(document, name)
+    """Counts the validations (each re-parses the edited file) and the whole-file re-reads of
+    an edited text (`ProgramModel.reread`; some fixes read the file back to check it)."""
+    calls = {"validated_fix": 0, "reread": 0}
+    real = document.validated_fix
 
-        def counting(*args, _real=real, _name=name, **kwargs):
-            calls[_name] += 1
-            return _real(*args, **kwargs)
+    def counting(*args, **kwargs):
+        calls["validated_fix"] += 1
+        return real(*args, **kwargs)
 
-        # each fix module calls the name it imported: count the calls made through any of them
-        for module in (fixes, *(sys.modules[f"{fixes.__name__}.{m.name}"] for m in pkgutil.iter_modules(fixes.__path__))):
-            if hasattr(module, name):
-                monkeypatch.setattr(module, name, counting)
+    # each fix module calls the name it imported: count the calls made through any of them
+    for module in (fixes, *(sys.modules[f"{fixes.__name__}.{m.name}"] for m in pkgutil.iter_modules(fixes.__path__))):
+        if hasattr(module, "validated_fix"):
+            monkeypatch.setattr(module, "validated_fix", counting)
+    real_reread = ProgramModel.reread
+
+    def counting_reread(self, *args, **kwargs):
+        calls["reread"] += 1
+        return real_reread(self, *args, **kwargs)
+
+    monkeypatch.setattr(ProgramModel, "reread", counting_reread)
     return calls
 
 
@@ -64,25 +73,26 @@ def test_linting_a_big_file_builds_no_fix(builds, gpus):
     data = big_file(200)
     tree = parse(data)
     fk = extract(data, tree, path="big.cu")
-    findings = run_lints(data, tree, fk, gpus)
+    model = ProgramModel(data, tree, fk)
+    findings = run_lints(model, gpus)
     codes = {f.code for f in findings}
     assert {"precision/double-promotion", "precision/double-math-function", "launch/block-size-not-warp-multiple",
             "occupancy/low", "launch/missing-launch-bounds"} <= codes
     assert len(findings) >= 5 * 200
-    assert builds == {"validated_fix": 0, "_reextract": 0}
+    assert builds == {"validated_fix": 0, "reread": 0}
     assert all(f.fixes == () for f in findings)
     assert sum(len(f.fix_requests) for f in findings) >= 5 * 200
 
     # the server's typing path (a context reused between runs) builds none either
     shared: dict[str, object] = {}
     again = engine_adapter.run_lints(data, tree, fk, gpus, None, [], lines=None, shared=shared)
-    assert len(again) == len(findings) and builds == {"validated_fix": 0, "_reextract": 0}
+    assert len(again) == len(findings) and builds == {"validated_fix": 0, "reread": 0}
 
     # asked for, one finding's fixes are built and validated: the edited text re-parsed, and
     # only the edited kernel extracted again (not the whole file: that made N fixes quadratic)
     bounds = next(f for f in findings if f.code == "launch/missing-launch-bounds")
-    built = build_fixes(bounds, data, tree, fk)
-    assert builds["validated_fix"] == 1 and builds["_reextract"] == 0
+    built = build_fixes(bounds, model)
+    assert builds["validated_fix"] == 1 and builds["reread"] == 0
     assert built[0].preferred and "__launch_bounds__(20)" in apply_edits(data, built[0].edits).decode()
 
 
@@ -95,7 +105,7 @@ def test_build_fixes_skips_a_request_that_cannot_be_built_and_passes_its_prefere
                       fix_requests=(FixRequest("block-size", site.span, 20, preferred=True),  # not a warp multiple
                                     FixRequest("block-size", Span(0, 1), 64),  # no launch there
                                     FixRequest("block-size", site.span, 128)))
-    built = build_fixes(finding, data, tree, fk)
+    built = build_fixes(finding, ProgramModel(data, tree, fk))
     assert [(f.title, f.preferred) for f in built] == [("Launch `scale0` with 128 threads per block", True)]
     assert b"scale0<<<(n + 127) / 128, 128>>>" in apply_edits(data, built[0].edits)
 
@@ -104,8 +114,25 @@ def test_with_fixes_fills_fixes_for_output(gpus):
     data = big_file(2)
     tree = parse(data)
     fk = extract(data, tree, path="two.cu")
-    findings = with_fixes(run_lints(data, tree, fk, gpus), data, tree, fk)
+    model = ProgramModel(data, tree, fk)
+    findings = with_fixes(run_lints(model, gpus), model)
     assert findings and all(f.fix_requests == () for f in findings)
     promotion = [f for f in findings if f.code == "precision/double-promotion"]
     assert promotion and all(f.fixes and f.fixes[0].title == "Write `0.5f` (single precision)" for f in promotion)
-    assert run_lints(data, tree, fk, gpus, build_fixes=True) == findings
+    assert run_lints(model, gpus, build_fixes=True) == findings
+
+
+def test_the_server_s_lint_runs_share_the_file_s_top_level_facts(gpus):
+    """Typing in a kernel body keeps the file's macros and top-level facts (its constants and
+    typedefs, as the model read them) for the next lint run: they are not read again."""
+    data = big_file(2)
+    tree = parse(data)
+    fk = extract(data, tree, path="two.cu")
+    shared: dict[str, object] = {}
+    first = engine_adapter.run_lints(data, tree, fk, gpus, None, [], shared=shared)
+    top = shared["top"]
+    assert isinstance(top, TopLevelFacts) and {"type_aliases", "lint_type_aliases"} <= top.known()
+    again = engine_adapter.run_lints(data, tree, fk, gpus, None, [], shared=shared)
+    assert again == first and shared["top"] is top
+    assert engine_adapter.lint_model(data, tree, fk, shared=shared).top is top
+    assert engine_adapter.lint_model(data, tree, fk).top is not top  # (nothing shared: read afresh)

@@ -24,7 +24,9 @@ from perflsp.analysis.fixes import (
 from perflsp.analysis.models import ByteEdit
 from perflsp.hardware import load_database
 from perflsp.kernels import extract
+from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import Span
+from perflsp.kernels.program import ProgramModel, read_source
 from perflsp.source.parser import parse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +37,7 @@ class Doc:
         self.data = text.encode() if isinstance(text, str) else text
         self.tree = parse(self.data)
         self.fk = extract(self.data, self.tree)
+        self.model = ProgramModel(self.data, self.tree, self.fk)
 
     def applied(self, fix) -> Doc:
         new = Doc(apply_edits(self.data, fix.edits))
@@ -119,7 +122,7 @@ def test_square_fix_requires_exponent_two():
 
 def test_literal_block_and_precomputed_grid():
     doc = example("examples/lints/launch_slips.cu")
-    fix = set_block_size(doc.data, doc.tree, doc.site("negate"), 128, file_kernels=doc.fk)
+    fix = set_block_size(doc.model, doc.site("negate"), 128)
     after = doc.applied(fix)
     assert "negate<<<(n + 127) / 128, 128>>>(n, da);" in after.text
     site = after.site("negate")
@@ -128,7 +131,7 @@ def test_literal_block_and_precomputed_grid():
 
 def test_macro_owned_by_the_kernel_is_edited_at_its_definition():
     doc = example("examples/lints/launch_slips.cu")
-    fix = set_block_size(doc.data, doc.tree, doc.site("scale"), 96, file_kernels=doc.fk)
+    fix = set_block_size(doc.model, doc.site("scale"), 96)
     after = doc.applied(fix)
     assert "#define ODD_BLOCK 96  //" in after.text
     assert after.site("scale").block.value == (96, 1, 1)
@@ -137,7 +140,7 @@ def test_macro_owned_by_the_kernel_is_edited_at_its_definition():
 
 def test_launch_bounds_below_the_new_size_are_raised():
     doc = example("examples/lints/launch_slips.cu")
-    fix = set_block_size(doc.data, doc.tree, doc.site("add_one"), 256, file_kernels=doc.fk)
+    fix = set_block_size(doc.model, doc.site("add_one"), 256)
     after = doc.applied(fix)
     assert "add_one<<<(n + 255) / 256, 256>>>" in after.text
     assert after.kernel("add_one").launch_bounds.max_threads.value == 256
@@ -146,7 +149,7 @@ def test_launch_bounds_below_the_new_size_are_raised():
 
 def test_shared_macro_and_shared_grid_variable_edit_only_this_launch():
     doc = example("examples/lints/precision_slips.cu")
-    fix = set_block_size(doc.data, doc.tree, doc.site("halve"), 128, file_kernels=doc.fk)
+    fix = set_block_size(doc.model, doc.site("halve"), 128)
     after = doc.applied(fix)
     assert "halve<<<(n + 128 - 1) / 128, 128>>>(n, dx, dy);" in after.text
     assert "square_pow<<<grid, BLOCK>>>" in after.text and "#define BLOCK 256" in after.text
@@ -160,9 +163,9 @@ __global__ void j(float *x) { x[blockIdx.x * blockDim.x + threadIdx.x] = 0.0f; }
 void host(float *x) { k<<<64, BLOCK>>>(x); j<<<64, BLOCK>>>(x); }
 """)
     with pytest.raises(EditError, match="also used inside `k`"):
-        set_block_size(doc.data, doc.tree, doc.site("k"), 128, file_kernels=doc.fk)
+        set_block_size(doc.model, doc.site("k"), 128)
     with pytest.raises(EditError, match="does not follow"):  # j's grid is a constant 64 blocks
-        set_block_size(doc.data, doc.tree, doc.site("j"), 128, file_kernels=doc.fk)
+        set_block_size(doc.model, doc.site("j"), 128)
 
 
 @pytest.mark.parametrize("body, why", [
@@ -174,13 +177,13 @@ void host(float *x) { k<<<64, BLOCK>>>(x); j<<<64, BLOCK>>>(x); }
 def test_kernels_that_assume_their_block_size_are_refused(body, why):
     doc = Doc(f"__global__ void k(float *x) {{ {body} }}\nvoid host(float *x) {{ k<<<64, 256>>>(x); }}\n")
     with pytest.raises(EditError, match=why):
-        set_block_size(doc.data, doc.tree, doc.site("k"), 128, file_kernels=doc.fk)
+        set_block_size(doc.model, doc.site("k"), 128)
 
 
 def test_kernel_defined_elsewhere_is_refused():
     doc = Doc("__global__ void k(float *x);\nvoid host(float *x, int n) { k<<<(n + 255) / 256, 256>>>(x); }\n")
     with pytest.raises(EditError, match="not defined in this file"):
-        set_block_size(doc.data, doc.tree, doc.site("k"), 128, file_kernels=doc.fk)
+        set_block_size(doc.model, doc.site("k"), 128)
 
 
 def test_dynamic_shared_memory_follows_the_block():
@@ -199,11 +202,11 @@ void host(int n, float *x, int r) {
     other<<<64, BLOCK, BLOCK * 4>>>(x, n);
 }
 """)
-    after = doc.applied(set_block_size(doc.data, doc.tree, doc.site("blur"), 256, file_kernels=doc.fk))
+    after = doc.applied(set_block_size(doc.model, doc.site("blur"), 256))
     assert "const size_t smem = (256 + 2 * r) * sizeof(float);" in after.text
     assert "blur<<<(n + 256 - 1) / 256, 256, smem>>>" in after.text
     assert "__launch_bounds__(256) blur" in after.text and "__launch_bounds__(BLOCK) other" in after.text
-    after = doc.applied(set_block_size(doc.data, doc.tree, doc.site("other"), 64, file_kernels=doc.fk))
+    after = doc.applied(set_block_size(doc.model, doc.site("other"), 64))
     assert "other<<<64, 64, 64 * 4>>>" in after.text
 
 
@@ -221,7 +224,7 @@ __global__ void k(int n, float *x) {{ int i = blockIdx.x * blockDim.x + threadId
 void host(int n, float *x, int threads) {{ k<<<{grid}, threads>>>(n, x); }}
 """
     doc = Doc(src)
-    after = doc.applied(set_block_size(doc.data, doc.tree, doc.site("k"), 128, file_kernels=doc.fk))
+    after = doc.applied(set_block_size(doc.model, doc.site("k"), 128))
     assert f"k<<<{expected}, 128>>>" in after.text
 
 
@@ -230,7 +233,7 @@ def test_exact_division_grid_is_refused():
 void host(float *x, int n) { k<<<n / 256, 256>>>(x); }
 """)
     with pytest.raises(EditError, match="without rounding up"):
-        set_block_size(doc.data, doc.tree, doc.site("k"), 128, file_kernels=doc.fk)
+        set_block_size(doc.model, doc.site("k"), 128)
 
 
 def test_local_constants_and_grid_variable_used_only_here_are_edited_in_place():
@@ -241,7 +244,7 @@ void host(int n, float *x) {
     k<<<blocks, threads>>>(n, x);
 }
 """)
-    after = doc.applied(set_block_size(doc.data, doc.tree, doc.site("k"), 256, file_kernels=doc.fk))
+    after = doc.applied(set_block_size(doc.model, doc.site("k"), 256))
     assert "const int threads = 256;" in after.text
     assert "const int blocks = (n + threads - 1) / threads;" in after.text  # follows the constant
 
@@ -254,7 +257,7 @@ void host(int n, float *x) {
     k<<<grid, block>>>(n, x);
 }
 """)
-    after = doc.applied(set_block_size(doc.data, doc.tree, doc.site("k"), 256, file_kernels=doc.fk))
+    after = doc.applied(set_block_size(doc.model, doc.site("k"), 256))
     assert "dim3 block(256);" in after.text and "dim3 grid((n + 255) / 256);" in after.text
 
 
@@ -263,21 +266,21 @@ def test_block_size_inputs_are_validated():
     site = doc.site("negate")
     for bad, match in ((0, "between"), (2048, "between"), (100, "warp"), (256, "already"), (1.5, "whole")):
         with pytest.raises(EditError, match=match):
-            set_block_size(doc.data, doc.tree, site, bad, file_kernels=doc.fk)
-    fix = set_block_size(doc.data, doc.tree, site, 100, allow_any_size=True, file_kernels=doc.fk)
+            set_block_size(doc.model, site, bad)
+    fix = set_block_size(doc.model, site, 100, allow_any_size=True)
     assert doc.applied(fix).site("negate").block.value == (100, 1, 1)
 
 
 def test_two_dimensional_block_is_refused():
     doc = example("examples/cuda/sgemm_tiled.cu")
     with pytest.raises(EditError, match="16x16x1"):
-        set_block_size(doc.data, doc.tree, doc.site("sgemm_tiled"), 128, file_kernels=doc.fk)
+        set_block_size(doc.model, doc.site("sgemm_tiled"), 128)
 
 
 def test_template_block_parameter_is_refused():
     doc = example("examples/cuda/templated.cu")
     with pytest.raises(EditError, match="template argument too"):
-        set_block_size(doc.data, doc.tree, doc.site("sum_squares"), 512, file_kernels=doc.fk)
+        set_block_size(doc.model, doc.site("sum_squares"), 512)
 
 
 # --------------------------------------------------------------------------- set_launch_bounds
@@ -285,7 +288,7 @@ def test_template_block_parameter_is_refused():
 
 def test_insert_launch_bounds_before_the_name():
     doc = example("examples/lints/launch_slips.cu")
-    fix = set_launch_bounds(doc.data, doc.tree, doc.kernel("negate"), 256, file_kernels=doc.fk)
+    fix = set_launch_bounds(doc.model, doc.kernel("negate"), 256)
     after = doc.applied(fix)
     assert "__global__ void __launch_bounds__(256) negate(int n" in after.text
     assert after.kernel("negate").launch_bounds.max_threads.value == 256
@@ -294,11 +297,11 @@ def test_insert_launch_bounds_before_the_name():
 def test_replace_keeps_or_sets_min_blocks():
     doc = example("examples/cuda/image_pipeline.cu")
     unsharp = doc.kernel("unsharp_mask")
-    kept = doc.applied(set_launch_bounds(doc.data, doc.tree, unsharp, 512, file_kernels=doc.fk))
+    kept = doc.applied(set_launch_bounds(doc.model, unsharp, 512))
     assert kept.kernel("unsharp_mask").launch_bounds.min_blocks.text == "4"
-    changed = doc.applied(set_launch_bounds(doc.data, doc.tree, unsharp, 512, 2, file_kernels=doc.fk))
+    changed = doc.applied(set_launch_bounds(doc.model, unsharp, 512, 2))
     assert "__launch_bounds__(512, 2)" in changed.text
-    dropped = doc.applied(set_launch_bounds(doc.data, doc.tree, unsharp, 512, keep_min_blocks=False, file_kernels=doc.fk))
+    dropped = doc.applied(set_launch_bounds(doc.model, unsharp, 512, keep_min_blocks=False))
     assert dropped.kernel("unsharp_mask").launch_bounds.min_blocks is None
 
 
@@ -307,17 +310,17 @@ def test_launch_bounds_on_a_qualified_out_of_class_definition():
 __global__ void ns::k(float *x) { x[0] = 1.0f; }
 """)
     kernel = doc.fk.kernels[0]
-    after = doc.applied(set_launch_bounds(doc.data, doc.tree, kernel, 128, file_kernels=doc.fk))
+    after = doc.applied(set_launch_bounds(doc.model, kernel, 128))
     assert "__global__ void __launch_bounds__(128) ns::k(float *x) {" in after.text
 
 
 def test_launch_bounds_below_a_launch_or_out_of_range_are_refused():
     doc = example("examples/lints/launch_slips.cu")
     with pytest.raises(EditError, match="line 64 uses 256 threads"):
-        set_launch_bounds(doc.data, doc.tree, doc.kernel("negate"), 128, file_kernels=doc.fk)
+        set_launch_bounds(doc.model, doc.kernel("negate"), 128)
     for max_threads, min_blocks in ((0, None), (4096, None), (256, 0), (256, 99)):
         with pytest.raises(EditError, match="between"):
-            set_launch_bounds(doc.data, doc.tree, doc.kernel("negate"), max_threads, min_blocks, file_kernels=doc.fk)
+            set_launch_bounds(doc.model, doc.kernel("negate"), max_threads, min_blocks)
 
 
 # --------------------------------------------------------------------------- set_omp_clauses
@@ -326,7 +329,7 @@ def test_launch_bounds_below_a_launch_or_out_of_range_are_refused():
 def test_thread_limit_from_a_macro_and_num_teams_follow():
     doc = example("examples/openmp/saxpy_omp.cpp")
     region = doc.fk.omp_regions[0]
-    after = doc.applied(set_omp_clauses(doc.data, doc.tree, region, thread_limit=128, file_kernels=doc.fk))
+    after = doc.applied(set_omp_clauses(doc.model, region, thread_limit=128))
     assert "num_teams((n + 128 - 1) / 128) thread_limit(128)" in after.text
     assert after.fk.omp_regions[0].clause("thread_limit").value.value == 128
 
@@ -334,7 +337,7 @@ def test_thread_limit_from_a_macro_and_num_teams_follow():
 def test_clauses_are_added_on_a_continued_pragma():
     doc = example("examples/openmp/dot_omp.cpp")
     region = doc.fk.omp_regions[0]
-    after = doc.applied(set_omp_clauses(doc.data, doc.tree, region, thread_limit=512, num_teams=1024, file_kernels=doc.fk))
+    after = doc.applied(set_omp_clauses(doc.model, region, thread_limit=512, num_teams=1024))
     new_region = after.fk.omp_regions[0]
     assert new_region.clause("thread_limit").value.value == 512
     assert new_region.clause("num_teams").value.value == 1024
@@ -348,7 +351,7 @@ def test_clause_added_before_a_trailing_comment():
     for (int i = 0; i < n; ++i) x[i] = 0.0f;
 }
 """)
-    after = doc.applied(set_omp_clauses(doc.data, doc.tree, doc.fk.omp_regions[0], thread_limit=256, file_kernels=doc.fk))
+    after = doc.applied(set_omp_clauses(doc.model, doc.fk.omp_regions[0], thread_limit=256))
     assert "map(tofrom: x[0:n]) thread_limit(256)  // offload" in after.text
 
 
@@ -360,11 +363,11 @@ def test_omp_inputs_are_validated():
 """)
     region = doc.fk.omp_regions[0]
     with pytest.raises(EditError, match="teams"):
-        set_omp_clauses(doc.data, doc.tree, region, thread_limit=128, file_kernels=doc.fk)
+        set_omp_clauses(doc.model, region, thread_limit=128)
     saxpy = example("examples/openmp/saxpy_omp.cpp")
     for kwargs in ({}, {"thread_limit": 0}, {"thread_limit": 2048}, {"num_teams": 0}):
         with pytest.raises(EditError):
-            set_omp_clauses(saxpy.data, saxpy.tree, saxpy.fk.omp_regions[0], file_kernels=saxpy.fk, **kwargs)
+            set_omp_clauses(saxpy.model, saxpy.fk.omp_regions[0], **kwargs)
 
 
 # --------------------------------------------------------------------------- block size choice
@@ -391,8 +394,8 @@ def test_incremental_reparse_matches_a_full_parse():
     from perflsp.analysis.fixes.document import _reparse
 
     doc = example("examples/lints/launch_slips.cu")
-    fixes = [set_block_size(doc.data, doc.tree, doc.site("add_one"), 256, file_kernels=doc.fk),
-             set_launch_bounds(doc.data, doc.tree, doc.kernel("negate"), 256, file_kernels=doc.fk)]
+    fixes = [set_block_size(doc.model, doc.site("add_one"), 256),
+             set_launch_bounds(doc.model, doc.kernel("negate"), 256)]
     for fix in fixes:
         new_data = apply_edits(doc.data, fix.edits)
         assert str(_reparse(doc.data, doc.tree, fix.edits, new_data).root_node) == str(parse(new_data).root_node)
@@ -410,4 +413,34 @@ void f(float *x) {
 }
 """)
     with pytest.raises(EditError, match="by hand"):
-        set_omp_clauses(doc.data, doc.tree, doc.fk.omp_regions[0], thread_limit=256, file_kernels=doc.fk)
+        set_omp_clauses(doc.model, doc.fk.omp_regions[0], thread_limit=256)
+
+
+def test_a_fix_in_a_header_context_checks_the_edited_text_s_own_macros(tmp_path):
+    """The model holds the file's macros as its preprocessor read them (with its headers'): the
+    edit of `#define BLOCK` is checked on the edited text's own macros, not on the old value."""
+    (tmp_path / "shape.h").write_text("#define ITEMS (1 << 20)\n")
+    path = tmp_path / "k.cu"
+    path.write_text('#include "shape.h"\n#define BLOCK 100\n'
+                    "__global__ void k(float *x) { x[blockIdx.x * blockDim.x + threadIdx.x] = 0.0f; }\n"
+                    "int main() { float *x = 0; k<<<(ITEMS + BLOCK - 1) / BLOCK, BLOCK>>>(x); return 0; }\n")
+    source = read_source(path, path.read_bytes(), IncludeResolver())
+    model = ProgramModel(source.data, source.tree, source.kernels, source.env)
+    (site,) = model.kernels.launches
+    assert site.block.value == (100, 1, 1) and site.grid.value == (10486, 1, 1)  # ITEMS from the header
+    fix = set_block_size(model, site, 128)
+    after = model.reread(apply_edits(model.data, fix.edits), parse(apply_edits(model.data, fix.edits)))
+    assert b"#define BLOCK 128" in after.data
+    assert after.kernels.launches[0].block.value == (128, 1, 1) and after.kernels.launches[0].grid.value == (8192, 1, 1)
+    assert after.evaluate("ITEMS") == 1 << 20  # the header's macros are still in the context
+
+
+def test_launch_bounds_are_checked_on_the_edited_definition_alone():
+    doc = Doc("#define THREADS 256\n__global__ void k(float *x) { x[threadIdx.x] = 0.0f; }\n"
+              "void host(float *x) { k<<<1, THREADS>>>(x); }\n")
+    fix = set_launch_bounds(doc.model, doc.kernel("k"), 512)
+    edited = apply_edits(doc.data, fix.edits)
+    kernel = doc.model.edited_definition(edited, parse(edited), fix.edits[0].start_byte)
+    assert kernel is not None and kernel.name == "k" and kernel.launch_bounds.max_threads.value == 512
+    with pytest.raises(EditError, match="line"):
+        set_launch_bounds(doc.model, doc.kernel("k"), 128)  # below the launch's THREADS (the model's constant)

@@ -9,12 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from perflsp.analysis.ctype import CHAR, F32, F64, LONG, CType, common_type, parse_type
 from perflsp.analysis.fixes import apply_edits, syntax_error_count
-from perflsp.analysis.lints import LINT_CODES, RULE_MODULES, LintOptions, run_lints
+from perflsp.analysis.lints import LINT_CODES, RULE_MODULES, LintContext, LintOptions, run_lints
 from perflsp.analysis.models import Finding
+from perflsp.analysis.options import AnalysisOptions
+from perflsp.analysis.unit import AnalysisUnit
 from perflsp.analysis.rules import RULES, SEVERITIES
 from perflsp.hardware import load_database
 from perflsp.kernels import extract, extract_path
+from perflsp.kernels.includes import IncludeResolver
+from perflsp.kernels.program import ProgramModel, read_source
 from perflsp.source.parser import parse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,8 +37,8 @@ def lint(src: str, gpus=(), path: str = "t.cu", enabled=None, options=None) -> l
     data = src.encode()
     tree = parse(data)
     notes: list[str] = []
-    findings = run_lints(data, tree, extract(data, tree, path=path), gpus, enabled=enabled, options=options,
-                         notes=notes, build_fixes=True)
+    model = ProgramModel(data, tree, extract(data, tree, path=path))
+    findings = run_lints(model, gpus, enabled=enabled, options=options, notes=notes, build_fixes=True)
     assert notes == []
     return findings
 
@@ -518,7 +523,7 @@ def _lint_path(path: Path, gpus) -> list[Finding]:
     fk = extract_path(path)
     data = path.read_bytes()
     notes: list[str] = []
-    findings = run_lints(data, parse(data), fk, gpus, notes=notes, build_fixes=True)
+    findings = run_lints(ProgramModel(data, parse(data), fk), gpus, notes=notes, build_fixes=True)
     assert notes == []
     return findings
 
@@ -632,3 +637,62 @@ void host(float *r, const float *a) { finish<<<1, 64>>>(r, a); }
     assert codes(lint(src), BOUNDS) == []
     (finding,) = codes(lint(src.replace("<<<1, 64>>>", "<<<8, 64>>>")), BOUNDS)
     assert "with 64 threads per block" in finding.message
+
+
+# --------------------------------------------------------------------------- the program model's view
+
+
+def _model_of(tmp_path: Path, files: dict[str, str], main: str) -> ProgramModel:
+    """The model of `main` read as `perflsp check` reads it (its local headers' macros and typedefs)."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    path = tmp_path / main
+    source = read_source(path, path.read_bytes(), IncludeResolver())
+    return ProgramModel(source.data, source.tree, source.kernels, source.env, lines=source.lines)
+
+
+def test_lints_read_the_typedefs_and_constants_of_the_model(tmp_path):
+    model = _model_of(tmp_path, {
+        "types.h": "typedef float real;\n#define STRIDE 32\n",
+        "k.cu": '#include "types.h"\n'
+                "__global__ void k(real *y, const float *x, int n) {\n"
+                "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                "    if (i < n) y[i] = y[i] * 0.5;\n"
+                "    if (i < n) y[i] += x[i * STRIDE];\n"
+                "}\n"}, "k.cu")
+    findings = run_lints(model)
+    # `real` is the header's float (the engine's typedef): the literal promotes it
+    assert [text_of(model.data.decode(), f) for f in codes(findings, "precision/double-promotion")] == ["0.5"]
+    # `STRIDE` folds with the header's macro: the stride is stated in bytes
+    (strided,) = codes(findings, UNC)
+    assert text_of(model.data.decode(), strided) == "x[i * STRIDE]" and "32 elements (128 bytes) apart" in strided.message
+
+
+def test_the_lints_type_expressions_as_the_engine_does():
+    src = """typedef double real_t;
+__global__ void k(real_t *a, long n, float4 v, unsigned char *c, float *out) {
+    real_t x = a[0];
+    out[0] = x * 0.5 + v.x * 0.5 + c[n] + n;
+}
+"""
+    data = src.encode()
+    tree = parse(data)
+    model = ProgramModel(data, tree, extract(data, tree, path="k.cu"))
+    (code,) = LintContext(model).gpu_code()
+    aliases = AnalysisUnit.of(model, AnalysisOptions()).type_aliases  # what the walker reads types with
+
+    def typed(text: str) -> tuple[CType | None, CType | None]:
+        start = data.index(text.encode(), data.index(b"out[0]"))
+        node = tree.root_node.named_descendant_for_byte_range(start, start + len(text))
+        while (node.end_byte - node.start_byte) < len(text):
+            node = node.parent
+        return code.typer.types(node)
+
+    assert typed("x")[0] == parse_type("real_t", aliases) == F64
+    assert typed("n")[0] == parse_type("long", aliases) == LONG
+    assert typed("v.x")[0] == parse_type("float4", aliases).element == F32
+    assert typed("c[n]")[0] == parse_type("unsigned char", aliases) == CHAR
+    # actual: the usual conversions (the walker's `common_type`); intended: the literal is neutral
+    assert typed("x * 0.5") == (F64, F64)
+    assert typed("v.x * 0.5") == (common_type(F32, F64), F32)
+    assert typed("x * 0.5 + v.x * 0.5 + c[n] + n")[0] == F64

@@ -17,6 +17,7 @@ from perflsp.analysis.rule_docs import render_pages, stale_pages
 from perflsp.analysis.rules import LEVELS, RULES, SEVERITIES
 from perflsp.hardware import load_database
 from perflsp.kernels import extract
+from perflsp.kernels.program import ProgramModel
 from perflsp.source.parser import parse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +34,7 @@ def _lint(src: str, path: str, gpus) -> tuple[bytes, list[Finding]]:
     data = src.encode()
     tree = parse(data)
     notes: list[str] = []
-    findings = run_lints(data, tree, extract(data, tree, path=path), gpus, notes=notes)
+    findings = run_lints(ProgramModel(data, tree, extract(data, tree, path=path)), gpus, notes=notes)
     assert notes == []
     return data, findings
 
@@ -90,7 +91,7 @@ def test_fix_of_bad_example_applies_and_silences_the_rule(module: ModuleType, gp
     finding = next(f for f in findings if f.code == rule.code)
     assert finding.fixes == () and finding.fix_requests  # reported as a request, built below
     tree = parse(data)
-    fixes = build_fixes(finding, data, tree, extract(data, tree, path=rule.example.path))
+    fixes = build_fixes(finding, ProgramModel(data, tree, extract(data, tree, path=rule.example.path)))
     assert fixes
     fixed = apply_edits(data, fixes[0].edits)
     assert syntax_error_count(parse(fixed)) == 0

@@ -52,7 +52,7 @@ def test_number_literals_are_read_once_per_spelling() -> None:
 def test_lint_rules_share_one_node_list_per_node() -> None:
     data = b"__global__ void k(float *y, int n) { int i = threadIdx.x; if (i < n) y[i] = y[i] * 0.5; }\n"
     tree = parse(data)
-    ctx = LintContext(data, tree, extract(data, tree, "k.cu"))
+    ctx = LintContext(ProgramModel(data, tree, extract(data, tree, "k.cu")))
     kernel = tree.root_node.named_children[0]
     nodes = ctx.descendants(kernel)
     assert [n.type for n in nodes] == [n.type for n in walk(kernel)]

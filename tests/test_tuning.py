@@ -18,12 +18,14 @@ import pytest
 
 from perflsp.hardware.database import load_database
 from perflsp.kernels.extract import extract
+from perflsp.kernels.includes import IncludeResolver
+from perflsp.kernels.program import ProgramModel, read_source
 from perflsp.llm.providers import ProviderConfig
 from perflsp.source.parser import parse
 from perflsp.tuning.cache import CacheError, TuningStore, new_record, read_cache
 from perflsp.tuning.edits import tuned_fix
 from perflsp.tuning.llm_proposer import LlmProposer, parse_answer
-from perflsp.tuning.problem import ProblemError, problem_for
+from perflsp.tuning.problem import ProblemError, current_value, problem_for
 from perflsp.tuning.results import offers, portability
 from perflsp.tuning.search import (
     Measurement,
@@ -241,23 +243,23 @@ def test_parse_answer_tolerates_fences_and_rejects_prose():
 # ----------------------------------------------------------------------------- code, edits, results
 
 
-def file_context(text: str):
+def file_context(text: str) -> ProgramModel:
     data = text.encode()
     tree = parse(data)
-    return data, tree, extract(data, tree)
+    return ProgramModel(data, tree, extract(data, tree))
 
 
 def test_problem_from_markers_and_the_tuned_edit(a100, gpu):
-    data, tree, kernels = file_context((FIXTURES / "convolution.cu").read_text())
-    kernel = kernels.kernels[0]
-    space = problem_for(data, kernels, kernel, gpu)
+    model = file_context((FIXTURES / "convolution.cu").read_text())
+    data, kernel = model.data, model.kernels.kernels[0]
+    space = problem_for(model, kernel, gpu)
     assert list(space.tune_params) == list(a100.tune_params)
     assert space.block_params == ("block_size_x", "block_size_y")
     assert space.current["block_size_x"] == 16 and space.current["use_padding"] == 1
     assert "block_size_x*block_size_y <= 1024" in space.restrictions  # the GPU's limit
     assert any(r.endswith("<= 49152") for r in space.restrictions)  # its static shared memory per block
     best = a100.best()[0]
-    fix = tuned_fix(data, tree, kernels, kernel, space, best, "apply")
+    fix = tuned_fix(model, kernel, space, best, "apply")
     from perflsp.analysis.fixes import apply_edits
 
     new = apply_edits(data, fix.edits).decode()
@@ -270,22 +272,23 @@ def test_problem_from_markers_and_the_tuned_edit(a100, gpu):
 
 
 def test_problem_from_a_plain_launch_and_missing_markers(gpu):
-    data, tree, kernels = file_context(
+    model = file_context(
         "__global__ void scale(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2; }\n"
         "__global__ void lonely(float *x) { x[0] = 1; }\n"
         "int main() { float *x; int n = 1 << 20; scale<<<(n + 127) / 128, 128>>>(x, n); }\n")
-    scale, lonely = kernels.kernels
-    space = problem_for(data, kernels, scale, gpu)
+    data = model.data
+    scale, lonely = model.kernels.kernels
+    space = problem_for(model, scale, gpu)
     assert space.tune_params["block_size_x"] == list(range(32, 1025, 32)) and space.current == {"block_size_x": 128}
-    fix = tuned_fix(data, tree, kernels, scale, space, {"block_size_x": 256}, "t")
+    fix = tuned_fix(model, scale, space, {"block_size_x": 256}, "t")
     from perflsp.analysis.fixes import apply_edits
 
     assert "(n + 255) / 256, 256" in apply_edits(data, fix.edits).decode()
     with pytest.raises(ProblemError, match="nothing to tune"):
-        problem_for(data, kernels, lonely, gpu)
-    data, _tree, kernels = file_context("// perflsp:tune TILE=1,2\n__global__ void k(float *x) { x[0] = 1; }\n")
+        problem_for(model, lonely, gpu)
+    model = file_context("// perflsp:tune TILE=1,2\n__global__ void k(float *x) { x[0] = 1; }\n")
     with pytest.raises(ProblemError, match="neither a `#define TILE"):
-        problem_for(data, kernels, kernels.kernels[0], gpu)
+        problem_for(model, model.kernels.kernels[0], gpu)
 
 
 def test_portability_across_devices(a100):
@@ -353,8 +356,8 @@ def test_measuring_through_the_profiling_runner(tmp_path, monkeypatch, gpu):
                                  build_command=[str(nvcc), "-O3", "-o", "{exe}", "{file}"])
     ctx = load_file(source)
     kernel = ctx.kernel("saxpy")
-    space = problem_for(ctx.data, ctx.kernels, kernel, gpu)
-    evaluate = program_evaluator(settings, source, ctx.data, ctx.tree, ctx.kernels, kernel, space, tmp_path)
+    space = problem_for(ctx.model, kernel, gpu)
+    evaluate = program_evaluator(settings, source, ctx.model, kernel, space, tmp_path)
     result, space, stored = tune(ctx, kernel, gpu, tmp_path, strategy="prior", max_fevals=12, evaluate=evaluate)
     assert len(result.evaluations) == 12 and stored == TuningStore(tmp_path).path_for("saxpy", gpu.name)
     best_block = min(times, key=times.get)
@@ -417,8 +420,8 @@ def test_a_missing_tool_stops_the_run_and_is_not_stored_as_a_failed_configuratio
 
     settings, ctx, kernel, source = _saxpy_setup(tmp_path, monkeypatch, ncu=missing != "ncu",
                                                  nvcc=missing != "nvcc")
-    space = problem_for(ctx.data, ctx.kernels, kernel, gpu)
-    evaluate = program_evaluator(settings, source, ctx.data, ctx.tree, ctx.kernels, kernel, space, tmp_path)
+    space = problem_for(ctx.model, kernel, gpu)
+    evaluate = program_evaluator(settings, source, ctx.model, kernel, space, tmp_path)
     seen = []
     with pytest.raises(ToolFailure, match="program not found"):
         tune(ctx, kernel, gpu, tmp_path, strategy="prior", max_fevals=10, evaluate=evaluate, on_evaluation=seen.append)
@@ -427,7 +430,7 @@ def test_a_missing_tool_stops_the_run_and_is_not_stored_as_a_failed_configuratio
     assert not stored.exists() or not read_cache(stored).entries
 
     settings, ctx, kernel, source = _saxpy_setup(tmp_path, monkeypatch)
-    evaluate = program_evaluator(settings, source, ctx.data, ctx.tree, ctx.kernels, kernel, space, tmp_path)
+    evaluate = program_evaluator(settings, source, ctx.model, kernel, space, tmp_path)
     result, _space, stored = tune(ctx, kernel, gpu, tmp_path, strategy="prior", max_fevals=10, evaluate=evaluate)
     assert len(result.evaluations) == 10 and all(e.time_ms is not None for e in result.evaluations)
     assert result.measured_ok == 10 and result.provenance() == f"measured on {gpu.name}"
@@ -477,9 +480,9 @@ def test_a_build_command_without_the_file_placeholder_is_refused(tmp_path, monke
 
     settings, ctx, kernel, source = _saxpy_setup(tmp_path, monkeypatch)
     settings = settings.model_copy(update={"build_command": ["make", "saxpy"]})
-    space = problem_for(ctx.data, ctx.kernels, kernel, gpu)
+    space = problem_for(ctx.model, kernel, gpu)
     with pytest.raises(ProfilingError, match=r"buildCommand has no \{file\}") as refused:
-        program_evaluator(settings, source, ctx.data, ctx.tree, ctx.kernels, kernel, space, tmp_path)
+        program_evaluator(settings, source, ctx.model, kernel, space, tmp_path)
     assert "edited copy" in refused.value.message
 
 
@@ -560,3 +563,34 @@ def test_the_prior_says_when_it_has_no_gpu_figures(tmp_path, a100):
     known, _space, _stored = tune(ctx, ctx.kernel("convolution_kernel"), load_database().get("a100-sxm4-40gb"),
                                   tmp_path, strategy="prior", max_fevals=5, replay=a100)
     assert not any("GPU figures" in n for n in known.notes)
+
+
+def test_knobs_are_read_from_the_model_s_macros_and_constants(tmp_path, gpu):
+    """A knob is a macro the file itself defines, or one of its constants, written as an integer
+    (the value a tuned edit rewrites); what it folds to is the model's."""
+    (tmp_path / "config.h").write_text("#define HEADER_TILE 4\n")
+    path = tmp_path / "k.cu"
+    path.write_text('#include "config.h"\n#define TILE (8)\n#define WIDE 2 * 4\nconstexpr int UNROLL = 2;\n'
+                    "__global__ void k(float *x) { x[threadIdx.x] = TILE * UNROLL; }\n")
+    source = read_source(path, path.read_bytes(), IncludeResolver())
+    model = ProgramModel(source.data, source.tree, source.kernels, source.env)
+    assert current_value(model, "TILE") == ("define", 8)
+    assert current_value(model, "UNROLL") == ("const", 2)
+    assert current_value(model, "WIDE") is None  # folds (8), but is no literal a tuned edit could rewrite
+    assert current_value(model, "HEADER_TILE") is None  # the header's: not this file's to edit
+    assert model.evaluate("HEADER_TILE") == 4
+    data = model.data.replace(b"__global__", b"// perflsp:tune TILE=4,8,16 UNROLL=1,2\n__global__")
+    tree = parse(data)
+    marked = ProgramModel(data, tree, extract(data, tree, str(path), env=source.env), source.env)
+    space = problem_for(marked, marked.kernels.kernels[0], gpu)
+    assert space.current == {"TILE": 8, "UNROLL": 2}
+    fix = tuned_fix(marked, marked.kernels.kernels[0], space, {"TILE": 16, "UNROLL": 1}, "t")
+    from perflsp.analysis.fixes import apply_edits
+
+    edited = apply_edits(data, fix.edits)
+    assert b"#define TILE (16)" in edited and b"constexpr int UNROLL = 1;" in edited
+    header_marked = model.data.replace(b"__global__", b"// perflsp:tune HEADER_TILE=2,4\n__global__")
+    tree = parse(header_marked)
+    marked = ProgramModel(header_marked, tree, extract(header_marked, tree, str(path), env=source.env), source.env)
+    with pytest.raises(ProblemError, match="neither a `#define HEADER_TILE"):
+        problem_for(marked, marked.kernels.kernels[0], gpu)

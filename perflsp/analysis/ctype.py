@@ -4,6 +4,7 @@ size memory accesses."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -17,6 +18,9 @@ class CType:
     lanes: int = 1  # float4 -> 4
     pointer: int = 0  # pointer depth
     wide: bool = False  # 64-bit integer
+    # an unsuffixed floating literal (`0.5`): a double, but neutral where the precision lints
+    # read what the code means (`x * 0.5` with a float `x` is meant as float; see `exprtypes`)
+    literal: bool = False
 
     @property
     def is_float(self) -> bool:
@@ -45,6 +49,7 @@ class CType:
 
 
 F64 = CType("f64", 8)
+F64_LITERAL = CType("f64", 8, literal=True)  # `0.5`: double as written
 F32 = CType("f32", 4)
 F16 = CType("f16", 2)
 INT = CType("int", 4)
@@ -68,6 +73,7 @@ _SCALARS: dict[str, CType] = {
     "u8": CHAR, "i8": CHAR, "char8_t": CHAR,
     "short": SHORT, "unsigned short": SHORT, "int16_t": SHORT, "uint16_t": SHORT, "ushort": SHORT,
     "short int": SHORT, "unsigned short int": SHORT,
+    "long double": F64,  # (wider on the host; no GPU computes it wider than double)
     "bool": BOOL, "_Bool": BOOL, "void": VOID,
 }
 _VECTOR = re.compile(r"^(u?char|u?short|u?int|u?long|u?longlong|float|double|half|__half|__nv_bfloat16)([1-4])$")
@@ -79,8 +85,10 @@ _QUALIFIERS = {"const", "volatile", "static", "__restrict__", "__restrict", "res
                "typename", "class", "mutable", "__forceinline__", "__inline__", "thread_local"}
 
 
-def parse_type(text: str, aliases: dict[str, CType] | None = None) -> CType:
-    """Classify a type as written (`const float *__restrict__`, `double2`, `T`, `uint8_t[16]`)."""
+def parse_type(text: str, aliases: Mapping[str, CType] | None = None, guess: bool = True) -> CType:
+    """Classify a type as written (`const float *__restrict__`, `double2`, `T`, `uint8_t[16]`).
+    `guess`: read an unresolved name like `real_t` as the float type it most likely stands for
+    (`guessed_float_type`); without it such a name is a struct (unknown)."""
     pointer = text.count("*") + text.count("[")
     words = [w for w in re.findall(r"[A-Za-z_]\w*(?:::\w+)*", text) if w not in _QUALIFIERS]
     outer = _TEMPLATE_ARGUMENTS.sub(" ", text) if "<" in text else text
@@ -88,11 +96,11 @@ def parse_type(text: str, aliases: dict[str, CType] | None = None) -> CType:
         # `Accessor<scalar_t, 4>` is the accessor, whatever `scalar_t` stands for: aliases and
         # guesses apply to the outer name only; of its arguments, only plain scalars are read
         outer_words = [w for w in re.findall(r"[A-Za-z_]\w*(?:::\w+)*", outer) if w not in _QUALIFIERS]
-        base = _classify_words(outer_words, aliases or {})
+        base = _classify_words(outer_words, aliases or {}, guess)
         if base.kind == "struct":
             base = _classify_words(words, {}, guess=False)
     else:
-        base = _classify_words(words, aliases or {})
+        base = _classify_words(words, aliases or {}, guess)
     if pointer:
         return CType(base.kind, base.size_bytes, base.lanes, base.pointer + pointer, base.wide)
     return base
@@ -101,7 +109,7 @@ def parse_type(text: str, aliases: dict[str, CType] | None = None) -> CType:
 _TEMPLATE_ARGUMENTS = re.compile(r"<[^<>]*(?:<[^<>]*(?:<[^<>]*>[^<>]*)*>[^<>]*)*>")
 
 
-def _classify_words(words: list[str], aliases: dict[str, CType], guess: bool = True) -> CType:
+def _classify_words(words: list[str], aliases: Mapping[str, CType], guess: bool = True) -> CType:
     if not words:
         return UNKNOWN
     joined = " ".join(words)

@@ -1,42 +1,39 @@
 """Arithmetic types of C/C++ expressions in GPU code, as far as the precision lints need them.
 
-Two typings are computed for every expression:
+Types are the walker's (`perflsp.analysis.ctype.CType`, type names read by `parse_type` with the
+unit's typedefs), so a lint and the engine agree on what an expression is. Two typings are
+computed for every expression:
 
-- the *actual* type, following C++'s usual arithmetic conversions (`float * 0.5` is `double`);
-- the *intended* type, where an unsuffixed floating literal is neutral (`flit`): it takes the
-  type of what it is combined with. `x * 0.5` with a float `x` is intended `float`, so the
-  literal is a slip; `d * 0.5` with a double `d` is intended `double` and is fine.
+- the *actual* type, following C++'s usual arithmetic conversions (`float * 0.5` is `double`,
+  `ctype.common_type`);
+- the *intended* type, where an unsuffixed floating literal is neutral (`FLIT`, a double marked
+  `literal`): it takes the type of what it is combined with. `x * 0.5` with a float `x` is
+  intended float, so the literal is a slip; `d * 0.5` with a double `d` is intended double.
 
-Only what the lints need is modelled: scalars (`int`, `float`, `double`), pointers/arrays of them,
-CUDA vector types (`float4.x` is a float), typedefs/aliases/`#define`s naming a scalar type,
-template type parameters bound at a launch site, and the return types of `__device__` functions.
-Anything else is unknown (`None`), and unknown never produces a finding.
+What the rules compare is an expression's `precision` (int, float, double or a neutral literal);
+vectors (`float4.x` is a float), pointers, template type parameters bound at a launch site and
+the return types of `__device__` functions are typed too. Anything else (a struct, `half`, a
+name defined nowhere the model looked) has no precision, and no precision never produces a
+finding: unlike the walker, the lints do not guess a float type from a name.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 
 from tree_sitter import Node
 
-INT, FLOAT, DOUBLE, FLIT = "int", "float", "double", "flit"
+from perflsp.analysis.ctype import F32, F64, F64_LITERAL, INT, UNKNOWN, CType, common_type, parse_type
+from perflsp.analysis.folding import number_literal
+
+# the precisions the rules compare (see `precision`)
+FLOAT, DOUBLE, FLIT = F32, F64, F64_LITERAL
+Types = tuple[CType | None, CType | None]  # (actual, intended)
 ARITH_OPS = frozenset({"+", "-", "*", "/", "%"})
 COMPARE_OPS = frozenset({"<", ">", "<=", ">=", "==", "!="})
 COMPOUND_FLOAT_OPS = frozenset({"+=", "-=", "*=", "/="})
 
-_INT_WORDS = frozenset({
-    "int", "unsigned", "signed", "short", "long", "char", "bool", "size_t", "ssize_t", "ptrdiff_t",
-    "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t",
-    "intptr_t", "uintptr_t", "uint", "ulong", "ushort", "uchar", "__int64",
-})
-_QUALIFIERS = frozenset({"const", "volatile", "__restrict__", "__restrict", "restrict", "constexpr",
-                         "static", "extern", "__shared__", "__constant__", "__device__", "__managed__",
-                         "register", "typename", "struct", "class", "inline", "__forceinline__", "mutable",
-                         "std", "::"})
-# CUDA vector types: base name -> scalar element
-_VECTOR = re.compile(r"^(u?char|u?short|u?int|u?long|u?longlong|float|double)([1-4])$")
 _VECTOR_MEMBERS = frozenset({"x", "y", "z", "w"})
 _BUILTIN_INDEX = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim"})
 
@@ -63,19 +60,23 @@ _DOUBLE_INTRINSICS = frozenset({"__dmul_rn", "__dadd_rn", "__dsub_rn", "__fma_rn
 _PROMOTING = frozenset({"min", "max", "std::min", "std::max", "fminf", "fmaxf"})
 
 
-@dataclass(frozen=True, slots=True)
-class Ty:
-    """A type as far as arithmetic goes: a base name and a pointer/array depth."""
+def precision(ty: CType | None) -> CType | None:
+    """What the precision rules compare of a type: INT (integers and bool, any width), FLOAT,
+    DOUBLE or FLIT (an unsuffixed literal); None for a pointer, a vector, a struct, a half or
+    an unknown type."""
+    if ty is None or ty.pointer or ty.lanes != 1:
+        return None
+    if ty.kind in ("int", "bool"):
+        return INT
+    if ty.kind == "f32":
+        return FLOAT
+    if ty.kind == "f64":
+        return FLIT if ty.literal else DOUBLE
+    return None
 
-    base: str  # "int", "float", "double", "flit" (intended only), or another name ("float4", "half", "T")
-    depth: int = 0
 
-    @property
-    def scalar(self) -> str | None:
-        return self.base if self.depth == 0 and self.base in (INT, FLOAT, DOUBLE, FLIT) else None
-
-    def deref(self) -> Ty | None:
-        return Ty(self.base, self.depth - 1) if self.depth > 0 else None
+def has_precision(ty: CType | None, wanted: CType) -> bool:
+    return precision(ty) == wanted
 
 
 def node_text(node: Node) -> str:
@@ -83,44 +84,28 @@ def node_text(node: Node) -> str:
     return (node.text or b"").decode("utf-8", "replace")
 
 
-def normalise_type(words: str, aliases: Mapping[str, str]) -> str | None:
-    """`const unsigned int` -> "int", `float4` -> "float4", `real` (typedef float) -> "float"."""
-    parts = [w for w in re.split(r"[\s*&]+|::", words) if w and w not in _QUALIFIERS]
-    resolved: list[str] = []
-    for word in parts:
-        seen = 0
-        while word in aliases and seen < 8:  # typedef chains, with a guard against cycles
-            word = aliases[word]
-            seen += 1
-        resolved.append(word)
-    if not resolved:
-        return None
-    if any(w == DOUBLE for w in resolved):
-        return DOUBLE  # "double", "long double"
-    if any(w == FLOAT for w in resolved):
-        return FLOAT
-    if all(w in _INT_WORDS for w in resolved):
-        return INT
-    if len(resolved) == 1:
-        return resolved[0]
-    return None
+def type_of(text: str, aliases: Mapping[str, CType]) -> CType | None:
+    """The type `text` names (`const unsigned int` -> int, `real` (typedef float) -> float,
+    `float *` -> a pointer), read as the walker reads it but without guessing from a name;
+    None when it names nothing."""
+    ty = parse_type(text, aliases, guess=False)
+    return None if ty == UNKNOWN else ty
 
 
-def vector_element(base: str) -> str | None:
-    m = _VECTOR.match(base)
-    if m is None:
-        return None
-    return m.group(1) if m.group(1) in (FLOAT, DOUBLE) else INT
+def pointer_to(ty: CType, depth: int) -> CType:
+    """`ty` with `depth` more levels of pointer (or array)."""
+    return CType(ty.kind, ty.size_bytes, ty.lanes, ty.pointer + depth, ty.wide) if depth else ty
 
 
-def literal_kind(text: str) -> str:
-    """INT, FLOAT (suffix f), DOUBLE (suffix L: long double, intentional) or FLIT (plain double)."""
+def literal_type(text: str) -> CType:
+    """The type of a number literal as written: an integer (as the walker reads it), FLOAT
+    (suffix f), DOUBLE (suffix L: long double, intentional) or FLIT (a plain double)."""
     t = text.replace("'", "").lower().lstrip("+-")
     if t.startswith("0x"):
         if "p" not in t:  # hex digits include "e" and "f": only a binary exponent makes a float
-            return INT
+            return number_literal(text).ctype
     elif "." not in t.rstrip("ulf") and "e" not in t.rstrip("ulf"):
-        return INT
+        return number_literal(text).ctype
     if t.endswith("f"):
         return FLOAT
     if t.endswith("l"):
@@ -129,7 +114,7 @@ def literal_kind(text: str) -> str:
 
 
 def is_double_literal(node: Node) -> bool:
-    return node.type == "number_literal" and literal_kind(node_text(node)) == FLIT
+    return node.type == "number_literal" and literal_type(node_text(node)) == FLIT
 
 
 def double_literals(node: Node) -> Iterator[Node]:
@@ -146,39 +131,35 @@ def double_literals(node: Node) -> Iterator[Node]:
         yield from double_literals(child)
 
 
-def _rank(kind: str | None) -> int:
-    return {INT: 0, FLOAT: 1, DOUBLE: 2}.get(kind or "", -1)
-
-
-def promote_actual(a: Ty | None, b: Ty | None) -> Ty | None:
+def promote_actual(a: CType | None, b: CType | None) -> CType | None:
+    """The usual arithmetic conversions (`ctype.common_type`) where both operands have a
+    precision, pointer arithmetic, else None."""
     if a is None or b is None:
         return None
-    ka, kb = a.scalar, b.scalar
-    if ka is None or kb is None:
-        if a.depth > 0 and kb == INT:
+    pa, pb = precision(a), precision(b)
+    if pa is None or pb is None:
+        if a.pointer and pb == INT:
             return a  # pointer arithmetic
-        if b.depth > 0 and ka == INT:
+        if b.pointer and pa == INT:
             return b
         return None
-    ka = DOUBLE if ka == FLIT else ka
-    kb = DOUBLE if kb == FLIT else kb
-    return Ty(ka if _rank(ka) >= _rank(kb) else kb)
+    return common_type(a, b)
 
 
-def promote_intended(a: Ty | None, b: Ty | None) -> Ty | None:
+def promote_intended(a: CType | None, b: CType | None) -> CType | None:
+    """The intended precision of `a op b`: the widest of double, float, a neutral literal, int."""
     if a is None or b is None:
         return None
-    ka, kb = a.scalar, b.scalar
-    if ka is None or kb is None:
-        if a.depth > 0 and kb == INT:
+    pa, pb = precision(a), precision(b)
+    if pa is None or pb is None:
+        if a.pointer and pb == INT:
             return a
-        if b.depth > 0 and ka == INT:
+        if b.pointer and pa == INT:
             return b
         return None
-    kinds = {ka, kb}
     for kind in (DOUBLE, FLOAT, FLIT, INT):
-        if kind in kinds:
-            return Ty(kind)
+        if kind in (pa, pb):
+            return kind
     return None
 
 
@@ -206,11 +187,11 @@ def is_float_math(name: str) -> bool:
 class Scope:
     """Names visible in one function: parameters, locals, file-scope variables."""
 
-    def __init__(self, names: dict[str, Ty | Node | None], parent: Scope | None = None):
+    def __init__(self, names: dict[str, CType | Node | None], parent: Scope | None = None):
         self.names = names  # a Node is an `auto` initialiser, typed on demand
         self.parent = parent
 
-    def lookup(self, name: str) -> Ty | Node | None:
+    def lookup(self, name: str) -> CType | Node | None:
         scope: Scope | None = self
         while scope is not None:
             if name in scope.names:
@@ -252,18 +233,18 @@ def declared_type_text(decl: Node) -> str:
     return " ".join(parts)
 
 
-def bind_declaration(decl: Node, names: dict[str, Ty | Node | None], aliases: Mapping[str, str]) -> None:
+def bind_declaration(decl: Node, names: dict[str, CType | Node | None], aliases: Mapping[str, CType]) -> None:
     type_text = declared_type_text(decl)
-    base = normalise_type(type_text, aliases)
+    base = type_of(type_text, aliases)
     is_auto = re.search(r"\bauto\b", type_text) is not None
     for declarator in decl.children_by_field_name("declarator"):
         name, depth, value = declarator_name_and_depth(declarator)
         if name is None:
             continue
         if is_auto:
-            entry: Ty | Node | None = value if value is not None and depth == 0 else None
+            entry: CType | Node | None = value if value is not None and depth == 0 else None
         else:
-            entry = Ty(base, depth) if base is not None else None
+            entry = pointer_to(base, depth) if base is not None else None
         if name in names and names[name] != entry:
             names[name] = None  # declared twice with different types: do not guess
         else:
@@ -273,22 +254,22 @@ def bind_declaration(decl: Node, names: dict[str, Ty | Node | None], aliases: Ma
 class ExprTyper:
     """Actual and intended types of expressions, memoised per node."""
 
-    def __init__(self, scope: Scope, aliases: Mapping[str, str], functions: Mapping[str, Ty | None],
+    def __init__(self, scope: Scope, aliases: Mapping[str, CType], functions: Mapping[str, CType | None],
                  language: str = "cpp"):
         self.scope = scope
         self.aliases = aliases
         self.functions = functions
         self.language = language
-        self._memo: dict[tuple[int, int, str], tuple[Ty | None, Ty | None]] = {}
+        self._memo: dict[tuple[int, int, str], Types] = {}
         self._active: set[str] = set()
 
-    def actual(self, node: Node) -> Ty | None:
+    def actual(self, node: Node) -> CType | None:
         return self.types(node)[0]
 
-    def intended(self, node: Node) -> Ty | None:
+    def intended(self, node: Node) -> CType | None:
         return self.types(node)[1]
 
-    def types(self, node: Node) -> tuple[Ty | None, Ty | None]:
+    def types(self, node: Node) -> Types:
         key = (node.start_byte, node.end_byte, node.type)
         cached = self._memo.get(key)
         if cached is None:
@@ -298,13 +279,13 @@ class ExprTyper:
 
     # -- rules -------------------------------------------------------------------------
 
-    def _compute(self, node: Node) -> tuple[Ty | None, Ty | None]:
+    def _compute(self, node: Node) -> Types:
         kind = node.type
         if kind == "number_literal":
-            lit = literal_kind(node_text(node))
-            return (Ty(DOUBLE), Ty(FLIT)) if lit == FLIT else (Ty(lit), Ty(lit))
+            lit = literal_type(node_text(node))
+            return (DOUBLE, FLIT) if lit == FLIT else (lit, lit)
         if kind in ("char_literal", "true", "false", "sizeof_expression", "alignof_expression"):
-            return Ty(INT), Ty(INT)
+            return INT, INT
         if kind == "identifier":
             ty = self._identifier(node_text(node))
             return ty, ty
@@ -320,7 +301,7 @@ class ExprTyper:
             op = node.child_by_field_name("operator")
             arg = node.child_by_field_name("argument")
             if op is not None and op.type == "!":
-                return Ty(INT), Ty(INT)
+                return INT, INT
             return self.types(arg) if arg is not None else (None, None)
         if kind == "update_expression":
             arg = node.child_by_field_name("argument")
@@ -342,24 +323,24 @@ class ExprTyper:
             return self._call(node)
         return None, None
 
-    def _indirection(self, node: Node) -> tuple[Ty | None, Ty | None]:
+    def _indirection(self, node: Node) -> Types:
         """`a[i]` and `*p` take the element type; `&x` adds a level of pointer."""
         if node.type == "subscript_expression":
             base = node.child_by_field_name("argument")
             if base is None:
                 return None, None
             a, i = self.types(base)
-            return (a.deref() if a else None), (i.deref() if i else None)
+            return _deref(a), _deref(i)
         arg = node.child_by_field_name("argument")
         op = node.child_by_field_name("operator")
         if arg is None or op is None:
             return None, None
         a, i = self.types(arg)
         if op.type == "*":
-            return (a.deref() if a else None), (i.deref() if i else None)
-        return (Ty(a.base, a.depth + 1) if a else None), (Ty(i.base, i.depth + 1) if i else None)
+            return _deref(a), _deref(i)
+        return (a.address_of() if a else None), (i.address_of() if i else None)
 
-    def _conditional(self, node: Node) -> tuple[Ty | None, Ty | None]:
+    def _conditional(self, node: Node) -> Types:
         yes = node.child_by_field_name("consequence")
         no = node.child_by_field_name("alternative")
         if yes is None or no is None:
@@ -367,9 +348,9 @@ class ExprTyper:
         (ya, yi), (na, ni) = self.types(yes), self.types(no)
         return promote_actual(ya, na), promote_intended(yi, ni)
 
-    def _identifier(self, name: str) -> Ty | None:
+    def _identifier(self, name: str) -> CType | None:
         entry = self.scope.lookup(name)
-        if isinstance(entry, Ty) or entry is None:
+        if isinstance(entry, CType) or entry is None:
             return entry
         if name in self._active:
             return None
@@ -379,35 +360,26 @@ class ExprTyper:
         finally:
             self._active.discard(name)
 
-    def _field(self, node: Node) -> Ty | None:
+    def _field(self, node: Node) -> CType | None:
         arg = node.child_by_field_name("argument")
         field = node.child_by_field_name("field")
         op = node.child_by_field_name("operator")
         if arg is None or field is None:
             return None
         if arg.type == "identifier" and node_text(arg) in _BUILTIN_INDEX and self.scope.lookup(node_text(arg)) is None:
-            return Ty(INT)
+            return INT
         base = self.actual(arg)
-        if base is None:
-            return None
         if op is not None and op.type == "->":
-            base = base.deref()
-            if base is None:
-                return None
-        if base.depth != 0 or node_text(field) not in _VECTOR_MEMBERS:
+            base = _deref(base)
+        if base is None or base.pointer != 0 or node_text(field) not in _VECTOR_MEMBERS:
             return None
-        element = vector_element(base.base)
-        return Ty(element) if element else None
+        # a member of a vector type (`float4.x`): one lane; a struct's member is not known
+        return base.element if base.kind in ("int", "bool", "f16", "f32", "f64") else None
 
-    def _type_descriptor(self, node: Node | None) -> Ty | None:
-        if node is None:
-            return None
-        text = node_text(node)
-        depth = text.count("*")
-        base = normalise_type(text.replace("*", " "), self.aliases)
-        return Ty(base, depth) if base else None
+    def _type_descriptor(self, node: Node | None) -> CType | None:
+        return type_of(node_text(node), self.aliases) if node is not None else None
 
-    def _binary(self, node: Node) -> tuple[Ty | None, Ty | None]:
+    def _binary(self, node: Node) -> Types:
         op_node = node.child_by_field_name("operator")
         left = node.child_by_field_name("left")
         right = node.child_by_field_name("right")
@@ -415,15 +387,15 @@ class ExprTyper:
             return None, None
         op = op_node.type
         if op in COMPARE_OPS or op in ("&&", "||"):
-            return Ty(INT), Ty(INT)
+            return INT, INT
         (la, li), (ra, ri) = self.types(left), self.types(right)
         if op in ("+", "-", "*", "/"):
             return promote_actual(la, ra), promote_intended(li, ri)
         if op in ("%", "<<", ">>", "&", "|", "^"):
-            return (la, li) if la is not None and la.scalar == INT else (None, None)
+            return (la, li) if precision(la) == INT else (None, None)
         return None, None
 
-    def _call(self, node: Node) -> tuple[Ty | None, Ty | None]:
+    def _call(self, node: Node) -> Types:
         fn = node.child_by_field_name("function")
         args_node = node.child_by_field_name("arguments")
         args = [a for a in args_node.named_children if a.type != "comment"] if args_node is not None else []
@@ -437,17 +409,16 @@ class ExprTyper:
                 return ty, ty
             return None, None
         if fn.type == "primitive_type" or (fn.type == "identifier" and node_text(fn) in self.aliases):
-            base = normalise_type(node_text(fn), self.aliases)  # functional cast `float(x)`, `T(0)`
-            ty = Ty(base) if base else None
+            ty = type_of(node_text(fn), self.aliases)  # functional cast `float(x)`, `T(0)`
             return ty, ty
         name = call_name(node)
         if name is None:
             return None, None
         base = math_base_name(name)
         if is_float_math(name):
-            return Ty(FLOAT), Ty(FLOAT)
+            return FLOAT, FLOAT
         if base in _DOUBLE_INTRINSICS:
-            return Ty(DOUBLE), Ty(DOUBLE)
+            return DOUBLE, DOUBLE
         if base in DOUBLE_MATH:
             return self._double_math(args)
         if name in _PROMOTING:
@@ -460,27 +431,32 @@ class ExprTyper:
             return ty, ty
         return None, None
 
-    def _double_math(self, args: list[Node]) -> tuple[Ty | None, Ty | None]:
+    def _double_math(self, args: list[Node]) -> Types:
         typed = [self.types(a) for a in args]
-        actual_kinds = [a.scalar if a else None for a, _ in typed]
-        intended_kinds = [i.scalar if i else None for _, i in typed]
+        actual_kinds = [precision(a) for a, _ in typed]
+        intended_kinds = [precision(i) for _, i in typed]
         if not typed or None in actual_kinds or None in intended_kinds:
             return None, None
         if self.language == "c":
-            actual = Ty(DOUBLE)  # C has one `sqrt`: double
+            actual = DOUBLE  # C has one `sqrt`: double
         elif any(k in (DOUBLE, FLIT) for k in actual_kinds):
-            actual = Ty(DOUBLE)
+            actual = DOUBLE
         elif FLOAT in actual_kinds:
-            actual = Ty(FLOAT)
+            actual = FLOAT
         else:
-            actual = Ty(DOUBLE)  # std::sqrt(int) is the double overload
+            actual = DOUBLE  # std::sqrt(int) is the double overload
         if DOUBLE in intended_kinds:
-            intended = Ty(DOUBLE)
+            intended = DOUBLE
         elif FLOAT in intended_kinds:
-            intended = Ty(FLOAT)
+            intended = FLOAT
         else:
-            intended = Ty(FLIT) if FLIT in intended_kinds else Ty(DOUBLE)
+            intended = FLIT if FLIT in intended_kinds else DOUBLE
         return actual, intended
+
+
+def _deref(ty: CType | None) -> CType | None:
+    """The element a pointer or array points to; None for anything else."""
+    return ty.deref() if ty is not None and ty.pointer > 0 else None
 
 
 def is_runtime(node: Node) -> bool:

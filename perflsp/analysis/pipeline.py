@@ -150,6 +150,16 @@ class FileAnalysis:
                 self._failure = failure_reason(exc)
         return self._unit
 
+    def model(self) -> ProgramModel | None:
+        """The file's program model (built on first need; None when it could not be built),
+        for what else reads the file: its lints and their fixes."""
+        unit = self._prepared_unit()
+        return unit.model if unit is not None else None
+
+    def failure(self) -> str | None:
+        """Why the model could not be built, if it could not."""
+        return self._failure
+
     def report(self, kernel: Kernel, gpus: Sequence[Gpu]) -> KernelReport:
         """The engine's report of `kernel`, or an `uncertain` one naming the failure."""
         unit = self._prepared_unit()

@@ -28,6 +28,7 @@ from perflsp.analysis.rules import SEVERITIES, apply_rule_levels, enabled_codes,
 from perflsp.hardware.models import Gpu
 from perflsp.hardware.precision import Precision
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion, Span
+from perflsp.kernels.program import ProgramModel
 from perflsp.source.positions import LineIndex
 
 # `--fail-on` levels, most severe first; "none" never fails.
@@ -95,12 +96,16 @@ def check_document(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Seq
             finding = verdict_finding(report, estimate)
             shown = apply_rule_levels([finding], settings.rule_levels)
             result.verdicts.append(Verdict(report, estimate, gpu, shown[0] if shown else None))
-    analysis.release()  # the program model holds whole-text indexes: not needed by the lints
-    lints = run_lints(data, tree, share.kernels, gpus, enabled=enabled_codes(settings.rule_levels),
-                      options=settings.lint_options, notes=result.notes)
-    if settings.build_fixes:
-        lints = _with_fixes_within_ceiling(lints, data, tree, file_kernels, result.notes)
-    result.lints = apply_rule_levels(lints, settings.rule_levels)
+    model = analysis.model()  # the lints and their fixes read the file through the same model
+    if model is not None:
+        lints = run_lints(model, gpus, enabled=enabled_codes(settings.rule_levels), options=settings.lint_options,
+                          notes=result.notes, subject=share.kernels)
+        if settings.build_fixes:
+            lints = _with_fixes_within_ceiling(lints, model, result.notes)
+        result.lints = apply_rule_levels(lints, settings.rule_levels)
+    else:
+        result.notes.append(f"lints not run: the file could not be read ({analysis.failure()})")
+    analysis.release()  # the program model holds whole-text indexes
     return result
 
 
@@ -116,14 +121,13 @@ def fix_ceiling(size: int) -> int:
     return max(1, MAX_FIX_REPARSE_BYTES // max(size, 1))
 
 
-def _with_fixes_within_ceiling(findings: list[Finding], data: bytes, tree: Tree, file_kernels: FileKernels,
-                               notes: list[str]) -> list[Finding]:
-    limit = fix_ceiling(len(data))
+def _with_fixes_within_ceiling(findings: list[Finding], model: ProgramModel, notes: list[str]) -> list[Finding]:
+    limit = fix_ceiling(len(model.data))
     asking = [i for i, f in enumerate(findings) if f.fix_requests]
     if len(asking) <= limit:
-        return with_fixes(findings, data, tree, file_kernels)
+        return with_fixes(findings, model)
     out = list(findings)
-    for i, built in zip(asking[:limit], with_fixes([findings[i] for i in asking[:limit]], data, tree, file_kernels)):
+    for i, built in zip(asking[:limit], with_fixes([findings[i] for i in asking[:limit]], model)):
         out[i] = built
     notes.append(f"fixes built for the first {limit:,} of {len(asking):,} findings that offer one: the per-file "
                  f"ceiling is {MAX_FIX_REPARSE_BYTES >> 20} MiB of re-parsed text (an editor builds any fix on request)")

@@ -136,8 +136,8 @@ def _evaluator(ctx, kernel: str, gpu, workspace: Path, trust_workspace: bool):
         _fail(f"cannot measure: {exc.message} (or replay a recorded cache with --replay)")
     try:
         target = ctx.kernel(kernel)
-        space = problem_for(ctx.data, ctx.kernels, target, gpu)
-        return program_evaluator(settings, ctx.path, ctx.data, ctx.tree, ctx.kernels, target, space, workspace)
+        space = problem_for(ctx.model, target, gpu)
+        return program_evaluator(settings, ctx.path, ctx.model, target, space, workspace)
     except ProfilingError as exc:
         _fail(f"cannot measure: {exc.message} (or replay a recorded cache with --replay)")
     except ProblemError as exc:

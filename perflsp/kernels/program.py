@@ -25,6 +25,7 @@ from tree_sitter import Node, QueryCursor, Tree
 from perflsp.kernels.allocations import HostAllocation, index_allocations
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
+from perflsp.kernels.cuda import from_definition, macro_aliases
 from perflsp.kernels.definitions import function_definitions
 from perflsp.kernels.extract import extract
 from perflsp.kernels.includes import IncludeResolver
@@ -120,6 +121,7 @@ class ProgramModel:
         self.tree = tree
         self.kernels = kernels
         self.argv = tuple(argv) if argv is not None else None
+        self.include_env = include_env
         self.ctx = ExtractionContext(data, tree, lines or LineIndex(data), kernels.path)
         if top is None or include_env is None or top.env.parent is not include_env:
             top = TopLevelFacts(file_env(self.ctx, include_env))
@@ -147,6 +149,28 @@ class ProgramModel:
         self._header_functions: list[tuple[bytes, Tree, dict[str, CudaFunction], str]] | None = None
         self._class_fields: dict[str, list[tuple[bytes, list[Node]]]] = {}
         self._defines_name: dict[str, bool] = {}  # `_may_define`, per name asked about
+
+    # ------------------------------------------------------------------ edited versions
+
+    def reread(self, data: bytes, tree: Tree) -> ProgramModel:
+        """The model of an edited version of this text, read in the same context (its headers'
+        and the build's macros, the program's arguments) with the edited text's own `#define`s
+        over it: what a fix reads back, once, to check what its edit now folds to."""
+        env = _edited_macros(data, self.include_env)
+        kernels = extract(data, tree, self.kernels.path, env=env)
+        return ProgramModel(data, tree, kernels, env, self.argv)
+
+    def edited_definition(self, data: bytes, tree: Tree, offset: int) -> CudaFunction | None:
+        """The function whose definition holds `offset` in an edited version of this text whose
+        edit stayed inside that definition (so this model's constants still hold): extracted
+        alone, so that checking such an edit costs the definition, not the file."""
+        node: Node | None = tree.root_node.descendant_for_byte_range(offset, offset)
+        while node is not None and node.type != "function_definition":
+            node = node.parent
+        if node is None:
+            return None
+        ctx = ExtractionContext(data, tree, LineIndex(data), self.kernels.path)
+        return from_definition(ctx, node, self.top.env, macro_aliases(self.top.env))
 
     # ------------------------------------------------------------------ preprocessed view
 
@@ -677,6 +701,18 @@ class ProgramModel:
             if span is not None:
                 return loaded.data[span[0] : span[1]].decode("utf-8", errors="replace")
         return None
+
+
+def _edited_macros(data: bytes, context: ConstEnv | None) -> ConstEnv:
+    """The macros of an edited text: its own (`#define`s and what they select) over `context`,
+    the environment the text was read in (which holds the text's macros before the edit)."""
+    resolver = IncludeResolver()
+    own = resolver.env_for(None, data)
+    if context is None:
+        return own
+    predefined = resolver.env_for(None, b"").macros
+    return ConstEnv(parent=context, macros={n: b for n, b in own.macros.items() if predefined.get(n) != b},
+                    function_macros=dict(own.function_macros))
 
 
 _TEMPLATE_TYPE_PARAMETER = re.compile(r"\b(?:class|typename)\s+([A-Za-z_]\w*)")

@@ -19,25 +19,45 @@ from perflsp.analysis import fixes
 from perflsp.analysis.engine import ENGINE_VERSION, analysis_key
 from perflsp.analysis.includers import includer_launches as _includer_launches
 from perflsp.analysis.lints import LINT_CODES, LintContext, LintOptions, run_rules
-from perflsp.analysis.lints import run_lints as _run_lints
 from perflsp.analysis.models import Finding, Fix
 from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import FileAnalysis, Kernel
 from perflsp.analysis.rules import RULES, rule_info
 from perflsp.analysis.rules import rule_doc_url as _rule_doc_url
+from perflsp.analysis.unit import AnalysisUnit
 from perflsp.compiled.model import CompiledSource
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
+from perflsp.kernels.program import ProgramModel
 from perflsp.source.positions import LineIndex
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ENGINE_VERSION", "AnalysisOptions", "FileAnalysis", "FixUnavailable", "Kernel", "analysis_key",
-           "best_block_for", "default_severity", "includer_launches", "known_rule_codes", "lint_codes",
-           "options", "rule_doc_url", "rule_summary", "run_lints", "set_block_size",
-           "set_launch_bounds", "set_omp_clauses", "with_includer_launches"]
+__all__ = [
+    "ENGINE_VERSION",
+    "AnalysisOptions",
+    "FileAnalysis",
+    "FixUnavailable",
+    "Kernel",
+    "analysis_key",
+    "best_block_for",
+    "default_severity",
+    "includer_launches",
+    "known_rule_codes",
+    "lint_codes",
+    "lint_model",
+    "options",
+    "rule_doc_url",
+    "rule_summary",
+    "run_lints",
+    "set_block_size",
+    "set_launch_bounds",
+    "set_omp_clauses",
+    "snapshot_model",
+    "with_includer_launches",
+]
 
 
 class DocumentText(Protocol):
@@ -93,23 +113,21 @@ def lint_codes() -> tuple[str, ...]:
 
 def run_lints(data: bytes, tree: Tree, kernels: FileKernels, gpus: Sequence[Gpu],
               enabled: Collection[str] | None, notes: list[str] | None = None, *,
-              lines: LineIndex | None = None, shared: dict[str, Any] | None = None) -> list[Finding]:
-    """`perflsp.analysis.lints.run_lints`, optionally reusing what does not change between runs
-    on one document: its line index (`lines`, same content as the text) and, in `shared`, the
-    file-level facts of the previous run (the file's constants and macro aliases) while nothing
-    outside kernel bodies changed, and the file-scope declarations. Without those it is exactly `run_lints`."""
+              lines: LineIndex | None = None, shared: dict[str, Any] | None = None,
+              model: ProgramModel | None = None) -> list[Finding]:
+    """`perflsp.analysis.lints.run_lints` on `kernels` (all of the file's or some of them).
+
+    `model`: the file's program model, when the caller has it. SEAM (issue 25): the server's
+    snapshots do not carry their model yet; until they do, one is built here over `kernels` with
+    the file's own macros (`lint_model`), reusing from `shared` (the previous run's facts while
+    nothing outside kernel bodies changed) the macros, the top-level facts (the file's constants
+    and typedefs) and the file-scope declarations."""
     try:
-        if lines is None and shared is None:
-            return _run_lints(data, tree, kernels, gpus, enabled=enabled, notes=notes)
-        ctx = LintContext(data=data, tree=tree, kernels=kernels, gpus=tuple(gpus), options=LintOptions(),
-                          path=kernels.path)
-        if lines is not None:
-            ctx.lines = lines
+        if model is None:
+            model = lint_model(data, tree, kernels, lines, shared)
+        ctx = LintContext(model, gpus=tuple(gpus), options=LintOptions(),
+                          subject=None if kernels is model.kernels else kernels)
         if shared is not None:
-            if "constants" in shared:
-                ctx.constants = shared["constants"]
-            if "aliases" in shared:
-                ctx.aliases = shared["aliases"]
             # the file-scope declarations (`shared` lives while nothing outside kernel bodies
             # changes) carry over to the next tree unless they hold nodes of theirs (`auto`
             # initialisers, typed on demand): then only the chunks of one run share them
@@ -117,16 +135,38 @@ def run_lints(data: bytes, tree: Tree, kernels: FileKernels, gpus: Sequence[Gpu]
             if scope is not None and (scope_tree is tree or portable):
                 ctx.file_scope = scope
         findings = run_rules(ctx, enabled, notes)
-        if shared is not None:
-            shared["constants"] = ctx.constants
-            shared["aliases"] = ctx.aliases
-            if "file_scope" in ctx.__dict__ and shared.get("file_scope", (None, None, False))[1] is not ctx.file_scope:
-                names = ctx.file_scope.names.values()
-                shared["file_scope"] = (tree, ctx.file_scope, not any(isinstance(v, Node) for v in names))
+        if shared is not None and "file_scope" in ctx.__dict__ \
+                and shared.get("file_scope", (None, None, False))[1] is not ctx.file_scope:
+            names = ctx.file_scope.names.values()
+            shared["file_scope"] = (tree, ctx.file_scope, not any(isinstance(v, Node) for v in names))
         return findings
     except Exception as exc:  # noqa: BLE001 - the rules guard themselves; this guards their context
         log.warning("the lint rules failed: %s: %s", type(exc).__name__, exc)
         return []
+
+
+def lint_model(data: bytes, tree: Tree, kernels: FileKernels, lines: LineIndex | None = None,
+               shared: dict[str, Any] | None = None) -> ProgramModel:
+    """A program model for a server feature that has none (SEAM, issue 25: until the snapshot
+    carries the one its analysis built), over the file's own macros; with `shared`, the macros
+    and top-level facts of the previous call are reused (valid while nothing outside kernel
+    bodies changed: the server clears `shared` then)."""
+    if shared is None:
+        return ProgramModel(data, tree, kernels, lines=lines)
+    macros = shared.get("macros")
+    if macros is None:
+        macros = shared["macros"] = IncludeResolver().env_for(None, data)
+    model = ProgramModel(data, tree, kernels, macros, lines=lines, top=shared.get("top"))
+    shared["top"] = model.top
+    return model
+
+
+def snapshot_model(data: bytes, tree: Tree, kernels: FileKernels, preprocessed: ConstEnv | None,
+                   lines: LineIndex | None = None) -> ProgramModel:
+    """The program model of an open document's text for its code actions and commands, built
+    through the pipeline's `AnalysisUnit` with the document's preprocessor view. SEAM (issue 25):
+    to be replaced by the model the snapshot carries once the server keeps it there."""
+    return AnalysisUnit(data, tree, kernels, options(preprocessed), lines).model
 
 
 def known_rule_codes() -> set[str]:
@@ -154,25 +194,24 @@ class FixUnavailable(Exception):
     """The fix builders refused this edit (the reason is the message)."""
 
 
-def set_block_size(data: bytes, tree: Tree, site: LaunchSite, block: int, file_kernels: FileKernels | None = None) -> Fix:
+def set_block_size(model: ProgramModel, site: LaunchSite, block: int) -> Fix:
     try:
-        return fixes.set_block_size(data, tree, site, block, file_kernels=file_kernels)
+        return fixes.set_block_size(model, site, block)
     except fixes.EditError as exc:
         raise FixUnavailable(str(exc)) from exc
 
 
-def set_launch_bounds(data: bytes, tree: Tree, kernel: CudaFunction, max_threads: int, min_blocks: int | None = None,
-                      file_kernels: FileKernels | None = None) -> Fix:
+def set_launch_bounds(model: ProgramModel, kernel: CudaFunction, max_threads: int, min_blocks: int | None = None) -> Fix:
     try:
-        return fixes.set_launch_bounds(data, tree, kernel, max_threads, min_blocks, file_kernels=file_kernels)
+        return fixes.set_launch_bounds(model, kernel, max_threads, min_blocks)
     except fixes.EditError as exc:
         raise FixUnavailable(str(exc)) from exc
 
 
-def set_omp_clauses(data: bytes, tree: Tree, region: OmpRegion, thread_limit: int | None = None,
+def set_omp_clauses(model: ProgramModel, region: OmpRegion, thread_limit: int | None = None,
                     num_teams: int | None = None) -> Fix:
     try:
-        return fixes.set_omp_clauses(data, tree, region, thread_limit=thread_limit, num_teams=num_teams)
+        return fixes.set_omp_clauses(model, region, thread_limit=thread_limit, num_teams=num_teams)
     except fixes.EditError as exc:
         raise FixUnavailable(str(exc)) from exc
 

@@ -1,38 +1,26 @@
-"""A tuned configuration as one validated edit: each knob's `#define` or const value rewritten,
-the automatic block-size parameter through `perflsp.analysis.fixes.set_block_size`; the whole
-edit re-parses cleanly (`validated_fix`) or is refused with the reason.
+"""A tuned configuration as one validated edit: each knob's `#define` or const value rewritten
+where the file's program model finds it (`problem.knob_definition`), the automatic block-size
+parameter through `perflsp.analysis.fixes.set_block_size`; the whole edit re-parses cleanly
+(`validated_fix`) or is refused with the reason.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-
-from tree_sitter import Tree
 
 from perflsp.analysis.fixes import EditError, set_block_size, validated_fix
 from perflsp.analysis.models import ByteEdit, Fix
-from perflsp.kernels.models import CudaFunction, FileKernels
-from perflsp.tuning.problem import AUTO_BLOCK, auto_launch
+from perflsp.kernels.models import CudaFunction
+from perflsp.kernels.program import ProgramModel
+from perflsp.tuning.problem import AUTO_BLOCK, auto_launch, knob_definition
 from perflsp.tuning.space import TuningSpace, Value
 
 
-def _value_span(data: bytes, name: str) -> tuple[int, int] | None:
-    text = data.decode("utf-8", "replace")
-    patterns = (rf"^[ \t]*#[ \t]*define[ \t]+{re.escape(name)}[ \t]+\(?(-?\d+)\)?",
-                (rf"\b(?:constexpr|const)\s+(?:static\s+)?(?:unsigned\s+)?(?:int|long|size_t|unsigned)\s+"
-                 rf"{re.escape(name)}\s*=\s*(-?\d+)\s*;"))
-    for pattern in patterns:
-        match = re.search(pattern, text, re.MULTILINE)
-        if match:
-            start = len(text[: match.start(1)].encode("utf-8"))
-            return start, start + len(match.group(1).encode("utf-8"))
-    return None
-
-
-def tuned_fix(data: bytes, tree: Tree, kernels: FileKernels, kernel: CudaFunction, space: TuningSpace,
-              config: Mapping[str, Value], title: str) -> Fix:
-    """The edit that gives the code `config`; raises EditError when it cannot be done safely."""
+def tuned_fix(model: ProgramModel, kernel: CudaFunction, space: TuningSpace, config: Mapping[str, Value],
+              title: str) -> Fix:
+    """The edit that gives the code of `model` `config`; raises EditError when it cannot be done
+    safely."""
+    data, tree, kernels = model.data, model.tree, model.kernels
     problem = space.problem(config)
     if problem is not None:
         raise EditError(f"the configuration is not a point of the space: {problem}")
@@ -46,12 +34,12 @@ def tuned_fix(data: bytes, tree: Tree, kernels: FileKernels, kernel: CudaFunctio
             if auto is None:
                 raise EditError(f"no launch of `{kernel.name}` with a 1-D block to change")
             site = auto[0]
-            edits.extend(set_block_size(data, tree, site, int(value), allow_any_size=True, file_kernels=kernels).edits)
+            edits.extend(set_block_size(model, site, int(value), allow_any_size=True).edits)
             continue
-        span = _value_span(data, name)
-        if span is None:
+        knob = knob_definition(model, name)
+        if knob is None:
             raise EditError(f"`{name}` is no longer defined as an integer in this file")
-        edits.append(ByteEdit(span[0], span[1], str(value)))
+        edits.append(ByteEdit(knob.start_byte, knob.end_byte, str(value)))
     if not edits:
         raise EditError("the code already has this configuration")
     return validated_fix(data, tree, title, edits, kind="refactor", preferred=True)

@@ -19,10 +19,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tree_sitter import Tree
-
 from perflsp.analysis.fixes import EditError, apply_edits
-from perflsp.kernels.models import CudaFunction, FileKernels
+from perflsp.kernels.models import CudaFunction
+from perflsp.kernels.program import ProgramModel
 from perflsp.profiling.errors import ProfilingError
 from perflsp.profiling.runner import build_executable, verify_launch_params
 from perflsp.profiling.settings import ProfilingSettings
@@ -43,8 +42,9 @@ def _tool_failure(exc: ProfilingError, what: str) -> ToolFailure:
     return ToolFailure(f"{what}: {exc.message} (the run stopped; no configuration was recorded as failed for it)")
 
 
-def program_evaluator(settings: ProfilingSettings, source: Path, data: bytes, tree: Tree, kernels: FileKernels,
-                      kernel: CudaFunction, space: TuningSpace, workspace: Path) -> Callable[[Config], Measurement]:
+def program_evaluator(settings: ProfilingSettings, source: Path, model: ProgramModel, kernel: CudaFunction,
+                      space: TuningSpace, workspace: Path) -> Callable[[Config], Measurement]:
+    """Measures a configuration: the file of `model` with the tuned edit, built and profiled."""
     if not settings.enabled:
         raise ProfilingError("not-enabled", "profiling is off: tuning on a GPU runs the program like profiling does; "
                                             "set perflsp.profiling.enabled in user settings (or a trusted workspace)")
@@ -55,13 +55,14 @@ def program_evaluator(settings: ProfilingSettings, source: Path, data: bytes, tr
     if not uses_placeholder(settings.build_command, "file"):
         raise ProfilingError("bad-settings", NO_FILE)
     build_dir = workspace / ".perflsp" / "build" / "tune" / slug(kernel.name)
-    launched = next((_threads(site.block.value) for site in kernels.launches_of(kernel)
+    data = model.data
+    launched = next((_threads(site.block.value) for site in model.kernels.launches_of(kernel)
                      if _threads(site.block.value)), None)  # the launch's block when no parameter sets it
 
     def evaluate(config: Config) -> Measurement:
         started = time.perf_counter()
         try:
-            fix = tuned_fix(data, tree, kernels, kernel, space, config, "tune")
+            fix = tuned_fix(model, kernel, space, config, "tune")
             text = apply_edits(data, fix.edits)
         except EditError as exc:
             if "already has this configuration" not in str(exc):

@@ -9,7 +9,8 @@ A kernel names its knobs in a comment inside it or in the lines just above it:
     __global__ void convolution_kernel(...)
 
 - `tune NAME=values`: a compile-time knob, a `#define NAME <int>` or `const`/`constexpr` integer
-  of the file (the edit rewrites its value; Kernel Tuner passes it as `-DNAME=value`). Values are
+  of the file, as the file's program model reads it (its macros and folded constants; the edit
+  rewrites its value; Kernel Tuner passes it as `-DNAME=value`). Values are
   a comma list or an inclusive integer range `a..b`.
 - `restrict EXPR`: a restriction over the parameters (Kernel Tuner's syntax, a Python expression).
 - `shared-memory EXPR`: the bytes of shared memory one block needs; becomes a restriction with
@@ -27,8 +28,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from tree_sitter import Node
+
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite
+from perflsp.kernels.program import ProgramModel
 from perflsp.tuning.space import SpaceError, TuningSpace, Value, with_gpu_restrictions
 
 MARKER = re.compile(r"perflsp:(tune|restrict|shared-memory|block)\b[ \t]*(.*?)[ \t]*(?:\*/)?[ \t]*$", re.MULTILINE)
@@ -84,16 +88,64 @@ def parse_values(name: str, text: str) -> list[Value]:
     return values
 
 
-def current_value(data: bytes, name: str) -> tuple[str, Value] | None:
-    """How the file defines `name` now: ("define" | "const", value), or None."""
-    text = data.decode("utf-8", "replace")
-    match = re.search(rf"^[ \t]*#[ \t]*define[ \t]+{re.escape(name)}[ \t]+\(?(-?\d+)\)?[ \t]*(?://.*|/\*.*)?$", text, re.MULTILINE)
-    if match:
-        return "define", int(match.group(1))
-    match = re.search(rf"\b(?:constexpr|const)\s+(?:static\s+)?(?:unsigned\s+)?(?:int|long|size_t|unsigned)\s+"
-                      rf"{re.escape(name)}\s*=\s*(-?\d+)\s*;", text)
-    if match:
-        return "const", int(match.group(1))
+@dataclass(frozen=True, slots=True)
+class KnobDefinition:
+    """Where and how the file defines a compile-time knob."""
+
+    kind: str  # "define" | "const"
+    value: int  # what the model folds it to
+    start_byte: int  # the integer literal a tuned edit rewrites
+    end_byte: int
+
+
+def knob_definition(model: ProgramModel, name: str) -> KnobDefinition | None:
+    """`name` as a knob: a macro the file itself `#define`s (also behind `#ifndef name`, Kernel
+    Tuner's convention) or one of its file-scope `const`/`constexpr` values, written as an
+    integer literal, with the value the model folds it to; None otherwise (a header's macro is
+    not this file's to edit)."""
+    written = _written_integer(model.tree.root_node, model.data, name)
+    if written is None:
+        return None
+    value = model.evaluate(name)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return KnobDefinition(written[0], value, written[1], written[2])
+
+
+def current_value(model: ProgramModel, name: str) -> tuple[str, Value] | None:
+    """How the file defines `name` now: ("define" | "const", value), or None (`knob_definition`)."""
+    found = knob_definition(model, name)
+    return (found.kind, found.value) if found is not None else None
+
+
+_MACRO_INTEGER = re.compile(rb"\s*\(?\s*(-?\d+)\s*\)?\s*(?://.*|/\*.*)?", re.DOTALL)
+_CONST_INTEGER = re.compile(rb"-?\s*\d+")
+_SCOPES = ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "linkage_specification",
+           "namespace_definition", "declaration_list")
+
+
+def _written_integer(root: Node, data: bytes, name: str) -> tuple[str, int, int] | None:
+    """(kind, span of the literal) of the first file-scope definition of `name` as an integer."""
+    def text(node: Node) -> bytes:
+        return data[node.start_byte:node.end_byte]
+
+    stack = list(reversed(root.named_children))
+    while stack:
+        node = stack.pop()
+        if node.type in _SCOPES:
+            stack.extend(reversed(node.named_children))
+        elif node.type == "preproc_def":
+            macro, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+            if macro is not None and value is not None and text(macro) == name.encode():
+                m = _MACRO_INTEGER.fullmatch(text(value))
+                return ("define", value.start_byte + m.start(1), value.start_byte + m.end(1)) if m else None
+        elif node.type == "declaration" and any(c.type == "type_qualifier" and text(c) in (b"const", b"constexpr")
+                                                for c in node.children):
+            for declarator in node.children_by_field_name("declarator"):
+                target, value = declarator.child_by_field_name("declarator"), declarator.child_by_field_name("value")
+                if declarator.type == "init_declarator" and target is not None and value is not None \
+                        and text(target) == name.encode():
+                    return ("const", value.start_byte, value.end_byte) if _CONST_INTEGER.fullmatch(text(value)) else None
     return None
 
 
@@ -108,8 +160,10 @@ def auto_launch(kernels: FileKernels, kernel: CudaFunction) -> tuple[LaunchSite,
     return None
 
 
-def problem_for(data: bytes, kernels: FileKernels, kernel: CudaFunction, gpu: Gpu | None) -> TuningSpace:
-    """The tuning space of `kernel` (with `gpu`'s limits as restrictions when a GPU is given)."""
+def problem_for(model: ProgramModel, kernel: CudaFunction, gpu: Gpu | None) -> TuningSpace:
+    """The tuning space of `kernel`, one of `model`'s (with `gpu`'s limits as restrictions when a
+    GPU is given)."""
+    data, kernels = model.data, model.kernels
     params: dict[str, list[Value]] = {}
     restrictions: list[str] = []
     shared: str | None = None
@@ -133,7 +187,7 @@ def problem_for(data: bytes, kernels: FileKernels, kernel: CudaFunction, gpu: Gp
         elif kind == "block":
             block = tuple(rest.replace(",", " ").split())
     for name in params:
-        found = current_value(data, name)
+        found = current_value(model, name)
         if found is None:
             raise ProblemError(f"perflsp:tune: `{name}` is neither a `#define {name} <integer>` nor a const integer "
                                "of this file: perflsp could not apply a tuned value")
@@ -182,4 +236,5 @@ def code_values(space: TuningSpace) -> dict[str, Value]:
     return dict(space.code_values or space.current or {})
 
 
-__all__ = ["AUTO_BLOCK", "Knob", "ProblemError", "code_values", "current_value", "parse_values", "problem_for"]
+__all__ = ["AUTO_BLOCK", "Knob", "KnobDefinition", "ProblemError", "code_values", "current_value", "knob_definition",
+           "parse_values", "problem_for"]

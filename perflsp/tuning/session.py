@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from tree_sitter import Tree
 from perflsp.hardware.database import GpuDatabase
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.models import CudaFunction, FileKernels
+from perflsp.kernels.program import ProgramModel
 from perflsp.tuning.cache import TuningRecord, TuningStore, new_record, read_cache
 from perflsp.tuning.problem import ProblemError, problem_for
 from perflsp.tuning.results import short_device
@@ -38,6 +40,11 @@ class FileContext:
     data: bytes
     tree: Tree
     kernels: FileKernels
+
+    @cached_property
+    def model(self) -> ProgramModel:
+        """The file's program model (its macros and constants: what the tuning problem reads)."""
+        return ProgramModel(self.data, self.tree, self.kernels)
 
     def kernel(self, name: str) -> CudaFunction:
         for kernel in self.kernels.kernels:
@@ -88,7 +95,7 @@ def make_strategy(name: str, space: TuningSpace, gpu: Gpu | None, proposer: Prop
 
 
 def space_for(ctx: FileContext, kernel: CudaFunction, gpu: Gpu | None, record: TuningRecord | None) -> TuningSpace:
-    space = problem_for(ctx.data, ctx.kernels, kernel, gpu)
+    space = problem_for(ctx.model, kernel, gpu)
     if record is not None and record.problem_size:
         space.problem_size = tuple(record.problem_size)
     return space

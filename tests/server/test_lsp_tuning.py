@@ -51,13 +51,14 @@ def apply(text: str, edits: list[lsp.TextEdit]) -> str:
 def cache_best(path: Path, cache: str) -> dict:
     """The fastest configuration of a fixture cache that the kernel's space (A100 limits) allows."""
     from perflsp.hardware.database import load_database
+    from perflsp.kernels.program import ProgramModel
     from perflsp.tuning.cache import read_cache
     from perflsp.tuning.problem import problem_for
 
     data = path.read_bytes()
     kernels = extract(data, parse(data))
     kernel = next(k for k in kernels.kernels if k.name == "convolution_kernel")
-    space = problem_for(data, kernels, kernel, load_database().get("a100-sxm4-40gb"))
+    space = problem_for(ProgramModel(data, parse(data), kernels), kernel, load_database().get("a100-sxm4-40gb"))
     return next(c for c, _t in read_cache(FIXTURES / cache).timed() if space.valid(c))
 
 

@@ -16,20 +16,19 @@ from perflsp.analysis.fixes.document import (
     _check_int,
     _node_at,
     _node_text,
-    _reextract,
     _text,
     apply_edits,
     validated_fix,
 )
 from perflsp.analysis.fixes.launch_bounds import _index_of, _threads
-from perflsp.analysis.fixes.launch_document import _Definition, _Document, _kernel_assumes_block
+from perflsp.analysis.fixes.launch_document import LaunchDocument, _Definition, _kernel_assumes_block
 from perflsp.analysis.fixes.launch_exprs import _Expr, _parse_args, _parse_text_expression, _Refs, _unwrap_parens
 from perflsp.analysis.models import ByteEdit, Fix
 from perflsp.hardware.models import Gpu
 from perflsp.hardware.occupancy import OccupancyInputError, best_block_size, occupancy
 from perflsp.kernels.consteval import try_evaluate
-from perflsp.kernels.extract import extract
-from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, Span
+from perflsp.kernels.models import CudaFunction, LaunchSite, Span
+from perflsp.kernels.program import ProgramModel
 
 
 def best_block_for(kernel: CudaFunction | None, gpu: Gpu, regs_per_thread: int | None = None,
@@ -70,9 +69,9 @@ def preferred_block_size(gpus: Sequence[Gpu], regs_per_thread: int = 32, static_
     return max(candidates, key=lambda b: min(occ(g, b) for g in gpus))
 
 
-def set_block_size(data: bytes, tree: Tree, site: LaunchSite, block: int, *, warp_size: int = 32,
-                   allow_any_size: bool = False, file_kernels: FileKernels | None = None) -> Fix:
-    """Launch `site` with `block` threads per block (1-D blocks).
+def set_block_size(model: ProgramModel, site: LaunchSite, block: int, *, warp_size: int = 32,
+                   allow_any_size: bool = False) -> Fix:
+    """Launch `site` (one of `model`'s launches) with `block` threads per block (1-D blocks).
 
     Edits the constant, `#define` or `dim3` the block size comes from when every use of it belongs
     to this kernel and its launches; otherwise edits the launch site. A grid computed as a
@@ -82,15 +81,15 @@ def set_block_size(data: bytes, tree: Tree, site: LaunchSite, block: int, *, war
     _check_int("block size", block, 1, MAX_THREADS_PER_BLOCK)
     if not allow_any_size and block % warp_size:
         raise EditError(f"block size {block} is not a multiple of the warp size {warp_size}")
-    fk = file_kernels if file_kernels is not None else extract(data, tree)
+    fk = model.kernels
     index = _index_of(fk.launches, site)
     kernel = next((k for k in fk.kernels if k.qualified_name == site.kernel), None) if site.kernel else None
-    plan = _BlockPlan(_Document(data, tree, fk), site, kernel, block)
+    plan = _BlockPlan(LaunchDocument(model), site, kernel, block)
     edits = plan.build()
     title = f"Launch `{site.name}` with {block} threads per block"
 
     def check(new_data: bytes, new_tree: Tree) -> None:
-        after = _reextract(new_data, new_tree, launches=True)
+        after = model.reread(new_data, new_tree).kernels
         if len(after.launches) != len(fk.launches):
             raise EditError("the edit changed which launches the file contains")
         new_site = after.launches[index]
@@ -107,11 +106,11 @@ def set_block_size(data: bytes, tree: Tree, site: LaunchSite, block: int, *, war
             if bound is not None and isinstance(bound.max_threads.value, int) and bound.max_threads.value < block:
                 raise EditError(f"__launch_bounds__({bound.max_threads.value}) would make the launch fail")
 
-    return validated_fix(data, tree, title, edits, check=check)
+    return validated_fix(model.data, model.tree, title, edits, check=check)
 
 
 class _BlockPlan:
-    def __init__(self, doc: _Document, site: LaunchSite, kernel: CudaFunction | None, block: int):
+    def __init__(self, doc: LaunchDocument, site: LaunchSite, kernel: CudaFunction | None, block: int):
         self.doc = doc
         self.site = site
         self.block = block

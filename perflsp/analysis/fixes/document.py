@@ -1,6 +1,7 @@
 """What every fix builder shares: the bounds of the values it writes, `EditError`, applying
 edits, validating an edited document (it re-parses with no new syntax errors), and reading the
-document's nodes and text; re-extracting an edited document to check what it now folds to."""
+document's nodes and text. What an edited document now folds to is read back through the
+file's program model (`ProgramModel.reread`, `ProgramModel.edited_definition`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from collections.abc import Callable, Iterable, Sequence
 from tree_sitter import Node, Tree
 
 from perflsp.analysis.models import ByteEdit, Fix
-from perflsp.kernels.models import CudaFunction, FileKernels
 from perflsp.source.parser import parse
 
 MAX_THREADS_PER_BLOCK = 1024  # every CUDA GPU since Fermi, and AMD/Intel work-groups
@@ -131,43 +131,3 @@ def _unwrap(node: Node) -> Node:
             node = value
         else:
             return node
-
-
-def _reextract(data: bytes, tree: Tree, *, kernels: bool = False, launches: bool = False,
-               regions: bool = False) -> FileKernels:
-    """Extraction of an edited text, limited to what a check needs (a whole `extract` of a big
-    file costs more than the rest of a fix)."""
-    from perflsp.kernels.context import ExtractionContext
-    from perflsp.kernels.cuda import extract_functions
-    from perflsp.kernels.launches import extract_launches
-    from perflsp.kernels.omp import extract_regions
-    from perflsp.kernels.symbols import file_env
-    from perflsp.source.positions import LineIndex
-
-    ctx = ExtractionContext(data=data, tree=tree, lines=LineIndex(data))
-    env = file_env(ctx)
-    result = FileKernels(path=None)
-    if kernels or launches:
-        result.kernels, result.device_functions = extract_functions(ctx, env)
-    if launches:
-        result.launches = extract_launches(ctx, env, result.kernels)
-    if regions:
-        result.omp_regions = extract_regions(ctx, env)
-    return result
-
-
-def _reextract_definition(data: bytes, tree: Tree, offset: int) -> CudaFunction | None:
-    """The function whose definition contains `offset` in an edited text, extracted alone."""
-    from perflsp.kernels.context import ExtractionContext
-    from perflsp.kernels.cuda import from_definition, macro_aliases
-    from perflsp.kernels.symbols import file_env
-    from perflsp.source.positions import LineIndex
-
-    node: Node | None = tree.root_node.descendant_for_byte_range(offset, offset)
-    while node is not None and node.type != "function_definition":
-        node = node.parent
-    if node is None:
-        return None
-    ctx = ExtractionContext(data=data, tree=tree, lines=LineIndex(data))
-    env = file_env(ctx)
-    return from_definition(ctx, node, env, macro_aliases(env))

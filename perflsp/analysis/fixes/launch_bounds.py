@@ -12,17 +12,15 @@ from perflsp.analysis.fixes.document import (
     MAX_THREADS_PER_BLOCK,
     EditError,
     _check_int,
-    _reextract_definition,
     validated_fix,
 )
 from perflsp.analysis.models import ByteEdit, Fix
-from perflsp.kernels.extract import extract
-from perflsp.kernels.models import CudaFunction, FileKernels
+from perflsp.kernels.models import CudaFunction
+from perflsp.kernels.program import ProgramModel
 
 
-def set_launch_bounds(data: bytes, tree: Tree, kernel: CudaFunction, max_threads: int,
-                      min_blocks: int | None = None, *, keep_min_blocks: bool = True,
-                      file_kernels: FileKernels | None = None) -> Fix:
+def set_launch_bounds(model: ProgramModel, kernel: CudaFunction, max_threads: int,
+                      min_blocks: int | None = None, *, keep_min_blocks: bool = True) -> Fix:
     """Insert `__launch_bounds__(max_threads[, min_blocks])` before the kernel's name, or replace
     the existing one. `min_blocks=None` keeps an existing second argument unless
     `keep_min_blocks=False`. Refuses a bound below a block size the file launches it with."""
@@ -31,8 +29,8 @@ def set_launch_bounds(data: bytes, tree: Tree, kernel: CudaFunction, max_threads
         _check_int("__launch_bounds__ min blocks per SM", min_blocks, 1, MAX_MIN_BLOCKS_PER_SM)
     if not kernel.is_kernel:
         raise EditError(f"`{kernel.name}` is not a __global__ kernel")
-    fk = file_kernels if file_kernels is not None else extract(data, tree)
-    for site in fk.launches_of(kernel):
+    data, tree = model.data, model.tree
+    for site in model.kernels.launches_of(kernel):
         threads = _threads(site.block.value)
         if threads is not None and threads > max_threads:
             raise EditError(f"the launch at line {site.line} uses {threads} threads per block: "
@@ -55,9 +53,9 @@ def set_launch_bounds(data: bytes, tree: Tree, kernel: CudaFunction, max_threads
         edit = ByteEdit(_declarator_start(tree, kernel), _declarator_start(tree, kernel), text + " ")
         title = f"Add `{text}` to `{kernel.name}`"
     def check(new_data: bytes, new_tree: Tree) -> None:
-        # only the edited definition is extracted again: a whole-file extraction per fix made
+        # only the edited definition is read again: a whole-file extraction per fix made
         # building every fix of a file quadratic in its size
-        after = _reextract_definition(new_data, new_tree, edit.start_byte)
+        after = model.edited_definition(new_data, new_tree, edit.start_byte)
         if after is None or after.qualified_name != kernel.qualified_name or not after.is_kernel:
             raise EditError(f"after the edit `{kernel.name}` is no longer a kernel definition")
         bounds = after.launch_bounds

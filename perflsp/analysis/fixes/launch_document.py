@@ -7,13 +7,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tree_sitter import Node, Tree
+from tree_sitter import Node
 
 from perflsp.analysis.fixes.document import _node_text
 from perflsp.analysis.fixes.launch_bounds import _threads
 from perflsp.analysis.fixes.launch_exprs import _int_value, _walk
-from perflsp.kernels.consteval import ConstEnv, try_evaluate
-from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, Span
+from perflsp.kernels.consteval import try_evaluate
+from perflsp.kernels.models import CudaFunction, LaunchSite, Span
+from perflsp.kernels.program import ProgramModel
 from perflsp.kernels.text import blank_comments_and_strings
 
 
@@ -31,24 +32,20 @@ class _Definition:
     local: bool = False  # a variable of the launching function (not a file-level constant/macro)
 
 
-class _Document:
-    def __init__(self, data: bytes, tree: Tree, fk: FileKernels, blanked: bytes | None = None):
-        self.data = data
-        self.tree = tree
-        self.fk = fk
-        self.blanked = blanked if blanked is not None else blank_comments_and_strings(data)
-        self._env: ConstEnv | None = None
+class LaunchDocument:
+    """The file's program model as the launch questions read it, with its text blanked of
+    comments and strings (built once for several launches)."""
+
+    def __init__(self, model: ProgramModel, blanked: bytes | None = None):
+        self.model = model
+        self.data = model.data
+        self.tree = model.tree
+        self.fk = model.kernels
+        self.blanked = blanked if blanked is not None else blank_comments_and_strings(model.data)
 
     def fold(self, name: str) -> object:
-        """The value of a file-level constant or macro, or None."""
-        if self._env is None:
-            from perflsp.kernels.context import ExtractionContext
-            from perflsp.kernels.symbols import file_env
-            from perflsp.source.positions import LineIndex
-
-            self._env = file_env(ExtractionContext(data=self.data, tree=self.tree, lines=LineIndex(self.data)))
-        value, _ = try_evaluate(name, self._env)
-        return value
+        """The value of a file-level constant or macro (the model's constants), or None."""
+        return self.model.evaluate(name)
 
     def uses(self, name: str, scope: tuple[int, int]) -> list[int]:
         pattern = re.compile(rb"(?<![\w$])" + re.escape(name.encode()) + rb"(?![\w$])")
@@ -139,7 +136,7 @@ def _reads(body: bytes, word: str) -> bool:
     return re.search(rb"\b" + word.encode().replace(b".", rb"\s*\.\s*") + rb"\b", body) is not None
 
 
-def _kernel_assumes_block(doc: _Document, site: LaunchSite, kernel: CudaFunction, old: int | None) -> str | None:
+def _kernel_assumes_block(doc: LaunchDocument, site: LaunchSite, kernel: CudaFunction, old: int | None) -> str | None:
     """Why `kernel`'s code is written for the block size `site` launches it with (1-D, `old`
     threads): a change of that size would change what it computes, not only how fast. None when
     nothing says so."""
@@ -162,7 +159,7 @@ _NOT_NAMES = frozenset({b"dim3", b"int", b"unsigned", b"long", b"size_t", b"floa
                         b"static_cast", b"ceil", b"min", b"max", b"std"})
 
 
-def _names_behind(doc: _Document, span: Span, depth: int = 2) -> set[bytes]:
+def _names_behind(doc: LaunchDocument, span: Span, depth: int = 2) -> set[bytes]:
     """The identifiers a launch argument is computed from: its own, and those of the local
     variables and object-like macros it names (`depth` levels deep)."""
     text = doc.blanked[span.start_byte:span.end_byte]
@@ -185,7 +182,7 @@ def _names_behind(doc: _Document, span: Span, depth: int = 2) -> set[bytes]:
     return names
 
 
-def _grid_follows_block(doc: _Document, site: LaunchSite) -> bool:
+def _grid_follows_block(doc: LaunchDocument, site: LaunchSite) -> bool:
     """The grid is computed from the block size (a name both are built from, or a division by the
     block's literal), or is not a constant at all (then nothing says it is fixed)."""
     if not isinstance(site.grid.value, (int, tuple)) or site.grid.span is None or site.block.span is None:
@@ -198,13 +195,12 @@ def _grid_follows_block(doc: _Document, site: LaunchSite) -> bool:
     return threads is not None and re.search(rb"/\s*\(?\s*" + str(threads).encode() + rb"(?![\w.])", grid_text) is not None
 
 
-def launch_document(data: bytes, tree: Tree, fk: FileKernels, blanked: bytes | None = None) -> _Document:
+def launch_document(model: ProgramModel, blanked: bytes | None = None) -> LaunchDocument:
     """What `block_size_assumed` and `grid_strided` read, built once for several launches."""
-    return _Document(data, tree, fk, blanked)
+    return LaunchDocument(model, blanked)
 
 
-def block_size_assumed(data: bytes, tree: Tree, fk: FileKernels, site: LaunchSite,
-                       doc: _Document | None = None) -> str | None:
+def block_size_assumed(doc: LaunchDocument, site: LaunchSite) -> str | None:
     """Why the block size of `site` is part of what its kernel computes, so that another size
     would change the result or repeat the work rather than run the same work faster; None when
     nothing in the file says so (or the kernel is not defined in it). What the lints about block
@@ -214,10 +210,9 @@ def block_size_assumed(data: bytes, tree: Tree, fk: FileKernels, site: LaunchSit
     fixed_grid = isinstance(site.grid.value, (int, tuple))
     if threads == 1 and fixed_grid and _threads(site.grid.value) == 1:
         return f"`{site.name}` runs as a single thread: the launch is serial by design"
-    kernel = next((k for k in fk.kernels if k.qualified_name == site.kernel), None) if site.kernel else None
+    kernel = next((k for k in doc.fk.kernels if k.qualified_name == site.kernel), None) if site.kernel else None
     if kernel is None or kernel.recovered:
         return None
-    doc = doc or _Document(data, tree, fk)
     body = doc.blanked[kernel.body_span.start_byte:kernel.body_span.end_byte]
     shown = f"{threads} thread{'s' if threads != 1 else ''}" if threads is not None else "its block size"
     if not any(_reads(body, f"threadIdx.{axis}") for axis in "xyz"):
@@ -235,14 +230,13 @@ def block_size_assumed(data: bytes, tree: Tree, fk: FileKernels, site: LaunchSit
     return None
 
 
-def grid_strided(data: bytes, tree: Tree, fk: FileKernels, site: LaunchSite, doc: _Document | None = None) -> bool:
+def grid_strided(doc: LaunchDocument, site: LaunchSite) -> bool:
     """The launched kernel strides over its work by the grid size (reads `gridDim`), so that more
     blocks share the same work; False when it does not or is not defined in the file."""
-    kernel = next((k for k in fk.kernels if k.qualified_name == site.kernel), None) if site.kernel else None
+    kernel = next((k for k in doc.fk.kernels if k.qualified_name == site.kernel), None) if site.kernel else None
     if kernel is None or kernel.recovered:
         return False
-    blanked = doc.blanked if doc is not None else blank_comments_and_strings(data)
-    return _strides_by_grid(blanked[kernel.body_span.start_byte:kernel.body_span.end_byte])
+    return _strides_by_grid(doc.blanked[kernel.body_span.start_byte:kernel.body_span.end_byte])
 
 
 def _strides_by_grid(body: bytes) -> bool:

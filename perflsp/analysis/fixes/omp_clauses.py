@@ -6,12 +6,12 @@ import re
 
 from tree_sitter import Tree
 
-from perflsp.analysis.fixes.document import MAX_NUM_TEAMS, MAX_THREADS_PER_BLOCK, EditError, _check_int, _reextract, _text, validated_fix
+from perflsp.analysis.fixes.document import MAX_NUM_TEAMS, MAX_THREADS_PER_BLOCK, EditError, _check_int, _text, validated_fix
 from perflsp.analysis.fixes.launch_bounds import _index_of
 from perflsp.analysis.fixes.launch_exprs import _parse_text_expression, _Refs
 from perflsp.analysis.models import ByteEdit, Fix
-from perflsp.kernels.extract import extract
-from perflsp.kernels.models import FileKernels, OmpRegion
+from perflsp.kernels.models import OmpRegion
+from perflsp.kernels.program import ProgramModel
 from perflsp.kernels.text import blank_comments_and_strings
 
 _CLAUSE = re.compile(rb"([A-Za-z_]\w*)\s*\(")
@@ -56,8 +56,8 @@ def _check_teams_directive(region: OmpRegion) -> None:
         raise EditError("`teams` is on a separate directive after `target`: add thread_limit/num_teams there by hand")
 
 
-def set_omp_clauses(data: bytes, tree: Tree, region: OmpRegion, thread_limit: int | None = None,
-                    num_teams: int | None = None, *, file_kernels: FileKernels | None = None) -> Fix:
+def set_omp_clauses(model: ProgramModel, region: OmpRegion, thread_limit: int | None = None,
+                    num_teams: int | None = None) -> Fix:
     """Add or replace `thread_limit(...)` / `num_teams(...)` on a `teams` directive. A
     `num_teams` computed as a ceiling division by the old thread limit follows a new one."""
     if thread_limit is None and num_teams is None:
@@ -67,7 +67,8 @@ def set_omp_clauses(data: bytes, tree: Tree, region: OmpRegion, thread_limit: in
     if num_teams is not None:
         _check_int("num_teams", num_teams, 1, MAX_NUM_TEAMS)
     _check_teams_directive(region)
-    fk = file_kernels if file_kernels is not None else extract(data, tree)
+    data, tree = model.data, model.tree
+    fk = model.kernels
     index = _index_of(fk.omp_regions, region)
     blanked = blank_comments_and_strings(data)
     start, end = region.span.start_byte, region.span.end_byte
@@ -106,7 +107,7 @@ def set_omp_clauses(data: bytes, tree: Tree, region: OmpRegion, thread_limit: in
         edits.append(ByteEdit(insert_at, insert_at, " " + " ".join(additions)))
 
     def check(new_data: bytes, new_tree: Tree) -> None:
-        regions = _reextract(new_data, new_tree, regions=True).omp_regions
+        regions = model.reread(new_data, new_tree).kernels.omp_regions
         if len(regions) != len(fk.omp_regions):
             raise EditError("the edit changed which OpenMP regions the file contains")
         new_region = regions[index]

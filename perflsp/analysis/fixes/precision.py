@@ -7,7 +7,7 @@ import re
 
 from tree_sitter import Tree
 
-from perflsp.analysis.exprtypes import FLIT, call_name, double_literals, literal_kind, math_base_name
+from perflsp.analysis.exprtypes import FLIT, call_name, double_literals, literal_type, math_base_name
 from perflsp.analysis.fixes.document import EditError, _node_at, _text, validated_fix
 from perflsp.analysis.models import ByteEdit, Fix
 from perflsp.kernels.consteval import try_evaluate
@@ -17,7 +17,7 @@ from perflsp.kernels.models import Span
 def float_literal_fix(data: bytes, tree: Tree, literal: Span) -> Fix:
     """`0.5` -> `0.5f`."""
     text = _text(data, literal.start_byte, literal.end_byte)
-    if literal_kind(text) != FLIT:
+    if literal_type(text) != FLIT:
         raise EditError(f"`{text}` is not an unsuffixed floating-point literal")
     return validated_fix(data, tree, f"Write `{text}f` (single precision)",
                          [ByteEdit(literal.end_byte, literal.end_byte, "f")], preferred=True)

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from types import ModuleType
 
-from tree_sitter import Tree
-
 from perflsp.analysis.fixes import with_fixes
 from perflsp.analysis.lints import (
     block_size_warp_multiple,
@@ -28,6 +26,7 @@ from perflsp.analysis.lints.context import GpuCode, Instantiation, LintContext, 
 from perflsp.analysis.models import Finding
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.models import FileKernels
+from perflsp.kernels.program import ProgramModel
 
 RULE_MODULES: tuple[ModuleType, ...] = (
     double_promotion,
@@ -42,20 +41,20 @@ LINT_CODES: tuple[str, ...] = tuple(m.CODE for m in RULE_MODULES)
 __all__ = ["LINT_CODES", "RULE_MODULES", "GpuCode", "Instantiation", "LintContext", "LintOptions", "run_lints", "run_rules"]
 
 
-def run_lints(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Sequence[Gpu] = (),
-              enabled: Collection[str] | None = None, options: LintOptions | None = None,
-              notes: list[str] | None = None, *, build_fixes: bool = False) -> list[Finding]:
-    """Findings of the enabled rules (all when `enabled` is None), in document order.
+def run_lints(model: ProgramModel, gpus: Sequence[Gpu] = (), enabled: Collection[str] | None = None,
+              options: LintOptions | None = None, notes: list[str] | None = None, *,
+              subject: FileKernels | None = None, build_fixes: bool = False) -> list[Finding]:
+    """Findings of the enabled rules (all when `enabled` is None) on the file of `model`, in
+    document order; `subject`: the kernels to lint when not all of the file's.
 
     `gpus` feeds `occupancy/low` (no GPUs: that rule stays silent). A rule that fails on
     unexpected input is skipped with a line in `notes` instead of failing the whole run.
     Findings carry their fixes as requests; `build_fixes` builds and validates the edits too
-    (output that shows them; `file_kernels` must then be the whole file's extraction).
+    (output that shows them), against the model's whole extraction.
     """
-    ctx = LintContext(data=data, tree=tree, kernels=file_kernels, gpus=tuple(gpus),
-                      options=options or LintOptions(), path=file_kernels.path)
+    ctx = LintContext(model, gpus=tuple(gpus), options=options or LintOptions(), subject=subject)
     findings = run_rules(ctx, enabled, notes)
-    return with_fixes(findings, data, tree, file_kernels) if build_fixes else findings
+    return with_fixes(findings, model) if build_fixes else findings
 
 
 def run_rules(ctx: LintContext, enabled: Collection[str] | None = None,

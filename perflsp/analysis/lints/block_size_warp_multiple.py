@@ -109,7 +109,7 @@ def check(ctx: LintContext) -> list[Finding]:
         threads = _threads(site.block.value)
         if threads is None or threads % warp == 0 or site.block.span is None:
             continue
-        if block_size_assumed(ctx.data, ctx.tree, ctx.kernels, site, ctx.launch_document) is not None:
+        if block_size_assumed(ctx.launch_document, site) is not None:
             continue  # the kernel is written for this block size: another size changes what it computes
         findings.append(Finding(
             code=CODE, message=_message(threads, warp, "block"), span=site.block.span, severity=DEFAULT_SEVERITY,

@@ -1,7 +1,10 @@
-"""What a lint rule sees: the document, its tree, what extraction found, the GPUs and options.
+"""What a lint rule sees: the file's program model (its text, tree, extraction, constants and
+typedefs: `perflsp.kernels.program.ProgramModel`), the kernels to lint, the GPUs and options.
 
-Everything derived (the file's constants, type aliases, the scope and typer of each function) is
-computed once on first use and shared by every rule.
+Constants are the model's (`model.env`: the preprocessor's view with the file's folded
+constants), types are the walker's (`CType`, typedefs as `AnalysisUnit` reads them), so a rule
+and the engine read a name alike. What is derived per file (type aliases) is kept on the
+model's top-level facts, what is derived per run (scopes, typers) here, each on first use.
 """
 
 from __future__ import annotations
@@ -15,22 +18,24 @@ from typing import TYPE_CHECKING, Literal
 
 from tree_sitter import Node, Tree
 
+from perflsp.analysis.ctype import CType, parse_type
 from perflsp.analysis.exprtypes import (
     ExprTyper,
     Scope,
-    Ty,
     bind_declaration,
     declarator_name_and_depth,
-    normalise_type,
+    pointer_to,
+    type_of,
 )
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion, Span, TemplateParam
+from perflsp.kernels.program import ProgramModel
 from perflsp.kernels.text import blank_comments_and_strings
 from perflsp.source.positions import LineIndex
 
 if TYPE_CHECKING:
-    from perflsp.analysis.fixes.launch_document import _Document as LaunchDocument
+    from perflsp.analysis.fixes.launch_document import LaunchDocument
 
 Language = Literal["c", "cpp"]
 
@@ -62,22 +67,21 @@ class GpuCode:
     node: Node  # what to walk
     typer: ExprTyper
     instantiation: str | None = None  # e.g. "sum_squares<float, 256>"
-    returns: Ty | None = None  # return type of a function, for `return` statements
+    returns: CType | None = None  # return type of a function, for `return` statements
     template: Instantiation | None = None
 
 
 @dataclass
 class LintContext:
-    data: bytes
-    tree: Tree
-    kernels: FileKernels
+    model: ProgramModel  # the file's (its whole text, tree and extraction)
     gpus: Sequence[Gpu] = ()
     options: LintOptions = field(default_factory=LintOptions)
-    path: str | None = None
+    # the kernels to lint, when not all of the file's (the server lints a few at a time)
+    subject: FileKernels | None = None
     notes: list[str] = field(default_factory=list)
     # memos shared by every rule of one run: a function's scope per set of type aliases, and the
     # typer of each function holding OpenMP regions (keyed by the function's start byte)
-    _scopes: dict[tuple[int, int, tuple[tuple[str, str], ...]], Scope] = field(
+    _scopes: dict[tuple[int, int, tuple[tuple[str, CType], ...]], Scope] = field(
         default_factory=dict, init=False, repr=False)
     _region_typers: dict[int, ExprTyper] = field(default_factory=dict, init=False, repr=False)
     # named descendants of a node (see `descendants`): several rules walk the same code
@@ -85,9 +89,25 @@ class LintContext:
 
     # -- text and positions --------------------------------------------------------------
 
-    @cached_property
+    @property
+    def data(self) -> bytes:
+        return self.model.data
+
+    @property
+    def tree(self) -> Tree:
+        return self.model.tree
+
+    @property
+    def kernels(self) -> FileKernels:
+        return self.subject if self.subject is not None else self.model.kernels
+
+    @property
+    def path(self) -> str | None:
+        return self.model.kernels.path
+
+    @property
     def lines(self) -> LineIndex:
-        return LineIndex(self.data)
+        return self.model.ctx.lines
 
     @cached_property
     def blanked(self) -> bytes:
@@ -98,7 +118,7 @@ class LintContext:
         """The file as the launch-shape questions read it (`fixes.block_size_assumed`)."""
         from perflsp.analysis.fixes import launch_document
 
-        return launch_document(self.data, self.tree, self.kernels, self.blanked)
+        return launch_document(self.model, self.blanked)
 
     @property
     def root(self) -> Node:
@@ -130,51 +150,54 @@ class LintContext:
     def language(self) -> Language:
         if self.options.language is not None:
             return self.options.language
-        path = self.path or self.kernels.path
+        path = self.path
         return "c" if path is not None and PurePath(path).suffix == ".c" else "cpp"
 
     # -- file-level facts ------------------------------------------------------------------
 
-    @cached_property
+    @property
     def constants(self) -> ConstEnv:
-        from perflsp.kernels.context import ExtractionContext
-        from perflsp.kernels.symbols import file_env
-
-        return file_env(ExtractionContext(data=self.data, tree=self.tree, lines=self.lines, path=self.path))
+        """The file's constants as the model folds them (its macros, those of its headers and
+        of the build, its enumerators and const values)."""
+        return self.model.env
 
     @cached_property
-    def aliases(self) -> dict[str, str]:
-        """typedef / using / `#define NAME type` names of scalar types."""
-        aliases: dict[str, str] = {}
+    def aliases(self) -> dict[str, CType]:
+        """Type names: the typedefs and `using`s of the file and its local headers, as the
+        engine's unit types them, and `#define NAME type` macros of scalar types (the lints
+        read the text as written, not macro-expanded). Kept with the model's top-level facts."""
+        return self.model.top.remembered("lint_type_aliases", self._type_aliases)
+
+    def _type_aliases(self) -> dict[str, CType]:
+        from perflsp.analysis.options import AnalysisOptions
+        from perflsp.analysis.unit import AnalysisUnit
+
+        aliases = dict(AnalysisUnit.of(self.model, AnalysisOptions()).type_aliases)
         for name, body in self.constants.all_macros().items():
             words = body.split()
             if words and all(w in _TYPE_WORDS for w in words):
-                aliases[name] = body
-        for node in _top_level(self.root):
-            if node.type == "type_definition":
-                type_node = node.child_by_field_name("type")
-                for declarator in node.children_by_field_name("declarator"):
-                    if declarator.type == "type_identifier" and type_node is not None:
-                        aliases[self.text(declarator)] = self.text(type_node)
-            elif node.type == "alias_declaration":
-                name_node = node.child_by_field_name("name")
-                type_node = node.child_by_field_name("type")
-                if name_node is not None and type_node is not None and "*" not in self.text(type_node):
-                    aliases[self.text(name_node)] = self.text(type_node)
+                aliases.setdefault(name, parse_type(body))
         return aliases
+
+    def instantiation_aliases(self, inst: Instantiation | None) -> dict[str, CType]:
+        """`aliases` with an instantiation's template type parameters bound (`T` = float)."""
+        if inst is None or not inst.types:
+            return self.aliases
+        bound = {name: parse_type(text, self.aliases, guess=False) for name, text in inst.types.items()}
+        return {**self.aliases, **bound}
 
     @cached_property
     def file_scope(self) -> Scope:
-        names: dict[str, Ty | Node | None] = {}
+        names: dict[str, CType | Node | None] = {}
         for node in _top_level(self.root):
             if node.type == "declaration" and not any(c.type == "function_declarator" for c in node.named_children):
                 bind_declaration(node, names, self.aliases)
         return Scope(names)
 
     @cached_property
-    def function_returns(self) -> dict[str, Ty | None]:
+    def function_returns(self) -> dict[str, CType | None]:
         """Return types of the file's `__device__` functions, by simple and qualified name."""
-        returns: dict[str, Ty | None] = {}
+        returns: dict[str, CType | None] = {}
         for fn in self.kernels.device_functions:
             node = self.function_node(fn)
             ty = self._return_type(node, {}) if node is not None else None
@@ -185,17 +208,17 @@ class LintContext:
                     returns[name] = ty
         return returns
 
-    def _return_type(self, function: Node, aliases: dict[str, str]) -> Ty | None:
+    def _return_type(self, function: Node, aliases: dict[str, CType]) -> CType | None:
         type_node = function.child_by_field_name("type")
         if type_node is None:
             return None
-        base = normalise_type(self.text(type_node), aliases or self.aliases)
+        base = type_of(self.text(type_node), aliases or self.aliases)
         declarator = function.child_by_field_name("declarator")
         depth = 0
         while declarator is not None and declarator.type == "pointer_declarator":
             depth += 1
             declarator = declarator.child_by_field_name("declarator")
-        return Ty(base, depth) if base else None
+        return pointer_to(base, depth) if base else None
 
     # -- functions and their code ----------------------------------------------------------
 
@@ -224,15 +247,15 @@ class LintContext:
                                                  f"{kernel.name}<{', '.join(site.template_args)}>")
         return list(seen.values()) or [Instantiation()]
 
-    def scope_of(self, function: Node, aliases: dict[str, str]) -> Scope:
+    def scope_of(self, function: Node, aliases: dict[str, CType]) -> Scope:
         key = (function.start_byte, function.end_byte, tuple(sorted(aliases.items())))
         scope = self._scopes.get(key)
         if scope is None:
             scope = self._scopes[key] = self._build_scope(function, aliases)
         return scope
 
-    def _build_scope(self, function: Node, aliases: dict[str, str]) -> Scope:
-        names: dict[str, Ty | Node | None] = {}
+    def _build_scope(self, function: Node, aliases: dict[str, CType]) -> Scope:
+        names: dict[str, CType | Node | None] = {}
         declarator = function.child_by_field_name("declarator")
         while declarator is not None and declarator.type != "function_declarator":
             declarator = declarator.child_by_field_name("declarator")
@@ -245,9 +268,9 @@ class LintContext:
                         continue
                     name, depth, _ = declarator_name_and_depth(decl)
                     type_node = param.child_by_field_name("type")
-                    base = normalise_type(self.text(type_node), aliases) if type_node is not None else None
+                    base = type_of(self.text(type_node), aliases) if type_node is not None else None
                     if name is not None:
-                        names[name] = Ty(base, depth) if base else None
+                        names[name] = pointer_to(base, depth) if base else None
         body = function.child_by_field_name("body")
         if body is not None:
             for node in self.descendants(body):
@@ -258,9 +281,9 @@ class LintContext:
                     type_node = node.child_by_field_name("type")
                     if decl is not None and type_node is not None:
                         name, depth, _ = declarator_name_and_depth(decl)
-                        base = normalise_type(self.text(type_node), aliases)
+                        base = type_of(self.text(type_node), aliases)
                         if name is not None and base is not None:
-                            names[name] = Ty(base, depth)
+                            names[name] = pointer_to(base, depth)
         return Scope(names, parent=self.file_scope)
 
     def gpu_code(self) -> list[GpuCode]:
@@ -278,7 +301,7 @@ class LintContext:
             if node is None:
                 continue
             for inst in (self.instantiations(fn) if fn.is_kernel else [Instantiation()]):
-                aliases = {**self.aliases, **inst.types}
+                aliases = self.instantiation_aliases(inst)
                 typer = ExprTyper(self.scope_of(node, aliases), aliases, self.function_returns, self.language)
                 yield GpuCode(fn.qualified_name, node, typer, inst.label, self._return_type(node, aliases), inst)
         for region in self.kernels.omp_regions:

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from perflsp.analysis.exprtypes import DOUBLE, DOUBLE_MATH, FLIT, FLOAT, call_name, double_literals, math_base_name
+from perflsp.analysis.exprtypes import (
+    DOUBLE,
+    DOUBLE_MATH,
+    FLIT,
+    FLOAT,
+    call_name,
+    double_literals,
+    has_precision,
+    math_base_name,
+)
 from perflsp.analysis.lints.context import GpuCode, LintContext
 from perflsp.analysis.models import Finding, FixRequest
 from perflsp.analysis.ruledef import Example, RuleInfo
@@ -93,11 +102,11 @@ def check(ctx: LintContext) -> list[Finding]:
             if name is None or math_base_name(name) not in DOUBLE_MATH or name.startswith("__"):
                 continue
             actual, intended = code.typer.types(node)
-            if intended is None or intended.scalar != FLOAT:
+            if not has_precision(intended, FLOAT):
                 continue
             if ctx.language == "c":
                 why = f"in C, `{name}` takes and returns double"
-            elif actual is not None and actual.scalar == DOUBLE:
+            elif has_precision(actual, DOUBLE):
                 why = _why_double(ctx, code, node)
             else:
                 continue
@@ -109,10 +118,10 @@ def _why_double(ctx: LintContext, code: GpuCode, call: Node) -> str:
     args = call.child_by_field_name("arguments")
     for arg in args.named_children if args is not None else ():
         ty = code.typer.actual(arg)
-        if ty is not None and ty.scalar == DOUBLE:
+        if has_precision(ty, DOUBLE):
             literals = [ctx.text(lit) for lit in double_literals(arg)]
             intended = code.typer.intended(arg)
-            if intended is not None and intended.scalar == FLIT and len(literals) == 1 and ctx.text(arg) == literals[0]:
+            if has_precision(intended, FLIT) and len(literals) == 1 and ctx.text(arg) == literals[0]:
                 return f"the argument `{literals[0]}` is a double, so the FP64 overload is chosen"
             if literals:
                 return f"the argument `{_short(ctx, arg)}` is double (because of `{literals[0]}`), so the FP64 overload is chosen"

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 
 from tree_sitter import Node
 
+from perflsp.analysis.ctype import CType
 from perflsp.analysis.exprtypes import (
     ARITH_OPS,
     COMPARE_OPS,
@@ -17,12 +18,12 @@ from perflsp.analysis.exprtypes import (
     DOUBLE,
     FLIT,
     FLOAT,
-    Ty,
     call_name,
     double_literals,
+    has_precision,
     is_float_math,
     is_runtime,
-    normalise_type,
+    type_of,
 )
 from perflsp.analysis.lints.context import GpuCode, LintContext
 from perflsp.analysis.models import Finding, FixRequest
@@ -121,8 +122,8 @@ def check(ctx: LintContext) -> list[Finding]:
     return list(found.values())
 
 
-def _is(ty: Ty | None, kind: str) -> bool:
-    return ty is not None and ty.scalar == kind
+def _is(ty: CType | None, kind: CType) -> bool:
+    return has_precision(ty, kind)
 
 
 Sink = tuple[Node, str]  # (value, reason): a literal expression that meets float data at run time
@@ -134,7 +135,7 @@ def _float_sinks(ctx: LintContext, code: GpuCode, node: Node) -> Iterator[Sink]:
     handler = _SINKS.get(node.type)
     if handler is not None:
         yield from handler(ctx, code, node)
-    elif node.type == "return_statement" and code.returns is not None and code.returns.scalar == FLOAT:
+    elif node.type == "return_statement" and _is(code.returns, FLOAT):
         value = next((c for c in node.named_children if c.type != "comment"), None)
         if value is not None and _is(code.typer.intended(value), FLIT) and is_runtime(value):
             yield value, "is computed in FP64 and then returned as a float"
@@ -175,7 +176,7 @@ def _init_sinks(ctx: LintContext, code: GpuCode, node: Node) -> Iterator[Sink]:
     target = node.child_by_field_name("declarator")
     if value is None or type_node is None or target is None or target.type != "identifier":
         return
-    if normalise_type(ctx.text(type_node), typer.aliases) == FLOAT and _is(typer.intended(value), FLIT) and is_runtime(value):
+    if _is(type_of(ctx.text(type_node), typer.aliases), FLOAT) and _is(typer.intended(value), FLIT) and is_runtime(value):
         yield value, "is computed in FP64 and then narrowed to float"
 
 
@@ -228,12 +229,12 @@ def _destination_is_double(code: GpuCode, node: Node) -> bool:
         type_node = declaration.child_by_field_name("type") if declaration is not None else None
         target = parent.child_by_field_name("declarator")
         return (type_node is not None and target is not None and target.type == "identifier"
-                and normalise_type(_node_text(type_node), code.typer.aliases) == DOUBLE)
+                and _is(type_of(_node_text(type_node), code.typer.aliases), DOUBLE))
     if parent.type == "assignment_expression" and parent.child_by_field_name("right") == top:
         left = parent.child_by_field_name("left")
         return left is not None and _is(code.typer.intended(left), DOUBLE)
     if parent.type == "return_statement":
-        return code.returns is not None and code.returns.scalar == DOUBLE
+        return _is(code.returns, DOUBLE)
     return False
 
 

@@ -12,13 +12,14 @@ from dataclasses import replace
 
 from tree_sitter import Node
 
+from perflsp.analysis.exprtypes import type_of
 from perflsp.analysis.fixes import block_size_assumed, grid_strided, preferred_block_size
 from perflsp.analysis.lints.context import LintContext, walk
 from perflsp.analysis.models import Finding, FixRequest
 from perflsp.analysis.ruledef import Example, RuleInfo
 from perflsp.hardware.models import Gpu
 from perflsp.hardware.occupancy import Limiter, OccupancyInputError, OccupancyResult, occupancy
-from perflsp.kernels.consteval import TYPE_SIZES_BYTES, try_evaluate
+from perflsp.kernels.consteval import try_evaluate
 from perflsp.kernels.models import CudaFunction, LaunchSite, Span
 
 _DOC = """\
@@ -120,6 +121,7 @@ NAME = RULE.name
 DEFAULT_SEVERITY = RULE.default_severity
 
 _SHAPE_LIMITERS = (Limiter.BLOCKS, Limiter.WARPS)
+_SIZED_KINDS = ("int", "bool", "f16", "f32", "f64")  # (a struct's size is not known)
 SM_FRACTION = 0.75  # a constant grid filling fewer SMs than this share of the GPU is reported
 
 
@@ -150,7 +152,7 @@ def check(ctx: LintContext) -> list[Finding]:
                 findings.append(finding)
         blocks = _product(site.grid.value)
         if blocks is not None and blocks > 1 and site.grid.span is not None \
-                and grid_strided(ctx.data, ctx.tree, ctx.kernels, site, ctx.launch_document):
+                and grid_strided(ctx.launch_document, site):
             finding = _grid_finding(nvidia, blocks, site.grid.span, site.kernel, "grid", "blocks")
             if finding is not None:
                 findings.append(finding)
@@ -176,7 +178,7 @@ def check(ctx: LintContext) -> list[Finding]:
 
 def _fixed_block(ctx: LintContext, site: LaunchSite) -> bool:
     """The kernel is written for the block size it is launched with (another changes what it computes)."""
-    return block_size_assumed(ctx.data, ctx.tree, ctx.kernels, site, ctx.launch_document) is not None
+    return block_size_assumed(ctx.launch_document, site) is not None
 
 
 def _block_finding(ctx: LintContext, gpus: list[Gpu], threads: int, regs: int, static_smem: int, dynamic: int,
@@ -237,6 +239,7 @@ def _static_shared_bytes(ctx: LintContext, kernel: CudaFunction) -> int:
         return 0
     inst = ctx.instantiations(kernel)[0]
     env = ctx.value_env(inst)
+    aliases = ctx.instantiation_aliases(inst)
     total = 0
     for decl in walk(node):
         if decl.type != "declaration" or not re.search(rb"(?<!extern\s)\b__shared__\b", decl.text or b""):
@@ -244,11 +247,10 @@ def _static_shared_bytes(ctx: LintContext, kernel: CudaFunction) -> int:
         if b"extern" in (decl.text or b""):
             continue
         type_node = decl.child_by_field_name("type")
-        type_text = ctx.text(type_node) if type_node is not None else ""
-        type_text = inst.types.get(type_text, ctx.aliases.get(type_text, type_text))
-        element = TYPE_SIZES_BYTES.get(" ".join(type_text.split()))
-        if element is None:
+        element_type = type_of(ctx.text(type_node), aliases) if type_node is not None else None
+        if element_type is None or element_type.pointer or element_type.kind not in _SIZED_KINDS:
             return 0
+        element = element_type.size_bytes
         for declarator in decl.children_by_field_name("declarator"):
             size = element
             current: Node | None = declarator

@@ -14,11 +14,12 @@ from typing import Any
 
 from tree_sitter import Node
 
-from perflsp.analysis.exprtypes import INT, Ty, normalise_type
+from perflsp.analysis.ctype import INT, CType
+from perflsp.analysis.exprtypes import has_precision, type_of
 from perflsp.analysis.lints.context import Instantiation, LintContext, walk
 from perflsp.analysis.models import Finding
 from perflsp.analysis.ruledef import Example, RuleInfo
-from perflsp.kernels.consteval import TYPE_SIZES_BYTES, ConstEnv, try_evaluate
+from perflsp.kernels.consteval import ConstEnv, try_evaluate
 from perflsp.kernels.models import CudaFunction, Span
 
 _DOC = """\
@@ -155,7 +156,7 @@ class _KernelIndexes:
         self.node = node
         self.inst = inst
         self.env: ConstEnv = ctx.value_env(inst)
-        aliases = {**ctx.aliases, **inst.types}
+        aliases = ctx.instantiation_aliases(inst)
         self.scope = ctx.scope_of(node, aliases)
         self.aliases = aliases
         self.params = {p.name for p in kernel.params if p.name}
@@ -259,7 +260,7 @@ class _KernelIndexes:
             args = node.child_by_field_name("arguments")
             items = [a for a in args.named_children if a.type != "comment"] if args is not None else []
             if fn is not None and len(items) == 1 and (
-                    fn.type == "primitive_type" or normalise_type(_text(fn), self.aliases) == INT):
+                    fn.type == "primitive_type" or has_precision(type_of(_text(fn), self.aliases), INT)):
                 return self.poly(items[0])  # `Index_t(8)`, `int(x)`: an integer conversion
         return self._opaque(self._any_tx(node), node)
 
@@ -341,7 +342,8 @@ class _KernelIndexes:
             inner = self.pointer(node.child_by_field_name("value"))
             if inner is not None:
                 type_node = node.child_by_field_name("type")
-                size = self._element_bytes(Ty(_type_base(type_node), 1)) if type_node is not None else None
+                cast_to = type_of(_text(type_node), self.aliases) if type_node is not None else None
+                size = self._element_bytes(cast_to) if cast_to is not None else None
                 if size is not None and size != inner.element_bytes:
                     return None  # reinterpreted: element offsets change meaning
             return inner
@@ -351,7 +353,7 @@ class _KernelIndexes:
                 return None
             if name in self.params and name not in self.defs:
                 ty = self.scope.lookup(name)
-                if isinstance(ty, Ty) and ty.depth >= 1:
+                if isinstance(ty, CType) and ty.pointer >= 1:
                     return _Pointer(name, {}, self._element_bytes(ty) or 4)
                 return None
             defs = self.defs.get(name, [])
@@ -380,11 +382,12 @@ class _KernelIndexes:
                     return _Pointer(base.base, _add(base.offset, self.poly(_index(arg))), base.element_bytes)
         return None
 
-    def _element_bytes(self, ty: Ty) -> int | None:
-        if ty.depth > 1:
+    def _element_bytes(self, ty: CType) -> int | None:
+        """The bytes of what a pointer of type `ty` points to (None: a struct or unknown)."""
+        if ty.pointer > 1:
             return 8
-        base = self.aliases.get(ty.base, ty.base)
-        return TYPE_SIZES_BYTES.get(" ".join(base.split()))
+        element = ty.deref()
+        return element.size_bytes if element.kind in ("int", "bool", "f16", "f32", "f64") else None
 
     def findings(self) -> list[Finding]:
         """One finding per array: the first strided access, the others as related locations."""
@@ -501,10 +504,6 @@ def _index(subscript: Node) -> Node | None:
         items = [c for c in index.named_children if c.type != "comment"]
         return items[0] if len(items) == 1 else None
     return index
-
-
-def _type_base(node: Node) -> str:
-    return " ".join((node.text or b"").decode().replace("*", " ").replace("const", " ").split())
 
 
 def _has_tx(value: Poly | _TxUnknown) -> bool:

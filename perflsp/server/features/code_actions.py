@@ -26,7 +26,7 @@ from perflsp.hardware.models import Gpu
 from perflsp.kernels.models import CudaFunction, LaunchSite, OmpRegion
 from perflsp.server import analysis as server_analysis
 from perflsp.server.documents import Snapshot
-from perflsp.server.features.common import kernel_name
+from perflsp.server.features.common import document_model, kernel_name
 from perflsp.source.positions import Position
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def actions(ls: ServerContext, worker: DocumentWorker | None, snap: Snapshot, pa
     for finding in findings:
         if rules.get(finding.code) == "off" or not _overlaps(finding.span.start_byte, finding.span.end_byte, start, end):
             continue
-        for fix in build_fixes(finding, snap.data, snap.tree, snap.kernels):
+        for fix in build_fixes(finding, document_model(snap)):
             out.append(_action(snap, fix, _matching(params.context.diagnostics, finding)))
 
     # launch shape refactors (with a "measure" command when profiling may run)
@@ -82,7 +82,7 @@ def actions(ls: ServerContext, worker: DocumentWorker | None, snap: Snapshot, pa
             if current == block:
                 continue
             try:
-                fix = set_block_size(snap.data, snap.tree, site, block, file_kernels=snap.kernels)
+                fix = set_block_size(document_model(snap), site, block)
             except EditError:
                 continue
             title = f"Launch `{site.name}` with {block} threads per block (best occupancy on {', '.join(names)})"
@@ -239,7 +239,7 @@ def _launch_bounds_action(snap: Snapshot, kernel: CudaFunction, gpus: Sequence[G
     if current == target:
         return None
     try:
-        fix = set_launch_bounds(snap.data, snap.tree, kernel, target, file_kernels=snap.kernels)
+        fix = set_launch_bounds(document_model(snap), kernel, target)
     except EditError:
         return None
     return _action(snap, Fix(fix.title, fix.edits, "refactor"), [])
@@ -261,8 +261,7 @@ def _omp_action(snap: Snapshot, region: OmpRegion, gpus: Sequence[Gpu]) -> lsp.C
                                        and current_teams.value.value == num_teams))):
         return None
     try:
-        fix = set_omp_clauses(snap.data, snap.tree, region, thread_limit=thread_limit, num_teams=num_teams,
-                              file_kernels=snap.kernels)
+        fix = set_omp_clauses(document_model(snap), region, thread_limit=thread_limit, num_teams=num_teams)
     except EditError:
         return None
     return _action(snap, Fix(fix.title, fix.edits, "refactor"), [])

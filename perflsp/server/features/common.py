@@ -13,12 +13,35 @@ from perflsp.hardware.precision import Precision
 from perflsp.kernels.models import CudaFunction, LaunchSite, OmpRegion, Span
 
 if TYPE_CHECKING:
+    from perflsp.kernels.program import ProgramModel
     from perflsp.llm.advisor import AdvisorResult
     from perflsp.profiling.measured import MeasuredEvidence
+    from perflsp.server.documents import Snapshot
 
 VERDICT_CODES = {verdict: verdict_rule(verdict).code for verdict in ("compute", "bandwidth", "uncertain")}
 SEVERITIES = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning,
               "information": lsp.DiagnosticSeverity.Information, "hint": lsp.DiagnosticSeverity.Hint}
+
+
+# the last document model built (text, extraction, model): a code-action request builds every
+# fix of a snapshot over one model
+_last_model: tuple[bytes, object, ProgramModel] | None = None
+
+
+def document_model(snap: Snapshot) -> ProgramModel:
+    """The program model of a snapshot's text (its constants, kernels and launch sites), which
+    the fix builders and the tuning problem read. SEAM (issue 25): the snapshot does not carry
+    the model its analysis built yet; until it does, it is built here through the pipeline's
+    `AnalysisUnit` (`engine_adapter.snapshot_model`) with the snapshot's preprocessor view."""
+    global _last_model
+    last = _last_model
+    if last is not None and last[0] is snap.data and last[1] is snap.kernels:
+        return last[2]
+    from perflsp.server import engine_adapter
+
+    model = engine_adapter.snapshot_model(snap.data, snap.tree, snap.kernels, snap.preprocessed, snap.lines)
+    _last_model = (snap.data, snap.kernels, model)
+    return model
 
 
 def to_range(span: Span) -> lsp.Range:

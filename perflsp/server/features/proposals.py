@@ -19,6 +19,7 @@ from perflsp.llm.sanitize import inert_text
 from perflsp.llm.schema import LaunchBoundsProposal, Proposals
 from perflsp.server import engine_adapter as engine
 from perflsp.server.documents import Snapshot
+from perflsp.server.features.common import document_model
 
 
 @dataclass
@@ -90,7 +91,7 @@ class _Checker:
             self.reject(what, f"no launch of `{self.name}` in this file to change")
         for site in sites:
             try:
-                fix = engine.set_block_size(snap.data, snap.tree, site, block_size, file_kernels=snap.kernels)
+                fix = engine.set_block_size(document_model(snap), site, block_size)
             except engine.FixUnavailable as exc:
                 self.reject(what, f"launch at line {site.line}: {exc}")
                 continue
@@ -107,8 +108,7 @@ class _Checker:
         else:
             snap = self.snap
             try:
-                self.accept(engine.set_launch_bounds(snap.data, snap.tree, item, bounds.max_threads, bounds.min_blocks,
-                                                     file_kernels=snap.kernels))
+                self.accept(engine.set_launch_bounds(document_model(snap), item, bounds.max_threads, bounds.min_blocks))
             except engine.FixUnavailable as exc:
                 self.reject(what, str(exc))
 
@@ -122,7 +122,7 @@ class _Checker:
         else:
             snap = self.snap
             try:
-                self.accept(engine.set_omp_clauses(snap.data, snap.tree, item, thread_limit=proposals.thread_limit,
+                self.accept(engine.set_omp_clauses(document_model(snap), item, thread_limit=proposals.thread_limit,
                                                    num_teams=proposals.num_teams))
             except engine.FixUnavailable as exc:
                 self.reject(what, str(exc))

@@ -30,6 +30,7 @@ from perflsp.analysis.fixes import EditError
 from perflsp.analysis.models import Fix
 from perflsp.kernels.models import CudaFunction, OmpRegion
 from perflsp.server.documents import Snapshot
+from perflsp.server.features.common import document_model
 from perflsp.server.text import path_of
 from perflsp.server.tuning_state import TuningRun, TuningState
 from perflsp.tuning.cache import CacheError, TuningRecord, TuningStore, read_cache
@@ -84,7 +85,7 @@ def records(snap: Snapshot, name: str) -> list[TuningRecord]:
 def _space(snap: Snapshot, kernel: CudaFunction) -> TuningSpace | None:
     gpu = snap.config.gpus[0] if snap.config.gpus else None
     try:
-        return problem_for(snap.data, snap.kernels, kernel, gpu)
+        return problem_for(document_model(snap), kernel, gpu)
     except ProblemError:
         return None
 
@@ -123,7 +124,7 @@ def code_actions(ls: ServerContext, snap: Snapshot, kernels: list[CudaFunction])
         recs = [r for r in records(snap, kernel.name) if r.matches(space)]
         for offer in _run_offers(ls, snap, kernel, space, recs):
             try:
-                fix = tuned_fix(snap.data, snap.tree, snap.kernels, kernel, space, offer.config, offer.title())
+                fix = tuned_fix(document_model(snap), kernel, space, offer.config, offer.title())
             except EditError as exc:
                 log.info("no tuned edit for %s on %s: %s", kernel.name, offer.record.device_name, exc)
                 continue
@@ -218,8 +219,8 @@ def _timing(snap: Snapshot, kernel: CudaFunction, space: TuningSpace, gpu: Gpu |
             return _Refusal("failed", f"save `{snap.uri}` to a file first: tuning builds and runs the saved file's "
                             "directory")
         try:
-            return _Timing(gpu, evaluate=program_evaluator(profiling_settings(snap.config), path, snap.data, snap.tree,
-                                                           snap.kernels, kernel, space, root))
+            return _Timing(gpu, evaluate=program_evaluator(profiling_settings(snap.config), path, document_model(snap),
+                                                           kernel, space, root))
         except ProfilingError as exc:  # (profiling off: disabled; a build command without {file}: refused)
             return _Refusal("disabled" if exc.code == "not-enabled" else "failed", exc.message)
     if recs:
@@ -251,7 +252,7 @@ async def tune_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
     max_fevals, time_limit = _limits(arg, CommandError)
     gpu = snap.config.gpus[0] if snap.config.gpus else None
     try:
-        space = problem_for(snap.data, snap.kernels, kernel, gpu)
+        space = problem_for(document_model(snap), kernel, gpu)
     except ProblemError as exc:
         return answer("failed", str(exc), lsp.MessageType.Warning)
     root = _root(snap) or Path.cwd()
