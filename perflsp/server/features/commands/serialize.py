@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from perflsp.analysis.notes import records, texts
 from perflsp.server.features.common import anchor_span, closest_precision, kernel_name, short_verdict
 from perflsp.server.measured import measured_json
 
 if TYPE_CHECKING:
-    from perflsp.analysis.models import Estimate, KernelReport
+    from perflsp.analysis.models import Estimate, KernelFacts, KernelReport
     from perflsp.hardware.models import Gpu
     from perflsp.hardware.precision import Precision
     from perflsp.profiling.measured import MeasuredEvidence
@@ -27,15 +28,10 @@ def gpu_json(gpu: Gpu) -> dict[str, Any]:
             "peaksTflops": {p.value: peak.tflops for p, peak in gpu.peaks.items()}}
 
 
-def deciding_assumption(estimate: object, facts: object) -> str | None:
-    """The assumption a verdict rests on, for the roofline view's tooltip: the estimate's own when
-    the engine names one, else the kernel's first (the engine lists the deciding assumption first);
-    None when the sizes came from the source."""
-    own = getattr(estimate, "deciding_assumption", None)
-    if isinstance(own, str) and own:
-        return own
-    assumptions = getattr(facts, "assumptions", None) or []
-    return str(assumptions[0]) if assumptions else None
+def deciding_assumption(facts: KernelFacts | None) -> str | None:
+    """The assumption a verdict rests on, for the roofline view's tooltip: the kernel's first (the
+    engine lists the deciding assumption first); None when the sizes came from the source."""
+    return facts.assumptions[0].text if facts is not None and facts.assumptions else None
 
 
 def judged_precision(estimate: Estimate) -> Precision | None:
@@ -45,7 +41,7 @@ def judged_precision(estimate: Estimate) -> Precision | None:
 
 
 def estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: MeasuredEvidence | None = None,
-                  facts: object = None) -> dict[str, Any]:
+                  facts: KernelFacts | None = None) -> dict[str, Any]:
     gpu = gpus.get(estimate.gpu)
     deciding = closest_precision(estimate)
     occupancy = estimate.occupancy
@@ -65,7 +61,7 @@ def estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: MeasuredEv
         "measured": measured_json(measured) if measured is not None else None,
         # the roofline view judges the point against this precision's roof and names what decides it
         "judgedBy": (judged.value if (judged := judged_precision(estimate)) is not None else None),
-        "decidingAssumption": deciding_assumption(estimate, facts),
+        "decidingAssumption": deciding_assumption(facts),
     }
 
 
@@ -87,7 +83,8 @@ def report_json(uri: str, report: KernelReport, gpus: dict[str, Gpu],
         "dramBytes": facts.dram_bytes,
         "ops": {p: getattr(facts.total, p) for p in ("fp64", "fp32", "fp16", "int32")},
         "uncertain": facts.uncertain,
-        "assumptions": list(facts.assumptions),
+        "assumptions": texts(facts.assumptions),
+        "assumptionRecords": records(facts.assumptions),
         "estimates": [estimate_json(e, gpus, found(name, e.gpu), facts) for e in report.estimates],
         "measuredElsewhere": [measured_json(m) for m in measured.unmatched(name)] if measured is not None else [],
     }
