@@ -3,26 +3,29 @@ a profiled kernel's result."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perflsp.analysis.notes import records, texts
 from perflsp.server.features.common import anchor_span, closest_precision, kernel_name, short_verdict
+from perflsp.server.json_types import JsonObject, JsonValue
 from perflsp.server.measured import measured_json
 
 if TYPE_CHECKING:
     from perflsp.analysis.models import Estimate, KernelFacts, KernelReport
     from perflsp.hardware.models import Gpu
     from perflsp.hardware.precision import Precision
+    from perflsp.profiling.mapping import KernelRef
     from perflsp.profiling.measured import MeasuredEvidence
     from perflsp.profiling.runner import KernelResult
     from perflsp.server.measured import SnapshotMeasured
 
 
-def json_value(value: object) -> object:
+def json_value(value: int | float | tuple[int, int, int] | None) -> JsonValue:
+    """A folded launch value as JSON (a dim3 as a list)."""
     return list(value) if isinstance(value, tuple) else value
 
 
-def gpu_json(gpu: Gpu) -> dict[str, Any]:
+def gpu_json(gpu: Gpu) -> JsonObject:
     return {"id": gpu.id, "name": gpu.name, "bandwidthGbs": gpu.memory_bandwidth_gbs,
             "ridges": {p.value: r for p, r in gpu.ridges().items()},
             "peaksTflops": {p.value: peak.tflops for p, peak in gpu.peaks.items()}}
@@ -41,7 +44,7 @@ def judged_precision(estimate: Estimate) -> Precision | None:
 
 
 def estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: MeasuredEvidence | None = None,
-                  facts: KernelFacts | None = None) -> dict[str, Any]:
+                  facts: KernelFacts | None = None) -> JsonObject:
     gpu = gpus.get(estimate.gpu)
     deciding = closest_precision(estimate)
     occupancy = estimate.occupancy
@@ -66,7 +69,7 @@ def estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: MeasuredEv
 
 
 def report_json(uri: str, report: KernelReport, gpus: dict[str, Gpu],
-                measured: SnapshotMeasured | None = None) -> dict[str, Any]:
+                measured: SnapshotMeasured | None = None) -> JsonObject:
     """A kernel for the roofline view; `measured` (SnapshotMeasured) adds the stored results."""
     kernel = report.kernel
     facts = report.facts
@@ -90,9 +93,15 @@ def report_json(uri: str, report: KernelReport, gpus: dict[str, Gpu],
     }
 
 
-def profile_result_json(result: KernelResult) -> dict[str, Any]:
+def matched_ref(result: KernelResult) -> KernelRef | None:
+    """The source kernel a profiled kernel was matched to, if any."""
     match = result.match
-    ref = match.ref if match is not None and match.status != "not_found" else None
+    return match.ref if match is not None and match.status != "not_found" else None
+
+
+def profile_result_json(result: KernelResult) -> JsonObject:
+    match = result.match
+    ref = matched_ref(result)
     evidence = result.evidence
     source = None
     if ref is not None and match is not None:  # (a reference comes with its match)
@@ -102,4 +111,5 @@ def profile_result_json(result: KernelResult) -> dict[str, Any]:
 
 
 
-__all__ = ["deciding_assumption", "estimate_json", "gpu_json", "json_value", "judged_precision", "profile_result_json", "report_json"]
+__all__ = ["deciding_assumption", "estimate_json", "gpu_json", "json_value", "judged_precision", "matched_ref",
+           "profile_result_json", "report_json"]
