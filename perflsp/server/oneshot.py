@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from lsprotocol import types as lsp
-from pygls.protocol import default_converter
 
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.server.analysis import Analyzer
 from perflsp.server.config import ResolvedConfig
 from perflsp.server.documents import Snapshot
 from perflsp.server.engine_adapter import lint_codes
+from perflsp.server.json_types import lsp_converter
 from perflsp.server.text import TextState
 
 
@@ -39,7 +39,7 @@ DiagnosticKey = tuple[object, int, int, int, int, int | None, str | None]  # cod
 def diagnostic_keys(diagnostics: Sequence[lsp.Diagnostic] | Sequence[Mapping[str, object]]) -> list[DiagnosticKey]:
     """Comparable form of LSP diagnostics (objects, or their JSON as the client received it)."""
     out: list[DiagnosticKey] = []
-    converter = default_converter()
+    converter = lsp_converter()
     for item in diagnostics:
         d = item if isinstance(item, lsp.Diagnostic) else converter.structure(item, lsp.Diagnostic)
         out.append((d.code, d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character,

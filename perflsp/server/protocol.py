@@ -139,15 +139,15 @@ class PerfProtocol(LanguageServerProtocol):
         method = data.get("method")
         if "method" not in data:
             if "error" in data:
-                from pygls.protocol.json_rpc import ResponseErrorMessage
-
                 # (its `id` may be null where RPCError's may not: pygls dispatches it as an error all the same)
-                return cast("RPCMessage", self._converter.structure(data, ResponseErrorMessage))
+                return cast("RPCMessage", self._converter.structure(data, types.ResponseErrorMessage))
             response_type = self._result_types.pop(data["id"], None) or JsonRPCResponseMessage
-            return self._converter.structure(data, response_type)
-        if "id" in data:
-            return self._converter.structure(data, self.get_message_type(method) or JsonRPCRequestMessage)
-        return self._converter.structure(data, self.get_message_type(method) or JsonRPCNotification)
+        elif "id" in data:
+            response_type = self.get_message_type(method) or JsonRPCRequestMessage
+        else:
+            response_type = self.get_message_type(method) or JsonRPCNotification
+        message: RPCMessage = self._converter.structure(data, response_type)
+        return message
 
     def structure_message(self, data: dict[str, Any]) -> object:
         return self._structure(data) if "jsonrpc" in data else data

@@ -27,7 +27,7 @@ from perflsp.kernels.models import CudaFunction, LaunchSite, OmpRegion
 from perflsp.server import analysis as server_analysis
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import kernel_name
-from perflsp.server.json_types import JsonObject
+from perflsp.server.json_types import JsonObject, lsp_json_object
 from perflsp.source.positions import Position
 
 if TYPE_CHECKING:
@@ -180,9 +180,7 @@ def _proposal_actions(ls: ServerContext, snap: Snapshot, item: CudaFunction | Om
 
 def code_action_json(snap: Snapshot, fix: Fix) -> JsonObject:
     """A fix as a code action in JSON (what `perflsp.askLaunchParameters` returns)."""
-    from pygls.protocol import default_converter
-
-    return default_converter().unstructure(_action(snap, fix, []))
+    return lsp_json_object(_action(snap, fix, []))
 
 
 def _overlaps(a: int, b: int, start: int, end: int) -> bool:

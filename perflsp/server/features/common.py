@@ -104,7 +104,7 @@ def verdict_message(report: KernelReport, estimate: Estimate, llm: AdvisorResult
     if fresh is not None:
         text = (f"`{name}` on {estimate.gpu}: measured {_kind(fresh.verdict)} ({measured_vs_ridge(fresh)}), "
                 f"{static}")
-    elif answer is not None and (answer.verdict != estimate.verdict or estimate.verdict == "uncertain"):
+    elif answer is not None and answer.verdict != estimate.verdict:  # (an answer is never "uncertain")
         text = (f"`{name}` is {_kind(answer.verdict)} on {estimate.gpu} according to {answer.label} "
                 f"(confidence {answer.confidence:.0%}), which disagrees with the static estimate: {static}")
     elif estimate.verdict == "uncertain":

@@ -11,7 +11,6 @@ import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import accumulate, compress, count
-from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
@@ -29,11 +28,8 @@ from perflsp.server.features.common import (
     to_range,
     verdict_message,
 )
-from perflsp.server.json_types import JsonObject, JsonValue
+from perflsp.server.json_types import JsonObject, JsonValue, lsp_json_object
 from perflsp.source.positions import Position
-
-if TYPE_CHECKING:
-    from cattrs import Converter
 
 SOURCE = "perflsp"
 # (the diagnostic's result object, the diagnostic, its JSON); the result object is compared by identity
@@ -117,7 +113,7 @@ class DiagnosticCache:
 
     def put(self, key: tuple[object, ...], owner: object, diagnostic: lsp.Diagnostic) -> JsonObject:
         """Keep `diagnostic` under `key`; its JSON."""
-        entry = (owner, diagnostic, _converter().unstructure(diagnostic))
+        entry = (owner, diagnostic, lsp_json_object(diagnostic))
         self._entries[key] = entry
         return entry[2]
 
@@ -134,19 +130,7 @@ class DiagnosticCache:
         """The JSON of a build's output (`diagnostics` is the list `build` returned)."""
         if self._built is not None and self._built[0] is diagnostics:
             return self._built[1]
-        return [_converter().unstructure(d) for d in diagnostics]
-
-
-_CONVERTER: Converter | None = None
-
-
-def _converter() -> Converter:
-    global _CONVERTER
-    if _CONVERTER is None:
-        from pygls.protocol import default_converter
-
-        _CONVERTER = default_converter()
-    return _CONVERTER
+        return [lsp_json_object(d) for d in diagnostics]
 
 
 def _json_objects(value: JsonValue) -> list[Mapping[str, JsonValue]]:
@@ -184,7 +168,7 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
         budget = lsp.Diagnostic(range=rng, message=note, severity=lsp.DiagnosticSeverity.Information, source=SOURCE,
                                 data={"kind": "budget", "unanalysed": len(snapshot.analysis.unanalysed)})
         out.append(budget)
-        out_json.append(_converter().unstructure(budget))
+        out_json.append(lsp_json_object(budget))
     findings = snapshot.analysis.findings
     memo_get = cache.memo_table().get
     for finding in findings:

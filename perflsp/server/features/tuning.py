@@ -30,7 +30,7 @@ from perflsp.analysis.fixes import EditError
 from perflsp.analysis.models import Fix
 from perflsp.kernels.models import CudaFunction, OmpRegion
 from perflsp.server.documents import Snapshot
-from perflsp.server.json_types import CommandArgument, JsonObject, JsonValue
+from perflsp.server.json_types import CommandArgument, JsonObject, JsonValue, lsp_json
 from perflsp.server.text import path_of
 from perflsp.server.tuning_state import TuningRun, TuningState
 from perflsp.tuning.cache import CacheError, TuningRecord, TuningStore, read_cache
@@ -337,10 +337,7 @@ async def tune_kernel(ls: ServerContext, arg: CommandArgument) -> JsonObject:
     if latest is not None:
         item = latest.kernel_named(name)
         if isinstance(item, CudaFunction):
-            from pygls.protocol import default_converter
-
-            actions = [default_converter().unstructure(a) for a in code_actions(ls, latest, [item])
-                       if a.edit is not None]
+            actions = [lsp_json(a) for a in code_actions(ls, latest, [item]) if a.edit is not None]
     return answer(status_, message, lsp.MessageType.Info, best=best[0], bestMs=best[1], currentMs=current_ms,
                   evaluations=evaluations, device=result.device_name, recorded=result.record.recorded,
                   strategy=result.strategy, stored=str(stored) if stored else None, notes=result.notes,
