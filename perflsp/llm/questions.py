@@ -363,6 +363,7 @@ def static_facts(facts: KernelFacts, estimate: Estimate, first_line: int, line_c
             assumptions=["no static verdict: judge from the code alone"],
             occupancy=occupancy,
         )
+
     def listing(note: Note) -> str:
         # a note about a line of the kernel names it by its listing line (the prompt must not
         # change when the kernel moves in its file)

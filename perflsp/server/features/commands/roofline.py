@@ -32,7 +32,7 @@ async def roofline_data(ls: ServerContext, arg: CommandArgument) -> JsonObject:
     kernels: list[JsonObject] = []
     skipped: list[dict[str, str]] = []
     open_uris = [u for u in ls.workers if only is None or u == only]
-    skipped += [{"path": str(path_of(u) or u), "reason": r} for u, r in getattr(ls, "refused", {}).items()
+    skipped += [{"path": str(path_of(u) or u), "reason": r} for u, r in ls.refused.items()
                 if only is None or u == only]
     for uri in open_uris:
         snap = await ls.snapshot(uri)
