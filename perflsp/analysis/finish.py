@@ -53,7 +53,7 @@ def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: s
     all_assumptions = assumptions + result.assumptions
     facts = KernelFacts(
         per_item=per_item, work_items=work_items, work_items_note=items_note, total=total,
-        dram_bytes=traffic.dram_bytes, dram_note=traffic.note, loops=result.loops,
+        dram_bytes=traffic.dram_bytes, dram_note=traffic.note, dram_remarks=traffic.remarks, loops=result.loops,
         assumptions=all_assumptions, evidence=evidence + result.notes, traffic=traffic,
     )
     if result.truncated:

@@ -88,6 +88,7 @@ class KernelFacts:
     total: OpCounts
     dram_bytes: float  # estimated DRAM traffic of one launch (after reuse and caching)
     dram_note: str
+    dram_remarks: tuple[str, ...] = ()  # of `dram_note`: what it adds beyond the figures (a floor assumed)
     loops: list[LoopFact] = field(default_factory=list)
     assumptions: list[Note] = field(default_factory=list)
     evidence: list[Note] = field(default_factory=list)

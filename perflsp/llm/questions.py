@@ -424,8 +424,7 @@ def unanalysed_callees(facts: KernelFacts) -> list[str]:
 def _dram_line(facts: KernelFacts) -> str:
     """The DRAM bytes the intensities divide by, and the engine's remarks (fits in L2, a floor);
     the footprint and per-warp figures behind them matter to an explanation, not to a verdict."""
-    remarks = facts.dram_note.split("; ")[1:]
-    return "; ".join([f"DRAM: about {_bytes(facts.dram_bytes)} moved", *remarks])
+    return "; ".join([f"DRAM: about {_bytes(facts.dram_bytes)} moved", *facts.dram_remarks])
 
 
 def _bytes(value: float) -> str:

@@ -199,3 +199,14 @@ def test_a_note_is_merged_by_its_kind_not_by_its_wording(tmp_path):
     q = question_for(found, found.estimates[0], GPU, data, kernels, tree=tree)
     assert "calls not analysed (definitions not visible): `hidden`" in q.static.evidence
     assert "call to `fake` not analysed (definition not visible)" in q.static.evidence
+
+
+def test_a_verdict_question_quotes_the_dram_remarks_from_the_facts(tmp_path):
+    text = ("__global__ void k(float *x)\n{\n  x[threadIdx.x] = 1.0f;\n}\n"
+            "int main() { float *x; k<<<1, 32>>>(x); }\n")
+    q, report, _ = question(tmp_path / "a.cu", "k", text)
+    facts = report.facts
+    (floor,) = facts.dram_remarks  # 128 B written: below the per-launch floor
+    assert floor.startswith("at least") and facts.dram_note.endswith("; " + floor)
+    (dram,) = [e for e in q.static.evidence if e.startswith("DRAM: ")]
+    assert dram.startswith("DRAM: about ") and dram.endswith("; " + floor)
