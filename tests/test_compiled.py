@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from perflsp.analysis.notes import texts
 from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import FileAnalysis, prepare_file
 from perflsp.compiled.build import CompileCache, CompileFailure, CompileRequest, cache_key, compile_unit
@@ -181,7 +182,7 @@ def test_the_precision_a_mixed_expression_runs_in_is_the_compiled_one(tmp_path, 
     assert slip.per_item.fp64 == pytest.approx(1.0)
     assert slip.per_item.fp32 == 0.0
     assert slip.per_item.int32 == pytest.approx(4.0)  # IMAD, ISETP, 2 × IMAD.WIDE
-    assert "operations counted in the compiled code" in slip.evidence[0]
+    assert "operations counted in the compiled code" in texts(slip.evidence)[0]
     # SASS: the 64-trip loop unrolled completely: 64 FFMA (128 FLOP), IMAD, 2 × IMAD.WIDE
     chain = reports["chain"].facts
     assert chain.per_item.fp32 == pytest.approx(128.0)
@@ -201,7 +202,7 @@ def test_an_unrolled_runtime_loop_runs_its_source_trips_at_the_main_loops_cost(t
     # tests after it, LEA + LEA.HI.X for the store: 48 (one more counted: the 8x copy's step,
     # on the loop's header line)
     assert 46 <= facts.per_item.int32 <= 52
-    tied = next(line for line in facts.evidence if "compiled code" in line)
+    tied = next(line for line in texts(facts.evidence) if "compiled code" in line)
     assert "1 of 3 loops tied" not in tied and "loops tied to source loops" in tied
 
 
@@ -251,7 +252,7 @@ def test_an_openmp_region_counts_its_loop_body_per_iteration(tmp_path, compiler)
         """))
     (report,) = analyse(source, compiler).values()
     facts = report.facts
-    assert "operations counted in the compiled code" in facts.evidence[0]
+    assert "operations counted in the compiled code" in texts(facts.evidence)[0]
     # one FFMA per iteration; the runtime's set-up is spread over the iterations of a thread
     assert facts.per_item.fp32 == pytest.approx(2.0, rel=0.05)
     assert facts.per_item.fp64 == 0.0
@@ -267,7 +268,7 @@ def test_without_a_toolchain_the_source_engine_answers_and_says_why(tmp_path):
         other = with_none[name]
         assert other.estimates[0].verdict == report.estimates[0].verdict
         assert other.facts.per_item == report.facts.per_item
-        assert any(line.startswith("not compiled (no nvcc") for line in other.facts.evidence)
+        assert any(line.startswith("not compiled (no nvcc") for line in texts(other.facts.evidence))
 
 
 def test_a_compile_error_is_named_and_the_source_engine_answers(tmp_path, compiler):
@@ -279,7 +280,7 @@ def test_a_compile_error_is_named_and_the_source_engine_answers(tmp_path, compil
         compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
     reports = analyse(source, compiler)
     assert reports["half_scale"].estimates[0].verdict in ("compute", "bandwidth")
-    assert any("not compiled (nvcc failed" in line for line in reports["half_scale"].facts.evidence)
+    assert any("not compiled (nvcc failed" in line for line in texts(reports["half_scale"].facts.evidence))
 
 
 def test_missing_header_named_by_either_compiler():

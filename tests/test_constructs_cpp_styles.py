@@ -7,6 +7,8 @@ from pathlib import Path
 
 from test_constructs import analyse
 
+from perflsp.analysis.notes import texts
+
 # a CUDA class: members allocated in the constructor, templated kernels launched from methods
 
 CUDA_CLASS_SRC = """
@@ -128,7 +130,7 @@ def test_templated_kernels_launched_from_a_class_read_its_member_arrays():
     # `T` is the launching method's own parameter: assumed float, and the FMA is FP32 work
     assert (triad.global_loads, triad.global_stores) == (2, 1)
     assert triad.fp32 == 2 and triad.fp64 == 0
-    assert any("template type `T` of the launching code" in a for a in reports["triad_kernel"].facts.assumptions)
+    assert any("template type `T` of the launching code" in a for a in texts(reports["triad_kernel"].facts.assumptions))
     dot = reports["dot_kernel"].facts.per_item
     assert dot.global_loads > 1 and dot.fp32 > 1  # a grid-stride loop over the production size
 
@@ -279,8 +281,8 @@ def test_omp_regions_over_member_arrays_of_a_class_declared_in_a_header(tmp_path
         assert report.estimates[0].verdict == "bandwidth", name
         # a member size is an unknown problem size: production scale, not one work item
         assert report.facts.work_items >= 1 << 20, name
-        assert any(a.startswith("problem size unknown") for a in report.facts.assumptions), name
-    assert any("template type `T` of the enclosing code: assumed float" in a for a in reports["copy"].facts.assumptions)
+        assert any(a.startswith("problem size unknown") for a in texts(report.facts.assumptions)), name
+    assert any("template type `T` of the enclosing code: assumed float" in a for a in texts(reports["copy"].facts.assumptions))
     copy = reports["copy"].facts.per_item
     assert (copy.global_loads, copy.global_stores) == (1, 1)
     assert (copy.global_load_bytes, copy.global_store_bytes) == (4, 4)  # `T *` of the class template: float
@@ -494,5 +496,5 @@ def test_a_grid_stride_loop_after_a_bounds_guard_runs_over_the_production_size()
     report = _by_name(analyse(GUARDED_GRID_STRIDE_SRC))["sequence"]
     per = report.facts.per_item
     assert per.global_stores > 4  # the loop runs, not once per thread
-    assert any("grid-stride loop over an unknown size" in a for a in report.facts.assumptions)
+    assert any("grid-stride loop over an unknown size" in a for a in texts(report.facts.assumptions))
     assert report.estimates[0].verdict == "bandwidth"

@@ -4,6 +4,7 @@ unit of its folder (compiled with `-rdc`, declared in a shared header). Small pr
 from pathlib import Path
 
 from perflsp.analysis.models import KernelReport
+from perflsp.analysis.notes import texts
 from tests.engine_reports import kernel_reports
 
 
@@ -48,10 +49,10 @@ def test_device_function_of_another_translation_unit_is_inlined(tmp_path):
     assert facts.per_item.global_loads == 2 and facts.per_item.global_stores == 2
     assert facts.per_item.int32 > 64 * 5
     assert report.estimates[0].verdict == "compute"
-    assert not any("`mix` not analysed" in e for e in facts.evidence)
+    assert not any("`mix` not analysed" in e for e in texts(facts.evidence))
     # an unsaved buffer has no folder: the call stays unknown, says so, and the kernel is uncertain
     alone = analyse(KERNEL)["hash_pairs"]
-    assert any("`mix` not analysed" in e for e in alone.facts.evidence)
+    assert any("`mix` not analysed" in e for e in texts(alone.facts.evidence))
     assert alone.estimates[0].verdict == "uncertain"
 
 
@@ -100,10 +101,10 @@ def test_helper_marked_through_a_macro_the_kernel_file_does_not_see_is_inlined(t
     source = tmp_path / "kernels.h"
     source.write_text(PORTABLE_KERNEL)
     facts = analyse(PORTABLE_KERNEL, source)["scramble"].facts
-    assert not any("`step` not analysed" in e for e in facts.evidence)
+    assert not any("`step` not analysed" in e for e in texts(facts.evidence))
     assert facts.per_item.int32 > 32  # 32 rounds of a multiply-add, a shift and an xor
     alone = analyse(PORTABLE_KERNEL)["scramble"].facts
-    assert any("`step` not analysed" in e for e in alone.evidence)
+    assert any("`step` not analysed" in e for e in texts(alone.evidence))
     assert alone.per_item.int32 < 16
 
 

@@ -3,6 +3,7 @@ the grid a kernel spans through its helpers, template values of helper calls, an
 parameters read as the extent the threads cover. Small programs written for the test."""
 
 
+from perflsp.analysis.notes import texts
 from tests.engine_reports import kernel_reports
 
 
@@ -47,7 +48,7 @@ def test_helper_template_values_written_as_macro_names_are_folded():
     facts = analyse(TEMPLATE_HELPER_SRC)["tiles"].facts
     (loop,) = facts.loops
     assert (loop.trip_count, loop.origin) == (4, "constant")
-    assert not any("assumed 32" in a for a in facts.assumptions)
+    assert not any("assumed 32" in a for a in texts(facts.assumptions))
 
 
 SIZE_PARAMETER_SRC = """
@@ -83,7 +84,7 @@ def test_size_parameter_that_bounds_the_thread_index_is_the_launch_extent():
     (loop,) = search.loops
     # one consistent problem: the loop runs over the n elements the grid covers, not 32
     assert loop.trip_count == search.work_items and loop.origin == "assumed"
-    assert any("`n` bounds the thread index" in a for a in search.assumptions)
+    assert any("`n` bounds the thread index" in a for a in texts(search.assumptions))
     # every thread scans the whole array, which stays in cache: compute-bound at production size
     assert reports["first_above"].estimates[0].verdict == "compute"
     # a streaming kernel guarded the same way stays bandwidth-bound
@@ -103,7 +104,7 @@ int main() {
     facts = analyse(src)["first_above"].facts
     (loop,) = facts.loops
     assert loop.trip_count == 1000
-    assert not any("bounds the thread index" in a for a in facts.assumptions)
+    assert not any("bounds the thread index" in a for a in texts(facts.assumptions))
 
 
 ARRAY_MEMBER_SRC = """
@@ -147,7 +148,7 @@ def test_block_stride_loop_size_is_what_the_loop_covers():
     assert outer.origin == "assumed" and outer.trip_count == 32
     # n is what 32 strides of a 256-thread block cover: the inner loop runs over all of it
     assert inner.trip_count == 32 * 256
-    assert any("`n` bounds the thread index" in a for a in facts.assumptions)
+    assert any("`n` bounds the thread index" in a for a in texts(facts.assumptions))
 
 
 def _traffic(src: str, name: str):

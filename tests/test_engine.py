@@ -3,6 +3,7 @@
 import pytest
 
 from perflsp.analysis.engine import AnalysisOptions, analyze
+from perflsp.analysis.notes import texts
 from perflsp.analysis.roofline import Precision
 from perflsp.hardware import load_database
 from perflsp.kernels.extract import extract
@@ -41,18 +42,18 @@ def test_saxpy_is_bandwidth_bound_with_exact_counts():
     (est,) = k.estimates
     assert est.verdict == "bandwidth" and est.deciding is None
     assert est.intensity[Precision.FP32] < 1
-    assert any("FP32" in line and "ridge" in line for line in est.evidence)
+    assert any("FP32" in line and "ridge" in line for line in texts(est.evidence))
 
 
 def test_program_arguments_size_the_launch():
     """Without argv the launch shape is an assumption; with it, the grid folds."""
     (unknown,) = run(SAXPY).kernels
     assert unknown.facts.work_items == pytest.approx(1 << 24)  # the assumed production size
-    assert unknown.facts.assumptions[0].startswith("problem size unknown: assumed large")
-    assert any("launch shape" in a or "grid" in a for a in unknown.facts.assumptions)
+    assert texts(unknown.facts.assumptions)[0].startswith("problem size unknown: assumed large")
+    assert any("launch shape" in a or "grid" in a for a in texts(unknown.facts.assumptions))
     (known,) = run(SAXPY, AnalysisOptions(argv=("4096",))).kernels
     assert known.facts.work_items == 4096
-    assert not any("grid" in a for a in known.facts.assumptions)
+    assert not any("grid" in a for a in texts(known.facts.assumptions))
 
 
 def test_fp64_heavy_kernel_is_compute_bound_on_the_fp64_ridge():
@@ -153,7 +154,7 @@ void f(int n, float *a) {
     (k,) = run(src).kernels
     (est,) = k.estimates
     assert est.verdict == "uncertain"
-    assert est.evidence and "statement" in est.evidence[0]
+    assert texts(est.evidence) and "statement" in texts(est.evidence)[0]
 
 
 def test_every_assumption_is_named():
@@ -166,7 +167,7 @@ __global__ void k(const float *a, float *b, int iters) {
 }
 """
     (k,) = run(src).kernels
-    text = " | ".join(k.facts.assumptions)
+    text = " | ".join(texts(k.facts.assumptions))
     assert "iters" in text and "assumed" in text
     assert "launch" in text
 

@@ -5,6 +5,7 @@ import pytest
 
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.engine import AnalysisOptions, analyze
+from perflsp.analysis.notes import texts
 from perflsp.analysis.options import DEFAULT_OPTIONS
 from perflsp.analysis.report import check_document, verdict_summary
 from perflsp.analysis.roofline import Precision
@@ -37,7 +38,7 @@ __global__ void scale(float *y, const float *x, float a, int n) {
 def test_streaming_kernel_without_a_launch_is_bandwidth_bound_at_production_scale():
     k = kernel(SCALE, "scale")
     assert k.facts.work_items == pytest.approx(1 << 24)
-    assert k.facts.assumptions[0].startswith("problem size unknown: assumed large")
+    assert texts(k.facts.assumptions)[0].startswith("problem size unknown: assumed large")
     # every element of the launch counted once: one float read and one written per thread
     assert k.facts.traffic.footprint_bytes == pytest.approx(8 * (1 << 24), rel=0.01)
     for est in k.estimates:
@@ -115,7 +116,7 @@ int main() { float *x, *y; cudaMalloc(&x, 4096 * 4); cudaMalloc(&y, 4096 * 4);
 """
     k = kernel(src, "scale")
     assert k.facts.work_items == 4096
-    assert not any(a.startswith("problem size unknown") for a in k.facts.assumptions)
+    assert not any(a.startswith("problem size unknown") for a in texts(k.facts.assumptions))
 
 
 def test_reads_are_the_same_on_every_gpu_and_the_ridges_differ():
@@ -140,7 +141,7 @@ void run(const float *in, float *out, int width, int blocks) {
 """
     (k,) = run(src).kernels
     assert k.facts.work_items == pytest.approx(1 << 24, rel=0.01)
-    assert k.facts.assumptions[0].startswith("problem size unknown: assumed large")
+    assert texts(k.facts.assumptions)[0].startswith("problem size unknown: assumed large")
     assert all(e.verdict == "bandwidth" for e in k.estimates)
 
 
@@ -334,8 +335,8 @@ __global__ void vec(const float4 *x, int2 *p, double2 *d, half2 *h, float *y, in
 }
 """
     k = kernel(src, "vec")
-    assert not [a for a in k.facts.assumptions if "is not defined" in a], k.facts.assumptions
+    assert not [a for a in texts(k.facts.assumptions) if "is not defined" in a], texts(k.facts.assumptions)
     assert k.facts.per_item.global_load_bytes >= 16  # a float4 read is 16 bytes
     # a name that only looks like a float type is still an assumption, said so
     guessed = kernel(src.replace("float4 v = x[i];", "real_t s = 1; float4 v = x[i];"), "vec")
-    assert any("`real_t` is not defined" in a for a in guessed.facts.assumptions)
+    assert any("`real_t` is not defined" in a for a in texts(guessed.facts.assumptions))

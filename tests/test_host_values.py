@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from perflsp.analysis.engine import AnalysisOptions
 from perflsp.analysis.models import KernelReport
+from perflsp.analysis.notes import texts
 from perflsp.kernels.extract import extract
 from perflsp.kernels.program import ProgramModel
 from perflsp.source.parser import parse
@@ -30,7 +31,7 @@ def trips(report: KernelReport) -> dict[str, float]:
 
 
 def unknown_trips(report: KernelReport) -> list[str]:
-    return [a for a in report.facts.assumptions if "trip count of the" in a]
+    return [a for a in texts(report.facts.assumptions) if "trip count of the" in a]
 
 
 # control flow of the host code: branches whose condition folds, loops on their first pass ------
@@ -106,7 +107,7 @@ def test_without_program_arguments_the_host_code_s_defaults_are_assumed_and_said
     assert launch_args(BRANCHES, "k")[2:4] == [1 << 21, 8]
     report = next(r for r in reports(BRANCHES) if r.kernel.name == "k")
     assert trips(report) == {"r": 8, "w": 3}
-    assert any("run without arguments" in a for a in report.facts.assumptions)
+    assert any("run without arguments" in a for a in texts(report.facts.assumptions))
     # a value read from argv without a default stays unknown (production size), and a kernel
     # whose sizes do not depend on the arguments says nothing about them
     src = """
@@ -124,7 +125,7 @@ int main(int argc, char **argv) {
     assert launch_args(src, "k")[1] is None
     by_name = {r.kernel.name: r for r in reports(src)}
     assert unknown_trips(by_name["k"])
-    assert not any("run without arguments" in a for a in by_name["c"].facts.assumptions)
+    assert not any("run without arguments" in a for a in texts(by_name["c"].facts.assumptions))
 
 
 # the editor's case (no program arguments): launches fold with what their callers pass ----------
@@ -154,7 +155,7 @@ def test_without_program_arguments_a_launch_takes_its_callers_arguments():
     (report,) = [r for r in reports(CALLER) if r.kernel.name == "smooth"]
     assert trips(report) == {"t": 9}
     assert report.facts.work_items == 1 << 22
-    assert not any("problem size unknown" in a for a in report.facts.assumptions)
+    assert not any("problem size unknown" in a for a in texts(report.facts.assumptions))
 
 
 # file-scope variables that keep their initial value ----------------------------------------------

@@ -4,6 +4,7 @@ space. Small programs of our own."""
 from pathlib import Path
 
 from perflsp.analysis.models import KernelReport
+from perflsp.analysis.notes import texts
 from perflsp.kernels.models import OmpRegion
 from tests.engine_reports import reports
 
@@ -41,11 +42,11 @@ def test_regions_inline_the_plain_functions_they_call():
     declared, implicit = analyse(DECLARE_TARGET_SRC)
     # `rate`: sqrt, pow, a division and the multiplies, all in double; its macro folded
     assert declared.facts.per_item.fp64 > 100
-    assert not any("not analysed" in e for e in declared.facts.evidence)
+    assert not any("not analysed" in e for e in texts(declared.facts.evidence))
     assert declared.estimates[0].verdict == "compute"  # FP64 math per 16 bytes streamed
     # `clampf`, implicitly a device function (no declare target): one FMA, a compare
     assert implicit.facts.per_item.fp32 == 2
-    assert not any("not analysed" in e for e in implicit.facts.evidence)
+    assert not any("not analysed" in e for e in texts(implicit.facts.evidence))
     assert implicit.estimates[0].verdict == "bandwidth"
 
 
@@ -69,7 +70,7 @@ def test_regions_inline_functions_of_local_headers(tmp_path):
     source.write_text(HEADER_USER)
     (report,) = analyse(HEADER_USER, source)
     assert report.facts.per_item.fp32 == 3  # a multiply and an FMA
-    assert not any("not analysed" in e for e in report.facts.evidence)
+    assert not any("not analysed" in e for e in texts(report.facts.evidence))
 
 
 SIBLING_DEFINITION = """
@@ -104,7 +105,7 @@ def test_regions_inline_declare_target_functions_of_other_sources_of_the_folder(
     # an unsaved buffer has no folder: the call stays unknown, and says so
     (alone,) = analyse(SIBLING_USER)
     assert alone.facts.per_item.fp64 == 0
-    assert any("`attenuation` not analysed" in e for e in alone.facts.evidence)
+    assert any("`attenuation` not analysed" in e for e in texts(alone.facts.evidence))
 
 
 # regions without a worksharing loop ------------------------------------------------------------
@@ -170,7 +171,7 @@ def test_every_thread_of_every_team_runs_a_parallel_block():
     assert by_size.facts.uncertain is None
     assert by_size.facts.work_items == 1 << 24
     assert (by_size.facts.per_item.global_loads, by_size.facts.per_item.global_stores) == (1, 1)
-    assert by_size.facts.assumptions[0].startswith("problem size unknown")
+    assert texts(by_size.facts.assumptions)[0].startswith("problem size unknown")
     assert by_size.estimates[0].verdict == "bandwidth"
 
 

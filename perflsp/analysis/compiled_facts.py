@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.finish import calibrated
 from perflsp.analysis.models import OpCounts
+from perflsp.analysis.notes import Note, NoteKind, NoteSource
 from perflsp.compiled.counts import DynamicCounts, dynamic_counts
 from perflsp.compiled.model import CompiledFunction, CompiledSource, CompiledUnit
 from perflsp.compiled.profile import SourceProfile
@@ -82,25 +83,28 @@ def compiled_per_item(source: OpCounts, compiled: CompiledCounts, threads: float
 
 
 def operations(source: OpCounts, fixed_ints: float, cost: CostModel, compiled: CompiledUnit | None,
-               function: CompiledFunction | None, profile: SourceProfile | None, notes: list[str], *,
+               function: CompiledFunction | None, profile: SourceProfile | None, notes: list[Note], *,
                threads: float, work_items: float, parallel_trips: float | None = None,
                shift: tuple[str, int] | None = None, edited_since: bool = False,
-               missing: str = "") -> tuple[OpCounts, str | None]:
+               missing: str = "") -> tuple[OpCounts, Note | None]:
     """A kernel's per-item operations: the compiled code's where it has the kernel (and the
     evidence line saying so), else the source walk's (with the reason in `notes`)."""
     if compiled is not None and function is not None and profile is not None:
         counted = count_compiled(compiled, function, profile, parallel_trips, shift)
-        notes.extend(counted.dynamic.notes)
+        notes.extend(Note(NoteKind.COMPILED_COUNTS, NoteSource.COMPILED, note) for note in counted.dynamic.notes)
         return compiled_per_item(source, counted, threads, work_items), compiled_evidence(counted)
     if edited_since:
-        notes.append("edited since the file was compiled: operations estimated from the source until the next compile")
+        notes.append(Note(NoteKind.SOURCE_COUNTS, NoteSource.SOURCE,
+                          "edited since the file was compiled: operations estimated from the source until the next compile"))
     elif compiled is not None:
-        notes.append(f"the compiled code has no {missing}: operations estimated from the source")
+        notes.append(Note(NoteKind.SOURCE_COUNTS, NoteSource.SOURCE,
+                          f"the compiled code has no {missing}: operations estimated from the source"))
     return calibrated(source, cost, fixed_ints), None
 
 
-def compiled_evidence(compiled: CompiledCounts) -> str:
+def compiled_evidence(compiled: CompiledCounts) -> Note:
     d = compiled.dynamic
     tied = f", {d.matched} of {d.loops} loops tied to source loops" if d.loops else ""
-    return (f"operations counted in the compiled code ({compiled.compiler}, {compiled.arch}, "
-            f"function {compiled.function.name}{tied})")
+    return Note(NoteKind.COMPILED_COUNTS, NoteSource.COMPILED,
+                f"operations counted in the compiled code ({compiled.compiler}, {compiled.arch}, "
+                f"function {compiled.function.name}{tied})", subject=compiled.function.name)

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from perflsp.analysis.notes import Note, NoteKind, assumed
+
 Kind = Literal["f64", "f32", "f16", "int", "bool", "void", "struct", "unknown"]
 
 
@@ -176,7 +178,7 @@ def guessed_float_type(name: str) -> CType | None:
     return F64 if word in ("double", "real") else F32
 
 
-def guessed_type_notes(text: str, aliases: dict[str, CType]) -> list[str]:
+def guessed_type_notes(text: str, aliases: dict[str, CType]) -> list[Note]:
     """Assumptions for the unresolved floating-point type names that `text` uses as types."""
     notes = []
     for name in sorted(set(re.findall(r"\b([A-Za-z_]\w*)\s*(?:[*&]|\s[A-Za-z_(]|>)", text))):
@@ -185,7 +187,8 @@ def guessed_type_notes(text: str, aliases: dict[str, CType]) -> list[str]:
         guessed = guessed_float_type(name)
         if guessed is not None:
             kind = "double" if guessed.kind == "f64" else "float"
-            notes.append(f"type `{name}` is not defined in any source or header found: assumed {kind} (from its name)")
+            notes.append(assumed(NoteKind.GUESSED_TYPE, f"type `{name}` is not defined in any source or header found: "
+                                 f"assumed {kind} (from its name)", subject=name))
     return notes
 
 

@@ -17,6 +17,7 @@ from perflsp.analysis.finish import Extents, count_text, dims_text, finish, unce
 from perflsp.analysis.host_types import class_member_types, host_types
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import KernelFacts
+from perflsp.analysis.notes import Note, NoteKind, assumed, problem_size_unknown
 from perflsp.analysis.unit import AnalysisUnit
 from perflsp.analysis.walk_values import Callee, LaunchShape, Val
 from perflsp.analysis.walker import KernelWalker
@@ -52,7 +53,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     options = unit.options
     cost = options.cost
     site = _choose_site(unit, kernel, launches)
-    assumptions: list[str] = []
+    assumptions: list[Note] = []
     arguments_read = assumed_reads()
     grid, block = _launch_shape(unit, site, assumptions)
     callee = unit.function_node(kernel)
@@ -102,7 +103,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     shared_bytes = int(result.shared_bytes)
     if site is not None and site.shared_mem_bytes is not None and isinstance(site.shared_mem_bytes.value, (int, float)):
         shared_bytes += int(site.shared_mem_bytes.value)
-    assumptions.extend(assumed_notes(arguments_read))
+    assumptions.extend(assumed(NoteKind.PROGRAM_ARGUMENTS, note) for note in assumed_notes(arguments_read))
     facts = finish(cost, per_item, work_items, items_note, result, assumptions, "tx", extents,
                     sizes_assumed=not shape_known, one_item_expected=shape_known, data_offsets=True,
                     compiled=compiled_note is not None)
@@ -181,7 +182,7 @@ _PRODUCTION_BLOCKS = {1: (256.0, 1.0, 1.0), 2: (16.0, 16.0, 1.0), 3: (8.0, 8.0, 
 
 def production_shape(kernel_text: str, grid: tuple[float, float, float] | None,
                      block: tuple[float, float, float] | None, threads: float
-                     ) -> tuple[tuple[float, float, float], tuple[float, float, float], str]:
+                     ) -> tuple[tuple[float, float, float], tuple[float, float, float], Note]:
     """The launch shape assumed when the source cannot say it: production scale, `threads`
     threads over the grid axes the kernel reads (data well beyond L2), and a common block
     shape over the block axes it reads. An axis the kernel never reads gets one block (or
@@ -207,18 +208,18 @@ def production_shape(kernel_text: str, grid: tuple[float, float, float] | None,
                 dims[axis] = max(1.0, round(extent / block[axis]))
         grid = (dims[0], dims[1], dims[2])
     total = math.prod(grid) * math.prod(block)
-    note = (f"problem size unknown: assumed large ({count_text(total)} threads, {dims_text(grid)} blocks × {dims_text(block)}), "
-            "data beyond L2")
+    note = problem_size_unknown(f"{count_text(total)} threads, {dims_text(grid)} blocks × {dims_text(block)}", total,
+                                "threads")
     return grid, block, note
 
 
-def _launch_shape(unit: AnalysisUnit, site: LaunchSite | None, assumptions: list[str]
+def _launch_shape(unit: AnalysisUnit, site: LaunchSite | None, assumptions: list[Note]
                   ) -> tuple[tuple[float, float, float] | None, tuple[float, float, float] | None]:
     override = unit.options.launch_override
     if override is not None:
         return tuple(float(x) for x in override[0]), tuple(float(x) for x in override[1])  # type: ignore[return-value]
     if site is None:
-        assumptions.append("no launch site in this file: launch shape unknown")
+        assumptions.append(assumed(NoteKind.LAUNCH_SHAPE, "no launch site in this file: launch shape unknown"))
         return None, None
     grid = block = None
     if unit.kernels.has_launch(site):
@@ -228,9 +229,11 @@ def _launch_shape(unit: AnalysisUnit, site: LaunchSite | None, assumptions: list
     grid = grid or (site.grid.value if isinstance(site.grid.value, tuple) else None)
     block = block or (site.block.value if isinstance(site.block.value, tuple) else None)
     if grid is None:
-        assumptions.append(f"grid `{site.grid.text}` unknown ({site.grid.reason})")
+        assumptions.append(assumed(NoteKind.LAUNCH_SHAPE, f"grid `{site.grid.text}` unknown ({site.grid.reason})",
+                                   subject="grid"))
     if block is None:
-        assumptions.append(f"block `{site.block.text}` unknown ({site.block.reason})")
+        assumptions.append(assumed(NoteKind.LAUNCH_SHAPE, f"block `{site.block.text}` unknown ({site.block.reason})",
+                                   subject="block"))
     if grid is None or block is None:
         return None, (tuple(float(x) for x in block) if block else None)  # type: ignore[return-value]
     return tuple(float(x) for x in grid), tuple(float(x) for x in block)  # type: ignore[return-value]
@@ -253,7 +256,7 @@ def _template_env(unit: AnalysisUnit, site: LaunchSite | None) -> ConstEnv:
 
 
 def _bind_template(model: ProgramModel, kernel: CudaFunction, site: LaunchSite | None, aliases: dict[str, CType],
-                   assumptions: list[str], env: ConstEnv) -> dict[str, float]:
+                   assumptions: list[Note], env: ConstEnv) -> dict[str, float]:
     values: dict[str, float] = {}
     args = list(site.template_args) if site is not None else []
     if kernel.specialization_args:
@@ -267,13 +270,17 @@ def _bind_template(model: ProgramModel, kernel: CudaFunction, site: LaunchSite |
                 # `k<T><<<...>>>(...)` from a templated method: T is the launcher's own parameter,
                 # instantiated elsewhere (`template class Stream<float>;`)
                 aliases[param.name] = F32
-                assumptions.append(f"template type `{arg.strip()}` of the launching code: assumed float")
+                assumptions.append(assumed(NoteKind.TEMPLATE_ARGUMENT,
+                                           f"template type `{arg.strip()}` of the launching code: assumed float",
+                                           subject=arg.strip()))
             elif arg is not None:
                 type_text = model.expand(arg, env).strip()
                 aliases[param.name] = parse_type(type_text or arg, aliases)
             else:
                 aliases[param.name] = F32
-                assumptions.append(f"template type `{param.name}` not visible at a launch site: assumed float")
+                assumptions.append(assumed(NoteKind.TEMPLATE_ARGUMENT,
+                                           f"template type `{param.name}` not visible at a launch site: assumed float",
+                                           subject=param.name))
         elif param.kind == "value":
             value = model.evaluate(arg, env) if arg is not None else None
             if isinstance(value, (int, float)):
@@ -281,7 +288,8 @@ def _bind_template(model: ProgramModel, kernel: CudaFunction, site: LaunchSite |
                 # later parameters' defaults may name earlier ones (`int B, int T = B / 2`)
                 env = model.scoped({param.name: value}, env)
             else:
-                assumptions.append(f"template value `{param.name}` unknown")
+                assumptions.append(assumed(NoteKind.TEMPLATE_ARGUMENT, f"template value `{param.name}` unknown",
+                                           subject=param.name))
     return values
 
 

@@ -27,6 +27,7 @@ from perflsp.analysis.cuda_facts import cuda_facts, production_shape
 from perflsp.analysis.estimate import estimate_for_gpu
 from perflsp.analysis.finish import uncertain_facts
 from perflsp.analysis.models import FileReport, KernelFacts, KernelReport
+from perflsp.analysis.notes import Note, NoteKind, NoteSource
 from perflsp.analysis.omp_facts import omp_facts
 from perflsp.analysis.options import DEFAULT_OPTIONS, AnalysisOptions, Dim3
 from perflsp.analysis.unit import AnalysisUnit
@@ -80,10 +81,12 @@ def analyze_kernel(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, gpus: S
             by_arch[key] = _kernel_facts(unit, kernel, launches, compiled.unit(key) if compiled is not None else None)
             failure = compiled.failure(arch) if compiled is not None and key is None else None
             if failure:
-                by_arch[key][0].evidence.append(f"not compiled ({failure}): operations estimated from the source")
+                by_arch[key][0].evidence.append(Note(NoteKind.SOURCE_COUNTS, NoteSource.SOURCE,
+                                                     f"not compiled ({failure}): operations estimated from the source"))
         if compiled is not None and gpu is not None and arch is None and compiled.units:
-            note = (f"{gpu.name}: compiled facts cover NVIDIA architectures; the source engine's estimate judges "
-                    "this GPU")
+            note = Note(NoteKind.SOURCE_COUNTS, NoteSource.SOURCE,
+                        f"{gpu.name}: compiled facts cover NVIDIA architectures; the source engine's estimate judges "
+                        "this GPU", subject=gpu.name)
             if note not in by_arch[key][0].evidence:
                 by_arch[key][0].evidence.append(note)
         chosen.append(by_arch[key])

@@ -6,6 +6,7 @@ import math
 
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.models import Estimate, KernelFacts, _fmt
+from perflsp.analysis.notes import Note, NoteKind, NoteSource
 from perflsp.analysis.roofline import ROOFLINE_PRECISIONS, Precision, classify
 from perflsp.hardware.models import Gpu
 from perflsp.hardware.occupancy import OccupancyInputError, OccupancyResult, occupancy
@@ -23,7 +24,8 @@ def estimate_for_gpu(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None
     ridges = gpu.ridges()
     precisions = _precisions(facts, gpu, ridges)
     if facts.uncertain is not None:
-        return Estimate(gpu.name, "uncertain", None, 0.0, {}, ridges, None, None, [facts.uncertain],
+        return Estimate(gpu.name, "uncertain", None, 0.0, {}, ridges, None, None,
+                        [Note(NoteKind.UNCERTAIN, NoteSource.SOURCE, facts.uncertain)],
                         "the engine could not analyse this kernel", "static")
     dram = dram_bytes_on(facts, gpu, cost or CostModel())
     intensity = {p: facts.total.ops(p) / dram for p in precisions}
@@ -75,8 +77,9 @@ def _precisions(facts: KernelFacts, gpu: Gpu, ridges: dict[Precision, float]) ->
 
 
 def _evidence(facts: KernelFacts, intensity: dict[Precision, float], ridges: dict[Precision, float],
-              precisions: tuple[Precision, ...] = ROOFLINE_PRECISIONS) -> list[str]:
+              precisions: tuple[Precision, ...] = ROOFLINE_PRECISIONS) -> list[Note]:
     lines = []
+    counted = NoteSource.COMPILED if facts.operations == "compiled" else NoteSource.SOURCE
     for p in precisions:
         ops = facts.total.ops(p)
         if ops <= 0 and p != Precision.FP32:
@@ -84,7 +87,10 @@ def _evidence(facts: KernelFacts, intensity: dict[Precision, float], ridges: dic
         ridge = ridges.get(p)
         relation = "≥" if ridge is not None and intensity[p] >= ridge else "<"
         ridge_text = f"ridge {_fmt(ridge)}" if ridge is not None else "no peak known"
-        lines.append(f"{LABELS[p]}: {_fmt(intensity[p])} {UNITS.get(p, 'FLOP/B')} {relation} {ridge_text}")
+        unit = UNITS.get(p, "FLOP/B")
+        lines.append(Note(NoteKind.INTENSITY, counted,
+                          f"{LABELS[p]}: {_fmt(intensity[p])} {unit} {relation} {ridge_text}",
+                          subject=LABELS[p], value=intensity[p], unit=unit))
     return lines
 
 

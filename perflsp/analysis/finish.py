@@ -6,6 +6,7 @@ from __future__ import annotations
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.memory import Traffic, _bytes, dram_traffic
 from perflsp.analysis.models import KernelFacts, OpCounts
+from perflsp.analysis.notes import Note, NoteKind, NoteSource, assumed
 from perflsp.analysis.walk_values import WalkResult
 
 Extents = dict[str, tuple[float | None, bool]]  # array -> (bytes or None, lives in host memory)
@@ -26,7 +27,7 @@ def calibrated(counts: OpCounts, cost: CostModel, fixed_ints: float) -> OpCounts
 
 
 def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: str, result: WalkResult,
-           assumptions: list[str], fast_atom: str = "tx", extents: Extents | None = None, *,
+           assumptions: list[Note], fast_atom: str = "tx", extents: Extents | None = None, *,
            sizes_assumed: bool = False, one_item_expected: bool = True, data_offsets: bool = False,
            compiled: bool = False) -> KernelFacts:
     """`compiled`: `per_item` counts the compiled code's instructions (its global loads and
@@ -35,7 +36,7 @@ def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: s
                            data_offsets=data_offsets)
     moved = (per_item.global_load_bytes + per_item.global_store_bytes) * work_items
     no_global = per_item.global_loads + per_item.global_stores + per_item.atomics <= 0
-    unseen_calls = any("not analysed" in note for note in result.notes)
+    unseen_calls = any(note.kind == NoteKind.UNANALYSED_CALL for note in result.notes)
     if compiled and traffic.footprint_bytes <= 0 and moved > 0:
         # the source shows no array the compiled code's global accesses reach (pointer
         # arithmetic, accessor objects): each byte they move counted as moved once
@@ -48,15 +49,15 @@ def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: s
                           f"no global-memory access{' in the compiled code' if compiled else ''}: "
                           f"{_bytes(cost.launch_dram_bytes)}, the launch's parameters and code")
     total = per_item.scaled(work_items)
-    evidence = _evidence(per_item, work_items, traffic)
+    evidence = _evidence(per_item, work_items, traffic, compiled)
     all_assumptions = assumptions + result.assumptions
     facts = KernelFacts(
         per_item=per_item, work_items=work_items, work_items_note=items_note, total=total,
-        dram_bytes=traffic.dram_bytes, dram_note=traffic.note, loops=result.loops,
+        dram_bytes=traffic.dram_bytes, dram_note=traffic.note, dram_remarks=traffic.remarks, loops=result.loops,
         assumptions=all_assumptions, evidence=evidence + result.notes, traffic=traffic,
     )
     if result.truncated:
-        facts.assumptions.append("analysis stopped at its work limit: counts are a lower bound")
+        facts.assumptions.append(assumed(NoteKind.WORK_LIMIT, "analysis stopped at its work limit: counts are a lower bound"))
     facts.uncertain = _degenerate(per_item, work_items, traffic, cost, sizes_assumed, one_item_expected, compiled,
                                   unseen_calls)
     return facts
@@ -90,7 +91,7 @@ def _many(count: float, noun: str) -> str:
     return f"{shown} {noun}" + ("" if shown == "1" else "s")
 
 
-def _evidence(per_item: OpCounts, work_items: float, traffic: Traffic) -> list[str]:
+def _evidence(per_item: OpCounts, work_items: float, traffic: Traffic, compiled: bool) -> list[Note]:
     lines = []
     loads = f"{_many(per_item.global_loads, 'load')} ({per_item.global_load_bytes:.3g} B)"
     stores = f"{_many(per_item.global_stores, 'store')} ({per_item.global_store_bytes:.3g} B)"
@@ -102,8 +103,12 @@ def _evidence(per_item: OpCounts, work_items: float, traffic: Traffic) -> list[s
     if per_item.fp16:
         flops.append(f"{per_item.fp16:.3g} FP16")
     ops = ", ".join(flops) or "no FP"
-    lines.append(f"per work item: {loads} + {stores}, {ops} FLOP, {per_item.int32:.3g} integer instructions")
-    lines.append(f"DRAM: {traffic.note}")
+    counted = NoteSource.COMPILED if compiled else NoteSource.SOURCE
+    lines.append(Note(NoteKind.PER_ITEM_COUNTS, counted,
+                      f"per work item: {loads} + {stores}, {ops} FLOP, {per_item.int32:.3g} integer instructions",
+                      subject="work item"))
+    lines.append(Note(NoteKind.DRAM_TRAFFIC, NoteSource.SOURCE, f"DRAM: {traffic.note}", subject="launch",
+                      value=traffic.dram_bytes, unit="B"))
     return lines
 
 

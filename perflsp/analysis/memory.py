@@ -40,7 +40,8 @@ class Traffic:
     streamed_bytes: float
     accessed_bytes: float
     groups: list[GroupTraffic]
-    note: str
+    note: str  # how the bytes were found, then its remarks ("; "-separated)
+    remarks: tuple[str, ...] = ()  # what the note adds beyond the figures (a floor assumed)
 
 
 def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_items: float, cost: CostModel,
@@ -100,9 +101,11 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     dram = combine(groups)
     note = (f"footprint {_bytes(footprint_total)}, {_bytes(streamed_total)} requested by warps "
             f"({_bytes(accessed_total)} accessed)")
+    remarks: tuple[str, ...] = ()
     if dram < cost.min_dram_bytes:
-        note += f"; at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)"
-    return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups, note)
+        remarks = (f"at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)",)
+    return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups,
+                   "; ".join([note, *remarks]), remarks)
 
 
 def combine(groups: list[GroupTraffic]) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from perflsp.analysis.notes import Note
 from perflsp.analysis.roof import nearest_roof, roof_of, roof_summary
 from perflsp.hardware.occupancy import OccupancyResult
 from perflsp.hardware.precision import Precision
@@ -74,6 +75,7 @@ class LoopFact:
     trip_count: float
     origin: Literal["constant", "launch", "arguments", "grid-stride", "assumed", "data-dependent"]
     note: str  # e.g. "k < K (K = 1024 from the launch site)"
+    parallel: bool = False  # an OpenMP worksharing loop: its trips are the region's work items
 
 
 @dataclass(slots=True)
@@ -86,9 +88,10 @@ class KernelFacts:
     total: OpCounts
     dram_bytes: float  # estimated DRAM traffic of one launch (after reuse and caching)
     dram_note: str
+    dram_remarks: tuple[str, ...] = ()  # of `dram_note`: what it adds beyond the figures (a floor assumed)
     loops: list[LoopFact] = field(default_factory=list)
-    assumptions: list[str] = field(default_factory=list)
-    evidence: list[str] = field(default_factory=list)
+    assumptions: list[Note] = field(default_factory=list)
+    evidence: list[Note] = field(default_factory=list)
     uncertain: str | None = None  # set when the engine could not understand the kernel
     traffic: Any = None  # memory.Traffic: per access group footprint and streamed bytes
     # where the operation counts come from: "compiled" (the compiled code's instructions, each
@@ -108,7 +111,7 @@ class Estimate:
     ridge: dict[Precision, float]
     occupancy: OccupancyResult | None
     occupancy_note: str | None
-    evidence: list[str]
+    evidence: list[Note]
     to_cross: str  # what would move the kernel across the ridge
     source: Literal["static", "llm", "measured"] = "static"
     dram_bytes_per_item: float | None = None  # estimated DRAM bytes per work item

@@ -16,6 +16,7 @@ from perflsp.analysis.finish import count_text, finish, uncertain_facts
 from perflsp.analysis.host_types import bind_host_variables, host_types
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import KernelFacts, LoopFact
+from perflsp.analysis.notes import Note, NoteKind, assumed, problem_size_unknown
 from perflsp.analysis.unit import AnalysisUnit
 from perflsp.analysis.walk_loops import loop_init, trip_count
 from perflsp.analysis.walk_profile import begin_profile_loop, end_profile_loop
@@ -35,7 +36,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     cost = unit.options.cost
     if region.body_span is None:
         return uncertain_facts("no statement follows the `#pragma omp target` directive"), None, 0
-    assumptions: list[str] = []
+    assumptions: list[Note] = []
     arguments_read = assumed_reads()
     function = unit.model.enclosing_function(region.span.start_byte)
     host_env = unit.env_at(region.span.start_byte)
@@ -85,8 +86,8 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
         # omp_get_team_num()/omp_get_thread_num()) whose launch shape the source does not say
         threads = threads or 256
         teams = teams or max(1, int(cost.assumed_problem_size // threads))
-        assumptions.insert(0, f"problem size unknown: assumed large ({count_text(float(teams * threads))} threads, "
-                              f"{teams} teams × {threads}), data beyond L2")
+        assumptions.insert(0, problem_size_unknown(f"{count_text(float(teams * threads))} threads, {teams} teams × {threads}",
+                                                   float(teams * threads), "threads"))
     shape = LaunchShape((float(teams), 1.0, 1.0) if teams else None, (float(threads), 1.0, 1.0) if threads else None)
     aliases = dict(unit.type_aliases)
     function_text = unit.data[function.start_byte : function.end_byte].decode("utf-8", errors="replace") \
@@ -96,7 +97,9 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
         if parameter not in aliases:
             aliases[parameter] = F32
             if re.search(rf"\b{re.escape(parameter)}\b", function_text):
-                assumptions.append(f"template type `{parameter}` of the enclosing code: assumed float")
+                assumptions.append(assumed(NoteKind.TEMPLATE_ARGUMENT,
+                                           f"template type `{parameter}` of the enclosing code: assumed float",
+                                           subject=parameter))
     template_types = {p: aliases[p] for p in unit.model.template_type_parameters(region.span.start_byte) if p in aliases}
     shift = kernel_shift(unit.options.compiled, region.body_hash, region.span.start.line) if compiled is not None else None
     edited_since = compiled is not None and shift is None
@@ -128,7 +131,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
             items_note = f"{count_text(total)} iterations (from the launch: {teams} teams × {threads} threads)"
         else:
             total = max(cost.assumed_problem_size, known_part)
-            assumptions.insert(0, f"problem size unknown: assumed large ({count_text(total)} iterations), data beyond L2")
+            assumptions.insert(0, problem_size_unknown(f"{count_text(total)} iterations", total, "iterations"))
             items_note = "iteration count unknown"
         share = (total / known_part) ** (1.0 / len(unknown_atoms))
         for atom in unknown_atoms:
@@ -141,10 +144,10 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
         shift=(unit.kernels.path, shift) if shift and unit.kernels.path else None, edited_since=edited_since,
         missing=f"offload entry for line {region.span.start.line + 1}")
     fast_atom = f"o{max(parallel_levels, 1) - 1}"
-    sizes_assumed = any(a.startswith("problem size unknown") for a in assumptions)
+    sizes_assumed = any(a.kind == NoteKind.PROBLEM_SIZE_UNKNOWN for a in assumptions)
     serial = not words & {"teams", "parallel", "distribute", "for", "loop", "simd"} and \
         (statement is None or _nested_worksharing_loop(statement) is None)
-    assumptions.extend(assumed_notes(arguments_read))
+    assumptions.extend(assumed(NoteKind.PROGRAM_ARGUMENTS, note) for note in assumed_notes(arguments_read))
     facts = finish(cost, per_item, work_items, items_note, result, assumptions, fast_atom, extents,
                    sizes_assumed=sizes_assumed, one_item_expected=serial, compiled=compiled_note is not None)
     if compiled_note:
@@ -175,7 +178,7 @@ _OMP_SPMD_CALLS = re.compile(r"\bomp_get_(?:team|thread)_num\s*\(")
 _OMP_PARALLEL = re.compile(r"#\s*pragma\s+omp\s+parallel\b(?!\s+(?:for|loop)\b)")
 
 
-def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assumptions: list[str],
+def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assumptions: list[Note],
                  directive_line: int | None = None) -> tuple[float, str, list[str]]:
     """Walk the offloaded statement; the first `levels` loops of the nest are the parallel
     iteration space. Returns (product of the known trip counts, note, atoms whose trip count
@@ -217,7 +220,7 @@ def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assu
         profiled.append(begin_profile_loop(walker, loop, loop.child_by_field_name("body"), trip, None, parallel=True,
                                            first_line=directive_line if level == 0 else None))
         walker.loops.append(LoopFact(walker.line(loop), var, trip, origin if origin != "grid-stride" else "constant",
-                                     f"parallel: {note}"))
+                                     f"parallel: {note}", parallel=True))
         node = loop.child_by_field_name("body")
     walker.walk_statement(node)
     for index in reversed(profiled):

@@ -21,6 +21,7 @@ from perflsp.analysis.fixes import with_fixes
 from perflsp.analysis.lints import run_lints
 from perflsp.analysis.lints.context import LintOptions
 from perflsp.analysis.models import Estimate, Finding, KernelFacts, KernelReport, OpCounts, Severity
+from perflsp.analysis.notes import records, texts
 from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import MAX_KERNELS_PER_FILE, FileAnalysis, within_ceiling
 from perflsp.analysis.roofline_rules import verdict_rule
@@ -148,13 +149,13 @@ def verdict_summary(estimate: Estimate, facts: KernelFacts) -> str:
     """`bandwidth-bound on H100 SXM5 80GB · 12 B DRAM per work item · FP32 intensity 0.083 < ridge 20.0 FLOP/B
     · problem size unknown: assumed large ...`: the deciding assumption is named first."""
     if estimate.verdict == "uncertain":
-        reason = facts.uncertain or "; ".join(estimate.evidence) or "the engine could not analyse this kernel"
+        reason = facts.uncertain or "; ".join(texts(estimate.evidence)) or "the engine could not analyse this kernel"
         return f"uncertain on {estimate.gpu} · {reason}"
     parts = estimate.headline_parts()
     if facts.assumptions:
         first = facts.assumptions[0]
         more = len(facts.assumptions) - 1
-        parts.append(first.split(":")[0] + ": assumed large" if first.startswith("problem size unknown") else first)
+        parts.append(first.summary)
         if more:
             parts.append(f"{more} more assumption{'s' if more > 1 else ''}")
     return " · ".join(parts)
@@ -205,8 +206,10 @@ def kernel_json(report: KernelReport, verdicts: Sequence[Verdict]) -> dict[str, 
             "dram_note": facts.dram_note,
             "loops": [{"line": loop.line, "variable": loop.variable, "trip_count": json_number(loop.trip_count),
                        "origin": loop.origin, "note": loop.note} for loop in facts.loops],
-            "assumptions": list(facts.assumptions),
-            "evidence": list(facts.evidence),
+            "assumptions": texts(facts.assumptions),
+            "evidence": texts(facts.evidence),
+            "assumption_records": records(facts.assumptions),
+            "evidence_records": records(facts.evidence),
             "uncertain": facts.uncertain,
         },
         "estimates": [estimate_json(v.estimate, v.gpu, report.facts) for v in verdicts],
@@ -226,7 +229,8 @@ def estimate_json(estimate: Estimate, gpu: Gpu, facts: KernelFacts) -> dict[str,
         "ridge": {p.value: json_number(v) for p, v in estimate.ridge.items()},
         "occupancy": json_number(estimate.occupancy.occupancy) if estimate.occupancy is not None else None,
         "occupancy_note": estimate.occupancy_note,
-        "evidence": list(estimate.evidence),
+        "evidence": texts(estimate.evidence),
+        "evidence_records": records(estimate.evidence),
         "to_cross": estimate.to_cross,
         "source": estimate.source,
         "summary": verdict_summary(estimate, facts),

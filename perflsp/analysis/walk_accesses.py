@@ -10,6 +10,7 @@ from tree_sitter import Node
 
 from perflsp.analysis.ctype import INT, UNKNOWN, CType
 from perflsp.analysis.linear import Linear
+from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_values import DIM_NAMES, THREAD_ATOMS, UNKNOWN_VAL, Access, Val
 
 if TYPE_CHECKING:
@@ -72,7 +73,8 @@ def eval_field(walker: KernelWalker, node: Node) -> Val:
         if shape is not None:
             return Val(INT, float(shape[axis]), Linear.constant(float(shape[axis])))
         if axis == 0:
-            walker.assume(f"{base_text}.x unknown: the launch shape is not visible")
+            walker.assume(assumed(NoteKind.LAUNCH_SHAPE, f"{base_text}.x unknown: the launch shape is not visible",
+                                  subject=f"{base_text}.x"))
         return Val(INT, None, Linear(const_known=False))
     operator = walker.text(node.child_by_field_name("operator"))
     if operator == "." and base_text in walker.members and field_name in walker.members[base_text]:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.analysis.linear import Linear, distinct_values
+from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_values import Val
 
 if TYPE_CHECKING:
@@ -83,7 +84,8 @@ def learn_size(walker: KernelWalker, name: str, extent: float) -> None:
     walker.size_parameters.discard(name)
     walker.learned_sizes.add(name)
     walker.assign(name, Val(current.ctype, extent, Linear.constant(extent)))
-    walker.assume(f"`{name}` bounds the thread index: read as the extent the threads cover, {extent:,.0f}")
+    walker.assume(assumed(NoteKind.SIZE_BOUND, f"`{name}` bounds the thread index: read as the extent the threads cover, "
+                          f"{extent:,.0f}", subject=name, value=extent, unit="threads"))
 
 
 def branch_weight(walker: KernelWalker, cond: Node | None, cval: Val) -> float:

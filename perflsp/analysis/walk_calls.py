@@ -14,6 +14,7 @@ from perflsp.analysis import costs
 from perflsp.analysis.ctype import F16, F32, F64, INT, UNKNOWN, CType, common_type, parse_type
 from perflsp.analysis.folding import atoms_of, conversion_target, fold_math
 from perflsp.analysis.linear import Linear
+from perflsp.analysis.notes import Note, NoteKind, NoteSource
 from perflsp.analysis.walk_accesses import record_access
 from perflsp.analysis.walk_expressions import identifier_named
 from perflsp.analysis.walk_tensor import matrix_sync, mma_sync
@@ -175,7 +176,8 @@ def user_call(walker: KernelWalker, fn: Node | None, simple: str, args: list[Val
                 template_args = [c for c in targs.named_children if c.type != "comment"]
         return inline_call(walker, simple, callee, args, template_args)
     if callee is None and simple and simple not in walker.said_once and simple not in ("assert", "static_cast", "reinterpret_cast"):
-        walker.notes.append(f"call to `{simple}` not analysed (definition not visible)")
+        walker.notes.append(Note(NoteKind.UNANALYSED_CALL, NoteSource.SOURCE,
+                                 f"call to `{simple}` not analysed (definition not visible)", subject=simple))
         walker.said_once.add(simple)
     ctype = next((a.ctype for a in args if a.ctype.is_float), UNKNOWN)
     # an unknown function of indices is still an index over the same ranges (a constructor

@@ -13,6 +13,7 @@ from perflsp.analysis.ctype import INT
 from perflsp.analysis.folding import pow2
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import LoopFact
+from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_branches import learn_size
 from perflsp.analysis.walk_profile import begin_profile_loop, end_profile_loop
 from perflsp.analysis.walk_values import IDENT, LoopOrigin, Val
@@ -85,7 +86,8 @@ def trip_count(walker: KernelWalker, var: str | None, start: Val | None, cond: N
     walker.trip_is_static = False
     walker.last_step_kind = None
     if cond is None:
-        walker.assume(f"line {walker.line(loop)}: loop without a condition: assumed {walker.cost.assumed_while_trips:g} iterations")
+        walker.assume(assumed(NoteKind.LOOP_TRIP, f"loop without a condition: assumed {walker.cost.assumed_while_trips:g} iterations",
+                              line=walker.line(loop), value=walker.cost.assumed_while_trips, unit="iterations"))
         return walker.cost.assumed_while_trips, "assumed", "no condition", None
     op = None
     bound_node = None
@@ -102,8 +104,9 @@ def trip_count(walker: KernelWalker, var: str | None, start: Val | None, cond: N
         if var is not None and walker.text(left) == var:
             bound_node = right
     if bound_node is None or var is None or op not in ("<", "<=", ">", ">=", "!="):
-        walker.assume(f"line {walker.line(loop)}: loop bound `{walker.text(cond)}` not understood: "
-                      f"assumed {walker.cost.assumed_trip_count:g} iterations")
+        walker.assume(assumed(NoteKind.LOOP_TRIP, f"loop bound `{walker.text(cond)}` not understood: "
+                              f"assumed {walker.cost.assumed_trip_count:g} iterations", subject=var,
+                              line=walker.line(loop), value=walker.cost.assumed_trip_count, unit="iterations"))
         return walker.cost.assumed_trip_count, "assumed", walker.text(cond), None
     saved_mult = walker.mult
     walker.mult = 0.0  # evaluate without counting (the condition is counted per iteration later)
@@ -134,21 +137,24 @@ def trip_count(walker: KernelWalker, var: str | None, start: Val | None, cond: N
             walker.assign(bound_name, Val(current.ctype, size, Linear.constant(size)))
         else:
             learn_size(walker, bound_name, walker.cost.assumed_problem_size)
-        walker.assume(f"line {walker.line(loop)}: grid-stride loop over an unknown size (`{walker.text(bound_node)}`): "
-                      f"assumed the production size, {trip:g} iteration(s) per thread")
+        walker.assume(assumed(NoteKind.LOOP_TRIP, f"grid-stride loop over an unknown size (`{walker.text(bound_node)}`): "
+                              f"assumed the production size, {trip:g} iteration(s) per thread", subject=var,
+                              line=walker.line(loop), value=trip, unit="iterations"))
         return trip, "assumed", f"{var} {op} {walker.text(bound_node)}", step
     if bound_value is None:
         data_dependent = "data" in bound.lin.atoms
         origin: LoopOrigin = "data-dependent" if data_dependent else "assumed"
         trip = walker.cost.assumed_trip_count
-        walker.assume(f"line {walker.line(loop)}: trip count of the `{var}` loop unknown (`{walker.text(bound_node)}`): assumed {trip:g}")
+        walker.assume(assumed(NoteKind.LOOP_TRIP, f"trip count of the `{var}` loop unknown (`{walker.text(bound_node)}`): "
+                              f"assumed {trip:g}", subject=var, line=walker.line(loop), value=trip, unit="iterations"))
         if thread_start and step_kind == "add" and step is not None and step.value:
             # a block-stride loop over a size parameter: the size is what the assumed loop covers
             learn_size(walker, walker.text(bound_node).strip(), trip * abs(step.value))
         return trip, origin, f"{var} {op} {walker.text(bound_node)}", step
     if start_value is None:
         start_value = 0.0
-        walker.assume(f"line {walker.line(loop)}: start of the `{var}` loop unknown: assumed 0")
+        walker.assume(assumed(NoteKind.LOOP_TRIP, f"start of the `{var}` loop unknown: assumed 0", subject=var,
+                              line=walker.line(loop), value=0.0))
     inclusive = 1.0 if op in ("<=", ">=") else 0.0
     walker.trip_is_static = bool(bound.static and start is not None and start.static and step is not None and step.static)
     if step_kind == "add" and step is not None and step.value:
@@ -168,8 +174,9 @@ def trip_count(walker: KernelWalker, var: str | None, start: Val | None, cond: N
         lo, hi = sorted((max(start_value, 1.0), max(bound_value, 1.0)))
         trip = max(0.0, math.ceil(math.log(hi / lo, step.value) + (inclusive or 0.0))) if hi > lo else 0.0
         return trip, "constant" if bound.known else "arguments", f"{var} {op} {walker.text(bound_node)}", None
-    walker.assume(f"line {walker.line(loop)}: step of the `{var}` loop not understood: "
-                  f"assumed {walker.cost.assumed_trip_count:g} iterations")
+    walker.assume(assumed(NoteKind.LOOP_TRIP, f"step of the `{var}` loop not understood: "
+                          f"assumed {walker.cost.assumed_trip_count:g} iterations", subject=var,
+                          line=walker.line(loop), value=walker.cost.assumed_trip_count, unit="iterations"))
     return walker.cost.assumed_trip_count, "assumed", f"{var} {op} {walker.text(bound_node)}", None
 
 
@@ -361,7 +368,8 @@ def walk_while(walker: KernelWalker, node: Node) -> None:
     if node.type == "while_statement" and counted_while(walker, node, cond, body):
         return
     trip = walker.cost.assumed_while_trips
-    walker.assume(f"line {walker.line(node)}: `while` loop with a data-dependent condition: assumed {trip:g} iterations")
+    walker.assume(assumed(NoteKind.LOOP_TRIP, f"`while` loop with a data-dependent condition: assumed {trip:g} iterations",
+                          line=walker.line(node), value=trip, unit="iterations"))
     run_loop(walker, node, None, None, None, trip, "data-dependent", walker.text(cond), cond, None, body)
 
 
@@ -394,6 +402,7 @@ def walk_do(walker: KernelWalker, node: Node) -> None:
 
 
 def walk_range_for(walker: KernelWalker, node: Node) -> None:
-    walker.assume(f"line {walker.line(node)}: range-based loop: assumed {walker.cost.assumed_trip_count:g} iterations")
+    walker.assume(assumed(NoteKind.LOOP_TRIP, f"range-based loop: assumed {walker.cost.assumed_trip_count:g} iterations",
+                          line=walker.line(node), value=walker.cost.assumed_trip_count, unit="iterations"))
     run_loop(walker, node, None, None, None, walker.cost.assumed_trip_count, "assumed",
              walker.text(node.child_by_field_name("right")), None, None, node.child_by_field_name("body"))

@@ -10,6 +10,7 @@ from tree_sitter import Node
 
 from perflsp.analysis.ctype import CType, parse_type
 from perflsp.analysis.folding import int_literal
+from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_accesses import record_access
 from perflsp.analysis.walk_values import UNKNOWN_VAL, WARP_SIZE, Val
 
@@ -68,11 +69,13 @@ def mma_sync(walker: KernelWalker, arg_nodes: list[Node]) -> Val:
     a_frag, acc = fragments[1], fragments[0] or fragments[3]
     declared = a_frag[1] if a_frag is not None else (acc[1] if acc is not None else (None, None, None))
     if any(d is None for d in declared):
-        walker.assume("tensor-core fragment shape unknown: assumed 16×16×16")
+        walker.assume(assumed(NoteKind.TENSOR_CORE, "tensor-core fragment shape unknown: assumed 16×16×16",
+                              subject="fragment shape"))
     shape = tuple(d if d is not None else 16.0 for d in declared)
     element = a_frag[2] if a_frag is not None else "half"
     if a_frag is None:
-        walker.assume("tensor-core fragment types not visible: assumed FP16 inputs")
+        walker.assume(assumed(NoteKind.TENSOR_CORE, "tensor-core fragment types not visible: assumed FP16 inputs",
+                              subject="fragment types"))
     accumulator = acc[2] if acc is not None else "float"
     count_tensor(walker, 2.0 * shape[0] * shape[1] * shape[2] / WARP_SIZE, _tensor_field(element, accumulator))
     return UNKNOWN_VAL

@@ -13,6 +13,7 @@ from tree_sitter import Node
 from perflsp.analysis.ctype import UNKNOWN, CType
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import LoopFact, OpCounts
+from perflsp.analysis.notes import Note
 
 THREAD_ATOMS = {"threadIdx": ("tx", "ty", "tz"), "blockIdx": ("bx", "by", "bz")}
 # OpenMP's runtime calls inside a target region play the roles of CUDA's built-ins
@@ -78,9 +79,9 @@ class WalkResult:
     counts: OpCounts
     accesses: list[Access]
     loops: list[LoopFact]
-    assumptions: list[str]
+    assumptions: list[Note]
     cardinality: dict[str, float]
-    notes: list[str]
+    notes: list[Note]
     truncated: bool = False
     shared_bytes: float = 0.0
 

@@ -19,6 +19,7 @@ from perflsp.analysis.costs import CostModel
 from perflsp.analysis.ctype import BOOL, INT, UNKNOWN, CType, guessed_type_notes, parse_type
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import LoopFact, OpCounts
+from perflsp.analysis.notes import Note, NoteKind, NoteSource
 from perflsp.analysis.walk_accesses import eval_field, eval_pointer, eval_subscript
 from perflsp.analysis.walk_branches import walk_if, walk_switch
 from perflsp.analysis.walk_calls import eval_call
@@ -72,8 +73,8 @@ class KernelWalker:
         self.counts = OpCounts()
         self.accesses: list[Access] = []
         self.loops: list[LoopFact] = []
-        self.assumptions: list[str] = []
-        self.notes: list[str] = []
+        self.assumptions: list[Note] = []
+        self.notes: list[Note] = []
         self.mult = 1.0
         self.scopes: list[dict[str, Val]] = [{}]
         self.cardinality: dict[str, float] = {}
@@ -126,10 +127,10 @@ class KernelWalker:
         return WalkResult(self.counts, self.accesses, self.loops, self.assumptions, self.cardinality, self.notes,
                           self.truncated, self.shared_bytes)
 
-    def assume(self, text: str) -> None:
-        if text not in self.said_once:
-            self.said_once.add(text)
-            self.assumptions.append(text)
+    def assume(self, note: Note) -> None:
+        if note.text not in self.said_once:
+            self.said_once.add(note.text)
+            self.assumptions.append(note)
 
     def text(self, node: Node | None) -> str:
         if node is None:
@@ -203,7 +204,8 @@ class KernelWalker:
         self.visited += 1
         if self.visited > MAX_NODES:
             self.truncated = True
-            self.notes.append("the kernel is too large to analyse completely: counted up to a work limit")
+            self.notes.append(Note(NoteKind.WORK_LIMIT, NoteSource.SOURCE,
+                                   "the kernel is too large to analyse completely: counted up to a work limit"))
             return
         kind = node.type
         if self.profile is not None and self.path is not None and kind != "comment":

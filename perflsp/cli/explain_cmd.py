@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import click
 
+from perflsp.analysis.notes import records, texts
 from perflsp.cli._gpu_options import gpus_file_option, load_db_or_fail
 from perflsp.cli.llm_options import (
     LlmChoice,
@@ -259,7 +260,7 @@ def _header(selected: Selected, report) -> str:
 
 def _static_head(estimate) -> str:
     if estimate.verdict == "uncertain":
-        return f"Static estimate: uncertain ({'; '.join(estimate.evidence)})"
+        return f"Static estimate: uncertain ({'; '.join(texts(estimate.evidence))})"
     return f"Static estimate: {estimate.headline()} (confidence {estimate.confidence:.2f})"
 
 
@@ -271,8 +272,8 @@ def _static_body(selected: Selected, report) -> str:
     if estimate.verdict != "uncertain":
         lines.append("")
         lines.append("Evidence:")
-        lines += [f"- {item}" for item in estimate.evidence]
-        lines += [f"- {item}" for item in facts.evidence]
+        lines += [f"- {item}" for item in texts(estimate.evidence)]
+        lines += [f"- {item}" for item in texts(facts.evidence)]
         if facts.work_items_note and facts.work_items_note != "unknown":
             lines.append(f"- work: {facts.work_items_note}")
         for loop in facts.loops[:8]:
@@ -282,7 +283,7 @@ def _static_body(selected: Selected, report) -> str:
     if facts.assumptions:
         lines.append("")
         lines.append("Assumptions (check them against the code):")
-        lines += [f"- {item}" for item in facts.assumptions]
+        lines += [f"- {item}" for item in texts(facts.assumptions)]
     if estimate.occupancy_note:
         lines.append("")
         lines.append(f"Occupancy: {estimate.occupancy_note}")
@@ -306,8 +307,10 @@ def _estimate_json(report) -> dict[str, Any]:
         "intensity": {p.value: v for p, v in estimate.intensity.items()},
         "ridge": {p.value: v for p, v in estimate.ridge.items()},
         "headline": estimate.headline(),
-        "evidence": [*estimate.evidence, *facts.evidence],
-        "assumptions": list(facts.assumptions),
+        "evidence": texts([*estimate.evidence, *facts.evidence]),
+        "assumptions": texts(facts.assumptions),
+        "evidence_records": records([*estimate.evidence, *facts.evidence]),
+        "assumption_records": records(facts.assumptions),
         "work": facts.work_items_note,
         "dram_bytes": facts.dram_bytes,
         "occupancy": estimate.occupancy_note,

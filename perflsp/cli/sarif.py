@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from perflsp import __version__
 from perflsp.analysis.models import Finding
+from perflsp.analysis.notes import records, texts
 from perflsp.analysis.report import FileCheck, Verdict, json_number
 from perflsp.analysis.rules import DOCS_BASE_URL, RULES, rule_doc_url
 from perflsp.source.positions import LineIndex
@@ -151,7 +152,8 @@ def _result(finding: Finding, location: dict[str, Any], lines: LineIndex, verdic
             "confidence": estimate.confidence,
             "intensity": {p.value: json_number(v) for p, v in estimate.intensity.items()},
             "ridge": {p.value: json_number(v) for p, v in estimate.ridge.items()},
-            "assumptions": list(verdict.kernel.facts.assumptions),
+            "assumptions": texts(verdict.kernel.facts.assumptions),
+            "assumptionRecords": records(verdict.kernel.facts.assumptions),
             "source": estimate.source,
         }
     return result

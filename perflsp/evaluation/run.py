@@ -135,7 +135,7 @@ def prediction_from(row: KernelRow, report: KernelReport) -> Prediction:
     estimate = report.estimates[0]
     totals = totals_of(report.facts)
     if estimate.verdict == "uncertain":
-        reason = "; ".join(estimate.evidence) or report.facts.uncertain
+        reason = "; ".join(note.text for note in estimate.evidence) or report.facts.uncertain
         return Prediction(row, "uncertain", reason, confidence=estimate.confidence, totals=totals)
     return Prediction(row, estimate.verdict, None, {p.value: v for p, v in estimate.intensity.items()},
                       confidence=estimate.confidence, totals=totals)

@@ -19,6 +19,7 @@ from typing import Literal
 from tree_sitter import Node, Tree
 
 from perflsp.analysis.models import Estimate, KernelFacts, KernelReport, LoopFact
+from perflsp.analysis.notes import Note, NoteKind
 from perflsp.hardware.models import Gpu
 from perflsp.hardware.precision import ROOFLINE_PRECISIONS, Precision
 from perflsp.kernels.models import (
@@ -354,7 +355,7 @@ def static_facts(facts: KernelFacts, estimate: Estimate, first_line: int, line_c
     """
     occupancy = _occupancy_text(estimate, detailed)
     if estimate.verdict == "uncertain":
-        reasons = [e for e in estimate.evidence if e] or ["the engine could not analyse this kernel"]
+        reasons = [e.text for e in estimate.evidence if e.text] or ["the engine could not analyse this kernel"]
         return StaticFacts(
             verdict="bandwidth",
             confidence=0.0,
@@ -362,9 +363,22 @@ def static_facts(facts: KernelFacts, estimate: Estimate, first_line: int, line_c
             assumptions=["no static verdict: judge from the code alone"],
             occupancy=occupancy,
         )
+
+    def listing(note: Note) -> str:
+        # a note about a line of the kernel names it by its listing line (the prompt must not
+        # change when the kernel moves in its file)
+        if note.line is not None and 1 <= note.line - first_line + 1 <= line_count:
+            return note.text_at(note.line - first_line + 1)
+        return note.text
+
     evidence = [_per_item_line(facts, language)]
-    for item in _merge_unanalysed_calls(e for e in facts.evidence if not e.startswith("per work item:")):
-        evidence.append(item if detailed or not item.startswith("DRAM: ") else _dram_line(facts))
+    for note in facts.evidence:
+        if note.kind in (NoteKind.PER_ITEM_COUNTS, NoteKind.UNANALYSED_CALL):
+            continue  # the per-item line above says it compactly; the calls are merged below
+        evidence.append(listing(note) if detailed or note.kind != NoteKind.DRAM_TRAFFIC else _dram_line(facts))
+    calls = unanalysed_callees(facts)
+    if calls:
+        evidence.append("calls not analysed (definitions not visible): " + ", ".join(f"`{c}`" for c in calls))
     if facts.work_items is not None and facts.work_items_note and facts.work_items_note != "unknown":
         evidence.append(f"work: {facts.work_items_note}")
     evidence.extend(_loop_lines(facts.loops, first_line, line_count))
@@ -374,16 +388,13 @@ def static_facts(facts: KernelFacts, estimate: Estimate, first_line: int, line_c
         if p in ROOFLINE_PRECISIONS and (v > 0 or p == Precision.FP32)
     }
 
-    def relative(text: str) -> str:
-        return _listing_lines(text, first_line, line_count)
-
     return StaticFacts(
         verdict=estimate.verdict,
         confidence=estimate.confidence,
         intensity_flop_per_byte=intensity,
         limiting_precision=estimate.deciding,
-        evidence=_dedupe(relative(e) for e in evidence),
-        assumptions=_dedupe(relative(a) for a in facts.assumptions),
+        evidence=_dedupe(evidence),
+        assumptions=_dedupe(listing(a) for a in facts.assumptions),
         occupancy=occupancy,
     )
 
@@ -404,29 +415,16 @@ def _per_item_line(facts: KernelFacts, language: str) -> str:
     return f"per {unit}{counted}: " + ", ".join(parts)
 
 
-_UNANALYSED_CALL = re.compile(r"call to (`[^`]*`) not analysed \(definition not visible\)")
-
-
-def _merge_unanalysed_calls(notes: Iterable[str]) -> list[str]:
-    """The engine's one note per unanalysed call, as one line."""
-    out: list[str] = []
-    calls: list[str] = []
-    for note in notes:
-        match = _UNANALYSED_CALL.fullmatch(note.strip())
-        if match:
-            calls.append(match.group(1))
-        else:
-            out.append(note)
-    if calls:
-        out.append("calls not analysed (definitions not visible): " + ", ".join(dict.fromkeys(calls)))
-    return out
+def unanalysed_callees(facts: KernelFacts) -> list[str]:
+    """The functions the kernel calls whose definitions the engine could not read, in order."""
+    return list(dict.fromkeys(note.subject for note in facts.evidence
+                              if note.kind == NoteKind.UNANALYSED_CALL and note.subject))
 
 
 def _dram_line(facts: KernelFacts) -> str:
     """The DRAM bytes the intensities divide by, and the engine's remarks (fits in L2, a floor);
     the footprint and per-warp figures behind them matter to an explanation, not to a verdict."""
-    remarks = facts.dram_note.split("; ")[1:]
-    return "; ".join([f"DRAM: about {_bytes(facts.dram_bytes)} moved", *remarks])
+    return "; ".join([f"DRAM: about {_bytes(facts.dram_bytes)} moved", *facts.dram_remarks])
 
 
 def _bytes(value: float) -> str:
@@ -445,19 +443,6 @@ def _occupancy_text(estimate: Estimate, detailed: bool) -> str | None:
     return f"{result.occupancy:.0%}, limited by {result.limiter.value}"
 
 
-_FILE_LINE = re.compile(r"\bline (\d+)\b")
-
-
-def _listing_lines(text: str, first_line: int, line_count: int) -> str:
-    """"line 193" (a file line inside the kernel) -> "line 2" (its listing line); others unchanged."""
-
-    def replace(match: re.Match[str]) -> str:
-        listing = int(match.group(1)) - first_line + 1
-        return f"line {listing}" if 1 <= listing <= line_count else match.group(0)
-
-    return _FILE_LINE.sub(replace, text)
-
-
 def _loop_lines(loops: Sequence[LoopFact], first_line: int, line_count: int) -> list[str]:
     """Trip counts of the kernel's own loops, at their listing line number. Assumed trip counts and
     OpenMP worksharing loops are left out: the assumptions and the "work" line state them."""
@@ -467,7 +452,7 @@ def _loop_lines(loops: Sequence[LoopFact], first_line: int, line_count: int) -> 
         listing = loop.line - first_line + 1
         if not 1 <= listing <= line_count or listing in seen:
             continue  # a loop of an inlined callee: its line is not in the listing
-        if loop.origin == "assumed" or loop.note.startswith("parallel:"):
+        if loop.origin == "assumed" or loop.parallel:
             continue  # stated already: among the assumptions / in the "work" line
         seen.add(listing)
         # the loop's variable and condition are on its line already; say where the count came from

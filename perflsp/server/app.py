@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
@@ -20,6 +20,7 @@ from pygls.lsp.server import LanguageServer
 from perflsp import __version__
 from perflsp.server import memory
 from perflsp.server.features.commands import COMMANDS
+from perflsp.server.json_types import JsonObject
 from perflsp.server.pool import WorkPool
 from perflsp.server.protocol import PerfProtocol
 
@@ -59,7 +60,7 @@ class PerfLanguageServer(LanguageServer):
         self.log_handler: ClientLogHandler | None = None
         self._ready: asyncio.Event | None = None
         # reports of files not open, as JSON, per path: (the state they were made for, the reports)
-        self.scan_cache: dict[str, tuple[ScanKey, list[dict[str, Any]]]] = {}
+        self.scan_cache: dict[str, tuple[ScanKey, list[JsonObject]]] = {}
         self.recent: dict[str, None] = {}  # uris, least recently active first
         self._advice: AdviceService | None = None  # created on first use
         self._measured: MeasuredService | None = None
@@ -169,7 +170,7 @@ class PerfLanguageServer(LanguageServer):
         return {c for c in codes if levels.get(c) != "off"} if codes else None
 
     def publish(self, uri: str, version: int | None, diagnostics: list[lsp.Diagnostic],
-                as_json: list[dict[str, Any]] | None = None) -> None:
+                as_json: list[JsonObject] | None = None) -> None:
         self.cycles.published(lambda: self.pool.busy)
         if self.pull_mode:
             return

@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 from pydantic.alias_generators import to_snake
+from pydantic_core import ErrorDetails
 
 from perflsp.hardware import Gpu, GpuConfigError, GpuDatabase, UnknownGpuError, load_database
 from perflsp.llm.privacy import SettingOrigin
@@ -64,7 +64,7 @@ class Origin(StrEnum):
 class Layer:
     origin: Origin
     source: str  # shown in messages: a file path or the protocol source
-    values: Mapping[str, Any]  # raw keys as written (camelCase or snake_case), `perflsp.` stripped
+    values: Mapping[str, object]  # raw keys as written (camelCase or snake_case), `perflsp.` stripped
 
 
 @dataclass(frozen=True)
@@ -131,23 +131,32 @@ def read_config_file(root: Path | None) -> Layer | None:
     return Layer(Origin.FILE, str(path), data)
 
 
-def client_values(raw: object) -> dict[str, Any]:
-    """Accept `{"perflsp": {...}}`, `{"perflsp.gpus": ...}` or the section itself."""
+def client_values(raw: object) -> dict[str, object]:
+    """Accept `{"perflsp": {...}}`, `{"perflsp.gpus": ...}` or the section itself (raw JSON from
+    the client: `merge_layers` and the settings model validate it)."""
     if not isinstance(raw, Mapping):
         return {}
     nested = raw.get("perflsp")
-    values: Mapping[Any, Any] = nested if isinstance(nested, Mapping) else raw
-    out: dict[str, Any] = {}
+    values: Mapping[object, object] = nested if isinstance(nested, Mapping) else raw
+    out: dict[str, object] = {}
     for key, value in values.items():
         key = str(key)
         if key.startswith("perflsp."):
             key = key[len("perflsp."):]
         if "." in key and key.split(".", 1)[0] in SECTION_MODELS:
             section, sub = key.split(".", 1)
-            out.setdefault(section, {})[sub] = value
+            _table(out, section)[sub] = value
         else:
             out[key] = value
     return out
+
+
+def _table(values: dict[str, object], key: str) -> dict[object, object]:
+    """The table `values[key]`, made an empty one when it is not a table yet."""
+    table = values.get(key)
+    if not isinstance(table, dict):
+        table = values[key] = {}
+    return table
 
 
 # --------------------------------------------------------------------------- merging
@@ -179,13 +188,13 @@ def _section_field(section: str, key: str) -> str | None:
 
 @dataclass
 class _Merged:
-    values: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, object] = field(default_factory=dict)
     origins: dict[str, Origin] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     written: dict[str, str] = field(default_factory=dict)  # path -> key as the user wrote it
     problems: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
-    section_layers: dict[str, list[tuple[Layer, dict[str, Any]]]] = field(default_factory=dict)
+    section_layers: dict[str, list[tuple[Layer, dict[str, object]]]] = field(default_factory=dict)
 
 
 def _display(layer: Layer, path: str, written: str | None = None) -> str:
@@ -210,7 +219,7 @@ def merge_layers(layers: Iterable[Layer], workspace_trusted: bool) -> _Merged:
                 if not isinstance(value, Mapping):
                     merged.problems.append(f"{_display(layer, name)}: must be a table of settings")
                     continue
-                section: dict[str, Any] = {}
+                section: dict[str, object] = {}
                 for sub_key, sub_value in value.items():
                     sub = _section_field(name, str(sub_key))
                     if sub is None:
@@ -221,7 +230,7 @@ def merge_layers(layers: Iterable[Layer], workspace_trusted: bool) -> _Merged:
                     path = f"{name}.{sub}"
                     section[sub] = sub_value
                     if name == "llm":  # the LLM endpoint policy decides with these origins later
-                        merged.values.setdefault("llm", {})[sub] = sub_value
+                        _table(merged.values, "llm")[sub] = sub_value
                         merged.origins[path] = layer.origin
                         merged.sources[path] = layer.source
                 merged.section_layers.setdefault(name, []).append((layer, section))
@@ -231,8 +240,9 @@ def merge_layers(layers: Iterable[Layer], workspace_trusted: bool) -> _Merged:
                     f"{_display(layer, name, str(key))} ignored: the workspace is not trusted, and this setting "
                     "runs a program or sends code off the machine; set it in user settings or trust the workspace")
                 continue
-            if name == "rules" and isinstance(value, Mapping) and isinstance(merged.values.get("rules"), dict):
-                merged.values["rules"] = {**merged.values["rules"], **value}
+            rules = merged.values.get("rules")
+            if name == "rules" and isinstance(value, Mapping) and isinstance(rules, dict):
+                merged.values["rules"] = {**rules, **value}
             else:
                 merged.values[name] = value
             merged.origins[name] = layer.origin
@@ -313,7 +323,7 @@ def resolve(
     )
 
 
-def _lookup(values: Mapping[str, Any], name: str) -> Any:
+def _lookup(values: Mapping[str, object], name: str) -> object:
     for key, value in values.items():
         if _field_name(str(key)) == name:
             return value
@@ -332,7 +342,7 @@ def _field_label(merged: _Merged, path: str) -> str:
     return merged.written.get(path, path) if origin is Origin.FILE else wire_key(path)
 
 
-def _describe_error(err: Mapping[str, Any], merged: _Merged) -> str:
+def _describe_error(err: ErrorDetails, merged: _Merged) -> str:
     loc = [str(p) for p in err.get("loc", ())]
     if not loc:
         return f"settings: {err.get('msg')}"

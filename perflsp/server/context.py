@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from lsprotocol import types as lsp
 
 from perflsp.server.advice import AdviceHost
 from perflsp.server.host import DocumentHost
+from perflsp.server.json_types import JsonObject
 
 if TYPE_CHECKING:
     from pygls.workspace import Workspace
@@ -52,7 +53,7 @@ class ServerContext(DocumentHost, AdviceHost, Protocol):
     init_params: lsp.InitializeParams | None
     log_handler: ClientLogHandler | None
     # reports of files not open, as JSON, per path: (the state they were made for, the reports)
-    scan_cache: dict[str, tuple[ScanKey, list[dict[str, Any]]]]
+    scan_cache: dict[str, tuple[ScanKey, list[JsonObject]]]
 
     @property
     def version(self) -> str | None: ...
@@ -100,7 +101,9 @@ class ServerContext(DocumentHost, AdviceHost, Protocol):
 
     def workspace_diagnostic_refresh(self, params: None) -> object: ...
 
-    async def workspace_configuration_async(self, params: lsp.ConfigurationParams) -> Sequence[Any | None]: ...
+    async def workspace_configuration_async(self, params: lsp.ConfigurationParams) -> Sequence[object]:
+        """The client's settings, one raw JSON value per item asked (validated by `config`)."""
+        ...
 
     async def client_register_capability_async(self, params: lsp.RegistrationParams) -> None: ...
 

@@ -9,9 +9,11 @@ with `AnalysisHooks` adds the LLM's questions and stored measurements to each an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from lsprotocol import types as lsp
+
+from perflsp.server.json_types import JsonObject
 
 if TYPE_CHECKING:
     from perflsp.kernels.includes import IncludeResolver
@@ -46,7 +48,7 @@ class DocumentHost(Protocol):
         ...
 
     def publish(self, uri: str, version: int | None, diagnostics: list[lsp.Diagnostic],
-                as_json: list[dict[str, Any]] | None = None) -> None:
+                as_json: list[JsonObject] | None = None) -> None:
         """Send a version's diagnostics (`as_json`: the same, already unstructured)."""
         ...
 

@@ -59,12 +59,11 @@ def warm_up() -> None:
     the engine's and the rules' first-use work, the LSP types' serialisers."""
     import json
 
-    from pygls.protocol import default_converter
-
     from perflsp.server.analysis import Analyzer
     from perflsp.server.config import defaults
     from perflsp.server.documents import Snapshot
     from perflsp.server.features import diagnostics, hover
+    from perflsp.server.json_types import lsp_json
     from perflsp.server.text import TextState
 
     source = _WARM_UP_TEXT
@@ -80,7 +79,7 @@ def warm_up() -> None:
         snap = Snapshot("file:///warm-up.cu", 0, state.data, state.tree, state.lines, state.extracted.kernels,
                         analysis, config, state.preprocessed)
         items = diagnostics.build(snap)
-        json.dumps(default_converter().unstructure(items))
+        json.dumps(lsp_json(items))
         for report in snap.reports():
             hover.kernel_markdown(report)
     except Exception:

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perflsp.analysis.models import KernelReport
 from perflsp.profiling.gpus import MeasuredGpu, database_resolver
@@ -24,6 +24,7 @@ from perflsp.profiling.measured import MeasuredEvidence
 from perflsp.profiling.runner import LaunchVerification
 from perflsp.profiling.store import ProfileStore
 from perflsp.server.features.common import deciding_precision, kernel_name
+from perflsp.server.json_types import JsonObject
 
 if TYPE_CHECKING:
     from perflsp.server.config import ResolvedConfig
@@ -81,12 +82,12 @@ def evidence_for_reports(store: ProfileStore, config: ResolvedConfig, path: str 
     return SnapshotMeasured(by_gpu, other)
 
 
-def measured_json(evidence: MeasuredEvidence) -> dict[str, Any]:
+def measured_json(evidence: MeasuredEvidence) -> JsonObject:
     """The roofline view's measured point (`intensity` and `gflops` at the deciding precision)
     with the evidence's figures."""
     data = evidence.to_json()
     precision = deciding_precision(evidence)
-    point: dict[str, Any] = {"precision": None, "intensity": None, "gflops": None}
+    point: JsonObject = {"precision": None, "intensity": None, "gflops": None}
     if precision is not None:
         ai = evidence.intensity.get(precision)
         rate = evidence.achieved_ops_per_s.get(precision)

@@ -45,7 +45,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +73,15 @@ _TRIM = _malloc_trim()
 FILE_CACHE_MODULES = ("perflsp.kernels.program", "perflsp.analysis.includers", "perflsp.kernels.preprocess")
 
 
+class _CacheInfo(Protocol):
+    @property
+    def currsize(self) -> int: ...
+
+
 class _FunctionCache(Protocol):
     def cache_clear(self) -> None: ...
 
-    def cache_info(self) -> Any: ...
+    def cache_info(self) -> _CacheInfo: ...
 
 
 def file_caches() -> list[_FunctionCache]:

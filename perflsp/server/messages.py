@@ -21,6 +21,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from perflsp.server.json_types import JsonObject
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -35,11 +37,11 @@ class Rejected:
     """A body that is not one valid JSON-RPC message: its error replies (none for a message
     that is not a request) and the one line that the log gets."""
 
-    replies: tuple[dict[str, Any], ...]
+    replies: tuple[JsonObject, ...]
     reason: str
 
 
-def error_reply(request_id: Id | None, code: int, message: str) -> dict[str, Any]:
+def error_reply(request_id: Id | None, code: int, message: str) -> JsonObject:
     """A JSON-RPC error response (a plain dict: `"id": null` must stay in it)."""
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
@@ -49,7 +51,8 @@ def valid_id(value: object) -> bool:
 
 
 def decode(body: bytes) -> dict[str, Any] | Rejected:
-    """The message in `body`, or why it is rejected and what to answer."""
+    """The message in `body`, or why it is rejected and what to answer. (The message is the
+    protocol edge: raw JSON, its envelope checked here, its params by lsprotocol's converter.)"""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -3,7 +3,7 @@ server's incremental results are checked against (tests, `perflsp.status` debugg
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from lsprotocol import types as lsp
 
@@ -12,6 +12,7 @@ from perflsp.server.analysis import Analyzer
 from perflsp.server.config import ResolvedConfig
 from perflsp.server.documents import Snapshot
 from perflsp.server.engine_adapter import lint_codes
+from perflsp.server.json_types import lsp_converter
 from perflsp.server.text import TextState
 
 
@@ -35,17 +36,14 @@ def analyse_text(text: str, uri: str, config: ResolvedConfig, path: str | None =
 DiagnosticKey = tuple[object, int, int, int, int, int | None, str | None]  # code, range, severity, message
 
 
-def diagnostic_keys(diagnostics: list[lsp.Diagnostic] | list[dict[str, Any]]) -> list[DiagnosticKey]:
-    """Comparable form of LSP diagnostics (objects or JSON)."""
+def diagnostic_keys(diagnostics: Sequence[lsp.Diagnostic] | Sequence[Mapping[str, object]]) -> list[DiagnosticKey]:
+    """Comparable form of LSP diagnostics (objects, or their JSON as the client received it)."""
     out: list[DiagnosticKey] = []
-    for d in diagnostics:
-        if isinstance(d, dict):
-            r = d["range"]
-            out.append((d.get("code"), r["start"]["line"], r["start"]["character"], r["end"]["line"],
-                        r["end"]["character"], d.get("severity"), d.get("message")))
-        else:
-            out.append((d.code, d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character,
-                        int(d.severity) if d.severity is not None else None, d.message))
+    converter = lsp_converter()
+    for item in diagnostics:
+        d = item if isinstance(item, lsp.Diagnostic) else converter.structure(item, lsp.Diagnostic)
+        out.append((d.code, d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character,
+                    int(d.severity) if d.severity is not None else None, d.message))
     return sorted(out, key=repr)
 
 

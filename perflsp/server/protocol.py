@@ -29,9 +29,9 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Generator
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Protocol, cast
 
 from lsprotocol import types
 from pygls.exceptions import (
@@ -43,18 +43,23 @@ from pygls.exceptions import (
     JsonRpcServerNotInitialized,
 )
 from pygls.protocol import LanguageServerProtocol
-from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
+from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage, MsgId
 from pygls.protocol.language_server import lsp_method
 
 from perflsp.server import messages
+from perflsp.server.json_types import JsonObject
 
 if TYPE_CHECKING:
+    from _collections_abc import dict_items
+
+    from cattrs import Converter
     from pygls.lsp.server import LanguageServer
+    from pygls.protocol.json_rpc import MessageCallback, MessageHandler, RPCMessage
 
 log = logging.getLogger(__name__)
 
 # a published diagnostic's encoding, kept per document: (the dict published, its JSON text)
-_NOT_ENCODED: tuple[Any, str] = (None, "")
+_NOT_ENCODED: tuple[JsonObject | None, str] = (None, "")
 _ENCODED_DICT = operator.itemgetter(0)
 _ENCODED_TEXT = operator.itemgetter(1)
 _COMPACT = (",", ":")  # (no spaces: a large file's publication is ~10% smaller)
@@ -70,21 +75,21 @@ MAX_MESSAGE_BYTES = 256 << 20  # a larger body is skipped unread (a 16 MiB docum
 
 
 
-class _Futures(dict[Any, Any]):
+class _Futures(dict[MsgId, Future[object]]):
     """pygls' handler futures by request id. Its `shutdown` cancels each while iterating over
     them, and a cancelled thread's future runs its callbacks at once, which remove its entry
     (`_execute_handler`): iterating over a copy keeps that from failing ("dictionary changed size
     during iteration", a traceback and an internal error for the shutdown request)."""
 
-    def items(self) -> Any:
-        return list(super().items())
+    def items(self) -> dict_items[MsgId, Future[object]]:
+        return dict(self).items()
 
 class PerfProtocol(LanguageServerProtocol):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, server: LanguageServer, converter: Converter) -> None:
+        super().__init__(server, converter)
         self._request_futures = _Futures()
-        self._encoded: dict[str, dict[int, tuple[dict[str, Any], str]]] = {}  # per document: id -> (dict, text)
-        self._writes: set[asyncio.Future[Any]] = set()
+        self._encoded: dict[str, dict[int, tuple[JsonObject | None, str]]] = {}  # per document: id -> (dict, text)
+        self._writes: set[asyncio.Future[None]] = set()
         self._initialize_seen = False
 
     # ------------------------------------------------------------------ receiving
@@ -129,37 +134,40 @@ class PerfProtocol(LanguageServerProtocol):
         for reply in rejected.replies:
             self._send_data(reply)
 
-    def _structure(self, data: dict[str, Any]) -> Any:
+    def _structure(self, data: dict[str, Any]) -> RPCMessage:
         """pygls' `structure_message` for a checked envelope, without its traceback in the log."""
         method = data.get("method")
         if "method" not in data:
             if "error" in data:
-                from pygls.protocol.json_rpc import ResponseErrorMessage
-
-                return self._converter.structure(data, ResponseErrorMessage)
+                # (its `id` may be null where RPCError's may not: pygls dispatches it as an error all the same)
+                return cast("RPCMessage", self._converter.structure(data, types.ResponseErrorMessage))
             response_type = self._result_types.pop(data["id"], None) or JsonRPCResponseMessage
-            return self._converter.structure(data, response_type)
-        if "id" in data:
-            return self._converter.structure(data, self.get_message_type(method) or JsonRPCRequestMessage)
-        return self._converter.structure(data, self.get_message_type(method) or JsonRPCNotification)
+        elif "id" in data:
+            response_type = self.get_message_type(method) or JsonRPCRequestMessage
+        else:
+            response_type = self.get_message_type(method) or JsonRPCNotification
+        message: RPCMessage = self._converter.structure(data, response_type)
+        return message
 
-    def structure_message(self, data: dict[str, Any]) -> Any:
+    def structure_message(self, data: dict[str, Any]) -> object:
         return self._structure(data) if "jsonrpc" in data else data
 
     # ------------------------------------------------------------------ handlers and their results
 
-    def _execute_handler(self, msg_id: Any, handler: Any, callback: Any, args: Any = None, kwargs: Any = None) -> None:
+    def _execute_handler(self, msg_id: MsgId, handler: MessageHandler, callback: MessageCallback,
+                         args: tuple[object, ...] | None = None, kwargs: dict[str, object] | None = None) -> None:
         # pygls keeps the future of every handler it runs under its id until a request's answer
         # is sent; a notification's (and a builtin handler's inner step) stayed for ever: dropped
         # here once done (the same future only: a client may reuse an id)
-        def done(future: Any) -> None:
+        def done(future: Future[object]) -> None:
             if self._request_futures.get(msg_id) is future:
                 del self._request_futures[msg_id]
             callback(future)
 
         super()._execute_handler(msg_id, handler, done, args, kwargs)
 
-    def _run_generator(self, future: Any, *, gen: Any, result_future: Any) -> None:
+    def _run_generator(self, future: Future[object] | None, *, gen: Generator[object, object, object],
+                       result_future: Future[object]) -> None:
         # a builtin handler's inner step (a command of `workspace/executeCommand`) that ends after
         # its request was cancelled: pygls drops it unread, and asyncio logs its error with a
         # traceback when the task is collected. Its error is read here; the answer was sent.
@@ -169,7 +177,7 @@ class PerfProtocol(LanguageServerProtocol):
             return
         super()._run_generator(future, gen=gen, result_future=result_future)
 
-    def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
+    def _send_handler_result(self, future: Future[object], *, msg_id: MsgId) -> None:
         error = None if future.cancelled() else future.exception()
         if isinstance(error, _CLIENT_ERRORS):  # the client's mistake: its answer and one line (pygls: a traceback)
             self._request_futures.pop(msg_id, None)
@@ -179,7 +187,7 @@ class PerfProtocol(LanguageServerProtocol):
             return
         super()._send_handler_result(future, msg_id=msg_id)
 
-    def publish_diagnostics_json(self, uri: str, version: int | None, diagnostics: list[dict[str, Any]]) -> None:
+    def publish_diagnostics_json(self, uri: str, version: int | None, diagnostics: list[JsonObject]) -> None:
         """`textDocument/publishDiagnostics` with diagnostics that are JSON already. The server
         passes the same dict for an unchanged diagnostic from one publish to the next, so each
         dict's text is kept per document and only new ones are encoded."""
@@ -210,7 +218,7 @@ class PerfProtocol(LanguageServerProtocol):
         self._encoded.pop(uri, None)
 
     @lsp_method(types.INITIALIZE)
-    def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
+    def lsp_initialize(self, params: types.InitializeParams) -> Generator[object, object, types.InitializeResult]:
         general = params.capabilities.general
         if general is not None and general.position_encodings:
             general.position_encodings = [types.PositionEncodingKind.Utf16]
@@ -365,7 +373,7 @@ def _reason(exc: BaseException) -> str:
     return str(cause).splitlines()[0] if str(cause) else type(cause).__name__
 
 
-def _grow_pipe(stream: Any) -> None:
+def _grow_pipe(stream: IO[str]) -> None:
     """Let a pipe to the client hold a whole large publication (~0.5 MB for a file of a thousand
     kernels): the write then returns at once instead of waiting for the client to read each
     64 KiB. Nothing changes where that is not possible (not a pipe, not Linux, no permission)."""

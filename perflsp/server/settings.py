@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict, JsonValue
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import JsonSchemaValue
 
 from perflsp.analysis.roofline_rules import ROOFLINE_CODES as ROOFLINE_CODES  # re-exported for server.config
 from perflsp.analysis.rules import RULES, rule_doc_url
@@ -36,8 +39,8 @@ DEFAULT_GPUS = ("h100",)  # the H100 SXM5 80GB: the most common datacenter GPU o
 _LEVEL_ALIASES = {"info": "information", "warn": "warning", "none": "off", "disabled": "off", "disable": "off"}
 
 
-def _meta(scope: Scope, trusted: bool = False, example: Any = None) -> dict[str, Any]:
-    extra: dict[str, Any] = {"scope": scope, "trusted": trusted}
+def _meta(scope: Scope, trusted: bool = False, example: JsonValue = None) -> JsonDict:
+    extra: JsonDict = {"scope": scope, "trusted": trusted}
     if example is not None:
         extra["example"] = example
     return extra
@@ -149,7 +152,7 @@ class Settings(BaseModel):
 
     @field_validator("rules", mode="before")
     @classmethod
-    def _levels(cls, value: Any) -> Any:
+    def _levels(cls, value: object) -> object:
         if isinstance(value, dict):
             return {k: _LEVEL_ALIASES.get(v.lower(), v.lower()) if isinstance(v, str) else v for k, v in value.items()}
         return value
@@ -235,19 +238,33 @@ def wire_key(path: str) -> str:
 # --------------------------------------------------------------------------- generation
 
 
-def _field_schema(annotation: Any, default: Any) -> dict[str, Any]:
-    schema = TypeAdapter(annotation).json_schema()
-    schema = _inline_refs(schema, schema.pop("$defs", {}))
+class SettingRow(TypedDict):
+    """One setting as the generated schema and docs show it."""
+
+    key: str  # on the wire: `perflsp.llm.baseUrl`
+    schema: JsonSchemaValue
+    description: str
+    scope: str
+    trusted: bool
+    example: NotRequired[JsonValue]
+
+
+def _field_schema(info: FieldInfo) -> JsonSchemaValue:
+    """The JSON schema of one field, with its default."""
+    assert info.annotation is not None  # (every field of the settings models is annotated)
+    adapted = TypeAdapter(info.annotation).json_schema()
+    schema = _inline_refs(adapted, adapted.pop("$defs", {}))
+    assert isinstance(schema, dict)  # (an object schema stays one)
     schema.pop("title", None)
     if "anyOf" in schema and len(schema["anyOf"]) == 2 and {"type": "null"} in schema["anyOf"]:
         other = next(s for s in schema["anyOf"] if s != {"type": "null"})
         schema = {**{k: v for k, v in schema.items() if k != "anyOf"}, **other}
         schema["type"] = [other.get("type", "string"), "null"] if "type" in other else other.get("type")
-    schema["default"] = default
+    schema["default"] = _default(info)
     return schema
 
 
-def _with_rule_codes(schema: dict[str, Any]) -> dict[str, Any]:
+def _with_rule_codes(schema: JsonSchemaValue) -> JsonSchemaValue:
     """The `rules` object's keys, from the rule registry: one documented property per code, and
     no other key (an editor then flags a misspelt code as it is typed)."""
     levels = schema["additionalProperties"]
@@ -257,7 +274,8 @@ def _with_rule_codes(schema: dict[str, Any]) -> dict[str, Any]:
     return {**schema, "properties": properties, "propertyNames": {"enum": list(RULES)}}
 
 
-def _inline_refs(schema: Any, defs: dict[str, Any]) -> Any:
+def _inline_refs(schema: object, defs: dict[str, JsonSchemaValue]) -> object:
+    """`schema` with each `$ref` replaced by its definition (VS Code's settings read no `$defs`)."""
     if isinstance(schema, dict):
         if "$ref" in schema:
             return _inline_refs(defs[schema["$ref"].split("/")[-1]], defs)
@@ -267,37 +285,37 @@ def _inline_refs(schema: Any, defs: dict[str, Any]) -> Any:
     return schema
 
 
-def _default(info: Any) -> Any:
+def _default(info: FieldInfo) -> object:
     value = info.get_default(call_default_factory=True)
     return value.model_dump() if isinstance(value, BaseModel) else value
 
 
-def setting_rows() -> list[dict[str, Any]]:
+def setting_rows() -> list[SettingRow]:
     """Every setting, flattened: key, schema, description, scope, trusted."""
-    rows: list[dict[str, Any]] = []
+    rows: list[SettingRow] = []
     for name, info in Settings.model_fields.items():
         if name in SECTION_MODELS:
             model = SECTION_MODELS[name]
             docs = SECTION_FIELDS[name]
             for sub, sub_info in model.model_fields.items():
                 description, scope, trusted = docs.get(sub, ("", "resource", False))
-                rows.append({"key": wire_key(f"{name}.{sub}"), "schema": _field_schema(sub_info.annotation, _default(sub_info)),
+                rows.append({"key": wire_key(f"{name}.{sub}"), "schema": _field_schema(sub_info),
                              "description": description, "scope": scope,
                              "trusted": trusted or (name == "profiling" and sub in PROFILING_PRIVILEGED)})
             continue
-        extra = info.json_schema_extra or {}
-        schema = _field_schema(info.annotation, _default(info))
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        schema = _field_schema(info)
         if name == "rules":
             schema = _with_rule_codes(schema)
         rows.append({"key": wire_key(name), "schema": schema,
-                     "description": info.description or "", "scope": extra["scope"],  # type: ignore[index]
-                     "trusted": extra.get("trusted", False), "example": extra.get("example")})  # type: ignore[union-attr]
+                     "description": info.description or "", "scope": str(extra["scope"]),
+                     "trusted": extra.get("trusted") is True, "example": extra.get("example")})
     return rows
 
 
-def vscode_configuration() -> dict[str, Any]:
+def vscode_configuration() -> JsonSchemaValue:
     """`contributes.configuration` for the VS Code extension's package.json."""
-    properties: dict[str, Any] = {}
+    properties: dict[str, JsonSchemaValue] = {}
     for row in setting_rows():
         prop = dict(row["schema"])
         description = row["description"]
@@ -356,7 +374,7 @@ def settings_markdown() -> str:
     return "\n".join(lines)
 
 
-def _type_text(schema: dict[str, Any]) -> str:
+def _type_text(schema: JsonSchemaValue) -> str:
     kind = schema.get("type")
     if "enum" in schema:
         return " \\| ".join(f"`{v}`" for v in schema["enum"])

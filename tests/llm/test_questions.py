@@ -9,6 +9,7 @@ import pytest
 
 from perflsp.analysis.engine import AnalysisOptions, analyze
 from perflsp.analysis.models import Estimate
+from perflsp.analysis.notes import Note, NoteKind, NoteSource, texts
 from perflsp.hardware import load_database
 from perflsp.kernels.extract import extract
 from perflsp.kernels.includes import IncludeResolver
@@ -140,8 +141,8 @@ def test_assumptions_use_listing_lines(tmp_path):
     text = ("__global__ void k(float *x, const int *len, int n)\n{\n  int i = threadIdx.x;\n"
             "  for (int j = 0; j < len[i]; ++j)\n    x[i] += 1.0f;\n}\n")
     q, report, _ = question(tmp_path / "a.cu", "k", "\n\n\n" + text)
-    file_mentions = [a for a in report.facts.assumptions if "line 7" in a]
-    assert file_mentions, report.facts.assumptions  # the engine names the file line of the loop
+    file_mentions = [a for a in texts(report.facts.assumptions) if "line 7" in a]
+    assert file_mentions, texts(report.facts.assumptions)  # the engine names the file line of the loop
     assert any("line 4" in a for a in q.static.assumptions) and not any("line 7" in a for a in q.static.assumptions)
 
 
@@ -150,7 +151,8 @@ def test_uncertain_estimate_is_not_presented_as_a_verdict(tmp_path):
     found = report.kernels[0]
     estimate = found.estimates[0]
     uncertain = Estimate(estimate.gpu, "uncertain", None, 0.0, {}, estimate.ridge, None, None,
-                         ["the kernel's definition could not be parsed"], "", "static")
+                         [Note(NoteKind.UNCERTAIN, NoteSource.SOURCE, "the kernel's definition could not be parsed")],
+                         "", "static")
     data = b"__global__ void k(float *x) { x[0] = 1.0f; }\n"
     q = question_for(found, uncertain, GPU, data, kernels)
     assert q.static.confidence == 0.0 and "could not analyse" in q.static.evidence[0]
@@ -169,3 +171,42 @@ def test_every_example_kernel_renders_within_budget(task):
             prompt = renderer.render(q)
             assert prompt.trimmed == () and prompt.estimated_tokens < 2000, (path, found.name)
             assert str(path) not in "".join(m.content for m in prompt.messages)
+
+
+def test_unanalysed_callees_come_from_the_records(tmp_path):
+    text = ("__global__ void k(float *x, int n)\n{\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "  if (i < n) x[i] = warp(x[i]) + blend(x[i], 2.0f) + warp(1.0f);\n}\n"
+            "int main() { float *x; k<<<4096, 256>>>(x, 1 << 20); }\n")
+    q, report, _ = question(tmp_path / "a.cu", "k", text)
+    calls = [n for n in report.facts.evidence if n.kind == NoteKind.UNANALYSED_CALL]
+    assert [(n.subject, n.source) for n in calls] == [("warp", NoteSource.SOURCE), ("blend", NoteSource.SOURCE)]
+    # one line for all of them, in the order the walk met them; no line per call
+    assert "calls not analysed (definitions not visible): `warp`, `blend`" in q.static.evidence
+    assert not any(e.startswith("call to ") for e in q.static.evidence)
+
+
+def test_a_note_is_merged_by_its_kind_not_by_its_wording(tmp_path):
+    text = ("__global__ void k(float *x, int n)\n{\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "  if (i < n) x[i] = 2.0f * x[i];\n}\nint main() { float *x; k<<<4096, 256>>>(x, 1 << 20); }\n")
+    data, tree, kernels, report = analysed(tmp_path / "a.cu", text)
+    (found,) = report.kernels
+    # a callee named by its record alone (its sentence says something else), and a sentence that
+    # reads like an unanalysed call but is another kind of note
+    found.facts.evidence += [Note(NoteKind.UNANALYSED_CALL, NoteSource.SOURCE, "a callee hidden behind a macro",
+                                  subject="hidden"),
+                             Note(NoteKind.SOURCE_COUNTS, NoteSource.SOURCE,
+                                  "call to `fake` not analysed (definition not visible)")]
+    q = question_for(found, found.estimates[0], GPU, data, kernels, tree=tree)
+    assert "calls not analysed (definitions not visible): `hidden`" in q.static.evidence
+    assert "call to `fake` not analysed (definition not visible)" in q.static.evidence
+
+
+def test_a_verdict_question_quotes_the_dram_remarks_from_the_facts(tmp_path):
+    text = ("__global__ void k(float *x)\n{\n  x[threadIdx.x] = 1.0f;\n}\n"
+            "int main() { float *x; k<<<1, 32>>>(x); }\n")
+    q, report, _ = question(tmp_path / "a.cu", "k", text)
+    facts = report.facts
+    (floor,) = facts.dram_remarks  # 128 B written: below the per-launch floor
+    assert floor.startswith("at least") and facts.dram_note.endswith("; " + floor)
+    (dram,) = [e for e in q.static.evidence if e.startswith("DRAM: ")]
+    assert dram.startswith("DRAM: about ") and dram.endswith("; " + floor)

@@ -5,24 +5,23 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from perflsp.analysis.finish import uncertain_facts
+from perflsp.analysis.notes import NoteKind, assumed, problem_size_unknown
 from perflsp.hardware.precision import Precision
 from perflsp.server.features.commands.serialize import deciding_assumption, judged_precision
 
 
-def test_the_engine_named_assumption_wins():
-    estimate = SimpleNamespace(deciding_assumption="problem size unknown: assumed large, data beyond L2")
-    facts = SimpleNamespace(assumptions=["block `B` unknown (macro)"])
-    assert deciding_assumption(estimate, facts) == "problem size unknown: assumed large, data beyond L2"
-
-
-def test_else_the_kernels_first_assumption():
-    facts = SimpleNamespace(assumptions=["launch shape unknown: assumed 1,048,576 threads", "template value `N` unknown"])
-    assert deciding_assumption(SimpleNamespace(), facts) == "launch shape unknown: assumed 1,048,576 threads"
+def test_the_kernels_first_assumption_as_its_text():
+    facts = uncertain_facts("")
+    facts.assumptions = [problem_size_unknown("1,048,576 threads, 4,096 blocks × 256", 1048576.0, "threads"),
+                         assumed(NoteKind.TEMPLATE_ARGUMENT, "template value `N` unknown", subject="N")]
+    assert deciding_assumption(facts) == ("problem size unknown: assumed large (1,048,576 threads, 4,096 blocks × 256), "
+                                          "data beyond L2")
 
 
 def test_none_when_the_source_says_every_size():
-    assert deciding_assumption(SimpleNamespace(), SimpleNamespace(assumptions=[])) is None
-    assert deciding_assumption(SimpleNamespace(deciding_assumption=""), None) is None
+    assert deciding_assumption(uncertain_facts("")) is None
+    assert deciding_assumption(None) is None
 
 
 def test_the_point_is_judged_by_the_precision_the_headline_quotes():

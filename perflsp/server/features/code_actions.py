@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
@@ -27,6 +27,8 @@ from perflsp.kernels.models import CudaFunction, LaunchSite, OmpRegion
 from perflsp.server import analysis as server_analysis
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import document_model, kernel_name
+from perflsp.server.features.common import kernel_name
+from perflsp.server.json_types import JsonObject, lsp_json_object
 from perflsp.source.positions import Position
 
 if TYPE_CHECKING:
@@ -177,11 +179,9 @@ def _proposal_actions(ls: ServerContext, snap: Snapshot, item: CudaFunction | Om
     return [_action(snap, fix, []) for fix in found.fixes]
 
 
-def code_action_json(snap: Snapshot, fix: Fix) -> dict[str, Any]:
+def code_action_json(snap: Snapshot, fix: Fix) -> JsonObject:
     """A fix as a code action in JSON (what `perflsp.askLaunchParameters` returns)."""
-    from pygls.protocol import default_converter
-
-    return default_converter().unstructure(_action(snap, fix, []))
+    return lsp_json_object(_action(snap, fix, []))
 
 
 def _overlaps(a: int, b: int, start: int, end: int) -> bool:

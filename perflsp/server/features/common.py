@@ -118,7 +118,7 @@ def verdict_message(report: KernelReport, estimate: Estimate, llm: AdvisorResult
     name = kernel_name(report.kernel)
     occ = occupancy_text(estimate)
     if estimate.verdict == "uncertain":
-        why = estimate.evidence[0] if estimate.evidence else "the engine could not analyse it"
+        why = estimate.evidence[0].text if estimate.evidence else "the engine could not analyse it"
         static = f"the static estimate is uncertain: {why}"
     else:
         static = f"predicted {estimate.verdict}-bound: {intensity_vs_ridge(estimate)}" + (f" · {occ}" if occ else "")
@@ -127,11 +127,11 @@ def verdict_message(report: KernelReport, estimate: Estimate, llm: AdvisorResult
     if fresh is not None:
         text = (f"`{name}` on {estimate.gpu}: measured {_kind(fresh.verdict)} ({measured_vs_ridge(fresh)}), "
                 f"{static}")
-    elif answer is not None and (answer.verdict != estimate.verdict or estimate.verdict == "uncertain"):
+    elif answer is not None and answer.verdict != estimate.verdict:  # (an answer is never "uncertain")
         text = (f"`{name}` is {_kind(answer.verdict)} on {estimate.gpu} according to {answer.label} "
                 f"(confidence {answer.confidence:.0%}), which disagrees with the static estimate: {static}")
     elif estimate.verdict == "uncertain":
-        why = estimate.evidence[0] if estimate.evidence else "the engine could not analyse it"
+        why = estimate.evidence[0].text if estimate.evidence else "the engine could not analyse it"
         text = f"`{name}`: roofline verdict uncertain on {estimate.gpu}: {why}"
     else:
         parts = [f"`{name}` is {estimate.verdict}-bound on {estimate.gpu}: {intensity_vs_ridge(estimate)}"]

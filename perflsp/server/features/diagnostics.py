@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import itertools
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import accumulate, compress, count
-from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
@@ -28,14 +28,12 @@ from perflsp.server.features.common import (
     to_range,
     verdict_message,
 )
+from perflsp.server.json_types import JsonObject, JsonValue, lsp_json_object
 from perflsp.source.positions import Position
-
-if TYPE_CHECKING:
-    from cattrs import Converter
 
 SOURCE = "perflsp"
 # (the diagnostic's result object, the diagnostic, its JSON); the result object is compared by identity
-_Entry = tuple[object, lsp.Diagnostic, dict[str, Any]]
+_Entry = tuple[object, lsp.Diagnostic, JsonObject]
 
 
 def _description(code: str, cache: dict[str, lsp.CodeDescription | None]) -> lsp.CodeDescription | None:
@@ -63,16 +61,16 @@ class DiagnosticCache:
     def __init__(self) -> None:
         self._entries: dict[tuple[object, ...], _Entry] = {}
         # id(owner) -> (basis, its diagnostics, their JSON in the same order)
-        self._memo: dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic], list[dict[str, Any]]]] = {}
-        self._built: tuple[list[lsp.Diagnostic], list[dict[str, Any]]] | None = None  # the last build
+        self._memo: dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic], list[JsonObject]]] = {}
+        self._built: tuple[list[lsp.Diagnostic], list[JsonObject]] | None = None  # the last build
         self.verdicts: _Verdicts | None = None  # the last build's verdicts (`_verdicts`)
 
-    def memo_table(self) -> dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic], list[dict[str, Any]]]]:
+    def memo_table(self) -> dict[int, tuple[tuple[object, ...], list[lsp.Diagnostic], list[JsonObject]]]:
         """id(owner) -> (the basis its diagnostics were built from, the diagnostics, their JSON)."""
         return self._memo
 
     def moved(self, owner: object, basis: tuple[object, ...], rng: lsp.Range,
-              related: list[lsp.Range]) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]] | None:
+              related: list[lsp.Range]) -> tuple[list[lsp.Diagnostic], list[JsonObject]] | None:
         """The last diagnostics of `owner`, moved to `rng` (and their related information to
         `related`), when only positions changed since: the same result object and configuration
         (`basis` starts with them; in plain mode nothing else decides). An edit that adds a line
@@ -81,7 +79,7 @@ class DiagnosticCache:
         if entry is None or entry[0][:2] != basis[:2]:
             return None
         out: list[lsp.Diagnostic] = []
-        out_json: list[dict[str, Any]] = []
+        out_json: list[JsonObject] = []
         for diagnostic, as_json in zip(entry[1], entry[2]):
             infos = diagnostic.related_information or []
             if len(infos) != len(related):
@@ -96,30 +94,30 @@ class DiagnosticCache:
             moved_json = dict(as_json, range=_range_json(rng))
             if moved_infos:
                 moved_json["relatedInformation"] = [
-                    dict(info_json, location={"uri": info.location.uri, "range": _range_json(r)})
-                    for info_json, info, r in zip(as_json["relatedInformation"], moved_infos, related)]
+                    {**info_json, "location": {"uri": info.location.uri, "range": _range_json(r)}}
+                    for info_json, info, r in zip(_json_objects(as_json["relatedInformation"]), moved_infos, related)]
             out.append(moved)
             out_json.append(moved_json)
         self.remember(owner, basis, out, out_json)
         return out, out_json
 
     def remember(self, owner: object, basis: tuple[object, ...], diagnostics: list[lsp.Diagnostic],
-                 as_json: list[dict[str, Any]]) -> None:
+                 as_json: list[JsonObject]) -> None:
         self._memo[id(owner)] = (basis, diagnostics, as_json)
 
-    def get(self, key: tuple[object, ...], owner: object) -> tuple[lsp.Diagnostic, dict[str, Any]] | None:
+    def get(self, key: tuple[object, ...], owner: object) -> tuple[lsp.Diagnostic, JsonObject] | None:
         entry = self._entries.get(key)
         if entry is not None and entry[0] is owner:
             return entry[1], entry[2]
         return None
 
-    def put(self, key: tuple[object, ...], owner: object, diagnostic: lsp.Diagnostic) -> dict[str, Any]:
+    def put(self, key: tuple[object, ...], owner: object, diagnostic: lsp.Diagnostic) -> JsonObject:
         """Keep `diagnostic` under `key`; its JSON."""
-        entry = (owner, diagnostic, _converter().unstructure(diagnostic))
+        entry = (owner, diagnostic, lsp_json_object(diagnostic))
         self._entries[key] = entry
         return entry[2]
 
-    def finish(self, items: list[lsp.Diagnostic], as_json: list[dict[str, Any]], owners: list[object]) -> None:
+    def finish(self, items: list[lsp.Diagnostic], as_json: list[JsonObject], owners: list[object]) -> None:
         """End a build: remember its output (`json`), and sweep the entries of owners gone once
         they outnumber the build's `owners`."""
         self._built = (items, as_json)
@@ -128,23 +126,17 @@ class DiagnosticCache:
             self._memo = {k: v for k, v in self._memo.items() if k in live}
             self._entries = {k: v for k, v in self._entries.items() if id(v[0]) in live}
 
-    def json(self, diagnostics: list[lsp.Diagnostic]) -> list[dict[str, Any]]:
+    def json(self, diagnostics: list[lsp.Diagnostic]) -> list[JsonObject]:
         """The JSON of a build's output (`diagnostics` is the list `build` returned)."""
         if self._built is not None and self._built[0] is diagnostics:
             return self._built[1]
-        return [_converter().unstructure(d) for d in diagnostics]
+        return [lsp_json_object(d) for d in diagnostics]
 
 
-_CONVERTER: Converter | None = None
-
-
-def _converter() -> Converter:
-    global _CONVERTER
-    if _CONVERTER is None:
-        from pygls.protocol import default_converter
-
-        _CONVERTER = default_converter()
-    return _CONVERTER
+def _json_objects(value: JsonValue) -> list[Mapping[str, JsonValue]]:
+    """The objects of a JSON array the converter wrote (a diagnostic's `relatedInformation`)."""
+    assert isinstance(value, list)
+    return [item for item in value if isinstance(item, Mapping)]
 
 
 def _range_json(rng: lsp.Range) -> dict[str, dict[str, int]]:
@@ -176,7 +168,7 @@ def build(snapshot: Snapshot, cache: DiagnosticCache | None = None) -> list[lsp.
         budget = lsp.Diagnostic(range=rng, message=note, severity=lsp.DiagnosticSeverity.Information, source=SOURCE,
                                 data={"kind": "budget", "unanalysed": len(snapshot.analysis.unanalysed)})
         out.append(budget)
-        out_json.append(_converter().unstructure(budget))
+        out_json.append(lsp_json_object(budget))
     findings = snapshot.analysis.findings
     memo_get = cache.memo_table().get
     for finding in findings:
@@ -214,12 +206,12 @@ class _Verdicts:
     lengths: list[int]
     offsets: list[int]
     out: list[lsp.Diagnostic]
-    out_json: list[dict[str, Any]]
+    out_json: list[JsonObject]
 
 
 def _verdicts(snapshot: Snapshot, cache: DiagnosticCache, reports: list[KernelReport], plain: bool,
               descriptions: dict[str, lsp.CodeDescription | None]
-              ) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]]:
+              ) -> tuple[list[lsp.Diagnostic], list[JsonObject]]:
     """Every report's verdict diagnostics, and their JSON. After an edit in one kernel of a large
     file the reports are the last build's but one, at the same positions: the runs of unchanged
     ones are copied from the last build as slices, found with C-level comparisons, and only the
@@ -228,7 +220,7 @@ def _verdicts(snapshot: Snapshot, cache: DiagnosticCache, reports: list[KernelRe
     by_name = plain and not snapshot.kernels.omp_regions  # (an OpenMP region's verdict is at its pragma)
     if not by_name or last is None or last.config is not snapshot.config or len(last.reports) != len(reports):
         out: list[lsp.Diagnostic] = []
-        out_json: list[dict[str, Any]] = []
+        out_json: list[JsonObject] = []
         lengths = []
         for report in reports:
             built, built_json = _report_segment(snapshot, cache, report, plain, descriptions)
@@ -263,7 +255,7 @@ def _verdicts(snapshot: Snapshot, cache: DiagnosticCache, reports: list[KernelRe
 
 def _report_segment(snapshot: Snapshot, cache: DiagnosticCache, report: KernelReport, plain: bool,
                     descriptions: dict[str, lsp.CodeDescription | None]
-                    ) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]]:
+                    ) -> tuple[list[lsp.Diagnostic], list[JsonObject]]:
     """One report's verdict diagnostics and their JSON: the last ones when the report, the
     configuration and the positions are the same (moved when only positions changed), else
     built (`_report_diagnostics`)."""
@@ -289,10 +281,10 @@ def _report_segment(snapshot: Snapshot, cache: DiagnosticCache, report: KernelRe
 
 def _report_diagnostics(snapshot: Snapshot, cache: DiagnosticCache, report: KernelReport, anchor: Span,
                         descriptions: dict[str, lsp.CodeDescription | None]
-                        ) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]]:
+                        ) -> tuple[list[lsp.Diagnostic], list[JsonObject]]:
     """A report's verdict diagnostics (one per GPU whose level is not "off"), and their JSON."""
     out: list[lsp.Diagnostic] = []
-    out_json: list[dict[str, Any]] = []
+    out_json: list[JsonObject] = []
     settings = snapshot.config.settings
     kernel = report.kernel
     where = (_positions(anchor), tuple(_positions(site.span) for site in report.launches), snapshot.uri)
@@ -326,7 +318,7 @@ def _report_diagnostics(snapshot: Snapshot, cache: DiagnosticCache, report: Kern
     for index, (estimate, level) in enumerate(zip(report.estimates, levels)):
         code, source, llm, measured = codes[index]
         pending = label if snapshot.llm_pending(name, estimate.gpu) else None
-        data: dict[str, Any] = {"kind": "roofline", "kernel": name, "gpu": estimate.gpu, "source": source,
+        data: JsonObject = {"kind": "roofline", "kernel": name, "gpu": estimate.gpu, "source": source,
                                 "static": estimate.verdict}
         if llm is not None:
             data["llm"] = {"verdict": llm.verdict if llm.source == "llm" else None, "label": llm.label,
@@ -355,7 +347,7 @@ def _report_diagnostics(snapshot: Snapshot, cache: DiagnosticCache, report: Kern
 
 def _finding_diagnostics(snapshot: Snapshot, cache: DiagnosticCache, finding: Finding,
                          descriptions: dict[str, lsp.CodeDescription | None]
-                         ) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]]:
+                         ) -> tuple[list[lsp.Diagnostic], list[JsonObject]]:
     """A lint finding's diagnostic (none when its level is "off"), and its JSON."""
     level = snapshot.config.settings.rules.get(finding.code) or finding.severity
     if level == "off":

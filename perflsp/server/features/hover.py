@@ -145,7 +145,7 @@ def kernel_markdown(report: KernelReport, snapshot: Snapshot | None = None) -> s
     for estimate in report.estimates:
         lines += ["", f"**{estimate.gpu}** — {short_verdict(estimate)}"]
         for item in estimate.evidence:
-            lines.append(f"- {item}")
+            lines.append(f"- {item.text}")
         if estimate.occupancy is not None:
             lines.append(f"- occupancy {_occupancy(estimate)}")
         elif estimate.occupancy_note:
@@ -158,10 +158,10 @@ def kernel_markdown(report: KernelReport, snapshot: Snapshot | None = None) -> s
                   for loop in facts.loops]
     if facts.assumptions:
         lines += ["", "**Assumptions**"]
-        lines += [f"- {a}" for a in facts.assumptions]
+        lines += [f"- {a.text}" for a in facts.assumptions]
     if facts.evidence:
         lines += ["", "**Evidence**"]
-        lines += [f"- {e}" for e in facts.evidence]
+        lines += [f"- {e.text}" for e in facts.evidence]
     if snapshot is not None:
         lines += _tuning_lines(snapshot, report.kernel)
     if measured_any:

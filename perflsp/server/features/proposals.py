@@ -10,7 +10,6 @@ kernel's `__launch_bounds__`; `num_teams`/`thread_limit` need an OpenMP target r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from perflsp.analysis.models import Fix
 from perflsp.hardware.models import Gpu
@@ -20,6 +19,7 @@ from perflsp.llm.schema import LaunchBoundsProposal, Proposals
 from perflsp.server import engine_adapter as engine
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import document_model
+from perflsp.server.json_types import JsonObject
 
 
 @dataclass
@@ -134,7 +134,7 @@ def _bound(kernel: CudaFunction) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def describe(proposals: Proposals | None) -> dict[str, Any]:
+def describe(proposals: Proposals | None) -> JsonObject:
     return proposals.model_dump(mode="json") if proposals is not None else {}
 
 

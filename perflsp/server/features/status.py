@@ -3,17 +3,18 @@ configuration change; also returned by the `perflsp.status` command)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perflsp import __version__
 from perflsp.server import engine_adapter as engine
+from perflsp.server.json_types import JsonObject
 
 if TYPE_CHECKING:
     from perflsp.server.config import ResolvedConfig
     from perflsp.server.context import ServerContext
 
 
-def payload(ls: ServerContext) -> dict[str, Any]:
+def payload(ls: ServerContext) -> JsonObject:
     """The `perflsp/status` params (camelCase, as on the wire); before `initialized` only `version`, `ready`."""
     state = ls.workspace_state
     if state is None:

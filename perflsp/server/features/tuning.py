@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
@@ -31,6 +31,7 @@ from perflsp.analysis.models import Fix
 from perflsp.kernels.models import CudaFunction, OmpRegion
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import document_model
+from perflsp.server.json_types import CommandArgument, JsonObject, JsonValue, lsp_json
 from perflsp.server.text import path_of
 from perflsp.server.tuning_state import TuningRun, TuningState
 from perflsp.tuning.cache import CacheError, TuningRecord, TuningStore, read_cache
@@ -177,7 +178,7 @@ class _Refusal:
     message: str
 
 
-def _limits(arg: dict[str, Any], error: type[Exception]) -> tuple[int, float | None]:
+def _limits(arg: CommandArgument, error: type[Exception]) -> tuple[int, float | None]:
     """`maxFevals` and `timeLimitS` of the command's argument, checked."""
     max_fevals = arg.get("maxFevals", DEFAULT_FEVALS)
     time_limit = arg.get("timeLimitS")
@@ -231,8 +232,8 @@ def _timing(snap: Snapshot, kernel: CudaFunction, space: TuningSpace, gpu: Gpu |
                     "cache was imported (perflsp.importTuningCache)")
 
 
-async def tune_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
-    from perflsp.server.features.commands.common import CommandError, kernel_report
+async def tune_kernel(ls: ServerContext, arg: CommandArgument) -> JsonObject:
+    from perflsp.server.features.commands.common import CommandError, kernel_report, progress_token
     from perflsp.tuning.search import TuningUnavailable, kernel_tuner_available
     from perflsp.tuning.session import FileContext, prior_note, tune
 
@@ -240,7 +241,7 @@ async def tune_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
     kernel = report.kernel
     name = kernel.name
 
-    def answer(status_: str, message: str, kind: lsp.MessageType, **extra: Any) -> dict[str, Any]:
+    def answer(status_: str, message: str, kind: lsp.MessageType, **extra: JsonValue) -> JsonObject:
         if not arg.get("quiet"):
             ls.window_show_message(lsp.ShowMessageParams(type=kind, message=f"perflsp: {message}"))
         return {"uri": snap.uri, "kernel": name, "status": status_, "message": message, **extra}
@@ -260,11 +261,13 @@ async def tune_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
     if isinstance(timing, _Refusal):
         return answer(timing.status, timing.message, lsp.MessageType.Warning)
     replay, evaluate, gpu = timing.replay, timing.evaluate, timing.gpu
+    strategy = arg.get("strategy")
+    if strategy is not None and not isinstance(strategy, str):
+        raise CommandError("`strategy` must be a string")
     tuning = ls.tuning
     if not tuning.lock.acquire(blocking=False):
         return answer("busy", "a tuning run is under way; cancel it or try again when it has finished",
                       lsp.MessageType.Info)
-    strategy = arg.get("strategy")
     proposer = None
     advisor = ls.advice.advisor_for(snap.config)
     if strategy is None:
@@ -284,8 +287,7 @@ async def tune_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     target = short_device(replay.device_name) if replay is not None else (gpu.name if gpu else "the GPU")
     how = "replaying the recorded cache" if replay is not None else "measuring"
-    token = arg.get("workDoneToken")
-    bar = await _begin_progress(ls, token, f"perflsp: tuning {name} on {target} ({how}, {strategy})", cancel)
+    bar = await _begin_progress(ls, progress_token(arg), f"perflsp: tuning {name} on {target} ({how}, {strategy})", cancel)
 
     def on_evaluation(evaluation: Evaluation) -> None:
         shown = f"{evaluation.time_ms:.4g} ms" if evaluation.time_ms is not None else "failed"
@@ -336,17 +338,14 @@ async def tune_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
     if latest is not None:
         item = latest.kernel_named(name)
         if isinstance(item, CudaFunction):
-            from pygls.protocol import default_converter
-
-            actions = [default_converter().unstructure(a) for a in code_actions(ls, latest, [item])
-                       if a.edit is not None]
+            actions = [lsp_json(a) for a in code_actions(ls, latest, [item]) if a.edit is not None]
     return answer(status_, message, lsp.MessageType.Info, best=best[0], bestMs=best[1], currentMs=current_ms,
                   evaluations=evaluations, device=result.device_name, recorded=result.record.recorded,
                   strategy=result.strategy, stored=str(stored) if stored else None, notes=result.notes,
                   actions=actions)
 
 
-async def cancel_tuning(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
+async def cancel_tuning(ls: ServerContext, arg: CommandArgument) -> JsonObject:
     cancel = ls.tuning.cancel
     if cancel is None:
         return {"cancelled": False, "message": "no tuning run is under way"}
@@ -354,20 +353,20 @@ async def cancel_tuning(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any
     return {"cancelled": True, "message": "the tuning run stops after the evaluation in flight"}
 
 
-async def import_tuning_cache(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
-    from perflsp.server.features.commands.common import CommandError, folder_root
+async def import_tuning_cache(ls: ServerContext, arg: CommandArgument) -> JsonObject:
+    from perflsp.server.features.commands.common import CommandError, folder_root, text_argument
     from perflsp.tuning.session import import_cache
 
     raw = arg.get("path")
     if not isinstance(raw, str) or not raw:
         raise CommandError("`path` (the Kernel Tuner cache file) is required")
-    root = folder_root(ls, arg.get("uri") if isinstance(arg.get("uri"), str) else None)
+    root = folder_root(ls, text_argument(arg, "uri"))
     if root is None:
         raise CommandError("open a workspace folder: imported caches are stored under its .perflsp/ folder")
     path = Path(raw).expanduser()
     if not path.is_absolute():
         path = root / path
-    kernel = arg.get("kernel") if isinstance(arg.get("kernel"), str) else None
+    kernel = text_argument(arg, "kernel")
     try:
         record, stored = await asyncio.to_thread(import_cache, path, root, kernel)
     except CacheError as exc:

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from perflsp.server.json_types import CommandArgument, JsonObject
 
 if TYPE_CHECKING:
     from perflsp.server.context import ServerContext
 
-Handler = Callable[["ServerContext", dict[str, Any]], Awaitable[Any]]
+Handler = Callable[["ServerContext", CommandArgument], Awaitable[JsonObject]]
 
 _HERE = __name__
 COMMANDS: dict[str, str] = {  # command -> "module:function" answering it
@@ -52,7 +54,7 @@ def handler(command: str) -> Handler:
     return found
 
 
-async def run(ls: ServerContext, command: str, args: list[object]) -> object:
+async def run(ls: ServerContext, command: str, args: list[object]) -> JsonObject:
     """Answer `command` with its arguments as the client sent them."""
     from perflsp.server.features.commands.common import argument
 

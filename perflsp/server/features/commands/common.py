@@ -4,11 +4,12 @@ the LLM question about a kernel, profiling settings and the workspace folder a c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pygls.exceptions import JsonRpcInvalidParams
 
 from perflsp.server.features.common import kernel_name
+from perflsp.server.json_types import CommandArgument
 from perflsp.server.text import path_of
 
 if TYPE_CHECKING:
@@ -26,17 +27,32 @@ class CommandError(JsonRpcInvalidParams):
     pass
 
 
-def argument(args: list[object]) -> dict[str, Any]:
+def argument(args: list[object]) -> CommandArgument:
+    """The command's one argument as the client sent it (the protocol edge: each field is checked
+    where a handler reads it)."""
     if not args:
         return {}
-    if isinstance(args[0], dict):
-        return args[0]
+    first = args[0]
+    if isinstance(first, dict):
+        return {str(key): value for key, value in first.items()}
     if len(args) >= 2 and all(isinstance(a, str) for a in args[:2]):  # [uri, kernel]
         return {"uri": args[0], "kernel": args[1]}
     raise CommandError("expected one JSON object argument")
 
 
-async def kernel_report(ls: ServerContext, arg: dict[str, Any]) -> tuple[Snapshot, KernelReport]:
+def text_argument(arg: CommandArgument, name: str) -> str | None:
+    """`arg[name]` when the client sent a string there, else None."""
+    value = arg.get(name)
+    return value if isinstance(value, str) else None
+
+
+def progress_token(arg: CommandArgument) -> int | str | None:
+    """The client's `workDoneToken` for the command's progress bar, when it sent one."""
+    token = arg.get("workDoneToken")
+    return token if isinstance(token, (int, str)) and not isinstance(token, bool) else None
+
+
+async def kernel_report(ls: ServerContext, arg: CommandArgument) -> tuple[Snapshot, KernelReport]:
     uri, name = arg.get("uri"), arg.get("kernel")
     if not isinstance(uri, str) or not isinstance(name, str):
         raise CommandError("`uri` and `kernel` (strings) are required")
@@ -119,4 +135,6 @@ __all__ = [
     "kernel_report",
     "open_files",
     "profiling_settings",
+    "progress_token",
+    "text_argument",
 ]

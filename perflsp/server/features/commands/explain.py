@@ -4,13 +4,14 @@ llmMessage, source}: the static explanation, and the LLM's streamed one when the
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
-from perflsp.server.features.commands.common import estimate_gpu, kernel_question, kernel_report
+from perflsp.server.features.commands.common import estimate_gpu, kernel_question, kernel_report, progress_token
 from perflsp.server.features.common import kernel_name
 from perflsp.server.features.hover import kernel_markdown
+from perflsp.server.json_types import CommandArgument, JsonObject
 from perflsp.server.progress import progress
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 STREAM_INTERVAL_S = 0.2  # at most this often a streamed explanation is sent to the client
 
 
-async def explain_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
+async def explain_kernel(ls: ServerContext, arg: CommandArgument) -> JsonObject:
     """The static explanation, and the LLM's streamed one when the advisor is on.
 
     With `streamId`, partial Markdown goes to the client as `perflsp/explanation` notifications
@@ -62,7 +63,7 @@ async def explain_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, An
     failure: str | None = None
     loop = asyncio.get_running_loop()
     last_sent = 0.0
-    async with progress(ls, f"perflsp: {label} explains {name}", arg.get("workDoneToken")) as bar:
+    async with progress(ls, f"perflsp: {label} explains {name}", progress_token(arg)) as bar:
         send(head + "*waiting for the model…*", False)
         try:
             async for chunk in advisor.explain_stream(question):

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
-from perflsp.server.features.commands.common import CommandError, folder_root, open_files
+from perflsp.server.features.commands.common import CommandError, folder_root, open_files, progress_token, text_argument
 from perflsp.server.features.commands.serialize import profile_result_json
+from perflsp.server.json_types import CommandArgument, JsonObject
 from perflsp.server.progress import progress
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from perflsp.server.progress import Progress
 
 
-async def import_profile(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
+async def import_profile(ls: ServerContext, arg: CommandArgument) -> JsonObject:
     """Import an Nsight Compute report (`.ncu-rep` or ncu CSV) into the workspace folder's
     `.perflsp/profiles/`, map its kernels to the workspace's sources, and republish."""
     from perflsp.kernels.extract import extract_path
@@ -32,7 +33,7 @@ async def import_profile(ls: ServerContext, arg: dict[str, Any]) -> dict[str, An
     raw = arg.get("path")
     if not isinstance(raw, str) or not raw:
         raise CommandError("`path` (the report file) is required")
-    folder_uri = arg.get("uri") if isinstance(arg.get("uri"), str) else None
+    folder_uri = text_argument(arg, "uri")
     root = folder_root(ls, folder_uri)
     report_path = Path(raw).expanduser()
     if not report_path.is_absolute():
@@ -45,10 +46,11 @@ async def import_profile(ls: ServerContext, arg: dict[str, Any]) -> dict[str, An
     folder = state.folder_for(root.as_uri())
     config = ls.config_for(folder.uri or root.as_uri())
     gpu = None
-    if isinstance(arg.get("gpu"), str) and arg["gpu"]:
-        gpu = gpu_resolver(config)(arg["gpu"])
+    wanted = text_argument(arg, "gpu")
+    if wanted:
+        gpu = gpu_resolver(config)(wanted)
         if gpu is None:
-            raise CommandError(f"`gpu`: unknown GPU '{arg['gpu']}'")
+            raise CommandError(f"`gpu`: unknown GPU '{wanted}'")
     try:  # converting a .ncu-rep may run ncu: only with profiling allowed
         ncu_argv = [require_enabled(config.profiling).ncu_path]
     except ProfilingError:
@@ -66,7 +68,7 @@ async def import_profile(ls: ServerContext, arg: dict[str, Any]) -> dict[str, An
         return import_and_store(report_path, workspace=root, gpu=gpu, files=list(files.values()), ncu_argv=ncu_argv,
                                 gpu_resolver=gpu_resolver(config))
 
-    async with progress(ls, f"perflsp: importing {report_path.name}", arg.get("workDoneToken")) as bar:
+    async with progress(ls, f"perflsp: importing {report_path.name}", progress_token(arg)) as bar:
         try:
             outcome = await asyncio.to_thread(run, bar)
         except ProfilingError as exc:

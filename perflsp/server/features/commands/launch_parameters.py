@@ -3,15 +3,16 @@ actions, rejected}: static block sizes per GPU and the LLM's proposals as valida
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
 from perflsp.kernels.models import CudaFunction
 from perflsp.server import engine_adapter as engine
-from perflsp.server.features.commands.common import CommandError, estimate_gpu, kernel_question, kernel_report
+from perflsp.server.features.commands.common import CommandError, estimate_gpu, kernel_question, kernel_report, progress_token
 from perflsp.server.features.commands.serialize import json_value
 from perflsp.server.features.common import kernel_name
+from perflsp.server.json_types import CommandArgument, JsonObject
 from perflsp.server.progress import progress
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from perflsp.server.features.proposals import ProposalEdits
 
 
-async def ask_launch_parameters(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
+async def ask_launch_parameters(ls: ServerContext, arg: CommandArgument) -> JsonObject:
     """Static block-size suggestions per GPU and, with the LLM on, its proposals as validated
     edits (`actions`, each a code action with a WorkspaceEdit) or rejections with the reason."""
     snap, report = await kernel_report(ls, arg)
@@ -34,7 +35,7 @@ async def ask_launch_parameters(ls: ServerContext, arg: dict[str, Any]) -> dict[
         block = engine.best_block_for(kernel if isinstance(kernel, CudaFunction) else None, gpu, None)
         suggestions.append({"gpu": gpu.id, "gpuName": gpu.name, "blockSize": block,
                             "basis": "occupancy with 32 registers per thread assumed (no ptxas figures)"})
-    result: dict[str, Any] = {"uri": snap.uri, "kernel": name, "launches": launches, "suggestions": suggestions,
+    result: JsonObject = {"uri": snap.uri, "kernel": name, "launches": launches, "suggestions": suggestions,
                               "source": "static", "actions": [], "rejected": []}
     advisor = ls.advice.advisor_for(snap.config)
     llm_state, reason, label = ls.advice.status(snap.config)
@@ -46,7 +47,7 @@ async def ask_launch_parameters(ls: ServerContext, arg: dict[str, Any]) -> dict[
 
     _estimate, gpu = estimate_gpu(snap, report, arg.get("gpu"))
     question = await kernel_question(ls, snap.uri, name, gpu, "launch_params")
-    async with progress(ls, f"perflsp: asking {label} for launch parameters of {name}", arg.get("workDoneToken")):
+    async with progress(ls, f"perflsp: asking {label} for launch parameters of {name}", progress_token(arg)):
         answer = await advisor.ask(question)
     if answer.source != "llm":
         result["llm"] = {"used": False, "state": ls.advice.status(snap.config)[0], "label": label,
@@ -59,7 +60,7 @@ async def ask_launch_parameters(ls: ServerContext, arg: dict[str, Any]) -> dict[
     from perflsp.server.features.code_actions import code_action_json
     from perflsp.server.features.proposals import describe, proposal_edits
 
-    def build(current: Snapshot) -> tuple[ProposalEdits, list[dict[str, Any]]]:
+    def build(current: Snapshot) -> tuple[ProposalEdits, list[JsonObject]]:
         found = proposal_edits(current, name, answer.proposals, gpu, label)
         return found, [code_action_json(current, fix) for fix in found.fixes]
 

@@ -4,14 +4,15 @@ document's file and run it under Nsight Compute for this kernel."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
 from perflsp.kernels.models import CudaFunction
-from perflsp.server.features.commands.common import kernel_report, profiling_settings
-from perflsp.server.features.commands.serialize import profile_result_json
+from perflsp.server.features.commands.common import kernel_report, profiling_settings, progress_token
+from perflsp.server.features.commands.serialize import matched_ref, profile_result_json
 from perflsp.server.features.common import kernel_name
+from perflsp.server.json_types import CommandArgument, JsonObject, JsonValue
 from perflsp.server.progress import progress
 from perflsp.server.text import path_of
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from perflsp.server.context import ServerContext
 
 
-async def profile_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
+async def profile_kernel(ls: ServerContext, arg: CommandArgument) -> JsonObject:
     """Build the document's file, run it under Nsight Compute for this kernel, store the result
     under the workspace's `.perflsp/` and republish (`perflsp.profiling.*` settings; only from
     user settings or a trusted workspace)."""
@@ -32,7 +33,7 @@ async def profile_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, An
     name = kernel_name(report.kernel)
     config = snap.config
 
-    def answer(status_: str, message: str, kind: lsp.MessageType, **extra: Any) -> dict[str, Any]:
+    def answer(status_: str, message: str, kind: lsp.MessageType, **extra: JsonValue) -> JsonObject:
         if not arg.get("quiet"):
             ls.window_show_message(lsp.ShowMessageParams(type=kind, message=f"perflsp: {message}"))
         return {"uri": snap.uri, "kernel": name, "status": status_, "message": message, **extra}
@@ -62,7 +63,7 @@ async def profile_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, An
             return profile_target(settings, path, workspace=root, kernel=kernel_filter, files=[snap.kernels],
                                   gpu_resolver=gpu_resolver(config))
 
-    async with progress(ls, f"perflsp: profiling {name} with Nsight Compute", arg.get("workDoneToken"), delay=0.0) as bar:
+    async with progress(ls, f"perflsp: profiling {name} with Nsight Compute", progress_token(arg), delay=0.0) as bar:
         bar.report(f"building {path.name} and running it under ncu")
         try:
             outcome = await asyncio.to_thread(run)
@@ -70,8 +71,9 @@ async def profile_kernel(ls: ServerContext, arg: dict[str, Any]) -> dict[str, An
             return answer("failed", f"profiling {name} failed: {exc.message}", lsp.MessageType.Error)
     ls.refresh_folder(root)
     kernels = [profile_result_json(r) for r in outcome.results]
-    mine = [k for k in kernels if k["source"] and k["source"]["bodyHash"] == report.kernel.body_hash]
-    summary = mine[0]["summary"] if mine and mine[0]["summary"] else \
+    mine = [r.evidence for r in outcome.results if (ref := matched_ref(r)) is not None
+            and ref.body_hash == report.kernel.body_hash]
+    summary = (mine[0].summary() if mine and mine[0] is not None else None) or \
         f"{len(kernels)} kernel(s) measured, none matched to `{name}` of this file"
     return answer("ok", f"{name}: {summary}{note}", lsp.MessageType.Info, kernels=kernels,
                   storedAt=str(outcome.stored_at) if outcome.stored_at else None, notes=list(outcome.notes))

@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from perflsp.server.features.commands.common import CommandError
+from perflsp.server.features.commands.common import CommandError, progress_token, text_argument
 from perflsp.server.features.commands.serialize import gpu_json, report_json
+from perflsp.server.json_types import CommandArgument, JsonObject
 from perflsp.server.measured import evidence_for_reports
 from perflsp.server.progress import progress
 from perflsp.server.text import path_of
@@ -20,18 +21,18 @@ if TYPE_CHECKING:
     from perflsp.server.context import ServerContext
 
 
-async def roofline_data(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
+async def roofline_data(ls: ServerContext, arg: CommandArgument) -> JsonObject:
     scope = arg.get("scope", "open")
     if scope not in ("open", "workspace"):
         raise CommandError("`scope` must be \"open\" or \"workspace\"")
-    only = arg.get("uri")
+    only = text_argument(arg, "uri")
     state = ls.initialized_workspace
     config = ls.config_for(only or state.folders[0].uri)
     gpus = {g.name: g for g in config.gpus}
-    kernels: list[dict[str, Any]] = []
+    kernels: list[JsonObject] = []
     skipped: list[dict[str, str]] = []
     open_uris = [u for u in ls.workers if only is None or u == only]
-    skipped += [{"path": str(path_of(u) or u), "reason": r} for u, r in getattr(ls, "refused", {}).items()
+    skipped += [{"path": str(path_of(u) or u), "reason": r} for u, r in ls.refused.items()
                 if only is None or u == only]
     for uri in open_uris:
         snap = await ls.snapshot(uri)
@@ -44,7 +45,7 @@ async def roofline_data(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any
             folder_config = ls.config_for(folder.uri) if folder.uri else config
             files += [(p, folder_config) for p in await asyncio.to_thread(state.source_files, folder, folder_config)]
         files = [(p, c) for p, c in files if p.as_uri() not in ls.workers]
-        async with progress(ls, "perflsp: scanning the workspace", arg.get("workDoneToken")) as bar:
+        async with progress(ls, "perflsp: scanning the workspace", progress_token(arg)) as bar:
             for index, (path, folder_config) in enumerate(files):
                 bar.report(path.name, int(100 * index / max(1, len(files))))
                 try:
@@ -59,7 +60,7 @@ async def roofline_data(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any
     return {"gpus": [gpu_json(g) for g in config.gpus], "kernels": kernels, "skipped": skipped}
 
 
-def _analyse_file(ls: ServerContext, path: Path, config: ResolvedConfig, gpus: dict[str, Gpu]) -> list[dict[str, Any]] | str:
+def _analyse_file(ls: ServerContext, path: Path, config: ResolvedConfig, gpus: dict[str, Gpu]) -> list[JsonObject] | str:
     """Extract and analyse a file that is not open (cached by mtime, size and configuration),
     exactly as `perflsp check` reads it (`perflsp.analysis.pipeline`)."""
     from perflsp.analysis.pipeline import FileAnalysis, prepare_file

@@ -3,39 +3,38 @@ a profiled kernel's result."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from perflsp.analysis.notes import records, texts
 from perflsp.server.features.common import anchor_span, closest_precision, kernel_name, short_verdict
+from perflsp.server.json_types import JsonObject, JsonValue
 from perflsp.server.measured import measured_json
 
 if TYPE_CHECKING:
-    from perflsp.analysis.models import Estimate, KernelReport
+    from perflsp.analysis.models import Estimate, KernelFacts, KernelReport
     from perflsp.hardware.models import Gpu
     from perflsp.hardware.precision import Precision
+    from perflsp.profiling.mapping import KernelRef
     from perflsp.profiling.measured import MeasuredEvidence
     from perflsp.profiling.runner import KernelResult
     from perflsp.server.measured import SnapshotMeasured
 
 
-def json_value(value: object) -> object:
+def json_value(value: int | float | tuple[int, int, int] | None) -> JsonValue:
+    """A folded launch value as JSON (a dim3 as a list)."""
     return list(value) if isinstance(value, tuple) else value
 
 
-def gpu_json(gpu: Gpu) -> dict[str, Any]:
+def gpu_json(gpu: Gpu) -> JsonObject:
     return {"id": gpu.id, "name": gpu.name, "bandwidthGbs": gpu.memory_bandwidth_gbs,
             "ridges": {p.value: r for p, r in gpu.ridges().items()},
             "peaksTflops": {p.value: peak.tflops for p, peak in gpu.peaks.items()}}
 
 
-def deciding_assumption(estimate: object, facts: object) -> str | None:
-    """The assumption a verdict rests on, for the roofline view's tooltip: the estimate's own when
-    the engine names one, else the kernel's first (the engine lists the deciding assumption first);
-    None when the sizes came from the source."""
-    own = getattr(estimate, "deciding_assumption", None)
-    if isinstance(own, str) and own:
-        return own
-    assumptions = getattr(facts, "assumptions", None) or []
-    return str(assumptions[0]) if assumptions else None
+def deciding_assumption(facts: KernelFacts | None) -> str | None:
+    """The assumption a verdict rests on, for the roofline view's tooltip: the kernel's first (the
+    engine lists the deciding assumption first); None when the sizes came from the source."""
+    return facts.assumptions[0].text if facts is not None and facts.assumptions else None
 
 
 def judged_precision(estimate: Estimate) -> Precision | None:
@@ -45,7 +44,7 @@ def judged_precision(estimate: Estimate) -> Precision | None:
 
 
 def estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: MeasuredEvidence | None = None,
-                  facts: object = None) -> dict[str, Any]:
+                  facts: KernelFacts | None = None) -> JsonObject:
     gpu = gpus.get(estimate.gpu)
     deciding = closest_precision(estimate)
     occupancy = estimate.occupancy
@@ -65,12 +64,12 @@ def estimate_json(estimate: Estimate, gpus: dict[str, Gpu], measured: MeasuredEv
         "measured": measured_json(measured) if measured is not None else None,
         # the roofline view judges the point against this precision's roof and names what decides it
         "judgedBy": (judged.value if (judged := judged_precision(estimate)) is not None else None),
-        "decidingAssumption": deciding_assumption(estimate, facts),
+        "decidingAssumption": deciding_assumption(facts),
     }
 
 
 def report_json(uri: str, report: KernelReport, gpus: dict[str, Gpu],
-                measured: SnapshotMeasured | None = None) -> dict[str, Any]:
+                measured: SnapshotMeasured | None = None) -> JsonObject:
     """A kernel for the roofline view; `measured` (SnapshotMeasured) adds the stored results."""
     kernel = report.kernel
     facts = report.facts
@@ -87,15 +86,22 @@ def report_json(uri: str, report: KernelReport, gpus: dict[str, Gpu],
         "dramBytes": facts.dram_bytes,
         "ops": {p: getattr(facts.total, p) for p in ("fp64", "fp32", "fp16", "int32")},
         "uncertain": facts.uncertain,
-        "assumptions": list(facts.assumptions),
+        "assumptions": texts(facts.assumptions),
+        "assumptionRecords": records(facts.assumptions),
         "estimates": [estimate_json(e, gpus, found(name, e.gpu), facts) for e in report.estimates],
         "measuredElsewhere": [measured_json(m) for m in measured.unmatched(name)] if measured is not None else [],
     }
 
 
-def profile_result_json(result: KernelResult) -> dict[str, Any]:
+def matched_ref(result: KernelResult) -> KernelRef | None:
+    """The source kernel a profiled kernel was matched to, if any."""
     match = result.match
-    ref = match.ref if match is not None and match.status != "not_found" else None
+    return match.ref if match is not None and match.status != "not_found" else None
+
+
+def profile_result_json(result: KernelResult) -> JsonObject:
+    match = result.match
+    ref = matched_ref(result)
     evidence = result.evidence
     source = None
     if ref is not None and match is not None:  # (a reference comes with its match)
@@ -105,4 +111,5 @@ def profile_result_json(result: KernelResult) -> dict[str, Any]:
 
 
 
-__all__ = ["deciding_assumption", "estimate_json", "gpu_json", "json_value", "judged_precision", "profile_result_json", "report_json"]
+__all__ = ["deciding_assumption", "estimate_json", "gpu_json", "json_value", "judged_precision", "matched_ref",
+           "profile_result_json", "report_json"]

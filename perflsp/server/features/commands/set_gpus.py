@@ -3,15 +3,16 @@ open document is analysed again."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perflsp.server.features.commands.common import CommandError
+from perflsp.server.json_types import CommandArgument, JsonObject
 
 if TYPE_CHECKING:
     from perflsp.server.context import ServerContext
 
 
-async def set_gpus(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
+async def set_gpus(ls: ServerContext, arg: CommandArgument) -> JsonObject:
     names = arg.get("gpus")
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise CommandError("`gpus` must be a non-empty list of GPU names")

@@ -4,13 +4,14 @@ time the kernel at the current and the proposed block size under Nsight Compute.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
 from perflsp.kernels.models import CudaFunction
-from perflsp.server.features.commands.common import CommandError, kernel_report, profiling_settings
+from perflsp.server.features.commands.common import CommandError, kernel_report, profiling_settings, progress_token
 from perflsp.server.features.common import kernel_name
+from perflsp.server.json_types import CommandArgument, JsonObject, JsonValue
 from perflsp.server.progress import progress
 from perflsp.server.text import path_of
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from perflsp.server.context import ServerContext
 
 
-async def verify_launch_parameters(ls: ServerContext, arg: dict[str, Any]) -> dict[str, Any]:
+async def verify_launch_parameters(ls: ServerContext, arg: CommandArgument) -> JsonObject:
     """Time the kernel at the current and the proposed block size (and the proposal halved and
     doubled) under Nsight Compute; the code action of the proposal then says "measured 1.40×"."""
     from perflsp.profiling.errors import ProfilingError
@@ -27,14 +28,13 @@ async def verify_launch_parameters(ls: ServerContext, arg: dict[str, Any]) -> di
 
     snap, report = await kernel_report(ls, arg)
     name = kernel_name(report.kernel)
-    try:
-        current, proposed = int(arg["current"]), int(arg["proposed"])
-    except (KeyError, TypeError, ValueError):
-        raise CommandError("`current` and `proposed` (block sizes) are required") from None
+    current, proposed = _block_size(arg.get("current")), _block_size(arg.get("proposed"))
+    if current is None or proposed is None:
+        raise CommandError("`current` and `proposed` (block sizes) are required")
     if not isinstance(report.kernel, CudaFunction):
         raise CommandError(f"`{name}` is not a CUDA kernel: block sizes apply to CUDA launches")
 
-    def answer(status_: str, message: str, kind: lsp.MessageType, **extra: Any) -> dict[str, Any]:
+    def answer(status_: str, message: str, kind: lsp.MessageType, **extra: JsonValue) -> JsonObject:
         if not arg.get("quiet"):
             ls.window_show_message(lsp.ShowMessageParams(type=kind, message=f"perflsp: {message}"))
         return {"uri": snap.uri, "kernel": name, "status": status_, "message": message, **extra}
@@ -58,7 +58,7 @@ async def verify_launch_parameters(ls: ServerContext, arg: dict[str, Any]) -> di
                                         source=source)
 
     async with progress(ls, f"perflsp: timing {name} at {current} and {proposed} threads per block",
-                        arg.get("workDoneToken"), delay=0.0):
+                        progress_token(arg), delay=0.0):
         try:
             verification = await asyncio.to_thread(run)
         except ProfilingError as exc:
@@ -77,3 +77,13 @@ async def verify_launch_parameters(ls: ServerContext, arg: dict[str, Any]) -> di
 
 
 __all__ = ["verify_launch_parameters"]
+
+
+def _block_size(value: object) -> int | None:
+    """A block size as the client wrote it (a number, or its digits), None when it is not one."""
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
