@@ -27,7 +27,6 @@ from perflsp.kernels.models import CudaFunction, LaunchSite, OmpRegion
 from perflsp.server import analysis as server_analysis
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import document_model, kernel_name
-from perflsp.server.features.common import kernel_name
 from perflsp.server.json_types import JsonObject, lsp_json_object
 from perflsp.source.positions import Position
 
