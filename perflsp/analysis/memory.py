@@ -51,7 +51,7 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     an index with a thread- or loop-dependent part and a data-dependent one (`out[i * 8 + bucket]`,
     `key[begin[s] + tid]`) lands where its affine part says, the data moving it within a small
     neighbourhood: its footprint and sectors are those of the affine part (CUDA so far). Without
-    it, and for pure gathers (`a[idx[i]]`), every access is a sector of its own."""
+    it, and for pure gathers (`a[idx[i]]`), every access counts its own element (see below)."""
     extents = extents or {}
     grouped: dict[tuple[Any, ...], list[Access]] = defaultdict(list)
     for access in accesses:
@@ -79,7 +79,10 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
         offsets = [m.lin.const for m in members if m.lin.const_known]
         spread = (max(offsets) - min(offsets)) if len(offsets) > 1 else 0.0
         if "data" in form.nonlinear:
-            footprint = count * max(elem, cost.sector_bytes)
+            # an index read from memory (`a[idx[i]]`, `x[nodes[k]]`, a scatter by rank) lands near its
+            # neighbours' in practice (permutations, neighbour lists, sorted keys): over the launch
+            # the sectors it touches fill, so each access moves its own element, not a sector
+            footprint = count * elem
         elif segment:
             footprint = count / reuse_in_thread * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
         else:
