@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from perflsp.analysis.linear import Linear
+from perflsp.analysis.memory import with_compiled_widths
+from perflsp.analysis.walk_values import Access
+from perflsp.compiled.build import CompileCache
+from perflsp.compiled.cfg import build_function
+from perflsp.compiled.sass import parse_sass
+from perflsp.compiled.service import Compiler
 from tests.engine_reports import kernel_reports
+from tests.test_compiled import SASS, TOOLCHAIN, analyse, needs_cuda
 
 SPMV_SRC = """
 __global__ void spmv(const int *col, const double *val, const double *x, double *y) {
@@ -32,3 +40,74 @@ def test_a_gather_through_an_index_array_moves_its_elements():
     # 32-byte sector per access
     assert x.footprint_bytes == pytest.approx(8 * 8 * threads)
     assert any(line.startswith("DRAM: footprint ") for line in facts.evidence)
+
+
+# ------------------------------------------------------------------ widths from the compiled code
+
+def _access(line: int, elem: int, array: str = "a", is_store: bool = False, coeff: float = 1.0) -> Access:
+    return Access(array, "global", elem, is_store, Linear(coeffs=(("tx", coeff),)), 1.0, line=line)
+
+
+def test_a_wider_compiled_access_sets_the_element_size():
+    # a template type the source assumed float, instantiated with double: LDG.E.64 on line 3
+    accesses = [_access(3, 4), _access(4, 4, "b", is_store=True)]
+    widths = {(3, False): (1.0, 8.0), (4, True): (1.0, 4.0)}
+    changed, notes = with_compiled_widths(accesses, widths)
+    assert [a.elem_bytes for a in changed] == [8, 4]
+    assert notes == ["line 3: the compiled code loads 8 B per element (the source read 4 B)"]
+
+
+def test_narrower_or_merged_compiled_accesses_leave_the_source_sizes():
+    # a 16-byte struct loaded field by field: four 4-byte loads on its line
+    struct = [_access(5, 16)]
+    assert with_compiled_widths(struct, {(5, False): (4.0, 16.0)}) == (struct, [])
+    # two neighbouring floats merged into one 8-byte load: fewer instructions than accesses
+    pair = [_access(6, 4), _access(6, 4, coeff=2.0)]
+    assert with_compiled_widths(pair, {(6, False): (1.0, 8.0)}) == (pair, [])
+    # loads of several widths on one line (8 + 4 bytes in two loads): no one width to read
+    mixed = [_access(7, 4), _access(7, 4, "b")]
+    assert with_compiled_widths(mixed, {(7, False): (2.0, 12.0)}) == (mixed, [])
+
+
+def test_global_accesses_of_a_compiled_function_by_source_line():
+    cf = build_function(parse_sass(SASS)[0])
+    found = cf.global_accesses()
+    # LDG.E.128 inlined from h.cuh line 9 (counted once, not per trip), STG.E.64 on k.cu line 7
+    assert found[(("/src/h.cuh", 9), False)] == (1.0, 16.0)
+    assert found[(("/src/k.cu", 7), True)] == (1.0, 8.0)
+    assert len(found) == 2
+
+
+TEMPLATE_SRC = """
+template <typename T>
+__global__ void axpy(const T *x, T *y, T a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+template <typename T>
+void run(const T *x, T *y, int n) { axpy<<<n / 256, 256>>>(x, y, T(2), n); }
+int main() {
+  double *x, *y; int n = 1 << 20;
+  cudaMalloc(&x, n * sizeof(double)); cudaMalloc(&y, n * sizeof(double));
+  run(x, y, n);
+}
+"""
+
+
+@pytest.fixture
+def nvcc(tmp_path) -> Compiler:
+    return Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"))
+
+
+@needs_cuda
+def test_the_compiled_widths_of_a_template_instance_size_its_traffic(tmp_path, nvcc):
+    source = tmp_path / "axpy.cu"
+    source.write_text(TEMPLATE_SRC)
+    plain = analyse(source, None)["axpy"].facts
+    compiled = analyse(source, nvcc)["axpy"].facts
+    threads = 1 << 20
+    # SASS: 2 × LDG.E.64 (x[i], y[i]), DFMA, STG.E.64: every element 8 bytes, 3 of them per thread
+    assert compiled.traffic.footprint_bytes == pytest.approx(3 * 8 * threads)
+    assert plain.traffic.footprint_bytes < compiled.traffic.footprint_bytes
+    dram = next(line for line in compiled.evidence if line.startswith("DRAM: "))
+    assert "element sizes from the compiled code (line 5: the compiled code loads 8 B per element" in dram

@@ -13,7 +13,7 @@ once; larger ones are streamed.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from perflsp.analysis.costs import CostModel
@@ -106,6 +106,42 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     if dram < cost.min_dram_bytes:
         note += f"; at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)"
     return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups, note)
+
+
+WIDTHS = (1, 2, 4, 8, 16)  # the widths of a global load or store (LDG.U8 ... LDG.128)
+
+
+def with_compiled_widths(accesses: list[Access],
+                         widths: dict[tuple[int, bool], tuple[float, float]]) -> tuple[list[Access], list[str]]:
+    """The accesses with the element width the compiled code loads or stores at their line,
+    where it is wider than the source's (a template type or typedef the source did not resolve,
+    a struct of unknown size, a vector type), and a note per line changed. A line is read only
+    when its global accesses of that kind share one width in the source and one in the compiled
+    code, and the compiled code has at least as many instructions there as the source has
+    accesses (fewer: the compiler merged neighbouring elements into one wide access). A narrower
+    compiled width is no evidence: a struct or vector element is loaded field by field."""
+    by_line: dict[tuple[int, bool], list[Access]] = defaultdict(list)
+    for access in accesses:
+        if access.space == "global" and not access.atomic:
+            by_line[(access.line, access.is_store)].append(access)
+    changed: dict[int, int] = {}  # id(access) -> compiled width
+    notes = []
+    for (line, is_store), members in sorted(by_line.items()):
+        count, nbytes = widths.get((line, is_store), (0.0, 0.0))
+        elems = {a.elem_bytes for a in members}
+        if count <= 0 or len(elems) != 1 or nbytes / count not in WIDTHS:
+            continue
+        width, elem = int(nbytes / count), elems.pop()
+        distinct = {(a.array, a.lin.coeffs, a.lin.nonlinear, a.lin.const) for a in members}
+        if width <= elem or count < len(distinct):
+            continue
+        for a in members:
+            changed[id(a)] = width
+        notes.append(f"line {line}: the compiled code {'stores' if is_store else 'loads'} {width} B per element "
+                     f"(the source read {elem} B)")
+    if not changed:
+        return accesses, []
+    return [replace(a, elem_bytes=changed[id(a)]) if id(a) in changed else a for a in accesses], notes
 
 
 def combine(groups: list[GroupTraffic]) -> float:
