@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from perflsp.analysis.costs import CostModel
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.memory import with_compiled_widths
 from perflsp.analysis.walk_values import Access
@@ -111,3 +112,26 @@ def test_the_compiled_widths_of_a_template_instance_size_its_traffic(tmp_path, n
     assert plain.traffic.footprint_bytes < compiled.traffic.footprint_bytes
     dram = next(line for line in compiled.evidence if line.startswith("DRAM: "))
     assert "element sizes from the compiled code (line 5: the compiled code loads 8 B per element" in dram
+
+
+SPIN_SRC = """
+__global__ void spin(int n) {
+  float s = threadIdx.x;
+  for (int i = 0; i < n; ++i) s = s * 1.5f + 1.0f;
+  if (s == 0.0f) asm volatile("trap;");   /* keeps the arithmetic alive without touching memory */
+}
+int main() { spin<<<1024, 256>>>(1000); }
+"""
+
+
+@needs_cuda
+def test_compiled_arithmetic_without_global_traffic_is_compute_bound(tmp_path, nvcc):
+    source = tmp_path / "spin.cu"
+    source.write_text(SPIN_SRC)
+    report = analyse(source, nvcc)["spin"]
+    facts = report.facts
+    assert facts.operations == "compiled" and facts.per_item.fp32 >= 2 * 1000
+    assert facts.per_item.global_loads == facts.per_item.global_stores == 0
+    assert facts.dram_bytes == CostModel().launch_dram_bytes
+    assert "no global-memory access in the compiled code" in facts.dram_note
+    assert facts.uncertain is None and report.estimates[0].verdict == "compute"
