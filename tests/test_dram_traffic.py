@@ -45,8 +45,9 @@ def test_a_gather_through_an_index_array_moves_its_elements():
 
 # ------------------------------------------------------------------ widths from the compiled code
 
-def _access(line: int, elem: int, array: str = "a", is_store: bool = False, coeff: float = 1.0) -> Access:
-    return Access(array, "global", elem, is_store, Linear(coeffs=(("tx", coeff),)), 1.0, line=line)
+def _access(line: int, elem: int, array: str = "a", is_store: bool = False, coeff: float = 1.0,
+            sized: bool = True) -> Access:
+    return Access(array, "global", elem, is_store, Linear(coeffs=(("tx", coeff),)), 1.0, line=line, sized=sized)
 
 
 def test_a_wider_compiled_access_sets_the_element_size():
@@ -68,6 +69,21 @@ def test_narrower_or_merged_compiled_accesses_leave_the_source_sizes():
     # loads of several widths on one line (8 + 4 bytes in two loads): no one width to read
     mixed = [_access(7, 4), _access(7, 4, "b")]
     assert with_compiled_widths(mixed, {(7, False): (2.0, 12.0)}) == (mixed, [])
+
+
+def test_a_struct_the_source_cannot_size_moves_what_its_line_loads():
+    # `Option o = options[i]` of a struct the source does not know: 4 B assumed, 7 fields loaded
+    accesses = [_access(9, 4, "options", sized=False)]
+    changed, notes = with_compiled_widths(accesses, {(9, False): (7.0, 28.0)})
+    assert changed[0].elem_bytes == 28
+    assert notes == ["line 9: the compiled code loads 28 B per access of an element whose type the source does not "
+                     "size (the source read 4 B)"]
+    # two fields read on one line share its bytes
+    fields = [_access(10, 4, "p", sized=False), _access(10, 4, "p", sized=False)]
+    assert [a.elem_bytes for a in with_compiled_widths(fields, {(10, False): (2.0, 16.0)})[0]] == [8, 8]
+    # known and unknown types on one line: nothing to share the bytes by
+    mixed = [_access(11, 4, sized=False), _access(11, 4, "b")]
+    assert with_compiled_widths(mixed, {(11, False): (3.0, 12.0)}) == (mixed, [])
 
 
 def test_global_accesses_of_a_compiled_function_by_source_line():
@@ -135,3 +151,32 @@ def test_compiled_arithmetic_without_global_traffic_is_compute_bound(tmp_path, n
     assert facts.dram_bytes == CostModel().launch_dram_bytes
     assert "no global-memory access in the compiled code" in facts.dram_note
     assert facts.uncertain is None and report.estimates[0].verdict == "compute"
+
+
+STRUCT_SRC = """
+struct Option { float spot, strike, rate, vol, time; int kind; float yield; };
+__global__ void price(const Option *options, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const Option o = options[i];
+  out[i] = o.spot * o.strike + o.rate * o.vol + o.time * o.yield + o.kind;
+}
+int main() {
+  Option *options; float *out; int n = 1 << 20;
+  cudaMalloc(&options, n * sizeof(Option)); cudaMalloc(&out, n * sizeof(float));
+  price<<<n / 256, 256>>>(options, out, n);
+}
+"""
+
+
+@needs_cuda
+def test_a_struct_read_from_memory_moves_the_fields_the_compiled_code_loads(tmp_path, nvcc):
+    source = tmp_path / "price.cu"
+    source.write_text(STRUCT_SRC)
+    facts = analyse(source, nvcc)["price"].facts
+    threads = 1 << 20
+    options = next(g for g in facts.traffic.groups if g.array == "options")
+    # SASS: 7 × LDG.E (the struct's seven 4-byte fields) on line 6, not the 4 bytes the source assumed
+    assert options.footprint_bytes == pytest.approx(28 * threads)
+    assert facts.traffic.footprint_bytes == pytest.approx((28 + 4) * threads)
+    assert "line 6: the compiled code loads 28 B per access" in facts.dram_note

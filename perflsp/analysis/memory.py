@@ -113,31 +113,42 @@ WIDTHS = (1, 2, 4, 8, 16)  # the widths of a global load or store (LDG.U8 ... LD
 
 def with_compiled_widths(accesses: list[Access],
                          widths: dict[tuple[int, bool], tuple[float, float]]) -> tuple[list[Access], list[str]]:
-    """The accesses with the element width the compiled code loads or stores at their line,
-    where it is wider than the source's (a template type or typedef the source did not resolve,
-    a struct of unknown size, a vector type), and a note per line changed. A line is read only
-    when its global accesses of that kind share one width in the source and one in the compiled
-    code, and the compiled code has at least as many instructions there as the source has
-    accesses (fewer: the compiler merged neighbouring elements into one wide access). A narrower
-    compiled width is no evidence: a struct or vector element is loaded field by field."""
+    """The accesses with the element size the compiled code loads or stores at their line, and
+    a note per line changed. A line is read only when its global accesses of that kind are all
+    of a known type or all of an unknown one:
+    - of known types sharing one size: the compiled width where it is wider (a template type or
+      typedef the source did not resolve) and the compiled code has at least as many
+      instructions there as the source has accesses (fewer: the compiler merged neighbouring
+      elements into one wide access). A narrower width is no evidence: a struct or vector
+      element is loaded field by field;
+    - of a struct or type the source does not know (4 B assumed): the bytes the compiled code
+      moves there, shared among them (a struct copied from memory is loaded field by field)."""
     by_line: dict[tuple[int, bool], list[Access]] = defaultdict(list)
     for access in accesses:
         if access.space == "global" and not access.atomic:
             by_line[(access.line, access.is_store)].append(access)
-    changed: dict[int, int] = {}  # id(access) -> compiled width
+    changed: dict[int, int] = {}  # id(access) -> compiled size
     notes = []
     for (line, is_store), members in sorted(by_line.items()):
         count, nbytes = widths.get((line, is_store), (0.0, 0.0))
         elems = {a.elem_bytes for a in members}
-        if count <= 0 or len(elems) != 1 or nbytes / count not in WIDTHS:
+        sized = {a.sized for a in members}
+        if count <= 0 or len(elems) != 1 or len(sized) != 1:
             continue
-        width, elem = int(nbytes / count), elems.pop()
-        distinct = {(a.array, a.lin.coeffs, a.lin.nonlinear, a.lin.const) for a in members}
-        if width <= elem or count < len(distinct):
-            continue
+        elem = elems.pop()
+        if sized.pop():
+            distinct = {(a.array, a.lin.coeffs, a.lin.nonlinear, a.lin.const) for a in members}
+            if nbytes / count not in WIDTHS or nbytes / count <= elem or count < len(distinct):
+                continue
+            size, what = int(nbytes / count), "per element"
+        else:
+            size = round(nbytes / len(members))
+            if size <= elem:
+                continue
+            what = "per access of an element whose type the source does not size"
         for a in members:
-            changed[id(a)] = width
-        notes.append(f"line {line}: the compiled code {'stores' if is_store else 'loads'} {width} B per element "
+            changed[id(a)] = size
+        notes.append(f"line {line}: the compiled code {'stores' if is_store else 'loads'} {size} B {what} "
                      f"(the source read {elem} B)")
     if not changed:
         return accesses, []
