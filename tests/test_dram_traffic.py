@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from perflsp.analysis.compiled_facts import access_widths
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.memory import with_compiled_widths
@@ -93,6 +94,11 @@ def test_global_accesses_of_a_compiled_function_by_source_line():
     assert found[(("/src/h.cuh", 9), False)] == (1.0, 16.0)
     assert found[(("/src/k.cu", 7), True)] == (1.0, 8.0)
     assert len(found) == 2
+    # by line for the walk's accesses; moved where the source moved since the compile, and a line
+    # number that two files' code shares left out (an access knows its line, not its file)
+    assert access_widths(cf) == {(9, False): (1.0, 16.0), (7, True): (1.0, 8.0)}
+    assert access_widths(cf, ("/src/k.cu", 1)) == {(9, False): (1.0, 16.0), (8, True): (1.0, 8.0)}
+    assert access_widths(cf, ("/src/k.cu", 2)) == {}
 
 
 TEMPLATE_SRC = """
