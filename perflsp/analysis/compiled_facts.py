@@ -16,7 +16,7 @@ from perflsp.analysis.models import OpCounts
 from perflsp.analysis.notes import Note, NoteKind, NoteSource
 from perflsp.compiled.counts import DynamicCounts, dynamic_counts
 from perflsp.compiled.model import CompiledFunction, CompiledSource, CompiledUnit
-from perflsp.compiled.profile import SourceProfile
+from perflsp.compiled.profile import SourceProfile, same_file
 from perflsp.hardware.models import Gpu
 
 # what a predicated instruction (`@P0 ...`) is counted as: Nsight counts the threads whose
@@ -100,6 +100,27 @@ def operations(source: OpCounts, fixed_ints: float, cost: CostModel, compiled: C
         notes.append(Note(NoteKind.SOURCE_COUNTS, NoteSource.SOURCE,
                           f"the compiled code has no {missing}: operations estimated from the source"))
     return calibrated(source, cost, fixed_ints), None
+
+
+def access_widths(function: CompiledFunction | None,
+                  shift: tuple[str, int] | None = None) -> dict[tuple[int, bool], tuple[float, float]]:
+    """(line, is a store) -> (instructions, bytes) of the global accesses the kernel's compiled
+    code issues at that line (`CompiledFunction.global_accesses`), its lines moved by `shift`
+    (file, lines) where the source moved since the compile; a line number that code of two
+    files shares is left out (the walk's accesses know their line, not their file)."""
+    if function is None:
+        return {}
+    found: dict[tuple[int, bool], tuple[float, float]] = {}
+    files: dict[int, str] = {}
+    shared: set[int] = set()
+    for ((path, line), is_store), (count, nbytes) in function.global_accesses().items():
+        if shift is not None and same_file(path, shift[0]):
+            line += shift[1]
+        if files.setdefault(line, path) != path:
+            shared.add(line)
+        before = found.get((line, is_store), (0.0, 0.0))
+        found[(line, is_store)] = (before[0] + count, before[1] + nbytes)
+    return {key: value for key, value in found.items() if key[0] not in shared}
 
 
 def compiled_evidence(compiled: CompiledCounts) -> Note:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tree_sitter import Node
 
-from perflsp.analysis.compiled_facts import kernel_shift, operations
+from perflsp.analysis.compiled_facts import access_widths, kernel_shift, operations
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.extents import Extent, cuda_extent, leading_name
 from perflsp.analysis.finish import Extents, count_text, dims_text, finish, uncertain_facts
@@ -106,7 +106,9 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     assumptions.extend(assumed(NoteKind.PROGRAM_ARGUMENTS, note) for note in assumed_notes(arguments_read))
     facts = finish(cost, per_item, work_items, items_note, result, assumptions, "tx", extents,
                     sizes_assumed=not shape_known, one_item_expected=shape_known, data_offsets=True,
-                    compiled=compiled_note is not None)
+                    compiled=compiled_note is not None,
+                    widths=access_widths(compiled_fn, (unit.kernels.path, shift) if shift and unit.kernels.path else None)
+                    if compiled_note else None)
     if compiled_note:
         facts.evidence.insert(0, compiled_note)
         facts.operations = "compiled"

@@ -4,7 +4,7 @@ the facts found say enough to give a verdict on."""
 from __future__ import annotations
 
 from perflsp.analysis.costs import CostModel
-from perflsp.analysis.memory import Traffic, _bytes, dram_traffic
+from perflsp.analysis.memory import Traffic, _bytes, dram_traffic, with_compiled_widths
 from perflsp.analysis.models import KernelFacts, OpCounts
 from perflsp.analysis.notes import Note, NoteKind, NoteSource, assumed
 from perflsp.analysis.walk_values import WalkResult
@@ -29,11 +29,16 @@ def calibrated(counts: OpCounts, cost: CostModel, fixed_ints: float) -> OpCounts
 def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: str, result: WalkResult,
            assumptions: list[Note], fast_atom: str = "tx", extents: Extents | None = None, *,
            sizes_assumed: bool = False, one_item_expected: bool = True, data_offsets: bool = False,
-           compiled: bool = False) -> KernelFacts:
+           compiled: bool = False, widths: dict[tuple[int, bool], tuple[float, float]] | None = None) -> KernelFacts:
     """`compiled`: `per_item` counts the compiled code's instructions (its global loads and
-    stores are what the kernel really issues)."""
-    traffic = dram_traffic(result.accesses, result.cardinality, work_items, cost, fast_atom, extents,
+    stores are what the kernel really issues); `widths`: the compiled code's global accesses by
+    (line, is a store), as (instructions, bytes), whose widths replace the source's element sizes."""
+    accesses, width_notes = with_compiled_widths(result.accesses, widths or {})
+    traffic = dram_traffic(accesses, result.cardinality, work_items, cost, fast_atom, extents,
                            data_offsets=data_offsets)
+    if width_notes:
+        shown = "; ".join(width_notes[:3]) + (f"; {len(width_notes) - 3} more" if len(width_notes) > 3 else "")
+        traffic.note += f"; element sizes from the compiled code ({shown})"
     moved = (per_item.global_load_bytes + per_item.global_store_bytes) * work_items
     no_global = per_item.global_loads + per_item.global_stores + per_item.atomics <= 0
     unseen_calls = any(note.kind == NoteKind.UNANALYSED_CALL for note in result.notes)

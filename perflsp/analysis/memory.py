@@ -13,7 +13,7 @@ once; larger ones are streamed.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from perflsp.analysis.costs import CostModel
@@ -52,7 +52,7 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     an index with a thread- or loop-dependent part and a data-dependent one (`out[i * 8 + bucket]`,
     `key[begin[s] + tid]`) lands where its affine part says, the data moving it within a small
     neighbourhood: its footprint and sectors are those of the affine part (CUDA so far). Without
-    it, and for pure gathers (`a[idx[i]]`), every access is a sector of its own."""
+    it, and for pure gathers (`a[idx[i]]`), every access counts its own element (see below)."""
     extents = extents or {}
     grouped: dict[tuple[Any, ...], list[Access]] = defaultdict(list)
     for access in accesses:
@@ -80,7 +80,10 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
         offsets = [m.lin.const for m in members if m.lin.const_known]
         spread = (max(offsets) - min(offsets)) if len(offsets) > 1 else 0.0
         if "data" in form.nonlinear:
-            footprint = count * max(elem, cost.sector_bytes)
+            # an index read from memory (`a[idx[i]]`, `x[nodes[k]]`, a scatter by rank) lands near its
+            # neighbours' in practice (permutations, neighbour lists, sorted keys): over the launch
+            # the sectors it touches fill, so each access moves its own element, not a sector
+            footprint = count * elem
         elif segment:
             footprint = count / reuse_in_thread * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
         else:
@@ -106,6 +109,53 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
         remarks = (f"at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)",)
     return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups,
                    "; ".join([note, *remarks]), remarks)
+
+
+WIDTHS = (1, 2, 4, 8, 16)  # the widths of a global load or store (LDG.U8 ... LDG.128)
+
+
+def with_compiled_widths(accesses: list[Access],
+                         widths: dict[tuple[int, bool], tuple[float, float]]) -> tuple[list[Access], list[str]]:
+    """The accesses with the element size the compiled code loads or stores at their line, and
+    a note per line changed. A line is read only when its global accesses of that kind are all
+    of a known type or all of an unknown one:
+    - of known types sharing one size: the compiled width where it is wider (a template type or
+      typedef the source did not resolve) and the compiled code has at least as many
+      instructions there as the source has accesses (fewer: the compiler merged neighbouring
+      elements into one wide access). A narrower width is no evidence: a struct or vector
+      element is loaded field by field;
+    - of a struct or type the source does not know (4 B assumed): the bytes the compiled code
+      moves there, shared among them (a struct copied from memory is loaded field by field)."""
+    by_line: dict[tuple[int, bool], list[Access]] = defaultdict(list)
+    for access in accesses:
+        if access.space == "global" and not access.atomic:
+            by_line[(access.line, access.is_store)].append(access)
+    changed: dict[int, int] = {}  # id(access) -> compiled size
+    notes = []
+    for (line, is_store), members in sorted(by_line.items()):
+        count, nbytes = widths.get((line, is_store), (0.0, 0.0))
+        elems = {a.elem_bytes for a in members}
+        sized = {a.sized for a in members}
+        if count <= 0 or len(elems) != 1 or len(sized) != 1:
+            continue
+        elem = elems.pop()
+        if sized.pop():
+            distinct = {(a.array, a.lin.coeffs, a.lin.nonlinear, a.lin.const) for a in members}
+            if nbytes / count not in WIDTHS or nbytes / count <= elem or count < len(distinct):
+                continue
+            size, what = int(nbytes / count), "per element"
+        else:
+            size = round(nbytes / len(members))
+            if size <= elem:
+                continue
+            what = "per access of an element whose type the source does not size"
+        for a in members:
+            changed[id(a)] = size
+        notes.append(f"line {line}: the compiled code {'stores' if is_store else 'loads'} {size} B {what} "
+                     f"(the source read {elem} B)")
+    if not changed:
+        return accesses, []
+    return [replace(a, elem_bytes=changed[id(a)]) if id(a) in changed else a for a in accesses], notes
 
 
 def combine(groups: list[GroupTraffic]) -> float:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from tree_sitter import Node
 
-from perflsp.analysis.compiled_facts import kernel_shift, operations
+from perflsp.analysis.compiled_facts import access_widths, kernel_shift, operations
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.finish import count_text, finish, uncertain_facts
 from perflsp.analysis.host_types import bind_host_variables, host_types
@@ -149,7 +149,9 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
         (statement is None or _nested_worksharing_loop(statement) is None)
     assumptions.extend(assumed(NoteKind.PROGRAM_ARGUMENTS, note) for note in assumed_notes(arguments_read))
     facts = finish(cost, per_item, work_items, items_note, result, assumptions, fast_atom, extents,
-                   sizes_assumed=sizes_assumed, one_item_expected=serial, compiled=compiled_note is not None)
+                   sizes_assumed=sizes_assumed, one_item_expected=serial, compiled=compiled_note is not None,
+                   widths=access_widths(compiled_fn, (unit.kernels.path, shift) if shift and unit.kernels.path else None)
+                   if compiled_note else None)
     if compiled_note:
         facts.evidence.insert(0, compiled_note)
         facts.operations = "compiled"

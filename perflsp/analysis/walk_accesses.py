@@ -21,11 +21,12 @@ def record_access(walker: KernelWalker, base: Val, index_lin: Linear, elem: CTyp
                   atomic: bool = False) -> None:
     if base.space in (None, "local") or base.root is None:
         return
-    size = elem.size_bytes if elem.kind not in ("unknown", "struct", "void") else 4
+    sized = elem.kind not in ("unknown", "struct", "void") or bool(elem.pointer)
+    size = elem.size_bytes if sized else 4
     if elem.pointer:
         size = 8
     access = Access(base.root, base.space or "global", size, is_store, index_lin, walker.mult, atomic, walker.line(node),
-                    frozenset(walker.loop_atoms))
+                    frozenset(walker.loop_atoms), sized)
     walker.accesses.append(access)
     # an address that a loop does not change is computed once, outside that loop
     invariant = 1.0

@@ -58,6 +58,7 @@ class Access:
     atomic: bool = False
     line: int = 0
     loops: frozenset[str] = frozenset()  # atoms of the loops enclosing the access
+    sized: bool = True  # the element's size comes from its type (False: a struct or type not known, 4 B assumed)
 
 
 @dataclass(slots=True)

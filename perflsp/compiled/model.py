@@ -72,6 +72,27 @@ class CompiledFunction:
     blocks: list[Block]
     loops: list[Loop]
 
+    def global_accesses(self) -> dict[tuple[Location, bool], tuple[float, float]]:
+        """(source position, is a store) -> (instructions, bytes) of the global loads or stores the
+        function's own code issues there, each counted once (not weighted by how often it runs);
+        positions that also hold atomics are left out (an atomic's bytes are not an element's)."""
+        found: dict[tuple[Location, bool], tuple[float, float]] = {}
+        atomic: set[Location] = set()
+        loads, load_bytes = INDEX["loads"], INDEX["load_bytes"]
+        stores, store_bytes = INDEX["stores"], INDEX["store_bytes"]
+        for block in self.blocks:
+            for lc in block.lines:
+                if not self.chains[lc.chain]:
+                    continue
+                where = self.chains[lc.chain][0]
+                if lc.counts[INDEX["atomics"]]:
+                    atomic.add(where)
+                for is_store, n, nbytes in ((False, loads, load_bytes), (True, stores, store_bytes)):
+                    if lc.counts[n]:
+                        count, total = found.get((where, is_store), (0.0, 0.0))
+                        found[(where, is_store)] = (count + lc.counts[n], total + lc.counts[nbytes])
+        return {key: value for key, value in found.items() if key[0] not in atomic}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name, "entry": self.is_entry, "registers": self.registers,

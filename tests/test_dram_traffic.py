@@ -1,0 +1,188 @@
+"""DRAM traffic of a launch (`analysis.memory`, `analysis.finish`): what each group of accesses
+moves, on small programs of our own with the launch shape given."""
+
+from __future__ import annotations
+
+import pytest
+
+from perflsp.analysis.compiled_facts import access_widths
+from perflsp.analysis.costs import CostModel
+from perflsp.analysis.linear import Linear
+from perflsp.analysis.memory import with_compiled_widths
+from perflsp.analysis.walk_values import Access
+from perflsp.compiled.build import CompileCache
+from perflsp.compiled.cfg import build_function
+from perflsp.compiled.sass import parse_sass
+from perflsp.compiled.service import Compiler
+from tests.engine_reports import kernel_reports
+from tests.test_compiled import SASS, TOOLCHAIN, analyse, needs_cuda
+
+SPMV_SRC = """
+__global__ void spmv(const int *col, const double *val, const double *x, double *y) {
+  int r = blockIdx.x * blockDim.x + threadIdx.x;
+  double s = 0.0;
+  for (int k = 0; k < 8; k++) s += val[r * 8 + k] * x[col[r * 8 + k]];
+  y[r] = s;
+}
+int main() {
+  int *col; double *val, *x, *y;
+  cudaMalloc(&col, (1 << 23) * sizeof(int));
+  cudaMalloc(&val, (1 << 23) * sizeof(double)); cudaMalloc(&x, (1 << 26) * sizeof(double));
+  cudaMalloc(&y, (1 << 20) * sizeof(double));
+  spmv<<<4096, 256>>>(col, val, x, y);
+}
+"""
+
+
+def test_a_gather_through_an_index_array_moves_its_elements():
+    facts = kernel_reports(SPMV_SRC)["spmv"].facts
+    threads = 4096 * 256
+    x = max((g for g in facts.traffic.groups if g.array == "x"), key=lambda g: g.footprint_bytes)
+    # 8 gathers of a double per row: 8 B each (neighbouring rows' columns fill the sectors), not a
+    # 32-byte sector per access
+    assert x.footprint_bytes == pytest.approx(8 * 8 * threads)
+    assert any(line.startswith("DRAM: footprint ") for line in facts.evidence)
+
+
+# ------------------------------------------------------------------ widths from the compiled code
+
+def _access(line: int, elem: int, array: str = "a", is_store: bool = False, coeff: float = 1.0,
+            sized: bool = True) -> Access:
+    return Access(array, "global", elem, is_store, Linear(coeffs=(("tx", coeff),)), 1.0, line=line, sized=sized)
+
+
+def test_a_wider_compiled_access_sets_the_element_size():
+    # a template type the source assumed float, instantiated with double: LDG.E.64 on line 3
+    accesses = [_access(3, 4), _access(4, 4, "b", is_store=True)]
+    widths = {(3, False): (1.0, 8.0), (4, True): (1.0, 4.0)}
+    changed, notes = with_compiled_widths(accesses, widths)
+    assert [a.elem_bytes for a in changed] == [8, 4]
+    assert notes == ["line 3: the compiled code loads 8 B per element (the source read 4 B)"]
+
+
+def test_narrower_or_merged_compiled_accesses_leave_the_source_sizes():
+    # a 16-byte struct loaded field by field: four 4-byte loads on its line
+    struct = [_access(5, 16)]
+    assert with_compiled_widths(struct, {(5, False): (4.0, 16.0)}) == (struct, [])
+    # two neighbouring floats merged into one 8-byte load: fewer instructions than accesses
+    pair = [_access(6, 4), _access(6, 4, coeff=2.0)]
+    assert with_compiled_widths(pair, {(6, False): (1.0, 8.0)}) == (pair, [])
+    # loads of several widths on one line (8 + 4 bytes in two loads): no one width to read
+    mixed = [_access(7, 4), _access(7, 4, "b")]
+    assert with_compiled_widths(mixed, {(7, False): (2.0, 12.0)}) == (mixed, [])
+
+
+def test_a_struct_the_source_cannot_size_moves_what_its_line_loads():
+    # `Option o = options[i]` of a struct the source does not know: 4 B assumed, 7 fields loaded
+    accesses = [_access(9, 4, "options", sized=False)]
+    changed, notes = with_compiled_widths(accesses, {(9, False): (7.0, 28.0)})
+    assert changed[0].elem_bytes == 28
+    assert notes == ["line 9: the compiled code loads 28 B per access of an element whose type the source does not "
+                     "size (the source read 4 B)"]
+    # two fields read on one line share its bytes
+    fields = [_access(10, 4, "p", sized=False), _access(10, 4, "p", sized=False)]
+    assert [a.elem_bytes for a in with_compiled_widths(fields, {(10, False): (2.0, 16.0)})[0]] == [8, 8]
+    # known and unknown types on one line: nothing to share the bytes by
+    mixed = [_access(11, 4, sized=False), _access(11, 4, "b")]
+    assert with_compiled_widths(mixed, {(11, False): (3.0, 12.0)}) == (mixed, [])
+
+
+def test_global_accesses_of_a_compiled_function_by_source_line():
+    cf = build_function(parse_sass(SASS)[0])
+    found = cf.global_accesses()
+    # LDG.E.128 inlined from h.cuh line 9 (counted once, not per trip), STG.E.64 on k.cu line 7
+    assert found[(("/src/h.cuh", 9), False)] == (1.0, 16.0)
+    assert found[(("/src/k.cu", 7), True)] == (1.0, 8.0)
+    assert len(found) == 2
+    # by line for the walk's accesses; moved where the source moved since the compile, and a line
+    # number that two files' code shares left out (an access knows its line, not its file)
+    assert access_widths(cf) == {(9, False): (1.0, 16.0), (7, True): (1.0, 8.0)}
+    assert access_widths(cf, ("/src/k.cu", 1)) == {(9, False): (1.0, 16.0), (8, True): (1.0, 8.0)}
+    assert access_widths(cf, ("/src/k.cu", 2)) == {}
+
+
+TEMPLATE_SRC = """
+template <typename T>
+__global__ void axpy(const T *x, T *y, T a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+template <typename T>
+void run(const T *x, T *y, int n) { axpy<<<n / 256, 256>>>(x, y, T(2), n); }
+int main() {
+  double *x, *y; int n = 1 << 20;
+  cudaMalloc(&x, n * sizeof(double)); cudaMalloc(&y, n * sizeof(double));
+  run(x, y, n);
+}
+"""
+
+
+@pytest.fixture
+def nvcc(tmp_path) -> Compiler:
+    return Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"))
+
+
+@needs_cuda
+def test_the_compiled_widths_of_a_template_instance_size_its_traffic(tmp_path, nvcc):
+    source = tmp_path / "axpy.cu"
+    source.write_text(TEMPLATE_SRC)
+    plain = analyse(source, None)["axpy"].facts
+    compiled = analyse(source, nvcc)["axpy"].facts
+    threads = 1 << 20
+    # SASS: 2 × LDG.E.64 (x[i], y[i]), DFMA, STG.E.64: every element 8 bytes, 3 of them per thread
+    assert compiled.traffic.footprint_bytes == pytest.approx(3 * 8 * threads)
+    assert plain.traffic.footprint_bytes < compiled.traffic.footprint_bytes
+    dram = next(line for line in compiled.evidence if line.startswith("DRAM: "))
+    assert "element sizes from the compiled code (line 5: the compiled code loads 8 B per element" in dram
+
+
+SPIN_SRC = """
+__global__ void spin(int n) {
+  float s = threadIdx.x;
+  for (int i = 0; i < n; ++i) s = s * 1.5f + 1.0f;
+  if (s == 0.0f) asm volatile("trap;");   /* keeps the arithmetic alive without touching memory */
+}
+int main() { spin<<<1024, 256>>>(1000); }
+"""
+
+
+@needs_cuda
+def test_compiled_arithmetic_without_global_traffic_is_compute_bound(tmp_path, nvcc):
+    source = tmp_path / "spin.cu"
+    source.write_text(SPIN_SRC)
+    report = analyse(source, nvcc)["spin"]
+    facts = report.facts
+    assert facts.operations == "compiled" and facts.per_item.fp32 >= 2 * 1000
+    assert facts.per_item.global_loads == facts.per_item.global_stores == 0
+    assert facts.dram_bytes == CostModel().launch_dram_bytes
+    assert "no global-memory access in the compiled code" in facts.dram_note
+    assert facts.uncertain is None and report.estimates[0].verdict == "compute"
+
+
+STRUCT_SRC = """
+struct Option { float spot, strike, rate, vol, time; int kind; float yield; };
+__global__ void price(const Option *options, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const Option o = options[i];
+  out[i] = o.spot * o.strike + o.rate * o.vol + o.time * o.yield + o.kind;
+}
+int main() {
+  Option *options; float *out; int n = 1 << 20;
+  cudaMalloc(&options, n * sizeof(Option)); cudaMalloc(&out, n * sizeof(float));
+  price<<<n / 256, 256>>>(options, out, n);
+}
+"""
+
+
+@needs_cuda
+def test_a_struct_read_from_memory_moves_the_fields_the_compiled_code_loads(tmp_path, nvcc):
+    source = tmp_path / "price.cu"
+    source.write_text(STRUCT_SRC)
+    facts = analyse(source, nvcc)["price"].facts
+    threads = 1 << 20
+    options = next(g for g in facts.traffic.groups if g.array == "options")
+    # SASS: 7 × LDG.E (the struct's seven 4-byte fields) on line 6, not the 4 bytes the source assumed
+    assert options.footprint_bytes == pytest.approx(28 * threads)
+    assert facts.traffic.footprint_bytes == pytest.approx((28 + 4) * threads)
+    assert "line 6: the compiled code loads 28 B per access" in facts.dram_note
