@@ -9,6 +9,7 @@ from perflsp.analysis.compiled_facts import access_widths
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.memory import with_compiled_widths
+from perflsp.analysis.notes import texts
 from perflsp.analysis.walk_values import Access
 from perflsp.compiled.build import CompileCache
 from perflsp.compiled.cfg import build_function
@@ -41,7 +42,7 @@ def test_a_gather_through_an_index_array_moves_its_elements():
     # 8 gathers of a double per row: 8 B each (neighbouring rows' columns fill the sectors), not a
     # 32-byte sector per access
     assert x.footprint_bytes == pytest.approx(8 * 8 * threads)
-    assert any(line.startswith("DRAM: footprint ") for line in facts.evidence)
+    assert any(line.startswith("DRAM: footprint ") for line in texts(facts.evidence))
 
 
 # ------------------------------------------------------------------ widths from the compiled code
@@ -132,7 +133,7 @@ def test_the_compiled_widths_of_a_template_instance_size_its_traffic(tmp_path, n
     # SASS: 2 × LDG.E.64 (x[i], y[i]), DFMA, STG.E.64: every element 8 bytes, 3 of them per thread
     assert compiled.traffic.footprint_bytes == pytest.approx(3 * 8 * threads)
     assert plain.traffic.footprint_bytes < compiled.traffic.footprint_bytes
-    dram = next(line for line in compiled.evidence if line.startswith("DRAM: "))
+    dram = next(line for line in texts(compiled.evidence) if line.startswith("DRAM: "))
     assert "element sizes from the compiled code (line 5: the compiled code loads 8 B per element" in dram
 
 
