@@ -1,6 +1,6 @@
 import pytest
 
-from perflsp.kernels.consteval import ConstEnv, evaluate, try_evaluate
+from perflsp.kernels.consteval import ConstEnv, NotConstant, evaluate, try_evaluate
 
 
 @pytest.fixture
@@ -58,3 +58,28 @@ def test_garbage_never_raises(env):
     for text in ["((", "1 +", "a[", "\"str\"", "@@", "dim3(1,2,3,4)", "1/0"]:
         value, why = try_evaluate(text, env)
         assert value is None and why
+
+
+def test_character_and_string_literals_fold():
+    # `case 'n':` compares with a character's code; `atoi("256")` reads a string literal
+    assert evaluate("'n'") == 110
+    assert evaluate("'\\n'") == 10
+    assert evaluate('atoi("256") * 2') == 512
+    # a string is no number: arithmetic on it does not fold
+    for text in ('"ab" + 1', '-"ab"', '"ab"'):
+        with pytest.raises(NotConstant):
+            evaluate(text)
+
+
+def test_getopt_reads_the_program_s_arguments_as_glibc_does():
+    from perflsp.kernels.command_options import getopt_call, parse_options
+
+    assert getopt_call('(c = getopt(argc, argv, "hn:r::")) != -1') == ("getopt", "hn:r::")
+    assert getopt_call("(c = next(argc)) != -1") is None
+    argv = ("prog", "data.txt", "-n", "64", "-hr3", "-r", "-x", "--", "-n", "1")
+    # operands are skipped (permuted), `-r` takes an optional argument only when attached, an
+    # undeclared option is `?`, `--` ends the options
+    assert parse_options("hn:r::", argv) == [("n", "64"), ("h", None), ("r", "3"), ("r", None), ("?", None)]
+    assert parse_options("+hn:", ("prog", "data.txt", "-n", "64")) == []  # POSIX: the first operand stops
+    assert parse_options("n:", ("prog", "-n")) == [("?", None)]  # a missing argument
+    assert parse_options("n:", ("prog", "--size=8")) is None  # a long option: not certain

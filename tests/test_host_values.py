@@ -99,6 +99,74 @@ int main(int argc, char **argv) {
     assert launch_args(src, "k", ("5",))[1] is None  # it runs: `n` is set in a loop
 
 
+# options read with getopt() --------------------------------------------------------------------
+
+OPTIONS = """
+__global__ void k(float *y, int n, int reps) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int r = 0; r < reps; r++)
+    for (int j = 0; j < n; j += 256) y[i] += y[j];
+}
+int main(int argc, char **argv) {
+  int n = 1000;
+  int reps = 3;
+  int mode = 0;
+  int opt;
+  while ((opt = getopt(argc, argv, "n:r:vh")) != -1) {
+    switch (opt) {
+      case 'n':
+        n = atoi(optarg);
+        break;
+      case 'r': reps = atoi(optarg); break;
+      case 'v': mode = 1; break;
+      case 'h': return 0;
+    }
+  }
+  float *y;
+  cudaMalloc(&y, n * sizeof(float));
+  k<<<n / 256, 256>>>(y, n, reps + mode);
+}
+"""
+
+
+def test_options_read_with_getopt_take_the_program_s_arguments():
+    # `-n 20000`, `-r7` (attached), a flag; an operand before them does not stop glibc's getopt
+    assert launch_args(OPTIONS, "k", ("in.txt", "-n", "20000", "-vr7"))[1:] == [20000, 8]
+    # an option not given keeps its default; the loop's variables are unknown after it
+    assert launch_args(OPTIONS, "k", ("-r", "5"))[1:] == [1000, 5]
+    report = next(r for r in reports(OPTIONS, options=AnalysisOptions(argv=("-n", "2560", "-r", "4")))
+                  if r.kernel.name == "k")
+    assert trips(report) == {"r": 4, "j": 10}
+    assert not unknown_trips(report)
+    # without arguments the loop never runs: the defaults, said to rest on that assumption
+    report = next(r for r in reports(OPTIONS) if r.kernel.name == "k")
+    assert trips(report) == {"r": 3, "j": 4}  # (ceil(1000 / 256))
+    assert any("run without arguments" in a for a in report.facts.assumptions)
+    # a long option this reading cannot match: the options stay unknown
+    assert launch_args(OPTIONS, "k", ("--size=8",))[1:] == [None, None]
+
+
+def test_a_switch_on_a_known_value_runs_the_case_it_selects():
+    src = """
+__global__ void k(float *y, int n) { for (int j = 0; j < n; j++) y[j] = 0.0f; }
+int main(int argc, char **argv) {
+  int kind = argc > 1 ? atoi(argv[1]) : 2;
+  int n = 8;
+  switch (kind) {
+    case 1: n = 16; break;
+    case 2: n = 32;
+    case 3: n += 1; break;
+    default: n = 64;
+  }
+  float *y;
+  k<<<1, 1>>>(y, n);
+}
+"""
+    assert launch_args(src, "k", ("1",))[1] == 16
+    assert launch_args(src, "k", ("2",))[1] == 33  # (falls through to the next case)
+    assert launch_args(src, "k", ("9",))[1] == 64
+
+
 # the editor's case: the program's arguments are not known ---------------------------------------
 
 def test_without_program_arguments_the_host_code_s_defaults_are_assumed_and_said():

@@ -172,8 +172,8 @@ class ConstEnv:
         before = assumed_reads()
         if name in self.assumed:
             note_assumed_read()
-        if not isinstance(source, str):
-            return source
+        if not isinstance(source, str) or isinstance(source, _StringValue):
+            return cast(Value, source)  # (a string bound as such, `optarg`: not a text to fold)
         if name in self._active:
             raise NotConstant(f"`{name}` is defined in terms of itself")
         self._active.add(name)
@@ -315,7 +315,29 @@ _MACRO_WORD = re.compile(r"[A-Za-z_]\w*")
 
 
 class _StringValue(str):
-    """A string argument (`argv[i]`) on its way into `atoi()` and friends."""
+    """A string argument (`argv[i]`, `"256"`) on its way into `atoi()` and friends."""
+
+
+def string_value(text: str) -> Value:
+    """`text` as a string value a `ConstEnv` can bind (`optarg`): `atoi()` of it folds."""
+    return cast(Value, _StringValue(text))
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "0": "\0", "\\": "\\", "'": "'", '"': '"', "r": "\r"}
+
+
+def _literal(token: str) -> Value:
+    """A character literal's code (`'n'` in `case 'n':`) or a string literal's text."""
+    body = token[1:-1]
+    if len(body) == 2 and body[0] == "\\" and body[1] in _ESCAPES:
+        body = _ESCAPES[body[1]]
+    if token.startswith("'"):
+        if len(body) != 1:
+            raise NotConstant(f"character literal {token}")
+        return ord(body)
+    if "\\" in body:
+        raise NotConstant(f"string literal with escapes {token}")
+    return cast(Value, _StringValue(body))
 
 
 def _parse_int(text: str) -> int:
@@ -417,6 +439,8 @@ class _Parser:
             right = self.binary(prec + 1)
             if isinstance(left, tuple) or isinstance(right, tuple):
                 raise NotConstant("arithmetic on a dim3")
+            if isinstance(left, str) or isinstance(right, str):
+                raise NotConstant("arithmetic on a string")
             left = fn(left, right)
 
     def unary(self) -> Value:
@@ -426,8 +450,8 @@ class _Parser:
         if tok[1] in ("-", "+", "!", "~"):
             self.take()
             operand = self.unary()
-            if isinstance(operand, tuple):
-                raise NotConstant("arithmetic on a dim3")
+            if isinstance(operand, (tuple, str)):
+                raise NotConstant("arithmetic on a dim3" if isinstance(operand, tuple) else "arithmetic on a string")
             if tok[1] == "-":
                 return -operand
             if tok[1] == "!":
@@ -479,6 +503,8 @@ class _Parser:
             return value
         if text == "{":
             return self._dim3_args("}")
+        if kind == "str":
+            return _literal(text)
         if kind == "id":
             if text in ("true", "false"):
                 return int(text == "true")

@@ -10,7 +10,8 @@ from typing import TypeVar, cast
 
 from tree_sitter import Node, QueryCursor
 
-from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
+from perflsp.kernels.command_options import getopt_call, parse_options
+from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, note_assumed_read, string_value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.source.parser import query
 
@@ -303,14 +304,13 @@ def _chain(node: Node, body: Node) -> _Chain | None:
     """The control statements around `node` inside `body`, with the part holding it; None
     inside a nested function, lambda or class (its statements are not this function's)."""
     chain: list[tuple[Node, str]] = []
-    child = node
     parent = node.parent
     while parent is not None and parent != body:
         if parent.type in _NESTED_DEFINITIONS:
             return None
         if parent.type in _CONTROL_PARTS:
-            chain.append((parent, _part_of(parent, child)))
-        child = parent
+            # (the node itself, not the child: a `switch` part is the `case` that holds it)
+            chain.append((parent, _part_of(parent, node)))
         parent = parent.parent
     chain.reverse()
     return tuple(chain)
@@ -393,17 +393,93 @@ class _Replay:
                 elif part not in status:
                     return "skip"
             elif kind in ("for_statement", "while_statement"):
-                if status is False:
-                    if part != "initializer":
-                        return "skip"
-                    continue  # (the initializer runs once: a loop that never runs leaves it so)
-                mode = "control"  # (the initializer too: `for (i = 0; ...)` leaves `i` changed)
+                loop = _loop_mode(status, part)
+                if loop == "skip":
+                    return "skip"
+                mode = loop or mode
             else:
                 mode = "control"
         return mode
 
 
+    def read_options(self, control: Node) -> bool:
+        """A `while ((opt = getopt(argc, argv, "n:i:")) != -1)` loop over known program
+        arguments: its body runs once per option they give, `opt` the option's character and
+        `optarg` its argument (`case 'n': n = atoi(optarg);`), as glibc's `getopt` reads them.
+        Returns whether the loop was such a loop and was run so."""
+        condition = control.child_by_field_name("condition")
+        body = control.child_by_field_name("body")
+        call = getopt_call(self.ctx.text(condition)) if condition is not None else None
+        variable = _assigned_from_call(self.ctx, condition) if condition is not None else None
+        argv = self.env.program_arguments()
+        if body is None or call is None or variable is None or argv is None:
+            return False
+        options = parse_options(call[1], argv, long_only=call[0] == "getopt_long_only")
+        if options is None:
+            return False
+        if self.env.arguments_assumed():
+            note_assumed_read()
+            self.assumed_controls.add(control.start_byte)  # (what it sets rests on that)
+        inside = []
+        for index in range(self.next + 1, len(self.events)):
+            start = self.events[index][0]
+            if start >= control.end_byte:
+                break
+            if start >= body.start_byte:
+                inside.append(index)
+        self.status[control.start_byte] = _OPTIONS_PASS
+        for letter, argument in options:
+            _freeze_dependents(self.env, _OPTARG)  # (`n = atoi(optarg)` keeps this option's value)
+            for name in (variable, _OPTARG):
+                self.env.unknown.pop(name, None)
+                self.env._memo.pop(name, None)
+            self.env.constants[variable] = ord(letter)
+            if argument is not None:
+                self.env.constants[_OPTARG] = string_value(argument)
+            else:
+                _mark_unknown(_OPTARG, "is not given for this option")(self.env)
+            for index in inside:
+                _, _, chain, apply = self.events[index]
+                mode = self._mode(chain)
+                if mode != "skip":
+                    apply(self, mode == "control")
+        _freeze_dependents(self.env, _OPTARG)
+        _mark_unknown(_OPTARG, "is the argument of the option being read")(self.env)
+        self.status[control.start_byte] = _OPTIONS_READ
+        return True
+
+
+def _assigned_from_call(ctx: ExtractionContext, condition: Node) -> str | None:
+    """The variable a loop condition assigns a call's result to (`(c = getopt(...)) != -1`)."""
+    stack = [condition]
+    while stack:
+        node = stack.pop()
+        if node.type == "assignment_expression":
+            left = node.child_by_field_name("left")
+            right = node.child_by_field_name("right")
+            if left is not None and left.type == "identifier" and right is not None and right.type == "call_expression":
+                return ctx.text(left)
+        stack.extend(node.named_children)
+    return None
+
+
+def _loop_mode(status: object, part: str) -> str | None:
+    """How an event in `part` of a loop whose entry folded to `status` runs: 'skip', 'control',
+    or None (as its surroundings say)."""
+    if status is _OPTIONS_PASS:
+        return None  # (`read_options` runs the body once per option given)
+    if status is _OPTIONS_READ:
+        return "skip" if part == "body" else "control"
+    if status is False:
+        # (the initializer runs once: a loop that never runs leaves it so)
+        return "skip" if part != "initializer" else None
+    return "control"  # (the initializer too: `for (i = 0; ...)` leaves `i` changed)
+
+
 _UNKNOWN = object()
+_OPTIONS_PASS = object()  # a `getopt` loop whose body runs for one option now
+_OPTIONS_READ = object()  # a `getopt` loop run for every option given: its body is done
+_OPTARG = "optarg"
 _Event = tuple[int, int, _Chain, Callable[[_Replay, bool], None]]
 
 
@@ -536,6 +612,9 @@ def _control_entry(ctx: ExtractionContext, control: Node) -> Callable[[_Replay, 
 
     def enter(replay: _Replay, in_control: bool) -> None:
         status: object = _UNKNOWN
+        if not in_control and control.type == "while_statement" and control.start_byte not in replay.path \
+                and replay.read_options(control):
+            return
         if not in_control:
             with ReadsApart() as reads:
                 status = _fold_condition(ctx, control, replay.env)
