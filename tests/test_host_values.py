@@ -167,6 +167,36 @@ int main(int argc, char **argv) {
     assert launch_args(src, "k", ("9",))[1] == 64
 
 
+
+def test_an_element_of_a_constant_array_folds_with_a_known_index():
+    src = """
+const int tiles[] = {8, 16, 32};
+__global__ void k(float *y, int n, int t) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int j = 0; j < t; j++) y[i] += y[(i + j) % n];
+}
+int main(int argc, char **argv) {
+  int sizeClass = atoi(argv[1]);
+  const int probSizes[] = { 12288, 24576, 36864, 73728 };
+  int sizes[] = { 1, 2 };
+  int nAtom = probSizes[sizeClass];
+  float *y;
+  cudaMalloc(&y, nAtom * sizeof(float));
+  k<<<nAtom / 256, 256>>>(y, nAtom, tiles[sizeClass - 1]);
+  k<<<1, 1>>>(y, sizes[0], 1);
+}
+"""
+    assert launch_args(src, "k", ("3",))[1:] == [73728, 32]
+    # an index past the end, or an array that is not constant (it may be written): unknown
+    assert launch_args(src, "k", ("7",))[1:] == [None, None]
+    model = model_of(src, ("3",))
+    second = [s for s in model.kernels.launches if s.name == "k"][1]
+    assert model.fold_at(second.args[1].span.start_byte, second.args[1].text) is None
+    report = next(r for r in reports(src, options=AnalysisOptions(argv=("2",))) if r.kernel.name == "k")
+    assert trips(report) == {"j": 16}
+    assert not unknown_trips(report)
+
+
 # the editor's case: the program's arguments are not known ---------------------------------------
 
 def test_without_program_arguments_the_host_code_s_defaults_are_assumed_and_said():

@@ -174,6 +174,8 @@ class ConstEnv:
             note_assumed_read()
         if not isinstance(source, str) or isinstance(source, _StringValue):
             return cast(Value, source)  # (a string bound as such, `optarg`: not a text to fold)
+        if source.startswith("{"):
+            raise NotConstant(f"`{name}` is an array")
         if name in self._active:
             raise NotConstant(f"`{name}` is defined in terms of itself")
         self._active.add(name)
@@ -189,6 +191,26 @@ class ConstEnv:
             self._memo_assumed.add(name)
         return value
 
+    def element(self, name: str, index: Value) -> Value:
+        """`name[index]` of a constant array (`const int sizes[] = {64, 128};`), folded where
+        the array is defined."""
+        env: ConstEnv | None = self
+        while env is not None:
+            if name in env.unknown:
+                raise NotConstant(f"`{name}` {env.unknown[name]}")
+            source = env.constants.get(name, env.macros.get(name))
+            if source is not None:
+                if not isinstance(source, str) or not source.startswith("{"):
+                    raise NotConstant(f"`{name}` is not an array")
+                items = _split_top_level(source[1:-1])
+                if not isinstance(index, int) or not 0 <= index < len(items) or items[index].startswith("{"):
+                    raise NotConstant(f"`{name}[{index}]` is not a known element")
+                if name in env.assumed:
+                    note_assumed_read()
+                return evaluate(items[index], env)
+            env = env.parent
+        raise NotConstant(f"depends on `{name}`")
+
     def arguments_assumed(self) -> bool:
         """Whether the program's arguments here are the assumption of a run without any."""
         env: ConstEnv | None = self
@@ -197,6 +219,26 @@ class ConstEnv:
                 return env.argv_assumed
             env = env.parent
         return False
+
+
+def _split_top_level(text: str) -> list[str]:
+    """The comma-separated items of an initializer list's inside (nested braces kept whole)."""
+    items: list[str] = []
+    depth = 0
+    current = ""
+    for ch in text:
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            items.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        items.append(current.strip())
+    return items
 
 
 def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Value:
@@ -524,6 +566,13 @@ class _Parser:
                 return self._call(text)
             if text in ("argv", "argc"):
                 return self._program_argument(text)
+            if self.peek_text() == "[":
+                self.take("[")
+                index = self.expression()
+                self.take("]")
+                if isinstance(index, tuple):
+                    raise NotConstant("a dim3 as an index")
+                return self.env.element(text, index)
             if "::" in text:
                 # `cfg::TILE`: namespace-scope constants are known by their simple name
                 try:

@@ -199,6 +199,8 @@ def _bind_declaration(ctx: ExtractionContext, decl: Node, env: ConstEnv, overrid
     names: list[str] = []
     for declarator in decl.children_by_field_name("declarator"):
         name, value = _declarator_value(ctx, declarator, is_dim3)
+        if name is None and declarator.type == "init_declarator" and _is_constant_declaration(ctx, decl):
+            name, value = _constant_array(ctx, declarator)
         if name is None:
             continue
         names.append(name)
@@ -211,6 +213,17 @@ def _bind_declaration(ctx: ExtractionContext, decl: Node, env: ConstEnv, overrid
         elif override:
             env.unknown[name] = "is not initialised with a constant"
     return names
+
+
+def _constant_array(ctx: ExtractionContext, declarator: Node) -> tuple[str | None, str | None]:
+    """`const int sizes[] = {64, 128};`: the name and its initializer list, braces kept (a
+    `ConstEnv` folds `sizes[i]` from it; the array is never written)."""
+    array = declarator.child_by_field_name("declarator")
+    value = declarator.child_by_field_name("value")
+    name = array.child_by_field_name("declarator") if array is not None and array.type == "array_declarator" else None
+    if name is None or name.type != "identifier" or value is None or value.type != "initializer_list":
+        return None, None
+    return ctx.text(name), ctx.text(value)
 
 
 def _declarator_value(ctx: ExtractionContext, declarator: Node, is_dim3: bool) -> tuple[str | None, str | None]:
