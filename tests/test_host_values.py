@@ -400,3 +400,37 @@ int main() { float *y; cudaMalloc(&y, 512 * sizeof(float)); launch(y, 512); }
     site = model.kernels.launches[0]
     assert model.fold_at(site.block.span.start_byte, site.block.text) == 64
     assert model.fold_at(site.grid.span.start_byte, site.grid.text) == 8
+
+
+# template values of the function around an OpenMP region -----------------------------------------
+
+def test_a_region_reads_its_function_s_template_values_from_the_calls_that_instantiate_it():
+    src = """
+template <int R, typename T, int STEP = 2>
+void smooth(const T *in, T *out, int n) {
+  #pragma omp target teams distribute parallel for thread_limit(256)
+  for (int i = 0; i < n; i++) {
+    T sum = 0;
+    for (int j = -R; j <= R; j += STEP) sum += in[(i + j + n) % n];
+    out[i] = sum;
+  }
+}
+int main() {
+  const int n = 1 << 20;
+  float *in = new float[n], *out = new float[n];
+  #pragma omp target data map(to: in[0:n]) map(from: out[0:n])
+  {
+    smooth<4, float>(in, out, n);
+  }
+}
+"""
+    report = reports(src)[0]  # (the file's one region)
+    assert trips(report) == {"i": 1 << 20, "j": 5}  # -4, -2, 0, 2, 4 (the default step)
+    assert not unknown_trips(report)
+    assert not any("template value" in a for a in report.facts.assumptions)
+    # several instantiations: the first, said
+    report = reports(src.replace("smooth<4, float>(in, out, n);",
+                                 "smooth<4, float>(in, out, n);\n    smooth<8, float, 1>(in, out, n);"))[0]
+    assert trips(report)["j"] == 5
+    assert any("template value `R` differs between the instantiations (4, 8): assumed 4, the first" in a
+               for a in report.facts.assumptions)
