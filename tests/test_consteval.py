@@ -83,3 +83,24 @@ def test_getopt_reads_the_program_s_arguments_as_glibc_does():
     assert parse_options("+hn:", ("prog", "data.txt", "-n", "64")) == []  # POSIX: the first operand stops
     assert parse_options("n:", ("prog", "-n")) == [("?", None)]  # a missing argument
     assert parse_options("n:", ("prog", "--size=8")) is None  # a long option: not certain
+
+
+def test_a_function_of_one_return_folds_where_its_arguments_do():
+    from perflsp.kernels.program import ProgramModel
+    from perflsp.kernels.extract import extract
+    from perflsp.source.parser import parse
+
+    src = b"""
+int iDivUp(int a, int b) { return (a % b != 0) ? (a / b + 1) : (a / b); }
+template <typename T> constexpr T log2i(T n) { return n <= 1 ? 0 : 1 + log2i(n / 2); }
+int byRef(int &a) { return a; }
+int bumps(int a) { return a++; }
+int twoSteps(int a) { int b = a * 2; return b; }
+"""
+    tree = parse(src)
+    env = ProgramModel(src, tree, extract(src, tree)).env
+    assert try_evaluate("iDivUp(1000, 256) * 256", env) == (1024, None)
+    assert try_evaluate("log2i(1 << 20)", env) == (20, None)  # (recursive: the chosen branch only)
+    # a reference parameter, a side effect, more than one statement: not folded
+    for call in ("byRef(3)", "bumps(3)", "twoSteps(3)", "iDivUp(3)"):
+        assert try_evaluate(call, env)[0] is None

@@ -116,6 +116,9 @@ class ConstEnv:
     _memo: dict[str, Value] = field(default_factory=dict, repr=False)
     _memo_assumed: set[str] = field(default_factory=set, repr=False)  # memoised from assumed arguments
     _active: set[str] = field(default_factory=set, repr=False)
+    # functions of one `return` of an expression over their value parameters (`iDivUp`): name ->
+    # (parameters, expression text), folded in this environment where they are called
+    pure_functions: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
     # Memos of what is derived from this environment (its bindings do not change once built):
     # macro bodies that fold to numbers (`preprocess`), the `_Pragma` macros (`omp`), and the
     # launch-argument texts folded in it (`launches`).
@@ -141,6 +144,17 @@ class ConstEnv:
             found = env.function_macros.get(name)
             if found is not None:
                 return found
+            env = env.parent
+        return None
+
+    def pure_function(self, name: str) -> tuple[tuple[str, ...], str, ConstEnv] | None:
+        """The pure function `name` (its parameters and expression) and the environment that
+        defines it, the nearest definition."""
+        env: ConstEnv | None = self
+        while env is not None:
+            found = env.pure_functions.get(name)
+            if found is not None:
+                return found[0], found[1], env
             env = env.parent
         return None
 
@@ -659,6 +673,13 @@ class _Parser:
             return evaluate(_MACRO_WORD.sub(lambda m: f"({bound[m.group()]})" if m.group() in bound else m.group(), body),
                             self.env)
         fn = _FUNCTIONS.get(name)
+        pure = self.env.pure_function(name) if fn is None else None
+        if pure is not None:
+            params, body, defined = pure
+            args = self._args()
+            if len(args) != len(params):
+                raise NotConstant(f"`{name}` takes {len(params)} arguments")
+            return evaluate(body, ConstEnv(constants=dict(zip(params, args)), parent=defined))
         if fn is None:
             raise NotConstant(f"calls `{name}()`")
         args = self._args()

@@ -75,12 +75,42 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
                 _bind_declaration(ctx, child, env)
         elif kind in ("enum_specifier",):
             _bind_enum(ctx, child, env)
+        elif kind == "function_definition" or kind == "template_declaration":
+            _bind_pure_function(ctx, child, env)
         elif kind == "type_definition" or kind == "expression_statement":
             for sub in child.named_children:
                 if sub.type == "enum_specifier":
                     _bind_enum(ctx, sub, env)
     # enums nested in declarations such as `enum { A = 1 } x;` are rare enough to ignore
 
+
+
+def _bind_pure_function(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
+    """`int iDivUp(int a, int b) { return (a + b - 1) / b; }` (or `constexpr`, a template): a
+    function whose body is one `return` of an expression over its value parameters, without
+    assignments, folds where it is called with foldable arguments."""
+    function = node if node.type == "function_definition" else \
+        next((c for c in node.named_children if c.type == "function_definition"), None)
+    body = function.child_by_field_name("body") if function is not None else None
+    declarator = function.child_by_field_name("declarator") if function is not None else None
+    if body is None or declarator is None or declarator.type != "function_declarator":
+        return  # (a pointer or reference result: not a value)
+    name = declarator.child_by_field_name("declarator")
+    parameters = declarator.child_by_field_name("parameters")
+    statements = [c for c in body.named_children if c.type != "comment"]
+    if name is None or name.type != "identifier" or parameters is None or len(statements) != 1 \
+            or statements[0].type != "return_statement" or not statements[0].named_children:
+        return
+    names: list[str] = []
+    for parameter in parameters.named_children:
+        ident = parameter.child_by_field_name("declarator")
+        if parameter.type != "parameter_declaration" or ident is None or ident.type != "identifier":
+            return  # (a pointer, a reference, an array, a default: not a plain value)
+        names.append(ctx.text(ident))
+    expression = statements[0].named_children[0]
+    if _has_side_effects(expression) or "(" in ctx.text(name):
+        return
+    env.pure_functions.setdefault(ctx.text(name), (tuple(names), ctx.text(expression)))
 
 
 def mutable_globals(ctx: ExtractionContext) -> dict[str, str]:
