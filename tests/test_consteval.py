@@ -104,3 +104,23 @@ int twoSteps(int a) { int b = a * 2; return b; }
     # a reference parameter, a side effect, more than one statement: not folded
     for call in ("byRef(3)", "bumps(3)", "twoSteps(3)", "iDivUp(3)"):
         assert try_evaluate(call, env)[0] is None
+
+
+def test_sizeof_a_type_alias_is_the_size_of_the_type_it_names():
+    from perflsp.kernels.program import ProgramModel
+    from perflsp.kernels.extract import extract
+    from perflsp.source.parser import parse
+
+    src = b"""
+typedef double real8;
+typedef real8 Real_t;
+typedef unsigned int *index_ptr;
+using half_t = short;
+typedef struct { float x, y; } point;
+"""
+    tree = parse(src)
+    env = ProgramModel(src, tree, extract(src, tree)).env
+    assert try_evaluate("1024 * sizeof(Real_t)", env) == (8192, None)  # (through another alias)
+    assert try_evaluate("sizeof(index_ptr)", env) == (8, None)
+    assert try_evaluate("sizeof(half_t)", env) == (2, None)
+    assert try_evaluate("sizeof(point)", env) == (None, "sizeof(point) is not known here")

@@ -147,6 +147,16 @@ class ConstEnv:
             env = env.parent
         return None
 
+    def type_alias(self, name: str) -> str | None:
+        """The type `name` stands for (`typedef double Real_t;`), the nearest definition."""
+        env: ConstEnv | None = self
+        while env is not None:
+            found = env.type_aliases.get(name)
+            if found is not None:
+                return found
+            env = env.parent
+        return None
+
     def pure_function(self, name: str) -> tuple[tuple[str, ...], str, ConstEnv] | None:
         """The pure function `name` (its parameters and expression) and the environment that
         defines it, the nearest definition."""
@@ -734,9 +744,19 @@ class _Parser:
             words.append(self.take()[1])
         self.take(")")
         type_name = " ".join(w for w in words if w not in ("const", "volatile", "struct"))
+        named = type_name
+        seen: set[str] = set()
+        while not type_name.endswith("*") and type_name not in TYPE_SIZES_BYTES and type_name not in seen:
+            # `typedef double Real_t;`, `using real = float;`: the size of the aliased type
+            seen.add(type_name)
+            alias = self.env.type_alias(type_name)
+            if alias is None:
+                break
+            type_name = " ".join(w for w in re.findall(r"[A-Za-z_]\w*|\*", alias) if w not in ("const", "volatile", "struct"))
+            type_name = type_name.replace(" *", "*")
         if type_name.endswith("*"):
             return 8
         size = TYPE_SIZES_BYTES.get(type_name)
         if size is None:
-            raise NotConstant(f"sizeof({type_name}) is not known here")
+            raise NotConstant(f"sizeof({named}) is not known here")
         return size

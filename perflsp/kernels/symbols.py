@@ -77,12 +77,29 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
             _bind_enum(ctx, child, env)
         elif kind == "function_definition" or kind == "template_declaration":
             _bind_pure_function(ctx, child, env)
+        elif kind == "alias_declaration":
+            name, aliased = child.child_by_field_name("name"), child.child_by_field_name("type")
+            if name is not None and aliased is not None:
+                env.type_aliases.setdefault(ctx.text(name), ctx.text(aliased))
         elif kind == "type_definition" or kind == "expression_statement":
+            _bind_typedef(ctx, child, env)
             for sub in child.named_children:
                 if sub.type == "enum_specifier":
                     _bind_enum(ctx, sub, env)
     # enums nested in declarations such as `enum { A = 1 } x;` are rare enough to ignore
 
+
+
+def _bind_typedef(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
+    """`typedef double real;` (`typedef float *vec;`): the alias a `sizeof` of it folds through."""
+    aliased = node.child_by_field_name("type")
+    if node.type != "type_definition" or aliased is None or aliased.type not in ("primitive_type", "sized_type_specifier",
+                                                                                 "type_identifier"):
+        return
+    for declarator in node.children_by_field_name("declarator"):
+        name = re.sub(r"[^\w]", "", ctx.text(declarator))
+        if name and declarator.type in ("type_identifier", "pointer_declarator"):
+            env.type_aliases.setdefault(name, ctx.text(aliased) + "*" * ctx.text(declarator).count("*"))
 
 
 def _bind_pure_function(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
