@@ -434,3 +434,47 @@ int main() {
     assert trips(report)["j"] == 5
     assert any("template value `R` differs between the instantiations (4, 8): assumed 4, the first" in a
                for a in report.facts.assumptions)
+
+
+# a file whose tree is lost (one ERROR node): the function around a region parsed on its own ------
+
+def _unparsable_functions() -> str:
+    """Three function templates whose loops run juxtaposed macro uses: tree-sitter reads the
+    whole file as one ERROR node."""
+    out = "#define STEP s = s * v + v;\n#define STEP4 STEP STEP STEP STEP\n"
+    for name in ("scale", "shift", "blend"):
+        out += f"""
+template <class T>
+void {name}(T *data, int count, int rounds, T v) {{
+  #pragma omp target teams distribute parallel for thread_limit(256)
+  for (int i = 0; i < count; i++) {{
+    T s = data[i];
+    for (int j = 0; j < rounds; j++) {{
+      STEP4 STEP4 STEP4
+      STEP4 STEP4 STEP4
+    }}
+    data[i] = s;
+  }}
+}}
+"""
+    return out + """
+int main(int argc, char **argv) {
+  const int count = 1 << 20;
+  const int rounds = argc > 1 ? atoi(argv[1]) : 10;
+  float *data = new float[count];
+  #pragma omp target data map(tofrom: data[0:count])
+  {
+    scale<float>(data, count, rounds, 1.5f);
+    shift<float>(data, count, 2 * rounds, 1.5f);
+    blend<float>(data, count, 3 * rounds, 1.5f);
+  }
+}
+"""
+
+
+def test_a_region_in_a_file_whose_tree_is_lost_reads_its_function_s_parameters_from_the_callers():
+    src = _unparsable_functions()
+    assert model_of(src).tree.root_node.type == "ERROR"  # (the case this is about)
+    by_line = sorted(reports(src, options=AnalysisOptions(argv=("7",))), key=lambda r: r.kernel.span.start.line)
+    assert [trips(r) for r in by_line] == [{"i": 1 << 20, "j": 7}, {"i": 1 << 20, "j": 14}, {"i": 1 << 20, "j": 21}]
+    assert not any(unknown_trips(r) for r in by_line)
