@@ -478,3 +478,30 @@ def test_a_region_in_a_file_whose_tree_is_lost_reads_its_function_s_parameters_f
     by_line = sorted(reports(src, options=AnalysisOptions(argv=("7",))), key=lambda r: r.kernel.span.start.line)
     assert [trips(r) for r in by_line] == [{"i": 1 << 20, "j": 7}, {"i": 1 << 20, "j": 14}, {"i": 1 << 20, "j": 21}]
     assert not any(unknown_trips(r) for r in by_line)
+
+
+def test_a_local_of_the_host_code_folds_with_the_template_values_it_names():
+    src = """
+template <typename T, int CHANNELS>
+void pack(const T *in, T *out, int size) {
+  auto iters = size / CHANNELS;
+  #pragma omp target teams distribute parallel for thread_limit(256)
+  for (int it = 0; it < iters; it++) {
+    for (int c = 0; c < CHANNELS; c++) out[it * CHANNELS + c] = in[c * iters + it];
+  }
+}
+int main() {
+  const int size = 1 << 20;
+  float *in = new float[size], *out = new float[size];
+  #pragma omp target data map(to: in[0:size]) map(from: out[0:size])
+  {
+    pack<float, 8>(in, out, size);
+    pack<float, 4>(in, out, size);
+  }
+}
+"""
+    report = reports(src)[0]
+    assert trips(report) == {"it": (1 << 20) / 8, "c": 8}
+    assert not unknown_trips(report)
+    assert any("template value `CHANNELS` differs between the instantiations (8, 4): assumed 8, the first" in a
+               for a in report.facts.assumptions)

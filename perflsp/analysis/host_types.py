@@ -17,7 +17,7 @@ from perflsp.analysis.linear import Linear
 from perflsp.analysis.unit import AnalysisUnit, HostTypes
 from perflsp.analysis.walk_values import Val
 from perflsp.analysis.walker import KernelWalker
-from perflsp.kernels.consteval import ConstEnv
+from perflsp.kernels.consteval import ConstEnv, Value
 from perflsp.kernels.program import function_around
 
 
@@ -166,20 +166,36 @@ def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: Ho
     `map` section or allocation of its own has the extent of what its callers pass."""
     extents: Extents = {}
     instantiated: dict[str, list[float]] | None = None
+
+    def fold(name: str) -> Value | None:
+        """The host value of `name`, with the function's template values where it needs them
+        (`auto iters = size / CHANNELS;` in `template <int CHANNELS> void f(...)`)."""
+        nonlocal instantiated
+        value = unit.model.evaluate(name, host_env)
+        if value is not None or function is None:
+            return value
+        if instantiated is None:
+            instantiated = template_values(unit, function)
+        source = _local_text(host_env, name)
+        used = [n for n in instantiated if source is not None and re.search(rf"\b{re.escape(n)}\b", source)]
+        if not used:
+            return None
+        assert source is not None
+        value = unit.model.evaluate(source, unit.model.scoped({n: instantiated[n][0] for n in used}, host_env))
+        if value is not None:
+            _say_instantiations(walker, instantiated, used)
+        return value
+
     for name in sorted(set(re.findall(r"[A-Za-z_]\w*", text))):
         if name not in host_types:
-            value = unit.model.evaluate(name, host_env)
+            value = fold(name)
             if isinstance(value, (int, float)):
                 walker.bind(name, Val(INT if float(value).is_integer() else F32, float(value), Linear.constant(float(value))))
                 continue
-            if instantiated is None:
-                instantiated = template_values(unit, function) if function is not None else {}
-            values = instantiated.get(name)
+            values = (instantiated or {}).get(name)
             if values:
                 walker.bind(name, Val(INT, values[0], Linear.constant(values[0]), static=True))
-                if len(values) > 1:
-                    walker.assume(f"template value `{name}` differs between the instantiations "
-                                  f"({', '.join(f'{v:g}' for v in values)}): assumed {values[0]:g}, the first")
+                _say_instantiations(walker, instantiated or {}, [name])
             continue
         ctype, dims = host_types[name]
         if ctype.pointer:
@@ -193,12 +209,33 @@ def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: Ho
                     extent = _passed_extent(unit, function, name, elem) or extent
                 extents[name] = (extent.bytes, extent.host_memory)
             continue
-        value = unit.model.evaluate(name, host_env)
+        value = fold(name)
         if isinstance(value, (int, float)):
             walker.bind(name, Val(ctype, float(value), Linear.constant(float(value))))
         else:
             walker.bind(name, Val(ctype, None, Linear(const_known=False)))
     return extents
+
+
+def _local_text(env: ConstEnv, name: str) -> str | None:
+    """The text a local of the host code was set to (`output_size / CHANNELS`), if one."""
+    scope: ConstEnv | None = env
+    while scope is not None:
+        if name in scope.unknown:
+            return None
+        source = scope.constants.get(name)
+        if source is not None:
+            return source if type(source) is str and not source.startswith("{") else None
+        scope = scope.parent
+    return None
+
+
+def _say_instantiations(walker: KernelWalker, instantiated: dict[str, list[float]], names: list[str]) -> None:
+    for name in names:
+        values = instantiated[name]
+        if len(values) > 1:
+            walker.assume(f"template value `{name}` differs between the instantiations "
+                          f"({', '.join(f'{v:g}' for v in values)}): assumed {values[0]:g}, the first")
 
 
 def template_values(unit: AnalysisUnit, function: Node) -> dict[str, list[float]]:
