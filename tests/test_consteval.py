@@ -1,6 +1,6 @@
 import pytest
 
-from perflsp.kernels.consteval import ConstEnv, evaluate, try_evaluate
+from perflsp.kernels.consteval import ConstEnv, NotConstant, evaluate, try_evaluate
 
 
 @pytest.fixture
@@ -58,3 +58,69 @@ def test_garbage_never_raises(env):
     for text in ["((", "1 +", "a[", "\"str\"", "@@", "dim3(1,2,3,4)", "1/0"]:
         value, why = try_evaluate(text, env)
         assert value is None and why
+
+
+def test_character_and_string_literals_fold():
+    # `case 'n':` compares with a character's code; `atoi("256")` reads a string literal
+    assert evaluate("'n'") == 110
+    assert evaluate("'\\n'") == 10
+    assert evaluate('atoi("256") * 2') == 512
+    # a string is no number: arithmetic on it does not fold
+    for text in ('"ab" + 1', '-"ab"', '"ab"'):
+        with pytest.raises(NotConstant):
+            evaluate(text)
+
+
+def test_getopt_reads_the_program_s_arguments_as_glibc_does():
+    from perflsp.kernels.command_options import getopt_call, parse_options
+
+    assert getopt_call('(c = getopt(argc, argv, "hn:r::")) != -1') == ("getopt", "hn:r::")
+    assert getopt_call("(c = next(argc)) != -1") is None
+    argv = ("prog", "data.txt", "-n", "64", "-hr3", "-r", "-x", "--", "-n", "1")
+    # operands are skipped (permuted), `-r` takes an optional argument only when attached, an
+    # undeclared option is `?`, `--` ends the options
+    assert parse_options("hn:r::", argv) == [("n", "64"), ("h", None), ("r", "3"), ("r", None), ("?", None)]
+    assert parse_options("+hn:", ("prog", "data.txt", "-n", "64")) == []  # POSIX: the first operand stops
+    assert parse_options("n:", ("prog", "-n")) == [("?", None)]  # a missing argument
+    assert parse_options("n:", ("prog", "--size=8")) is None  # a long option: not certain
+
+
+def test_a_function_of_one_return_folds_where_its_arguments_do():
+    from perflsp.kernels.program import ProgramModel
+    from perflsp.kernels.extract import extract
+    from perflsp.source.parser import parse
+
+    src = b"""
+int iDivUp(int a, int b) { return (a % b != 0) ? (a / b + 1) : (a / b); }
+template <typename T> constexpr T log2i(T n) { return n <= 1 ? 0 : 1 + log2i(n / 2); }
+int byRef(int &a) { return a; }
+int bumps(int a) { return a++; }
+int twoSteps(int a) { int b = a * 2; return b; }
+"""
+    tree = parse(src)
+    env = ProgramModel(src, tree, extract(src, tree)).env
+    assert try_evaluate("iDivUp(1000, 256) * 256", env) == (1024, None)
+    assert try_evaluate("log2i(1 << 20)", env) == (20, None)  # (recursive: the chosen branch only)
+    # a reference parameter, a side effect, more than one statement: not folded
+    for call in ("byRef(3)", "bumps(3)", "twoSteps(3)", "iDivUp(3)"):
+        assert try_evaluate(call, env)[0] is None
+
+
+def test_sizeof_a_type_alias_is_the_size_of_the_type_it_names():
+    from perflsp.kernels.program import ProgramModel
+    from perflsp.kernels.extract import extract
+    from perflsp.source.parser import parse
+
+    src = b"""
+typedef double real8;
+typedef real8 Real_t;
+typedef unsigned int *index_ptr;
+using half_t = short;
+typedef struct { float x, y; } point;
+"""
+    tree = parse(src)
+    env = ProgramModel(src, tree, extract(src, tree)).env
+    assert try_evaluate("1024 * sizeof(Real_t)", env) == (8192, None)  # (through another alias)
+    assert try_evaluate("sizeof(index_ptr)", env) == (8, None)
+    assert try_evaluate("sizeof(half_t)", env) == (2, None)
+    assert try_evaluate("sizeof(point)", env) == (None, "sizeof(point) is not known here")

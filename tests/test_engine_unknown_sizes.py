@@ -340,3 +340,30 @@ __global__ void vec(const float4 *x, int2 *p, double2 *d, half2 *h, float *y, in
     # a name that only looks like a float type is still an assumption, said so
     guessed = kernel(src.replace("float4 v = x[i];", "real_t s = 1; float4 v = x[i];"), "vec")
     assert any("`real_t` is not defined" in a for a in texts(guessed.facts.assumptions))
+
+
+def test_a_loop_on_two_bounds_stops_at_the_nearer_one():
+    from perflsp.analysis.engine import AnalysisOptions
+    from tests.engine_reports import reports
+
+    src = """
+__global__ void k(float *y, const int *flags, int n, int rows, int h) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int r = 0; r < rows && r < h; r++) y[i] += y[r];
+  for (int c = 0; c < 64 && (c + i) < n; c++) y[i] += 1.0f;
+  bool found = false;
+  for (int j = 0; j < n && !found; j++) found = flags[j] == i;
+}
+int main() {
+  float *y; int *flags;
+  cudaMalloc(&y, 4096 * sizeof(float));
+  cudaMalloc(&flags, 4096 * sizeof(int));
+  k<<<16, 256>>>(y, flags, 4096, 100, 40);
+}
+"""
+    report = reports(src, options=AnalysisOptions())[0]
+    assert {loop.variable: loop.trip_count for loop in report.facts.loops} == {"r": 40, "c": 64, "j": 4096}
+    said = " ".join(texts(report.facts.assumptions))
+    assert "the `c` loop may end before its bound (`(c + i) < n`): assumed it runs to the bound" in said
+    assert "the `j` loop may end before its bound (`!found`): assumed it runs to the bound" in said
+    assert "the `r` loop may end" not in said and "not understood" not in said

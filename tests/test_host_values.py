@@ -100,6 +100,104 @@ int main(int argc, char **argv) {
     assert launch_args(src, "k", ("5",))[1] is None  # it runs: `n` is set in a loop
 
 
+# options read with getopt() --------------------------------------------------------------------
+
+OPTIONS = """
+__global__ void k(float *y, int n, int reps) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int r = 0; r < reps; r++)
+    for (int j = 0; j < n; j += 256) y[i] += y[j];
+}
+int main(int argc, char **argv) {
+  int n = 1000;
+  int reps = 3;
+  int mode = 0;
+  int opt;
+  while ((opt = getopt(argc, argv, "n:r:vh")) != -1) {
+    switch (opt) {
+      case 'n':
+        n = atoi(optarg);
+        break;
+      case 'r': reps = atoi(optarg); break;
+      case 'v': mode = 1; break;
+      case 'h': return 0;
+    }
+  }
+  float *y;
+  cudaMalloc(&y, n * sizeof(float));
+  k<<<n / 256, 256>>>(y, n, reps + mode);
+}
+"""
+
+
+def test_options_read_with_getopt_take_the_program_s_arguments():
+    # `-n 20000`, `-r7` (attached), a flag; an operand before them does not stop glibc's getopt
+    assert launch_args(OPTIONS, "k", ("in.txt", "-n", "20000", "-vr7"))[1:] == [20000, 8]
+    # an option not given keeps its default; the loop's variables are unknown after it
+    assert launch_args(OPTIONS, "k", ("-r", "5"))[1:] == [1000, 5]
+    report = next(r for r in reports(OPTIONS, options=AnalysisOptions(argv=("-n", "2560", "-r", "4")))
+                  if r.kernel.name == "k")
+    assert trips(report) == {"r": 4, "j": 10}
+    assert not unknown_trips(report)
+    # without arguments the loop never runs: the defaults, said to rest on that assumption
+    report = next(r for r in reports(OPTIONS) if r.kernel.name == "k")
+    assert trips(report) == {"r": 3, "j": 4}  # (ceil(1000 / 256))
+    assert any("run without arguments" in a for a in report.facts.assumptions)
+    # a long option this reading cannot match: the options stay unknown
+    assert launch_args(OPTIONS, "k", ("--size=8",))[1:] == [None, None]
+
+
+def test_a_switch_on_a_known_value_runs_the_case_it_selects():
+    src = """
+__global__ void k(float *y, int n) { for (int j = 0; j < n; j++) y[j] = 0.0f; }
+int main(int argc, char **argv) {
+  int kind = argc > 1 ? atoi(argv[1]) : 2;
+  int n = 8;
+  switch (kind) {
+    case 1: n = 16; break;
+    case 2: n = 32;
+    case 3: n += 1; break;
+    default: n = 64;
+  }
+  float *y;
+  k<<<1, 1>>>(y, n);
+}
+"""
+    assert launch_args(src, "k", ("1",))[1] == 16
+    assert launch_args(src, "k", ("2",))[1] == 33  # (falls through to the next case)
+    assert launch_args(src, "k", ("9",))[1] == 64
+
+
+
+def test_an_element_of_a_constant_array_folds_with_a_known_index():
+    src = """
+const int tiles[] = {8, 16, 32};
+__global__ void k(float *y, int n, int t) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int j = 0; j < t; j++) y[i] += y[(i + j) % n];
+}
+int main(int argc, char **argv) {
+  int sizeClass = atoi(argv[1]);
+  const int probSizes[] = { 12288, 24576, 36864, 73728 };
+  int sizes[] = { 1, 2 };
+  int nAtom = probSizes[sizeClass];
+  float *y;
+  cudaMalloc(&y, nAtom * sizeof(float));
+  k<<<nAtom / 256, 256>>>(y, nAtom, tiles[sizeClass - 1]);
+  k<<<1, 1>>>(y, sizes[0], 1);
+}
+"""
+    assert launch_args(src, "k", ("3",))[1:] == [73728, 32]
+    # an index past the end, or an array that is not constant (it may be written): unknown
+    assert launch_args(src, "k", ("7",))[1:] == [None, None]
+    model = model_of(src, ("3",))
+    second = [s for s in model.kernels.launches if s.name == "k"][1]
+    assert model.fold_at(second.args[1].span.start_byte, second.args[1].text) is None
+    report = next(r for r in reports(src, options=AnalysisOptions(argv=("2",))) if r.kernel.name == "k")
+    assert trips(report) == {"j": 16}
+    assert not unknown_trips(report)
+
+
 # the editor's case: the program's arguments are not known ---------------------------------------
 
 def test_without_program_arguments_the_host_code_s_defaults_are_assumed_and_said():
@@ -303,3 +401,108 @@ int main() { float *y; cudaMalloc(&y, 512 * sizeof(float)); launch(y, 512); }
     site = model.kernels.launches[0]
     assert model.fold_at(site.block.span.start_byte, site.block.text) == 64
     assert model.fold_at(site.grid.span.start_byte, site.grid.text) == 8
+
+
+# template values of the function around an OpenMP region -----------------------------------------
+
+def test_a_region_reads_its_function_s_template_values_from_the_calls_that_instantiate_it():
+    src = """
+template <int R, typename T, int STEP = 2>
+void smooth(const T *in, T *out, int n) {
+  #pragma omp target teams distribute parallel for thread_limit(256)
+  for (int i = 0; i < n; i++) {
+    T sum = 0;
+    for (int j = -R; j <= R; j += STEP) sum += in[(i + j + n) % n];
+    out[i] = sum;
+  }
+}
+int main() {
+  const int n = 1 << 20;
+  float *in = new float[n], *out = new float[n];
+  #pragma omp target data map(to: in[0:n]) map(from: out[0:n])
+  {
+    smooth<4, float>(in, out, n);
+  }
+}
+"""
+    report = reports(src)[0]  # (the file's one region)
+    assert trips(report) == {"i": 1 << 20, "j": 5}  # -4, -2, 0, 2, 4 (the default step)
+    assert not unknown_trips(report)
+    assert not any("template value" in a for a in report.facts.assumptions)
+    # several instantiations: the first, said
+    report = reports(src.replace("smooth<4, float>(in, out, n);",
+                                 "smooth<4, float>(in, out, n);\n    smooth<8, float, 1>(in, out, n);"))[0]
+    assert trips(report)["j"] == 5
+    assert any("template value `R` differs between the instantiations (4, 8): assumed 4, the first" in a
+               for a in report.facts.assumptions)
+
+
+# a file whose tree is lost (one ERROR node): the function around a region parsed on its own ------
+
+def _unparsable_functions() -> str:
+    """Three function templates whose loops run juxtaposed macro uses: tree-sitter reads the
+    whole file as one ERROR node."""
+    out = "#define STEP s = s * v + v;\n#define STEP4 STEP STEP STEP STEP\n"
+    for name in ("scale", "shift", "blend"):
+        out += f"""
+template <class T>
+void {name}(T *data, int count, int rounds, T v) {{
+  #pragma omp target teams distribute parallel for thread_limit(256)
+  for (int i = 0; i < count; i++) {{
+    T s = data[i];
+    for (int j = 0; j < rounds; j++) {{
+      STEP4 STEP4 STEP4
+      STEP4 STEP4 STEP4
+    }}
+    data[i] = s;
+  }}
+}}
+"""
+    return out + """
+int main(int argc, char **argv) {
+  const int count = 1 << 20;
+  const int rounds = argc > 1 ? atoi(argv[1]) : 10;
+  float *data = new float[count];
+  #pragma omp target data map(tofrom: data[0:count])
+  {
+    scale<float>(data, count, rounds, 1.5f);
+    shift<float>(data, count, 2 * rounds, 1.5f);
+    blend<float>(data, count, 3 * rounds, 1.5f);
+  }
+}
+"""
+
+
+def test_a_region_in_a_file_whose_tree_is_lost_reads_its_function_s_parameters_from_the_callers():
+    src = _unparsable_functions()
+    assert model_of(src).tree.root_node.type == "ERROR"  # (the case this is about)
+    by_line = sorted(reports(src, options=AnalysisOptions(argv=("7",))), key=lambda r: r.kernel.span.start.line)
+    assert [trips(r) for r in by_line] == [{"i": 1 << 20, "j": 7}, {"i": 1 << 20, "j": 14}, {"i": 1 << 20, "j": 21}]
+    assert not any(unknown_trips(r) for r in by_line)
+
+
+def test_a_local_of_the_host_code_folds_with_the_template_values_it_names():
+    src = """
+template <typename T, int CHANNELS>
+void pack(const T *in, T *out, int size) {
+  auto iters = size / CHANNELS;
+  #pragma omp target teams distribute parallel for thread_limit(256)
+  for (int it = 0; it < iters; it++) {
+    for (int c = 0; c < CHANNELS; c++) out[it * CHANNELS + c] = in[c * iters + it];
+  }
+}
+int main() {
+  const int size = 1 << 20;
+  float *in = new float[size], *out = new float[size];
+  #pragma omp target data map(to: in[0:size]) map(from: out[0:size])
+  {
+    pack<float, 8>(in, out, size);
+    pack<float, 4>(in, out, size);
+  }
+}
+"""
+    report = reports(src)[0]
+    assert trips(report) == {"it": (1 << 20) / 8, "c": 8}
+    assert not unknown_trips(report)
+    assert any("template value `CHANNELS` differs between the instantiations (8, 4): assumed 8, the first" in a
+               for a in report.facts.assumptions)

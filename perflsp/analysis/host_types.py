@@ -14,10 +14,11 @@ from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.extents import Extent, leading_name, omp_extent
 from perflsp.analysis.finish import Extents
 from perflsp.analysis.linear import Linear
+from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.unit import AnalysisUnit, HostTypes
 from perflsp.analysis.walk_values import Val
 from perflsp.analysis.walker import KernelWalker
-from perflsp.kernels.consteval import ConstEnv
+from perflsp.kernels.consteval import ConstEnv, Value
 from perflsp.kernels.program import function_around
 
 
@@ -165,11 +166,37 @@ def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: Ho
     An array that is a parameter of `function` (the function around the region) without a
     `map` section or allocation of its own has the extent of what its callers pass."""
     extents: Extents = {}
-    for name in set(re.findall(r"[A-Za-z_]\w*", text)):
+    instantiated: dict[str, list[float]] | None = None
+
+    def fold(name: str) -> Value | None:
+        """The host value of `name`, with the function's template values where it needs them
+        (`auto iters = size / CHANNELS;` in `template <int CHANNELS> void f(...)`)."""
+        nonlocal instantiated
+        value = unit.model.evaluate(name, host_env)
+        if value is not None or function is None:
+            return value
+        if instantiated is None:
+            instantiated = template_values(unit, function)
+        source = _local_text(host_env, name)
+        used = [n for n in instantiated if source is not None and re.search(rf"\b{re.escape(n)}\b", source)]
+        if not used:
+            return None
+        assert source is not None
+        value = unit.model.evaluate(source, unit.model.scoped({n: instantiated[n][0] for n in used}, host_env))
+        if value is not None:
+            _say_instantiations(walker, instantiated, used)
+        return value
+
+    for name in sorted(set(re.findall(r"[A-Za-z_]\w*", text))):
         if name not in host_types:
-            value = unit.model.evaluate(name, host_env)
+            value = fold(name)
             if isinstance(value, (int, float)):
                 walker.bind(name, Val(INT if float(value).is_integer() else F32, float(value), Linear.constant(float(value))))
+                continue
+            values = (instantiated or {}).get(name)
+            if values:
+                walker.bind(name, Val(INT, values[0], Linear.constant(values[0]), static=True))
+                _say_instantiations(walker, instantiated or {}, [name])
             continue
         ctype, dims = host_types[name]
         if ctype.pointer:
@@ -183,12 +210,74 @@ def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: Ho
                     extent = _passed_extent(unit, function, name, elem) or extent
                 extents[name] = (extent.bytes, extent.host_memory)
             continue
-        value = unit.model.evaluate(name, host_env)
+        value = fold(name)
         if isinstance(value, (int, float)):
             walker.bind(name, Val(ctype, float(value), Linear.constant(float(value))))
         else:
             walker.bind(name, Val(ctype, None, Linear(const_known=False)))
     return extents
+
+
+def _local_text(env: ConstEnv, name: str) -> str | None:
+    """The text a local of the host code was set to (`output_size / CHANNELS`), if one."""
+    scope: ConstEnv | None = env
+    while scope is not None:
+        if name in scope.unknown:
+            return None
+        source = scope.constants.get(name)
+        if source is not None:
+            return source if type(source) is str and not source.startswith("{") else None
+        scope = scope.parent
+    return None
+
+
+def _say_instantiations(walker: KernelWalker, instantiated: dict[str, list[float]], names: list[str]) -> None:
+    for name in names:
+        values = instantiated[name]
+        if len(values) > 1:
+            walker.assume(assumed(NoteKind.TEMPLATE_ARGUMENT, f"template value `{name}` differs between the instantiations "
+                                  f"({', '.join(f'{v:g}' for v in values)}): assumed {values[0]:g}, the first",
+                                  subject=name, value=values[0]))
+
+
+def template_values(unit: AnalysisUnit, function: Node) -> dict[str, list[float]]:
+    """The values a function template's value parameters take (`template <int R> void f()`
+    called as `f<3>(...)`): by name, the distinct values of its calls in this file with
+    explicit template arguments, in the order of the calls (or the parameter's default)."""
+    template = function.parent
+    declarator = function.child_by_field_name("declarator")
+    while declarator is not None and declarator.type != "function_declarator":
+        declarator = declarator.child_by_field_name("declarator")
+    name_node = declarator.child_by_field_name("declarator") if declarator is not None else None
+    parameters = template.child_by_field_name("parameters") if template is not None and template.type == "template_declaration" else None
+    if parameters is None or name_node is None:
+        return {}
+    listed = [p for p in parameters.named_children if p.type != "comment"]
+    wanted: dict[int, tuple[str, str | None]] = {}  # position -> (name, default text)
+    for position, parameter in enumerate(listed):
+        if parameter.type not in ("parameter_declaration", "optional_parameter_declaration"):
+            continue  # (a type parameter)
+        ident = parameter.child_by_field_name("declarator")
+        default_node = parameter.child_by_field_name("default_value")
+        if ident is not None and ident.type == "identifier":
+            wanted[position] = (unit.ctx.text(ident), unit.ctx.text(default_node) if default_node is not None else None)
+    found: dict[str, list[float]] = {}
+    if not wanted:
+        return found
+    for call in unit.model.calls_to(unit.ctx.text(name_node).split("::")[-1]):
+        if function.start_byte <= call.start_byte < function.end_byte:
+            continue  # (a recursive call)
+        callee = call.child_by_field_name("function")
+        arguments = callee.child_by_field_name("arguments") if callee is not None and callee.type == "template_function" else None
+        if arguments is None:
+            continue  # (arguments deduced from the call's: no value parameters given)
+        texts = [unit.ctx.text(a) for a in arguments.named_children if a.type != "comment"]
+        for position, (name, default) in wanted.items():
+            text = texts[position] if position < len(texts) else default
+            value = unit.model.fold_at(call.start_byte, text) if text is not None else None
+            if isinstance(value, (int, float)) and float(value) not in found.setdefault(name, []):
+                found[name].append(float(value))
+    return found
 
 
 def _passed_extent(unit: AnalysisUnit, function: Node, name: str, elem_bytes: float) -> Extent | None:

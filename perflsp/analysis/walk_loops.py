@@ -89,6 +89,8 @@ def trip_count(walker: KernelWalker, var: str | None, start: Val | None, cond: N
         walker.assume(assumed(NoteKind.LOOP_TRIP, f"loop without a condition: assumed {walker.cost.assumed_while_trips:g} iterations",
                               line=walker.line(loop), value=walker.cost.assumed_while_trips, unit="iterations"))
         return walker.cost.assumed_while_trips, "assumed", "no condition", None
+    if cond.type == "binary_expression" and walker.text(cond.child_by_field_name("operator")) == "&&" and var is not None:
+        return conjunction_trip_count(walker, var, start, cond, update, loop)
     op = None
     bound_node = None
     if cond.type == "binary_expression":
@@ -178,6 +180,69 @@ def trip_count(walker: KernelWalker, var: str | None, start: Val | None, cond: N
                           f"assumed {walker.cost.assumed_trip_count:g} iterations", subject=var,
                           line=walker.line(loop), value=walker.cost.assumed_trip_count, unit="iterations"))
     return walker.cost.assumed_trip_count, "assumed", f"{var} {op} {walker.text(bound_node)}", None
+
+
+_COMPARISONS = ("<", "<=", ">", ">=", "!=")
+
+
+def conjunction_trip_count(walker: KernelWalker, var: str, start: Val | None, cond: Node, update: Node | None,
+                           loop: Node) -> tuple[float, LoopOrigin, str, Val | None]:
+    """`i < n && i < limit` (`row < max_row && row < h`, `k < K && !found`): the loop stops at
+    the first bound it reaches, the fewest iterations of the comparisons of its counter whose
+    bounds are known (one of them, as a plain condition, when none is); a condition that is not
+    such a comparison may end it earlier, which is said."""
+    parts: list[Node] = []
+    pending = [cond]
+    while pending:
+        node = pending.pop(0)
+        while node.type == "parenthesized_expression" and node.named_child_count == 1:
+            node = node.named_children[0]
+        if node.type == "binary_expression" and walker.text(node.child_by_field_name("operator")) == "&&":
+            pending[:0] = [c for c in (node.child_by_field_name("left"), node.child_by_field_name("right")) if c is not None]
+        else:
+            parts.append(node)
+    compares = [p for p in parts if _compares_counter(walker, var, p)]
+    if not compares:
+        walker.assume(assumed(NoteKind.LOOP_TRIP, f"loop bound `{walker.text(cond)}` not understood: "
+                              f"assumed {walker.cost.assumed_trip_count:g} iterations", subject=var,
+                              line=walker.line(loop), value=walker.cost.assumed_trip_count, unit="iterations"))
+        return walker.cost.assumed_trip_count, "assumed", walker.text(cond), None
+    known = [p for p in compares if _bound_known(walker, var, p)]
+    results = []
+    for part in known or compares[:1]:
+        trip, origin, note, step = trip_count(walker, var, start, part, update, loop)
+        results.append((trip, origin, note, step, walker.trip_is_static, walker.last_step_kind))
+    trip, origin, note, step, static, step_kind = min(results, key=lambda r: r[0])
+    others = [walker.text(p) for p in parts if p not in compares or (known and p not in known)]
+    walker.trip_is_static = static and not others
+    walker.last_step_kind = step_kind
+    if others and origin not in ("assumed", "data-dependent"):
+        walker.assume(assumed(NoteKind.LOOP_TRIP, f"the `{var}` loop may end before its bound "
+                              f"(`{' && '.join(others)}`): assumed it runs to the bound", subject=var,
+                              line=walker.line(loop), value=trip, unit="iterations"))
+    return trip, origin, note, step
+
+
+def _compares_counter(walker: KernelWalker, var: str, node: Node) -> bool:
+    """Whether `node` compares the loop counter `var` with something (`i < n`, `n > i`)."""
+    if node.type != "binary_expression" or walker.text(node.child_by_field_name("operator")) not in _COMPARISONS:
+        return False
+    return var in (walker.text(node.child_by_field_name("left")), walker.text(node.child_by_field_name("right")))
+
+
+def _bound_known(walker: KernelWalker, var: str, node: Node) -> bool:
+    """Whether the other side of the comparison `node` of the counter `var` folds to a value."""
+    left = node.child_by_field_name("left")
+    bound = node.child_by_field_name("right") if walker.text(left) == var else left
+    saved = walker.mult
+    walker.mult = 0.0  # (read, not counted)
+    try:
+        value = walker.eval(bound).value
+    finally:
+        walker.mult = saved
+    if value is None and walker.resolve_bound is not None:
+        value = walker.resolve_bound(walker.text(bound))
+    return value is not None
 
 
 def stride_extent(walker: KernelWalker) -> float:

@@ -116,6 +116,9 @@ class ConstEnv:
     _memo: dict[str, Value] = field(default_factory=dict, repr=False)
     _memo_assumed: set[str] = field(default_factory=set, repr=False)  # memoised from assumed arguments
     _active: set[str] = field(default_factory=set, repr=False)
+    # functions of one `return` of an expression over their value parameters (`iDivUp`): name ->
+    # (parameters, expression text), folded in this environment where they are called
+    pure_functions: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
     # Memos of what is derived from this environment (its bindings do not change once built):
     # macro bodies that fold to numbers (`preprocess`), the `_Pragma` macros (`omp`), and the
     # launch-argument texts folded in it (`launches`).
@@ -141,6 +144,27 @@ class ConstEnv:
             found = env.function_macros.get(name)
             if found is not None:
                 return found
+            env = env.parent
+        return None
+
+    def type_alias(self, name: str) -> str | None:
+        """The type `name` stands for (`typedef double Real_t;`), the nearest definition."""
+        env: ConstEnv | None = self
+        while env is not None:
+            found = env.type_aliases.get(name)
+            if found is not None:
+                return found
+            env = env.parent
+        return None
+
+    def pure_function(self, name: str) -> tuple[tuple[str, ...], str, ConstEnv] | None:
+        """The pure function `name` (its parameters and expression) and the environment that
+        defines it, the nearest definition."""
+        env: ConstEnv | None = self
+        while env is not None:
+            found = env.pure_functions.get(name)
+            if found is not None:
+                return found[0], found[1], env
             env = env.parent
         return None
 
@@ -172,8 +196,10 @@ class ConstEnv:
         before = assumed_reads()
         if name in self.assumed:
             note_assumed_read()
-        if not isinstance(source, str):
-            return source
+        if not isinstance(source, str) or isinstance(source, _StringValue):
+            return cast(Value, source)  # (a string bound as such, `optarg`: not a text to fold)
+        if source.startswith("{"):
+            raise NotConstant(f"`{name}` is an array")
         if name in self._active:
             raise NotConstant(f"`{name}` is defined in terms of itself")
         self._active.add(name)
@@ -189,6 +215,26 @@ class ConstEnv:
             self._memo_assumed.add(name)
         return value
 
+    def element(self, name: str, index: Value) -> Value:
+        """`name[index]` of a constant array (`const int sizes[] = {64, 128};`), folded where
+        the array is defined."""
+        env: ConstEnv | None = self
+        while env is not None:
+            if name in env.unknown:
+                raise NotConstant(f"`{name}` {env.unknown[name]}")
+            source = env.constants.get(name, env.macros.get(name))
+            if source is not None:
+                if not isinstance(source, str) or not source.startswith("{"):
+                    raise NotConstant(f"`{name}` is not an array")
+                items = _split_top_level(source[1:-1])
+                if not isinstance(index, int) or not 0 <= index < len(items) or items[index].startswith("{"):
+                    raise NotConstant(f"`{name}[{index}]` is not a known element")
+                if name in env.assumed:
+                    note_assumed_read()
+                return evaluate(items[index], env)
+            env = env.parent
+        raise NotConstant(f"depends on `{name}`")
+
     def arguments_assumed(self) -> bool:
         """Whether the program's arguments here are the assumption of a run without any."""
         env: ConstEnv | None = self
@@ -197,6 +243,26 @@ class ConstEnv:
                 return env.argv_assumed
             env = env.parent
         return False
+
+
+def _split_top_level(text: str) -> list[str]:
+    """The comma-separated items of an initializer list's inside (nested braces kept whole)."""
+    items: list[str] = []
+    depth = 0
+    current = ""
+    for ch in text:
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            items.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        items.append(current.strip())
+    return items
 
 
 def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Value:
@@ -315,7 +381,29 @@ _MACRO_WORD = re.compile(r"[A-Za-z_]\w*")
 
 
 class _StringValue(str):
-    """A string argument (`argv[i]`) on its way into `atoi()` and friends."""
+    """A string argument (`argv[i]`, `"256"`) on its way into `atoi()` and friends."""
+
+
+def string_value(text: str) -> Value:
+    """`text` as a string value a `ConstEnv` can bind (`optarg`): `atoi()` of it folds."""
+    return cast(Value, _StringValue(text))
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "0": "\0", "\\": "\\", "'": "'", '"': '"', "r": "\r"}
+
+
+def _literal(token: str) -> Value:
+    """A character literal's code (`'n'` in `case 'n':`) or a string literal's text."""
+    body = token[1:-1]
+    if len(body) == 2 and body[0] == "\\" and body[1] in _ESCAPES:
+        body = _ESCAPES[body[1]]
+    if token.startswith("'"):
+        if len(body) != 1:
+            raise NotConstant(f"character literal {token}")
+        return ord(body)
+    if "\\" in body:
+        raise NotConstant(f"string literal with escapes {token}")
+    return cast(Value, _StringValue(body))
 
 
 def _parse_int(text: str) -> int:
@@ -417,6 +505,8 @@ class _Parser:
             right = self.binary(prec + 1)
             if isinstance(left, tuple) or isinstance(right, tuple):
                 raise NotConstant("arithmetic on a dim3")
+            if isinstance(left, str) or isinstance(right, str):
+                raise NotConstant("arithmetic on a string")
             left = fn(left, right)
 
     def unary(self) -> Value:
@@ -426,8 +516,8 @@ class _Parser:
         if tok[1] in ("-", "+", "!", "~"):
             self.take()
             operand = self.unary()
-            if isinstance(operand, tuple):
-                raise NotConstant("arithmetic on a dim3")
+            if isinstance(operand, (tuple, str)):
+                raise NotConstant("arithmetic on a dim3" if isinstance(operand, tuple) else "arithmetic on a string")
             if tok[1] == "-":
                 return -operand
             if tok[1] == "!":
@@ -479,6 +569,8 @@ class _Parser:
             return value
         if text == "{":
             return self._dim3_args("}")
+        if kind == "str":
+            return _literal(text)
         if kind == "id":
             if text in ("true", "false"):
                 return int(text == "true")
@@ -498,6 +590,13 @@ class _Parser:
                 return self._call(text)
             if text in ("argv", "argc"):
                 return self._program_argument(text)
+            if self.peek_text() == "[":
+                self.take("[")
+                index = self.expression()
+                self.take("]")
+                if isinstance(index, tuple):
+                    raise NotConstant("a dim3 as an index")
+                return self.env.element(text, index)
             if "::" in text:
                 # `cfg::TILE`: namespace-scope constants are known by their simple name
                 try:
@@ -584,6 +683,13 @@ class _Parser:
             return evaluate(_MACRO_WORD.sub(lambda m: f"({bound[m.group()]})" if m.group() in bound else m.group(), body),
                             self.env)
         fn = _FUNCTIONS.get(name)
+        pure = self.env.pure_function(name) if fn is None else None
+        if pure is not None:
+            params, body, defined = pure
+            args = self._args()
+            if len(args) != len(params):
+                raise NotConstant(f"`{name}` takes {len(params)} arguments")
+            return evaluate(body, ConstEnv(constants=dict(zip(params, args)), parent=defined))
         if fn is None:
             raise NotConstant(f"calls `{name}()`")
         args = self._args()
@@ -638,9 +744,19 @@ class _Parser:
             words.append(self.take()[1])
         self.take(")")
         type_name = " ".join(w for w in words if w not in ("const", "volatile", "struct"))
+        named = type_name
+        seen: set[str] = set()
+        while not type_name.endswith("*") and type_name not in TYPE_SIZES_BYTES and type_name not in seen:
+            # `typedef double Real_t;`, `using real = float;`: the size of the aliased type
+            seen.add(type_name)
+            alias = self.env.type_alias(type_name)
+            if alias is None:
+                break
+            type_name = " ".join(w for w in re.findall(r"[A-Za-z_]\w*|\*", alias) if w not in ("const", "volatile", "struct"))
+            type_name = type_name.replace(" *", "*")
         if type_name.endswith("*"):
             return 8
         size = TYPE_SIZES_BYTES.get(type_name)
         if size is None:
-            raise NotConstant(f"sizeof({type_name}) is not known here")
+            raise NotConstant(f"sizeof({named}) is not known here")
         return size

@@ -149,6 +149,7 @@ class ProgramModel:
         self._header_functions: list[tuple[bytes, Tree, dict[str, CudaFunction], str]] | None = None
         self._class_fields: dict[str, list[tuple[bytes, list[Node]]]] = {}
         self._defines_name: dict[str, bool] = {}  # `_may_define`, per name asked about
+        self._functions_alone: dict[tuple[int, int], Node | None] = {}  # `_function_alone`, per span
 
     # ------------------------------------------------------------------ edited versions
 
@@ -239,8 +240,7 @@ class ProgramModel:
         return self._env_at(byte_offset, depth, self.host_globals)
 
     def _env_at(self, byte_offset: int, depth: int, parent: ConstEnv) -> ConstEnv:
-        node = self.tree.root_node.descendant_for_byte_range(byte_offset, byte_offset)
-        function = enclosing_function(node) if node is not None else None
+        function = self.enclosing_function(byte_offset)
         passed: dict[str, Folded] = {}
         if function is not None and depth < CALLER_LEVELS:
             passed = self.caller_arguments(function, depth)
@@ -292,7 +292,25 @@ class ProgramModel:
 
     def enclosing_function(self, byte_offset: int) -> Node | None:
         node = self.tree.root_node.descendant_for_byte_range(byte_offset, byte_offset)
-        return enclosing_function(node) if node is not None else None
+        function = enclosing_function(node) if node is not None else None
+        if function is None and self.tree.root_node.has_error:
+            function = self._function_alone(byte_offset)
+        return function
+
+    def _function_alone(self, byte_offset: int) -> Node | None:
+        """The function around `byte_offset` where the file's tree lost it (macros that
+        tree-sitter cannot read make the whole file one ERROR node): that function parsed with
+        the rest of the text blanked, so its nodes keep the file's byte offsets."""
+        span = function_around(self.data, byte_offset)
+        if span is None:
+            return None
+        if span not in self._functions_alone:
+            outside = bytes.maketrans(bytes(range(256)), b" " * 10 + b"\n" + b" " * 245)
+            blanked = self.data[: span[0]].translate(outside) + self.data[span[0] : span[1]] \
+                + self.data[span[1] :].translate(outside)
+            node = parsed_text(blanked).root_node.descendant_for_byte_range(byte_offset, byte_offset)
+            self._functions_alone[span] = enclosing_function(node) if node is not None else None
+        return self._functions_alone[span]
 
     def template_type_parameters(self, byte_offset: int) -> list[str]:
         """The template type parameters in scope at `byte_offset`: those of the function around

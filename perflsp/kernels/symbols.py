@@ -10,7 +10,8 @@ from typing import TypeVar, cast
 
 from tree_sitter import Node, QueryCursor
 
-from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
+from perflsp.kernels.command_options import getopt_call, parse_options
+from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, note_assumed_read, string_value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.source.parser import query
 
@@ -74,12 +75,59 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
                 _bind_declaration(ctx, child, env)
         elif kind in ("enum_specifier",):
             _bind_enum(ctx, child, env)
+        elif kind == "function_definition" or kind == "template_declaration":
+            _bind_pure_function(ctx, child, env)
+        elif kind == "alias_declaration":
+            name, aliased = child.child_by_field_name("name"), child.child_by_field_name("type")
+            if name is not None and aliased is not None:
+                env.type_aliases.setdefault(ctx.text(name), ctx.text(aliased))
         elif kind == "type_definition" or kind == "expression_statement":
+            _bind_typedef(ctx, child, env)
             for sub in child.named_children:
                 if sub.type == "enum_specifier":
                     _bind_enum(ctx, sub, env)
     # enums nested in declarations such as `enum { A = 1 } x;` are rare enough to ignore
 
+
+
+def _bind_typedef(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
+    """`typedef double real;` (`typedef float *vec;`): the alias a `sizeof` of it folds through."""
+    aliased = node.child_by_field_name("type")
+    if node.type != "type_definition" or aliased is None or aliased.type not in ("primitive_type", "sized_type_specifier",
+                                                                                 "type_identifier"):
+        return
+    for declarator in node.children_by_field_name("declarator"):
+        name = re.sub(r"[^\w]", "", ctx.text(declarator))
+        if name and declarator.type in ("type_identifier", "pointer_declarator"):
+            env.type_aliases.setdefault(name, ctx.text(aliased) + "*" * ctx.text(declarator).count("*"))
+
+
+def _bind_pure_function(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
+    """`int iDivUp(int a, int b) { return (a + b - 1) / b; }` (or `constexpr`, a template): a
+    function whose body is one `return` of an expression over its value parameters, without
+    assignments, folds where it is called with foldable arguments."""
+    function = node if node.type == "function_definition" else \
+        next((c for c in node.named_children if c.type == "function_definition"), None)
+    body = function.child_by_field_name("body") if function is not None else None
+    declarator = function.child_by_field_name("declarator") if function is not None else None
+    if body is None or declarator is None or declarator.type != "function_declarator":
+        return  # (a pointer or reference result: not a value)
+    name = declarator.child_by_field_name("declarator")
+    parameters = declarator.child_by_field_name("parameters")
+    statements = [c for c in body.named_children if c.type != "comment"]
+    if name is None or name.type != "identifier" or parameters is None or len(statements) != 1 \
+            or statements[0].type != "return_statement" or not statements[0].named_children:
+        return
+    names: list[str] = []
+    for parameter in parameters.named_children:
+        ident = parameter.child_by_field_name("declarator")
+        if parameter.type != "parameter_declaration" or ident is None or ident.type != "identifier":
+            return  # (a pointer, a reference, an array, a default: not a plain value)
+        names.append(ctx.text(ident))
+    expression = statements[0].named_children[0]
+    if _has_side_effects(expression) or "(" in ctx.text(name):
+        return
+    env.pure_functions.setdefault(ctx.text(name), (tuple(names), ctx.text(expression)))
 
 
 def mutable_globals(ctx: ExtractionContext) -> dict[str, str]:
@@ -198,6 +246,8 @@ def _bind_declaration(ctx: ExtractionContext, decl: Node, env: ConstEnv, overrid
     names: list[str] = []
     for declarator in decl.children_by_field_name("declarator"):
         name, value = _declarator_value(ctx, declarator, is_dim3)
+        if name is None and declarator.type == "init_declarator" and _is_constant_declaration(ctx, decl):
+            name, value = _constant_array(ctx, declarator)
         if name is None:
             continue
         names.append(name)
@@ -210,6 +260,17 @@ def _bind_declaration(ctx: ExtractionContext, decl: Node, env: ConstEnv, overrid
         elif override:
             env.unknown[name] = "is not initialised with a constant"
     return names
+
+
+def _constant_array(ctx: ExtractionContext, declarator: Node) -> tuple[str | None, str | None]:
+    """`const int sizes[] = {64, 128};`: the name and its initializer list, braces kept (a
+    `ConstEnv` folds `sizes[i]` from it; the array is never written)."""
+    array = declarator.child_by_field_name("declarator")
+    value = declarator.child_by_field_name("value")
+    name = array.child_by_field_name("declarator") if array is not None and array.type == "array_declarator" else None
+    if name is None or name.type != "identifier" or value is None or value.type != "initializer_list":
+        return None, None
+    return ctx.text(name), ctx.text(value)
 
 
 def _declarator_value(ctx: ExtractionContext, declarator: Node, is_dim3: bool) -> tuple[str | None, str | None]:
@@ -303,14 +364,13 @@ def _chain(node: Node, body: Node) -> _Chain | None:
     """The control statements around `node` inside `body`, with the part holding it; None
     inside a nested function, lambda or class (its statements are not this function's)."""
     chain: list[tuple[Node, str]] = []
-    child = node
     parent = node.parent
     while parent is not None and parent != body:
         if parent.type in _NESTED_DEFINITIONS:
             return None
         if parent.type in _CONTROL_PARTS:
-            chain.append((parent, _part_of(parent, child)))
-        child = parent
+            # (the node itself, not the child: a `switch` part is the `case` that holds it)
+            chain.append((parent, _part_of(parent, node)))
         parent = parent.parent
     chain.reverse()
     return tuple(chain)
@@ -393,17 +453,93 @@ class _Replay:
                 elif part not in status:
                     return "skip"
             elif kind in ("for_statement", "while_statement"):
-                if status is False:
-                    if part != "initializer":
-                        return "skip"
-                    continue  # (the initializer runs once: a loop that never runs leaves it so)
-                mode = "control"  # (the initializer too: `for (i = 0; ...)` leaves `i` changed)
+                loop = _loop_mode(status, part)
+                if loop == "skip":
+                    return "skip"
+                mode = loop or mode
             else:
                 mode = "control"
         return mode
 
 
+    def read_options(self, control: Node) -> bool:
+        """A `while ((opt = getopt(argc, argv, "n:i:")) != -1)` loop over known program
+        arguments: its body runs once per option they give, `opt` the option's character and
+        `optarg` its argument (`case 'n': n = atoi(optarg);`), as glibc's `getopt` reads them.
+        Returns whether the loop was such a loop and was run so."""
+        condition = control.child_by_field_name("condition")
+        body = control.child_by_field_name("body")
+        call = getopt_call(self.ctx.text(condition)) if condition is not None else None
+        variable = _assigned_from_call(self.ctx, condition) if condition is not None else None
+        argv = self.env.program_arguments()
+        if body is None or call is None or variable is None or argv is None:
+            return False
+        options = parse_options(call[1], argv, long_only=call[0] == "getopt_long_only")
+        if options is None:
+            return False
+        if self.env.arguments_assumed():
+            note_assumed_read()
+            self.assumed_controls.add(control.start_byte)  # (what it sets rests on that)
+        inside = []
+        for index in range(self.next + 1, len(self.events)):
+            start = self.events[index][0]
+            if start >= control.end_byte:
+                break
+            if start >= body.start_byte:
+                inside.append(index)
+        self.status[control.start_byte] = _OPTIONS_PASS
+        for letter, argument in options:
+            _freeze_dependents(self.env, _OPTARG)  # (`n = atoi(optarg)` keeps this option's value)
+            for name in (variable, _OPTARG):
+                self.env.unknown.pop(name, None)
+                self.env._memo.pop(name, None)
+            self.env.constants[variable] = ord(letter)
+            if argument is not None:
+                self.env.constants[_OPTARG] = string_value(argument)
+            else:
+                _mark_unknown(_OPTARG, "is not given for this option")(self.env)
+            for index in inside:
+                _, _, chain, apply = self.events[index]
+                mode = self._mode(chain)
+                if mode != "skip":
+                    apply(self, mode == "control")
+        _freeze_dependents(self.env, _OPTARG)
+        _mark_unknown(_OPTARG, "is the argument of the option being read")(self.env)
+        self.status[control.start_byte] = _OPTIONS_READ
+        return True
+
+
+def _assigned_from_call(ctx: ExtractionContext, condition: Node) -> str | None:
+    """The variable a loop condition assigns a call's result to (`(c = getopt(...)) != -1`)."""
+    stack = [condition]
+    while stack:
+        node = stack.pop()
+        if node.type == "assignment_expression":
+            left = node.child_by_field_name("left")
+            right = node.child_by_field_name("right")
+            if left is not None and left.type == "identifier" and right is not None and right.type == "call_expression":
+                return ctx.text(left)
+        stack.extend(node.named_children)
+    return None
+
+
+def _loop_mode(status: object, part: str) -> str | None:
+    """How an event in `part` of a loop whose entry folded to `status` runs: 'skip', 'control',
+    or None (as its surroundings say)."""
+    if status is _OPTIONS_PASS:
+        return None  # (`read_options` runs the body once per option given)
+    if status is _OPTIONS_READ:
+        return "skip" if part == "body" else "control"
+    if status is False:
+        # (the initializer runs once: a loop that never runs leaves it so)
+        return "skip" if part != "initializer" else None
+    return "control"  # (the initializer too: `for (i = 0; ...)` leaves `i` changed)
+
+
 _UNKNOWN = object()
+_OPTIONS_PASS = object()  # a `getopt` loop whose body runs for one option now
+_OPTIONS_READ = object()  # a `getopt` loop run for every option given: its body is done
+_OPTARG = "optarg"
 _Event = tuple[int, int, _Chain, Callable[[_Replay, bool], None]]
 
 
@@ -536,6 +672,9 @@ def _control_entry(ctx: ExtractionContext, control: Node) -> Callable[[_Replay, 
 
     def enter(replay: _Replay, in_control: bool) -> None:
         status: object = _UNKNOWN
+        if not in_control and control.type == "while_statement" and control.start_byte not in replay.path \
+                and replay.read_options(control):
+            return
         if not in_control:
             with ReadsApart() as reads:
                 status = _fold_condition(ctx, control, replay.env)
