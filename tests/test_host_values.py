@@ -142,7 +142,7 @@ def test_options_read_with_getopt_take_the_program_s_arguments():
     # without arguments the loop never runs: the defaults, said to rest on that assumption
     report = next(r for r in reports(OPTIONS) if r.kernel.name == "k")
     assert trips(report) == {"r": 3, "j": 4}  # (ceil(1000 / 256))
-    assert any("run without arguments" in a for a in report.facts.assumptions)
+    assert any("run without arguments" in a for a in texts(report.facts.assumptions))
     # a long option this reading cannot match: the options stay unknown
     assert launch_args(OPTIONS, "k", ("--size=8",))[1:] == [None, None]
 
@@ -428,13 +428,13 @@ int main() {
     report = reports(src)[0]  # (the file's one region)
     assert trips(report) == {"i": 1 << 20, "j": 5}  # -4, -2, 0, 2, 4 (the default step)
     assert not unknown_trips(report)
-    assert not any("template value" in a for a in report.facts.assumptions)
+    assert not any("template value" in a for a in texts(report.facts.assumptions))
     # several instantiations: the first, said
     report = reports(src.replace("smooth<4, float>(in, out, n);",
                                  "smooth<4, float>(in, out, n);\n    smooth<8, float, 1>(in, out, n);"))[0]
     assert trips(report)["j"] == 5
     assert any("template value `R` differs between the instantiations (4, 8): assumed 4, the first" in a
-               for a in report.facts.assumptions)
+               for a in texts(report.facts.assumptions))
 
 
 # a file whose tree is lost (one ERROR node): the function around a region parsed on its own ------
@@ -505,4 +505,4 @@ int main() {
     assert trips(report) == {"it": (1 << 20) / 8, "c": 8}
     assert not unknown_trips(report)
     assert any("template value `CHANNELS` differs between the instantiations (8, 4): assumed 8, the first" in a
-               for a in report.facts.assumptions)
+               for a in texts(report.facts.assumptions))
