@@ -67,9 +67,9 @@ def collect(args: argparse.Namespace) -> tuple[list[Sample], dict]:
             given = not args.editor
             options = AnalysisOptions(argv=tuple(shlex.split(row.exe_args)) if given else None,
                                       launch_override=(row.grid, row.block) if given and row.grid and row.block else None,
-                                      include_env=locator.include_env(row.file, locator.source(row.file)))
+                                      include_env=locator.read(row.file).options.include_env)
             try:
-                unit = AnalysisUnit(locator.source(row.file), locator.tree(row.file), located.file, options)
+                unit = AnalysisUnit.of(locator.read(row.file).model_with(options.argv), options)
                 facts = analyze_kernel(unit, located.kernel, [gpu]).facts
                 if facts.uncertain is None:
                     per, items, groups = facts.per_item, facts.work_items or 0.0, facts.traffic.groups

@@ -28,6 +28,7 @@ from perflsp.analysis.rules import SEVERITIES, apply_rule_levels, enabled_codes,
 from perflsp.hardware.models import Gpu
 from perflsp.hardware.precision import Precision
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion, Span
+from perflsp.kernels.program import ProgramModel
 from perflsp.source.positions import LineIndex
 
 # `--fail-on` levels, most severe first; "none" never fails.
@@ -80,7 +81,10 @@ class FileCheck:
 
 
 def check_document(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Sequence[Gpu],
-                   settings: CheckSettings = CheckSettings(), lines: LineIndex | None = None) -> FileCheck:
+                   settings: CheckSettings = CheckSettings(), lines: LineIndex | None = None, *,
+                   model: ProgramModel | None = None) -> FileCheck:
+    """The check of one text; `model`: its program model when the caller read it
+    (`analysis.reader`), else built from the settings' options on first need."""
     lines = lines or LineIndex(data)
     result = FileCheck(path=file_kernels.path, lines=lines, notes=list(file_kernels.notes))
     if file_kernels.has_errors:
@@ -88,7 +92,7 @@ def check_document(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Seq
     share = within_ceiling(file_kernels, settings.max_kernels)
     if share.note is not None:
         result.notes.append(share.note)
-    analysis = FileAnalysis(data, tree, file_kernels, settings.options, lines)
+    analysis = FileAnalysis(data, tree, file_kernels, settings.options, lines, model=model)
     for report in analysis.reports(gpus, settings.max_kernels):
         result.kernels.append(report)
         for estimate, gpu in zip(report.estimates, gpus):

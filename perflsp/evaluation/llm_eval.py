@@ -87,13 +87,12 @@ class RowAnalyzer:
         external: tuple[LaunchSite, ...] = ()
         if isinstance(located.kernel, CudaFunction) and not file.launches_of(located.kernel):
             external = self._launches.for_kernel(row.target, located.kernel.name, argv)
-        data = self.locator.source(row.file)
-        tree = self.locator.tree(row.file)
-        options = AnalysisOptions(argv=argv, launch_override=override,
-                                  include_env=self.locator.include_env(row.file, data),
+        program = self.locator.read(row.file)
+        data, tree = program.data, program.tree
+        options = AnalysisOptions(argv=argv, launch_override=override, include_env=program.options.include_env,
                                   external_launches=external, cost=self.cost)
         # the one pipeline: an engine failure comes back as an `uncertain` report naming it
-        report = FileAnalysis(data, tree, file, options).report(located.kernel, [self.gpu])
+        report = FileAnalysis.of(program, options).report(located.kernel, [self.gpu])
         return RowAnalysis(row, report, file, data, tree)
 
     def question(self, analysis: RowAnalysis, task: str = "verdict") -> KernelQuestion | None:

@@ -56,6 +56,7 @@ from perflsp.kernels.models import (
 from perflsp.kernels.symbols import TopLevelFacts
 from perflsp.server import dependents
 from perflsp.server import engine_adapter as engine
+from perflsp.server.text import DocumentModel
 from perflsp.source.positions import LineIndex, Position
 
 Kernel = CudaFunction | OmpRegion
@@ -141,10 +142,13 @@ class _Job:
 
     source: Any = None  # the document's text: its `tree` is read (and parsed, if need be) on first use
     top: TopLevelFacts | None = None  # the extraction's top-level facts (kept over edits inside bodies)
+    document: DocumentModel | None = None  # the version's program model (the document's, `TextState.model`)
 
     def engine(self) -> FileAnalysis:
         if self.analysis is None:  # the program model is built when the first kernel needs it
-            self.analysis = FileAnalysis(self.data, self.syntax(), self.fk, self.opts, self.lines, top=self.top)
+            model = self.document.model if self.document is not None else None
+            self.analysis = FileAnalysis(self.data, self.syntax(), self.fk, self.opts, self.lines, model=model,
+                                         top=self.top)
         return self.analysis
 
     def syntax(self) -> Tree:
@@ -232,7 +236,7 @@ class Analyzer:
             self._relint.clear()
         elif extracted.change in ("host", "device") and extracted is not self._seen:
             self._lint_facts.clear()  # (file-level facts: an edit outside kernels can change them)
-            marked = dependents.affected(text.data, text.tree, extracted.kernels, extracted)
+            marked = dependents.affected(text.model(argv).model, extracted)
             self._reanalyse |= marked
             self._relint |= marked
         moved = extracted is not self._seen and extracted.region is not None and extracted.change != "full"
@@ -261,7 +265,8 @@ class Analyzer:
         # needs none), the program model when the engine first runs
         self._job = _Job(text.data, None, fk, tuple(gpus), opts, lines,
                          None if lint_codes is None else frozenset(lint_codes), None,
-                         launches_by_kernel=_launches_by_kernel(fk), source=text, top=extracted.top)
+                         launches_by_kernel=_launches_by_kernel(fk), source=text, top=extracted.top,
+                         document=text.model(argv))
         if carry:
             assert self._state is not None
             return self._state

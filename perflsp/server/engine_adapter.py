@@ -17,18 +17,17 @@ from tree_sitter import Node, Tree
 
 from perflsp.analysis import fixes
 from perflsp.analysis.engine import ENGINE_VERSION, analysis_key
-from perflsp.analysis.includers import includer_launches as _includer_launches
 from perflsp.analysis.lints import LINT_CODES, LintContext, LintOptions, run_rules
 from perflsp.analysis.lints import run_lints as _run_lints
 from perflsp.analysis.models import Finding, Fix
 from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import FileAnalysis, Kernel
+from perflsp.analysis.reader import ReadContext
 from perflsp.analysis.rules import RULES, rule_info
 from perflsp.analysis.rules import rule_doc_url as _rule_doc_url
 from perflsp.compiled.model import CompiledSource
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.consteval import ConstEnv
-from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
 from perflsp.source.positions import LineIndex
 
@@ -44,7 +43,7 @@ class DocumentText(Protocol):
     """What the server's open text offers here (`perflsp.server.text.TextState`)."""
 
     path: str | None
-    resolver: IncludeResolver
+    reading: ReadContext
 
 
 def lints_available() -> bool:
@@ -67,18 +66,20 @@ def options(preprocessed: ConstEnv | None, registers: Sequence[tuple[str, int]] 
 
 
 def with_includer_launches(opts: AnalysisOptions, text: DocumentText, kernels: FileKernels) -> AnalysisOptions:
-    """`opts` with the launch sites of this file's kernels in the sources that `#include` it."""
-    external = includer_launches(text, kernels)
+    """`opts` with the launch sites of this file's kernels in the sources that `#include` it
+    (folded with the document's flags and `opts.argv`, as `analysis.reader` reads them)."""
+    external = includer_launches(text, kernels, opts.argv)
     return dataclasses.replace(opts, external_launches=external) if external else opts
 
 
-def includer_launches(text: DocumentText, kernels: FileKernels) -> tuple[LaunchSite, ...]:
+def includer_launches(text: DocumentText, kernels: FileKernels,
+                      argv: Sequence[str] | None = None) -> tuple[LaunchSite, ...]:
     """Launch sites of this file's kernels in the sources that `#include` it (none when the
     file launches them itself or has no path)."""
     if not text.path or not kernels.kernels:
         return ()
     try:
-        return _includer_launches(Path(text.path), kernels, text.resolver)
+        return text.reading.includer_launches(Path(text.path), kernels, argv)
     except Exception:
         log.exception("reading the files that include %s failed", text.path)
         return ()

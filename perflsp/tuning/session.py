@@ -15,6 +15,7 @@ from tree_sitter import Tree
 from perflsp.hardware.database import GpuDatabase
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.models import CudaFunction, FileKernels
+from perflsp.kernels.program import ProgramModel
 from perflsp.tuning.cache import TuningRecord, TuningStore, new_record, read_cache
 from perflsp.tuning.problem import ProblemError, problem_for
 from perflsp.tuning.results import short_device
@@ -38,6 +39,7 @@ class FileContext:
     data: bytes
     tree: Tree
     kernels: FileKernels
+    model: ProgramModel | None = None  # the file's program model (None: a text given without one)
 
     def kernel(self, name: str) -> CudaFunction:
         for kernel in self.kernels.kernels:
@@ -48,12 +50,18 @@ class FileContext:
 
 
 def load_file(path: Path) -> FileContext:
-    from perflsp.kernels.extract import extract
-    from perflsp.source.parser import parse
+    """The file read as `perflsp check` reads it (`analysis.reader`: its local headers, the
+    flags of the compile database its folders lead to, an includer's context)."""
+    from perflsp.analysis.reader import ReadContext, read_file
+    from perflsp.kernels.compile_db import DiscoveredDatabases
+    from perflsp.kernels.includes import IncludeResolver
+    from perflsp.source.files import SkippedFile
 
-    data = path.read_bytes()
-    tree = parse(data)
-    return FileContext(path, data, tree, extract(data, tree, path=str(path)))
+    program = read_file(path, ReadContext.of(path, IncludeResolver(), DiscoveredDatabases()),
+                        includer_launch_sites=False)
+    if isinstance(program, SkippedFile):
+        raise ProblemError(f"cannot read {path}: {program.reason}")
+    return FileContext(path, program.data, program.tree, program.kernels, program.model)
 
 
 def gpu_for_device(db: GpuDatabase, device_name: str) -> Gpu | None:
