@@ -115,14 +115,16 @@ class ReadProgram:
         return self._model
 
     def model_with(self, argv: Sequence[str] | None) -> ProgramModel:
-        """The program model of the same read with other program arguments (`eval` scores each
-        labeled row with its own). A model binds its arguments into the root of its preprocessor
-        view, so one with other arguments gets a view of its own (the same macros, read again)."""
+        """The program model of the same text read with other program arguments (`eval` scores
+        each labeled row with its own). A model binds its arguments into the root of the
+        preprocessor view its extraction folded with (the launch sites' values fold lazily with
+        them), so other arguments mean the text read again: the same as `check --args`."""
         wanted = tuple(argv) if argv is not None else None
         if wanted == self.options.argv:
             return self.model
-        source = dataclasses.replace(self.source, env=self.context.env(self.path, self.data), top=None)
-        return program_model(source, wanted)
+        again = read_program(self.path, self.data, self.context, dataclasses.replace(self.options, argv=wanted),
+                             includer_launch_sites=False)
+        return again.model
 
     def with_options(self, options: AnalysisOptions) -> ReadProgram:
         """The same read analysed with other options (compiled facts, a launch shape): the model
