@@ -22,11 +22,11 @@ from perflsp.analysis.models import KernelReport
 from perflsp.analysis.reader import ReadContext, read_file
 from perflsp.checking.run import check_file, check_settings, prepare_checked
 from perflsp.evaluation.labels import KernelRow
-from perflsp.evaluation.run import prediction_from, predict_rows
+from perflsp.evaluation.run import predict_rows, prediction_from
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.compile_db import DiscoveredDatabases
 from perflsp.kernels.includes import IncludeResolver
-from perflsp.kernels.models import ConstValue, CudaFunction, FileKernels, LaunchSite, OmpRegion
+from perflsp.kernels.models import ConstValue, FileKernels, LaunchSite, OmpRegion
 from perflsp.kernels.program import ProgramModel
 from perflsp.server.config import Layer, Origin, ResolvedConfig, resolve
 from perflsp.server.features.commands.serialize import report_json
@@ -340,3 +340,17 @@ def test_the_server_and_its_workspace_scan_show_what_check_reports(project: Path
         shown = [k for k in scanned["kernels"] if k["uri"] == uri]
         expected = [report_json(uri, r, gpus) for r in checked(project, name, gpu)]
         assert json.loads(json.dumps(shown)) == json.loads(json.dumps(expected)), name
+
+
+def test_the_language_standard_of_the_build_is_the_preprocessor_s(tmp_path: Path) -> None:
+    """`-std=c++14` in the compile database: `#if __cplusplus >= 201703L` takes its other branch."""
+    (tmp_path / "k.cu").write_text("#if __cplusplus >= 201703L\n#define WIDTH 4\n#else\n#define WIDTH 2\n#endif\n"
+                                   "__global__ void k(float *x) { x[threadIdx.x * WIDTH] = 0.0f; }\n")
+    (tmp_path / "compile_commands.json").write_text(json.dumps([
+        {"directory": str(tmp_path), "file": "k.cu", "arguments": ["nvcc", "-std=c++14", "-c", "k.cu"]}]))
+    path = tmp_path / "k.cu"
+    built = read_file(path, ReadContext.of(path, IncludeResolver(), DiscoveredDatabases()))
+    plain = read_file(path, ReadContext(IncludeResolver()))
+    assert not isinstance(built, SkippedFile) and not isinstance(plain, SkippedFile)
+    assert built.model.constant("WIDTH") == (2.0, "int")
+    assert plain.model.constant("WIDTH") == (4.0, "int")  # (no database: the default standard, C++17)

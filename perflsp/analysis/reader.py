@@ -39,6 +39,10 @@ from perflsp.source.files import SkippedFile, load_file
 from perflsp.source.positions import LineIndex
 
 LOSSY_NOTE = "file is not valid UTF-8: invalid bytes were replaced"
+# `__cplusplus` of each language standard a compile database names (`CompileFlags.std`)
+_CPLUSPLUS = {"c++98": "199711L", "c++03": "199711L", "c++11": "201103L", "c++0x": "201103L",
+              "c++14": "201402L", "c++1y": "201402L", "c++17": "201703L", "c++1z": "201703L",
+              "c++20": "202002L", "c++2a": "202002L", "c++23": "202302L", "c++2b": "202302L"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +61,15 @@ class ReadContext:
 
     @property
     def defines(self) -> dict[str, str] | None:
-        return dict(self.flags.defines) if self.flags is not None and self.flags.defines else None
+        """The build's macros: its `-std` as `__cplusplus`, then its `-D`s."""
+        if self.flags is None:
+            return None
+        out: dict[str, str] = {}
+        standard = _CPLUSPLUS.get(self.flags.std or "")
+        if standard is not None:
+            out["__cplusplus"] = standard
+        out.update(self.flags.defines)
+        return out or None
 
     @property
     def include_dirs(self) -> tuple[Path, ...]:

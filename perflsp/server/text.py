@@ -59,10 +59,9 @@ class DocumentModel:
             self._model = program_model(self._source(), self.argv)
         return self._model
 
-    @property
-    def built(self) -> ProgramModel | None:
-        """The model when something asked for it already (else None: nothing is built)."""
-        return self._model
+    def forget(self) -> None:
+        """Drop the built model (an idle document's memory); the next reader builds it again."""
+        self._model = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +123,8 @@ class TextState:
         edit parses again, the next reader builds the model again."""
         self.doc.tree = None  # type: ignore[assignment]
         self._unparsed = False
-        self._model = None
+        if self._model is not None:
+            self._model.forget()  # (the snapshots of this version share it: they build it again on use)
 
     def model(self, argv: Sequence[str] | None) -> DocumentModel:
         """The program model of the current version with the program's arguments `argv`: the
