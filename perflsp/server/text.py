@@ -6,6 +6,7 @@ incrementally, and extracts kernels incrementally where the change allows it.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,10 +138,13 @@ class TextState:
             return held
         data, extracted, preprocessed, lines = self.doc.data, self.extracted, self.preprocessed, self.lines
 
+        owner = weakref.ref(self)  # (no cycle: a closed document's state goes with its last reference)
+
         def source() -> SourceFile:
-            if self.doc.data is data:
-                self.awake()
-                return SourceFile(data, self.tree, lines, extracted.kernels, preprocessed, extracted.top)
+            text = owner()
+            if text is not None and text.doc.data is data:
+                text.awake()
+                return SourceFile(data, text.tree, lines, extracted.kernels, preprocessed, extracted.top)
             return SourceFile(data, parse(data), LineIndex(data), extracted.kernels, preprocessed, extracted.top)
 
         self._model = DocumentModel(source, extracted, preprocessed, wanted)
