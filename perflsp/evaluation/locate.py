@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tree_sitter import Tree
 
+from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.reader import ReadContext, ReadProgram, read_file
 from perflsp.evaluation.labels import KernelRow
 from perflsp.kernels.compile_db import FlagsSource
@@ -27,35 +28,36 @@ class Located:
 
 
 class Locator:
-    """Locates rows under a source root, reading each file once as `perflsp check` reads it
-    (`analysis.reader`: its local headers, its compile-database flags, an includer's context)."""
+    """Locates rows under a source root, reading each file once per set of program arguments
+    as `perflsp check` reads it (`analysis.reader`: its local headers, its compile-database
+    flags, an includer's context, the arguments its model folds with; None: not known)."""
 
     def __init__(self, src_root: Path, compile_db: FlagsSource | None = None):
         self.src_root = src_root
         self.compile_db = compile_db
-        self._files: dict[str, ReadProgram | SkippedFile] = {}
+        self._files: dict[tuple[str, tuple[str, ...] | None], ReadProgram | SkippedFile] = {}
         self._resolver = IncludeResolver()
 
-    def program(self, relative: str) -> ReadProgram | SkippedFile:
+    def program(self, relative: str, argv: tuple[str, ...] | None = None) -> ReadProgram | SkippedFile:
         """The file read (its text, tree, kernels, preprocessor view and program model)."""
-        cached = self._files.get(relative)
+        cached = self._files.get((relative, argv))
         if cached is None:
             path = self.src_root / relative
             # (launch sites in other files are the scorer's to look for: `run._LaunchIndex`)
-            cached = read_file(path, ReadContext.of(path, self._resolver, self.compile_db),
+            cached = read_file(path, ReadContext.of(path, self._resolver, self.compile_db), AnalysisOptions(argv=argv),
                                includer_launch_sites=False)
-            self._files[relative] = cached
+            self._files[(relative, argv)] = cached
         return cached
 
-    def read(self, relative: str) -> ReadProgram:
+    def read(self, relative: str, argv: tuple[str, ...] | None = None) -> ReadProgram:
         """The file read, for one a row located (so it was readable)."""
-        program = self.program(relative)
+        program = self.program(relative, argv)
         if isinstance(program, SkippedFile):
             raise ValueError(f"{relative}: {program.reason}")
         return program
 
-    def file(self, relative: str) -> FileKernels | SkippedFile:
-        loaded = self.program(relative)
+    def file(self, relative: str, argv: tuple[str, ...] | None = None) -> FileKernels | SkippedFile:
+        loaded = self.program(relative, argv)
         return loaded if isinstance(loaded, SkippedFile) else loaded.kernels
 
     def source(self, relative: str) -> bytes:
@@ -66,8 +68,9 @@ class Locator:
         loaded = self.program(relative)
         return parse(b"") if isinstance(loaded, SkippedFile) else loaded.tree
 
-    def locate(self, row: KernelRow) -> Located:
-        result = self.file(row.file)
+    def locate(self, row: KernelRow, argv: tuple[str, ...] | None = None) -> Located:
+        """The row's kernel in its file read with the program's arguments `argv`."""
+        result = self.file(row.file, argv)
         if isinstance(result, SkippedFile):
             return Located(row, None, None, f"{row.file}: {result.reason}")
         kernel, reason = match_kernel(row, result.kernels, result.omp_regions)

@@ -39,7 +39,7 @@ from perflsp.evaluation.locate import Locator, match_kernel
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.compile_db import FlagsSource
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
-from perflsp.kernels.program import ProgramModel
+from perflsp.kernels.program import ProgramModel, program_model
 from perflsp.source.files import SkippedFile
 from perflsp.source.parser import is_source_path
 
@@ -194,14 +194,14 @@ def _finite(value: float | None) -> float | None:
 
 def _predict(locator: Locator, launches: _LaunchIndex, models: _Models, row: KernelRow, gpu: Gpu,
              cost: CostModel, compiled: CompiledSource | None = None) -> Prediction:
+    argv = tuple(shlex.split(row.exe_args)) if row.exe_args else ()
     try:
-        located = locator.locate(row)
+        located = locator.locate(row, argv)
     except Exception as exc:  # noqa: BLE001 - an extraction bug must not stop the other rows
         return Prediction(row, None, f"extraction error: {type(exc).__name__}: {exc}")
     if located.kernel is None or located.file is None:
         return Prediction(row, None, located.reason)
     file = located.file
-    argv = tuple(shlex.split(row.exe_args)) if row.exe_args else ()
     override = (row.grid, row.block) if row.grid and row.block else None
     external: tuple[LaunchSite, ...] = ()
     if isinstance(located.kernel, CudaFunction) and not file.launches_of(located.kernel):
@@ -230,7 +230,8 @@ class _Models:
         key = (relative, argv)
         model = self._models.pop(key, None)
         if model is None:
-            model = self.locator.read(relative).model_with(argv)
+            # (not kept by the read: this keeps the last few files' models only)
+            model = program_model(self.locator.read(relative, argv).source, argv)
         self._models[key] = model  # most recently used last
         while len(self._models) > self.keep:
             del self._models[next(iter(self._models))]
@@ -263,8 +264,8 @@ class _LaunchIndex:
             matching = [s for s in fk.launches if s.name == name]
             if not matching:
                 continue
-            program = self.locator.read(relative)
-            unit = AnalysisUnit.of(program.model_with(argv),
+            program = self.locator.read(relative, argv)
+            unit = AnalysisUnit.of(program_model(program.source, argv),
                                    AnalysisOptions(argv=argv, include_env=program.options.include_env))
             for site in matching:
                 sites.append(refold_site(unit, site))
