@@ -354,3 +354,41 @@ def test_the_language_standard_of_the_build_is_the_preprocessor_s(tmp_path: Path
     assert not isinstance(built, SkippedFile) and not isinstance(plain, SkippedFile)
     assert built.model.constant("WIDTH") == (2.0, "int")
     assert plain.model.constant("WIDTH") == (4.0, "int")  # (no database: the default standard, C++17)
+
+
+def test_the_server_reads_its_documents_again_when_the_compile_database_changes(tmp_path: Path) -> None:
+    """An open document's model follows its `compile_commands.json` (watched like the headers)."""
+    from lsprotocol import types as lsp
+
+    from tests.server.lsp_session import session
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "kern.cuh").write_text(HEADER)
+    (root / "main.cu").write_text(MAIN)
+    database = root / "compile_commands.json"
+
+    def flags(reps: int) -> None:
+        database.write_text(json.dumps([{"directory": str(root), "file": "main.cu",
+                                         "arguments": ["nvcc", f"-DREPS={reps}", "-c", "main.cu"]}]))
+
+    def fp32_of(data: dict[str, Any], name: str) -> float:
+        return next(k["ops"]["fp32"] for k in data["kernels"] if k["name"] == name)
+
+    async def scenario() -> tuple[float, float]:
+        flags(8)
+        async with session(root, init_options={"gpus": ["h100"]}) as s:
+            uri = (root / "kern.cuh").as_uri()
+            await s.open(root / "kern.cuh")
+            before = fp32_of(await s.command("perflsp.rooflineData", {"uri": uri}), "scale")
+            flags(2)
+            waiter = s.expect_diagnostics(uri)
+            s.client.workspace_did_change_watched_files(lsp.DidChangeWatchedFilesParams(
+                changes=[lsp.FileEvent(uri=database.as_uri(), type=lsp.FileChangeType.Changed)]))
+            await asyncio.wait_for(waiter, 30)
+            await s.settled(uri)
+            after = fp32_of(await s.command("perflsp.rooflineData", {"uri": uri}), "scale")
+            return before, after
+
+    before, after = asyncio.run(scenario())
+    assert before == 4 * after  # the loop runs REPS times: 8, then 2
