@@ -65,11 +65,13 @@ def collect(args: argparse.Namespace) -> tuple[list[Sample], dict]:
         groups: list = []
         if located.kernel is not None:
             given = not args.editor
-            options = AnalysisOptions(argv=tuple(shlex.split(row.exe_args)) if given else None,
+            argv = tuple(shlex.split(row.exe_args)) if given else None
+            program = locator.read(row.file, argv)
+            options = AnalysisOptions(argv=argv,
                                       launch_override=(row.grid, row.block) if given and row.grid and row.block else None,
-                                      include_env=locator.include_env(row.file, locator.source(row.file)))
+                                      include_env=program.options.include_env)
             try:
-                unit = AnalysisUnit(locator.source(row.file), locator.tree(row.file), located.file, options)
+                unit = AnalysisUnit.of(program.model, options)
                 facts = analyze_kernel(unit, located.kernel, [gpu]).facts
                 if facts.uncertain is None:
                     per, items, groups = facts.per_item, facts.work_items or 0.0, facts.traffic.groups

@@ -1,5 +1,5 @@
 """The engine's reports of a small program of our own, read as `perflsp check` reads a file: the
-pipeline's preparation (`prepare_file`: local headers, the sources that include it), then the
+one reader (`analysis.reader.read_program`: local headers, the sources that include it), then the
 engine on each kernel and region, which raises rather than reporting `uncertain` on an error."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
 from perflsp.analysis.models import KernelReport
-from perflsp.analysis.pipeline import prepare_file
+from perflsp.analysis.reader import ReadContext, read_program
 from perflsp.hardware import load_database
 from perflsp.kernels.includes import IncludeResolver
 
@@ -17,8 +17,8 @@ H100 = load_database().get("H100")
 
 def reports(src: str, path: Path | None = None, options: AnalysisOptions | None = None) -> list[KernelReport]:
     """Reports of every CUDA kernel, then every OpenMP region, of `src` (the text of `path`) on H100."""
-    prepared = prepare_file(path, src.encode(), IncludeResolver(), options or AnalysisOptions())
-    unit = AnalysisUnit(prepared.data, prepared.tree, prepared.kernels, prepared.options, prepared.lines)
+    prepared = read_program(path, src.encode(), ReadContext(IncludeResolver()), options or AnalysisOptions())
+    unit = AnalysisUnit.of(prepared.model, prepared.options)
     found = prepared.kernels
     return [analyze_kernel(unit, k, [H100]) for k in [*found.kernels, *found.omp_regions]]
 

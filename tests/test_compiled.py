@@ -20,7 +20,8 @@ import pytest
 
 from perflsp.analysis.notes import texts
 from perflsp.analysis.options import AnalysisOptions
-from perflsp.analysis.pipeline import FileAnalysis, prepare_file
+from perflsp.analysis.pipeline import FileAnalysis
+from perflsp.analysis.reader import ReadContext, read_program
 from perflsp.compiled.build import CompileCache, CompileFailure, CompileRequest, cache_key, compile_unit
 from perflsp.compiled.cfg import build_function
 from perflsp.compiled.headers import find_header_folder, missing_header
@@ -158,11 +159,11 @@ int main() { float *x, *y; int n = 1 << 20; poly<<<n / 128, 128>>>(x, y, n, 256)
 
 def analyse(path: Path, compiler: Compiler | None, gpus=(RTX3080,)):
     data = path.read_bytes()
-    prepared = prepare_file(path, data, IncludeResolver(), AnalysisOptions())
+    prepared = read_program(path, data, ReadContext(IncludeResolver()), AnalysisOptions())
     options = prepared.options
     if compiler is not None:
         options = dataclasses.replace(options, compiled=compiler.compiled(path, ["sm_86"]))
-    analysis = FileAnalysis(prepared.data, prepared.tree, prepared.kernels, options, prepared.lines)
+    analysis = FileAnalysis.of(prepared, options)
     return {report.name: report for report in analysis.reports(list(gpus))}
 
 

@@ -501,6 +501,7 @@ def test_global_macros_from_headers_on_the_include_path(tmp_path, layout):
 def test_the_server_takes_the_includers_launches_too(tmp_path):
     from types import SimpleNamespace
 
+    from perflsp.analysis.reader import ReadContext
     from perflsp.server import engine_adapter
 
     (tmp_path / "kernels.h").write_text(INCLUDED_KERNELS)
@@ -510,7 +511,7 @@ def test_the_server_takes_the_includers_launches_too(tmp_path):
     env = resolver.env_for(tmp_path / "kernels.h", data, includers=True)
     assert "LENGTH" in env.all_macros()  # the includer's macros
     kernels = extract(data, parse(data), str(tmp_path / "kernels.h"), env=env)
-    text = SimpleNamespace(path=str(tmp_path / "kernels.h"), resolver=resolver)
+    text = SimpleNamespace(path=str(tmp_path / "kernels.h"), reading=ReadContext(resolver))
     sites = engine_adapter.with_includer_launches(engine_adapter.options(env), text, kernels).external_launches
     assert sorted(s.name for s in sites) == ["axpy", "copy"]
     assert all(s.grid.value is not None and s.block.value == (256, 1, 1) for s in sites)

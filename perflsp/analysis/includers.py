@@ -20,7 +20,7 @@ from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.unit import AnalysisUnit
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import ConstValue, FileKernels, LaunchSite
-from perflsp.kernels.program import ProgramModel, read_source
+from perflsp.kernels.program import program_model, read_source
 from perflsp.source.files import SkippedFile, load_file
 
 MAX_INCLUDERS = 4
@@ -65,8 +65,7 @@ def _launches_in(includer: Path, mtime_ns: int, size: int, names: frozenset[str]
     matching = [s for s in source.kernels.launches if s.name in names]
     if not matching:
         return ()
-    model = ProgramModel(data, source.tree, source.kernels, source.env, argv, source.lines)
-    unit = AnalysisUnit.of(model, AnalysisOptions(argv=argv, include_env=source.env))
+    unit = AnalysisUnit.of(program_model(source, argv), AnalysisOptions(argv=argv, include_env=source.env))
     return tuple(refold_site(unit, site) for site in matching)
 
 

@@ -1,18 +1,18 @@
 """One analysis pipeline for every front end: `perflsp check`, `perflsp eval`, the language
 server and its workspace scan.
 
-    prepared = prepare_file(path, data, resolver, options)     # text -> tree, kernels, options
-    analysis = FileAnalysis(prepared.data, prepared.tree, prepared.kernels, prepared.options)
+    program = read_program(path, data, context, options)       # perflsp.analysis.reader
+    analysis = FileAnalysis.of(program)
     reports = analysis.reports(gpus)                           # or analysis.report(kernel, gpus)
 
-`prepare_file` reads a file the way `check` does: the preprocessor's view with the local
-headers (and, for a file another source `#include`s, that source's context), the kernels
-extracted in it, and the launch sites of its kernels in the sources that include it. The
-server extracts incrementally instead and passes its own text through `FileAnalysis` (with
-`includer_launches` in the options), so what it shows is what `check` shows.
+`analysis.reader` reads a file in its context (the preprocessor's view with the local headers
+and the build's flags, for a file another source `#include`s that source's context, the launch
+sites of its kernels in the sources that include it). The server extracts incrementally
+instead and passes its own text through `FileAnalysis` (with the includers' launch sites in the
+options, read by the same reader), so what it shows is what `check` shows.
 
-`FileAnalysis` builds the program model once, on first need, and analyses kernels one at a
-time (the server reuses reports by `analysis_key` and stops at a deadline). Whatever the engine
+`FileAnalysis` analyses kernels over the read's program model (built once, on first need, by
+`kernels.program.program_model`) one at a time (the server reuses reports by `analysis_key` and stops at a deadline). Whatever the engine
 trips on becomes an `uncertain` report naming the failure (`uncertain_report`, the one place
 such a report is built), never an exception.
 """
@@ -23,19 +23,17 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from tree_sitter import Tree
 
 from perflsp.analysis.engine import analyze_kernel, uncertain_report
-from perflsp.analysis.includers import includer_launches
 from perflsp.analysis.models import KernelReport
 from perflsp.analysis.options import DEFAULT_OPTIONS, AnalysisOptions
+from perflsp.analysis.reader import ReadProgram
 from perflsp.analysis.unit import AnalysisUnit
 from perflsp.hardware.models import Gpu
-from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
-from perflsp.kernels.program import ProgramModel, read_source
+from perflsp.kernels.program import ProgramModel, SourceFile, program_model
 from perflsp.kernels.symbols import TopLevelFacts
 from perflsp.source.positions import LineIndex
 
@@ -90,38 +88,16 @@ def within_ceiling(kernels: FileKernels, limit: int = MAX_KERNELS_PER_FILE) -> S
     return Share(part, limit, len(items), limit)
 
 
-@dataclass(frozen=True, slots=True)
-class PreparedFile:
-    """A file read for analysis: its text, tree, line index, kernels and the options it is
-    analysed with (its preprocessor environment and outside launch sites filled in)."""
-
-    data: bytes
-    tree: Tree
-    lines: LineIndex
-    kernels: FileKernels
-    options: AnalysisOptions
-
-
-def prepare_file(path: Path | None, data: bytes, resolver: IncludeResolver, options: AnalysisOptions = DEFAULT_OPTIONS,
-                 defines: dict[str, str] | None = None, include_dirs: tuple[Path, ...] = ()) -> PreparedFile:
-    """Parse and extract `data` (the text of `path`) in its context. `defines` and
-    `include_dirs` come from the build (a compile database); `options.argv`, when set, folds
-    where the program parses its arguments, also in the sources that include the file."""
-    source = read_source(path, data, resolver, defines, include_dirs, includers=True)
-    external = includer_launches(path, source.kernels, resolver, options.argv, defines, include_dirs)
-    return PreparedFile(data, source.tree, source.lines, source.kernels,
-                        dataclasses.replace(options, include_env=source.env, external_launches=external))
-
-
 class FileAnalysis:
     """The kernels of one file in one context, analysed on demand over one program model."""
 
     def __init__(self, data: bytes, tree: Tree, kernels: FileKernels, options: AnalysisOptions,
                  lines: LineIndex | None = None, *, model: ProgramModel | None = None,
-                 top: TopLevelFacts | None = None):
+                 top: TopLevelFacts | None = None, program: ReadProgram | None = None):
         """`model`: the program model of this text, when the caller keeps one (built with the
-        options' `include_env` and `argv`); else it is built on first need, over `top` (the
-        facts of the text's top-level declarations, when the caller's extraction has them)."""
+        options' `include_env` and `argv`); else the `program`'s read (`of`), or one built on
+        first need over `top` (the facts of the text's top-level declarations, when the
+        caller's extraction has them)."""
         self.data = data
         self.tree = tree
         self.kernels = kernels
@@ -129,28 +105,40 @@ class FileAnalysis:
         self.lines = lines
         self._model = model
         self._top = top
+        self._program = program
         self._unit: AnalysisUnit | None = None
         self._failure: str | None = None  # why the model could not be built
 
     @classmethod
-    def of(cls, prepared: PreparedFile) -> FileAnalysis:
-        return cls(prepared.data, prepared.tree, prepared.kernels, prepared.options, prepared.lines)
+    def of(cls, program: ReadProgram, options: AnalysisOptions | None = None) -> FileAnalysis:
+        """The analysis of a read file (with `options` instead of the read's: a launch shape,
+        compiled facts), over its program model."""
+        return cls(program.data, program.tree, program.kernels, options or program.options, program.lines,
+                   program=program)
+
+    @property
+    def model(self) -> ProgramModel:
+        """The program model the kernels are analysed over (built on first use)."""
+        if self._model is None:
+            if self._program is not None:
+                self._model = self._program.model_with(self.options.argv)
+            else:
+                source = SourceFile(self.data, self.tree, self.lines or LineIndex(self.data), self.kernels,
+                                    self.options.include_env, self._top)
+                self._model = program_model(source, self.options.argv)
+        return self._model
 
     def _prepared_unit(self) -> AnalysisUnit | None:
         if self._unit is None and self._failure is None:
             try:
-                model = self._model
-                if model is None and self._top is not None:
-                    model = ProgramModel(self.data, self.tree, self.kernels, self.options.include_env,
-                                         self.options.argv, self.lines, top=self._top)
-                self._unit = AnalysisUnit(self.data, self.tree, self.kernels, self.options, self.lines, model=model)
+                self._unit = AnalysisUnit.of(self.model, self.options)
             except Exception as exc:  # noqa: BLE001 - every kernel then gets `uncertain` with this reason
                 log.warning("the static engine failed to prepare %s: %s: %s", self.kernels.path or "a document",
                             type(exc).__name__, exc)
                 self._failure = failure_reason(exc)
         return self._unit
 
-    def model(self) -> ProgramModel | None:
+    def model_if_built(self) -> ProgramModel | None:
         """The file's program model (built on first need; None when it could not be built),
         for what else reads the file: its lints and their fixes."""
         unit = self._prepared_unit()
@@ -181,6 +169,7 @@ class FileAnalysis:
     def release(self) -> None:
         """Forget the program model (it holds the whole text's helper structures)."""
         self._unit = None
+        self._model = None
 
     def _launches(self, kernel: Kernel) -> list[LaunchSite]:
         return self.kernels.launches_of(kernel) if isinstance(kernel, CudaFunction) else []

@@ -82,7 +82,10 @@ class FileCheck:
 
 
 def check_document(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Sequence[Gpu],
-                   settings: CheckSettings = CheckSettings(), lines: LineIndex | None = None) -> FileCheck:
+                   settings: CheckSettings = CheckSettings(), lines: LineIndex | None = None, *,
+                   model: ProgramModel | None = None) -> FileCheck:
+    """The check of one text; `model`: its program model when the caller read it
+    (`analysis.reader`), else built from the settings' options on first need."""
     lines = lines or LineIndex(data)
     result = FileCheck(path=file_kernels.path, lines=lines, notes=list(file_kernels.notes))
     if file_kernels.has_errors:
@@ -90,14 +93,14 @@ def check_document(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Seq
     share = within_ceiling(file_kernels, settings.max_kernels)
     if share.note is not None:
         result.notes.append(share.note)
-    analysis = FileAnalysis(data, tree, file_kernels, settings.options, lines)
+    analysis = FileAnalysis(data, tree, file_kernels, settings.options, lines, model=model)
     for report in analysis.reports(gpus, settings.max_kernels):
         result.kernels.append(report)
         for estimate, gpu in zip(report.estimates, gpus):
             finding = verdict_finding(report, estimate)
             shown = apply_rule_levels([finding], settings.rule_levels)
             result.verdicts.append(Verdict(report, estimate, gpu, shown[0] if shown else None))
-    model = analysis.model()  # the lints and their fixes read the file through the same model
+    model = analysis.model_if_built()  # the lints and their fixes read the file through the same model
     if model is not None:
         lints = run_lints(model, gpus, enabled=enabled_codes(settings.rule_levels), options=settings.lint_options,
                           notes=result.notes, subject=share.kernels)

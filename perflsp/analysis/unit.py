@@ -22,7 +22,7 @@ from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.walk_values import Callee, Val
 from perflsp.kernels.consteval import ConstEnv, Value
 from perflsp.kernels.models import CudaFunction, FileKernels
-from perflsp.kernels.program import ProgramModel
+from perflsp.kernels.program import ProgramModel, SourceFile, program_model
 from perflsp.source.positions import LineIndex
 
 HostTypes = dict[str, tuple[CType, tuple[float, ...]]]  # variable -> (type, array dimensions)
@@ -33,8 +33,10 @@ class AnalysisUnit:
 
     def __init__(self, data: bytes, tree: Tree, kernels: FileKernels, options: AnalysisOptions,
                  lines: LineIndex | None = None, *, model: ProgramModel | None = None):
-        self.model = model if model is not None else ProgramModel(data, tree, kernels, options.include_env,
-                                                                  options.argv, lines)
+        if model is None:
+            model = program_model(SourceFile(data, tree, lines or LineIndex(data), kernels, options.include_env),
+                                  options.argv)
+        self.model = model
         self.options = options
         self.data = self.model.data
         self.tree = self.model.tree

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the analysis stack is imported only when a check runs
-    from perflsp.analysis.pipeline import PreparedFile
+    from perflsp.analysis.reader import ReadProgram
     from perflsp.analysis.report import CheckSettings, FileCheck
     from perflsp.compiled.service import Compiler
     from perflsp.hardware.models import Gpu
@@ -126,49 +126,50 @@ def _one_collection_per_file() -> Iterator[None]:
 
 def prepare_checked(path: Path, data: bytes, gpus: Sequence[Gpu], settings: CheckSettings,
                     resolver: IncludeResolver, compile_db: FlagsSource | None = None,
-                    compiler: Compiler | None = None) -> PreparedFile:
-    """A file read as `perflsp check` analyses it: its compile flags, the settings' program
-    arguments and, with `compiler`, its device code compiled for each GPU's architecture (the
-    compiled counts in its options). `perflsp explain` prepares its file with this too, so both
-    quote the same numbers."""
-    from perflsp.analysis.pipeline import prepare_file
+                    compiler: Compiler | None = None) -> ReadProgram:
+    """A file read as `perflsp check` analyses it (`analysis.reader`): its compile flags, the
+    settings' program arguments and, with `compiler`, its device code compiled for each GPU's
+    architecture (the compiled counts in its options). `perflsp explain` prepares its file with
+    this too, so both quote the same numbers."""
+    from perflsp.analysis.reader import ReadContext, read_program
 
-    flags = compile_db.flags_for(path) if compile_db is not None else None
-    prepared = prepare_file(path, data, resolver, settings.options,
-                            flags.defines if flags is not None else None,
-                            flags.include_dirs if flags is not None else ())
-    if compiler is not None and (prepared.kernels.kernels or prepared.kernels.omp_regions):
-        from perflsp.analysis.compiled_facts import gpu_arch
+    program = read_program(path, data, ReadContext.of(path, resolver, compile_db), settings.options)
+    return with_compiled(program, gpus, compiler)
 
-        archs = [a for a in (gpu_arch(g) for g in gpus) if a]
-        if archs:
-            prepared = dataclasses.replace(prepared, options=dataclasses.replace(
-                prepared.options, compiled=compiler.compiled(path, archs)))
-    return prepared
+
+def with_compiled(program: ReadProgram, gpus: Sequence[Gpu], compiler: Compiler | None) -> ReadProgram:
+    """`program` with its device code compiled for each GPU's architecture (when `compiler` is
+    given and the file has kernels)."""
+    if compiler is None or program.path is None or not (program.kernels.kernels or program.kernels.omp_regions):
+        return program
+    from perflsp.analysis.compiled_facts import gpu_arch
+
+    archs = [a for a in (gpu_arch(g) for g in gpus) if a]
+    if not archs:
+        return program
+    return program.with_options(dataclasses.replace(program.options, compiled=compiler.compiled(program.path, archs)))
 
 
 def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolver: IncludeResolver,
                compile_db: FlagsSource | None = None, compiler: Compiler | None = None) -> FileCheck | str:
     """The check result of one file, or why it was skipped. With `compiler`, the file's device
     code is compiled for each GPU's architecture and the compiled counts are used."""
+    from perflsp.analysis.reader import ReadContext, read_file
     from perflsp.analysis.report import check_document
-    from perflsp.source.files import SkippedFile, load_file
+    from perflsp.source.files import SkippedFile
 
-    loaded = load_file(path)
-    if isinstance(loaded, SkippedFile):
-        return loaded.reason
     try:
-        prepared = prepare_checked(path, loaded.data, gpus, settings, resolver, compile_db, compiler)
-        options = prepared.options
-        check = check_document(prepared.data, prepared.tree, prepared.kernels, gpus,
-                               dataclasses.replace(settings, options=options), prepared.lines)
+        read = read_file(path, ReadContext.of(path, resolver, compile_db), settings.options)
+        if isinstance(read, SkippedFile):
+            return read.reason
+        program = with_compiled(read, gpus, compiler)
+        return check_document(program.data, program.tree, program.kernels, gpus,
+                              dataclasses.replace(settings, options=program.options), program.lines,
+                              model=program.model if program.kernels.kernels or program.kernels.omp_regions else None)
     except RecursionError:
         return "too deeply nested to parse"
     except Exception as exc:  # noqa: BLE001 - one file perflsp trips on must not stop the run
         return f"internal error while checking: {type(exc).__name__}: {exc}"
-    if loaded.lossy:
-        check.notes.append("file is not valid UTF-8: invalid bytes were replaced")
-    return check
 
 
-__all__ = ["CheckRun", "check_file", "check_paths", "check_settings", "prepare_checked", "source_paths"]
+__all__ = ["CheckRun", "check_file", "check_paths", "check_settings", "prepare_checked", "source_paths", "with_compiled"]

@@ -126,15 +126,13 @@ def _gpu(name: str, gpus_files: Sequence[str]):
 
 def _select(path: Path, line: int | None, gpu, compile_device_code: bool = True) -> Selected:
     from perflsp.analysis.pipeline import FileAnalysis
-    from perflsp.checking.run import check_settings, prepare_checked
+    from perflsp.analysis.reader import ReadContext, read_file
+    from perflsp.checking.run import check_settings, with_compiled
     from perflsp.cli.project_config import ProjectConfigError, load_project_config
     from perflsp.kernels.compile_db import DiscoveredDatabases
     from perflsp.kernels.includes import IncludeResolver
-    from perflsp.source.files import SkippedFile, load_file
+    from perflsp.source.files import SkippedFile
 
-    loaded = load_file(path)
-    if isinstance(loaded, SkippedFile):
-        fail(f"cannot read {path}: {loaded.reason}", EXIT_UNREADABLE)
     try:
         config = load_project_config(None)
     except ProjectConfigError as exc:
@@ -149,8 +147,11 @@ def _select(path: Path, line: int | None, gpu, compile_device_code: bool = True)
 
         compiler = command_line_compiler(compile_db)
     try:
-        prepared = prepare_checked(path, loaded.data, [gpu], check_settings(config.rules, config.args),
-                                   IncludeResolver(), compile_db, compiler)
+        read = read_file(path, ReadContext.of(path, IncludeResolver(), compile_db),
+                         check_settings(config.rules, config.args).options)
+        if isinstance(read, SkippedFile):
+            fail(f"cannot read {path}: {read.reason}", EXIT_UNREADABLE)
+        prepared = with_compiled(read, [gpu], compiler)
     finally:
         if compiler is not None:
             compiler.close()

@@ -24,14 +24,17 @@ def kernels(paths: tuple[Path, ...], as_json: bool, with_device: bool) -> None:
     Folders are searched recursively for C, C++ and CUDA sources. Exit code 0 when every input
     was read, 3 when some could not be (they are named on stderr; the rest is still listed).
     """
-    from perflsp.kernels.extract import extract_path
+    from perflsp.analysis.reader import ReadContext, read_kernels
+    from perflsp.kernels.compile_db import DiscoveredDatabases
+    from perflsp.kernels.includes import IncludeResolver
     from perflsp.kernels.serialize import function_json, launch_json, region_json
     from perflsp.source.files import SkippedFile, iter_source_paths
 
     entries: list[dict] = []
     skipped = 0
+    resolver, compile_db = IncludeResolver(), DiscoveredDatabases()  # as `perflsp check` reads each file
     for item in iter_source_paths(paths):
-        result = item if isinstance(item, SkippedFile) else extract_path(item)
+        result = item if isinstance(item, SkippedFile) else read_kernels(item, ReadContext.of(item, resolver, compile_db))
         if isinstance(result, SkippedFile):
             warn(f"skipped {result.path}: {result.reason}")
             skipped += 1

@@ -101,11 +101,13 @@ def _gpus(name: str | None, gpus_files: Sequence[str]) -> tuple[MeasuredGpu | No
 
 
 def _extract(path: Path) -> FileKernels | None:
-    """Kernel extraction for mapping results to sources (the kernels layer's entry point)."""
-    from perflsp.kernels.extract import extract_path
+    """The file's kernels, read as `perflsp check` reads it, for mapping results to sources."""
+    from perflsp.analysis.reader import ReadContext, read_kernels
+    from perflsp.kernels.compile_db import DiscoveredDatabases
+    from perflsp.kernels.includes import IncludeResolver
     from perflsp.source.files import SkippedFile
 
-    result = extract_path(path)
+    result = read_kernels(path, ReadContext.of(path, IncludeResolver(), DiscoveredDatabases()))
     return None if isinstance(result, SkippedFile) else result
 
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from perflsp.cli._gpu_options import gpus_file_option, load_db_or_fail
+
+if TYPE_CHECKING:
+    from perflsp.tuning.session import FileContext
 
 
 def _fail(message: str) -> None:
@@ -19,6 +23,17 @@ def _fail(message: str) -> None:
 @click.group()
 def tune() -> None:
     """Tuned launch parameters (Kernel Tuner): run a search, import caches, show results."""
+
+
+def _load_or_fail(file: Path) -> FileContext:
+    """The file read as `perflsp check` reads it, or exit saying why it cannot be."""
+    from perflsp.tuning.problem import ProblemError
+    from perflsp.tuning.session import load_file
+
+    try:
+        return load_file(file.resolve())
+    except ProblemError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @tune.command("run")
@@ -45,14 +60,14 @@ def run_cmd(file: Path, kernel: str, gpu: str | None, gpus_files: tuple[str, ...
     from perflsp.tuning.cache import CacheError, read_cache
     from perflsp.tuning.problem import ProblemError
     from perflsp.tuning.search import TuningUnavailable, kernel_tuner_available
-    from perflsp.tuning.session import gpu_for_device, load_file
+    from perflsp.tuning.session import gpu_for_device
     from perflsp.tuning.session import tune as run_tune
 
     if (missing := kernel_tuner_available()) is not None:
         _fail(missing)
     workspace = (workspace or Path.cwd()).resolve()
     db = load_db_or_fail(gpus_files)
-    ctx = load_file(file.resolve())
+    ctx = _load_or_fail(file)
     record = None
     if replay is not None:
         try:
@@ -180,9 +195,9 @@ def show_cmd(file: Path, kernel: str, workspace: Path | None, gpus_files: tuple[
     from perflsp.tuning.cache import TuningStore
     from perflsp.tuning.problem import ProblemError
     from perflsp.tuning.results import hover_markdown, offers
-    from perflsp.tuning.session import load_file, space_for
+    from perflsp.tuning.session import space_for
 
-    ctx = load_file(file.resolve())
+    ctx = _load_or_fail(file)
     records = TuningStore((workspace or Path.cwd()).resolve()).records_for(kernel)
     if not records:
         _fail(f"no tuning results for {kernel}: run `perflsp tune run` or `perflsp tune import`")

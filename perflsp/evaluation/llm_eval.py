@@ -75,25 +75,24 @@ class RowAnalyzer:
         self._launches = _LaunchIndex(self.locator, src_root)
 
     def analyze(self, row: KernelRow) -> RowAnalysis:
+        argv = tuple(shlex.split(row.exe_args)) if row.exe_args else ()
         try:
-            located = self.locator.locate(row)
+            located = self.locator.locate(row, argv)
         except Exception as exc:  # noqa: BLE001 - an extraction bug must not stop the other rows
             return RowAnalysis(row, reason=f"extraction error: {type(exc).__name__}: {exc}")
         if located.kernel is None or located.file is None:
             return RowAnalysis(row, reason=located.reason)
         file = located.file
-        argv = tuple(shlex.split(row.exe_args)) if row.exe_args else ()
         override = (row.grid, row.block) if row.grid and row.block else None
         external: tuple[LaunchSite, ...] = ()
         if isinstance(located.kernel, CudaFunction) and not file.launches_of(located.kernel):
             external = self._launches.for_kernel(row.target, located.kernel.name, argv)
-        data = self.locator.source(row.file)
-        tree = self.locator.tree(row.file)
-        options = AnalysisOptions(argv=argv, launch_override=override,
-                                  include_env=self.locator.include_env(row.file, data),
+        program = self.locator.read(row.file, argv)
+        data, tree = program.data, program.tree
+        options = AnalysisOptions(argv=argv, launch_override=override, include_env=program.options.include_env,
                                   external_launches=external, cost=self.cost)
         # the one pipeline: an engine failure comes back as an `uncertain` report naming it
-        report = FileAnalysis(data, tree, file, options).report(located.kernel, [self.gpu])
+        report = FileAnalysis.of(program, options).report(located.kernel, [self.gpu])
         return RowAnalysis(row, report, file, data, tree)
 
     def question(self, analysis: RowAnalysis, task: str = "verdict") -> KernelQuestion | None:

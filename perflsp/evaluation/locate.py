@@ -9,14 +9,14 @@ from pathlib import Path
 
 from tree_sitter import Tree
 
+from perflsp.analysis.options import AnalysisOptions
+from perflsp.analysis.reader import ReadContext, ReadProgram, read_file
 from perflsp.evaluation.labels import KernelRow
 from perflsp.kernels.compile_db import FlagsSource
-from perflsp.kernels.consteval import ConstEnv
-from perflsp.kernels.extract import extract
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion
-from perflsp.source.files import LoadedFile, SkippedFile, load_file
-from perflsp.source.parser import new_parser
+from perflsp.source.files import LoadedFile, SkippedFile
+from perflsp.source.parser import parse
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,52 +28,49 @@ class Located:
 
 
 class Locator:
-    """Locates rows under a source root, reading and parsing each file once."""
+    """Locates rows under a source root, reading each file once per set of program arguments
+    as `perflsp check` reads it (`analysis.reader`: its local headers, its compile-database
+    flags, an includer's context, the arguments its model folds with; None: not known)."""
 
     def __init__(self, src_root: Path, compile_db: FlagsSource | None = None):
         self.src_root = src_root
         self.compile_db = compile_db
-        self._files: dict[str, tuple[bytes, Tree, FileKernels] | SkippedFile] = {}
+        self._files: dict[tuple[str, tuple[str, ...] | None], ReadProgram | SkippedFile] = {}
         self._resolver = IncludeResolver()
-        self._parser = new_parser()
 
-    def _load(self, relative: str) -> tuple[bytes, Tree, FileKernels] | SkippedFile:
-        cached = self._files.get(relative)
+    def program(self, relative: str, argv: tuple[str, ...] | None = None) -> ReadProgram | SkippedFile:
+        """The file read (its text, tree, kernels, preprocessor view and program model)."""
+        cached = self._files.get((relative, argv))
         if cached is None:
             path = self.src_root / relative
-            loaded = load_file(path)
-            if isinstance(loaded, SkippedFile):
-                cached = loaded
-            else:
-                tree = self._parser.parse(loaded.data)
-                env = self.include_env(relative, loaded.data)
-                cached = (loaded.data, tree, extract(loaded.data, tree, path=str(path), env=env))
-            self._files[relative] = cached
+            # (launch sites in other files are the scorer's to look for: `run._LaunchIndex`)
+            cached = read_file(path, ReadContext.of(path, self._resolver, self.compile_db), AnalysisOptions(argv=argv),
+                               includer_launch_sites=False)
+            self._files[(relative, argv)] = cached
         return cached
 
-    def file(self, relative: str) -> FileKernels | SkippedFile:
-        loaded = self._load(relative)
-        return loaded if isinstance(loaded, SkippedFile) else loaded[2]
+    def read(self, relative: str, argv: tuple[str, ...] | None = None) -> ReadProgram:
+        """The file read, for one a row located (so it was readable)."""
+        program = self.program(relative, argv)
+        if isinstance(program, SkippedFile):
+            raise ValueError(f"{relative}: {program.reason}")
+        return program
+
+    def file(self, relative: str, argv: tuple[str, ...] | None = None) -> FileKernels | SkippedFile:
+        loaded = self.program(relative, argv)
+        return loaded if isinstance(loaded, SkippedFile) else loaded.kernels
 
     def source(self, relative: str) -> bytes:
-        loaded = self._load(relative)
-        return b"" if isinstance(loaded, SkippedFile) else loaded[0]
+        loaded = self.program(relative)
+        return b"" if isinstance(loaded, SkippedFile) else loaded.data
 
     def tree(self, relative: str) -> Tree:
-        loaded = self._load(relative)
-        if isinstance(loaded, SkippedFile):
-            return self._parser.parse(b"")
-        return loaded[1]
+        loaded = self.program(relative)
+        return parse(b"") if isinstance(loaded, SkippedFile) else loaded.tree
 
-    def include_env(self, relative: str, data: bytes) -> ConstEnv:
-        path = self.src_root / relative
-        flags = self.compile_db.flags_for(path) if self.compile_db is not None else None
-        if flags is None:
-            return self._resolver.env_for(path, data, includers=True)
-        return self._resolver.env_for(path, data, flags.defines, flags.include_dirs, includers=True)
-
-    def locate(self, row: KernelRow) -> Located:
-        result = self.file(row.file)
+    def locate(self, row: KernelRow, argv: tuple[str, ...] | None = None) -> Located:
+        """The row's kernel in its file read with the program's arguments `argv`."""
+        result = self.file(row.file, argv)
         if isinstance(result, SkippedFile):
             return Located(row, None, None, f"{row.file}: {result.reason}")
         kernel, reason = match_kernel(row, result.kernels, result.omp_regions)

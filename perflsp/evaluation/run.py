@@ -39,7 +39,7 @@ from perflsp.evaluation.locate import Locator, match_kernel
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.compile_db import FlagsSource
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
-from perflsp.kernels.program import ProgramModel
+from perflsp.kernels.program import ProgramModel, program_model
 from perflsp.source.files import SkippedFile
 from perflsp.source.parser import is_source_path
 
@@ -194,14 +194,14 @@ def _finite(value: float | None) -> float | None:
 
 def _predict(locator: Locator, launches: _LaunchIndex, models: _Models, row: KernelRow, gpu: Gpu,
              cost: CostModel, compiled: CompiledSource | None = None) -> Prediction:
+    argv = tuple(shlex.split(row.exe_args)) if row.exe_args else ()
     try:
-        located = locator.locate(row)
+        located = locator.locate(row, argv)
     except Exception as exc:  # noqa: BLE001 - an extraction bug must not stop the other rows
         return Prediction(row, None, f"extraction error: {type(exc).__name__}: {exc}")
     if located.kernel is None or located.file is None:
         return Prediction(row, None, located.reason)
     file = located.file
-    argv = tuple(shlex.split(row.exe_args)) if row.exe_args else ()
     override = (row.grid, row.block) if row.grid and row.block else None
     external: tuple[LaunchSite, ...] = ()
     if isinstance(located.kernel, CudaFunction) and not file.launches_of(located.kernel):
@@ -209,7 +209,7 @@ def _predict(locator: Locator, launches: _LaunchIndex, models: _Models, row: Ker
     options = AnalysisOptions(argv=argv, launch_override=override, external_launches=external, cost=cost,
                               compiled=compiled)
     try:
-        model = models.get(row.file, file, argv)
+        model = models.get(row.file, argv)
     except Exception as exc:  # noqa: BLE001 - a scorer must score every row; the reason is reported
         launches_of = file.launches_of(located.kernel) if isinstance(located.kernel, CudaFunction) else []
         return prediction_from(row, uncertain_report(located.kernel, launches_of, [gpu], failure_reason(exc)))
@@ -224,14 +224,14 @@ class _Models:
     def __init__(self, locator: Locator, keep: int = 8):
         self.locator = locator
         self.keep = keep
-        self._models: dict[tuple[str, int, tuple[str, ...]], ProgramModel] = {}
+        self._models: dict[tuple[str, tuple[str, ...]], ProgramModel] = {}
 
-    def get(self, relative: str, file: FileKernels, argv: tuple[str, ...]) -> ProgramModel:
-        key = (relative, id(file), argv)
+    def get(self, relative: str, argv: tuple[str, ...]) -> ProgramModel:
+        key = (relative, argv)
         model = self._models.pop(key, None)
         if model is None:
-            loaded = self.locator.source(relative)
-            model = ProgramModel(loaded, self.locator.tree(relative), file, self.locator.include_env(relative, loaded), argv)
+            # (not kept by the read: this keeps the last few files' models only)
+            model = program_model(self.locator.read(relative, argv).source, argv)
         self._models[key] = model  # most recently used last
         while len(self._models) > self.keep:
             del self._models[next(iter(self._models))]
@@ -264,8 +264,9 @@ class _LaunchIndex:
             matching = [s for s in fk.launches if s.name == name]
             if not matching:
                 continue
-            unit = AnalysisUnit(self.locator.source(relative), self.locator.tree(relative), fk,
-                                AnalysisOptions(argv=argv, include_env=self.locator.include_env(relative, self.locator.source(relative))))
+            program = self.locator.read(relative, argv)
+            unit = AnalysisUnit.of(program_model(program.source, argv),
+                                   AnalysisOptions(argv=argv, include_env=program.options.include_env))
             for site in matching:
                 sites.append(refold_site(unit, site))
         return tuple(sites)

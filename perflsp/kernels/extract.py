@@ -28,6 +28,13 @@ def extract(data: bytes, tree: Tree | None = None, path: str | None = None, line
     `env` is the preprocessor's view of the file (its macros and those of its local headers,
     from `IncludeResolver.env_for`); without it, the file's own macros are used.
     """
+    return extract_with_constants(data, tree, path, lines, env)[0]
+
+
+def extract_with_constants(data: bytes, tree: Tree | None = None, path: str | None = None,
+                           lines: LineIndex | None = None, env: ConstEnv | None = None) -> tuple[FileKernels, ConstEnv]:
+    """`extract`, and the file's constants it folded with (`symbols.file_env` over `env`): the
+    program model of the text starts from them instead of collecting them again."""
     tree = tree if tree is not None else parse(data)
     ctx = ExtractionContext(data=data, tree=tree, lines=lines or LineIndex(data), path=path)
     constants = file_env(ctx, env if env is not None else _DEFAULT_RESOLVER.env_for(None, data))
@@ -43,10 +50,12 @@ def extract(data: bytes, tree: Tree | None = None, path: str | None = None, line
     )
     if any(k.recovered for k in kernels):
         result.notes.append("some kernels were recovered from tokens: the tree has syntax errors around them")
-    return result
+    return result, constants
 
 
 def extract_path(path: Path, resolver: IncludeResolver | None = None) -> FileKernels | SkippedFile:
+    """The kernels of a file read alone (its own folder's headers, no build flags, not in an
+    includer's context). The commands read files through `perflsp.analysis.reader` instead."""
     loaded = load_file(path)
     if isinstance(loaded, SkippedFile):
         return loaded

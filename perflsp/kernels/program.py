@@ -1,6 +1,6 @@
 """The program model of one file in one context: what the analysis reads from the code.
 
-    model = ProgramModel(data, tree, file_kernels, include_env, argv)
+    model = program_model(read_source(path, data, resolver), argv)
 
 Built once per file context (a text, its preprocessor environment, the program's arguments)
 and shared by every kernel of the file. It holds the preprocessed view (macros, header
@@ -27,7 +27,7 @@ from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.cuda import from_definition, macro_aliases
 from perflsp.kernels.definitions import function_definitions
-from perflsp.kernels.extract import extract
+from perflsp.kernels.extract import extract, extract_with_constants
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
@@ -55,14 +55,17 @@ class ParsedFunction:
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
-    """A text read in its context: its tree, line index, the kernels extracted in it and the
-    preprocessor's view it was read with (what a `ProgramModel` is built from)."""
+    """A text read in its context: its tree, line index, the kernels extracted in it, the
+    preprocessor's view it was read with (`env`) and the facts of its top-level declarations
+    the extraction folded with (`top`, over `env`): what a `ProgramModel` is built from
+    (`program_model`). The server's incremental extraction makes one of its text the same way."""
 
     data: bytes
     tree: Tree
     lines: LineIndex
     kernels: FileKernels
-    env: ConstEnv
+    env: ConstEnv | None  # (None: the text's own macros)
+    top: TopLevelFacts | None = None
 
 
 def read_source(path: Path | None, data: bytes, resolver: IncludeResolver, defines: dict[str, str] | None = None,
@@ -73,8 +76,17 @@ def read_source(path: Path | None, data: bytes, resolver: IncludeResolver, defin
     env = resolver.env_for(path, data, defines, include_dirs, includers=includers)
     tree = parsed_text(data).copy()  # (a copy: the caller may edit its tree)
     lines = LineIndex(data)
-    kernels = extract(data, tree, path=str(path) if path is not None else None, lines=lines, env=env)
-    return SourceFile(data, tree, lines, kernels, env)
+    kernels, constants = extract_with_constants(data, tree, path=str(path) if path is not None else None,
+                                                lines=lines, env=env)
+    return SourceFile(data, tree, lines, kernels, env, TopLevelFacts(constants))
+
+
+def program_model(source: SourceFile, argv: Sequence[str] | None = None) -> ProgramModel:
+    """The program model of a text read in its context, with the program's arguments `argv`
+    (None: not known). Every model is built here: a fresh read (`read_source`), the server's
+    incremental extraction of an open document (its `SourceFile` carries the extraction's
+    top-level facts), a sibling or includer read for its call sites."""
+    return ProgramModel(source.data, source.tree, source.kernels, source.env, argv, source.lines, top=source.top)
 
 
 # `name(` or `name<...>(`; the lookahead consumes only the name, so a name inside another's
@@ -253,7 +265,7 @@ class ProgramModel:
         (`int size = 1 << 20;` at file scope): those the file never writes, or writes only
         where the host code does not go (`for (i = 1; i < argc; i++)` with no arguments,
         `if (argc > 2)`), where a local of the same name does not hide them."""
-        candidates = mutable_globals(self.ctx)
+        candidates = self.file_variables
         if not candidates:
             return self.env
         kept: dict[str, str | Value] = {}
@@ -266,6 +278,20 @@ class ProgramModel:
                 if reads.seen:
                     assumed.add(name)  # (kept because a run without arguments skips its writes)
         return ConstEnv(parent=self.env, constants=kept, assumed=assumed) if kept else self.env
+
+    @cached_property
+    def file_variables(self) -> dict[str, str]:
+        """The non-const variables the file declares at file scope with an initial value: name ->
+        its initialiser's text (`host_globals` keeps those nothing that runs writes)."""
+        return mutable_globals(self.ctx)
+
+    def function_name(self, function: Node) -> str | None:
+        """The simple name of a function definition (`Stream<T>::copy` -> `copy`)."""
+        declarator = function.child_by_field_name("declarator")
+        while declarator is not None and declarator.type != "function_declarator":
+            declarator = declarator.child_by_field_name("declarator")
+        name_node = declarator.child_by_field_name("declarator") if declarator is not None else None
+        return self.ctx.text(name_node).rsplit("::", 1)[-1] if name_node is not None else None
 
     def _written(self, name: str) -> bool:
         """Whether the host code may write the file-scope variable `name` (an assignment, `++`,
@@ -887,8 +913,7 @@ def _sibling_model(path: Path, mtime_ns: int, size: int, argv: tuple[str, ...] |
     loaded = load_file(path)
     if isinstance(loaded, SkippedFile):
         return None
-    source = read_source(path, loaded.data, IncludeResolver(), includers=False)
-    return ProgramModel(loaded.data, source.tree, source.kernels, source.env, argv, source.lines)
+    return program_model(read_source(path, loaded.data, IncludeResolver(), includers=False), argv)
 
 
 @lru_cache(maxsize=256)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
+import logging
 import operator
 import os
 import re
@@ -53,14 +54,18 @@ from perflsp.kernels.models import (
     OmpRegion,
     Span,
 )
+from perflsp.kernels.program import ProgramModel
 from perflsp.kernels.symbols import TopLevelFacts
 from perflsp.server import dependents
 from perflsp.server import engine_adapter as engine
+from perflsp.server.text import DocumentModel
 from perflsp.source.positions import LineIndex, Position
 
 Kernel = CudaFunction | OmpRegion
 _FINDINGS = operator.attrgetter("findings")
 Item = CudaFunction | OmpRegion | LaunchSite
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -141,10 +146,13 @@ class _Job:
 
     source: Any = None  # the document's text: its `tree` is read (and parsed, if need be) on first use
     top: TopLevelFacts | None = None  # the extraction's top-level facts (kept over edits inside bodies)
+    document: DocumentModel | None = None  # the version's program model (the document's, `TextState.model`)
 
     def engine(self) -> FileAnalysis:
         if self.analysis is None:  # the program model is built when the first kernel needs it
-            self.analysis = FileAnalysis(self.data, self.syntax(), self.fk, self.opts, self.lines, top=self.top)
+            model = self.document.model if self.document is not None else None
+            self.analysis = FileAnalysis(self.data, self.syntax(), self.fk, self.opts, self.lines, model=model,
+                                         top=self.top)
         return self.analysis
 
     def syntax(self) -> Tree:
@@ -232,7 +240,7 @@ class Analyzer:
             self._relint.clear()
         elif extracted.change in ("host", "device") and extracted is not self._seen:
             self._lint_facts.clear()  # (file-level facts: an edit outside kernels can change them)
-            marked = dependents.affected(text.data, text.tree, extracted.kernels, extracted)
+            marked = dependents.affected(text.model(argv).model, extracted)
             self._reanalyse |= marked
             self._relint |= marked
         moved = extracted is not self._seen and extracted.region is not None and extracted.change != "full"
@@ -261,7 +269,8 @@ class Analyzer:
         # needs none), the program model when the engine first runs
         self._job = _Job(text.data, None, fk, tuple(gpus), opts, lines,
                          None if lint_codes is None else frozenset(lint_codes), None,
-                         launches_by_kernel=_launches_by_kernel(fk), source=text, top=extracted.top)
+                         launches_by_kernel=_launches_by_kernel(fk), source=text, top=extracted.top,
+                         document=text.model(argv))
         if carry:
             assert self._state is not None
             return self._state
@@ -595,8 +604,9 @@ class Analyzer:
         assert job is not None
         subject = job.fk if whole else _restricted(job.fk, groups, job.data)
         began = time.monotonic()
+        model = _document_model(job.document)  # the one its analysis reads
         findings = engine.run_lints(job.data, job.syntax(), subject, job.gpus, job.lint_codes, state.lint_notes,
-                                    lines=job.lines, shared=self._lint_facts)
+                                    lines=job.lines, shared=self._lint_facts, model=model)
         self._spent += time.monotonic() - began
         self.linted_groups += len(groups)
         self.changed_results = True
@@ -610,8 +620,20 @@ class Analyzer:
         # a message that names a line which moved is built again
         return not (cached.quotes_lines and tuple(i.span.start.line for i in items) != cached.item_lines)
 
+def _document_model(document: DocumentModel | None) -> ProgramModel | None:
+    """The version's program model for its lints; None (they read the file's own macros) when
+    there is none or it cannot be built (its analysis reports that failure, once per kernel)."""
+    if document is None:
+        return None
+    try:
+        return document.model
+    except Exception as exc:  # noqa: BLE001 - the analysis names the failure; the lints go on without the model
+        log.warning("the program model could not be built for the lints: %s: %s", type(exc).__name__, exc)
+        return None
+
+
 def lint_fresh(data: bytes, tree: Any, fk: FileKernels, gpus: Sequence[Gpu], lint_codes: Iterable[str] | None,
-               items: Sequence[Item]) -> list[Finding]:
+               items: Sequence[Item], model: ProgramModel | None = None) -> list[Finding]:
     """Findings for the groups of `items`, computed on this text (code actions).
 
     Only those groups are linted; the findings carry fix requests, which the code action builds
@@ -624,7 +646,7 @@ def lint_fresh(data: bytes, tree: Any, fk: FileKernels, gpus: Sequence[Gpu], lin
         return []
     codes = None if lint_codes is None else frozenset(lint_codes)
     extents = [_extent(i) for g in groups for i in g]
-    return [f for f in engine.run_lints(data, tree, _restricted(fk, groups, data), gpus, codes)
+    return [f for f in engine.run_lints(data, tree, _restricted(fk, groups, data), gpus, codes, model=model)
             if any(s <= f.span.start_byte <= e for s, e in extents)]
 
 

@@ -25,7 +25,7 @@ from perflsp.server.pool import WorkPool
 from perflsp.server.protocol import PerfProtocol
 
 if TYPE_CHECKING:
-    from perflsp.kernels.includes import IncludeResolver
+    from perflsp.analysis.reader import ReadContext
     from perflsp.server.advice import AdviceService
     from perflsp.server.config import ResolvedConfig
     from perflsp.server.context import ScanKey
@@ -159,8 +159,8 @@ class PerfLanguageServer(LanguageServer):
         path = path_of(uri)
         return str(path) if path is not None else None
 
-    def resolver_for(self, uri: str) -> IncludeResolver:
-        return self.initialized_workspace.resolver_for(uri)
+    def reading_for(self, uri: str) -> ReadContext:
+        return self.initialized_workspace.reading_for(uri)
 
     def lint_codes(self, config: ResolvedConfig) -> set[str] | None:
         from perflsp.server import engine_adapter as engine

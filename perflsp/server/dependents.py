@@ -1,20 +1,23 @@
 """Which kernels an edit outside kernel bodies can change: the analyzer re-analyses only those.
+It asks the program model of the edited text what the engine reads (`kernels.program.ProgramModel`).
 
 - An edit confined to one host function F (`Extracted.change == "host"`) changes what the
   engine reads for a launch site in function G only when F is G or one of its callers up to
   `CALLER_LEVELS` levels up (a launch's constants fold with the arguments of the first caller,
-  that many levels up: `ProgramModel.env_at`), or when F allocates a variable that a launch passes
-  (`ProgramModel.host_allocation` finds the first allocation of a name anywhere in the file).
-  Kernels nobody launches read no host code at all.
+  that many levels up: `ProgramModel.env_at`; the callers come from the model's call index,
+  `calls_to`, and a call the edit removed counts too), or when F allocates a variable that a
+  launch passes (`ProgramModel.host_allocation` finds the first allocation of a name anywhere
+  in the file). Kernels nobody launches read no host code at all.
 - An edit that may write a variable the file declares at file scope (`size = 8;`, `size++`,
-  `&size`) can change every launch and region that reads it (`ProgramModel.host_globals`: such a
-  variable keeps its initial value only while nothing that runs writes it): everything.
+  `&size`; `ProgramModel.file_variables`) can change every launch and region that reads it
+  (`ProgramModel.host_globals`: such a variable keeps its initial value only while nothing that
+  runs writes it): everything.
 - An edit confined to `__device__` functions (`"device"`) changes the kernels that call them,
   directly or through other device functions, and the launches made inside them.
 
 Everything else outside kernel bodies (file-level declarations, macros, OpenMP regions) is an
 `"other"` or `"full"` change, after which everything is analysed again. The sets here err on
-the side of more: a name that merely occurs counts as a call or an allocation.
+the side of more: a name that merely occurs in the edited text counts as a call or an allocation.
 """
 
 from __future__ import annotations
@@ -22,14 +25,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from tree_sitter import Node, Tree
-
-from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.incremental import Extracted
-from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
+from perflsp.kernels.models import ConstValue, CudaFunction, FileKernels, OmpRegion
 from perflsp.kernels.program import CALLER_LEVELS as _CALLER_LEVELS
-from perflsp.kernels.symbols import mutable_globals
-from perflsp.source.positions import LineIndex
+from perflsp.kernels.program import ProgramModel
 
 _CALL = re.compile(rb"([A-Za-z_]\w*)\s*(?:<[^<>;{}]*>)?\s*\(")
 # what an allocation form can name (`x = ...`, `T x[...]`, `vector<T> x(...)`): the word before
@@ -39,42 +38,59 @@ _WORD = re.compile(rb"[A-Za-z_]\w*")
 # what a statement can write: `x = `, `x += `, `x++`, `++x`, `&x`
 _WRITTEN = re.compile(rb"([A-Za-z_]\w*)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--|&)\s*([A-Za-z_]\w*)"
                       rb"|([A-Za-z_]\w*)\s*(?:\+\+|--)")
-_CONTAINERS = {"translation_unit", "declaration_list", "preproc_if", "preproc_ifdef", "preproc_else",
-               "preproc_elif", "linkage_specification", "namespace_definition", "template_declaration"}
 
 
-def affected(data: bytes, tree: Tree, kernels: FileKernels, extracted: Extracted) -> set[int]:
-    """ids of the kernels and regions whose analysis the last update (`extracted`) can have
-    changed, for a `"host"` or `"device"` change (see the module docstring)."""
+def affected(model: ProgramModel, extracted: Extracted) -> set[int]:
+    """ids of the kernels and regions whose analysis the last update (`extracted`, which
+    `model` was built from) can have changed, for a `"host"` or `"device"` change (see the
+    module docstring)."""
+    data, kernels = model.data, model.kernels
     if extracted.edited is None:
         return {id(item) for item in (*kernels.kernels, *kernels.omp_regions)}
     a, b = extracted.edited
     texts = (extracted.edited_before, data[a:b])
     if extracted.change == "device":
         return _callers_of(data, kernels, extracted.edited_functions) | _launched_in(kernels, a, b)
-    if _names(_WRITTEN, texts) & _file_variables(data, tree):
+    if _names(_WRITTEN, texts) & model.file_variables.keys():
         return {id(item) for item in (*kernels.kernels, *kernels.omp_regions)}
-    called = _names(_CALL, texts)
-    bodies = _function_bodies(tree.root_node, called)
-    reach = set(called)
-    for _ in range(_CALLER_LEVELS - 1):  # F's callees, theirs, and so on as far as callers are read
-        reach |= _names(_CALL, (data[s:e] for s, e in bodies))
-        bodies = _function_bodies(tree.root_node, reach)
+    removed = _names(_CALL, (extracted.edited_before,))  # calls the edit may have taken out
     assigned = _names(_ASSIGNED, texts)
     by_name = _kernels_by_name(kernels)
+    reached: dict[tuple[str, int], bool] = {}
     out: set[int] = set()
     for site in kernels.launches:
         if site.kernel is None or site.kernel not in by_name:
             continue
         caller = (site.function or "").rsplit("::", 1)[-1]
-        if a <= site.span.start_byte < b or caller in reach or _passes(site, assigned):
+        if a <= site.span.start_byte < b or _called_from_edit(model, caller, (a, b), removed, 1, reached) \
+                or _passes(site.args, assigned):
             out.update(id(k) for k in by_name[site.kernel])
     return out
 
 
-def _file_variables(data: bytes, tree: Tree) -> set[str]:
-    """The non-const variables the file declares at file scope with an initial value."""
-    return set(mutable_globals(ExtractionContext(data, tree, LineIndex(data))))
+def _called_from_edit(model: ProgramModel, name: str, edited: tuple[int, int], removed: set[str], level: int,
+                      reached: dict[tuple[str, int], bool]) -> bool:
+    """Whether the arguments function `name` is called with can come from the edited text: a call
+    of it lies there (or a call the edit removed named it), or one of its callers is so called,
+    up to `CALLER_LEVELS` levels (the model's call index, `calls_to`)."""
+    key = (name, level)
+    if key in reached:
+        return reached[key]
+    reached[key] = False  # (a recursive call chain ends here)
+    found = name in removed
+    if not found and name:
+        for call in model.calls_to(name):
+            if edited[0] <= call.start_byte < edited[1]:
+                found = True
+                break
+            if level < _CALLER_LEVELS:
+                function = model.enclosing_function(call.start_byte)
+                outer = model.function_name(function) if function is not None else None
+                if outer and outer != name and _called_from_edit(model, outer, edited, removed, level + 1, reached):
+                    found = True
+                    break
+    reached[key] = found
+    return found
 
 
 def _names(pattern: re.Pattern[bytes], texts: Iterable[bytes]) -> set[str]:
@@ -87,35 +103,15 @@ def _names(pattern: re.Pattern[bytes], texts: Iterable[bytes]) -> set[str]:
     return out
 
 
-def _passes(site: LaunchSite, assigned: set[str]) -> bool:
+def _passes(args: Iterable[ConstValue], assigned: set[str]) -> bool:
     """Whether a launch argument names a variable the edited text may allocate (a form also
     allocates every suffix of the word it matched: see `perflsp.kernels.program`)."""
-    for arg in site.args:
+    for arg in args:
         for word in _WORD.findall(arg.text.encode("utf-8", "replace")):
             name = word.decode("ascii", "replace")
             if any(w.endswith(name) for w in assigned):
                 return True
     return False
-
-
-def _function_bodies(root: Node, names: set[str]) -> list[tuple[int, int]]:
-    """Byte ranges of the top-level function definitions named in `names`."""
-    out: list[tuple[int, int]] = []
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        for child in node.named_children:
-            if child.type in _CONTAINERS:
-                stack.append(child)
-            elif child.type == "function_definition":
-                declarator = child.child_by_field_name("declarator")
-                while declarator is not None and declarator.type != "function_declarator":
-                    declarator = declarator.child_by_field_name("declarator")
-                name_node = declarator.child_by_field_name("declarator") if declarator is not None else None
-                text = name_node.text if name_node is not None else None
-                if text is not None and text.decode("utf-8", "replace").rsplit("::", 1)[-1] in names:
-                    out.append((child.start_byte, child.end_byte))
-    return out
 
 
 def _kernels_by_name(kernels: FileKernels) -> dict[str, list[CudaFunction]]:

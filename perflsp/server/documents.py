@@ -12,6 +12,7 @@ from tree_sitter import Tree
 from perflsp.analysis.models import KernelReport
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
+from perflsp.kernels.program import ProgramModel
 from perflsp.source.positions import LineIndex, Position
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from perflsp.server.analysis import AnalysisState
     from perflsp.server.config import ResolvedConfig
     from perflsp.server.measured import SnapshotMeasured
+    from perflsp.server.text import DocumentModel
 
 
 _START_BYTE = operator.attrgetter("span.start_byte")
@@ -50,6 +52,15 @@ class Snapshot:
     # the document's first analysis is not complete: what is known so far (kernels not reached yet
     # have no report); answers read from it say so, and are refreshed when the analysis completes
     partial: bool = False
+    # the version's program model (`TextState.model`: built on first use, shared with its analysis)
+    document: DocumentModel | None = None
+
+    @property
+    def model(self) -> ProgramModel | None:
+        """What the analysis read of this version (`kernels.program.ProgramModel`): features
+        query it instead of reading the text again (None: a snapshot made without its text's
+        state, the first publication of a large file's top)."""
+        return self.document.model if self.document is not None else None
 
     def unanalysed_items(self) -> int:
         """Kernels and OpenMP regions with no report yet (a partial snapshot's work left)."""

@@ -17,11 +17,11 @@ from tree_sitter import Node, Tree
 
 from perflsp.analysis import fixes
 from perflsp.analysis.engine import ENGINE_VERSION, analysis_key
-from perflsp.analysis.includers import includer_launches as _includer_launches
 from perflsp.analysis.lints import LINT_CODES, LintContext, LintOptions, run_rules
 from perflsp.analysis.models import Finding, Fix
 from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import FileAnalysis, Kernel
+from perflsp.analysis.reader import ReadContext
 from perflsp.analysis.rules import RULES, rule_info
 from perflsp.analysis.rules import rule_doc_url as _rule_doc_url
 from perflsp.analysis.unit import AnalysisUnit
@@ -30,7 +30,7 @@ from perflsp.hardware.models import Gpu
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
-from perflsp.kernels.program import ProgramModel
+from perflsp.kernels.program import ProgramModel, SourceFile, program_model
 from perflsp.source.positions import LineIndex
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class DocumentText(Protocol):
     """What the server's open text offers here (`perflsp.server.text.TextState`)."""
 
     path: str | None
-    resolver: IncludeResolver
+    reading: ReadContext
 
 
 def lints_available() -> bool:
@@ -87,18 +87,20 @@ def options(preprocessed: ConstEnv | None, registers: Sequence[tuple[str, int]] 
 
 
 def with_includer_launches(opts: AnalysisOptions, text: DocumentText, kernels: FileKernels) -> AnalysisOptions:
-    """`opts` with the launch sites of this file's kernels in the sources that `#include` it."""
-    external = includer_launches(text, kernels)
+    """`opts` with the launch sites of this file's kernels in the sources that `#include` it
+    (folded with the document's flags and `opts.argv`, as `analysis.reader` reads them)."""
+    external = includer_launches(text, kernels, opts.argv)
     return dataclasses.replace(opts, external_launches=external) if external else opts
 
 
-def includer_launches(text: DocumentText, kernels: FileKernels) -> tuple[LaunchSite, ...]:
+def includer_launches(text: DocumentText, kernels: FileKernels,
+                      argv: Sequence[str] | None = None) -> tuple[LaunchSite, ...]:
     """Launch sites of this file's kernels in the sources that `#include` it (none when the
     file launches them itself or has no path)."""
     if not text.path or not kernels.kernels:
         return ()
     try:
-        return _includer_launches(Path(text.path), kernels, text.resolver)
+        return text.reading.includer_launches(Path(text.path), kernels, argv)
     except Exception:
         log.exception("reading the files that include %s failed", text.path)
         return ()
@@ -117,11 +119,11 @@ def run_lints(data: bytes, tree: Tree, kernels: FileKernels, gpus: Sequence[Gpu]
               model: ProgramModel | None = None) -> list[Finding]:
     """`perflsp.analysis.lints.run_lints` on `kernels` (all of the file's or some of them).
 
-    `model`: the file's program model, when the caller has it. SEAM (issue 25): the server's
-    snapshots do not carry their model yet; until they do, one is built here over `kernels` with
-    the file's own macros (`lint_model`), reusing from `shared` (the previous run's facts while
-    nothing outside kernel bodies changed) the macros, the top-level facts (the file's constants
-    and typedefs) and the file-scope declarations."""
+    `model`: the document's program model (the one its analysis reads, `Snapshot.model`); a
+    snapshot without one (the first publication of a large file's top) lints over a model of the
+    file's own macros (`lint_model`). `shared` carries the previous run's facts while nothing
+    outside kernel bodies changed: those macros and top-level facts and the file-scope
+    declarations."""
     try:
         if model is None:
             model = lint_model(data, tree, kernels, lines, shared)
@@ -147,25 +149,26 @@ def run_lints(data: bytes, tree: Tree, kernels: FileKernels, gpus: Sequence[Gpu]
 
 def lint_model(data: bytes, tree: Tree, kernels: FileKernels, lines: LineIndex | None = None,
                shared: dict[str, Any] | None = None) -> ProgramModel:
-    """A program model for a server feature that has none (SEAM, issue 25: until the snapshot
-    carries the one its analysis built), over the file's own macros; with `shared`, the macros
-    and top-level facts of the previous call are reused (valid while nothing outside kernel
-    bodies changed: the server clears `shared` then)."""
+    """A program model for lints whose snapshot carries none (the first publication of a large
+    file's top), over the file's own macros; with `shared`, the macros and top-level facts of
+    the previous call are reused (valid while nothing outside kernel bodies changed: the server
+    clears `shared` then)."""
+    lines = lines or LineIndex(data)
     if shared is None:
-        return ProgramModel(data, tree, kernels, lines=lines)
+        return program_model(SourceFile(data, tree, lines, kernels, None))
     macros = shared.get("macros")
     if macros is None:
         macros = shared["macros"] = IncludeResolver().env_for(None, data)
-    model = ProgramModel(data, tree, kernels, macros, lines=lines, top=shared.get("top"))
+    model = program_model(SourceFile(data, tree, lines, kernels, macros, shared.get("top")))
     shared["top"] = model.top
     return model
 
 
 def snapshot_model(data: bytes, tree: Tree, kernels: FileKernels, preprocessed: ConstEnv | None,
                    lines: LineIndex | None = None) -> ProgramModel:
-    """The program model of an open document's text for its code actions and commands, built
-    through the pipeline's `AnalysisUnit` with the document's preprocessor view. SEAM (issue 25):
-    to be replaced by the model the snapshot carries once the server keeps it there."""
+    """The program model of an open document's text for its code actions and commands when its
+    snapshot carries none (`features.common.document_model`), built through the pipeline's
+    `AnalysisUnit` with the document's preprocessor view."""
     return AnalysisUnit(data, tree, kernels, options(preprocessed), lines).model
 
 

@@ -16,7 +16,7 @@ from lsprotocol import types as lsp
 from perflsp.server.json_types import JsonObject
 
 if TYPE_CHECKING:
-    from perflsp.kernels.includes import IncludeResolver
+    from perflsp.analysis.reader import ReadContext
     from perflsp.server.config import ResolvedConfig
     from perflsp.server.documents import Snapshot
     from perflsp.server.measured import SnapshotMeasured
@@ -39,8 +39,9 @@ class DocumentHost(Protocol):
         """The document's file path (None for untitled buffers)."""
         ...
 
-    def resolver_for(self, uri: str) -> IncludeResolver:
-        """Include directories and compile-flag macros of the document's folder."""
+    def reading_for(self, uri: str) -> ReadContext:
+        """What the document is read with: its folder's include resolver (include directories
+        and compile-flag macros) and its flags from the compile database its folders lead to."""
         ...
 
     def lint_codes(self, config: ResolvedConfig) -> set[str] | None:

@@ -176,8 +176,10 @@ def ignored_message(ignored: list[str]) -> str:
 async def _register_watchers(ls: ServerContext) -> None:
     if not ls.capability("workspace.did_change_watched_files.dynamic_registration"):
         return
+    # (a header or a compile database changed: the open documents are read again, `files_changed`)
     watchers = [lsp.FileSystemWatcher(glob_pattern=f"**/{CONFIG_FILE}"),
-                lsp.FileSystemWatcher(glob_pattern="**/*.{h,hh,hpp,hxx,cuh,inc,inl}")]
+                lsp.FileSystemWatcher(glob_pattern="**/*.{h,hh,hpp,hxx,cuh,inc,inl}"),
+                lsp.FileSystemWatcher(glob_pattern="**/compile_commands.json")]
     registration = lsp.Registration(id="perflsp-watch", method=lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES,
                                     register_options=lsp.DidChangeWatchedFilesRegistrationOptions(watchers=watchers))
     try:

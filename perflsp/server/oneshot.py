@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from lsprotocol import types as lsp
 
-from perflsp.kernels.includes import IncludeResolver
+from perflsp.analysis.reader import ReadContext
 from perflsp.server.analysis import Analyzer
 from perflsp.server.config import ResolvedConfig
 from perflsp.server.documents import Snapshot
@@ -17,8 +17,8 @@ from perflsp.server.text import TextState
 
 
 def analyse_text(text: str, uri: str, config: ResolvedConfig, path: str | None = None,
-                 resolver: IncludeResolver | None = None) -> Snapshot:
-    state = TextState(text, None, path, resolver)
+                 reading: ReadContext | None = None) -> Snapshot:
+    state = TextState(text, None, path, reading)
     analyzer = Analyzer()
     codes = lint_codes()
     levels = config.settings.rules
@@ -26,7 +26,7 @@ def analyse_text(text: str, uri: str, config: ResolvedConfig, path: str | None =
     analyzer.start(state, state.extracted, config.gpus, enabled, (config.generation,), state.lines, argv=config.argv)
     analysis = analyzer.step(None)
     snap = Snapshot(uri, None, state.data, state.tree, state.lines, state.extracted.kernels, analysis, config,
-                    state.preprocessed, True)
+                    state.preprocessed, True, document=state.model(config.argv))
     from perflsp.server.features import diagnostics
 
     snap.diagnostics = diagnostics.build(snap)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 
 from perflsp.analysis.models import KernelReport
-from perflsp.kernels.includes import IncludeResolver
+from perflsp.analysis.reader import ReadContext
 from perflsp.kernels.prefix import MIN_TEXT_BYTES, PREFIX_BYTES, read_prefix
 from perflsp.server import engine_adapter as engine
 from perflsp.server.analysis import AnalysisState
@@ -55,7 +55,7 @@ class _PrefixText:
     """What `engine.with_includer_launches` reads of a document (`engine_adapter.DocumentText`)."""
 
     path: str | None
-    resolver: IncludeResolver
+    reading: ReadContext
 
 
 def worth_trying(text: str) -> bool:
@@ -65,7 +65,7 @@ def worth_trying(text: str) -> bool:
 
 
 def first_diagnostics(uri: str, text: str, version: int | None, config: ResolvedConfig, path: str | None,
-                      resolver: IncludeResolver, measure: Callable[[Snapshot], SnapshotMeasured | None] | None = None,
+                      reading: ReadContext, measure: Callable[[Snapshot], SnapshotMeasured | None] | None = None,
                       stop: Callable[[], bool] = lambda: False, target: int = PREFIX_BYTES,
                       analysis_s: float = OPENING_ANALYSIS_S) -> Opening | None:
     """The first publication of a large text, or None (a small text, no clean prefix, no
@@ -77,12 +77,12 @@ def first_diagnostics(uri: str, text: str, version: int | None, config: Resolved
     data = decode_source(text.encode("utf-8", errors="surrogatepass"))[0]
     if len(data) < MIN_TEXT_BYTES:
         return None
-    preprocessed = resolver.env_for(Path(path) if path else None, data, includers=True)
+    preprocessed = reading.env(Path(path) if path else None, data)
     prefix = read_prefix(data, path, preprocessed, target)
     if prefix is None:
         return None
     fk = prefix.extracted.kernels
-    opts = engine.with_includer_launches(engine.options(preprocessed, (), config.argv), _PrefixText(path, resolver), fk)
+    opts = engine.with_includer_launches(engine.options(preprocessed, (), config.argv), _PrefixText(path, reading), fk)
     analysis = engine.FileAnalysis(prefix.data, prefix.tree, fk, opts, prefix.lines)
     deadline: float | None = None  # counted from the first report (which builds the program model)
     reports: dict[int, KernelReport] = {}

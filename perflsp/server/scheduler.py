@@ -608,7 +608,7 @@ class DocumentWorker:
         started = time.monotonic()
         measure = self._hooks.measure if self._hooks is not None else None
         first = await self._thread(opening.first_diagnostics, self.uri, text, version, config,
-                                   self.host.path_for(self.uri), self.host.resolver_for(self.uri), measure, stale)
+                                   self.host.path_for(self.uri), self.host.reading_for(self.uri), measure, stale)
         if first is None or stale():
             return
         self.host.publish(self.uri, version, first.diagnostics, first.as_json)
@@ -633,12 +633,12 @@ class DocumentWorker:
                reextract: bool) -> None:
         if self.state is None:  # edits may have arrived before the first analysis: open, then apply them
             self.state = TextState(initial or "", self._opened_version, self.host.path_for(self.uri),
-                                   self.host.resolver_for(self.uri))
+                                   self.host.reading_for(self.uri))
             self._unparsed = None
         if changes:
             self.state.apply(changes, version)
         if reextract:
-            self.state.reextract(self.host.resolver_for(self.uri))
+            self.state.reextract(self.host.reading_for(self.uri))
         self.state.awake()
         if self.enabled:  # the analyzer sees every extraction (an edit outside kernels resets its caches)
             self._start_analysis(config)
@@ -687,7 +687,7 @@ class DocumentWorker:
         snap = Snapshot(self.uri, version, state.data, state.parsed_tree, state.lines, fk, analysis, config,
                         state.preprocessed, exact=False, diagnostics=last.diagnostics,
                         diagnostics_json=last.diagnostics_json, advice=last.advice, measured=last.measured,
-                        provisional=True)
+                        provisional=True, document=state.model(config.argv))
         return snap
 
     def _first_view(self, version: int | None, config: ResolvedConfig) -> Snapshot:
@@ -703,7 +703,8 @@ class DocumentWorker:
             reports = {key: report for key, report in known.analysis.reports.items() if key in items}
         analysis = AnalysisState(self.analyzer.context, reports, [], False)
         return Snapshot(self.uri, version, state.data, state.parsed_tree, state.lines, fk, analysis, config,
-                        state.preprocessed, exact=False, provisional=True, partial=True)
+                        state.preprocessed, exact=False, provisional=True, partial=True,
+                        document=state.model(config.argv))
 
     def _renew_partial(self, snap: Snapshot, view: Snapshot | None = None) -> None:
         """(In the pool's thread, between steps of the first analysis.) The partial snapshot
@@ -769,7 +770,7 @@ class DocumentWorker:
         if exact is None:  # (a tree with errors is exact once a fresh parse gave it: settled)
             exact = tree is not None and (not tree.root_node.has_error or state.settled)
         snap = Snapshot(self.uri, version, state.data, tree, state.lines, extracted.kernels, analysis, config,
-                        state.preprocessed, exact)
+                        state.preprocessed, exact, document=state.model(config.argv))
         if analysis.complete:
             self._annotate(snap)
             snap.diagnostics = self._diagnostics(snap)

@@ -6,12 +6,14 @@ incrementally, and extracts kernels incrementally where the change allows it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tree_sitter import Point, Tree
 
+from perflsp.analysis.reader import ReadContext
 from perflsp.compiled.model import CompiledSource
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.includes import IncludeResolver
@@ -24,11 +26,43 @@ from perflsp.kernels.incremental import (
     parses_alone,
     signature,
 )
+from perflsp.kernels.program import ProgramModel, SourceFile, program_model
 from perflsp.source.document import SourceDocument, TextEdit, _point_after
 from perflsp.source.files import decode_source
 from perflsp.source.parser import new_parser, parse
 from perflsp.source.parser import parse as _parse
 from perflsp.source.positions import LineIndex, Position
+
+
+class DocumentModel:
+    """The program model of one version of an open document (one extraction, one preprocessor
+    view, one set of program arguments), built on first use by the constructor every reader uses
+    (`kernels.program.program_model`) from the version's `SourceFile`: equal to a fresh read of
+    the same text. Held by the document's `TextState` and the snapshots of that version."""
+
+    __slots__ = ("_model", "_source", "argv", "extracted", "preprocessed")
+
+    def __init__(self, source: Callable[[], SourceFile], extracted: Extracted, preprocessed: ConstEnv,
+                 argv: tuple[str, ...] | None):
+        self._source = source
+        self.extracted = extracted
+        self.preprocessed = preprocessed
+        self.argv = argv
+        self._model: ProgramModel | None = None
+
+    def serves(self, extracted: Extracted, preprocessed: ConstEnv, argv: tuple[str, ...] | None) -> bool:
+        """Whether this is the model of that version (nothing it is built from changed)."""
+        return extracted is self.extracted and preprocessed is self.preprocessed and argv == self.argv
+
+    @property
+    def model(self) -> ProgramModel:
+        if self._model is None:
+            self._model = program_model(self._source(), self.argv)
+        return self._model
+
+    def forget(self) -> None:
+        """Drop the built model (an idle document's memory); the next reader builds it again."""
+        self._model = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,14 +75,16 @@ class Change:
 
 
 class TextState:
-    def __init__(self, text: str, version: int | None, path: str | None, resolver: IncludeResolver | None = None):
+    def __init__(self, text: str, version: int | None, path: str | None, reading: ReadContext | None = None):
+        """`reading`: what the text is read with (`analysis.reader.ReadContext`: the include
+        resolver, the build's flags), as `perflsp check` reads the file."""
         data, _ = decode_source(text.encode("utf-8", errors="surrogatepass"))
         self.doc = SourceDocument(data, version)
         # One LineIndex object for the document's lifetime: spans of kept kernels point at it, so
         # moving the content in (instead of swapping objects) never keeps old texts alive.
         self.lines: LineIndex = self.doc.lines
         self.path = path
-        self.resolver = resolver or IncludeResolver()
+        self.reading = reading or ReadContext(IncludeResolver())
         self.preprocessed: ConstEnv = self._preprocess()
         self.extracted: Extracted = extract_full(self.doc.data, self.doc.tree, self.lines, path, self.preprocessed)
         self.full_extractions = 1
@@ -59,6 +95,7 @@ class TextState:
         self.settled = False  # the tree came from a fresh parse of this text (`settle`)
         self._unparsed = False  # the tree has edits applied that are not parsed yet (`_held_edit`)
         self._alone = new_parser()  # parses a held definition on its own
+        self._model: DocumentModel | None = None  # the current version's program model (`model`)
 
     @property
     def data(self) -> bytes:
@@ -83,9 +120,35 @@ class TextState:
         return self.doc.version
 
     def hibernate(self) -> None:
-        """Drop the syntax tree (the bulk of a document's memory); the next edit parses again."""
+        """Drop the syntax tree and the program model (the bulk of a document's memory); the next
+        edit parses again, the next reader builds the model again."""
         self.doc.tree = None  # type: ignore[assignment]
         self._unparsed = False
+        if self._model is not None:
+            self._model.forget()  # (the snapshots of this version share it: they build it again on use)
+
+    def model(self, argv: Sequence[str] | None) -> DocumentModel:
+        """The program model of the current version with the program's arguments `argv`: the
+        same object until an edit, a re-extraction or other arguments change what it is built
+        from. Its tree is this text's (parsed if need be) while the text is still this version,
+        else a fresh parse of that version's bytes."""
+        wanted = tuple(argv) if argv is not None else None
+        held = self._model
+        if held is not None and held.serves(self.extracted, self.preprocessed, wanted):
+            return held
+        data, extracted, preprocessed, lines = self.doc.data, self.extracted, self.preprocessed, self.lines
+
+        owner = weakref.ref(self)  # (no cycle: a closed document's state goes with its last reference)
+
+        def source() -> SourceFile:
+            text = owner()
+            if text is not None and text.doc.data is data:
+                text.awake()
+                return SourceFile(data, text.tree, lines, extracted.kernels, preprocessed, extracted.top)
+            return SourceFile(data, parse(data), LineIndex(data), extracted.kernels, preprocessed, extracted.top)
+
+        self._model = DocumentModel(source, extracted, preprocessed, wanted)
+        return self._model
 
     def awake(self) -> None:
         """Parse again if `hibernate` dropped the tree."""
@@ -213,8 +276,12 @@ class TextState:
             self.lines.adopt(fresh)
             self.doc.lines = self.lines
 
+    @property
+    def resolver(self) -> IncludeResolver:
+        return self.reading.resolver
+
     def _preprocess(self) -> ConstEnv:
-        return self.resolver.env_for(Path(self.path) if self.path else None, self.doc.data, includers=True)
+        return self.reading.env(Path(self.path) if self.path else None, self.doc.data)
 
     def settle(self) -> bool:
         """Parse from scratch once the user pauses on a text with syntax errors (tree-sitter's
@@ -247,11 +314,11 @@ class TextState:
         self.full_extractions += 1
         return True
 
-    def reextract(self, resolver: IncludeResolver | None = None, fresh_parse: bool = False) -> None:
+    def reextract(self, reading: ReadContext | None = None, fresh_parse: bool = False) -> None:
         """Full extraction of the current text (new compile flags, changed headers, or a fresh
         parse: tree-sitter's error recovery can differ between incremental and fresh parses)."""
-        if resolver is not None:
-            self.resolver = resolver
+        if reading is not None:
+            self.reading = reading
         self.awake()
         if fresh_parse:
             self.doc.tree = parse(self.doc.data, parser=self.doc._parser)

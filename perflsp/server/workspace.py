@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from perflsp.analysis.reader import ReadContext
+from perflsp.kernels.compile_db import DiscoveredDatabases
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.llm.secrets import register_secret
 from perflsp.server.config import (
@@ -68,6 +70,7 @@ class WorkspaceState:
         self.session: dict[str, Any] = {}  # overrides set by commands (perflsp.setGpus)
         self.shown: set[str] = set()  # problems already shown to the user
         self._resolvers: dict[tuple[str, tuple[str, ...]], IncludeResolver] = {}  # (folder uri, compile flags)
+        self.compile_db = DiscoveredDatabases()  # each file's build flags (compile_commands.json)
         self._generation = 0
         self.last_problems: list[str] = []
 
@@ -151,6 +154,13 @@ class WorkspaceState:
             return _matches(settings.include, relative)
         return True
 
+    def reading_for(self, uri: str) -> ReadContext:
+        """What a document or file of the workspace is read with (as `perflsp check` reads it):
+        its folder's include resolver and its flags from the compile database its folders lead
+        to (found as clangd finds it)."""
+        path = path_of(uri)
+        return ReadContext.of(path, self.resolver_for(uri), self.compile_db)
+
     def resolver_for(self, uri: str) -> IncludeResolver:
         config = self.config_for(uri)
         folder = self.folder_for(uri)
@@ -163,8 +173,9 @@ class WorkspaceState:
         return resolver
 
     def forget_headers(self) -> None:
-        """A header changed on disk: read headers again."""
+        """A header (or a compile database) changed on disk: read headers and databases again."""
         self._resolvers.clear()
+        self.compile_db = DiscoveredDatabases()
 
     def forget_files(self) -> None:
         """Documents closed: drop what the include resolvers read of other files (the open

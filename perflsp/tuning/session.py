@@ -16,7 +16,8 @@ from tree_sitter import Tree
 from perflsp.hardware.database import GpuDatabase
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.models import CudaFunction, FileKernels
-from perflsp.kernels.program import ProgramModel
+from perflsp.kernels.program import ProgramModel, SourceFile, program_model
+from perflsp.source.positions import LineIndex
 from perflsp.tuning.cache import TuningRecord, TuningStore, new_record, read_cache
 from perflsp.tuning.problem import ProblemError, problem_for
 from perflsp.tuning.results import short_device
@@ -40,11 +41,15 @@ class FileContext:
     data: bytes
     tree: Tree
     kernels: FileKernels
+    read: ProgramModel | None = None  # the reader's model of the file (None: a text given without one)
 
     @cached_property
     def model(self) -> ProgramModel:
-        """The file's program model (its macros and constants: what the tuning problem reads)."""
-        return ProgramModel(self.data, self.tree, self.kernels)
+        """The file's program model (its macros and constants: what the tuning problem reads):
+        the reader's, else one over the text alone."""
+        if self.read is not None:
+            return self.read
+        return program_model(SourceFile(self.data, self.tree, LineIndex(self.data), self.kernels, None))
 
     def kernel(self, name: str) -> CudaFunction:
         for kernel in self.kernels.kernels:
@@ -55,12 +60,18 @@ class FileContext:
 
 
 def load_file(path: Path) -> FileContext:
-    from perflsp.kernels.extract import extract
-    from perflsp.source.parser import parse
+    """The file read as `perflsp check` reads it (`analysis.reader`: its local headers, the
+    flags of the compile database its folders lead to, an includer's context)."""
+    from perflsp.analysis.reader import ReadContext, read_file
+    from perflsp.kernels.compile_db import DiscoveredDatabases
+    from perflsp.kernels.includes import IncludeResolver
+    from perflsp.source.files import SkippedFile
 
-    data = path.read_bytes()
-    tree = parse(data)
-    return FileContext(path, data, tree, extract(data, tree, path=str(path)))
+    program = read_file(path, ReadContext.of(path, IncludeResolver(), DiscoveredDatabases()),
+                        includer_launch_sites=False)
+    if isinstance(program, SkippedFile):
+        raise ProblemError(f"cannot read {path}: {program.reason}")
+    return FileContext(path, program.data, program.tree, program.kernels, program.model)
 
 
 def gpu_for_device(db: GpuDatabase, device_name: str) -> Gpu | None:

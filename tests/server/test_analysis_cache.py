@@ -28,7 +28,7 @@ def analyse(state: TextState, analyzer: Analyzer) -> Snapshot:
 
 def fresh(state: TextState):
     return diagnostic_keys(analyse_text(state.data.decode(), "file:///x.cu", CONFIG, path=state.path,
-                                        resolver=state.resolver).diagnostics)
+                                        reading=state.reading).diagnostics)
 
 
 def line_of(text: str, needle: str) -> int:

@@ -13,6 +13,7 @@ import pytest
 from lsprotocol import types as lsp
 from pygls.protocol import default_converter
 
+from perflsp.analysis.reader import ReadContext
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.prefix import MIN_TEXT_BYTES, PREFIX_BYTES, PREFIX_DEFINITIONS, cut_at, read_prefix
 from perflsp.server import opening
@@ -152,7 +153,7 @@ def test_kernels_that_depend_on_later_text_are_left_out(tmp_path):
     """Without the checks, the prefix alone would give `calls_later_helper` another verdict (the
     helper's body comes later) and `launched_later` another message (its launch comes later)."""
     path = tmp_path / "big.cu"
-    first = opening.first_diagnostics(path.as_uri(), TEXT, 1, config(), str(path), IncludeResolver(), analysis_s=10)
+    first = opening.first_diagnostics(path.as_uri(), TEXT, 1, config(), str(path), ReadContext(IncludeResolver()), analysis_s=10)
     assert first is not None
     shown = verdicts(first.as_json)
     assert {kernel for kernel, _ in shown} == STANDALONE
@@ -177,7 +178,7 @@ def test_example_kernels_before_a_large_table_agree_with_the_complete_analysis(t
         cut = min(ends, key=lambda end: abs(end - len(text) // 2))
         whole = text[:cut] + "\n" + FILLER + text[cut:]
         path = tmp_path / source.name
-        first = opening.first_diagnostics(path.as_uri(), whole, 1, config(), str(path), IncludeResolver(), analysis_s=10)
+        first = opening.first_diagnostics(path.as_uri(), whole, 1, config(), str(path), ReadContext(IncludeResolver()), analysis_s=10)
         if first is None:
             continue
         shown += 1
@@ -189,7 +190,7 @@ def test_example_kernels_before_a_large_table_agree_with_the_complete_analysis(t
 def test_small_texts_get_no_early_publication(tmp_path):
     text = (EXAMPLES / "cuda" / "saxpy.cu").read_text()
     path = tmp_path / "saxpy.cu"
-    assert opening.first_diagnostics(path.as_uri(), text, 1, config(), str(path), IncludeResolver()) is None
+    assert opening.first_diagnostics(path.as_uri(), text, 1, config(), str(path), ReadContext(IncludeResolver())) is None
 
 
 def plain(diagnostic: lsp.Diagnostic) -> dict[str, Any]:

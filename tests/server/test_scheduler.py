@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from perflsp.analysis.reader import ReadContext
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.server.config import defaults
 from perflsp.server.oneshot import analyse_text, diagnostic_keys
@@ -36,8 +37,8 @@ class Host:
             raise RuntimeError("broken host")
         return None
 
-    def resolver_for(self, uri):
-        return IncludeResolver()
+    def reading_for(self, uri):
+        return ReadContext(IncludeResolver())
 
     def lint_codes(self, config):
         return None

@@ -62,7 +62,8 @@ def actions(ls: ServerContext, worker: DocumentWorker | None, snap: Snapshot, pa
     items: list[server_analysis.Item] = [*kernels, *launches, *regions]
     items += [f for f in snap.kernels.device_functions if _overlaps(f.span.start_byte, f.span.end_byte, start, end)]
     check()
-    findings = server_analysis.lint_fresh(snap.data, snap.tree, snap.kernels, gpus, ls.lint_codes(snap.config), items)
+    findings = server_analysis.lint_fresh(snap.data, snap.tree, snap.kernels, gpus, ls.lint_codes(snap.config), items,
+                                          snap.model)
     check()
     rules = snap.config.settings.rules
     for finding in findings:

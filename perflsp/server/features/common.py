@@ -23,16 +23,18 @@ SEVERITIES = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSe
               "information": lsp.DiagnosticSeverity.Information, "hint": lsp.DiagnosticSeverity.Hint}
 
 
-# the last document model built (text, extraction, model): a code-action request builds every
-# fix of a snapshot over one model
+# the last model built for a snapshot that carries none: a code-action request builds every fix
+# of a snapshot over one model
 _last_model: tuple[bytes, object, ProgramModel] | None = None
 
 
 def document_model(snap: Snapshot) -> ProgramModel:
     """The program model of a snapshot's text (its constants, kernels and launch sites), which
-    the fix builders and the tuning problem read. SEAM (issue 25): the snapshot does not carry
-    the model its analysis built yet; until it does, it is built here through the pipeline's
-    `AnalysisUnit` (`engine_adapter.snapshot_model`) with the snapshot's preprocessor view."""
+    the fix builders and the tuning problem read: the one its analysis reads (`Snapshot.model`);
+    for a snapshot made without its text's state (the first publication of a large file's top),
+    one built through the pipeline's `AnalysisUnit` with the snapshot's preprocessor view."""
+    if snap.model is not None:
+        return snap.model
     global _last_model
     last = _last_model
     if last is not None and last[0] is snap.data and last[1] is snap.kernels:

@@ -298,7 +298,7 @@ async def tune_kernel(ls: ServerContext, arg: CommandArgument) -> JsonObject:
         if replay is not None:  # (the tuning thread) a replay is instant: paced, its progress can be followed
             time.sleep(REPLAY_STEP_S)
 
-    ctx = FileContext(path_of(snap.uri), snap.data, snap.tree, snap.kernels)
+    ctx = FileContext(path_of(snap.uri), snap.data, snap.tree, snap.kernels, snap.model)
     try:
         result, space, stored = await asyncio.to_thread(
             tune, ctx, kernel, gpu, root, strategy=strategy, max_fevals=max_fevals, time_limit_s=time_limit,

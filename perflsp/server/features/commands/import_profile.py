@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 async def import_profile(ls: ServerContext, arg: CommandArgument) -> JsonObject:
     """Import an Nsight Compute report (`.ncu-rep` or ncu CSV) into the workspace folder's
     `.perflsp/profiles/`, map its kernels to the workspace's sources, and republish."""
-    from perflsp.kernels.extract import extract_path
+    from perflsp.analysis.reader import read_kernels
     from perflsp.profiling.errors import ProfilingError
     from perflsp.profiling.runner import import_and_store
     from perflsp.profiling.settings import require_enabled
@@ -62,7 +62,7 @@ async def import_profile(ls: ServerContext, arg: CommandArgument) -> JsonObject:
             if str(path) in files:
                 continue
             bar.report(f"reading {path.name}")
-            extracted = extract_path(path, ls.resolver_for(path.as_uri()))
+            extracted = read_kernels(path, ls.reading_for(path.as_uri()))
             if not isinstance(extracted, SkippedFile):
                 files[str(path)] = extracted
         return import_and_store(report_path, workspace=root, gpu=gpu, files=list(files.values()), ncu_argv=ncu_argv,

@@ -62,9 +62,12 @@ async def roofline_data(ls: ServerContext, arg: CommandArgument) -> JsonObject:
 
 def _analyse_file(ls: ServerContext, path: Path, config: ResolvedConfig, gpus: dict[str, Gpu]) -> list[JsonObject] | str:
     """Extract and analyse a file that is not open (cached by mtime, size and configuration),
-    exactly as `perflsp check` reads it (`perflsp.analysis.pipeline`)."""
-    from perflsp.analysis.pipeline import FileAnalysis, prepare_file
-    from perflsp.source.files import LoadedFile, load_file
+    exactly as `perflsp check` reads it and the editor would show it (`perflsp.analysis.reader`:
+    the folder's include resolver, the file's compile-database flags, the program's arguments)."""
+    from perflsp.analysis.options import AnalysisOptions
+    from perflsp.analysis.pipeline import FileAnalysis
+    from perflsp.analysis.reader import read_file
+    from perflsp.source.files import SkippedFile
 
     stat = os.stat(path)
     store = ls.measured.store(config.root) if config.root is not None else None
@@ -76,12 +79,11 @@ def _analyse_file(ls: ServerContext, path: Path, config: ResolvedConfig, gpus: d
     cached = ls.scan_cache.get(str(path))
     if cached is not None and cached[0] == key:
         return cached[1]
-    loaded = load_file(path)
-    if not isinstance(loaded, LoadedFile):
-        return loaded.reason
-    prepared = prepare_file(path, loaded.data, ls.resolver_for(path.as_uri()))
     uri = path.as_uri()
-    reports = FileAnalysis.of(prepared).reports(config.gpus)
+    program = read_file(path, ls.reading_for(uri), AnalysisOptions(argv=config.argv))
+    if isinstance(program, SkippedFile):
+        return program.reason
+    reports = FileAnalysis.of(program).reports(config.gpus)
     measured = evidence_for_reports(store, config, str(path), reports) if store is not None else None
     found = [report_json(uri, r, gpus, measured) for r in reports]
     ls.scan_cache[str(path)] = (key, found)  # (one entry per file: a changed file's old reports go)
