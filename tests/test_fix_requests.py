@@ -84,7 +84,7 @@ def test_linting_a_big_file_builds_no_fix(builds, gpus):
     assert sum(len(f.fix_requests) for f in findings) >= 5 * 200
 
     # the server's typing path (a context reused between runs) builds none either
-    shared: dict[str, object] = {}
+    shared = engine_adapter.LintFacts()
     again = engine_adapter.run_lints(data, tree, fk, gpus, None, [], lines=None, shared=shared)
     assert len(again) == len(findings) and builds == {"validated_fix": 0, "reread": 0}
 
@@ -128,11 +128,11 @@ def test_the_server_s_lint_runs_share_the_file_s_top_level_facts(gpus):
     data = big_file(2)
     tree = parse(data)
     fk = extract(data, tree, path="two.cu")
-    shared: dict[str, object] = {}
+    shared = engine_adapter.LintFacts()
     first = engine_adapter.run_lints(data, tree, fk, gpus, None, [], shared=shared)
-    top = shared["top"]
+    top = shared.top
     assert isinstance(top, TopLevelFacts) and {"type_aliases", "lint_type_aliases"} <= top.known()
     again = engine_adapter.run_lints(data, tree, fk, gpus, None, [], shared=shared)
-    assert again == first and shared["top"] is top
+    assert again == first and shared.top is top
     assert engine_adapter.lint_model(data, tree, fk, shared=shared).top is top
     assert engine_adapter.lint_model(data, tree, fk).top is not top  # (nothing shared: read afresh)

@@ -38,7 +38,6 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress
-from typing import Any
 
 from tree_sitter import Tree
 
@@ -58,7 +57,7 @@ from perflsp.kernels.program import ProgramModel
 from perflsp.kernels.symbols import TopLevelFacts
 from perflsp.server import dependents
 from perflsp.server import engine_adapter as engine
-from perflsp.server.text import DocumentModel
+from perflsp.server.text import DocumentModel, TextState
 from perflsp.source.positions import LineIndex, Position
 
 Kernel = CudaFunction | OmpRegion
@@ -126,7 +125,7 @@ class AnalysisState:
     unanalysed: tuple[Item, ...] = ()  # kernels and regions left out when the file's budget ran out
     budget_note: str | None = None  # why they were left out
 
-    def report_for(self, item: Any) -> KernelReport | None:
+    def report_for(self, item: Item) -> KernelReport | None:
         return self.reports.get(id(item))
 
 
@@ -144,7 +143,7 @@ class _Job:
     analysis: FileAnalysis | None
     launches_by_kernel: dict[str, list[LaunchSite]] = field(default_factory=dict)
 
-    source: Any = None  # the document's text: its `tree` is read (and parsed, if need be) on first use
+    source: TextState | None = None  # the document's text: its `tree` is read (and parsed, if need be) on first use
     top: TopLevelFacts | None = None  # the extraction's top-level facts (kept over edits inside bodies)
     document: DocumentModel | None = None  # the version's program model (the document's, `TextState.model`)
 
@@ -157,8 +156,8 @@ class _Job:
 
     def syntax(self) -> Tree:
         if self.tree is None:
+            assert self.source is not None, "a run that reads no tree was asked for one"
             self.tree = self.source.tree
-        assert self.tree is not None
         return self.tree
 
 
@@ -167,7 +166,7 @@ class Analyzer:
 
     def __init__(self) -> None:
         self.context = 0
-        self._config_key: Any = None
+        self._config_key: object = None
         # id(item) -> (item, launch ids, key, its report)
         self._keys: dict[int, tuple[Item, tuple[int, ...], str, KernelReport | None]] = {}
         self._reports: dict[tuple[int, str], KernelReport] = {}
@@ -176,7 +175,7 @@ class Analyzer:
         # per keystroke the findings are moved and shown): None when `_groups` changed since
         self._finding_groups: list[tuple[tuple[int, ...], _Group]] | None = None
         self._carried = False  # some cached groups were carried over a full extraction (`_carried_groups`)
-        self._lint_facts: dict[str, Any] = {}  # file-level lint facts, valid within one context
+        self._lint_facts = engine.LintFacts()  # file-level lint facts, valid within one context
         self._pending: deque[Kernel] = deque()  # kernels and regions still to analyse in this run
         self._state: AnalysisState | None = None
         self._job: _Job | None = None
@@ -206,11 +205,11 @@ class Analyzer:
 
     # ------------------------------------------------------------------ run
 
-    def start(self, text: Any, extracted: Extracted, gpus: Sequence[Gpu], lint_codes: Iterable[str] | None,
-              config_key: Any, lines: LineIndex, argv: Sequence[str] | None = None) -> AnalysisState:
+    def start(self, text: TextState, extracted: Extracted, gpus: Sequence[Gpu], lint_codes: Iterable[str] | None,
+              config_key: object, lines: LineIndex, argv: Sequence[str] | None = None) -> AnalysisState:
         """Begin analysing the current text; call `step` until the state is complete."""
         previous = self._previous
-        moves = getattr(text, "span_moves", None)
+        moves = text.span_moves
         self._previous = (text.data, extracted.kernels, moves)
         # the same extraction analysed again: settings, registers or the program's arguments changed
         restart = extracted is self._seen
@@ -261,8 +260,7 @@ class Analyzer:
         self._seen = extracted
         self._run_on = extracted
         fk = extracted.kernels
-        opts = engine.options(getattr(text, "preprocessed", None), getattr(text, "registers", ()), argv,
-                              getattr(text, "compiled", None))
+        opts = engine.options(text.preprocessed, text.registers, argv, text.compiled)
         # kernels of a file that other sources `#include` take their launch sites
         opts = engine.with_includer_launches(opts, text, fk)
         # the tree is read when a kernel is analysed or linted (reading it may parse: a held edit
@@ -632,7 +630,7 @@ def _document_model(document: DocumentModel | None) -> ProgramModel | None:
         return None
 
 
-def lint_fresh(data: bytes, tree: Any, fk: FileKernels, gpus: Sequence[Gpu], lint_codes: Iterable[str] | None,
+def lint_fresh(data: bytes, tree: Tree, fk: FileKernels, gpus: Sequence[Gpu], lint_codes: Iterable[str] | None,
                items: Sequence[Item], model: ProgramModel | None = None) -> list[Finding]:
     """Findings for the groups of `items`, computed on this text (code actions).
 

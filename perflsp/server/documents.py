@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 from tree_sitter import Tree
@@ -13,6 +13,7 @@ from perflsp.analysis.models import KernelReport
 from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
 from perflsp.kernels.program import ProgramModel
+from perflsp.server.json_types import JsonObject
 from perflsp.source.positions import LineIndex, Position
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class Snapshot:
     exact: bool = True  # the tree equals a fresh parse (incremental error recovery can differ)
     diagnostics: list[lsp.Diagnostic] = field(default_factory=list)  # as published
     # the same, unstructured JSON (published without a converter pass)
-    diagnostics_json: list[dict[str, Any]] | None = None
+    diagnostics_json: list[JsonObject] | None = None
     advice: SnapshotAdvice | None = None  # the LLM's questions and answers (advice.py), when it is on
     measured: SnapshotMeasured | None = None  # stored Nsight Compute results (measured.py)
     revision: int = 0  # counts republications of this version (LLM answers, imported results)

@@ -10,13 +10,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from tree_sitter import Node, Tree
 
 from perflsp.analysis import fixes
 from perflsp.analysis.engine import ENGINE_VERSION, analysis_key
+from perflsp.analysis.exprtypes import Scope
 from perflsp.analysis.lints import LINT_CODES, LintContext, LintOptions, run_rules
 from perflsp.analysis.models import Finding, Fix
 from perflsp.analysis.options import AnalysisOptions
@@ -31,6 +33,7 @@ from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
 from perflsp.kernels.program import ProgramModel, SourceFile, program_model
+from perflsp.kernels.symbols import TopLevelFacts
 from perflsp.source.positions import LineIndex
 
 log = logging.getLogger(__name__)
@@ -41,6 +44,7 @@ __all__ = [
     "FileAnalysis",
     "FixUnavailable",
     "Kernel",
+    "LintFacts",
     "analysis_key",
     "best_block_for",
     "default_severity",
@@ -113,34 +117,44 @@ def lint_codes() -> tuple[str, ...]:
     return LINT_CODES
 
 
+@dataclass(slots=True)
+class LintFacts:
+    """File-level facts one lint run leaves for the next while nothing outside kernel bodies
+    changes (the server clears them then): the file's own macros and top-level facts (of a model
+    over them, `lint_model`) and the file-scope declarations, with the tree they were typed in and
+    whether they hold none of its nodes (then they carry over to the next tree)."""
+
+    macros: ConstEnv | None = None
+    top: TopLevelFacts | None = None
+    file_scope: tuple[Tree, Scope, bool] | None = None
+
+    def clear(self) -> None:
+        self.macros = self.top = self.file_scope = None
+
+
 def run_lints(data: bytes, tree: Tree, kernels: FileKernels, gpus: Sequence[Gpu],
               enabled: Collection[str] | None, notes: list[str] | None = None, *,
-              lines: LineIndex | None = None, shared: dict[str, Any] | None = None,
+              lines: LineIndex | None = None, shared: LintFacts | None = None,
               model: ProgramModel | None = None) -> list[Finding]:
     """`perflsp.analysis.lints.run_lints` on `kernels` (all of the file's or some of them).
 
     `model`: the document's program model (the one its analysis reads, `Snapshot.model`); a
     snapshot without one (the first publication of a large file's top) lints over a model of the
-    file's own macros (`lint_model`). `shared` carries the previous run's facts while nothing
-    outside kernel bodies changed: those macros and top-level facts and the file-scope
-    declarations."""
+    file's own macros (`lint_model`). `shared`: the previous run's facts (see `LintFacts`)."""
     try:
         if model is None:
             model = lint_model(data, tree, kernels, lines, shared)
         ctx = LintContext(model, gpus=tuple(gpus), options=LintOptions(),
                           subject=None if kernels is model.kernels else kernels)
-        if shared is not None:
-            # the file-scope declarations (`shared` lives while nothing outside kernel bodies
-            # changes) carry over to the next tree unless they hold nodes of theirs (`auto`
-            # initialisers, typed on demand): then only the chunks of one run share them
-            scope_tree, scope, portable = shared.get("file_scope", (None, None, False))
-            if scope is not None and (scope_tree is tree or portable):
-                ctx.file_scope = scope
+        kept = shared.file_scope if shared is not None else None
+        if kept is not None and (kept[0] is tree or kept[2]):
+            # the file-scope declarations carry over to the next tree unless they hold nodes of
+            # theirs (`auto` initialisers, typed on demand): then only the chunks of one run share them
+            ctx.file_scope = kept[1]
         findings = run_rules(ctx, enabled, notes)
-        if shared is not None and "file_scope" in ctx.__dict__ \
-                and shared.get("file_scope", (None, None, False))[1] is not ctx.file_scope:
+        if shared is not None and "file_scope" in ctx.__dict__ and (kept is None or kept[1] is not ctx.file_scope):
             names = ctx.file_scope.names.values()
-            shared["file_scope"] = (tree, ctx.file_scope, not any(isinstance(v, Node) for v in names))
+            shared.file_scope = (tree, ctx.file_scope, not any(isinstance(v, Node) for v in names))
         return findings
     except Exception as exc:  # noqa: BLE001 - the rules guard themselves; this guards their context
         log.warning("the lint rules failed: %s: %s", type(exc).__name__, exc)
@@ -148,19 +162,17 @@ def run_lints(data: bytes, tree: Tree, kernels: FileKernels, gpus: Sequence[Gpu]
 
 
 def lint_model(data: bytes, tree: Tree, kernels: FileKernels, lines: LineIndex | None = None,
-               shared: dict[str, Any] | None = None) -> ProgramModel:
+               shared: LintFacts | None = None) -> ProgramModel:
     """A program model for lints whose snapshot carries none (the first publication of a large
     file's top), over the file's own macros; with `shared`, the macros and top-level facts of
-    the previous call are reused (valid while nothing outside kernel bodies changed: the server
-    clears `shared` then)."""
+    the previous call are reused."""
     lines = lines or LineIndex(data)
     if shared is None:
         return program_model(SourceFile(data, tree, lines, kernels, None))
-    macros = shared.get("macros")
-    if macros is None:
-        macros = shared["macros"] = IncludeResolver().env_for(None, data)
-    model = program_model(SourceFile(data, tree, lines, kernels, macros, shared.get("top")))
-    shared["top"] = model.top
+    if shared.macros is None:
+        shared.macros = IncludeResolver().env_for(None, data)
+    model = program_model(SourceFile(data, tree, lines, kernels, shared.macros, shared.top))
+    shared.top = model.top
     return model
 
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
@@ -31,6 +31,7 @@ from perflsp.kernels.prefix import MIN_TEXT_BYTES, PREFIX_BYTES, read_prefix
 from perflsp.server import engine_adapter as engine
 from perflsp.server.analysis import AnalysisState
 from perflsp.server.documents import Snapshot
+from perflsp.server.json_types import JsonObject
 from perflsp.source.files import decode_source
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ class Opening:
     """A first publication: diagnostics of the prefix's standalone kernels, and their JSON."""
 
     diagnostics: list[lsp.Diagnostic]
-    as_json: list[dict[str, Any]]
+    as_json: list[JsonObject]
     kernels: int  # kernels analysed
 
 

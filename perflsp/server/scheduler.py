@@ -53,7 +53,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
+from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
 
 from lsprotocol import types as lsp
 
@@ -62,6 +62,7 @@ from perflsp.server.analysis import AnalysisState, Analyzer
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import kernel_name
 from perflsp.server.host import AnalysisHooks, DocumentHost, PooledHost
+from perflsp.server.json_types import JsonObject
 from perflsp.server.pool import WorkPool
 from perflsp.server.text import Change, TextState
 
@@ -102,7 +103,7 @@ class Published:
     complete: bool  # False: partial results of a long analysis
 
 
-Partial = tuple[list[lsp.Diagnostic], list[dict[str, Any]]]  # diagnostics of a partial view, and their JSON
+Partial = tuple[list[lsp.Diagnostic], list[JsonObject]]  # diagnostics of a partial view, and their JSON
 
 
 class DocumentWorker:
@@ -130,11 +131,11 @@ class DocumentWorker:
         self._settle = False
         self._settle_timer: asyncio.TimerHandle | None = None
         # the last diagnostics built (for a publication) and the extraction they show (`_unmoved`)
-        self._shown: tuple[FileKernels, list[lsp.Diagnostic], list[dict[str, Any]]] | None = None
+        self._shown: tuple[FileKernels, list[lsp.Diagnostic], list[JsonObject]] | None = None
         # a large document's opening publication (its diagnostics and their JSON), shown in the
         # partial views of edits made before its first analysis completes, above `_intact_line`
         # (the first line any edit since touched): opening.py
-        self._opening: tuple[list[lsp.Diagnostic], list[dict[str, Any]]] | None = None
+        self._opening: tuple[list[lsp.Diagnostic], list[JsonObject]] | None = None
         self._intact_line = 0
         self._continue = False  # an analysis left unfinished while a definition was held goes on
         self._continue_timer: asyncio.TimerHandle | None = None
@@ -836,7 +837,7 @@ class DocumentWorker:
         self._show(snap.kernels, snap.advice is None and snap.measured is None, items, snap.diagnostics_json)
         return items
 
-    def _unmoved(self) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]] | None:
+    def _unmoved(self) -> tuple[list[lsp.Diagnostic], list[JsonObject]] | None:
         """The last published diagnostics (and their JSON), when this run reused the last one's
         results whole (an edit inside a held definition: nothing analysed or linted anew) on the
         same lines, and none of them touches the edited line: then none moved or changed.
@@ -859,12 +860,12 @@ class DocumentWorker:
         return shown[1], shown[2]
 
     def _show(self, kernels: FileKernels, plain: bool, items: list[lsp.Diagnostic],
-              as_json: list[dict[str, Any]] | None) -> None:
+              as_json: list[JsonObject] | None) -> None:
         """Remember a publication for `_unmoved` (only one that no LLM answer or measurement
         annotated: those are built again)."""
         self._shown = None if not plain or as_json is None else (kernels, items, as_json)
 
-    def _partial_diagnostics(self, snap: Snapshot) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]]:
+    def _partial_diagnostics(self, snap: Snapshot) -> tuple[list[lsp.Diagnostic], list[JsonObject]]:
         """The diagnostics of an unfinished analysis (in the pool's thread): everything known so
         far (`Analyzer.partial_view`), annotated like a complete one."""
         from perflsp.server.features import diagnostics
@@ -884,8 +885,8 @@ class DocumentWorker:
             self._renew_partial(snap, view)
         return items, as_json
 
-    def _with_opening(self, partial: tuple[list[lsp.Diagnostic], list[dict[str, Any]]]
-                      ) -> tuple[list[lsp.Diagnostic], list[dict[str, Any]]]:
+    def _with_opening(self, partial: tuple[list[lsp.Diagnostic], list[JsonObject]]
+                      ) -> tuple[list[lsp.Diagnostic], list[JsonObject]]:
         """A partial view, with the opening publication's diagnostics of kernels it has no result
         for yet, while the document's first analysis is not complete: an edit made meanwhile
         does not take back what the opening showed. Only those above every line edited since,

@@ -10,7 +10,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pydantic import SecretStr
 
@@ -44,7 +43,7 @@ _CLIENT_KEYS = ("workspaceTrusted", "workspace_trusted", "settings", "llmApiKey"
 class Folder:
     uri: str
     path: Path | None
-    workspace_settings: dict[str, Any] = field(default_factory=dict)  # from workspace/configuration
+    workspace_settings: dict[str, object] = field(default_factory=dict)  # from workspace/configuration
     config: ResolvedConfig | None = None  # last good
     generation: int = 0
 
@@ -66,8 +65,8 @@ class WorkspaceState:
         settings = raw.get("settings", raw)
         self.init_settings = client_values(
             {k: v for k, v in settings.items() if k not in _CLIENT_KEYS} if isinstance(settings, Mapping) else {})
-        self.pushed: dict[str, Any] = {}  # settings pushed by didChangeConfiguration
-        self.session: dict[str, Any] = {}  # overrides set by commands (perflsp.setGpus)
+        self.pushed: dict[str, object] = {}  # settings pushed by didChangeConfiguration
+        self.session: dict[str, object] = {}  # overrides set by commands (perflsp.setGpus)
         self.shown: set[str] = set()  # problems already shown to the user
         self._resolvers: dict[tuple[str, tuple[str, ...]], IncludeResolver] = {}  # (folder uri, compile flags)
         self.compile_db = DiscoveredDatabases()  # each file's build flags (compile_commands.json)

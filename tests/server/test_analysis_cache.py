@@ -267,7 +267,7 @@ def test_file_scope_types_carry_over_edits_inside_kernels(auto_global):
         assert state.extracted.change == "kernel"
         snap = analyse(state, analyzer)
         assert diagnostic_keys(build(snap)) == fresh(state)
-    shared = analyzer._lint_facts.get("file_scope")
+    shared = analyzer._lint_facts.file_scope
     assert shared is not None and shared[2] is (not auto_global)
 
 
