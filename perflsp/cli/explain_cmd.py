@@ -53,6 +53,7 @@ class Selected:
     tree: Any
     kernels: Any  # FileKernels
     reports: list  # KernelReport, in file order
+    model: Any = None  # the ProgramModel the reports were analysed over (the LLM question queries it)
     note: str | None = None  # how LINE was matched, when not exactly
 
 
@@ -156,10 +157,11 @@ def _select(path: Path, line: int | None, gpu, compile_device_code: bool = True)
         if compiler is not None:
             compiler.close()
     data, tree, kernels = prepared.data, prepared.tree, prepared.kernels
-    reports = sorted(FileAnalysis.of(prepared).reports([gpu]), key=lambda r: r.kernel.span.start_byte)
+    analysis = FileAnalysis.of(prepared)
+    reports = sorted(analysis.reports([gpu]), key=lambda r: r.kernel.span.start_byte)
     if not reports:
         fail(f"{path}: no CUDA kernel or OpenMP target region found")
-    selected = Selected(path, data, tree, kernels, reports)
+    selected = Selected(path, data, tree, kernels, reports, analysis.model_if_built())
     if line is None:
         return selected
     total_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
@@ -198,7 +200,8 @@ async def _with_llm(selected: Selected, gpu, advisor, as_json: bool) -> int:
     from perflsp.llm.sanitize import InertMarkdown
 
     task: Literal["verdict", "explain"] = "verdict" if as_json else "explain"
-    questions = [question_for(r, r.estimates[0], gpu, selected.data, selected.kernels, task, tree=selected.tree)
+    questions = [question_for(r, r.estimates[0], gpu, selected.data, selected.kernels, task, tree=selected.tree,
+                              model=selected.model)
                  for r in selected.reports]
     failures = 0
     try:

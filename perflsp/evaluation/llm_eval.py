@@ -40,6 +40,7 @@ from perflsp.evaluation.run import Prediction, Score, _LaunchIndex, score
 from perflsp.hardware.models import Gpu
 from perflsp.kernels.compile_db import CompileDatabase
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite
+from perflsp.kernels.program import ProgramModel
 from perflsp.llm.advisor import Advisor, AdvisorResult
 from perflsp.llm.prompts import PromptTooLarge
 from perflsp.llm.questions import question_for
@@ -61,6 +62,7 @@ class RowAnalysis:
     data: bytes = b""
     tree: Tree | None = None
     reason: str | None = None  # why there is no report (not located, engine error)
+    model: ProgramModel | None = None  # the program model the report was analysed over
 
 
 class RowAnalyzer:
@@ -92,8 +94,9 @@ class RowAnalyzer:
         options = AnalysisOptions(argv=argv, launch_override=override, include_env=program.options.include_env,
                                   external_launches=external, cost=self.cost)
         # the one pipeline: an engine failure comes back as an `uncertain` report naming it
-        report = FileAnalysis.of(program, options).report(located.kernel, [self.gpu])
-        return RowAnalysis(row, report, file, data, tree)
+        analysis = FileAnalysis.of(program, options)
+        report = analysis.report(located.kernel, [self.gpu])
+        return RowAnalysis(row, report, file, data, tree, model=analysis.model_if_built())
 
     def question(self, analysis: RowAnalysis, task: str = "verdict") -> KernelQuestion | None:
         """The question the advisor gets for an analysed row, or None when it has no report."""
@@ -106,6 +109,7 @@ class RowAnalyzer:
             kernel_id=f"{row.file}#{row.kernel}@{row.line}",
             tree=analysis.tree,
             extra_launch_sites=row_launch_facts(row),
+            model=analysis.model,
         )
 
 

@@ -29,6 +29,7 @@ from perflsp.kernels.models import (
     LaunchSite,
     OmpRegion,
 )
+from perflsp.kernels.program import ProgramModel, SourceFile, program_model
 from perflsp.llm.request import (
     Definition,
     DeviceFunction,
@@ -40,6 +41,7 @@ from perflsp.llm.request import (
     Task,
 )
 from perflsp.source.parser import parse
+from perflsp.source.positions import LineIndex
 
 MIB = 1024 * 1024
 MAX_LAUNCH_SITES = 4  # more sites of one kernel rarely add anything; the renderer trims to 2 anyway
@@ -50,10 +52,8 @@ MAX_LOOPS = 6
 MAX_ARGS = 8
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^;{}()]*>\s*)?\(")
 _COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.DOTALL)
 _COMMENT_STRING_OR_SPACES = re.compile(_COMMENT_OR_STRING.pattern + r"|[ \t]{2,}", re.DOTALL)
-_KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "sizeof", "do", "else", "case"})
 
 
 def question_for(
@@ -68,18 +68,25 @@ def question_for(
     tree: Tree | None = None,
     measured: MeasuredFacts | None = None,
     extra_launch_sites: Sequence[LaunchSiteFacts] = (),
+    model: ProgramModel | None = None,
 ) -> KernelQuestion:
     """The question about `report.kernel` on `gpu`, given the engine's `gpu_estimate` for it.
 
     `data` is the file's text as the engine saw it (the bytes the spans point into); `tree` its
     parse, when the caller has one (else it is parsed here, for the file-scope definitions).
     `kernel_id` defaults to "<path>#<kernel name>". `extra_launch_sites` adds launch facts known
-    from outside the file (a launch shape from a profiler run, the program's arguments).
+    from outside the file (a launch shape from a profiler run, the program's arguments). `model`:
+    the file's program model, which the analysis read (the device functions the kernel calls are
+    found through its call index); without one, one is built over `data` and `file_kernels`.
     """
     kernel = report.kernel
     raw = data if isinstance(data, bytes) else data.encode("utf-8")
     source, first_line = kernel_text(raw, kernel)
-    callees = device_callees(raw, kernel, file_kernels, source)
+    if tree is None:
+        tree = model.tree if model is not None else parse(raw)
+    if model is None or (model.data is not raw and model.data != raw):  # (the spans point into `raw`)
+        model = program_model(SourceFile(raw, tree, LineIndex(raw), file_kernels, None))
+    callees = device_callees(model, kernel)
     language: Literal["cuda", "omp"] = "omp" if isinstance(kernel, OmpRegion) else "cuda"
     sites = [_launch_facts(raw, site, kernel) for site in report.launches[:MAX_LAUNCH_SITES]]
     if isinstance(kernel, OmpRegion):
@@ -88,7 +95,7 @@ def question_for(
             sites.append(omp)
     sites = _unique(sites + list(extra_launch_sites))
     used_text = "\n".join([source, *(f.source for f in callees), *(s.text for s in sites)])
-    definitions = file_definitions(raw, tree if tree is not None else parse(raw), used_text, kernel)
+    definitions = file_definitions(raw, tree, used_text, kernel)
     # an OpenMP region is named by its function: its line (in `report.name`) must stay out of the
     # prompt, or moving the region would re-ask the model
     name = report.name if isinstance(kernel, CudaFunction) else (kernel.function or "<file scope>")
@@ -149,49 +156,43 @@ def _strip_comments(text: str) -> str:
     return _COMMENT_OR_STRING.sub(" ", text)
 
 
-def called_names(text: str) -> list[str]:
-    """Names in call position (`f(`, `f<T>(`), in order of first appearance."""
-    seen: dict[str, None] = {}
-    for match in _CALL.finditer(_strip_comments(text)):
-        name = match.group(1)
-        if name not in _KEYWORDS:
-            seen.setdefault(name, None)
-    return list(seen)
+def device_callees(model: ProgramModel, kernel: CudaFunction | OmpRegion) -> list[DeviceFunction]:
+    """`__device__` functions of the file that `kernel` calls, directly or through each other, as
+    the program model's call index finds them (call expressions of the tree: a name in a comment,
+    a string or a declaration is no call).
 
-
-def device_callees(
-    data: bytes, kernel: CudaFunction | OmpRegion, file_kernels: FileKernels, source: str | None = None
-) -> list[DeviceFunction]:
-    """`__device__` functions of the file that `kernel` calls, directly or through each other.
-
-    Breadth first, so direct callees come first (the renderer drops from the end when a prompt is
-    over budget). Overloads sharing a called name are all included; matching is by name only.
+    Breadth first, so direct callees come first, each level in the order of its first call (the
+    renderer drops from the end when a prompt is over budget). Overloads sharing a called name are
+    all included; matching is by name only.
     """
     by_name: dict[str, list[CudaFunction]] = {}
-    for fn in file_kernels.device_functions:
+    for fn in model.kernels.device_functions:
         by_name.setdefault(fn.name, []).append(fn)
+    own = kernel.name if isinstance(kernel, CudaFunction) else None
+    by_name.pop(own or "", None)
     if not by_name:
         return []
-    if source is None:
-        source = kernel_text(data, kernel)[0]
-    own = kernel.name if isinstance(kernel, CudaFunction) else None
+    data = model.data
     out: list[DeviceFunction] = []
     seen_spans: set[tuple[int, int]] = set()
-    queue = [n for n in called_names(source) if n != own]
-    visited: set[str] = set()
-    while queue:
-        name = queue.pop(0)
-        if name in visited:
-            continue
-        visited.add(name)
-        for fn in by_name.get(name, []):
-            key = (fn.span.start_byte, fn.span.end_byte)
-            if key in seen_spans:
-                continue
-            seen_spans.add(key)
-            body = _code_only(data[fn.span.start_byte : fn.span.end_byte].decode("utf-8", errors="replace"))
-            out.append(DeviceFunction(name=fn.name, source=body))
-            queue.extend(n for n in called_names(body) if n not in visited and n != own)
+    level = [(kernel.span.start_byte, kernel.span.end_byte)]
+    while level and by_name:
+        called: list[tuple[int, str]] = []
+        for name in by_name:
+            first = min((c.start_byte for c in model.calls_to(name)
+                         if any(a <= c.start_byte < b for a, b in level)), default=None)
+            if first is not None:
+                called.append((first, name))
+        level = []
+        for _, name in sorted(called):
+            for fn in by_name.pop(name):
+                key = (fn.span.start_byte, fn.span.end_byte)
+                if key in seen_spans:
+                    continue
+                seen_spans.add(key)
+                body = _code_only(data[fn.span.start_byte : fn.span.end_byte].decode("utf-8", errors="replace"))
+                out.append(DeviceFunction(name=fn.name, source=body))
+                level.append(key)
     return out
 
 

@@ -303,7 +303,8 @@ class AdviceService:
                     continue
                 try:
                     question = question_for(report, estimate, gpu, snap.data, snap.kernels, "verdict",
-                                            kernel_id=kernel_id(snap.uri, name, gpu.id), tree=snap.tree)
+                                            kernel_id=kernel_id(snap.uri, name, gpu.id), tree=snap.tree,
+                                            model=snap.model)
                 except Exception:  # a question that cannot be built leaves the static verdict
                     log.exception("cannot build the LLM question for %s on %s", name, gpu.name)
                     continue
@@ -413,7 +414,7 @@ class AdviceService:
         estimate = next(e for e in report.estimates if e.gpu == gpu.name)
         name = kernel_name(report.kernel)
         return question_for(report, estimate, gpu, snap.data, snap.kernels, task,
-                            kernel_id=kernel_id(snap.uri, name, gpu.id), tree=snap.tree)
+                            kernel_id=kernel_id(snap.uri, name, gpu.id), tree=snap.tree, model=snap.model)
 
 
 __all__ = ["AdviceHost", "AdviceService", "Asked", "DocumentAdvice", "InFlight", "SnapshotAdvice", "decision_for", "kernel_id",

@@ -13,9 +13,11 @@ from perflsp.analysis.notes import Note, NoteKind, NoteSource, texts
 from perflsp.hardware import load_database
 from perflsp.kernels.extract import extract
 from perflsp.kernels.includes import IncludeResolver
+from perflsp.kernels.program import SourceFile, program_model
 from perflsp.llm.prompts import PromptRenderer
-from perflsp.llm.questions import called_names, question_for
+from perflsp.llm.questions import device_callees, question_for
 from perflsp.source.parser import parse
+from perflsp.source.positions import LineIndex
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU = load_database().get("RTX 3080")
@@ -133,8 +135,24 @@ def test_synthetic_call_graph_recursion_and_comments(tmp_path):
     assert q.launch_sites[0].values == {"grid": "4", "block": "32"}
 
 
-def test_called_names():
-    assert called_names("a(b(1)); if (x) c<float, 4>(y); // d(z)\n\"e(\"") == ["a", "b", "c"]
+def test_device_callees_are_the_calls_the_model_finds():
+    """Callees come from the program model's call index: calls of the tree, breadth first in the
+    order of their first call; a name in a comment, a string or a declaration is no call."""
+    src = (b"__device__ float leaf(float x) { return x * 2; }\n"
+           b"__device__ float mid(float x) { return leaf(x) + 1; }\n"
+           b"__device__ float other(float x) { return x; }\n"
+           b"__device__ float unused(float x) { return x; }\n"
+           b"__global__ void k(float *y) {\n"
+           b"  // unused(y[0]) in a comment\n"
+           b"  const char *s = \"unused(\";\n"
+           b"  float other(float);\n"
+           b"  y[0] = mid(y[0]) + other(y[1]);\n"
+           b"}\n")
+    tree = parse(src)
+    kernels = extract(src, tree, "c.cu")
+    model = program_model(SourceFile(src, tree, LineIndex(src), kernels, None))
+    kernel = next(k for k in kernels.kernels if k.name == "k")
+    assert [f.name for f in device_callees(model, kernel)] == ["mid", "other", "leaf"]
 
 
 def test_assumptions_use_listing_lines(tmp_path):
