@@ -14,10 +14,10 @@ from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_values import DIM_NAMES, THREAD_ATOMS, UNKNOWN_VAL, Access, Val
 
 if TYPE_CHECKING:
-    from perflsp.analysis.walker import KernelWalker
+    from perflsp.analysis.walk_api import Walker
 
 
-def record_access(walker: KernelWalker, base: Val, index_lin: Linear, elem: CType, is_store: bool, node: Node,
+def record_access(walker: Walker, base: Val, index_lin: Linear, elem: CType, is_store: bool, node: Node,
                   atomic: bool = False) -> None:
     if base.space in (None, "local") or base.root is None:
         return
@@ -61,7 +61,7 @@ def record_access(walker: KernelWalker, base: Val, index_lin: Linear, elem: CTyp
         walker.counts.atomics += walker.mult
 
 
-def eval_field(walker: KernelWalker, node: Node) -> Val:
+def eval_field(walker: Walker, node: Node) -> Val:
     arg = node.child_by_field_name("argument")
     field_name = walker.text(node.child_by_field_name("field"))
     base_text = walker.text(arg)
@@ -122,7 +122,7 @@ def member_type(base: CType, field_name: str) -> CType:
     return UNKNOWN
 
 
-def record_store(walker: KernelWalker, node: Node | None, value: Val) -> None:
+def record_store(walker: Walker, node: Node | None, value: Val) -> None:
     if node is None:
         return
     if node.type == "subscript_expression":
@@ -148,7 +148,7 @@ def record_store(walker: KernelWalker, node: Node | None, value: Val) -> None:
             record_store(walker, child, value)
 
 
-def subscript_address(walker: KernelWalker, node: Node) -> tuple[Val | None, Linear, CType]:
+def subscript_address(walker: Walker, node: Node) -> tuple[Val | None, Linear, CType]:
     """(array base, element index, element type) of `a[i]` / `a[i][j]` without loading."""
     arg = node.child_by_field_name("argument")
     indices = node.child_by_field_name("indices")
@@ -166,7 +166,7 @@ def subscript_address(walker: KernelWalker, node: Node) -> tuple[Val | None, Lin
     return base, lin, base.ctype.deref()
 
 
-def partial_subscript(walker: KernelWalker, node: Node) -> Val:
+def partial_subscript(walker: Walker, node: Node) -> Val:
     """`a[i]` where `a` is a multi-dimensional array: an address, not a load."""
     base, lin, elem = subscript_address(walker, node)
     if base is None or base.root is None:
@@ -178,7 +178,7 @@ def partial_subscript(walker: KernelWalker, node: Node) -> Val:
     return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False), base.root + "[]", base.space)
 
 
-def eval_subscript(walker: KernelWalker, node: Node) -> Val:
+def eval_subscript(walker: Walker, node: Node) -> Val:
     base, lin, elem = subscript_address(walker, node)
     if base is None:
         return Val(UNKNOWN, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
@@ -190,7 +190,7 @@ def eval_subscript(walker: KernelWalker, node: Node) -> Val:
     return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
 
 
-def eval_pointer(walker: KernelWalker, node: Node) -> Val:
+def eval_pointer(walker: Walker, node: Node) -> Val:
     op = walker.text(node.child_by_field_name("operator"))
     arg_node = node.child_by_field_name("argument")
     if op == "&":

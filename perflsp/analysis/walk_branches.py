@@ -14,10 +14,10 @@ from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_values import Val
 
 if TYPE_CHECKING:
-    from perflsp.analysis.walker import KernelWalker
+    from perflsp.analysis.walk_api import Walker
 
 
-def walk_if(walker: KernelWalker, node: Node) -> None:
+def walk_if(walker: Walker, node: Node) -> None:
     cond = node.child_by_field_name("condition")
     if walker.size_parameters:
         learn_sizes(walker, cond)
@@ -39,7 +39,7 @@ def walk_if(walker: KernelWalker, node: Node) -> None:
     walker.exited_share = weight if alternative is None and jumps_away(consequence) else 0.0
 
 
-def learn_sizes(walker: KernelWalker, cond: Node | None) -> None:
+def learn_sizes(walker: Walker, cond: Node | None) -> None:
     """A bounds guard of the thread index against a size parameter (`if (i < n)`, `if (i >= n)
     return;`, joined by `&&`/`||`) says the launch covers that size: at an assumed launch shape,
     the parameter is the number of distinct indices the threads reach (so that a later
@@ -76,7 +76,7 @@ def learn_sizes(walker: KernelWalker, cond: Node | None) -> None:
             learn_size(walker, name, extent)
 
 
-def learn_size(walker: KernelWalker, name: str, extent: float) -> None:
+def learn_size(walker: Walker, name: str, extent: float) -> None:
     """Bind the size parameter `name` (still unknown) to the extent the threads cover."""
     current = walker.lookup(name) if name in walker.size_parameters else None
     if current is None or current.value is not None or not current.ctype.is_int:
@@ -88,7 +88,7 @@ def learn_size(walker: KernelWalker, name: str, extent: float) -> None:
                           f"{extent:,.0f}", subject=name, value=extent, unit="threads"))
 
 
-def branch_weight(walker: KernelWalker, cond: Node | None, cval: Val) -> float:
+def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
     """Fraction of work items that take the `then` arm."""
     text = walker.text(cond)
     thread_atoms = {a for a in cval.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz") or a.startswith("o")}
@@ -109,7 +109,7 @@ def branch_weight(walker: KernelWalker, cond: Node | None, cval: Val) -> float:
     return walker.cost.branch_weight
 
 
-def out_of_bounds_test(walker: KernelWalker, cond: Node | None) -> bool:
+def out_of_bounds_test(walker: Walker, cond: Node | None) -> bool:
     """Whether a bounds guard holds for the few items outside the bounds: a thread index
     above a runtime size (`i >= n`, `n <= i`) or below zero (`i < 0`), joined by `||`
     (`x >= w || y >= h`) or `&&`; False for `i < n`, `i > 0` and anything unclear."""
@@ -144,7 +144,7 @@ def out_of_bounds_test(walker: KernelWalker, cond: Node | None) -> bool:
     return index_above  # a size: `i >= n` holds past the end
 
 
-def walk_switch(walker: KernelWalker, node: Node) -> None:
+def walk_switch(walker: Walker, node: Node) -> None:
     walker.eval(node.child_by_field_name("condition"))
     body = node.child_by_field_name("body")
     if body is None:

@@ -21,10 +21,10 @@ from perflsp.analysis.walk_tensor import matrix_sync, mma_sync
 from perflsp.analysis.walk_values import IDENT, MAX_INLINE_DEPTH, OMP_THREAD_API, UNKNOWN_VAL, Callee, Val
 
 if TYPE_CHECKING:
-    from perflsp.analysis.walker import KernelWalker
+    from perflsp.analysis.walk_api import Walker
 
 
-def eval_call(walker: KernelWalker, node: Node) -> Val:
+def eval_call(walker: Walker, node: Node) -> Val:
     walker.call_line = walker.line(node)
     fn = node.child_by_field_name("function")
     args_node = node.child_by_field_name("arguments")
@@ -45,7 +45,7 @@ def eval_call(walker: KernelWalker, node: Node) -> Val:
     return user_call(walker, fn, simple, args)
 
 
-def method_call(walker: KernelWalker, fn: Node, arg_nodes: list[Node]) -> Val:
+def method_call(walker: Walker, fn: Node, arg_nodes: list[Node]) -> Val:
     """`v.load()`, `cg::this_grid().sync()`: evaluate the object, unknown result."""
     obj = walker.eval(fn.child_by_field_name("argument"))
     method = walker.text(fn.child_by_field_name("field"))
@@ -59,7 +59,7 @@ def method_call(walker: KernelWalker, fn: Node, arg_nodes: list[Node]) -> Val:
     return Val(UNKNOWN, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
 
 
-def call_on_nodes(walker: KernelWalker, node: Node, name: str, simple: str, arg_nodes: list[Node]) -> Val | None:
+def call_on_nodes(walker: Walker, node: Node, name: str, simple: str, arg_nodes: list[Node]) -> Val | None:
     """Calls that read their argument nodes themselves (casts, atomics, tensor cores, cache
     hints, the OpenMP thread API); None for any other call."""
     if simple in ("reinterpret_cast", "static_cast", "const_cast", "dynamic_cast") and arg_nodes:
@@ -97,7 +97,7 @@ def call_on_nodes(walker: KernelWalker, node: Node, name: str, simple: str, arg_
     return None
 
 
-def math_call(walker: KernelWalker, simple: str, args: list[Val]) -> Val | None:
+def math_call(walker: Walker, simple: str, args: list[Val]) -> Val | None:
     """Synchronisation, warp intrinsics, math library and half-precision intrinsics; None for
     any other call."""
     if simple in costs.SYNC_FUNCTIONS:
@@ -134,7 +134,7 @@ def math_call(walker: KernelWalker, simple: str, args: list[Val]) -> Val | None:
     return None
 
 
-def builtin_call(walker: KernelWalker, simple: str, args: list[Val]) -> Val | None:
+def builtin_call(walker: Walker, simple: str, args: list[Val]) -> Val | None:
     """min/max/abs, vector constructors, conversion intrinsics and functional casts; None for
     any other call."""
     if simple in _MIN_MAX_ABS:
@@ -161,7 +161,7 @@ def builtin_call(walker: KernelWalker, simple: str, args: list[Val]) -> Val | No
     return None
 
 
-def user_call(walker: KernelWalker, fn: Node | None, simple: str, args: list[Val]) -> Val:
+def user_call(walker: Walker, fn: Node | None, simple: str, args: list[Val]) -> Val:
     """A `__device__` function, inlined when visible; otherwise a function of its inputs."""
     local = walker.lambdas.get(simple) if fn is not None and fn.type == "identifier" else None
     if local is not None and simple not in walker.inline_stack and len(walker.inline_stack) < MAX_INLINE_DEPTH:
@@ -185,7 +185,7 @@ def user_call(walker: KernelWalker, fn: Node | None, simple: str, args: list[Val
     return Val(ctype, None, Linear(nonlinear=atoms_of(args) or frozenset({"data"}), const_known=False))
 
 
-def eval_atomic(walker: KernelWalker, node: Node, arg_nodes: list[Node]) -> Val:
+def eval_atomic(walker: Walker, node: Node, arg_nodes: list[Node]) -> Val:
     if not arg_nodes:
         return UNKNOWN_VAL
     ptr = walker.eval(arg_nodes[0])
@@ -199,7 +199,7 @@ def eval_atomic(walker: KernelWalker, node: Node, arg_nodes: list[Node]) -> Val:
     return Val(vals[0].ctype if vals else elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
 
 
-def inline_call(walker: KernelWalker, name: str, callee: Callee, args: list[Val], template_args: list[Node] | None = None,
+def inline_call(walker: Walker, name: str, callee: Callee, args: list[Val], template_args: list[Node] | None = None,
                 captures: dict[str, Val] | list[dict[str, Val]] | None = None) -> Val:
     """Walk `callee`'s body with its parameters bound to `args`; a lambda's body also sees
     `captures` (the scopes it was defined in, or a launch site's variables)."""
@@ -324,7 +324,7 @@ def _template_param_name(param: Node, data: bytes) -> str | None:
     return data[name.start_byte : name.end_byte].decode("utf-8", "replace") if name is not None else None
 
 
-def _declared_name(walker: KernelWalker, param: Node) -> str | None:
+def _declared_name(walker: Walker, param: Node) -> str | None:
     node = param.child_by_field_name("declarator")
     while node is not None and node.type not in ("identifier",):
         nxt = node.child_by_field_name("declarator")

@@ -19,18 +19,18 @@ from perflsp.analysis.walk_branches import branch_weight
 from perflsp.analysis.walk_values import HIP_BUILTINS, THREAD_ATOMS, UNKNOWN_VAL, Val
 
 if TYPE_CHECKING:
-    from perflsp.analysis.walker import KernelWalker
+    from perflsp.analysis.walk_api import Walker
 
 
-def eval_number(walker: KernelWalker, node: Node) -> Val:
+def eval_number(walker: Walker, node: Node) -> Val:
     return number_literal(walker.text(node))
 
 
-def eval_identifier(walker: KernelWalker, node: Node) -> Val:
+def eval_identifier(walker: Walker, node: Node) -> Val:
     return identifier_named(walker, walker.text(node))
 
 
-def identifier_named(walker: KernelWalker, name: str) -> Val:
+def identifier_named(walker: Walker, name: str) -> Val:
     val = walker.lookup(name)
     if val is not None:
         return val
@@ -61,7 +61,7 @@ def identifier_named(walker: KernelWalker, name: str) -> Val:
     return Val(UNKNOWN, None, Linear(const_known=False))
 
 
-def eval_parenthesized(walker: KernelWalker, node: Node) -> Val:
+def eval_parenthesized(walker: Walker, node: Node) -> Val:
     inner = [c for c in node.named_children if c.type != "comment"]
     val = UNKNOWN_VAL
     for child in inner:
@@ -69,14 +69,14 @@ def eval_parenthesized(walker: KernelWalker, node: Node) -> Val:
     return val
 
 
-def eval_comma(walker: KernelWalker, node: Node) -> Val:
+def eval_comma(walker: Walker, node: Node) -> Val:
     val = UNKNOWN_VAL
     for child in node.named_children:
         val = walker.eval(child)
     return val
 
 
-def eval_binary(walker: KernelWalker, node: Node) -> Val:
+def eval_binary(walker: Walker, node: Node) -> Val:
     op = walker.text(node.child_by_field_name("operator"))
     left_node = node.child_by_field_name("left")
     misparsed = misparsed_cast(walker, left_node)
@@ -90,7 +90,7 @@ def eval_binary(walker: KernelWalker, node: Node) -> Val:
     return combine_values(walker, op, left, right)
 
 
-def misparsed_cast(walker: KernelWalker, node: Node | None) -> tuple[Val, str, Node] | None:
+def misparsed_cast(walker: Walker, node: Node | None) -> tuple[Val, str, Node] | None:
     """`(name) + x` where `name` is a variable: the grammar reads a cast of `+x`."""
     if node is None or node.type != "cast_expression":
         return None
@@ -105,7 +105,7 @@ def misparsed_cast(walker: KernelWalker, node: Node | None) -> tuple[Val, str, N
     return variable, op, argument
 
 
-def combine_values(walker: KernelWalker, op: str, left: Val, right: Val) -> Val:
+def combine_values(walker: Walker, op: str, left: Val, right: Val) -> Val:
     value = fold_binary(op, left.value, right.value)
     if op in ("&&", "||"):
         return Val(BOOL, value, Linear(const_known=value is not None, const=value or 0.0,
@@ -136,7 +136,7 @@ def combine_values(walker: KernelWalker, op: str, left: Val, right: Val) -> Val:
     return Val(ctype, value, lin, static=static)
 
 
-def count_binary(walker: KernelWalker, op: str, ctype: CType, left: Val, right: Val) -> None:
+def count_binary(walker: Walker, op: str, ctype: CType, left: Val, right: Val) -> None:
     if ctype.kind == "f64" and op == "*" and exact_float_scale(left, right):
         ctype = F32  # float × 0.5 is exact in float: nvcc keeps it single precision
     if op in ("/", "%"):
@@ -165,7 +165,7 @@ def count_binary(walker: KernelWalker, op: str, ctype: CType, left: Val, right: 
             walker.count_op(ctype if not ctype.is_float else INT, 1.0)
 
 
-def eval_unary(walker: KernelWalker, node: Node) -> Val:
+def eval_unary(walker: Walker, node: Node) -> Val:
     op = walker.text(node.child_by_field_name("operator"))
     arg = walker.eval(node.child_by_field_name("argument"))
     if arg.value is not None:
@@ -183,7 +183,7 @@ def eval_unary(walker: KernelWalker, node: Node) -> Val:
     return Val(arg.ctype if op != "!" else BOOL, None, arg.lin.opaque())
 
 
-def eval_update(walker: KernelWalker, node: Node) -> Val:
+def eval_update(walker: Walker, node: Node) -> Val:
     target = node.child_by_field_name("argument")
     val = lvalue_load(walker, target, compound=True)
     walker.count_op(val.ctype if val.ctype.kind != "unknown" else INT, 1.0)
@@ -196,7 +196,7 @@ def eval_update(walker: KernelWalker, node: Node) -> Val:
     return val
 
 
-def eval_assignment(walker: KernelWalker, node: Node) -> Val:
+def eval_assignment(walker: Walker, node: Node) -> Val:
     left = node.child_by_field_name("left")
     op = walker.text(node.child_by_field_name("operator"))
     right = walker.eval(node.child_by_field_name("right"))
@@ -226,7 +226,7 @@ def eval_assignment(walker: KernelWalker, node: Node) -> Val:
     return right
 
 
-def lvalue_type(walker: KernelWalker, node: Node | None) -> Val:
+def lvalue_type(walker: Walker, node: Node | None) -> Val:
     if node is None:
         return UNKNOWN_VAL
     if node.type == "identifier":
@@ -234,14 +234,14 @@ def lvalue_type(walker: KernelWalker, node: Node | None) -> Val:
     return UNKNOWN_VAL
 
 
-def lvalue_load(walker: KernelWalker, node: Node | None, compound: bool) -> Val:
+def lvalue_load(walker: Walker, node: Node | None, compound: bool) -> Val:
     """Read an lvalue (for `+=`, `++`): counts the load of an array element."""
     if node is None:
         return UNKNOWN_VAL
     return walker.eval(node)
 
 
-def eval_cast(walker: KernelWalker, node: Node) -> Val:
+def eval_cast(walker: Walker, node: Node) -> Val:
     type_text = walker.text(node.child_by_field_name("type"))
     value_node = node.child_by_field_name("value")
     misparsed = misparsed_cast(walker, node)
@@ -260,7 +260,7 @@ def eval_cast(walker: KernelWalker, node: Node) -> Val:
                static=val.static)
 
 
-def eval_conditional(walker: KernelWalker, node: Node) -> Val:
+def eval_conditional(walker: Walker, node: Node) -> Val:
     cond = walker.eval(node.child_by_field_name("condition"))
     saved = walker.mult
     if cond.known:
@@ -278,7 +278,7 @@ def eval_conditional(walker: KernelWalker, node: Node) -> Val:
                a.root or b.root, a.space or b.space)
 
 
-def eval_sizeof(walker: KernelWalker, node: Node) -> Val:
+def eval_sizeof(walker: Walker, node: Node) -> Val:
     type_node = node.child_by_field_name("type")
     ctype = parse_type(walker.text(type_node), walker.aliases) if type_node is not None else UNKNOWN
     value_node = node.child_by_field_name("value")
@@ -295,7 +295,7 @@ def eval_sizeof(walker: KernelWalker, node: Node) -> Val:
     return Val(LONG, size, Linear.constant(size), static=True)
 
 
-def eval_initializer_list(walker: KernelWalker, node: Node) -> Val:
+def eval_initializer_list(walker: Walker, node: Node) -> Val:
     for child in node.named_children:
         walker.eval(child)
     return UNKNOWN_VAL

@@ -19,10 +19,10 @@ from perflsp.analysis.walk_profile import begin_profile_loop, end_profile_loop
 from perflsp.analysis.walk_values import IDENT, LoopOrigin, Val
 
 if TYPE_CHECKING:
-    from perflsp.analysis.walker import KernelWalker
+    from perflsp.analysis.walk_api import Walker
 
 
-def walk_for(walker: KernelWalker, node: Node) -> None:
+def walk_for(walker: Walker, node: Node) -> None:
     walker.scopes.append({})
     try:
         init = node.child_by_field_name("initializer")
@@ -44,7 +44,7 @@ def walk_for(walker: KernelWalker, node: Node) -> None:
         walker.scopes.pop()
 
 
-def condition_variable(walker: KernelWalker, cond: Node | None) -> tuple[str | None, Val | None]:
+def condition_variable(walker: Walker, cond: Node | None) -> tuple[str | None, Val | None]:
     """The variable a loop condition compares (`i < n` -> i), when it is already bound."""
     while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") \
             and cond.named_child_count == 1:
@@ -60,7 +60,7 @@ def condition_variable(walker: KernelWalker, cond: Node | None) -> tuple[str | N
     return None, None
 
 
-def loop_init(walker: KernelWalker, init: Node | None) -> tuple[str | None, Val | None]:
+def loop_init(walker: Walker, init: Node | None) -> tuple[str | None, Val | None]:
     if init is None:
         return None, None
     if init.type == "declaration":
@@ -79,7 +79,7 @@ def loop_init(walker: KernelWalker, init: Node | None) -> tuple[str | None, Val 
     return None, None
 
 
-def trip_count(walker: KernelWalker, var: str | None, start: Val | None, cond: Node | None, update: Node | None,
+def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | None, update: Node | None,
                loop: Node) -> tuple[float, LoopOrigin, str, Val | None]:
     """(trip count per work item, origin, note, step value); sets `trip_is_static` when the
     compiler knows the trip count too (it can then unroll the loop)."""
@@ -185,7 +185,7 @@ def trip_count(walker: KernelWalker, var: str | None, start: Val | None, cond: N
 _COMPARISONS = ("<", "<=", ">", ">=", "!=")
 
 
-def conjunction_trip_count(walker: KernelWalker, var: str, start: Val | None, cond: Node, update: Node | None,
+def conjunction_trip_count(walker: Walker, var: str, start: Val | None, cond: Node, update: Node | None,
                            loop: Node) -> tuple[float, LoopOrigin, str, Val | None]:
     """`i < n && i < limit` (`row < max_row && row < h`, `k < K && !found`): the loop stops at
     the first bound it reaches, the fewest iterations of the comparisons of its counter whose
@@ -223,14 +223,14 @@ def conjunction_trip_count(walker: KernelWalker, var: str, start: Val | None, co
     return trip, origin, note, step
 
 
-def _compares_counter(walker: KernelWalker, var: str, node: Node) -> bool:
+def _compares_counter(walker: Walker, var: str, node: Node) -> bool:
     """Whether `node` compares the loop counter `var` with something (`i < n`, `n > i`)."""
     if node.type != "binary_expression" or walker.text(node.child_by_field_name("operator")) not in _COMPARISONS:
         return False
     return var in (walker.text(node.child_by_field_name("left")), walker.text(node.child_by_field_name("right")))
 
 
-def _bound_known(walker: KernelWalker, var: str, node: Node) -> bool:
+def _bound_known(walker: Walker, var: str, node: Node) -> bool:
     """Whether the other side of the comparison `node` of the counter `var` folds to a value."""
     left = node.child_by_field_name("left")
     bound = node.child_by_field_name("right") if walker.text(left) == var else left
@@ -245,7 +245,7 @@ def _bound_known(walker: KernelWalker, var: str, node: Node) -> bool:
     return value is not None
 
 
-def stride_extent(walker: KernelWalker) -> float:
+def stride_extent(walker: Walker) -> float:
     """The smallest stride of a grid-stride loop: the threads of one launch dimension
     (`gridDim.x * blockDim.x` in a grid whose `y` picks the row or the dimension)."""
     if walker.launch.grid is None or walker.launch.block is None:
@@ -254,7 +254,7 @@ def stride_extent(walker: KernelWalker) -> float:
     return min(extents) if extents else 1.0
 
 
-def loop_step(walker: KernelWalker, var: str, update: Node | None) -> tuple[str | None, Val | None]:
+def loop_step(walker: Walker, var: str, update: Node | None) -> tuple[str | None, Val | None]:
     if update is None:
         return None, None
     if update.type == "comma_expression":
@@ -305,7 +305,7 @@ def loop_step(walker: KernelWalker, var: str, update: Node | None) -> tuple[str 
     return None, None
 
 
-def run_loop(walker: KernelWalker, node: Node, var: str | None, start: Val | None, step: Val | None, trip: float,
+def run_loop(walker: Walker, node: Node, var: str | None, start: Val | None, step: Val | None, trip: float,
              origin: LoopOrigin, note: str, cond: Node | None, update: Node | None, body: Node | None,
              unrolled: bool = False) -> None:
     """Walk a loop body `trip` times. An unrolled loop has no counter or compare, and the
@@ -383,7 +383,7 @@ def step_expressions(body: Node | None, update: Node | None) -> list[Node]:
     return found
 
 
-def stepped_names(walker: KernelWalker, body: Node | None, var: str | None, update: Node | None = None) -> list[str]:
+def stepped_names(walker: Walker, body: Node | None, var: str | None, update: Node | None = None) -> list[str]:
     names = []
     for expression in step_expressions(body, update):
         target = expression.child_by_field_name("left") if expression.type == "assignment_expression" \
@@ -393,7 +393,7 @@ def stepped_names(walker: KernelWalker, body: Node | None, var: str | None, upda
     return names
 
 
-def induction_variables(walker: KernelWalker, body: Node | None, var: str | None, atom: str, update: Node | None = None) -> list[str]:
+def induction_variables(walker: Walker, body: Node | None, var: str | None, atom: str, update: Node | None = None) -> list[str]:
     """Variables the body or the update clause steps by a loop-invariant amount
     (`index += stride;`, `p += n;`, `k++;` as statements of the body, `t++, p += n` in the
     update): during the loop they are their entry value plus the iteration times the step,
@@ -427,7 +427,7 @@ def induction_variables(walker: KernelWalker, body: Node | None, var: str | None
     return found
 
 
-def walk_while(walker: KernelWalker, node: Node) -> None:
+def walk_while(walker: Walker, node: Node) -> None:
     cond = node.child_by_field_name("condition")
     body = node.child_by_field_name("body")
     if node.type == "while_statement" and counted_while(walker, node, cond, body):
@@ -438,7 +438,7 @@ def walk_while(walker: KernelWalker, node: Node) -> None:
     run_loop(walker, node, None, None, None, trip, "data-dependent", walker.text(cond), cond, None, body)
 
 
-def counted_while(walker: KernelWalker, node: Node, cond: Node | None, body: Node | None) -> bool:
+def counted_while(walker: Walker, node: Node, cond: Node | None, body: Node | None) -> bool:
     """`while (i < n) { ...; i += stride; }`: a counted loop whose update is the body's last
     statement; walked like the equivalent `for`."""
     var, start = condition_variable(walker, cond)
@@ -462,11 +462,11 @@ def counted_while(walker: KernelWalker, node: Node, cond: Node | None, body: Nod
     return True
 
 
-def walk_do(walker: KernelWalker, node: Node) -> None:
+def walk_do(walker: Walker, node: Node) -> None:
     walk_while(walker, node)
 
 
-def walk_range_for(walker: KernelWalker, node: Node) -> None:
+def walk_range_for(walker: Walker, node: Node) -> None:
     walker.assume(assumed(NoteKind.LOOP_TRIP, f"range-based loop: assumed {walker.cost.assumed_trip_count:g} iterations",
                           line=walker.line(node), value=walker.cost.assumed_trip_count, unit="iterations"))
     run_loop(walker, node, None, None, None, walker.cost.assumed_trip_count, "assumed",

@@ -11,10 +11,10 @@ from tree_sitter import Node
 from perflsp.compiled.profile import SourceLoop, SourceStatement
 
 if TYPE_CHECKING:
-    from perflsp.analysis.walker import KernelWalker
+    from perflsp.analysis.walk_api import Walker
 
 
-def record_statement(walker: KernelWalker, node: Node) -> None:
+def record_statement(walker: Walker, node: Node) -> None:
     assert walker.profile is not None and walker.path is not None
     weight = walker.mult / walker.trip_product if walker.trip_product > 0 else 0.0
     walker.profile.statements.append(SourceStatement(
@@ -22,7 +22,7 @@ def record_statement(walker: KernelWalker, node: Node) -> None:
         walker.profile_loops[-1] if walker.profile_loops else None, walker.callsites))
 
 
-def begin_profile_loop(walker: KernelWalker, node: Node, body: Node | None, trip: float, step: float | None,
+def begin_profile_loop(walker: Walker, node: Node, body: Node | None, trip: float, step: float | None,
                        parallel: bool = False, first_line: int | None = None) -> int | None:
     """Record a loop the walk enters (`end_profile_loop` when it leaves); None when not
     profiling. `first_line`: where its header starts when not on the loop statement (the
@@ -42,7 +42,7 @@ def begin_profile_loop(walker: KernelWalker, node: Node, body: Node | None, trip
     return index
 
 
-def end_profile_loop(walker: KernelWalker, index: int | None) -> None:
+def end_profile_loop(walker: Walker, index: int | None) -> None:
     if index is None:
         return
     walker.profile_loops.pop()

@@ -15,10 +15,10 @@ from perflsp.analysis.walk_accesses import record_access
 from perflsp.analysis.walk_values import UNKNOWN_VAL, WARP_SIZE, Val
 
 if TYPE_CHECKING:
-    from perflsp.analysis.walker import KernelWalker
+    from perflsp.analysis.walk_api import Walker
 
 
-def fragment_declaration(walker: KernelWalker, type_text: str, node: Node) -> None:
+def fragment_declaration(walker: Walker, type_text: str, node: Node) -> None:
     """`wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a, b[2];`: remember
     each name's use, shape and element type."""
     m = _FRAGMENT.search(type_text)
@@ -36,7 +36,7 @@ def fragment_declaration(walker: KernelWalker, type_text: str, node: Node) -> No
             walker.fragments[name.group(1)] = (use, shape, element)
 
 
-def tensor_type_name(walker: KernelWalker, text: str) -> str:
+def tensor_type_name(walker: Walker, text: str) -> str:
     """A fragment's element type as written, or the scalar a template parameter or alias
     stands for (`In` bound to `double`)."""
     if _tensor_field(text, "float") is not None or "precision" in text:
@@ -45,7 +45,7 @@ def tensor_type_name(walker: KernelWalker, text: str) -> str:
     return {"f64": "double", "f16": "half", "f32": "float"}.get(ctype.kind, text) if ctype.lanes == 1 else text
 
 
-def fragment_dim(walker: KernelWalker, text: str) -> float | None:
+def fragment_dim(walker: Walker, text: str) -> float | None:
     value = int_literal(text)
     if value is not None:
         return value
@@ -59,7 +59,7 @@ def fragment_dim(walker: KernelWalker, text: str) -> float | None:
     return None
 
 
-def mma_sync(walker: KernelWalker, arg_nodes: list[Node]) -> Val:
+def mma_sync(walker: Walker, arg_nodes: list[Node]) -> Val:
     """`wmma::mma_sync(d, a, b, c)`: one m×n×k multiply-accumulate per warp, 2·m·n·k
     operations in the precision of `a` (and, for FP16, of the accumulator)."""
     for a in arg_nodes:
@@ -81,7 +81,7 @@ def mma_sync(walker: KernelWalker, arg_nodes: list[Node]) -> Val:
     return UNKNOWN_VAL
 
 
-def matrix_sync(walker: KernelWalker, node: Node, arg_nodes: list[Node], is_store: bool) -> Val:
+def matrix_sync(walker: Walker, node: Node, arg_nodes: list[Node], is_store: bool) -> Val:
     """`wmma::load_matrix_sync(frag, ptr, ldm)` / `store_matrix_sync(ptr, frag, ldm, layout)`:
     the warp moves the fragment's tile; each thread its share of the elements."""
     ptr_node, frag_node = (arg_nodes[0], arg_nodes[1]) if is_store else (arg_nodes[1], arg_nodes[0])
@@ -110,13 +110,13 @@ def matrix_sync(walker: KernelWalker, node: Node, arg_nodes: list[Node], is_stor
     return UNKNOWN_VAL
 
 
-def count_tensor(walker: KernelWalker, ops_per_thread: float, field_name: str | None) -> None:
+def count_tensor(walker: Walker, ops_per_thread: float, field_name: str | None) -> None:
     if field_name is None:
         return
     setattr(walker.counts, field_name, getattr(walker.counts, field_name) + ops_per_thread * walker.mult)
 
 
-def eval_asm(walker: KernelWalker, node: Node) -> Val:
+def eval_asm(walker: Walker, node: Node) -> Val:
     """Inline PTX: `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` is one warp-wide
     multiply-accumulate of 2·m·n·k operations."""
     text = walker.text(node)
