@@ -97,7 +97,8 @@ int main(int argc, char **argv) {
 }
 """
     assert launch_args(src, "k", ())[1] == 1024  # no arguments: the loop never runs
-    assert launch_args(src, "k", ("5",))[1] is None  # it runs: `n` is set in a loop
+    # it runs once per argument, each pass followed: the last one sets `n`
+    assert launch_args(src, "k", ("5", "7"))[1] == 7
 
 
 # options read with getopt() --------------------------------------------------------------------
@@ -145,6 +146,59 @@ def test_options_read_with_getopt_take_the_program_s_arguments():
     assert any("run without arguments" in a for a in texts(report.facts.assumptions))
     # a long option this reading cannot match: the options stay unknown
     assert launch_args(OPTIONS, "k", ("--size=8",))[1:] == [None, None]
+
+
+# options compared with strcmp(argv[i], "-x") ---------------------------------------------------
+
+STRCMP_OPTIONS = """
+__global__ void k(float *y, int n, int reps) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int r = 0; r < reps; r++)
+    for (int j = 0; j < n; j += 256) y[i] += y[j];
+}
+int main(int argc, char **argv) {
+  int n = 1000;
+  int reps = 3;
+  float scale = 1.0f;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-n") == 0) {
+      n = atoi(argv[i + 1]);
+      i++;
+    } else if (!strcmp(argv[i], "-r") && i + 1 < argc) {
+      i++;
+      reps = atoi(argv[i]);
+    } else if (strcmp(argv[i], "-s") == 0) {
+      scale = atof(argv[i + 1]);
+      i++;
+      continue;
+    }
+    if (strcmp(argv[i], "-q") == 0) break;
+  }
+  float *y;
+  cudaMalloc(&y, n * sizeof(float));
+  k<<<n / 256, 256>>>(y, n, reps);
+}
+"""
+
+
+def test_options_compared_with_strcmp_take_the_program_s_arguments():
+    # each argument is compared in turn: `-n 20000` and `-r 7` set what they name
+    assert launch_args(STRCMP_OPTIONS, "k", ("-n", "20000", "-r", "7"))[1:] == [20000, 7]
+    # `continue` after `-s 2` and a value that is not an option leave the defaults; `-q` ends the loop
+    assert launch_args(STRCMP_OPTIONS, "k", ("-s", "2", "-r", "5", "-q", "-n", "512"))[1:] == [1000, 5]
+    report = next(r for r in reports(STRCMP_OPTIONS, options=AnalysisOptions(argv=("-n", "2560", "-r", "4")))
+                  if r.kernel.name == "k")
+    assert trips(report) == {"r": 4, "j": 10}
+    assert not unknown_trips(report)
+    # without arguments the loop never runs: the defaults, said to rest on that assumption
+    report = next(r for r in reports(STRCMP_OPTIONS) if r.kernel.name == "k")
+    assert trips(report) == {"r": 3, "j": 4}
+    assert any("run without arguments" in a for a in texts(report.facts.assumptions))
+
+
+def test_an_argument_loop_with_a_jump_whose_branch_is_unknown_is_not_followed():
+    src = STRCMP_OPTIONS.replace('if (strcmp(argv[i], "-q") == 0) break;', "if (rand() > 3) break;")
+    assert launch_args(src, "k", ("-n", "20000", "-r", "7"))[1:] == [None, None]
 
 
 def test_a_switch_on_a_known_value_runs_the_case_it_selects():

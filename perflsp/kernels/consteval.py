@@ -672,6 +672,13 @@ class _Parser:
                 return _STRING_TO_NUMBER[name](str(args[0]))
             except ValueError:
                 raise NotConstant(f"`{name}(\"{args[0]}\")` is not a number") from None
+        if name in ("strcmp", "std::strcmp"):
+            # `strcmp(argv[i], "-n") == 0`: the known strings compared
+            args = self._args()
+            if len(args) != 2 or not all(isinstance(a, _StringValue) for a in args):
+                raise NotConstant(f"`{name}()` of values that are not known strings")
+            first, second = str(args[0]), str(args[1])
+            return (first > second) - (first < second)
         macro = self.env.function_macro(name)
         if macro is not None:
             # `ceil(N, 16)` with `#define ceil(a,b) ((a) % (b) == 0 ? ...)` in a text being folded

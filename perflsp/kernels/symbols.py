@@ -10,6 +10,7 @@ from typing import TypeVar, cast
 
 from tree_sitter import Node, QueryCursor
 
+from perflsp.kernels.argument_loops import read_argument_loop
 from perflsp.kernels.command_options import getopt_call, parse_options
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, note_assumed_read, string_value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
@@ -674,6 +675,8 @@ def _control_entry(ctx: ExtractionContext, control: Node) -> Callable[[_Replay, 
         status: object = _UNKNOWN
         if not in_control and control.type == "while_statement" and control.start_byte not in replay.path \
                 and replay.read_options(control):
+            return
+        if not in_control and read_argument_loop(replay, control, _OPTIONS_PASS, _OPTIONS_READ):
             return
         if not in_control:
             with ReadsApart() as reads:
