@@ -201,6 +201,46 @@ def test_an_argument_loop_with_a_jump_whose_branch_is_unknown_is_not_followed():
     assert launch_args(src, "k", ("-n", "20000", "-r", "7"))[1:] == [None, None]
 
 
+# out-parameters: a same-file callee assigns `*p` ---------------------------------------------------
+
+OUT_PARAMETERS = """
+__global__ void k(float *y, int n, int reps) {
+  for (int r = 0; r < reps; r++)
+    for (int j = 0; j < n; j++) y[j] += 1.0f;
+}
+void getargs(int argc, char **argv, int *size, int *reps, int scale) {
+  *reps = 2 * scale;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+      i++;
+      *size = atoi(argv[i]) * scale;
+    }
+  }
+}
+void fill(int *count) {
+  for (int i = 0; i < 4; i++) *count += i;
+}
+int main(int argc, char **argv) {
+  int n = 100, reps = 1, other = 7;
+  getargs(argc, argv, &n, &reps, 3);
+  fill(&other);
+  float *y;
+  k<<<1, 1>>>(y, n, reps + other);
+}
+"""
+
+
+def test_an_out_parameter_takes_the_value_its_callee_assigns():
+    assert launch_args(OUT_PARAMETERS, "k", ("-n", "50"))[1:] == [150, None]  # (`fill` adds in a loop)
+    report = next(r for r in reports(OUT_PARAMETERS.replace("fill(&other);", ""),
+                                     options=AnalysisOptions(argv=("-n", "8"))) if r.kernel.name == "k")
+    assert trips(report) == {"r": 13, "j": 24}
+    assert not unknown_trips(report)
+    # without arguments the callee's loop never runs: where the callee does not set `*size`, `n` is unknown
+    report = next(r for r in reports(OUT_PARAMETERS.replace("fill(&other);", "")) if r.kernel.name == "k")
+    assert any("`j` loop" in a for a in unknown_trips(report)) and trips(report).get("r") == 13
+
+
 def test_a_switch_on_a_known_value_runs_the_case_it_selects():
     src = """
 __global__ void k(float *y, int n) { for (int j = 0; j < n; j++) y[j] = 0.0f; }

@@ -14,6 +14,7 @@ from perflsp.kernels.argument_loops import read_argument_loop
 from perflsp.kernels.command_options import getopt_call, parse_options
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, note_assumed_read, string_value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
+from perflsp.kernels.out_parameters import DEREFERENCED, out_parameter_value
 from perflsp.source.parser import query
 
 T = TypeVar("T")
@@ -656,8 +657,7 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
             target = node.child_by_field_name("argument")
             operator = node.child_by_field_name("operator")
             if target is not None and target.type == "identifier" and operator is not None and ctx.text(operator) == "&":
-                events.append((node.start_byte, node.start_byte, chain,
-                               _replayed(_mark_unknown(ctx.text(target), "may be set through its address"))))
+                events.append((node.start_byte, node.start_byte, chain, _address(ctx, node, ctx.text(target))))
         else:
             target = node.child_by_field_name("argument")
             if target is not None and target.type == "identifier":
@@ -665,6 +665,25 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
                     _bind_update(ctx, upd, name, replay.env, control)
 
                 events.append((node.start_byte, node.start_byte, chain, update))
+
+
+def _address(ctx: ExtractionContext, node: Node, name: str) -> Callable[[_Replay, bool], None]:
+    """`&x`: a same-file callee that assigns `*p` in straight-line code sets `x`; else unknown."""
+
+    def taken(replay: _Replay, control: bool) -> None:
+        found = None if control else out_parameter_value(
+            ctx, node, replay.env, _function_params,
+            lambda callee, end, bound: function_env(ctx, callee, end, replay.env.parent or replay.env, bound))
+        if found is None:
+            _mark_unknown(name, "may be set through its address")(replay.env)
+            return
+        _freeze_dependents(replay.env, name)
+        replay.env.constants[name] = found[0]
+        replay.env.unknown.pop(name, None)
+        replay.env._memo.pop(name, None)
+        (replay.env.assumed.add if found[1] else replay.env.assumed.discard)(name)
+
+    return taken
 
 
 def _control_entry(ctx: ExtractionContext, control: Node) -> Callable[[_Replay, bool], None]:
@@ -869,6 +888,18 @@ def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in
         env.constants[name] = (parts[0], parts[1], parts[2])
         env._memo.pop(name, None)
         return
+    if left.type == "pointer_expression" and ctx.text(left).startswith("*"):
+        target = left.child_by_field_name("argument")
+        if target is not None and target.type == "identifier":  # `*count = n;` (`out_parameters`)
+            key = DEREFERENCED + ctx.text(target)
+            if in_control or ctx.text(op) != "=":
+                env.unknown[key] = "is set inside a loop or branch" if in_control else "is updated in place"
+                env.constants.pop(key, None)
+            else:
+                env.constants[key] = ctx.text(right)
+                env.unknown.pop(key, None)
+            env._memo.pop(key, None)
+        return
     if left.type != "identifier":
         return
     name = ctx.text(left)
@@ -930,7 +961,8 @@ def _freeze_dependents(env: ConstEnv, name: str) -> None:
     have now (`int a = b; b = 5;` leaves `a` as it was)."""
     for other, source in list(env.constants.items()):
         if other != name and isinstance(source, str) and name in _names_in(source):
-            value, reason = _evaluate_noting(env, other, other)
+            # (`*count`, a callee's out-parameter, is no name a text can say: its source is folded)
+            value, reason = _evaluate_noting(env, other, f"({source})" if other.startswith(DEREFERENCED) else other)
             if value is None:
                 env.unknown[other] = f"depends on `{name}`, which changes later ({reason})"
                 env.constants.pop(other, None)
