@@ -241,6 +241,38 @@ def test_an_out_parameter_takes_the_value_its_callee_assigns():
     assert any("`j` loop" in a for a in unknown_trips(report)) and trips(report).get("r") == 13
 
 
+# struct fields set one by one in the host code -------------------------------------------------
+
+def test_a_struct_field_set_in_the_host_code_folds_where_it_is_read():
+    src = """
+struct Params { int n; int iters; float scale; };
+__global__ void k(float *y, int n, int iters) {
+  for (int r = 0; r < iters; r++)
+    for (int j = 0; j < n; j++) y[j] += 1.0f;
+}
+void init(int *v);
+int main(int argc, char **argv) {
+  Params p;
+  p.n = argc > 1 ? atoi(argv[1]) : 64;
+  p.iters = 2 * p.n;
+  p.scale = 0.5f;
+  float *y;
+  k<<<1, 1>>>(y, p.n, p.iters);
+  if (argc > 2) p.iters = 3;
+  k<<<1, 1>>>(y, p.n, p.iters);
+  init(&p.n);
+  k<<<1, 1>>>(y, p.n, p.iters);
+}
+"""
+    model = model_of(src, ("10",))
+    sites = [s for s in model.kernels.launches if s.name == "k"]
+    folded = [[model.fold_at(a.span.start_byte, a.text) for a in site.args[1:]] for site in sites]
+    # set in straight-line code; a branch that folds (no third argument) does not run; `&p.n` may change it
+    assert folded == [[10, 20], [10, 20], [None, 20]]
+    report = next(r for r in reports(src) if r.kernel.name == "k")
+    assert trips(report) == {"r": 128, "j": 64}
+
+
 def test_a_switch_on_a_known_value_runs_the_case_it_selects():
     src = """
 __global__ void k(float *y, int n) { for (int j = 0; j < n; j++) y[j] = 0.0f; }

@@ -179,6 +179,15 @@ class ConstEnv:
             env = env.parent
         return None
 
+    def binds(self, name: str) -> bool:
+        """Whether this environment or a parent says something of `name` (known or unknown)."""
+        env: ConstEnv | None = self
+        while env is not None:
+            if name in env.constants or name in env.unknown or name in env._memo:
+                return True
+            env = env.parent
+        return False
+
     def lookup(self, name: str) -> Value:
         if name in self._memo:
             if name in self._memo_assumed:
@@ -590,6 +599,11 @@ class _Parser:
                 return self._call(text)
             if text in ("argv", "argc"):
                 return self._program_argument(text)
+            if self.peek_text() == "." and (member := self.peek(1)) is not None and member[0] == "id" \
+                    and self.env.binds(f"{text}.{member[1]}"):
+                # `p.n` where the host code set `p.n = ...;` (a struct's field, bound by its path)
+                self.pos += 2
+                return self.env.lookup(f"{text}.{member[1]}")
             if self.peek_text() == "[":
                 self.take("[")
                 index = self.expression()

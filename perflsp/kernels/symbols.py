@@ -14,6 +14,7 @@ from perflsp.kernels.argument_loops import read_argument_loop
 from perflsp.kernels.command_options import getopt_call, parse_options
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, note_assumed_read, string_value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
+from perflsp.kernels.fields import bind_field, forget_fields
 from perflsp.kernels.out_parameters import DEREFERENCED, out_parameter_value
 from perflsp.source.parser import query
 
@@ -253,6 +254,9 @@ def _bind_declaration(ctx: ExtractionContext, decl: Node, env: ConstEnv, overrid
         if name is None:
             continue
         names.append(name)
+        if override and forget_fields(env, name, dry=True):
+            _freeze_dependents(env, name)
+            forget_fields(env, name)
         if value is not None:
             if override:
                 env.constants[name] = value
@@ -583,6 +587,7 @@ def _replayed(apply: Callable[[ConstEnv], None]) -> Callable[[_Replay, bool], No
 def _mark_unknown(name: str, reason: str) -> Callable[[ConstEnv], None]:
     def apply(env: ConstEnv) -> None:
         _freeze_dependents(env, name)
+        forget_fields(env, name)
         env.unknown[name] = reason
         env.constants.pop(name, None)
         env._memo.pop(name, None)
@@ -658,6 +663,9 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
             operator = node.child_by_field_name("operator")
             if target is not None and target.type == "identifier" and operator is not None and ctx.text(operator) == "&":
                 events.append((node.start_byte, node.start_byte, chain, _address(ctx, node, ctx.text(target))))
+            elif target is not None and target.type == "field_expression":  # `&p.n`
+                events.append((node.start_byte, node.start_byte, chain, _replayed(_mark_unknown(
+                    re.sub(r"\s+", "", ctx.text(target)), "may be set through its address"))))
         else:
             target = node.child_by_field_name("argument")
             if target is not None and target.type == "identifier":
@@ -868,6 +876,10 @@ def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in
             return
         name = ctx.text(base)
         current = env.constants.get(name)
+        if current is None and "->" not in ctx.text(left):
+            bind_field(env, f"{name}.{ctx.text(member)}", ctx.text(right), in_control or ctx.text(op) != "=",
+                       _freeze_dependents)
+            return
         if in_control or current is None or ctx.text(op) != "=":
             env.unknown[name] = "is modified member by member"
             env.constants.pop(name, None)
@@ -903,6 +915,9 @@ def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in
     if left.type != "identifier":
         return
     name = ctx.text(left)
+    if forget_fields(env, name, dry=True):
+        _freeze_dependents(env, name)
+        forget_fields(env, name)
     operator = ctx.text(op) if op is not None else "="
     if not in_control and operator != "=" and operator[:-1] in _COMPOUND and name in env.constants:
         # `n *= 2;` in straight-line code: the value it had, updated
@@ -960,7 +975,7 @@ def _freeze_dependents(env: ConstEnv, name: str) -> None:
     """Before `name` changes: the locals whose (unfolded) text names it keep the value they
     have now (`int a = b; b = 5;` leaves `a` as it was)."""
     for other, source in list(env.constants.items()):
-        if other != name and isinstance(source, str) and name in _names_in(source):
+        if other != name and isinstance(source, str) and name.split(".")[0] in _names_in(source):
             # (`*count`, a callee's out-parameter, is no name a text can say: its source is folded)
             value, reason = _evaluate_noting(env, other, f"({source})" if other.startswith(DEREFERENCED) else other)
             if value is None:
