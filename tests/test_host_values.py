@@ -273,6 +273,28 @@ int main(int argc, char **argv) {
     assert trips(report) == {"r": 128, "j": 64}
 
 
+def test_a_struct_passed_to_a_kernel_by_value_carries_the_fields_the_host_set():
+    src = """
+struct NoiseParams { float scale; int octaves; int width; };
+__global__ void k(float *y, NoiseParams params) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int o = 1; o < params.octaves; o++) y[i] += params.scale;
+  for (int j = 0; j < params.width; j++) y[j] += 1.0f;
+}
+int main() {
+  NoiseParams params;
+  params.scale = 2.0f;
+  params.octaves = 5;
+  float *y;
+  cudaMalloc(&y, 1024 * sizeof(float));
+  k<<<4, 256>>>(y, params);
+}
+"""
+    report = next(r for r in reports(src) if r.kernel.name == "k")
+    assert trips(report)["o"] == 4
+    assert any("`j` loop" in a for a in unknown_trips(report))  # (`width` is never set)
+
+
 def test_a_switch_on_a_known_value_runs_the_case_it_selects():
     src = """
 __global__ void k(float *y, int n) { for (int j = 0; j < n; j++) y[j] = 0.0f; }
