@@ -6,6 +6,7 @@
 (update_expression) @update
 ; `&x`: the variable may be written through the pointer (`parse(argv, &n)`, `scanf("%d", &n)`)
 (pointer_expression operator: "&" argument: (identifier)) @address
+(pointer_expression operator: "&" argument: (field_expression)) @address
 ; Control statements: where their conditions are folded (a branch or loop the point is not in
 ; runs only when its condition allows)
 (if_statement) @control

@@ -124,3 +124,12 @@ typedef struct { float x, y; } point;
     assert try_evaluate("sizeof(index_ptr)", env) == (8, None)
     assert try_evaluate("sizeof(half_t)", env) == (2, None)
     assert try_evaluate("sizeof(point)", env) == (None, "sizeof(point) is not known here")
+
+
+def test_strcmp_of_known_strings_folds():
+    env = ConstEnv(argv=("prog", "-n", "64"))
+    assert evaluate('strcmp(argv[1], "-n") == 0', env) == 1
+    assert evaluate('!strcmp(argv[2], "-n")', env) == 0
+    assert evaluate('strcmp("a", "b")', env) == -1
+    value, reason = try_evaluate('strcmp(name, "-n")', env)
+    assert value is None and reason is not None

@@ -97,7 +97,8 @@ int main(int argc, char **argv) {
 }
 """
     assert launch_args(src, "k", ())[1] == 1024  # no arguments: the loop never runs
-    assert launch_args(src, "k", ("5",))[1] is None  # it runs: `n` is set in a loop
+    # it runs once per argument, each pass followed: the last one sets `n`
+    assert launch_args(src, "k", ("5", "7"))[1] == 7
 
 
 # options read with getopt() --------------------------------------------------------------------
@@ -145,6 +146,153 @@ def test_options_read_with_getopt_take_the_program_s_arguments():
     assert any("run without arguments" in a for a in texts(report.facts.assumptions))
     # a long option this reading cannot match: the options stay unknown
     assert launch_args(OPTIONS, "k", ("--size=8",))[1:] == [None, None]
+
+
+# options compared with strcmp(argv[i], "-x") ---------------------------------------------------
+
+STRCMP_OPTIONS = """
+__global__ void k(float *y, int n, int reps) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int r = 0; r < reps; r++)
+    for (int j = 0; j < n; j += 256) y[i] += y[j];
+}
+int main(int argc, char **argv) {
+  int n = 1000;
+  int reps = 3;
+  float scale = 1.0f;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-n") == 0) {
+      n = atoi(argv[i + 1]);
+      i++;
+    } else if (!strcmp(argv[i], "-r") && i + 1 < argc) {
+      i++;
+      reps = atoi(argv[i]);
+    } else if (strcmp(argv[i], "-s") == 0) {
+      scale = atof(argv[i + 1]);
+      i++;
+      continue;
+    }
+    if (strcmp(argv[i], "-q") == 0) break;
+  }
+  float *y;
+  cudaMalloc(&y, n * sizeof(float));
+  k<<<n / 256, 256>>>(y, n, reps);
+}
+"""
+
+
+def test_options_compared_with_strcmp_take_the_program_s_arguments():
+    # each argument is compared in turn: `-n 20000` and `-r 7` set what they name
+    assert launch_args(STRCMP_OPTIONS, "k", ("-n", "20000", "-r", "7"))[1:] == [20000, 7]
+    # `continue` after `-s 2` and a value that is not an option leave the defaults; `-q` ends the loop
+    assert launch_args(STRCMP_OPTIONS, "k", ("-s", "2", "-r", "5", "-q", "-n", "512"))[1:] == [1000, 5]
+    report = next(r for r in reports(STRCMP_OPTIONS, options=AnalysisOptions(argv=("-n", "2560", "-r", "4")))
+                  if r.kernel.name == "k")
+    assert trips(report) == {"r": 4, "j": 10}
+    assert not unknown_trips(report)
+    # without arguments the loop never runs: the defaults, said to rest on that assumption
+    report = next(r for r in reports(STRCMP_OPTIONS) if r.kernel.name == "k")
+    assert trips(report) == {"r": 3, "j": 4}
+    assert any("run without arguments" in a for a in texts(report.facts.assumptions))
+
+
+def test_an_argument_loop_with_a_jump_whose_branch_is_unknown_is_not_followed():
+    src = STRCMP_OPTIONS.replace('if (strcmp(argv[i], "-q") == 0) break;', "if (rand() > 3) break;")
+    assert launch_args(src, "k", ("-n", "20000", "-r", "7"))[1:] == [None, None]
+
+
+# out-parameters: a same-file callee assigns `*p` ---------------------------------------------------
+
+OUT_PARAMETERS = """
+__global__ void k(float *y, int n, int reps) {
+  for (int r = 0; r < reps; r++)
+    for (int j = 0; j < n; j++) y[j] += 1.0f;
+}
+void getargs(int argc, char **argv, int *size, int *reps, int scale) {
+  *reps = 2 * scale;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+      i++;
+      *size = atoi(argv[i]) * scale;
+    }
+  }
+}
+void fill(int *count) {
+  for (int i = 0; i < 4; i++) *count += i;
+}
+int main(int argc, char **argv) {
+  int n = 100, reps = 1, other = 7;
+  getargs(argc, argv, &n, &reps, 3);
+  fill(&other);
+  float *y;
+  k<<<1, 1>>>(y, n, reps + other);
+}
+"""
+
+
+def test_an_out_parameter_takes_the_value_its_callee_assigns():
+    assert launch_args(OUT_PARAMETERS, "k", ("-n", "50"))[1:] == [150, None]  # (`fill` adds in a loop)
+    report = next(r for r in reports(OUT_PARAMETERS.replace("fill(&other);", ""),
+                                     options=AnalysisOptions(argv=("-n", "8"))) if r.kernel.name == "k")
+    assert trips(report) == {"r": 13, "j": 24}
+    assert not unknown_trips(report)
+    # without arguments the callee's loop never runs: where the callee does not set `*size`, `n` is unknown
+    report = next(r for r in reports(OUT_PARAMETERS.replace("fill(&other);", "")) if r.kernel.name == "k")
+    assert any("`j` loop" in a for a in unknown_trips(report)) and trips(report).get("r") == 13
+
+
+# struct fields set one by one in the host code -------------------------------------------------
+
+def test_a_struct_field_set_in_the_host_code_folds_where_it_is_read():
+    src = """
+struct Params { int n; int iters; float scale; };
+__global__ void k(float *y, int n, int iters) {
+  for (int r = 0; r < iters; r++)
+    for (int j = 0; j < n; j++) y[j] += 1.0f;
+}
+void init(int *v);
+int main(int argc, char **argv) {
+  Params p;
+  p.n = argc > 1 ? atoi(argv[1]) : 64;
+  p.iters = 2 * p.n;
+  p.scale = 0.5f;
+  float *y;
+  k<<<1, 1>>>(y, p.n, p.iters);
+  if (argc > 2) p.iters = 3;
+  k<<<1, 1>>>(y, p.n, p.iters);
+  init(&p.n);
+  k<<<1, 1>>>(y, p.n, p.iters);
+}
+"""
+    model = model_of(src, ("10",))
+    sites = [s for s in model.kernels.launches if s.name == "k"]
+    folded = [[model.fold_at(a.span.start_byte, a.text) for a in site.args[1:]] for site in sites]
+    # set in straight-line code; a branch that folds (no third argument) does not run; `&p.n` may change it
+    assert folded == [[10, 20], [10, 20], [None, 20]]
+    report = next(r for r in reports(src) if r.kernel.name == "k")
+    assert trips(report) == {"r": 128, "j": 64}
+
+
+def test_a_struct_passed_to_a_kernel_by_value_carries_the_fields_the_host_set():
+    src = """
+struct NoiseParams { float scale; int octaves; int width; };
+__global__ void k(float *y, NoiseParams params) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int o = 1; o < params.octaves; o++) y[i] += params.scale;
+  for (int j = 0; j < params.width; j++) y[j] += 1.0f;
+}
+int main() {
+  NoiseParams params;
+  params.scale = 2.0f;
+  params.octaves = 5;
+  float *y;
+  cudaMalloc(&y, 1024 * sizeof(float));
+  k<<<4, 256>>>(y, params);
+}
+"""
+    report = next(r for r in reports(src) if r.kernel.name == "k")
+    assert trips(report)["o"] == 4
+    assert any("`j` loop" in a for a in unknown_trips(report))  # (`width` is never set)
 
 
 def test_a_switch_on_a_known_value_runs_the_case_it_selects():

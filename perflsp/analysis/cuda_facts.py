@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from tree_sitter import Node
@@ -24,7 +26,7 @@ from perflsp.analysis.walker import KernelWalker
 from perflsp.compiled.model import CompiledFunction, CompiledUnit
 from perflsp.compiled.names import cuda_kernel
 from perflsp.compiled.profile import SourceProfile
-from perflsp.kernels.consteval import ConstEnv, assumed_notes, assumed_reads
+from perflsp.kernels.consteval import ConstEnv, Value, assumed_notes, assumed_reads
 from perflsp.kernels.models import CudaFunction, LaunchSite
 from perflsp.kernels.program import ProgramModel
 
@@ -383,20 +385,37 @@ def _bind_functor_argument(unit: AnalysisUnit, walker: KernelWalker, name: str, 
     return True
 
 
-def _bind_struct_members(unit: AnalysisUnit, walker: KernelWalker, name: str, type_text: str) -> bool:
+def _bind_struct_members(unit: AnalysisUnit, walker: KernelWalker, name: str, type_text: str,
+                         fold: Callable[[str], Value | None] | None = None) -> bool:
     """A struct the file or its headers declare, passed by value (`struct Arrays { float *x, *y; }`,
-    `k(Arrays arr)`): `arr.x` is its member, a pointer member one global array of its own. False
-    for a type whose members are not visible or hold no pointer (read as an accessor instead)."""
+    `k(Arrays arr)`): `arr.x` is its member, a pointer member one global array of its own, a
+    number member what `fold` gives its path at the launch (`params.octaves = 3;` before
+    `k<<<...>>>(params)`). False for a type whose members are not visible, or hold neither a
+    pointer nor a number that folds (read as an accessor instead)."""
     words = [w for w in re.findall(r"[A-Za-z_]\w*", re.sub(r"<.*>", "", type_text)) if w not in ("const", "struct", "class", "volatile")]
     if not words:
         return False
     members = class_member_types(unit, words[-1].split("::")[-1], walker.aliases)
-    if not any(ctype.pointer for ctype, _ in members.values()):
+    values = {member: fold(member) if fold is not None and not ctype.pointer else None
+              for member, (ctype, _) in members.items()}
+    if not any(ctype.pointer for ctype, _ in members.values()) \
+            and not any(isinstance(v, (int, float)) for v in values.values()):
         return False
-    walker.bind_members(name, {
-        member: Val(ctype, root=f"{name}.{member}", space="global") if ctype.pointer else Val(ctype, None, Linear(const_known=False))
-        for member, (ctype, _) in members.items()})
+    bound: dict[str, Val] = {}
+    for member, (ctype, _) in members.items():
+        value = values[member]
+        if ctype.pointer:
+            bound[member] = Val(ctype, root=f"{name}.{member}", space="global")
+        elif isinstance(value, (int, float)):
+            bound[member] = Val(ctype, float(value), Linear.constant(float(value)))
+        else:
+            bound[member] = Val(ctype, None, Linear(const_known=False))
+    walker.bind_members(name, bound)
     return True
+
+
+def _fold_member(unit: AnalysisUnit, start: int, passed: str, member: str) -> Value | None:
+    return unit.fold_at(start, f"{passed}.{member}")
 
 
 def _launcher_parameter_extent(unit: AnalysisUnit, site: LaunchSite, name: str) -> Extent | None:
@@ -455,7 +474,12 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
                     extent = _launcher_parameter_extent(unit, site, name) or cuda_extent(unit, name)
                     extents[param.name] = (extent.bytes, extent.host_memory)
             continue
-        if ctype.kind == "struct" and _bind_struct_members(unit, walker, param.name, param.type):
+        fold = None
+        if arg is not None and arg.span is not None and site is not None and unit.kernels.has_launch(site) \
+                and re.fullmatch(r"[A-Za-z_]\w*", arg.text.strip()):
+            start, passed = arg.span.start_byte, arg.text.strip()
+            fold = partial(_fold_member, unit, start, passed)
+        if ctype.kind == "struct" and _bind_struct_members(unit, walker, param.name, param.type, fold):
             continue
         if ctype.kind == "struct" and not param.is_reference:
             # an accessor object (`PackedTensorAccessor`, a struct of pointers): its subscripts

@@ -179,6 +179,15 @@ class ConstEnv:
             env = env.parent
         return None
 
+    def binds(self, name: str) -> bool:
+        """Whether this environment or a parent says something of `name` (known or unknown)."""
+        env: ConstEnv | None = self
+        while env is not None:
+            if name in env.constants or name in env.unknown or name in env._memo:
+                return True
+            env = env.parent
+        return False
+
     def lookup(self, name: str) -> Value:
         if name in self._memo:
             if name in self._memo_assumed:
@@ -590,6 +599,11 @@ class _Parser:
                 return self._call(text)
             if text in ("argv", "argc"):
                 return self._program_argument(text)
+            if self.peek_text() == "." and (member := self.peek(1)) is not None and member[0] == "id" \
+                    and self.env.binds(f"{text}.{member[1]}"):
+                # `p.n` where the host code set `p.n = ...;` (a struct's field, bound by its path)
+                self.pos += 2
+                return self.env.lookup(f"{text}.{member[1]}")
             if self.peek_text() == "[":
                 self.take("[")
                 index = self.expression()
@@ -672,6 +686,13 @@ class _Parser:
                 return _STRING_TO_NUMBER[name](str(args[0]))
             except ValueError:
                 raise NotConstant(f"`{name}(\"{args[0]}\")` is not a number") from None
+        if name in ("strcmp", "std::strcmp"):
+            # `strcmp(argv[i], "-n") == 0`: the known strings compared
+            args = self._args()
+            if len(args) != 2 or not all(isinstance(a, _StringValue) for a in args):
+                raise NotConstant(f"`{name}()` of values that are not known strings")
+            first, second = str(args[0]), str(args[1])
+            return (first > second) - (first < second)
         macro = self.env.function_macro(name)
         if macro is not None:
             # `ceil(N, 16)` with `#define ceil(a,b) ((a) % (b) == 0 ? ...)` in a text being folded

@@ -35,6 +35,8 @@ class ExtractionContext:
     local_replays: dict[tuple[Any, ...], _Replay] = field(default_factory=dict, repr=False)
     # the parameters of each distinct parameter list read so far, by its text (cuda.py: `_parameters`)
     parameter_lists: dict[bytes, tuple[Param, ...]] = field(default_factory=dict, repr=False)
+    # the file's function definitions by simple name, once asked (`out_parameters`)
+    function_index: dict[str, Node] | None = field(default=None, repr=False)
 
     def span(self, node: Node) -> Span:
         return self.span_bytes(node.start_byte, node.end_byte)

@@ -10,9 +10,12 @@ from typing import TypeVar, cast
 
 from tree_sitter import Node, QueryCursor
 
+from perflsp.kernels.argument_loops import read_argument_loop
 from perflsp.kernels.command_options import getopt_call, parse_options
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, note_assumed_read, string_value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
+from perflsp.kernels.fields import bind_field, forget_fields
+from perflsp.kernels.out_parameters import DEREFERENCED, out_parameter_value
 from perflsp.source.parser import query
 
 T = TypeVar("T")
@@ -251,6 +254,9 @@ def _bind_declaration(ctx: ExtractionContext, decl: Node, env: ConstEnv, overrid
         if name is None:
             continue
         names.append(name)
+        if override and forget_fields(env, name, dry=True):
+            _freeze_dependents(env, name)
+            forget_fields(env, name)
         if value is not None:
             if override:
                 env.constants[name] = value
@@ -581,6 +587,7 @@ def _replayed(apply: Callable[[ConstEnv], None]) -> Callable[[_Replay, bool], No
 def _mark_unknown(name: str, reason: str) -> Callable[[ConstEnv], None]:
     def apply(env: ConstEnv) -> None:
         _freeze_dependents(env, name)
+        forget_fields(env, name)
         env.unknown[name] = reason
         env.constants.pop(name, None)
         env._memo.pop(name, None)
@@ -655,8 +662,10 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
             target = node.child_by_field_name("argument")
             operator = node.child_by_field_name("operator")
             if target is not None and target.type == "identifier" and operator is not None and ctx.text(operator) == "&":
-                events.append((node.start_byte, node.start_byte, chain,
-                               _replayed(_mark_unknown(ctx.text(target), "may be set through its address"))))
+                events.append((node.start_byte, node.start_byte, chain, _address(ctx, node, ctx.text(target))))
+            elif target is not None and target.type == "field_expression":  # `&p.n`
+                events.append((node.start_byte, node.start_byte, chain, _replayed(_mark_unknown(
+                    re.sub(r"\s+", "", ctx.text(target)), "may be set through its address"))))
         else:
             target = node.child_by_field_name("argument")
             if target is not None and target.type == "identifier":
@@ -664,6 +673,25 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
                     _bind_update(ctx, upd, name, replay.env, control)
 
                 events.append((node.start_byte, node.start_byte, chain, update))
+
+
+def _address(ctx: ExtractionContext, node: Node, name: str) -> Callable[[_Replay, bool], None]:
+    """`&x`: a same-file callee that assigns `*p` in straight-line code sets `x`; else unknown."""
+
+    def taken(replay: _Replay, control: bool) -> None:
+        found = None if control else out_parameter_value(
+            ctx, node, replay.env, _function_params,
+            lambda callee, end, bound: function_env(ctx, callee, end, replay.env.parent or replay.env, bound))
+        if found is None:
+            _mark_unknown(name, "may be set through its address")(replay.env)
+            return
+        _freeze_dependents(replay.env, name)
+        replay.env.constants[name] = found[0]
+        replay.env.unknown.pop(name, None)
+        replay.env._memo.pop(name, None)
+        (replay.env.assumed.add if found[1] else replay.env.assumed.discard)(name)
+
+    return taken
 
 
 def _control_entry(ctx: ExtractionContext, control: Node) -> Callable[[_Replay, bool], None]:
@@ -674,6 +702,8 @@ def _control_entry(ctx: ExtractionContext, control: Node) -> Callable[[_Replay, 
         status: object = _UNKNOWN
         if not in_control and control.type == "while_statement" and control.start_byte not in replay.path \
                 and replay.read_options(control):
+            return
+        if not in_control and read_argument_loop(replay, control, _OPTIONS_PASS, _OPTIONS_READ):
             return
         if not in_control:
             with ReadsApart() as reads:
@@ -846,6 +876,10 @@ def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in
             return
         name = ctx.text(base)
         current = env.constants.get(name)
+        if current is None and "->" not in ctx.text(left):
+            bind_field(env, f"{name}.{ctx.text(member)}", ctx.text(right), in_control or ctx.text(op) != "=",
+                       _freeze_dependents)
+            return
         if in_control or current is None or ctx.text(op) != "=":
             env.unknown[name] = "is modified member by member"
             env.constants.pop(name, None)
@@ -866,9 +900,24 @@ def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in
         env.constants[name] = (parts[0], parts[1], parts[2])
         env._memo.pop(name, None)
         return
+    if left.type == "pointer_expression" and ctx.text(left).startswith("*"):
+        target = left.child_by_field_name("argument")
+        if target is not None and target.type == "identifier":  # `*count = n;` (`out_parameters`)
+            key = DEREFERENCED + ctx.text(target)
+            if in_control or ctx.text(op) != "=":
+                env.unknown[key] = "is set inside a loop or branch" if in_control else "is updated in place"
+                env.constants.pop(key, None)
+            else:
+                env.constants[key] = ctx.text(right)
+                env.unknown.pop(key, None)
+            env._memo.pop(key, None)
+        return
     if left.type != "identifier":
         return
     name = ctx.text(left)
+    if forget_fields(env, name, dry=True):
+        _freeze_dependents(env, name)
+        forget_fields(env, name)
     operator = ctx.text(op) if op is not None else "="
     if not in_control and operator != "=" and operator[:-1] in _COMPOUND and name in env.constants:
         # `n *= 2;` in straight-line code: the value it had, updated
@@ -926,8 +975,9 @@ def _freeze_dependents(env: ConstEnv, name: str) -> None:
     """Before `name` changes: the locals whose (unfolded) text names it keep the value they
     have now (`int a = b; b = 5;` leaves `a` as it was)."""
     for other, source in list(env.constants.items()):
-        if other != name and isinstance(source, str) and name in _names_in(source):
-            value, reason = _evaluate_noting(env, other, other)
+        if other != name and isinstance(source, str) and name.split(".")[0] in _names_in(source):
+            # (`*count`, a callee's out-parameter, is no name a text can say: its source is folded)
+            value, reason = _evaluate_noting(env, other, f"({source})" if other.startswith(DEREFERENCED) else other)
             if value is None:
                 env.unknown[other] = f"depends on `{name}`, which changes later ({reason})"
                 env.constants.pop(other, None)
