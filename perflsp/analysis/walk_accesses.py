@@ -17,6 +17,28 @@ if TYPE_CHECKING:
     from perflsp.analysis.walk_api import Walker
 
 
+def pointee_bytes(ctype: CType) -> int | None:
+    """The size of what a pointer points to (None: a type the source does not size)."""
+    if ctype.pointer > 1:
+        return 8
+    if ctype.pointer == 1 and ctype.kind not in ("unknown", "struct", "void") and ctype.size_bytes > 0:
+        return ctype.size_bytes
+    return None
+
+
+def repointed(val: Val, ctype: CType) -> Val:
+    """`val`, a pointer into an array, read as a pointer to `ctype`'s element (`(int4 *)&a[i]`,
+    `reinterpret_cast<float4 *>(p)`): the index, counted in elements of the pointer's type, is
+    rescaled to the new element (`&h[8 * j]` of 2-byte halves is `j` of 16-byte `int4`s), so that
+    offsets added after the cast (`(int4 *)p + lane`) and the access's width agree. A pointer to a
+    type the source does not size keeps its index."""
+    before, after = pointee_bytes(val.ctype), pointee_bytes(ctype)
+    lin = val.lin
+    if val.root is not None and before is not None and after is not None and before != after:
+        lin = lin.scale(before / after)
+    return Val(ctype, None, lin, val.root, val.space, val.dims if before == after else ())
+
+
 def record_access(walker: Walker, base: Val, index_lin: Linear, elem: CType, is_store: bool, node: Node,
                   atomic: bool = False) -> None:
     if base.space in (None, "local") or base.root is None:

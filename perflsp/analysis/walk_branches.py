@@ -26,8 +26,16 @@ def walk_if(walker: Walker, node: Node) -> None:
     consequence = node.child_by_field_name("consequence")
     alternative = node.child_by_field_name("alternative")
     saved = walker.mult
+    leaves = alternative is None and jumps_away(consequence)
     if cval.known:
         weight = 1.0 if cval.value else 0.0
+    elif leaves and weight >= 1.0:
+        # an exit every pass took would leave the code after it dead: the exit is the edge
+        # (`if (tile >= tiles) break;` ends a persistent loop once), the passes go on
+        weight = 0.0
+        walker.assume(assumed(NoteKind.EXIT_EDGE, f"`if ({_clause(walker, cond)})` leaves the block: read as taken "
+                              "at the edge only (the code after it runs)", subject=_clause(walker, cond),
+                              line=walker.line(node)))
     walker.mult = saved * weight
     if weight > 0:
         walker.walk_statement(consequence)
@@ -36,7 +44,7 @@ def walk_if(walker: Walker, node: Node) -> None:
         walker.walk_statement(alternative)
     walker.mult = saved
     # the share of passes that leave the block here (`if (c) continue;`), for `_compound`
-    walker.exited_share = weight if alternative is None and jumps_away(consequence) else 0.0
+    walker.exited_share = weight if leaves else 0.0
 
 
 def learn_sizes(walker: Walker, cond: Node | None) -> None:
@@ -171,6 +179,11 @@ def jumps_away(node: Node | None) -> bool:
         statements = [c for c in node.named_children if c.type != "comment"]
         node = statements[-1] if statements else None
     return node is not None and node.type in _JUMPS
+
+
+def _clause(walker: Walker, cond: Node | None) -> str:
+    """The condition's text without its parentheses, on one line."""
+    return " ".join(walker.text(cond).split()).removeprefix("(").removesuffix(")").strip()
 
 
 def _thread_dependent(val: Val) -> bool:

@@ -15,7 +15,7 @@ from perflsp.analysis.ctype import F16, F32, F64, INT, UNKNOWN, CType, common_ty
 from perflsp.analysis.folding import atoms_of, conversion_target, fold_math
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.notes import Note, NoteKind, NoteSource
-from perflsp.analysis.walk_accesses import record_access
+from perflsp.analysis.walk_accesses import record_access, repointed
 from perflsp.analysis.walk_expressions import identifier_named
 from perflsp.analysis.walk_tensor import matrix_sync, mma_sync
 from perflsp.analysis.walk_values import IDENT, MAX_INLINE_DEPTH, OMP_THREAD_API, UNKNOWN_VAL, Callee, Val
@@ -63,11 +63,14 @@ def call_on_nodes(walker: Walker, node: Node, name: str, simple: str, arg_nodes:
     """Calls that read their argument nodes themselves (casts, atomics, tensor cores, cache
     hints, the OpenMP thread API); None for any other call."""
     if simple in ("reinterpret_cast", "static_cast", "const_cast", "dynamic_cast") and arg_nodes:
-        cast_target = re.search(r"<(.*)>", name)
+        # the type as written (`name` has lost its spaces: `const float4 *` would read `constfloat4*`)
+        cast_target = re.search(r"<(.*)>", walker.text(node.child_by_field_name("function")))
         val = walker.eval(arg_nodes[0])
         ctype = parse_type(cast_target.group(1), walker.aliases) if cast_target else val.ctype
         if ctype.kind in ("unknown", "struct") and not ctype.pointer:
             return val
+        if ctype.pointer and val.root is not None:
+            return repointed(val, ctype)
         return Val(ctype, val.value if not ctype.pointer else None, val.lin if (ctype.is_int or ctype.pointer) else val.lin.opaque(),
                    val.root if ctype.pointer else None, val.space if ctype.pointer else None, static=val.static)
     if simple in costs.ATOMIC_FUNCTIONS:

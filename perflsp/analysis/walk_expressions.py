@@ -14,7 +14,7 @@ from perflsp.analysis import costs
 from perflsp.analysis.ctype import BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, parse_type
 from perflsp.analysis.folding import LIBRARY_CONSTANTS, combine_linear, exact_float_scale, fold_binary, number_literal
 from perflsp.analysis.linear import Linear
-from perflsp.analysis.walk_accesses import record_store
+from perflsp.analysis.walk_accesses import record_store, repointed
 from perflsp.analysis.walk_branches import branch_weight
 from perflsp.analysis.walk_values import HIP_BUILTINS, THREAD_ATOMS, UNKNOWN_VAL, Val
 
@@ -255,6 +255,8 @@ def eval_cast(walker: Walker, node: Node) -> Val:
     value = val.value
     if value is not None and ctype.is_int:
         value = float(int(value))
+    if ctype.pointer and val.root is not None:
+        return repointed(val, ctype)
     lin = val.lin if ctype.is_int or ctype.pointer else val.lin.opaque()
     return Val(ctype, value, lin, val.root if ctype.pointer else None, val.space if ctype.pointer else None,
                static=val.static)

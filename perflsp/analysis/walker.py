@@ -322,6 +322,21 @@ class KernelWalker:
         self.lambdas[name] = (lambda_, captures)
         self.bind(name, Val(UNKNOWN))
 
+    def _type_definition(self, node: Node) -> None:
+        """`typedef int4 copy_t;` / `using copy_t = int4;` in a body: the name is that type
+        (a pointer cast to it has that element's width)."""
+        type_node = node.child_by_field_name("type")
+        if type_node is None:
+            return
+        declarators = node.children_by_field_name("declarator") if node.type == "type_definition" \
+            else [node.child_by_field_name("name")]
+        for declarator in declarators:
+            if declarator is None:
+                continue
+            text = self.text(declarator)
+            name = "".join(c for c in text if c.isalnum() or c == "_")
+            self.aliases[name] = parse_type(self.text(type_node) + "*" * text.count("*"), self.aliases)
+
     @staticmethod
     def _is_const(storage: str) -> bool:
         return "const" in storage
@@ -366,7 +381,8 @@ _STATEMENTS: dict[str, Callable[[KernelWalker, Node], None]] = {
     "return_statement": KernelWalker._return,
     "comment": lambda self, node: None,
     "preproc_call": lambda self, node: None,
-    "type_definition": lambda self, node: None,
+    "type_definition": KernelWalker._type_definition,
+    "alias_declaration": KernelWalker._type_definition,
     "break_statement": lambda self, node: None,
     "continue_statement": lambda self, node: None,
     "goto_statement": lambda self, node: None,
