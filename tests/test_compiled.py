@@ -335,3 +335,27 @@ def test_a_file_of_more_kernels_than_the_ceiling_is_not_compiled(tmp_path):
                               for i in range(MAX_KERNELS + 1)))
     answer = Compiler(TOOLCHAIN, None).request(source, "sm_86")
     assert isinstance(answer, str) and "too many to compile" in answer
+
+
+def test_the_compile_cache_remembers_units_from_many_threads_at_once():
+    """The server's compile thread and a check's result threads remember units together: the
+    in-memory cache keeps its bound and never fails while another thread evicts."""
+    import threading
+
+    cache = CompileCache(None, memory_entries=4)
+    errors: list[BaseException] = []
+
+    def remember(offset: int) -> None:
+        try:
+            for i in range(3000):
+                cache.put_failure(f"{offset}-{i}", CompileFailure("x"), [])
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=remember, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(cache._memory) <= 4

@@ -22,6 +22,7 @@ import os
 import re
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -100,6 +101,9 @@ class CompileCache:
         self.directory = Path(directory) if directory else None
         self.memory_entries = memory_entries
         self._memory: dict[str, CompiledUnit | CompileFailure] = {}
+        # the server's compile thread and a check's result threads remember units concurrently:
+        # evicting the oldest iterates over the dictionary another thread may be growing
+        self._memory_lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
@@ -180,10 +184,11 @@ class CompileCache:
             pass  # a read-only or full cache folder: compiling again later is the only cost
 
     def _remember(self, key: str, unit: CompiledUnit | CompileFailure) -> None:
-        self._memory.pop(key, None)
-        self._memory[key] = unit
-        while len(self._memory) > self.memory_entries:
-            del self._memory[next(iter(self._memory))]
+        with self._memory_lock:
+            self._memory.pop(key, None)
+            self._memory[key] = unit
+            while len(self._memory) > self.memory_entries:
+                del self._memory[next(iter(self._memory))]
 
 
 def _header_digests(paths: Sequence[str]) -> list[str]:
