@@ -9,7 +9,9 @@ EXAMPLES = ROOT / "examples"
 
 # compiled units and LLM answers go to a cache of this test run, never to the user's (the
 # server subprocesses the tests start inherit it); a test may still point it elsewhere
-os.environ.setdefault("PERFLSP_CACHE_DIR", tempfile.mkdtemp(prefix="perflsp-test-cache-"))
+if "PERFLSP_CACHE_DIR" not in os.environ:
+    _RUN_CACHE = tempfile.TemporaryDirectory(prefix="perflsp-test-cache-")  # removed when the run ends
+    os.environ["PERFLSP_CACHE_DIR"] = _RUN_CACHE.name
 
 
 def eval_paths() -> tuple[Path, Path] | None:
