@@ -120,13 +120,13 @@ def test_a_source_of_the_folder_is_parsed_only_when_it_may_define_the_name(tmp_p
                         for n in range(50))
     (tmp_path / "a_other.cu").write_text(bystander)  # (listed before mix.cu)
     parsed: list[str] = []
-    real = program._parsed_header_cached
+    real = program.parsed_header
 
     def recording(path, mtime_ns, size):
         parsed.append(path.name)
         return real(path, mtime_ns, size)
 
-    monkeypatch.setattr(program, "_parsed_header_cached", recording)
+    monkeypatch.setattr(program, "parsed_header", recording)
     program._sibling_device_definition.cache_clear()
     kernel = KERNEL.replace("mix(in + 2 * i", "if (sqrtf(2.0f) > 1.0f) mix(in + 2 * i")
     source = tmp_path / "main.cu"

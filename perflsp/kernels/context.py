@@ -5,16 +5,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tree_sitter import Node, Tree
 
 from perflsp.kernels.models import Param, Span
 from perflsp.kernels.text import _BLANK_TABLE, blank_comments_and_strings
 from perflsp.source.positions import LineIndex
-
-if TYPE_CHECKING:
-    from perflsp.kernels.symbols import _Event, _Replay
 
 _CANDIDATE_TOKENS = re.compile(rb"__global__|__device__|<<<|#[ \t]*pragma")
 
@@ -30,9 +27,11 @@ class ExtractionContext:
     # one edited definition); None: the whole file.
     byte_range: tuple[int, int] | None = None
     # `symbols.function_env`'s binding events of each function (by its start) and their replays
-    # (by function start and the control path of the point asked about)
-    local_events: dict[int, list[_Event]] = field(default_factory=dict, repr=False)
-    local_replays: dict[tuple[Any, ...], _Replay] = field(default_factory=dict, repr=False)
+    # (by function start and the control path of the point asked about): memos `symbols` owns
+    # and types (`symbols._Event`, `symbols._Replay`); this module does not import it, which the
+    # modules `symbols` itself imports for their context would make a circle
+    local_events: dict[int, list[Any]] = field(default_factory=dict, repr=False)
+    local_replays: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
     # the parameters of each distinct parameter list read so far, by its text (cuda.py: `_parameters`)
     parameter_lists: dict[bytes, tuple[Param, ...]] = field(default_factory=dict, repr=False)
     # the file's function definitions by simple name, once asked (`out_parameters`)

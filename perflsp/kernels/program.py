@@ -28,6 +28,7 @@ from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.cuda import from_definition, macro_aliases
 from perflsp.kernels.definitions import function_definitions
 from perflsp.kernels.extract import extract, extract_with_constants
+from perflsp.kernels.file_trees import file_version, parsed_header, parsed_text, source_definitions
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
@@ -444,7 +445,7 @@ class ProgramModel:
         """The other sources and headers of the file's folder, `.cu`/`.c*` sources first."""
         found = self._siblings(_SIBLING_SUFFIXES + tuple(s for s in _SIBLING_CUDA_SUFFIXES if s not in _SIBLING_SUFFIXES))
         ordered = sorted(found, key=lambda p: (p.suffix in (".h", ".hh", ".hpp", ".cuh"), p.name))
-        return tuple(v for v in map(_version, ordered) if v is not None)
+        return tuple(v for v in map(file_version, ordered) if v is not None)
 
     def caller_argument_nodes(self, function: Node, parameter: str) -> list[Node]:
         """The argument each call of `function` in this file passes for its `parameter`
@@ -562,7 +563,7 @@ class ProgramModel:
         found_in = _sibling_device_definition(name, self._sibling_cuda_versions)
         if found_in is not None:
             version, index = found_in
-            parsed = _parsed_header_cached(*version)
+            parsed = parsed_header(*version)
             if parsed is not None:
                 data, tree, functions = parsed
                 return _expanded_function(data, tree, functions[index], self.env, keep_constants=False,
@@ -594,7 +595,7 @@ class ProgramModel:
         version = _sibling_plain_definition(name, self._sibling_cuda_only_versions)  # (`plain_function` read the others)
         if version is None:
             return None
-        parsed = _source_definitions_cached(*version)
+        parsed = source_definitions(*version)
         if parsed is not None:
             found = _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False, path=str(version[0]))
             return None if found is None or _is_kernel_definition(found) else found
@@ -630,13 +631,13 @@ class ProgramModel:
     def _plain_elsewhere(self, name: str) -> ParsedFunction | None:
         """`plain_function` in the local headers and the folder's other sources."""
         for header in self._header_versions:
-            parsed = _source_definitions_cached(*header)
+            parsed = source_definitions(*header)
             if parsed is not None and name in parsed[1]:
                 return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False, path=str(header[0]))
         version = _sibling_plain_definition(name, self._sibling_versions)
         if version is None:
             return None
-        parsed = _source_definitions_cached(*version)
+        parsed = source_definitions(*version)
         if parsed is not None:
             return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False, path=str(version[0]))
         return None
@@ -663,16 +664,16 @@ class ProgramModel:
 
     @cached_property
     def _sibling_versions(self) -> tuple[tuple[Path, int, int], ...]:
-        return tuple(v for v in map(_version, self._sibling_sources) if v is not None)
+        return tuple(v for v in map(file_version, self._sibling_sources) if v is not None)
 
     @cached_property
     def _sibling_cuda_versions(self) -> tuple[tuple[Path, int, int], ...]:
-        return tuple(v for v in map(_version, self._sibling_cuda_sources) if v is not None)
+        return tuple(v for v in map(file_version, self._sibling_cuda_sources) if v is not None)
 
     @cached_property
     def _header_versions(self) -> tuple[tuple[Path, int, int], ...]:
         """(path, mtime, size) of each local header that can be read, in include order."""
-        return tuple(v for v in map(_version, self.headers) if v is not None)
+        return tuple(v for v in map(file_version, self.headers) if v is not None)
 
     @cached_property
     def _sibling_cuda_only_versions(self) -> tuple[tuple[Path, int, int], ...]:
@@ -828,56 +829,6 @@ def _is_kernel_definition(fn: ParsedFunction) -> bool:
     return b"__global__" in head
 
 
-def _version(path: Path) -> tuple[Path, int, int] | None:
-    """(path, mtime, size): what the caches of other files' syntax trees are keyed by."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return path, stat.st_mtime_ns, stat.st_size
-
-
-@lru_cache(maxsize=256)
-def _parsed_source_cached(path: Path, mtime_ns: int, size: int) -> tuple[bytes, Tree] | None:
-    loaded = load_file(path)
-    if isinstance(loaded, SkippedFile):
-        return None
-    return loaded.data, parsed_text(loaded.data)
-
-
-_SHARED_PARSE_BYTES = 256 * 1024  # larger texts are parsed each time (their trees are large)
-
-
-def parsed_text(data: bytes) -> Tree:
-    """The tree of `data`, shared by the readers of the same text (do not edit it: copy it): a
-    file of a folder is read as itself, as the sibling another file's callee is defined in, and
-    as the includer of a header, and each of these parsed it again."""
-    return _parsed_text_cached(data) if len(data) <= _SHARED_PARSE_BYTES else parse(data)
-
-
-@lru_cache(maxsize=32)
-def _parsed_text_cached(data: bytes) -> Tree:
-    return parse(data)
-
-
-@lru_cache(maxsize=256)
-def _parsed_header_cached(path: Path, mtime_ns: int, size: int) -> tuple[bytes, Tree, tuple[CudaFunction, ...]] | None:
-    parsed = _parsed_source_cached(path, mtime_ns, size)
-    if parsed is None:
-        return None
-    data, tree = parsed
-    return data, tree, tuple(extract(data, tree, str(path)).device_functions)
-
-
-@lru_cache(maxsize=256)
-def _source_definitions_cached(path: Path, mtime_ns: int, size: int) -> tuple[bytes, dict[str, Node], Tree] | None:
-    parsed = _parsed_source_cached(path, mtime_ns, size)
-    if parsed is None:
-        return None
-    data, tree = parsed
-    return data, function_definitions(tree.root_node, data), tree  # (the tree keeps the nodes alive)
-
-
 # what follows a function's name where it is defined: `(params) {` (a superset: `if (x) {` too)
 # (no parentheses inside the parameters: a linear match; a function-pointer parameter is missed)
 _AFTER_NAME_DEFINITION = re.compile(rb"\s*\([^;{}()]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^;{}()]*)?\{")
@@ -937,7 +888,7 @@ def _sibling_device_definition(name: str, versions: tuple[tuple[Path, int, int],
     for version in versions:
         if name not in _defined_names_cached(*version):
             continue  # (not parsed: most names asked about are built-ins defined nowhere here)
-        parsed = _parsed_header_cached(*version)
+        parsed = parsed_header(*version)
         if parsed is None:
             continue
         for index, fn in enumerate(parsed[2]):
@@ -952,7 +903,7 @@ def _sibling_plain_definition(name: str, versions: tuple[tuple[Path, int, int], 
     for version in versions:
         if name not in _defined_names_cached(*version):
             continue
-        parsed = _source_definitions_cached(*version)
+        parsed = source_definitions(*version)
         if parsed is not None and name in parsed[1]:
             return version
     return None
@@ -961,14 +912,14 @@ def _sibling_plain_definition(name: str, versions: tuple[tuple[Path, int, int], 
 def _parsed_header(path: Path) -> tuple[bytes, Tree, tuple[CudaFunction, ...]] | None:
     """A local header's `__device__` functions (each version of a file is parsed once, for
     these and for `_source_definitions`)."""
-    version = _version(path)
-    return _parsed_header_cached(*version) if version is not None else None
+    version = file_version(path)
+    return parsed_header(*version) if version is not None else None
 
 
 def _source_definitions(path: Path) -> tuple[bytes, dict[str, Node], Tree] | None:
     """Another file's function definitions by simple name."""
-    version = _version(path)
-    return _source_definitions_cached(*version) if version is not None else None
+    version = file_version(path)
+    return source_definitions(*version) if version is not None else None
 
 
 _FUNCTION_HEAD = re.compile(rb"[A-Za-z_][\w:<>,\s\*&]*?\b[A-Za-z_][\w:~]*\s*\([^;{}]*\)\s*(?:const\s*)?\{")

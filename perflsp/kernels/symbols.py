@@ -322,7 +322,7 @@ def function_env(ctx: ExtractionContext, function: Node | None, before_byte: int
         return parent.child()
     body = function.child_by_field_name("body")
     path = _control_path(body, before_byte) if body is not None else ()
-    cache = ctx.local_replays
+    cache: dict[tuple[object, ...], _Replay] = ctx.local_replays
     bound = tuple(sorted(arguments.items())) if arguments else ()
     key = (function.start_byte, path, bound, tuple(sorted(assumed)))
     replay = cache.get(key)
@@ -552,7 +552,7 @@ _Event = tuple[int, int, _Chain, Callable[[_Replay, bool], None]]
 def _function_events(ctx: ExtractionContext, function: Node) -> list[_Event]:
     """The binding events of `function`, in source order, with the control statements around
     each (one list per function, shared by the replays of its control paths)."""
-    cache = ctx.local_events
+    cache: dict[int, list[_Event]] = ctx.local_events
     events = cache.get(function.start_byte)
     if events is None:
         events = []
