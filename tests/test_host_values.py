@@ -654,3 +654,45 @@ int main() {
     assert not unknown_trips(report)
     assert any("template value `CHANNELS` differs between the instantiations (8, 4): assumed 8, the first" in a
                for a in texts(report.facts.assumptions))
+
+
+# template types of the function around an OpenMP region ------------------------------------------
+
+_TYPED_TEMPLATE = """
+template <typename T>
+void scale(T *a, int n) {
+  #pragma omp target teams distribute parallel for map(tofrom: a[0:n])
+  for (int i = 0; i < n; i++) a[i] = a[i] * 2;
+}
+int main() {
+  const int n = 1 << 20;
+  double *x = new double[n];
+  float *y = new float[n];
+  CALLS
+}
+"""
+
+
+def test_a_region_reads_its_function_s_template_types_from_the_calls_that_instantiate_it():
+    for calls in ("scale<double>(x, n);", "scale(x, n);"):
+        report = reports(_TYPED_TEMPLATE.replace("CALLS", calls))[0]
+        per_item = report.facts.per_item
+        assert (per_item.fp64, per_item.fp32) == (1, 0), calls
+        assert per_item.global_load_bytes == 8, calls
+        assert not any("template type" in a for a in texts(report.facts.assumptions)), calls
+    report = reports(_TYPED_TEMPLATE.replace("CALLS", "scale(y, n);"))[0]
+    assert (report.facts.per_item.fp64, report.facts.per_item.fp32) == (0, 1)
+    assert report.facts.per_item.global_load_bytes == 4
+    assert not any("template type" in a for a in texts(report.facts.assumptions))
+
+
+def test_template_types_that_differ_between_the_instantiations_take_the_first_said():
+    report = reports(_TYPED_TEMPLATE.replace("CALLS", "scale(x, n);\n  scale<float>(y, n);"))[0]
+    assert (report.facts.per_item.fp64, report.facts.per_item.fp32) == (1, 0)
+    assert any("template type `T` differs between the instantiations (double, float): assumed double, the first" in a
+               for a in texts(report.facts.assumptions))
+    # no instantiating call: float, as before, said
+    report = reports(_TYPED_TEMPLATE.replace("CALLS", ""))[0]
+    assert (report.facts.per_item.fp64, report.facts.per_item.fp32) == (0, 1)
+    assert report.facts.per_item.global_load_bytes == 4
+    assert any("template type `T` of the enclosing code: assumed float" in a for a in texts(report.facts.assumptions))

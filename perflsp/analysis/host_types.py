@@ -22,9 +22,11 @@ from perflsp.kernels.consteval import ConstEnv, Value
 from perflsp.kernels.program import function_around
 
 
-def host_types(unit: AnalysisUnit, function: Node | None, offset: int) -> HostTypes:
+def host_types(unit: AnalysisUnit, function: Node | None, offset: int, deduce: bool = True) -> HostTypes:
     """Types of the enclosing function's parameters and locals (and file-scope variables),
-    read from the macro-expanded function (`FP (*a)[N]` with `#define FP float`)."""
+    read from the macro-expanded function (`FP (*a)[N]` with `#define FP float`). A function
+    template's type parameters take the type of its first instantiating call in this file
+    (`deduce`; without it, or with none found, float)."""
     cache = unit.host_types
     span = (function.start_byte, function.end_byte) if function is not None else function_around(unit.data, offset)
     key = span[0] if span is not None else -1
@@ -39,9 +41,11 @@ def host_types(unit: AnalysisUnit, function: Node | None, offset: int) -> HostTy
         text = unit.model.including_function_text()
         function = None
     aliases = dict(unit.type_aliases)
+    instantiated = template_types(unit, function) if deduce and function is not None else {}
     for parameter in unit.model.template_type_parameters(offset):
         # `T *a` in `template <class T> void Stream<T>::copy()`: instantiated elsewhere
-        aliases.setdefault(parameter, F32)
+        found = instantiated.get(parameter)
+        aliases.setdefault(parameter, found[0][1] if found else F32)
     class_name = _enclosing_class(unit, function, text)
     if class_name is not None:
         # a method's members are in scope (`a[i] = b[i] + scalar * c[i]` over `T *a;` members,
@@ -80,7 +84,8 @@ def host_types(unit: AnalysisUnit, function: Node | None, offset: int) -> HostTy
                 base = parse_type(m.group(1), aliases)
                 dims = tuple(_fold_float(unit, d) for d in re.findall(r"\[([^\]]*)\]", m.group(3)))
                 out[m.group(2)] = (CType(base.kind, base.size_bytes, base.lanes, 1 + len(dims), base.wide), (0.0, *dims))
-    cache[key] = out
+    if deduce:
+        cache[key] = out  # (a caller's types read for a deduction, without its own: not kept)
     return out
 
 
@@ -278,6 +283,88 @@ def template_values(unit: AnalysisUnit, function: Node) -> dict[str, list[float]
             if isinstance(value, (int, float)) and float(value) not in found.setdefault(name, []):
                 found[name].append(float(value))
     return found
+
+
+def template_types(unit: AnalysisUnit, function: Node | None) -> dict[str, list[tuple[str, CType]]]:
+    """The types a function template's type parameters take in the calls of this file that
+    instantiate it: by name, the distinct (text, type) of the explicit template argument
+    (`run<double>(x, n)`), else deduced from the call's argument for a parameter declared with
+    it (`run(x, n)` with `double *x` for `T *a`), in the order of the calls."""
+    template = function.parent if function is not None else None
+    if function is None or template is None or template.type != "template_declaration":
+        return {}
+    declarator = function.child_by_field_name("declarator")
+    while declarator is not None and declarator.type != "function_declarator":
+        declarator = declarator.child_by_field_name("declarator")
+    name_node = declarator.child_by_field_name("declarator") if declarator is not None else None
+    parameters = template.child_by_field_name("parameters")
+    if parameters is None or name_node is None or declarator is None:
+        return {}
+    listed = [p for p in parameters.named_children if p.type != "comment"]
+    wanted: dict[int, str] = {}  # position -> name
+    for position, parameter in enumerate(listed):
+        if parameter.type in ("type_parameter_declaration", "optional_type_parameter_declaration"):
+            ident = next((c for c in parameter.named_children if c.type == "type_identifier"), None)
+            if ident is not None:
+                wanted[position] = unit.ctx.text(ident)
+    if not wanted:
+        return {}
+    declared = _typed_parameters(unit, declarator, set(wanted.values()))
+    found: dict[str, list[tuple[str, CType]]] = {}
+    for call in unit.model.calls_to(unit.ctx.text(name_node).split("::")[-1]):
+        if function.start_byte <= call.start_byte < function.end_byte:
+            continue  # (a recursive call)
+        callee = call.child_by_field_name("function")
+        explicit = callee.child_by_field_name("arguments") if callee is not None and callee.type == "template_function" else None
+        given = [unit.ctx.text(a) for a in explicit.named_children if a.type != "comment"] if explicit is not None else []
+        arguments = call.child_by_field_name("arguments")
+        passed = [a for a in arguments.named_children if a.type != "comment"] if arguments is not None else []
+        caller_types: HostTypes | None = None
+        for position, name in wanted.items():
+            typed: tuple[str, CType] | None = None
+            if position < len(given):
+                text = unit.model.expand(given[position]).strip() or given[position]
+                typed = (text, parse_type(text, unit.type_aliases))
+            elif len(passed) == len(declared):
+                for slot, argument in zip(declared, passed, strict=True):
+                    if slot is None or slot[0] != name or argument.type != "identifier":
+                        continue
+                    if caller_types is None:
+                        caller = unit.model.enclosing_function(call.start_byte)
+                        caller_types = host_types(unit, caller, call.start_byte, deduce=False) if caller is not None else {}
+                    ctype = caller_types.get(unit.ctx.text(argument), (None, ()))[0]
+                    if ctype is not None and ctype.pointer >= slot[1] and ctype.kind in ("f64", "f32", "f16", "int", "bool"):
+                        base = CType(ctype.kind, ctype.size_bytes, ctype.lanes, ctype.pointer - slot[1], ctype.wide)
+                        typed = (_type_name(base), base)
+                        break
+            if typed is not None and typed[1].kind != "unknown" and all(t[1] != typed[1] for t in found.get(name, [])):
+                found.setdefault(name, []).append(typed)
+    return found
+
+
+def _typed_parameters(unit: AnalysisUnit, declarator: Node, names: set[str]) -> list[tuple[str, int] | None]:
+    """For each parameter of a function, the type parameter among `names` it is declared with and
+    its pointer depth (`T *a`, `const T &x`; not `vector<T>`, `T2`, nor `T::value_type`)."""
+    declared: list[tuple[str, int] | None] = []
+    function_parameters = declarator.child_by_field_name("parameters")
+    for p in function_parameters.named_children if function_parameters is not None else []:
+        if p.type == "comment":
+            continue
+        type_text = unit.ctx.text(p.child_by_field_name("type"))
+        words = [w for w in re.findall(r"[A-Za-z_]\w*", type_text) if w not in ("const", "volatile", "restrict", "__restrict__")]
+        rest = unit.ctx.text(p.child_by_field_name("declarator"))
+        if len(words) == 1 and words[0] in names and "<" not in type_text and "::" not in type_text \
+                and "[" not in rest and "(" not in rest:
+            declared.append((words[0], rest.count("*")))
+        else:
+            declared.append(None)
+    return declared
+
+
+def _type_name(ctype: CType) -> str:
+    base = {"f64": "double", "f32": "float", "f16": "half", "bool": "bool"}.get(ctype.kind) \
+        or {1: "char", 2: "short", 8: "long"}.get(ctype.size_bytes, "int")
+    return base + " " + "*" * ctype.pointer if ctype.pointer else base
 
 
 def _passed_extent(unit: AnalysisUnit, function: Node, name: str, elem_bytes: float) -> Extent | None:

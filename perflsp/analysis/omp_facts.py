@@ -14,6 +14,7 @@ from perflsp.analysis.compiled_facts import access_widths, kernel_shift, operati
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.finish import count_text, finish, uncertain_facts
 from perflsp.analysis.host_types import bind_host_variables, host_types
+from perflsp.analysis.host_types import template_types as instantiated_types
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import KernelFacts, LoopFact
 from perflsp.analysis.notes import Note, NoteKind, assumed, problem_size_unknown
@@ -92,14 +93,23 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     aliases = dict(unit.type_aliases)
     function_text = unit.data[function.start_byte : function.end_byte].decode("utf-8", errors="replace") \
         if function is not None else expanded
+    instantiated = instantiated_types(unit, function)
     for parameter in unit.model.template_type_parameters(region.span.start_byte):
-        # `(T)1.0`, `T *a` in a method of `template <class T> class Stream`: instantiated elsewhere
-        if parameter not in aliases:
-            aliases[parameter] = F32
-            if re.search(rf"\b{re.escape(parameter)}\b", function_text):
-                assumptions.append(assumed(NoteKind.TEMPLATE_ARGUMENT,
-                                           f"template type `{parameter}` of the enclosing code: assumed float",
-                                           subject=parameter))
+        # `(T)1.0`, `T *a` in a method of `template <class T> class Stream`: instantiated elsewhere,
+        # or by the calls of this file (`run<double>(x, n)`, `run(x, n)` with `double *x`)
+        if parameter in aliases:
+            continue
+        found = instantiated.get(parameter)
+        aliases[parameter] = found[0][1] if found else F32
+        if found and len(found) > 1:
+            assumptions.append(assumed(NoteKind.TEMPLATE_ARGUMENT,
+                                       f"template type `{parameter}` differs between the instantiations "
+                                       f"({', '.join(t for t, _ in found)}): assumed {found[0][0]}, the first",
+                                       subject=parameter))
+        elif not found and re.search(rf"\b{re.escape(parameter)}\b", function_text):
+            assumptions.append(assumed(NoteKind.TEMPLATE_ARGUMENT,
+                                       f"template type `{parameter}` of the enclosing code: assumed float",
+                                       subject=parameter))
     template_types = {p: aliases[p] for p in unit.model.template_type_parameters(region.span.start_byte) if p in aliases}
     shift = kernel_shift(unit.options.compiled, region.body_hash, region.span.start.line) if compiled is not None else None
     edited_since = compiled is not None and shift is None
