@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.analysis.ctype import parse_type
+from perflsp.kernels.text import split_top_level
 
 if TYPE_CHECKING:
     from perflsp.analysis.unit import AnalysisUnit
@@ -76,7 +77,7 @@ def host_extent(unit: AnalysisUnit, name: str) -> Extent:
         return Extent(None)
     kind, offset, groups = found.kind, found.offset, found.groups
     if kind in ("malloc", "calloc", "aligned_alloc"):
-        args = _split_args(groups[0] or "")
+        args = split_top_level(groups[0] or "")
         if kind == "calloc" and len(args) == 2:
             size = _fold(unit, offset, f"({args[0]}) * ({args[1]})")
         else:
@@ -90,7 +91,7 @@ def host_extent(unit: AnalysisUnit, name: str) -> Extent:
         return Extent(count * inner * elem if count is not None and inner is not None and elem else None, False, "new[]")
     if kind == "std::vector":
         elem_type, arguments = groups
-        args = _split_args(arguments or "")
+        args = split_top_level(arguments or "")
         count = _fold(unit, offset, args[0]) if args else None
         elem = _sizeof(unit, elem_type or "")
         return Extent(count * elem if count is not None and elem else None, False, "std::vector")
@@ -124,20 +125,6 @@ def omp_extent(unit: AnalysisUnit, name: str, elem_bytes: float) -> Extent:
 def _args(call: Node) -> list[Node]:
     args = call.child_by_field_name("arguments")
     return [a for a in args.named_children if a.type != "comment"] if args is not None else []
-
-
-def _split_args(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return [p for p in parts if p]
 
 
 def _fold(unit: AnalysisUnit, byte_offset: int, text: str) -> float | None:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
+
+from perflsp.kernels.text import split_top_level
 
 Number = int | float
 Value = Number | tuple[int, int, int]
@@ -137,56 +139,36 @@ class ConstEnv:
         merged.update(self.function_macros)
         return merged
 
-    def function_macro(self, name: str) -> tuple[tuple[str, ...], str] | None:
-        """The function-like macro `name` (its parameters and body), the nearest definition."""
+    def chain(self) -> Iterator[ConstEnv]:
+        """This environment, then each parent outwards (where the nearest definition is found)."""
         env: ConstEnv | None = self
         while env is not None:
-            found = env.function_macros.get(name)
-            if found is not None:
-                return found
+            yield env
             env = env.parent
-        return None
+
+    def function_macro(self, name: str) -> tuple[tuple[str, ...], str] | None:
+        """The function-like macro `name` (its parameters and body), the nearest definition."""
+        return next((env.function_macros[name] for env in self.chain() if name in env.function_macros), None)
 
     def type_alias(self, name: str) -> str | None:
         """The type `name` stands for (`typedef double Real_t;`), the nearest definition."""
-        env: ConstEnv | None = self
-        while env is not None:
-            found = env.type_aliases.get(name)
-            if found is not None:
-                return found
-            env = env.parent
-        return None
+        return next((env.type_aliases[name] for env in self.chain() if name in env.type_aliases), None)
 
     def pure_function(self, name: str) -> tuple[tuple[str, ...], str, ConstEnv] | None:
         """The pure function `name` (its parameters and expression) and the environment that
         defines it, the nearest definition."""
-        env: ConstEnv | None = self
-        while env is not None:
-            found = env.pure_functions.get(name)
-            if found is not None:
-                return found[0], found[1], env
-            env = env.parent
-        return None
+        env = next((env for env in self.chain() if name in env.pure_functions), None)
+        return (*env.pure_functions[name], env) if env is not None else None
 
     def child(self) -> ConstEnv:
         return ConstEnv(parent=self)
 
     def program_arguments(self) -> tuple[str, ...] | None:
-        env: ConstEnv | None = self
-        while env is not None:
-            if env.argv is not None:
-                return env.argv
-            env = env.parent
-        return None
+        return next((env.argv for env in self.chain() if env.argv is not None), None)
 
     def binds(self, name: str) -> bool:
         """Whether this environment or a parent says something of `name` (known or unknown)."""
-        env: ConstEnv | None = self
-        while env is not None:
-            if name in env.constants or name in env.unknown or name in env._memo:
-                return True
-            env = env.parent
-        return False
+        return any(name in env.constants or name in env.unknown or name in env._memo for env in self.chain())
 
     def lookup(self, name: str) -> Value:
         if name in self._memo:
@@ -235,7 +217,7 @@ class ConstEnv:
             if source is not None:
                 if not isinstance(source, str) or not source.startswith("{"):
                     raise NotConstant(f"`{name}` is not an array")
-                items = _split_top_level(source[1:-1])
+                items = split_top_level(source[1:-1])
                 if not isinstance(index, int) or not 0 <= index < len(items) or items[index].startswith("{"):
                     raise NotConstant(f"`{name}[{index}]` is not a known element")
                 if name in env.assumed:
@@ -246,32 +228,7 @@ class ConstEnv:
 
     def arguments_assumed(self) -> bool:
         """Whether the program's arguments here are the assumption of a run without any."""
-        env: ConstEnv | None = self
-        while env is not None:
-            if env.argv is not None:
-                return env.argv_assumed
-            env = env.parent
-        return False
-
-
-def _split_top_level(text: str) -> list[str]:
-    """The comma-separated items of an initializer list's inside (nested braces kept whole)."""
-    items: list[str] = []
-    depth = 0
-    current = ""
-    for ch in text:
-        if ch in "({[":
-            depth += 1
-        elif ch in ")}]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            items.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    if current.strip():
-        items.append(current.strip())
-    return items
+        return next((env.argv_assumed for env in self.chain() if env.argv is not None), False)
 
 
 def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Value:

@@ -12,7 +12,7 @@ from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.launches import enclosing_function, function_name
 from perflsp.kernels.models import ArraySection, ConstValue, LoopHeader, OmpClause, OmpRegion
 from perflsp.kernels.symbols import function_env
-from perflsp.kernels.text import text_hash
+from perflsp.kernels.text import split_top_level, text_hash
 
 CONSTRUCT_WORDS = frozenset({"target", "teams", "distribute", "parallel", "for", "do", "simd", "loop",
                              "data", "enter", "exit", "update", "declare", "end"})
@@ -91,22 +91,6 @@ def _matching_paren(text: str, open_at: int) -> int | None:
     return None
 
 
-def _split_top(text: str, sep: str = ",") -> list[str]:
-    parts: list[str] = []
-    depth = 0
-    start = 0
-    for k, ch in enumerate(text):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == sep and depth == 0:
-            parts.append(text[start:k].strip())
-            start = k + 1
-    parts.append(text[start:].strip())
-    return [p for p in parts if p]
-
-
 def _top_level_colon(text: str) -> int:
     depth = 0
     for k, ch in enumerate(text):
@@ -154,7 +138,7 @@ def _make_clause(name: str, args: str | None, env: ConstEnv | None) -> OmpClause
         value, reason = try_evaluate(text, env) if env is not None else (None, "no constants available")
         return OmpClause(name=name, text=text, value=ConstValue(text, None, value, reason))
     if name in LIST_CLAUSES:
-        return OmpClause(name=name, text=text, items=tuple(parse_list_item(x) for x in _split_top(text)))
+        return OmpClause(name=name, text=text, items=tuple(parse_list_item(x) for x in split_top_level(text)))
     if name in MODIFIER_LIST_CLAUSES:
         colon = _top_level_colon(text)
         modifier = None
@@ -164,11 +148,11 @@ def _make_clause(name: str, args: str | None, env: ConstEnv | None) -> OmpClause
             items_text = text[colon + 1 :]
             if name == "map":
                 # `always, close, tofrom` -> the map type is the last word
-                modifier = _split_top(modifier)[-1] if modifier else modifier
+                modifier = split_top_level(modifier)[-1] if modifier else modifier
         return OmpClause(name=name, text=text, modifier=modifier,
-                         items=tuple(parse_list_item(x) for x in _split_top(items_text)))
+                         items=tuple(parse_list_item(x) for x in split_top_level(items_text)))
     if name in ("schedule", "dist_schedule"):
-        parts = _split_top(text)
+        parts = split_top_level(text)
         kind = parts[0] if parts else None
         chunk = None
         if len(parts) > 1:

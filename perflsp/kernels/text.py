@@ -95,3 +95,21 @@ def line_is_directive(data: bytes, pos: int) -> bool:
             continue
         break
     return data[line_start:pos].lstrip().startswith(b"#")
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """The non-empty `sep`-separated items of `text` outside brackets (`a, f(b, c), {d, e}` ->
+    3 items), stripped: an argument list, an initializer list, an OpenMP clause's list."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    for k, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            parts.append(text[start:k].strip())
+            start = k + 1
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]

@@ -168,8 +168,8 @@ def device_callees(model: ProgramModel, kernel: CudaFunction | OmpRegion) -> lis
     by_name: dict[str, list[CudaFunction]] = {}
     for fn in model.kernels.device_functions:
         by_name.setdefault(fn.name, []).append(fn)
-    own = kernel.name if isinstance(kernel, CudaFunction) else None
-    by_name.pop(own or "", None)
+    if isinstance(kernel, CudaFunction):
+        by_name.pop(kernel.name, None)  # (a recursive kernel is not its own callee)
     if not by_name:
         return []
     data = model.data
