@@ -106,6 +106,15 @@ class Published:
 Partial = tuple[list[lsp.Diagnostic], list[JsonObject]]  # diagnostics of a partial view, and their JSON
 
 
+def _release_after_read(lock: threading.Lock, done: asyncio.Future[T]) -> None:
+    """Release the text lock when the thread is done reading, not before; and retrieve how the
+    read ended: when its request was cancelled meanwhile, nobody awaits it any more (a cancelled
+    code action ends with its own `Cancelled`, which asyncio would log as never retrieved)."""
+    lock.release()
+    if not done.cancelled():
+        done.exception()
+
+
 class DocumentWorker:
     def __init__(self, host: DocumentHost, uri: str, text: str, version: int | None):
         self.host = host  # the language server (config_for, publish, ...)
@@ -308,7 +317,7 @@ class DocumentWorker:
             finally:
                 lock.release()
         future = asyncio.get_running_loop().run_in_executor(None, fn, snap)
-        future.add_done_callback(lambda _: lock.release())  # when the thread is done reading, not before
+        future.add_done_callback(lambda done: _release_after_read(lock, done))
         return await asyncio.shield(future)
 
     async def _wait(self, timeout: float) -> None:

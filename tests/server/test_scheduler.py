@@ -463,3 +463,40 @@ async def test_a_close_during_a_step_keeps_the_state_until_the_step_is_out(caplo
         await asyncio.sleep(0.01)
     assert worker.state is None and worker.snapshot is None and worker.latest is None
     assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+
+
+async def test_a_threaded_read_whose_request_was_cancelled_ends_quietly():
+    """A code action cancelled while its thread reads: the thread's own ending (an exception) is
+    retrieved, not logged by asyncio as never retrieved, and the text lock comes back."""
+    import gc
+    import threading
+
+    host = Host()
+    worker = DocumentWorker(host, "file:///saxpy.cu", SAXPY.read_text(), 1)
+    worker._kick()
+    assert await asyncio.wait_for(worker.current(), 10) is not None
+    loop = asyncio.get_running_loop()
+    unretrieved: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, context: unretrieved.append(context))
+    started, go_on = threading.Event(), threading.Event()
+
+    def slow_reader(_snap):
+        started.set()
+        go_on.wait(10)
+        raise RuntimeError("stopped after its request was cancelled")
+
+    request = asyncio.create_task(worker.read(slow_reader, in_thread=True))
+    while not started.is_set():
+        await asyncio.sleep(0.005)
+    request.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    go_on.set()
+    while worker.text_lock.locked():
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.05)
+    gc.collect()
+    await asyncio.sleep(0)
+    assert unretrieved == []
+    assert await worker.read(lambda snap: snap.uri, in_thread=True) == "file:///saxpy.cu"
+    worker.close()
