@@ -37,6 +37,11 @@ def _choose_site(unit: AnalysisUnit, kernel: CudaFunction, launches: list[Launch
     candidates = list(launches) or [s for s in unit.options.external_launches if s.name == kernel.name]
     if not candidates:
         return None
+    named = unit.options.instantiation
+    if named is not None and kernel.template_params:
+        # the instantiation judged is named: its launches are the ones to read
+        written = [site for site in candidates if _same_arguments(site.template_args, named)]
+        candidates = written or candidates
     override = unit.options.launch_override
     if override is not None:
         for site in candidates:
@@ -69,7 +74,8 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
                                                    cost.assumed_problem_size)
         assumptions.insert(0, shape_note)
     aliases = dict(unit.type_aliases)
-    template_values = _bind_template(unit.model, kernel, site, aliases, assumptions, _template_env(unit, site))
+    template_values = _bind_template(unit.model, kernel, site, aliases, assumptions, _template_env(unit, site),
+                                     unit.options.instantiation)
     shift = kernel_shift(unit.options.compiled, kernel.body_hash, kernel.span.start.line) if compiled is not None else None
     if compiled is not None and shift is None:
         compiled = None  # edited since the file was compiled: the next compile counts it
@@ -251,6 +257,12 @@ def _as_dim(value: object) -> tuple[int, int, int] | None:
     return None
 
 
+def _same_arguments(written: tuple[str, ...] | list[str], named: tuple[str, ...]) -> bool:
+    """Whether a launch's template arguments are the named instantiation's, as written
+    (`k<double, 256>` and `double,256`; a launch naming macros or constants is not compared)."""
+    return len(written) == len(named) and all("".join(w.split()) == "".join(n.split()) for w, n in zip(written, named))
+
+
 def _template_env(unit: AnalysisUnit, site: LaunchSite | None) -> ConstEnv:
     """What a launch's template arguments can name: the file's macros and constants, and the
     launching function's constants (`constexpr int TILE = 16;` before `k<TILE><<<...>>>`)."""
@@ -260,11 +272,13 @@ def _template_env(unit: AnalysisUnit, site: LaunchSite | None) -> ConstEnv:
 
 
 def _bind_template(model: ProgramModel, kernel: CudaFunction, site: LaunchSite | None, aliases: dict[str, CType],
-                   assumptions: list[Note], env: ConstEnv) -> dict[str, float]:
+                   assumptions: list[Note], env: ConstEnv, named: tuple[str, ...] | None = None) -> dict[str, float]:
     values: dict[str, float] = {}
     args = list(site.template_args) if site is not None else []
     if kernel.specialization_args:
         args = list(kernel.specialization_args)
+    elif named is not None and len(named) == len(kernel.template_params):
+        args = list(named)  # the instantiation judged, named from outside
     for index, param in enumerate(kernel.template_params):
         arg = args[index] if index < len(args) else param.default
         if param.kind == "type":

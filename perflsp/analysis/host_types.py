@@ -22,14 +22,15 @@ from perflsp.kernels.consteval import ConstEnv, Value
 from perflsp.kernels.program import function_around
 
 
-def host_types(unit: AnalysisUnit, function: Node | None, offset: int, deduce: bool = True) -> HostTypes:
+def host_types(unit: AnalysisUnit, function: Node | None, offset: int, deduce: bool = True,
+               named: tuple[str, ...] | None = None) -> HostTypes:
     """Types of the enclosing function's parameters and locals (and file-scope variables),
     read from the macro-expanded function (`FP (*a)[N]` with `#define FP float`). A function
     template's type parameters take the type of its first instantiating call in this file
-    (`deduce`; without it, or with none found, float)."""
+    (`deduce`; without it, or with none found, float), or those of the instantiation `named`."""
     cache = unit.host_types
     span = (function.start_byte, function.end_byte) if function is not None else function_around(unit.data, offset)
-    key = span[0] if span is not None else -1
+    key = (span[0] if span is not None else -1, named)
     if key in cache:
         return cache[key]
     out: HostTypes = {}
@@ -41,7 +42,7 @@ def host_types(unit: AnalysisUnit, function: Node | None, offset: int, deduce: b
         text = unit.model.including_function_text()
         function = None
     aliases = dict(unit.type_aliases)
-    instantiated = template_types(unit, function) if deduce and function is not None else {}
+    instantiated = template_types(unit, function, named) if deduce and function is not None else {}
     for parameter in unit.model.template_type_parameters(offset):
         # `T *a` in `template <class T> void Stream<T>::copy()`: instantiated elsewhere
         found = instantiated.get(parameter)
@@ -166,7 +167,8 @@ def _declarator_shape(unit: AnalysisUnit, node: Node | None, text: Callable[[Nod
 
 
 def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: HostTypes,
-                        host_env: ConstEnv, text: str, function: Node | None = None) -> Extents:
+                        host_env: ConstEnv, text: str, function: Node | None = None,
+                        named: tuple[str, ...] | None = None) -> Extents:
     """Bind the host variables `text` (the region's body) names; returns the arrays' extents.
     An array that is a parameter of `function` (the function around the region) without a
     `map` section or allocation of its own has the extent of what its callers pass."""
@@ -181,7 +183,7 @@ def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: Ho
         if value is not None or function is None:
             return value
         if instantiated is None:
-            instantiated = template_values(unit, function)
+            instantiated = template_values(unit, function, named)
         source = _local_text(host_env, name)
         used = [n for n in instantiated if source is not None and re.search(rf"\b{re.escape(n)}\b", source)]
         if not used:
@@ -245,10 +247,11 @@ def _say_instantiations(walker: KernelWalker, instantiated: dict[str, list[float
                                   subject=name, value=values[0]))
 
 
-def template_values(unit: AnalysisUnit, function: Node) -> dict[str, list[float]]:
+def template_values(unit: AnalysisUnit, function: Node, named: tuple[str, ...] | None = None) -> dict[str, list[float]]:
     """The values a function template's value parameters take (`template <int R> void f()`
     called as `f<3>(...)`): by name, the distinct values of its calls in this file with
-    explicit template arguments, in the order of the calls (or the parameter's default)."""
+    explicit template arguments, in the order of the calls (or the parameter's default); those
+    of the instantiation `named` (its template arguments) when it is this template's."""
     template = function.parent
     declarator = function.child_by_field_name("declarator")
     while declarator is not None and declarator.type != "function_declarator":
@@ -269,6 +272,12 @@ def template_values(unit: AnalysisUnit, function: Node) -> dict[str, list[float]
     found: dict[str, list[float]] = {}
     if not wanted:
         return found
+    if named is not None and len(named) == len(listed):
+        for position, (name, _) in wanted.items():
+            value = unit.model.evaluate(named[position])
+            if isinstance(value, (int, float)):
+                found[name] = [float(value)]
+        return found
     for call in unit.model.calls_to(unit.ctx.text(name_node).split("::")[-1]):
         if function.start_byte <= call.start_byte < function.end_byte:
             continue  # (a recursive call)
@@ -285,11 +294,13 @@ def template_values(unit: AnalysisUnit, function: Node) -> dict[str, list[float]
     return found
 
 
-def template_types(unit: AnalysisUnit, function: Node | None) -> dict[str, list[tuple[str, CType]]]:
+def template_types(unit: AnalysisUnit, function: Node | None, named: tuple[str, ...] | None = None
+                   ) -> dict[str, list[tuple[str, CType]]]:
     """The types a function template's type parameters take in the calls of this file that
     instantiate it: by name, the distinct (text, type) of the explicit template argument
     (`run<double>(x, n)`), else deduced from the call's argument for a parameter declared with
-    it (`run(x, n)` with `double *x` for `T *a`), in the order of the calls."""
+    it (`run(x, n)` with `double *x` for `T *a`), in the order of the calls; those of the
+    instantiation `named` (its template arguments) when it is this template's."""
     template = function.parent if function is not None else None
     if function is None or template is None or template.type != "template_declaration":
         return {}
@@ -309,6 +320,8 @@ def template_types(unit: AnalysisUnit, function: Node | None) -> dict[str, list[
                 wanted[position] = unit.ctx.text(ident)
     if not wanted:
         return {}
+    if named is not None and len(named) == len(listed):
+        return {name: [(named[position], parse_type(named[position], unit.type_aliases))] for position, name in wanted.items()}
     declared = _typed_parameters(unit, declarator, set(wanted.values()))
     found: dict[str, list[tuple[str, CType]]] = {}
     for call in unit.model.calls_to(unit.ctx.text(name_node).split("::")[-1]):

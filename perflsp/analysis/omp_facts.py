@@ -41,7 +41,8 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     arguments_read = assumed_reads()
     function = unit.model.enclosing_function(region.span.start_byte)
     host_env = unit.env_at(region.span.start_byte)
-    types = host_types(unit, function, region.span.start_byte)
+    named = unit.options.instantiation
+    types = host_types(unit, function, region.span.start_byte, named=named)
     body_end = region.body_span.end_byte
     body_text = unit.data[region.body_span.start_byte : body_end].decode("utf-8", errors="replace")
     expanded = unit.model.expand(body_text)
@@ -93,7 +94,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     aliases = dict(unit.type_aliases)
     function_text = unit.data[function.start_byte : function.end_byte].decode("utf-8", errors="replace") \
         if function is not None else expanded
-    instantiated = instantiated_types(unit, function)
+    instantiated = instantiated_types(unit, function, named)
     for parameter in unit.model.template_type_parameters(region.span.start_byte):
         # `(T)1.0`, `T *a` in a method of `template <class T> class Stream`: instantiated elsewhere,
         # or by the calls of this file (`run<double>(x, n)`, `run(x, n)` with `double *x`)
@@ -119,7 +120,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     walker = KernelWalker(wrapped, cost, shape, aliases, unit.target_callees,
                           line_offset=region.body_span.start.line - 1, path=unit.kernels.path, profile=profile)
     walker.scopes[0].update(unit.globals)
-    extents = bind_host_variables(unit, walker, types, host_env, expanded, function)
+    extents = bind_host_variables(unit, walker, types, host_env, expanded, function, named)
     parallel_levels = 0
     if words & {"distribute", "for", "loop", "simd"}:
         collapse = region.clause("collapse")

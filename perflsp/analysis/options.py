@@ -22,6 +22,9 @@ class AnalysisOptions:
     include_env: ConstEnv | None = field(default=None, compare=False, hash=False)  # macros of local headers
     external_launches: tuple[LaunchSite, ...] = field(default=(), compare=False, hash=False)
     cost: CostModel = field(default_factory=CostModel)
+    # the template arguments of the instantiation judged, in the template's order, when named from
+    # outside (an evaluation row's signature: `k<double, 256>`); else those of the launch or call
+    instantiation: tuple[str, ...] | None = None
     # the file's device code compiled per architecture (None: not compiled, the source engine answers)
     compiled: CompiledSource | None = field(default=None, compare=False, hash=False)
 

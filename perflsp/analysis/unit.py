@@ -45,7 +45,8 @@ class AnalysisUnit:
         self.env: ConstEnv = self.model.env
         # memos of the analysis modules (filled on first use)
         self.extents: dict[str, Extent] = {}  # analysis.extents: variable -> its allocation's size
-        self.host_types: dict[int, HostTypes] = {}  # analysis.host_types: function start -> types
+        # analysis.host_types: (function start, instantiation named) -> types
+        self.host_types: dict[tuple[int, tuple[str, ...] | None], HostTypes] = {}
 
     @classmethod
     def of(cls, model: ProgramModel, options: AnalysisOptions) -> AnalysisUnit:

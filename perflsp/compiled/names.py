@@ -38,26 +38,42 @@ def _split(signature: str) -> tuple[str, str, int | None]:
     text = signature
     params: int | None = None
     if text.endswith(")"):
-        depth = 0
-        for i in range(len(text) - 1, -1, -1):
-            depth += text[i] == ")"
-            depth -= text[i] == "("
-            if depth == 0:
-                inner = text[i + 1:-1].strip()
-                params = 0 if not inner or inner == "void" else _count_top_level(inner)
-                text = text[:i]
-                break
+        text, inner = _trailing_group(text, "(", ")")
+        inner = inner.strip()
+        params = 0 if not inner or inner == "void" else _count_top_level(inner)
     templates = ""
     if text.endswith(">"):
-        depth = 0
-        for i in range(len(text) - 1, -1, -1):
-            depth += text[i] == ">"
-            depth -= text[i] == "<"
-            if depth == 0:
-                templates = text[i + 1:-1]
-                text = text[:i]
-                break
+        text, templates = _trailing_group(text, "<", ">")
     return text.rsplit(" ", 1)[-1].strip(), templates.replace(" ", ""), params
+
+
+def _trailing_group(text: str, opening: str, closing: str) -> tuple[str, str]:
+    """`text` ending in `closing` split into what precedes its matching `opening` and what the
+    pair encloses."""
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        depth += text[i] == closing
+        depth -= text[i] == opening
+        if depth == 0:
+            return text[:i], text[i + 1:-1]
+    return text, ""
+
+
+def instantiation_arguments(name: str) -> tuple[str, ...] | None:
+    """The template arguments a demangled signature or name gives its function
+    (`void k<float, 256>(T1 *, int)` -> ("float", "256"); `add<double>@l104` -> ("double",));
+    None when the function itself is no template instantiation (`Stream<double>::add` is a
+    method of one: its class's arguments are not the function's)."""
+    text = (name.rsplit("@l", 1)[0] if re.search(r"@l\d+$", name) else name).strip()
+    if text.endswith(")"):
+        text = _trailing_group(text, "(", ")")[0].rstrip()
+    if not text.endswith(">"):
+        return None
+    templates = _trailing_group(text, "<", ">")[1]
+    args = (" ".join(arg.split()) for arg in template_arguments(templates))
+    # a demangler writes a value of a non-int parameter with its type: `(char)1`
+    return tuple(re.sub(r"^\((?:unsigned |signed )?(?:char|short|int|long|long long|bool)\)\s*(-?\d+)$", r"\1", a)
+                 for a in args) or None
 
 
 def _count_top_level(params: str) -> int:

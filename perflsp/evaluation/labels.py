@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perflsp.compiled.names import instantiation_arguments
+
 Dim3 = tuple[int, int, int]
 # Columns a predictor may use (what the study gave its LLMs): never the measured ones.
 PREDICTOR_COLUMNS = ("target", "language", "kernel", "kernel_signature", "file", "line", "block", "grid", "exe_args")
@@ -35,6 +37,13 @@ class KernelRow:
     block: Dim3 | None
     grid: Dim3 | None
     exe_args: str
+
+    @property
+    def instantiation(self) -> tuple[str, ...] | None:
+        """The template arguments of the instantiation the row measured: a CUDA kernel's from
+        its signature (`void k<double, 256>(T1 *, int)`), an OpenMP region's from its enclosing
+        function's name (`add<double>@l104`); None for a function that is no template."""
+        return instantiation_arguments(self.signature if self.language == "cuda" and self.signature else self.kernel)
 
 
 @dataclass(frozen=True, slots=True)

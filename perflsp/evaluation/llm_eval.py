@@ -92,7 +92,7 @@ class RowAnalyzer:
         program = self.locator.read(row.file, argv)
         data, tree = program.data, program.tree
         options = AnalysisOptions(argv=argv, launch_override=override, include_env=program.options.include_env,
-                                  external_launches=external, cost=self.cost)
+                                  external_launches=external, cost=self.cost, instantiation=row.instantiation)
         # the one pipeline: an engine failure comes back as an `uncertain` report naming it
         analysis = FileAnalysis.of(program, options)
         report = analysis.report(located.kernel, [self.gpu])

@@ -207,7 +207,7 @@ def _predict(locator: Locator, launches: _LaunchIndex, models: _Models, row: Ker
     if isinstance(located.kernel, CudaFunction) and not file.launches_of(located.kernel):
         external = launches.for_kernel(row.target, located.kernel.name, argv)
     options = AnalysisOptions(argv=argv, launch_override=override, external_launches=external, cost=cost,
-                              compiled=compiled)
+                              compiled=compiled, instantiation=row.instantiation)
     try:
         model = models.get(row.file, argv)
     except Exception as exc:  # noqa: BLE001 - a scorer must score every row; the reason is reported
