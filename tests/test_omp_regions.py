@@ -216,3 +216,25 @@ def test_array_parameter_takes_the_extent_its_caller_maps():
         footprints[group.array] = max(footprints.get(group.array, 0.0), group.footprint_bytes)
     assert footprints == {"pos": 4096 * 4, "weight": 4096 * 4, "out": 4096 * 4}
     assert facts.dram_bytes <= max(3 * 4096 * 4, 1e5)
+
+
+# a launch given from outside (a profile): LLVM's runtime caps the teams of a long loop ------------
+
+CAPPED_SRC = """
+void scale(float *a, int n) {
+  #pragma omp target teams distribute parallel for map(tofrom: a[0:n])
+  for (int i = 0; i < n; i++) a[i] *= 2.0f;
+}
+"""
+
+
+def test_a_launch_at_the_runtime_s_team_limit_bounds_the_iterations_from_below_only():
+    from perflsp.analysis.engine import AnalysisOptions
+
+    capped = reports(CAPPED_SRC, options=AnalysisOptions(launch_override=((3200, 1, 1), (256, 1, 1))))[0]
+    assert capped.facts.work_items == 3200 * 256
+    assert any("3200 teams is the LLVM offload runtime's default team limit" in a
+               for a in texts(capped.facts.assumptions))
+    below = reports(CAPPED_SRC, options=AnalysisOptions(launch_override=((100, 1, 1), (256, 1, 1))))[0]
+    assert below.facts.work_items == 100 * 256  # fewer teams than the limit: one iteration per thread
+    assert not any("team limit" in a for a in texts(below.facts.assumptions))

@@ -140,6 +140,15 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
             assert teams is not None and threads is not None  # both come from the override
             total = max(float(teams * threads), known_part)
             items_note = f"{count_text(total)} iterations (from the launch: {teams} teams × {threads} threads)"
+            if teams == LLVM_NVPTX_DEFAULT_TEAMS:
+                # LLVM's offload runtime launches min(iterations / threads, this) teams and lets
+                # each thread take several iterations: the launch bounds the count from below only
+                items_note = f"at least {count_text(total)} iterations ({teams} teams × {threads} threads)"
+                assumptions.append(assumed(
+                    NoteKind.LAUNCH_SHAPE,
+                    f"{teams} teams is the LLVM offload runtime's default team limit on NVIDIA GPUs: the loop "
+                    f"may run more than the {count_text(total)} iterations the launch has threads for; read as "
+                    "one each", subject="teams", value=float(teams)))
         else:
             total = max(cost.assumed_problem_size, known_part)
             assumptions.insert(0, problem_size_unknown(f"{count_text(total)} iterations", total, "iterations"))
@@ -184,6 +193,10 @@ def _prefer(aliases: dict[str, CType]) -> Callable[[list[str]], float]:
 
     return score
 
+
+# `GV_Default_Num_Teams` of LLVM's NVPTX grid values (llvm/Frontend/OpenMP/OMPGridValues.h): the
+# teams libomptarget launches at most for a loop of many iterations (it reuses them beyond)
+LLVM_NVPTX_DEFAULT_TEAMS = 3200
 
 _OMP_SPMD_CALLS = re.compile(r"\bomp_get_(?:team|thread)_num\s*\(")
 # `#pragma omp parallel` (not a worksharing loop) in a `teams` region: every thread of every
