@@ -11,6 +11,7 @@ from collections.abc import Callable
 from tree_sitter import Node
 
 from perflsp.analysis.compiled_facts import access_widths, kernel_shift, operations
+from perflsp.analysis.costs import CostModel
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.finish import count_text, finish, uncertain_facts
 from perflsp.analysis.host_types import bind_host_variables, host_types
@@ -134,29 +135,8 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
         work_items = float(teams * threads)
         items_note = f"{count_text(work_items)} threads ({teams} teams × {threads} threads) run the region"
     if unknown_atoms:
-        known_part = work_items or 1.0
-        if override is not None:
-            # the runtime sizes the launch from the loop's trip count: the launch tells it
-            assert teams is not None and threads is not None  # both come from the override
-            total = max(float(teams * threads), known_part)
-            items_note = f"{count_text(total)} iterations (from the launch: {teams} teams × {threads} threads)"
-            if teams == LLVM_NVPTX_DEFAULT_TEAMS:
-                # LLVM's offload runtime launches min(iterations / threads, this) teams and lets
-                # each thread take several iterations: the launch bounds the count from below only
-                items_note = f"at least {count_text(total)} iterations ({teams} teams × {threads} threads)"
-                assumptions.append(assumed(
-                    NoteKind.LAUNCH_SHAPE,
-                    f"{teams} teams is the LLVM offload runtime's default team limit on NVIDIA GPUs: the loop "
-                    f"may run more than the {count_text(total)} iterations the launch has threads for; read as "
-                    "one each", subject="teams", value=float(teams)))
-        else:
-            total = max(cost.assumed_problem_size, known_part)
-            assumptions.insert(0, problem_size_unknown(f"{count_text(total)} iterations", total, "iterations"))
-            items_note = "iteration count unknown"
-        share = (total / known_part) ** (1.0 / len(unknown_atoms))
-        for atom in unknown_atoms:
-            walker.cardinality[atom] = max(1.0, share)
-        work_items = total
+        work_items, items_note = _unknown_iterations(walker, unknown_atoms, work_items, teams, threads,
+                                                     override is not None, cost, assumptions)
     launched = float(teams * threads) if teams and threads else max(work_items, 1.0)
     per_item, compiled_note = operations(
         result.counts, cost.int_per_omp_iteration, cost, compiled, compiled_fn, profile, result.notes,
@@ -176,6 +156,37 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
         facts.evidence.insert(0, compiled_note)
         facts.operations = "compiled"
     return facts, threads, 0
+
+
+def _unknown_iterations(walker: KernelWalker, unknown_atoms: list[str], known_part: float, teams: int | None,
+                        threads: int | None, launch_given: bool, cost: CostModel, assumptions: list[Note]
+                        ) -> tuple[float, str]:
+    """The iterations of a parallel nest whose trip count the source does not state: the launch's
+    threads when the launch is given, else the production size assumed; spread over the loops
+    left unknown. Returns (iterations, note)."""
+    known_part = known_part or 1.0
+    if launch_given:
+        # the runtime sizes the launch from the loop's trip count: the launch tells it
+        assert teams is not None and threads is not None  # both come from the launch given
+        total = max(float(teams * threads), known_part)
+        items_note = f"{count_text(total)} iterations (from the launch: {teams} teams × {threads} threads)"
+        if teams == LLVM_NVPTX_DEFAULT_TEAMS:
+            # LLVM's offload runtime launches min(iterations / threads, this) teams and lets
+            # each thread take several iterations: the launch bounds the count from below only
+            items_note = f"at least {count_text(total)} iterations ({teams} teams × {threads} threads)"
+            assumptions.append(assumed(
+                NoteKind.LAUNCH_SHAPE,
+                f"{teams} teams is the LLVM offload runtime's default team limit on NVIDIA GPUs: the loop "
+                f"may run more than the {count_text(total)} iterations the launch has threads for; read as "
+                "one each", subject="teams", value=float(teams)))
+    else:
+        total = max(cost.assumed_problem_size, known_part)
+        assumptions.insert(0, problem_size_unknown(f"{count_text(total)} iterations", total, "iterations"))
+        items_note = "iteration count unknown"
+    share = (total / known_part) ** (1.0 / len(unknown_atoms))
+    for atom in unknown_atoms:
+        walker.cardinality[atom] = max(1.0, share)
+    return total, items_note
 
 
 def _prefer(aliases: dict[str, CType]) -> Callable[[list[str]], float]:
