@@ -16,6 +16,7 @@ from perflsp.analysis.folding import LIBRARY_CONSTANTS, combine_linear, exact_fl
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.walk_accesses import record_store, repointed
 from perflsp.analysis.walk_branches import branch_weight
+from perflsp.analysis.walk_statement_expressions import eval_statement_expression
 from perflsp.analysis.walk_values import HIP_BUILTINS, THREAD_ATOMS, UNKNOWN_VAL, Val
 
 if TYPE_CHECKING:
@@ -63,6 +64,8 @@ def identifier_named(walker: Walker, name: str) -> Val:
 
 def eval_parenthesized(walker: Walker, node: Node) -> Val:
     inner = [c for c in node.named_children if c.type != "comment"]
+    if len(inner) == 1 and inner[0].type == "compound_statement":
+        return eval_statement_expression(walker, inner[0])  # `({ ...; value; })`
     val = UNKNOWN_VAL
     for child in inner:
         val = walker.eval(child)

@@ -9,14 +9,16 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
+from perflsp.analysis.block_bounds import per_block_trip
 from perflsp.analysis.ctype import INT
 from perflsp.analysis.folding import pow2
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import LoopFact
-from perflsp.analysis.notes import NoteKind, assumed
+from perflsp.analysis.notes import NoteKind, NoteSource, assumed
 from perflsp.analysis.walk_branches import learn_size
 from perflsp.analysis.walk_profile import begin_profile_loop, end_profile_loop
 from perflsp.analysis.walk_values import IDENT, LoopOrigin, Val
+from perflsp.analysis.while_forms import while_expectation
 
 if TYPE_CHECKING:
     from perflsp.analysis.walk_api import Walker
@@ -143,6 +145,11 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
                               f"assumed the production size, {trip:g} iteration(s) per thread", subject=var,
                               line=walker.line(loop), value=trip, unit="iterations"))
         return trip, "assumed", f"{var} {op} {walker.text(bound_node)}", step
+    # a bound that varies with the block index only (the start too): the average over the grid
+    averaged = per_block_trip(walker, var, bound, bound_node, start, step if step_kind == "add" else None,
+                              op in ("<=", ">="), loop) if bound_value is None else None
+    if averaged is not None:
+        return averaged, "launch", f"{var} {op} {walker.text(bound_node)}", step
     if bound_value is None:
         data_dependent = "data" in bound.lin.atoms
         origin: LoopOrigin = "data-dependent" if data_dependent else "assumed"
@@ -431,6 +438,16 @@ def walk_while(walker: Walker, node: Node) -> None:
     cond = node.child_by_field_name("condition")
     body = node.child_by_field_name("body")
     if node.type == "while_statement" and counted_while(walker, node, cond, body):
+        return
+    expected = while_expectation(walker, node, cond, body)
+    if expected is not None:
+        trip, note = expected
+        if note.source == NoteSource.ASSUMED:
+            walker.assume(note)
+        else:
+            walker.notes.append(note)
+        origin: LoopOrigin = "assumed" if note.source == NoteSource.ASSUMED else "constant"
+        run_loop(walker, node, None, None, None, trip, origin, walker.text(cond), cond, None, body)
         return
     trip = walker.cost.assumed_while_trips
     walker.assume(assumed(NoteKind.LOOP_TRIP, f"`while` loop with a data-dependent condition: assumed {trip:g} iterations",

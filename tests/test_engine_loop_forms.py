@@ -1,0 +1,215 @@
+"""Loop forms whose trip count the source states or implies although the condition is not a
+counter against a plain bound: GNU statement-expression bounds (min/max macros), bounds that
+vary with the block index (averaged over the grid), retry loops around a compare-and-swap,
+binary searches and halving loops."""
+
+import pytest
+
+from perflsp.analysis.block_bounds import block_points
+from perflsp.analysis.engine import analyze
+from perflsp.analysis.notes import NoteSource, texts
+from perflsp.analysis.options import DEFAULT_OPTIONS
+from perflsp.hardware import load_database
+from perflsp.kernels.extract import extract
+from perflsp.source.parser import parse
+
+RTX3080 = load_database().get("RTX 3080")
+
+MIN_MACRO = "#define tile_min(x,y) ({ __typeof__(x) _x = (x); __typeof__(y) _y = (y); _x < _y ? _x : _y; })\n"
+
+
+def kernel(src: str, name: str):
+    data = src.encode()
+    tree = parse(data)
+    return next(k for k in analyze(data, tree, extract(data, tree), [RTX3080], DEFAULT_OPTIONS).kernels if k.name == name)
+
+
+def only_loop(k):
+    assert len(k.facts.loops) == 1
+    return k.facts.loops[0]
+
+
+def test_a_statement_expression_bound_folds_to_its_last_expression():
+    src = MIN_MACRO + """
+__global__ void tiles(float *a, const float *b) {
+  int t = threadIdx.x;
+  for (int c = 0; c <= tile_min(200, 7 * 10 + 30); c += 32)
+    a[c + t] = b[c + t] * 2.0f;
+}
+int main() { float *a, *b; tiles<<<4, 32>>>(a, b); }
+"""
+    loop = only_loop(kernel(src, "tiles"))
+    assert loop.trip_count == 4  # c = 0, 32, 64, 96 (<= min(200, 100))
+    assert loop.origin == "constant"
+    assert not any("unknown" in t for t in texts(kernel(src, "tiles").facts.assumptions))
+
+
+def test_a_bound_varying_with_the_block_index_runs_its_average_over_the_grid():
+    src = MIN_MACRO + """
+__global__ void tiles(float *a, const float *b) {
+  int b0 = blockIdx.x, t0 = threadIdx.x;
+  for (int c1 = 0; c1 <= tile_min(368, 32 * b0 + 30); c1 += 32)
+    a[c1 + t0] += b[c1] * 2.0f;
+}
+int main() { float *a, *b; tiles<<<12, 32>>>(a, b); }
+"""
+    k = kernel(src, "tiles")
+    loop = only_loop(k)
+    # block b runs b + 1 passes up to block 10 (bound 32 b + 30), block 11 runs 12 (bound 368)
+    assert loop.trip_count == pytest.approx((sum(range(1, 12)) + 12) / 12)
+    assert loop.origin == "launch"
+    assert "line 5: the `c1` loop's bound depends on the block index: 6.5 iterations on average over the 12 blocks " \
+           "(1 to 12)" in texts(k.facts.evidence)
+    assert not any("c1" in t for t in texts(k.facts.assumptions))
+
+
+def test_a_block_dependent_start_is_folded_with_the_bound():
+    src = """
+__global__ void rows(float *a) {
+  for (int i = 4 * blockIdx.x; i < 4 * blockIdx.x + 2 + blockIdx.x; i++)
+    a[i] = 0.0f;
+}
+int main() { float *a; rows<<<4, 64>>>(a); }
+"""
+    loop = only_loop(kernel(src, "rows"))
+    assert loop.trip_count == pytest.approx((2 + 3 + 4 + 5) / 4)
+
+
+def test_a_block_dependent_bound_without_a_launch_stays_an_assumption():
+    src = MIN_MACRO + """
+__global__ void tiles(float *a, int n) {
+  for (int c1 = 0; c1 <= tile_min(n, 32 * blockIdx.x + 30); c1 += 32)
+    a[c1] = 0.0f;
+}
+"""
+    k = kernel(src, "tiles")
+    assert only_loop(k).origin == "assumed"
+    assert any("trip count of the `c1` loop unknown" in t for t in texts(k.facts.assumptions))
+
+
+def test_block_points_cover_small_grids_and_sample_large_ones_evenly():
+    assert block_points((3.0, 1.0, 1.0), ["bx"]) == [{"bx": 0.0}, {"bx": 1.0}, {"bx": 2.0}]
+    sampled = block_points((10000.0, 1.0, 1.0), ["bx"])
+    assert len(sampled) == 256 and sampled[0] == {"bx": 0.0} and sampled[-1] == {"bx": 9999.0}
+    assert len(block_points((1000.0, 1000.0, 1.0), ["bx", "by"])) == 16 * 16
+
+
+CAS = """
+__device__ double add_double(double *address, double val) {
+  unsigned long long *a = (unsigned long long *)address;
+  unsigned long long old = *a, seen;
+  do {
+    seen = old;
+    old = atomicCAS(a, seen, __double_as_longlong(val + __longlong_as_double(seen)));
+  } while (seen != old);
+  return __longlong_as_double(old);
+}
+__global__ void accumulate(double *sum, const double *x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  add_double(sum, x[i]);
+}
+int main() { double *s, *x; accumulate<<<64, 256>>>(s, x); }
+"""
+
+
+def test_a_compare_and_swap_retry_loop_runs_once_when_uncontended():
+    k = kernel(CAS, "accumulate")
+    assert only_loop(k).trip_count == 1
+    assert "line 5: retry loop around a compare-and-swap: one pass assumed (the swap succeeds the first time " \
+           "when the address is not contended)" in texts(k.facts.assumptions)
+    assert not any("data-dependent" in t for t in texts(k.facts.assumptions))
+
+
+SEARCH = """
+__device__ int position(const float *table, float x) {
+  int low = 0;
+  int high = 255;
+  while (low < high) {
+    int mid = (low + high) >> 1;
+    if (table[mid] <= x) low = mid + 1; else high = mid;
+  }
+  return low;
+}
+__global__ void lookup(int *out, const float *table, const float *x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = position(table, x[i]);
+}
+int main() { int *o; float *t, *x; lookup<<<64, 256>>>(o, t, x); }
+"""
+
+
+def test_a_binary_search_over_a_known_range_takes_log2_of_it():
+    k = kernel(SEARCH, "lookup")
+    assert only_loop(k).trip_count == 8  # 256 candidates
+    note = next(n for n in k.facts.evidence if "binary search" in n.text)
+    assert note.source == NoteSource.SOURCE
+    assert note.text == "line 5: binary search over `low`..`high` (255): 8 passes"
+
+
+def test_a_binary_search_over_an_unknown_range_searches_the_assumed_range():
+    src = """
+__global__ void find(int *out, const int *keys, const int *starts, int key) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int left = starts[i], right = starts[i + 1] - 1;
+  while (left <= right) {
+    int middle = (left + right) / 2;
+    if (keys[middle] < key) left = middle + 1; else right = middle - 1;
+  }
+  out[i] = left;
+}
+int main() { int *o, *k, *s; find<<<64, 256>>>(o, k, s, 3); }
+"""
+    k = kernel(src, "find")
+    assert only_loop(k).trip_count == 5
+    assert "line 5: binary search over `left`..`right`, range unknown: assumed 5 passes (log2 of 32)" \
+        in texts(k.facts.assumptions)
+
+
+def test_a_bisection_on_a_length_takes_log2_of_the_length():
+    src = """
+__global__ void grid_search(int *out, const double *grid, const double *q) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  long lower = 0, upper = 1000, length = upper - lower, point;
+  while (length > 1) {
+    point = lower + (length / 2);
+    if (grid[point] > q[i]) upper = point; else lower = point;
+    length = upper - lower;
+  }
+  out[i] = lower;
+}
+int main() { int *o; double *g, *q; grid_search<<<64, 256>>>(o, g, q); }
+"""
+    k = kernel(src, "grid_search")
+    assert only_loop(k).trip_count == 10
+    assert "line 5: binary search over a range of `length` (1000): 10 passes" in texts(k.facts.evidence)
+
+
+@pytest.mark.parametrize("condition, passes", [("m >>= 1", 10), ("(m >>= 2) > 0", 5), ("m /= 2", 10)])
+def test_a_loop_halving_a_variable_in_its_condition_takes_its_log(condition, passes):
+    src = f"""
+__global__ void lg(int *out) {{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int m = 1024, r = 0;
+  while ({condition}) r++;
+  out[i] = r;
+}}
+int main() {{ int *o; lg<<<64, 256>>>(o); }}
+"""
+    k = kernel(src, "lg")
+    assert only_loop(k).trip_count == passes
+    assert any("`m` halved until zero (1024)" in t for t in texts(k.facts.evidence))
+
+
+def test_other_data_dependent_while_loops_keep_the_assumed_passes():
+    src = """
+__global__ void chase(int *out, const int *next) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int node = i;
+  while (next[node] >= 0) node = next[node];
+  out[i] = node;
+}
+int main() { int *o, *n; chase<<<64, 256>>>(o, n); }
+"""
+    k = kernel(src, "chase")
+    assert only_loop(k).trip_count == 8
+    assert "line 5: `while` loop with a data-dependent condition: assumed 8 iterations" in texts(k.facts.assumptions)
