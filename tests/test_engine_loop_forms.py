@@ -7,6 +7,7 @@ import pytest
 
 from perflsp.analysis.block_bounds import block_points
 from perflsp.analysis.engine import analyze
+from perflsp.analysis.fragment_elements import elements_per_lane
 from perflsp.analysis.notes import NoteSource, texts
 from perflsp.analysis.options import DEFAULT_OPTIONS
 from perflsp.hardware import load_database
@@ -213,3 +214,58 @@ int main() { int *o, *n; chase<<<64, 256>>>(o, n); }
     k = kernel(src, "chase")
     assert only_loop(k).trip_count == 8
     assert "line 5: `while` loop with a data-dependent condition: assumed 8 iterations" in texts(k.facts.assumptions)
+
+
+WMMA = """
+#include <mma.h>
+using namespace nvcuda;
+__global__ void scale_tile(const half *a, const half *b, float *c, float alpha) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::mma_sync(acc, fa, fb, acc);
+  for (int i = 0; i < acc.num_elements; i++) acc.x[i] = alpha * acc.x[i];
+  for (int i = 0; i < fa.num_elements; i++) fa.x[i] = fa.x[i];
+  wmma::store_matrix_sync(c, acc, 16, wmma::mem_row_major);
+}
+int main() { half *a, *b; float *c; scale_tile<<<1, 32>>>(a, b, c, 2.0f); }
+"""
+
+
+def test_a_loop_over_a_fragments_elements_runs_its_share_of_the_tile():
+    k = kernel(WMMA, "scale_tile")
+    assert [loop.trip_count for loop in k.facts.loops] == [8, 16]
+    assert all(loop.origin == "constant" for loop in k.facts.loops)
+    evidence = texts(k.facts.evidence)
+    assert "`acc.num_elements`: 8 per thread (a 16×16×16 accumulator fragment of float, as the WMMA API fixes it)" \
+        in evidence
+    assert "`fa.num_elements`: 16 per thread (a 16×16×16 matrix_a fragment of half, as the WMMA API fixes it)" \
+        in evidence
+
+
+@pytest.mark.parametrize("use, shape, element, count", [
+    ("accumulator", (16.0, 16.0, 16.0), "float", 8), ("matrix_a", (32.0, 8.0, 16.0), "half", 16),
+    ("matrix_a", (32.0, 8.0, 16.0), "signed char", 16), ("matrix_b", (32.0, 8.0, 16.0), "__nv_bfloat16", 4),
+    ("matrix_a", (16.0, 16.0, 8.0), "wmma::precision::tf32", 4), ("accumulator", (8.0, 8.0, 4.0), "double", 2),
+    ("matrix_b", (8.0, 8.0, 4.0), "double", 1), ("matrix_a", (16.0, None, 16.0), "half", None)])
+def test_fragment_elements_per_lane_follow_the_wmma_types(use, shape, element, count):
+    assert elements_per_lane(use, shape, element) == count
+
+
+def test_a_for_loop_counting_its_second_declared_variable_reads_that_counter():
+    src = """
+__global__ void window(float *out, const float *in) {
+  int t = threadIdx.x;
+  for (int i = 64, k = 0; k < 16; i++, k++)
+    out[t + k] = in[t + i];
+}
+int main() { float *o, *i; window<<<1, 32>>>(o, i); }
+"""
+    k = kernel(src, "window")
+    loop = only_loop(k)
+    assert (loop.variable, loop.trip_count, loop.origin) == ("k", 16, "constant")
+    assert not any("not understood" in t for t in texts(k.facts.assumptions))
+    # both counters step: 32 threads reading 16 consecutive floats each, overlapping
+    assert k.facts.traffic.footprint_bytes == pytest.approx(2 * 4 * (32 + 15))

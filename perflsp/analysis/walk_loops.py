@@ -32,9 +32,12 @@ def walk_for(walker: Walker, node: Node) -> None:
         update = node.child_by_field_name("update")
         body = node.child_by_field_name("body")
         var, start = loop_init(walker, init)
-        if var is None:
-            # `int i = tid; for (; i < n; i += stride)`: the index was declared before the loop
-            var, start = condition_variable(walker, cond)
+        if var is None or var not in IDENT.findall(walker.text(cond) if cond is not None else ""):
+            # `int i = tid; for (; i < n; i += stride)`: the index was declared before the loop;
+            # `for (int i = a, k = 0; k < n; i++, k++)`: the condition's counter is not the first declared
+            named, value = condition_variable(walker, cond)
+            if named is not None or var is None:
+                var, start = named, value
         trip, origin, note, step_val = trip_count(walker, var, start, cond, update, node)
         pragma = node.prev_named_sibling
         asked = pragma is not None and pragma.type == "preproc_call" and "unroll" in walker.text(pragma)
