@@ -5,7 +5,7 @@ binary searches and halving loops."""
 
 import pytest
 
-from perflsp.analysis.block_bounds import block_points
+from perflsp.analysis.block_bounds import index_points
 from perflsp.analysis.engine import analyze
 from perflsp.analysis.fragment_elements import elements_per_lane
 from perflsp.analysis.notes import NoteSource, texts
@@ -59,8 +59,8 @@ int main() { float *a, *b; tiles<<<12, 32>>>(a, b); }
     # block b runs b + 1 passes up to block 10 (bound 32 b + 30), block 11 runs 12 (bound 368)
     assert loop.trip_count == pytest.approx((sum(range(1, 12)) + 12) / 12)
     assert loop.origin == "launch"
-    assert "line 5: the `c1` loop's bound depends on the block index: 6.5 iterations on average over the 12 blocks " \
-           "(1 to 12)" in texts(k.facts.evidence)
+    assert "line 5: the `c1` loop's bounds depend on the block index: 6.5 iterations on average (1 to 12)" \
+        in texts(k.facts.evidence)
     assert not any("c1" in t for t in texts(k.facts.assumptions))
 
 
@@ -88,11 +88,46 @@ __global__ void tiles(float *a, int n) {
     assert any("trip count of the `c1` loop unknown" in t for t in texts(k.facts.assumptions))
 
 
-def test_block_points_cover_small_grids_and_sample_large_ones_evenly():
-    assert block_points((3.0, 1.0, 1.0), ["bx"]) == [{"bx": 0.0}, {"bx": 1.0}, {"bx": 2.0}]
-    sampled = block_points((10000.0, 1.0, 1.0), ["bx"])
-    assert len(sampled) == 256 and sampled[0] == {"bx": 0.0} and sampled[-1] == {"bx": 9999.0}
-    assert len(block_points((1000.0, 1000.0, 1.0), ["bx", "by"])) == 16 * 16
+def test_index_points_cover_small_extents_and_sample_large_ones_evenly():
+    assert index_points({"bx": 3.0}) == [{"bx": 0.0}, {"bx": 1.0}, {"bx": 2.0}]
+    sampled = index_points({"bx": 10000.0})
+    assert len(sampled) == 512 and sampled[0] == {"bx": 0.0} and sampled[-1] == {"bx": 9999.0}
+    assert len(index_points({"bx": 1000.0, "tx": 1000.0})) == 22 * 22
+
+
+def test_a_band_of_a_tile_per_thread_runs_its_average_over_the_threads_and_the_outer_loop():
+    src = MIN_MACRO + """
+#define tile_max(x,y) ({ __typeof__(x) _x = (x); __typeof__(y) _y = (y); _x > _y ? _x : _y; })
+__global__ void band(float *a, const float *b) {
+  int b0 = blockIdx.x, t0 = threadIdx.x;
+  for (int c1 = 64 * b0; c1 <= 64 * b0 + 63; c1 += 8)
+    for (int c3 = tile_max(0, 2 * t0 - c1 + 64 * b0); c3 <= tile_min(7, 2 * t0 - c1 + 64 * b0 + 1); c3 += 1)
+      a[c1 + c3] += b[t0];
+}
+int main() { float *a, *b; band<<<2, 32>>>(a, b); }
+"""
+    k = kernel(src, "band")
+    outer, inner = k.facts.loops
+    assert outer.trip_count == 8
+    # each thread's band is the two columns 2 t0, 2 t0 + 1 of the block's 64: 2 of 64 per pass
+    assert inner.trip_count == pytest.approx(2 / 8, rel=0.05)
+    assert inner.origin == "launch"
+    # (the block's offset cancels: `c1 - 64 * b0` is the pass of the outer loop)
+    assert "line 7: the `c3` loop's bounds depend on the thread index and the enclosing loops' counters: " \
+           "0.25 iterations on average (0 to 2)" in texts(k.facts.evidence)
+    assert not any("c3" in t for t in texts(k.facts.assumptions))
+
+
+def test_a_triangular_loop_over_the_thread_index_runs_half_the_block_on_average():
+    src = """
+__global__ void prefix(float *a) {
+  float s = 0.0f;
+  for (int j = 0; j < threadIdx.x; j++) s += a[j];
+  a[threadIdx.x] = s;
+}
+int main() { float *a; prefix<<<1, 64>>>(a); }
+"""
+    assert only_loop(kernel(src, "prefix")).trip_count == pytest.approx(63 / 2)
 
 
 CAS = """
@@ -269,3 +304,34 @@ int main() { float *o, *i; window<<<1, 32>>>(o, i); }
     assert not any("not understood" in t for t in texts(k.facts.assumptions))
     # both counters step: 32 threads reading 16 consecutive floats each, overlapping
     assert k.facts.traffic.footprint_bytes == pytest.approx(2 * 4 * (32 + 15))
+
+
+GROUPS = """
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void rows(float *dest, const float *src) {
+  cg::thread_block block = cg::this_thread_block();
+  cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
+  float sum = 0.0f;
+  for (int j = warp.thread_rank(); j < 1024; j += warp.size())
+    sum += src[blockIdx.x * 1024 + j];
+  for (int j = block.thread_rank(); j < 4096; j += block.size())
+    dest[j] = sum;
+}
+int main() { float *d, *s; rows<<<128, 256>>>(d, s); }
+"""
+
+
+def test_loops_striding_by_a_cooperative_groups_size_read_the_group_from_its_type():
+    k = kernel(GROUPS, "rows")
+    tile_loop, block_loop = k.facts.loops
+    assert tile_loop.trip_count == 1024 / 32  # a 32-thread tile strides by 32
+    assert block_loop.trip_count == 4096 / 256  # the block strides by its 256 threads
+    assert not any("not understood" in t for t in texts(k.facts.assumptions))
+
+
+def test_a_group_whose_type_is_not_visible_is_not_guessed():
+    src = GROUPS.replace("cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);",
+                         "auto warp = make_group(block);")
+    k = kernel(src, "rows")
+    assert "line 8: step of the `j` loop not understood: assumed 32 iterations" in texts(k.facts.assumptions)

@@ -77,6 +77,7 @@ class Walker(Protocol):
     profile_loops: list[int]
     outer_trip_products: list[float]
     fixed_atoms: dict[str, float]
+    visited: int
 
     # -- callbacks --------------------------------------------------------------------------
     def assume(self, note: Note) -> None: ...
