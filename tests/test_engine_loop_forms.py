@@ -335,3 +335,24 @@ def test_a_group_whose_type_is_not_visible_is_not_guessed():
                          "auto warp = make_group(block);")
     k = kernel(src, "rows")
     assert "line 8: step of the `j` loop not understood: assumed 32 iterations" in texts(k.facts.assumptions)
+
+
+@pytest.mark.parametrize("header, passes", [
+    ("int mb = 0; 2 * mb <= 9; mb++", 5), ("int mb = 0; 2 * mb < 9; mb++", 5), ("int mb = 0; (4 * mb) < 16; mb++", 4),
+    ("int i = 1; i + 3 <= 20; i++", 17), ("int i = 20; i - 2 >= 5; i--", 14), ("int i = 0; mb * 2 < 10; i++", None)])
+def test_a_condition_on_a_multiple_or_an_offset_of_the_counter_is_solved_for_it(header, passes):
+    src = f"""
+__global__ void sums(float *a) {{
+  float s = 0.0f;
+  int mb = 0;
+  for ({header}) s += a[threadIdx.x];
+  a[threadIdx.x] = s;
+}}
+int main() {{ float *a; sums<<<1, 32>>>(a); }}
+"""
+    k = kernel(src, "sums")
+    if passes is None:  # the condition does not read the loop's counter: not solved
+        assert any("not understood" in t or "unknown" in t for t in texts(k.facts.assumptions))
+    else:
+        assert only_loop(k).trip_count == passes
+        assert not any("loop" in t for t in texts(k.facts.assumptions))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.analysis.block_bounds import per_block_trip
+from perflsp.analysis.counter_forms import counter_form, solved_bound
 from perflsp.analysis.ctype import INT
 from perflsp.analysis.folding import pow2
 from perflsp.analysis.linear import Linear
@@ -98,6 +99,7 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
         return conjunction_trip_count(walker, var, start, cond, update, loop)
     op = None
     bound_node = None
+    form = None
     if cond.type == "binary_expression":
         left = cond.child_by_field_name("left")
         right = cond.child_by_field_name("right")
@@ -108,8 +110,8 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
         if var is None and left is not None and left.type == "identifier":
             var = walker.text(left)
             start = walker.lookup(var)
-        if var is not None and walker.text(left) == var:
-            bound_node = right
+        if var is not None and (form := counter_form(walker, var, left)) is not None:
+            bound_node = right  # (`2 * mb <= j`, `i + 3 <= d`: solved for the counter below)
     if bound_node is None or var is None or op not in ("<", "<=", ">", ">=", "!="):
         walker.assume(assumed(NoteKind.LOOP_TRIP, f"loop bound `{walker.text(cond)}` not understood: "
                               f"assumed {walker.cost.assumed_trip_count:g} iterations", subject=var,
@@ -124,6 +126,7 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     bound_value = bound.value
     if bound_value is None and walker.resolve_bound is not None:
         bound_value = walker.resolve_bound(walker.text(bound_node))
+    bound_value = solved_bound(bound_value, form, op)
     start_value = start.value if start is not None else None
     thread_start = start is not None and bool({a for a in start.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz")})
     if start_value is None and (thread_start or (start is not None and start.lin.const_known)):

@@ -1,0 +1,56 @@
+"""A loop condition that compares a multiple of the counter, or the counter plus a constant, with
+its bound: `for (mb = 0; 2 * mb <= j; mb++)`, `for (i = s; i + 3 <= d; i++)`. Solved for the
+counter, the bound is `(j - offset) / scale`, rounded to the counter's last value for `<=`/`>=`."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from tree_sitter import Node
+
+from perflsp.analysis.folding import number_literal
+
+if TYPE_CHECKING:
+    from perflsp.analysis.walk_api import Walker
+
+Form = tuple[float, float]  # side = scale * counter + offset
+PLAIN: Form = (1.0, 0.0)
+
+
+def counter_form(walker: Walker, var: str, node: Node | None) -> Form | None:
+    """(scale, offset) when `node` is `var`, `k * var`, `var * k`, `var + c` or `var - c` with
+    number literals `k > 0` and `c`; None otherwise."""
+    while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    if node is None:
+        return None
+    if walker.text(node) == var:
+        return PLAIN
+    if node.type != "binary_expression":
+        return None
+    op = walker.text(node.child_by_field_name("operator"))
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if left is None or right is None:
+        return None
+    if op == "*":
+        counter, factor = (left, right) if walker.text(left) == var else (right, left)
+        value = number_literal(walker.text(factor)).value if walker.text(counter) == var else None
+        return (value, 0.0) if value is not None and value > 0 else None
+    if op in ("+", "-") and walker.text(left) == var:
+        value = number_literal(walker.text(right)).value
+        return (1.0, value if op == "+" else -value) if value is not None else None
+    return None
+
+
+def solved_bound(bound: float | None, form: Form | None, op: str | None) -> float | None:
+    """The bound of the counter itself, for the condition `form(counter) op bound`."""
+    if bound is None or form is None or form == PLAIN:
+        return bound
+    scale, offset = form
+    solved = (bound - offset) / scale
+    if op == "<=":
+        return float(math.floor(solved + 1e-9))
+    if op == ">=":
+        return float(math.ceil(solved - 1e-9))
+    return solved
