@@ -356,3 +356,19 @@ int main() {{ float *a; sums<<<1, 32>>>(a); }}
     else:
         assert only_loop(k).trip_count == passes
         assert not any("loop" in t for t in texts(k.facts.assumptions))
+
+
+@pytest.mark.parametrize("header, passes", [
+    ("int s = 256 / 2; s > 0; s >>= 1", 8),  # 128 .. 1: a tree reduction over 256 threads
+    ("int s = 128; s > 1; s /= 2", 7), ("int s = 100; s >= 10; s /= 3", 3),  # 100, 33, 11
+    ("int x = 1; x < 1000; x *= 2", 10), ("int x = 1; x <= 1024; x <<= 1", 11), ("int x = 3; x <= 1000; x *= 2", 9)])
+def test_loops_halving_or_doubling_their_counter_take_the_passes_the_values_allow(header, passes):
+    src = f"""
+__global__ void tree(float *a) {{
+  float s0 = 0.0f;
+  for ({header}) s0 += a[threadIdx.x];
+  a[threadIdx.x] = s0;
+}}
+int main() {{ float *a; tree<<<1, 32>>>(a); }}
+"""
+    assert only_loop(kernel(src, "tree")).trip_count == passes

@@ -54,3 +54,19 @@ def solved_bound(bound: float | None, form: Form | None, op: str | None) -> floa
     if op == ">=":
         return float(math.ceil(solved - 1e-9))
     return solved
+
+
+def geometric_passes(start: float, bound: float, factor: float, kind: str, op: str) -> float | None:
+    """Passes of a loop multiplying (`kind` "mul") or dividing ("div", integer division) its
+    counter by `factor` from `start` while `counter op bound`: `for (s = 128; s > 0; s >>= 1)`
+    runs 8 times (128 .. 1), `while (x < 1000) x *= 2` 10 times (1 .. 512). None for a direction
+    the comparison does not end (the caller's own reading)."""
+    eps = 1e-9
+    if kind == "mul" and op in ("<", "<=", "!=") and start >= 1:
+        if op == "<=":
+            return math.floor(math.log(bound / start, factor) + eps) + 1.0 if start <= bound else 0.0
+        return max(0.0, math.ceil(math.log(bound / start, factor) - eps)) if start < bound else 0.0
+    if kind == "div" and op in (">", ">=", "!=") and start >= 1:
+        least = math.floor(bound) + 1 if op in (">", "!=") else max(1, math.ceil(bound))  # smallest value that passes
+        return math.floor(math.log(start / least, factor) + eps) + 1.0 if start >= least else 0.0
+    return None

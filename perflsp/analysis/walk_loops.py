@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.analysis.block_bounds import per_block_trip
-from perflsp.analysis.counter_forms import counter_form, solved_bound
+from perflsp.analysis.counter_forms import counter_form, geometric_passes, solved_bound
 from perflsp.analysis.ctype import INT
 from perflsp.analysis.folding import pow2
 from perflsp.analysis.linear import Linear
@@ -187,7 +187,9 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
         return trip, origin, f"{var} {op} {walker.text(bound_node)}", step
     if step_kind in ("mul", "div") and step is not None and step.value and step.value > 1:
         lo, hi = sorted((max(start_value, 1.0), max(bound_value, 1.0)))
-        trip = max(0.0, math.ceil(math.log(hi / lo, step.value) + (inclusive or 0.0))) if hi > lo else 0.0
+        passes = geometric_passes(start_value, bound_value, step.value, step_kind, op)
+        trip = passes if passes is not None else \
+            max(0.0, math.ceil(math.log(hi / lo, step.value) + (inclusive or 0.0))) if hi > lo else 0.0
         return trip, "constant" if bound.known else "arguments", f"{var} {op} {walker.text(bound_node)}", None
     walker.assume(assumed(NoteKind.LOOP_TRIP, f"step of the `{var}` loop not understood: "
                           f"assumed {walker.cost.assumed_trip_count:g} iterations", subject=var,
