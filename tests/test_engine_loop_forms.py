@@ -372,3 +372,47 @@ __global__ void tree(float *a) {{
 int main() {{ float *a; tree<<<1, 32>>>(a); }}
 """
     assert only_loop(kernel(src, "tree")).trip_count == passes
+
+
+SERIES = """
+#include "series.h"
+#define NUM_TERMS 35
+__device__ double series(double x) {
+  double s = 0.0;
+  for (int i = 1; i < NUM_TERMS; i++) s += x / i;
+  return s;
+}
+"""
+
+SERIES_KERNEL = """
+#include "series.h"
+__global__ void apply(double *y, const double *x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i] = series(x[i]);
+}
+int main() { double *y, *x; apply<<<64, 256>>>(y, x); }
+"""
+
+
+def test_a_callee_of_another_source_reads_the_number_macros_of_its_own_file(tmp_path):
+    from tests.engine_reports import kernel_reports
+    (tmp_path / "series.h").write_text("#pragma once\n__device__ double series(double x);\n")
+    (tmp_path / "series.cu").write_text(SERIES)
+    source = tmp_path / "main.cu"
+    source.write_text(SERIES_KERNEL)
+    facts = kernel_reports(SERIES_KERNEL, source)["apply"].facts
+    assert [(loop.trip_count, loop.origin) for loop in facts.loops] == [(34, "constant")]
+    assert not any("NUM_TERMS" in t for t in texts(facts.assumptions))
+
+
+def test_file_number_macros_read_numbers_only_and_drop_conflicting_definitions(tmp_path):
+    from perflsp.analysis.callee_constants import file_number_macro
+    source = tmp_path / "defs.cu"
+    source.write_text("#define A 35\n#define B (0x10)  // mask\n#define C 1.5e-3f\n#define D n + 1\n"
+                      "#ifdef X\n#define E 4\n#else\n#define E 8\n#endif\n#define F 2\n#define F 2\n")
+    path = str(source)
+    assert file_number_macro(path, "A") == (35.0, "int")
+    assert file_number_macro(path, "B") == (16.0, "int")
+    assert file_number_macro(path, "C") == (1.5e-3, "f32")
+    assert file_number_macro(path, "D") is None and file_number_macro(path, "E") is None
+    assert file_number_macro(path, "F") == (2.0, "int")
