@@ -416,3 +416,26 @@ def test_file_number_macros_read_numbers_only_and_drop_conflicting_definitions(t
     assert file_number_macro(path, "C") == (1.5e-3, "f32")
     assert file_number_macro(path, "D") is None and file_number_macro(path, "E") is None
     assert file_number_macro(path, "F") == (2.0, "int")
+
+
+def test_a_halving_loop_from_an_unknown_start_halves_the_assumed_range():
+    src = """
+__global__ void reduce(float *a, int size) {
+  __shared__ float s[1024];
+  int t = threadIdx.x;
+  for (unsigned int stride = size / 2; stride > 0; stride >>= 1) {
+    if (t < stride) s[t] += s[t + stride];
+    __syncthreads();
+  }
+  for (int x = size; x < 4096; x *= 2) a[t] += 1.0f;
+  a[t] = s[0];
+}
+int main() { float *a; int n; reduce<<<1, 256>>>(a, n); }
+"""
+    k = kernel(src, "reduce")
+    halving, doubling = k.facts.loops
+    assert halving.trip_count == 6  # 32, 16, .., 1 (was no pass at all from an assumed 0)
+    assert doubling.trip_count == 12  # 1, 2, .., 2048
+    assumptions = texts(k.facts.assumptions)
+    assert "line 5: start of the `stride` loop unknown: assumed 32" in assumptions
+    assert "line 9: start of the `x` loop unknown: assumed 1" in assumptions

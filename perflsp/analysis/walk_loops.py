@@ -167,9 +167,11 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
             learn_size(walker, walker.text(bound_node).strip(), trip * abs(step.value))
         return trip, origin, f"{var} {op} {walker.text(bound_node)}", step
     if start_value is None:
-        start_value = 0.0
-        walker.assume(assumed(NoteKind.LOOP_TRIP, f"start of the `{var}` loop unknown: assumed 0", subject=var,
-                              line=walker.line(loop), value=0.0))
+        # (a loop halving its counter starts from the size an unknown loop is assumed to cover,
+        # one doubling it from 1; 0 would give them no pass at all)
+        start_value = walker.cost.assumed_trip_count if step_kind == "div" else (1.0 if step_kind == "mul" else 0.0)
+        walker.assume(assumed(NoteKind.LOOP_TRIP, f"start of the `{var}` loop unknown: assumed {start_value:g}",
+                              subject=var, line=walker.line(loop), value=start_value))
     inclusive = 1.0 if op in ("<=", ">=") else 0.0
     walker.trip_is_static = bool(bound.static and start is not None and start.static and step is not None and step.static)
     if step_kind == "add" and step is not None and step.value:
