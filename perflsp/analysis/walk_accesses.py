@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.analysis.ctype import INT, UNKNOWN, CType
+from perflsp.analysis.fragment_elements import fragment_num_elements
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_values import DIM_NAMES, THREAD_ATOMS, UNKNOWN_VAL, Access, Val
@@ -100,6 +101,8 @@ def eval_field(walker: Walker, node: Node) -> Val:
                                   subject=f"{base_text}.x"))
         return Val(INT, None, Linear(const_known=False))
     operator = walker.text(node.child_by_field_name("operator"))
+    if operator == "." and field_name == "num_elements" and (elements := fragment_num_elements(walker, base_text)):
+        return elements
     if operator == "." and base_text in walker.members and field_name in walker.members[base_text]:
         return walker.members[base_text][field_name]
     if operator == "->" and base_text == "this":

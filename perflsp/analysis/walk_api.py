@@ -76,6 +76,8 @@ class Walker(Protocol):
     trip_product: float
     profile_loops: list[int]
     outer_trip_products: list[float]
+    fixed_atoms: dict[str, float]
+    visited: int
 
     # -- callbacks --------------------------------------------------------------------------
     def assume(self, note: Note) -> None: ...

@@ -17,6 +17,7 @@ from perflsp.analysis.linear import Linear
 from perflsp.analysis.notes import Note, NoteKind, NoteSource
 from perflsp.analysis.walk_accesses import record_access, repointed
 from perflsp.analysis.walk_expressions import identifier_named
+from perflsp.analysis.walk_groups import group_method
 from perflsp.analysis.walk_tensor import matrix_sync, mma_sync
 from perflsp.analysis.walk_values import IDENT, MAX_INLINE_DEPTH, OMP_THREAD_API, UNKNOWN_VAL, Callee, Val
 
@@ -49,6 +50,9 @@ def method_call(walker: Walker, fn: Node, arg_nodes: list[Node]) -> Val:
     """`v.load()`, `cg::this_grid().sync()`: evaluate the object, unknown result."""
     obj = walker.eval(fn.child_by_field_name("argument"))
     method = walker.text(fn.child_by_field_name("field"))
+    group = group_method(walker, fn, method)  # `warp.size()` of a cooperative group
+    if group is not None:
+        return group
     if method in ("data", "get", "ptr", "begin") and obj.root is not None:
         return Val(obj.ctype if obj.ctype.pointer else obj.ctype.address_of(), None, obj.lin, obj.root, obj.space)
     callee = walker.callees.get(method)

@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.analysis import costs
+from perflsp.analysis.callee_constants import file_number_macro
 from perflsp.analysis.ctype import BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, parse_type
 from perflsp.analysis.folding import LIBRARY_CONSTANTS, combine_linear, exact_float_scale, fold_binary, number_literal
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.walk_accesses import record_store, repointed
 from perflsp.analysis.walk_branches import branch_weight
+from perflsp.analysis.walk_statement_expressions import eval_statement_expression
 from perflsp.analysis.walk_values import HIP_BUILTINS, THREAD_ATOMS, UNKNOWN_VAL, Val
 
 if TYPE_CHECKING:
@@ -54,6 +56,13 @@ def identifier_named(walker: Walker, name: str) -> Val:
             value, kind = constant
             ctype = {"int": INT, "f32": F32}.get(kind, F64)
             return Val(ctype, value, Linear.constant(value), static=True)
+    if walker.callsites and walker.path is not None:
+        # a callee of another source: that file's own number macros
+        macro = file_number_macro(walker.path, name)
+        if macro is not None:
+            value, kind = macro
+            ctype = {"int": INT, "f32": F32}.get(kind, F64)
+            return Val(ctype, value, Linear.constant(value), static=True)
     if name in LIBRARY_CONSTANTS:
         # <math.h>/<float.h> constants: compile-time constants of their type
         value, ctype = LIBRARY_CONSTANTS[name]
@@ -63,6 +72,8 @@ def identifier_named(walker: Walker, name: str) -> Val:
 
 def eval_parenthesized(walker: Walker, node: Node) -> Val:
     inner = [c for c in node.named_children if c.type != "comment"]
+    if len(inner) == 1 and inner[0].type == "compound_statement":
+        return eval_statement_expression(walker, inner[0])  # `({ ...; value; })`
     val = UNKNOWN_VAL
     for child in inner:
         val = walker.eval(child)

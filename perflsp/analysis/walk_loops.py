@@ -9,14 +9,17 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
+from perflsp.analysis.block_bounds import per_block_trip
+from perflsp.analysis.counter_forms import counter_form, geometric_passes, solved_bound
 from perflsp.analysis.ctype import INT
 from perflsp.analysis.folding import pow2
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import LoopFact
-from perflsp.analysis.notes import NoteKind, assumed
+from perflsp.analysis.notes import NoteKind, NoteSource, assumed
 from perflsp.analysis.walk_branches import learn_size
 from perflsp.analysis.walk_profile import begin_profile_loop, end_profile_loop
 from perflsp.analysis.walk_values import IDENT, LoopOrigin, Val
+from perflsp.analysis.while_forms import while_expectation
 
 if TYPE_CHECKING:
     from perflsp.analysis.walk_api import Walker
@@ -30,9 +33,12 @@ def walk_for(walker: Walker, node: Node) -> None:
         update = node.child_by_field_name("update")
         body = node.child_by_field_name("body")
         var, start = loop_init(walker, init)
-        if var is None:
-            # `int i = tid; for (; i < n; i += stride)`: the index was declared before the loop
-            var, start = condition_variable(walker, cond)
+        if var is None or var not in IDENT.findall(walker.text(cond) if cond is not None else ""):
+            # `int i = tid; for (; i < n; i += stride)`: the index was declared before the loop;
+            # `for (int i = a, k = 0; k < n; i++, k++)`: the condition's counter is not the first declared
+            named, value = condition_variable(walker, cond)
+            if named is not None or var is None:
+                var, start = named, value
         trip, origin, note, step_val = trip_count(walker, var, start, cond, update, node)
         pragma = node.prev_named_sibling
         asked = pragma is not None and pragma.type == "preproc_call" and "unroll" in walker.text(pragma)
@@ -93,6 +99,7 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
         return conjunction_trip_count(walker, var, start, cond, update, loop)
     op = None
     bound_node = None
+    form = None
     if cond.type == "binary_expression":
         left = cond.child_by_field_name("left")
         right = cond.child_by_field_name("right")
@@ -103,8 +110,8 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
         if var is None and left is not None and left.type == "identifier":
             var = walker.text(left)
             start = walker.lookup(var)
-        if var is not None and walker.text(left) == var:
-            bound_node = right
+        if var is not None and (form := counter_form(walker, var, left)) is not None:
+            bound_node = right  # (`2 * mb <= j`, `i + 3 <= d`: solved for the counter below)
     if bound_node is None or var is None or op not in ("<", "<=", ">", ">=", "!="):
         walker.assume(assumed(NoteKind.LOOP_TRIP, f"loop bound `{walker.text(cond)}` not understood: "
                               f"assumed {walker.cost.assumed_trip_count:g} iterations", subject=var,
@@ -119,6 +126,7 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     bound_value = bound.value
     if bound_value is None and walker.resolve_bound is not None:
         bound_value = walker.resolve_bound(walker.text(bound_node))
+    bound_value = solved_bound(bound_value, form, op)
     start_value = start.value if start is not None else None
     thread_start = start is not None and bool({a for a in start.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz")})
     if start_value is None and (thread_start or (start is not None and start.lin.const_known)):
@@ -143,6 +151,11 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
                               f"assumed the production size, {trip:g} iteration(s) per thread", subject=var,
                               line=walker.line(loop), value=trip, unit="iterations"))
         return trip, "assumed", f"{var} {op} {walker.text(bound_node)}", step
+    # a bound that varies with the block index only (the start too): the average over the grid
+    averaged = per_block_trip(walker, var, bound, bound_node, start, step if step_kind == "add" else None,
+                              op in ("<=", ">="), loop) if bound_value is None else None
+    if averaged is not None:
+        return averaged, "launch", f"{var} {op} {walker.text(bound_node)}", step
     if bound_value is None:
         data_dependent = "data" in bound.lin.atoms
         origin: LoopOrigin = "data-dependent" if data_dependent else "assumed"
@@ -154,9 +167,11 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
             learn_size(walker, walker.text(bound_node).strip(), trip * abs(step.value))
         return trip, origin, f"{var} {op} {walker.text(bound_node)}", step
     if start_value is None:
-        start_value = 0.0
-        walker.assume(assumed(NoteKind.LOOP_TRIP, f"start of the `{var}` loop unknown: assumed 0", subject=var,
-                              line=walker.line(loop), value=0.0))
+        # (a loop halving its counter starts from the size an unknown loop is assumed to cover,
+        # one doubling it from 1; 0 would give them no pass at all)
+        start_value = walker.cost.assumed_trip_count if step_kind == "div" else (1.0 if step_kind == "mul" else 0.0)
+        walker.assume(assumed(NoteKind.LOOP_TRIP, f"start of the `{var}` loop unknown: assumed {start_value:g}",
+                              subject=var, line=walker.line(loop), value=start_value))
     inclusive = 1.0 if op in ("<=", ">=") else 0.0
     walker.trip_is_static = bool(bound.static and start is not None and start.static and step is not None and step.static)
     if step_kind == "add" and step is not None and step.value:
@@ -174,7 +189,9 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
         return trip, origin, f"{var} {op} {walker.text(bound_node)}", step
     if step_kind in ("mul", "div") and step is not None and step.value and step.value > 1:
         lo, hi = sorted((max(start_value, 1.0), max(bound_value, 1.0)))
-        trip = max(0.0, math.ceil(math.log(hi / lo, step.value) + (inclusive or 0.0))) if hi > lo else 0.0
+        passes = geometric_passes(start_value, bound_value, step.value, step_kind, op)
+        trip = passes if passes is not None else \
+            max(0.0, math.ceil(math.log(hi / lo, step.value) + (inclusive or 0.0))) if hi > lo else 0.0
         return trip, "constant" if bound.known else "arguments", f"{var} {op} {walker.text(bound_node)}", None
     walker.assume(assumed(NoteKind.LOOP_TRIP, f"step of the `{var}` loop not understood: "
                           f"assumed {walker.cost.assumed_trip_count:g} iterations", subject=var,
@@ -431,6 +448,16 @@ def walk_while(walker: Walker, node: Node) -> None:
     cond = node.child_by_field_name("condition")
     body = node.child_by_field_name("body")
     if node.type == "while_statement" and counted_while(walker, node, cond, body):
+        return
+    expected = while_expectation(walker, node, cond, body)
+    if expected is not None:
+        trip, note = expected
+        if note.source == NoteSource.ASSUMED:
+            walker.assume(note)
+        else:
+            walker.notes.append(note)
+        origin: LoopOrigin = "assumed" if note.source == NoteSource.ASSUMED else "constant"
+        run_loop(walker, node, None, None, None, trip, origin, walker.text(cond), cond, None, body)
         return
     trip = walker.cost.assumed_while_trips
     walker.assume(assumed(NoteKind.LOOP_TRIP, f"`while` loop with a data-dependent condition: assumed {trip:g} iterations",

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 from tree_sitter import Node
 
+from perflsp.analysis.block_bounds import at_fixed_atoms
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.ctype import BOOL, INT, UNKNOWN, CType, guessed_type_notes, parse_type
 from perflsp.analysis.linear import Linear
@@ -112,6 +113,7 @@ class KernelWalker:
         self.exited_share = 0.0  # of the last `if` walked: the passes its arm sent out of the block
         self.profile_loops: list[int] = []  # their records in the profile, innermost last
         self.outer_trip_products: list[float] = []
+        self.fixed_atoms: dict[str, float] = {}  # block indices held at one block's values (block_bounds)
         for dim, atoms in THREAD_ATOMS.items():
             shape = launch.block if dim == "threadIdx" else launch.grid
             for axis, atom in enumerate(atoms):
@@ -362,7 +364,8 @@ class KernelWalker:
             return UNKNOWN_VAL
         handler = _EXPRESSIONS.get(node.type)
         if handler is not None:
-            return handler(self, node)
+            val = handler(self, node)
+            return at_fixed_atoms(val, self.fixed_atoms) if self.fixed_atoms else val
         for child in node.named_children:
             self.eval(child)
         return UNKNOWN_VAL

@@ -1,0 +1,441 @@
+"""Loop forms whose trip count the source states or implies although the condition is not a
+counter against a plain bound: GNU statement-expression bounds (min/max macros), bounds that
+vary with the block index (averaged over the grid), retry loops around a compare-and-swap,
+binary searches and halving loops."""
+
+import pytest
+
+from perflsp.analysis.block_bounds import index_points
+from perflsp.analysis.engine import analyze
+from perflsp.analysis.fragment_elements import elements_per_lane
+from perflsp.analysis.notes import NoteSource, texts
+from perflsp.analysis.options import DEFAULT_OPTIONS
+from perflsp.hardware import load_database
+from perflsp.kernels.extract import extract
+from perflsp.source.parser import parse
+
+RTX3080 = load_database().get("RTX 3080")
+
+MIN_MACRO = "#define tile_min(x,y) ({ __typeof__(x) _x = (x); __typeof__(y) _y = (y); _x < _y ? _x : _y; })\n"
+
+
+def kernel(src: str, name: str):
+    data = src.encode()
+    tree = parse(data)
+    return next(k for k in analyze(data, tree, extract(data, tree), [RTX3080], DEFAULT_OPTIONS).kernels if k.name == name)
+
+
+def only_loop(k):
+    assert len(k.facts.loops) == 1
+    return k.facts.loops[0]
+
+
+def test_a_statement_expression_bound_folds_to_its_last_expression():
+    src = MIN_MACRO + """
+__global__ void tiles(float *a, const float *b) {
+  int t = threadIdx.x;
+  for (int c = 0; c <= tile_min(200, 7 * 10 + 30); c += 32)
+    a[c + t] = b[c + t] * 2.0f;
+}
+int main() { float *a, *b; tiles<<<4, 32>>>(a, b); }
+"""
+    loop = only_loop(kernel(src, "tiles"))
+    assert loop.trip_count == 4  # c = 0, 32, 64, 96 (<= min(200, 100))
+    assert loop.origin == "constant"
+    assert not any("unknown" in t for t in texts(kernel(src, "tiles").facts.assumptions))
+
+
+def test_a_bound_varying_with_the_block_index_runs_its_average_over_the_grid():
+    src = MIN_MACRO + """
+__global__ void tiles(float *a, const float *b) {
+  int b0 = blockIdx.x, t0 = threadIdx.x;
+  for (int c1 = 0; c1 <= tile_min(368, 32 * b0 + 30); c1 += 32)
+    a[c1 + t0] += b[c1] * 2.0f;
+}
+int main() { float *a, *b; tiles<<<12, 32>>>(a, b); }
+"""
+    k = kernel(src, "tiles")
+    loop = only_loop(k)
+    # block b runs b + 1 passes up to block 10 (bound 32 b + 30), block 11 runs 12 (bound 368)
+    assert loop.trip_count == pytest.approx((sum(range(1, 12)) + 12) / 12)
+    assert loop.origin == "launch"
+    assert "line 5: the `c1` loop's bounds depend on the block index: 6.5 iterations on average (1 to 12)" \
+        in texts(k.facts.evidence)
+    assert not any("c1" in t for t in texts(k.facts.assumptions))
+
+
+def test_a_block_dependent_start_is_folded_with_the_bound():
+    src = """
+__global__ void rows(float *a) {
+  for (int i = 4 * blockIdx.x; i < 4 * blockIdx.x + 2 + blockIdx.x; i++)
+    a[i] = 0.0f;
+}
+int main() { float *a; rows<<<4, 64>>>(a); }
+"""
+    loop = only_loop(kernel(src, "rows"))
+    assert loop.trip_count == pytest.approx((2 + 3 + 4 + 5) / 4)
+
+
+def test_a_block_dependent_bound_without_a_launch_stays_an_assumption():
+    src = MIN_MACRO + """
+__global__ void tiles(float *a, int n) {
+  for (int c1 = 0; c1 <= tile_min(n, 32 * blockIdx.x + 30); c1 += 32)
+    a[c1] = 0.0f;
+}
+"""
+    k = kernel(src, "tiles")
+    assert only_loop(k).origin == "assumed"
+    assert any("trip count of the `c1` loop unknown" in t for t in texts(k.facts.assumptions))
+
+
+def test_index_points_cover_small_extents_and_sample_large_ones_evenly():
+    assert index_points({"bx": 3.0}) == [{"bx": 0.0}, {"bx": 1.0}, {"bx": 2.0}]
+    sampled = index_points({"bx": 10000.0})
+    assert len(sampled) == 512 and sampled[0] == {"bx": 0.0} and sampled[-1] == {"bx": 9999.0}
+    assert len(index_points({"bx": 1000.0, "tx": 1000.0})) == 22 * 22
+
+
+def test_a_band_of_a_tile_per_thread_runs_its_average_over_the_threads_and_the_outer_loop():
+    src = MIN_MACRO + """
+#define tile_max(x,y) ({ __typeof__(x) _x = (x); __typeof__(y) _y = (y); _x > _y ? _x : _y; })
+__global__ void band(float *a, const float *b) {
+  int b0 = blockIdx.x, t0 = threadIdx.x;
+  for (int c1 = 64 * b0; c1 <= 64 * b0 + 63; c1 += 8)
+    for (int c3 = tile_max(0, 2 * t0 - c1 + 64 * b0); c3 <= tile_min(7, 2 * t0 - c1 + 64 * b0 + 1); c3 += 1)
+      a[c1 + c3] += b[t0];
+}
+int main() { float *a, *b; band<<<2, 32>>>(a, b); }
+"""
+    k = kernel(src, "band")
+    outer, inner = k.facts.loops
+    assert outer.trip_count == 8
+    # each thread's band is the two columns 2 t0, 2 t0 + 1 of the block's 64: 2 of 64 per pass
+    assert inner.trip_count == pytest.approx(2 / 8, rel=0.05)
+    assert inner.origin == "launch"
+    # (the block's offset cancels: `c1 - 64 * b0` is the pass of the outer loop)
+    assert "line 7: the `c3` loop's bounds depend on the thread index and the enclosing loops' counters: " \
+           "0.25 iterations on average (0 to 2)" in texts(k.facts.evidence)
+    assert not any("c3" in t for t in texts(k.facts.assumptions))
+
+
+def test_a_triangular_loop_over_the_thread_index_runs_half_the_block_on_average():
+    src = """
+__global__ void prefix(float *a) {
+  float s = 0.0f;
+  for (int j = 0; j < threadIdx.x; j++) s += a[j];
+  a[threadIdx.x] = s;
+}
+int main() { float *a; prefix<<<1, 64>>>(a); }
+"""
+    assert only_loop(kernel(src, "prefix")).trip_count == pytest.approx(63 / 2)
+
+
+CAS = """
+__device__ double add_double(double *address, double val) {
+  unsigned long long *a = (unsigned long long *)address;
+  unsigned long long old = *a, seen;
+  do {
+    seen = old;
+    old = atomicCAS(a, seen, __double_as_longlong(val + __longlong_as_double(seen)));
+  } while (seen != old);
+  return __longlong_as_double(old);
+}
+__global__ void accumulate(double *sum, const double *x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  add_double(sum, x[i]);
+}
+int main() { double *s, *x; accumulate<<<64, 256>>>(s, x); }
+"""
+
+
+def test_a_compare_and_swap_retry_loop_runs_once_when_uncontended():
+    k = kernel(CAS, "accumulate")
+    assert only_loop(k).trip_count == 1
+    assert "line 5: retry loop around a compare-and-swap: one pass assumed (the swap succeeds the first time " \
+           "when the address is not contended)" in texts(k.facts.assumptions)
+    assert not any("data-dependent" in t for t in texts(k.facts.assumptions))
+
+
+SEARCH = """
+__device__ int position(const float *table, float x) {
+  int low = 0;
+  int high = 255;
+  while (low < high) {
+    int mid = (low + high) >> 1;
+    if (table[mid] <= x) low = mid + 1; else high = mid;
+  }
+  return low;
+}
+__global__ void lookup(int *out, const float *table, const float *x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = position(table, x[i]);
+}
+int main() { int *o; float *t, *x; lookup<<<64, 256>>>(o, t, x); }
+"""
+
+
+def test_a_binary_search_over_a_known_range_takes_log2_of_it():
+    k = kernel(SEARCH, "lookup")
+    assert only_loop(k).trip_count == 8  # 256 candidates
+    note = next(n for n in k.facts.evidence if "binary search" in n.text)
+    assert note.source == NoteSource.SOURCE
+    assert note.text == "line 5: binary search over `low`..`high` (255): 8 passes"
+
+
+def test_a_binary_search_over_an_unknown_range_searches_the_assumed_range():
+    src = """
+__global__ void find(int *out, const int *keys, const int *starts, int key) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int left = starts[i], right = starts[i + 1] - 1;
+  while (left <= right) {
+    int middle = (left + right) / 2;
+    if (keys[middle] < key) left = middle + 1; else right = middle - 1;
+  }
+  out[i] = left;
+}
+int main() { int *o, *k, *s; find<<<64, 256>>>(o, k, s, 3); }
+"""
+    k = kernel(src, "find")
+    assert only_loop(k).trip_count == 5
+    assert "line 5: binary search over `left`..`right`, range unknown: assumed 5 passes (log2 of 32)" \
+        in texts(k.facts.assumptions)
+
+
+def test_a_bisection_on_a_length_takes_log2_of_the_length():
+    src = """
+__global__ void grid_search(int *out, const double *grid, const double *q) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  long lower = 0, upper = 1000, length = upper - lower, point;
+  while (length > 1) {
+    point = lower + (length / 2);
+    if (grid[point] > q[i]) upper = point; else lower = point;
+    length = upper - lower;
+  }
+  out[i] = lower;
+}
+int main() { int *o; double *g, *q; grid_search<<<64, 256>>>(o, g, q); }
+"""
+    k = kernel(src, "grid_search")
+    assert only_loop(k).trip_count == 10
+    assert "line 5: binary search over a range of `length` (1000): 10 passes" in texts(k.facts.evidence)
+
+
+@pytest.mark.parametrize("condition, passes", [("m >>= 1", 10), ("(m >>= 2) > 0", 5), ("m /= 2", 10)])
+def test_a_loop_halving_a_variable_in_its_condition_takes_its_log(condition, passes):
+    src = f"""
+__global__ void lg(int *out) {{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int m = 1024, r = 0;
+  while ({condition}) r++;
+  out[i] = r;
+}}
+int main() {{ int *o; lg<<<64, 256>>>(o); }}
+"""
+    k = kernel(src, "lg")
+    assert only_loop(k).trip_count == passes
+    assert any("`m` halved until zero (1024)" in t for t in texts(k.facts.evidence))
+
+
+def test_other_data_dependent_while_loops_keep_the_assumed_passes():
+    src = """
+__global__ void chase(int *out, const int *next) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int node = i;
+  while (next[node] >= 0) node = next[node];
+  out[i] = node;
+}
+int main() { int *o, *n; chase<<<64, 256>>>(o, n); }
+"""
+    k = kernel(src, "chase")
+    assert only_loop(k).trip_count == 8
+    assert "line 5: `while` loop with a data-dependent condition: assumed 8 iterations" in texts(k.facts.assumptions)
+
+
+WMMA = """
+#include <mma.h>
+using namespace nvcuda;
+__global__ void scale_tile(const half *a, const half *b, float *c, float alpha) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::mma_sync(acc, fa, fb, acc);
+  for (int i = 0; i < acc.num_elements; i++) acc.x[i] = alpha * acc.x[i];
+  for (int i = 0; i < fa.num_elements; i++) fa.x[i] = fa.x[i];
+  wmma::store_matrix_sync(c, acc, 16, wmma::mem_row_major);
+}
+int main() { half *a, *b; float *c; scale_tile<<<1, 32>>>(a, b, c, 2.0f); }
+"""
+
+
+def test_a_loop_over_a_fragments_elements_runs_its_share_of_the_tile():
+    k = kernel(WMMA, "scale_tile")
+    assert [loop.trip_count for loop in k.facts.loops] == [8, 16]
+    assert all(loop.origin == "constant" for loop in k.facts.loops)
+    evidence = texts(k.facts.evidence)
+    assert "`acc.num_elements`: 8 per thread (a 16×16×16 accumulator fragment of float, as the WMMA API fixes it)" \
+        in evidence
+    assert "`fa.num_elements`: 16 per thread (a 16×16×16 matrix_a fragment of half, as the WMMA API fixes it)" \
+        in evidence
+
+
+@pytest.mark.parametrize("use, shape, element, count", [
+    ("accumulator", (16.0, 16.0, 16.0), "float", 8), ("matrix_a", (32.0, 8.0, 16.0), "half", 16),
+    ("matrix_a", (32.0, 8.0, 16.0), "signed char", 16), ("matrix_b", (32.0, 8.0, 16.0), "__nv_bfloat16", 4),
+    ("matrix_a", (16.0, 16.0, 8.0), "wmma::precision::tf32", 4), ("accumulator", (8.0, 8.0, 4.0), "double", 2),
+    ("matrix_b", (8.0, 8.0, 4.0), "double", 1), ("matrix_a", (16.0, None, 16.0), "half", None)])
+def test_fragment_elements_per_lane_follow_the_wmma_types(use, shape, element, count):
+    assert elements_per_lane(use, shape, element) == count
+
+
+def test_a_for_loop_counting_its_second_declared_variable_reads_that_counter():
+    src = """
+__global__ void window(float *out, const float *in) {
+  int t = threadIdx.x;
+  for (int i = 64, k = 0; k < 16; i++, k++)
+    out[t + k] = in[t + i];
+}
+int main() { float *o, *i; window<<<1, 32>>>(o, i); }
+"""
+    k = kernel(src, "window")
+    loop = only_loop(k)
+    assert (loop.variable, loop.trip_count, loop.origin) == ("k", 16, "constant")
+    assert not any("not understood" in t for t in texts(k.facts.assumptions))
+    # both counters step: 32 threads reading 16 consecutive floats each, overlapping
+    assert k.facts.traffic.footprint_bytes == pytest.approx(2 * 4 * (32 + 15))
+
+
+GROUPS = """
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void rows(float *dest, const float *src) {
+  cg::thread_block block = cg::this_thread_block();
+  cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
+  float sum = 0.0f;
+  for (int j = warp.thread_rank(); j < 1024; j += warp.size())
+    sum += src[blockIdx.x * 1024 + j];
+  for (int j = block.thread_rank(); j < 4096; j += block.size())
+    dest[j] = sum;
+}
+int main() { float *d, *s; rows<<<128, 256>>>(d, s); }
+"""
+
+
+def test_loops_striding_by_a_cooperative_groups_size_read_the_group_from_its_type():
+    k = kernel(GROUPS, "rows")
+    tile_loop, block_loop = k.facts.loops
+    assert tile_loop.trip_count == 1024 / 32  # a 32-thread tile strides by 32
+    assert block_loop.trip_count == 4096 / 256  # the block strides by its 256 threads
+    assert not any("not understood" in t for t in texts(k.facts.assumptions))
+
+
+def test_a_group_whose_type_is_not_visible_is_not_guessed():
+    src = GROUPS.replace("cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);",
+                         "auto warp = make_group(block);")
+    k = kernel(src, "rows")
+    assert "line 8: step of the `j` loop not understood: assumed 32 iterations" in texts(k.facts.assumptions)
+
+
+@pytest.mark.parametrize("header, passes", [
+    ("int mb = 0; 2 * mb <= 9; mb++", 5), ("int mb = 0; 2 * mb < 9; mb++", 5), ("int mb = 0; (4 * mb) < 16; mb++", 4),
+    ("int i = 1; i + 3 <= 20; i++", 17), ("int i = 20; i - 2 >= 5; i--", 14), ("int i = 0; mb * 2 < 10; i++", None)])
+def test_a_condition_on_a_multiple_or_an_offset_of_the_counter_is_solved_for_it(header, passes):
+    src = f"""
+__global__ void sums(float *a) {{
+  float s = 0.0f;
+  int mb = 0;
+  for ({header}) s += a[threadIdx.x];
+  a[threadIdx.x] = s;
+}}
+int main() {{ float *a; sums<<<1, 32>>>(a); }}
+"""
+    k = kernel(src, "sums")
+    if passes is None:  # the condition does not read the loop's counter: not solved
+        assert any("not understood" in t or "unknown" in t for t in texts(k.facts.assumptions))
+    else:
+        assert only_loop(k).trip_count == passes
+        assert not any("loop" in t for t in texts(k.facts.assumptions))
+
+
+@pytest.mark.parametrize("header, passes", [
+    ("int s = 256 / 2; s > 0; s >>= 1", 8),  # 128 .. 1: a tree reduction over 256 threads
+    ("int s = 128; s > 1; s /= 2", 7), ("int s = 100; s >= 10; s /= 3", 3),  # 100, 33, 11
+    ("int x = 1; x < 1000; x *= 2", 10), ("int x = 1; x <= 1024; x <<= 1", 11), ("int x = 3; x <= 1000; x *= 2", 9)])
+def test_loops_halving_or_doubling_their_counter_take_the_passes_the_values_allow(header, passes):
+    src = f"""
+__global__ void tree(float *a) {{
+  float s0 = 0.0f;
+  for ({header}) s0 += a[threadIdx.x];
+  a[threadIdx.x] = s0;
+}}
+int main() {{ float *a; tree<<<1, 32>>>(a); }}
+"""
+    assert only_loop(kernel(src, "tree")).trip_count == passes
+
+
+SERIES = """
+#include "series.h"
+#define NUM_TERMS 35
+__device__ double series(double x) {
+  double s = 0.0;
+  for (int i = 1; i < NUM_TERMS; i++) s += x / i;
+  return s;
+}
+"""
+
+SERIES_KERNEL = """
+#include "series.h"
+__global__ void apply(double *y, const double *x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i] = series(x[i]);
+}
+int main() { double *y, *x; apply<<<64, 256>>>(y, x); }
+"""
+
+
+def test_a_callee_of_another_source_reads_the_number_macros_of_its_own_file(tmp_path):
+    from tests.engine_reports import kernel_reports
+    (tmp_path / "series.h").write_text("#pragma once\n__device__ double series(double x);\n")
+    (tmp_path / "series.cu").write_text(SERIES)
+    source = tmp_path / "main.cu"
+    source.write_text(SERIES_KERNEL)
+    facts = kernel_reports(SERIES_KERNEL, source)["apply"].facts
+    assert [(loop.trip_count, loop.origin) for loop in facts.loops] == [(34, "constant")]
+    assert not any("NUM_TERMS" in t for t in texts(facts.assumptions))
+
+
+def test_file_number_macros_read_numbers_only_and_drop_conflicting_definitions(tmp_path):
+    from perflsp.analysis.callee_constants import file_number_macro
+    source = tmp_path / "defs.cu"
+    source.write_text("#define A 35\n#define B (0x10)  // mask\n#define C 1.5e-3f\n#define D n + 1\n"
+                      "#ifdef X\n#define E 4\n#else\n#define E 8\n#endif\n#define F 2\n#define F 2\n")
+    path = str(source)
+    assert file_number_macro(path, "A") == (35.0, "int")
+    assert file_number_macro(path, "B") == (16.0, "int")
+    assert file_number_macro(path, "C") == (1.5e-3, "f32")
+    assert file_number_macro(path, "D") is None and file_number_macro(path, "E") is None
+    assert file_number_macro(path, "F") == (2.0, "int")
+
+
+def test_a_halving_loop_from_an_unknown_start_halves_the_assumed_range():
+    src = """
+__global__ void reduce(float *a, int size) {
+  __shared__ float s[1024];
+  int t = threadIdx.x;
+  for (unsigned int stride = size / 2; stride > 0; stride >>= 1) {
+    if (t < stride) s[t] += s[t + stride];
+    __syncthreads();
+  }
+  for (int x = size; x < 4096; x *= 2) a[t] += 1.0f;
+  a[t] = s[0];
+}
+int main() { float *a; int n; reduce<<<1, 256>>>(a, n); }
+"""
+    k = kernel(src, "reduce")
+    halving, doubling = k.facts.loops
+    assert halving.trip_count == 6  # 32, 16, .., 1 (was no pass at all from an assumed 0)
+    assert doubling.trip_count == 12  # 1, 2, .., 2048
+    assumptions = texts(k.facts.assumptions)
+    assert "line 5: start of the `stride` loop unknown: assumed 32" in assumptions
+    assert "line 9: start of the `x` loop unknown: assumed 1" in assumptions
