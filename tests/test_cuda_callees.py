@@ -134,3 +134,22 @@ def test_a_source_of_the_folder_is_parsed_only_when_it_may_define_the_name(tmp_p
     report = analyse(kernel, source)["hash_pairs"]
     assert report.facts.per_item.global_loads == 2  # `mix` found in mix.cu
     assert "a_other.cu" not in parsed  # it defines neither `mix` nor `sqrtf` nor `hash_pairs`
+
+
+def test_a_device_function_right_after_a_parenthesised_macro_is_found(tmp_path):
+    # `#define SCALE (0.5f)` looks like a call head up to the function's brace: the function
+    # after it is still a definition of that file
+    (tmp_path / "scale.cu").write_text("#define SCALE (0.5f)\n"
+                                       "__device__ float scale_it(float x) { return x * SCALE + 1.0f; }\n")
+    kernel = """
+__device__ float scale_it(float x);
+__global__ void apply(const float *a, float *b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) b[i] = scale_it(a[i]);
+}
+"""
+    source = tmp_path / "main.cu"
+    source.write_text(kernel)
+    facts = analyse(kernel, source)["apply"].facts
+    assert not any("`scale_it` not analysed" in e for e in texts(facts.evidence))
+    assert facts.per_item.fp32 >= 2  # the callee's multiply-add

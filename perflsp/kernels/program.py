@@ -833,7 +833,9 @@ def _is_kernel_definition(fn: ParsedFunction) -> bool:
 # (no parentheses inside the parameters: a linear match; a function-pointer parameter is missed)
 _AFTER_NAME_DEFINITION = re.compile(rb"\s*\([^;{}()]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^;{}()]*)?\{")
 # `name(params) {`: what a function definition looks like in text (a superset: `if (x) {` too)
-_DEFINITION_HEAD = re.compile(rb"\b([A-Za-z_]\w*)\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^;{}]*)?\{")
+# (the head after the name is a lookahead: `#define SCALE (0.5f)` right before `float f(float x) {`
+# would otherwise match from `SCALE` to f's brace and hide `f`)
+_DEFINITION_HEAD = re.compile(rb"\b([A-Za-z_]\w*)(?=\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^;{}]*)?\{)")
 
 
 @lru_cache(maxsize=256)
