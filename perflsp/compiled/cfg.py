@@ -33,6 +33,7 @@ def build_function(fn: SassFunction) -> CompiledFunction:
     subroutines = _subroutines(instructions, by_label)
     starts, successors = _blocks(instructions, subroutines)
     reachable = _reachable(successors)
+    fix_ups = _fix_up_arms(instructions, starts, successors)
     # renumber the reachable blocks (dead code such as the trailing `BRA` to itself goes)
     order = [b for b in range(len(starts)) if b in reachable]
     renumber = {old: new for new, old in enumerate(order)}
@@ -48,9 +49,10 @@ def build_function(fn: SassFunction) -> CompiledFunction:
                 target = branch_target(ins)
                 if target in subroutines:
                     # a subroutine of the function (a 64-bit integer division): its code runs
-                    # where an unconditional call is; a guarded call, or one of a `slowpath`,
+                    # where an unconditional call is; a guarded call, one of a `slowpath` or one
+                    # on the arm a statement's own test branches around (`_fix_up_arms`)
                     # handles special operands and nearly never runs
-                    if not ins.predicated:
+                    if not ins.predicated and old not in fix_ups:
                         vector = add(vector, subroutines[target])
                 elif target and target in by_label:
                     pass  # a branch within the function (see `_local_call`)
@@ -100,6 +102,27 @@ def _subroutines(instructions: list[Instruction], by_label: dict[str, int]) -> d
                 found[target] = total
                 break
             total = add(total, _vector(body))
+    return found
+
+
+def _fix_up_arms(instructions: list[Instruction], starts: list[int], successors: list[list[int]]) -> set[int]:
+    """Blocks that a conditional forward branch of the same source statement skips: the arm of
+    a test the compiler adds inside one statement, where the inline fast path's result is
+    checked and the special operands (a division's denormal or huge ones, a 64-bit division
+    whose operands do not fit in 32 bits) are handed to a subroutine. Its code runs for those
+    operands only; a test the source writes sits on its own line (its arm's weight is the
+    source walk's)."""
+    found: set[int] = set()
+    bounds = [*starts, len(instructions)]
+    for b, succ in enumerate(successors):
+        last = instructions[bounds[b + 1] - 1]
+        if last.base != "BRA" or not last.predicated or len(succ) != 2:
+            continue
+        for arm in succ:
+            if arm <= b:
+                continue  # a loop's back edge
+            if any(ins.base == "CALL" and ins.chain == last.chain for ins in instructions[bounds[arm]:bounds[arm + 1]]):
+                found.add(arm)
     return found
 
 
