@@ -102,9 +102,10 @@ _Z1kPf:
 def test_instructions_predicated_on_a_special_operand_test_are_found():
     (fn,) = parse_sass(PREDICATED)
     # the denormal scaling (@!P0 after |x| >= FLT_MIN), the infinity case (@P1 after the bits
-    # >= 0x7f800000), the double denormal (@!P2 after a high word above 0xfffff); not the
-    # ordinary arm of a test (@P0), a source test (0x10), nor a predicate written since (the carry)
-    assert special_operand_instructions(fn.instructions) == {1, 4, 6}
+    # >= 0x7f800000); not the ordinary arm of a test (@P0), a test that reads as `i >= 1 << 20`
+    # as well as a double's denormal high word (0xfffff), a source test (0x10), nor a predicate
+    # written since (the carry)
+    assert special_operand_instructions(fn.instructions) == {1, 4}
 
 
 def test_predicated_special_operand_code_is_not_counted():
@@ -112,7 +113,7 @@ def test_predicated_special_operand_code_is_not_counted():
     unit = CompiledUnit("/src/k.cu", "sm_86", "nvcc", {fn.name: fn})
     counts = dynamic_counts(unit, fn, SourceProfile())
     assert counts.get("fp32") == 2.0  # the two FADD (at the ordinary operands' predicates)
-    assert counts.get("fp64") == 0.0
+    assert counts.get("fp64") == 1.0  # the DMUL of the 0xfffff test, counted
     assert counts.get("integer") == 5.0  # the tests, the predicated IADD3 and the carry's
     assert counts.get("instructions") == 12.0  # every instruction is issued
 

@@ -15,10 +15,10 @@ from perflsp.compiled.sass import Instruction
 # `FSETP.GEU.AND P0, PT, |R4|, 1.175494350822287508e-38, PT`: an operand (or a double's high
 # word, read as a float: 1.469367938527859385e-39) against the smallest normal float
 _TINY_TEST = re.compile(r"^(P\d),\s*PT,\s*(?:\|R\d+\||-?R\d+)(?:\.reuse)?,\s*(\d[0-9.]*e-(\d+))\s*,")
-# `ISETP.GT.AND P1, PT, R15, 0xfffff, PT`: a double's high word above the denormals' (exponent 0);
-# `ISETP.GE.U32.AND P0, PT, R8, 0x7f800000, PT`: a float (or double high word) infinite or NaN
+# `ISETP.GE.U32.AND P0, PT, R8, 0x7f800000, PT`: a float (or double high word) infinite or NaN.
+# (A double's denormal test on its high word, `ISETP.GT.AND P1, PT, R15, 0xfffff`, is not read:
+# the same instruction tests `i >= 1 << 20`.)
 _WORD_TEST = re.compile(r"^(P\d),\s*PT,\s*R\d+(?:\.reuse)?,\s*(0x[0-9a-f]+)\s*,")
-_NORMAL_ABOVE = frozenset({0xFFFFF, 0x7FFFFF})  # high word / float bits above which a value is normal
 _SPECIAL_FROM = frozenset({0x7F800000, 0x7F7FFFFF, 0x7FF00000, 0x7FEFFFFF})  # from which infinite/NaN
 _WRITES_PREDICATE = re.compile(r"^(?:U?R\w+,\s*)?(P\d)\b")
 
@@ -26,8 +26,9 @@ _WRITES_PREDICATE = re.compile(r"^(?:U?R\w+,\s*)?(P\d)\b")
 def special_operand_instructions(instructions: list[Instruction]) -> set[int]:
     """Indices of the instructions predicated on a special-operand test (`@!P0 FMUL R4, R4,
     16777216` scaling a denormal up before `MUFU.RCP`): the predicate reads a comparison with
-    the smallest normal float, a double's denormal high word or the infinities' exponent. The
-    tests are followed in instruction order; a predicate written by anything else is forgotten."""
+    the smallest normal float (or a double's high word read as one) or the infinities'
+    exponent. The tests are followed in instruction order; a predicate written by anything else
+    is forgotten."""
     rare_when: dict[str, bool] = {}  # predicate -> the value it has for special operands
     found: set[int] = set()
     for at, ins in enumerate(instructions):
@@ -64,12 +65,7 @@ def _special_when(ins: Instruction) -> bool | None:
     m = _WORD_TEST.match(ins.operands)
     if m is None:
         return None
-    value = int(m.group(2), 16)
-    if value in _NORMAL_ABOVE:
-        return not above
-    if value in _SPECIAL_FROM:
-        return above
-    return None
+    return above if int(m.group(2), 16) in _SPECIAL_FROM else None
 
 
 def fix_up_arms(instructions: list[Instruction], starts: list[int], successors: list[list[int]]) -> set[int]:
