@@ -10,10 +10,12 @@ from collections.abc import Callable
 from perflsp.compiled.isa import classify
 from perflsp.compiled.model import CLASSES, INDEX, ZERO, Block, CompiledFunction, LineCounts, Loop, Step, Vector, add
 from perflsp.compiled.sass import Instruction, Location, SassFunction, branch_target
+from perflsp.compiled.special import fix_up_arms, special_operand_instructions
 
 _ENDS_BLOCK = frozenset({"BRA", "BRX", "JMP", "JMX", "EXIT", "RET", "BREAK", "KILL"})
 _STEP = re.compile(r"^(U?R\d+),\s*(?:U?P\d+,\s*)?(U?R\d+),\s*(-?0x[0-9a-f]+|-?\d+)\b")
 _STEP_OPCODES = frozenset({"IADD3", "IADD", "IADD32I", "VIADD", "UIADD3"})
+_ISSUED_ONLY: Vector = tuple(1.0 if name == "instructions" else 0.0 for name in CLASSES)
 
 
 def build_function(fn: SassFunction) -> CompiledFunction:
@@ -33,6 +35,8 @@ def build_function(fn: SassFunction) -> CompiledFunction:
     subroutines = _subroutines(instructions, by_label)
     starts, successors = _blocks(instructions, subroutines)
     reachable = _reachable(successors)
+    fix_ups = fix_up_arms(instructions, starts, successors)
+    special = special_operand_instructions(instructions)
     # renumber the reachable blocks (dead code such as the trailing `BRA` to itself goes)
     order = [b for b in range(len(starts)) if b in reachable]
     renumber = {old: new for new, old in enumerate(order)}
@@ -42,15 +46,18 @@ def build_function(fn: SassFunction) -> CompiledFunction:
         lines: dict[int, tuple[Vector, Vector]] = {}
         calls: list[str] = []
         indirect = 0
-        for ins in instructions[bounds[old]:bounds[old + 1]]:
-            vector = _vector(ins)
+        for at in range(bounds[old], bounds[old + 1]):
+            ins = instructions[at]
+            # issued, but predicated off for the operands kernels compute on (`special`)
+            vector = _ISSUED_ONLY if at in special else _vector(ins)
             if ins.base == "CALL":
                 target = branch_target(ins)
                 if target in subroutines:
                     # a subroutine of the function (a 64-bit integer division): its code runs
-                    # where an unconditional call is; a guarded call, or one of a `slowpath`,
+                    # where an unconditional call is; a guarded call, one of a `slowpath` or one
+                    # on the arm a statement's own test branches around (`fix_up_arms`)
                     # handles special operands and nearly never runs
-                    if not ins.predicated:
+                    if not ins.predicated and old not in fix_ups:
                         vector = add(vector, subroutines[target])
                 elif target and target in by_label:
                     pass  # a branch within the function (see `_local_call`)
