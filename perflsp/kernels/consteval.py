@@ -237,6 +237,8 @@ def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Va
         env = ConstEnv()
     elif not isinstance(env, ConstEnv):
         env = ConstEnv(constants=dict(env))
+    if "this" in text:  # `this->n` in a method reads the member `n` (`objects.member_env` binds it)
+        text = _THIS_MEMBER.sub("", text)
     tokens = _tokenize(text)
     if not tokens:
         raise NotConstant("empty expression")
@@ -247,6 +249,9 @@ def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Va
     if isinstance(value, str):
         raise NotConstant(f"`{text.strip()}` is a string")
     return value
+
+
+_THIS_MEMBER = re.compile(r"\bthis\s*->\s*(?=[A-Za-z_])")
 
 
 def try_evaluate(text: str, env: ConstEnv | None = None) -> tuple[Value | None, str | None]:

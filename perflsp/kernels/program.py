@@ -32,6 +32,7 @@ from perflsp.kernels.file_trees import file_version, parsed_header, parsed_text,
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
+from perflsp.kernels.objects import member_env
 from perflsp.kernels.omp import parse_clauses, split_directive
 from perflsp.kernels.preprocess import expand_macros
 from perflsp.kernels.symbols import TopLevelFacts, declares, file_env, function_env, is_write, mutable_globals, never_runs
@@ -163,6 +164,7 @@ class ProgramModel:
         self._class_fields: dict[str, list[tuple[bytes, list[Node]]]] = {}
         self._defines_name: dict[str, bool] = {}  # `_may_define`, per name asked about
         self._functions_alone: dict[tuple[int, int], Node | None] = {}  # `_function_alone`, per span
+        self._member_envs: dict[tuple[int, int, int], ConstEnv] = {}  # `_members_env`
 
     # ------------------------------------------------------------------ edited versions
 
@@ -257,8 +259,24 @@ class ProgramModel:
         passed: dict[str, Folded] = {}
         if function is not None and depth < CALLER_LEVELS:
             passed = self.caller_arguments(function, depth)
+            parent = self._members_env(function, depth, parent)
         return function_env(self.ctx, function, byte_offset, parent, passed,
                             self._caller_assumed.get((function.start_byte, depth), ()) if passed and function else ())
+
+    def _members_env(self, function: Node, depth: int, parent: ConstEnv) -> ConstEnv:
+        """`parent` with the members of the object a method is called on (`objects`)."""
+        key = (function.start_byte, depth, id(parent))
+        if key not in self._member_envs:
+            self._member_envs[key] = parent  # (a method reached again while its object is followed)
+            self._member_envs[key] = member_env(self, function, depth, parent) or parent
+        return self._member_envs[key]
+
+    def class_sources(self, class_name: str, method: str) -> tuple[list[ProgramModel], list[tuple[bytes, Node]]]:
+        """This file and the folder's sources that may call `method` or construct or define
+        `class_name`, and the roots of this file's local headers (where a class is declared)."""
+        models = [self] + [m for m in self._caller_sources(method) if m is not self]
+        models += [m for m in self._caller_sources(class_name) if all(m is not n for n in models)]
+        return models, [(data, tree.root_node) for data, tree, _, _ in self._headers_functions()]
 
     @cached_property
     def host_globals(self) -> ConstEnv:
