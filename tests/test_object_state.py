@@ -224,3 +224,58 @@ def test_an_accessor_over_a_member_the_constructor_computes_in_another_file(tmp_
     # `m_numNode = edgeNodes^3` with edgeNodes = argv[1] + 1, called from `main` in main.cpp
     assert trips(report) == {"i": 1000}
     assert report.facts.work_items == 1000
+
+
+# structs: fields the host code sets, read in a region of the same function or passed on -------
+
+STRUCTS = """
+#include <cstdlib>
+struct Params { int n; int iters; float scale; };
+
+void run(float *x, struct Params *q) {
+  #pragma omp target teams distribute parallel for map(tofrom: x[0:q->n])
+  for (int i = 0; i < q->n; i++)
+    for (int k = 0; k < q->iters; k++) x[i] = x[i] * 0.5f;
+}
+
+void run_copy(float *x, Params q) {
+  #pragma omp target teams distribute parallel for map(tofrom: x[0:q.n])
+  for (int i = 0; i < q.n; i++)
+    for (int k = 0; k < q.iters; k++) x[i] = x[i] * q.scale;
+}
+
+int main(int argc, char **argv) {
+  Params p;
+  p.n = std::atoi(argv[1]);
+  p.iters = 6;
+  float *x = new float[p.n];
+  #pragma omp target teams distribute parallel for map(tofrom: x[0:p.n])
+  for (int i = 0; i < p.n; i++)
+    for (int k = 0; k < p.iters; k++) x[i] = x[i] * 0.5f;
+  run_copy(x, p);
+  run(x, &p);  // (after which `p`'s fields are unknown: `run` may set them)
+  return 0;
+}
+"""
+
+
+def test_struct_fields_the_host_code_sets_bound_a_region_of_the_same_function():
+    found = {r.kernel.name: r for r in reports(STRUCTS, options=AnalysisOptions(argv=("1000",)))}
+    # `p.n = std::atoi(argv[1])` (the C function through <cstdlib>'s std::), `p.iters = 6`
+    assert trips(found["main@l22"]) == {"i": 1000, "k": 6}
+    assert found["main@l22"].facts.work_items == 1000
+
+
+def test_a_struct_passed_by_address_or_by_value_carries_the_fields_its_caller_set():
+    found = {r.kernel.name: r for r in reports(STRUCTS, options=AnalysisOptions(argv=("1000",)))}
+    assert trips(found["run@l6"]) == {"i": 1000, "k": 6}  # `q->n`, `q->iters` of `run(x, &p)`
+    assert trips(found["run_copy@l12"]) == {"i": 1000, "k": 6}  # `q.n` of `run_copy(x, p)`
+    assert unknown_trips(found["run@l6"]) == unknown_trips(found["run_copy@l12"]) == []
+
+
+def test_a_field_counted_up_in_a_loop_is_not_its_first_value():
+    src = STRUCTS.replace("  p.iters = 6;\n", "  p.iters = 0;\n  for (int r = 0; r < 5; r++) if (r % 2) p.iters++;\n")
+    found = {r.kernel.name: r for r in reports(src, options=AnalysisOptions(argv=("1000",)))}
+    for name in ("main@l23", "run@l6"):
+        assert trips(found[name])["i"] == 1000
+        assert any("(`p.iters`)" in t or "(`q->iters`)" in t for t in unknown_trips(found[name])), name

@@ -208,6 +208,7 @@ def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: Ho
         ctype, dims = host_types[name]
         if ctype.pointer:
             walker.bind(name, Val(ctype, root=name, space="global", dims=dims if len(dims) > 1 else ()))
+            _bind_folded_fields(unit, walker, name, text, host_env)
             elem = ctype.size_bytes if ctype.kind not in ("unknown", "struct") else 4
             if dims and all(dims):
                 extents[name] = (elem * math.prod(dims), False)
@@ -222,7 +223,21 @@ def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: Ho
             walker.bind(name, Val(ctype, float(value), Linear.constant(float(value))))
         else:
             walker.bind(name, Val(ctype, None, Linear(const_known=False)))
+            _bind_folded_fields(unit, walker, name, text, host_env)
     return extents
+
+
+def _bind_folded_fields(unit: AnalysisUnit, walker: KernelWalker, name: str, text: str, host_env: ConstEnv) -> None:
+    """`p.n` (`p->n`) in a region, where the host code set `p.n = 1000;` (or a caller passed the
+    struct: `kernels.objects.passed_fields`): the field holds that value; other fields stay unread."""
+    fields: dict[str, Val] = {}
+    for field in sorted(set(re.findall(rf"\b{re.escape(name)}\s*(?:\.|->)\s*([A-Za-z_]\w*)\b(?!\s*\()", text))):
+        value = unit.model.evaluate(f"{name}.{field}", host_env)
+        if isinstance(value, (int, float)):
+            ctype = INT if float(value).is_integer() else F32
+            fields[field] = Val(ctype, float(value), Linear.constant(float(value)))
+    if fields:
+        walker.members[name] = fields
 
 
 def _local_text(env: ConstEnv, name: str) -> str | None:

@@ -100,7 +100,7 @@ def eval_field(walker: Walker, node: Node) -> Val:
                                   subject=f"{base_text}.x"))
         return Val(INT, None, Linear(const_known=False))
     operator = walker.text(node.child_by_field_name("operator"))
-    if operator == "." and base_text in walker.members and field_name in walker.members[base_text]:
+    if operator in (".", "->") and base_text in walker.members and field_name in walker.members[base_text]:
         return walker.members[base_text][field_name]
     if operator == "->" and base_text == "this":
         # `this->a` in a method (an OpenMP region over the class's member arrays): the member

@@ -237,8 +237,8 @@ def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Va
         env = ConstEnv()
     elif not isinstance(env, ConstEnv):
         env = ConstEnv(constants=dict(env))
-    if "this" in text:  # `this->n` in a method reads the member `n` (`objects.member_env` binds it)
-        text = _THIS_MEMBER.sub("", text)
+    if "->" in text:  # `this->n` in a method reads the member `n` (`objects.member_env` binds it); `p->n`, the path `p.n`
+        text = _ARROW.sub(".", _THIS_MEMBER.sub("", text))
     tokens = _tokenize(text)
     if not tokens:
         raise NotConstant("empty expression")
@@ -252,6 +252,7 @@ def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Va
 
 
 _THIS_MEMBER = re.compile(r"\bthis\s*->\s*(?=[A-Za-z_])")
+_ARROW = re.compile(r"(?<=\w)\s*->\s*(?=[A-Za-z_])")
 
 
 def try_evaluate(text: str, env: ConstEnv | None = None) -> tuple[Value | None, str | None]:
@@ -395,6 +396,8 @@ _STRING_TO_NUMBER: dict[str, Callable[[str], Number]] = {
     name: _parse_int for name in ("atoi", "atol", "atoll", "strtol", "strtoul", "strtoll", "strtoull", "std::stoi",
                                   "std::stol", "std::stoll", "std::stoul", "std::stoull", "stoi", "stol", "stoul")
 } | {name: _parse_float for name in ("atof", "strtod", "strtof", "std::stod", "std::stof", "stod", "stof")}
+# `std::atoi(argv[1])` (<cstdlib>) is the C function
+_STRING_TO_NUMBER |= {f"std::{name}": parse for name, parse in _STRING_TO_NUMBER.items() if "::" not in name}
 
 
 class _Parser:

@@ -641,3 +641,26 @@ def member_env(model: ProgramModel, function: Node, depth: int, parent: ConstEnv
             return ConstEnv(parent=parent, constants=dict(state.values), unknown=dict(state.unknown),
                             assumed=set(state.assumed), pure_functions=getters(index))
     return None
+
+
+def passed_fields(argument: str, parameter: str, env: ConstEnv, values: dict[str, Value | tuple[int, int, int]]
+                  ) -> set[str]:
+    """A struct passed to a function by value or by address (`run(cfg)`, `run(&cfg)`) carries
+    the fields its caller set (`cfg.n = 1024;`): each folded one is bound in `values` under the
+    parameter's path (`p.n`, read as `p.n` and `p->n`). Returns the paths that rest on assumed
+    program arguments."""
+    name = argument.strip().lstrip("&").strip()
+    if not re.fullmatch(r"[A-Za-z_]\w*", name):
+        return set()
+    prefix = name + "."
+    paths = {path for scope in env.chain() for path in (*scope.constants, *scope.unknown) if path.startswith(prefix)}
+    assumed: set[str] = set()
+    for path in sorted(paths):
+        with ReadsApart() as reads:
+            value, _ = try_evaluate(path, env)
+        if isinstance(value, (int, float)):
+            key = parameter + path[len(name):]
+            values[key] = value
+            if reads.seen:
+                assumed.add(key)
+    return assumed

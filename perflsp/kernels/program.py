@@ -32,7 +32,7 @@ from perflsp.kernels.file_trees import file_version, parsed_header, parsed_text,
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
-from perflsp.kernels.objects import member_env
+from perflsp.kernels.objects import member_env, passed_fields
 from perflsp.kernels.omp import parse_clauses, split_directive
 from perflsp.kernels.preprocess import expand_macros
 from perflsp.kernels.symbols import TopLevelFacts, declares, file_env, function_env, is_write, mutable_globals, never_runs
@@ -164,7 +164,7 @@ class ProgramModel:
         self._class_fields: dict[str, list[tuple[bytes, list[Node]]]] = {}
         self._defines_name: dict[str, bool] = {}  # `_may_define`, per name asked about
         self._functions_alone: dict[tuple[int, int], Node | None] = {}  # `_function_alone`, per span
-        self._member_envs: dict[tuple[int, int, int], ConstEnv] = {}  # `_members_env`
+        self._member_envs: dict[tuple[int, int], list[tuple[ConstEnv, ConstEnv]]] = {}  # `_members_env`
 
     # ------------------------------------------------------------------ edited versions
 
@@ -265,11 +265,14 @@ class ProgramModel:
 
     def _members_env(self, function: Node, depth: int, parent: ConstEnv) -> ConstEnv:
         """`parent` with the members of the object a method is called on (`objects`)."""
-        key = (function.start_byte, depth, id(parent))
-        if key not in self._member_envs:
-            self._member_envs[key] = parent  # (a method reached again while its object is followed)
-            self._member_envs[key] = member_env(self, function, depth, parent) or parent
-        return self._member_envs[key]
+        built = self._member_envs.setdefault((function.start_byte, depth), [])
+        for base, env in built:  # (held with their parent: an id could be reused)
+            if base is parent:
+                return env
+        built.append((parent, parent))  # (a method reached again while its object is followed)
+        env = member_env(self, function, depth, parent) or parent
+        built[-1] = (parent, env)
+        return env
 
     def class_sources(self, class_name: str, method: str) -> tuple[list[ProgramModel], list[tuple[bytes, Node]]]:
         """This file and the folder's sources that may call `method` or construct or define
@@ -438,6 +441,7 @@ class ProgramModel:
             for pname, arg in zip(param_names, arg_nodes):
                 if pname is None:
                     continue
+                assumed |= passed_fields(self.ctx.text(arg), pname, env, values)
                 with ReadsApart() as reads:
                     value, _ = try_evaluate(self.ctx.text(arg), env)
                 if value is not None and not isinstance(value, str):
