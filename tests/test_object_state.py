@@ -279,3 +279,59 @@ def test_a_field_counted_up_in_a_loop_is_not_its_first_value():
     for name in ("main@l23", "run@l6"):
         assert trips(found[name])["i"] == 1000
         assert any("(`p.iters`)" in t or "(`q->iters`)" in t for t in unknown_trips(found[name])), name
+
+
+RETURNED = """
+#include <cstdlib>
+typedef struct { int lookups; int grid; } Inputs;
+
+Inputs read_cli(int argc, char *argv[]) {
+  Inputs in;
+  in.lookups = 17000000;
+  in.grid = 11303;
+  if (argc > 1) in.lookups = atoi(argv[1]);
+  return in;
+}
+
+__global__ void lookup(Inputs in, double *out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= in.lookups) return;
+  double s = 0.0;
+  for (int g = 0; g < in.grid; g += 1000) s += g * 0.5;
+  out[i] = s;
+}
+
+void simulate(Inputs in, double *out) {
+  lookup<<<(in.lookups + 255) / 256, 256>>>(in, out);
+  #pragma omp target teams distribute parallel for map(from: out[0:in.lookups])
+  for (int i = 0; i < in.lookups; i++) out[i] = 2.0 * out[i];
+}
+
+int main(int argc, char *argv[]) {
+  Inputs in = read_cli(argc, argv);
+  double *out;
+  cudaMalloc(&out, in.lookups * sizeof(double));
+  simulate(in, out);
+  return 0;
+}
+"""
+
+
+def test_a_struct_a_function_fills_and_returns_carries_its_fields_to_the_kernels():
+    found = {r.kernel.name: r for r in reports(RETURNED, options=AnalysisOptions(argv=("5000",)))}
+    # `Inputs in = read_cli(argc, argv)`: argv[1] overrides the default; passed on to `simulate`
+    assert found["lookup"].facts.work_items == (5000 + 255) // 256 * 256
+    assert trips(found["lookup"]) == {"g": 12}
+    assert trips(found["simulate@l23"]) == {"i": 5000}
+
+
+def test_without_arguments_the_returned_struct_s_defaults_hold_and_are_said_to_be_assumed():
+    region = next(r for r in reports(RETURNED) if r.kernel.name == "simulate@l23")
+    assert trips(region) == {"i": 17000000}
+    assert NO_ARGUMENTS_NOTE in texts(region.facts.assumptions)
+
+
+def test_a_returned_struct_whose_address_is_taken_is_not_followed():
+    src = RETURNED.replace("  double *out;\n", "  double *out;\n  tweak(&in);\n")
+    region = next(r for r in reports(src, options=AnalysisOptions(argv=("5000",))) if r.kernel.name == "simulate@l23")
+    assert any("(`in.lookups`)" in t for t in unknown_trips(region))

@@ -664,3 +664,91 @@ def passed_fields(argument: str, parameter: str, env: ConstEnv, values: dict[str
             if reads.seen:
                 assumed.add(key)
     return assumed
+
+
+@dataclass(frozen=True)
+class ReturnedStruct:
+    """`Inputs in = read_cli(argc, argv);`: the fields the callee's local had where it returned it."""
+
+    end: int  # where the declaration ends
+    name: str
+    fields: dict[str, Value]
+    assumed: frozenset[str]
+
+
+def _returned_fields(model: ProgramModel, callee: str, depth: int) -> tuple[dict[str, Value], set[str]] | None:
+    """The folded fields of the local struct that `callee` (in this file or another source of the
+    folder) fills and returns as its last statement (`Inputs in; in.lookups = 17000000; ...;
+    return in;`), as its first caller's arguments leave them."""
+    defining = model.defining_model(callee)
+    definition = defining._plain_definitions.get(callee) if defining is not None else None
+    body = definition.child_by_field_name("body") if definition is not None else None
+    statements = [c for c in body.named_children if c.type != "comment"] if body is not None else []
+    if defining is None or not statements or statements[-1].type != "return_statement":
+        return None
+    returned = statements[-1].named_children[0] if statements[-1].named_children else None
+    if returned is None or returned.type != "identifier" or body is None or _returns_early(body):
+        return None
+    env = defining.env_at(statements[-1].start_byte, depth + 1)
+    prefix = _text(defining.data, returned) + "."
+    fields: dict[str, Value] = {}
+    assumed: set[str] = set()
+    for path in sorted({p for scope in env.chain() for p in (*scope.constants, *scope.unknown) if p.startswith(prefix)}):
+        with ReadsApart() as reads:
+            value, _ = try_evaluate(path, env)
+        if isinstance(value, (int, float)):
+            fields[path[len(prefix):]] = value
+            if reads.seen:
+                assumed.add(path[len(prefix):])
+    return fields, assumed
+
+
+def _returns_early(body: Node) -> bool:
+    """Whether a `return` other than the last statement may end the function."""
+    stack = list(body.named_children[:-1])
+    while stack:
+        node = stack.pop()
+        if node.type == "return_statement":
+            return True
+        if node.type not in ("lambda_expression", "function_definition"):
+            stack.extend(node.named_children)
+    return False
+
+
+def returned_fields_env(model: ProgramModel, function: Node, offset: int, depth: int, parent: ConstEnv,
+                        cache: dict[tuple[int, int], list[ReturnedStruct]]) -> ConstEnv:
+    """`parent` with the fields of the structs `function` declared before `offset` from a call
+    that returns one (`Inputs in = read_cli(argc, argv);` binds `in.lookups`), those whose
+    address is not taken since."""
+    key = (function.start_byte, depth)
+    if key not in cache:
+        cache[key] = []  # (the callee's caller is this function: not followed again)
+        cache[key] = _returned_structs(model, function, depth)
+    constants: dict[str, str | Value] = {}
+    assumed: set[str] = set()
+    for found in cache[key]:
+        if found.end <= offset and not re.search(rb"&\s*" + re.escape(found.name.encode()) + rb"\b",
+                                                    model.data[found.end:offset]):
+            constants.update({f"{found.name}.{field}": value for field, value in found.fields.items()})
+            assumed |= {f"{found.name}.{field}" for field in found.assumed}
+    return ConstEnv(parent=parent, constants=constants, assumed=assumed) if constants else parent
+
+
+def _returned_structs(model: ProgramModel, function: Node, depth: int) -> list[ReturnedStruct]:
+    body = function.child_by_field_name("body")
+    found: list[ReturnedStruct] = []
+    for statement in body.named_children if body is not None else ():
+        if statement.type != "declaration":  # (straight-line declarations of the body only)
+            continue
+        for declarator in statement.children_by_field_name("declarator"):
+            name = declarator.child_by_field_name("declarator")
+            value = declarator.child_by_field_name("value")
+            callee = value.child_by_field_name("function") if value is not None and value.type == "call_expression" else None
+            if declarator.type != "init_declarator" or name is None or name.type != "identifier" \
+                    or callee is None or callee.type != "identifier":
+                continue
+            returned = _returned_fields(model, _text(model.data, callee), depth)
+            if returned is not None and returned[0]:
+                found.append(ReturnedStruct(statement.end_byte, _text(model.data, name), returned[0],
+                                            frozenset(returned[1])))
+    return found

@@ -32,7 +32,7 @@ from perflsp.kernels.file_trees import file_version, parsed_header, parsed_text,
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
-from perflsp.kernels.objects import member_env, passed_fields
+from perflsp.kernels.objects import ReturnedStruct, member_env, passed_fields, returned_fields_env
 from perflsp.kernels.omp import parse_clauses, split_directive
 from perflsp.kernels.preprocess import expand_macros
 from perflsp.kernels.symbols import TopLevelFacts, declares, file_env, function_env, is_write, mutable_globals, never_runs
@@ -164,6 +164,7 @@ class ProgramModel:
         self._class_fields: dict[str, list[tuple[bytes, list[Node]]]] = {}
         self._defines_name: dict[str, bool] = {}  # `_may_define`, per name asked about
         self._functions_alone: dict[tuple[int, int], Node | None] = {}  # `_function_alone`, per span
+        self._returned_fields: dict[tuple[int, int], list[ReturnedStruct]] = {}  # `objects.returned_fields_env`
         self._member_envs: dict[tuple[int, int], list[tuple[ConstEnv, ConstEnv]]] = {}  # `_members_env`
 
     # ------------------------------------------------------------------ edited versions
@@ -260,6 +261,7 @@ class ProgramModel:
         if function is not None and depth < CALLER_LEVELS:
             passed = self.caller_arguments(function, depth)
             parent = self._members_env(function, depth, parent)
+            parent = returned_fields_env(self, function, byte_offset, depth, parent, self._returned_fields)
         return function_env(self.ctx, function, byte_offset, parent, passed,
                             self._caller_assumed.get((function.start_byte, depth), ()) if passed and function else ())
 
@@ -273,6 +275,13 @@ class ProgramModel:
         env = member_env(self, function, depth, parent) or parent
         built[-1] = (parent, env)
         return env
+
+    def defining_model(self, name: str) -> ProgramModel | None:
+        """This file if it defines the function `name`, else the first source of its folder that does."""
+        if name in self._plain_definitions:
+            return self
+        return next((m for v in self._sibling_all_versions if name in _defined_names_cached(*v)
+                     and (m := _sibling_model(*v, self.argv)) is not None and name in m._plain_definitions), None)
 
     def class_sources(self, class_name: str, method: str) -> tuple[list[ProgramModel], list[tuple[bytes, Node]]]:
         """This file and the folder's sources that may call `method` or construct or define
@@ -791,14 +800,15 @@ _SCOPES = ("translation_unit", "namespace_definition", "declaration_list", "temp
 
 def _field_declarations(root: Node, data: bytes, class_name: str) -> list[Node]:
     """`field_declaration` nodes of the class or struct named `class_name` under `root`
-    (namespaces, templates and `#if` blocks searched; function bodies not)."""
+    (namespaces, templates and `#if` blocks searched; function bodies not; `typedef struct {...} T;`)."""
     stack = [root]
     while stack:
         node = stack.pop()
         for child in node.named_children:
-            if child.type in _CLASS_KINDS:
-                name = child.child_by_field_name("name")
-                body = child.child_by_field_name("body")
+            if child.type in _CLASS_KINDS or child.type == "type_definition":
+                typedef = child.type == "type_definition"
+                name = child.child_by_field_name("declarator" if typedef else "name")
+                body = (child.child_by_field_name("type") or child).child_by_field_name("body")
                 if name is not None and body is not None and \
                         data[name.start_byte : name.end_byte].decode("utf-8", errors="replace") == class_name:
                     return [c for c in body.named_children if c.type == "field_declaration"]

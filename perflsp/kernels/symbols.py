@@ -745,8 +745,8 @@ def _written_names(ctx: ExtractionContext, node: Node) -> set[str]:
             target = n.child_by_field_name("argument")
         elif n.type == "init_declarator":
             target = n.child_by_field_name("declarator")
-        if target is not None and target.type == "identifier":
-            names.add(ctx.text(target))
+        if target is not None and target.type in ("identifier", "field_expression"):  # (`p.n`: a field's path)
+            names.add(re.sub(r"\s+", "", ctx.text(target)))
         stack.extend(n.named_children)
     return names
 
