@@ -78,7 +78,7 @@ class AnalysisUnit:
                 name = re.sub(r"[^\w]", "", self.ctx.text(declarator))
                 # (`typedef struct {...} T;` names a struct, whatever its members' types)
                 body = type_node.child_by_field_name("body") if type_node is not None else None
-                written = "struct " + name if body is not None and type_node.type != "enum_specifier" \
+                written = "struct " + name if body is not None and type_node is not None and type_node.type != "enum_specifier" \
                     else self.ctx.text(type_node)
                 aliases.setdefault(name, parse_type(written + "*" * stars, aliases))
         elif node.type == "alias_declaration":
