@@ -335,3 +335,31 @@ def test_a_returned_struct_whose_address_is_taken_is_not_followed():
     src = RETURNED.replace("  double *out;\n", "  double *out;\n  tweak(&in);\n")
     region = next(r for r in reports(src, options=AnalysisOptions(argv=("5000",))) if r.kernel.name == "simulate@l23")
     assert any("(`in.lookups`)" in t for t in unknown_trips(region))
+
+
+AGGREGATE = """
+typedef struct { int dim_b; int dim_c; float *data; int size; } params;
+
+void car(float *out, const params p) {
+  const int dim_b = p.dim_b;
+  #pragma omp target teams distribute parallel for map(tofrom: out[0:p.size])
+  for (int b = 0; b < dim_b; b++)
+    for (int c = 0; c < p.dim_c; c++) out[b] += c;
+}
+
+int main() {
+  float *out = new float[1024];
+  params p = {128, 3, 0, 1024};
+  car(out, p);
+  return 0;
+}
+"""
+
+
+def test_an_aggregate_initialiser_sets_the_fields_in_their_declared_order():
+    report = only(AGGREGATE)
+    assert trips(report) == {"b": 128, "c": 3}
+    assert unknown_trips(report) == []
+    # a designated or nested initialiser is not read by position
+    designated = only(AGGREGATE.replace("{128, 3, 0, 1024}", "{.dim_b = 128, .dim_c = 3}"))
+    assert any("(`dim_b`)" in t for t in unknown_trips(designated))

@@ -667,8 +667,10 @@ def passed_fields(argument: str, parameter: str, env: ConstEnv, values: dict[str
 
 
 @dataclass(frozen=True)
-class ReturnedStruct:
-    """`Inputs in = read_cli(argc, argv);`: the fields the callee's local had where it returned it."""
+class DeclaredStruct:
+    """A struct `function` declares with known fields: from a call that returns one (`Inputs in =
+    read_cli(argc, argv);`: what the callee's local held at its `return`) or an aggregate
+    initialiser (`Params p = {1024, 8};`)."""
 
     end: int  # where the declaration ends
     name: str
@@ -715,15 +717,14 @@ def _returns_early(body: Node) -> bool:
     return False
 
 
-def returned_fields_env(model: ProgramModel, function: Node, offset: int, depth: int, parent: ConstEnv,
-                        cache: dict[tuple[int, int], list[ReturnedStruct]]) -> ConstEnv:
-    """`parent` with the fields of the structs `function` declared before `offset` from a call
-    that returns one (`Inputs in = read_cli(argc, argv);` binds `in.lookups`), those whose
-    address is not taken since."""
+def declared_fields_env(model: ProgramModel, function: Node, offset: int, depth: int, parent: ConstEnv,
+                        cache: dict[tuple[int, int], list[DeclaredStruct]]) -> ConstEnv:
+    """`parent` with the fields of the structs `function` declared before `offset` (`DeclaredStruct`:
+    `Inputs in = read_cli(argc, argv);` binds `in.lookups`), those whose address is not taken since."""
     key = (function.start_byte, depth)
     if key not in cache:
         cache[key] = []  # (the callee's caller is this function: not followed again)
-        cache[key] = _returned_structs(model, function, depth)
+        cache[key] = _declared_structs(model, function, depth)
     constants: dict[str, str | Value] = {}
     assumed: set[str] = set()
     for found in cache[key]:
@@ -734,9 +735,9 @@ def returned_fields_env(model: ProgramModel, function: Node, offset: int, depth:
     return ConstEnv(parent=parent, constants=constants, assumed=assumed) if constants else parent
 
 
-def _returned_structs(model: ProgramModel, function: Node, depth: int) -> list[ReturnedStruct]:
+def _declared_structs(model: ProgramModel, function: Node, depth: int) -> list[DeclaredStruct]:
     body = function.child_by_field_name("body")
-    found: list[ReturnedStruct] = []
+    found: list[DeclaredStruct] = []
     for statement in body.named_children if body is not None else ():
         if statement.type != "declaration":  # (straight-line declarations of the body only)
             continue
@@ -744,11 +745,51 @@ def _returned_structs(model: ProgramModel, function: Node, depth: int) -> list[R
             name = declarator.child_by_field_name("declarator")
             value = declarator.child_by_field_name("value")
             callee = value.child_by_field_name("function") if value is not None and value.type == "call_expression" else None
-            if declarator.type != "init_declarator" or name is None or name.type != "identifier" \
-                    or callee is None or callee.type != "identifier":
+            if declarator.type != "init_declarator" or name is None or name.type != "identifier":
+                continue
+            if value is not None and value.type == "initializer_list":
+                fields = _aggregate_fields(model, statement, value, depth)
+                if fields:
+                    found.append(DeclaredStruct(statement.end_byte, _text(model.data, name), fields[0], frozenset(fields[1])))
+                continue
+            if callee is None or callee.type != "identifier":
                 continue
             returned = _returned_fields(model, _text(model.data, callee), depth)
             if returned is not None and returned[0]:
-                found.append(ReturnedStruct(statement.end_byte, _text(model.data, name), returned[0],
+                found.append(DeclaredStruct(statement.end_byte, _text(model.data, name), returned[0],
                                             frozenset(returned[1])))
     return found
+
+
+def _aggregate_fields(model: ProgramModel, statement: Node, value: Node, depth: int
+                      ) -> tuple[dict[str, Value], set[str]] | None:
+    """`Params p = {128, 3, 480};` (or `Params p{...}`) of a struct whose members the file or
+    its headers declare: the folded elements, by member in declaration order."""
+    type_words = [w for w in re.findall(r"[A-Za-z_]\w*", _text(model.data, statement.child_by_field_name("type")))
+                  if w not in ("const", "struct", "static", "constexpr")]
+    elements = [e for e in value.named_children if e.type != "comment"]
+    if len(type_words) != 1 or any(e.type in ("initializer_list", "initializer_pair", "field_designator") for e in elements):
+        return None
+    members: list[str] = []
+    for data, declarations in model.class_fields(type_words[0])[:1]:
+        for declaration in declarations:
+            if declaration.child_by_field_name("default_value") is not None or "static" in _text(data, declaration).split():
+                return None
+            for declarator in declaration.children_by_field_name("declarator"):
+                inner: Node | None = declarator
+                while inner is not None and inner.type != "field_identifier":
+                    inner = inner.child_by_field_name("declarator")
+                if inner is None or declarator.type == "function_declarator":
+                    return None
+                members.append(_text(data, inner))
+    if not members or len(elements) > len(members):
+        return None
+    fields: dict[str, Value] = {}
+    assumed: set[str] = set()
+    for member, element in zip(members, elements, strict=False):
+        value_folded, read = _fold(model, element, depth + 1)
+        if isinstance(value_folded, (int, float)):
+            fields[member] = value_folded
+            if read:
+                assumed.add(member)
+    return fields, assumed
