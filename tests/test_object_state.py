@@ -363,3 +363,47 @@ def test_an_aggregate_initialiser_sets_the_fields_in_their_declared_order():
     # a designated or nested initialiser is not read by position
     designated = only(AGGREGATE.replace("{128, 3, 0, 1024}", "{.dim_b = 128, .dim_c = 3}"))
     assert any("(`dim_b`)" in t for t in unknown_trips(designated))
+
+
+GETTERS_IN_MAIN = """
+#include <cstdlib>
+__global__ void smooth(float *a, int n, int width) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float s = 0.0f;
+  for (int w = 0; w < width; w++) s += a[(i + w) % n];
+  a[i] = s;
+}
+class Grid {
+ public:
+  Grid(int edge) : edge_(edge), cells_(edge * edge) {}
+  int cells() const { return cells_; }
+  int width() const { return edge_ / 8; }
+  void refine();
+ private:
+  int edge_, cells_;
+};
+void Grid::refine() { edge_ *= 2; cells_ = edge_ * edge_; }
+int main(int argc, char **argv) {
+  Grid *grid = new Grid(atoi(argv[1]));
+  int n = grid->cells();
+  float *d;
+  cudaMalloc(&d, n * sizeof(float));
+  smooth<<<(n + 255) / 256, 256>>>(d, n, grid->width());
+  return 0;
+}
+"""
+
+
+def test_getters_of_an_object_the_launching_function_constructs_fold():
+    report = only(GETTERS_IN_MAIN, ("64",))
+    # `cells_(edge * edge)` read through `grid->cells()`, `edge_ / 8` through `grid->width()`
+    assert report.facts.work_items == 64 * 64
+    assert trips(report) == {"w": 8}
+
+
+def test_a_setter_in_a_loop_before_the_getter_leaves_it_unknown():
+    src = GETTERS_IN_MAIN.replace("  int n = grid->cells();",
+                                  "  for (int r = 0; r < argc; r++) grid->refine();\n  int n = grid->cells();")
+    report = only(src, ("64",))
+    assert any("(`width`)" in t for t in unknown_trips(report))

@@ -566,8 +566,9 @@ class _Parser:
                 return self._program_argument(text)
             if self.peek_text() == "." and (member := self.peek(1)) is not None and member[0] == "id" \
                     and self.env.binds(f"{text}.{member[1]}"):
-                # `p.n` where the host code set `p.n = ...;` (a struct's field, bound by its path)
-                self.pos += 2
+                # `p.n` where the host code set `p.n = ...;` (a struct's field, bound by its path);
+                # `grid.size()`, a getter of an object whose state is known (`objects.object_paths_env`)
+                self.pos += 4 if self.peek_text(2) == "(" and self.peek_text(3) == ")" else 2
                 return self.env.lookup(f"{text}.{member[1]}")
             if self.peek_text() == "[":
                 self.take("[")

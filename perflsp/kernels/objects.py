@@ -406,24 +406,27 @@ def _runs(model: ProgramModel, node: Node, body: Node, depth: int) -> tuple[bool
     return True, assumed
 
 
-def _declaration_of(data: bytes, body: Node, name: str, before: int) -> Node | None:
-    """The last declaration of `name` in `body` before `before` (its declarator)."""
-    found = None
+def _declarations_of(data: bytes, body: Node, name: str) -> list[Node]:
+    """The declarations of `name` in `body` (their declarators), in order."""
+    found: list[Node] = []
     stack = [body]
     while stack:
         node = stack.pop()
-        if node.start_byte >= before:
-            continue
         if node.type == "declaration":
             for declarator in node.children_by_field_name("declarator"):
                 inner: Node | None = declarator
                 while inner is not None and inner.type not in ("identifier", "field_identifier"):
                     inner = inner.child_by_field_name("declarator")
-                if inner is not None and _text(data, inner) == name and (found is None or node.start_byte > found.start_byte):
-                    found = declarator
+                if inner is not None and _text(data, inner) == name:
+                    found.append(declarator)
         if node.type not in ("lambda_expression", "function_definition") or node == body.parent:
             stack.extend(node.named_children)
-    return found
+    return sorted(found, key=lambda n: n.start_byte)
+
+
+def _declaration_of(data: bytes, body: Node, name: str, before: int) -> Node | None:
+    """The last declaration of `name` in `body` before `before` (its declarator)."""
+    return next((d for d in reversed(_declarations_of(data, body, name)) if d.start_byte < before), None)
 
 
 def _constructor_arguments(data: bytes, node: Node | None, class_name: str) -> list[Node] | None:
@@ -532,13 +535,59 @@ def _is_event(data: bytes, node: Node, name: str) -> bool:
 
 
 def object_state(model: ProgramModel, index: ClassIndex, runner: _Runner, caller: Node, name: str,
-                 before: int, depth: int) -> ObjectState | None:
+                 before: int, depth: int, memo: dict[object, object] | None = None) -> ObjectState | None:
     """The members of the object `name` of `caller` where execution reaches `before`; None
-    where its construction is not understood."""
+    where its construction is not understood. `memo` keeps the object's events and its states
+    between calls for points of one function (the state is then shared: not to be changed)."""
     body = caller.child_by_field_name("body")
-    declarator = _declaration_of(model.data, body, name, before) if body is not None else None
-    if body is None or declarator is None:
+    if body is None:
         return None
+    declarations_key = ("declarations", caller.start_byte, name)
+    declarations = memo.get(declarations_key) if memo is not None else None
+    if not isinstance(declarations, list):
+        declarations = _declarations_of(model.data, body, name)
+        if memo is not None:
+            memo[declarations_key] = declarations
+    declarator = next((d for d in reversed(declarations) if d.start_byte < before), None)
+    if declarator is None:
+        return None
+    events_key = ("events", caller.start_byte, name, declarator.start_byte)
+    all_events = memo.get(events_key) if memo is not None else None
+    if not isinstance(all_events, list):
+        all_events = _object_events(model.data, body, declarator, name, index, runner)
+        if memo is not None:
+            memo[events_key] = all_events
+    events = [node for node in all_events if node.start_byte < before]
+    state_key = ("state", caller.start_byte, name, declarator.start_byte, len(events), depth)
+    if memo is not None and state_key in memo:
+        known = memo[state_key]
+        return known if isinstance(known, ObjectState) else None
+    result = _state_after(model, index, runner, body, declarator, name, events, depth)
+    if memo is not None:
+        memo[state_key] = result
+    return result
+
+
+def _object_events(data: bytes, body: Node, declarator: Node, name: str, index: ClassIndex, runner: _Runner) -> list[Node]:
+    """What may change the object after its declaration, in order (a call of a method that
+    assigns no member, a getter, changes nothing)."""
+    events: list[Node] = []
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if node.end_byte <= declarator.end_byte:
+            continue
+        if _is_event(data, node, name):
+            function = node.child_by_field_name("function") if node.type == "call_expression" else None
+            method = _text(data, function.child_by_field_name("field")) if function is not None else ""
+            if function is None or method not in index.methods or runner._sets(method, 0):
+                events.append(node)
+        stack.extend(node.named_children)
+    return sorted(events, key=lambda n: n.start_byte)
+
+
+def _state_after(model: ProgramModel, index: ClassIndex, runner: _Runner, body: Node, declarator: Node, name: str,
+                 events: list[Node], depth: int) -> ObjectState | None:
     tracker = _Tracker(model, index, runner, name, depth)
     value = declarator.child_by_field_name("value") if declarator.type == "init_declarator" else None
     arguments = _constructor_arguments(model.data, value, index.name)
@@ -554,16 +603,7 @@ def object_state(model: ProgramModel, index: ClassIndex, runner: _Runner, caller
         if not tracker.construct(arguments):
             return None
         constructed = True
-    events: list[Node] = []
-    stack = [body]
-    while stack:
-        node = stack.pop()
-        if node.end_byte <= declarator.end_byte or node.start_byte >= before:
-            continue
-        if _is_event(model.data, node, name):
-            events.append(node)
-        stack.extend(node.named_children)
-    for node in sorted(events, key=lambda n: n.start_byte):
+    for node in events:
         if node.type == "assignment_expression" and _text(model.data, node.child_by_field_name("left")) == name:
             args = _constructor_arguments(model.data, node.child_by_field_name("right"), index.name)
             runs, _ = _runs(model, node, body, depth)
@@ -793,3 +833,81 @@ def _aggregate_fields(model: ProgramModel, statement: Node, value: Node, depth: 
             if read:
                 assumed.add(member)
     return fields, assumed
+
+
+_following: set[tuple[int, int, str]] = set()  # objects whose state is being followed (this thread's walk)
+_GETTER_CALL = re.compile(rb"\b([A-Za-z_]\w*)\s*(?:\.|->)\s*[A-Za-z_]\w*\s*\(\s*\)")
+
+
+ObjectPaths = dict[tuple[int, int], tuple[list[tuple[str, ClassIndex]], dict[object, object]]]
+
+
+def object_paths_env(model: ProgramModel, function: Node, offset: int, depth: int, parent: ConstEnv,
+                     cache: ObjectPaths) -> ConstEnv:
+    """`parent` with the state of the objects `function` declares and calls a getter of
+    (`Grid grid(n); int cells = grid.size();`, `p->count()`), as it stands at `offset`:
+    `grid.size` and each member (`grid.n_`) by path."""
+    key = (function.start_byte, depth)
+    if key not in cache:
+        cache[key] = ([], {})  # (the objects' constructors may be reached again while this is built)
+        cache[key] = (_objects_declared(model, function), {})
+    objects, memo = cache[key]
+    constants: dict[str, str | Value] = {}
+    assumed: set[str] = set()
+    for name, index in objects:
+        following = (id(model), function.start_byte, name)
+        if following in _following:  # (folding its constructor's arguments: the object is not yet built)
+            continue
+        _following.add(following)
+        try:
+            state = object_state(model, index, _Runner(index, model.env, {id(model.data): model.env}),
+                                 function, name, offset, depth, memo)
+        finally:
+            _following.discard(following)
+        if state is None:
+            continue
+        members = ConstEnv(parent=model.env, constants=dict(state.values), unknown=dict(state.unknown))
+        getters_key = ("getters", name)
+        found = memo.get(getters_key)
+        if not isinstance(found, dict):
+            found = memo[getters_key] = getters(index)
+        for getter, (params, expression) in found.items():
+            if not params:
+                with ReadsApart() as reads:
+                    value, _ = try_evaluate(expression, members)
+                if isinstance(value, (int, float)):
+                    constants[f"{name}.{getter}"] = value
+                    if reads.seen or set(re.findall(r"\w+", expression)) & state.assumed:
+                        assumed.add(f"{name}.{getter}")
+        for member, value in state.values.items():
+            constants[f"{name}.{member}"] = value
+            if member in state.assumed:
+                assumed.add(f"{name}.{member}")
+    return ConstEnv(parent=parent, constants=constants, assumed=assumed) if constants else parent
+
+
+def _objects_declared(model: ProgramModel, function: Node) -> list[tuple[str, ClassIndex]]:
+    """The objects of `function` a getter is called on, whose class the program defines."""
+    body = function.child_by_field_name("body")
+    if body is None:
+        return []
+    found: list[tuple[str, ClassIndex]] = []
+    indexes: dict[str, ClassIndex | None] = {}
+    for name in dict.fromkeys(m.group(1).decode("latin-1")
+                              for m in _GETTER_CALL.finditer(model.data, body.start_byte, body.end_byte)):
+        declarator = _declaration_of(model.data, body, name, body.end_byte)
+        declaration = declarator.parent if declarator is not None else None
+        while declaration is not None and declaration.type != "declaration":
+            declaration = declaration.parent
+        words = [w for w in re.findall(r"[A-Za-z_]\w*", re.sub(r"<.*", "", _text(model.data, declaration.child_by_field_name("type"))))
+                 if w not in ("const", "struct", "class")] if declaration is not None else []
+        if len(words) != 1:
+            continue
+        class_name = words[0].rsplit("::", 1)[-1]
+        if class_name not in indexes:
+            models, headers = model.class_sources(class_name, class_name)
+            indexes[class_name] = index_class(class_name, [(m.data, m.tree.root_node) for m in models] + headers)
+        index = indexes[class_name]
+        if index is not None and index.members:
+            found.append((name, index))
+    return found

@@ -32,7 +32,7 @@ from perflsp.kernels.file_trees import file_version, parsed_header, parsed_text,
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
-from perflsp.kernels.objects import DeclaredStruct, declared_fields_env, member_env, passed_fields
+from perflsp.kernels.objects import DeclaredStruct, ObjectPaths, declared_fields_env, member_env, object_paths_env, passed_fields
 from perflsp.kernels.omp import parse_clauses, split_directive
 from perflsp.kernels.preprocess import expand_macros
 from perflsp.kernels.symbols import TopLevelFacts, declares, file_env, function_env, is_write, mutable_globals, never_runs
@@ -164,6 +164,7 @@ class ProgramModel:
         self._class_fields: dict[str, list[tuple[bytes, list[Node]]]] = {}
         self._defines_name: dict[str, bool] = {}  # `_may_define`, per name asked about
         self._functions_alone: dict[tuple[int, int], Node | None] = {}  # `_function_alone`, per span
+        self._object_paths: ObjectPaths = {}  # `objects.object_paths_env`
         self._declared_fields: dict[tuple[int, int], list[DeclaredStruct]] = {}  # `objects.declared_fields_env`
         self._member_envs: dict[tuple[int, int], list[tuple[ConstEnv, ConstEnv]]] = {}  # `_members_env`
 
@@ -262,6 +263,7 @@ class ProgramModel:
             passed = self.caller_arguments(function, depth)
             parent = self._members_env(function, depth, parent)
             parent = declared_fields_env(self, function, byte_offset, depth, parent, self._declared_fields)
+            parent = object_paths_env(self, function, byte_offset, depth, parent, self._object_paths)
         return function_env(self.ctx, function, byte_offset, parent, passed,
                             self._caller_assumed.get((function.start_byte, depth), ()) if passed and function else ())
 
