@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from tree_sitter import Node
 
@@ -194,6 +194,9 @@ def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: Ho
             _say_instantiations(walker, instantiated, used)
         return value
 
+    field_reads: dict[str, set[str]] = {}  # `p.n`, `q->n` (not a method call): p -> {n}
+    for base, field in _FIELD_READ.findall(text):
+        field_reads.setdefault(base, set()).add(field)
     for name in sorted(set(re.findall(r"[A-Za-z_]\w*", text))):
         if name not in host_types:
             value = fold(name)
@@ -208,6 +211,7 @@ def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: Ho
         ctype, dims = host_types[name]
         if ctype.pointer:
             walker.bind(name, Val(ctype, root=name, space="global", dims=dims if len(dims) > 1 else ()))
+            _bind_folded_fields(unit, walker, name, field_reads.get(name, ()), host_env)
             elem = ctype.size_bytes if ctype.kind not in ("unknown", "struct") else 4
             if dims and all(dims):
                 extents[name] = (elem * math.prod(dims), False)
@@ -222,7 +226,27 @@ def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: Ho
             walker.bind(name, Val(ctype, float(value), Linear.constant(float(value))))
         else:
             walker.bind(name, Val(ctype, None, Linear(const_known=False)))
+            _bind_folded_fields(unit, walker, name, field_reads.get(name, ()), host_env)
     return extents
+
+
+_FIELD_READ = re.compile(r"\b([A-Za-z_]\w*)\s*(?:\.|->)\s*([A-Za-z_]\w*)\b(?!\s*\()")
+
+
+def _bind_folded_fields(unit: AnalysisUnit, walker: KernelWalker, name: str, read: Collection[str],
+                        host_env: ConstEnv) -> None:
+    """`p.n` (`p->n`) in a region, where the host code set `p.n = 1000;` (or a caller passed the
+    struct: `kernels.objects.passed_fields`): the field holds that value; other fields stay unread."""
+    fields: dict[str, Val] = {}
+    for field in sorted(read):
+        if not host_env.binds(f"{name}.{field}"):
+            continue
+        value = unit.model.evaluate(f"{name}.{field}", host_env)
+        if isinstance(value, (int, float)):
+            ctype = INT if float(value).is_integer() else F32
+            fields[field] = Val(ctype, float(value), Linear.constant(float(value)))
+    if fields:
+        walker.members[name] = fields
 
 
 def _local_text(env: ConstEnv, name: str) -> str | None:

@@ -76,7 +76,11 @@ class AnalysisUnit:
             for declarator in node.children_by_field_name("declarator"):
                 stars = self.ctx.text(declarator).count("*")
                 name = re.sub(r"[^\w]", "", self.ctx.text(declarator))
-                aliases.setdefault(name, parse_type(self.ctx.text(type_node) + "*" * stars, aliases))
+                # (`typedef struct {...} T;` names a struct, whatever its members' types)
+                body = type_node.child_by_field_name("body") if type_node is not None else None
+                written = "struct " + name if body is not None and type_node is not None and type_node.type != "enum_specifier" \
+                    else self.ctx.text(type_node)
+                aliases.setdefault(name, parse_type(written + "*" * stars, aliases))
         elif node.type == "alias_declaration":
             name_node = node.child_by_field_name("name")
             type_node = node.child_by_field_name("type")

@@ -103,7 +103,7 @@ def eval_field(walker: Walker, node: Node) -> Val:
     operator = walker.text(node.child_by_field_name("operator"))
     if operator == "." and field_name == "num_elements" and (elements := fragment_num_elements(walker, base_text)):
         return elements
-    if operator == "." and base_text in walker.members and field_name in walker.members[base_text]:
+    if operator in (".", "->") and base_text in walker.members and field_name in walker.members[base_text]:
         return walker.members[base_text][field_name]
     if operator == "->" and base_text == "this":
         # `this->a` in a method (an OpenMP region over the class's member arrays): the member

@@ -237,6 +237,8 @@ def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Va
         env = ConstEnv()
     elif not isinstance(env, ConstEnv):
         env = ConstEnv(constants=dict(env))
+    if "->" in text:  # `this->n` in a method reads the member `n` (`objects.member_env` binds it); `p->n`, the path `p.n`
+        text = _ARROW.sub(".", _THIS_MEMBER.sub("", text))
     tokens = _tokenize(text)
     if not tokens:
         raise NotConstant("empty expression")
@@ -247,6 +249,10 @@ def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Va
     if isinstance(value, str):
         raise NotConstant(f"`{text.strip()}` is a string")
     return value
+
+
+_THIS_MEMBER = re.compile(r"\bthis\s*->\s*(?=[A-Za-z_])")
+_ARROW = re.compile(r"(?<=\w)\s*->\s*(?=[A-Za-z_])")
 
 
 def try_evaluate(text: str, env: ConstEnv | None = None) -> tuple[Value | None, str | None]:
@@ -390,6 +396,8 @@ _STRING_TO_NUMBER: dict[str, Callable[[str], Number]] = {
     name: _parse_int for name in ("atoi", "atol", "atoll", "strtol", "strtoul", "strtoll", "strtoull", "std::stoi",
                                   "std::stol", "std::stoll", "std::stoul", "std::stoull", "stoi", "stol", "stoul")
 } | {name: _parse_float for name in ("atof", "strtod", "strtof", "std::stod", "std::stof", "stod", "stof")}
+# `std::atoi(argv[1])` (<cstdlib>) is the C function
+_STRING_TO_NUMBER |= {f"std::{name}": parse for name, parse in _STRING_TO_NUMBER.items() if "::" not in name}
 
 
 class _Parser:
@@ -558,8 +566,9 @@ class _Parser:
                 return self._program_argument(text)
             if self.peek_text() == "." and (member := self.peek(1)) is not None and member[0] == "id" \
                     and self.env.binds(f"{text}.{member[1]}"):
-                # `p.n` where the host code set `p.n = ...;` (a struct's field, bound by its path)
-                self.pos += 2
+                # `p.n` where the host code set `p.n = ...;` (a struct's field, bound by its path);
+                # `grid.size()`, a getter of an object whose state is known (`objects.object_paths_env`)
+                self.pos += 4 if self.peek_text(2) == "(" and self.peek_text(3) == ")" else 2
                 return self.env.lookup(f"{text}.{member[1]}")
             if self.peek_text() == "[":
                 self.take("[")

@@ -32,6 +32,7 @@ from perflsp.kernels.file_trees import file_version, parsed_header, parsed_text,
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
+from perflsp.kernels.objects import DeclaredStruct, ObjectPaths, declared_fields_env, member_env, object_paths_env, passed_fields
 from perflsp.kernels.omp import parse_clauses, split_directive
 from perflsp.kernels.preprocess import expand_macros
 from perflsp.kernels.symbols import TopLevelFacts, declares, file_env, function_env, is_write, mutable_globals, never_runs
@@ -163,6 +164,9 @@ class ProgramModel:
         self._class_fields: dict[str, list[tuple[bytes, list[Node]]]] = {}
         self._defines_name: dict[str, bool] = {}  # `_may_define`, per name asked about
         self._functions_alone: dict[tuple[int, int], Node | None] = {}  # `_function_alone`, per span
+        self._object_paths: ObjectPaths = {}  # `objects.object_paths_env`
+        self._declared_fields: dict[tuple[int, int], list[DeclaredStruct]] = {}  # `objects.declared_fields_env`
+        self._member_envs: dict[tuple[int, int], list[tuple[ConstEnv, ConstEnv]]] = {}  # `_members_env`
 
     # ------------------------------------------------------------------ edited versions
 
@@ -257,8 +261,36 @@ class ProgramModel:
         passed: dict[str, Folded] = {}
         if function is not None and depth < CALLER_LEVELS:
             passed = self.caller_arguments(function, depth)
+            parent = self._members_env(function, depth, parent)
+            parent = declared_fields_env(self, function, byte_offset, depth, parent, self._declared_fields)
+            parent = object_paths_env(self, function, byte_offset, depth, parent, self._object_paths)
         return function_env(self.ctx, function, byte_offset, parent, passed,
                             self._caller_assumed.get((function.start_byte, depth), ()) if passed and function else ())
+
+    def _members_env(self, function: Node, depth: int, parent: ConstEnv) -> ConstEnv:
+        """`parent` with the members of the object a method is called on (`objects`)."""
+        built = self._member_envs.setdefault((function.start_byte, depth), [])
+        for base, env in built:  # (held with their parent: an id could be reused)
+            if base is parent:
+                return env
+        built.append((parent, parent))  # (a method reached again while its object is followed)
+        env = member_env(self, function, depth, parent) or parent
+        built[-1] = (parent, env)
+        return env
+
+    def defining_model(self, name: str) -> ProgramModel | None:
+        """This file if it defines the function `name`, else the first source of its folder that does."""
+        if name in self._plain_definitions:
+            return self
+        return next((m for v in self._sibling_all_versions if name in _defined_names_cached(*v)
+                     and (m := _sibling_model(*v, self.argv)) is not None and name in m._plain_definitions), None)
+
+    def class_sources(self, class_name: str, method: str) -> tuple[list[ProgramModel], list[tuple[bytes, Node]]]:
+        """This file and the folder's sources that may call `method` or construct or define
+        `class_name`, and the roots of this file's local headers (where a class is declared)."""
+        models = [self] + [m for m in self._caller_sources(method) if m is not self]
+        models += [m for m in self._caller_sources(class_name) if all(m is not n for n in models)]
+        return models, [(data, tree.root_node) for data, tree, _, _ in self._headers_functions()]
 
     @cached_property
     def host_globals(self) -> ConstEnv:
@@ -420,6 +452,7 @@ class ProgramModel:
             for pname, arg in zip(param_names, arg_nodes):
                 if pname is None:
                     continue
+                assumed |= passed_fields(self.ctx.text(arg), pname, env, values)
                 with ReadsApart() as reads:
                     value, _ = try_evaluate(self.ctx.text(arg), env)
                 if value is not None and not isinstance(value, str):
@@ -769,14 +802,15 @@ _SCOPES = ("translation_unit", "namespace_definition", "declaration_list", "temp
 
 def _field_declarations(root: Node, data: bytes, class_name: str) -> list[Node]:
     """`field_declaration` nodes of the class or struct named `class_name` under `root`
-    (namespaces, templates and `#if` blocks searched; function bodies not)."""
+    (namespaces, templates and `#if` blocks searched; function bodies not; `typedef struct {...} T;`)."""
     stack = [root]
     while stack:
         node = stack.pop()
         for child in node.named_children:
-            if child.type in _CLASS_KINDS:
-                name = child.child_by_field_name("name")
-                body = child.child_by_field_name("body")
+            if child.type in _CLASS_KINDS or child.type == "type_definition":
+                typedef = child.type == "type_definition"
+                name = child.child_by_field_name("declarator" if typedef else "name")
+                body = (child.child_by_field_name("type") or child).child_by_field_name("body")
                 if name is not None and body is not None and \
                         data[name.start_byte : name.end_byte].decode("utf-8", errors="replace") == class_name:
                     return [c for c in body.named_children if c.type == "field_declaration"]

@@ -572,7 +572,11 @@ def _parameter(name: str) -> Callable[[_Replay, bool], None]:
 
     def start(replay: _Replay, control: bool) -> None:
         if name not in replay.env.constants:
+            passed = {path: v for path, v in replay.env.constants.items() if path.startswith(name + ".")}
             unknown(replay.env)
+            for path, value in passed.items():  # (a struct's fields its caller passes: `p.n`)
+                replay.env.constants[path] = value
+                replay.env.unknown.pop(path, None)
 
     return start
 
@@ -673,6 +677,9 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
                     _bind_update(ctx, upd, name, replay.env, control)
 
                 events.append((node.start_byte, node.start_byte, chain, update))
+            elif target is not None and target.type == "field_expression":  # `p.count++`
+                events.append((node.start_byte, node.start_byte, chain, _replayed(_mark_unknown(
+                    re.sub(r"\s+", "", ctx.text(target)), "is modified by ++/--"))))
 
 
 def _address(ctx: ExtractionContext, node: Node, name: str) -> Callable[[_Replay, bool], None]:
@@ -738,8 +745,8 @@ def _written_names(ctx: ExtractionContext, node: Node) -> set[str]:
             target = n.child_by_field_name("argument")
         elif n.type == "init_declarator":
             target = n.child_by_field_name("declarator")
-        if target is not None and target.type == "identifier":
-            names.add(ctx.text(target))
+        if target is not None and target.type in ("identifier", "field_expression"):  # (`p.n`: a field's path)
+            names.add(re.sub(r"\s+", "", ctx.text(target)))
         stack.extend(n.named_children)
     return names
 
