@@ -359,3 +359,55 @@ def test_the_compile_cache_remembers_units_from_many_threads_at_once():
         t.join()
     assert errors == []
     assert len(cache._memory) <= 4
+
+
+NORMS = """
+__global__ void norms(const float *x, const float *y, float *r, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) r[i] = sqrtf(x[i] * x[i] + y[i] * y[i]);
+}
+int main() {
+  int n = 1 << 20; float *x, *y, *r;
+  cudaMalloc(&x, n * 4); cudaMalloc(&y, n * 4); cudaMalloc(&r, n * 4);
+  norms<<<n / 256, 256>>>(x, y, r, n);
+}
+"""
+
+
+def test_the_build_s_compiler_is_read_from_the_compile_database(tmp_path):
+    from perflsp.compiled.build import codegen_like
+    from perflsp.kernels.compile_db import CompileDatabase
+
+    for name in ("a.cu", "b.cu"):
+        (tmp_path / name).write_text("__global__ void k() {}\n")
+    (tmp_path / "compile_commands.json").write_text(json.dumps([
+        {"directory": str(tmp_path), "file": str(tmp_path / "a.cu"),
+         "command": f"/usr/bin/clang++-18 -O3 -std=gnu++14 --cuda-gpu-arch=sm_86 -x cuda -c {tmp_path}/a.cu"},
+        {"directory": str(tmp_path), "file": str(tmp_path / "b.cu"),
+         "command": f"/usr/local/cuda/bin/nvcc -O3 -c {tmp_path}/b.cu"}]))
+    database = CompileDatabase.load(tmp_path / "compile_commands.json")
+    clang, nvcc = database.flags_for(tmp_path / "a.cu"), database.flags_for(tmp_path / "b.cu")
+    assert clang is not None and clang.compiler == "clang" and clang.language == "cuda"
+    assert nvcc is not None and nvcc.compiler == "nvcc"
+    assert codegen_like("clang", "cuda") == ("-prec-sqrt=false",)
+    assert codegen_like("nvcc", "cuda") == codegen_like("clang", "omp") == codegen_like(None, "cuda") == ()
+
+
+@needs_cuda
+def test_a_cuda_unit_the_project_builds_with_clang_computes_sqrtf_as_clang_does(tmp_path):
+    from perflsp.kernels.compile_db import CompileDatabase
+
+    source = tmp_path / "norms.cu"
+    source.write_text(NORMS)
+    (tmp_path / "compile_commands.json").write_text(json.dumps([
+        {"directory": str(tmp_path), "file": str(source),
+         "command": f"clang++ -O3 --cuda-gpu-arch=sm_86 -x cuda -c {source}"}]))
+    database = CompileDatabase.load(tmp_path / "compile_commands.json")
+    like_clang = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=database))["norms"].facts
+    # SASS (nvcc -prec-sqrt=false): FMUL, FFMA, MUFU.SQRT and two FMULs predicated on the
+    # denormal test (not counted): 3 FLOP, the square root one special-function instruction
+    assert like_clang.per_item.fp32 == pytest.approx(3.0)
+    assert "-prec-sqrt=false" in next(e for e in texts(like_clang.evidence) if "compiled code" in e)
+    # nvcc's own default: the IEEE square root (MUFU.RSQ refined by FFMAs and FMULs)
+    own = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache2")))["norms"].facts
+    assert own.per_item.fp32 > like_clang.per_item.fp32

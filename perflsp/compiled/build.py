@@ -69,6 +69,9 @@ class CompileRequest:
     forced_includes: tuple[str, ...] = ()
     std: str | None = None
     text: bytes | None = field(default=None, compare=False)  # the unit's text when it differs from the file's
+    # nvcc code-generation flags that make it emit what the project's own compiler emits (a CUDA
+    # project built with clang: `-prec-sqrt=false`, see `codegen_like`)
+    codegen: tuple[str, ...] = ()
 
     def flags(self) -> list[str]:
         """Preprocessor flags (`-I`, `-D`, `-include`): only these come from the build."""
@@ -83,11 +86,21 @@ class CompileRequest:
         return out
 
 
+def codegen_like(compiler: str | None, language: str) -> tuple[str, ...]:
+    """nvcc flags for a CUDA unit the project builds with `compiler`: clang's CUDA (through LLVM 19)
+    reads `__nvvm_reflect("__CUDA_PREC_SQRT")` as 0, so libdevice's `sqrtf` is the approximate
+    `sqrt.approx` (one MUFU), where nvcc's default is the IEEE sequence (a dozen instructions and
+    a fix-up branch)."""
+    if language == "cuda" and compiler == "clang":
+        return ("-prec-sqrt=false",)
+    return ()
+
+
 def cache_key(request: CompileRequest, toolchain: Toolchain, text: bytes) -> str:
     digest = hashlib.sha256()
     digest.update(json.dumps([FORMAT_VERSION, toolchain.identity(request.language), request.language, request.arch,
                               request.source, request.include_dirs, request.defines, request.forced_includes,
-                              request.std]).encode())
+                              request.std, *request.codegen]).encode())
     digest.update(text)
     return digest.hexdigest()
 
@@ -237,7 +250,8 @@ def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCa
                     os.unlink(source)
                 except OSError:
                     pass
-    compiler = Path((toolchain.nvcc if request.language == "cuda" else toolchain.clang) or "?").name
+    compiler = " ".join([Path((toolchain.nvcc if request.language == "cuda" else toolchain.clang) or "?").name,
+                         *request.codegen])
     headers = [str(h) for h in local_headers(Path(request.source), request.include_dirs)]
     unit = read_unit(sass, request.source, source, request.arch, compiler, headers, time.perf_counter() - started)
     if cache is not None:
@@ -292,7 +306,7 @@ def _nvcc(request: CompileRequest, toolchain: Toolchain, source: str, work: str,
     assert toolchain.nvcc is not None
     cubin = str(Path(work) / "unit.cubin")
     base = [toolchain.nvcc, "-cubin", "-O3", "-lineinfo", f"-arch={request.arch}", "-w",
-            "--extended-lambda", "--expt-relaxed-constexpr", *request.flags()]
+            "--extended-lambda", "--expt-relaxed-constexpr", *request.codegen, *request.flags()]
     if not source.endswith(".cu"):
         base += ["-x", "cu"]
     std = request.std

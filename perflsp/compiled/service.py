@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from perflsp.compiled.build import CompileCache, CompileFailure, CompileRequest, compile_unit
+from perflsp.compiled.build import CompileCache, CompileFailure, CompileRequest, codegen_like, compile_unit
 from perflsp.compiled.model import CompiledSource, CompiledUnit
 from perflsp.compiled.toolchain import Toolchain, ToolchainSettings
 from perflsp.kernels.compile_db import CompileFlags, FlagsSource
@@ -113,7 +113,8 @@ class Compiler:
             tuple(sorted((flags.defines if flags else {}).items())),
             tuple(str(p) for p in (flags.forced_includes if flags else ())),
             flags.std if flags else None,
-            text if unit == path else None)
+            text if unit == path else None,
+            codegen_like(flags.compiler if flags else None, language))
 
     # -- compiling -----------------------------------------------------------------------------
 

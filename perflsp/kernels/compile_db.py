@@ -22,6 +22,7 @@ class CompileFlags:
     std: str | None = None  # the language standard (`c++17`; GNU dialects read as their ISO one)
     language: str | None = None  # "cuda" (`-x cuda`, nvcc), "omp" (OpenMP offload), None: not said
     forced_includes: tuple[Path, ...] = ()  # `-include file`
+    compiler: str | None = None  # the build's compiler family: "clang", "nvcc", "gcc", ... (None: not said)
 
 
 class CompileDatabaseError(ValueError):
@@ -109,7 +110,8 @@ def _flags(args: list[str], directory: Path, source_root: Path | None) -> Compil
     defines: dict[str, str] = {}
     std: str | None = None
     language: str | None = None
-    if args and Path(args[0]).name.startswith("nvcc"):
+    compiler = _compiler_family(Path(args[0]).name) if args else None
+    if compiler == "nvcc":
         language = "cuda"
     i = 1  # args[0] is the compiler
     while i < len(args):
@@ -157,7 +159,16 @@ def _flags(args: list[str], directory: Path, source_root: Path | None) -> Compil
             defines[name] = body if _ else "1"
         else:
             defines.pop(value, None)
-    return CompileFlags(tuple(includes), defines, std, language, tuple(forced))
+    return CompileFlags(tuple(includes), defines, std, language, tuple(forced), compiler)
+
+
+def _compiler_family(name: str) -> str | None:
+    """`clang++-18` -> "clang", `/usr/local/cuda/bin/nvcc` -> "nvcc", `g++` -> "gcc"."""
+    for family, prefixes in (("nvcc", ("nvcc",)), ("clang", ("clang",)), ("gcc", ("g++", "gcc", "c++", "cc")),
+                             ("nvc++", ("nvc++", "nvc"))):
+        if name.startswith(prefixes):
+            return family
+    return None
 
 
 def find_compile_commands(source: Path, stop: Path | None = None) -> Path | None:
