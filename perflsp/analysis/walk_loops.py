@@ -18,6 +18,7 @@ from perflsp.analysis.models import LoopFact
 from perflsp.analysis.notes import NoteKind, NoteSource, assumed
 from perflsp.analysis.walk_branches import learn_size
 from perflsp.analysis.walk_profile import begin_profile_loop, end_profile_loop
+from perflsp.analysis.walk_ranges import assume_sized_trip
 from perflsp.analysis.walk_values import IDENT, LoopOrigin, Val
 from perflsp.analysis.while_forms import while_expectation
 
@@ -132,6 +133,10 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     if start_value is None and (thread_start or (start is not None and start.lin.const_known)):
         start_value = start.lin.const if start is not None else 0.0
     bound_name = walker.text(bound_node).strip()
+    # a bound read from an offsets or counts array: the average from the arrays' sizes
+    sized = assume_sized_trip(walker, var, start, bound, step_kind, step, loop) if bound_value is None else None
+    if sized is not None:
+        return sized, "data-dependent", f"{var} {op} {bound_name}", step
     # a size read from the launch by a bounds guard (`if (i < n)` before the loop): a grid-stride
     # loop says the launch does not cover it
     launch_read = bound_value is not None and bound_name in walker.learned_sizes

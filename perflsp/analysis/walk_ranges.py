@@ -1,0 +1,172 @@
+"""Average trip counts of loops whose bound is read from memory, from the sizes of the arrays
+around them.
+
+No constant states how many elements a row of a sparse matrix or a cell's neighbour list has,
+but the allocations say how many there are in all. With launch shape and program arguments
+given, the arrays' sizes are usually known, and across all rows the loop runs on average:
+
+- offsets (`for (j = ptr[i]; j < ptr[i + 1]; j++) s += val[j] * x[col[j]];`): the elements of
+  the arrays the loop variable indexes (`val`, `col`: nnz) over the rows (the offsets array's
+  elements less one);
+- counts (`for (k = 0; k < count[n]; k++) m = neighbor[n + k * N];`): at most the elements of
+  the array the loop variable indexes over the larger of its stride in that array and the rows
+  (the count array's elements).
+
+Each is stated as an assumption; where a size is not known the caller keeps its fixed guess.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from tree_sitter import Node
+
+from perflsp.analysis.ctype import INT
+from perflsp.analysis.linear import UNKNOWN_COEFF, Linear
+from perflsp.analysis.notes import NoteKind, assumed
+from perflsp.analysis.walk_values import Val
+
+if TYPE_CHECKING:
+    from perflsp.analysis.walk_api import Walker
+
+_PROBE = "L?probe"  # the loop variable's atom while the body's indices are read ahead of the walk
+_MAX_BODY_NODES = 4000  # bounded work: the body is scanned once, not walked
+
+
+def assume_sized_trip(walker: Walker, var: str, start: Val | None, bound: Val, step_kind: str | None,
+                      step: Val | None, loop: Node) -> float | None:
+    """The average trip count of the `var` loop `loop` whose bound `bound` was read from memory,
+    stated as an assumption; None (nothing said) when the sizes do not say it."""
+    if bound.loaded is None or step_kind != "add" or step is None:
+        return None
+    sized = sized_trip(walker, var, start, bound, step.value, loop.child_by_field_name("body"))
+    if sized is None:
+        return None
+    walker.assume(assumed(NoteKind.LOOP_TRIP, sized[1], subject=var, line=walker.line(loop), value=sized[0],
+                          unit="iterations"))
+    return sized[0]
+
+
+def sized_trip(walker: Walker, var: str, start: Val | None, bound: Val, step: float | None,
+               body: Node | None) -> tuple[float, str] | None:
+    """(average trip count per work item, what it rests on) of the `var` loop whose bound
+    `bound` was read from a global array, or None when the sizes do not say it."""
+    if bound.loaded is None or body is None or not walker.array_extents or not step or step <= 0:
+        return None
+    array, index, elem_bytes = bound.loaded
+    entries = _elements(walker, array, elem_bytes)
+    if entries is None:
+        return None
+    capacities = _body_capacities(walker, var, body, exclude=array)
+    if not capacities:
+        return None
+    if start is not None and start.loaded is not None:
+        first, first_index, first_bytes = start.loaded
+        if first == array and _apart(first_index, index, 1.0) and entries >= 2:
+            rows = entries - 1.0  # a row's offsets, `ptr[i]` to `ptr[i + 1]`
+            where = f"`{array}` has {_count(entries)} offsets"
+        elif first != array and _apart(first_index, index, 0.0) and _elements(walker, first, first_bytes) == entries:
+            rows = entries  # a row's first and end in two arrays, `begin[c]` to `end[c]`
+            where = f"`{first}` and `{array}` have {_count(entries)} entries"
+        else:
+            return None
+        name, elements, coeff = min(capacities, key=lambda c: c[1] / c[2])
+        per_row = elements / coeff / rows
+        how = f"{_count(elements)} elements of `{name}`" + (f" / stride {coeff:g}" if coeff != 1.0 else "")
+        text = f"average trip of the `{var}` loop from the sizes: {how} over {_count(rows)} rows ({where}) = {per_row:.4g}"
+    elif start is not None and start.value is not None:
+        rows = entries
+        name, elements, coeff = min(capacities, key=lambda c: c[1] / max(c[2], rows))
+        per_row = max(0.0, elements / max(coeff, rows) - max(0.0, start.value))
+        over = f"stride {coeff:g}" if coeff > rows else f"{_count(rows)} rows (`{array}`'s entries)"
+        text = (f"average trip of the `{var}` loop from the sizes: at most {_count(elements)} elements "
+                f"of `{name}` over {over} = {per_row:.4g}")
+    else:
+        return None
+    trip = per_row / step
+    if step != 1.0:
+        text += f", {trip:.4g} per work item (step {step:g})"
+    return trip, text
+
+
+def offset_origin(op: str, left: Val, right: Val) -> tuple[str, Linear, float] | None:
+    """What `left op right` was read from, when it is a value read from memory offset by a
+    thread's or iteration's own position (`ptr[i] + threadIdx.x`: the lanes of a warp share a
+    row): the loop it starts runs over the same range."""
+    if op != "+":
+        return None
+    for loaded, other in ((left, right), (right, left)):
+        if loaded.loaded is not None and "data" not in other.lin.atoms and not other.ctype.is_float \
+                and not other.ctype.pointer and other.loaded is None:
+            return loaded.loaded
+    return None
+
+
+def _apart(first: Linear, second: Linear, distance: float) -> bool:
+    """Whether index `second` is `distance` past `first` (`i` and `i + 1`): the same row term;
+    a row term of unknown size must name the same atoms (thread or loop indices)."""
+    gap = second.add(first, -1.0)
+    if gap.coeffs or gap.nonlinear or gap.const != distance:
+        return False
+    return (first.const_known and second.const_known) or bool(first.coeffs and first.coeffs == second.coeffs)
+
+
+def _elements(walker: Walker, array: str, elem_bytes: float) -> float | None:
+    """How many elements the allocation behind `array` holds (None: not known)."""
+    size, _host = walker.array_extents.get(array.rstrip("[]"), (None, False))
+    if size is None or size <= 0 or elem_bytes <= 0:
+        return None
+    return size / elem_bytes
+
+
+def _body_capacities(walker: Walker, var: str, body: Node, exclude: str) -> list[tuple[str, float, float]]:
+    """(array, its elements, the loop variable's coefficient in its index) of each sized global
+    array of known size the body indexes linearly with `var`: the loop cannot run past the
+    elements it indexes."""
+    uses_var = re.compile(rf"\b{re.escape(var)}\b")
+    found: list[tuple[str, float, float]] = []
+    saved_mult, saved_accesses = walker.mult, len(walker.accesses)
+    walker.mult = 0.0  # reading ahead: nothing is counted
+    walker.scopes.append({var: Val(INT, None, Linear.atom(_PROBE))})
+    try:
+        pending, seen = [body], 0
+        while pending and seen < _MAX_BODY_NODES:
+            node = pending.pop()
+            seen += 1
+            if node.type == "subscript_expression":
+                entry = _capacity(walker, node, uses_var, exclude)
+                if entry is not None:
+                    found.append(entry)
+            pending.extend(node.named_children)
+    finally:
+        walker.scopes.pop()
+        del walker.accesses[saved_accesses:]
+        walker.mult = saved_mult
+    return found
+
+
+def _capacity(walker: Walker, node: Node, uses_var: re.Pattern[str], exclude: str) -> tuple[str, float, float] | None:
+    argument = node.child_by_field_name("argument")
+    indices = node.child_by_field_name("indices")
+    if argument is None or argument.type != "identifier" or indices is None:
+        return None
+    index_node = next((c for c in indices.named_children if c.type != "comment"), None)
+    if index_node is None or not uses_var.search(walker.text(index_node)):
+        return None
+    base = walker.lookup(walker.text(argument))
+    if base is None or base.space != "global" or base.root is None or base.root == exclude or base.dims:
+        return None
+    elem = base.ctype.deref()
+    if elem.kind in ("unknown", "struct", "void") or elem.size_bytes <= 0:
+        return None
+    elements = _elements(walker, base.root, 8.0 if elem.pointer else float(elem.size_bytes))
+    index = walker.eval(index_node).lin
+    coeff = index.coeff_map().get(_PROBE)
+    if elements is None or _PROBE in index.nonlinear or coeff is None or coeff == UNKNOWN_COEFF or coeff == 0:
+        return None
+    return base.root, elements, abs(coeff)
+
+
+def _count(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1 else f"{value:.3g}"
