@@ -118,7 +118,7 @@ def test_a_range_from_two_arrays_of_different_sizes_keeps_the_fixed_guess():
 
 
 NEIGHBOURS = """
-__global__ void sum(const int *count, const int *list, const float *v, float *out, int N) {
+__global__ void sum(const int *count, const int *list, const float *v, float *out, int N, int M) {
   int n = blockIdx.x * blockDim.x + threadIdx.x;
   if (n >= N) return;
   float s = 0.0f;
@@ -132,17 +132,24 @@ int main() {
   cudaMalloc(&list, N * M * sizeof(int));
   cudaMalloc(&v, N * sizeof(float));
   cudaMalloc(&out, N * sizeof(float));
-  sum<<<N / 128, 128>>>(count, list, v, out, N);
+  sum<<<N / 128, 128>>>(count, list, v, out, N, M);
 }
 """
 
 
-@pytest.mark.parametrize("index", ["n + k * N", "n * M + k"])
-def test_a_count_is_at_most_the_listed_elements_over_the_rows(index):
+@pytest.mark.parametrize(("index", "over"), [("n + k * N", "stride 4096"), ("n * M + k", "4,096 rows")])
+def test_a_count_is_at_most_the_listed_elements_over_the_rows(index, over):
     report = kernel_reports(NEIGHBOURS.replace("INDEX", index))["sum"]
     assert loop_trips(report) == [pytest.approx(20.0)]
     text = texts(report.facts.assumptions)[0]
-    assert "average trip of the `k` loop from the sizes: at most 81,920 elements of `list` over 4,096 rows (`count`'s entries) = 20" in text
+    assert f"average trip of the `k` loop from the sizes: at most 81,920 elements of `list` over {over} = 20" in text
+
+
+def test_a_count_over_rows_that_may_overlap_keeps_the_fixed_guess():
+    # `list[n + k]`: row n's elements are row n + 1's shifted by one, so the sizes bound nothing
+    report = kernel_reports(NEIGHBOURS.replace("INDEX", "n + k"))["sum"]
+    assert loop_trips(report) == [32.0]
+    assert "trip count of the `k` loop unknown (`count[n]`): assumed 32" in texts(report.facts.assumptions)[0]
 
 
 def test_a_count_whose_stride_exceeds_the_rows_is_bounded_by_the_stride():

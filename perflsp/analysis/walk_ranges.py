@@ -9,8 +9,9 @@ given, the arrays' sizes are usually known, and across all rows the loop runs on
   the arrays the loop variable indexes (`val`, `col`: nnz) over the rows (the offsets array's
   elements less one);
 - counts (`for (k = 0; k < count[n]; k++) m = neighbor[n + k * N];`): at most the elements of
-  the array the loop variable indexes over the larger of its stride in that array and the rows
-  (the count array's elements).
+  the array the loop variable indexes over its stride there when the stride spans the rows (the
+  count array's elements), or over the rows when each row has a block of its own
+  (`neighbor[n * M + k]`).
 
 Each is stated as an assumption; where a size is not known the caller keeps its fixed guess.
 """
@@ -71,15 +72,16 @@ def sized_trip(walker: Walker, var: str, start: Val | None, bound: Val, step: fl
             where = f"`{first}` and `{array}` have {_count(entries)} entries"
         else:
             return None
-        name, elements, coeff = min(capacities, key=lambda c: c[1] / c[2])
+        name, elements, coeff, _rest = min(capacities, key=lambda c: c[1] / c[2])
         per_row = elements / coeff / rows
         how = f"{_count(elements)} elements of `{name}`" + (f" / stride {coeff:g}" if coeff != 1.0 else "")
         text = f"average trip of the `{var}` loop from the sizes: {how} over {_count(rows)} rows ({where}) = {per_row:.4g}"
     elif start is not None and start.value is not None:
-        rows = entries
-        name, elements, coeff = min(capacities, key=lambda c: c[1] / max(c[2], rows))
-        per_row = max(0.0, elements / max(coeff, rows) - max(0.0, start.value))
-        over = f"stride {coeff:g}" if coeff > rows else f"{_count(rows)} rows (`{array}`'s entries)"
+        bounds = [(b, c) for c in capacities if (b := _count_bound(c, index, entries)) is not None]
+        if not bounds:
+            return None  # rows whose elements may overlap (`a[n + k]`): the sizes bound nothing
+        (over, per_row), (name, elements, _coeff, _rest) = min(bounds, key=lambda b: b[0][1])
+        per_row = max(0.0, per_row - max(0.0, start.value))
         text = (f"average trip of the `{var}` loop from the sizes: at most {_count(elements)} elements "
                 f"of `{name}` over {over} = {per_row:.4g}")
     else:
@@ -88,6 +90,32 @@ def sized_trip(walker: Walker, var: str, start: Val | None, bound: Val, step: fl
     if step != 1.0:
         text += f", {trip:.4g} per work item (step {step:g})"
     return trip, text
+
+
+def _count_bound(capacity: tuple[str, float, float, Linear], row_index: Linear, rows: float) -> tuple[str, float] | None:
+    """(what it rests on, the most iterations a row can have) of a counts loop whose variable
+    indexes the array of `capacity` (name, elements, the variable's coefficient, the rest of the
+    index): the elements over the stride when the stride spans all the rows (`a[n + k * N]`), or
+    over the rows when each row has a block of more than the stride (`a[n * M + k]`); None when
+    the rows' elements may overlap."""
+    _name, elements, coeff, rest = capacity
+    if coeff >= rows:
+        return f"stride {coeff:g}", elements / coeff
+    block = _multiple(rest, row_index)
+    if block is None or block <= coeff:
+        return None
+    return f"{_count(rows)} rows", min(block, elements / rows) / coeff
+
+
+def _multiple(index: Linear, row_index: Linear) -> float | None:
+    """`m` where `index` holds `m` times `row_index` (the row's own term), else None."""
+    if not row_index.coeffs:
+        return None
+    terms = index.coeff_map()
+    ratios = {terms.get(atom, 0.0) / c for atom, c in row_index.coeffs if c not in (0.0, UNKNOWN_COEFF)}
+    if len(ratios) != 1 or any(terms.get(atom) == UNKNOWN_COEFF for atom, _ in row_index.coeffs):
+        return None
+    return abs(ratios.pop())
 
 
 def offset_origin(op: str, left: Val, right: Val) -> tuple[str, Linear, float] | None:
@@ -120,12 +148,12 @@ def _elements(walker: Walker, array: str, elem_bytes: float) -> float | None:
     return size / elem_bytes
 
 
-def _body_capacities(walker: Walker, var: str, body: Node, exclude: str) -> list[tuple[str, float, float]]:
-    """(array, its elements, the loop variable's coefficient in its index) of each sized global
+def _body_capacities(walker: Walker, var: str, body: Node, exclude: str) -> list[tuple[str, float, float, Linear]]:
+    """(array, its elements, the loop variable's coefficient in its index, the rest of the index) of each sized global
     array of known size the body indexes linearly with `var`: the loop cannot run past the
     elements it indexes."""
     uses_var = re.compile(rf"\b{re.escape(var)}\b")
-    found: list[tuple[str, float, float]] = []
+    found: list[tuple[str, float, float, Linear]] = []
     saved_mult, saved_accesses = walker.mult, len(walker.accesses)
     walker.mult = 0.0  # reading ahead: nothing is counted
     walker.scopes.append({var: Val(INT, None, Linear.atom(_PROBE))})
@@ -146,7 +174,7 @@ def _body_capacities(walker: Walker, var: str, body: Node, exclude: str) -> list
     return found
 
 
-def _capacity(walker: Walker, node: Node, uses_var: re.Pattern[str], exclude: str) -> tuple[str, float, float] | None:
+def _capacity(walker: Walker, node: Node, uses_var: re.Pattern[str], exclude: str) -> tuple[str, float, float, Linear] | None:
     argument = node.child_by_field_name("argument")
     indices = node.child_by_field_name("indices")
     if argument is None or argument.type != "identifier" or indices is None:
@@ -165,7 +193,8 @@ def _capacity(walker: Walker, node: Node, uses_var: re.Pattern[str], exclude: st
     coeff = index.coeff_map().get(_PROBE)
     if elements is None or _PROBE in index.nonlinear or coeff is None or coeff == UNKNOWN_COEFF or coeff == 0:
         return None
-    return base.root, elements, abs(coeff)
+    rest = index.add(Linear(coeffs=((_PROBE, coeff),)), -1.0)
+    return base.root, elements, abs(coeff), rest
 
 
 def _count(value: float) -> str:
