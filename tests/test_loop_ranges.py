@@ -6,8 +6,11 @@ import pytest
 
 from perflsp.analysis.models import KernelReport
 from perflsp.analysis.notes import NoteKind, texts
+from perflsp.compiled.build import CompileCache
+from perflsp.compiled.service import Compiler
 from perflsp.kernels.models import OmpRegion
 from tests.engine_reports import kernel_reports, reports
+from tests.test_compiled import TOOLCHAIN, analyse, needs_cuda
 
 HOST = """
 int main() {
@@ -196,3 +199,23 @@ int main() {
     assert [loop.trip_count for loop in inner] == [pytest.approx(25.0)]
     assert "average trip of the `j` loop from the sizes: 50,000 elements of `col` over 2,000 rows" in " ".join(
         texts(region.facts.assumptions))
+
+
+@needs_cuda
+def test_the_compiled_counts_weigh_the_loop_by_the_average_trip(tmp_path):
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"))
+    program = "#include <cuda_runtime.h>\n" + SCALAR_CSR + HOST.replace(
+        "LAUNCH", "spmv<<<(rows + 255) / 256, 256>>>(ptr, col, val, x, y, rows)")
+    sized = tmp_path / "sized.cu"
+    sized.write_text(program)
+    # the same program, the elements' arrays not allocated where the analysis can see them
+    unsized = tmp_path / "unsized.cu"
+    unsized.write_text(program.replace("cudaMalloc(&col, nnz * sizeof(int));", "").replace(
+        "cudaMalloc(&val, nnz * sizeof(float));", ""))
+    with_sizes = analyse(sized, compiler)["spmv"].facts
+    without = analyse(unsized, compiler)["spmv"].facts
+    assert "operations counted in the compiled code" in texts(with_sizes.evidence)[0]
+    assert with_sizes.per_item.loop_iterations == pytest.approx(8.0)
+    assert without.per_item.loop_iterations == pytest.approx(32.0)
+    # one FFMA (2 FLOP) a stored element: 24 trips fewer per work item
+    assert without.per_item.fp32 - with_sizes.per_item.fp32 == pytest.approx(2 * (32 - 8))
