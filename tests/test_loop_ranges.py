@@ -148,6 +148,18 @@ def test_a_count_is_at_most_the_listed_elements_over_the_rows(index, over):
     assert f"average trip of the `k` loop from the sizes: at most 81,920 elements of `list` over {over} = 20" in text
 
 
+@pytest.mark.parametrize("index", ["at(n, k, N)", "p++"])
+def test_an_index_that_calls_or_steps_is_not_read_ahead(index):
+    # reading `list[at(n, k, N)]` or `list[p++]` ahead of the walk would inline a call or step `p`
+    # before the loop: such an index bounds nothing, and the fixed guess stays
+    src = NEIGHBOURS.replace("int m = list[INDEX];", f"int m = list[{index}];").replace(
+        "float s = 0.0f;", "float s = 0.0f; int p = n;").replace(
+        "__global__ void sum", "__device__ int at(int n, int k, int N) { return n + k * N; }\n__global__ void sum")
+    report = kernel_reports(src)["sum"]
+    assert loop_trips(report) == [32.0]
+    assert "trip count of the `k` loop unknown (`count[n]`): assumed 32" in texts(report.facts.assumptions)[0]
+
+
 def test_a_count_over_rows_that_may_overlap_keeps_the_fixed_guess():
     # `list[n + k]`: row n's elements are row n + 1's shifted by one, so the sizes bound nothing
     report = kernel_reports(NEIGHBOURS.replace("INDEX", "n + k"))["sum"]

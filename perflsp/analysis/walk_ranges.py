@@ -180,7 +180,7 @@ def _capacity(walker: Walker, node: Node, uses_var: re.Pattern[str], exclude: st
     if argument is None or argument.type != "identifier" or indices is None:
         return None
     index_node = next((c for c in indices.named_children if c.type != "comment"), None)
-    if index_node is None or not uses_var.search(walker.text(index_node)):
+    if index_node is None or not uses_var.search(walker.text(index_node)) or _acts(index_node):
         return None
     base = walker.lookup(walker.text(argument))
     if base is None or base.space != "global" or base.root is None or base.root == exclude or base.dims:
@@ -195,6 +195,21 @@ def _capacity(walker: Walker, node: Node, uses_var: re.Pattern[str], exclude: st
         return None
     rest = index.add(Linear(coeffs=((_PROBE, coeff),)), -1.0)
     return base.root, elements, abs(coeff), rest
+
+
+_ACTIONS = frozenset({"call_expression", "assignment_expression", "update_expression"})
+
+
+def _acts(node: Node) -> bool:
+    """Whether reading the expression `node` ahead would do something (`a[k++]`, `a[f(j)]`): such
+    an index is left to the walk."""
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if current.type in _ACTIONS:
+            return True
+        pending.extend(current.named_children)
+    return False
 
 
 def _count(value: float) -> str:
