@@ -35,11 +35,13 @@ _PROBE = "L?probe"  # the loop variable's atom while the body's indices are read
 _MAX_BODY_NODES = 4000  # bounded work: the body is scanned once, not walked
 
 
-def assume_sized_trip(walker: Walker, var: str, start: Val | None, bound: Val, step_kind: str | None,
-                      step: Val | None, loop: Node) -> float | None:
-    """The average trip count of the `var` loop `loop` whose bound `bound` was read from memory,
-    stated as an assumption; None (nothing said) when the sizes do not say it."""
-    if bound.loaded is None or step_kind != "add" or step is None:
+def assume_sized_trip(walker: Walker, var: str, start: Val | None, bound: Val, bound_value: float | None,
+                      stepping: tuple[str | None, Val | None], loop: Node) -> float | None:
+    """The average trip count of the `var` loop `loop` whose bound `bound` was read from memory
+    (its value not known: `bound_value` None), stated as an assumption; None (nothing said) when
+    the sizes do not say it. `stepping`: the kind of the loop's step and its amount."""
+    step_kind, step = stepping
+    if bound_value is not None or bound.loaded is None or step_kind != "add" or step is None:
         return None
     sized = sized_trip(walker, var, start, bound, step.value, loop.child_by_field_name("body"))
     if sized is None:
