@@ -91,6 +91,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     for name, value in template_values.items():
         walker.bind(name, Val(INT, value, Linear.constant(value), static=True))
     extents = _bind_params(unit, walker, kernel, site, aliases)
+    walker.array_extents = extents
     if not shape_known:
         # at an assumed launch, a size parameter the thread index is checked against is that launch's extent
         walker.size_parameters = {p.name for p in kernel.params if p.name is not None and _unknown_scalar(walker.lookup(p.name))}

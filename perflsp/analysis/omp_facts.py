@@ -122,6 +122,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
                           line_offset=region.body_span.start.line - 1, path=unit.kernels.path, profile=profile)
     walker.scopes[0].update(unit.globals)
     extents = bind_host_variables(unit, walker, types, host_env, expanded, function, named)
+    walker.array_extents = extents
     parallel_levels = 0
     if words & {"distribute", "for", "loop", "simd"}:
         collapse = region.clause("collapse")

@@ -212,7 +212,8 @@ def eval_subscript(walker: Walker, node: Node) -> Val:
     record_access(walker, base, lin, elem, False, node)
     if base.space == "const" or base.space == "local":
         return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
-    return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+    loaded = (base.root, lin, float(pointee_bytes(base.ctype) or 0)) if base.space == "global" and base.root else None
+    return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False), loaded=loaded)
 
 
 def eval_pointer(walker: Walker, node: Node) -> Val:

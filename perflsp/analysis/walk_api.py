@@ -39,6 +39,7 @@ class Walker(Protocol):
     callees: Mapping[str, Callee]
     line_offset: int
     resolve_bound: Callable[[str], float | None] | None
+    array_extents: dict[str, tuple[float | None, bool]]
     constant_lookup: Callable[[str], tuple[float, str] | None] | None
 
     # -- what the walk found ----------------------------------------------------------------

@@ -18,6 +18,7 @@ from perflsp.analysis.models import LoopFact
 from perflsp.analysis.notes import NoteKind, NoteSource, assumed
 from perflsp.analysis.walk_branches import learn_size
 from perflsp.analysis.walk_profile import begin_profile_loop, end_profile_loop
+from perflsp.analysis.walk_ranges import assume_sized_trip
 from perflsp.analysis.walk_values import IDENT, LoopOrigin, Val
 from perflsp.analysis.while_forms import while_expectation
 
@@ -127,11 +128,12 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     if bound_value is None and walker.resolve_bound is not None:
         bound_value = walker.resolve_bound(walker.text(bound_node))
     bound_value = solved_bound(bound_value, form, op)
-    start_value = start.value if start is not None else None
-    thread_start = start is not None and bool({a for a in start.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz")})
-    if start_value is None and (thread_start or (start is not None and start.lin.const_known)):
-        start_value = start.lin.const if start is not None else 0.0
+    start_value, thread_start = start_of(start)
     bound_name = walker.text(bound_node).strip()
+    # a bound read from an offsets or counts array: the average from the arrays' sizes
+    sized = assume_sized_trip(walker, var, start, bound, bound_value, (step_kind, step), loop)
+    if sized is not None:
+        return sized, "data-dependent", f"{var} {op} {bound_name}", step
     # a size read from the launch by a bounds guard (`if (i < n)` before the loop): a grid-stride
     # loop says the launch does not cover it
     launch_read = bound_value is not None and bound_name in walker.learned_sizes
@@ -197,6 +199,16 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
                           f"assumed {walker.cost.assumed_trip_count:g} iterations", subject=var,
                           line=walker.line(loop), value=walker.cost.assumed_trip_count, unit="iterations"))
     return walker.cost.assumed_trip_count, "assumed", f"{var} {op} {walker.text(bound_node)}", None
+
+
+def start_of(start: Val | None) -> tuple[float | None, bool]:
+    """(the loop's first value where known, whether it starts at the thread's own index): a
+    start spread over the threads (`i = threadIdx.x`) counts from its constant part."""
+    start_value = start.value if start is not None else None
+    thread_start = start is not None and bool({a for a in start.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz")})
+    if start_value is None and start is not None and (thread_start or start.lin.const_known):
+        start_value = start.lin.const
+    return start_value, thread_start
 
 
 _COMPARISONS = ("<", "<=", ">", ">=", "!=")

@@ -38,6 +38,9 @@ class Val:
     space: str | None = None  # global | shared | local | const
     dims: tuple[float, ...] = ()  # remaining array dimensions (local/shared arrays)
     static: bool = False  # a compile-time constant (the compiler can fold it), not just a known value
+    # a value read from a global array: (array, element index, element bytes), so that a loop
+    # bound read from an offsets or counts array can be sized from the arrays around it
+    loaded: tuple[str, Linear, float] | None = None
 
     @property
     def known(walker) -> bool:

@@ -100,6 +100,7 @@ class KernelWalker:
         self.size_parameters: set[str] = set()
         self.learned_sizes: set[str] = set()
         self.resolve_bound = loop_bound_resolver
+        self.array_extents: dict[str, tuple[float | None, bool]] = {}  # array -> (allocated bytes, host memory)
         self.constant_lookup = constant_lookup  # macros/constants left unexpanded in the text
         self.said_once: set[str] = set()  # assumptions made and calls noted, each said once
         self.first_statement: Node | None = None  # the kernel's body (its function's text names its types)
@@ -311,7 +312,8 @@ class KernelWalker:
         keeps_array = ctype.pointer or type_is_auto(base)  # a scalar declaration drops the array
         self.bind(name, Val(ctype, val.value, val.lin if keeps_array or not val.root else Linear(const_known=False),
                             val.root if keeps_array else None, val.space if keeps_array else None,
-                            val.dims if keeps_array else (), static=val.static))
+                            val.dims if keeps_array else (), static=val.static,
+                            loaded=None if keeps_array else val.loaded))
 
     def bind_members(self, name: str, members: dict[str, Val]) -> None:
         """`name.member` reads `members[member]` (a struct of arrays passed by value)."""
