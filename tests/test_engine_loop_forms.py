@@ -439,3 +439,31 @@ int main() { float *a; int n; reduce<<<1, 256>>>(a, n); }
     assumptions = texts(k.facts.assumptions)
     assert "line 5: start of the `stride` loop unknown: assumed 32" in assumptions
     assert "line 9: start of the `x` loop unknown: assumed 1" in assumptions
+
+
+def test_a_range_written_with_mul24_cancels_its_base():
+    # `__mul24(a, b)` is a product the walker reads as `a * b`: a loop from base + i to
+    # base + N (the base unknown to the walker) runs (N - i) / step passes
+    src = """
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+#define ACC 1024
+__global__ void dots(float *c, const float *a, const float *b, int vectors, int n) {
+  cg::thread_block cta = cg::this_thread_block();
+  for (int v = blockIdx.x; v < vectors; v += gridDim.x) {
+    int base = __mul24(n, v);
+    int end = base + n;
+    float sum = 0;
+    for (int pos = base + threadIdx.x; pos < end; pos += ACC) sum += a[pos] * b[pos];
+    cg::sync(cta);
+    c[v * ACC + threadIdx.x] = sum;
+  }
+}
+int main() { float *a, *b, *c; dots<<<128, 1024>>>(c, a, b, 256, 4096); }
+"""
+    k = kernel(src, "dots")
+    pos = next(loop for loop in k.facts.loops if loop.variable == "pos")
+    assert pos.trip_count == pytest.approx(4.0)  # 4096 / 1024
+    assert not any("unknown" in a for a in texts(k.facts.assumptions) if "`pos`" in a)
+    # the group handle is a view of the launch, no call left unread
+    assert not any("this_thread_block" in e for e in texts(k.facts.evidence))

@@ -65,6 +65,9 @@ ATOMIC_FUNCTIONS = {"atomicAdd", "atomicSub", "atomicExch", "atomicMin", "atomic
                     "atomicMax_block", "atomicMin_block", "atomicCAS_block", "atomicExch_block"}
 SYNC_FUNCTIONS = {"__syncthreads", "__syncwarp", "__threadfence", "__threadfence_block", "__syncthreads_or",
                   "__syncthreads_and", "__syncthreads_count", "sync", "grid.sync", "__nanosleep", "printf"}
+# cooperative groups' handles (`cg::this_thread_block()`): a view of the launch, no instruction
+GROUP_HANDLES = {"this_thread_block", "this_grid", "this_multi_grid", "tiled_partition", "coalesced_threads",
+                 "this_cluster"}
 WARP_FUNCTIONS = {"__shfl_sync", "__shfl_down_sync", "__shfl_up_sync", "__shfl_xor_sync", "__shfl",
                   "__shfl_down", "__shfl_up", "__shfl_xor", "__ballot_sync", "__any_sync", "__all_sync",
                   "__activemask", "__popc", "__popcll", "__clz", "__clzll", "__ffs", "__ffsll", "__brev",

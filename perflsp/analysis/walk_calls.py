@@ -16,7 +16,7 @@ from perflsp.analysis.folding import atoms_of, conversion_target, fold_math
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.notes import Note, NoteKind, NoteSource
 from perflsp.analysis.walk_accesses import record_access, repointed
-from perflsp.analysis.walk_expressions import identifier_named
+from perflsp.analysis.walk_expressions import combine_values, identifier_named
 from perflsp.analysis.walk_groups import group_method
 from perflsp.analysis.walk_tensor import matrix_sync, mma_sync
 from perflsp.analysis.walk_values import IDENT, MAX_INLINE_DEPTH, OMP_THREAD_API, UNKNOWN_VAL, Callee, Val
@@ -107,8 +107,12 @@ def call_on_nodes(walker: Walker, node: Node, name: str, simple: str, arg_nodes:
 def math_call(walker: Walker, simple: str, args: list[Val]) -> Val | None:
     """Synchronisation, warp intrinsics, math library and half-precision intrinsics; None for
     any other call."""
-    if simple in costs.SYNC_FUNCTIONS:
+    if simple in costs.SYNC_FUNCTIONS or simple in costs.GROUP_HANDLES:
         return UNKNOWN_VAL
+    if simple in _MUL24 and len(args) == 2:
+        # the product of the low 24 bits: an index's product as written (`__mul24(n, vec)`), one
+        # integer instruction, its value and linear form those of `a * b`
+        return combine_values(walker, "*", args[0], args[1])
     if simple in costs.WARP_FUNCTIONS:
         walker.count_int(1.0)
         ctype = args[1].ctype if len(args) > 1 else INT
@@ -293,6 +297,7 @@ def inline_call(walker: Walker, name: str, callee: Callee, args: list[Val], temp
                returned.value, returned.lin, returned.root, returned.space)
 
 
+_MUL24 = frozenset({"__mul24", "__umul24"})
 _MIN_MAX_ABS = frozenset({"min", "max", "std::min", "std::max", "umin", "umax", "llmin", "llmax", "abs", "labs", "llabs"})
 
 
