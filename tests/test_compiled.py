@@ -389,6 +389,8 @@ def test_the_build_s_compiler_is_read_from_the_compile_database(tmp_path):
     clang, nvcc = database.flags_for(tmp_path / "a.cu"), database.flags_for(tmp_path / "b.cu")
     assert clang is not None and clang.compiler == "clang" and clang.language == "cuda"
     assert nvcc is not None and nvcc.compiler == "nvcc"
+    from perflsp.kernels.compile_db import _compiler_family
+    assert [_compiler_family(n) for n in ("clang++-18", "g++", "ccache", "clang-tidy")] == ["clang", "gcc", None, None]
     assert codegen_like("clang", "cuda") == ("-prec-sqrt=false",)
     assert codegen_like("nvcc", "cuda") == codegen_like("clang", "omp") == codegen_like(None, "cuda") == ()
 

@@ -405,17 +405,22 @@ def test_a_callee_of_another_source_reads_the_number_macros_of_its_own_file(tmp_
     assert not any("NUM_TERMS" in t for t in texts(facts.assumptions))
 
 
-def test_file_number_macros_read_numbers_only_and_drop_conflicting_definitions(tmp_path):
-    from perflsp.analysis.callee_constants import file_number_macro
-    source = tmp_path / "defs.cu"
-    source.write_text("#define A 35\n#define B (0x10)  // mask\n#define C 1.5e-3f\n#define D n + 1\n"
-                      "#ifdef X\n#define E 4\n#else\n#define E 8\n#endif\n#define F 2\n#define F 2\n")
-    path = str(source)
-    assert file_number_macro(path, "A") == (35.0, "int")
-    assert file_number_macro(path, "B") == (16.0, "int")
-    assert file_number_macro(path, "C") == (1.5e-3, "f32")
-    assert file_number_macro(path, "D") is None and file_number_macro(path, "E") is None
-    assert file_number_macro(path, "F") == (2.0, "int")
+def test_a_callee_of_another_source_is_expanded_with_its_own_file_s_macros(tmp_path):
+    # expressions, function-like macros and conditional definitions of the callee's file: its
+    # translation unit's preprocessor view, not the kernel file's
+    from tests.engine_reports import kernel_reports
+    (tmp_path / "series.h").write_text("#pragma once\n__device__ double series(double x);\n")
+    (tmp_path / "series.cu").write_text(
+        "#define BASE 5\n#ifdef WIDE\n#define TERMS 99\n#else\n#define TERMS (BASE * 7)\n#endif\n"
+        "#define SQ(v) ((v) * (v))\n"
+        "__device__ double series(double x) {\n  double s = 0.0;\n"
+        "  for (int i = 1; i < TERMS; i++) s += SQ(x) / i;\n  return s;\n}\n")
+    source = tmp_path / "main.cu"
+    source.write_text(SERIES_KERNEL)
+    facts = kernel_reports(SERIES_KERNEL, source)["apply"].facts
+    assert [(loop.trip_count, loop.origin) for loop in facts.loops] == [(34, "constant")]
+    assert not any("TERMS" in t for t in texts(facts.assumptions))
+    assert not any("`SQ` not analysed" in e for e in texts(facts.evidence))
 
 
 def test_a_halving_loop_from_an_unknown_start_halves_the_assumed_range():

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.analysis import costs
-from perflsp.analysis.callee_constants import file_number_macro
 from perflsp.analysis.ctype import BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, parse_type
 from perflsp.analysis.folding import LIBRARY_CONSTANTS, combine_linear, exact_float_scale, fold_binary, number_literal
 from perflsp.analysis.linear import Linear
@@ -55,13 +54,6 @@ def identifier_named(walker: Walker, name: str) -> Val:
         constant = walker.constant_lookup(name)
         if constant is not None:
             value, kind = constant
-            ctype = {"int": INT, "f32": F32}.get(kind, F64)
-            return Val(ctype, value, Linear.constant(value), static=True)
-    if walker.callsites and walker.path is not None:
-        # a callee of another source: that file's own number macros
-        macro = file_number_macro(walker.path, name)
-        if macro is not None:
-            value, kind = macro
             ctype = {"int": INT, "f32": F32}.get(kind, F64)
             return Val(ctype, value, Linear.constant(value), static=True)
     if name in LIBRARY_CONSTANTS:

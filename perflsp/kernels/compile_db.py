@@ -9,6 +9,7 @@ their trailing components under a given source root.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,12 +164,15 @@ def _flags(args: list[str], directory: Path, source_root: Path | None) -> Compil
 
 
 def _compiler_family(name: str) -> str | None:
-    """`clang++-18` -> "clang", `/usr/local/cuda/bin/nvcc` -> "nvcc", `g++` -> "gcc"."""
-    for family, prefixes in (("nvcc", ("nvcc",)), ("clang", ("clang",)), ("gcc", ("g++", "gcc", "c++", "cc")),
-                             ("nvc++", ("nvc++", "nvc"))):
-        if name.startswith(prefixes):
-            return family
-    return None
+    """`clang++-18` -> "clang", `nvcc` -> "nvcc", `g++` -> "gcc"; None for anything else (a
+    launcher such as `ccache` names no compiler)."""
+    m = _COMPILER.fullmatch(name)
+    return _FAMILIES[m.group(1)] if m is not None else None
+
+
+_COMPILER = re.compile(r"(clang\+\+|clang|nvcc|g\+\+|gcc|c\+\+|cc|nvc\+\+|nvc)(?:-[\d.]+)?(?:\.exe)?")
+_FAMILIES = {"clang++": "clang", "clang": "clang", "nvcc": "nvcc", "g++": "gcc", "gcc": "gcc", "c++": "gcc",
+             "cc": "gcc", "nvc++": "nvc++", "nvc": "nvc++"}
 
 
 def find_compile_commands(source: Path, stop: Path | None = None) -> Path | None:

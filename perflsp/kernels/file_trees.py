@@ -4,6 +4,7 @@ is defined in and as a header's includer is parsed once."""
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -64,3 +65,20 @@ def source_definitions(path: Path, mtime_ns: int, size: int) -> tuple[bytes, dic
         return None
     data, tree = parsed
     return data, function_definitions(tree.root_node, data), tree  # (the tree keeps the nodes alive)
+
+
+# `name(params) {`: what a function definition looks like in text (a superset: `if (x) {` too); the
+# head is a lookahead, or `#define S (0.5f)` before `float f(float x) {` would hide `f`
+_DEFINITION_HEAD = re.compile(rb"\b([A-Za-z_]\w*)(?=\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^;{}]*)?\{)")
+
+
+@lru_cache(maxsize=256)
+def defined_names(path: Path, mtime_ns: int, size: int) -> frozenset[str]:
+    """Names another file may define a function of, from its text (a superset; no parse): a
+    sibling source is parsed only when it may define the name asked about. Every unresolved
+    call of a kernel (built-ins, intrinsics) is asked about, and parsing every source of a
+    folder of large files for those cost seconds and hundreds of MiB."""
+    loaded = load_file(path)
+    if isinstance(loaded, SkippedFile):
+        return frozenset()
+    return frozenset(m.decode("utf-8", "replace") for m in _DEFINITION_HEAD.findall(loaded.data))

@@ -28,7 +28,7 @@ from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.cuda import from_definition, macro_aliases
 from perflsp.kernels.definitions import function_definitions
 from perflsp.kernels.extract import extract, extract_with_constants
-from perflsp.kernels.file_trees import file_version, parsed_header, parsed_text, source_definitions
+from perflsp.kernels.file_trees import defined_names, file_version, parsed_header, parsed_text, source_definitions
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
@@ -163,6 +163,7 @@ class ProgramModel:
         self._header_functions: list[tuple[bytes, Tree, dict[str, CudaFunction], str]] | None = None
         self._class_fields: dict[str, list[tuple[bytes, list[Node]]]] = {}
         self._defines_name: dict[str, bool] = {}  # `_may_define`, per name asked about
+        self._sibling_envs: dict[tuple[Path, int, int], ConstEnv] = {}  # `_env_of`, per file version
         self._functions_alone: dict[tuple[int, int], Node | None] = {}  # `_function_alone`, per span
         self._object_paths: ObjectPaths = {}  # `objects.object_paths_env`
         self._declared_fields: dict[tuple[int, int], list[DeclaredStruct]] = {}  # `objects.declared_fields_env`
@@ -282,7 +283,7 @@ class ProgramModel:
         """This file if it defines the function `name`, else the first source of its folder that does."""
         if name in self._plain_definitions:
             return self
-        return next((m for v in self._sibling_all_versions if name in _defined_names_cached(*v)
+        return next((m for v in self._sibling_all_versions if name in defined_names(*v)
                      and (m := _sibling_model(*v, self.argv)) is not None and name in m._plain_definitions), None)
 
     def class_sources(self, class_name: str, method: str) -> tuple[list[ProgramModel], list[tuple[bytes, Node]]]:
@@ -599,7 +600,7 @@ class ProgramModel:
             parsed = parsed_header(*version)
             if parsed is not None:
                 data, tree, functions = parsed
-                return _expanded_function(data, tree, functions[index], self.env, keep_constants=False,
+                return _expanded_function(data, tree, functions[index], self._env_of(version), keep_constants=False,
                                           recovered=False, path=str(version[0]))
         # a kernel calls only device functions: a definition found without `__device__` says it
         # through a macro this file does not see (`#define HD __host__ __device__` under `#ifdef
@@ -630,7 +631,8 @@ class ProgramModel:
             return None
         parsed = source_definitions(*version)
         if parsed is not None:
-            found = _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False, path=str(version[0]))
+            found = _expanded_node(parsed[0], parsed[1][name], self._env_of(version), keep_constants=False,
+                                   path=str(version[0]))
             return None if found is None or _is_kernel_definition(found) else found
         return None
 
@@ -672,8 +674,20 @@ class ProgramModel:
             return None
         parsed = source_definitions(*version)
         if parsed is not None:
-            return _expanded_node(parsed[0], parsed[1][name], self.env, keep_constants=False, path=str(version[0]))
+            return _expanded_node(parsed[0], parsed[1][name], self._env_of(version), keep_constants=False,
+                                  path=str(version[0]))
         return None
+
+    def _env_of(self, version: tuple[Path, int, int]) -> ConstEnv:
+        """The macros a function of another source is expanded with: its own file's (its unit's
+        `#define TERMS 35`) over this file's."""
+        found = self._sibling_envs.get(version)
+        if found is None:
+            sibling = _sibling_model(*version, self.argv)
+            found = self.env if sibling is None else ConstEnv(
+                macros=sibling.env.all_macros(), function_macros=sibling.env.all_function_macros(), parent=self.env)
+            self._sibling_envs[version] = found
+        return found
 
     def plain_function_names(self) -> list[str]:
         """The names of this file's own functions (`plain_function` finds these first)."""
@@ -866,24 +880,6 @@ def _is_kernel_definition(fn: ParsedFunction) -> bool:
 # what follows a function's name where it is defined: `(params) {` (a superset: `if (x) {` too)
 # (no parentheses inside the parameters: a linear match; a function-pointer parameter is missed)
 _AFTER_NAME_DEFINITION = re.compile(rb"\s*\([^;{}()]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^;{}()]*)?\{")
-# `name(params) {`: what a function definition looks like in text (a superset: `if (x) {` too)
-# (the head after the name is a lookahead: `#define SCALE (0.5f)` right before `float f(float x) {`
-# would otherwise match from `SCALE` to f's brace and hide `f`)
-_DEFINITION_HEAD = re.compile(rb"\b([A-Za-z_]\w*)(?=\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^;{}]*)?\{)")
-
-
-@lru_cache(maxsize=256)
-def _defined_names_cached(path: Path, mtime_ns: int, size: int) -> frozenset[str]:
-    """Names another file may define a function of, from its text (a superset; no parse): a
-    sibling source is parsed only when it may define the name asked about. Every unresolved
-    call of a kernel (built-ins, intrinsics) is asked about, and parsing every source of a
-    folder of large files for those cost seconds and hundreds of MiB."""
-    loaded = load_file(path)
-    if isinstance(loaded, SkippedFile):
-        return frozenset()
-    return frozenset(m.decode("utf-8", "replace") for m in _DEFINITION_HEAD.findall(loaded.data))
-
-
 @lru_cache(maxsize=256)
 def _called_names_cached(path: Path, mtime_ns: int, size: int) -> frozenset[str]:
     """Names another file may call (`name(` or `name<...>(` in its text; a superset)."""
@@ -922,7 +918,7 @@ def _sibling_device_definition(name: str, versions: tuple[tuple[Path, int, int],
     """(version of the file, index among its `__device__` functions) of the first that defines
     `__device__` function `name`."""
     for version in versions:
-        if name not in _defined_names_cached(*version):
+        if name not in defined_names(*version):
             continue  # (not parsed: most names asked about are built-ins defined nowhere here)
         parsed = parsed_header(*version)
         if parsed is None:
@@ -937,7 +933,7 @@ def _sibling_device_definition(name: str, versions: tuple[tuple[Path, int, int],
 def _sibling_plain_definition(name: str, versions: tuple[tuple[Path, int, int], ...]) -> tuple[Path, int, int] | None:
     """The version of the first file that defines a function `name` (with or without `__device__`)."""
     for version in versions:
-        if name not in _defined_names_cached(*version):
+        if name not in defined_names(*version):
             continue
         parsed = source_definitions(*version)
         if parsed is not None and name in parsed[1]:
