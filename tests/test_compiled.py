@@ -46,6 +46,8 @@ def _needs(language: str):
 
 needs_cuda = _needs("cuda")
 needs_omp = _needs("omp")
+needs_clang_cuda = pytest.mark.skipif(not TOOLCHAIN.clang_cuda_ready and not os.environ.get("PERFLSP_REQUIRE_TOOLCHAIN"),
+                                      reason="no clang with a CUDA install it can use")
 
 
 # ------------------------------------------------------------------------------ reading SASS
@@ -395,21 +397,81 @@ def test_the_build_s_compiler_is_read_from_the_compile_database(tmp_path):
     assert codegen_like("nvcc", "cuda") == codegen_like("clang", "omp") == codegen_like(None, "cuda") == ()
 
 
-@needs_cuda
-def test_a_cuda_unit_the_project_builds_with_clang_computes_sqrtf_as_clang_does(tmp_path):
+def _clang_database(folder: Path, source: Path):
     from perflsp.kernels.compile_db import CompileDatabase
 
+    (folder / "compile_commands.json").write_text(json.dumps([
+        {"directory": str(folder), "file": str(source),
+         "command": f"clang++ -O3 --cuda-gpu-arch=sm_86 -x cuda -c {source}"}]))
+    return CompileDatabase.load(folder / "compile_commands.json")
+
+
+@needs_cuda
+def test_without_clang_a_clang_built_cuda_unit_is_compiled_by_nvcc_computing_sqrtf_as_clang_does(tmp_path):
     source = tmp_path / "norms.cu"
     source.write_text(NORMS)
-    (tmp_path / "compile_commands.json").write_text(json.dumps([
-        {"directory": str(tmp_path), "file": str(source),
-         "command": f"clang++ -O3 --cuda-gpu-arch=sm_86 -x cuda -c {source}"}]))
-    database = CompileDatabase.load(tmp_path / "compile_commands.json")
-    like_clang = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=database))["norms"].facts
+    without_clang = dataclasses.replace(TOOLCHAIN, clang=None)
+    assert not without_clang.clang_cuda_ready
+    like_clang = analyse(source, Compiler(without_clang, CompileCache(tmp_path / "cache"),
+                                          flags=_clang_database(tmp_path, source)))["norms"].facts
     # SASS (nvcc -prec-sqrt=false): FMUL, FFMA, MUFU.SQRT and two FMULs predicated on the
     # denormal test (not counted): 3 FLOP, the square root one special-function instruction
     assert like_clang.per_item.fp32 == pytest.approx(3.0)
     assert "-prec-sqrt=false" in next(e for e in texts(like_clang.evidence) if "compiled code" in e)
     # nvcc's own default: the IEEE square root (MUFU.RSQ refined by FFMAs and FMULs)
-    own = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache2")))["norms"].facts
+    own = analyse(source, Compiler(without_clang, CompileCache(tmp_path / "cache2")))["norms"].facts
     assert own.per_item.fp32 > like_clang.per_item.fp32
+
+
+BITS = """
+__global__ void bits(const unsigned *words, int *counts, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  unsigned w = words[i];
+  int c = 0;
+  while (w) {  // one trip per set bit
+    w &= w - 1;
+    ++c;
+  }
+  counts[i] = c;
+}
+int main() {
+  int n = 1 << 20; unsigned *w; int *c;
+  cudaMalloc(&w, n * 4); cudaMalloc(&c, n * 4);
+  bits<<<n / 256, 256>>>(w, c, n);
+}
+"""
+
+
+@needs_cuda
+@needs_clang_cuda
+def test_a_cuda_unit_the_project_builds_with_clang_is_compiled_by_clang(tmp_path):
+    source = tmp_path / "bits.cu"
+    source.write_text(BITS)
+    database = _clang_database(tmp_path, source)
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=database)
+    (by_clang,) = compiler.compiled(source, ["sm_86"]).units["sm_86"].functions.values()
+    nvcc = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache2"))
+    (by_nvcc,) = nvcc.compiled(source, ["sm_86"]).units["sm_86"].functions.values()
+    # nvcc reads the bit-clearing loop as a population count: one POPC, no loop. clang keeps the
+    # loop; its SASS, read by hand: IADD3 (w - 1), IADD3 (++c), LOP3.LUT P0 (w &= ..., w != 0), BRA
+    assert by_nvcc.loops == []
+    (loop,) = by_clang.loops
+    assert loop.own_counts[INDEX["integer"]] == 3
+    assert loop.own_counts[INDEX["instructions"]] == 4
+    facts = analyse(source, compiler)["bits"].facts
+    assert "clang" in next(e for e in texts(facts.evidence) if "compiled code" in e)
+    # the same build flags, other compiler: another cache entry
+    request = compiler.request(source, "sm_86")
+    assert not isinstance(request, str) and request.clang_cuda
+    assert cache_key(request, TOOLCHAIN, BITS.encode()) != cache_key(
+        dataclasses.replace(request, clang_cuda=False), TOOLCHAIN, BITS.encode())
+
+
+@needs_clang_cuda
+def test_clang_finds_stand_ins_for_the_headers_its_cuda_wrapper_includes_and_a_toolkit_lacks():
+    from perflsp.compiled.build import _CLANG_CUDA_SHIMS
+
+    # clang's CUDA wrapper includes both; CUDA 13 removed the first, cuRAND is a separate component
+    assert {p.name for p in _CLANG_CUDA_SHIMS.iterdir()} == {"texture_fetch_functions.h", "curand_mtgp32_kernel.h"}
+    assert all("#" not in p.read_text() for p in _CLANG_CUDA_SHIMS.iterdir())  # empty: declares nothing

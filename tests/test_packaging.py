@@ -36,5 +36,6 @@ def test_wheel_contains_grammars_and_prompts(tmp_path):
         assert f"perflsp/grammars/{query.name}" in names
     assert any(n.startswith("perflsp/prompts/") for n in names)
     assert "perflsp/hardware/gpus.toml" in names
+    assert "perflsp/compiled/clang_cuda_shims/texture_fetch_functions.h" in names  # clang's CUDA stand-ins
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "perflsp = perflsp.cli:main" in entry_points

@@ -153,18 +153,44 @@ def out_of_bounds_test(walker: Walker, cond: Node | None) -> bool:
 
 
 def walk_switch(walker: Walker, node: Node) -> None:
-    walker.eval(node.child_by_field_name("condition"))
+    """Each case runs for an equal share of the passes; on a value the walk knows, the case it
+    selects (and the cases it falls through to) for all of them, the others never."""
+    cval = walker.eval(node.child_by_field_name("condition"))
     body = node.child_by_field_name("body")
     if body is None:
         return
     cases = [c for c in body.named_children if c.type == "case_statement"]
     saved = walker.mult
-    walker.mult = saved / max(1, len(cases))
-    for case in cases:
+    weights = _case_weights(walker, cases, cval.value) if cval.known else [1.0 / max(1, len(cases))] * len(cases)
+    for case, weight in zip(cases, weights):
+        walker.mult = saved * weight
         for child in case.named_children:
             if child.type != "number_literal" and child != case.child_by_field_name("value"):
                 walker.walk_statement(child)
     walker.mult = saved
+
+
+def _case_weights(walker: Walker, cases: list[Node], value: float | None) -> list[float]:
+    """1 for the case `value` selects and those it falls through to, 0 for the others; every
+    case an equal share when a case label is not known."""
+    labels = []
+    for case in cases:
+        label = case.child_by_field_name("value")
+        labels.append(None if label is None else walker.eval(label).value)
+        if label is not None and labels[-1] is None:
+            return [1.0 / len(cases)] * len(cases)
+    start = next((i for i, label in enumerate(labels) if label is not None and label == value), None)
+    if start is None:
+        start = next((i for i, label in enumerate(labels) if label is None), None)  # `default:`
+    weights = [0.0] * len(cases)
+    if start is None:
+        return weights
+    for i in range(start, len(cases)):
+        weights[i] = 1.0
+        statements = [c for c in cases[i].named_children if c != cases[i].child_by_field_name("value")]
+        if statements and jumps_away(statements[-1]):
+            break
+    return weights
 
 
 _THREAD_INDEX_ATOMS = frozenset(("tx", "ty", "tz", "bx", "by", "bz"))

@@ -1,7 +1,10 @@
 """Compiling a translation unit's device code for one architecture, with line info, and reading
 its SASS: `compile_unit(request, toolchain)` -> `CompiledUnit`.
 
-CUDA: `nvcc -cubin -O3 -lineinfo -arch=sm_XX` then `nvdisasm -c -gi`. OpenMP offload (clang):
+CUDA: `nvcc -cubin -O3 -lineinfo -arch=sm_XX` then `nvdisasm -c -gi`; a unit its build compiles
+with clang (compile database) is compiled by clang's CUDA device pass to PTX, then `ptxas
+-lineinfo`: the two compilers emit different code for the same source (LLVM's NVPTX back end
+lowers bit tricks, loops and math differently), and the GPU runs what the build emits. OpenMP offload (clang):
 the device pass to LLVM bitcode, linked with the NVPTX OpenMP device runtime and libdevice,
 optimised (`opt -O3`), lowered (`llc`) and assembled (`ptxas -lineinfo`), as the offload driver
 does; the `-S`-then-ptxas shortcut leaves the runtime's calls unresolved.
@@ -30,6 +33,7 @@ from pathlib import Path
 
 from perflsp.compiled.cfg import build_function
 from perflsp.compiled.headers import MAX_FOUND, find_header_folder, missing_header
+from perflsp.compiled.inline_sites import place_library_code
 from perflsp.compiled.model import CompiledUnit
 from perflsp.compiled.sass import parse_sass
 from perflsp.compiled.toolchain import Toolchain, omp_device_library
@@ -42,7 +46,7 @@ def _reader_version() -> str:
     """What a unit is read with: the code that turns SASS into blocks, loops and classes (cached
     units read with other code are read again from their cached disassembly)."""
     digest = hashlib.sha256()
-    for name in ("sass.py", "isa.py", "cfg.py", "model.py"):
+    for name in ("sass.py", "inline_sites.py", "isa.py", "cfg.py", "model.py"):
         try:
             digest.update((Path(__file__).parent / name).read_bytes())
         except OSError:
@@ -51,7 +55,7 @@ def _reader_version() -> str:
 
 
 READER_VERSION = _reader_version()
-FORMAT_VERSION = 2  # of the compile key: what a compile depends on besides the tools and the text
+FORMAT_VERSION = 3  # of the compile key: what a compile depends on besides the tools and the text
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
 _BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
 _CXX17_ONLY: dict[str, bool] = {}  # nvcc -> whether its headers reject standards before C++17
@@ -72,6 +76,9 @@ class CompileRequest:
     # nvcc code-generation flags that make it emit what the project's own compiler emits (a CUDA
     # project built with clang: `-prec-sqrt=false`, see `codegen_like`)
     codegen: tuple[str, ...] = ()
+    # the build compiles this CUDA unit with clang: so does perflsp when the toolchain has a clang
+    # and a CUDA install (headers, libdevice); nvcc with `codegen` otherwise
+    clang_cuda: bool = False
 
     def flags(self) -> list[str]:
         """Preprocessor flags (`-I`, `-D`, `-include`): only these come from the build."""
@@ -96,11 +103,17 @@ def codegen_like(compiler: str | None, language: str) -> tuple[str, ...]:
     return ()
 
 
+def uses_clang_cuda(request: CompileRequest, toolchain: Toolchain) -> bool:
+    """Whether `request`, a CUDA unit, is compiled with clang (see `CompileRequest.clang_cuda`)."""
+    return request.language == "cuda" and request.clang_cuda and toolchain.clang_cuda_ready
+
+
 def cache_key(request: CompileRequest, toolchain: Toolchain, text: bytes) -> str:
     digest = hashlib.sha256()
-    digest.update(json.dumps([FORMAT_VERSION, toolchain.identity(request.language), request.language, request.arch,
+    tools = toolchain.identity("clang-cuda" if uses_clang_cuda(request, toolchain) else request.language)
+    digest.update(json.dumps([FORMAT_VERSION, tools, request.language, request.arch,
                               request.source, request.include_dirs, request.defines, request.forced_includes,
-                              request.std, *request.codegen]).encode())
+                              request.std, *request.codegen, uses_clang_cuda(request, toolchain)]).encode())
     digest.update(text)
     return digest.hexdigest()
 
@@ -250,8 +263,11 @@ def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCa
                     os.unlink(source)
                 except OSError:
                     pass
-    compiler = " ".join([Path((toolchain.nvcc if request.language == "cuda" else toolchain.clang) or "?").name,
-                         *request.codegen])
+    if uses_clang_cuda(request, toolchain):
+        compiler = f"{Path(toolchain.clang or '?').name} (CUDA, as the build)"
+    else:
+        compiler = " ".join([Path((toolchain.nvcc if request.language == "cuda" else toolchain.clang) or "?").name,
+                             *request.codegen])
     headers = [str(h) for h in local_headers(Path(request.source), request.include_dirs)]
     unit = read_unit(sass, request.source, source, request.arch, compiler, headers, time.perf_counter() - started)
     if cache is not None:
@@ -264,7 +280,9 @@ def read_unit(sass: str, source: str, compiled_from: str, arch: str, compiler: s
     """The unit of a disassembly; `compiled_from`: the file the compiler read (a copy of an
     unsaved buffer beside `source`), whose positions are `source`'s."""
     functions = {}
-    for fn in parse_sass(sass):
+    parsed = parse_sass(sass)
+    place_library_code(parsed, [source, compiled_from, *headers])
+    for fn in parsed:
         compiled = build_function(fn)
         if compiled_from != source:
             compiled.chains = [tuple((source if p == compiled_from else p, n) for p, n in chain)
@@ -290,6 +308,8 @@ def _compile_finding_headers(request: CompileRequest, toolchain: Toolchain, sour
     misses is looked for around the file and the compile tried again with its folder (headers.py)."""
     for _ in range(MAX_FOUND + 1):
         try:
+            if uses_clang_cuda(request, toolchain):
+                return _clang_cuda(request, toolchain, source, work, timeout_s), request
             if request.language == "cuda":
                 return _nvcc(request, toolchain, source, work, timeout_s), request
             return _clang_offload(request, toolchain, source, work, timeout_s), request
@@ -306,7 +326,9 @@ def _nvcc(request: CompileRequest, toolchain: Toolchain, source: str, work: str,
     assert toolchain.nvcc is not None
     cubin = str(Path(work) / "unit.cubin")
     base = [toolchain.nvcc, "-cubin", "-O3", "-lineinfo", f"-arch={request.arch}", "-w",
-            "--extended-lambda", "--expt-relaxed-constexpr", *request.codegen, *request.flags()]
+            "--extended-lambda", "--expt-relaxed-constexpr", *request.codegen, *request.flags(),
+            # (after the toolkit's own `-I` include folder: a component's headers never shadow it)
+            *[arg for folder in toolchain.cuda_extra_includes for arg in ("-isystem", folder)]]
     if not source.endswith(".cu"):
         base += ["-x", "cu"]
     std = request.std
@@ -334,6 +356,33 @@ def _nvcc(request: CompileRequest, toolchain: Toolchain, source: str, work: str,
             if "C++17" not in failure and "c++17" not in failure:
                 break
     raise CompileFailure(failure)
+
+
+# headers clang's CUDA wrapper includes that a CUDA install may lack: `texture_fetch_functions.h`
+# (texture references, removed in CUDA 13; clang 21 stops including it) and `curand_mtgp32_kernel.h`
+# (cuRAND, a separate component). Empty stand-ins, searched last (`-idirafter`): real ones win.
+_CLANG_CUDA_SHIMS = Path(__file__).parent / "clang_cuda_shims"
+
+
+def _clang_cuda(request: CompileRequest, toolchain: Toolchain, source: str, work: str, timeout_s: float) -> str:
+    assert toolchain.clang and toolchain.cuda_root and toolchain.ptxas
+    ptx = str(Path(work) / "unit.ptx")
+    command = [toolchain.clang, "-x", "cuda", f"--cuda-path={toolchain.cuda_root}", f"--cuda-gpu-arch={request.arch}",
+               "--cuda-device-only", "-S", "-O3", "-gline-tables-only", "-w", "-Wno-unknown-cuda-version",
+               *request.flags(), *[arg for folder in toolchain.cuda_extra_includes for arg in ("-idirafter", folder)],
+               "-idirafter", str(_CLANG_CUDA_SHIMS)]
+    if request.std:
+        command.append(f"-std={request.std}")
+    _run([*command, source, "-o", ptx], timeout_s, "clang")
+    cubin = str(Path(work) / "unit.cubin")
+    assemble = [toolchain.ptxas, "-O3", "-lineinfo", f"-arch={request.arch}", ptx, "-o", cubin]
+    try:
+        _run(assemble, timeout_s, "ptxas")
+    except CompileFailure as exc:
+        if "Unresolved extern function" not in str(exc):
+            raise
+        _run([*assemble[:1], "-c", *assemble[1:]], timeout_s, "ptxas")  # calls into another unit: relocatable
+    return cubin
 
 
 def _clang_offload(request: CompileRequest, toolchain: Toolchain, source: str, work: str, timeout_s: float) -> str:

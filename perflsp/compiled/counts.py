@@ -241,7 +241,7 @@ class _Counter:
 
     def _candidates(self, fn: CompiledFunction, index: int) -> list[int]:
         """Source loops a compiled loop may be, innermost first: those whose header its closing
-        branches (or its counter steps) sit on, else the one around most of its own code."""
+        branches (or its counter steps) sit on, else those around most of its own code."""
         loop = fn.loops[index]
         # the branches that close it say which loop it is; failing those, its counters' steps
         shifted = self.chains(fn)
@@ -272,13 +272,15 @@ class _Counter:
                 for location in chain[:1]:
                     for i in self.table.loops_around(location):
                         votes[i] = votes.get(i, 0.0) + size
+        # innermost first, as above: the compiler's loops nest as the source's do, so the
+        # innermost source loop not already taken by a loop nested in this one is this one
         held = [i for i, v in votes.items() if total and v >= total / 2]
-        return sorted(held, key=lambda i: self.profile.loops[i].depth)[:1]
+        return sorted(held, key=lambda i: self.profile.loops[i].depth, reverse=True)
 
     def _unroll(self, fn: CompiledFunction, index: int, source: int) -> float:
         """How many source iterations one trip of the compiled loop does: the smallest constant
-        its counters step by (on the source loop's header, where there is one) over the source
-        step."""
+        its counters step by (on the source loop's header, else where the loop closes) over the
+        source step."""
         lp = self.profile.loops[source]
         if lp.parallel or lp.step is None or lp.step == 0:
             return 1.0
@@ -286,6 +288,11 @@ class _Counter:
         chains = self.chains(fn)
         steps = [s.amount for s in loop.steps if any(
             self.table.loops_at(loc) and source in self.table.loops_at(loc) for loc in chains[s.chain][:1])]
+        if not steps:
+            # no counter on the header: the one stepped where the loop closes (clang puts a
+            # rotated loop's counter and closing branch on the line before the loop)
+            latches = {chains[c][0] for c in loop.latch_chains if chains[c]}
+            steps = [s.amount for s in loop.steps if chains[s.chain] and chains[s.chain][0] in latches]
         if not steps:
             return 1.0
         amount = min(steps)

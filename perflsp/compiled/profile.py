@@ -72,14 +72,23 @@ class LineTable:
 
     def weight_at(self, location: Location, callsites: tuple[Location, ...]) -> float | None:
         """The guard weight of the code at `location` inlined through `callsites` (innermost
-        first): of the statements recorded there through those calls, else of any there; None
-        when nothing was recorded there."""
+        first), from the statements recorded there through those calls (else through any): the
+        largest weight of those that begin on the line (`if (c) x = 1;` runs its test more often
+        than its body), else, on a line that continues a statement, the innermost's. A statement
+        that only spans the line (the `if` around a body line, the `switch` around a `case`) does
+        not lend it its weight. None when nothing was recorded there."""
         statements = self.statements_at(location)
         if not statements:
             return None
         wanted = tuple((_key(p), n) for p, n in callsites)
-        exact = [s.weight for s in statements if _sites(s) == wanted]
-        return max(exact) if exact else max(s.weight for s in statements)
+        chosen = [s for s in statements if _sites(s) == wanted] or statements
+        starting = [s.weight for s in chosen if s.first == location[1]]
+        if starting:
+            return max(starting)
+        innermost: dict[tuple[tuple[str, int], ...], float] = {}
+        for statement in chosen:  # innermost first: the first of each inline copy
+            innermost.setdefault(_sites(statement), statement.weight)
+        return max(innermost.values())
 
     def knows_file(self, path: str) -> bool:
         return _key(path) in self._files

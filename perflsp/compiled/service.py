@@ -114,7 +114,8 @@ class Compiler:
             tuple(str(p) for p in (flags.forced_includes if flags else ())),
             flags.std if flags else None,
             text if unit == path else None,
-            codegen_like(flags.compiler if flags else None, language))
+            codegen_like(flags.compiler if flags else None, language),
+            clang_cuda=language == "cuda" and flags is not None and flags.compiler == "clang")
 
     # -- compiling -----------------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
 """Finding the compilers and disassemblers that turn a translation unit into SASS.
 
-CUDA: `nvcc` (with its `ptxas`) and `nvdisasm`. OpenMP offload: a `clang` whose LLVM tools
+CUDA: `nvcc` (with its `ptxas`) and `nvdisasm`; a unit its build compiles with clang: that
+`clang`, the CUDA install's headers and libdevice, `ptxas` and `nvdisasm`. Headers of CUDA
+components a toolkit may lack (cuRAND) are also taken from NVIDIA wheels. OpenMP offload: a `clang` whose LLVM tools
 (`llvm-link`, `opt`, `llc`) and NVPTX device runtime (`libomptarget-nvptx*.bc`) sit beside it,
 then `ptxas` and `nvdisasm`. Looked up, in order, in the paths the settings name, `$CUDA_HOME` /
 `$CUDA_PATH`, `PATH`, the usual install folders and the NVIDIA wheels installed in this Python
@@ -15,7 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,10 +48,19 @@ class Toolchain:
     libdevice: str | None = None
     cuda_root: str | None = None
     notes: tuple[str, ...] = field(default=())
+    # include folders of CUDA components the CUDA install lacks, from NVIDIA wheels (cuRAND)
+    cuda_extra_includes: tuple[str, ...] = ()
 
     @property
     def cuda_ready(self) -> bool:
         return self.nvcc is not None and self.nvdisasm is not None
+
+    @property
+    def clang_cuda_ready(self) -> bool:
+        """Whether CUDA can be compiled as a clang build does: clang, a CUDA install it can use
+        (headers and libdevice), ptxas and nvdisasm."""
+        return (None not in (self.clang, self.ptxas, self.nvdisasm, self.libdevice) and self.cuda_root is not None
+                and (Path(self.cuda_root) / "include" / "cuda_runtime.h").is_file())
 
     @property
     def omp_ready(self) -> bool:
@@ -72,8 +83,12 @@ class Toolchain:
 
     def identity(self, language: str) -> str:
         """What the compiled code depends on, for cache keys: each tool's path, size and mtime."""
-        tools = [self.nvcc, self.ptxas, self.nvdisasm] if language == "cuda" else \
-            [self.clang, self.llvm_link, self.opt, self.llc, self.ptxas, self.nvdisasm, self.omp_device_dir]
+        if language == "cuda":
+            tools = [self.nvcc, self.ptxas, self.nvdisasm, *self.cuda_extra_includes]
+        elif language == "clang-cuda":
+            tools = [self.clang, self.ptxas, self.nvdisasm, self.libdevice, *self.cuda_extra_includes]
+        else:
+            tools = [self.clang, self.llvm_link, self.opt, self.llc, self.ptxas, self.nvdisasm, self.omp_device_dir]
         parts = []
         for tool in tools:
             try:
@@ -137,7 +152,9 @@ def find_toolchain(settings: ToolchainSettings | None = None, *, environ: Mappin
         opt = _tool_beside(llvm_bin, "opt", suffix, path_env)
         llc = _tool_beside(llvm_bin, "llc", suffix, path_env)
         omp_dir = _omp_device_dir(llvm_bin.parent)
-    return Toolchain(nvcc, ptxas, nvdisasm, clang, llvm_link, opt, llc, omp_dir, libdevice, cuda_root, tuple(notes))
+    extra = _wheel_includes(cuda_root, ("curand.h",)) if search_wheels else ()
+    return Toolchain(nvcc, ptxas, nvdisasm, clang, llvm_link, opt, llc, omp_dir, libdevice, cuda_root, tuple(notes),
+                     extra)
 
 
 def _executable(path: str) -> str | None:
@@ -159,6 +176,22 @@ def _wheel_bins() -> list[str]:
             if folder.is_dir():
                 found.append(str(folder))
     return found
+
+
+def _wheel_includes(cuda_root: str | None, headers: Sequence[str]) -> tuple[str, ...]:
+    """Include folders of NVIDIA wheels in this Python that hold one of `headers` the CUDA install
+    at `cuda_root` lacks (cuRAND ships apart from the compiler)."""
+    found: list[str] = []
+    for header in headers:
+        if cuda_root and (Path(cuda_root) / "include" / header).is_file():
+            continue
+        for entry in sys.path:
+            base = Path(entry) / "nvidia"
+            for sub in ("cu13", "cu12", "curand"):
+                folder = base / sub / "include"
+                if (folder / header).is_file() and str(folder) not in found:
+                    found.append(str(folder))
+    return tuple(found)
 
 
 def _find_clang(explicit: str | None, notes: list[str], path_env: str) -> str | None:

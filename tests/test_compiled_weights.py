@@ -1,0 +1,182 @@
+"""How often each piece of compiled code runs: guard weights of `switch` cases and lines, the
+source loop a compiled loop is (and how far it is unrolled) when clang says little, and where
+inlined library code runs when the line info has no call sites (LLVM 19 and older)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from perflsp.compiled.build import CompileCache
+from perflsp.compiled.inline_sites import place_library_code
+from perflsp.compiled.profile import LineTable, SourceProfile, SourceStatement
+from perflsp.compiled.sass import Instruction, SassFunction
+from perflsp.compiled.service import Compiler
+from perflsp.compiled.toolchain import find_toolchain
+from perflsp.kernels.compile_db import CompileDatabase
+from tests.test_compiled import analyse
+
+TOOLCHAIN = find_toolchain()
+REQUIRED = bool(os.environ.get("PERFLSP_REQUIRE_TOOLCHAIN"))
+needs_cuda = pytest.mark.skipif(TOOLCHAIN.missing("cuda") is not None and not REQUIRED, reason="no CUDA compiler")
+needs_clang_cuda = pytest.mark.skipif(not TOOLCHAIN.clang_cuda_ready and not REQUIRED,
+                                      reason="no clang with a CUDA install it can use")
+
+
+# ------------------------------------------------------------------------------ line weights
+
+def table(*statements: tuple[int, int, float]) -> LineTable:
+    return LineTable(SourceProfile([SourceStatement("/src/k.cu", first, last, weight, None)
+                                    for first, last, weight in statements], []))
+
+
+def test_a_line_weighs_what_the_statements_beginning_on_it_weigh():
+    lines = table((1, 20, 1.0),   # the kernel's body
+                  (3, 12, 1.0),   # switch (m) {
+                  (5, 5, 0.25),   #   case 0: v = v * 3.0f;
+                  (8, 8, 0.25),   #   case 1: v = v * v;
+                  (14, 14, 1.0), (14, 14, 0.5),  # if (c) x = 1;  (test and body on one line)
+                  (16, 19, 1.0), (17, 18, 0.5))  # if (c) { y = a +\n b; }
+    at = lines.weight_at
+    assert at(("/src/k.cu", 5), ()) == 0.25  # not the switch's weight around it
+    assert at(("/src/k.cu", 8), ()) == 0.25
+    assert at(("/src/k.cu", 14), ()) == 1.0  # the test runs every pass
+    assert at(("/src/k.cu", 18), ()) == 0.5  # a statement's second line: the innermost statement
+    assert at(("/src/k.cu", 3), ()) == 1.0
+    assert at(("/src/k.cu", 40), ()) is None
+
+
+SWITCH = """\
+__global__ void pick(float *a, int n, int m) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float v = a[i];
+  switch (m) {
+    case 0:
+      v = v * 3.0f;
+      break;
+    case 1:
+      v = v * v * v * v * v;
+      break;
+    case 2:
+    case 3:
+      v = v + 5.0f;
+      break;
+  }
+  a[i] = v;
+}
+int main() { float *a; int n = 1 << 20; pick<<<n / 256, 256>>>(a, n, MODE); }
+"""
+
+
+@pytest.mark.parametrize(("mode", "fp32"), [("1", 4.0), ("0", 1.0), ("3", 1.0), ("2", 1.0), ("9", 0.0)])
+def test_a_switch_on_a_known_value_runs_the_case_it_selects(tmp_path, mode, fp32):
+    source = tmp_path / "pick.cu"
+    source.write_text(SWITCH.replace("MODE", mode))
+    assert analyse(source, None)["pick"].facts.per_item.fp32 == pytest.approx(fp32)
+
+
+def test_a_switch_on_an_unknown_value_gives_each_case_an_equal_share(tmp_path):
+    source = tmp_path / "pick.cu"
+    source.write_text(SWITCH.replace("MODE", "atoi(getenv(\"M\"))"))
+    # (1 + 4 + 0 + 1) FLOP over four cases
+    assert analyse(source, None)["pick"].facts.per_item.fp32 == pytest.approx(6.0 / 4)
+
+
+@needs_cuda
+def test_compiled_cases_run_as_often_as_the_source_says(tmp_path):
+    source = tmp_path / "pick.cu"
+    source.write_text(SWITCH.replace("MODE", "1"))
+    compiled = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["pick"].facts
+    # SASS (nvcc), case 1: four FMULs; the other cases' FMUL and FADD do not run
+    assert compiled.per_item.fp32 == pytest.approx(4.0)
+
+
+# ------------------------------------------------------------------------------ clang's loops
+
+GRAY = """\
+__global__ void gray(float *out, const unsigned *table, unsigned seed, unsigned n) {
+  unsigned first = blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned stride = gridDim.x * blockDim.x;
+  for (unsigned pos = first; pos < n; pos += stride) {
+    unsigned result = 0;
+    unsigned data = seed + pos;
+    for (int bit = 0; bit < 31; bit++, data >>= 1)
+      if (data & 1) result ^= table[bit];
+    out[pos] = (float)(result + 1) * 0.5f;
+  }
+}
+int main() { float *o; unsigned *t; gray<<<48, 256>>>(o, t, 7, 1 << 20); }
+"""
+
+
+@needs_cuda
+@needs_clang_cuda
+def test_a_loop_clang_unrolls_is_tied_and_its_unrolling_read_where_it_closes(tmp_path):
+    source = tmp_path / "gray.cu"
+    source.write_text(GRAY)
+    (tmp_path / "compile_commands.json").write_text(json.dumps([
+        {"directory": str(tmp_path), "file": str(source),
+         "command": f"clang++ -O3 --cuda-gpu-arch=sm_86 -x cuda -c {source}"}]))
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"),
+                        flags=CompileDatabase.load(tmp_path / "compile_commands.json"))
+    (fn,) = compiler.compiled(source, ["sm_86"]).units["sm_86"].functions.values()
+    # clang's SASS: the `bit` loop unrolled 16 times, its counter stepped and its closing branch
+    # placed on line 6 (before the loop), inside the `pos` loop that closes on line 4
+    outer, inner = fn.loops
+    assert inner.parent == 0 and [fn.chains[c][0][1] for c in inner.latch_chains] == [6]
+    assert [s.amount for s in inner.steps] == [16]
+    facts = analyse(source, compiler)["gray"].facts
+    assert "2 of 2 loops tied" in next(str(e.detail) for e in facts.evidence if "compiled code" in str(e.detail))
+    by_nvcc = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache2")))["gray"].facts
+    trips = (1 << 20) / (48 * 256)
+    assert facts.per_item.fp32 == pytest.approx(trips) == by_nvcc.per_item.fp32  # one FMUL a pass
+    # 31 trips of the `bit` loop in two passes of the unrolled body, not 31: the two compilers'
+    # integer counts within 25% of each other, where unread unrolling made it 10x
+    assert 0.75 < facts.per_item.int32 / by_nvcc.per_item.int32 < 1.25
+
+
+# ------------------------------------------------------------------------------ inline sites
+
+def ins(offset: int, opcode: str, *chain: tuple[str, int], labels: tuple[str, ...] = ()) -> Instruction:
+    return Instruction(offset, opcode, "", None, tuple(chain), labels)
+
+
+OWN, MATH = "/src/k.cu", "/usr/lib/llvm-19/lib/clang/19/include/__clang_cuda_math.h"
+
+
+def test_library_code_without_call_sites_is_placed_at_its_callers_statement():
+    fn = SassFunction("k", True, 32, [
+        ins(0x00, "ISETP.NE.AND", (OWN, 5)),            # switch (m)
+        ins(0x10, "BRA", (OWN, 5)),
+        ins(0x20, "FMUL", (MATH, 307), labels=(".L_x_1",)),  # case 1: sinf's code ...
+        ins(0x30, "FFMA", (MATH, 307)),
+        ins(0x40, "FADD", (OWN, 9)),                     # ... then the statement that called it
+        ins(0x50, "EXIT", (OWN, 12)),
+        ins(0x60, "MUFU.SIN", (MATH, 84), labels=(".L_x_2",)),  # a block of library code alone
+        ins(0x70, "BRA", (MATH, 84)),
+        ins(0x80, "FMUL", (MATH, 90, ), (OWN, 11)),      # nvcc-style: its call site already said
+    ])
+    place_library_code([fn], [OWN])
+    chains = [i.chain for i in fn.instructions]
+    assert chains[2] == chains[3] == ((MATH, 307), (OWN, 9))  # the caller after it, in its block
+    # none in its block, none of the program's after it: the nearest before it
+    assert chains[6] == chains[7] == ((MATH, 84), (OWN, 12))
+    assert chains[8] == ((MATH, 90), (OWN, 11))
+    assert chains[0] == ((OWN, 5),)
+
+
+def test_a_library_function_of_its_own_is_left_as_it_is():
+    fn = SassFunction("__internal_trig_reduction", False, 32, [ins(0, "IADD3", (MATH, 10)), ins(16, "RET", (MATH, 12))])
+    place_library_code([fn], [OWN])
+    assert [i.chain for i in fn.instructions] == [((MATH, 10),), ((MATH, 12),)]
+
+
+def test_the_unit_s_own_headers_are_the_program_s_code(tmp_path: Path):
+    header = str(tmp_path / "helpers.cuh")
+    fn = SassFunction("k", True, 32, [ins(0, "FADD", (OWN, 3)), ins(16, "FMUL", (header, 7)), ins(32, "EXIT", (OWN, 4))])
+    place_library_code([fn], [OWN, header])
+    assert fn.instructions[1].chain == ((header, 7),)
