@@ -180,3 +180,65 @@ def test_the_unit_s_own_headers_are_the_program_s_code(tmp_path: Path):
     fn = SassFunction("k", True, 32, [ins(0, "FADD", (OWN, 3)), ins(16, "FMUL", (header, 7)), ins(32, "EXIT", (OWN, 4))])
     place_library_code([fn], [OWN, header])
     assert fn.instructions[1].chain == ((header, 7),)
+
+
+ORCHARDS = """\
+struct Orchard { int trees[1024]; };
+__global__ void count(const Orchard *__restrict__ orchards, int *__restrict__ out) {
+  unsigned gid = blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned sum = 0;
+  for (int i = 0; i < 512; i++)
+    sum += orchards[i].trees[gid];
+  out[gid] = sum;
+}
+int main() { Orchard *o; int *r; count<<<4, 256>>>(o, r); }
+"""
+
+
+@needs_cuda
+@needs_clang_cuda
+def test_an_address_stepped_by_a_whole_struct_is_not_read_as_unrolling(tmp_path):
+    source = tmp_path / "orchards.cu"
+    source.write_text(ORCHARDS)
+    (tmp_path / "compile_commands.json").write_text(json.dumps([
+        {"directory": str(tmp_path), "file": str(source),
+         "command": f"clang++ -O3 --cuda-gpu-arch=sm_86 -x cuda -c {source}"}]))
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"),
+                        flags=CompileDatabase.load(tmp_path / "compile_commands.json"))
+    (fn,) = compiler.compiled(source, ["sm_86"]).units["sm_86"].functions.values()
+    # clang's SASS: the loop unrolled 8 times and counted by a pointer stepped 8 x 4,096 bytes
+    (loop,) = fn.loops
+    assert [s.amount for s in loop.steps] == [8 * 4096]
+    facts = analyse(source, compiler)["count"].facts
+    # read as 32,768 iterations a trip it would be under one integer instruction a thread; the
+    # unrolling unread (not an unroll factor: over 64), each of the 512 passes counts a trip's
+    # instructions: an over-count by the unrolling, stated in docs/compiled.md
+    assert facts.per_item.int32 >= 512
+
+
+ESCAPE = """\
+__global__ void escape(const float *c, int *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float x = c[i], y = c[i + n];
+  for (int k = 0; k < 64; k++) {
+    if (x * x > 4.0f)
+      EXIT;
+    x = x * x + y;
+  }
+  out[i] = (int)x;
+}
+int main() { float *c; int *o; int n = 1 << 20; escape<<<n / 256, 256>>>(c, o, n); }
+"""
+
+
+def test_a_data_dependent_exit_from_a_loop_is_its_edge_and_the_code_after_it_runs_every_trip(tmp_path):
+    def fp32(leave: str) -> float:
+        source = tmp_path / f"escape_{leave or 'none'}.cu"
+        source.write_text(ESCAPE.replace("EXIT", leave))
+        return analyse(source, None)["escape"].facts.per_item.fp32
+
+    # `return` and `break` end the loop once (its trip count says when): the update after them
+    # runs on every trip, as if the test never left; `continue` skips a pass: the update keeps
+    # the data-dependent half
+    assert fp32("return") == fp32("break") == fp32("") > fp32("continue")

@@ -29,7 +29,7 @@ def walk_if(walker: Walker, node: Node) -> None:
     leaves = alternative is None and jumps_away(consequence)
     if cval.known:
         weight = 1.0 if cval.value else 0.0
-    elif leaves and weight >= 1.0:
+    elif leaves and (weight >= 1.0 or (walker.loop_depth > 0 and _ends_loop(consequence))):
         # an exit every pass took would leave the code after it dead: the exit is the edge
         # (`if (tile >= tiles) break;` ends a persistent loop once), the passes go on
         weight = 0.0
@@ -45,6 +45,16 @@ def walk_if(walker: Walker, node: Node) -> None:
     walker.mult = saved
     # the share of passes that leave the block here (`if (c) continue;`), for `_compound`
     walker.exited_share = weight if leaves else 0.0
+
+
+def _ends_loop(node: Node | None) -> bool:
+    """Whether a statement that leaves its block ends the loop around it (`break`, `return`): in
+    a loop, a data-dependent one is the loop's exit, taken once (its trip count says when), so
+    the code after it runs on every trip; `continue` skips one trip and keeps its share."""
+    while node is not None and node.type == "compound_statement":
+        statements = [c for c in node.named_children if c.type != "comment"]
+        node = statements[-1] if statements else None
+    return node is not None and node.type in ("break_statement", "return_statement")
 
 
 def learn_sizes(walker: Walker, cond: Node | None) -> None:

@@ -22,6 +22,7 @@ from perflsp.compiled.sass import Location
 
 MAX_CALL_DEPTH = 4
 UNMATCHED_LOOP_TRIPS = 1.0  # a compiled loop no source loop explains (library code): once per entry
+MAX_UNROLL = 64  # the most source iterations one trip of a compiled loop does (nvcc and LLVM unroll by 4-32)
 
 
 @dataclass(slots=True)
@@ -293,11 +294,14 @@ class _Counter:
             # rotated loop's counter and closing branch on the line before the loop)
             latches = {chains[c][0] for c in loop.latch_chains if chains[c]}
             steps = [s.amount for s in loop.steps if chains[s.chain] and chains[s.chain][0] in latches]
+        step = abs(lp.step)
+        # a register stepped by more than any unrolling would is an address (clang steps a
+        # pointer where the source counts an index: `a[i].field`), not the loop's counter
+        steps = [a for a in steps if step >= 1 and a <= MAX_UNROLL * step]
         if not steps:
             return 1.0
         amount = min(steps)
-        step = abs(lp.step)
-        if step < 1 or amount % step:
+        if amount % step:
             return 1.0
         return max(1.0, amount / step)
 
