@@ -12,6 +12,7 @@ import pytest
 
 from perflsp.compiled.build import CompileCache
 from perflsp.compiled.inline_sites import place_library_code
+from perflsp.compiled.model import INDEX
 from perflsp.compiled.profile import LineTable, SourceProfile, SourceStatement
 from perflsp.compiled.sass import Instruction, SassFunction
 from perflsp.compiled.service import Compiler
@@ -124,19 +125,22 @@ def test_a_loop_clang_unrolls_is_tied_and_its_unrolling_read_where_it_closes(tmp
     compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"),
                         flags=CompileDatabase.load(tmp_path / "compile_commands.json"))
     (fn,) = compiler.compiled(source, ["sm_86"]).units["sm_86"].functions.values()
-    # clang's SASS: the `bit` loop unrolled 16 times, its counter stepped and its closing branch
-    # placed on line 6 (before the loop), inside the `pos` loop that closes on line 4
+    # clang's SASS, read by hand: the `bit` loop unrolled 4 times (four predicated LDGs of
+    # table[bit] ... table[bit + 3] a trip), counted by a 64-bit byte offset stepped 16 bytes,
+    # its step and closing branch on line 6 (before the loop), inside the `pos` loop (line 4)
     outer, inner = fn.loops
     assert inner.parent == 0 and [fn.chains[c][0][1] for c in inner.latch_chains] == [6]
-    assert [s.amount for s in inner.steps] == [16]
+    assert [(s.amount, s.wide) for s in inner.steps] == [(16, True)]
+    assert inner.own_counts[INDEX["load_bytes"]] == 16
     facts = analyse(source, compiler)["gray"].facts
     assert "2 of 2 loops tied" in next(str(e.detail) for e in facts.evidence if "compiled code" in str(e.detail))
-    by_nvcc = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache2")))["gray"].facts
     trips = (1 << 20) / (48 * 256)
-    assert facts.per_item.fp32 == pytest.approx(trips) == by_nvcc.per_item.fp32  # one FMUL a pass
-    # 31 trips of the `bit` loop in two passes of the unrolled body, not 31: the two compilers'
-    # integer counts within 25% of each other, where unread unrolling made it 10x
-    assert 0.75 < facts.per_item.int32 / by_nvcc.per_item.int32 < 1.25
+    assert facts.per_item.fp32 == pytest.approx(trips)  # one FMUL a pass
+    # a byte offset's step is no unrolling: the loads say 4 iterations a trip (16 B over the
+    # source's 4 B), so the inner loop runs 31 / 4 trips a pass, not 31 (nor 31 / 16)
+    integer = INDEX["integer"]
+    expected = trips * (outer.own_counts[integer] + 31 / 4 * inner.own_counts[integer])
+    assert facts.per_item.int32 == pytest.approx(expected, rel=0.1)
 
 
 # ------------------------------------------------------------------------------ inline sites
@@ -197,7 +201,7 @@ int main() { Orchard *o; int *r; count<<<4, 256>>>(o, r); }
 
 @needs_cuda
 @needs_clang_cuda
-def test_an_address_stepped_by_a_whole_struct_is_not_read_as_unrolling(tmp_path):
+def test_a_loop_counted_by_a_pointer_has_its_unrolling_read_from_its_loads(tmp_path):
     source = tmp_path / "orchards.cu"
     source.write_text(ORCHARDS)
     (tmp_path / "compile_commands.json").write_text(json.dumps([
@@ -206,14 +210,15 @@ def test_an_address_stepped_by_a_whole_struct_is_not_read_as_unrolling(tmp_path)
     compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"),
                         flags=CompileDatabase.load(tmp_path / "compile_commands.json"))
     (fn,) = compiler.compiled(source, ["sm_86"]).units["sm_86"].functions.values()
-    # clang's SASS: the loop unrolled 8 times and counted by a pointer stepped 8 x 4,096 bytes
+    # clang's SASS: the loop unrolled 8 times (eight LDGs a trip) and counted by a pointer
+    # stepped 8 x 4,096 bytes (a 64-bit add)
     (loop,) = fn.loops
-    assert [s.amount for s in loop.steps] == [8 * 4096]
+    assert [(s.amount, s.wide) for s in loop.steps] == [(8 * 4096, True)]
+    assert loop.own_counts[INDEX["load_bytes"]] == 8 * 4
     facts = analyse(source, compiler)["count"].facts
-    # read as 32,768 iterations a trip it would be under one integer instruction a thread; the
-    # unrolling unread (not an unroll factor: over 64), each of the 512 passes counts a trip's
-    # instructions: an over-count by the unrolling, stated in docs/compiled.md
-    assert facts.per_item.int32 >= 512
+    # not 32,768 iterations a trip, nor one: the loads say 8 (32 B over the source's 4 B)
+    expected = 512 / 8 * loop.own_counts[INDEX["integer"]]
+    assert facts.per_item.int32 == pytest.approx(expected, rel=0.1)
 
 
 ESCAPE = """\

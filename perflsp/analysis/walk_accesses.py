@@ -51,6 +51,8 @@ def record_access(walker: Walker, base: Val, index_lin: Linear, elem: CType, is_
     access = Access(base.root, base.space or "global", size, is_store, index_lin, walker.mult, atomic, walker.line(node),
                     frozenset(walker.loop_atoms), sized)
     walker.accesses.append(access)
+    if walker.profile_load_bytes and access.space == "global" and not is_store and not atomic:
+        walker.profile_load_bytes[-1] += size
     # an address that a loop does not change is computed once, outside that loop
     invariant = 1.0
     for atom in walker.loop_atoms:

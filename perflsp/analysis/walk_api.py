@@ -77,6 +77,7 @@ class Walker(Protocol):
     trip_product: float
     profile_loops: list[int]
     outer_trip_products: list[float]
+    profile_load_bytes: list[float]
     fixed_atoms: dict[str, float]
     visited: int
 

@@ -36,6 +36,7 @@ def begin_profile_loop(walker: Walker, node: Node, body: Node | None, trip: floa
         node.end_point[0] + 1 + walker.line_offset, trip, weight * walker.trip_product, step,
         len(walker.profile_loops), walker.callsites, parallel))
     walker.profile_loops.append(index)
+    walker.profile_load_bytes.append(0.0)
     walker.outer_trip_products.append(walker.trip_product)
     if not parallel:
         walker.trip_product *= trip
@@ -46,4 +47,6 @@ def end_profile_loop(walker: Walker, index: int | None) -> None:
     if index is None:
         return
     walker.profile_loops.pop()
+    assert walker.profile is not None
+    walker.profile.loops[index].load_bytes = walker.profile_load_bytes.pop()
     walker.trip_product = walker.outer_trip_products.pop()

@@ -114,6 +114,7 @@ class KernelWalker:
         self.exited_share = 0.0  # of the last `if` walked: the passes its arm sent out of the block
         self.profile_loops: list[int] = []  # their records in the profile, innermost last
         self.outer_trip_products: list[float] = []
+        self.profile_load_bytes: list[float] = []  # global load bytes of each open loop's own body
         self.fixed_atoms: dict[str, float] = {}  # block indices held at one block's values (block_bounds)
         for dim, atoms in THREAD_ATOMS.items():
             shape = launch.block if dim == "threadIdx" else launch.grid

@@ -256,8 +256,13 @@ def _loops(blocks: list[Block], instructions: list[Instruction], bounds: list[in
             for ins in instructions[bounds[order[b]]:bounds[order[b] + 1]]:
                 step = _constant_step(ins)
                 if step:
-                    loop.steps.append(Step(step, chain_id(ins.chain)))
+                    loop.steps.append(Step(step, chain_id(ins.chain), _carries(ins)))
     return loops
+
+
+def _carries(ins: Instruction) -> bool:
+    """Whether an add writes a carry-out predicate (`IADD3 R4, P0, R4, 0x4, RZ`): a 64-bit add."""
+    return bool(re.match(r"^U?R\d+,\s*U?P\d+,", ins.operands))
 
 
 def _constant_step(ins: Instruction) -> int | None:

@@ -14,6 +14,7 @@ The result is per thread; times the threads of the launch it is what Nsight Comp
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from perflsp.compiled.model import INDEX, ZERO, CompiledFunction, CompiledUnit, Vector, add
@@ -281,29 +282,46 @@ class _Counter:
     def _unroll(self, fn: CompiledFunction, index: int, source: int) -> float:
         """How many source iterations one trip of the compiled loop does: the smallest constant
         its counters step by (on the source loop's header, else where the loop closes) over the
-        source step."""
+        source step; without a 32-bit counter, how many iterations' loads a trip does."""
         lp = self.profile.loops[source]
         if lp.parallel or lp.step is None or lp.step == 0:
             return 1.0
         loop = fn.loops[index]
         chains = self.chains(fn)
-        steps = [s.amount for s in loop.steps if any(
+        steps = [s for s in loop.steps if any(
             self.table.loops_at(loc) and source in self.table.loops_at(loc) for loc in chains[s.chain][:1])]
         if not steps:
             # no counter on the header: the one stepped where the loop closes (clang puts a
             # rotated loop's counter and closing branch on the line before the loop)
             latches = {chains[c][0] for c in loop.latch_chains if chains[c]}
-            steps = [s.amount for s in loop.steps if chains[s.chain] and chains[s.chain][0] in latches]
+            steps = [s for s in loop.steps if chains[s.chain] and chains[s.chain][0] in latches]
         step = abs(lp.step)
-        # a register stepped by more than any unrolling would is an address (clang steps a
-        # pointer where the source counts an index: `a[i].field`), not the loop's counter
-        steps = [a for a in steps if step >= 1 and a <= MAX_UNROLL * step]
-        if not steps:
+        # a 32-bit register stepped by a multiple of the source step, by no more than any
+        # unrolling would: the counter (larger steps are addresses: `a[i].field`)
+        counters = [s.amount for s in steps
+                    if not s.wide and step >= 1 and s.amount <= MAX_UNROLL * step and s.amount % step == 0]
+        if counters:
+            return max(1.0, min(counters) / step)
+        # no such counter: clang counts by a 64-bit byte offset or pointer, which steps by the
+        # unrolling times an element's size; the loads say how many iterations a trip does, in
+        # an innermost loop (around a nested loop the compiler unrolled completely, a trip also
+        # does the nested loop's loads)
+        if any(other.depth > lp.depth and same_file(other.path, lp.path) and lp.first <= other.first <= lp.last
+               for other in self.profile.loops):
             return 1.0
-        amount = min(steps)
-        if amount % step:
+        return self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], lp.load_bytes)
+
+    @staticmethod
+    def _unroll_by_loads(compiled_bytes: float, source_bytes: float) -> float:
+        """Iterations per trip of a loop whose trip loads `compiled_bytes` from global memory
+        where one source iteration loads `source_bytes` (a power of two: 1 when either loads
+        nothing, or the compiler kept loads out of the loop)."""
+        if compiled_bytes <= 0 or source_bytes <= 0:
             return 1.0
-        return max(1.0, amount / step)
+        ratio = compiled_bytes / source_bytes
+        if ratio < 1.5:
+            return 1.0
+        return float(min(MAX_UNROLL, 2 ** round(math.log2(ratio))))
 
 
 def _same_chain(a: tuple[Location, ...], b: tuple[Location, ...]) -> bool:

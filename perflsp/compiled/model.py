@@ -51,6 +51,9 @@ class Step:
 
     amount: int
     chain: int
+    # the low half of a 64-bit add (`IADD3 R4, P0, R4, 0x4, RZ`, its carry into an `IADD3.X`):
+    # an address, or a byte offset clang made of an index, more often than a counter
+    wide: bool = False
 
 
 @dataclass(slots=True)
@@ -99,7 +102,7 @@ class CompiledFunction:
             "chains": [[list(loc) for loc in chain] for chain in self.chains],
             "blocks": [[b.start, [[lc.chain, list(lc.counts), list(lc.predicated)] for lc in b.lines], b.successors,
                         b.loop, b.calls, b.indirect_calls] for b in self.blocks],
-            "loops": [[lp.header, lp.blocks, lp.parent, lp.latch_chains, [[s.amount, s.chain] for s in lp.steps],
+            "loops": [[lp.header, lp.blocks, lp.parent, lp.latch_chains, [[s.amount, s.chain, s.wide] for s in lp.steps],
                        list(lp.own_counts)] for lp in self.loops],
         }
 
@@ -108,7 +111,7 @@ class CompiledFunction:
         chains = [tuple((str(p), int(n)) for p, n in chain) for chain in data["chains"]]
         blocks = [Block(start, [LineCounts(c, tuple(v), tuple(pv)) for c, v, pv in lines], succ, loop, calls, ind)
                   for start, lines, succ, loop, calls, ind in data["blocks"]]
-        loops = [Loop(h, bl, parent, latches, [Step(a, c) for a, c in steps], tuple(own))
+        loops = [Loop(h, bl, parent, latches, [Step(*step) for step in steps], tuple(own))
                  for h, bl, parent, latches, steps, own in data["loops"]]
         return cls(data["name"], bool(data["entry"]), data["registers"], chains, blocks, loops)
 

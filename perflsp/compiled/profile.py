@@ -28,6 +28,9 @@ class SourceLoop:
     depth: int
     callsites: tuple[Location, ...] = ()
     parallel: bool = False  # an OpenMP worksharing loop: its trips are the work items of a thread
+    # bytes of the global loads one iteration's own body reads (nested loops' not included),
+    # each written access once: what one trip of the loop would load if the compiler kept it whole
+    load_bytes: float = 0.0
 
 
 @dataclass(slots=True)
