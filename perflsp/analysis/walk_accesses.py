@@ -40,6 +40,21 @@ def repointed(val: Val, ctype: CType) -> Val:
     return Val(ctype, None, lin, val.root, val.space, val.dims if before == after else ())
 
 
+def _count_loop_load(walker: Walker, access: Access) -> None:
+    """Add a global load to the bytes one iteration of the innermost profiled loop loads: each
+    element once (the compiler loads `a[m]` read twice once) and only if the loop moves it (a
+    load the loop does not move is hoisted out of it)."""
+    atom = walker.loop_atoms[-1] if walker.loop_atoms else None
+    lin = access.lin
+    if atom is None or not (atom in lin.atoms or atom in lin.nonlinear or "data" in lin.nonlinear):
+        return
+    key = (access.array, lin.coeffs, lin.nonlinear, lin.const)
+    seen = walker.profile_load_keys[-1]
+    if key not in seen:
+        seen.add(key)
+        walker.profile_load_bytes[-1] += access.elem_bytes
+
+
 def record_access(walker: Walker, base: Val, index_lin: Linear, elem: CType, is_store: bool, node: Node,
                   atomic: bool = False) -> None:
     if base.space in (None, "local") or base.root is None:
@@ -52,7 +67,7 @@ def record_access(walker: Walker, base: Val, index_lin: Linear, elem: CType, is_
                     frozenset(walker.loop_atoms), sized)
     walker.accesses.append(access)
     if walker.profile_load_bytes and access.space == "global" and not is_store and not atomic:
-        walker.profile_load_bytes[-1] += size
+        _count_loop_load(walker, access)
     # an address that a loop does not change is computed once, outside that loop
     invariant = 1.0
     for atom in walker.loop_atoms:

@@ -78,6 +78,7 @@ class Walker(Protocol):
     profile_loops: list[int]
     outer_trip_products: list[float]
     profile_load_bytes: list[float]
+    profile_load_keys: list[set[tuple[object, ...]]]
     fixed_atoms: dict[str, float]
     visited: int
 

@@ -37,6 +37,7 @@ def begin_profile_loop(walker: Walker, node: Node, body: Node | None, trip: floa
         len(walker.profile_loops), walker.callsites, parallel))
     walker.profile_loops.append(index)
     walker.profile_load_bytes.append(0.0)
+    walker.profile_load_keys.append(set())
     walker.outer_trip_products.append(walker.trip_product)
     if not parallel:
         walker.trip_product *= trip
@@ -49,4 +50,5 @@ def end_profile_loop(walker: Walker, index: int | None) -> None:
     walker.profile_loops.pop()
     assert walker.profile is not None
     walker.profile.loops[index].load_bytes = walker.profile_load_bytes.pop()
+    walker.profile_load_keys.pop()
     walker.trip_product = walker.outer_trip_products.pop()

@@ -115,6 +115,7 @@ class KernelWalker:
         self.profile_loops: list[int] = []  # their records in the profile, innermost last
         self.outer_trip_products: list[float] = []
         self.profile_load_bytes: list[float] = []  # global load bytes of each open loop's own body
+        self.profile_load_keys: list[set[tuple[object, ...]]] = []  # ... and the elements counted
         self.fixed_atoms: dict[str, float] = {}  # block indices held at one block's values (block_bounds)
         for dim, atoms in THREAD_ATOMS.items():
             shape = launch.block if dim == "threadIdx" else launch.grid

@@ -300,24 +300,24 @@ class _Counter:
         # unrolling would: the counter (larger steps are addresses: `a[i].field`)
         counters = [s.amount for s in steps
                     if not s.wide and step >= 1 and s.amount <= MAX_UNROLL * step and s.amount % step == 0]
+        # the loads say how many iterations a trip does, in an innermost loop (around a nested
+        # loop the compiler unrolled completely, a trip also does the nested loop's loads)
+        innermost = not any(other.depth > lp.depth and same_file(other.path, lp.path) and lp.first <= other.first <= lp.last
+                            for other in self.profile.loops)
+        by_loads = self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], lp.load_bytes) if innermost else None
         if counters:
             return max(1.0, min(counters) / step)
-        # no such counter: clang counts by a 64-bit byte offset or pointer, which steps by the
-        # unrolling times an element's size; the loads say how many iterations a trip does, in
-        # an innermost loop (around a nested loop the compiler unrolled completely, a trip also
-        # does the nested loop's loads)
-        if any(other.depth > lp.depth and same_file(other.path, lp.path) and lp.first <= other.first <= lp.last
-               for other in self.profile.loops):
-            return 1.0
-        return self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], lp.load_bytes)
+        # no such counter (clang counts by a 64-bit byte offset or pointer, whose step is the
+        # unrolling times an element's size): the loads
+        return by_loads if by_loads is not None else 1.0
 
     @staticmethod
-    def _unroll_by_loads(compiled_bytes: float, source_bytes: float) -> float:
+    def _unroll_by_loads(compiled_bytes: float, source_bytes: float) -> float | None:
         """Iterations per trip of a loop whose trip loads `compiled_bytes` from global memory
-        where one source iteration loads `source_bytes` (a power of two: 1 when either loads
-        nothing, or the compiler kept loads out of the loop)."""
+        where one source iteration loads `source_bytes` (a power of two; 1 when the compiler
+        kept loads out of the loop); None when either loads nothing."""
         if compiled_bytes <= 0 or source_bytes <= 0:
-            return 1.0
+            return None
         ratio = compiled_bytes / source_bytes
         if ratio < 1.5:
             return 1.0
