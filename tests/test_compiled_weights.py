@@ -247,3 +247,21 @@ def test_a_data_dependent_exit_from_a_loop_is_its_edge_and_the_code_after_it_run
     # runs on every trip, as if the test never left; `continue` skips a pass: the update keeps
     # the data-dependent half
     assert fp32("return") == fp32("break") == fp32("") > fp32("continue")
+
+
+def test_a_register_that_addresses_memory_is_a_byte_offset_not_a_counter():
+    from perflsp.compiled.cfg import _addresses, _carries
+
+    def i(opcode: str, operands: str) -> Instruction:
+        return Instruction(0, opcode, operands, None, ())
+
+    # clang's loop over `data[j]` (16-byte elements in local memory): the offset steps 16 and is
+    # added to the frame's base, which addresses the store
+    body = [i("UIADD3", "UR11, UR14, UR5, URZ"), i("STL.128", "[UR11+0x10], R12"), i("UIADD3", "UR5, UR5, 0x10, URZ")]
+    assert _addresses("UR5", body)
+    assert _addresses("R8", [i("LDC", "R4, c[0x3][R8+0x4]")])
+    # nvcc's counter: scaled (IMAD.WIDE) before it addresses anything
+    counter = [i("IMAD.WIDE", "R2, R7, R9, c[0x0][0x160]"), i("LDG.E", "R4, [R2.64]"), i("IADD3", "R7, R7, 0x4, RZ")]
+    assert not _addresses("R7", counter)
+    assert not _addresses("R8", [i("LDG.E", "R4, [R80.64]")])
+    assert _carries(i("IADD3", "R7, P1, R7, 0x4, RZ")) and not _carries(i("IADD3", "R6, R6, 0x800, RZ"))

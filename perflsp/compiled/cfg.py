@@ -252,12 +252,37 @@ def _loops(blocks: list[Block], instructions: list[Instruction], bounds: list[in
         for latch in latches[loop.header]:
             last = instructions[bounds[order[latch] + 1] - 1]
             loop.latch_chains.append(chain_id(last.chain))
+        code = [ins for b in loop.blocks for ins in instructions[bounds[order[b]]:bounds[order[b] + 1]]]
         for b in own:
             for ins in instructions[bounds[order[b]]:bounds[order[b] + 1]]:
                 step = _constant_step(ins)
                 if step:
-                    loop.steps.append(Step(step, chain_id(ins.chain), _carries(ins)))
+                    register = ins.operands.split(",", 1)[0].strip()
+                    loop.steps.append(Step(step, chain_id(ins.chain), _carries(ins), _addresses(register, code)))
     return loops
+
+
+_PLAIN_ADDS = frozenset({"IADD3", "UIADD3", "IADD"})
+_REGISTER = re.compile(r"\bU?R\d+\b")
+
+
+def _addresses(register: str, body: list[Instruction]) -> bool:
+    """Whether `register`, or a register the loop adds it to (`UR11 = UR14 + UR5`), is a memory
+    address in the loop (`[R8]`, `[R8+0x4]`, `c[0x3][R8]`): a byte offset, not an index (an
+    index is scaled, by IMAD or LEA, before it addresses anything)."""
+    derived = {register}
+    for _ in range(3):
+        grown = set(derived)
+        for ins in body:
+            if ins.base in _PLAIN_ADDS:
+                destination, *sources = [op.strip() for op in ins.operands.split(",")]
+                if any(_REGISTER.fullmatch(op) and op in derived for op in sources):
+                    grown.add(destination)
+        if grown == derived:
+            break
+        derived = grown
+    patterns = [re.compile(r"\[" + re.escape(r) + r"(?![0-9])") for r in derived]
+    return any(p.search(ins.operands) for ins in body for p in patterns)
 
 
 def _carries(ins: Instruction) -> bool:

@@ -299,7 +299,8 @@ class _Counter:
         # a 32-bit register stepped by a multiple of the source step, by no more than any
         # unrolling would: the counter (larger steps are addresses: `a[i].field`)
         counters = [s.amount for s in steps
-                    if not s.wide and step >= 1 and s.amount <= MAX_UNROLL * step and s.amount % step == 0]
+                    if not s.wide and not s.address and step >= 1 and s.amount <= MAX_UNROLL * step
+                    and s.amount % step == 0]
         # the loads say how many iterations a trip does, in an innermost loop (around a nested
         # loop the compiler unrolled completely, a trip also does the nested loop's loads)
         innermost = not any(other.depth > lp.depth and same_file(other.path, lp.path) and lp.first <= other.first <= lp.last

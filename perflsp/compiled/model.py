@@ -54,6 +54,9 @@ class Step:
     # the low half of a 64-bit add (`IADD3 R4, P0, R4, 0x4, RZ`, its carry into an `IADD3.X`):
     # an address, or a byte offset clang made of an index, more often than a counter
     wide: bool = False
+    # the register addresses memory itself (`LDL R4, [R8]`, `c[0x3][R8]`): a byte offset clang
+    # made of an index (`data[j]` of 16-byte elements steps 16), not a count of iterations
+    address: bool = False
 
 
 @dataclass(slots=True)
@@ -102,7 +105,7 @@ class CompiledFunction:
             "chains": [[list(loc) for loc in chain] for chain in self.chains],
             "blocks": [[b.start, [[lc.chain, list(lc.counts), list(lc.predicated)] for lc in b.lines], b.successors,
                         b.loop, b.calls, b.indirect_calls] for b in self.blocks],
-            "loops": [[lp.header, lp.blocks, lp.parent, lp.latch_chains, [[s.amount, s.chain, s.wide] for s in lp.steps],
+            "loops": [[lp.header, lp.blocks, lp.parent, lp.latch_chains, [[s.amount, s.chain, s.wide, s.address] for s in lp.steps],
                        list(lp.own_counts)] for lp in self.loops],
         }
 
