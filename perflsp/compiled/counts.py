@@ -303,9 +303,14 @@ class _Counter:
                     and s.amount % step == 0]
         # the loads say how many iterations a trip does, in an innermost loop (around a nested
         # loop the compiler unrolled completely, a trip also does the nested loop's loads)
-        innermost = not any(other.depth > lp.depth and same_file(other.path, lp.path) and lp.first <= other.first <= lp.last
-                            for other in self.profile.loops)
-        by_loads = self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], lp.load_bytes) if innermost else None
+        innermost = not any(other.depth > lp.depth and any(
+            same_file(path, lp.path) and lp.first <= line <= lp.last for path, line in ((other.path, other.first), *other.callsites))
+            for other in self.profile.loops)
+        # only where a 64-bit offset or pointer stands for the counter (clang's loops): its step
+        # is no iteration count, the loads say how many a trip does
+        pointer_counted = any(s.wide for s in steps)
+        by_loads = self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], lp.load_bytes) \
+            if innermost and pointer_counted else None
         if counters:
             return max(1.0, min(counters) / step)
         # no such counter (clang counts by a 64-bit byte offset or pointer, whose step is the
