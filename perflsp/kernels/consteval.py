@@ -214,6 +214,8 @@ class ConstEnv:
             if name in env.unknown:
                 raise NotConstant(f"`{name}` {env.unknown[name]}")
             source = env.constants.get(name, env.macros.get(name))
+            if isinstance(source, _StringValue):
+                return _character(source, index)  # (a character of a string argument)
             if source is not None:
                 if not isinstance(source, str) or not source.startswith("{"):
                     raise NotConstant(f"`{name}` is not an array")
@@ -346,6 +348,9 @@ _FUNCTIONS: dict[str, Callable[..., Number]] = {
     "ceil": math.ceil, "floor": math.floor, "ceilf": math.ceil, "floorf": math.floor,
     "sqrt": math.sqrt, "std::sqrt": math.sqrt, "pow": math.pow, "std::pow": math.pow,
     "log2": math.log2, "exp2": math.exp2,
+    # the single-precision and `std::` spellings of the same functions (`(int)sqrtf(size)`)
+    "sqrtf": math.sqrt, "powf": math.pow, "log2f": math.log2, "exp2f": math.exp2, "fabsf": abs,
+    "std::ceil": math.ceil, "std::floor": math.floor, "std::log2": math.log2, "std::fabs": abs,
 }
 
 
@@ -354,6 +359,13 @@ _MACRO_WORD = re.compile(r"[A-Za-z_]\w*")
 
 class _StringValue(str):
     """A string argument (`argv[i]`, `"256"`) on its way into `atoi()` and friends."""
+
+
+def _character(text: str, index: Value) -> Value:
+    """`text[index]` as C reads a string: the character's code, 0 at its end."""
+    if not isinstance(index, int) or not 0 <= index <= len(text):
+        raise NotConstant(f"character {index} of a string of {len(text)}")
+    return ord(text[index]) if index < len(text) else 0
 
 
 def string_value(text: str) -> Value:
@@ -640,6 +652,11 @@ class _Parser:
         self.take("]")
         if not isinstance(index, int) or not 0 <= index < len(argv):
             raise NotConstant(f"argv[{index}] is not given")
+        if self.peek_text() == "[":  # `argv[i][0] == '-'`, `flag = argv[i][1]`: a character of it
+            self.take("[")
+            position = self.expression()
+            self.take("]")
+            return _character(argv[index], position)
         # only `atoi`/`atof`/`strtol` (`_call`) accept the string, and they convert it
         return cast(Value, _StringValue(argv[index]))
 

@@ -16,6 +16,7 @@ from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, note_assumed_
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.fields import bind_field, forget_fields
 from perflsp.kernels.out_parameters import DEREFERENCED, out_parameter_value
+from perflsp.kernels.return_forms import bind_pure_function
 from perflsp.source.parser import query
 
 T = TypeVar("T")
@@ -79,7 +80,7 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
         elif kind in ("enum_specifier",):
             _bind_enum(ctx, child, env)
         elif kind == "function_definition" or kind == "template_declaration":
-            _bind_pure_function(ctx, child, env)
+            bind_pure_function(ctx.data, child, env)
         elif kind == "alias_declaration":
             name, aliased = child.child_by_field_name("name"), child.child_by_field_name("type")
             if name is not None and aliased is not None:
@@ -103,34 +104,6 @@ def _bind_typedef(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
         name = re.sub(r"[^\w]", "", ctx.text(declarator))
         if name and declarator.type in ("type_identifier", "pointer_declarator"):
             env.type_aliases.setdefault(name, ctx.text(aliased) + "*" * ctx.text(declarator).count("*"))
-
-
-def _bind_pure_function(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
-    """`int iDivUp(int a, int b) { return (a + b - 1) / b; }` (or `constexpr`, a template): a
-    function whose body is one `return` of an expression over its value parameters, without
-    assignments, folds where it is called with foldable arguments."""
-    function = node if node.type == "function_definition" else \
-        next((c for c in node.named_children if c.type == "function_definition"), None)
-    body = function.child_by_field_name("body") if function is not None else None
-    declarator = function.child_by_field_name("declarator") if function is not None else None
-    if body is None or declarator is None or declarator.type != "function_declarator":
-        return  # (a pointer or reference result: not a value)
-    name = declarator.child_by_field_name("declarator")
-    parameters = declarator.child_by_field_name("parameters")
-    statements = [c for c in body.named_children if c.type != "comment"]
-    if name is None or name.type != "identifier" or parameters is None or len(statements) != 1 \
-            or statements[0].type != "return_statement" or not statements[0].named_children:
-        return
-    names: list[str] = []
-    for parameter in parameters.named_children:
-        ident = parameter.child_by_field_name("declarator")
-        if parameter.type != "parameter_declaration" or ident is None or ident.type != "identifier":
-            return  # (a pointer, a reference, an array, a default: not a plain value)
-        names.append(ctx.text(ident))
-    expression = statements[0].named_children[0]
-    if _has_side_effects(expression) or "(" in ctx.text(name):
-        return
-    env.pure_functions.setdefault(ctx.text(name), (tuple(names), ctx.text(expression)))
 
 
 def mutable_globals(ctx: ExtractionContext) -> dict[str, str]:
