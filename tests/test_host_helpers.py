@@ -104,9 +104,8 @@ int noValue(int v)
         body = function.child_by_field_name("body")
         assert body is not None
         assert returned_expression(src, body) is None
-    env = ConstEnv()
-    scan_pure_functions(src, env)
-    assert env.pure_functions == {}
+    assert scan_pure_functions(src) == []
+    assert [name for name, _, _ in scan_pure_functions(ROUND_UP.encode())] == ["roundUp", "isPowerOf2"]
 
 
 def test_a_pure_helper_of_an_included_header_folds(tmp_path: Path):
@@ -259,3 +258,121 @@ int main() { float *m = new float[100 * 100]; rotate(m, 100); }
     assert not unknown_trips(report)
     assert any("the `i` loop's bounds depend on the parallel loop's index: 50 iterations on average (1 to 99)" in t
                for t in texts(report.facts.evidence))
+
+
+# options parsed into a struct through a pointer, in a helper of another source ---------------
+
+OPTIONS_HEADER = """
+struct cmdLineOpts { int its; int nx; int quiet; };
+void ParseCommandLineOptions(int argc, char *argv[], int myRank, struct cmdLineOpts *opts);
+"""
+
+OPTIONS_UTIL = """
+#include <stdlib.h>
+#include <string.h>
+#include "opts.h"
+int StrToInt(const char *token, int *retVal)
+{
+   const char *c;
+   char *endptr;
+   const int decimal_base = 10;
+   if (token == NULL)
+      return 0;
+   c = token;
+   *retVal = (int)strtol(c, &endptr, decimal_base);
+   if ((endptr != c) && ((*endptr == ' ') || (*endptr == '\\0')))
+      return 1;
+   else
+      return 0;
+}
+void ParseCommandLineOptions(int argc, char *argv[], int myRank, struct cmdLineOpts *opts)
+{
+   if (argc > 1) {
+      int i = 1;
+      while (i < argc) {
+         int ok;
+         if (strcmp(argv[i], "-i") == 0) {
+            ok = StrToInt(argv[i+1], &(opts->its));
+            i += 2;
+         }
+         else if (strcmp(argv[i], "-s") == 0) {
+            ok = StrToInt(argv[i+1], &(opts->nx));
+            i += 2;
+         }
+         else if (strcmp(argv[i], "-q") == 0) {
+            opts->quiet = 1;
+            i++;
+         }
+         else {
+            i++;
+         }
+      }
+   }
+}
+"""
+
+OPTIONS_MAIN = """
+#include <stdlib.h>
+#include "opts.h"
+void run(float *a, int n, int reps) {
+  for (int r = 0; r < reps; r++) {
+    #pragma omp target teams distribute parallel for map(tofrom: a[0:n])
+    for (int i = 0; i < n; i++) a[i] *= 2.0f;
+  }
+}
+int main(int argc, char *argv[]) {
+  struct cmdLineOpts opts;
+  opts.its = 10;
+  opts.nx = 30;
+  opts.quiet = 0;
+  ParseCommandLineOptions(argc, argv, 0, &opts);
+  int n = opts.nx * opts.nx * (opts.quiet + 1);
+  float *a = (float *)malloc(n * sizeof(float));
+  run(a, n, opts.its);
+}
+"""
+
+
+def test_options_a_helper_of_another_source_parses_into_a_struct_are_followed(tmp_path: Path):
+    (tmp_path / "opts.h").write_text(OPTIONS_HEADER)
+    (tmp_path / "util.cc").write_text(OPTIONS_UTIL)
+    path = tmp_path / "main.cc"
+    path.write_text(OPTIONS_MAIN)
+    # `-s 128` through `StrToInt(argv[i+1], &(opts->nx))` (strtol with an end pointer), `-q` set directly
+    report = reports(OPTIONS_MAIN, path, AnalysisOptions(argv=("-i", "100", "-s", "128", "-q")))[0]
+    assert trips(report) == {"i": 128 * 128 * 2}
+    assert not unknown_trips(report)
+    # options not given keep the defaults main set before the call
+    report = reports(OPTIONS_MAIN, path, AnalysisOptions(argv=("-i", "100")))[0]
+    assert trips(report) == {"i": 900}
+
+
+def test_a_helper_that_returns_early_on_the_run_is_not_followed():
+    src = """
+#include <stdlib.h>
+#include <string.h>
+int parse(int argc, char *argv[], int *size) {
+  if (argc < 2) return 1;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-h") == 0) return 1;
+    if (strcmp(argv[i], "-s") == 0) { *size = atoi(argv[i + 1]); i++; }
+  }
+  return 0;
+}
+void run(float *a, int size) {
+  #pragma omp target teams distribute parallel for map(tofrom: a[0:size])
+  for (int i = 0; i < size; i++) a[i] *= 2.0f;
+}
+int main(int argc, char *argv[]) {
+  int size = 16;
+  parse(argc, argv, &size);
+  float *a = (float *)malloc(size * sizeof(float));
+  run(a, size);
+}
+"""
+    # the run returns at the end: the value it set holds
+    report = reports(src, options=AnalysisOptions(argv=("-s", "4096")))[0]
+    assert trips(report) == {"i": 4096}
+    # `-h` first: the run returns inside the loop, before `-s` is read; `size` is not followed
+    report = reports(src, options=AnalysisOptions(argv=("-h", "-s", "4096")))[0]
+    assert any("trip count of the `i` loop unknown (`size`)" in a for a in unknown_trips(report))

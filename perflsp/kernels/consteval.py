@@ -195,7 +195,7 @@ class ConstEnv:
             raise NotConstant(f"`{name}` is defined in terms of itself")
         self._active.add(name)
         try:
-            value = evaluate(source, self)
+            value = evaluate(source, self, strings=True)  # (`c = token;` copies a string)
         except NotConstant as exc:
             reason = str(exc)
             raise NotConstant(reason if name in reason else f"depends on `{name}` ({reason})") from None
@@ -233,8 +233,9 @@ class ConstEnv:
         return next((env.argv_assumed for env in self.chain() if env.argv is not None), False)
 
 
-def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Value:
-    """Fold `text` to a number or a dim3 triple, or raise NotConstant."""
+def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None, strings: bool = False) -> Value:
+    """Fold `text` to a number or a dim3 triple (with `strings`, also a known string: a
+    variable's value on its way into `atoi()`), or raise NotConstant."""
     if env is None:
         env = ConstEnv()
     elif not isinstance(env, ConstEnv):
@@ -248,7 +249,7 @@ def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Va
     value = parser.expression()
     if parser.pos != len(tokens):
         raise NotConstant(f"cannot fold `{text.strip()}`")
-    if isinstance(value, str):
+    if isinstance(value, str) and not (strings and isinstance(value, _StringValue)):
         raise NotConstant(f"`{text.strip()}` is a string")
     return value
 
@@ -491,6 +492,9 @@ class _Parser:
             right = self.binary(prec + 1)
             if isinstance(left, tuple) or isinstance(right, tuple):
                 raise NotConstant("arithmetic on a dim3")
+            if tok[1] in ("==", "!=") and {type(left), type(right)} == {_StringValue, int} and 0 in (left, right):
+                left = int(tok[1] == "!=")  # (`token == NULL`: a known string is not the null pointer)
+                continue
             if isinstance(left, str) or isinstance(right, str):
                 raise NotConstant("arithmetic on a string")
             left = fn(left, right)
@@ -662,13 +666,18 @@ class _Parser:
 
     def _call(self, name: str) -> Value:
         if name in _STRING_TO_NUMBER:
-            args = self._args()
-            if not args or not isinstance(args[0], _StringValue):
+            # (`strtol(s, &end, 10)`: the end pointer is an output, not folded; the base is)
+            texts = self._arg_texts()
+            string = _Parser(_tokenize(texts[0]), self.env).expression() if texts else None
+            if not isinstance(string, _StringValue):
                 raise NotConstant(f"`{name}()` of a value that is not a known string")
+            base = evaluate(texts[2], self.env) if len(texts) > 2 and _STRING_TO_NUMBER[name] is _parse_int else 10
             try:
-                return _STRING_TO_NUMBER[name](str(args[0]))
+                if base not in (0, 10):
+                    return int(str(string).strip(), int(base)) if isinstance(base, int) else int("?")
+                return _STRING_TO_NUMBER[name](str(string))
             except ValueError:
-                raise NotConstant(f"`{name}(\"{args[0]}\")` is not a number") from None
+                raise NotConstant(f"`{name}(\"{string}\")` is not a number") from None
         if name in ("strcmp", "std::strcmp"):
             # `strcmp(argv[i], "-n") == 0`: the known strings compared
             args = self._args()

@@ -289,7 +289,8 @@ class IncludeResolver:
                 data = b""
             directives = scan_directives(data)
             scan_constants(data, constants)
-            scan_pure_functions(data, constants)
+            for name, parameters, expression in scan_pure_functions(data):
+                constants.pure_functions.setdefault(name, (parameters, expression))
             cached = (directives, constants)
             self._directives[path] = cached
         return cached

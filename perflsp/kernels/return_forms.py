@@ -20,8 +20,9 @@ import re
 
 from tree_sitter import Node
 
-from perflsp.kernels.consteval import ConstEnv
 from perflsp.source.parser import parse
+
+PureFunction = tuple[str, tuple[str, ...], str]  # (name, value parameters, the expression it returns)
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
 _MAX_STATEMENTS = 16  # (a helper of a few lines: a longer body is not a formula)
@@ -135,24 +136,24 @@ def returned_expression(data: bytes, body: Node) -> str | None:
     return _Reader(data).block(statements)
 
 
-def bind_pure_function(data: bytes, node: Node, env: ConstEnv) -> None:
-    """Bind a pure function definition (`node`, or the one a template declaration holds) in
-    `env.pure_functions`: its value parameters and the expression it returns."""
+def pure_function(data: bytes, node: Node) -> PureFunction | None:
+    """A pure function definition (`node`, or the one a template declaration holds): its name,
+    value parameters and the expression it returns (`ConstEnv.pure_functions` binds them)."""
     function = node if node.type == "function_definition" else \
         next((c for c in node.named_children if c.type == "function_definition"), None)
     body = function.child_by_field_name("body") if function is not None else None
     declarator = function.child_by_field_name("declarator") if function is not None else None
     if body is None or declarator is None or declarator.type != "function_declarator":
-        return  # (a pointer or reference result: not a value)
+        return None  # (a pointer or reference result: not a value)
     name = declarator.child_by_field_name("declarator")
     parameters = declarator.child_by_field_name("parameters")
     if name is None or name.type != "identifier" or parameters is None:
-        return
+        return None
     names: list[str] = []
     for parameter in parameters.named_children:
         ident = parameter.child_by_field_name("declarator")
         if parameter.type != "parameter_declaration" or ident is None or ident.type != "identifier":
-            return  # (a pointer, a reference, an array, a default: not a plain value)
+            return None  # (a pointer, a reference, an array, a default: not a plain value)
         names.append(_text(data, ident))
     statements = _statements(body)
     if len(statements) == 1 and statements[0].type == "return_statement" and statements[0].named_children:
@@ -160,8 +161,7 @@ def bind_pure_function(data: bytes, node: Node, env: ConstEnv) -> None:
         text = None if _writes(expression) else _text(data, expression)
     else:
         text = returned_expression(data, body)
-    if text is not None:
-        env.pure_functions.setdefault(_text(data, name), (tuple(names), text))
+    return (_text(data, name), tuple(names), text) if text is not None else None
 
 
 # a definition's head at a line start: `size_t roundUp(int g, size_t n) {`, `T f(T v)\n{`
@@ -170,9 +170,10 @@ _DEFINITION = re.compile(rb"^[ \t]*(?:template\s*<[^<>;{}]*>\s*)?[A-Za-z_][\w:<>
 _MAX_BODY = 800  # bytes: a helper of a few lines (a longer function is not parsed for this)
 
 
-def scan_pure_functions(data: bytes, env: ConstEnv) -> None:
+def scan_pure_functions(data: bytes) -> list[PureFunction]:
     """The small pure functions of an included file (`utils.h`: `isPowerOf2(T val)`), each
     parsed on its own: the text between its head and the brace that closes it."""
+    found: list[PureFunction] = []
     for m in _DEFINITION.finditer(data):
         if m.group(1) in (b"if", b"for", b"while", b"switch", b"return"):
             continue
@@ -182,8 +183,11 @@ def scan_pure_functions(data: bytes, env: ConstEnv) -> None:
         snippet = data[m.start() : end + 1]
         root = parse(snippet).root_node
         for child in root.named_children:
-            if child.type in ("function_definition", "template_declaration"):
-                bind_pure_function(snippet, child, env)
+            function = pure_function(snippet, child) if child.type in ("function_definition",
+                                                                       "template_declaration") else None
+            if function is not None:
+                found.append(function)
+    return found
 
 
 def _closing_brace(data: bytes, start: int) -> int | None:
