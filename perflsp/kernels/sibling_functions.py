@@ -19,6 +19,7 @@ from perflsp.source.positions import LineIndex
 
 _SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu")
 _MAX_SOURCES = 32  # a folder of more sources than this is not one program's
+_VERSIONS = "versions"  # (the key the folder's source versions are kept under in `sibling_contexts`)
 
 
 def sibling_function(ctx: ExtractionContext, name: str) -> tuple[ExtractionContext, Node] | None:
@@ -26,8 +27,11 @@ def sibling_function(ctx: ExtractionContext, name: str) -> tuple[ExtractionConte
     the definition; None where none does (or the file has no path)."""
     if ctx.path is None:
         return None
-    path = Path(ctx.path)
-    versions = tuple(v for v in map(_version, _folder_sources(path.parent, path.name)) if v is not None)
+    versions = ctx.sibling_contexts.get(_VERSIONS)
+    if versions is None:  # (listed once per read of the file: every `cudaMalloc(&d, ...)` asks)
+        path = Path(ctx.path)
+        versions = tuple(v for v in map(_version, _folder_sources(path.parent, path.name)) if v is not None)
+        ctx.sibling_contexts[_VERSIONS] = versions
     found = _defining_source(name, versions)
     if found is None:
         return None
