@@ -71,7 +71,7 @@ def out_parameter_value(ctx: ExtractionContext, address: Node, env: ConstEnv,
         _active.add(key)
         try:
             local = env_at_end(callee_ctx, callee, body.end_byte - 1, bound)
-            if local.binds(RETURNED):
+            if RETURNED in local.constants or RETURNED in local.unknown:  # (the callee's own locals)
                 return None  # (the run ends, or may end, before the callee's last statement)
             found = _written(local, params[position])
         finally:
