@@ -7,6 +7,9 @@
 ; `&x`: the variable may be written through the pointer (`parse(argv, &n)`, `scanf("%d", &n)`)
 (pointer_expression operator: "&" argument: (identifier)) @address
 (pointer_expression operator: "&" argument: (field_expression)) @address
+(pointer_expression operator: "&" argument: (parenthesized_expression (field_expression))) @address
+; A `return` inside a branch or loop: the function may end there (`out_parameters`)
+(return_statement) @exit
 ; Control statements: where their conditions are folded (a branch or loop the point is not in
 ; runs only when its condition allows)
 (if_statement) @control

@@ -101,8 +101,10 @@ int twoSteps(int a) { int b = a * 2; return b; }
     env = ProgramModel(src, tree, extract(src, tree)).env
     assert try_evaluate("iDivUp(1000, 256) * 256", env) == (1024, None)
     assert try_evaluate("log2i(1 << 20)", env) == (20, None)  # (recursive: the chosen branch only)
-    # a reference parameter, a side effect, more than one statement: not folded
-    for call in ("byRef(3)", "bumps(3)", "twoSteps(3)", "iDivUp(3)"):
+    # a local initialised once and returned: the body reads as one expression (`return_forms`)
+    assert try_evaluate("twoSteps(3)", env) == (6, None)
+    # a reference parameter, a side effect, the wrong number of arguments: not folded
+    for call in ("byRef(3)", "bumps(3)", "iDivUp(3)"):
         assert try_evaluate(call, env)[0] is None
 
 

@@ -1,4 +1,5 @@
-"""Loop bounds that vary with the block index, the thread index or an enclosing loop's counter:
+"""Loop bounds that vary with the block index, the thread index, an OpenMP worksharing loop's
+index or an enclosing loop's counter:
 `for (c1 = 0; c1 <= min(368, 32 * b0 + 30); c1 += 32)` with `b0 = blockIdx.x`, and inside it
 `for (c3 = max(0, 184 * t0 - c1); c3 <= min(31, 183 * t0 - c1 + 368); c3++)`, the shapes of
 generated polyhedral code (the last blocks of a tile run fewer iterations, each thread its own
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 BLOCK_ATOMS = {"bx": 0, "by": 1, "bz": 2}
 THREAD_ATOMS = {"tx": 0, "ty": 1, "tz": 2}
+PARALLEL_ATOM = "o"  # the index of an OpenMP worksharing loop (`o0`, `o1` for a collapsed nest)
 MAX_POINTS = 512  # start and bound evaluations per loop: every index up to this many, an even sample beyond
 
 
@@ -72,8 +74,8 @@ def index_extents(walker: Walker, atoms: frozenset[str]) -> dict[str, float] | N
             extents[atom] = grid[BLOCK_ATOMS[atom]]
         elif atom in THREAD_ATOMS and block is not None:
             extents[atom] = block[THREAD_ATOMS[atom]]
-        elif atom in walker.loop_atoms and atom in walker.cardinality:
-            extents[atom] = walker.cardinality[atom]
+        elif (atom in walker.loop_atoms or atom.startswith(PARALLEL_ATOM)) and atom in walker.cardinality:
+            extents[atom] = walker.cardinality[atom]  # (an OpenMP worksharing loop's index too)
         else:
             return None
     return extents
@@ -137,4 +139,5 @@ def per_block_trip(walker: Walker, var: str, bound: Val, bound_node: Node, start
     return trip
 
 
-_INDEX_WORDS = (("b", "the block index"), ("t", "the thread index"), ("L", "the enclosing loops' counters"))
+_INDEX_WORDS = (("b", "the block index"), ("t", "the thread index"), ("L", "the enclosing loops' counters"),
+                (PARALLEL_ATOM, "the parallel loop's index"))

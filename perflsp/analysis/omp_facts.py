@@ -118,8 +118,10 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     compiled_fn = omp_region(compiled, unit.kernels.path, region.span.start.line + 1 - (shift or 0),
                              _prefer(template_types)) if compiled is not None and shift is not None else None
     profile = SourceProfile() if compiled_fn is not None else None
+    # (the region's text is expanded; the functions it calls keep their numeric macros by name)
     walker = KernelWalker(wrapped, cost, shape, aliases, unit.target_callees,
-                          line_offset=region.body_span.start.line - 1, path=unit.kernels.path, profile=profile)
+                          line_offset=region.body_span.start.line - 1, constant_lookup=unit.constant,
+                          path=unit.kernels.path, profile=profile)
     walker.scopes[0].update(unit.globals)
     extents = bind_host_variables(unit, walker, types, host_env, expanded, function, named)
     walker.array_extents = extents

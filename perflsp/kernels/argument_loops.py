@@ -1,6 +1,6 @@
 """Option loops over the program's arguments: `for (int i = 1; i < argc; i++) { if
-(strcmp(argv[i], "-n") == 0) n = atoi(argv[++i]); ... }` run once per argument when the
-arguments are known, each pass with the loop variable's value, so that the option a pass
+(strcmp(argv[i], "-n") == 0) n = atoi(argv[++i]); ... }` (or `while (i < argc) { ...; i += 2; }`)
+run once per argument when the arguments are known, each pass with the loop variable's value, so that the option a pass
 compares `argv[i]` with picks the branch that runs and what it sets keeps its value."""
 
 from __future__ import annotations
@@ -84,14 +84,14 @@ def _taken(replay: Replay, jump: Node, control: Node) -> bool | None:
 
 
 def read_argument_loop(replay: Replay, control: Node, passing: object, done: object) -> bool:
-    """Run a `for` loop whose condition reads `argc` and whose body reads `argv` once per pass
+    """Run a `for` or `while` loop whose condition reads `argc` and whose body reads `argv` once per pass
     over the known program arguments (`passing` its status meanwhile, `done` after). Returns
     whether the loop was such a loop and was run so; where a pass cannot be followed (a
     condition that does not fold, a jump whose branch is not known), nothing is changed."""
     ctx = replay.ctx
     condition = control.child_by_field_name("condition")
     body = control.child_by_field_name("body")
-    if control.type != "for_statement" or condition is None or body is None \
+    if control.type not in ("for_statement", "while_statement") or condition is None or body is None \
             or control.start_byte in replay.path or replay.env.program_arguments() is None:
         return False
     if "argc" not in ctx.text(condition) or "argv" not in ctx.text(body):

@@ -195,7 +195,7 @@ class ConstEnv:
             raise NotConstant(f"`{name}` is defined in terms of itself")
         self._active.add(name)
         try:
-            value = evaluate(source, self)
+            value = evaluate(source, self, strings=True)  # (`c = token;` copies a string)
         except NotConstant as exc:
             reason = str(exc)
             raise NotConstant(reason if name in reason else f"depends on `{name}` ({reason})") from None
@@ -214,6 +214,8 @@ class ConstEnv:
             if name in env.unknown:
                 raise NotConstant(f"`{name}` {env.unknown[name]}")
             source = env.constants.get(name, env.macros.get(name))
+            if isinstance(source, _StringValue):
+                return _character(source, index)  # (a character of a string argument)
             if source is not None:
                 if not isinstance(source, str) or not source.startswith("{"):
                     raise NotConstant(f"`{name}` is not an array")
@@ -231,8 +233,9 @@ class ConstEnv:
         return next((env.argv_assumed for env in self.chain() if env.argv is not None), False)
 
 
-def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Value:
-    """Fold `text` to a number or a dim3 triple, or raise NotConstant."""
+def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None, strings: bool = False) -> Value:
+    """Fold `text` to a number or a dim3 triple (with `strings`, also a known string: a
+    variable's value on its way into `atoi()`), or raise NotConstant."""
     if env is None:
         env = ConstEnv()
     elif not isinstance(env, ConstEnv):
@@ -246,7 +249,7 @@ def evaluate(text: str, env: ConstEnv | Mapping[str, Value] | None = None) -> Va
     value = parser.expression()
     if parser.pos != len(tokens):
         raise NotConstant(f"cannot fold `{text.strip()}`")
-    if isinstance(value, str):
+    if isinstance(value, str) and not (strings and isinstance(value, _StringValue)):
         raise NotConstant(f"`{text.strip()}` is a string")
     return value
 
@@ -346,6 +349,9 @@ _FUNCTIONS: dict[str, Callable[..., Number]] = {
     "ceil": math.ceil, "floor": math.floor, "ceilf": math.ceil, "floorf": math.floor,
     "sqrt": math.sqrt, "std::sqrt": math.sqrt, "pow": math.pow, "std::pow": math.pow,
     "log2": math.log2, "exp2": math.exp2,
+    # the single-precision and `std::` spellings of the same functions (`(int)sqrtf(size)`)
+    "sqrtf": math.sqrt, "powf": math.pow, "log2f": math.log2, "exp2f": math.exp2, "fabsf": abs,
+    "std::ceil": math.ceil, "std::floor": math.floor, "std::log2": math.log2, "std::fabs": abs,
 }
 
 
@@ -354,6 +360,13 @@ _MACRO_WORD = re.compile(r"[A-Za-z_]\w*")
 
 class _StringValue(str):
     """A string argument (`argv[i]`, `"256"`) on its way into `atoi()` and friends."""
+
+
+def _character(text: str, index: Value) -> Value:
+    """`text[index]` as C reads a string: the character's code, 0 at its end."""
+    if not isinstance(index, int) or not 0 <= index <= len(text):
+        raise NotConstant(f"character {index} of a string of {len(text)}")
+    return ord(text[index]) if index < len(text) else 0
 
 
 def string_value(text: str) -> Value:
@@ -479,6 +492,9 @@ class _Parser:
             right = self.binary(prec + 1)
             if isinstance(left, tuple) or isinstance(right, tuple):
                 raise NotConstant("arithmetic on a dim3")
+            if tok[1] in ("==", "!=") and {type(left), type(right)} == {_StringValue, int} and 0 in (left, right):
+                left = int(tok[1] == "!=")  # (`token == NULL`: a known string is not the null pointer)
+                continue
             if isinstance(left, str) or isinstance(right, str):
                 raise NotConstant("arithmetic on a string")
             left = fn(left, right)
@@ -640,18 +656,28 @@ class _Parser:
         self.take("]")
         if not isinstance(index, int) or not 0 <= index < len(argv):
             raise NotConstant(f"argv[{index}] is not given")
+        if self.peek_text() == "[":  # `argv[i][0] == '-'`, `flag = argv[i][1]`: a character of it
+            self.take("[")
+            position = self.expression()
+            self.take("]")
+            return _character(argv[index], position)
         # only `atoi`/`atof`/`strtol` (`_call`) accept the string, and they convert it
         return cast(Value, _StringValue(argv[index]))
 
     def _call(self, name: str) -> Value:
         if name in _STRING_TO_NUMBER:
-            args = self._args()
-            if not args or not isinstance(args[0], _StringValue):
+            # (`strtol(s, &end, 10)`: the end pointer is an output, not folded; the base is)
+            texts = self._arg_texts()
+            string = _Parser(_tokenize(texts[0]), self.env).expression() if texts else None
+            if not isinstance(string, _StringValue):
                 raise NotConstant(f"`{name}()` of a value that is not a known string")
+            base = evaluate(texts[2], self.env) if len(texts) > 2 and _STRING_TO_NUMBER[name] is _parse_int else 10
             try:
-                return _STRING_TO_NUMBER[name](str(args[0]))
+                if base not in (0, 10):
+                    return int(str(string).strip(), int(base)) if isinstance(base, int) else int("?")
+                return _STRING_TO_NUMBER[name](str(string))
             except ValueError:
-                raise NotConstant(f"`{name}(\"{args[0]}\")` is not a number") from None
+                raise NotConstant(f"`{name}(\"{string}\")` is not a number") from None
         if name in ("strcmp", "std::strcmp"):
             # `strcmp(argv[i], "-n") == 0`: the known strings compared
             args = self._args()

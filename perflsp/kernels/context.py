@@ -36,6 +36,9 @@ class ExtractionContext:
     parameter_lists: dict[bytes, tuple[Param, ...]] = field(default_factory=dict, repr=False)
     # the file's function definitions by simple name, once asked (`out_parameters`)
     function_index: dict[str, Node] | None = field(default=None, repr=False)
+    # the contexts of other sources of the folder whose functions this file's host code calls
+    # (`sibling_functions`): their replays are folded in this file's environment, so they are its own
+    sibling_contexts: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     def span(self, node: Node) -> Span:
         return self.span_bytes(node.start_byte, node.end_byte)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perflsp.kernels.consteval import ConstEnv, try_evaluate
+from perflsp.kernels.return_forms import scan_pure_functions
 
 MAX_INCLUDE_DEPTH = 12
 MAX_HEADER_BYTES = 4 * 1024 * 1024
@@ -163,6 +164,8 @@ class IncludeResolver:
         for constant, value in constants.constants.items():
             env.constants.setdefault(constant, value)
         env.type_aliases.update(constants.type_aliases)
+        for name, function in constants.pure_functions.items():
+            env.pure_functions.setdefault(name, function)
         env.headers = tuple(seen_order)
         return env
 
@@ -236,6 +239,8 @@ class IncludeResolver:
             constants.constants.setdefault(cname, cbody)
         for tname, tbody in header_constants.type_aliases.items():
             constants.type_aliases.setdefault(tname, tbody)
+        for fname, function in header_constants.pure_functions.items():
+            constants.pure_functions.setdefault(fname, function)
         self._run(header_directives, header.parent, env, constants, seen, depth + 1)
 
     def forget(self) -> None:
@@ -284,6 +289,8 @@ class IncludeResolver:
                 data = b""
             directives = scan_directives(data)
             scan_constants(data, constants)
+            for name, parameters, expression in scan_pure_functions(data):
+                constants.pure_functions.setdefault(name, (parameters, expression))
             cached = (directives, constants)
             self._directives[path] = cached
         return cached

@@ -1,6 +1,9 @@
-"""Out-parameters: `getArgs(argc, argv, &n, &reps)` whose definition (in the same file)
-assigns `*count = atoi(argv[i]);` leaves the caller's `n` with the value the callee's body
-gives it, folded with the arguments the call passes; what cannot be followed leaves it unknown."""
+"""Out-parameters: `getArgs(argc, argv, &n, &reps)` whose definition (in the same file, else
+in another source of its folder) assigns `*count = atoi(argv[i]);` leaves the caller's `n` with
+the value the callee's body gives it (`parse(argc, argv, &opts)` assigning `opts->nx`, the
+caller's `opts.nx`), folded with the arguments the call passes; what cannot be followed leaves it unknown,
+and so does a run of the callee that reaches (or may reach) a `return` inside a branch or loop
+(`if (argc < 2) return 1;` is followed where `argc` is known)."""
 
 from __future__ import annotations
 
@@ -8,12 +11,14 @@ from collections.abc import Callable, Mapping
 
 from tree_sitter import Node
 
-from perflsp.kernels.consteval import ConstEnv, NotConstant, ReadsApart, Value, try_evaluate
+from perflsp.kernels.consteval import ConstEnv, NotConstant, ReadsApart, Value, evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.definitions import function_definitions
+from perflsp.kernels.sibling_functions import sibling_function
 
 DEREFERENCED = "*"  # (`*count` is bound in the callee's locals under this prefix)
-_active: set[int] = set()  # callees being followed (a recursive one is not)
+RETURNED = "<returned>"  # (bound in a callee's locals where its run reaches a `return` inside a branch or loop)
+_active: set[tuple[str | None, int]] = set()  # callees being followed, by file and start (a recursive one is not)
 
 
 def _definitions(ctx: ExtractionContext) -> dict[str, Node]:
@@ -23,27 +28,15 @@ def _definitions(ctx: ExtractionContext) -> dict[str, Node]:
     return index
 
 
-def _returns_early(body: Node) -> bool:
-    """Whether a `return` inside a branch or loop may end the callee before its last statement."""
-    stack = [(child, False) for child in body.named_children]
-    while stack:
-        node, nested = stack.pop()
-        if node.type == "return_statement" and nested:
-            return True
-        if node.type in ("function_definition", "lambda_expression"):
-            continue
-        inside = nested or node.type in ("if_statement", "for_statement", "while_statement", "do_statement",
-                                         "switch_statement", "for_range_loop")
-        stack.extend((child, inside) for child in node.named_children)
-    return False
-
-
 def out_parameter_value(ctx: ExtractionContext, address: Node, env: ConstEnv,
                         params_of: Callable[[Node], list[str]],
-                        env_at_end: Callable[[Node, int, Mapping[str, Value]], ConstEnv]) -> tuple[Value, bool] | None:
-    """(value, whether it rests on assumed program arguments) the call around `&x` (`address`)
-    leaves in `x`, where a same-file definition of the callee assigns its pointer parameter in
-    straight-line code (`*p = expr;`); None otherwise."""
+                        env_at_end: Callable[[ExtractionContext, Node, int, Mapping[str, Value]], ConstEnv]
+                        ) -> tuple[dict[str, Value | None], bool] | None:
+    """What the call around `&x` (`address`) leaves in `x`, where a same-file definition of the
+    callee assigns through its pointer parameter on a run that reaches its end: by path under
+    `x` ("" for `x` itself through `*p = expr;`, ".n" for a field through `p->n = expr;`), the
+    value or None where it is set but not known; and whether that rests on assumed program
+    arguments. None where the call cannot be followed (nothing is known of `x` then)."""
     arguments = address.parent
     call = arguments.parent if arguments is not None else None
     if arguments is None or call is None or arguments.type != "argument_list" or call.type != "call_expression":
@@ -51,10 +44,13 @@ def out_parameter_value(ctx: ExtractionContext, address: Node, env: ConstEnv,
     function = call.child_by_field_name("function")
     if function is None or function.type != "identifier":
         return None
-    callee = _definitions(ctx).get(ctx.text(function))
+    callee_ctx, callee = ctx, _definitions(ctx).get(ctx.text(function))
+    if callee is None:  # (defined in another source of the folder: one program's)
+        callee_ctx, callee = sibling_function(ctx, ctx.text(function)) or (ctx, None)
     body = callee.child_by_field_name("body") if callee is not None else None
-    if callee is None or body is None or callee.start_byte in _active \
-            or callee.start_byte <= address.start_byte < callee.end_byte or _returns_early(body):
+    key = (callee_ctx.path, callee.start_byte if callee is not None else -1)
+    if callee is None or body is None or key in _active \
+            or (callee_ctx is ctx and callee.start_byte <= address.start_byte < callee.end_byte):
         return None
     params = params_of(callee)
     passed = arguments.named_children
@@ -66,17 +62,59 @@ def out_parameter_value(ctx: ExtractionContext, address: Node, env: ConstEnv,
         for name, arg in zip(params, passed, strict=True):
             if arg.type == "pointer_expression" or ctx.text(arg) in ("argv", "argc"):
                 continue
-            value, _ = try_evaluate(ctx.text(arg), env)
-            if isinstance(value, (int, float)):
+            try:
+                value = evaluate(ctx.text(arg), env, strings=True)  # (a known string too: `argv[i + 1]`)
+            except NotConstant:
+                continue
+            if isinstance(value, (int, float, str)):
                 bound[name] = value
-        _active.add(callee.start_byte)
+        _active.add(key)
         try:
-            local = env_at_end(callee, body.end_byte - 1, bound)
-            result = local.lookup(DEREFERENCED + params[position])
-        except NotConstant:
-            return None
+            local = env_at_end(callee_ctx, callee, body.end_byte - 1, bound)
+            if RETURNED in local.constants or RETURNED in local.unknown:  # (the callee's own locals)
+                return None  # (the run ends, or may end, before the callee's last statement)
+            found = _written(local, params[position])
         finally:
-            _active.discard(callee.start_byte)
-    if not isinstance(result, (int, float)):
-        return None
-    return result, reads.seen
+            _active.discard(key)
+    return (found, reads.seen) if found else None
+
+
+def _written(local: ConstEnv, param: str) -> dict[str, Value | None]:
+    """What a callee's locals say of `*param` and `param->field` (by path under the caller's
+    variable; None: set, not known)."""
+    found: dict[str, Value | None] = {}
+    for key in (*local.constants, *local.unknown):
+        if key == DEREFERENCED + param:
+            suffix = ""
+        elif key.startswith(param + "."):
+            suffix = key[len(param):]
+        else:
+            continue
+        try:
+            value = local.lookup(key)
+        except NotConstant:
+            value = None
+        found[suffix] = value if isinstance(value, (int, float)) else None
+    return found
+
+
+def returned(env: ConstEnv, maybe: bool) -> None:
+    """A `return` inside a branch or loop that the run reaches (`maybe`: may reach): said in
+    the callee's locals under `RETURNED`."""
+    if maybe:
+        env.unknown.setdefault(RETURNED, "may have returned")
+    else:
+        env.constants[RETURNED] = 1
+
+
+def ends_function(node: Node, body: Node) -> bool:
+    """Whether nothing of the function runs after the `return` `node` (the last statement of
+    branches that end the body, outside any loop or `switch`)."""
+    while node.parent is not None and node.parent != body:
+        parent = node.parent
+        if parent.type in ("for_statement", "while_statement", "do_statement", "for_range_loop", "switch_statement"):
+            return False
+        if parent.type == "compound_statement" and [c for c in parent.named_children if c.type != "comment"][-1] != node:
+            return False
+        node = parent
+    return node.parent == body and [c for c in body.named_children if c.type != "comment"][-1] == node

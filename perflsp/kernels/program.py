@@ -419,6 +419,8 @@ class ProgramModel:
         name = self.ctx.text(name_node).split("::")[-1]
         param_names: list[str | None] = []
         for p in params.named_children:
+            if p.type == "comment":
+                continue  # (`float **eigenIntervals,  // reset` is one parameter, not two)
             m = re.search(r"(\w+)\s*(?:\[.*\])?\s*(?:=.*)?$", self.ctx.text(p))
             param_names.append(m.group(1) if m else None)
         passed = self.arguments_passed(name, tuple(param_names), depth, outside=function)

@@ -15,7 +15,8 @@ from perflsp.kernels.command_options import getopt_call, parse_options
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, note_assumed_read, string_value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.fields import bind_field, forget_fields
-from perflsp.kernels.out_parameters import DEREFERENCED, out_parameter_value
+from perflsp.kernels.out_parameters import DEREFERENCED, ends_function, out_parameter_value, returned
+from perflsp.kernels.return_forms import pure_function
 from perflsp.source.parser import query
 
 T = TypeVar("T")
@@ -79,7 +80,9 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
         elif kind in ("enum_specifier",):
             _bind_enum(ctx, child, env)
         elif kind == "function_definition" or kind == "template_declaration":
-            _bind_pure_function(ctx, child, env)
+            found = pure_function(ctx.data, child)
+            if found is not None:
+                env.pure_functions.setdefault(found[0], found[1:])
         elif kind == "alias_declaration":
             name, aliased = child.child_by_field_name("name"), child.child_by_field_name("type")
             if name is not None and aliased is not None:
@@ -103,34 +106,6 @@ def _bind_typedef(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
         name = re.sub(r"[^\w]", "", ctx.text(declarator))
         if name and declarator.type in ("type_identifier", "pointer_declarator"):
             env.type_aliases.setdefault(name, ctx.text(aliased) + "*" * ctx.text(declarator).count("*"))
-
-
-def _bind_pure_function(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
-    """`int iDivUp(int a, int b) { return (a + b - 1) / b; }` (or `constexpr`, a template): a
-    function whose body is one `return` of an expression over its value parameters, without
-    assignments, folds where it is called with foldable arguments."""
-    function = node if node.type == "function_definition" else \
-        next((c for c in node.named_children if c.type == "function_definition"), None)
-    body = function.child_by_field_name("body") if function is not None else None
-    declarator = function.child_by_field_name("declarator") if function is not None else None
-    if body is None or declarator is None or declarator.type != "function_declarator":
-        return  # (a pointer or reference result: not a value)
-    name = declarator.child_by_field_name("declarator")
-    parameters = declarator.child_by_field_name("parameters")
-    statements = [c for c in body.named_children if c.type != "comment"]
-    if name is None or name.type != "identifier" or parameters is None or len(statements) != 1 \
-            or statements[0].type != "return_statement" or not statements[0].named_children:
-        return
-    names: list[str] = []
-    for parameter in parameters.named_children:
-        ident = parameter.child_by_field_name("declarator")
-        if parameter.type != "parameter_declaration" or ident is None or ident.type != "identifier":
-            return  # (a pointer, a reference, an array, a default: not a plain value)
-        names.append(ctx.text(ident))
-    expression = statements[0].named_children[0]
-    if _has_side_effects(expression) or "(" in ctx.text(name):
-        return
-    env.pure_functions.setdefault(ctx.text(name), (tuple(names), ctx.text(expression)))
 
 
 def mutable_globals(ctx: ExtractionContext) -> dict[str, str]:
@@ -649,7 +624,10 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
                 continue
         if capture != "address" and _inner_part_of_expression(node, body):
             continue
-        if capture == "declaration":
+        if capture == "exit":
+            if chain and not ends_function(node, body):  # (a branch or loop the run takes, or may take, ends it there)
+                events.append((node.start_byte, node.start_byte, chain, lambda replay, control: returned(replay.env, control)))
+        elif capture == "declaration":
             def bind(replay: _Replay, control: bool, decl: Node = node) -> None:
                 declared = _bind_declaration(ctx, decl, replay.env, override=True)
                 if control:
@@ -663,13 +641,9 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
 
             events.append((node.start_byte, node.start_byte, chain, assign))
         elif capture == "address":
-            target = node.child_by_field_name("argument")
-            operator = node.child_by_field_name("operator")
-            if target is not None and target.type == "identifier" and operator is not None and ctx.text(operator) == "&":
-                events.append((node.start_byte, node.start_byte, chain, _address(ctx, node, ctx.text(target))))
-            elif target is not None and target.type == "field_expression":  # `&p.n`
-                events.append((node.start_byte, node.start_byte, chain, _replayed(_mark_unknown(
-                    re.sub(r"\s+", "", ctx.text(target)), "may be set through its address"))))
+            taken = _address_taken(ctx, node)
+            if taken is not None:
+                events.append((node.start_byte, node.start_byte, chain, taken))
         else:
             target = node.child_by_field_name("argument")
             if target is not None and target.type == "identifier":
@@ -682,21 +656,40 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
                     re.sub(r"\s+", "", ctx.text(target)), "is modified by ++/--"))))
 
 
+def _address_taken(ctx: ExtractionContext, node: Node) -> Callable[[_Replay, bool], None] | None:
+    """The event of `&x`, `&p.n` or `&(p->n)` (the path `p.n`)."""
+    target = node.child_by_field_name("argument")
+    operator = node.child_by_field_name("operator")
+    if target is not None and target.type == "parenthesized_expression":
+        target = target.named_children[0]  # `&(opts->nx)`
+    if target is not None and target.type == "identifier" and operator is not None and ctx.text(operator) == "&":
+        return _address(ctx, node, ctx.text(target))
+    if target is not None and target.type == "field_expression":
+        return _address(ctx, node, re.sub(r"\s+", "", ctx.text(target)).replace("->", "."))
+    return None
+
+
 def _address(ctx: ExtractionContext, node: Node, name: str) -> Callable[[_Replay, bool], None]:
-    """`&x`: a same-file callee that assigns `*p` in straight-line code sets `x`; else unknown."""
+    """`&x` (`&p.n`, `&(p->n)`: `name` is the path): a same-file callee that assigns `*p` or
+    `p->field` on a run that reaches its end sets `x` or its fields; else `x` is unknown."""
 
     def taken(replay: _Replay, control: bool) -> None:
         found = None if control else out_parameter_value(
             ctx, node, replay.env, _function_params,
-            lambda callee, end, bound: function_env(ctx, callee, end, replay.env.parent or replay.env, bound))
+            lambda at, callee, end, bound: function_env(at, callee, end, replay.env.parent or replay.env, bound))
         if found is None:
             _mark_unknown(name, "may be set through its address")(replay.env)
             return
-        _freeze_dependents(replay.env, name)
-        replay.env.constants[name] = found[0]
-        replay.env.unknown.pop(name, None)
-        replay.env._memo.pop(name, None)
-        (replay.env.assumed.add if found[1] else replay.env.assumed.discard)(name)
+        for suffix, value in found[0].items():
+            path = name + suffix
+            if value is None:
+                _mark_unknown(path, "is set through its address to a value not known")(replay.env)
+                continue
+            _freeze_dependents(replay.env, path)
+            replay.env.constants[path] = value
+            replay.env.unknown.pop(path, None)
+            replay.env._memo.pop(path, None)
+            (replay.env.assumed.add if found[1] else replay.env.assumed.discard)(path)
 
     return taken
 
@@ -883,7 +876,7 @@ def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in
             return
         name = ctx.text(base)
         current = env.constants.get(name)
-        if current is None and "->" not in ctx.text(left):
+        if current is None:  # (`p->n = v;` through a struct pointer too: the path `p.n` reads it)
             bind_field(env, f"{name}.{ctx.text(member)}", ctx.text(right), in_control or ctx.text(op) != "=",
                        _freeze_dependents)
             return
