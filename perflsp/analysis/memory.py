@@ -47,12 +47,13 @@ class Traffic:
 def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_items: float, cost: CostModel,
                  fast_atom: str = "tx",
                  extents: dict[str, tuple[float | None, bool]] | None = None, *,
-                 data_offsets: bool = False) -> Traffic:
+                 data_offsets: bool = False, layout_remarks: list[str] | None = None) -> Traffic:
     """`extents`: array -> (allocated bytes or None, lives in mapped host memory). `data_offsets`:
     an index with a thread- or loop-dependent part and a data-dependent one (`out[i * 8 + bucket]`,
     `key[begin[s] + tid]`) lands where its affine part says, the data moving it within a small
     neighbourhood: its footprint and sectors are those of the affine part (CUDA so far). Without
-    it, and for pure gathers (`a[idx[i]]`), every access counts its own element (see below)."""
+    it, and for pure gathers (`a[idx[i]]`), every access counts its own element (see below).
+    `layout_remarks`: what the note says of the element sizes it used (structs laid out)."""
     extents = extents or {}
     grouped: dict[tuple[Any, ...], list[Access]] = defaultdict(list)
     for access in accesses:
@@ -104,9 +105,9 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     dram = combine(groups)
     note = (f"footprint {_bytes(footprint_total)}, {_bytes(streamed_total)} requested by warps "
             f"({_bytes(accessed_total)} accessed)")
-    remarks: tuple[str, ...] = ()
+    remarks: tuple[str, ...] = tuple(layout_remarks or ())
     if dram < cost.min_dram_bytes:
-        remarks = (f"at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)",)
+        remarks += (f"at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)",)
     return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups,
                    "; ".join([note, *remarks]), remarks)
 
