@@ -1,6 +1,8 @@
-"""DRAM bytes of arrays of structs: small programs of our own."""
+"""DRAM bytes of arrays of structs and of strided accesses: small programs of our own."""
 
 from __future__ import annotations
+
+import pytest
 
 from tests.test_engine_unknown_sizes import RTX3080, kernel
 
@@ -43,6 +45,18 @@ def test_a_struct_element_the_source_lays_out_moves_its_whole_size():
     assert "`u`: elements of `COMPLEX`, 16 B as the source lays it out" in note
 
 
+def test_a_member_of_an_array_of_structs_moves_the_sectors_of_the_whole_array():
+    # one 8-B member of each 16-B element: neighbours' members are 16 B apart, every sector moves
+    dram, note = _traffic(COMPLEX, "real_part")
+    assert dram == 16 * N + 8 * N  # the structs read, the doubles written
+    assert "elements apart by less than a sector (`u` 2 elements)" in note
+
+
+def test_a_member_read_and_written_back_moves_the_array_both_ways():
+    dram, _ = _traffic(COMPLEX, "conjugate")
+    assert dram == 2 * 16 * N
+
+
 LAYOUTS = """
 struct Padded { char tag; double value; };
 struct alignas(16) Point { float x, y, z; };
@@ -74,8 +88,9 @@ int main() {
 
 
 def test_members_are_placed_at_their_alignment_and_a_declared_alignment_pads_the_struct():
-    _, note = _traffic(LAYOUTS, "padded")
-    assert "`p`: elements of `Padded`, 16 B" in note  # `char` then `double` at offset 8
+    dram, note = _traffic(LAYOUTS, "padded")
+    assert dram == 16 * N + 4 * N  # `char` then `double` at offset 8: 16 B
+    assert "`p`: elements of `Padded`, 16 B" in note
     dram, note = _traffic(LAYOUTS, "points")
     assert dram == 2 * 16 * N  # three floats padded to the declared 16
     assert "`p`: elements of `Point`, 16 B" in note
@@ -90,3 +105,97 @@ def test_nested_structs_and_array_members_count_in_the_layout():
 def test_a_struct_with_a_member_the_source_does_not_size_keeps_the_assumption():
     _, note = _traffic(LAYOUTS, "unknown")
     assert "as the source lays it out" not in note
+
+
+STRIDED = """
+__global__ void xyz_norm(const float *xyz, float *norm, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float x = xyz[3 * i], y = xyz[3 * i + 1], z = xyz[3 * i + 2];
+    norm[i] = x * x + y * y + z * z;
+  }
+}
+__global__ void even(const float *a, float *b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) b[i] = a[2 * i];
+}
+int main() {
+  int n = 1 << 20;
+  xyz_norm<<<n / 256, 256>>>(0, 0, n);
+  even<<<n / 256, 256>>>(0, 0, n);
+}
+"""
+
+
+def test_interleaved_members_move_the_whole_interleaved_array():
+    dram, note = _traffic(STRIDED, "xyz_norm")
+    assert dram == 12 * N + 4 * N
+    assert "(`xyz` 3 elements)" in note
+
+
+def test_every_other_element_still_moves_every_sector():
+    dram, note = _traffic(STRIDED, "even")
+    assert dram == 8 * N + 4 * N
+    assert "(`a` 2 elements)" in note
+
+
+FOURS = """
+__global__ void fours(float *b, int k) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  b[k + 4 * t] = 1.0f; b[k + 4 * t + 1] = 2.0f; b[k + 4 * t + 2] = 3.0f; b[k + 4 * t + 3] = 4.0f;
+}
+int main(int argc, char **argv) { fours<<<4096, 256>>>(0, atoi(argv[1])); }
+"""
+
+
+def test_strided_accesses_from_an_unknown_start_move_the_range_they_span_once():
+    # four stores per thread, 4 elements apart, from a start the source does not fold: the range
+    # of 4 elements per thread moves once, not once per store
+    dram, note = _traffic(FOURS, "fours")
+    assert dram == 16 * N
+    assert "(`b` 4 elements)" in note
+
+
+PAIRS = """
+__global__ void pairs(const float *a, const float *w, float *b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float s = a[2 * i];
+    for (int k = 0; k < 4; k++) s += a[2 * i + 1] * w[k];
+    b[i] = s;
+  }
+}
+int main() { int n = 1 << 20; pairs<<<n / 256, 256>>>(0, 0, 0, n); }
+"""
+
+
+def test_the_gaps_one_group_leaves_are_the_elements_of_another_group_of_the_array():
+    # `a[2 * i]` and `a[2 * i + 1]` (in a loop: another group) fill each other's gaps: `a` moves once
+    dram, _ = _traffic(PAIRS, "pairs")
+    assert dram == pytest.approx(8 * N + 4 * N, rel=1e-3)
+
+
+RUNS = """
+__global__ void pairs_from(const int *begin, const float *in, float *out) {
+  int s = begin[blockIdx.x];
+  int t = threadIdx.x;
+  out[s + 2 * t] = in[t];
+  out[s + 2 * t + 1] = in[t];
+}
+__global__ void evens_from(const int *begin, const float *in, float *out) {
+  int s = begin[blockIdx.x];
+  int t = threadIdx.x;
+  out[s + 2 * t] = in[t];
+}
+int main() { pairs_from<<<4096, 256>>>(0, 0, 0); evens_from<<<4096, 256>>>(0, 0, 0); }
+"""
+
+
+def test_a_run_from_a_data_start_moves_the_gaps_its_offsets_leave():
+    pairs = kernel(RUNS, "pairs_from", gpus=(RTX3080,)).facts.traffic
+    evens = kernel(RUNS, "evens_from", gpus=(RTX3080,)).facts.traffic
+    out_pairs = sum(g.footprint_bytes for g in pairs.groups if g.array == "out")
+    out_evens = sum(g.footprint_bytes for g in evens.groups if g.array == "out")
+    assert out_pairs == 2 * 4 * N  # two stores per thread fill the run: each element once
+    assert out_evens == out_pairs  # every other element: the same sectors move
+    assert "(`out` 2 elements)" in evens.note and "(`out`" not in pairs.note

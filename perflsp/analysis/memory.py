@@ -62,8 +62,12 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
         grouped[(access.array, access.is_store, access.lin.coeffs, access.lin.nonlinear, access.elem_bytes,
                  access.loops)].append(access)
     groups: list[GroupTraffic] = []
+    gapped: dict[str, float] = {}  # array -> elements between neighbouring accesses, under a sector
+    spans: dict[int, float] = {}  # group -> its footprint with the gaps between its elements
+    widened: set[str] = set()  # arrays whose bytes include such gaps
     for (array, is_store, _, _, elem, loops), members in grouped.items():
         form = members[0].lin
+        gap_filled = 0.0
         count = max(sum(m.count for m in members) * work_items, 1.0)
         # a loop that does not move the address re-reads the same element: L1/registers serve it
         reuse_in_thread = 1.0
@@ -86,19 +90,36 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
             # the sectors it touches fill, so each access moves its own element, not a sector
             footprint = count * elem
         elif segment:
-            footprint = count / reuse_in_thread * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
+            step = _sub_sector_step(form, elem, cardinality, cost)
+            if step > 1.0:
+                # each access its own element, `step` apart: the gaps its neighbours' offsets leave move too
+                residues = {m.lin.const % step for m in members}
+                footprint = count / reuse_in_thread * elem * max(1.0, step / len(residues))
+                if step > len(residues):
+                    gapped.setdefault(array, step)
+                    widened.add(array)
+            else:
+                footprint = count / reuse_in_thread * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
         else:
+            step = _sub_sector_step(form, elem, cardinality, cost)
             distinct = min(distinct_values(form, cardinality, count) + spread, count)
-            footprint = distinct * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
+            if step > 1.0:
+                # elements `step` apart: every sector of the range they span moves, the gaps too
+                gap_filled = min(distinct_values(form, cardinality, count) * step + spread, count * step) * elem
+                gapped.setdefault(array, step)
+                footprint = distinct * elem
+            else:
+                footprint = distinct * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
         streamed = count / reuse_in_thread / WARP * _warp_bytes(form, elem, cost, fast_atom)
-        footprint = min(footprint, max(streamed, count * elem))
         size, host_memory = extents.get(array.rstrip("[]"), (None, False))
+        capped = _capped(footprint, streamed, count * elem, size, host_memory, cost)
         if host_memory:
-            footprint = streamed = 0.0  # read over the bus from host memory, not from DRAM
-        elif size is not None:
-            footprint = min(footprint, max(size, cost.sector_bytes))
-        groups.append(GroupTraffic(array, is_store, footprint, streamed, count * elem,
+            streamed = 0.0  # read over the bus from host memory, not from DRAM
+        groups.append(GroupTraffic(array, is_store, capped, streamed, count * elem,
                                    any(m.atomic for m in members)))
+        if gap_filled > 0.0:
+            spans[len(groups) - 1] = _capped(gap_filled, streamed, count * elem, size, host_memory, cost)
+    widened |= _fill_gaps(groups, spans)
     footprint_total = _union(groups, "footprint_bytes")
     streamed_total = sum(g.streamed_bytes for g in groups)
     accessed_total = sum(g.accessed_bytes for g in groups)
@@ -106,6 +127,10 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     note = (f"footprint {_bytes(footprint_total)}, {_bytes(streamed_total)} requested by warps "
             f"({_bytes(accessed_total)} accessed)")
     remarks: tuple[str, ...] = tuple(layout_remarks or ())
+    gapped = {a: step for a, step in gapped.items() if a in widened}
+    if gapped:
+        shown = ", ".join(f"`{a}` {step:g}" for a, step in list(gapped.items())[:3])
+        remarks += (f"elements apart by less than a sector ({shown} elements): the bytes between them move too",)
     if dram < cost.min_dram_bytes:
         remarks += (f"at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)",)
     return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups,
@@ -159,6 +184,43 @@ def with_compiled_widths(accesses: list[Access],
     return [replace(a, elem_bytes=changed[id(a)]) if id(a) in changed else a for a in accesses], notes
 
 
+def _capped(footprint: float, streamed: float, accessed: float, size: float | None, host_memory: bool,
+            cost: CostModel) -> float:
+    """A group's footprint within what its warps request and its array's allocation."""
+    footprint = min(footprint, max(streamed, accessed))
+    if host_memory:
+        return 0.0
+    return min(footprint, max(size, cost.sector_bytes)) if size is not None else footprint
+
+
+def _fill_gaps(groups: list[GroupTraffic], spans: dict[int, float]) -> set[str]:
+    """Strided groups (`spans`: their footprints with the gaps between their elements) move the
+    range they span. The gaps of one group may be another group's elements (`a[2 * i]` and
+    `a[2 * i + s]`, a red-black sweep, the members of an array of structs read on different
+    lines): an array's groups in one direction move together the larger of the range the widest
+    strided group spans and the elements they all touch. Returns the arrays whose bytes grew."""
+    widened: set[str] = set()
+    if not spans:
+        return widened
+    by_array: dict[tuple[str, bool], list[int]] = defaultdict(list)
+    for i, g in enumerate(groups):
+        by_array[(g.array, g.is_store)].append(i)
+    for members in by_array.values():
+        strided = [i for i in members if i in spans]
+        if not strided:
+            continue
+        touched = sum(groups[i].footprint_bytes for i in members)
+        target = max(touched, max(spans[i] for i in strided))
+        plain = sum(groups[i].footprint_bytes for i in strided)
+        if plain <= 0.0 or target <= touched:
+            continue
+        scale = (plain + target - touched) / plain
+        for i in strided:
+            groups[i].footprint_bytes *= scale
+        widened.add(groups[strided[0]].array)
+    return widened
+
+
 def combine(groups: list[GroupTraffic]) -> float:
     """DRAM bytes of one launch: the compulsory traffic of an ideal cache. Every distinct sector
     read comes from DRAM once (the footprint); bytes that warps request again (reuse across
@@ -208,17 +270,24 @@ def _warp_bytes(form: Linear, elem: int, cost: CostModel, fast_atom: str) -> flo
 
 def _sector_factor(form: Linear, elem: int, cardinality: dict[str, float], cost: CostModel, fast_atom: str) -> float:
     """>1 when neighbouring threads touch elements a sector or more apart and nothing else
-    fills the gap (a column of a row-major matrix)."""
+    fills the gap (a column of a row-major matrix). (Elements less than a sector apart: see
+    `_sub_sector_step`.)"""
     coeffs = form.coeff_map()
-    dense = [c for a, c in coeffs.items() if c != UNKNOWN_COEFF and abs(c) * elem < cost.sector_bytes
-             and cardinality.get(a, 1.0) > 1.0]
-    if dense:
+    if _sub_sector_step(form, elem, cardinality, cost):
         return 1.0
     thread_coeff = coeffs.get(fast_atom)
     if thread_coeff is None:
         return 1.0
     stride = cost.sector_bytes if thread_coeff == UNKNOWN_COEFF else min(cost.sector_bytes, abs(thread_coeff) * elem)
     return max(1.0, stride / elem)
+
+
+def _sub_sector_step(form: Linear, elem: int, cardinality: dict[str, float], cost: CostModel) -> float:
+    """The least distance, in elements (at least 1), between the elements an index reaches
+    along its varying terms that step less than a sector; 0 when none does."""
+    steps = [abs(c) for a, c in form.coeff_map().items() if c != UNKNOWN_COEFF and abs(c) * elem < cost.sector_bytes
+             and cardinality.get(a, 1.0) > 1.0]
+    return max(1.0, min(steps)) if steps else 0.0
 
 
 def _bytes(n: float) -> str:
