@@ -199,3 +199,43 @@ def test_a_run_from_a_data_start_moves_the_gaps_its_offsets_leave():
     assert out_pairs == 2 * 4 * N  # two stores per thread fill the run: each element once
     assert out_evens == out_pairs  # every other element: the same sectors move
     assert "(`out` 2 elements)" in evens.note and "(`out`" not in pairs.note
+
+
+NEIGHBOURS = """
+__global__ void forces(const float4 *pos, const int *nbr, float4 *force, int n, int m) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float4 p = pos[i];
+  float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int j = 0; j < m; j++) {
+    float4 q = pos[nbr[j * n + i]];
+    f.x += q.x - p.x;
+  }
+  force[i] = f;
+}
+__global__ void windows(const float *x, const int *start, float *y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float s = x[i];
+  for (int k = 0; k < 32; k++) s += x[start[i] + k];
+  y[i] = s;
+}
+int main() {
+  forces<<<4096, 256>>>(0, 0, 0, 1 << 20, 32);
+  windows<<<4096, 256>>>(0, 0, 0, 1 << 20);
+}
+"""
+
+
+def test_a_gather_into_an_array_read_by_thread_index_is_bounded_by_that_read():
+    # pos (16 B x N read by index), nbr (32 x 4 B x N), the gathered pos (at most pos again), force
+    dram, note = _traffic(NEIGHBOURS, "forces")
+    assert dram == 16 * N + 32 * 4 * N + 16 * N + 16 * N
+    assert ("gathered elements of `pos` assumed among those the launch reads by thread index (the array's "
+            "size not known): at most as many bytes again") in note
+
+
+def test_a_gather_with_a_part_the_launch_places_keeps_its_own_elements():
+    # `x[start[i] + k]`: a window from a data start, not a pure gather: each access its element
+    dram, note = _traffic(NEIGHBOURS, "windows")
+    assert "gathered elements" not in note
+    assert dram > 32 * 4 * N

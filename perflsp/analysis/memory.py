@@ -65,6 +65,8 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     gapped: dict[str, float] = {}  # array -> elements between neighbouring accesses, under a sector
     spans: dict[int, float] = {}  # group -> its footprint with the gaps between its elements
     widened: set[str] = set()  # arrays whose bytes include such gaps
+    gathers: list[int] = []  # groups indexed by values read from memory
+    by_index: dict[str, float] = {}  # array of no known size -> the most its thread-indexed groups reach
     for (array, is_store, _, _, elem, loops), members in grouped.items():
         form = members[0].lin
         gap_filled = 0.0
@@ -89,6 +91,8 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
             # neighbours' in practice (permutations, neighbour lists, sorted keys): over the launch
             # the sectors it touches fill, so each access moves its own element, not a sector
             footprint = count * elem
+            if not form.coeffs:
+                gathers.append(len(groups))  # a pure gather (`pos[nbr[k]]`): no part placed by the launch
         elif segment:
             step = _sub_sector_step(form, elem, cardinality, cost)
             if step > 1.0:
@@ -117,9 +121,12 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
             streamed = 0.0  # read over the bus from host memory, not from DRAM
         groups.append(GroupTraffic(array, is_store, capped, streamed, count * elem,
                                    any(m.atomic for m in members)))
+        if size is None and "data" not in form.nonlinear and form.atoms & {fast_atom, *_BLOCK_ATOMS}:
+            by_index[array] = max(by_index.get(array, 0.0), capped)
         if gap_filled > 0.0:
             spans[len(groups) - 1] = _capped(gap_filled, streamed, count * elem, size, host_memory, cost)
     widened |= _fill_gaps(groups, spans)
+    bounded = _bound_gathers(groups, gathers, by_index)
     footprint_total = _union(groups, "footprint_bytes")
     streamed_total = sum(g.streamed_bytes for g in groups)
     accessed_total = sum(g.accessed_bytes for g in groups)
@@ -131,6 +138,10 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     if gapped:
         shown = ", ".join(f"`{a}` {step:g}" for a, step in list(gapped.items())[:3])
         remarks += (f"elements apart by less than a sector ({shown} elements): the bytes between them move too",)
+    if bounded:
+        shown = ", ".join(f"`{a}`" for a in bounded[:3])
+        remarks += (f"gathered elements of {shown} assumed among those the launch reads by thread index "
+                    "(the array's size not known): at most as many bytes again",)
     if dram < cost.min_dram_bytes:
         remarks += (f"at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)",)
     return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups,
@@ -219,6 +230,27 @@ def _fill_gaps(groups: list[GroupTraffic], spans: dict[int, float]) -> set[str]:
             groups[i].footprint_bytes *= scale
         widened.add(groups[strided[0]].array)
     return widened
+
+
+def _bound_gathers(groups: list[GroupTraffic], gathers: list[int], by_index: dict[str, float]) -> list[str]:
+    """An array of no known size that the launch reads both by thread index (`pos[i]`) and through
+    indices read from memory (`pos[neighbours[k]]`): the gathered elements are assumed to be among
+    those its thread-indexed accesses reach (the same particles, cells, nodes), so the gathers move
+    at most that many bytes again. Returns the arrays bounded so."""
+    per_array: dict[str, list[int]] = defaultdict(list)
+    for i in gathers:
+        if groups[i].array in by_index:
+            per_array[groups[i].array].append(i)
+    bounded = []
+    for array, members in per_array.items():
+        total = sum(groups[i].footprint_bytes for i in members)
+        bound = by_index[array]
+        if bound <= 0.0 or total <= bound:
+            continue
+        for i in members:
+            groups[i].footprint_bytes *= bound / total
+        bounded.append(array)
+    return bounded
 
 
 def combine(groups: list[GroupTraffic]) -> float:
