@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_engine_unknown_sizes import RTX3080, kernel
+from tests.test_engine_unknown_sizes import RTX3080, kernel, run
 
 N = 1 << 20
 
@@ -239,3 +239,23 @@ def test_a_gather_with_a_part_the_launch_places_keeps_its_own_elements():
     dram, note = _traffic(NEIGHBOURS, "windows")
     assert "gathered elements" not in note
     assert dram > 32 * 4 * N
+
+
+OPENMP_STRUCTS = """
+typedef struct { float s, x, r, q, v, t; } Option;
+void price(int n) {
+  Option *opts = new Option[n];
+  float *out = new float[n];
+  #pragma omp target teams distribute parallel for map(to: opts[0:n]) map(from: out[0:n])
+  for (int i = 0; i < n; i++) out[i] = opts[i].s * opts[i].x + opts[i].v;
+}
+int main() { price(1 << 20); }
+"""
+
+
+def test_an_openmp_region_over_a_host_array_of_structs_moves_and_maps_whole_structs():
+    (region,) = run(OPENMP_STRUCTS, gpus=(RTX3080,)).kernels
+    facts = region.facts
+    # the map section is n structs of 24 B, and three members of each read: all of every struct moves
+    assert facts.dram_bytes == 24 * N + 4 * N
+    assert "`opts`: elements of `Option`, 24 B as the source lays it out" in facts.dram_note

@@ -483,7 +483,7 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
         if ctype.pointer:
             walker.bind(param.name, Val(ctype, root=param.name, space="global"))
             struct_name = pointee_struct_name(param.type) if ctype.kind == "struct" else None
-            layout = struct_layout(unit, struct_name, aliases) if struct_name else None
+            layout = struct_layout(unit.model, struct_name, aliases) if struct_name else None
             if layout is not None:
                 walker.layouts[param.name] = layout
             if site is not None and index < len(site.arg_extents):

@@ -13,14 +13,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
 from perflsp.analysis.ctype import CType, parse_type
-
-if TYPE_CHECKING:
-    from perflsp.analysis.unit import AnalysisUnit
+from perflsp.kernels.program import ProgramModel
 
 _DEPTH = 3  # levels of structs inside structs followed
 _MEMBERS = 64  # members read at most (a large class is not an element type)
@@ -49,12 +46,20 @@ def pointee_struct_name(type_text: str) -> str | None:
     return words[-1].split("::")[-1] if len(words) == 1 else None
 
 
-def struct_layout(unit: AnalysisUnit, name: str, aliases: Mapping[str, CType], depth: int = 0) -> Layout | None:
+def declared_struct_name(text: str, name: str) -> str | None:
+    """The type name `text` declares the pointer or array `name` with (`Option *opts`,
+    `Option* opts = new Option[n]`, `Option opts[64]`), or None."""
+    m = re.search(rf"\b([A-Za-z_]\w*)\s*(?:\*\s*(?:const\s+|__restrict__\s+|restrict\s+)?)+{re.escape(name)}\b", text) \
+        or re.search(rf"\b([A-Za-z_]\w*)\s+{re.escape(name)}\s*\[", text)
+    return m.group(1) if m and m.group(1) not in ("const", "return", "struct", "sizeof") else None
+
+
+def struct_layout(model: ProgramModel, name: str, aliases: Mapping[str, CType], depth: int = 0) -> Layout | None:
     """The layout of the struct or class `name` (declared in this file or its local headers),
     or None when the source does not show all of it."""
     if depth > _DEPTH:
         return None
-    found = unit.model.class_fields(name)
+    found = model.class_fields(name)
     if len(found) != 1:
         return None  # not found, or declared differently in two files
     data, fields = found[0]
@@ -75,7 +80,7 @@ def struct_layout(unit: AnalysisUnit, name: str, aliases: Mapping[str, CType], d
             return None
         type_text = data[type_node.start_byte : type_node.end_byte].decode("utf-8", errors="replace")
         for declarator in field.children_by_field_name("declarator"):
-            placed = _member(unit, data, type_text, declarator, aliases, depth)
+            placed = _member(model, data, type_text, declarator, aliases, depth)
             if placed is None:
                 return None
             member_name, ctype, size, member_align = placed
@@ -107,7 +112,7 @@ def _is_method(field: Node) -> bool:
     return declarator is not None and declarator.type == "function_declarator"
 
 
-def _member(unit: AnalysisUnit, data: bytes, type_text: str, declarator: Node, aliases: Mapping[str, CType],
+def _member(model: ProgramModel, data: bytes, type_text: str, declarator: Node, aliases: Mapping[str, CType],
             depth: int) -> tuple[str, CType, int, int] | None:
     """(name, element type, bytes, alignment) of one declared member."""
     text = data[declarator.start_byte : declarator.end_byte].decode("utf-8", errors="replace")
@@ -116,7 +121,7 @@ def _member(unit: AnalysisUnit, data: bytes, type_text: str, declarator: Node, a
         return None
     count = 1
     for dim in re.findall(r"\[([^\]]*)\]", text):
-        value = unit.model.evaluate(dim) if dim.strip() else None
+        value = model.evaluate(dim) if dim.strip() else None
         if not isinstance(value, (int, float)) or value <= 0:
             return None
         count *= int(value)
@@ -127,7 +132,7 @@ def _member(unit: AnalysisUnit, data: bytes, type_text: str, declarator: Node, a
         return None
     if ctype.kind == "struct":
         inner_name = pointee_struct_name(type_text + "*")
-        inner = struct_layout(unit, inner_name, aliases, depth + 1) if inner_name else None
+        inner = struct_layout(model, inner_name, aliases, depth + 1) if inner_name else None
         if inner is None:
             return None
         return name.group(1), ctype, inner.size_bytes * count, inner.align_bytes
