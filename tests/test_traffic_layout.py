@@ -259,3 +259,24 @@ def test_an_openmp_region_over_a_host_array_of_structs_moves_and_maps_whole_stru
     # the map section is n structs of 24 B, and three members of each read: all of every struct moves
     assert facts.dram_bytes == 24 * N + 4 * N
     assert "`opts`: elements of `Option`, 24 B as the source lays it out" in facts.dram_note
+
+
+BY_REFERENCE = """
+__device__ void split(float x, float &lo, float &hi, const float &scale, float &seen) {
+  lo = x * scale;
+  hi = x - lo + seen;
+}
+__global__ void k(const float *in, float *out, const float *w, float *peek, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  split(in[i], out[i], out[i + n], w[0], peek[i]);
+}
+int main() { k<<<4096, 256>>>(0, 0, 0, 0, 1 << 20); }
+"""
+
+
+def test_an_element_passed_to_a_reference_parameter_the_callee_assigns_is_stored():
+    groups = kernel(BY_REFERENCE, "k", gpus=(RTX3080,)).facts.traffic.groups
+    stored = {g.array for g in groups if g.is_store}
+    assert stored == {"out"}  # `lo` and `hi` are assigned; `scale` is const, `seen` only read
+    assert sum(g.footprint_bytes for g in groups if g.is_store) == 4 * N
