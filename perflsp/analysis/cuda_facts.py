@@ -20,6 +20,7 @@ from perflsp.analysis.host_types import class_member_types, host_types
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.notes import Note, NoteKind, assumed, problem_size_unknown
+from perflsp.analysis.struct_layout import pointee_struct_name, struct_layout
 from perflsp.analysis.unit import AnalysisUnit
 from perflsp.analysis.walk_values import Callee, LaunchShape, Val
 from perflsp.analysis.walker import KernelWalker
@@ -481,6 +482,10 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
                 continue
         if ctype.pointer:
             walker.bind(param.name, Val(ctype, root=param.name, space="global"))
+            struct_name = pointee_struct_name(param.type) if ctype.kind == "struct" else None
+            layout = struct_layout(unit.model, struct_name, aliases) if struct_name else None
+            if layout is not None:
+                walker.layouts[param.name] = layout
             if site is not None and index < len(site.arg_extents):
                 extents[param.name] = site.arg_extents[index]
             elif arg is not None and arg.span is not None and site is not None and site.span.end_byte <= len(unit.data):

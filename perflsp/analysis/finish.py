@@ -34,8 +34,11 @@ def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: s
     stores are what the kernel really issues); `widths`: the compiled code's global accesses by
     (line, is a store), as (instructions, bytes), whose widths replace the source's element sizes."""
     accesses, width_notes = with_compiled_widths(result.accesses, widths or {})
+    arrays = {a.array for a in accesses if a.space == "global"}
+    laid_out = [f"`{array}`: elements of `{layout.name}`, {layout.size_bytes} B as the source lays it out"
+                for array, layout in sorted(result.layouts.items()) if array in arrays]
     traffic = dram_traffic(accesses, result.cardinality, work_items, cost, fast_atom, extents,
-                           data_offsets=data_offsets)
+                           data_offsets=data_offsets, layout_remarks=laid_out[:3])
     if width_notes:
         shown = "; ".join(width_notes[:3]) + (f"; {len(width_notes) - 3} more" if len(width_notes) > 3 else "")
         traffic.note += f"; element sizes from the compiled code ({shown})"

@@ -15,6 +15,7 @@ from perflsp.analysis.extents import Extent, leading_name, omp_extent
 from perflsp.analysis.finish import Extents
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.notes import NoteKind, assumed
+from perflsp.analysis.struct_layout import Layout, declared_struct_name, struct_layout
 from perflsp.analysis.unit import AnalysisUnit, HostTypes
 from perflsp.analysis.walk_values import Val
 from perflsp.analysis.walker import KernelWalker
@@ -213,6 +214,10 @@ def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: Ho
             walker.bind(name, Val(ctype, root=name, space="global", dims=dims if len(dims) > 1 else ()))
             _bind_folded_fields(unit, walker, name, field_reads.get(name, ()), host_env)
             elem = ctype.size_bytes if ctype.kind not in ("unknown", "struct") else 4
+            layout = _host_struct_layout(unit, walker, name, function) if ctype.kind == "struct" else None
+            if layout is not None:
+                walker.layouts[name] = layout
+                elem = layout.size_bytes
             if dims and all(dims):
                 extents[name] = (elem * math.prod(dims), False)
             else:
@@ -228,6 +233,15 @@ def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: Ho
             walker.bind(name, Val(ctype, None, Linear(const_known=False)))
             _bind_folded_fields(unit, walker, name, field_reads.get(name, ()), host_env)
     return extents
+
+
+def _host_struct_layout(unit: AnalysisUnit, walker: KernelWalker, name: str, function: Node | None) -> Layout | None:
+    """The layout of the struct a host array of the function around the region holds."""
+    if function is None:
+        return None
+    text = unit.data[function.start_byte : function.end_byte].decode("utf-8", errors="replace")
+    struct_name = declared_struct_name(text, name)
+    return struct_layout(unit.model, struct_name, walker.aliases) if struct_name else None
 
 
 _FIELD_READ = re.compile(r"\b([A-Za-z_]\w*)\s*(?:\.|->)\s*([A-Za-z_]\w*)\b(?!\s*\()")

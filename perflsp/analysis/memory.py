@@ -47,12 +47,13 @@ class Traffic:
 def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_items: float, cost: CostModel,
                  fast_atom: str = "tx",
                  extents: dict[str, tuple[float | None, bool]] | None = None, *,
-                 data_offsets: bool = False) -> Traffic:
+                 data_offsets: bool = False, layout_remarks: list[str] | None = None) -> Traffic:
     """`extents`: array -> (allocated bytes or None, lives in mapped host memory). `data_offsets`:
     an index with a thread- or loop-dependent part and a data-dependent one (`out[i * 8 + bucket]`,
     `key[begin[s] + tid]`) lands where its affine part says, the data moving it within a small
     neighbourhood: its footprint and sectors are those of the affine part (CUDA so far). Without
-    it, and for pure gathers (`a[idx[i]]`), every access counts its own element (see below)."""
+    it, and for pure gathers (`a[idx[i]]`), every access counts its own element (see below).
+    `layout_remarks`: what the note says of the element sizes it used (structs laid out)."""
     extents = extents or {}
     grouped: dict[tuple[Any, ...], list[Access]] = defaultdict(list)
     for access in accesses:
@@ -61,8 +62,14 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
         grouped[(access.array, access.is_store, access.lin.coeffs, access.lin.nonlinear, access.elem_bytes,
                  access.loops)].append(access)
     groups: list[GroupTraffic] = []
+    gapped: dict[str, float] = {}  # array -> elements between neighbouring accesses, under a sector
+    spans: dict[int, float] = {}  # group -> its footprint with the gaps between its elements
+    widened: set[str] = set()  # arrays whose bytes include such gaps
+    gathers: list[int] = []  # groups indexed by values read from memory
+    by_index: dict[str, float] = {}  # array of no known size -> the most its thread-indexed groups reach
     for (array, is_store, _, _, elem, loops), members in grouped.items():
         form = members[0].lin
+        gap_filled = 0.0
         count = max(sum(m.count for m in members) * work_items, 1.0)
         # a loop that does not move the address re-reads the same element: L1/registers serve it
         reuse_in_thread = 1.0
@@ -84,29 +91,59 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
             # neighbours' in practice (permutations, neighbour lists, sorted keys): over the launch
             # the sectors it touches fill, so each access moves its own element, not a sector
             footprint = count * elem
+            if not form.coeffs:
+                gathers.append(len(groups))  # a pure gather (`pos[nbr[k]]`): no part placed by the launch
         elif segment:
-            footprint = count / reuse_in_thread * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
+            step = _sub_sector_step(form, elem, cardinality, cost)
+            if step > 1.0:
+                # each access its own element, `step` apart: the gaps its neighbours' offsets leave move too
+                residues = {m.lin.const % step for m in members}
+                footprint = count / reuse_in_thread * elem * max(1.0, step / len(residues))
+                if step > len(residues):
+                    gapped.setdefault(array, step)
+                    widened.add(array)
+            else:
+                footprint = count / reuse_in_thread * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
         else:
+            step = _sub_sector_step(form, elem, cardinality, cost)
             distinct = min(distinct_values(form, cardinality, count) + spread, count)
-            footprint = distinct * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
+            if step > 1.0:
+                # elements `step` apart: every sector of the range they span moves, the gaps too
+                gap_filled = min(distinct_values(form, cardinality, count) * step + spread, count * step) * elem
+                gapped.setdefault(array, step)
+                footprint = distinct * elem
+            else:
+                footprint = distinct * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
         streamed = count / reuse_in_thread / WARP * _warp_bytes(form, elem, cost, fast_atom)
-        footprint = min(footprint, max(streamed, count * elem))
         size, host_memory = extents.get(array.rstrip("[]"), (None, False))
+        capped = _capped(footprint, streamed, count * elem, size, host_memory, cost)
         if host_memory:
-            footprint = streamed = 0.0  # read over the bus from host memory, not from DRAM
-        elif size is not None:
-            footprint = min(footprint, max(size, cost.sector_bytes))
-        groups.append(GroupTraffic(array, is_store, footprint, streamed, count * elem,
+            streamed = 0.0  # read over the bus from host memory, not from DRAM
+        groups.append(GroupTraffic(array, is_store, capped, streamed, count * elem,
                                    any(m.atomic for m in members)))
+        if size is None and "data" not in form.nonlinear and form.atoms & {fast_atom, *_BLOCK_ATOMS}:
+            by_index[array] = max(by_index.get(array, 0.0), capped)
+        if gap_filled > 0.0:
+            spans[len(groups) - 1] = _capped(gap_filled, streamed, count * elem, size, host_memory, cost)
+    widened |= _fill_gaps(groups, spans)
+    bounded = _bound_gathers(groups, gathers, by_index)
     footprint_total = _union(groups, "footprint_bytes")
     streamed_total = sum(g.streamed_bytes for g in groups)
     accessed_total = sum(g.accessed_bytes for g in groups)
     dram = combine(groups)
     note = (f"footprint {_bytes(footprint_total)}, {_bytes(streamed_total)} requested by warps "
             f"({_bytes(accessed_total)} accessed)")
-    remarks: tuple[str, ...] = ()
+    remarks: tuple[str, ...] = tuple(layout_remarks or ())
+    gapped = {a: step for a, step in gapped.items() if a in widened}
+    if gapped:
+        shown = ", ".join(f"`{a}` {step:g}" for a, step in list(gapped.items())[:3])
+        remarks += (f"elements apart by less than a sector ({shown} elements): the bytes between them move too",)
+    if bounded:
+        shown = ", ".join(f"`{a}`" for a in bounded[:3])
+        remarks += (f"gathered elements of {shown} assumed among those the launch reads by thread index "
+                    "(the array's size not known): at most as many bytes again",)
     if dram < cost.min_dram_bytes:
-        remarks = (f"at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)",)
+        remarks += (f"at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)",)
     return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups,
                    "; ".join([note, *remarks]), remarks)
 
@@ -158,6 +195,64 @@ def with_compiled_widths(accesses: list[Access],
     return [replace(a, elem_bytes=changed[id(a)]) if id(a) in changed else a for a in accesses], notes
 
 
+def _capped(footprint: float, streamed: float, accessed: float, size: float | None, host_memory: bool,
+            cost: CostModel) -> float:
+    """A group's footprint within what its warps request and its array's allocation."""
+    footprint = min(footprint, max(streamed, accessed))
+    if host_memory:
+        return 0.0
+    return min(footprint, max(size, cost.sector_bytes)) if size is not None else footprint
+
+
+def _fill_gaps(groups: list[GroupTraffic], spans: dict[int, float]) -> set[str]:
+    """Strided groups (`spans`: their footprints with the gaps between their elements) move the
+    range they span. The gaps of one group may be another group's elements (`a[2 * i]` and
+    `a[2 * i + s]`, a red-black sweep, the members of an array of structs read on different
+    lines): an array's groups in one direction move together the larger of the range the widest
+    strided group spans and the elements they all touch. Returns the arrays whose bytes grew."""
+    widened: set[str] = set()
+    if not spans:
+        return widened
+    by_array: dict[tuple[str, bool], list[int]] = defaultdict(list)
+    for i, g in enumerate(groups):
+        by_array[(g.array, g.is_store)].append(i)
+    for members in by_array.values():
+        strided = [i for i in members if i in spans]
+        if not strided:
+            continue
+        touched = sum(groups[i].footprint_bytes for i in members)
+        target = max(touched, max(spans[i] for i in strided))
+        plain = sum(groups[i].footprint_bytes for i in strided)
+        if plain <= 0.0 or target <= touched:
+            continue
+        scale = (plain + target - touched) / plain
+        for i in strided:
+            groups[i].footprint_bytes *= scale
+        widened.add(groups[strided[0]].array)
+    return widened
+
+
+def _bound_gathers(groups: list[GroupTraffic], gathers: list[int], by_index: dict[str, float]) -> list[str]:
+    """An array of no known size that the launch reads both by thread index (`pos[i]`) and through
+    indices read from memory (`pos[neighbours[k]]`): the gathered elements are assumed to be among
+    those its thread-indexed accesses reach (the same particles, cells, nodes), so the gathers move
+    at most that many bytes again. Returns the arrays bounded so."""
+    per_array: dict[str, list[int]] = defaultdict(list)
+    for i in gathers:
+        if groups[i].array in by_index:
+            per_array[groups[i].array].append(i)
+    bounded = []
+    for array, members in per_array.items():
+        total = sum(groups[i].footprint_bytes for i in members)
+        bound = by_index[array]
+        if bound <= 0.0 or total <= bound:
+            continue
+        for i in members:
+            groups[i].footprint_bytes *= bound / total
+        bounded.append(array)
+    return bounded
+
+
 def combine(groups: list[GroupTraffic]) -> float:
     """DRAM bytes of one launch: the compulsory traffic of an ideal cache. Every distinct sector
     read comes from DRAM once (the footprint); bytes that warps request again (reuse across
@@ -207,17 +302,24 @@ def _warp_bytes(form: Linear, elem: int, cost: CostModel, fast_atom: str) -> flo
 
 def _sector_factor(form: Linear, elem: int, cardinality: dict[str, float], cost: CostModel, fast_atom: str) -> float:
     """>1 when neighbouring threads touch elements a sector or more apart and nothing else
-    fills the gap (a column of a row-major matrix)."""
+    fills the gap (a column of a row-major matrix). (Elements less than a sector apart: see
+    `_sub_sector_step`.)"""
     coeffs = form.coeff_map()
-    dense = [c for a, c in coeffs.items() if c != UNKNOWN_COEFF and abs(c) * elem < cost.sector_bytes
-             and cardinality.get(a, 1.0) > 1.0]
-    if dense:
+    if _sub_sector_step(form, elem, cardinality, cost):
         return 1.0
     thread_coeff = coeffs.get(fast_atom)
     if thread_coeff is None:
         return 1.0
     stride = cost.sector_bytes if thread_coeff == UNKNOWN_COEFF else min(cost.sector_bytes, abs(thread_coeff) * elem)
     return max(1.0, stride / elem)
+
+
+def _sub_sector_step(form: Linear, elem: int, cardinality: dict[str, float], cost: CostModel) -> float:
+    """The least distance, in elements (at least 1), between the elements an index reaches
+    along its varying terms that step less than a sector; 0 when none does."""
+    steps = [abs(c) for a, c in form.coeff_map().items() if c != UNKNOWN_COEFF and abs(c) * elem < cost.sector_bytes
+             and cardinality.get(a, 1.0) > 1.0]
+    return max(1.0, min(steps)) if steps else 0.0
 
 
 def _bytes(n: float) -> str:

@@ -61,6 +61,9 @@ def record_access(walker: Walker, base: Val, index_lin: Linear, elem: CType, is_
         return
     sized = elem.kind not in ("unknown", "struct", "void") or bool(elem.pointer)
     size = elem.size_bytes if sized else 4
+    layout = walker.layouts.get(base.root) if elem.kind == "struct" and not elem.pointer else None
+    if layout is not None:
+        sized, size = True, layout.size_bytes  # a whole struct the source lays out
     if elem.pointer:
         size = 8
     access = Access(base.root, base.space or "global", size, is_store, index_lin, walker.mult, atomic, walker.line(node),
@@ -130,6 +133,15 @@ def eval_field(walker: Walker, node: Node) -> Val:
     if operator == "." and arg is not None and arg.type == "subscript_expression":
         element, lin, elem = subscript_address(walker, arg)
         if element is not None and element.space in ("global", "shared") and not (element.dims and len(element.dims) > 1):
+            placed = member_address(walker, element, lin, field_name)
+            if placed is not None:
+                address, field_type = placed
+                parent = node.parent
+                if parent is not None and parent.type == "subscript_expression" and parent.child_by_field_name("argument") == node:
+                    # `p[i].v[k]`: an array member, indexed from its own place in the element
+                    return Val(field_type.address_of(), None, address, element.root, element.space)
+                record_access(walker, element, address, field_type, False, node)
+                return Val(field_type, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
             # `p[i].field`: the element's size is unknown, so elements are far apart
             address = lin.scale(None) if lin.atoms else lin
             parent = node.parent
@@ -148,12 +160,25 @@ def eval_field(walker: Walker, node: Node) -> Val:
             # `p->a[i]`: an array member of the struct (or the array a pointer member points to),
             # indexed like any global array
             return Val(CType("unknown", 4, pointer=1), None, Linear.constant(0.0), f"{base.root}->{field_name}", base.space)
-        elem = member_type(base.ctype, field_name)
-        record_access(walker, base, base.lin, elem, False, node)
+        placed = member_address(walker, base, base.lin, field_name) if base.ctype.pointer == 1 else None
+        address, elem = placed if placed is not None else (base.lin, member_type(base.ctype, field_name))
+        record_access(walker, base, address, elem, False, node)
         return Val(elem, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
     if base.ctype.lanes > 1 and field_name in ("x", "y", "z", "w"):
         return Val(base.ctype.element, None, base.lin.opaque() if base.lin.atoms else base.lin)
     return Val(member_type(base.ctype, field_name), None, base.lin.opaque() if base.lin.atoms else Linear(const_known=False))
+
+
+def member_address(walker: Walker, array: Val, index: Linear, field_name: str) -> tuple[Linear, CType] | None:
+    """The place of member `field_name` of element `index` of an array of structs whose layout
+    the source shows (`p[i].y`, `p->y`), counted in elements of the member's type
+    (`i * size + offset`, over the member's size), and the member's type; None otherwise."""
+    layout = walker.layouts.get(array.root) if array.root is not None and array.ctype.kind == "struct" else None
+    member = layout.members.get(field_name) if layout is not None else None
+    if layout is None or member is None or member.ctype.size_bytes <= 0:
+        return None
+    size = member.ctype.size_bytes
+    return index.scale(layout.size_bytes / size).add(Linear.constant(member.offset_bytes / size)), member.ctype
 
 
 def member_type(base: CType, field_name: str) -> CType:
@@ -177,14 +202,19 @@ def record_store(walker: Walker, node: Node | None, value: Val) -> None:
             record_access(walker, target, target.lin, target.ctype.deref(), True, node)
     elif node.type == "field_expression":
         arg = node.child_by_field_name("argument")
+        field_name = walker.text(node.child_by_field_name("field"))
         if arg is not None and arg.type == "subscript_expression":
             base, index, elem = subscript_address(walker, arg)
             if base is not None:
-                record_access(walker, base, index, member_type(elem, ""), True, node)
+                placed = member_address(walker, base, index, field_name)
+                address, field_type = placed if placed is not None else (index, member_type(elem, ""))
+                record_access(walker, base, address, field_type, True, node)
         elif walker.text(node.child_by_field_name("operator")) == "->":
             base = walker.eval(arg)
             if base.root is not None:
-                record_access(walker, base, base.lin, UNKNOWN, True, node)
+                placed = member_address(walker, base, base.lin, field_name) if base.ctype.pointer == 1 else None
+                address, field_type = placed if placed is not None else (base.lin, UNKNOWN)
+                record_access(walker, base, address, field_type, True, node)
     elif node.type == "parenthesized_expression":
         for child in node.named_children:
             record_store(walker, child, value)

@@ -23,6 +23,7 @@ from perflsp.analysis.costs import CostModel
 from perflsp.analysis.ctype import CType
 from perflsp.analysis.models import LoopFact, OpCounts
 from perflsp.analysis.notes import Note
+from perflsp.analysis.struct_layout import Layout
 from perflsp.analysis.walk_values import Access, Callee, LaunchShape, Val
 from perflsp.compiled.profile import SourceProfile
 
@@ -40,6 +41,7 @@ class Walker(Protocol):
     line_offset: int
     resolve_bound: Callable[[str], float | None] | None
     array_extents: dict[str, tuple[float | None, bool]]
+    layouts: dict[str, Layout]
     constant_lookup: Callable[[str], tuple[float, str] | None] | None
 
     # -- what the walk found ----------------------------------------------------------------

@@ -15,7 +15,7 @@ from perflsp.analysis.ctype import F16, F32, F64, INT, UNKNOWN, CType, common_ty
 from perflsp.analysis.folding import atoms_of, conversion_target, fold_math
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.notes import Note, NoteKind, NoteSource
-from perflsp.analysis.walk_accesses import record_access, repointed
+from perflsp.analysis.walk_accesses import record_access, record_store, repointed
 from perflsp.analysis.walk_expressions import combine_values, identifier_named
 from perflsp.analysis.walk_groups import group_method
 from perflsp.analysis.walk_tensor import matrix_sync, mma_sync
@@ -43,7 +43,7 @@ def eval_call(walker: Walker, node: Node) -> Val:
         builtin = builtin_call(walker, simple, args)
     if builtin is not None:
         return builtin
-    return user_call(walker, fn, simple, args)
+    return user_call(walker, fn, simple, args, arg_nodes)
 
 
 def method_call(walker: Walker, fn: Node, arg_nodes: list[Node]) -> Val:
@@ -172,7 +172,7 @@ def builtin_call(walker: Walker, simple: str, args: list[Val]) -> Val | None:
     return None
 
 
-def user_call(walker: Walker, fn: Node | None, simple: str, args: list[Val]) -> Val:
+def user_call(walker: Walker, fn: Node | None, simple: str, args: list[Val], arg_nodes: list[Node] | None = None) -> Val:
     """A `__device__` function, inlined when visible; otherwise a function of its inputs."""
     local = walker.lambdas.get(simple) if fn is not None and fn.type == "identifier" else None
     if local is not None and simple not in walker.inline_stack and len(walker.inline_stack) < MAX_INLINE_DEPTH:
@@ -185,7 +185,7 @@ def user_call(walker: Walker, fn: Node | None, simple: str, args: list[Val]) -> 
             targs = next((c for c in _walk_named(fn) if c.type == "template_argument_list"), None)
             if targs is not None:
                 template_args = [c for c in targs.named_children if c.type != "comment"]
-        return inline_call(walker, simple, callee, args, template_args)
+        return inline_call(walker, simple, callee, args, template_args, arg_nodes=arg_nodes)
     if callee is None and simple and simple not in walker.said_once and simple not in ("assert", "static_cast", "reinterpret_cast"):
         walker.notes.append(Note(NoteKind.UNANALYSED_CALL, NoteSource.SOURCE,
                                  f"call to `{simple}` not analysed (definition not visible)", subject=simple))
@@ -211,9 +211,12 @@ def eval_atomic(walker: Walker, node: Node, arg_nodes: list[Node]) -> Val:
 
 
 def inline_call(walker: Walker, name: str, callee: Callee, args: list[Val], template_args: list[Node] | None = None,
-                captures: dict[str, Val] | list[dict[str, Val]] | None = None) -> Val:
+                captures: dict[str, Val] | list[dict[str, Val]] | None = None,
+                arg_nodes: list[Node] | None = None) -> Val:
     """Walk `callee`'s body with its parameters bound to `args`; a lambda's body also sees
-    `captures` (the scopes it was defined in, or a launch site's variables)."""
+    `captures` (the scopes it was defined in, or a launch site's variables). An element of
+    global memory passed to a non-const reference parameter (`svd(..., out[i + n])` into
+    `float &u`) that the body assigns is stored to, at the call."""
     fn = callee.node
     # template arguments at the call (`fill<tile, stride>(...)`), evaluated in the caller
     bound: dict[str, Val] = {}
@@ -253,6 +256,7 @@ def inline_call(walker: Walker, name: str, callee: Callee, args: list[Val], temp
     scope: dict[str, Val] = {}
     param_list = declarator.child_by_field_name("parameters") if declarator is not None else None
     param_nodes = [p for p in param_list.named_children if p.type.endswith("parameter_declaration")] if param_list is not None else []
+    written_through = _reference_arguments(walker, param_nodes, arg_nodes or [])
     for index, param in enumerate(param_nodes):
         ptype = parse_type(walker.text(param.child_by_field_name("type")) + " " + "*" * walker.text(param).count("*"), walker.aliases)
         pname = _declared_name(walker, param)
@@ -289,6 +293,7 @@ def inline_call(walker: Walker, name: str, callee: Callee, args: list[Val], temp
         walker.data = saved_data
         walker.path, walker.line_offset, walker.callsites = saved_place
         walker.aliases = saved_aliases
+    _store_through_references(walker, callee.data[body.start_byte : body.end_byte], written_through)
     if returned is None:
         # a constructor or a function whose result we did not see: it depends on its inputs
         atoms = frozenset().union(*(a.lin.atoms for a in args)) if args else frozenset()
@@ -344,3 +349,28 @@ def _declared_name(walker: Walker, param: Node) -> str | None:
             nxt = next((c for c in node.named_children if c.type not in ("type_qualifier",)), None)
         node = nxt
     return walker.text(node) if node is not None else None
+
+
+def _reference_arguments(walker: Walker, param_nodes: list[Node], arg_nodes: list[Node]) -> list[tuple[str, Node]]:
+    """(parameter, element) for each array element passed to a non-const reference parameter."""
+    found = []
+    for param, arg in zip(param_nodes, arg_nodes):
+        pname = _declared_name(walker, param)
+        if pname is not None and arg.type == "subscript_expression" and _non_const_reference(walker.text(param)):
+            found.append((pname, arg))
+    return found
+
+
+def _store_through_references(walker: Walker, body: bytes, written_through: list[tuple[str, Node]]) -> None:
+    """A store, at the call, to each element whose reference parameter the body assigns."""
+    if not written_through:
+        return
+    text = body.decode("utf-8", errors="replace")
+    for pname, element in written_through:
+        if re.search(rf"(?<![\w.>]){re.escape(pname)}\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)", text):
+            record_store(walker, element, UNKNOWN_VAL)
+
+
+def _non_const_reference(param_text: str) -> bool:
+    """`float &u`, `T& out`: a parameter the callee may assign through (not `const T &`, `&&`)."""
+    return "&" in param_text and "&&" not in param_text and re.search(r"\bconst\b", param_text) is None

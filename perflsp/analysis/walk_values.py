@@ -14,6 +14,7 @@ from perflsp.analysis.ctype import UNKNOWN, CType
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import LoopFact, OpCounts
 from perflsp.analysis.notes import Note
+from perflsp.analysis.struct_layout import Layout
 
 THREAD_ATOMS = {"threadIdx": ("tx", "ty", "tz"), "blockIdx": ("bx", "by", "bz")}
 # OpenMP's runtime calls inside a target region play the roles of CUDA's built-ins
@@ -88,6 +89,7 @@ class WalkResult:
     notes: list[Note]
     truncated: bool = False
     shared_bytes: float = 0.0
+    layouts: dict[str, Layout] = field(default_factory=dict)  # arrays of structs the source lays out
 
 
 def type_is_auto(ctype: CType) -> bool:

@@ -21,6 +21,7 @@ from perflsp.analysis.ctype import BOOL, INT, UNKNOWN, CType, guessed_type_notes
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import LoopFact, OpCounts
 from perflsp.analysis.notes import Note, NoteKind, NoteSource
+from perflsp.analysis.struct_layout import Layout
 from perflsp.analysis.walk_accesses import eval_field, eval_pointer, eval_subscript
 from perflsp.analysis.walk_branches import walk_if, walk_switch
 from perflsp.analysis.walk_calls import eval_call
@@ -101,6 +102,7 @@ class KernelWalker:
         self.learned_sizes: set[str] = set()
         self.resolve_bound = loop_bound_resolver
         self.array_extents: dict[str, tuple[float | None, bool]] = {}  # array -> (allocated bytes, host memory)
+        self.layouts: dict[str, Layout] = {}  # array of structs -> the layout the source shows of its element
         self.constant_lookup = constant_lookup  # macros/constants left unexpanded in the text
         self.said_once: set[str] = set()  # assumptions made and calls noted, each said once
         self.first_statement: Node | None = None  # the kernel's body (its function's text names its types)
@@ -130,7 +132,7 @@ class KernelWalker:
             for note in guessed_type_notes(self.text(root), self.aliases):
                 self.assume(note)
         return WalkResult(self.counts, self.accesses, self.loops, self.assumptions, self.cardinality, self.notes,
-                          self.truncated, self.shared_bytes)
+                          self.truncated, self.shared_bytes, self.layouts)
 
     def assume(self, note: Note) -> None:
         if note.text not in self.said_once:
