@@ -475,3 +475,15 @@ def test_clang_finds_stand_ins_for_the_headers_its_cuda_wrapper_includes_and_a_t
     # clang's CUDA wrapper includes both; CUDA 13 removed the first, cuRAND is a separate component
     assert {p.name for p in _CLANG_CUDA_SHIMS.iterdir()} == {"texture_fetch_functions.h", "curand_mtgp32_kernel.h"}
     assert all("#" not in p.read_text() for p in _CLANG_CUDA_SHIMS.iterdir())  # empty: declares nothing
+
+
+@needs_cuda
+@needs_clang_cuda
+def test_a_clang_built_unit_clang_cannot_compile_is_compiled_by_nvcc(tmp_path):
+    source = tmp_path / "norms.cu"
+    # code only nvcc compiles (a check of nvcc's own macro, as some projects write)
+    source.write_text("#ifndef __NVCC__\n#error this code needs nvcc\n#endif\n" + NORMS)
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=_clang_database(tmp_path, source))
+    result = compiler.compiled(source, ["sm_86"])
+    assert result.failures == {}
+    assert result.units["sm_86"].compiler == "nvcc -prec-sqrt=false"

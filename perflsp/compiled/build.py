@@ -55,7 +55,7 @@ def _reader_version() -> str:
 
 
 READER_VERSION = _reader_version()
-FORMAT_VERSION = 3  # of the compile key: what a compile depends on besides the tools and the text
+FORMAT_VERSION = 4  # of the compile key: what a compile depends on besides the tools and the text
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
 _BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
 _CXX17_ONLY: dict[str, bool] = {}  # nvcc -> whether its headers reject standards before C++17
@@ -309,7 +309,16 @@ def _compile_finding_headers(request: CompileRequest, toolchain: Toolchain, sour
     for _ in range(MAX_FOUND + 1):
         try:
             if uses_clang_cuda(request, toolchain):
-                return _clang_cuda(request, toolchain, source, work, timeout_s), request
+                try:
+                    return _clang_cuda(request, toolchain, source, work, timeout_s), request
+                except CompileFailure as failure:
+                    name = missing_header(str(failure))
+                    found = find_header_folder(name, Path(request.source).parent) if name else None
+                    if (found is not None and str(found) not in request.include_dirs) or toolchain.nvcc is None:
+                        raise  # found around the file: compiled again with its folder (below)
+                    # what this clang cannot compile (a header or language feature of another
+                    # version), nvcc may: computing as clang does, named in the evidence
+                    request = dataclasses.replace(request, clang_cuda=False)
             if request.language == "cuda":
                 return _nvcc(request, toolchain, source, work, timeout_s), request
             return _clang_offload(request, toolchain, source, work, timeout_s), request
@@ -371,6 +380,9 @@ def _clang_cuda(request: CompileRequest, toolchain: Toolchain, source: str, work
                "--cuda-device-only", "-S", "-O3", "-gline-tables-only", "-w", "-Wno-unknown-cuda-version",
                *request.flags(), *[arg for folder in toolchain.cuda_extra_includes for arg in ("-idirafter", folder)],
                "-idirafter", str(_CLANG_CUDA_SHIMS)]
+    cccl = Path(toolchain.cuda_root) / "include" / "cccl"
+    if cccl.is_dir():
+        command += ["-isystem", str(cccl)]  # CUDA 13 keeps thrust, cub and libcu++ there; nvcc adds it itself
     if request.std:
         command.append(f"-std={request.std}")
     _run([*command, source, "-o", ptx], timeout_s, "clang")
