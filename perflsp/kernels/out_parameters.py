@@ -3,7 +3,9 @@ in another source of its folder) assigns `*count = atoi(argv[i]);` leaves the ca
 the value the callee's body gives it (`parse(argc, argv, &opts)` assigning `opts->nx`, the
 caller's `opts.nx`), folded with the arguments the call passes; what cannot be followed leaves it unknown,
 and so does a run of the callee that reaches (or may reach) a `return` inside a branch or loop
-(`if (argc < 2) return 1;` is followed where `argc` is known)."""
+(`if (argc < 2) return 1;` is followed where `argc` is known). What the callee's run does not
+set because the program's arguments skip it (`if (argc > 1) { ... }` without arguments) keeps
+the caller's value, resting on those arguments, where the callee only dereferences its pointer."""
 
 from __future__ import annotations
 
