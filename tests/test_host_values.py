@@ -7,6 +7,7 @@ from __future__ import annotations
 from perflsp.analysis.engine import AnalysisOptions
 from perflsp.analysis.models import KernelReport
 from perflsp.analysis.notes import texts
+from perflsp.kernels.consteval import NO_ARGUMENTS_NOTE
 from perflsp.kernels.extract import extract
 from perflsp.kernels.program import ProgramModel
 from perflsp.source.parser import parse
@@ -236,8 +237,14 @@ def test_an_out_parameter_takes_the_value_its_callee_assigns():
                                      options=AnalysisOptions(argv=("-n", "8"))) if r.kernel.name == "k")
     assert trips(report) == {"r": 13, "j": 24}
     assert not unknown_trips(report)
-    # without arguments the callee's loop never runs: where the callee does not set `*size`, `n` is unknown
+    # without arguments the callee's loop never runs: `*size` is not set, `n` keeps its 100, and
+    # that rests on the run without arguments
     report = next(r for r in reports(OUT_PARAMETERS.replace("fill(&other);", "")) if r.kernel.name == "k")
+    assert trips(report) == {"r": 13, "j": 100}
+    assert NO_ARGUMENTS_NOTE in texts(report.facts.assumptions)
+    # a callee that hands its pointer on may set it there: `n` is unknown
+    handed = OUT_PARAMETERS.replace("fill(&other);", "").replace("  *reps = 2 * scale;\n", "  *reps = 2 * scale;\n  init(size);\n")
+    report = next(r for r in reports(handed) if r.kernel.name == "k")
     assert any("`j` loop" in a for a in unknown_trips(report)) and trips(report).get("r") == 13
 
 

@@ -28,14 +28,22 @@ def function_definitions(root: Node, data: bytes) -> dict[str, Node]:
     return found
 
 
+def function_declarator(fn: Node) -> Node | None:
+    """The `function_declarator` of a function definition (or declaration): under the pointer
+    and reference declarators of its return type (`float *f(...)`, `T &f(...)`: a reference
+    declarator names no field, its declarator is its last named child)."""
+    declarator = fn.child_by_field_name("declarator")
+    while declarator is not None and declarator.type != "function_declarator":
+        declarator = declarator.child_by_field_name("declarator") or (
+            declarator.named_children[-1] if declarator.type == "reference_declarator" and declarator.named_children
+            else None)
+    return declarator
+
+
 def defined_name(fn: Node, data: bytes) -> str | None:
     """The simple name a function definition defines (`f` of `float *ns::f(...)`)."""
-    declarator = fn.child_by_field_name("declarator")
-    # `float *f(...)`, `T &f(...)`: the function declarator sits under pointer/reference ones
-    while declarator is not None and declarator.type in ("pointer_declarator", "reference_declarator"):
-        declarator = declarator.child_by_field_name("declarator") or (
-            declarator.named_children[-1] if declarator.named_children else None)
-    if declarator is None or declarator.type != "function_declarator":
+    declarator = function_declarator(fn)
+    if declarator is None:
         return None
     name = declarator.child_by_field_name("declarator")
     if name is None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
+from perflsp.kernels.definitions import function_declarator
 
 if TYPE_CHECKING:
     from perflsp.kernels.program import ProgramModel
@@ -55,6 +56,18 @@ class ClassIndex:
     members: dict[str, str | None] = field(default_factory=dict)  # name -> default initialiser text
     member_data: bytes = b""
     methods: dict[str, list[_Method]] = field(default_factory=dict)
+    _references: dict[str, str] | None = None
+
+    def references(self) -> dict[str, str]:
+        """Methods that return a member by non-const reference (`Index_t& numReg() { return
+        m_numReg; }`), by the member: `numReg() = nr;` assigns it."""
+        if self._references is None:
+            self._references = {}
+            for name, methods in self.methods.items():
+                member = _referenced_member(methods[0]) if len(methods) == 1 else None
+                if member is not None:
+                    self._references[name] = member
+        return self._references
 
     def method(self, name: str, count: int) -> _Method | None:
         """The definition of `name` that takes `count` arguments (defaults counted)."""
@@ -71,16 +84,14 @@ class ClassIndex:
             if name == self.name:
                 continue
             for method in methods:
-                found |= _assigned_members(method.data, method.node, self.members)
+                found |= _assigned_members(method.data, method.node, self.members, self.references())
         return found
 
 
 def method_class(data: bytes, function: Node) -> str | None:
     """The class a method belongs to: `C` of an out-of-line `T C::f(...)` (`C<T>::f` too), or
     the class whose body defines it."""
-    declarator = function.child_by_field_name("declarator")
-    while declarator is not None and declarator.type != "function_declarator":
-        declarator = declarator.child_by_field_name("declarator")
+    declarator = function_declarator(function)
     name = declarator.child_by_field_name("declarator") if declarator is not None else None
     if name is not None and name.type == "qualified_identifier":
         scope = name.child_by_field_name("scope")
@@ -96,9 +107,7 @@ def method_class(data: bytes, function: Node) -> str | None:
 
 
 def _parameters(data: bytes, function: Node) -> list[tuple[str, str | None]] | None:
-    declarator = function.child_by_field_name("declarator")
-    while declarator is not None and declarator.type != "function_declarator":
-        declarator = declarator.child_by_field_name("declarator")
+    declarator = function_declarator(function)
     params = declarator.child_by_field_name("parameters") if declarator is not None else None
     if params is None:
         return None
@@ -119,9 +128,7 @@ def _parameters(data: bytes, function: Node) -> list[tuple[str, str | None]] | N
 
 
 def _definition_name(data: bytes, function: Node) -> str | None:
-    declarator = function.child_by_field_name("declarator")
-    while declarator is not None and declarator.type != "function_declarator":
-        declarator = declarator.child_by_field_name("declarator")
+    declarator = function_declarator(function)
     name = declarator.child_by_field_name("declarator") if declarator is not None else None
     return re.sub(r"<.*", "", _text(data, name)).rsplit("::", 1)[-1].strip() or None if name is not None else None
 
@@ -170,25 +177,53 @@ def _add_method(index: ClassIndex, data: bytes, function: Node) -> None:
         index.methods.setdefault(name, []).append(_Method(data, function, params))
 
 
-def _member_written(data: bytes, node: Node, members: dict[str, str | None]) -> str | None:
-    """The member an assignment or `++`/`--` writes (`n_ = ...`, `this->n_ += ...`), if any."""
+def _referenced_member(method: _Method) -> str | None:
+    """The member a method of no parameters returns by non-const reference, if it does."""
+    declarator = method.node.child_by_field_name("declarator")
+    body = method.node.child_by_field_name("body")
+    statements = [c for c in body.named_children if c.type != "comment"] if body is not None else []
+    if method.params or declarator is None or declarator.type != "reference_declarator" \
+            or re.search(r"\bconst\b", method.data[method.node.start_byte:declarator.start_byte].decode("latin-1")) \
+            or len(statements) != 1 or statements[0].type != "return_statement" or not statements[0].named_children:
+        return None
+    returned: Node | None = statements[0].named_children[0]
+    if returned is not None and returned.type == "field_expression" \
+            and _text(method.data, returned.child_by_field_name("argument")) == "this":
+        returned = returned.child_by_field_name("field")
+    return _text(method.data, returned) if returned is not None and returned.type in ("identifier", "field_identifier") \
+        else None
+
+
+def _member_written(data: bytes, node: Node, members: dict[str, str | None],
+                    references: dict[str, str] | None = None) -> str | None:
+    """The member an assignment or `++`/`--` writes (`n_ = ...`, `this->n_ += ...`, `numReg() = nr`
+    through a method in `references`), if any."""
     target = node.child_by_field_name("left") if node.type == "assignment_expression" \
         else node.child_by_field_name("argument")
     if target is None:
         return None
+    if target.type == "call_expression" and references:
+        arguments = target.child_by_field_name("arguments")
+        target = target.child_by_field_name("function") if arguments is not None and not arguments.named_children else None
+        if target is not None and target.type == "field_expression" \
+                and _text(data, target.child_by_field_name("argument")) == "this":
+            target = target.child_by_field_name("field")
+        name = _text(data, target) if target is not None and target.type in ("identifier", "field_identifier") else None
+        return references.get(name or "")
     if target.type == "field_expression" and _text(data, target.child_by_field_name("argument")) == "this":
         target = target.child_by_field_name("field")
     name = _text(data, target) if target is not None and target.type in ("identifier", "field_identifier") else None
     return name if name in members else None
 
 
-def _assigned_members(data: bytes, node: Node, members: dict[str, str | None]) -> set[str]:
+def _assigned_members(data: bytes, node: Node, members: dict[str, str | None],
+                      references: dict[str, str] | None = None) -> set[str]:
     found: set[str] = set()
     stack = [node]
     while stack:
         current = stack.pop()
         if current.type in _UPDATES:
-            written = _member_written(data, current, members)
+            written = _member_written(data, current, members, references)
             if written is not None:
                 found.add(written)
         stack.extend(current.named_children)
@@ -299,7 +334,7 @@ class _Runner:
             if expression is not None and self._straight(data, expression, state, local, assumed_locals, where, depth):
                 continue
             # anything else (a loop, a branch, a call not followed): what it may set is unknown
-            state.forget(_assigned_members(data, statement, self.index.members),
+            state.forget(_assigned_members(data, statement, self.index.members, self.index.references()),
                          f"is set inside a loop or branch of {where}")
             for called in self._called_methods(data, statement):
                 state.forget(self._sets(called, depth), f"may be set by `{called}` inside a loop or branch of {where}")
@@ -323,10 +358,10 @@ class _Runner:
                   assumed_locals: set[str], where: str, depth: int) -> bool:
         """Apply a straight-line statement's expression: True if understood."""
         if expression.type == "assignment_expression":
-            member = _member_written(data, expression, self.index.members)
+            member = _member_written(data, expression, self.index.members, self.index.references())
             left = expression.child_by_field_name("left")
             if member is None or (left is not None and left.type == "identifier" and _text(data, left) in local):
-                return not _assigned_members(data, expression, self.index.members)
+                return not _assigned_members(data, expression, self.index.members, self.index.references())
             operator = _text(data, expression.child_by_field_name("operator"))
             right = _text(data, expression.child_by_field_name("right"))
             text = right if operator == "=" else f"({member}) {operator[:-1]} ({right})"
@@ -343,7 +378,7 @@ class _Runner:
             passed = [a for a in arguments.named_children if a.type != "comment"] if arguments is not None else []
             called = self.index.method(name, len(passed))
             if called is None:
-                return not _assigned_members(data, expression, self.index.members)
+                return not _assigned_members(data, expression, self.index.members, self.index.references())
             if depth >= MAX_NESTED_CALLS:
                 state.forget(self._sets(name, depth), f"may be set by `{name}`, called too deep to follow")
                 return True
@@ -351,7 +386,7 @@ class _Runner:
                     for a in passed]
             self.call(called, args, state, depth + 1)
             return True
-        return expression.type not in _UPDATES and not _assigned_members(data, expression, self.index.members)
+        return expression.type not in _UPDATES and not _assigned_members(data, expression, self.index.members, self.index.references())
 
     def _called_methods(self, data: bytes, node: Node) -> set[str]:
         found: set[str] = set()
@@ -372,7 +407,7 @@ class _Runner:
         """Members the method `name` (any of its overloads, and what it calls) may assign."""
         found: set[str] = set()
         for method in self.index.methods.get(name, []):
-            found |= _assigned_members(method.data, method.node, self.index.members)
+            found |= _assigned_members(method.data, method.node, self.index.members, self.index.references())
             if depth < MAX_NESTED_CALLS:
                 for called in self._called_methods(method.data, method.node) - {name}:
                     found |= self._sets(called, depth + 1)
@@ -477,7 +512,16 @@ class _Tracker:
             self.state.assumed |= self._touched(node) & set(self.state.values)
         if runs is False:
             return
-        if node.type == "call_expression":
+        written = _written_through(data, node, self.index)
+        if written is not None:  # `obj.numReg() = 5;`: a member assigned through its reference
+            update = node.parent
+            right = update.child_by_field_name("right") if update is not None else None
+            if runs is None or update is None or right is None or _text(data, update.child_by_field_name("operator")) != "=":
+                self.state.put(written, None, f"is set through `{self.name}` in a loop or branch, or updated in place")
+            else:
+                value, read = _fold(self.model, right, self.depth)
+                self.state.put(written, value, f"is set to `{_text(data, right)}`", read)
+        elif node.type == "call_expression":
             function = node.child_by_field_name("function")
             method = _text(data, function.child_by_field_name("field")) if function is not None else ""
             arguments = node.child_by_field_name("arguments")
@@ -509,6 +553,9 @@ class _Tracker:
     def _touched(self, node: Node) -> set[str]:
         """The members an event may set."""
         data = self.model.data
+        written = _written_through(data, node, self.index)
+        if written is not None:
+            return {written}
         if node.type == "call_expression":
             function = node.child_by_field_name("function")
             return self.runner._sets(_text(data, function.child_by_field_name("field")) if function is not None else "", 0)
@@ -516,6 +563,18 @@ class _Tracker:
             left = node.child_by_field_name("left")
             return {_text(data, left.child_by_field_name("field"))} if left is not None else set()
         return set(self.outside)
+
+
+def _written_through(data: bytes, call: Node, index: ClassIndex) -> str | None:
+    """The member a call of a method returning it by reference assigns or updates
+    (`obj.numReg() = 5;`, `obj->cycle()++`), if it does."""
+    parent = call.parent
+    if call.type != "call_expression" or parent is None or parent.type not in _UPDATES \
+            or call != (parent.child_by_field_name("left") or parent.child_by_field_name("argument")):
+        return None
+    function = call.child_by_field_name("function")
+    return index.references().get(_text(data, function.child_by_field_name("field"))) \
+        if function is not None and function.type == "field_expression" else None
 
 
 def _is_event(data: bytes, node: Node, name: str) -> bool:
@@ -580,7 +639,8 @@ def _object_events(data: bytes, body: Node, declarator: Node, name: str, index: 
         if _is_event(data, node, name):
             function = node.child_by_field_name("function") if node.type == "call_expression" else None
             method = _text(data, function.child_by_field_name("field")) if function is not None else ""
-            if function is None or method not in index.methods or runner._sets(method, 0):
+            if function is None or method not in index.methods or runner._sets(method, 0) \
+                    or _written_through(data, node, index) is not None:
                 events.append(node)
         stack.extend(node.named_children)
     return sorted(events, key=lambda n: n.start_byte)

@@ -3,15 +3,18 @@ in another source of its folder) assigns `*count = atoi(argv[i]);` leaves the ca
 the value the callee's body gives it (`parse(argc, argv, &opts)` assigning `opts->nx`, the
 caller's `opts.nx`), folded with the arguments the call passes; what cannot be followed leaves it unknown,
 and so does a run of the callee that reaches (or may reach) a `return` inside a branch or loop
-(`if (argc < 2) return 1;` is followed where `argc` is known)."""
+(`if (argc < 2) return 1;` is followed where `argc` is known). What the callee's run does not
+set because the program's arguments skip it (`if (argc > 1) { ... }` without arguments) keeps
+the caller's value, resting on those arguments, where the callee only dereferences its pointer."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 
 from tree_sitter import Node
 
-from perflsp.kernels.consteval import ConstEnv, NotConstant, ReadsApart, Value, evaluate
+from perflsp.kernels.consteval import ConstEnv, NotConstant, ReadsApart, Value, evaluate, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.definitions import function_definitions
 from perflsp.kernels.sibling_functions import sibling_function
@@ -74,9 +77,49 @@ def out_parameter_value(ctx: ExtractionContext, address: Node, env: ConstEnv,
             if RETURNED in local.constants or RETURNED in local.unknown:  # (the callee's own locals)
                 return None  # (the run ends, or may end, before the callee's last statement)
             found = _written(local, params[position])
+            skipped = _paths(local.assumed, params[position])  # (written where assumed arguments skip it)
         finally:
             _active.discard(key)
+        if skipped - set(found) and _only_dereferenced(callee_ctx, body, params[position]):
+            # what the run does not set through the pointer because the program's arguments skip
+            # it (`if (argc > 1) { ... }` not taken) keeps the value it held, resting on them
+            kept = _kept(ctx, address, env, skipped - set(found))
+            return {**found, **kept}, reads.seen or bool(kept)
     return (found, reads.seen) if found else None
+
+
+def _only_dereferenced(ctx: ExtractionContext, body: Node, param: str) -> bool:
+    """Whether the callee reads its pointer `param` only as `param->field` or `*param` (never
+    hands it on, copies or indexes it): what its run sets through it, its replay sees."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if node.type == "identifier" and ctx.text(node) == param:
+            parent = node.parent
+            if parent is None or parent.type not in ("field_expression", "pointer_expression") \
+                    or (parent.type == "pointer_expression" and ctx.text(parent.child_by_field_name("operator")) != "*"):
+                return False
+        stack.extend(node.named_children)
+    return True
+
+
+def _paths(names: set[str], param: str) -> set[str]:
+    """The paths under the caller's variable of these callee names (`*p`: "", `p->n`: ".n")."""
+    found = {"" for name in names if name == DEREFERENCED + param}
+    return found | {"." + name[len(param) + 2:] for name in names if name.startswith(param + "->")} \
+        | {name[len(param):] for name in names if name.startswith(param + ".")}
+
+
+def _kept(ctx: ExtractionContext, address: Node, env: ConstEnv, suffixes: set[str]) -> dict[str, Value | None]:
+    """The folded values the paths under `x` (of `&x`) hold now, by suffix."""
+    target = address.child_by_field_name("argument")
+    name = re.sub(r"\s+", "", ctx.text(target)).replace("->", ".") if target is not None else ""
+    kept: dict[str, Value | None] = {}
+    for suffix in suffixes:
+        value, _ = try_evaluate(name + suffix, env)
+        if isinstance(value, (int, float)):
+            kept[suffix] = value
+    return kept
 
 
 def _written(local: ConstEnv, param: str) -> dict[str, Value | None]:

@@ -26,7 +26,7 @@ from perflsp.kernels.allocations import HostAllocation, index_allocations
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.cuda import from_definition, macro_aliases
-from perflsp.kernels.definitions import function_definitions
+from perflsp.kernels.definitions import function_declarator, function_definitions
 from perflsp.kernels.extract import extract, extract_with_constants
 from perflsp.kernels.file_trees import defined_names, file_version, parsed_header, parsed_text, source_definitions
 from perflsp.kernels.includes import IncludeResolver
@@ -321,9 +321,7 @@ class ProgramModel:
 
     def function_name(self, function: Node) -> str | None:
         """The simple name of a function definition (`Stream<T>::copy` -> `copy`)."""
-        declarator = function.child_by_field_name("declarator")
-        while declarator is not None and declarator.type != "function_declarator":
-            declarator = declarator.child_by_field_name("declarator")
+        declarator = function_declarator(function)
         name_node = declarator.child_by_field_name("declarator") if declarator is not None else None
         return self.ctx.text(name_node).rsplit("::", 1)[-1] if name_node is not None else None
 
@@ -407,9 +405,7 @@ class ProgramModel:
         if key in self._caller_arguments:
             return self._caller_arguments[key]
         self._caller_arguments[key] = {}
-        declarator = function.child_by_field_name("declarator")
-        while declarator is not None and declarator.type != "function_declarator":
-            declarator = declarator.child_by_field_name("declarator")
+        declarator = function_declarator(function)
         if declarator is None:
             return {}
         name_node = declarator.child_by_field_name("declarator")
@@ -486,9 +482,7 @@ class ProgramModel:
     def caller_argument_nodes(self, function: Node, parameter: str) -> list[Node]:
         """The argument each call of `function` in this file passes for its `parameter`
         (a lambda handed down to the function that launches the kernel)."""
-        declarator = function.child_by_field_name("declarator")
-        while declarator is not None and declarator.type != "function_declarator":
-            declarator = declarator.child_by_field_name("declarator")
+        declarator = function_declarator(function)
         name_node = declarator.child_by_field_name("declarator") if declarator is not None else None
         params = declarator.child_by_field_name("parameters") if declarator is not None else None
         if name_node is None or params is None:

@@ -738,7 +738,10 @@ def _written_names(ctx: ExtractionContext, node: Node) -> set[str]:
             target = n.child_by_field_name("argument")
         elif n.type == "init_declarator":
             target = n.child_by_field_name("declarator")
-        if target is not None and target.type in ("identifier", "field_expression"):  # (`p.n`: a field's path)
+        elif n.type == "pointer_expression" and ctx.text(n.child_by_field_name("operator")) == "&":
+            target = n.child_by_field_name("argument")  # (`&(p->n)`: handed to a function that may set it)
+            target = target.named_children[0] if target is not None and target.type == "parenthesized_expression" else target
+        if target is not None and target.type in ("identifier", "field_expression", "pointer_expression"):  # (`p.n`, `*p`)
             names.add(re.sub(r"\s+", "", ctx.text(target)))
         stack.extend(n.named_children)
     return names
