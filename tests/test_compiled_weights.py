@@ -4,7 +4,6 @@ inlined library code runs when the line info has no call sites (LLVM 19 and olde
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -17,8 +16,7 @@ from perflsp.compiled.profile import LineTable, SourceProfile, SourceStatement
 from perflsp.compiled.sass import Instruction, SassFunction
 from perflsp.compiled.service import Compiler
 from perflsp.compiled.toolchain import find_toolchain
-from perflsp.kernels.compile_db import CompileDatabase
-from tests.test_compiled import analyse
+from tests.test_compiled import _clang_database, analyse
 
 TOOLCHAIN = find_toolchain()
 REQUIRED = bool(os.environ.get("PERFLSP_REQUIRE_TOOLCHAIN"))
@@ -119,11 +117,7 @@ int main() { float *o; unsigned *t; gray<<<48, 256>>>(o, t, 7, 1 << 20); }
 def test_a_loop_clang_unrolls_is_tied_and_its_unrolling_read_where_it_closes(tmp_path):
     source = tmp_path / "gray.cu"
     source.write_text(GRAY)
-    (tmp_path / "compile_commands.json").write_text(json.dumps([
-        {"directory": str(tmp_path), "file": str(source),
-         "command": f"clang++ -O3 --cuda-gpu-arch=sm_86 -x cuda -c {source}"}]))
-    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"),
-                        flags=CompileDatabase.load(tmp_path / "compile_commands.json"))
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=_clang_database(tmp_path, source))
     (fn,) = compiler.compiled(source, ["sm_86"]).units["sm_86"].functions.values()
     # clang's SASS, read by hand: the `bit` loop unrolled 4 times (four predicated LDGs of
     # table[bit] ... table[bit + 3] a trip), counted by a 64-bit byte offset stepped 16 bytes,
@@ -204,11 +198,7 @@ int main() { Orchard *o; int *r; count<<<4, 256>>>(o, r); }
 def test_a_loop_counted_by_a_pointer_has_its_unrolling_read_from_its_loads(tmp_path):
     source = tmp_path / "orchards.cu"
     source.write_text(ORCHARDS)
-    (tmp_path / "compile_commands.json").write_text(json.dumps([
-        {"directory": str(tmp_path), "file": str(source),
-         "command": f"clang++ -O3 --cuda-gpu-arch=sm_86 -x cuda -c {source}"}]))
-    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"),
-                        flags=CompileDatabase.load(tmp_path / "compile_commands.json"))
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=_clang_database(tmp_path, source))
     (fn,) = compiler.compiled(source, ["sm_86"]).units["sm_86"].functions.values()
     # clang's SASS: the loop unrolled 8 times (eight LDGs a trip) and counted by a pointer
     # stepped 8 x 4,096 bytes (a 64-bit add)

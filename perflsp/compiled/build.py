@@ -386,14 +386,18 @@ def _clang_cuda(request: CompileRequest, toolchain: Toolchain, source: str, work
     if request.std:
         command.append(f"-std={request.std}")
     _run([*command, source, "-o", ptx], timeout_s, "clang")
-    cubin = str(Path(work) / "unit.cubin")
-    assemble = [toolchain.ptxas, "-O3", "-lineinfo", f"-arch={request.arch}", ptx, "-o", cubin]
+    return _assemble(toolchain.ptxas, request.arch, ptx, str(Path(work) / "unit.cubin"), timeout_s)
+
+
+def _assemble(ptxas: str, arch: str, ptx: str, cubin: str, timeout_s: float) -> str:
+    """`ptx` assembled with line info into `cubin`; relocatable when it calls into another unit."""
+    assemble = [ptxas, "-O3", "-lineinfo", f"-arch={arch}", ptx, "-o", cubin]
     try:
         _run(assemble, timeout_s, "ptxas")
     except CompileFailure as exc:
         if "Unresolved extern function" not in str(exc):
             raise
-        _run([*assemble[:1], "-c", *assemble[1:]], timeout_s, "ptxas")  # calls into another unit: relocatable
+        _run([*assemble[:1], "-c", *assemble[1:]], timeout_s, "ptxas")
     return cubin
 
 
@@ -428,14 +432,7 @@ def _clang_offload(request: CompileRequest, toolchain: Toolchain, source: str, w
     _run([toolchain.opt, "-O3", str(w / "relinked.bc"), "-o", str(w / "final.bc")], timeout_s, "opt")
     _run([toolchain.llc, "-O3", f"-mcpu={request.arch}", str(w / "final.bc"), "-o", str(w / "unit.ptx")], timeout_s,
          "llc")
-    assemble = [toolchain.ptxas, "-O3", "-lineinfo", f"-arch={request.arch}", str(w / "unit.ptx"), "-o", str(w / "unit.cubin")]
-    try:
-        _run(assemble, timeout_s, "ptxas")
-    except CompileFailure as exc:
-        if "Unresolved extern function" not in str(exc):
-            raise
-        _run([*assemble[:1], "-c", *assemble[1:]], timeout_s, "ptxas")  # calls into another unit: relocatable
-    return str(w / "unit.cubin")
+    return _assemble(toolchain.ptxas, request.arch, str(w / "unit.ptx"), str(w / "unit.cubin"), timeout_s)
 
 
 def _run(command: Sequence[str], timeout_s: float, tool: str) -> str:
