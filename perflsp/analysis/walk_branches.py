@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
-from perflsp.analysis.linear import Linear, distinct_values
+from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, distinct_values
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_values import Val
 
@@ -109,6 +109,9 @@ def learn_size(walker: Walker, name: str, extent: float) -> None:
 def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
     """Fraction of work items that take the `then` arm."""
     text = walker.text(cond)
+    matching = equality_weight(walker, cond)
+    if matching is not None:
+        return matching
     thread_atoms = {a for a in cval.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz") or a.startswith("o")}
     if "==" in text and thread_atoms and "&&" not in text and "||" not in text:
         card = 1.0
@@ -125,6 +128,63 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
         # unless the condition tests for being out of them (`if (x >= n) {...} else {...}`)
         return 0.0 if out_of_bounds_test(walker, cond) else 1.0
     return walker.cost.branch_weight
+
+
+def equality_weight(walker: Walker, cond: Node | None) -> float | None:
+    """`if (i == j)` / `if (i != j)` over counters of loops or indices of threads: the two sides
+    meet on one value of their difference's range (`i == j` in a loop over `j`: one trip in
+    `n`, and `if (i != j) continue;` skips one), not on half the passes. None when a side is
+    not a plain sum of such indices and constants (a value read from memory, a call), or when
+    only the thread index decides an equality (`branch_weight` counts those threads)."""
+    while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") \
+            and cond.named_child_count == 1:
+        cond = cond.named_children[0]
+    if cond is None or cond.type != "binary_expression":
+        return None
+    op = walker.text(cond.child_by_field_name("operator"))
+    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+    if op not in ("==", "!=") or left is None or right is None or not (_plain(left) and _plain(right)):
+        return None
+    saved = walker.mult, walker.visited
+    walker.mult = 0.0  # the condition is counted where it is walked
+    try:
+        difference = walker.eval(left).lin.add(walker.eval(right).lin, -1.0)
+    finally:
+        walker.mult, walker.visited = saved
+    counters = set(walker.loop_atoms)
+    atoms = difference.atoms
+    if not atoms or difference.nonlinear or not atoms <= counters | _THREAD_INDEX_ATOMS | _omp_indices(atoms) \
+            or (op == "==" and not atoms & counters) \
+            or any(c == UNKNOWN_COEFF or walker.cardinality.get(a, 1.0) <= 1.0 for a, c in difference.coeffs):
+        return None
+    cards = {a: walker.cardinality[a] for a in atoms}
+    coeffs = difference.coeff_map()
+    if len(atoms) == 2 and sorted(coeffs.values()) == [-1.0, 1.0]:
+        share = 1.0 / max(cards.values())  # `i == j` over two ranges: each i meets its one j
+    else:
+        share = 1.0 / distinct_values(difference, cards, math.inf)
+    return share if op == "==" else 1.0 - share
+
+
+def _omp_indices(atoms: frozenset[str]) -> set[str]:
+    return {a for a in atoms if a.startswith("o")}
+
+
+_PLAIN_NODES = frozenset({"identifier", "number_literal", "binary_expression", "parenthesized_expression",
+                          "unary_expression", "field_expression"})
+
+
+def _plain(node: Node) -> bool:
+    """An operand whose value costs no memory read or call to find again: names, numbers and
+    sums of them (`threadIdx.x`, `i + 1`)."""
+    if node.type not in _PLAIN_NODES:
+        return False
+    operator = node.child_by_field_name("operator")
+    if node.type == "binary_expression" and (operator is None or operator.type not in ("+", "-", "*")):
+        return False
+    if node.type == "field_expression" and (operator is None or operator.type != "."):
+        return False  # `p->n` reads memory
+    return all(_plain(child) for child in node.named_children if child.type != "field_identifier")
 
 
 def out_of_bounds_test(walker: Walker, cond: Node | None) -> bool:
