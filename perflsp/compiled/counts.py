@@ -17,7 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from perflsp.compiled.branch_shares import block_shares
 from perflsp.compiled.model import INDEX, ZERO, CompiledFunction, CompiledUnit, Vector, add
+from perflsp.compiled.names import directive_line
 from perflsp.compiled.profile import LineTable, SourceProfile, same_file
 from perflsp.compiled.sass import Location
 
@@ -63,7 +65,7 @@ class _Counter:
         self.parallel_trips = parallel_trips
         self.predicated_share = predicated_share
         self.shift = shift if shift is not None and shift[1] else None
-        self._weights: dict[tuple[Location, ...], float] = {}
+        self._weights: dict[tuple[Location, ...], float | None] = {}
         self._callees: dict[str, Vector] = {}
         self._chains: dict[int, list[tuple[Location, ...]]] = {}
 
@@ -90,8 +92,10 @@ class _Counter:
                 trips *= loop_trips[loop.parent]
             loop_trips.append(trips)
         tied_loops = self._tied_by_source(fn, ties)
+        runtime_line = directive_line(fn.name)
+        shares = block_shares(fn) if runtime_line is not None else []
         total = ZERO
-        for block in fn.blocks:
+        for index, block in enumerate(fn.blocks):
             frequency = loop_trips[block.loop] if block.loop is not None else 1.0
             if frequency <= 0:
                 continue
@@ -100,7 +104,12 @@ class _Counter:
                 chain = chains[lc.chain]
                 if self._peeled(chain, enclosing, tied_loops):
                     continue
-                weight = self.weight(chain) * frequency
+                guarded = self.source_weight(chain)
+                if guarded is None and chain and chain[0][1] == runtime_line:
+                    # the OpenMP device runtime's code, on the directive's line: no statement
+                    # guards it, each of its branches is read as even
+                    guarded = shares[index]
+                weight = (1.0 if guarded is None else guarded) * frequency
                 if weight <= 0:
                     continue
                 total = add(total, lc.counts, weight)
@@ -161,18 +170,22 @@ class _Counter:
 
     def weight(self, chain: tuple[Location, ...]) -> float:
         """Share of a thread's passes (per trip of its loops) that run code from `chain`."""
-        found = self._weights.get(chain)
-        if found is None:
-            found = self._weight(chain)
-            self._weights[chain] = found
-        return found
+        found = self.source_weight(chain)
+        return 1.0 if found is None else found
 
-    def _weight(self, chain: tuple[Location, ...]) -> float:
+    def source_weight(self, chain: tuple[Location, ...]) -> float | None:
+        """`weight` as the source's guards give it; None where no statement of the source holds
+        the code."""
+        if chain not in self._weights:
+            self._weights[chain] = self._weight(chain)
+        return self._weights[chain]
+
+    def _weight(self, chain: tuple[Location, ...]) -> float | None:
         for depth, location in enumerate(chain):
             found = self.table.weight_at(location, chain[depth + 1:])
             if found is not None:
                 return found
-        return 1.0
+        return None
 
     # -- loops ---------------------------------------------------------------------------------
 

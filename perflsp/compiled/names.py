@@ -167,6 +167,13 @@ def omp_region(unit: CompiledUnit, path: str | None, line: int,
     return found[0]
 
 
+def directive_line(name: str) -> int | None:
+    """The line (1-based) of the directive an OpenMP offload entry was outlined from; None for
+    any other function."""
+    m = _OFFLOAD.match(name)
+    return int(m.group(4)) if m else None
+
+
 def _file_id(path: str) -> tuple[int, int] | None:
     try:
         stat = os.stat(path)
