@@ -23,6 +23,7 @@ from typing import Any
 from tree_sitter import Node, QueryCursor, Tree
 
 from perflsp.kernels.allocations import HostAllocation, index_allocations
+from perflsp.kernels.build_sources import program_sources
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.cuda import from_definition, macro_aliases
@@ -68,10 +69,12 @@ class SourceFile:
     kernels: FileKernels
     env: ConstEnv | None  # (None: the text's own macros)
     top: TopLevelFacts | None = None
+    build_sources: tuple[Path, ...] = ()  # the build's other sources of the program (`CompileFlags.unit_sources`)
 
 
 def read_source(path: Path | None, data: bytes, resolver: IncludeResolver, defines: dict[str, str] | None = None,
-                include_dirs: tuple[Path, ...] = (), includers: bool = True) -> SourceFile:
+                include_dirs: tuple[Path, ...] = (), includers: bool = True,
+                build_sources: tuple[Path, ...] = ()) -> SourceFile:
     """Parse and extract `data` (the text of `path`) with the macros of its local headers and the
     build's `defines`/`include_dirs`; with `includers`, a file that a sibling source `#include`s
     is read in that sibling's context."""
@@ -80,7 +83,7 @@ def read_source(path: Path | None, data: bytes, resolver: IncludeResolver, defin
     lines = LineIndex(data)
     kernels, constants = extract_with_constants(data, tree, path=str(path) if path is not None else None,
                                                 lines=lines, env=env)
-    return SourceFile(data, tree, lines, kernels, env, TopLevelFacts(constants))
+    return SourceFile(data, tree, lines, kernels, env, TopLevelFacts(constants), build_sources)
 
 
 def program_model(source: SourceFile, argv: Sequence[str] | None = None) -> ProgramModel:
@@ -88,7 +91,8 @@ def program_model(source: SourceFile, argv: Sequence[str] | None = None) -> Prog
     (None: not known). Every model is built here: a fresh read (`read_source`), the server's
     incremental extraction of an open document (its `SourceFile` carries the extraction's
     top-level facts), a sibling or includer read for its call sites."""
-    return ProgramModel(source.data, source.tree, source.kernels, source.env, argv, source.lines, top=source.top)
+    return ProgramModel(source.data, source.tree, source.kernels, source.env, argv, source.lines, top=source.top,
+                        build_sources=source.build_sources)
 
 
 # `name(` or `name<...>(`; the lookahead consumes only the name, so a name inside another's
@@ -127,7 +131,7 @@ class ProgramModel:
 
     def __init__(self, data: bytes, tree: Tree, kernels: FileKernels, include_env: ConstEnv | None = None,
                  argv: Sequence[str] | None = None, lines: LineIndex | None = None,
-                 top: TopLevelFacts | None = None):
+                 top: TopLevelFacts | None = None, build_sources: tuple[Path, ...] = ()):
         """`top`: the facts of this text's top-level declarations when the caller has them (an
         extraction's, carried over edits inside function bodies); they are used when they stand
         over the same preprocessor view (`include_env`), else read from the text."""
@@ -136,6 +140,7 @@ class ProgramModel:
         self.kernels = kernels
         self.argv = tuple(argv) if argv is not None else None
         self.include_env = include_env
+        self.build_sources = build_sources
         self.ctx = ExtractionContext(data, tree, lines or LineIndex(data), kernels.path)
         if top is None or include_env is None or top.env.parent is not include_env:
             top = TopLevelFacts(file_env(self.ctx, include_env))
@@ -474,10 +479,13 @@ class ProgramModel:
 
     @cached_property
     def _sibling_all_versions(self) -> tuple[tuple[Path, int, int], ...]:
-        """The other sources and headers of the file's folder, `.cu`/`.c*` sources first."""
+        """The other sources and headers of the file's folder, `.cu`/`.c*` sources first, then
+        the sources of other folders the build names (`build_sources`)."""
         found = self._siblings(_SIBLING_SUFFIXES + tuple(s for s in _SIBLING_CUDA_SUFFIXES if s not in _SIBLING_SUFFIXES))
         ordered = sorted(found, key=lambda p: (p.suffix in (".h", ".hh", ".hpp", ".cuh"), p.name))
-        return tuple(v for v in map(file_version, ordered) if v is not None)
+        own = Path(self.kernels.path).resolve() if self.kernels.path else None
+        named = program_sources(own, self.build_sources) if own is not None else ()
+        return tuple(v for v in map(file_version, (*ordered, *named)) if v is not None)
 
     def caller_argument_nodes(self, function: Node, parameter: str) -> list[Node]:
         """The argument each call of `function` in this file passes for its `parameter`
