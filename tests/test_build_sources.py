@@ -91,6 +91,21 @@ def test_the_makefile_names_sources_of_other_folders_in_lists_and_prerequisites(
                                             (tmp_path / "x-cuda" / "main.cpp").resolve())
 
 
+def test_the_makefile_s_plain_variables_are_expanded_in_the_names(tmp_path: Path):
+    makefile = """
+inc = ../x-cuda
+shared := ${inc}/../common
+objs = main.o
+objs += shared.o
+main.o: $(inc)/main.cpp $(inc)/utils.h
+shared.o: $(shared)/shared.cc $(unset)/other.cpp
+extra.o: $(gone)/recipe.cpp
+"""
+    path = ports(tmp_path, makefile)
+    assert makefile_sources(path.parent) == ((tmp_path / "x-cuda" / "main.cpp").resolve(),
+                                            (tmp_path / "common" / "shared.cc").resolve())
+
+
 def test_a_named_source_that_does_not_exist_is_not_read(tmp_path: Path):
     path = ports(tmp_path, MAKEFILE.replace("../x-cuda/main.cpp", "../gone/main.cpp"))
     assert makefile_sources(path.parent) == ((tmp_path / "common" / "shared.cc").resolve(),)

@@ -20,8 +20,9 @@ _MAX_MAKEFILE_BYTES = 256 * 1024
 
 _CONTINUATION = re.compile(r"\\\r?\n")
 # `name = words` (`:=`, `::=`, `+=`, `?=`) and `targets: prerequisites` (not `:=`)
-_ASSIGNMENT = re.compile(r"^\s*(?:export\s+|override\s+)?[A-Za-z_][\w.-]*\s*(?:::?=|[+?]?=)(.*)$")
+_ASSIGNMENT = re.compile(r"^\s*(?:export\s+|override\s+)?([A-Za-z_][\w.-]*)\s*(::?=|[+?]?=)(.*)$")
 _RULE = re.compile(r"^([^:=#\t][^:=#]*?)::?(?!=)(.*)$")
+_REFERENCE = re.compile(r"\$[({]([A-Za-z_][\w.-]*)[)}]")  # `$(src)`, `${src}`
 
 
 def program_sources(own: Path, unit_sources: tuple[Path, ...] = ()) -> tuple[Path, ...]:
@@ -66,21 +67,35 @@ def _named_sources(makefile: Path, mtime_ns: int, size: int) -> tuple[Path, ...]
         return ()
     folder = makefile.parent.resolve()
     found: dict[Path, None] = {}
+    variables: dict[str, str] = {}  # the plain assignments so far (`src = ../x-cuda`)
     for line in _CONTINUATION.sub(" ", text).splitlines():
         if line.startswith("\t"):
             continue  # a recipe: what a rule runs, not what it is built from
         line = line.split("#", 1)[0]
-        m = _ASSIGNMENT.match(line)
-        words = m.group(1) if m is not None else None
-        if words is None and (m := _RULE.match(line)) is not None:
-            words = m.group(2).split(";", 1)[0].replace("|", " ")
-        for word in (words or "").split():
+        if (m := _ASSIGNMENT.match(line)) is not None:
+            name, kind, words = m.group(1), m.group(2), _expanded(m.group(3), variables).strip()
+            if kind == "+=":
+                variables[name] = f"{variables.get(name, '')} {words}".strip()
+            elif kind != "?=" or name not in variables:
+                variables[name] = words
+        elif (m := _RULE.match(line)) is not None:
+            words = _expanded(m.group(2).split(";", 1)[0].replace("|", " "), variables)
+        else:
+            continue
+        for word in words.split():
             if "$" in word or "%" in word or not word.endswith(SOURCE_SUFFIXES):
                 continue
             path = _outside(folder, word)
             if path is not None:
                 found.setdefault(path)
     return tuple(found) if len(found) <= _MAX_NAMED else ()
+
+
+def _expanded(words: str, variables: dict[str, str]) -> str:
+    """`words` with the Makefile's plain variables expanded (`$(src)/main.cpp`); a reference to
+    anything else (an automatic variable, a function, a variable not assigned yet) is left as
+    is, and the word it is in is not read."""
+    return _REFERENCE.sub(lambda m: variables.get(m.group(1), m.group(0)), words)
 
 
 def _outside(folder: Path, word: str) -> Path | None:
