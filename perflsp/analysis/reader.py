@@ -152,7 +152,8 @@ def read_program(path: Path | None, data: bytes, context: ReadContext,
     preprocessor's view, the options' `include_env` and `external_launches` filled in (the
     launch sites of its kernels in the sources that include it, folded with `options.argv`;
     not looked for with `includer_launch_sites=False`)."""
-    source = read_source(path, data, context.resolver, context.defines, context.include_dirs, includers=True)
+    source = read_source(path, data, context.resolver, context.defines, context.include_dirs, includers=True,
+                         build_sources=context.flags.unit_sources if context.flags is not None else ())
     external = context.includer_launches(path, source.kernels, options.argv) if includer_launch_sites else ()
     return ReadProgram(path, source, dataclasses.replace(options, include_env=source.env, external_launches=external),
                        context)

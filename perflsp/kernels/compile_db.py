@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
+
+from perflsp.kernels.build_sources import SOURCE_SUFFIXES, makefile_source_named
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +26,9 @@ class CompileFlags:
     language: str | None = None  # "cuda" (`-x cuda`, nvcc), "omp" (OpenMP offload), None: not said
     forced_includes: tuple[Path, ...] = ()  # `-include file`
     compiler: str | None = None  # the build's compiler family: "clang", "nvcc", "gcc", ... (None: not said)
+    # the other sources of the same build target (`CMakeFiles/<target>.dir`), wherever they live:
+    # where the host code that calls this file's functions is
+    unit_sources: tuple[Path, ...] = ()
 
 
 class CompileDatabaseError(ValueError):
@@ -58,6 +63,7 @@ class CompileDatabase:
         if not isinstance(raw, list):
             raise CompileDatabaseError(f"{path}: expected a JSON list of compile commands")
         entries: dict[Path, CompileFlags] = {}
+        targets: dict[str, list[tuple[Path | None, Path, CompileFlags]]] = {}  # target -> (file, as named, flags)
         for entry in raw:
             if not isinstance(entry, dict) or "file" not in entry:
                 continue
@@ -66,10 +72,19 @@ class CompileDatabase:
                 args = entry.get("arguments") or shlex.split(entry.get("command", ""))
             except ValueError:
                 continue
-            file = _reroot(directory / entry["file"], source_root)
-            if file is None:
-                continue
-            entries[file] = _flags(args, directory, source_root)
+            named = directory / entry["file"]
+            file = _reroot(named, source_root)
+            flags = _flags(args, directory, source_root)
+            target = _target(entry.get("output"), args)
+            if target is not None:
+                targets.setdefault(target, []).append((file, named, flags))
+            if file is not None:
+                entries[file] = flags
+        for members in targets.values():
+            sources = _target_sources(members)
+            for file, _, _ in members:
+                if file is not None and file in entries and len(sources) > 1:
+                    entries[file] = replace(entries[file], unit_sources=tuple(s for s in sources if s != file))
         return cls(entries)
 
     def flags_for(self, source: Path) -> CompileFlags | None:
@@ -90,6 +105,46 @@ class CompileDatabase:
         if resolved in self._by_file:
             return True
         return False if resolved.parent in self._by_dir else None
+
+
+_TARGET = re.compile(r"(?:^|/)CMakeFiles/([^/]+)\.dir/")
+_MAX_TARGET_SOURCES = 64  # (a target of more sources is a library, not one program's host code)
+
+
+def _target(output: object, args: list[str]) -> str | None:
+    """The build target an entry belongs to, where its object file says (`CMakeFiles/<t>.dir/`)."""
+    if not isinstance(output, str):
+        output = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "-o"), None)
+    m = _TARGET.search(output) if isinstance(output, str) else None
+    return m.group(1) if m is not None else None
+
+
+def _target_sources(members: list[tuple[Path | None, Path, CompileFlags]]) -> tuple[Path, ...]:
+    """The sources of one target, each once; an entry naming a generated copy the build folder
+    lacks (`build/<target>-main.cpp`, gone after a clean) stands for the source it copies: the
+    one a Makefile of the target's folders names, else the same name in one of its `-I` folders."""
+    if len(members) > _MAX_TARGET_SOURCES:
+        return ()
+    folders = list(dict.fromkeys(file.parent for file, _, _ in members if file is not None))
+    found: dict[Path, None] = {}
+    for file, named, flags in members:
+        if file is None and named.suffix in SOURCE_SUFFIXES:
+            file = next((s for f in folders if (s := makefile_source_named(f, named.name)) is not None), None) \
+                or _copied_source(named.name, flags.include_dirs)
+        if file is not None:
+            found.setdefault(file)
+    return tuple(found)
+
+
+def _copied_source(name: str, include_dirs: tuple[Path, ...]) -> Path | None:
+    """`main.cpp` for `<target>-main.cpp` (or `name` itself) in the first `-I` folder holding it."""
+    candidates = [name] + [name[i + 1:] for i, c in enumerate(name) if c == "-"]
+    for folder in include_dirs:
+        for candidate in candidates:
+            path = folder / candidate
+            if path.is_file():
+                return path.resolve()
+    return None
 
 
 def _reroot(path: Path, source_root: Path | None) -> Path | None:

@@ -23,17 +23,20 @@ from typing import Any
 from tree_sitter import Node, QueryCursor, Tree
 
 from perflsp.kernels.allocations import HostAllocation, index_allocations
+from perflsp.kernels.build_sources import program_sources
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.cuda import from_definition, macro_aliases
 from perflsp.kernels.definitions import function_declarator, function_definitions
 from perflsp.kernels.extract import extract, extract_with_constants
+from perflsp.kernels.fields import field_declarations
 from perflsp.kernels.file_trees import defined_names, file_version, parsed_header, parsed_text, source_definitions
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
 from perflsp.kernels.objects import DeclaredStruct, ObjectPaths, declared_fields_env, member_env, object_paths_env, passed_fields
 from perflsp.kernels.omp import parse_clauses, split_directive
+from perflsp.kernels.pointer_tables import calls_through, mentions_any, tables_listing
 from perflsp.kernels.preprocess import expand_macros
 from perflsp.kernels.symbols import TopLevelFacts, declares, file_env, function_env, is_write, mutable_globals, never_runs
 from perflsp.source.files import SkippedFile, load_file
@@ -68,10 +71,12 @@ class SourceFile:
     kernels: FileKernels
     env: ConstEnv | None  # (None: the text's own macros)
     top: TopLevelFacts | None = None
+    build_sources: tuple[Path, ...] = ()  # the build's other sources of the program (`CompileFlags.unit_sources`)
 
 
 def read_source(path: Path | None, data: bytes, resolver: IncludeResolver, defines: dict[str, str] | None = None,
-                include_dirs: tuple[Path, ...] = (), includers: bool = True) -> SourceFile:
+                include_dirs: tuple[Path, ...] = (), includers: bool = True,
+                build_sources: tuple[Path, ...] = ()) -> SourceFile:
     """Parse and extract `data` (the text of `path`) with the macros of its local headers and the
     build's `defines`/`include_dirs`; with `includers`, a file that a sibling source `#include`s
     is read in that sibling's context."""
@@ -80,7 +85,7 @@ def read_source(path: Path | None, data: bytes, resolver: IncludeResolver, defin
     lines = LineIndex(data)
     kernels, constants = extract_with_constants(data, tree, path=str(path) if path is not None else None,
                                                 lines=lines, env=env)
-    return SourceFile(data, tree, lines, kernels, env, TopLevelFacts(constants))
+    return SourceFile(data, tree, lines, kernels, env, TopLevelFacts(constants), build_sources)
 
 
 def program_model(source: SourceFile, argv: Sequence[str] | None = None) -> ProgramModel:
@@ -88,7 +93,8 @@ def program_model(source: SourceFile, argv: Sequence[str] | None = None) -> Prog
     (None: not known). Every model is built here: a fresh read (`read_source`), the server's
     incremental extraction of an open document (its `SourceFile` carries the extraction's
     top-level facts), a sibling or includer read for its call sites."""
-    return ProgramModel(source.data, source.tree, source.kernels, source.env, argv, source.lines, top=source.top)
+    return ProgramModel(source.data, source.tree, source.kernels, source.env, argv, source.lines, top=source.top,
+                        build_sources=source.build_sources)
 
 
 # `name(` or `name<...>(`; the lookahead consumes only the name, so a name inside another's
@@ -127,7 +133,7 @@ class ProgramModel:
 
     def __init__(self, data: bytes, tree: Tree, kernels: FileKernels, include_env: ConstEnv | None = None,
                  argv: Sequence[str] | None = None, lines: LineIndex | None = None,
-                 top: TopLevelFacts | None = None):
+                 top: TopLevelFacts | None = None, build_sources: tuple[Path, ...] = ()):
         """`top`: the facts of this text's top-level declarations when the caller has them (an
         extraction's, carried over edits inside function bodies); they are used when they stand
         over the same preprocessor view (`include_env`), else read from the text."""
@@ -136,6 +142,7 @@ class ProgramModel:
         self.kernels = kernels
         self.argv = tuple(argv) if argv is not None else None
         self.include_env = include_env
+        self.build_sources = build_sources
         self.ctx = ExtractionContext(data, tree, lines or LineIndex(data), kernels.path)
         if top is None or include_env is None or top.env.parent is not include_env:
             top = TopLevelFacts(file_env(self.ctx, include_env))
@@ -425,6 +432,8 @@ class ProgramModel:
                 passed = other.arguments_passed(name, tuple(param_names), depth)
                 if passed is not None:
                     break
+        if passed is None and name != "main":
+            passed = self._passed_through_tables(name, tuple(param_names), depth)
         values, assumed = passed if passed is not None else ({}, set())
         if assumed:
             self._caller_assumed[key] = assumed
@@ -432,11 +441,12 @@ class ProgramModel:
         return values
 
     def arguments_passed(self, name: str, param_names: tuple[str | None, ...], depth: int,
-                         outside: Node | None = None) -> tuple[dict[str, Folded], set[str]] | None:
-        """What the first call of `name` in this file (with as many arguments as `param_names`,
-        not inside `outside`: a recursive call) passes: the foldable arguments by parameter
-        name, and those folded from assumed program arguments; None when there is no such call."""
-        for call in self.calls_to(name):
+                         outside: Node | None = None, calls: list[Node] | None = None,
+                         ) -> tuple[dict[str, Folded], set[str]] | None:
+        """What the first call of `name` in this file (or of `calls`; with as many arguments as
+        `param_names`, not inside `outside`: a recursive call) passes: the foldable arguments by
+        parameter name, and those folded from assumed program arguments; None when there is no such call."""
+        for call in self.calls_to(name) if calls is None else calls:
             if outside is not None and outside.start_byte <= call.start_byte < outside.end_byte:
                 continue
             args = call.child_by_field_name("arguments")
@@ -461,6 +471,21 @@ class ProgramModel:
             return values, assumed
         return None
 
+    def _passed_through_tables(self, name: str, param_names: tuple[str | None, ...], depth: int,
+                               ) -> tuple[dict[str, Folded], set[str]] | None:
+        """What the first call through a table of function pointers that lists `name` passes
+        (`pointer_tables`): the table in this file, the call here or in the program's other sources."""
+        tables = tables_listing(self.data, self.tree.root_node, name)
+        if not tables:
+            return None
+        others = (_sibling_model(*v, self.argv) for v in self._sibling_all_versions if mentions_any(*v, tables))
+        for model in (self, *others):
+            calls = calls_through(model.data, model.tree.root_node, tables) if model is not None else []
+            passed = model.arguments_passed(name, param_names, depth, calls=calls) if model and calls else None
+            if passed is not None:
+                return passed
+        return None
+
     def _caller_sources(self, name: str) -> list[ProgramModel]:
         """Models of the other sources of the file's folder that may call `name` (read in
         their own context, with this model's program arguments)."""
@@ -474,10 +499,13 @@ class ProgramModel:
 
     @cached_property
     def _sibling_all_versions(self) -> tuple[tuple[Path, int, int], ...]:
-        """The other sources and headers of the file's folder, `.cu`/`.c*` sources first."""
+        """The other sources and headers of the file's folder, `.cu`/`.c*` sources first, then
+        the sources of other folders the build names (`build_sources`)."""
         found = self._siblings(_SIBLING_SUFFIXES + tuple(s for s in _SIBLING_CUDA_SUFFIXES if s not in _SIBLING_SUFFIXES))
         ordered = sorted(found, key=lambda p: (p.suffix in (".h", ".hh", ".hpp", ".cuh"), p.name))
-        return tuple(v for v in map(file_version, ordered) if v is not None)
+        own = Path(self.kernels.path).resolve() if self.kernels.path else None
+        named = program_sources(own, self.build_sources) if own is not None else ()
+        return tuple(v for v in map(file_version, (*ordered, *named)) if v is not None)
 
     def caller_argument_nodes(self, function: Node, parameter: str) -> list[Node]:
         """The argument each call of `function` in this file passes for its `parameter`
@@ -762,7 +790,7 @@ class ProgramModel:
             sources = [(self.data, self.tree)] + [(data, tree) for data, tree, _, _ in self._headers_functions()]
             found: list[tuple[bytes, list[Node]]] = []
             for data, tree in sources:
-                nodes = _field_declarations(tree.root_node, data, class_name)
+                nodes = field_declarations(tree.root_node, data, class_name)
                 if nodes:
                     found.append((data, nodes))
             self._class_fields[class_name] = found
@@ -804,31 +832,6 @@ def _edited_macros(data: bytes, context: ConstEnv | None) -> ConstEnv:
 
 
 _TEMPLATE_TYPE_PARAMETER = re.compile(r"\b(?:class|typename)\s+([A-Za-z_]\w*)")
-_CLASS_KINDS = ("class_specifier", "struct_specifier")
-_SCOPES = ("translation_unit", "namespace_definition", "declaration_list", "template_declaration",
-           "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "linkage_specification",
-           "declaration", "field_declaration_list", "field_declaration")
-
-
-def _field_declarations(root: Node, data: bytes, class_name: str) -> list[Node]:
-    """`field_declaration` nodes of the class or struct named `class_name` under `root`
-    (namespaces, templates and `#if` blocks searched; function bodies not; `typedef struct {...} T;`)."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        for child in node.named_children:
-            if child.type in _CLASS_KINDS or child.type == "type_definition":
-                typedef = child.type == "type_definition"
-                name = child.child_by_field_name("declarator" if typedef else "name")
-                body = (child.child_by_field_name("type") or child).child_by_field_name("body")
-                if name is not None and body is not None and \
-                        data[name.start_byte : name.end_byte].decode("utf-8", errors="replace") == class_name:
-                    return [c for c in body.named_children if c.type == "field_declaration"]
-            if child.type in _SCOPES or child.type in _CLASS_KINDS:
-                stack.append(child)
-    return []
-
-
 def first_function(node: Node) -> Node | None:
     stack = [node]
     while stack:
