@@ -46,7 +46,7 @@ def _reader_version() -> str:
     """What a unit is read with: the code that turns SASS into blocks, loops and classes (cached
     units read with other code are read again from their cached disassembly)."""
     digest = hashlib.sha256()
-    for name in ("sass.py", "inline_sites.py", "isa.py", "cfg.py", "model.py"):
+    for name in ("sass.py", "inline_sites.py", "isa.py", "cfg.py", "model.py", "special.py", "slow_paths.py"):
         try:
             digest.update((Path(__file__).parent / name).read_bytes())
         except OSError:

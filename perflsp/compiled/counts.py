@@ -66,6 +66,7 @@ class _Counter:
         self._weights: dict[tuple[Location, ...], float] = {}
         self._callees: dict[str, Vector] = {}
         self._chains: dict[int, list[tuple[Location, ...]]] = {}
+        self._slow_paths = 0  # of the functions counted
 
     def chains(self, fn: CompiledFunction) -> list[tuple[Location, ...]]:
         """The function's source positions, moved where the source moved since the compile."""
@@ -81,6 +82,7 @@ class _Counter:
         return found
 
     def count(self, fn: CompiledFunction, depth: int) -> DynamicCounts:
+        self._slow_paths += fn.slow_paths
         ties = self._tie_loops(fn)
         chains = self.chains(fn)
         loop_trips: list[float] = []
@@ -117,6 +119,10 @@ class _Counter:
         if matched < len(fn.loops):
             notes.append(f"{len(fn.loops) - matched} of {len(fn.loops)} compiled loops not tied to a source loop: "
                          "counted once per entry")
+        if depth == 0 and self._slow_paths:
+            notes.append(f"{self._slow_paths} slow path{'s' if self._slow_paths > 1 else ''} of library trigonometric "
+                         "functions not counted (the argument reduction for |x| ≥ 105615, 2^31 for doubles): "
+                         "no thread runs it in practice")
         return DynamicCounts(total, len(fn.loops), matched, notes)
 
     @staticmethod

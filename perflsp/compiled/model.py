@@ -77,6 +77,7 @@ class CompiledFunction:
     chains: list[tuple[Location, ...]]
     blocks: list[Block]
     loops: list[Loop]
+    slow_paths: int = 0  # library math slow paths (huge trigonometric arguments) cut off, not counted
 
     def global_accesses(self) -> dict[tuple[Location, bool], tuple[float, float]]:
         """(source position, is a store) -> (instructions, bytes) of the global loads or stores the
@@ -107,6 +108,7 @@ class CompiledFunction:
                         b.loop, b.calls, b.indirect_calls] for b in self.blocks],
             "loops": [[lp.header, lp.blocks, lp.parent, lp.latch_chains, [[s.amount, s.chain, s.wide, s.address] for s in lp.steps],
                        list(lp.own_counts)] for lp in self.loops],
+            "slow_paths": self.slow_paths,
         }
 
     @classmethod
@@ -116,7 +118,8 @@ class CompiledFunction:
                   for start, lines, succ, loop, calls, ind in data["blocks"]]
         loops = [Loop(h, bl, parent, latches, [Step(*step) for step in steps], tuple(own))
                  for h, bl, parent, latches, steps, own in data["loops"]]
-        return cls(data["name"], bool(data["entry"]), data["registers"], chains, blocks, loops)
+        return cls(data["name"], bool(data["entry"]), data["registers"], chains, blocks, loops,
+                   int(data.get("slow_paths", 0)))
 
 
 @dataclass(slots=True)
