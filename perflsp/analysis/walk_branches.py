@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
+from perflsp.analysis.case_chains import case_share
 from perflsp.analysis.linear import Linear, distinct_values
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_values import Val
@@ -111,6 +112,9 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
     text = walker.text(cond)
     thread_atoms = {a for a in cval.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz") or a.startswith("o")}
     if "==" in text and thread_atoms and "&&" not in text and "||" not in text:
+        share = case_share(walker, cond)
+        if share is not None:
+            return share
         card = 1.0
         for atom in thread_atoms:
             card *= max(1.0, walker.cardinality.get(atom, 1.0))
