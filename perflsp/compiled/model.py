@@ -132,6 +132,9 @@ class CompiledUnit:
     functions: dict[str, CompiledFunction]
     dependencies: list[str] = field(default_factory=list)  # files the unit read (for cache checks)
     seconds: float = 0.0
+    # functions of other units of the build this unit's code calls (separate compilation), by
+    # symbol -> the source of the unit compiled for them (`linking.py`); not cached with the unit
+    linked: dict[str, str] = field(default_factory=dict, compare=False)
     # names.py's index of the entry functions by simple name (built on the first lookup)
     entries: dict[str, list[Any]] | None = field(default=None, repr=False, compare=False)
 
