@@ -56,6 +56,37 @@ def test_the_huge_argument_arm_of_a_trigonometric_reduction_is_cut_off():
     assert total == {"integer": 0, "fp32": 3}  # FFMA + FMUL; the loop's IADD3 and ISETP are gone
 
 
+SAVED = """\
+\t.section\t.text._Z1kPf,"ax",@progbits
+        .other          _Z1kPf,@"STO_CUDA_ENTRY STV_DEFAULT"
+_Z1kPf:
+.text._Z1kPf:
+        /*0000*/                   FSETP.GE.AND P2, PT, |R14|, 105615, PT ;
+        /*0010*/                   P2R R82, PR, RZ, 0x4 ;
+        /*0020*/              @!P2 BRA `(.L_x_1) ;
+        /*0030*/                   IADD3 R11, R11, 0x4, RZ ;
+.L_x_1:
+        /*0040*/                   FSETP.GE.AND P2, PT, R3, RZ, PT ;
+        /*0050*/                   ISETP.NE.AND P3, PT, R82, RZ, PT ;
+        /*0060*/              @!P3 BRA `(.L_x_2) ;
+        /*0070*/                   IADD3 R12, R12, 0x4, RZ ;
+        /*0080*/                   IADD3 R13, R13, 0x4, RZ ;
+.L_x_2:
+        /*0090*/                   FMUL R6, R0, R0 ;
+        /*00a0*/                   EXIT ;
+"""
+
+
+def test_a_range_test_saved_in_a_register_and_tested_again_cuts_both_slow_paths():
+    # `sinf(x)` and `cosf(x)` of one argument: ptxas keeps the range test in a register
+    # (`P2R`) while the predicate is reused, and tests the register again for the second call
+    (fn,) = parse_sass(SAVED)
+    compiled = build_function(fn)
+    assert compiled.slow_paths == 2
+    integers = sum(lc.counts[INDEX["integer"]] for b in compiled.blocks for lc in b.lines)
+    assert integers == 1  # the ISETP; the three IADD3 of the slow arms are gone
+
+
 def test_a_branch_on_another_bound_is_no_slow_path():
     (fn,) = parse_sass(SASS.replace("105615", "1000"))
     compiled = build_function(fn)

@@ -36,6 +36,8 @@ def huge_argument_arms(instructions: list[Instruction], starts: list[int],
     105615, PT`). Predicates are followed in instruction order; one written by anything else is
     forgotten."""
     huge_when: dict[str, bool] = {}  # predicate -> its value for a huge argument
+    # a register a test's predicate was saved into (`P2R R82, PR, RZ, 0x4`), nonzero when it held
+    saved: dict[str, bool] = {}
     branch_at: dict[int, tuple[str, bool]] = {}  # instruction index -> (predicate, value for huge)
     for at, ins in enumerate(instructions):
         if ins.base == "BRA" and ins.predicated and ins.predicate is not None:
@@ -44,11 +46,21 @@ def huge_argument_arms(instructions: list[Instruction], starts: list[int],
                 # taken when the predicate, negated or not, holds
                 branch_at[at] = (name, huge_when[name] != ins.predicate.startswith("!"))
             continue
+        destination = ins.operands.split(",", 1)[0].strip()
+        if ins.base == "P2R" and not ins.predicated:
+            value = _saved_value(ins, huge_when)
+            if value is None:
+                saved.pop(destination, None)
+            else:
+                saved[destination] = value
+            continue
+        if destination in saved and not destination.startswith("P"):
+            del saved[destination]  # the register written again
         written = _WRITES_PREDICATE.match(ins.operands)
         if written is None or written.group(1) == "PT":
             continue
         name = written.group(1)
-        value = None if ins.predicated else _huge_when(ins)
+        value = None if ins.predicated else (_huge_when(ins) if ins.base != "ISETP" else _restored(ins, saved))
         if value is None:
             huge_when.pop(name, None)
         else:
@@ -67,6 +79,30 @@ def huge_argument_arms(instructions: list[Instruction], starts: list[int],
             continue  # a loop's back edge, or both arms the same
         found[b] = taken if taken_when_huge else following
     return found
+
+
+def _saved_value(ins: Instruction, huge_when: dict[str, bool]) -> bool | None:
+    """For `P2R R82, PR, RZ, 0x4` saving one range test's predicate (bit i for Pi): the value
+    the register's being nonzero has for a huge argument."""
+    parts = [p.strip() for p in ins.operands.split(",")]
+    if len(parts) != 4 or parts[1] != "PR" or parts[2] != "RZ":
+        return None
+    try:
+        mask = int(parts[3], 0)
+    except ValueError:
+        return None
+    if mask <= 0 or mask & (mask - 1):
+        return None  # several predicates in one register
+    return huge_when.get(f"P{mask.bit_length() - 1}")
+
+
+def _restored(ins: Instruction, saved: dict[str, bool]) -> bool | None:
+    """For `ISETP.NE.AND P3, PT, R82, RZ, PT` on a register a range test was saved into: the
+    value the predicate has for a huge argument."""
+    m = re.match(r"^P\d,\s*PT,\s*(R\d+),\s*RZ,\s*PT\s*$", ins.operands)
+    if m is None or m.group(1) not in saved or len(ins.modifiers) < 2 or ins.modifiers[0] not in ("NE", "EQ"):
+        return None
+    return saved[m.group(1)] == (ins.modifiers[0] == "NE")
 
 
 def _huge_when(ins: Instruction) -> bool | None:
