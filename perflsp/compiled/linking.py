@@ -22,12 +22,15 @@ from perflsp.compiled.names import demangled
 MAX_SIBLINGS = 8  # sources of the folder compiled for the functions a unit calls
 MAX_ROUNDS = 3  # levels of calls followed into other units (a kernel -> merge -> field arithmetic)
 _DEVICE = re.compile(rb"__device__")
+# what the CUDA runtime's device library provides (`printf`, `malloc`, `assert`): no source defines it
+_RUNTIME = frozenset({"vprintf", "malloc", "free", "__assertfail"})
 
 
 def external_callees(functions: Iterable[CompiledFunction], defined: Iterable[str]) -> set[str]:
     """The symbols `functions` call directly that none of `defined` is."""
     have = set(defined)
-    return {name for fn in functions for block in fn.blocks for name in block.calls if name not in have}
+    return {name for fn in functions for block in fn.blocks for name in block.calls
+            if name not in have and name not in _RUNTIME and not name.startswith("__")}
 
 
 def simple_name(symbol: str) -> str:
