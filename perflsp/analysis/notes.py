@@ -19,7 +19,7 @@ from typing import Any
 
 class NoteKind(StrEnum):
     """What a note states. Assumptions: problem size, launch shape, loop trip, size bound, exit
-    edge, template argument, guessed type, tensor core, program arguments, work limit. Evidence: per-item
+    edge, case chain, template argument, guessed type, tensor core, program arguments, work limit. Evidence: per-item
     counts, DRAM traffic, unanalysed call, compiled counts, source counts, intensity, uncertain."""
 
     PER_ITEM_COUNTS = "per-item-counts"  # operations and bytes of one work item
@@ -29,6 +29,7 @@ class NoteKind(StrEnum):
     LAUNCH_SHAPE = "launch-shape"  # a grid or block the launch does not fix
     SIZE_BOUND = "size-bound"  # a parameter bounding the thread index, read as the extent
     EXIT_EDGE = "exit-edge"  # a guard that leaves the block (`if (t >= n) break;`), read as taken at the edge
+    CASE_CHAIN = "case-chain"  # `if (c == 1) ... if (c == 2)` on a value of the thread index: one case per thread
     TEMPLATE_ARGUMENT = "template-argument"  # a template type or value not visible at a launch
     GUESSED_TYPE = "guessed-type"  # a type defined nowhere the engine reads
     TENSOR_CORE = "tensor-core"  # a tensor-core fragment's shape or types

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
+from perflsp.analysis.case_chains import case_share
+from perflsp.analysis.lane_guards import lanes_share
 from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, distinct_values
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_values import Val
@@ -114,6 +116,9 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
         return matching
     thread_atoms = {a for a in cval.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz") or a.startswith("o")}
     if "==" in text and thread_atoms and "&&" not in text and "||" not in text:
+        share = case_share(walker, cond)
+        if share is not None:
+            return share
         card = 1.0
         for atom in thread_atoms:
             card *= max(1.0, walker.cardinality.get(atom, 1.0))
@@ -124,6 +129,10 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
             # `if (tid < s)` in `for (s = n / 2; s > 0; s >>= 1)`: half the threads, then a
             # quarter, ...: about one full pass over the whole loop
             return 1.0 / max(1.0, walker.geometric_loops[halving[0]])
+        # a part of the block the walk can count (`threadIdx.x < 32` of 256 threads: an eighth)
+        lanes = lanes_share(walker, cond)
+        if lanes is not None:
+            return lanes
         # a bounds guard: (nearly) every item is in bounds; the `then` arm is that side
         # unless the condition tests for being out of them (`if (x >= n) {...} else {...}`)
         return 0.0 if out_of_bounds_test(walker, cond) else 1.0

@@ -46,7 +46,7 @@ def _reader_version() -> str:
     """What a unit is read with: the code that turns SASS into blocks, loops and classes (cached
     units read with other code are read again from their cached disassembly)."""
     digest = hashlib.sha256()
-    for name in ("sass.py", "inline_sites.py", "isa.py", "cfg.py", "model.py"):
+    for name in ("sass.py", "inline_sites.py", "isa.py", "cfg.py", "model.py", "special.py", "slow_paths.py"):
         try:
             digest.update((Path(__file__).parent / name).read_bytes())
         except OSError:
@@ -79,6 +79,10 @@ class CompileRequest:
     # the build compiles this CUDA unit with clang: so does perflsp when the toolchain has a clang
     # and a CUDA install (headers, libdevice); nvcc with `codegen` otherwise
     clang_cuda: bool = False
+    # a unit compiled for the device functions another unit of the build calls (`linking.py`):
+    # relocatable code (nvcc `-rdc=true`, clang `-fgpu-rdc`, ptxas `-c`), which keeps functions
+    # no kernel of the unit calls
+    relocatable: bool = False
 
     def flags(self) -> list[str]:
         """Preprocessor flags (`-I`, `-D`, `-include`): only these come from the build."""
@@ -113,7 +117,8 @@ def cache_key(request: CompileRequest, toolchain: Toolchain, text: bytes) -> str
     tools = toolchain.identity("clang-cuda" if uses_clang_cuda(request, toolchain) else request.language)
     digest.update(json.dumps([FORMAT_VERSION, tools, request.language, request.arch,
                               request.source, request.include_dirs, request.defines, request.forced_includes,
-                              request.std, *request.codegen, uses_clang_cuda(request, toolchain)]).encode())
+                              request.std, *request.codegen, uses_clang_cuda(request, toolchain),
+                              *(["relocatable"] if request.relocatable else [])]).encode())
     digest.update(text)
     return digest.hexdigest()
 
@@ -335,6 +340,7 @@ def _nvcc(request: CompileRequest, toolchain: Toolchain, source: str, work: str,
     assert toolchain.nvcc is not None
     cubin = str(Path(work) / "unit.cubin")
     base = [toolchain.nvcc, "-cubin", "-O3", "-lineinfo", f"-arch={request.arch}", "-w",
+            *(["-rdc=true"] if request.relocatable else []),
             "--extended-lambda", "--expt-relaxed-constexpr", *request.codegen, *request.flags(),
             # (after the toolkit's own `-I` include folder: a component's headers never shadow it)
             *[arg for folder in toolchain.cuda_extra_includes for arg in ("-isystem", folder)]]
@@ -379,19 +385,21 @@ def _clang_cuda(request: CompileRequest, toolchain: Toolchain, source: str, work
     command = [toolchain.clang, "-x", "cuda", f"--cuda-path={toolchain.cuda_root}", f"--cuda-gpu-arch={request.arch}",
                "--cuda-device-only", "-S", "-O3", "-gline-tables-only", "-w", "-Wno-unknown-cuda-version",
                *request.flags(), *[arg for folder in toolchain.cuda_extra_includes for arg in ("-idirafter", folder)],
-               "-idirafter", str(_CLANG_CUDA_SHIMS)]
+               "-idirafter", str(_CLANG_CUDA_SHIMS), *(["-fgpu-rdc"] if request.relocatable else [])]
     cccl = Path(toolchain.cuda_root) / "include" / "cccl"
     if cccl.is_dir():
         command += ["-isystem", str(cccl)]  # CUDA 13 keeps thrust, cub and libcu++ there; nvcc adds it itself
     if request.std:
         command.append(f"-std={request.std}")
     _run([*command, source, "-o", ptx], timeout_s, "clang")
-    return _assemble(toolchain.ptxas, request.arch, ptx, str(Path(work) / "unit.cubin"), timeout_s)
+    return _assemble(toolchain.ptxas, request.arch, ptx, str(Path(work) / "unit.cubin"), timeout_s,
+                     request.relocatable)
 
 
-def _assemble(ptxas: str, arch: str, ptx: str, cubin: str, timeout_s: float) -> str:
-    """`ptx` assembled with line info into `cubin`; relocatable when it calls into another unit."""
-    assemble = [ptxas, "-O3", "-lineinfo", f"-arch={arch}", ptx, "-o", cubin]
+def _assemble(ptxas: str, arch: str, ptx: str, cubin: str, timeout_s: float, relocatable: bool = False) -> str:
+    """`ptx` assembled with line info into `cubin`; relocatable when it calls into another unit
+    (or is asked to be)."""
+    assemble = [ptxas, "-O3", "-lineinfo", f"-arch={arch}", *(["-c"] if relocatable else []), ptx, "-o", cubin]
     try:
         _run(assemble, timeout_s, "ptxas")
     except CompileFailure as exc:

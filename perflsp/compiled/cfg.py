@@ -10,6 +10,7 @@ from collections.abc import Callable
 from perflsp.compiled.isa import classify
 from perflsp.compiled.model import CLASSES, INDEX, ZERO, Block, CompiledFunction, LineCounts, Loop, Step, Vector, add
 from perflsp.compiled.sass import Instruction, Location, SassFunction, branch_target
+from perflsp.compiled.slow_paths import huge_argument_arms
 from perflsp.compiled.special import fix_up_arms, special_operand_instructions
 
 _ENDS_BLOCK = frozenset({"BRA", "BRX", "JMP", "JMX", "EXIT", "RET", "BREAK", "KILL"})
@@ -34,6 +35,11 @@ def build_function(fn: SassFunction) -> CompiledFunction:
     by_label = {label: i for i, ins in enumerate(instructions) for label in ins.labels}
     subroutines = _subroutines(instructions, by_label)
     starts, successors = _blocks(instructions, subroutines)
+    # the arms only a library function's huge arguments take are cut off: their code goes with
+    # the blocks no thread reaches then
+    slow_arms = huge_argument_arms(instructions, starts, successors)
+    for b, arm in slow_arms.items():
+        successors[b].remove(arm)
     reachable = _reachable(successors)
     fix_ups = fix_up_arms(instructions, starts, successors)
     special = special_operand_instructions(instructions)
@@ -74,7 +80,7 @@ def build_function(fn: SassFunction) -> CompiledFunction:
         blocks.append(Block(instructions[bounds[old]].offset, [LineCounts(c, v, p) for c, (v, p) in lines.items()],
                             [renumber[s] for s in successors[old] if s in renumber], None, calls, indirect))
     loops = _loops(blocks, instructions, bounds, order, chain_id)
-    return CompiledFunction(fn.name, fn.is_entry, fn.registers, chains, blocks, loops)
+    return CompiledFunction(fn.name, fn.is_entry, fn.registers, chains, blocks, loops, len(slow_arms))
 
 
 def _vector(ins: Instruction) -> Vector:

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from perflsp.compiled.branch_shares import block_shares
+from perflsp.compiled.linking import simple_name
 from perflsp.compiled.model import INDEX, ZERO, CompiledFunction, CompiledUnit, Vector, add
 from perflsp.compiled.names import directive_line
 from perflsp.compiled.profile import LineTable, SourceProfile, same_file
@@ -68,6 +70,8 @@ class _Counter:
         self._weights: dict[tuple[Location, ...], float | None] = {}
         self._callees: dict[str, Vector] = {}
         self._chains: dict[int, list[tuple[Location, ...]]] = {}
+        self._slow_paths = 0  # of the functions counted
+        self._linked: dict[str, str] = {}  # functions of other units counted: symbol -> their unit's source
 
     def chains(self, fn: CompiledFunction) -> list[tuple[Location, ...]]:
         """The function's source positions, moved where the source moved since the compile."""
@@ -83,6 +87,7 @@ class _Counter:
         return found
 
     def count(self, fn: CompiledFunction, depth: int) -> DynamicCounts:
+        self._slow_paths += fn.slow_paths
         ties = self._tie_loops(fn)
         chains = self.chains(fn)
         loop_trips: list[float] = []
@@ -126,6 +131,16 @@ class _Counter:
         if matched < len(fn.loops):
             notes.append(f"{len(fn.loops) - matched} of {len(fn.loops)} compiled loops not tied to a source loop: "
                          "counted once per entry")
+        if depth == 0 and self._linked:
+            named = ", ".join(f"`{simple_name(symbol)}` ({Path(source).name})"
+                              for symbol, source in list(self._linked.items())[:3])
+            more = f" and {len(self._linked) - 3} more" if len(self._linked) > 3 else ""
+            notes.append(f"calls device code of other units of the build (separate compilation): {named}{more}, "
+                         "counted from their compiled code at the calls' weight")
+        if depth == 0 and self._slow_paths:
+            notes.append(f"{self._slow_paths} slow path{'s' if self._slow_paths > 1 else ''} of library trigonometric "
+                         "functions not counted (the argument reduction for |x| ≥ 105615, 2^31 for doubles): "
+                         "no thread runs it in practice")
         return DynamicCounts(total, len(fn.loops), matched, notes)
 
     @staticmethod
@@ -163,6 +178,8 @@ class _Counter:
     def _callee_counts(self, name: str, depth: int) -> Vector | None:
         if name not in self._callees:
             callee = self.unit.functions.get(name)
+            if callee is not None and name in self.unit.linked:
+                self._linked[name] = self.unit.linked[name]
             self._callees[name] = self.count(callee, depth + 1).per_thread if callee is not None else ZERO
         return self._callees[name]
 

@@ -77,6 +77,7 @@ class CompiledFunction:
     chains: list[tuple[Location, ...]]
     blocks: list[Block]
     loops: list[Loop]
+    slow_paths: int = 0  # library math slow paths (huge trigonometric arguments) cut off, not counted
 
     def global_accesses(self) -> dict[tuple[Location, bool], tuple[float, float]]:
         """(source position, is a store) -> (instructions, bytes) of the global loads or stores the
@@ -107,6 +108,7 @@ class CompiledFunction:
                         b.loop, b.calls, b.indirect_calls] for b in self.blocks],
             "loops": [[lp.header, lp.blocks, lp.parent, lp.latch_chains, [[s.amount, s.chain, s.wide, s.address] for s in lp.steps],
                        list(lp.own_counts)] for lp in self.loops],
+            "slow_paths": self.slow_paths,
         }
 
     @classmethod
@@ -116,7 +118,8 @@ class CompiledFunction:
                   for start, lines, succ, loop, calls, ind in data["blocks"]]
         loops = [Loop(h, bl, parent, latches, [Step(*step) for step in steps], tuple(own))
                  for h, bl, parent, latches, steps, own in data["loops"]]
-        return cls(data["name"], bool(data["entry"]), data["registers"], chains, blocks, loops)
+        return cls(data["name"], bool(data["entry"]), data["registers"], chains, blocks, loops,
+                   int(data.get("slow_paths", 0)))
 
 
 @dataclass(slots=True)
@@ -129,6 +132,9 @@ class CompiledUnit:
     functions: dict[str, CompiledFunction]
     dependencies: list[str] = field(default_factory=list)  # files the unit read (for cache checks)
     seconds: float = 0.0
+    # functions of other units of the build this unit's code calls (separate compilation), by
+    # symbol -> the source of the unit compiled for them (`linking.py`); not cached with the unit
+    linked: dict[str, str] = field(default_factory=dict, compare=False)
     # names.py's index of the entry functions by simple name (built on the first lookup)
     entries: dict[str, list[Any]] | None = field(default=None, repr=False, compare=False)
 

@@ -18,7 +18,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from perflsp.compiled.build import CompileCache, CompileFailure, CompileRequest, codegen_like, compile_unit
-from perflsp.compiled.model import CompiledSource, CompiledUnit
+from perflsp.compiled.linking import MAX_ROUNDS, defining_sources, external_callees, simple_name, with_linked
+from perflsp.compiled.model import CompiledFunction, CompiledSource, CompiledUnit
 from perflsp.compiled.toolchain import Toolchain, ToolchainSettings
 from perflsp.kernels.compile_db import CompileFlags, FlagsSource
 
@@ -27,6 +28,7 @@ HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl"
 SOURCE_SUFFIXES = frozenset({".c", ".cc", ".cpp", ".cxx", ".cu", ".C"})
 _OMP_TARGET = re.compile(rb"omp\s+target\b(?!\s+(?:data|enter|exit|update)\b)")
 _GLOBAL = re.compile(rb"__global__")
+_DEVICE = re.compile(rb"__device__")
 # Device code beyond this many kernels (generated files) is not compiled: nvcc takes about a minute
 # per 3,000 kernels and the analysis stops at its per-file ceiling anyway; the source engine answers.
 MAX_KERNELS = 1000
@@ -68,6 +70,7 @@ class Compiler:
         self._done: dict[tuple[str, str, str], CompiledUnit | str] = {}
         self._pool: ThreadPoolExecutor | None = None
         self.keep = 256  # results held in memory (the oldest go first)
+        self._links: dict[tuple[str, str], tuple[CompiledUnit, CompiledUnit]] = {}  # unit -> with others' functions
 
     # -- which unit ----------------------------------------------------------------------------
 
@@ -83,12 +86,17 @@ class Compiler:
             return includer_of(path) or path
         return includer_of(path)
 
-    def request(self, path: Path, arch: str, text: bytes | None = None) -> CompileRequest | str:
+    def request(self, path: Path, arch: str, text: bytes | None = None,
+                relocatable: bool = False) -> CompileRequest | str:
+        """`relocatable`: compiled for the `__device__` functions another unit calls (it may have
+        no kernel of its own)."""
         try:
             own = text if text is not None else _read(path)
         except OSError as exc:
             return f"cannot read {path}: {exc.strerror or exc}"
-        if not _GLOBAL.search(own) and not _OMP_TARGET.search(own):
+        if relocatable and _DEVICE.search(own):
+            pass
+        elif not _GLOBAL.search(own) and not _OMP_TARGET.search(own):
             return f"{path.name} has no device code to compile"
         kernels = len(_GLOBAL.findall(own)) + len(_OMP_TARGET.findall(own))
         if kernels > MAX_KERNELS:
@@ -102,7 +110,8 @@ class Compiler:
             return f"cannot read {unit}: {exc.strerror or exc}"
         flags = self.flags_for(unit) or self.flags_for(path)
         language = unit_language(unit, unit_text, flags)
-        if language is None or (language == "cuda" and not _GLOBAL.search(unit_text) and unit == path):
+        if language is None or (language == "cuda" and not _GLOBAL.search(unit_text) and unit == path
+                                and not relocatable):
             return f"{unit.name} has no device code to compile"
         missing = self.toolchain.missing(language)
         if missing:
@@ -115,7 +124,8 @@ class Compiler:
             flags.std if flags else None,
             text if unit == path else None,
             codegen_like(flags.compiler if flags else None, language),
-            clang_cuda=language == "cuda" and flags is not None and flags.compiler == "clang")
+            clang_cuda=language == "cuda" and flags is not None and flags.compiler == "clang",
+            relocatable=relocatable)
 
     # -- compiling -----------------------------------------------------------------------------
 
@@ -129,8 +139,47 @@ class Compiler:
             if isinstance(result, str):
                 failures[arch] = result
             else:
-                units[arch] = result
+                units[arch] = self._linked(result, arch)
         return CompiledSource(units, failures)
+
+    def _linked(self, unit: CompiledUnit, arch: str) -> CompiledUnit:
+        """`unit` with the device functions of other units of its folder that its code calls
+        (separate compilation), compiled as relocatable code; as it is where none is found."""
+        memo = self._links.get((unit.source, arch))
+        if memo is not None and memo[0] is unit:
+            return memo[1]
+        others: dict[str, tuple[CompiledFunction, str]] = {}
+        missing = external_callees(unit.functions.values(), unit.functions)
+        tried: set[Path] = set()
+        folder = Path(unit.source).parent
+        for _ in range(MAX_ROUNDS):
+            if not missing:
+                break
+            names = {simple_name(symbol) for symbol in missing}
+            sources = [p for p in defining_sources(Path(unit.source), names, self._is_unit,
+                                                   _folder_sources(folder)) if p not in tried]
+            tried.update(sources)
+            added: list[CompiledFunction] = []
+            for source in sources:
+                request = self.request(source, arch, relocatable=True)
+                if isinstance(request, str) or request.language != "cuda":
+                    continue
+                result = self._compile(request)
+                if isinstance(result, str):
+                    continue
+                for symbol, fn in result.functions.items():
+                    if not fn.is_entry and symbol not in unit.functions and symbol not in others:
+                        others[symbol] = (fn, result.source)
+                        added.append(fn)
+            have = set(unit.functions) | set(others)
+            missing = external_callees(added, have)
+        linked = with_linked(unit, {s: v for s, v in others.items() if s in _reached(unit, others)})
+        with self._lock:
+            self._links[(unit.source, arch)] = (unit, linked)
+        return linked
+
+    def _is_unit(self, path: Path) -> bool | None:
+        return self.flags.is_unit(path) if self.flags is not None else None
 
     def prefetch(self, paths: Iterable[Path], archs: Sequence[str]) -> None:
         """Start compiling every file for every architecture in the pool."""
@@ -145,7 +194,7 @@ class Compiler:
 
     def _key(self, request: CompileRequest) -> tuple[str, str, str]:
         return (request.source, request.arch, repr((request.include_dirs, request.defines, request.forced_includes,
-                                                    request.std, request.language)))
+                                                    request.std, request.language, request.relocatable)))
 
     def _submit(self, path: Path, arch: str, text: bytes | None) -> Future[CompiledUnit | str] | CompiledUnit | str:
         request = self.request(path, arch, text)
@@ -185,6 +234,16 @@ class Compiler:
         if isinstance(submitted, Future):
             return submitted.result()
         return submitted
+
+
+def _reached(unit: CompiledUnit, others: dict[str, tuple[CompiledFunction, str]]) -> set[str]:
+    """The symbols of `others` that `unit`'s functions call, directly or through each other."""
+    seen: set[str] = set()
+    frontier = external_callees(unit.functions.values(), unit.functions)
+    while frontier:
+        seen |= {s for s in frontier if s in others}
+        frontier = {name for s in frontier if s in others for b in others[s][0].blocks for name in b.calls} - seen
+    return seen
 
 
 _INCLUDE_NAME = re.compile(rb'#\s*include\s*"([^"]+)"')

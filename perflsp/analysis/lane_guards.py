@@ -1,0 +1,64 @@
+"""Guards that let a known part of a block's threads through: `if (threadIdx.x < 32)` in a block of
+256 threads runs its arm for 32 of them, an eighth (the last steps of a reduction, one warp that
+computes while the others wait, a tile's first row).
+
+A comparison of the thread index with a size the source does not fix is a bounds guard (nearly
+every thread passes); with a number the walk knows, below the block's extent along that axis,
+the share of the block it lets through is exact.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tree_sitter import Node
+
+from perflsp.analysis.walk_values import Val
+
+if TYPE_CHECKING:
+    from perflsp.analysis.walk_api import Walker
+
+_AXES = {"tx": 0, "ty": 1, "tz": 2}
+# the relation as seen from the thread index's side (`32 > tid` is `tid < 32`)
+_MIRROR = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def lanes_share(walker: Walker, cond: Node | None) -> float | None:
+    """The share of a block's threads for which `cond`, a comparison of one thread index
+    (`threadIdx.x`, not offset or scaled) with a known number inside the block's extent, holds;
+    None for anything else."""
+    node = cond
+    while node is not None and node.type in ("parenthesized_expression", "condition_clause") \
+            and node.named_child_count == 1:
+        node = node.named_children[0]
+    if node is None or node.type != "binary_expression" or walker.launch.block is None:
+        return None
+    op = walker.text(node.child_by_field_name("operator"))
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if op not in _MIRROR or left is None or right is None:
+        return None
+    saved = walker.mult
+    walker.mult = 0.0  # evaluated again, and counted, as the condition
+    lval, rval = walker.eval(left), walker.eval(right)
+    walker.mult = saved
+    axis = _thread_axis(lval)
+    bound = rval
+    if axis is None:
+        axis, bound, op = _thread_axis(rval), lval, _MIRROR[op]
+    if axis is None or bound.value is None or bound.ctype.pointer or _thread_axis(bound) is not None:
+        return None
+    extent = walker.launch.block[axis]
+    value = float(bound.value)
+    if extent <= 1 or not 0 < value < extent:
+        return None
+    passing = {"<": value, "<=": value + 1, ">": extent - value - 1, ">=": extent - value}[op]
+    return min(1.0, max(0.0, float(int(passing + 0.999999)) / extent))
+
+
+def _thread_axis(val: Val) -> int | None:
+    """The axis of a value that is exactly one thread index (`threadIdx.y`), else None."""
+    lin = val.lin
+    if val.value is not None or lin.nonlinear or len(lin.coeffs) != 1 or not lin.const_known or lin.const != 0:
+        return None
+    atom, coeff = lin.coeffs[0]
+    return _AXES.get(atom) if coeff == 1.0 else None

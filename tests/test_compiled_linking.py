@@ -1,0 +1,94 @@
+"""Device functions of another translation unit (`compiled/linking.py`): a kernel calling a
+`__device__` function that another source of its folder defines (separate compilation) counts
+that function's compiled code at the call, and says so; without such a source it counts the call
+alone, as before."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from perflsp.analysis.notes import texts
+from perflsp.compiled.build import CompileCache
+from perflsp.compiled.linking import defining_sources, simple_name
+from perflsp.compiled.service import Compiler
+from tests.test_compiled import TOOLCHAIN, analyse, needs_clang_cuda, needs_cuda
+
+KERNEL = """
+__device__ unsigned mix(unsigned x);
+
+__global__ void hash(const unsigned *in, unsigned *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = mix(in[i]);
+}
+int main() { unsigned *a, *b; int n = 1 << 20; hash<<<n / 256, 256>>>(a, b, n); }
+"""
+
+MIX = """
+__device__ unsigned mix(unsigned x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+"""
+
+
+def test_a_symbols_own_name():
+    assert simple_name("_Z3mixj") == "mix"
+    assert simple_name("_ZN2ff3mulEmm") == "mul"
+    assert simple_name("_Z5applyIfEvPT_") == "apply"
+
+
+def test_sources_defining_a_called_function_are_those_of_the_folder_with_it(tmp_path):
+    (tmp_path / "main.cu").write_text(KERNEL)
+    (tmp_path / "mix.cu").write_text(MIX)
+    (tmp_path / "other.cu").write_text("__device__ int unrelated(int x) { return x; }\n")
+    (tmp_path / "host.cpp").write_text("unsigned mix(unsigned x) { return x; }\n")  # no device code
+    candidates = sorted(tmp_path.iterdir())
+    assert defining_sources(tmp_path / "main.cu", {"mix"}, lambda p: None, candidates) == [tmp_path / "mix.cu"]
+    # a source the build does not compile itself defines nothing it links
+    assert defining_sources(tmp_path / "main.cu", {"mix"}, lambda p: p.name != "mix.cu", candidates) == []
+
+
+@needs_cuda
+def test_a_device_function_of_another_unit_is_counted_at_its_call(tmp_path):
+    (tmp_path / "main.cu").write_text(KERNEL)
+    (tmp_path / "mix.cu").write_text(MIX)
+    facts = analyse(tmp_path / "main.cu", Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["hash"].facts
+    # SASS (nvcc -rdc=true), the kernel: IMAD, ISETP, 2 × IMAD.WIDE around `CALL.ABS.NOINC mix`;
+    # mix.cu compiled relocatable: 3 × (SHF.R.U32.HI, LOP3.LUT) and 2 × IMAD before its RET
+    assert facts.per_item.int32 == pytest.approx(4 + 8)
+    assert ("calls device code of other units of the build (separate compilation): `mix` (mix.cu), counted from "
+            "their compiled code at the calls' weight") in texts(facts.evidence)
+
+
+@needs_cuda
+def test_without_the_other_unit_the_call_is_counted_alone(tmp_path):
+    (tmp_path / "main.cu").write_text(KERNEL)
+    facts = analyse(tmp_path / "main.cu", Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["hash"].facts
+    assert facts.per_item.int32 == pytest.approx(4)
+    assert not any("other units of the build" in t for t in texts(facts.evidence))
+
+
+@needs_cuda
+@needs_clang_cuda
+def test_a_clang_build_links_the_other_unit_compiled_by_clang(tmp_path):
+    from perflsp.kernels.compile_db import CompileDatabase
+
+    (tmp_path / "main.cu").write_text(KERNEL)
+    (tmp_path / "mix.cu").write_text(MIX)
+    (tmp_path / "compile_commands.json").write_text(json.dumps([
+        {"directory": str(tmp_path), "file": str(tmp_path / name),
+         "command": f"clang++ -O3 --cuda-gpu-arch=sm_86 -x cuda -fgpu-rdc -c {tmp_path / name}"}
+        for name in ("main.cu", "mix.cu")]))
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"),
+                        flags=CompileDatabase.load(tmp_path / "compile_commands.json"))
+    facts = analyse(tmp_path / "main.cu", compiler)["hash"].facts
+    assert "clang" in texts(facts.evidence)[0]
+    assert "`mix` (mix.cu)" in next(t for t in texts(facts.evidence) if "other units of the build" in t)
+    # clang's SASS (ptxas -c for the call, mix.cu with -fgpu-rdc): the same 4 + 8 as nvcc's
+    assert facts.per_item.int32 == pytest.approx(4 + 8)

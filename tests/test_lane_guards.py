@@ -1,0 +1,60 @@
+"""Guards on the thread index against a number the walk knows (`analysis/lane_guards.py`):
+`if (threadIdx.x < 32)` in a block of 256 threads runs its arm for an eighth of the threads;
+against a size the source does not fix, the comparison stays a bounds guard."""
+
+from __future__ import annotations
+
+import pytest
+
+from perflsp.analysis.notes import texts
+from perflsp.compiled.build import CompileCache
+from perflsp.compiled.service import Compiler
+from tests.test_compiled import TOOLCHAIN, analyse, needs_cuda
+
+WARP = """
+#define STEPS 1000
+__global__ void lanes(const float *in, float *out, int n) {
+  __shared__ float s[256];
+  int t = threadIdx.x;
+  s[t] = in[blockIdx.x * 256 + t];
+  __syncthreads();
+  if (t < 32) {
+    float acc = 0.f;
+    for (int k = 0; k < STEPS; ++k) acc += s[(t + k) % 256] * 0.5f;
+    out[blockIdx.x * 32 + t] = acc;
+  }
+  if (64 <= threadIdx.x) {
+    float acc = 0.f;
+    for (int k = 0; k < STEPS; ++k) acc -= s[(t + k) % 256];
+    out[n + blockIdx.x * 256 + t] = acc;
+  }
+}
+int main() { float *a, *b; int n = 1 << 20; lanes<<<n / 256, 256>>>(a, b, n); }
+"""
+
+
+def test_a_guard_against_a_number_lets_its_share_of_the_block_through(tmp_path):
+    source = tmp_path / "lanes.cu"
+    source.write_text(WARP)
+    facts = analyse(source, None)["lanes"].facts
+    # 1000 FMAs (2 FLOP) for 32 of 256 threads, 1000 subtractions for the 192 from thread 64 on
+    assert facts.per_item.fp32 == pytest.approx(2000 * 32 / 256 + 1000 * 192 / 256)
+
+
+def test_a_guard_against_a_size_the_source_does_not_fix_stays_a_bounds_guard(tmp_path):
+    source = tmp_path / "lanes.cu"
+    # `m` is no number the walk knows (a value of `rand()`)
+    source.write_text(WARP.replace("if (t < 32)", "if (t < m)").replace("int n)", "int n, int m)")
+                      .replace("(a, b, n)", "(a, b, n, rand())"))
+    facts = analyse(source, None)["lanes"].facts
+    assert facts.per_item.fp32 == pytest.approx(2000 + 1000 * 192 / 256)
+
+
+@needs_cuda
+def test_compiled_counts_weight_a_lane_guarded_block_by_its_share(tmp_path):
+    source = tmp_path / "lanes.cu"
+    source.write_text(WARP)
+    facts = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["lanes"].facts
+    assert "operations counted in the compiled code" in texts(facts.evidence)[0]
+    # the loops' FP32 work at their shares (nvcc unrolls them: the trips carry the unrolling)
+    assert facts.per_item.fp32 == pytest.approx(2000 * 32 / 256 + 1000 * 192 / 256, rel=0.02)
