@@ -42,8 +42,10 @@ def estimate_for_gpu(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None
 
 
 def dram_bytes_on(facts: KernelFacts, gpu: Gpu, cost: CostModel) -> float:
-    """The launch's DRAM traffic (the facts' figure, memory.combine: its compulsory reads and its
-    writes, at least the per-launch floor): the bytes shown are the bytes judged."""
+    """The launch's DRAM traffic (the facts' figure, memory.combine: its compulsory reads, the
+    reads repeated on this GPU by blocks too far apart to share them in L2 (`reuse_window`, in
+    the GPU's own facts), its writes, at least the per-launch floor): the bytes shown are the
+    bytes judged."""
     del gpu, cost
     return max(facts.dram_bytes, 1.0)
 
