@@ -37,7 +37,7 @@ def estimate_for_gpu(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None
         gpu=gpu.name, verdict=verdict, deciding=deciding, confidence=confidence, intensity=intensity,
         ridge=ridges, occupancy=occ, occupancy_note=occ_note, evidence=evidence,
         to_cross=_to_cross(verdict, deciding, intensity, ridges, facts), source="static",
-        dram_bytes_per_item=dram / facts.work_items if facts.work_items else None,
+        dram_bytes_per_item=dram / facts.work_items if facts.work_items else None, dram_bytes=dram,
     )
 
 
