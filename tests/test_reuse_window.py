@@ -77,7 +77,7 @@ def test_a_row_of_blocks_reads_again_what_the_blocks_of_a_column_share():
     assert "reads again by blocks too far apart to share them in L2" in note
     assert "blocks next to each other along `by` lie further apart in launch order" in note
     assert "`b` 64x the footprint" in note
-    assert "assumed blocks start in launch order (x fastest) as earlier ones finish, 408 at a time" in note
+    assert "assumed blocks start in launch order (x fastest) as earlier ones finish, 408 at a time, each at its own point of its work" in note
     assert any(line.startswith("DRAM: footprint ") and "`b` 64x" in line for line in texts(report.facts.evidence))
     (assumption,) = [a for a in report.facts.assumptions if a.kind == NoteKind.L2_REUSE]
     assert "blocks start in launch order (x fastest) as earlier ones finish, 408 at a time" in assumption.text
@@ -136,3 +136,30 @@ def test_an_assumed_trip_count_leaves_the_footprint():
     assert any(loop.origin == "assumed" for loop in report.facts.loops)
     assert all(g.reread_bytes == 0.0 for g in report.facts.traffic.groups)
     assert "reads again" not in report.facts.dram_note
+
+
+def test_blocks_that_each_sweep_more_than_l2_read_it_each():
+    # every block sweeps all of x (8 MB) at its own point of its run: between two neighbours'
+    # reads of an element, more than L2 goes through it, so each of the 4096 blocks reads x again
+    src = """
+#define N (1 << 21)
+__global__ void pairs(const float *x, float *out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float s = 0.0f;
+  for (int j = 0; j < N; j++) s += x[j] * x[i];
+  out[i] = s;
+}
+int main() {
+  float *x, *out;
+  cudaMalloc(&x, N * sizeof(float)); cudaMalloc(&out, N * sizeof(float));
+  pairs<<<4096, 256>>>(x, out);
+}
+"""
+    report = _report(src, [RTX3080])
+    swept = _group(report, "x")
+    assert swept.footprint_bytes == pytest.approx(4 * (1 << 21))
+    assert swept.reread_bytes == pytest.approx(4096 * 4 * (1 << 21))
+    assert "blocks next to each other along `bx` lie further apart in launch order" in report.facts.dram_note
+    # the same launch on the H100: 8 MB fits in its L2 (50 MiB), read once
+    h100 = _report(src, [H100])
+    assert h100.facts.dram_bytes < 3 * 4 * (1 << 21)

@@ -1,25 +1,29 @@
 """Reads that blocks far apart in launch order repeat, after L2 has let them go.
 
 `memory.combine` counts each distinct sector once (an ideal cache). A launch of more blocks than
-the GPU holds at once starts them in order (x fastest) as earlier ones finish, so two blocks
-`d` apart in that order read a sector they share about `d` blocks' worth of traffic apart. L2
-keeps it between the two reads when the distinct bytes of `d` consecutive blocks fit in it, and
-not when they do not: then the second read comes from DRAM again. A naive matrix product is the
-case: the blocks of one row of the grid share the rows of `a` (neighbours, served by L2), the
-blocks of one column share a strip of `b`, `gridDim.x` blocks apart; when that many blocks'
-data exceed L2, every row of blocks reads `b` again.
+the GPU holds at once starts them in launch order (x fastest) as earlier ones finish, so the
+blocks resident at any time are at different points of their work. Two blocks `d` apart in that
+order reach a sector they share about `d / resident` of a block's run apart, while the resident
+blocks move on through their own data: about `d` blocks' bytes go through L2 between the two
+reads. L2 keeps the sector when that fits in it, and not when it does not: the second read comes
+from DRAM again. A naive matrix product is the case: the blocks of one row of the grid share the
+rows of `a` (neighbours, served by L2), the blocks of one column share a strip of `b`,
+`gridDim.x` blocks apart; when that many blocks' data exceed L2, every row of blocks reads `b`
+again.
 
-From the index forms: the *window* is the most consecutive blocks whose distinct bytes (every
-group, each over those blocks alone) fit in L2; a block index whose neighbours along it are
-further apart in launch order than the window (`blockIdx.y` is `gridDim.x` blocks apart) does
-not share its reads, so each of its values reads its own copy. A read group's bytes are then its
-footprint counted per value of those indices, at most what its warps request. A launch whose
-blocks all fit on the GPU at once (one wave), or whose data fits in L2, keeps its footprint; so
-does one with a loop whose trip count is assumed (each block's bytes, so the window, a guess).
+From the index forms: the *window* is the blocks whose data fit in L2 (L2 over the distinct
+bytes one block touches, every group); a block index whose neighbours along it are further
+apart in launch order than the window (`blockIdx.y` is `gridDim.x` blocks apart; `blockIdx.x`
+one, so when one block's data exceed L2 each block reads its own) does not share its reads, so
+each of its values reads its own copy. A read group's bytes are then its footprint counted per
+value of those indices, at most what its warps request. A launch whose blocks all fit on the GPU
+at once (one wave: they start together), or whose data fits in L2, keeps its footprint; so does
+one with a loop whose trip count is assumed (each block's bytes, so the window, a guess).
 
 Why not a share of capacity misses (`1 - L2 / footprint` of the re-requests, tried before): most
-re-requests come from neighbouring blocks that run together and hit; only the reads shared by
-blocks further apart than the window miss, and the index forms say which those are.
+re-requests come from neighbouring blocks and hit; only the reads shared by blocks further apart
+than the window miss, and the index forms say which those are. Nor waves of resident blocks
+each reading what they share once: after the first wave the blocks no longer start together.
 """
 
 from __future__ import annotations
@@ -56,8 +60,8 @@ def on_gpu(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None, register
     if not isinstance(traffic, Traffic) or not traffic.block_order or l2_bytes is None or not threads_per_block:
         return facts
     if any(loop.origin == "assumed" for loop in facts.loops):
-        # the window is a count of blocks whose data fit in L2: with a loop's trip count guessed,
-        # each block's data is a guess too, and so would the blocks that share it be
+        # the window is how many blocks' data fit in L2: with a loop's trip count guessed, each
+        # block's data is a guess too, and so would the blocks that share a read in L2 be
         return facts
     try:
         resident = occupancy(gpu, threads_per_block, registers_per_thread or 32, shared_bytes).active_blocks_per_sm
@@ -69,8 +73,9 @@ def on_gpu(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None, register
     evidence = [replace(note, detail=f"DRAM: {changed.note}", value=changed.dram_bytes)
                 if note.kind == NoteKind.DRAM_TRAFFIC else note for note in facts.evidence]
     assumption = assumed(NoteKind.L2_REUSE, f"{gpu.name}: blocks start in launch order (x fastest) as earlier ones "
-                         f"finish, {max(1, resident) * gpu.sm_count:,} at a time, and L2 keeps what was read last: "
-                         "reads that blocks far apart share come from DRAM again", subject=gpu.name)
+                         f"finish, {max(1, resident) * gpu.sm_count:,} at a time, each at its own point of its work, "
+                         "and L2 keeps what was read last: reads that blocks far apart share come from DRAM again",
+                         subject=gpu.name)
     return replace(facts, dram_bytes=changed.dram_bytes, dram_note=changed.note, dram_remarks=changed.remarks,
                    traffic=changed, evidence=evidence, assumptions=[*facts.assumptions, assumption])
 
@@ -104,10 +109,11 @@ def with_rereads(traffic: Traffic, residency: Residency) -> Traffic | None:
     names = " and ".join(f"`{a}`" for a in apart)
     shown = ", ".join(f"`{array}` {times:.3g}x" for array, times in reread[:3])
     remark = (f"reads again by blocks too far apart to share them in L2: {_bytes(residency.l2_bytes)} holds "
-              f"about {window:,} consecutive blocks' data, blocks next to each other along {names} lie further "
+              f"the data of about {window:.3g} blocks, blocks next to each other along {names} lie further "
               f"apart in launch order, so each reads its own ({shown} the footprint, at most what its warps "
               f"request); assumed blocks start in launch order (x fastest) as earlier ones finish, "
-              f"{residency.resident_blocks:,} at a time, and L2 keeps what was read last")
+              f"{residency.resident_blocks:,} at a time, each at its own point of its work, and L2 keeps what "
+              "was read last")
     added = dram - sum(g.footprint_bytes for g in traffic.groups)
     return replace(traffic, dram_bytes=traffic.dram_bytes + added, groups=groups,
                    note=f"{traffic.note}; {remark}", remarks=(*traffic.remarks, remark))
@@ -121,45 +127,24 @@ def _unit_bytes(group: GroupTraffic, cardinality: dict[str, float]) -> float:
     return group.footprint_bytes / distinct_values(group.form, cardinality, _UNBOUNDED)
 
 
-def _restricted(cardinality: dict[str, float], order: tuple[tuple[str, float], ...], blocks: float) -> dict[str, float]:
-    """Each atom's range over `blocks` consecutive blocks of the launch order (fastest first)."""
-    limited = dict(cardinality)
-    left = blocks
-    for atom, count in order:
-        limited[atom] = max(1.0, min(count, math.ceil(left)))
-        left = left / count if left > count else 1.0
-    return limited
-
-
 def _window(groups: list[GroupTraffic], units: list[float], cardinality: dict[str, float],
-            order: tuple[tuple[str, float], ...], blocks: float, l2_bytes: float) -> int:
-    """The most consecutive blocks whose distinct bytes, all groups together, fit in L2 (at least
-    one). A group whose elements the data places counts its share of the launch."""
-    def bytes_of(n: int) -> float:
-        limited = _restricted(cardinality, order, n)
-        total = 0.0
-        for group, unit in zip(groups, units):
-            if unit > 0.0 and group.form is not None:
-                total += unit * distinct_values(group.form, limited, _UNBOUNDED)
-            else:
-                total += group.footprint_bytes * n / blocks
-        return total
-
-    low, high = 1, int(blocks)
-    if bytes_of(high) <= l2_bytes:
-        return high
-    while high - low > 1:
-        middle = (low + high) // 2
-        if bytes_of(middle) <= l2_bytes:
-            low = middle
+            order: tuple[tuple[str, float], ...], blocks: float, l2_bytes: float) -> float:
+    """How many blocks' data L2 holds: its bytes over the distinct bytes one block touches (all
+    groups; a group whose elements the data places, its share of the launch). Under one when a
+    single block's data exceed it."""
+    one_block = {**cardinality, **{atom: 1.0 for atom, _ in order}}
+    per_block = 0.0
+    for group, unit in zip(groups, units):
+        if unit > 0.0 and group.form is not None:
+            per_block += unit * distinct_values(group.form, one_block, _UNBOUNDED)
         else:
-            high = middle
-    return low
+            per_block += group.footprint_bytes / blocks
+    return l2_bytes / per_block if per_block > 0.0 else blocks
 
 
-def _indices_apart(order: tuple[tuple[str, float], ...], window: int) -> list[str]:
+def _indices_apart(order: tuple[tuple[str, float], ...], window: float) -> list[str]:
     """The block indices whose neighbours (one step along them) start more than `window` blocks
-    apart: `blockIdx.y` is `gridDim.x` blocks from the next."""
+    apart: `blockIdx.y` is `gridDim.x` blocks from the next, `blockIdx.x` one."""
     apart = []
     period = 1.0
     for atom, count in order:
