@@ -118,7 +118,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
                     sizes_assumed=not shape_known, one_item_expected=shape_known, data_offsets=True,
                     compiled=compiled_note is not None,
                     widths=access_widths(compiled_fn, (unit.kernels.path, shift) if shift and unit.kernels.path else None)
-                    if compiled_note else None)
+                    if compiled_note else None, block_atoms=("bx", "by", "bz"))
     if compiled_note:
         facts.evidence.insert(0, compiled_note)
         facts.operations = "compiled"

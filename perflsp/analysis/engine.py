@@ -30,6 +30,7 @@ from perflsp.analysis.models import FileReport, KernelFacts, KernelReport
 from perflsp.analysis.notes import Note, NoteKind, NoteSource
 from perflsp.analysis.omp_facts import omp_facts
 from perflsp.analysis.options import DEFAULT_OPTIONS, AnalysisOptions, Dim3
+from perflsp.analysis.reuse_window import on_gpu
 from perflsp.analysis.unit import AnalysisUnit
 from perflsp.compiled.model import CompiledUnit
 from perflsp.hardware.models import Gpu
@@ -51,7 +52,8 @@ def analysis_key(kernel: CudaFunction | OmpRegion, launches: Sequence[LaunchSite
         parts.append(repr((site.template_args, site.grid.value, site.block.value,
                            site.shared_mem_bytes.value if site.shared_mem_bytes else None,
                            tuple(a.value for a in site.args))))
-    parts.extend(f"{g.id}:{g.memory_bandwidth_gbs}:{sorted((p.value, pk.tflops) for p, pk in g.peaks.items())}" for g in gpus)
+    parts.extend(f"{g.id}:{g.memory_bandwidth_gbs}:{g.l2_cache_mib}:{g.sm_count}:"
+                 f"{sorted((p.value, pk.tflops) for p, pk in g.peaks.items())}" for g in gpus)
     return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).hexdigest()
 
 
@@ -91,6 +93,9 @@ def analyze_kernel(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, gpus: S
                 by_arch[key][0].evidence.append(note)
         chosen.append(by_arch[key])
     registers = unit.options.registers_for(kernel.qualified_name if isinstance(kernel, CudaFunction) else kernel.name)
+    # the DRAM traffic depends on the GPU's L2 and the blocks it holds at once: each GPU's own facts
+    chosen = [(on_gpu(facts, gpu, threads, registers, shared), threads, shared) if gpu is not None
+              else (facts, threads, shared) for gpu, (facts, threads, shared) in zip(judged, chosen)]
     estimates = [estimate_for_gpu(facts, gpu, threads, registers, shared, unit.options.cost)
                  for gpu, (facts, threads, shared) in zip(gpus, chosen)]
     return KernelReport(kernel=kernel, launches=launches, facts=chosen[0][0], estimates=estimates)

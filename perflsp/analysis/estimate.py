@@ -37,13 +37,15 @@ def estimate_for_gpu(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None
         gpu=gpu.name, verdict=verdict, deciding=deciding, confidence=confidence, intensity=intensity,
         ridge=ridges, occupancy=occ, occupancy_note=occ_note, evidence=evidence,
         to_cross=_to_cross(verdict, deciding, intensity, ridges, facts), source="static",
-        dram_bytes_per_item=dram / facts.work_items if facts.work_items else None,
+        dram_bytes_per_item=dram / facts.work_items if facts.work_items else None, dram_bytes=dram,
     )
 
 
 def dram_bytes_on(facts: KernelFacts, gpu: Gpu, cost: CostModel) -> float:
-    """The launch's DRAM traffic (the facts' figure, memory.combine: its compulsory reads and its
-    writes, at least the per-launch floor): the bytes shown are the bytes judged."""
+    """The launch's DRAM traffic (the facts' figure, memory.combine: its compulsory reads, the
+    reads repeated on this GPU by blocks too far apart to share them in L2 (`reuse_window`, in
+    the GPU's own facts), its writes, at least the per-launch floor): the bytes shown are the
+    bytes judged."""
     del gpu, cost
     return max(facts.dram_bytes, 1.0)
 

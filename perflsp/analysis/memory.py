@@ -31,6 +31,9 @@ class GroupTraffic:
     streamed_bytes: float
     accessed_bytes: float
     atomic: bool
+    # the index form its footprint was counted over (None: gathered or data-placed elements)
+    form: Linear | None = None
+    reread_bytes: float = 0.0  # read again by blocks too far apart to share them in L2 (`reuse_window`)
 
 
 @dataclass(slots=True)
@@ -42,18 +45,24 @@ class Traffic:
     groups: list[GroupTraffic]
     note: str  # how the bytes were found, then its remarks ("; "-separated)
     remarks: tuple[str, ...] = ()  # what the note adds beyond the figures (a floor assumed)
+    cardinality: dict[str, float] | None = None  # each atom's range, as the footprints were counted
+    # the launch's blocks in the order they start, fastest first: (block index atom, blocks along it)
+    block_order: tuple[tuple[str, float], ...] = ()
 
 
 def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_items: float, cost: CostModel,
                  fast_atom: str = "tx",
                  extents: dict[str, tuple[float | None, bool]] | None = None, *,
-                 data_offsets: bool = False, layout_remarks: list[str] | None = None) -> Traffic:
+                 data_offsets: bool = False, layout_remarks: list[str] | None = None,
+                 block_atoms: tuple[str, ...] = ()) -> Traffic:
     """`extents`: array -> (allocated bytes or None, lives in mapped host memory). `data_offsets`:
     an index with a thread- or loop-dependent part and a data-dependent one (`out[i * 8 + bucket]`,
     `key[begin[s] + tid]`) lands where its affine part says, the data moving it within a small
     neighbourhood: its footprint and sectors are those of the affine part (CUDA so far). Without
     it, and for pure gathers (`a[idx[i]]`), every access counts its own element (see below).
-    `layout_remarks`: what the note says of the element sizes it used (structs laid out)."""
+    `layout_remarks`: what the note says of the element sizes it used (structs laid out).
+    `block_atoms`: the launch's block indices in the order its blocks start (CUDA: x fastest),
+    kept with the forms for `reuse_window`, which finds the reads that blocks far apart repeat."""
     extents = extents or {}
     grouped: dict[tuple[Any, ...], list[Access]] = defaultdict(list)
     for access in accesses:
@@ -76,6 +85,7 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
         for loop in loops - form.atoms:
             reuse_in_thread *= max(1.0, cardinality.get(loop, 1.0))
         segment = False  # a dense run from a data-dependent start: each access distinct, by sectors
+        placed: Linear | None = None  # the form the footprint counts, where the launch places every element
         if data_offsets and "data" in form.nonlinear and len(form.nonlinear) == 1 and form.coeffs:
             affine = Linear(coeffs=form.coeffs, const=form.const, const_known=form.const_known)
             spanned = {a for a in _BLOCK_ATOMS if cardinality.get(a, 1.0) > 1.0}
@@ -114,13 +124,14 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
                 footprint = distinct * elem
             else:
                 footprint = distinct * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
+            placed = form
         streamed = count / reuse_in_thread / WARP * _warp_bytes(form, elem, cost, fast_atom)
         size, host_memory = extents.get(array.rstrip("[]"), (None, False))
         capped = _capped(footprint, streamed, count * elem, size, host_memory, cost)
         if host_memory:
             streamed = 0.0  # read over the bus from host memory, not from DRAM
         groups.append(GroupTraffic(array, is_store, capped, streamed, count * elem,
-                                   any(m.atomic for m in members)))
+                                   any(m.atomic for m in members), placed))
         if size is None and "data" not in form.nonlinear and form.atoms & {fast_atom, *_BLOCK_ATOMS}:
             by_index[array] = max(by_index.get(array, 0.0), capped)
         if gap_filled > 0.0:
@@ -144,8 +155,9 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
                     "(the array's size not known): at most as many bytes again",)
     if dram < cost.min_dram_bytes:
         remarks += (f"at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)",)
+    order = tuple((atom, max(1.0, cardinality.get(atom, 1.0))) for atom in block_atoms)
     return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups,
-                   "; ".join([note, *remarks]), remarks)
+                   "; ".join([note, *remarks]), remarks, dict(cardinality), order)
 
 
 WIDTHS = (1, 2, 4, 8, 16)  # the widths of a global load or store (LDG.U8 ... LDG.128)
@@ -262,8 +274,10 @@ def combine(groups: list[GroupTraffic]) -> float:
     re-requests (a share 1 - L2/footprint missing) agreed worse (its re-requests mostly come from
     neighbouring, concurrently running threads), and so did a share of writes held back in L2
     (0.5: 297 of 704 kernels within 2x, all written: 303): neither runs, and the bytes shown are
-    those the accesses move."""
-    return sum(g.footprint_bytes for g in groups)
+    those the accesses move: that model charged re-requests that neighbouring blocks serve each
+    other. What blocks far apart in launch order read again, once L2 has let it go, is
+    `reuse_window`'s `reread_bytes`, counted here in place of the footprint where it is larger."""
+    return sum(max(g.footprint_bytes, g.reread_bytes) for g in groups)
 
 
 def _union(groups: list[GroupTraffic], attribute: str) -> float:

@@ -115,6 +115,7 @@ class Estimate:
     to_cross: str  # what would move the kernel across the ridge
     source: Literal["static", "llm", "measured"] = "static"
     dram_bytes_per_item: float | None = None  # estimated DRAM bytes per work item
+    dram_bytes: float | None = None  # the launch's DRAM bytes judged on this GPU (its own L2: `reuse_window`)
 
     def main_precision(self) -> Precision | None:
         """The precision every surface quotes (`perflsp.analysis.roof.roof_of`). Compute-bound:

@@ -232,6 +232,8 @@ def estimate_json(estimate: Estimate, gpu: Gpu, facts: KernelFacts) -> dict[str,
         "ridge": {p.value: json_number(v) for p, v in estimate.ridge.items()},
         "occupancy": json_number(estimate.occupancy.occupancy) if estimate.occupancy is not None else None,
         "occupancy_note": estimate.occupancy_note,
+        # this GPU's DRAM bytes: the facts' are the first GPU's (L2 sizes differ: `reuse_window`)
+        "dram_bytes": json_number(estimate.dram_bytes) if estimate.dram_bytes is not None else None,
         "evidence": texts(estimate.evidence),
         "evidence_records": records(estimate.evidence),
         "to_cross": estimate.to_cross,

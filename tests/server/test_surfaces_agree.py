@@ -258,6 +258,7 @@ def from_cli(path: Path) -> tuple[dict[str, dict], dict[str, tuple]]:
     out: dict[str, dict] = {"check": {}, "check --json": {}, "check --sarif": {}, "explain": {},
                             "explain --json": {}}
     by_line, parts = {}, {}
+    dram_on = {}  # (kernel, GPU) -> the DRAM bytes judged on that GPU (its own L2)
     report = cli(root, "check", "--json", "--no-compile", "--no-progress", *gpus, path.name)
     assert report.returncode == 0, report.stderr
     for kernel in json.loads(report.stdout)["files"][0]["kernels"]:
@@ -269,6 +270,9 @@ def from_cli(path: Path) -> tuple[dict[str, dict], dict[str, tuple]]:
             assert answer.roof.precision == e["roof"]
             answer.roof.matches(e["intensity"][e["roof"]], e["ridge"][e["roof"]])
             out["check --json"][(kernel["name"], e["gpu_name"])] = answer
+            dram_on[(kernel["name"], e["gpu_name"])] = e["dram_bytes"]
+        # the facts' DRAM bytes are those judged on the first GPU named
+        assert kernel["facts"]["dram_bytes"] == pytest.approx(dram_on[(kernel["name"], next(iter(GPUS.values())))])
     text = cli(root, "check", "--no-compile", "--no-progress", *gpus, path.name)
     assert text.returncode == 0, text.stderr
     for line in text.stdout.splitlines():
@@ -298,7 +302,7 @@ def from_cli(path: Path) -> tuple[dict[str, dict], dict[str, tuple]]:
             answer = Answer(estimate["verdict"], Roof.first_in(estimate["headline"]))
             assert answer.roof.precision == estimate["roof"]
             out["explain --json"][(item["name"], gpu)] = answer
-            assert item["static"]["dram_bytes"] == pytest.approx(parts[item["name"]][0])
+            assert item["static"]["dram_bytes"] == pytest.approx(dram_on[(item["name"], gpu)])
     return out, parts
 
 

@@ -1,0 +1,165 @@
+"""Reads that blocks far apart in launch order repeat once L2 has let them go
+(`analysis.reuse_window`): small programs of our own, judged on GPUs of different L2 sizes."""
+
+from __future__ import annotations
+
+import pytest
+
+from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
+from perflsp.analysis.models import KernelReport
+from perflsp.analysis.notes import NoteKind, texts
+from perflsp.analysis.reader import ReadContext, read_program
+from perflsp.hardware import load_database
+from perflsp.hardware.models import Gpu
+from perflsp.kernels.includes import IncludeResolver
+
+DATABASE = load_database()
+RTX3080 = DATABASE.get("rtx3080")  # 5 MiB of L2, 68 SMs
+H100 = DATABASE.get("H100")  # 50 MiB of L2
+
+MATMUL = """
+#define M {m}
+#define K {k}
+#define N {n}
+__global__ void product(const float *a, const float *b, float *c) {{
+  int col = blockIdx.x * blockDim.x + threadIdx.x;
+  int row = blockIdx.y * blockDim.y + threadIdx.y;
+  if (row < M && col < N) {{
+    float sum = 0.0f;
+    for (int i = 0; i < {bound}; i++) sum += a[row * K + i] * b[i * N + col];
+    c[row * N + col] = sum;
+  }}
+}}
+int main(int argc, char **argv) {{
+  float *a, *b, *c;
+  cudaMalloc(&a, M * K * sizeof(float));
+  cudaMalloc(&b, K * N * sizeof(float));
+  cudaMalloc(&c, M * N * sizeof(float));
+  dim3 block(16, 16);
+  dim3 grid(N / 16, M / 16);
+  product<<<grid, block>>>(a, b, c);
+}}
+"""
+
+
+def _report(src: str, gpus: list[Gpu]) -> KernelReport:
+    prepared = read_program(None, src.encode(), ReadContext(IncludeResolver()), AnalysisOptions())
+    unit = AnalysisUnit.of(prepared.model, prepared.options)
+    (kernel,) = prepared.kernels.kernels
+    return analyze_kernel(unit, kernel, gpus)
+
+
+def _matmul(m: int, k: int, n: int, bound: str = "K") -> str:
+    """A naive matrix product c (m x n) = a (m x k) b (k x n), 16 x 16 threads a block, one an element."""
+    return MATMUL.format(m=m, k=k, n=n, bound=bound)
+
+
+def _group(report: KernelReport, array: str):
+    """The array's main group of reads (the loop's, not an element read before it)."""
+    return max((g for g in report.facts.traffic.groups if g.array == array), key=lambda g: g.footprint_bytes)
+
+
+def test_a_row_of_blocks_reads_again_what_the_blocks_of_a_column_share():
+    # b (1024 x 4096 floats, 16.8 MB) is read by every row of blocks: the blocks that share a strip
+    # of it are gridDim.x = 256 blocks apart in launch order, and 5 MiB of L2 holds about 80 blocks'
+    # data (a 64 KB strip of b each, the 64 KB of rows of a they share): each of the 64 rows of
+    # blocks reads b again. a's rows are shared by neighbours (one block apart): read once.
+    report = _report(_matmul(1024, 1024, 4096), [RTX3080])
+    b_bytes, a_bytes, c_bytes = 1024 * 4096 * 4, 1024 * 1024 * 4, 1024 * 4096 * 4
+    b = _group(report, "b")
+    assert b.footprint_bytes == pytest.approx(b_bytes)
+    assert b.reread_bytes == pytest.approx(64 * b_bytes)
+    assert _group(report, "a").reread_bytes == 0.0
+    assert report.facts.dram_bytes == pytest.approx(64 * b_bytes + a_bytes + c_bytes, rel=0.01)
+    # the bytes shown are the bytes judged
+    assert report.estimates[0].dram_bytes_per_item == pytest.approx(report.facts.dram_bytes / (1024 * 4096))
+    note = report.facts.dram_note
+    assert "reads again by blocks too far apart to share them in L2" in note
+    assert "blocks next to each other along `by` lie further apart in launch order" in note
+    assert "`b` 64x the footprint" in note
+    assert "assumed blocks start in launch order (x fastest) as earlier ones finish, 408 at a time, each at its own point of its work" in note
+    assert any(line.startswith("DRAM: footprint ") and "`b` 64x" in line for line in texts(report.facts.evidence))
+    (assumption,) = [a for a in report.facts.assumptions if a.kind == NoteKind.L2_REUSE]
+    assert "blocks start in launch order (x fastest) as earlier ones finish, 408 at a time" in assumption.text
+
+
+def test_each_gpu_is_judged_on_its_own_l2():
+    # the whole launch (37.7 MB) fits in the H100's 50 MiB of L2: every byte read once there
+    report = _report(_matmul(1024, 1024, 4096), [H100, RTX3080])
+    footprint = (1024 * 4096 * 2 + 1024 * 1024) * 4
+    assert report.facts.dram_bytes == pytest.approx(footprint, rel=0.01)
+    assert not any(a.kind == NoteKind.L2_REUSE for a in report.facts.assumptions)
+    h100, rtx = report.estimates
+    assert rtx.dram_bytes_per_item > 25 * h100.dram_bytes_per_item  # (64 |b| + |a| + |c|) / 37.7 MB: 29x
+
+
+def test_a_launch_whose_data_fits_in_l2_reads_it_once():
+    report = _report(_matmul(512, 512, 512), [RTX3080])  # 3 MB in all
+    assert report.facts.dram_bytes == pytest.approx(3 * 512 * 512 * 4, rel=0.01)
+    assert "reads again" not in report.facts.dram_note
+
+
+def test_a_launch_of_one_wave_reads_its_shared_data_once():
+    # 16 x 16 blocks all fit on the GPU at once (408 of 256 threads): they run together, and the
+    # 8 MB of b they share is read once although it exceeds L2
+    report = _report(_matmul(256, 8192, 256), [RTX3080])
+    assert _group(report, "b").reread_bytes == 0.0
+    assert report.facts.dram_bytes == pytest.approx((256 * 8192 * 2 + 256 * 256) * 4, rel=0.01)
+
+
+def test_a_streaming_launch_keeps_its_footprint():
+    src = """
+__global__ void add(const float *a, const float *b, float *c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}
+int main() {
+  const int n = 1 << 24;
+  float *a, *b, *c;
+  cudaMalloc(&a, n * sizeof(float)); cudaMalloc(&b, n * sizeof(float)); cudaMalloc(&c, n * sizeof(float));
+  add<<<n / 256, 256>>>(a, b, c, n);
+}
+"""
+    report = _report(src, [RTX3080])
+    assert report.facts.dram_bytes == pytest.approx(3 * 4 * (1 << 24), rel=0.01)
+    assert all(g.reread_bytes == 0.0 for g in report.facts.traffic.groups)
+    assert not any(a.kind == NoteKind.L2_REUSE for a in report.facts.assumptions)
+
+
+def test_an_assumed_trip_count_leaves_the_footprint():
+    # the loop's bound comes from the program's arguments, not given: each block's bytes, and so
+    # the blocks whose data fit in L2, would be a guess
+    src = _matmul(1024, 1024, 4096, bound="depth").replace(
+        "float *c) {", "float *c, int depth) {").replace(
+        "product<<<grid, block>>>(a, b, c);", "product<<<grid, block>>>(a, b, c, atoi(argv[1]));")
+    report = _report(src, [RTX3080])
+    assert any(loop.origin == "assumed" for loop in report.facts.loops)
+    assert all(g.reread_bytes == 0.0 for g in report.facts.traffic.groups)
+    assert "reads again" not in report.facts.dram_note
+
+
+def test_blocks_that_each_sweep_more_than_l2_read_it_each():
+    # every block sweeps all of x (8 MB) at its own point of its run: between two neighbours'
+    # reads of an element, more than L2 goes through it, so each of the 4096 blocks reads x again
+    src = """
+#define N (1 << 21)
+__global__ void pairs(const float *x, float *out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float s = 0.0f;
+  for (int j = 0; j < N; j++) s += x[j] * x[i];
+  out[i] = s;
+}
+int main() {
+  float *x, *out;
+  cudaMalloc(&x, N * sizeof(float)); cudaMalloc(&out, N * sizeof(float));
+  pairs<<<4096, 256>>>(x, out);
+}
+"""
+    report = _report(src, [RTX3080])
+    swept = _group(report, "x")
+    assert swept.footprint_bytes == pytest.approx(4 * (1 << 21))
+    assert swept.reread_bytes == pytest.approx(4096 * 4 * (1 << 21))
+    assert "blocks next to each other along `bx` lie further apart in launch order" in report.facts.dram_note
+    # the same launch on the H100: 8 MB fits in its L2 (50 MiB), read once
+    h100 = _report(src, [H100])
+    assert h100.facts.dram_bytes < 3 * 4 * (1 << 21)
