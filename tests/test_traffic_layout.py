@@ -279,4 +279,5 @@ def test_an_element_passed_to_a_reference_parameter_the_callee_assigns_is_stored
     groups = kernel(BY_REFERENCE, "k", gpus=(RTX3080,)).facts.traffic.groups
     stored = {g.array for g in groups if g.is_store}
     assert stored == {"out"}  # `lo` and `hi` are assigned; `scale` is const, `seen` only read
-    assert sum(g.footprint_bytes for g in groups if g.is_store) == 4 * N
+    # `out[i]` and `out[i + n]`: two ranges of n floats each
+    assert sum(g.footprint_bytes for g in groups if g.is_store) == 8 * N

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Any
 
 from perflsp.analysis.costs import CostModel
@@ -94,8 +95,11 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
                 form = affine
             elif _dense(affine, elem, cost, fast_atom):
                 form, segment = affine, True
-        offsets = [m.lin.const for m in members if m.lin.const_known]
-        spread = (max(offsets) - min(offsets)) if len(offsets) > 1 else 0.0
+        # the members' constant offsets from the array's start (`x[i]`, `x[i + n]`, `x[i + 2 * n]`: one
+        # range each): a pointer's own address is never known, so the forms say `const_known=False`
+        # even where the offset is; a part the source does not know adds nothing (counted as 0)
+        span = _span(form, cardinality)
+        shifted = _shifted_extra(span, [m.lin.const for m in members])
         if "data" in form.nonlinear:
             # an index read from memory (`a[idx[i]]`, `x[nodes[k]]`, a scatter by rank) lands near its
             # neighbours' in practice (permutations, neighbour lists, sorted keys): over the launch
@@ -116,10 +120,15 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
                 footprint = count / reuse_in_thread * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
         else:
             step = _sub_sector_step(form, elem, cardinality, cost)
-            distinct = min(distinct_values(form, cardinality, count) + spread, count)
+            one_range = distinct_values(form, cardinality, count)
+            density = one_range / span if span < _UNBOUNDED_SPAN else 1.0  # of the range's elements, those reached
+            distinct = min(one_range + shifted * density, count)
             if step > 1.0:
                 # elements `step` apart: every sector of the range they span moves, the gaps too
-                gap_filled = min(distinct_values(form, cardinality, count) * step + spread, count * step) * elem
+                # (offsets within a step fill the gaps between elements: only those further apart add)
+                length = one_range * step
+                apart = _shifted_extra(length, [m.lin.const for m in members], least=step)
+                gap_filled = min(length + apart, count * step) * elem
                 gapped.setdefault(array, step)
                 footprint = distinct * elem
             else:
@@ -205,6 +214,34 @@ def with_compiled_widths(accesses: list[Access],
     if not changed:
         return accesses, []
     return [replace(a, elem_bytes=changed[id(a)]) if id(a) in changed else a for a in accesses], notes
+
+
+_UNBOUNDED_SPAN = float("inf")
+
+
+def _span(form: Linear, cardinality: dict[str, float]) -> float:
+    """Elements from the least to the greatest value the form takes (inf where a coefficient is
+    not known, or where an atom enters it non-linearly)."""
+    if any(cardinality.get(atom, 1.0) > 1.0 for atom in form.nonlinear):
+        return _UNBOUNDED_SPAN
+    span = 1.0
+    for atom, coeff in form.coeffs:
+        card = max(1.0, cardinality.get(atom, 1.0))
+        if card > 1.0:
+            if coeff == UNKNOWN_COEFF:
+                return _UNBOUNDED_SPAN
+            span += abs(coeff) * (card - 1.0)
+    return span
+
+
+def _shifted_extra(span: float, offsets: list[float], least: float = 0.0) -> float:
+    """Elements (of address space) that copies of one range `span` long, shifted by each offset,
+    cover beyond the first: their union. Neighbours (`x[i - 1]`, `x[i]`, `x[i + 1]`) add their
+    shifts; ranges further apart than their length (`x[i]`, `x[i + n]` over n threads; the first
+    and the last row of a grid) add a whole range each, not what lies between them. Shifts under
+    `least` are left out."""
+    shifts = sorted(set(offsets))
+    return sum(min(after - before, span) for before, after in pairwise(shifts) if after - before >= least)
 
 
 def _capped(footprint: float, streamed: float, accessed: float, size: float | None, host_memory: bool,
