@@ -90,3 +90,33 @@ def test_first_and_last_rows_move_two_rows_not_the_grid_between():
     f = facts(EDGES, "edges")
     assert group_bytes(f, "grid", True) == pytest.approx(2 * 4096 * 4)
     assert f.dram_note.startswith("footprint 32.8 KB")
+
+
+LANES = """
+__global__ void swap_xy(const float2 *__restrict__ in, float2 *__restrict__ out, float4 *__restrict__ acc) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i].x = in[i].y;
+  out[i].y = in[i].x;
+  acc[i].w = in[i].x * in[i].y;
+}
+int main() {
+  float2 *in, *out; float4 *acc; int n = 1 << 20;
+  cudaMalloc(&in, n * 8); cudaMalloc(&out, n * 8); cudaMalloc(&acc, n * 16);
+  swap_xy<<<n / 256, 256>>>(in, out, acc);
+}
+"""
+
+
+def test_lanes_of_a_vector_type_are_placed_in_their_element():
+    f = facts(LANES, "swap_xy")
+    # `.x` and `.y` of a float2 fill its 8 B: the whole array moves, once, and coalesced
+    assert group_bytes(f, "in", False) == pytest.approx(8 * N)
+    assert group_bytes(f, "out", True) == pytest.approx(8 * N)
+    reads = [g for g in f.traffic.groups if g.array == "in"]
+    # each float load of a warp spans its 32 lanes' elements, 8 B apart: twice the bytes it reads (not a
+    # sector per lane, as when the element's size was unknown)
+    assert sum(g.streamed_bytes for g in reads) == pytest.approx(2 * sum(g.accessed_bytes for g in reads))
+    # one lane of a float4 in four: every sector of the array is touched
+    assert group_bytes(f, "acc", True) == pytest.approx(16 * N)
+    assert f.dram_note.endswith("elements apart by less than a sector (`in` 2, `out` 2, `acc` 4 elements): "
+                                "the bytes between them move too")

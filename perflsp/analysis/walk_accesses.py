@@ -172,13 +172,21 @@ def eval_field(walker: Walker, node: Node) -> Val:
 def member_address(walker: Walker, array: Val, index: Linear, field_name: str) -> tuple[Linear, CType] | None:
     """The place of member `field_name` of element `index` of an array of structs whose layout
     the source shows (`p[i].y`, `p->y`), counted in elements of the member's type
-    (`i * size + offset`, over the member's size), and the member's type; None otherwise."""
+    (`i * size + offset`, over the member's size), and the member's type; None otherwise.
+    A lane of a built-in vector type (`float2`, `int4`: `p[i].y` is `i * 2 + 1` floats) is placed
+    the same way."""
+    element = array.ctype.deref()
+    if element.lanes > 1 and not element.pointer and field_name in _LANES[:element.lanes]:
+        return index.scale(float(element.lanes)).add(Linear.constant(float(_LANES.index(field_name)))), element.element
     layout = walker.layouts.get(array.root) if array.root is not None and array.ctype.kind == "struct" else None
     member = layout.members.get(field_name) if layout is not None else None
     if layout is None or member is None or member.ctype.size_bytes <= 0:
         return None
     size = member.ctype.size_bytes
     return index.scale(layout.size_bytes / size).add(Linear.constant(member.offset_bytes / size)), member.ctype
+
+
+_LANES = "xyzw"
 
 
 def member_type(base: CType, field_name: str) -> CType:
