@@ -121,6 +121,9 @@ class ConstEnv:
     # functions of one `return` of an expression over their value parameters (`iDivUp`): name ->
     # (parameters, expression text), folded in this environment where they are called
     pure_functions: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
+    # the host helpers of the file run on known arguments (`helper_runs.HelperCalls`): a call
+    # no other rule folds, `getLevels(n)` computing a log2 in a loop, is run with them
+    helpers: Callable[[str, list[str], ConstEnv], Value] | None = field(default=None, repr=False, compare=False)
     # Memos of what is derived from this environment (its bindings do not change once built):
     # macro bodies that fold to numbers (`preprocess`), the `_Pragma` macros (`omp`), and the
     # launch-argument texts folded in it (`launches`).
@@ -523,8 +526,8 @@ class _Parser:
         i = 1
         saw = False
         while (tok := self.peek(i)) is not None and tok[1] != ")":
-            if tok[0] != "id" or tok[1] not in _TYPE_WORDS:
-                return False
+            if not ((tok[0] == "id" and tok[1] in _TYPE_WORDS) or (saw and tok[1] == "*")):
+                return False  # (`(char *)"-n"`: a pointer type after its words)
             saw = True
             i += 1
         nxt = self.peek(i + 1)
@@ -547,6 +550,8 @@ class _Parser:
             return int(value)
         if type_name in ("float", "double"):
             return float(value)
+        if type_name.endswith("*") and isinstance(value, _StringValue):
+            return value  # (`(char *)"-size"`: the same string)
         raise NotConstant(f"cast to `{type_name}`")
 
     def primary(self) -> Value:
@@ -704,7 +709,10 @@ class _Parser:
                 raise NotConstant(f"`{name}` takes {len(params)} arguments")
             return evaluate(body, ConstEnv(constants=dict(zip(params, args)), parent=defined))
         if fn is None:
-            raise NotConstant(f"calls `{name}()`")
+            helpers = next((env.helpers for env in self.env.chain() if env.helpers is not None), None)
+            if helpers is None:
+                raise NotConstant(f"calls `{name}()`")
+            return helpers(name, self._arg_texts(), self.env)
         args = self._args()
         if any(isinstance(a, tuple) for a in args):
             raise NotConstant(f"`{name}()` of a dim3")
