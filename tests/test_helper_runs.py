@@ -132,3 +132,51 @@ int table(int n) { int t[4] = {1, 2, 3, 4}; return t[n]; }
     assert try_evaluate("global(3)", env)[0] is None  # (writes a global)
     assert try_evaluate("byRef(3)", env)[0] is None  # (may write the caller's variable)
     assert try_evaluate("table(2)", env)[0] is None  # (a local array: not a plain value)
+
+
+# the CUDA samples' command-line helpers, read by their libraries' rules -------------------------
+
+SAMPLE_OPTIONS = """
+__global__ void k(float *a, int nz, int reps) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int z = 0; z < nz; z++) a[i + z] += 1.0f;
+  for (int r = 0; r < reps; r++) a[i] *= 0.5f;
+}
+int main(int argc, char **argv) {
+  int dimz = 48, reps = 2;
+  char *text = 0;
+  shrGetCmdLineArgumenti(argc, (const char **)argv, "dimz", &dimz);
+  if (shrGetCmdLineArgumentstr(argc, (const char **)argv, "reps", &text)) reps = atoi(text);
+  if (checkCmdLineFlag(argc, (const char **)argv, "quick")) reps = 1;
+  int scale = getCmdLineArgumentInt(argc, (const char **)argv, "scale");
+  float *d;
+  k<<<1, 256>>>(d, dimz * (scale > 0 ? scale : 1), reps);
+}
+"""
+
+
+def test_the_option_getters_read_their_libraries_argument_forms():
+    from perflsp.kernels.sample_options import returned, written
+
+    argv = ("program", "--Size=64", "-n128", "--qatest", "--dimx=192", "-flag=1")
+    assert returned("getCmdLineArgumentInt", argv, "size") == 64  # (a prefix, any case)
+    assert returned("getCmdLineArgumentInt", argv, "n") == 128  # (the value may follow the name)
+    assert returned("getCmdLineArgumentInt", argv, "missing") == 0
+    assert returned("getCmdLineArgumentFloat", ("p", "--eps=0.5x"), "eps") == 0.5
+    assert returned("checkCmdLineFlag", argv, "qatest") == 1
+    assert returned("checkCmdLineFlag", argv, "flag") == 1  # (`-flag=1` names the flag too)
+    assert returned("checkCmdLineFlag", argv, "qa") == 0  # (a flag's whole name)
+    assert written("shrGetCmdLineArgumenti", argv, "dimx") == (1, 192)
+    assert written("shrGetCmdLineArgumenti", argv, "dim") == (0, None)  # (shrUtils: the exact name)
+    assert written("shrGetCmdLineArgumentstr", argv, "dimx") == (1, "192")
+
+
+def test_option_getters_of_the_cuda_samples_fold_with_the_programs_arguments():
+    assert launch_args(SAMPLE_OPTIONS, "k", ("--dimz=64", "--reps=5", "--scale=2"))[1:] == [128, 5]
+    assert launch_args(SAMPLE_OPTIONS, "k", ("--dimz=64", "--reps=5", "--quick"))[1:] == [64, 1]
+    # not given: the defaults the host code sets stay (the getters leave them), said to rest on
+    # a run without arguments where none are given
+    assert launch_args(SAMPLE_OPTIONS, "k", ("--other",))[1:] == [48, 2]
+    report = next(r for r in reports(SAMPLE_OPTIONS) if r.kernel.name == "k")
+    assert trips(report) == {"z": 48, "r": 2}
+    assert NO_ARGUMENTS_NOTE in texts(report.facts.assumptions)

@@ -24,6 +24,7 @@ from tree_sitter import Node
 from perflsp.kernels.consteval import ConstEnv, NotConstant, Value, assumed_reads, evaluate, note_assumed_read
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.definitions import function_definitions
+from perflsp.kernels.sample_options import RETURNING, WRITING, returned, written
 from perflsp.kernels.sibling_functions import sibling_function
 
 MAX_STEPS = 4096  # statements one run may execute (a helper's loop of a few thousand passes)
@@ -385,6 +386,19 @@ def run(data: bytes, function: Node, arguments: list[Value | None], pointees: Ma
 _CASTS = re.compile(r"\([^()]*\)")
 
 
+def sample_option_call(name: str, texts: list[str], caller: ConstEnv) -> Value:
+    """A CUDA samples' command-line helper (`sample_options`) called with `(argc, argv, "name"
+    ...)`: what it returns for the program's arguments (a flag's presence, the option's value,
+    whether the option was given)."""
+    argv = caller.program_arguments()
+    option = evaluate(texts[2], caller, strings=True) if len(texts) >= 3 else None
+    if argv is None or not isinstance(option, str) or [_CASTS.sub("", t).strip() for t in texts[:2]] != ["argc", "argv"]:
+        raise NotConstant(f"`{name}()` of arguments not known")
+    if caller.arguments_assumed():
+        note_assumed_read()
+    return returned(name, argv, option) if name in RETURNING else written(name, argv, option)[0]
+
+
 class HelperCalls:
     """The host helpers a file's folded expressions call (`n = roundUpLog2(len)`), defined in
     the file or in another source of its folder (one program's): each run on the values the
@@ -407,6 +421,8 @@ class HelperCalls:
         return (sibling[0].data, sibling[1]) if sibling is not None else None
 
     def __call__(self, name: str, texts: list[str], caller: ConstEnv) -> Value:
+        if name in RETURNING or name in WRITING:
+            return sample_option_call(name, texts, caller)
         arguments = [None if _CASTS.sub("", text).strip() == "argv" else evaluate(text, caller, strings=True)
                      for text in texts]  # (`argv` itself: the run reads the program's arguments)
         argv = caller.program_arguments()

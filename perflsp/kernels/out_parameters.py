@@ -18,6 +18,7 @@ from perflsp.kernels.consteval import ConstEnv, NotConstant, ReadsApart, Value, 
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.definitions import function_definitions
 from perflsp.kernels.helper_runs import run
+from perflsp.kernels.sample_options import WRITING, written
 from perflsp.kernels.sibling_functions import sibling_function
 
 DEREFERENCED = "*"  # (`*count` is bound in the callee's locals under this prefix)
@@ -48,6 +49,8 @@ def out_parameter_value(ctx: ExtractionContext, address: Node, env: ConstEnv,
     function = call.child_by_field_name("function")
     if function is None or function.type != "identifier":
         return None
+    if ctx.text(function) in WRITING:  # (a CUDA samples' option getter: its library's rules)
+        return _sample_option(ctx, ctx.text(function), arguments.named_children, address, env)
     callee_ctx, callee = ctx, _definitions(ctx).get(ctx.text(function))
     if callee is None:  # (defined in another source of the folder: one program's)
         callee_ctx, callee = sibling_function(ctx, ctx.text(function)) or (ctx, None)
@@ -93,6 +96,23 @@ def out_parameter_value(ctx: ExtractionContext, address: Node, env: ConstEnv,
             kept = _kept(ctx, address, env, skipped - set(found))
             return {**found, **kept}, reads.seen or bool(kept)
     return (found, reads.seen) if found else None
+
+
+def _sample_option(ctx: ExtractionContext, name: str, passed: list[Node], address: Node, env: ConstEnv
+                   ) -> tuple[dict[str, Value | None], bool] | None:
+    """What `shrGetCmdLineArgumenti(argc, argv, "dimx", &dimx)` leaves in `dimx`: the option's
+    value where the program's arguments give it, else nothing (`dimx` keeps its value)."""
+    argv = env.program_arguments()
+    if argv is None or len(passed) != 4 or passed[3].start_byte != address.start_byte:
+        return None
+    try:
+        option = evaluate(ctx.text(passed[2]), env, strings=True)
+    except NotConstant:
+        return None
+    if not isinstance(option, str):
+        return None
+    value = written(name, argv, option)[1]
+    return ({"": value} if value is not None else {}), env.arguments_assumed()
 
 
 def _run(ctx: ExtractionContext, callee_ctx: ExtractionContext, callee: Node, address: Node, env: ConstEnv,
