@@ -180,3 +180,23 @@ def test_option_getters_of_the_cuda_samples_fold_with_the_programs_arguments():
     report = next(r for r in reports(SAMPLE_OPTIONS) if r.kernel.name == "k")
     assert trips(report) == {"z": 48, "r": 2}
     assert NO_ARGUMENTS_NOTE in texts(report.facts.assumptions)
+
+
+def test_a_template_helper_called_with_explicit_types_runs_with_them():
+    src = """
+template <typename T>
+T roundToPowerOf2(T val) {
+  int bytes = sizeof(T);
+  val--;
+  for (int i = 0; i < bytes; i++) val |= val >> (1 << i);
+  val++;
+  return val;
+}
+template <typename T> T half(T v) { T r = v; r = r / 2; return r; }
+void scaled(float *out, int n) { for (int i = 0; i < n; i++) *out = *out * 1.5f; }
+"""
+    env = model_of(src).env
+    assert try_evaluate("roundToPowerOf2<unsigned int>(3000)", env) == (4096, None)
+    assert try_evaluate("half<float>(3)", env) == (1.5, None)  # (the argument converted to T)
+    assert try_evaluate("half<int>(3)", env) == (1, None)  # (C's integer division)
+    assert try_evaluate("a < 3 > (2)", env)[0] is None  # (a comparison, not a list of types)

@@ -62,8 +62,8 @@ def _text(data: bytes, node: Node) -> str:
     return data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
 
 
-def parameters(data: bytes, function: Node) -> list[tuple[str, bool, bool]] | None:
-    """(name, is a pointer, is floating point) of each parameter; None where one is not read
+def parameters(data: bytes, function: Node, aliases: Mapping[str, str]) -> list[tuple[str, bool, bool]] | None:
+    """(name, is a pointer, is of a floating-point type or points to one) of each parameter; None where one is not read
     (an unnamed one, a function pointer, a reference the function may write through)."""
     declarator = function.child_by_field_name("declarator")
     while declarator is not None and declarator.type != "function_declarator":
@@ -89,14 +89,16 @@ def parameters(data: bytes, function: Node) -> list[tuple[str, bool, bool]] | No
         if inner is None or inner.type != "identifier":
             return None
         kind = parameter.child_by_field_name("type")
-        floating = kind is not None and _FLOATING.search(_text(data, kind)) is not None
-        found.append((_text(data, inner), pointer, floating and not pointer))
+        floating = kind is not None and _is_floating(_text(data, kind), aliases)
+        found.append((_text(data, inner), pointer, floating))
     return found
 
 
 class _Run:
-    def __init__(self, data: bytes, env: ConstEnv, pointers: set[str], floating: set[str], steps: int):
+    def __init__(self, data: bytes, env: ConstEnv, pointers: set[str], floating: set[str], steps: int,
+                 aliases: Mapping[str, str]):
         self.data = data
+        self.aliases = aliases  # a template's parameters, by the types it is called with
         self.env = env  # the run's locals, over the caller's environment (its macros, argv)
         self.pointers = pointers  # pointer parameters that point at the caller's variables
         self.floating = floating  # locals of a floating-point type (the others truncate)
@@ -192,7 +194,7 @@ class _Run:
 
     def _declare(self, node: Node) -> None:
         kind = node.child_by_field_name("type")
-        floating = kind is not None and _FLOATING.search(_text(self.data, kind)) is not None
+        floating = kind is not None and _is_floating(_text(self.data, kind), self.aliases)
         for declarator in node.children_by_field_name("declarator"):
             if declarator.type == "identifier":
                 name = _text(self.data, declarator)
@@ -212,8 +214,12 @@ class _Run:
     def _set(self, name: str, value: Value) -> None:
         if isinstance(value, tuple):
             raise NotConstant("a dim3 in a helper")
-        if isinstance(value, float) and name not in self.floating and not isinstance(value, str):
+        if "." in name:
+            pass  # (a field of what a pointer points to: its type is not read, the value kept)
+        elif isinstance(value, float) and name not in self.floating:
             value = int(value)  # (C's conversion to an integer type truncates)
+        elif isinstance(value, int) and name in self.floating:
+            value = float(value)
         self.env.unknown.pop(name, None)
         self.env.constants[_local_key(name)] = value
         if name.startswith("*") or "." in name:
@@ -333,6 +339,22 @@ class _Run:
                 first = True
 
 
+def _is_floating(type_text: str, aliases: Mapping[str, str]) -> bool:
+    words = re.sub(r"[A-Za-z_]\w*", lambda m: aliases.get(m.group(), m.group()), type_text)
+    return _FLOATING.search(words) is not None
+
+
+def _template_parameters(data: bytes, function: Node) -> list[str]:
+    """The type parameters of the template that holds `function` (`template <typename T>`)."""
+    holder = function.parent
+    params = holder.child_by_field_name("parameters") if holder is not None and holder.type == "template_declaration" else None
+    found: list[str] = []
+    for param in params.named_children if params is not None else ():
+        name = next((c for c in param.named_children if c.type == "type_identifier"), None)
+        found.append(_text(data, name) if param.type == "type_parameter_declaration" and name is not None else "")
+    return found
+
+
 def _local_key(name: str) -> str:
     """How a run binds `*p` (what pointer parameter `p` points to): a plain name."""
     return "__pointee_" + name[1:] if name.startswith("*") else name
@@ -342,32 +364,34 @@ _active: set[tuple[int, int]] = set()  # runs under way (by data and definition)
 
 
 def run(data: bytes, function: Node, arguments: list[Value | None], pointees: Mapping[int, dict[str, Value]],
-        caller: ConstEnv) -> Outcome:
+        caller: ConstEnv, types: tuple[str, ...] = ()) -> Outcome:
     """Run `function` (a definition in `data`) with these argument values (None: a pointer
     argument, with what it points to in `pointees` by position, "" for `*p`, ".n" for `p->n`),
-    over the caller's environment. Raises NotConstant where the run is not followed."""
-    params = parameters(data, function)
+    over the caller's environment (`types`: a template's explicit arguments, `<unsigned int>`).
+    Raises NotConstant where the run is not followed."""
+    aliases = dict(zip(_template_parameters(data, function), types))
+    params = parameters(data, function, aliases)
     body = function.child_by_field_name("body")
     key = (id(data), function.start_byte)
     if params is None or body is None or len(params) != len(arguments):
         raise NotConstant("a helper whose parameters are not read")
     if key in _active or len(_active) >= MAX_DEPTH:
         raise NotConstant("a helper called from itself")
-    env = ConstEnv(parent=caller)
+    env = ConstEnv(parent=caller, type_aliases=aliases)  # (`sizeof(T)`)
     pointers: set[str] = set()
     floating: set[str] = set()
     for position, ((name, pointer, is_float), value) in enumerate(zip(params, arguments, strict=True)):
         if is_float:
-            floating.add(name)
+            floating.add("*" + name if pointer else name)  # (`float *out`: what it points to)
         if pointer and value is None and position in pointees:
             pointers.add(name)
             for suffix, held in pointees[position].items():
                 env.constants[_local_key("*" + name) if not suffix else name + suffix] = held
         elif value is not None:
-            env.constants[name] = value
+            env.constants[name] = float(value) if is_float and isinstance(value, int) else value
         elif name not in ("argc", "argv"):
             env.unknown[name] = "is not known to the helper's run"
-    runner = _Run(data, env, pointers, floating, MAX_STEPS)
+    runner = _Run(data, env, pointers, floating, MAX_STEPS, aliases)
     returned: Value | None = None
     _active.add(key)
     try:
@@ -420,18 +444,18 @@ class HelperCalls:
         sibling = sibling_function(self.ctx, name)
         return (sibling[0].data, sibling[1]) if sibling is not None else None
 
-    def __call__(self, name: str, texts: list[str], caller: ConstEnv) -> Value:
+    def __call__(self, name: str, texts: list[str], caller: ConstEnv, types: tuple[str, ...] = ()) -> Value:
         if name in RETURNING or name in WRITING:
             return sample_option_call(name, texts, caller)
         arguments = [None if _CASTS.sub("", text).strip() == "argv" else evaluate(text, caller, strings=True)
                      for text in texts]  # (`argv` itself: the run reads the program's arguments)
         argv = caller.program_arguments()
-        key = (name, tuple(arguments), argv)
+        key = (name, tuple(arguments), argv, types)
         known = self.memo.get(key)
         if known is None:
             before = assumed_reads()
             try:
-                value: Value | None = self._returned(name, arguments, argv, caller.arguments_assumed())
+                value: Value | None = self._returned(name, arguments, argv, caller.arguments_assumed(), types)
                 reason = ""
             except NotConstant as exc:
                 value, reason = None, str(exc)
@@ -442,14 +466,15 @@ class HelperCalls:
             raise NotConstant(known[1])
         return known[0]
 
-    def _returned(self, name: str, arguments: list[Value | None], argv: tuple[str, ...] | None, assumed: bool) -> Value:
+    def _returned(self, name: str, arguments: list[Value | None], argv: tuple[str, ...] | None, assumed: bool,
+                  types: tuple[str, ...]) -> Value:
         if "::" in name or "." in name or any(isinstance(a, tuple) for a in arguments):
             raise NotConstant(f"calls `{name}()`")
         found = self.definition(name)
         if found is None:
             raise NotConstant(f"calls `{name}()`")
         env = ConstEnv(parent=self.env, argv=argv, argv_assumed=assumed)
-        returned = run(found[0], found[1], list(arguments), {}, env).returned
+        returned = run(found[0], found[1], list(arguments), {}, env, types).returned
         if returned is None:
             raise NotConstant(f"`{name}()` returns no value")
         return returned
