@@ -200,3 +200,20 @@ void scaled(float *out, int n) { for (int i = 0; i < n; i++) *out = *out * 1.5f;
     assert try_evaluate("half<float>(3)", env) == (1.5, None)  # (the argument converted to T)
     assert try_evaluate("half<int>(3)", env) == (1, None)  # (C's integer division)
     assert try_evaluate("a < 3 > (2)", env)[0] is None  # (a comparison, not a list of types)
+
+
+def test_a_launch_in_nested_host_loops_takes_their_first_pass():
+    # the inner loop starts from the outer one's variable: on the first pass `q` is `m`'s first
+    # value (a loop that grows a size launches its smallest first; the engine takes that pass)
+    src = KERNEL + """
+int main(int argc, char **argv) {
+  float *d;
+  for (int m = 2; m <= 4; ++m)
+    for (int w = 4; w <= 8; ++w)
+      for (int q = m; q <= 4; ++q) {
+        if (getenv("SKIP")) continue;
+        k<<<1, 256>>>(d, q, w);
+      }
+}
+"""
+    assert launch_args(src, "k")[1:] == [2, 4]
