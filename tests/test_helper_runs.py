@@ -125,6 +125,7 @@ int spins(int n) { int s = 0; while (1) { s++; } return s; }
 int global(int n) { counter = n; return n; }
 int byRef(int &n) { n = 4; return n; }
 int table(int n) { int t[4] = {1, 2, 3, 4}; return t[n]; }
+int checked(int n) { if (n > 8) { printf("too large"); exit(1); } return n * 2; }
 """
     env = model_of(src).env
     value, reason = try_evaluate("spins(3)", env)
@@ -132,6 +133,8 @@ int table(int n) { int t[4] = {1, 2, 3, 4}; return t[n]; }
     assert try_evaluate("global(3)", env)[0] is None  # (writes a global)
     assert try_evaluate("byRef(3)", env)[0] is None  # (may write the caller's variable)
     assert try_evaluate("table(2)", env)[0] is None  # (a local array: not a plain value)
+    assert try_evaluate("checked(3)", env) == (6, None)  # (a call statement that prints: run past)
+    assert try_evaluate("checked(9)", env)[0] is None  # (the run ends the program)
 
 
 # the CUDA samples' command-line helpers, read by their libraries' rules -------------------------

@@ -35,6 +35,9 @@ _ASSIGN_OPS = {"+=": "+", "-=": "-", "*=": "*", "/=": "/", "%=": "%", "<<=": "<<
                "&=": "&", "|=": "|", "^=": "^"}
 
 
+_ENDS_PROGRAM = {"exit", "abort", "std::exit", "std::abort", "_exit", "quick_exit"}
+
+
 class _Break(Exception):
     pass
 
@@ -281,6 +284,9 @@ class _Run:
     def _call(self, node: Node) -> None:
         """A call statement (`printf(...)`, `free(p)`): run for nothing where it cannot reach
         the run's locals (no `&local` argument, no pointer parameter handed on)."""
+        function = node.child_by_field_name("function")
+        if function is not None and _text(self.data, function) in _ENDS_PROGRAM:
+            raise NotConstant("a helper that ends the program")
         arguments = node.child_by_field_name("arguments")
         for argument in arguments.named_children if arguments is not None else ():
             text = _text(self.data, argument)
