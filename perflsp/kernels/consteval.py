@@ -121,6 +121,9 @@ class ConstEnv:
     # functions of one `return` of an expression over their value parameters (`iDivUp`): name ->
     # (parameters, expression text), folded in this environment where they are called
     pure_functions: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
+    # the host helpers of the file run on known arguments (`helper_runs.HelperCalls`): a call
+    # no other rule folds, `getLevels(n)` computing a log2 in a loop, is run with them
+    helpers: Callable[[str, list[str], ConstEnv, tuple[str, ...]], Value] | None = field(default=None, repr=False, compare=False)
     # Memos of what is derived from this environment (its bindings do not change once built):
     # macro bodies that fold to numbers (`preprocess`), the `_Pragma` macros (`omp`), and the
     # launch-argument texts folded in it (`launches`).
@@ -523,8 +526,8 @@ class _Parser:
         i = 1
         saw = False
         while (tok := self.peek(i)) is not None and tok[1] != ")":
-            if tok[0] != "id" or tok[1] not in _TYPE_WORDS:
-                return False
+            if not ((tok[0] == "id" and tok[1] in _TYPE_WORDS) or (saw and tok[1] == "*")):
+                return False  # (`(char *)"-n"`: a pointer type after its words)
             saw = True
             i += 1
         nxt = self.peek(i + 1)
@@ -547,6 +550,8 @@ class _Parser:
             return int(value)
         if type_name in ("float", "double"):
             return float(value)
+        if type_name.endswith("*") and isinstance(value, _StringValue):
+            return value  # (`(char *)"-size"`: the same string)
         raise NotConstant(f"cast to `{type_name}`")
 
     def primary(self) -> Value:
@@ -578,6 +583,8 @@ class _Parser:
                 raise NotConstant("dim3 without arguments")
             if self.peek_text() == "(":
                 return self._call(text)
+            if self.peek_text() == "<" and (types := self._template_arguments()) is not None:
+                return self._call(text, types)  # (`roundUp<unsigned int>(n)`)
             if text in ("argv", "argc"):
                 return self._program_argument(text)
             if self.peek_text() == "." and (member := self.peek(1)) is not None and member[0] == "id" \
@@ -664,7 +671,29 @@ class _Parser:
         # only `atoi`/`atof`/`strtol` (`_call`) accept the string, and they convert it
         return cast(Value, _StringValue(argv[index]))
 
-    def _call(self, name: str) -> Value:
+    def _template_arguments(self) -> tuple[str, ...] | None:
+        """The types of `<unsigned int, float>(` after a function's name (consumed), or None
+        (nothing consumed) where the `<` is not such a list."""
+        i = 1
+        types: list[str] = []
+        words: list[str] = []
+        while (tok := self.peek(i)) is not None:
+            if tok[1] in (",", ">") and words:
+                types.append(" ".join(words))
+                words = []
+                if tok[1] == ">":
+                    break
+            elif (tok[0] == "id" and tok[1] in _TYPE_WORDS) or (words and tok[1] == "*"):
+                words.append(tok[1])
+            else:
+                return None
+            i += 1
+        if tok is None or self.peek_text(i + 1) != "(":
+            return None
+        self.pos += i + 1
+        return tuple(types)
+
+    def _call(self, name: str, types: tuple[str, ...] = ()) -> Value:
         if name in _STRING_TO_NUMBER:
             # (`strtol(s, &end, 10)`: the end pointer is an output, not folded; the base is)
             texts = self._arg_texts()
@@ -704,7 +733,10 @@ class _Parser:
                 raise NotConstant(f"`{name}` takes {len(params)} arguments")
             return evaluate(body, ConstEnv(constants=dict(zip(params, args)), parent=defined))
         if fn is None:
-            raise NotConstant(f"calls `{name}()`")
+            helpers = next((env.helpers for env in self.env.chain() if env.helpers is not None), None)
+            if helpers is None:
+                raise NotConstant(f"calls `{name}()`")
+            return helpers(name, self._arg_texts(), self.env, types)
         args = self._args()
         if any(isinstance(a, tuple) for a in args):
             raise NotConstant(f"`{name}()` of a dim3")

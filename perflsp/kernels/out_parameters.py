@@ -17,6 +17,8 @@ from tree_sitter import Node
 from perflsp.kernels.consteval import ConstEnv, NotConstant, ReadsApart, Value, evaluate, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.definitions import function_definitions
+from perflsp.kernels.helper_runs import run
+from perflsp.kernels.sample_options import WRITING, written
 from perflsp.kernels.sibling_functions import sibling_function
 
 DEREFERENCED = "*"  # (`*count` is bound in the callee's locals under this prefix)
@@ -47,6 +49,8 @@ def out_parameter_value(ctx: ExtractionContext, address: Node, env: ConstEnv,
     function = call.child_by_field_name("function")
     if function is None or function.type != "identifier":
         return None
+    if ctx.text(function) in WRITING:  # (a CUDA samples' option getter: its library's rules)
+        return _sample_option(ctx, ctx.text(function), arguments.named_children, address, env)
     callee_ctx, callee = ctx, _definitions(ctx).get(ctx.text(function))
     if callee is None:  # (defined in another source of the folder: one program's)
         callee_ctx, callee = sibling_function(ctx, ctx.text(function)) or (ctx, None)
@@ -74,9 +78,15 @@ def out_parameter_value(ctx: ExtractionContext, address: Node, env: ConstEnv,
         _active.add(key)
         try:
             local = env_at_end(callee_ctx, callee, body.end_byte - 1, bound)
-            if RETURNED in local.constants or RETURNED in local.unknown:  # (the callee's own locals)
+            ends_early = RETURNED in local.constants or RETURNED in local.unknown  # (the callee's own locals)
+            found = {} if ends_early else _written(local, params[position])
+            if ends_early or not found or None in found.values():
+                # a loop or an early `return` the replay does not follow: the callee run on the values
+                ran = _run(ctx, callee_ctx, callee, address, env, [bound.get(name) for name in params], position)
+                if ran is not None:
+                    return ran, reads.seen
+            if ends_early:
                 return None  # (the run ends, or may end, before the callee's last statement)
-            found = _written(local, params[position])
             skipped = _paths(local.assumed, params[position])  # (written where assumed arguments skip it)
         finally:
             _active.discard(key)
@@ -86,6 +96,38 @@ def out_parameter_value(ctx: ExtractionContext, address: Node, env: ConstEnv,
             kept = _kept(ctx, address, env, skipped - set(found))
             return {**found, **kept}, reads.seen or bool(kept)
     return (found, reads.seen) if found else None
+
+
+def _sample_option(ctx: ExtractionContext, name: str, passed: list[Node], address: Node, env: ConstEnv
+                   ) -> tuple[dict[str, Value | None], bool] | None:
+    """What `shrGetCmdLineArgumenti(argc, argv, "dimx", &dimx)` leaves in `dimx`: the option's
+    value where the program's arguments give it, else nothing (`dimx` keeps its value)."""
+    argv = env.program_arguments()
+    if argv is None or len(passed) != 4 or passed[3].start_byte != address.start_byte:
+        return None
+    try:
+        option = evaluate(ctx.text(passed[2]), env, strings=True)
+    except NotConstant:
+        return None
+    if not isinstance(option, str):
+        return None
+    value = written(name, argv, option)[1]
+    return ({"": value} if value is not None else {}), env.arguments_assumed()
+
+
+def _run(ctx: ExtractionContext, callee_ctx: ExtractionContext, callee: Node, address: Node, env: ConstEnv,
+         values: list[Value | None], position: int) -> dict[str, Value | None] | None:
+    """What `helper_runs.run` of the callee leaves in `x` (of `&x`, argument `position`), by
+    path; None where the run is not followed or writes nothing through it."""
+    target = address.child_by_field_name("argument")
+    held, _ = try_evaluate(ctx.text(target), env) if target is not None else (None, None)
+    pointees: dict[int, dict[str, Value]] = {position: {"": held} if isinstance(held, (int, float)) else {}}
+    try:
+        outcome = run(callee_ctx.data, callee, values, pointees, env)
+    except NotConstant:
+        return None
+    written = next(iter(outcome.written.values()), None)
+    return dict(written) if written else None
 
 
 def _only_dereferenced(ctx: ExtractionContext, body: Node, param: str) -> bool:

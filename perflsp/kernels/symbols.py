@@ -15,6 +15,7 @@ from perflsp.kernels.command_options import getopt_call, parse_options
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, note_assumed_read, string_value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.fields import bind_field, forget_fields
+from perflsp.kernels.helper_runs import HelperCalls, assigned_condition
 from perflsp.kernels.out_parameters import DEREFERENCED, ends_function, out_parameter_value, returned
 from perflsp.kernels.return_forms import pure_function
 from perflsp.source.parser import query
@@ -62,6 +63,7 @@ def file_env(ctx: ExtractionContext, macros: ConstEnv | None = None) -> ConstEnv
 
     env = ConstEnv(parent=macros if macros is not None else IncludeResolver().env_for(None, ctx.data))
     _collect_scope(ctx, ctx.tree.root_node, env)
+    env.helpers = HelperCalls(ctx, env)  # (a call no other rule folds: its definition run on the values)
     return env
 
 
@@ -751,9 +753,11 @@ def _fold_condition(ctx: ExtractionContext, control: Node, env: ConstEnv) -> obj
     kind = control.type
     condition = control.child_by_field_name("condition")
     if kind == "if_statement":
-        if condition is None or _has_side_effects(condition):
+        text = None if condition is None else ctx.text(condition) if not _has_side_effects(condition) \
+            else assigned_condition(ctx.data, condition)  # (`if ((i = ArgPos(...)) > 0)`)
+        if text is None:
             return _UNKNOWN
-        value, _ = try_evaluate(ctx.text(condition), env)
+        value, _ = try_evaluate(text, env)
         return bool(value) if isinstance(value, (int, float)) else _UNKNOWN
     if kind == "while_statement":
         if condition is None or _has_side_effects(condition):
