@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from perflsp.analysis.engine import AnalysisOptions, AnalysisUnit, analyze_kernel
+from perflsp.analysis.memory import block_axes
 from perflsp.analysis.models import KernelReport
 from perflsp.analysis.notes import NoteKind, texts
 from perflsp.analysis.reader import ReadContext, read_program
@@ -163,3 +164,52 @@ int main() {
     # the same launch on the H100: 8 MB fits in its L2 (50 MiB), read once
     h100 = _report(src, [H100])
     assert h100.facts.dram_bytes < 3 * 4 * (1 << 21)
+
+
+OMP_PRODUCT = """
+#define M 2048
+#define K 2048
+#define N {n}
+void product(const float *a, const float *b, float *c) {{
+  #pragma omp target teams distribute parallel for collapse(2) thread_limit(256) map(to: a[0:M*K], b[0:K*N]) map(from: c[0:M*N])
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {{
+      float sum = 0.0f;
+      for (int k = 0; k < K; k++) sum += a[i * K + k] * b[k * N + j];
+      c[i * N + j] = sum;
+    }}
+}}
+"""
+
+
+def _omp_report(src: str, gpus: list[Gpu]) -> KernelReport:
+    prepared = read_program(None, src.encode(), ReadContext(IncludeResolver()), AnalysisOptions())
+    unit = AnalysisUnit.of(prepared.model, prepared.options)
+    (region,) = prepared.kernels.omp_regions
+    return analyze_kernel(unit, region, gpus)
+
+
+def test_a_team_takes_consecutive_iterations_of_a_collapsed_nest():
+    # 256 iterations a team, innermost loop first: 2048 values of j make 8 teams' blocks, so
+    # neighbouring values of i are 8 blocks apart; of a 64-wide j each block takes 4 rows of i
+    assert block_axes(("o1", "o0"), {"o0": 2048.0, "o1": 2048.0}, 256.0) == (("o1", 256.0, 8.0), ("o0", 1.0, 2048.0))
+    assert block_axes(("o1", "o0"), {"o0": 2048.0, "o1": 64.0}, 256.0) == (("o1", 64.0, 1.0), ("o0", 4.0, 512.0))
+    assert block_axes(("bx", "by"), {"bx": 16.0, "by": 4.0}) == (("bx", 1.0, 16.0), ("by", 1.0, 4.0))
+
+
+def test_an_openmp_nest_reads_again_what_teams_far_apart_share():
+    # a team's 256 iterations read a row of a (8 KB) and a 256-wide strip of b (2 MB): about two
+    # teams' data fit in the 3080's L2, and the next row's teams are 8 blocks on: each row reads
+    # its strips of b again; the 50 MB of H100 hold them
+    report = _omp_report(OMP_PRODUCT.format(n=2048), [RTX3080, H100])
+    footprint = 3 * 2048 * 2048 * 4
+    assert report.facts.dram_bytes > 100 * footprint
+    assert _group(report, "b").reread_bytes == pytest.approx(2048 * 2048 * 2048 * 4, rel=0.05)
+    h100 = report.estimates[1]
+    assert h100.dram_bytes == pytest.approx(footprint, rel=0.05)
+
+
+def test_an_openmp_nest_whose_rows_share_a_team_keeps_its_footprint():
+    # 64 values of j: a team takes 4 whole rows, so neighbouring rows are in the same block
+    report = _omp_report(OMP_PRODUCT.format(n=64), [RTX3080])
+    assert all(g.reread_bytes == 0.0 for g in report.facts.traffic.groups)

@@ -47,15 +47,17 @@ class Traffic:
     note: str  # how the bytes were found, then its remarks ("; "-separated)
     remarks: tuple[str, ...] = ()  # what the note adds beyond the figures (a floor assumed)
     cardinality: dict[str, float] | None = None  # each atom's range, as the footprints were counted
-    # the launch's blocks in the order they start, fastest first: (block index atom, blocks along it)
-    block_order: tuple[tuple[str, float], ...] = ()
+    # the launch's blocks in the order they start, fastest axis first: (index atom, values of it
+    # one block covers, blocks along it). CUDA: (`bx`, 1, gridDim.x), ...; OpenMP: the collapsed
+    # nest's loops, innermost first, a team's iterations split over them
+    block_order: tuple[tuple[str, float, float], ...] = ()
 
 
 def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_items: float, cost: CostModel,
                  fast_atom: str = "tx",
                  extents: dict[str, tuple[float | None, bool]] | None = None, *,
                  data_offsets: bool = False, layout_remarks: list[str] | None = None,
-                 block_atoms: tuple[str, ...] = ()) -> Traffic:
+                 block_atoms: tuple[str, ...] = (), block_items: float | None = None) -> Traffic:
     """`extents`: array -> (allocated bytes or None, lives in mapped host memory). `data_offsets`:
     an index with a thread- or loop-dependent part and a data-dependent one (`out[i * 8 + bucket]`,
     `key[begin[s] + tid]`) lands where its affine part says, the data moving it within a small
@@ -63,7 +65,9 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     it, and for pure gathers (`a[idx[i]]`), every access counts its own element (see below).
     `layout_remarks`: what the note says of the element sizes it used (structs laid out).
     `block_atoms`: the launch's block indices in the order its blocks start (CUDA: x fastest),
-    kept with the forms for `reuse_window`, which finds the reads that blocks far apart repeat."""
+    kept with the forms for `reuse_window`, which finds the reads that blocks far apart repeat.
+    `block_items`: where the atoms are the loops of an OpenMP nest (innermost first), the
+    iterations one team's block takes at a time; None: each block is one value of each atom."""
     extents = extents or {}
     grouped: dict[tuple[Any, ...], list[Access]] = defaultdict(list)
     for access in accesses:
@@ -164,9 +168,29 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
                     "(the array's size not known): at most as many bytes again",)
     if dram < cost.min_dram_bytes:
         remarks += (f"at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)",)
-    order = tuple((atom, max(1.0, cardinality.get(atom, 1.0))) for atom in block_atoms)
+    order = block_axes(block_atoms, cardinality, block_items)
     return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups,
                    "; ".join([note, *remarks]), remarks, dict(cardinality), order)
+
+
+def block_axes(atoms: tuple[str, ...], cardinality: dict[str, float],
+               block_items: float | None = None) -> tuple[tuple[str, float, float], ...]:
+    """The launch's blocks along each atom, fastest first: (atom, values of it one block covers,
+    blocks along it). Without `block_items` each block is one value of each atom (CUDA's block
+    indices). With it, a block takes that many consecutive iterations of a nest whose atoms are
+    its loops, innermost first (an OpenMP `collapse` nest: a team's threads take consecutive
+    iterations): the innermost loop's values first, what is left of the block spread over the next."""
+    axes = []
+    left = block_items
+    for atom in atoms:
+        values = max(1.0, cardinality.get(atom, 1.0))
+        if left is None:
+            axes.append((atom, 1.0, values))
+            continue
+        per_block = min(values, max(1.0, left))
+        axes.append((atom, per_block, max(1.0, values / per_block)))
+        left = max(1.0, left / per_block)
+    return tuple(axes)
 
 
 WIDTHS = (1, 2, 4, 8, 16)  # the widths of a global load or store (LDG.U8 ... LDG.128)

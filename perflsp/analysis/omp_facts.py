@@ -154,7 +154,10 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     facts = finish(cost, per_item, work_items, items_note, result, assumptions, fast_atom, extents,
                    sizes_assumed=sizes_assumed, one_item_expected=serial, compiled=compiled_note is not None,
                    widths=access_widths(compiled_fn, (unit.kernels.path, shift) if shift and unit.kernels.path else None)
-                   if compiled_note else None)
+                   if compiled_note else None,
+                   # a team's threads take consecutive iterations of the nest, innermost loop fastest
+                   block_atoms=tuple(f"o{level}" for level in reversed(range(parallel_levels))) if threads else (),
+                   block_items=float(threads) if threads else None)
     if compiled_note:
         facts.evidence.insert(0, compiled_note)
         facts.operations = "compiled"

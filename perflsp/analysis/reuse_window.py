@@ -87,7 +87,7 @@ def with_rereads(traffic: Traffic, residency: Residency) -> Traffic | None:
     cardinality = traffic.cardinality
     if not order or cardinality is None or not traffic.groups:
         return None
-    blocks = math.prod(count for _, count in order)
+    blocks = math.prod(count for _, _, count in order)
     if blocks <= residency.resident_blocks or sum(g.footprint_bytes for g in traffic.groups) <= residency.l2_bytes:
         return None
     units = [_unit_bytes(g, cardinality) for g in traffic.groups]
@@ -128,11 +128,11 @@ def _unit_bytes(group: GroupTraffic, cardinality: dict[str, float]) -> float:
 
 
 def _window(groups: list[GroupTraffic], units: list[float], cardinality: dict[str, float],
-            order: tuple[tuple[str, float], ...], blocks: float, l2_bytes: float) -> float:
+            order: tuple[tuple[str, float, float], ...], blocks: float, l2_bytes: float) -> float:
     """How many blocks' data L2 holds: its bytes over the distinct bytes one block touches (all
     groups; a group whose elements the data places, its share of the launch). Under one when a
     single block's data exceed it."""
-    one_block = {**cardinality, **{atom: 1.0 for atom, _ in order}}
+    one_block = {**cardinality, **{atom: per_block for atom, per_block, _ in order}}
     per_block = 0.0
     for group, unit in zip(groups, units):
         if unit > 0.0 and group.form is not None:
@@ -142,19 +142,21 @@ def _window(groups: list[GroupTraffic], units: list[float], cardinality: dict[st
     return l2_bytes / per_block if per_block > 0.0 else blocks
 
 
-def _indices_apart(order: tuple[tuple[str, float], ...], window: float) -> list[str]:
-    """The block indices whose neighbours (one step along them) start more than `window` blocks
-    apart: `blockIdx.y` is `gridDim.x` blocks from the next, `blockIdx.x` one."""
-    apart = []
+def _indices_apart(order: tuple[tuple[str, float, float], ...], window: float) -> dict[str, float]:
+    """The indices whose neighbours (one step along them) start more than `window` blocks apart,
+    with the blocks along each: `blockIdx.y` is `gridDim.x` blocks from the next, `blockIdx.x`
+    one; the outer loop of an OpenMP `collapse(2)` nest is (inner trip / a team's threads)
+    blocks from the next."""
+    apart = {}
     period = 1.0
-    for atom, count in order:
-        if count > 1.0 and period > window:
-            apart.append(atom)
+    for atom, per_block, count in order:
+        if count > 1.0 and per_block <= 1.0 and period > window:
+            apart[atom] = count
         period *= count
     return apart
 
 
-def _copies(group: GroupTraffic, unit: float, cardinality: dict[str, float], apart: list[str]) -> float:
+def _copies(group: GroupTraffic, unit: float, cardinality: dict[str, float], apart: dict[str, float]) -> float:
     """A read group's bytes when every value of the indices in `apart` reads its own copy of
     what it reaches: the footprint over the other indices, once per such value, at most what
     its warps request. Writes and data-placed groups keep their footprint (0 here)."""
@@ -162,8 +164,8 @@ def _copies(group: GroupTraffic, unit: float, cardinality: dict[str, float], apa
         return 0.0
     one_each = dict(cardinality)
     copies = 1.0
-    for atom in apart:
-        copies *= max(1.0, cardinality.get(atom, 1.0))
+    for atom, count in apart.items():
+        copies *= max(1.0, count)
         one_each[atom] = 1.0
     per_copy = unit * distinct_values(group.form, one_each, _UNBOUNDED)
     return min(per_copy * copies, group.streamed_bytes)
