@@ -26,6 +26,7 @@ from perflsp.analysis.compiled_facts import gpu_arch
 from perflsp.analysis.cuda_facts import cuda_facts, production_shape
 from perflsp.analysis.estimate import estimate_for_gpu
 from perflsp.analysis.finish import uncertain_facts
+from perflsp.analysis.l2_writes import with_held_writes
 from perflsp.analysis.models import FileReport, KernelFacts, KernelReport
 from perflsp.analysis.notes import Note, NoteKind, NoteSource
 from perflsp.analysis.omp_facts import omp_facts
@@ -94,8 +95,10 @@ def analyze_kernel(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, gpus: S
         chosen.append(by_arch[key])
     registers = unit.options.registers_for(kernel.qualified_name if isinstance(kernel, CudaFunction) else kernel.name)
     # the DRAM traffic depends on the GPU's L2 and the blocks it holds at once: each GPU's own facts
-    chosen = [(on_gpu(facts, gpu, threads, registers, shared), threads, shared) if gpu is not None
-              else (facts, threads, shared) for gpu, (facts, threads, shared) in zip(judged, chosen)]
+    # and what its writes leave in that L2
+    chosen = [(with_held_writes(on_gpu(facts, gpu, threads, registers, shared), gpu, unit.options.cost), threads,
+               shared) if gpu is not None else (facts, threads, shared)
+              for gpu, (facts, threads, shared) in zip(judged, chosen)]
     estimates = [estimate_for_gpu(facts, gpu, threads, registers, shared, unit.options.cost)
                  for gpu, (facts, threads, shared) in zip(gpus, chosen)]
     return KernelReport(kernel=kernel, launches=launches, facts=chosen[0][0], estimates=estimates)

@@ -329,15 +329,15 @@ def _bound_gathers(groups: list[GroupTraffic], gathers: list[int], by_index: dic
 def combine(groups: list[GroupTraffic]) -> float:
     """DRAM bytes of one launch: the compulsory traffic of an ideal cache. Every distinct sector
     read comes from DRAM once (the footprint); bytes that warps request again (reuse across
-    threads or loop iterations) are served by L1/L2. Every distinct sector written reaches DRAM.
+    threads or loop iterations) are served by L1/L2. Every distinct sector written reaches DRAM
+    (what a launch whose data fit in the judged GPU's L2 leaves there is `l2_writes`, per GPU).
 
     Measured against Nsight Compute's DRAM bytes on the study split, a capacity-miss model for the
     re-requests (a share 1 - L2/footprint missing) agreed worse (its re-requests mostly come from
-    neighbouring, concurrently running threads), and so did a share of writes held back in L2
-    (0.5: 297 of 704 kernels within 2x, all written: 303): neither runs, and the bytes shown are
-    those the accesses move: that model charged re-requests that neighbouring blocks serve each
-    other. What blocks far apart in launch order read again, once L2 has let it go, is
-    `reuse_window`'s `reread_bytes`, counted here in place of the footprint where it is larger."""
+    neighbouring, concurrently running threads), and so did a share of writes held back in L2 in
+    every launch (0.5: 297 of 704 kernels within 2x, all written: 303). What blocks far apart in
+    launch order read again, once L2 has let it go, is `reuse_window`'s `reread_bytes`, counted
+    here in place of the footprint where it is larger."""
     return sum(max(g.footprint_bytes, g.reread_bytes) for g in groups)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 class NoteKind(StrEnum):
     """What a note states. Assumptions: problem size, launch shape, loop trip, size bound, exit
-    edge, case chain, template argument, guessed type, tensor core, program arguments, work limit, L2 reuse. Evidence: per-item
+    edge, case chain, template argument, guessed type, tensor core, program arguments, work limit, L2 reuse, L2 writes. Evidence: per-item
     counts, DRAM traffic, unanalysed call, compiled counts, source counts, intensity, uncertain."""
 
     PER_ITEM_COUNTS = "per-item-counts"  # operations and bytes of one work item
@@ -36,6 +36,7 @@ class NoteKind(StrEnum):
     PROGRAM_ARGUMENTS = "program-arguments"  # the host's values for a run without arguments
     WORK_LIMIT = "work-limit"  # the walk stopped at its work limit
     L2_REUSE = "l2-reuse"  # reads repeated by blocks too far apart in launch order to share them in L2
+    L2_WRITES = "l2-writes"  # writes a launch whose data fit in L2 leaves there (written back after it)
     UNANALYSED_CALL = "unanalysed-call"  # a call whose definition is not visible
     COMPILED_COUNTS = "compiled-counts"  # operations taken from the compiled code
     SOURCE_COUNTS = "source-counts"  # why operations come from the source although a compile was asked for

@@ -24,6 +24,16 @@ def test_none_when_the_source_says_every_size():
     assert deciding_assumption(None) is None
 
 
+def test_what_l2_does_with_the_bytes_is_not_what_the_verdict_rests_on():
+    # the traffic model's own assumptions (said with the DRAM figure) are passed over
+    facts = uncertain_facts("")
+    facts.assumptions = [assumed(NoteKind.L2_WRITES, "H100: L2 writes back what a launch writes", subject="H100"),
+                         assumed(NoteKind.L2_REUSE, "H100: blocks start in launch order", subject="H100")]
+    assert deciding_assumption(facts) is None
+    facts.assumptions.append(assumed(NoteKind.TEMPLATE_ARGUMENT, "template value `N` unknown", subject="N"))
+    assert deciding_assumption(facts) == "template value `N` unknown"
+
+
 def test_the_point_is_judged_by_the_precision_the_headline_quotes():
     # an engine with main_precision(): its answer (FP32 for a float kernel, not the INT32 nearest roof)
     headline = SimpleNamespace(main_precision=lambda: Precision.FP32, deciding=None,

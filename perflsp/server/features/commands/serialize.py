@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from perflsp.analysis.notes import records, texts
+from perflsp.analysis.notes import NoteKind, records, texts
 from perflsp.server.features.common import anchor_span, closest_precision, kernel_name, short_verdict
 from perflsp.server.json_types import JsonObject, JsonValue
 from perflsp.server.measured import measured_json
@@ -33,8 +33,13 @@ def gpu_json(gpu: Gpu) -> JsonObject:
 
 def deciding_assumption(facts: KernelFacts | None) -> str | None:
     """The assumption a verdict rests on, for the roofline view's tooltip: the kernel's first (the
-    engine lists the deciding assumption first); None when the sizes came from the source."""
-    return facts.assumptions[0].text if facts is not None and facts.assumptions else None
+    engine lists the deciding assumption first); None when the sizes came from the source. What
+    the judged GPU's L2 does with the launch's bytes (`l2-reuse`, `l2-writes`) is the traffic
+    model's, said with the DRAM figure, not what the sizes rest on."""
+    if facts is None:
+        return None
+    about_the_code = [a for a in facts.assumptions if a.kind not in (NoteKind.L2_REUSE, NoteKind.L2_WRITES)]
+    return about_the_code[0].text if about_the_code else None
 
 
 def judged_precision(estimate: Estimate) -> Precision | None:
