@@ -367,3 +367,27 @@ int main() {
     assert "the `c` loop may end before its bound (`(c + i) < n`): assumed it runs to the bound" in said
     assert "the `j` loop may end before its bound (`!found`): assumed it runs to the bound" in said
     assert "the `r` loop may end" not in said and "not understood" not in said
+
+
+HALVES = """
+__global__ void inside(unsigned *hits, const float *points, unsigned n) {
+  unsigned tid = blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned step = gridDim.x * blockDim.x;
+  const float *px = points + tid;
+  const float *py = px + n;
+  unsigned count = 0;
+  for (unsigned i = tid; i < n; i += step, px += step, py += step)
+    if (*px * *px + *py * *py < 1.0f) count++;
+  hits[tid] = count;
+}
+"""
+
+
+def test_a_pointer_moved_by_a_size_read_further_on_reaches_its_own_half():
+    # `py = px + n` comes before the loop that reads `n` as the extent the threads cover: the
+    # kernel is read again with `n` known from the start, so x and y are two ranges, not one
+    k = kernel(HALVES, "inside")
+    extent = k.facts.work_items
+    reads = next(g for g in k.facts.traffic.groups if g.array == "points")
+    assert reads.footprint_bytes == pytest.approx(2 * 4 * extent, rel=0.01)
+    assert sum("`n` bounds the thread index" in t for t in texts(k.facts.assumptions)) == 1

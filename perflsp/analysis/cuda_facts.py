@@ -22,6 +22,7 @@ from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.notes import Note, NoteKind, assumed, problem_size_unknown
 from perflsp.analysis.struct_layout import pointee_struct_name, struct_layout
 from perflsp.analysis.unit import AnalysisUnit
+from perflsp.analysis.walk_branches import learn_size
 from perflsp.analysis.walk_values import Callee, LaunchShape, Val
 from perflsp.analysis.walker import KernelWalker
 from perflsp.compiled.model import CompiledFunction, CompiledUnit
@@ -84,20 +85,32 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     else:
         edited_since = False
     compiled_fn = _compiled_function(compiled, kernel, aliases, template_values) if compiled is not None else None
-    profile = SourceProfile() if compiled_fn is not None else None
-    walker = KernelWalker(callee.data, cost, LaunchShape(grid, block), aliases, unit.callees,
-                          line_offset=kernel.span.start.line if callee.data is not unit.data else 0,
-                          constant_lookup=unit.constant, path=unit.kernels.path, profile=profile)
-    walker.scopes[0].update(unit.globals)
-    for name, value in template_values.items():
-        walker.bind(name, Val(INT, value, Linear.constant(value), static=True))
-    extents = _bind_params(unit, walker, kernel, site, aliases)
-    walker.array_extents = extents
-    if not shape_known:
-        # at an assumed launch, a size parameter the thread index is checked against is that launch's extent
-        walker.size_parameters = {p.name for p in kernel.params if p.name is not None and _unknown_scalar(walker.lookup(p.name))}
     body = callee.node.child_by_field_name("body")
-    walker.walk_statement(body)
+
+    def walked(learned: dict[str, float]) -> tuple[KernelWalker, SourceProfile | None, Extents]:
+        profile = SourceProfile() if compiled_fn is not None else None
+        walker = KernelWalker(callee.data, cost, LaunchShape(grid, block), aliases, unit.callees,
+                              line_offset=kernel.span.start.line if callee.data is not unit.data else 0,
+                              constant_lookup=unit.constant, path=unit.kernels.path, profile=profile)
+        walker.scopes[0].update(unit.globals)
+        for name, value in template_values.items():
+            walker.bind(name, Val(INT, value, Linear.constant(value), static=True))
+        extents = _bind_params(unit, walker, kernel, site, aliases)
+        walker.array_extents = extents
+        if not shape_known:
+            # at an assumed launch, a size parameter the thread index is checked against is that launch's extent
+            walker.size_parameters = {p.name for p in kernel.params
+                                      if p.name is not None and _unknown_scalar(walker.lookup(p.name))}
+            for name, extent in learned.items():
+                learn_size(walker, name, extent)
+        walker.walk_statement(body)
+        return walker, profile, extents
+
+    walker, profile, extents = walked({})
+    if walker.offset_before_size and walker.learned_extents:
+        # a pointer was moved by a size read as the thread extent only further on (`p + n` before
+        # `for (i = tid; i < n; ...)`): walked again with that size known from the start
+        walker, profile, extents = walked(dict(walker.learned_extents))
     result = walker.result()
     assert grid is not None and block is not None  # production_shape fills what the site left open
     threads_per_block = int(math.prod(known_block)) if known_block else None

@@ -68,6 +68,8 @@ class Walker(Protocol):
     members: dict[str, dict[str, Val]]
     size_parameters: set[str]
     learned_sizes: set[str]
+    learned_extents: dict[str, float]
+    offset_before_size: bool
     fragments: dict[str, tuple[str, tuple[float | None, ...], str]]
     exited_share: float
 

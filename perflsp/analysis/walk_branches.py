@@ -103,6 +103,7 @@ def learn_size(walker: Walker, name: str, extent: float) -> None:
         return
     walker.size_parameters.discard(name)
     walker.learned_sizes.add(name)
+    walker.learned_extents[name] = extent
     walker.assign(name, Val(current.ctype, extent, Linear.constant(extent)))
     walker.assume(assumed(NoteKind.SIZE_BOUND, f"`{name}` bounds the thread index: read as the extent the threads cover, "
                           f"{extent:,.0f}", subject=name, value=extent, unit="threads"))

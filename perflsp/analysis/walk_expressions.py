@@ -123,9 +123,13 @@ def combine_values(walker: Walker, op: str, left: Val, right: Val) -> Val:
     # pointer arithmetic keeps the array
     if left.ctype.pointer and op in ("+", "-") and not right.ctype.pointer:
         walker.count_int(1.0)
+        if walker.size_parameters and right.value is None and not right.lin.atoms and not right.lin.const_known:
+            walker.offset_before_size = True
         return Val(left.ctype, None, left.lin.add(right.lin, 1.0 if op == "+" else -1.0), left.root, left.space, left.dims)
     if right.ctype.pointer and op == "+" and (right.root is not None or left.root is None):
         walker.count_int(1.0)
+        if walker.size_parameters and left.value is None and not left.lin.atoms and not left.lin.const_known:
+            walker.offset_before_size = True
         return Val(right.ctype, None, right.lin.add(left.lin), right.root, right.space, right.dims)
     if left.ctype.pointer and op == "+":
         walker.count_int(1.0)

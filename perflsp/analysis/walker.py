@@ -100,6 +100,10 @@ class KernelWalker:
         # (`if (i < n)`, set by the caller when the size is assumed): name -> None until learned
         self.size_parameters: set[str] = set()
         self.learned_sizes: set[str] = set()
+        self.learned_extents: dict[str, float] = {}  # learned size -> the extent it was read as
+        # a pointer moved by a value not known while a size was still to be learned (`p + n`
+        # before `if (i < n)`): the caller walks again with the sizes bound from the start
+        self.offset_before_size = False
         self.resolve_bound = loop_bound_resolver
         self.array_extents: dict[str, tuple[float | None, bool]] = {}  # array -> (allocated bytes, host memory)
         self.layouts: dict[str, Layout] = {}  # array of structs -> the layout the source shows of its element
