@@ -16,6 +16,7 @@ from perflsp.analysis.compiled_facts import access_widths, kernel_shift, operati
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.extents import Extent, cuda_extent, leading_name
 from perflsp.analysis.finish import Extents, count_text, dims_text, finish, uncertain_facts
+from perflsp.analysis.grid_sizes import grid_sized_parameters
 from perflsp.analysis.host_types import class_member_types, host_types
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import KernelFacts
@@ -86,6 +87,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
         edited_since = False
     compiled_fn = _compiled_function(compiled, kernel, aliases, template_values) if compiled is not None else None
     body = callee.node.child_by_field_name("body")
+    grid_sized = grid_sized_parameters(unit.model, kernel, site)
 
     def walked(learned: dict[str, float]) -> tuple[KernelWalker, SourceProfile | None, Extents]:
         profile = SourceProfile() if compiled_fn is not None else None
@@ -97,6 +99,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
             walker.bind(name, Val(INT, value, Linear.constant(value), static=True))
         extents = _bind_params(unit, walker, kernel, site, aliases)
         walker.array_extents = extents
+        walker.grid_sized = grid_sized
         if not shape_known:
             # at an assumed launch, a size parameter the thread index is checked against is that launch's extent
             walker.size_parameters = {p.name for p in kernel.params

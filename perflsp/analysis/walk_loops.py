@@ -139,20 +139,7 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     launch_read = bound_value is not None and bound_name in walker.learned_sizes
     if (bound_value is None or launch_read) and thread_start and step_kind == "add" and step is not None \
             and step.value and step.value >= max(32.0, stride_extent(walker)):
-        # a grid-stride loop over a size the source does not say: the production size
-        trip = max(1.0, walker.cost.assumed_problem_size / step.value)
-        # the loop's bound is the problem size the loop is assumed to cover
-        if launch_read:
-            current = walker.lookup(bound_name)
-            assert current is not None
-            size = walker.cost.assumed_problem_size
-            walker.assign(bound_name, Val(current.ctype, size, Linear.constant(size)))
-        else:
-            learn_size(walker, bound_name, walker.cost.assumed_problem_size)
-        walker.assume(assumed(NoteKind.LOOP_TRIP, f"grid-stride loop over an unknown size (`{walker.text(bound_node)}`): "
-                              f"assumed the production size, {trip:g} iteration(s) per thread", subject=var,
-                              line=walker.line(loop), value=trip, unit="iterations"))
-        return trip, "assumed", f"{var} {op} {walker.text(bound_node)}", step
+        return _grid_stride(walker, var, op, bound_name, bound_node, step, loop, launch_read)
     # a bound that varies with the block index only (the start too): the average over the grid
     averaged = per_block_trip(walker, var, bound, bound_node, start, step if step_kind == "add" else None,
                               op in ("<=", ">="), loop) if bound_value is None else None
@@ -510,3 +497,41 @@ def walk_range_for(walker: Walker, node: Node) -> None:
                           line=walker.line(node), value=walker.cost.assumed_trip_count, unit="iterations"))
     run_loop(walker, node, None, None, None, walker.cost.assumed_trip_count, "assumed",
              walker.text(node.child_by_field_name("right")), None, None, node.child_by_field_name("body"))
+
+
+def _grid_stride(walker: Walker, var: str | None, op: str, bound_name: str, bound_node: Node | None, step: Val,
+                 loop: Node, launch_read: bool) -> tuple[float, LoopOrigin, str, Val | None]:
+    """A grid-stride loop over a size the source does not say: one pass where the launch's grid
+    is computed from it, else the production size (the loop's bound is the problem size the
+    loop is assumed to cover)."""
+    if bound_name in walker.grid_sized:
+        return _one_pass(walker, var, op, bound_name, bound_node, step, loop)
+    assert step.value
+    trip = max(1.0, walker.cost.assumed_problem_size / step.value)
+    if launch_read:
+        current = walker.lookup(bound_name)
+        assert current is not None
+        size = walker.cost.assumed_problem_size
+        walker.assign(bound_name, Val(current.ctype, size, Linear.constant(size)))
+    else:
+        learn_size(walker, bound_name, walker.cost.assumed_problem_size)
+    walker.assume(assumed(NoteKind.LOOP_TRIP, f"grid-stride loop over an unknown size (`{walker.text(bound_node)}`): "
+                          f"assumed the production size, {trip:g} iteration(s) per thread", subject=var,
+                          line=walker.line(loop), value=trip, unit="iterations"))
+    return trip, "assumed", f"{var} {op} {walker.text(bound_node)}", step
+
+
+def _one_pass(walker: Walker, var: str | None, op: str, bound_name: str, bound_node: Node | None, step: Val,
+              loop: Node) -> tuple[float, LoopOrigin, str, Val | None]:
+    """A grid-stride loop over the size its launch's grid is computed from: the threads cover
+    it, one pass each; the size is read as the threads along the stride."""
+    size = float(step.value or 1.0)
+    current = walker.lookup(bound_name)
+    if bound_name in walker.size_parameters:
+        learn_size(walker, bound_name, size)  # the launch's extent, as a bounds guard reads it
+    elif current is not None and current.value is None and current.ctype.is_int:
+        walker.assign(bound_name, Val(current.ctype, size, Linear.constant(size)))
+    walker.assume(assumed(NoteKind.LOOP_TRIP, f"grid-stride loop over `{walker.text(bound_node)}`, the size the launch's "
+                          "grid is computed from: one pass per thread", subject=var, line=walker.line(loop),
+                          value=1.0, unit="iterations"))
+    return 1.0, "assumed", f"{var} {op} {walker.text(bound_node)}", step

@@ -104,6 +104,8 @@ class KernelWalker:
         # a pointer moved by a value not known while a size was still to be learned (`p + n`
         # before `if (i < n)`): the caller walks again with the sizes bound from the start
         self.offset_before_size = False
+        # kernel parameters the launch's grid is computed from (`analysis.grid_sizes`)
+        self.grid_sized: frozenset[str] = frozenset()
         self.resolve_bound = loop_bound_resolver
         self.array_extents: dict[str, tuple[float | None, bool]] = {}  # array -> (allocated bytes, host memory)
         self.layouts: dict[str, Layout] = {}  # array of structs -> the layout the source shows of its element
