@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 from tree_sitter import Node
@@ -87,7 +87,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
         edited_since = False
     compiled_fn = _compiled_function(compiled, kernel, aliases, template_values) if compiled is not None else None
     body = callee.node.child_by_field_name("body")
-    grid_sized = grid_sized_parameters(unit.model, kernel, site)
+    grid_sized = cache(partial(grid_sized_parameters, unit.model, kernel, site))  # read once, if asked
 
     def walked(learned: dict[str, float]) -> tuple[KernelWalker, SourceProfile | None, Extents]:
         profile = SourceProfile() if compiled_fn is not None else None

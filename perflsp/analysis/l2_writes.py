@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from perflsp.analysis.costs import CostModel
-from perflsp.analysis.memory import Traffic, _bytes
+from perflsp.analysis.memory import Traffic, _bytes, combine
 from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.hardware.models import Gpu
@@ -38,7 +38,7 @@ def with_held_writes(facts: KernelFacts, gpu: Gpu, cost: CostModel) -> KernelFac
     if not isinstance(traffic, Traffic) or not traffic.groups or not l2_bytes:
         return facts
     written = sum(g.footprint_bytes for g in traffic.groups if g.is_store or g.atomic)
-    distinct = sum(max(g.footprint_bytes, g.reread_bytes) for g in traffic.groups)
+    distinct = combine(traffic.groups)  # the launch's distinct bytes, reads again included
     if written <= 0.0 or distinct >= l2_bytes:
         return facts
     share = max(WRITTEN_BACK_FLOOR, distinct / l2_bytes)

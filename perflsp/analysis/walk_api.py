@@ -70,7 +70,7 @@ class Walker(Protocol):
     learned_sizes: set[str]
     learned_extents: dict[str, float]
     offset_before_size: bool
-    grid_sized: frozenset[str]
+    grid_sized: Callable[[], frozenset[str]]
     fragments: dict[str, tuple[str, tuple[float | None, ...], str]]
     exited_share: float
 

@@ -504,7 +504,7 @@ def _grid_stride(walker: Walker, var: str | None, op: str, bound_name: str, boun
     """A grid-stride loop over a size the source does not say: one pass where the launch's grid
     is computed from it, else the production size (the loop's bound is the problem size the
     loop is assumed to cover)."""
-    if bound_name in walker.grid_sized:
+    if bound_name in walker.grid_sized():
         return _one_pass(walker, var, op, bound_name, bound_node, step, loop)
     assert step.value
     trip = max(1.0, walker.cost.assumed_problem_size / step.value)

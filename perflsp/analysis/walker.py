@@ -104,8 +104,9 @@ class KernelWalker:
         # a pointer moved by a value not known while a size was still to be learned (`p + n`
         # before `if (i < n)`): the caller walks again with the sizes bound from the start
         self.offset_before_size = False
-        # kernel parameters the launch's grid is computed from (`analysis.grid_sizes`)
-        self.grid_sized: frozenset[str] = frozenset()
+        # kernel parameters the launch's grid is computed from (`analysis.grid_sizes`), asked
+        # only by a grid-stride loop over a size not known (it reads the host function's text)
+        self.grid_sized: Callable[[], frozenset[str]] = frozenset
         self.resolve_bound = loop_bound_resolver
         self.array_extents: dict[str, tuple[float | None, bool]] = {}  # array -> (allocated bytes, host memory)
         self.layouts: dict[str, Layout] = {}  # array of structs -> the layout the source shows of its element
