@@ -23,6 +23,7 @@ from tree_sitter import Tree
 
 from perflsp import __version__
 from perflsp.analysis.compiled_facts import gpu_arch
+from perflsp.analysis.costs import CostModel
 from perflsp.analysis.cuda_facts import cuda_facts, production_shape
 from perflsp.analysis.estimate import estimate_for_gpu
 from perflsp.analysis.finish import uncertain_facts
@@ -31,6 +32,7 @@ from perflsp.analysis.models import FileReport, KernelFacts, KernelReport
 from perflsp.analysis.notes import Note, NoteKind, NoteSource
 from perflsp.analysis.omp_facts import omp_facts
 from perflsp.analysis.options import DEFAULT_OPTIONS, AnalysisOptions, Dim3
+from perflsp.analysis.other_traffic import with_other_traffic
 from perflsp.analysis.reuse_window import on_gpu
 from perflsp.analysis.unit import AnalysisUnit
 from perflsp.compiled.model import CompiledUnit
@@ -94,14 +96,21 @@ def analyze_kernel(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, gpus: S
                 by_arch[key][0].evidence.append(note)
         chosen.append(by_arch[key])
     registers = unit.options.registers_for(kernel.qualified_name if isinstance(kernel, CudaFunction) else kernel.name)
-    # the DRAM traffic depends on the GPU's L2 and the blocks it holds at once: each GPU's own facts
-    # and what its writes leave in that L2
-    chosen = [(with_held_writes(on_gpu(facts, gpu, threads, registers, shared), gpu, unit.options.cost), threads,
-               shared) if gpu is not None else (facts, threads, shared)
+    # the DRAM traffic depends on the GPU's L2 and the blocks it holds at once: each GPU's own facts,
+    # what its writes leave in that L2, and what its other clients move while the kernel runs
+    chosen = [(_on_gpu_traffic(facts, gpu, threads, registers, shared, unit.options.cost), threads, shared)
+              if gpu is not None else (facts, threads, shared)
               for gpu, (facts, threads, shared) in zip(judged, chosen)]
     estimates = [estimate_for_gpu(facts, gpu, threads, registers, shared, unit.options.cost)
                  for gpu, (facts, threads, shared) in zip(gpus, chosen)]
     return KernelReport(kernel=kernel, launches=launches, facts=chosen[0][0], estimates=estimates)
+
+
+def _on_gpu_traffic(facts: KernelFacts, gpu: Gpu, threads: int | None, registers: int | None, shared: int,
+                    cost: CostModel) -> KernelFacts:
+    """The kernel's DRAM bytes on `gpu`: its L2's reuse window, the writes it holds, then the
+    traffic of the GPU's other clients over the kernel's run time (which the bytes before it set)."""
+    return with_other_traffic(with_held_writes(on_gpu(facts, gpu, threads, registers, shared), gpu, cost), gpu)
 
 
 def _kernel_facts(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, launches: list[LaunchSite],

@@ -37,6 +37,7 @@ class NoteKind(StrEnum):
     WORK_LIMIT = "work-limit"  # the walk stopped at its work limit
     L2_REUSE = "l2-reuse"  # reads repeated by blocks too far apart in launch order to share them in L2
     L2_WRITES = "l2-writes"  # writes a launch whose data fit in L2 leaves there (written back after it)
+    OTHER_TRAFFIC = "other-dram-traffic"  # DRAM traffic of other clients (display scanout) while the kernel runs
     UNANALYSED_CALL = "unanalysed-call"  # a call whose definition is not visible
     COMPILED_COUNTS = "compiled-counts"  # operations taken from the compiled code
     SOURCE_COUNTS = "source-counts"  # why operations come from the source although a compile was asked for

@@ -296,6 +296,7 @@ def _resolve_entry(
         l2_cache_mib=entry.l2_cache_mib,
         last_level_cache_mib=entry.last_level_cache_mib,
         tdp_w=entry.tdp_w,
+        other_dram_traffic_gbs=entry.other_dram_traffic_gbs,
         peaks=dict(sorted(resolved.items(), key=lambda kv: list(Precision).index(kv[0]))),
         unsupported=entry.unsupported,
         unknown=entry.unknown,

@@ -253,6 +253,7 @@ class GpuEntry(_Frozen):
     l2_cache_mib: float | None = Field(default=None, gt=0)
     last_level_cache_mib: float | None = Field(default=None, gt=0)
     tdp_w: float | None = Field(default=None, gt=0)
+    other_dram_traffic_gbs: float = Field(default=0.0, ge=0)  # a display's scanout while kernels run
     unsupported: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()
     notes: str | None = None
@@ -315,6 +316,9 @@ class Gpu(_Frozen):
     l2_cache_mib: float | None = None
     last_level_cache_mib: float | None = None
     tdp_w: float | None = None
+    # DRAM traffic of other clients while a kernel runs (a desktop card's display scanout): what
+    # a profiler's DRAM counters add per second of run time; 0 for a headless card
+    other_dram_traffic_gbs: float = Field(default=0.0, ge=0.0)
     peaks: dict[Precision, Peak] = {}
     unsupported: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()
@@ -410,6 +414,7 @@ class Gpu(_Frozen):
                 "memory_bus_bits": self.memory_bus_bits,
                 "last_level_cache_mib": self.last_level_cache_mib,
                 "tdp_w": self.tdp_w,
+                "other_dram_traffic_gbs": self.other_dram_traffic_gbs,
                 "peaks": {
                     p.value: peak.model_dump(mode="json", exclude={"precision"})
                     for p, peak in self.peaks.items()

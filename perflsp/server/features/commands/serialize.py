@@ -31,14 +31,18 @@ def gpu_json(gpu: Gpu) -> JsonObject:
             "peaksTflops": {p.value: peak.tflops for p, peak in gpu.peaks.items()}}
 
 
+# the traffic model's own assumptions about the judged GPU, said with the DRAM figure
+_TRAFFIC_MODEL = (NoteKind.L2_REUSE, NoteKind.L2_WRITES, NoteKind.OTHER_TRAFFIC)
+
+
 def deciding_assumption(facts: KernelFacts | None) -> str | None:
     """The assumption a verdict rests on, for the roofline view's tooltip: the kernel's first (the
     engine lists the deciding assumption first); None when the sizes came from the source. What
-    the judged GPU's L2 does with the launch's bytes (`l2-reuse`, `l2-writes`) is the traffic
-    model's, said with the DRAM figure, not what the sizes rest on."""
+    the judged GPU's L2 does with the launch's bytes (`l2-reuse`, `l2-writes`) and the traffic of
+    its other clients are the traffic model's, said with the DRAM figure, not what the sizes rest on."""
     if facts is None:
         return None
-    about_the_code = [a for a in facts.assumptions if a.kind not in (NoteKind.L2_REUSE, NoteKind.L2_WRITES)]
+    about_the_code = [a for a in facts.assumptions if a.kind not in _TRAFFIC_MODEL]
     return about_the_code[0].text if about_the_code else None
 
 
