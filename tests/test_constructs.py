@@ -517,3 +517,66 @@ def test_the_server_takes_the_includers_launches_too(tmp_path):
     assert all(s.grid.value is not None and s.block.value == (256, 1, 1) for s in sites)
     copy = next(s for s in sites if s.name == "copy")
     assert copy.template_args == ("4",)
+
+
+# a random-access update through a local struct and a pointer to a member of an element
+
+RANDOM_UPDATES = """
+struct slot { unsigned long long data; };
+__global__ void touch(slot *t, unsigned long long mask) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned long long *a = (unsigned long long *)&t[i].data;
+  *a += 1;
+}
+__global__ void updates(slot *t, unsigned long long mask) {
+  slot r;
+  r.data = clock64() + threadIdx.x;
+  for (int k = 0; k < 8; k++) {
+    r.data = (r.data << 1) ^ 7;
+    unsigned long long *a = (unsigned long long *)&t[r.data & mask].data;
+    *a = 1;
+  }
+}
+int main() {
+  slot *t;
+  cudaMalloc(&t, (1 << 26) * sizeof(slot));
+  touch<<<(1 << 26) / 256, 256>>>(t, (1 << 26) - 1);
+  updates<<<(1 << 20) / 256, 256>>>(t, (1 << 26) - 1);
+}
+"""
+
+
+def test_a_pointer_to_a_member_of_an_element_is_where_the_access_happens():
+    # `&t[i].data` takes an address (no load); `*a += 1` loads and stores that element
+    touch = next(r for r in analyse(RANDOM_UPDATES) if r.name == "touch")
+    assert (touch.facts.per_item.global_loads, touch.facts.per_item.global_stores) == (1, 1)
+    assert touch.facts.per_item.global_load_bytes == 8
+    assert touch.facts.dram_bytes == pytest.approx(16 * (1 << 26), rel=0.01)
+
+
+def test_a_member_of_a_local_struct_keeps_what_the_kernel_assigns_it():
+    # `r.data` varies per thread and iteration (a random index): 8 distinct slots per thread, not
+    # one slot for the whole launch
+    updates = next(r for r in analyse(RANDOM_UPDATES) if r.name == "updates")
+    assert (updates.facts.per_item.global_loads, updates.facts.per_item.global_stores) == (0, 8)
+    assert updates.facts.dram_bytes >= 8 * 8 * (1 << 20)
+    assert all(e.verdict == "bandwidth" for e in updates.estimates)
+
+
+JACOBI = """
+__global__ void jacobi(const double *in, double *out, int4 bounds, int stride) {
+  int2 idx = make_int2(blockIdx.x * blockDim.x + threadIdx.x, blockIdx.y * blockDim.y + threadIdx.y);
+  int c = (idx.y + 1) * (stride + 2) + idx.x + 1;
+  if (idx.x < bounds.x || idx.x > bounds.z || idx.y < bounds.y || idx.y > bounds.w) return;
+  out[c] = 0.25 * (in[c - 1] + in[c + 1] + in[c - stride - 2] + in[c + stride + 2]);
+}
+"""
+
+
+def test_the_lanes_of_a_vector_built_lane_by_lane_keep_their_values():
+    # `idx.x`, `idx.y` are the thread's coordinates: each thread its own element, a stencil over a
+    # production-size grid, not one element for the whole launch
+    (jacobi,) = analyse(JACOBI)
+    assert jacobi.facts.uncertain is None
+    assert jacobi.facts.dram_bytes >= 8 * jacobi.facts.work_items
+    assert all(e.verdict == "bandwidth" for e in jacobi.estimates)

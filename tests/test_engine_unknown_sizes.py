@@ -391,3 +391,45 @@ def test_a_pointer_moved_by_a_size_read_further_on_reaches_its_own_half():
     reads = next(g for g in k.facts.traffic.groups if g.array == "points")
     assert reads.footprint_bytes == pytest.approx(2 * 4 * extent, rel=0.01)
     assert sum("`n` bounds the thread index" in t for t in texts(k.facts.assumptions)) == 1
+
+
+# a 64 x 64 x 64 grid of rows 64 wide: the code's launch is (64 / 4, 64) blocks of 64 x 4 threads,
+# each thread its own element; the engine, not seeing it, assumes 16 x 16 blocks, which overlap
+PENCILS = """
+#define mx 64
+#define my 64
+__global__ void derivative(const float *f, float *df) {
+  __shared__ float s[4][mx + 8];
+  int i = threadIdx.x;
+  int j = blockIdx.x * blockDim.y + threadIdx.y;
+  int k = blockIdx.y;
+  int g = k * mx * my + j * mx + i;
+  s[threadIdx.y][i + 4] = f[g];
+  __syncthreads();
+  df[g] = 0.8f * (s[threadIdx.y][i + 5] - s[threadIdx.y][i + 3]) - 0.2f * (s[threadIdx.y][i + 6] - s[threadIdx.y][i + 2]);
+}
+"""
+
+STENCIL = """
+__global__ void blur(const float *in, float *out, int nx, int ny) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x;
+  int y = blockIdx.y * blockDim.y + threadIdx.y;
+  int c = (y + 1) * 4096 + x + 1;
+  out[c] = 0.2f * (in[c] + in[c - 1] + in[c + 1] + in[c - 4096] + in[c + 4096]);
+}
+"""
+
+
+def test_under_an_assumed_shape_each_thread_stores_its_own_element():
+    # a plain store over every launch index is one element per thread (two would race): the
+    # assumed 16x16 blocks overlap the code's 64-wide rows, but the bytes are the launch's own
+    k = kernel(PENCILS, "derivative")
+    assert k.facts.work_items == pytest.approx(1 << 24)
+    assert k.facts.dram_bytes == pytest.approx(8 * k.facts.work_items, rel=0.05)
+    assert all(e.verdict == "bandwidth" for e in k.estimates)
+
+
+def test_the_neighbours_a_stencil_reads_are_not_each_their_own_element():
+    # five loads at constant offsets from the thread's element: one range and its halo, not five
+    k = kernel(STENCIL, "blur")
+    assert k.facts.dram_bytes < 12 * k.facts.work_items

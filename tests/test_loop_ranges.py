@@ -54,8 +54,9 @@ def test_a_row_of_offsets_runs_the_indexed_elements_over_the_rows():
     assert texts(notes) == ["line 6: average trip of the `j` loop from the sizes: 8,000 elements of `col` over "
                             "1,000 rows (`ptr` has 1,001 offsets) = 8"]
     assert notes[0].value == pytest.approx(8.0)
-    # one multiply-add per stored element: the launch's FP32 work is 2 * nnz (1024 threads, 1000 rows)
-    assert report.facts.total.fp32 == pytest.approx(2 * 8.0 * 1024, rel=0.01)
+    # one multiply-add per stored element: the launch's FP32 work is 2 * nnz (of its 1024 threads,
+    # the 1000 inside `i < rows`)
+    assert report.facts.total.fp32 == pytest.approx(2 * 8000, rel=0.01)
 
 
 def test_offsets_read_into_variables_before_the_loop():
@@ -227,7 +228,9 @@ def test_the_compiled_counts_weigh_the_loop_by_the_average_trip(tmp_path):
     with_sizes = analyse(sized, compiler)["spmv"].facts
     without = analyse(unsized, compiler)["spmv"].facts
     assert "operations counted in the compiled code" in texts(with_sizes.evidence)[0]
-    assert with_sizes.per_item.loop_iterations == pytest.approx(8.0)
-    assert without.per_item.loop_iterations == pytest.approx(32.0)
-    # one FFMA (2 FLOP) a stored element: 24 trips fewer per work item
-    assert without.per_item.fp32 - with_sizes.per_item.fp32 == pytest.approx(2 * (32 - 8))
+    # (per launched thread: 1000 of the 1024 are inside `i < rows`)
+    inside = 1000 / 1024
+    assert with_sizes.per_item.loop_iterations == pytest.approx(8.0 * inside)
+    assert without.per_item.loop_iterations == pytest.approx(32.0 * inside)
+    # one FFMA (2 FLOP) a stored element: 24 trips fewer per thread inside
+    assert without.per_item.fp32 - with_sizes.per_item.fp32 == pytest.approx(2 * (32 - 8) * inside)

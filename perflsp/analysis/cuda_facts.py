@@ -94,6 +94,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
         walker = KernelWalker(callee.data, cost, LaunchShape(grid, block), aliases, unit.callees,
                               line_offset=kernel.span.start.line if callee.data is not unit.data else 0,
                               constant_lookup=unit.constant, path=unit.kernels.path, profile=profile)
+        walker.shape_assumed = not shape_known
         walker.scopes[0].update(unit.globals)
         for name, value in template_values.items():
             walker.bind(name, Val(INT, value, Linear.constant(value), static=True))
@@ -134,7 +135,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
                     sizes_assumed=not shape_known, one_item_expected=shape_known, data_offsets=True,
                     compiled=compiled_note is not None,
                     widths=access_widths(compiled_fn, (unit.kernels.path, shift) if shift and unit.kernels.path else None)
-                    if compiled_note else None, block_atoms=("bx", "by", "bz"))
+                    if compiled_note else None, block_atoms=("bx", "by", "bz"), shape_assumed=not shape_known)
     if compiled_note:
         facts.evidence.insert(0, compiled_note)
         facts.operations = "compiled"

@@ -30,7 +30,8 @@ def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: s
            assumptions: list[Note], fast_atom: str = "tx", extents: Extents | None = None, *,
            sizes_assumed: bool = False, one_item_expected: bool = True, data_offsets: bool = False,
            compiled: bool = False, widths: dict[tuple[int, bool], tuple[float, float]] | None = None,
-           block_atoms: tuple[str, ...] = (), block_items: float | None = None) -> KernelFacts:
+           block_atoms: tuple[str, ...] = (), block_items: float | None = None,
+           shape_assumed: bool = False) -> KernelFacts:
     """`block_atoms`, `block_items`: the launch's block indices in the order its blocks start, or
     an OpenMP nest's loops and a team's iterations (see `memory.dram_traffic`). `compiled`:
     `per_item` counts the compiled code's instructions (its global loads and stores are what the
@@ -42,7 +43,7 @@ def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: s
                 for array, layout in sorted(result.layouts.items()) if array in arrays]
     traffic = dram_traffic(accesses, result.cardinality, work_items, cost, fast_atom, extents,
                            data_offsets=data_offsets, layout_remarks=laid_out[:3], block_atoms=block_atoms,
-                           block_items=block_items)
+                           block_items=block_items, shape_assumed=shape_assumed)
     if width_notes:
         shown = "; ".join(width_notes[:3]) + (f"; {len(width_notes) - 3} more" if len(width_notes) > 3 else "")
         traffic.note += f"; element sizes from the compiled code ({shown})"

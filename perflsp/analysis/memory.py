@@ -57,7 +57,8 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
                  fast_atom: str = "tx",
                  extents: dict[str, tuple[float | None, bool]] | None = None, *,
                  data_offsets: bool = False, layout_remarks: list[str] | None = None,
-                 block_atoms: tuple[str, ...] = (), block_items: float | None = None) -> Traffic:
+                 block_atoms: tuple[str, ...] = (), block_items: float | None = None,
+                 shape_assumed: bool = False) -> Traffic:
     """`extents`: array -> (allocated bytes or None, lives in mapped host memory). `data_offsets`:
     an index with a thread- or loop-dependent part and a data-dependent one (`out[i * 8 + bucket]`,
     `key[begin[s] + tid]`) lands where its affine part says, the data moving it within a small
@@ -67,7 +68,9 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     `block_atoms`: the launch's block indices in the order its blocks start (CUDA: x fastest),
     kept with the forms for `reuse_window`, which finds the reads that blocks far apart repeat.
     `block_items`: where the atoms are the loops of an OpenMP nest (innermost first), the
-    iterations one team's block takes at a time; None: each block is one value of each atom."""
+    iterations one team's block takes at a time; None: each block is one value of each atom.
+    `shape_assumed`: the launch shape is the engine's guess (`cuda_facts.production_shape`); see
+    `_own_elements`."""
     extents = extents or {}
     grouped: dict[tuple[Any, ...], list[Access]] = defaultdict(list)
     for access in accesses:
@@ -75,6 +78,7 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
             continue
         grouped[(access.array, access.is_store, access.lin.coeffs, access.lin.nonlinear, access.elem_bytes,
                  access.loops)].append(access)
+    own_elements = _own_elements(accesses, cardinality) if shape_assumed else set()
     groups: list[GroupTraffic] = []
     gapped: dict[str, float] = {}  # array -> elements between neighbouring accesses, under a sector
     spans: dict[int, float] = {}  # group -> its footprint with the gaps between its elements
@@ -124,8 +128,10 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
                 footprint = count / reuse_in_thread * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
         else:
             step = _sub_sector_step(form, elem, cardinality, cost)
-            one_range = distinct_values(form, cardinality, count)
-            density = one_range / span if span < _UNBOUNDED_SPAN else 1.0  # of the range's elements, those reached
+            one_range = max(distinct_values(form, cardinality, count),
+                            _owned(form, loops, own_elements, members, work_items))
+            # of the range's elements, those reached
+            density = min(1.0, one_range / span) if span < _UNBOUNDED_SPAN else 1.0
             distinct = min(one_range + shifted * density, count)
             if step > 1.0:
                 # elements `step` apart: every sector of the range they span moves, the gaps too
@@ -243,6 +249,33 @@ def with_compiled_widths(accesses: list[Access],
 _UNBOUNDED_SPAN = float("inf")
 
 
+def _own_elements(accesses: list[Access], cardinality: dict[str, float]) -> set[tuple[tuple[str, float], ...]]:
+    """Index forms each thread of the launch has its own element at: those of plain stores, outside
+    loops, over every launch index that varies (`df[k * mx * my + j * mx + i]` with `i`, `j`, `k`
+    from `threadIdx` and `blockIdx`). Two threads storing to one element would race, so the real
+    launch gives each thread its own; a launch shape the engine assumes (16x16 blocks where the
+    code's rows are 64 wide) can overlap them, and would count their elements as shared. Accesses
+    at the same form (the load of `f[globalIdx]` beside that store) reach as many."""
+    varying = {a for a in (*_THREAD_ATOMS, *_BLOCK_ATOMS) if cardinality.get(a, 1.0) > 1.0}
+    forms: set[tuple[tuple[str, float], ...]] = set()
+    for access in accesses:
+        lin = access.lin
+        if access.space == "global" and access.is_store and not access.atomic and not access.loops \
+                and not lin.nonlinear and varying and varying <= lin.atoms:
+            forms.add(lin.coeffs)
+    return forms
+
+
+def _owned(form: Linear, loops: frozenset[str], own_elements: set[tuple[tuple[str, float], ...]],
+           members: list[Access], work_items: float) -> float:
+    """The elements an access at one of `own_elements`' forms reaches: one per thread that makes
+    it, whatever the assumed shape overlaps (the neighbours a stencil reads at constant offsets
+    from it are counted apart, as shifted ranges); 0 for other accesses."""
+    if loops or form.coeffs not in own_elements:
+        return 0.0
+    return max(m.count for m in members) * work_items
+
+
 def _span(form: Linear, cardinality: dict[str, float]) -> float:
     """Elements from the least to the greatest value the form takes (inf where a coefficient is
     not known, or where an atom enters it non-linearly)."""
@@ -352,6 +385,7 @@ def _union(groups: list[GroupTraffic], attribute: str) -> float:
 
 
 _BLOCK_ATOMS = ("bx", "by", "bz")
+_THREAD_ATOMS = ("tx", "ty", "tz")
 
 
 def _dense(form: Linear, elem: int, cost: CostModel, fast_atom: str) -> bool:

@@ -84,7 +84,8 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
             and (_OMP_SPMD_CALLS.search(expanded) is not None or _OMP_PARALLEL.search(expanded) is not None)
             and _nested_worksharing_loop(statement) is None
             if statement is not None else False)
-    if spmd and (teams is None or threads is None):
+    shape_assumed = spmd and (teams is None or threads is None)
+    if shape_assumed:
         # CUDA-style region (every thread of every team runs it, indexing itself with
         # omp_get_team_num()/omp_get_thread_num()) whose launch shape the source does not say
         threads = threads or 256
@@ -122,6 +123,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     walker = KernelWalker(wrapped, cost, shape, aliases, unit.target_callees,
                           line_offset=region.body_span.start.line - 1, constant_lookup=unit.constant,
                           path=unit.kernels.path, profile=profile)
+    walker.shape_assumed = shape_assumed
     walker.scopes[0].update(unit.globals)
     extents = bind_host_variables(unit, walker, types, host_env, expanded, function, named)
     walker.array_extents = extents

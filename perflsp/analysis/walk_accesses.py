@@ -123,6 +123,8 @@ def eval_field(walker: Walker, node: Node) -> Val:
     operator = walker.text(node.child_by_field_name("operator"))
     if operator == "." and field_name == "num_elements" and (elements := fragment_num_elements(walker, base_text)):
         return elements
+    if operator == "." and (assigned := walker.lookup(f"{base_text}.{field_name}")) is not None:
+        return assigned  # a member of a local struct the kernel assigned (`r.data = ...`)
     if operator in (".", "->") and base_text in walker.members and field_name in walker.members[base_text]:
         return walker.members[base_text][field_name]
     if operator == "->" and base_text == "this":
@@ -279,9 +281,30 @@ def eval_pointer(walker: Walker, node: Node) -> Val:
             base, lin, elem = subscript_address(walker, arg_node)
             if base is not None:
                 return Val(elem.address_of(), None, lin, base.root, base.space)
+        member = _member_address_of(walker, arg_node) if arg_node is not None else None
+        if member is not None:
+            return member
         arg = walker.eval(arg_node)
         return Val(arg.ctype.address_of(), None, arg.lin, arg.root, arg.space)
     target = walker.eval(arg_node)
     if target.root is not None:
         record_access(walker, target, target.lin, target.ctype.deref(), False, node)
     return Val(target.ctype.deref(), None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+
+
+def _member_address_of(walker: Walker, node: Node) -> Val | None:
+    """`&t[i].data`: the address of a member of an array's element, where the element's layout
+    places it (no access: taking an address reads nothing); None for other operands."""
+    if node.type != "field_expression" or walker.text(node.child_by_field_name("operator")) != ".":
+        return None
+    arg = node.child_by_field_name("argument")
+    if arg is None or arg.type != "subscript_expression":
+        return None
+    element, lin, _ = subscript_address(walker, arg)
+    if element is None or element.space not in ("global", "shared") or (element.dims and len(element.dims) > 1):
+        return None
+    placed = member_address(walker, element, lin, walker.text(node.child_by_field_name("field")))
+    if placed is None:
+        return None
+    address, field_type = placed
+    return Val(field_type.address_of(), None, address, element.root, element.space)

@@ -68,6 +68,7 @@ class Walker(Protocol):
     members: dict[str, dict[str, Val]]
     size_parameters: set[str]
     learned_sizes: set[str]
+    shape_assumed: bool
     learned_extents: dict[str, float]
     offset_before_size: bool
     grid_sized: Callable[[], frozenset[str]]

@@ -134,8 +134,13 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
         lanes = lanes_share(walker, cond)
         if lanes is not None:
             return lanes
-        # a bounds guard: (nearly) every item is in bounds; the `then` arm is that side
-        # unless the condition tests for being out of them (`if (x >= n) {...} else {...}`)
+        # a bounds guard against a size the walk knows, under the launch's real shape: the share
+        # of its indices on the side it tests (a grid larger than the size leaves threads idle)
+        known = guard_share(walker, cond) if not walker.shape_assumed else None
+        if known is not None:
+            return known
+        # against a size it does not know: (nearly) every item is in bounds; the `then` arm is
+        # that side unless the condition tests for being out of them (`if (x >= n) {...} else {...}`)
         return 0.0 if out_of_bounds_test(walker, cond) else 1.0
     return walker.cost.branch_weight
 
@@ -195,6 +200,60 @@ def _plain(node: Node) -> bool:
     if node.type == "field_expression" and (operator is None or operator.type != "."):
         return False  # `p->n` reads memory
     return all(_plain(child) for child in node.named_children if child.type != "field_identifier")
+
+
+def guard_share(walker: Walker, cond: Node | None) -> float | None:
+    """The share of the launch's threads for which a bounds guard holds, where it compares a
+    thread index (a sum of `threadIdx`/`blockIdx` terms) with a value the walk knows
+    (`if (idx < N)` with `#define N 500000`, a size the launch's arguments give), `&&` of such
+    guards multiplied as independent axes; None where a side is unknown or not such a sum."""
+    while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") \
+            and cond.named_child_count == 1:
+        cond = cond.named_children[0]
+    if cond is None or cond.type != "binary_expression":
+        return None
+    op = walker.text(cond.child_by_field_name("operator"))
+    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+    if op == "&&":
+        sides = [guard_share(walker, left), guard_share(walker, right)]
+        return None if None in sides else math.prod(s for s in sides if s is not None)
+    if op not in ("<", "<=", ">", ">=") or left is None or right is None:
+        return None
+    saved = walker.mult
+    walker.mult = 0.0  # evaluated again, and counted, as the condition
+    try:
+        lval, rval = walker.eval(left), walker.eval(right)
+    finally:
+        walker.mult = saved
+    if _index_range(walker, rval) is not None and _index_range(walker, lval) is None:
+        lval, rval = rval, lval
+        op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
+    span = _index_range(walker, lval)
+    bound = rval.value if rval.value is not None else (rval.lin.const if not rval.lin.atoms and not rval.lin.nonlinear
+                                                       and rval.lin.const_known else None)
+    if span is None or bound is None or not math.isfinite(bound):
+        return None
+    lo, hi = span
+    values = hi - lo + 1.0
+    below = min(max(math.ceil(bound) - lo, 0.0), values)  # indices < bound
+    at_most = min(max(math.floor(bound) - lo + 1.0, 0.0), values)  # indices <= bound
+    inside = {"<": below, "<=": at_most, ">": values - at_most, ">=": values - below}[op]
+    return inside / values
+
+
+def _index_range(walker: Walker, val: Val) -> tuple[float, float] | None:
+    """(lowest, highest) value of a thread index over the launch: a sum of thread and block
+    indices with known coefficients and a known constant; None for anything else."""
+    lin = val.lin
+    if lin.nonlinear or not lin.const_known or not lin.coeffs or not lin.atoms <= _THREAD_INDEX_ATOMS:
+        return None
+    lo = hi = lin.const
+    for atom, coeff in lin.coeffs:
+        if coeff == UNKNOWN_COEFF:
+            return None
+        reach = coeff * (max(1.0, walker.cardinality.get(atom, 1.0)) - 1.0)
+        lo, hi = lo + min(0.0, reach), hi + max(0.0, reach)
+    return lo, hi
 
 
 def out_of_bounds_test(walker: Walker, cond: Node | None) -> bool:

@@ -215,6 +215,8 @@ def eval_assignment(walker: Walker, node: Node) -> Val:
         ctype = common_type(target.ctype, right.ctype)
         count_binary(walker, arith, ctype if not target.ctype.pointer else INT, target, right)
     record_store(walker, left, right if not compound else Val(target.ctype))
+    if left is not None and left.type == "field_expression":
+        _assign_local_member(walker, left, right, target if compound else None)
     if left is not None and left.type == "identifier":
         name = walker.text(left)
         current = walker.lookup(name)
@@ -232,6 +234,25 @@ def eval_assignment(walker: Walker, node: Node) -> Val:
             space = right.space if right.root else (current.space if current else None)
             walker.assign(name, Val(ctype, value, right.lin, root, space, right.dims, loaded=right.loaded))
     return right
+
+
+def _assign_local_member(walker: Walker, left: Node, right: Val, before: Val | None) -> None:
+    """`r.data = ...` on a local struct (`benchtype r;`): the member keeps the value, as a variable
+    would, under the name `r.data` in the scope that declares `r` (`before`: the member's value
+    read by a compound assignment)."""
+    arg = left.child_by_field_name("argument")
+    if arg is None or arg.type != "identifier" or walker.text(left.child_by_field_name("operator")) != ".":
+        return
+    name = walker.text(arg)
+    if name in walker.members:
+        return
+    holder = next((scope for scope in reversed(walker.scopes) if name in scope), None)
+    if holder is None or holder[name].ctype.pointer or holder[name].root is not None:
+        return
+    if before is not None:
+        right = Val(before.ctype, None, Linear(const_known=False, nonlinear=before.lin.atoms | right.lin.atoms
+                                               | before.lin.nonlinear | right.lin.nonlinear))
+    holder[f"{name}.{walker.text(left.child_by_field_name('field'))}"] = Val(right.ctype, None, right.lin)
 
 
 def lvalue_type(walker: Walker, node: Node | None) -> Val:

@@ -11,6 +11,7 @@ points into).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 
 from tree_sitter import Node
@@ -100,6 +101,7 @@ class KernelWalker:
         # (`if (i < n)`, set by the caller when the size is assumed): name -> None until learned
         self.size_parameters: set[str] = set()
         self.learned_sizes: set[str] = set()
+        self.shape_assumed = False  # the launch shape is the engine's guess (`cuda_facts.production_shape`)
         self.learned_extents: dict[str, float] = {}  # learned size -> the extent it was read as
         # a pointer moved by a value not known while a size was still to be learned (`p + n`
         # before `if (i < n)`): the caller walks again with the sizes bound from the start
@@ -311,6 +313,14 @@ class KernelWalker:
             else:
                 self.bind(name, Val(ctype, lin=Linear(const_known=False)))
             return
+        lanes = _vector_lanes(self, value_node, ctype)
+        if lanes is not None:
+            # `int2 idx = make_int2(x, y)`, `float3 p = {a, b, c}`: each lane keeps its own value,
+            # read back as `idx.x` (as a member the kernel assigns)
+            self.bind(name, Val(ctype, lin=Linear(const_known=False)))
+            for lane, val in zip("xyzw", (self.eval(c) for c in lanes)):
+                self.scopes[-1][f"{name}.{lane}"] = Val(val.ctype, val.value, val.lin, static=val.static)
+            return
         if value_node.type in ("initializer_list", "argument_list"):
             vals = [self.eval(c) for c in value_node.named_children]
             val = vals[0] if len(vals) == 1 else Val(ctype, lin=Linear(const_known=False))
@@ -435,3 +445,24 @@ _EXPRESSIONS: dict[str, Callable[[KernelWalker, Node], Val]] = {
     "template_function": lambda self, node: UNKNOWN_VAL,
     "lambda_expression": lambda self, node: UNKNOWN_VAL,
 }
+
+
+# `make_int2(...)`, `make_float4(...)`: CUDA's built-in vector constructors
+_MAKE_VECTOR = re.compile(r"make_(?:u?char|u?short|u?int|u?long|u?longlong|float|double|half)([1-4])")
+
+
+def _vector_lanes(walker: KernelWalker, value: Node, ctype: CType) -> list[Node] | None:
+    """The lane expressions of a built-in vector initialised lane by lane (`make_int2(x, y)`, or
+    `{x, y}` for a vector type); None for any other initialiser."""
+    if ctype.pointer:
+        return None
+    if value.type == "call_expression":
+        function = value.child_by_field_name("function")
+        arguments = value.child_by_field_name("arguments")
+        match = _MAKE_VECTOR.fullmatch(walker.text(function)) if function is not None else None
+        if match is None or arguments is None or len(arguments.named_children) != int(match.group(1)):
+            return None
+        return list(arguments.named_children)
+    if value.type == "initializer_list" and ctype.lanes > 1 and len(value.named_children) == ctype.lanes:
+        return list(value.named_children)
+    return None

@@ -1,0 +1,84 @@
+"""A bounds guard against a size the walk knows (`walk_branches.guard_share`): a launch larger
+than the size leaves its extra threads idle, and only the rest do the guarded work."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.engine_reports import reports
+
+GUARDED = """
+#define N 500000
+__global__ void axpy(float *x, float *y) {
+  int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx < N) y[idx] = 2.0f * x[idx] + y[idx];
+}
+__global__ void early_exit(float *x, float *y) {
+  int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= N) return;
+  y[idx] = x[idx];
+}
+__global__ void plane(float *a, int nx, int ny) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x;
+  int y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x < nx && y < ny) a[y * nx + x] = 0.0f;
+}
+int main() {
+  float *x, *y;
+  cudaMalloc(&x, N * sizeof(float)); cudaMalloc(&y, N * sizeof(float));
+  axpy<<<2000, 500>>>(x, y);
+  early_exit<<<4000, 250>>>(x, y);
+  plane<<<dim3(64, 64), dim3(16, 16)>>>(x, 512, 256);
+}
+"""
+
+
+def _facts(name):
+    return next(r for r in reports(GUARDED) if r.name == name).facts
+
+
+def test_threads_beyond_a_known_size_skip_the_guarded_work():
+    # 1,000,000 threads over 500,000 elements: half of them load, add and store
+    facts = _facts("axpy")
+    assert facts.work_items == 1_000_000
+    assert facts.per_item.global_loads == pytest.approx(1.0, rel=0.01)
+    assert facts.per_item.global_stores == pytest.approx(0.5, rel=0.01)
+    assert facts.total.fp32 == pytest.approx(2 * 500_000, rel=0.01)
+
+
+def test_an_early_return_leaves_the_threads_inside_the_size():
+    facts = _facts("early_exit")
+    assert facts.per_item.global_stores == pytest.approx(0.5, rel=0.01)
+
+
+def test_guards_joined_by_and_multiply_over_their_axes():
+    # 1024 x 1024 threads over a 512 x 256 plane: an eighth of them store
+    facts = _facts("plane")
+    assert facts.per_item.global_stores == pytest.approx(512 * 256 / (1024 * 1024), rel=0.01)
+
+
+def test_under_an_assumed_launch_a_known_size_does_not_idle_the_guessed_threads():
+    # no launch in the file: the production-size guess is not a launch larger than `N`
+    src = GUARDED.split("int main()")[0]
+    facts = next(r for r in reports(src) if r.name == "axpy").facts
+    assert facts.per_item.global_stores == pytest.approx(1.0)
+
+
+def test_an_openmp_region_of_an_assumed_team_count_keeps_its_threads_busy():
+    # a CUDA-style region whose `num_teams` the source does not fold: the guessed teams are not a
+    # launch larger than the particles
+    src = """
+    #include <omp.h>
+    void bounds(const unsigned *hash, unsigned *out, int work, int n) {
+      #pragma omp target teams num_teams(work / 64) thread_limit(64)
+      {
+        #pragma omp parallel
+        {
+          int index = omp_get_team_num() * 64 + omp_get_thread_num();
+          if (index < 4096) out[index] = hash[index];
+        }
+      }
+    }
+    """
+    (region,) = reports(src)
+    assert region.facts.per_item.global_stores == pytest.approx(1.0)
