@@ -580,3 +580,34 @@ def test_the_lanes_of_a_vector_built_lane_by_lane_keep_their_values():
     assert jacobi.facts.uncertain is None
     assert jacobi.facts.dram_bytes >= 8 * jacobi.facts.work_items
     assert all(e.verdict == "bandwidth" for e in jacobi.estimates)
+
+
+def test_a_float_vector_built_from_a_double_keeps_float_lanes():
+    # `make_float2(a, d)` with `d` a double: the lanes are floats, so the arithmetic on them is
+    # FP32, not FP64
+    src = """
+    __global__ void shift(float *out, float a, double d, int n) {
+      int i = blockIdx.x * blockDim.x + threadIdx.x;
+      float2 v = make_float2(a, d);
+      if (i < n) out[i] = v.x * v.y;
+    }
+    """
+    (shift,) = analyse(src)
+    assert shift.facts.per_item.fp64 == 0
+    assert shift.facts.per_item.fp32 > 0
+
+
+def test_a_floating_point_member_of_a_local_struct_is_not_given_the_type_of_what_it_is_assigned():
+    # `u.f = d` stores a double into a float member: what the kernel computes with `u.f` is not
+    # double-precision work
+    src = """
+    struct box { float f; };
+    __global__ void scale(float *out, float a, double d, int n) {
+      int i = blockIdx.x * blockDim.x + threadIdx.x;
+      box u;
+      u.f = d;
+      if (i < n) out[i] = a * u.f;
+    }
+    """
+    (scale,) = analyse(src)
+    assert scale.facts.per_item.fp64 == 0

@@ -247,8 +247,8 @@ def _assign_local_member(walker: Walker, left: Node, right: Val, before: Val | N
     if name in walker.members:
         return
     holder = next((scope for scope in reversed(walker.scopes) if name in scope), None)
-    if holder is None or holder[name].ctype.pointer or holder[name].root is not None:
-        return
+    if holder is None or holder[name].ctype.pointer or holder[name].root is not None or right.ctype.is_float:
+        return  # (a floating-point member keeps the member's own type, which the walk does not know)
     if before is not None:
         right = Val(before.ctype, None, Linear(const_known=False, nonlinear=before.lin.atoms | right.lin.atoms
                                                | before.lin.nonlinear | right.lin.nonlinear))

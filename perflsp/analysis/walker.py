@@ -318,8 +318,9 @@ class KernelWalker:
             # `int2 idx = make_int2(x, y)`, `float3 p = {a, b, c}`: each lane keeps its own value,
             # read back as `idx.x` (as a member the kernel assigns)
             self.bind(name, Val(ctype, lin=Linear(const_known=False)))
+            element = ctype.element if ctype.lanes > 1 else None  # (`make_float2(1.0, x)`: float lanes)
             for lane, val in zip("xyzw", (self.eval(c) for c in lanes)):
-                self.scopes[-1][f"{name}.{lane}"] = Val(val.ctype, val.value, val.lin, static=val.static)
+                self.scopes[-1][f"{name}.{lane}"] = Val(element or val.ctype, val.value, val.lin, static=val.static)
             return
         if value_node.type in ("initializer_list", "argument_list"):
             vals = [self.eval(c) for c in value_node.named_children]
