@@ -433,3 +433,33 @@ def test_the_neighbours_a_stencil_reads_are_not_each_their_own_element():
     # five loads at constant offsets from the thread's element: one range and its halo, not five
     k = kernel(STENCIL, "blur")
     assert k.facts.dram_bytes < 12 * k.facts.work_items
+
+
+PENCILS_LOOP = """
+#define mx 64
+#define my 64
+__global__ void derivative_y(const float *f, float *df) {
+  __shared__ float s[my + 8][4];
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int k = blockIdx.y;
+  int si = threadIdx.x;
+  for (int j = threadIdx.y; j < my; j += blockDim.y) {
+    int g = k * mx * my + j * mx + i;
+    s[j + 4][si] = f[g];
+  }
+  __syncthreads();
+  for (int j = threadIdx.y; j < my; j += blockDim.y) {
+    int g = k * mx * my + j * mx + i;
+    df[g] = 0.8f * (s[j + 5][si] - s[j + 3][si]);
+  }
+}
+"""
+
+
+def test_a_store_in_a_loop_over_its_own_counter_is_one_element_per_thread_and_pass():
+    # the index moves with the loop's counter: each pass of each thread its own element too (the
+    # guessed 16x16 blocks overlap the rows otherwise, and the launch reads 1/50 of its bytes)
+    k = kernel(PENCILS_LOOP, "derivative_y")
+    stores = k.facts.per_item.global_stores * k.facts.work_items
+    assert k.facts.dram_bytes >= 4 * stores
+    assert all(e.verdict == "bandwidth" for e in k.estimates)

@@ -250,9 +250,10 @@ _UNBOUNDED_SPAN = float("inf")
 
 
 def _own_elements(accesses: list[Access], cardinality: dict[str, float]) -> set[tuple[tuple[str, float], ...]]:
-    """Index forms each thread of the launch has its own element at: those of plain stores, outside
-    loops, over every launch index that varies (`df[k * mx * my + j * mx + i]` with `i`, `j`, `k`
-    from `threadIdx` and `blockIdx`). Two threads storing to one element would race, so the real
+    """Index forms each thread of the launch has its own element at: those of plain stores over
+    every launch index that varies and every loop around them (`df[k * mx * my + j * mx + i]` with
+    `i`, `k` from `threadIdx` and `blockIdx`, `j` from them or a loop's counter). Two threads
+    storing to one element would race, so the real
     launch gives each thread its own; a launch shape the engine assumes (16x16 blocks where the
     code's rows are 64 wide) can overlap them, and would count their elements as shared. Accesses
     at the same form (the load of `f[globalIdx]` beside that store) reach as many."""
@@ -260,7 +261,7 @@ def _own_elements(accesses: list[Access], cardinality: dict[str, float]) -> set[
     forms: set[tuple[tuple[str, float], ...]] = set()
     for access in accesses:
         lin = access.lin
-        if access.space == "global" and access.is_store and not access.atomic and not access.loops \
+        if access.space == "global" and access.is_store and not access.atomic and access.loops <= lin.atoms \
                 and not lin.nonlinear and varying and varying <= lin.atoms:
             forms.add(lin.coeffs)
     return forms
@@ -268,10 +269,10 @@ def _own_elements(accesses: list[Access], cardinality: dict[str, float]) -> set[
 
 def _owned(form: Linear, loops: frozenset[str], own_elements: set[tuple[tuple[str, float], ...]],
            members: list[Access], work_items: float) -> float:
-    """The elements an access at one of `own_elements`' forms reaches: one per thread that makes
-    it, whatever the assumed shape overlaps (the neighbours a stencil reads at constant offsets
+    """The elements an access at one of `own_elements`' forms reaches: one per thread and pass that
+    makes it, whatever the assumed shape overlaps (the neighbours a stencil reads at constant offsets
     from it are counted apart, as shifted ranges); 0 for other accesses."""
-    if loops or form.coeffs not in own_elements:
+    if not loops <= form.atoms or form.coeffs not in own_elements:
         return 0.0
     return max(m.count for m in members) * work_items
 
