@@ -25,6 +25,7 @@ from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.hardware.models import Gpu
 from perflsp.hardware.precision import Precision
+from perflsp.hardware.units import format_seconds
 
 # a kernel's run time over the roofline's time for its parts (see the module's docstring)
 RUN_TIME_OVER_ROOFLINE = 2.0
@@ -55,7 +56,7 @@ def with_other_traffic(facts: KernelFacts, gpu: Gpu) -> KernelFacts:
         return facts
     dram = facts.dram_bytes + added
     remark = (f"{_bytes(added)} of other DRAM clients over the kernel's run time ({gpu.other_dram_traffic_gbs:g} GB/s "
-              f"for about {_fmt_seconds(seconds)})")
+              f"for about {format_seconds(seconds)})")
     note = f"{facts.dram_note}; {remark}" if facts.dram_note else remark
     evidence = [replace(n, detail=f"DRAM: {note}", value=dram) if n.kind == NoteKind.DRAM_TRAFFIC else n
                 for n in facts.evidence]
@@ -69,11 +70,3 @@ def with_other_traffic(facts: KernelFacts, gpu: Gpu) -> KernelFacts:
         traffic = replace(traffic, dram_bytes=dram, note=note, remarks=(*traffic.remarks, remark))
     return replace(facts, dram_bytes=dram, dram_note=note, dram_remarks=(*facts.dram_remarks, remark),
                    traffic=traffic, evidence=evidence, assumptions=[*facts.assumptions, assumption])
-
-
-def _fmt_seconds(seconds: float) -> str:
-    if seconds >= 1.0:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} µs"

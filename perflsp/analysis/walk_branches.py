@@ -64,13 +64,10 @@ def learn_sizes(walker: Walker, cond: Node | None) -> None:
     return;`, joined by `&&`/`||`) says the launch covers that size: at an assumed launch shape,
     the parameter is the number of distinct indices the threads reach (so that a later
     `for (j = 0; j < n; j++)` runs over the same problem the grid does)."""
-    while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") \
-            and cond.named_child_count == 1:
-        cond = cond.named_children[0]
-    if cond is None or cond.type != "binary_expression":
+    parts = binary_parts(walker, cond)
+    if parts is None:
         return
-    op = walker.text(cond.child_by_field_name("operator"))
-    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+    op, left, right = parts
     if op in ("&&", "||"):
         learn_sizes(walker, left)
         learn_sizes(walker, right)
@@ -84,10 +81,7 @@ def learn_sizes(walker: Walker, cond: Node | None) -> None:
         current = walker.lookup(name)
         if current is None or current.value is not None or not current.ctype.is_int:
             continue
-        saved = walker.mult
-        walker.mult = 0.0  # evaluated again, and counted, as the condition
-        index = walker.eval(index_node)
-        walker.mult = saved
+        (index,) = _uncounted(walker, index_node)
         atoms = index.lin.atoms
         if not atoms or not atoms <= _THREAD_INDEX_ATOMS:
             continue
@@ -151,13 +145,10 @@ def equality_weight(walker: Walker, cond: Node | None) -> float | None:
     `n`, and `if (i != j) continue;` skips one), not on half the passes. None when a side is
     not a plain sum of such indices and constants (a value read from memory, a call), or when
     only the thread index decides an equality (`branch_weight` counts those threads)."""
-    while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") \
-            and cond.named_child_count == 1:
-        cond = cond.named_children[0]
-    if cond is None or cond.type != "binary_expression":
+    parts = binary_parts(walker, cond)
+    if parts is None:
         return None
-    op = walker.text(cond.child_by_field_name("operator"))
-    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+    op, left, right = parts
     if op not in ("==", "!=") or left is None or right is None or not (_plain(left) and _plain(right)):
         return None
     saved = walker.mult, walker.visited
@@ -202,29 +193,43 @@ def _plain(node: Node) -> bool:
     return all(_plain(child) for child in node.named_children if child.type != "field_identifier")
 
 
-def guard_share(walker: Walker, cond: Node | None) -> float | None:
-    """The share of the launch's threads for which a bounds guard holds, where it compares a
-    thread index (a sum of `threadIdx`/`blockIdx` terms) with a value the walk knows
-    (`if (idx < N)` with `#define N 500000`, a size the launch's arguments give), `&&` of such
-    guards multiplied as independent axes; None where a side is unknown or not such a sum."""
+def binary_parts(walker: Walker, cond: Node | None) -> tuple[str, Node | None, Node | None] | None:
+    """(operator, left, right) of a condition that is a binary expression under its parentheses;
+    None for any other condition."""
     while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") \
             and cond.named_child_count == 1:
         cond = cond.named_children[0]
     if cond is None or cond.type != "binary_expression":
         return None
-    op = walker.text(cond.child_by_field_name("operator"))
-    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+    return walker.text(cond.child_by_field_name("operator")), cond.child_by_field_name("left"), \
+        cond.child_by_field_name("right")
+
+
+def _uncounted(walker: Walker, *nodes: Node) -> list[Val]:
+    """The values of `nodes`, evaluated without counting (the condition is counted where it is walked)."""
+    saved = walker.mult
+    walker.mult = 0.0
+    try:
+        return [walker.eval(node) for node in nodes]
+    finally:
+        walker.mult = saved
+
+
+def guard_share(walker: Walker, cond: Node | None) -> float | None:
+    """The share of the launch's threads for which a bounds guard holds, where it compares a
+    thread index (a sum of `threadIdx`/`blockIdx` terms) with a value the walk knows
+    (`if (idx < N)` with `#define N 500000`, a size the launch's arguments give), `&&` of such
+    guards multiplied as independent axes; None where a side is unknown or not such a sum."""
+    parts = binary_parts(walker, cond)
+    if parts is None:
+        return None
+    op, left, right = parts
     if op == "&&":
         sides = [guard_share(walker, left), guard_share(walker, right)]
         return None if None in sides else math.prod(s for s in sides if s is not None)
     if op not in ("<", "<=", ">", ">=") or left is None or right is None:
         return None
-    saved = walker.mult
-    walker.mult = 0.0  # evaluated again, and counted, as the condition
-    try:
-        lval, rval = walker.eval(left), walker.eval(right)
-    finally:
-        walker.mult = saved
+    lval, rval = _uncounted(walker, left, right)
     if _index_range(walker, rval) is not None and _index_range(walker, lval) is None:
         lval, rval = rval, lval
         op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
@@ -260,22 +265,16 @@ def out_of_bounds_test(walker: Walker, cond: Node | None) -> bool:
     """Whether a bounds guard holds for the few items outside the bounds: a thread index
     above a runtime size (`i >= n`, `n <= i`) or below zero (`i < 0`), joined by `||`
     (`x >= w || y >= h`) or `&&`; False for `i < n`, `i > 0` and anything unclear."""
-    while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") \
-            and cond.named_child_count == 1:
-        cond = cond.named_children[0]
-    if cond is None or cond.type != "binary_expression":
+    parts = binary_parts(walker, cond)
+    if parts is None:
         return False
-    op = walker.text(cond.child_by_field_name("operator"))
-    left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+    op, left, right = parts
     if op in ("||", "&&"):
         sides = [out_of_bounds_test(walker, left), out_of_bounds_test(walker, right)]
         return any(sides) if op == "||" else all(sides)
     if op not in ("<", "<=", ">", ">=") or left is None or right is None:
         return False
-    saved = walker.mult
-    walker.mult = 0.0  # evaluated again, and counted, as the condition
-    lval, rval = walker.eval(left), walker.eval(right)
-    walker.mult = saved
+    lval, rval = _uncounted(walker, left, right)
     if _thread_dependent(lval) and not _thread_dependent(rval):
         index_above = op in (">", ">=")  # `i >= bound`
         bound = rval

@@ -30,3 +30,11 @@ def format_bytes(n: int) -> str:
     if n and n % 1024 == 0:
         return f"{n // 1024} KiB"
     return f"{n} B"
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration in the unit that reads best: `2.5 s`, `41.5 µs`."""
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"

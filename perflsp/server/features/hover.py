@@ -15,6 +15,7 @@ from lsprotocol import types as lsp
 from perflsp.analysis.models import Estimate, KernelReport, OpCounts
 from perflsp.analysis.roof import LABELS, number, unit
 from perflsp.hardware.precision import ROOFLINE_PRECISIONS
+from perflsp.hardware.units import format_seconds
 from perflsp.kernels.models import ConstValue, CudaFunction, LaunchSite, OmpRegion, Span
 from perflsp.server.documents import Snapshot
 from perflsp.server.features.common import (
@@ -265,7 +266,7 @@ def _predicted_vs_measured(estimate: Estimate | None, measured: MeasuredEvidence
             shown + (f" (ridge {number(ridge)})" if ridge else ""))
     row("DRAM bytes", "", _big(measured.dram_bytes))
     if measured.duration_ns:
-        row("time", "", f"{_duration(measured.duration_ns)} over {measured.launches} launch(es)")
+        row("time", "", f"{format_seconds(measured.duration_ns * 1e-9)} over {measured.launches} launch(es)")
     if measured.pct_of_peak_bandwidth is not None:
         row("DRAM bandwidth", "", f"{measured.pct_of_peak_bandwidth:.3g}% of peak")
     if estimate is not None and estimate.occupancy is not None:
@@ -321,14 +322,6 @@ def _occupancy(estimate: Estimate) -> str:
     if estimate.occupancy_note and "assumed" in estimate.occupancy_note:
         text += "; registers assumed 32/thread (no ptxas figures)"
     return text
-
-
-def _duration(ns: float) -> str:
-    if ns >= 1e6:
-        return f"{ns / 1e6:.3g} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.3g} µs"
-    return f"{ns:.3g} ns"
 
 
 def _big(value: float) -> str:
