@@ -306,6 +306,27 @@ def test_a_header_is_found_in_the_folders_around_the_file(tmp_path):
     assert find_header_folder(outside.name, sample) is None
 
 
+def test_the_header_search_passes_over_unreadable_folders_and_never_walks_the_root(tmp_path, monkeypatch):
+    # a file outside any repository, a few folders below the root: the walk climbs towards `/`,
+    # whose `/proc` entries raise PermissionError even for root
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "open").mkdir()
+    (tmp_path / "open" / "helper.h").write_text("#define SCALE 2.0f\n")
+    sample = tmp_path / "sample"
+    sample.mkdir()
+    real_is_file = Path.is_file
+
+    def is_file(path: Path) -> bool:
+        if path.parent.name == "locked" or path.parent == Path(path.anchor):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_is_file(path)
+
+    monkeypatch.setattr(Path, "is_file", is_file)
+    assert find_header_folder("helper.h", sample) == tmp_path / "open"
+    assert find_header_folder("absent.h", sample) is None
+    assert find_header_folder("absent.h", Path(tmp_path.anchor)) is None
+
+
 @needs_cuda
 def test_a_unit_whose_header_no_flag_names_is_compiled_with_its_folder(tmp_path):
     (tmp_path / "Common").mkdir()

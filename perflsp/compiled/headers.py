@@ -5,6 +5,8 @@ Without a compile database (a file checked on its own, an editor on a folder), a
 project's `Common/` fails to compile. The compiler names the header it missed; it is looked
 for in the folders around the file (each ancestor up to the project's root, a few levels deep),
 as a developer would find it, and the compile is tried again with that folder as `-I`.
+The filesystem's root is never searched (its `/proc` and `/sys` are not a project's), and a
+folder that cannot be read is passed over.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ def find_header_folder(name: str, start: Path) -> Path | None:
     searched: set[Path] = set()
     folder = start
     for _ in range(ANCESTORS + 1):
+        if folder.parent == folder:
+            break
         level = [folder]
         for _depth in range(DEPTH + 1):
             following = []
@@ -49,7 +53,7 @@ def find_header_folder(name: str, start: Path) -> Path | None:
                 visited += 1
                 if visited > MAX_FOLDERS:
                     return None
-                if (candidate / name).is_file():
+                if _is_file(candidate / name):
                     return candidate
                 try:
                     with os.scandir(candidate) as entries:
@@ -58,7 +62,14 @@ def find_header_folder(name: str, start: Path) -> Path | None:
                 except OSError:
                     continue
             level = sorted(following)
-        if (folder / ".git").exists() or folder.parent == folder:
+        if (folder / ".git").exists():
             break
         folder = folder.parent
     return None
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # (a folder the user may not read: pathlib raises on EACCES)
+        return False
