@@ -50,6 +50,32 @@ def test_regions_inline_the_plain_functions_they_call():
     assert implicit.estimates[0].verdict == "bandwidth"
 
 
+MEMBER_SRC = """
+#include <cstddef>
+template <int W> class Docking {
+  static inline void score(size_t g, size_t n, const float *pose, float *energy) {
+    float e = 0.0f;
+    for (int k = 0; k < 64; k++) e += pose[g] * (1.5f + k) / (pose[g] + 2.0f);
+    energy[g] = e;
+  }
+public:
+  void run(size_t n, const float *pose, float *energy) {
+    #pragma omp target teams distribute parallel for map(to: pose[:n]) map(from: energy[:n])
+    for (size_t g = 0; g < n; g++) score(g, n, pose, energy);
+  }
+};
+"""
+
+
+def test_regions_inline_the_static_member_functions_of_their_class():
+    (report,) = analyse(MEMBER_SRC)
+    # `score`, a static sibling member: its loop of divisions is the work, its load and store the traffic
+    assert not any("not analysed" in e for e in texts(report.facts.evidence))
+    assert report.facts.per_item.fp32 >= 64 * 3
+    assert report.facts.per_item.global_store_bytes == 4
+    assert report.estimates[0].verdict == "compute"
+
+
 HEADER_HELPER = """
 #pragma once
 inline float smooth(float a, float b) { return 0.25f * a + 0.75f * b; }

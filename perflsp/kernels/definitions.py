@@ -10,21 +10,27 @@ from tree_sitter import Node
 _CONTAINERS = ("translation_unit", "namespace_definition", "declaration_list", "linkage_specification",
                "template_declaration", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif")
 _MAX_NESTING = 6
+# a class's body: its member functions (a region in one member calling a static sibling)
+_CLASS_BODIES = ("class_specifier", "struct_specifier", "field_declaration_list")
 
 
 def function_definitions(root: Node, data: bytes) -> dict[str, Node]:
-    """Simple name -> the first definition of that name at file or namespace scope."""
+    """Simple name -> the first definition of that name at file or namespace scope, then the
+    member functions defined in class bodies under names no such definition has."""
     found: dict[str, Node] = {}
-    stack: list[tuple[Node, int]] = [(root, 0)]
+    members: dict[str, Node] = {}
+    stack: list[tuple[Node, int, bool]] = [(root, 0, False)]
     while stack:
-        node, depth = stack.pop()
+        node, depth, in_class = stack.pop()
         for child in node.named_children:
             if child.type == "function_definition":
                 name = defined_name(child, data)
                 if name is not None:
-                    found.setdefault(name, child)
-            elif child.type in _CONTAINERS and depth < _MAX_NESTING:
-                stack.append((child, depth + 1))
+                    (members if in_class else found).setdefault(name, child)
+            elif depth < _MAX_NESTING and (child.type in _CONTAINERS or child.type in _CLASS_BODIES):
+                stack.append((child, depth + 1, in_class or child.type in _CLASS_BODIES))
+    for name, node in members.items():
+        found.setdefault(name, node)
     return found
 
 
