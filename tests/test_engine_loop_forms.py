@@ -472,3 +472,43 @@ int main() { float *a, *b, *c; dots<<<128, 1024>>>(c, a, b, 256, 4096); }
     assert not any("unknown" in a for a in texts(k.facts.assumptions) if "`pos`" in a)
     # the group handle is a view of the launch, no call left unread
     assert not any("this_thread_block" in e for e in texts(k.facts.evidence))
+
+
+TILED = """
+#define MIN(x, y) ((x) < (y) ? (x) : (y))
+__global__ void band(const float *a, float *b, int n) {
+  int it = (blockIdx.x * blockDim.x + threadIdx.x) * 16;
+  float s = 0.0f;
+  for (int i = it; i < min(n, it + 16); i++) s += a[i];
+  for (int i = it; i < MIN(n, it + 8); i++) s += a[i];
+  b[it] = s;
+}
+void transpose(int order, int tile, const double *A, double *B) {
+  #pragma omp target teams distribute parallel for collapse(2) map(to: A[0:order*order]) map(tofrom: B[0:order*order])
+  for (int it = 0; it < order; it += tile)
+    for (int jt = 0; jt < order; jt += tile)
+      for (int i = it; i < MIN(order, it + tile); i++)
+        for (int j = jt; j < MIN(order, jt + tile); j++)
+          B[i * order + j] += A[j * order + i];
+}
+"""
+
+
+def test_a_bound_clipped_by_a_size_runs_the_tile_the_other_bound_spans():
+    band = kernel(TILED, "band")
+    assert [loop.trip_count for loop in band.facts.loops] == [16, 8]
+    assert any("nearer of two bounds: 16 iterations" in e for e in texts(band.facts.evidence))
+    assert not any(a.kind == "loop-trip" for a in band.facts.assumptions)
+
+
+def test_tile_loops_of_an_unknown_step_cover_the_nest_once():
+    data = TILED.encode()
+    tree = parse(data)
+    (tiles,) = [k for k in analyze(data, tree, extract(data, tree), [RTX3080], DEFAULT_OPTIONS).kernels
+                if k.name.startswith("transpose")]
+    # the tile `tile` is assumed once (32), for the step and for the loops inside alike
+    assert any("step of the `it` loop unknown (`tile`): assumed 32" in a for a in texts(tiles.facts.assumptions))
+    assert [loop.trip_count for loop in tiles.facts.loops[2:]] == [32, 32]
+    # each element moves once: a load of A and B and a store of B, 8 B each, per element of the tile
+    assert tiles.facts.dram_bytes == pytest.approx(tiles.facts.work_items * 32 * 32 * 24, rel=0.05)
+    assert tiles.estimates[0].verdict == "bandwidth"

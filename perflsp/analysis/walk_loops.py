@@ -15,7 +15,7 @@ from perflsp.analysis.ctype import INT
 from perflsp.analysis.folding import pow2
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import LoopFact
-from perflsp.analysis.notes import NoteKind, NoteSource, assumed
+from perflsp.analysis.notes import Note, NoteKind, NoteSource, assumed
 from perflsp.analysis.walk_branches import learn_size
 from perflsp.analysis.walk_profile import begin_profile_loop, end_profile_loop
 from perflsp.analysis.walk_ranges import assume_sized_trip
@@ -128,6 +128,7 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     if bound_value is None and walker.resolve_bound is not None:
         bound_value = walker.resolve_bound(walker.text(bound_node))
     bound_value = solved_bound(bound_value, form, op)
+    step = _tile_step(walker, var, start, (step_kind, step), bound if bound_value is None else None, update, loop)
     start_value, thread_start = start_of(start)
     bound_name = walker.text(bound_node).strip()
     # a bound read from an offsets or counts array: the average from the arrays' sizes
@@ -145,6 +146,10 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
                               op in ("<=", ">="), loop) if bound_value is None else None
     if averaged is not None:
         return averaged, "launch", f"{var} {op} {walker.text(bound_node)}", step
+    edge = _clipped_trip(walker, var, start, step if step_kind == "add" else None, bound_node,
+                         op in ("<=", ">="), loop) if bound_value is None else None
+    if edge is not None:
+        return edge, "launch", f"{var} {op} {walker.text(bound_node)}", step
     if bound_value is None:
         data_dependent = "data" in bound.lin.atoms
         origin: LoopOrigin = "data-dependent" if data_dependent else "assumed"
@@ -186,6 +191,111 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
                           f"assumed {walker.cost.assumed_trip_count:g} iterations", subject=var,
                           line=walker.line(loop), value=walker.cost.assumed_trip_count, unit="iterations"))
     return walker.cost.assumed_trip_count, "assumed", f"{var} {op} {walker.text(bound_node)}", None
+
+
+def _tile_step(walker: Walker, var: str, start: Val | None, stepping: tuple[str | None, Val | None],
+               unknown_bound: Val | None, update: Node | None, loop: Node) -> Val | None:
+    """The step of a loop whose step and bound the source does not state (`for (it = 0; it <
+    order; it += tile)`): it steps over tiles that the loops inside it cover. The step is read as
+    the assumed trip count, and a step that is a variable keeps that value for the rest of the
+    walk, so that `for (i = it; i < it + tile; i++)` inside covers one step (the nest covers its
+    range once, not 32 times over). Any other loop keeps its step: a known bound, or one varying
+    with the indices, keeps the loop's own count; a start from a thread's index makes the step a
+    stride over the threads, not a tile."""
+    kind, step = stepping
+    if kind != "add" or step is None or step.value is not None or step.lin.atoms or unknown_bound is None \
+            or unknown_bound.lin.atoms or start_of(start)[1]:
+        return step
+    size = walker.cost.assumed_trip_count
+    named = _step_operand(update)
+    walker.assume(assumed(NoteKind.LOOP_TRIP, f"step of the `{var}` loop unknown"
+                          f"{f' (`{walker.text(named)}`)' if named is not None else ''}: assumed {size:g}",
+                          subject=var, line=walker.line(loop), value=size))
+    if named is not None and named.type == "identifier":
+        walker.assign(walker.text(named), Val(INT, size, Linear.constant(size)))
+    return Val(INT, size, Linear.constant(size))
+
+
+def _step_operand(update: Node | None) -> Node | None:
+    """`tile` of `it += tile` or `it = it + tile`."""
+    if update is not None and update.type == "comma_expression":
+        for child in update.named_children:
+            found = _step_operand(child)
+            if found is not None:
+                return found
+        return None
+    if update is None or update.type != "assignment_expression":
+        return None
+    right = update.child_by_field_name("right")
+    if right is not None and right.type == "binary_expression":
+        left = update.child_by_field_name("left")
+        first, second = right.child_by_field_name("left"), right.child_by_field_name("right")
+        return second if left is not None and first is not None and first.text == left.text else first
+    return right
+
+
+_MIN_CALLS = frozenset({"min", "std::min", "fmin", "fminf", "umin", "llmin", "ullmin", "imin"})
+
+
+def _clipping_operands(walker: Walker, node: Node | None) -> list[Node] | None:
+    """The operands of a bound that is the smaller of two (`min(n, it + T)`, `a < b ? a : b`, a
+    `MIN` macro expanded): the loop runs to the nearer one."""
+    while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    if node is None:
+        return None
+    if node.type == "call_expression":
+        name = walker.text(node.child_by_field_name("function")).replace(" ", "")
+        args = [a for a in (node.child_by_field_name("arguments") or node).named_children if a.type != "comment"]
+        return args if name in _MIN_CALLS and len(args) == 2 else None
+    if node.type == "conditional_expression":
+        cond = node.child_by_field_name("condition")
+        while cond is not None and cond.type == "parenthesized_expression" and cond.named_child_count == 1:
+            cond = cond.named_children[0]
+        yes, no = node.child_by_field_name("consequence"), node.child_by_field_name("alternative")
+        if cond is None or cond.type != "binary_expression" or yes is None or no is None:
+            return None
+        op = walker.text(cond.child_by_field_name("operator"))
+        a, b = (walker.text(cond.child_by_field_name(side)).strip("() ") for side in ("left", "right"))
+        y, n = walker.text(yes).strip("() "), walker.text(no).strip("() ")
+        if (op in ("<", "<=") and (a, b) == (y, n)) or (op in (">", ">=") and (a, b) == (n, y)):
+            return [yes, no]
+    return None
+
+
+def _clipped_trip(walker: Walker, var: str, start: Val | None, step: Val | None, bound: Node | None,
+                  inclusive: bool, loop: Node) -> float | None:
+    """The trip count of a loop bounded by the smaller of two operands: the shortest trip either
+    gives on its own (the other one only clips the last tile). None for any other bound, or when
+    no operand's trip is known."""
+    operands = _clipping_operands(walker, bound) if start is not None and step is not None and step.value else None
+    if not operands or start is None or step is None or not step.value:
+        return None
+    trips = []
+    saved = walker.mult
+    walker.mult = 0.0
+    try:
+        for operand in operands:
+            end = walker.eval(operand)
+            span = None
+            if end.value is not None and start.value is not None:
+                span = end.value - start.value
+            elif end.lin.const_known and start.lin.const_known and not end.lin.nonlinear \
+                    and not start.lin.nonlinear and (diff := end.lin.add(start.lin, -1.0)).is_constant():
+                span = diff.const
+            if span is None:
+                continue
+            span += math.copysign(1.0, step.value) if inclusive else 0.0
+            trips.append(max(0.0, math.ceil(span / step.value)) if (span > 0) == (step.value > 0) else 0.0)
+    finally:
+        walker.mult = saved
+    if not trips:
+        return None
+    walker.notes.append(Note(NoteKind.LOOP_TRIP, NoteSource.SOURCE,
+                             f"the `{var}` loop runs to the nearer of two bounds: {min(trips):g} iterations "
+                             "(the other clips the last tile only)", subject=var, value=min(trips),
+                             unit="iterations", line=walker.line(loop)))
+    return min(trips)
 
 
 def start_of(start: Val | None) -> tuple[float | None, bool]:
