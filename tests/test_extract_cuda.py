@@ -194,3 +194,33 @@ def test_identical_parameter_lists_are_read_once_and_shared():
     assert [p.name for p in plain[0].params] == ["x", "y", "n"] and plain[0].params[0].is_const
     macro = [k for k in fk.kernels if k.name in ("m", "m2")]
     assert [(p.name, p.is_restrict) for k in macro for p in k.params] == [("a", True), ("a", True)]
+
+
+VS_FORMATTED = """__global__ void scale(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= 2.0f;
+}
+int main() {
+  float *x; int n = 1 << 20;
+  scale << < (n + 255) / 256, 256 >> > (x, n);
+}
+"""
+
+
+def test_a_launch_written_as_visual_studio_formats_it_is_a_launch():
+    # `<< <` and `>> >`: what Visual Studio's formatter makes of `<<<`; nvcc takes it as a launch
+    (site,) = extract(VS_FORMATTED.encode()).launches
+    assert site.kernel == "scale"
+    assert site.grid.value == (4096, 1, 1) and site.block.value == (256, 1, 1)
+
+
+def test_a_launch_typed_in_visual_studio_s_format_is_found_as_the_user_types():
+    from lsprotocol.types import Position
+
+    from perflsp.server.text import Change, TextState
+
+    state = TextState(VS_FORMATTED.replace("  scale << < (n + 255) / 256, 256 >> > (x, n);\n", ""), 0, None)
+    assert state.extracted.kernels.launches == []
+    state.apply([Change("  scale << < (n + 255) / 256, 256 >> > (x, n);\n", Position(6, 0), Position(6, 0))], 1)
+    (site,) = state.extracted.kernels.launches
+    assert site.kernel == "scale" and site.block.value == (256, 1, 1)

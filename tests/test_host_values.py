@@ -66,6 +66,24 @@ int main(int argc, char **argv) {
 """
 
 
+CHAINED = """
+__global__ void k(float *x, int n, int m, int reps) { x[threadIdx.x] = n + m + reps; }
+int main() {
+  float *x;
+  int n, m, reps;
+  n = m = 1 << 12;
+  reps = m;
+  m = 3;
+  k<<<n / 256, 256>>>(x, n, m, reps);
+}
+"""
+
+
+def test_a_chained_assignment_gives_every_name_the_value():
+    # `n = m = 4096`: both take it; `m` changed later leaves `reps` (read before) as it was
+    assert launch_args(CHAINED, "k")[1:] == [4096, 3, 4096]
+
+
 def test_a_branch_whose_condition_folds_is_taken_or_skipped():
     # no argument beyond argv[1]: the `else` branch runs, `reps` keeps its default
     assert launch_args(BRANCHES, "k", ("7",))[2:4] == [1 << 21, 8]

@@ -18,6 +18,7 @@ from pathlib import Path
 from perflsp.analysis.extents import cuda_extent, leading_name
 from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.unit import AnalysisUnit
+from perflsp.kernels.context import has_launch_syntax
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.models import ConstValue, FileKernels, LaunchSite
 from perflsp.kernels.program import program_model, read_source
@@ -56,7 +57,7 @@ def _launches_in(includer: Path, mtime_ns: int, size: int, names: frozenset[str]
                  resolver: IncludeResolver, defines: tuple[tuple[str, str], ...],
                  include_dirs: tuple[Path, ...]) -> tuple[LaunchSite, ...]:
     loaded = load_file(includer)
-    if isinstance(loaded, SkippedFile) or b"<<<" not in loaded.data:
+    if isinstance(loaded, SkippedFile) or not has_launch_syntax(loaded.data):
         return ()
     data = loaded.data
     if not any(name.encode() in data for name in names):

@@ -13,7 +13,15 @@ from perflsp.kernels.models import Param, Span
 from perflsp.kernels.text import _BLANK_TABLE, blank_comments_and_strings
 from perflsp.source.positions import LineIndex
 
-_CANDIDATE_TOKENS = re.compile(rb"__global__|__device__|<<<|#[ \t]*pragma")
+# how a launch's `<<<` is written: Visual Studio's formatter writes `k << < grid, block >> > (args)`
+# (nvcc and the grammar accept it)
+LAUNCH_TOKENS = (b"<<<", b"<< <")
+_CANDIDATE_TOKENS = re.compile(rb"__global__|__device__|<<<|<< <|#[ \t]*pragma")
+
+
+def has_launch_syntax(data: bytes) -> bool:
+    """Whether `data` may hold a kernel launch (the extraction's launch pass is skipped if not)."""
+    return any(token in data for token in LAUNCH_TOKENS)
 
 
 @dataclass

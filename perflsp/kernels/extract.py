@@ -7,7 +7,7 @@ from pathlib import Path
 from tree_sitter import Tree
 
 from perflsp.kernels.consteval import ConstEnv
-from perflsp.kernels.context import ExtractionContext
+from perflsp.kernels.context import ExtractionContext, has_launch_syntax
 from perflsp.kernels.cuda import extract_functions
 from perflsp.kernels.includes import IncludeResolver
 from perflsp.kernels.launches import extract_launches
@@ -44,7 +44,7 @@ def extract_with_constants(data: bytes, tree: Tree | None = None, path: str | No
         kernels=kernels,
         device_functions=device_functions,
         omp_regions=extract_regions(ctx, constants) if b"omp" in data else [],
-        launches=extract_launches(ctx, constants, kernels) if b"<<<" in data else [],
+        launches=extract_launches(ctx, constants, kernels) if has_launch_syntax(data) else [],
         has_errors=tree.root_node.has_error,
         notes=ctx.notes,
     )

@@ -41,7 +41,7 @@ from tree_sitter import Node, Parser, QueryCursor, Tree
 
 from perflsp.kernels import cuda
 from perflsp.kernels.consteval import ConstEnv
-from perflsp.kernels.context import ExtractionContext
+from perflsp.kernels.context import LAUNCH_TOKENS, ExtractionContext, has_launch_syntax
 from perflsp.kernels.includes import scan_directives
 from perflsp.kernels.launches import extract_launches
 from perflsp.kernels.models import (
@@ -98,7 +98,7 @@ class Occurrences:
         return Occurrences() if first < 0 else Occurrences(first, last)
 
 
-_TRACKED = (b"omp", b"<<<", b"_Pragma")  # tokens that switch whole passes of an extraction on or off
+_TRACKED = (b"omp", *LAUNCH_TOKENS, b"_Pragma")  # tokens that switch whole passes of an extraction on or off
 
 
 @dataclass
@@ -184,7 +184,7 @@ def extract_full(data: bytes, tree: Tree, lines: LineIndex, path: str | None, pr
         kernels=kernels,
         device_functions=[f for f in found if f.space == "device"],
         omp_regions=regions,
-        launches=extract_launches(ctx, env, kernels) if b"<<<" in data else [],
+        launches=extract_launches(ctx, env, kernels) if has_launch_syntax(data) else [],
         has_errors=tree.root_node.has_error,
         notes=ctx.notes,
     )
@@ -459,8 +459,7 @@ def _confined_edit(previous: Extracted, old_data: bytes, old_tree: Tree, new_dat
     if old_unit is None or (old_unit.type, old_unit.start_byte, old_unit.end_byte) != (unit.type, a, old_b):
         return None
     # (the text outside [a, b) is unchanged: the whole text is searched only when a token is in the definition)
-    if _presence_changes(b"omp", previous, new_data, a, old_b, b) \
-            or _presence_changes(b"<<<", previous, new_data, a, old_b, b):
+    if any(_presence_changes(token, previous, new_data, a, old_b, b) for token in (b"omp", *LAUNCH_TOKENS)):
         return None  # extract() skips whole passes on these tokens
     if b"_Pragma" in new_data[a:b] or previous.has(b"_Pragma") or pragma_macros(previous.env):
         return None  # directives written as `_Pragma` (or macros of it) are found by a text scan of the file
@@ -705,7 +704,8 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
     kernels = before["kernels"] + [f for f in new_functions if f.space == "global"] + after["kernels"]
     device = before["device"] + [f for f in new_functions if f.space == "device"] + after["device"]
     launches = _launches(ctx, env, new_data, new_tree, lines, path, kernels, replaced_functions, new_functions,
-                         before["launches"], after["launches"], tokens[b"<<<"].present)
+                         before["launches"], after["launches"],
+                         any(tokens[token].present for token in LAUNCH_TOKENS))
 
     regions = before["regions"] + new_regions + after["regions"]
     result = FileKernels(
@@ -762,7 +762,7 @@ def _holdable(previous: Extracted, old_data: bytes, new_data: bytes, a: int, old
     """Whether an edit inside the definition [a, old_b) (now [a, b)) can leave everything
     outside it as it was: it changes no directive (the preprocessor's view), opens no comment
     that would run past it, and no token that switches a whole extraction pass on or off."""
-    if _presence_changes(b"omp", previous, new_data, a, old_b, b) or _presence_changes(b"<<<", previous, new_data, a, old_b, b):
+    if any(_presence_changes(token, previous, new_data, a, old_b, b) for token in (b"omp", *LAUNCH_TOKENS)):
         return False
     if pragma_macros(previous.env) or b"_Pragma" in new_data[a:b] or b"_Pragma" in before_text:
         return False  # (`_Pragma` elsewhere: the file is not held, see `_hold`)

@@ -921,6 +921,11 @@ def _bind_assignment(ctx: ExtractionContext, assignment: Node, env: ConstEnv, in
         return
     if left.type != "identifier":
         return
+    if right.type == "assignment_expression" and (op is None or ctx.text(op) == "="):
+        # `N = M = K = 2048;`: the inner assignments happen first, and `N` takes what `M` now holds
+        _bind_assignment(ctx, right, env, in_control)
+        inner = right.child_by_field_name("left")
+        right = inner if inner is not None and inner.type == "identifier" else right
     name = ctx.text(left)
     if forget_fields(env, name, dry=True):
         _freeze_dependents(env, name)

@@ -92,7 +92,7 @@ def queued_hover(text: str, position: lsp.Position, queued: int) -> lsp.Hover | 
     if word is None:
         return None
     name = re.escape(word.group())
-    if not re.search(rf"__global__[^;{{}}]*?\b{name}\s*\(|\b{name}\s*(?:<[^<>;]*>\s*)?<<<", text):
+    if not re.search(rf"__global__[^;{{}}]*?\b{name}\s*\(|\b{name}\s*(?:<[^<>;]*>\s*)?<< ?<", text):
         return None
     others = f" (opened with {queued - 1} other document{'s' if queued != 2 else ''})" if queued > 1 else ""
     markdown = (f"### `{word.group()}`\n\nperflsp has not read this file yet{others}: the verdict for "
