@@ -508,3 +508,61 @@ def test_a_clang_built_unit_clang_cannot_compile_is_compiled_by_nvcc(tmp_path):
     result = compiler.compiled(source, ["sm_86"])
     assert result.failures == {}
     assert result.units["sm_86"].compiler == "nvcc -prec-sqrt=false"
+
+
+HOST_TROUBLE = """#include <cstdio>
+#include "absent_library.h"
+#define HD __host__ __device__
+HD float twice(float v) { return 2.0f * v; }
+constexpr int lanes() { return 32; }
+__global__ void scale(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = twice(x[i]) + lanes();
+}
+struct Timer {
+  void start() { legacy_timer_start(); }
+};
+int main() {
+  float *x = nullptr;
+  scale<<<4, 256>>>(x, 1024);
+  cudaThreadSynchronizeLegacy();
+  return 0;
+}
+"""
+
+
+def test_host_code_aside_blanks_host_bodies_and_missing_includes_and_keeps_every_line():
+    from perflsp.compiled.host_aside import host_code_aside
+
+    text = HOST_TROUBLE.encode()
+    aside = host_code_aside(text, frozenset({"absent_library.h"}))
+    assert aside is not None and len(aside) == len(text)
+    assert [i for i, b in enumerate(aside) if b == 0x0A] == [i for i, b in enumerate(text) if b == 0x0A]
+    kept = aside.decode()
+    assert "absent_library" not in kept and "#include <cstdio>" in kept
+    assert "legacy_timer_start" not in kept and "cudaThreadSynchronizeLegacy" not in kept
+    assert "scale<<<" not in kept and "int main() {" in kept  # (the signature stays, the body goes)
+    # device code, a marker macro that may expand to it, and constexpr keep their text
+    for line in ("HD float twice(float v) { return 2.0f * v; }", "constexpr int lanes() { return 32; }",
+                 "  if (i < n) x[i] = twice(x[i]) + lanes();"):
+        assert line in kept
+    assert host_code_aside(b"__global__ void k(float *x) { x[0] = 1.0f; }\n") is None
+
+
+@needs_cuda
+def test_a_unit_whose_host_code_does_not_compile_is_counted_from_its_device_code_alone(tmp_path, compiler):
+    source = tmp_path / "legacy.cu"
+    source.write_text(HOST_TROUBLE)
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert "_Z5scalePfi" in unit.functions
+    assert "device code alone" in unit.compiler
+    # the line info points into the file itself: the kernel's loads and stores sit on its line 8
+    report = analyse(source, compiler)["scale"]
+    assert any("operations counted in the compiled code" in e and "device code alone" in e
+               for e in texts(report.facts.evidence))
+    assert report.facts.per_item.global_load_bytes == 4 and report.facts.per_item.global_store_bytes == 4
+    # an error in the device code itself still fails, and the build's own errors are named
+    source.write_text(HOST_TROUBLE.replace('#include "absent_library.h"', "")
+                      .replace("x[i] = twice(x[i])", "x[i] = missing_device_fn(x[i])"))
+    with pytest.raises(CompileFailure, match="missing_device_fn"):
+        compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)

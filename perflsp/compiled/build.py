@@ -33,6 +33,7 @@ from pathlib import Path
 
 from perflsp.compiled.cfg import build_function
 from perflsp.compiled.headers import MAX_FOUND, find_header_folder, missing_header
+from perflsp.compiled.host_aside import host_code_aside
 from perflsp.compiled.inline_sites import place_library_code
 from perflsp.compiled.model import CompiledUnit
 from perflsp.compiled.sass import parse_sass
@@ -55,7 +56,7 @@ def _reader_version() -> str:
 
 
 READER_VERSION = _reader_version()
-FORMAT_VERSION = 4  # of the compile key: what a compile depends on besides the tools and the text
+FORMAT_VERSION = 5  # of the compile key: what a compile depends on besides the tools and the text (5: host code set aside on failure)
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
 _BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
 _CXX17_ONLY: dict[str, bool] = {}  # nvcc -> whether its headers reject standards before C++17
@@ -254,8 +255,16 @@ def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCa
             # an unsaved buffer: compiled as a file beside the original, so that its quoted
             # #includes resolve as they would for the saved file
             source = _write_beside(request.source, text, work)
+        host_aside = False
         try:
-            cubin, request = _compile_finding_headers(request, toolchain, source, work, timeout_s)
+            try:
+                cubin, request = _compile_finding_headers(request, toolchain, source, work, timeout_s)
+            except CompileFailure as failure:
+                retried = _with_host_code_aside(request, toolchain, text, work, timeout_s, failure)
+                if source != request.source:
+                    os.unlink(source)
+                cubin, request, source = retried
+                host_aside = True
             sass = _run([toolchain.nvdisasm or "nvdisasm", "-c", "-gi", cubin], timeout_s, "nvdisasm")
         except CompileFailure as failure:
             if cache is not None and "took longer than" not in str(failure):  # (a slow machine may do better later)
@@ -273,6 +282,8 @@ def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCa
     else:
         compiler = " ".join([Path((toolchain.nvcc if request.language == "cuda" else toolchain.clang) or "?").name,
                              *request.codegen])
+    if host_aside:
+        compiler += " (device code alone: the host code did not compile here)"
     headers = [str(h) for h in local_headers(Path(request.source), request.include_dirs)]
     unit = read_unit(sass, request.source, source, request.arch, compiler, headers, time.perf_counter() - started)
     if cache is not None:
@@ -305,6 +316,31 @@ def _write_beside(source: str, text: bytes, work: str) -> str:
     with os.fdopen(handle, "wb") as out:
         out.write(text)
     return path
+
+
+def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: bytes, work: str, timeout_s: float,
+                          failure: CompileFailure) -> tuple[str, CompileRequest, str]:
+    """A CUDA unit that failed to compile, compiled again with its host code set aside
+    (host_aside.py): (binary, request, the file compiled, written beside the source). Raises
+    `failure` where that does not compile either, or does not apply (OpenMP regions live in host
+    code; clang compiles as the build does; a compile that ran out of time)."""
+    if request.language != "cuda" or uses_clang_cuda(request, toolchain) or "took longer than" in str(failure):
+        raise failure
+    missing: frozenset[str] = frozenset()
+    for _ in range(MAX_FOUND + 1):
+        aside = host_code_aside(text, missing)
+        if aside is None:
+            raise failure
+        source = _write_beside(request.source, aside, work)
+        try:
+            return _nvcc(request, toolchain, source, work, timeout_s), request, source
+        except CompileFailure as again:
+            os.unlink(source)
+            name = missing_header(str(again))
+            if name is None or name in missing:
+                raise failure from None
+            missing |= {name}
+    raise failure
 
 
 def _compile_finding_headers(request: CompileRequest, toolchain: Toolchain, source: str, work: str,

@@ -1,0 +1,65 @@
+"""Device code compiled without the host code around it, when the unit does not compile whole.
+
+nvcc's front end reads a CUDA unit's host code with its device code, so an error on the host
+side stops the device compile that the counts need: an API the toolkit has removed
+(`cudaThreadSynchronize`, gone in CUDA 13), a member a runtime struct no longer has, a library
+header this machine lacks (`cublas_v2.h`, `mpi.h`). The unit is then compiled again from a copy
+whose host-only function bodies are blanked and whose `#include`s the compiler could not find
+are blanked too. Blanking keeps every newline, so each line stays where it was and the line
+info still points into the file. A definition that says `__global__` or `__device__`, is
+`constexpr` (device code may call it), or carries a macro (which may expand to either) keeps
+its text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from tree_sitter import Node
+
+from perflsp.source.parser import parse
+
+# nodes whose children may define functions (namespaces, `extern "C" {}`, templates, #if arms, classes)
+_CONTAINERS = frozenset({"translation_unit", "namespace_definition", "declaration_list", "linkage_specification",
+                         "template_declaration", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
+                         "class_specifier", "struct_specifier", "field_declaration_list"})
+# what keeps a definition's body: device code, or a word that may expand to it
+_KEEPS = re.compile(rb"__global__|__device__|\bconstexpr\b|\b[A-Z_][A-Z0-9_]+\b")
+
+
+def host_code_aside(text: bytes, missing_headers: frozenset[str] = frozenset()) -> bytes | None:
+    """`text` with its host-only function bodies and its `#include`s of `missing_headers`
+    blanked (newlines kept), or None when there is nothing to blank."""
+    out = bytearray(text)
+    changed = False
+    for body in _host_bodies(text):
+        # (the braces stay: `{ }` is a body for any function, a value-returning one included)
+        _blank(out, body.start_byte + 1, body.end_byte - 1)
+        changed = True
+    for name in missing_headers:
+        for match in re.finditer(rb"^[ \t]*#[ \t]*include[ \t]*[<\"]" + re.escape(name.encode()) + rb"[>\"][^\n]*",
+                                 text, re.MULTILINE):
+            _blank(out, match.start(), match.end())
+            changed = True
+    return bytes(out) if changed else None
+
+
+def _host_bodies(text: bytes) -> Iterator[Node]:
+    stack = [parse(text).root_node]
+    while stack:
+        node = stack.pop()
+        for child in node.named_children:
+            if child.type == "function_definition":
+                body = child.child_by_field_name("body")
+                if body is not None and body.type == "compound_statement" \
+                        and not _KEEPS.search(text[child.start_byte:body.start_byte]):
+                    yield body
+            elif child.type in _CONTAINERS:
+                stack.append(child)
+
+
+def _blank(out: bytearray, start: int, end: int) -> None:
+    for i in range(start, end):
+        if out[i] not in (0x0A, 0x0D):
+            out[i] = 0x20
