@@ -566,3 +566,33 @@ def test_a_unit_whose_host_code_does_not_compile_is_counted_from_its_device_code
                       .replace("x[i] = twice(x[i])", "x[i] = missing_device_fn(x[i])"))
     with pytest.raises(CompileFailure, match="missing_device_fn"):
         compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+
+
+MACRO_PRAGMAS = textwrap.dedent("""\
+    #include <omp.h>
+    #include "offload.h"
+    void scale(int n, float *x) {
+      OFFLOAD(teams distribute parallel for map(tofrom: x[0:n]))
+      for (int i = 0; i < n; i++)
+        x[i] = 2.0f * x[i] + 1.0f;
+    }
+    int main() { float x[1 << 20]; scale(1 << 20, x); }
+    """)
+
+
+@needs_omp
+def test_regions_a_macro_writes_are_compiled_when_the_analysis_found_them(tmp_path, compiler):
+    from perflsp.analysis.report import CheckSettings
+    from perflsp.checking.run import check_paths
+
+    (tmp_path / "offload.h").write_text("#define PRAGMA(x) _Pragma(#x)\n#define OFFLOAD(x) PRAGMA(omp target x)\n")
+    source = tmp_path / "scale.cpp"
+    source.write_text(MACRO_PRAGMAS)
+    # no `omp target` in the text: on its own the file looks like host code
+    assert compiler.compiled(source, ["sm_86"]).failures == {"sm_86": "scale.cpp has no device code to compile"}
+    assert "sm_86" in compiler.compiled(source, ["sm_86"], omp_regions=True).units
+    # `check` says the regions it found
+    ((_, result),) = check_paths([source], [RTX3080], CheckSettings(), compiler=compiler).files
+    (report,) = result.kernels
+    assert "operations counted in the compiled code" in texts(report.facts.evidence)[0]
+    assert report.facts.per_item.fp32 == pytest.approx(2.0, rel=0.05)

@@ -147,7 +147,8 @@ def with_compiled(program: ReadProgram, gpus: Sequence[Gpu], compiler: Compiler 
     archs = [a for a in (gpu_arch(g) for g in gpus) if a]
     if not archs:
         return program
-    return program.with_options(dataclasses.replace(program.options, compiled=compiler.compiled(program.path, archs)))
+    compiled = compiler.compiled(program.path, archs, omp_regions=bool(program.kernels.omp_regions))
+    return program.with_options(dataclasses.replace(program.options, compiled=compiled))
 
 
 def check_file(path: Path, gpus: Sequence[Gpu], settings: CheckSettings, resolver: IncludeResolver,

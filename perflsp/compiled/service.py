@@ -87,16 +87,18 @@ class Compiler:
         return includer_of(path)
 
     def request(self, path: Path, arch: str, text: bytes | None = None,
-                relocatable: bool = False) -> CompileRequest | str:
+                relocatable: bool = False, omp_regions: bool = False) -> CompileRequest | str:
         """`relocatable`: compiled for the `__device__` functions another unit calls (it may have
-        no kernel of its own)."""
+        no kernel of its own). `omp_regions`: the analysis found OpenMP target regions in the file
+        (directives a macro writes, `OMP_TARGET(teams distribute)` -> `_Pragma("omp target
+        ...")`, that no `omp target` in its text shows)."""
         try:
             own = text if text is not None else _read(path)
         except OSError as exc:
             return f"cannot read {path}: {exc.strerror or exc}"
         if relocatable and _DEVICE.search(own):
             pass
-        elif not _GLOBAL.search(own) and not _OMP_TARGET.search(own):
+        elif not _GLOBAL.search(own) and not _OMP_TARGET.search(own) and not omp_regions:
             return f"{path.name} has no device code to compile"
         kernels = len(_GLOBAL.findall(own)) + len(_OMP_TARGET.findall(own))
         if kernels > MAX_KERNELS:
@@ -109,7 +111,7 @@ class Compiler:
         except OSError as exc:
             return f"cannot read {unit}: {exc.strerror or exc}"
         flags = self.flags_for(unit) or self.flags_for(path)
-        language = unit_language(unit, unit_text, flags)
+        language = unit_language(unit, unit_text, flags) or ("omp" if omp_regions and unit == path else None)
         if language is None or (language == "cuda" and not _GLOBAL.search(unit_text) and unit == path
                                 and not relocatable):
             return f"{unit.name} has no device code to compile"
@@ -129,13 +131,15 @@ class Compiler:
 
     # -- compiling -----------------------------------------------------------------------------
 
-    def compiled(self, path: Path, archs: Sequence[str], text: bytes | None = None) -> CompiledSource:
+    def compiled(self, path: Path, archs: Sequence[str], text: bytes | None = None,
+                 omp_regions: bool = False) -> CompiledSource:
         """`path` compiled for each architecture (waiting for a compile already under way);
-        `text`: its unsaved text, when it differs from the file."""
+        `text`: its unsaved text, when it differs from the file; `omp_regions`: the analysis found
+        OpenMP target regions in it (`request`)."""
         units: dict[str, CompiledUnit] = {}
         failures: dict[str, str] = {}
         for arch in dict.fromkeys(archs):
-            result = self._result(path, arch, text)
+            result = self._result(path, arch, text, omp_regions)
             if isinstance(result, str):
                 failures[arch] = result
             else:
@@ -196,8 +200,9 @@ class Compiler:
         return (request.source, request.arch, repr((request.include_dirs, request.defines, request.forced_includes,
                                                     request.std, request.language, request.relocatable)))
 
-    def _submit(self, path: Path, arch: str, text: bytes | None) -> Future[CompiledUnit | str] | CompiledUnit | str:
-        request = self.request(path, arch, text)
+    def _submit(self, path: Path, arch: str, text: bytes | None,
+                omp_regions: bool = False) -> Future[CompiledUnit | str] | CompiledUnit | str:
+        request = self.request(path, arch, text, omp_regions=omp_regions)
         if isinstance(request, str):
             return request
         key = self._key(request)
@@ -229,8 +234,8 @@ class Compiler:
                     del self._done[next(iter(self._done))]
         return result
 
-    def _result(self, path: Path, arch: str, text: bytes | None) -> CompiledUnit | str:
-        submitted = self._submit(path, arch, text)
+    def _result(self, path: Path, arch: str, text: bytes | None, omp_regions: bool = False) -> CompiledUnit | str:
+        submitted = self._submit(path, arch, text, omp_regions)
         if isinstance(submitted, Future):
             return submitted.result()
         return submitted
