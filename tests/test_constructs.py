@@ -611,3 +611,64 @@ def test_a_floating_point_member_of_a_local_struct_is_not_given_the_type_of_what
     """
     (scale,) = analyse(src)
     assert scale.facts.per_item.fp64 == 0
+
+
+# texture fetches --------------------------------------------------------------------------------
+
+TEXTURES = """
+#define DIM 2048
+texture<float> heat;
+__global__ void blend(float *dst) {
+  int x = threadIdx.x + blockIdx.x * blockDim.x;
+  int y = threadIdx.y + blockIdx.y * blockDim.y;
+  int o = x + y * blockDim.x * gridDim.x;
+  float t = tex1Dfetch(heat, o - DIM), b = tex1Dfetch(heat, o + DIM);
+  float l = tex1Dfetch(heat, o - 1), r = tex1Dfetch(heat, o + 1), c = tex1Dfetch(heat, o);
+  dst[o] = c + 0.25f * (t + b + l + r - 4.0f * c);
+}
+__global__ void box3(cudaTextureObject_t img, float4 *out, int w) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x;
+  int y = blockIdx.y * blockDim.y + threadIdx.y;
+  float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int dy = -1; dy <= 1; dy++)
+    for (int dx = -1; dx <= 1; dx++) {
+      float4 v = tex2D<float4>(img, x + dx + 0.5f, y + dy + 0.5f);
+      s.x += v.x; s.y += v.y; s.z += v.z; s.w += v.w;
+    }
+  out[y * w + x] = s;
+}
+__global__ void window(cudaTextureObject_t img, float *out, int w) {
+  int ix = blockIdx.x * blockDim.x + threadIdx.x, iy = blockIdx.y * blockDim.y + threadIdx.y;
+  const float x = (float)ix + 0.5f, y = (float)iy + 0.5f;
+  float s = 0.0f;
+  for (float i = -3; i <= 3; i++)
+    for (float j = -3; j <= 3; j++)
+      s += __expf(-tex2D<float>(img, x + j, y + i));
+  out[w * iy + ix] = s;
+}
+int main() {
+  float *d; float4 *o; cudaTextureObject_t t = 0;
+  blend<<<dim3(DIM / 16, DIM / 16), dim3(16, 16)>>>(d);
+  box3<<<dim3(DIM / 16, DIM / 16), dim3(16, 16)>>>(t, o, DIM);
+  window<<<dim3(DIM / 16, DIM / 16), dim3(16, 16)>>>(t, d, DIM);
+}
+"""
+
+
+def test_texture_fetches_are_global_reads_of_the_texels_they_name():
+    by_name = {r.name: r for r in analyse(TEXTURES)}
+    blend, box = by_name["blend"], by_name["box3"]
+    # a reference's fetches read its declared element; neighbours overlap, as in an array
+    assert blend.facts.per_item.global_load_bytes == 5 * 4
+    heat = [g for g in blend.facts.traffic.groups if g.array == "heat"]
+    assert sum(g.footprint_bytes for g in heat) == pytest.approx(2048 * 2048 * 4, rel=0.01)
+    # an object's fetch reads the type it names, at the texel its coordinates' integer part picks
+    assert box.facts.per_item.global_load_bytes == 9 * 16
+    image = [g for g in box.facts.traffic.groups if g.array == "img"]
+    assert sum(g.footprint_bytes for g in image) == pytest.approx(2048 * 2048 * 16, rel=0.01)
+    assert blend.estimates[0].verdict == box.estimates[0].verdict == "bandwidth"
+    # coordinates in floating point (`x + j` of a float `x`): the thread's own texel, each read once
+    window = by_name["window"]
+    assert window.facts.per_item.global_load_bytes == 49 * 4
+    texels = [g for g in window.facts.traffic.groups if g.array == "img"]
+    assert sum(g.footprint_bytes for g in texels) == pytest.approx(2048 * 2048 * 4, rel=0.01)

@@ -74,6 +74,11 @@ WARP_FUNCTIONS = {"__shfl_sync", "__shfl_down_sync", "__shfl_up_sync", "__shfl_x
                   "__byte_perm", "__funnelshift_l", "__funnelshift_r", "__mul24", "__umul24", "__mulhi",
                   "__umulhi", "__sad", "__usad", "__vabsdiffu4", "__dp4a", "__reduce_add_sync"}
 LOAD_FUNCTIONS = {"__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"}
+# texture fetches: the coordinates they take (a layer or a cube face is one more)
+TEXTURE_FETCHES = {"tex1Dfetch": 1, "tex1D": 1, "tex1DLod": 1, "tex1DGrad": 1, "tex2D": 2, "tex2DLod": 2,
+                   "tex2DGrad": 2, "tex2Dgather": 2, "tex3D": 3, "tex3DLod": 3, "tex3DGrad": 3,
+                   "tex1DLayered": 2, "tex1DLayeredLod": 2, "tex2DLayered": 3, "tex2DLayeredLod": 3,
+                   "texCubemap": 3, "texCubemapLod": 3}
 STORE_FUNCTIONS = {"__stcg", "__stcs", "__stwb", "__stwt"}
 
 

@@ -26,6 +26,8 @@ from perflsp.kernels.program import ProgramModel, SourceFile, program_model
 from perflsp.source.positions import LineIndex
 
 HostTypes = dict[str, tuple[CType, tuple[float, ...]]]  # variable -> (type, array dimensions)
+# a texture reference (`texture<float4, 2, cudaReadModeElementType>`): its element type
+_TEXTURE_REFERENCE = re.compile(r"\s*texture\s*<\s*([^,<>]+?)\s*[,>]")
 
 
 class AnalysisUnit:
@@ -105,9 +107,13 @@ class AnalysisUnit:
             text = self.ctx.text(node)
             head = text.split("=", 1)[0]
             space = "const" if "__constant__" in head else ("global" if "__device__" in head or "__managed__" in head else None)
+            written = self.ctx.text(node.child_by_field_name("type"))
+            texel = _TEXTURE_REFERENCE.match(written)
+            if texel is not None:  # `texture<float4, 2> tex;`: what its fetches read
+                space, written = "global", texel.group(1)
             if space is None:
                 continue
-            base = parse_type(self.ctx.text(node.child_by_field_name("type")), self.type_aliases)
+            base = parse_type(written, self.type_aliases)
             for declarator in node.children_by_field_name("declarator"):
                 name = re.match(r"\W*(\w+)", self.ctx.text(declarator))
                 if name:

@@ -13,7 +13,7 @@ from tree_sitter import Node
 from perflsp.analysis import costs
 from perflsp.analysis.ctype import F16, F32, F64, INT, UNKNOWN, CType, common_type, parse_type
 from perflsp.analysis.folding import atoms_of, conversion_target, fold_math
-from perflsp.analysis.linear import Linear
+from perflsp.analysis.linear import Linear, distinct_values
 from perflsp.analysis.notes import Note, NoteKind, NoteSource
 from perflsp.analysis.walk_accesses import record_access, record_store, repointed
 from perflsp.analysis.walk_expressions import combine_values, identifier_named
@@ -63,6 +63,71 @@ def method_call(walker: Walker, fn: Node, arg_nodes: list[Node]) -> Val:
     return Val(UNKNOWN, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
 
 
+# the widest a texture's dimension is read as where its coordinate's range is not known
+_TEXTURE_ROW = float(1 << 20)
+
+
+def texture_fetch(walker: Walker, node: Node, simple: str, arg_nodes: list[Node]) -> Val:
+    """`tex1Dfetch(t, i)`, `tex2D<float4>(obj, x, y)`, ...: a read of the texel at those
+    coordinates, a global load through the texture cache (Nsight Compute's DRAM bytes count it
+    like any other) of the texture's element: the call's template argument, else the type a
+    `texture<T, ...>` reference is declared with, else a float."""
+    texture = walker.eval(arg_nodes[0])
+    coordinates = [_texel_coordinate(walker, a) for a in arg_nodes[1:]]
+    template = re.search(r"<(.*)>", walker.text(node.child_by_field_name("function")))
+    if template:
+        element = parse_type(template.group(1), walker.aliases)
+    elif texture.root is not None and texture.ctype.pointer:
+        element = texture.ctype.deref()
+    else:
+        element = F32
+    # the coordinates as one row-major index, each dimension as wide as the range its coordinate
+    # takes: distinct texels count as distinct elements, `x` keeps a warp's coalescing, and
+    # neighbours (a filter's taps) overlap as they do in an array
+    used = coordinates[:costs.TEXTURE_FETCHES[simple]]
+    if any(c.lin.nonlinear or not c.lin.const_known for c in used):
+        index = _own_texel(walker)
+    else:
+        index, stride = Linear.constant(0.0), 1.0
+        for coordinate in used:
+            index = index.add(coordinate.lin.scale(stride))
+            stride *= distinct_values(coordinate.lin, walker.cardinality, _TEXTURE_ROW)
+    root = texture.root or walker.text(arg_nodes[0]).strip()
+    record_access(walker, Val(element.address_of(), None, Linear.constant(0.0), root, "global"), index, element,
+                  False, node)
+    return Val(element, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
+
+
+def _own_texel(walker: Walker) -> Linear:
+    """The texel of the thread's own position in the launch (row-major over the grid's threads):
+    where the walk cannot follow a fetch's coordinates (floating-point arithmetic: `x + j` of
+    a float `x = ix + 0.5f`), the fetch is read as around the pixel the thread works on, as image
+    filters sample, so that the launch reads each texel once and its neighbours' taps add none."""
+    index, stride = Linear.constant(0.0), 1.0
+    for block_atom, thread_atom in (("bx", "tx"), ("by", "ty"), ("bz", "tz")):
+        threads = max(1.0, walker.cardinality.get(thread_atom, 1.0))
+        index = index.add(Linear.atom(thread_atom).scale(stride)).add(Linear.atom(block_atom).scale(stride * threads))
+        stride *= threads * max(1.0, walker.cardinality.get(block_atom, 1.0))
+    return index
+
+
+def _texel_coordinate(walker: Walker, node: Node) -> Val:
+    """A texture coordinate as the texel index it names: `x + 0.5f` and `(float)x` (a texel's
+    centre, written in floating point) are the integer `x` (a float value is no index)."""
+    while True:
+        value = node.child_by_field_name("value")
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if node.type == "parenthesized_expression" and node.named_child_count == 1:
+            node = node.named_children[0]
+        elif node.type == "cast_expression" and value is not None:
+            node = value
+        elif node.type == "binary_expression" and walker.text(node.child_by_field_name("operator")) in ("+", "-") \
+                and left is not None and right is not None and right.type == "number_literal":
+            node = left
+        else:
+            return walker.eval(node)
+
+
 def call_on_nodes(walker: Walker, node: Node, name: str, simple: str, arg_nodes: list[Node]) -> Val | None:
     """Calls that read their argument nodes themselves (casts, atomics, tensor cores, cache
     hints, the OpenMP thread API); None for any other call."""
@@ -83,6 +148,8 @@ def call_on_nodes(walker: Walker, node: Node, name: str, simple: str, arg_nodes:
         return mma_sync(walker, arg_nodes)
     if simple in ("load_matrix_sync", "store_matrix_sync") and len(arg_nodes) >= 3:
         return matrix_sync(walker, node, arg_nodes, simple == "store_matrix_sync")
+    if simple in costs.TEXTURE_FETCHES and len(arg_nodes) >= 2:
+        return texture_fetch(walker, node, simple, arg_nodes)
     if simple in costs.LOAD_FUNCTIONS and arg_nodes:
         ptr = walker.eval(arg_nodes[0])
         if ptr.root is not None:
