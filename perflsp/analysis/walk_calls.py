@@ -65,6 +65,7 @@ def method_call(walker: Walker, fn: Node, arg_nodes: list[Node]) -> Val:
 
 # the widest a texture's dimension is read as where its coordinate's range is not known
 _TEXTURE_ROW = float(1 << 20)
+_FLOAT_LITERAL = re.compile(r"\s*(?:\d+\.\d*|\.\d+|\d+(?:\.\d*)?[eE][+-]?\d+)(?:[eE][+-]?\d+)?[fFlL]?\s*")
 
 
 def texture_fetch(walker: Walker, node: Node, simple: str, arg_nodes: list[Node]) -> Val:
@@ -122,8 +123,8 @@ def _texel_coordinate(walker: Walker, node: Node) -> Val:
         elif node.type == "cast_expression" and value is not None:
             node = value
         elif node.type == "binary_expression" and walker.text(node.child_by_field_name("operator")) in ("+", "-") \
-                and left is not None and right is not None and right.type == "number_literal":
-            node = left
+                and left is not None and right is not None and _FLOAT_LITERAL.fullmatch(walker.text(right)):
+            node = left  # (an integer offset, `x - 1`, stays: it names another texel)
         else:
             return walker.eval(node)
 

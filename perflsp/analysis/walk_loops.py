@@ -268,8 +268,10 @@ def _clipped_trip(walker: Walker, var: str, start: Val | None, step: Val | None,
     """The trip count of a loop bounded by the smaller of two operands: the shortest trip either
     gives on its own (the other one only clips the last tile). None for any other bound, or when
     no operand's trip is known."""
-    operands = _clipping_operands(walker, bound) if start is not None and step is not None and step.value else None
-    if not operands or start is None or step is None or not step.value:
+    if start is None or step is None or not step.value:
+        return None
+    operands = _clipping_operands(walker, bound)
+    if not operands:
         return None
     trips = []
     saved = walker.mult
