@@ -18,12 +18,9 @@ from collections.abc import Iterator
 
 from tree_sitter import Node
 
+from perflsp.kernels.definitions import definition_nodes
 from perflsp.source.parser import parse
 
-# nodes whose children may define functions (namespaces, `extern "C" {}`, templates, #if arms, classes)
-_CONTAINERS = frozenset({"translation_unit", "namespace_definition", "declaration_list", "linkage_specification",
-                         "template_declaration", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
-                         "class_specifier", "struct_specifier", "field_declaration_list"})
 # what keeps a definition's body: device code, or a word that may expand to it
 _KEEPS = re.compile(rb"__global__|__device__|\bconstexpr\b|\b[A-Z_][A-Z0-9_]+\b")
 
@@ -46,17 +43,11 @@ def host_code_aside(text: bytes, missing_headers: frozenset[str] = frozenset()) 
 
 
 def _host_bodies(text: bytes) -> Iterator[Node]:
-    stack = [parse(text).root_node]
-    while stack:
-        node = stack.pop()
-        for child in node.named_children:
-            if child.type == "function_definition":
-                body = child.child_by_field_name("body")
-                if body is not None and body.type == "compound_statement" \
-                        and not _KEEPS.search(text[child.start_byte:body.start_byte]):
-                    yield body
-            elif child.type in _CONTAINERS:
-                stack.append(child)
+    for definition, _member in definition_nodes(parse(text).root_node):
+        body = definition.child_by_field_name("body")
+        if body is not None and body.type == "compound_statement" \
+                and not _KEEPS.search(text[definition.start_byte:body.start_byte]):
+            yield body
 
 
 def _blank(out: bytearray, start: int, end: int) -> None:

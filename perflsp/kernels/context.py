@@ -16,7 +16,8 @@ from perflsp.source.positions import LineIndex
 # how a launch's `<<<` is written: Visual Studio's formatter writes `k << < grid, block >> > (args)`
 # (nvcc and the grammar accept it)
 LAUNCH_TOKENS = (b"<<<", b"<< <")
-_CANDIDATE_TOKENS = re.compile(rb"__global__|__device__|<<<|<< <|#[ \t]*pragma")
+_CANDIDATE_TOKENS = re.compile(b"|".join([rb"__global__", rb"__device__", *map(re.escape, LAUNCH_TOKENS),
+                                          rb"#[ \t]*pragma"]))
 
 
 def has_launch_syntax(data: bytes) -> bool:

@@ -4,6 +4,8 @@ because a region calls it, says nothing like `__device__`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from tree_sitter import Node
 
 # nodes whose children may define functions (namespaces, `extern "C" {}`, templates, #if arms)
@@ -14,21 +16,28 @@ _MAX_NESTING = 6
 _CLASS_BODIES = ("class_specifier", "struct_specifier", "field_declaration_list")
 
 
-def function_definitions(root: Node, data: bytes) -> dict[str, Node]:
-    """Simple name -> the first definition of that name at file or namespace scope, then the
-    member functions defined in class bodies under names no such definition has."""
-    found: dict[str, Node] = {}
-    members: dict[str, Node] = {}
+def definition_nodes(root: Node) -> Iterator[tuple[Node, bool]]:
+    """Every function definition at file or namespace scope or in a class body: (its node,
+    whether it is a member)."""
     stack: list[tuple[Node, int, bool]] = [(root, 0, False)]
     while stack:
         node, depth, in_class = stack.pop()
         for child in node.named_children:
             if child.type == "function_definition":
-                name = defined_name(child, data)
-                if name is not None:
-                    (members if in_class else found).setdefault(name, child)
+                yield child, in_class
             elif depth < _MAX_NESTING and (child.type in _CONTAINERS or child.type in _CLASS_BODIES):
                 stack.append((child, depth + 1, in_class or child.type in _CLASS_BODIES))
+
+
+def function_definitions(root: Node, data: bytes) -> dict[str, Node]:
+    """Simple name -> the first definition of that name at file or namespace scope, then the
+    member functions defined in class bodies under names no such definition has."""
+    found: dict[str, Node] = {}
+    members: dict[str, Node] = {}
+    for node, in_class in definition_nodes(root):
+        name = defined_name(node, data)
+        if name is not None:
+            (members if in_class else found).setdefault(name, node)
     for name, node in members.items():
         found.setdefault(name, node)
     return found
