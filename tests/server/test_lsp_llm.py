@@ -69,8 +69,9 @@ async def test_static_first_then_llm_marked_and_one_request_per_edited_kernel(tm
                 lsp.TextDocumentItem(uri=uri, language_id="cuda-cpp", version=1, text=path.read_text())))
             s.versions[uri] = 1
             static = roofline(await asyncio.wait_for(waiter, 30))
-            # static at once, saying the LLM is being asked
-            assert len(static) == 5 and all(d.data["source"] == "static" for d in static.values())
+            # static at once, saying the LLM is being asked (a slow machine's first publication
+            # may hold the kernels analysed so far: a first analysis publishes what it has early)
+            assert static and all(d.data["source"] == "static" for d in static.values())
             assert all(f"asking {LABEL}" in d.message for d in static.values())
 
             answered = roofline(await s.diagnostics_matching(uri, all_from("llm", 1)))
