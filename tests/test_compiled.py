@@ -242,6 +242,40 @@ def test_units_are_cached_by_text_flags_and_headers(tmp_path):
     assert sum(lc.counts[INDEX["fp64"]] for b in fn.blocks for lc in b.lines) > 0
 
 
+@needs_cuda
+def test_prefetch_compiles_what_the_cache_lacks_and_leaves_cached_units_to_the_caller(tmp_path):
+    sources = []
+    for name in ("a", "b"):
+        source = tmp_path / f"{name}.cu"
+        source.write_text(f"__global__ void {name}(float *y) {{ y[threadIdx.x] *= 2.0f; }}\n")
+        sources.append(source)
+    (tmp_path / "host.cpp").write_text("int main() { return 0; }\n")  # no device code: not submitted
+    calls: list[str] = []
+
+    class Counting(Compiler):
+        def _compile(self, request):
+            calls.append(Path(request.source).name)
+            return super()._compile(request)
+
+    cold = Counting(TOOLCHAIN, CompileCache(tmp_path / "cache"))
+    cold.prefetch([*sources, tmp_path / "host.cpp"], ["sm_86"])
+    units = [cold.compiled(source, ["sm_86"]).units["sm_86"] for source in sources]
+    cold.close()
+    assert sorted(calls) == ["a.cu", "b.cu"]  # each compiled once: the caller shared the prefetched one
+    assert [fn.name for unit in units for fn in unit.functions.values()] == ["_Z1aPf", "_Z1bPf"]
+    # a warm cache: the prefetch submits nothing; the caller loads each unit when it asks
+    calls.clear()
+    warm = Counting(TOOLCHAIN, CompileCache(tmp_path / "cache"))
+    warm.prefetch(sources, ["sm_86"])
+    for thread in warm._prefetching:
+        thread.join()
+    assert calls == []
+    assert warm.compiled(sources[1], ["sm_86"]).units["sm_86"].to_json() == units[1].to_json()
+    assert calls == ["b.cu"]
+    warm.close()
+    assert "closed" in warm.compiled(sources[0], ["sm_86"]).failures["sm_86"]
+
+
 @needs_omp
 def test_an_openmp_region_counts_its_loop_body_per_iteration(tmp_path, compiler):
     source = tmp_path / "saxpy.cpp"

@@ -157,6 +157,14 @@ class CompileCache:
             raise unit
         return unit
 
+    def holds(self, key: str) -> bool:
+        """Whether an entry was stored under `key` (without reading it: it may still turn out
+        stale when its headers changed)."""
+        if key in self._memory:
+            return True
+        meta_path = self._file(key, ".json")
+        return meta_path is not None and meta_path.is_file()
+
     def put_failure(self, key: str, failure: CompileFailure, headers: list[str]) -> None:
         self._remember(key, failure)
         meta_path = self._file(key, ".json")
@@ -231,6 +239,15 @@ def _header_digests(paths: Sequence[str]) -> list[str]:
         except OSError:
             out.append("")
     return out
+
+
+def is_cached(request: CompileRequest, toolchain: Toolchain, cache: CompileCache) -> bool:
+    """Whether `cache` holds the unit's result (compiled, or failed) under its present text."""
+    try:
+        text = request.text if request.text is not None else Path(request.source).read_bytes()
+    except OSError:
+        return False
+    return cache.holds(cache_key(request, toolchain, text))
 
 
 def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCache | None = None,

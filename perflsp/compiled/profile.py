@@ -68,6 +68,11 @@ class LineTable:
             for line in range(statement.first, statement.last + 1):
                 lines.setdefault(line, []).insert(0, statement)
         self._files = {_key(s.path) for s in profile.statements} | {_key(lp.path) for lp in profile.loops}
+        # each statement's inline call sites, keyed once (weights are asked per instruction line)
+        self._sites = {id(s): _sites(s) for s in profile.statements}
+        self._loops_by_file: dict[str, list[int]] = {}
+        for i, lp in enumerate(profile.loops):
+            self._loops_by_file.setdefault(_key(lp.path), []).append(i)
 
     def statements_at(self, location: Location) -> list[SourceStatement]:
         """The statements recorded at `location`, innermost first (every inline copy)."""
@@ -84,13 +89,13 @@ class LineTable:
         if not statements:
             return None
         wanted = tuple((_key(p), n) for p, n in callsites)
-        chosen = [s for s in statements if _sites(s) == wanted] or statements
+        chosen = [s for s in statements if self._sites[id(s)] == wanted] or statements
         starting = [s.weight for s in chosen if s.first == location[1]]
         if starting:
             return max(starting)
         innermost: dict[tuple[tuple[str, int], ...], float] = {}
         for statement in chosen:  # innermost first: the first of each inline copy
-            innermost.setdefault(_sites(statement), statement.weight)
+            innermost.setdefault(self._sites[id(statement)], statement.weight)
         return max(innermost.values())
 
     def knows_file(self, path: str) -> bool:
@@ -99,17 +104,17 @@ class LineTable:
     def loops_at(self, location: Location) -> list[int]:
         """Loops whose header spans `location` (or whose last line it is: `} while (...)`), innermost first."""
         path, line = location
-        key = _key(path)
-        found = [i for i, lp in enumerate(self.profile.loops)
-                 if _key(lp.path) == key and (lp.first <= line <= lp.body or line == lp.last)]
-        return sorted(found, key=lambda i: self.profile.loops[i].depth, reverse=True)
+        loops = self.profile.loops
+        found = [i for i in self._loops_by_file.get(_key(path), ())
+                 if loops[i].first <= line <= loops[i].body or line == loops[i].last]
+        return sorted(found, key=lambda i: loops[i].depth, reverse=True)
 
     def loops_around(self, location: Location) -> list[int]:
         """Loops whose whole statement spans `location`, innermost first."""
         path, line = location
-        key = _key(path)
-        found = [i for i, lp in enumerate(self.profile.loops) if _key(lp.path) == key and lp.first <= line <= lp.last]
-        return sorted(found, key=lambda i: self.profile.loops[i].depth, reverse=True)
+        loops = self.profile.loops
+        found = [i for i in self._loops_by_file.get(_key(path), ()) if loops[i].first <= line <= loops[i].last]
+        return sorted(found, key=lambda i: loops[i].depth, reverse=True)
 
 
 def _sites(statement: SourceStatement) -> tuple[tuple[str, int], ...]:
