@@ -70,6 +70,7 @@ class Compiler:
         self._done: dict[tuple[str, str, str], CompiledUnit | str] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._prefetching: list[threading.Thread] = []
+        self._ahead: list[tuple[Path, str]] | None = None  # what `prefetch` was given, until it starts
         self._closed = False
         self.keep = 256  # results held in memory (the oldest go first)
         self._links: dict[tuple[str, str], tuple[CompiledUnit, CompiledUnit]] = {}  # unit -> with others' functions
@@ -188,19 +189,24 @@ class Compiler:
         return self.flags.is_unit(path) if self.flags is not None else None
 
     def prefetch(self, paths: Iterable[Path], archs: Sequence[str]) -> None:
-        """Start compiling, in the pool and in file order, every file for every architecture
-        that the cache does not hold yet. The requests are made in a thread of their own: making
-        one reads the file and its unit (~1 ms of I/O each, 8 s for a corpus of 7,500 files),
-        which the caller's analysis of the first files overlaps instead of waiting for. Units
-        the cache holds are left for `compiled` to load when the caller asks: loading them all
-        in the pool meanwhile slowed the caller's own analysis by a third (threads taking turns
-        on the interpreter), for loads of ~3 ms each. A file the caller reaches before the
-        prefetch does it submits itself; the pending request is shared either way."""
+        """Compile ahead of the caller, in the pool and in file order, every file for every
+        architecture that the cache does not hold, once the caller asks for a unit the cache
+        lacks. On a warm cache nothing runs ahead: loading cached units in the pool while the
+        caller analysed slowed its analysis by a third (threads taking turns on the interpreter)
+        for loads of ~3 ms each, which `compiled` makes when asked. The requests are made in a
+        thread of their own (each reads its file and unit: ~1 ms of I/O, 8 s for a corpus of
+        7,500 files). A file the caller reaches first it submits itself; the pending request
+        is shared either way."""
         work = [(path, arch) for path in paths for arch in dict.fromkeys(archs)]
-        if not work:
-            return
-        thread = threading.Thread(target=self._prefetch, args=(work,), name="perflsp-prefetch", daemon=True)
         with self._lock:
+            self._ahead = work or None
+
+    def _start_prefetch(self) -> None:
+        with self._lock:
+            work, self._ahead = self._ahead, None
+            if work is None or self._closed:
+                return
+            thread = threading.Thread(target=self._prefetch, args=(work,), name="perflsp-prefetch", daemon=True)
             self._prefetching.append(thread)
         thread.start()
 
@@ -251,6 +257,8 @@ class Compiler:
         return future
 
     def _compile(self, request: CompileRequest) -> CompiledUnit | str:
+        if self._ahead is not None and (self.cache is None or not is_cached(request, self.toolchain, self.cache)):
+            self._start_prefetch()  # the cache lacks units: compile the files ahead while this one compiles
         try:
             result: CompiledUnit | str = compile_unit(request, self.toolchain, self.cache, self.timeout_s)
         except CompileFailure as exc:
