@@ -241,13 +241,21 @@ def _header_digests(paths: Sequence[str]) -> list[str]:
     return out
 
 
+def _text_and_key(request: CompileRequest, toolchain: Toolchain) -> tuple[bytes, str]:
+    """The unit's present text and its cache key (raises `CompileFailure` when it cannot be read)."""
+    try:
+        text = request.text if request.text is not None else Path(request.source).read_bytes()
+    except OSError as exc:
+        raise CompileFailure(f"cannot read {request.source}: {exc.strerror or exc}") from None
+    return text, cache_key(request, toolchain, text)
+
+
 def is_cached(request: CompileRequest, toolchain: Toolchain, cache: CompileCache) -> bool:
     """Whether `cache` holds the unit's result (compiled, or failed) under its present text."""
     try:
-        text = request.text if request.text is not None else Path(request.source).read_bytes()
-    except OSError:
+        return cache.holds(_text_and_key(request, toolchain)[1])
+    except CompileFailure:
         return False
-    return cache.holds(cache_key(request, toolchain, text))
 
 
 def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCache | None = None,
@@ -258,11 +266,7 @@ def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCa
         raise CompileFailure(missing)
     if not re.fullmatch(r"sm_\d+[af]?", request.arch):
         raise CompileFailure(f"not a GPU architecture: '{request.arch}' (expected e.g. sm_86)")
-    try:
-        text = request.text if request.text is not None else Path(request.source).read_bytes()
-    except OSError as exc:
-        raise CompileFailure(f"cannot read {request.source}: {exc.strerror or exc}") from None
-    key = cache_key(request, toolchain, text)
+    text, key = _text_and_key(request, toolchain)
     if cache is not None and (hit := cache.get(key)) is not None:
         return hit
     started = time.perf_counter()

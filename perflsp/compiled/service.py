@@ -192,8 +192,8 @@ class Compiler:
         """Compile ahead of the caller, in the pool and in file order, every file for every
         architecture that the cache does not hold, once the caller asks for a unit the cache
         lacks. On a warm cache nothing runs ahead: loading cached units in the pool while the
-        caller analysed slowed its analysis by a third (threads taking turns on the interpreter)
-        for loads of ~3 ms each, which `compiled` makes when asked. The requests are made in a
+        caller analysed slowed its analysis by a quarter or more (threads taking turns on the
+        interpreter) for loads of ~3 ms each, which `compiled` makes when asked. The requests are made in a
         thread of their own (each reads its file and unit: ~1 ms of I/O, 8 s for a corpus of
         7,500 files). A file the caller reaches first it submits itself; the pending request
         is shared either way."""
