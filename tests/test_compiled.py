@@ -209,6 +209,38 @@ def test_an_unrolled_runtime_loop_runs_its_source_trips_at_the_main_loops_cost(t
     assert "1 of 3 loops tied" not in tied and "loops tied to source loops" in tied
 
 
+HISTOGRAM = """\
+__global__ void histogram(const float *x, const int *bin, float *y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float t[64];
+    for (int q = 0; q < 64; ++q)
+        t[q] = 0.0f;
+    for (int q = 0; q < 64; ++q)
+        t[bin[i + q * n] & 63] += x[i + q * n];
+    y[i] = t[i & 63];
+}
+int main() { float *x, *y; int *b; int n = 1 << 20; histogram<<<n / 256, 256>>>(x, b, y, n); }
+"""
+
+
+@needs_cuda
+def test_a_stack_array_indexed_at_run_time_is_local_memory_that_reaches_dram(tmp_path, compiler):
+    source = tmp_path / "histogram.cu"
+    source.write_text(HISTOGRAM)
+    report = analyse(source, compiler)["histogram"]
+    facts = report.facts
+    # SASS (nvcc -O3, sm_86): `IADD3 R1, R1, -0x100, RZ` (a 256 B frame), 16 × STL.128 zero it,
+    # then, unrolled, 64 × (LDL, FADD, STL) of 4 B and one LDL for the result: 772 B a thread
+    assert facts.stack is not None and facts.stack.bytes_per_thread == 256
+    assert facts.per_item.local_bytes == pytest.approx(772.0)
+    # 21 registers: 1,536 threads an SM hold 384 KiB of frames, beyond its L1: each 256 B frame
+    # written to DRAM and read back, for 2^20 threads
+    assert "of local memory" in facts.dram_note
+    (estimate,) = report.estimates
+    global_bytes = (64 + 64 + 1) * 4 * float(1 << 20)  # x and bin read once, y written
+    assert estimate.dram_bytes == pytest.approx(global_bytes + 2 * 256 * float(1 << 20), rel=0.05)
+
+
 @needs_cuda
 def test_a_header_kernel_is_compiled_through_the_source_that_includes_it(tmp_path, compiler):
     (tmp_path / "kernels.cuh").write_text(POLY.split("int main")[0])

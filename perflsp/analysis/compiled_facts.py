@@ -72,6 +72,7 @@ def compiled_per_item(source: OpCounts, compiled: CompiledCounts, threads: float
     counts.global_stores = d.get("stores") * scale
     counts.global_load_bytes = d.get("load_bytes") * scale
     counts.global_store_bytes = d.get("store_bytes") * scale
+    counts.local_bytes = d.get("local_bytes") * scale
     counts.int_address = counts.int_loop = 0.0
     counts.tensor_fp16 = d.get("tensor_fp16") * scale
     counts.tensor_tf32 = d.get("tensor_tf32") * scale

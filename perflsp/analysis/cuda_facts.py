@@ -19,7 +19,7 @@ from perflsp.analysis.finish import Extents, count_text, dims_text, finish, unce
 from perflsp.analysis.grid_sizes import grid_sized_parameters
 from perflsp.analysis.host_types import class_member_types, host_types
 from perflsp.analysis.linear import Linear
-from perflsp.analysis.models import KernelFacts
+from perflsp.analysis.models import KernelFacts, StackFrames
 from perflsp.analysis.notes import Note, NoteKind, assumed, problem_size_unknown
 from perflsp.analysis.struct_layout import pointee_struct_name, struct_layout
 from perflsp.analysis.unit import AnalysisUnit
@@ -139,6 +139,8 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     if compiled_note:
         facts.evidence.insert(0, compiled_note)
         facts.operations = "compiled"
+        if compiled is not None and compiled_fn is not None:
+            facts.stack = StackFrames(compiled.stack_bytes(compiled_fn), work_items, compiled_fn.registers)
     return facts, threads_per_block, shared_bytes
 
 

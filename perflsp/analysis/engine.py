@@ -28,6 +28,7 @@ from perflsp.analysis.cuda_facts import cuda_facts, production_shape
 from perflsp.analysis.estimate import estimate_for_gpu
 from perflsp.analysis.finish import uncertain_facts
 from perflsp.analysis.l2_writes import with_held_writes
+from perflsp.analysis.local_traffic import with_local_traffic
 from perflsp.analysis.models import FileReport, KernelFacts, KernelReport
 from perflsp.analysis.notes import Note, NoteKind, NoteSource
 from perflsp.analysis.omp_facts import omp_facts
@@ -108,9 +109,11 @@ def analyze_kernel(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, gpus: S
 
 def _on_gpu_traffic(facts: KernelFacts, gpu: Gpu, threads: int | None, registers: int | None, shared: int,
                     cost: CostModel) -> KernelFacts:
-    """The kernel's DRAM bytes on `gpu`: its L2's reuse window, the writes it holds, then the
-    traffic of the GPU's other clients over the kernel's run time (which the bytes before it set)."""
-    return with_other_traffic(with_held_writes(on_gpu(facts, gpu, threads, registers, shared), gpu, cost), gpu)
+    """The kernel's DRAM bytes on `gpu`: its L2's reuse window, the writes it holds, the stack
+    frames its SMs cannot hold, then the traffic of the GPU's other clients over the kernel's run
+    time (which the bytes before it set)."""
+    held = with_held_writes(on_gpu(facts, gpu, threads, registers, shared), gpu, cost)
+    return with_other_traffic(with_local_traffic(held, gpu, threads, registers, shared), gpu)
 
 
 def _kernel_facts(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, launches: list[LaunchSite],

@@ -39,6 +39,7 @@ class OpCounts:
     global_store_bytes: float = 0.0
     shared_load_bytes: float = 0.0
     shared_store_bytes: float = 0.0
+    local_bytes: float = 0.0  # local memory (stack arrays, spills) loaded and stored: compiled code only
     global_loads: float = 0.0
     global_stores: float = 0.0
     shared_accesses: float = 0.0
@@ -66,6 +67,16 @@ class OpCounts:
     def add(self, other: OpCounts, factor: float = 1.0) -> None:
         for k in self.__slots__:
             setattr(self, k, getattr(self, k) + getattr(other, k) * factor)
+
+
+@dataclass(frozen=True, slots=True)
+class StackFrames:
+    """The compiled code's stack: local memory for the arrays it indexes at run time and the
+    registers it spills, one frame per thread."""
+
+    bytes_per_thread: int  # the kernel's frame and its callees' deepest
+    threads: float  # threads launched, each with its frame
+    registers: int | None = None  # a thread's registers in that code (what sets the threads an SM holds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +108,7 @@ class KernelFacts:
     # where the operation counts come from: "compiled" (the compiled code's instructions, each
     # block weighted by how often the source walk says it runs) or "source" (the walk alone)
     operations: Literal["source", "compiled"] = "source"
+    stack: StackFrames | None = None  # the compiled code's stack frames (local memory), where it has one
 
 
 @dataclass(slots=True)

@@ -38,6 +38,7 @@ class NoteKind(StrEnum):
     L2_REUSE = "l2-reuse"  # reads repeated by blocks too far apart in launch order to share them in L2
     L2_WRITES = "l2-writes"  # writes a launch whose data fit in L2 leaves there (written back after it)
     OTHER_TRAFFIC = "other-dram-traffic"  # DRAM traffic of other clients (display scanout) while the kernel runs
+    LOCAL_MEMORY = "local-memory"  # stack frames (local arrays, spills) too large for L1: they reach DRAM
     UNANALYSED_CALL = "unanalysed-call"  # a call whose definition is not visible
     COMPILED_COUNTS = "compiled-counts"  # operations taken from the compiled code
     SOURCE_COUNTS = "source-counts"  # why operations come from the source although a compile was asked for

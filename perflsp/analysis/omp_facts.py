@@ -17,7 +17,7 @@ from perflsp.analysis.finish import count_text, finish, uncertain_facts
 from perflsp.analysis.host_types import bind_host_variables, host_types
 from perflsp.analysis.host_types import template_types as instantiated_types
 from perflsp.analysis.linear import Linear
-from perflsp.analysis.models import KernelFacts, LoopFact
+from perflsp.analysis.models import KernelFacts, LoopFact, StackFrames
 from perflsp.analysis.notes import Note, NoteKind, assumed, problem_size_unknown
 from perflsp.analysis.unit import AnalysisUnit
 from perflsp.analysis.walk_loops import loop_init, trip_count
@@ -163,6 +163,8 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     if compiled_note:
         facts.evidence.insert(0, compiled_note)
         facts.operations = "compiled"
+        if compiled is not None and compiled_fn is not None:
+            facts.stack = StackFrames(compiled.stack_bytes(compiled_fn), launched, compiled_fn.registers)
     return facts, threads, 0
 
 

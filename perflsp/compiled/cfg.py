@@ -31,7 +31,7 @@ def build_function(fn: SassFunction) -> CompiledFunction:
         return chain_index[chain]
 
     if not instructions:
-        return CompiledFunction(fn.name, fn.is_entry, fn.registers, chains, [], [])
+        return CompiledFunction(fn.name, fn.is_entry, fn.registers, chains, [], [], frame_bytes=frame_bytes(instructions))
     by_label = {label: i for i, ins in enumerate(instructions) for label in ins.labels}
     subroutines = _subroutines(instructions, by_label)
     starts, successors = _blocks(instructions, subroutines)
@@ -80,14 +80,34 @@ def build_function(fn: SassFunction) -> CompiledFunction:
         blocks.append(Block(instructions[bounds[old]].offset, [LineCounts(c, v, p) for c, (v, p) in lines.items()],
                             [renumber[s] for s in successors[old] if s in renumber], None, calls, indirect))
     loops = _loops(blocks, instructions, bounds, order, chain_id)
-    return CompiledFunction(fn.name, fn.is_entry, fn.registers, chains, blocks, loops, len(slow_arms))
+    return CompiledFunction(fn.name, fn.is_entry, fn.registers, chains, blocks, loops, len(slow_arms),
+                            frame_bytes(instructions))
+
+
+# the prologue that makes room for a thread's stack frame: `IADD3 R1, R1, -0x100, RZ`
+# (sm_80/sm_90), `VIADD R1, R1, 0xffffff00` (two's complement, newer ptxas)
+_FRAME = re.compile(r"^R1,\s*R1,\s*(-?0x[0-9a-fA-F]+)")
+
+
+def frame_bytes(instructions: list[Instruction]) -> int:
+    """Bytes of stack the function takes per thread (R1 is the stack pointer): 0 without a frame."""
+    for ins in instructions[:_PROLOGUE]:
+        if ins.base in ("IADD3", "VIADD", "IADD") and (m := _FRAME.match(ins.operands)):
+            step = int(m.group(1), 16)
+            if step >= 1 << 31:
+                step -= 1 << 32
+            return max(0, -step)
+    return 0
+
+
+_PROLOGUE = 16  # instructions searched for it
 
 
 def _vector(ins: Instruction) -> Vector:
     cost = classify(ins)
     values = [0.0] * len(CLASSES)
     for name in ("fp32", "fp64", "fp16", "integer", "special", "conversion", "load_bytes", "store_bytes", "loads",
-                 "stores", "atomics", "shared", "local", "uniform", "instructions"):
+                 "stores", "atomics", "shared", "local", "local_bytes", "uniform", "instructions"):
         values[INDEX[name]] = getattr(cost, name)
     if cost.tensor and cost.tensor_kind:
         values[INDEX["tensor_" + cost.tensor_kind]] = cost.tensor

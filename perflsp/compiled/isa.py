@@ -69,6 +69,7 @@ class Cost:
     atomics: float = 0.0
     shared: float = 0.0
     local: float = 0.0
+    local_bytes: float = 0.0  # local (stack, spill) loads and stores, by width
     uniform: float = 0.0  # uniform-datapath instructions (once per warp)
     instructions: float = 1.0
 
@@ -139,7 +140,7 @@ def _classify_opcode(opcode: str) -> Cost:
     if base in SHARED:
         return Cost(shared=1.0)
     if base in LOCAL:
-        return Cost(local=1.0)
+        return Cost(local=1.0, local_bytes=_width(modifiers))
     if base.startswith("U") and base[1:] in INTEGER:
         return Cost(uniform=1.0)
     return NOTHING

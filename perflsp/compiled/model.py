@@ -16,7 +16,7 @@ from perflsp.compiled.sass import Location
 # the classes a block's counts carry, in this order (see perflsp.compiled.isa.Cost)
 CLASSES = ("fp32", "fp64", "fp16", "tensor_fp16", "tensor_tf32", "tensor_bf16", "tensor_fp64", "tensor_int8",
            "integer", "special", "conversion", "load_bytes", "store_bytes", "loads", "stores", "atomics",
-           "shared", "local", "uniform", "instructions")
+           "shared", "local", "local_bytes", "uniform", "instructions")
 INDEX = {name: i for i, name in enumerate(CLASSES)}
 Vector = tuple[float, ...]
 ZERO: Vector = (0.0,) * len(CLASSES)
@@ -78,6 +78,7 @@ class CompiledFunction:
     blocks: list[Block]
     loops: list[Loop]
     slow_paths: int = 0  # library math slow paths (huge trigonometric arguments) cut off, not counted
+    frame_bytes: int = 0  # the function's own stack frame per thread (local arrays, spills), from its prologue
 
     def global_accesses(self) -> dict[tuple[Location, bool], tuple[float, float]]:
         """(source position, is a store) -> (instructions, bytes) of the global loads or stores the
@@ -108,7 +109,7 @@ class CompiledFunction:
                         b.loop, b.calls, b.indirect_calls] for b in self.blocks],
             "loops": [[lp.header, lp.blocks, lp.parent, lp.latch_chains, [[s.amount, s.chain, s.wide, s.address] for s in lp.steps],
                        list(lp.own_counts)] for lp in self.loops],
-            "slow_paths": self.slow_paths,
+            "slow_paths": self.slow_paths, "frame_bytes": self.frame_bytes,
         }
 
     @classmethod
@@ -119,7 +120,10 @@ class CompiledFunction:
         loops = [Loop(h, bl, parent, latches, [Step(*step) for step in steps], tuple(own))
                  for h, bl, parent, latches, steps, own in data["loops"]]
         return cls(data["name"], bool(data["entry"]), data["registers"], chains, blocks, loops,
-                   int(data.get("slow_paths", 0)))
+                   int(data.get("slow_paths", 0)), int(data.get("frame_bytes", 0)))
+
+
+_CALL_DEPTH = 8  # levels of calls followed for a stack's depth
 
 
 @dataclass(slots=True)
@@ -137,6 +141,17 @@ class CompiledUnit:
     linked: dict[str, str] = field(default_factory=dict, compare=False)
     # names.py's index of the entry functions by simple name (built on the first lookup)
     entries: dict[str, list[Any]] | None = field(default=None, repr=False, compare=False)
+
+    def stack_bytes(self, fn: CompiledFunction, depth: int = 0) -> int:
+        """A thread's stack at its deepest while `fn` runs: its own frame and the largest of its
+        callees' (functions of other units included where `linked` brought them)."""
+        deepest = 0
+        if depth < _CALL_DEPTH:
+            for callee in {name for block in fn.blocks for name in block.calls}:
+                found = self.functions.get(callee)
+                if found is not None and found is not fn:
+                    deepest = max(deepest, self.stack_bytes(found, depth + 1))
+        return fn.frame_bytes + deepest
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "arch": self.arch, "compiler": self.compiler, "seconds": self.seconds,

@@ -32,7 +32,7 @@ def gpu_json(gpu: Gpu) -> JsonObject:
 
 
 # the traffic model's own assumptions about the judged GPU, said with the DRAM figure
-_TRAFFIC_MODEL = (NoteKind.L2_REUSE, NoteKind.L2_WRITES, NoteKind.OTHER_TRAFFIC)
+_TRAFFIC_MODEL = (NoteKind.L2_REUSE, NoteKind.L2_WRITES, NoteKind.LOCAL_MEMORY, NoteKind.OTHER_TRAFFIC)
 
 
 def deciding_assumption(facts: KernelFacts | None) -> str | None:
