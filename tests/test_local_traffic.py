@@ -82,3 +82,18 @@ def test_no_stack_or_no_local_traffic_leaves_the_bytes_alone():
     assert with_local_traffic(no_frame, RTX3080, 256, None, 0) is no_frame
     unused = _facts(local_bytes=0.0, frame=256)
     assert with_local_traffic(unused, RTX3080, 256, None, 0) is unused
+
+
+def test_a_callees_frame_adds_to_its_callers_once_even_through_recursion():
+    from perflsp.compiled.model import Block, CompiledFunction, CompiledUnit
+
+    def fn(name: str, frame: int, calls: list[str]) -> CompiledFunction:
+        return CompiledFunction(name, name == "k", 32, [], [Block(0, [], [], None, calls)], [], frame_bytes=frame)
+
+    unit = CompiledUnit("/src/k.cu", "sm_86", "nvcc", {
+        "k": fn("k", 64, ["small", "deep"]), "small": fn("small", 16, []),
+        "deep": fn("deep", 32, ["leaf", "deep"]), "leaf": fn("leaf", 128, ["deep"]),
+    })
+    # k (64) -> deep (32) -> leaf (128); the calls back into `deep` add nothing more
+    assert unit.stack_bytes(unit.functions["k"]) == 64 + 32 + 128
+    assert unit.stack_bytes(unit.functions["small"]) == 16

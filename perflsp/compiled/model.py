@@ -142,16 +142,26 @@ class CompiledUnit:
     # names.py's index of the entry functions by simple name (built on the first lookup)
     entries: dict[str, list[Any]] | None = field(default=None, repr=False, compare=False)
 
-    def stack_bytes(self, fn: CompiledFunction, depth: int = 0) -> int:
+    def stack_bytes(self, fn: CompiledFunction) -> int:
         """A thread's stack at its deepest while `fn` runs: its own frame and the largest of its
-        callees' (functions of other units included where `linked` brought them)."""
-        deepest = 0
-        if depth < _CALL_DEPTH:
-            for callee in {name for block in fn.blocks for name in block.calls}:
-                found = self.functions.get(callee)
-                if found is not None and found is not fn:
-                    deepest = max(deepest, self.stack_bytes(found, depth + 1))
-        return fn.frame_bytes + deepest
+        callees' (functions of other units included where `linked` brought them); a recursive
+        call adds nothing more (its depth is the data's)."""
+        known: dict[str, int] = {}
+
+        def deepest(f: CompiledFunction, depth: int) -> int:
+            if f.name in known:
+                return known[f.name]
+            known[f.name] = 0  # while its callees are read: a call back into it adds nothing
+            below = 0
+            if depth < _CALL_DEPTH:
+                for callee in {name for block in f.blocks for name in block.calls}:
+                    found = self.functions.get(callee)
+                    if found is not None:
+                        below = max(below, deepest(found, depth + 1))
+            known[f.name] = f.frame_bytes + below
+            return known[f.name]
+
+        return deepest(fn, 0)
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "arch": self.arch, "compiler": self.compiler, "seconds": self.seconds,
