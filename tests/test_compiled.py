@@ -209,6 +209,29 @@ def test_an_unrolled_runtime_loop_runs_its_source_trips_at_the_main_loops_cost(t
     assert "1 of 3 loops tied" not in tied and "loops tied to source loops" in tied
 
 
+SUNK = """\
+__constant__ int table[1024];
+__global__ void total(int *out) {
+    int sum = 0;
+    for (int j = 0; j < 1024; j += 4)
+        sum += table[j];
+    if (threadIdx.x == 0 && blockIdx.x == 0)
+        *out = sum;
+}
+int main() { int *o; total<<<4096, 256>>>(o); }
+"""
+
+
+@needs_cuda
+def test_code_sunk_below_a_guards_exit_runs_only_for_the_threads_that_stay(tmp_path, compiler):
+    source = tmp_path / "sunk.cu"
+    source.write_text(SUNK)
+    facts = analyse(source, compiler)["total"].facts
+    # SASS: IMAD.MOV (the stack pointer), S2UR, S2R, `LOP3.LUT P0` (line 6), `@P0 EXIT`; below
+    # it the sum's 256 IADD3 (lines 4-5) and the store: only thread 0 of block 0 runs them
+    assert facts.per_item.int32 == pytest.approx(2.0, abs=0.01)
+
+
 HISTOGRAM = """\
 __global__ void histogram(const float *x, const int *bin, float *y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -187,3 +187,18 @@ int main() { k<<<1024, 256>>>(0); }
     # 48 KB per block: the 100 KB of shared memory per SM fits two blocks
     assert est.occupancy is not None and est.occupancy.active_blocks_per_sm == 2
     assert est.occupancy.limiter.value == "shared_memory"
+
+
+def test_a_guard_on_one_thread_and_one_block_passes_one_thread_of_the_grid():
+    src = """
+__global__ void first(const float *x, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (threadIdx.x == 0 && blockIdx.x == 0)
+    *out = x[0] * 2.0f;
+  if (i < n) out[i + 1] = x[i];
+}
+int main() { float *x, *o; first<<<4096, 256>>>(x, o, 1 << 20); }
+"""
+    (k,) = run(src).kernels
+    # one thread of 4096 x 256 takes the first arm: its multiply counts 1 / 2^20 a thread
+    assert k.facts.per_item.fp32 == pytest.approx(1.0 / (1 << 20))

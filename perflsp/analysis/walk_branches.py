@@ -109,6 +109,9 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
     matching = equality_weight(walker, cond)
     if matching is not None:
         return matching
+    both = _conjoined_thread_tests(walker, cond)
+    if both is not None:
+        return both
     thread_atoms = {a for a in cval.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz") or a.startswith("o")}
     if "==" in text and thread_atoms and "&&" not in text and "||" not in text:
         share = case_share(walker, cond)
@@ -137,6 +140,37 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
         # that side unless the condition tests for being out of them (`if (x >= n) {...} else {...}`)
         return 0.0 if out_of_bounds_test(walker, cond) else 1.0
     return walker.cost.branch_weight
+
+
+def _conjoined_thread_tests(walker: Walker, cond: Node | None) -> float | None:
+    """`threadIdx.x == 0 && blockIdx.x == 0`: each side picks one value of thread or block
+    indices of its own; the threads that pass both are the product of the two shares (one
+    thread of the grid here). None for any other condition."""
+    parts = binary_parts(walker, cond)
+    if parts is None or parts[0] != "&&" or parts[1] is None or parts[2] is None:
+        return None
+    share = 1.0
+    seen: set[str] = set()
+    for side in (parts[1], parts[2]):
+        inner = binary_parts(walker, side)
+        if inner is None or inner[0] != "==" or inner[1] is None or inner[2] is None:
+            return None
+        saved = walker.mult, walker.visited
+        walker.mult = 0.0  # the condition is counted where it is walked
+        try:
+            difference = walker.eval(inner[1]).lin.add(walker.eval(inner[2]).lin, -1.0)
+        finally:
+            walker.mult, walker.visited = saved
+        atoms = difference.atoms
+        if not atoms or difference.nonlinear or not atoms <= _THREAD_INDEX_ATOMS or atoms & seen \
+                or any(c == UNKNOWN_COEFF for _, c in difference.coeffs):
+            return None
+        seen |= atoms
+        card = 1.0
+        for atom in atoms:
+            card *= max(1.0, walker.cardinality.get(atom, 1.0))
+        share /= card
+    return share
 
 
 def equality_weight(walker: Walker, cond: Node | None) -> float | None:

@@ -77,9 +77,13 @@ def build_function(fn: SassFunction) -> CompiledFunction:
             if ins.predicated:
                 predicated = add(predicated, vector)
             lines[cid] = (counts, predicated)
+        last = instructions[bounds[old + 1] - 1]
+        exit_chain = chain_id(last.chain) if last.base == "EXIT" and last.predicated else None
         blocks.append(Block(instructions[bounds[old]].offset, [LineCounts(c, v, p) for c, (v, p) in lines.items()],
-                            [renumber[s] for s in successors[old] if s in renumber], None, calls, indirect))
+                            [renumber[s] for s in successors[old] if s in renumber], None, calls, indirect,
+                            exit_chain))
     loops = _loops(blocks, instructions, bounds, order, chain_id)
+    _mark_early_exits(blocks)
     return CompiledFunction(fn.name, fn.is_entry, fn.registers, chains, blocks, loops, len(slow_arms),
                             frame_bytes(instructions))
 
@@ -212,6 +216,21 @@ def _dominators(blocks: list[Block]) -> list[set[int]]:
                 dom[b] = new
                 changed = True
     return dom
+
+
+def _mark_early_exits(blocks: list[Block]) -> None:
+    """Each block's `after_exits`: the predicated exits outside loops that dominate it. An exit
+    in a loop (a thread leaving mid-loop) is no guard around the code after it."""
+    exits = [b for b, block in enumerate(blocks) if block.exit_chain is not None]
+    for b in exits:
+        if blocks[b].loop is not None:
+            blocks[b].exit_chain = None
+    exits = [b for b in exits if blocks[b].exit_chain is not None]
+    if not exits:
+        return
+    dom = _dominators(blocks)
+    for b, block in enumerate(blocks):
+        block.after_exits = [x for x in exits if x != b and x in dom[b]]
 
 
 def _reverse_postorder(blocks: list[Block]) -> list[int]:

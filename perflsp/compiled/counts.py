@@ -41,6 +41,15 @@ class DynamicCounts:
         return self.per_thread[INDEX[name]]
 
 
+_CONTROL_ONLY = INDEX["instructions"], INDEX["uniform"]
+
+
+def _works(counts: Vector) -> bool:
+    """Whether a line's instructions do any work (not only `EXIT`, `BRA`, `NOP`): the function's
+    closing `EXIT` is on its last line, which every thread that stayed reaches."""
+    return any(v for i, v in enumerate(counts) if i not in _CONTROL_ONLY)
+
+
 @dataclass(slots=True)
 class _LoopTie:
     source: int | None  # the SourceLoop index
@@ -99,6 +108,7 @@ class _Counter:
         tied_loops = self._tied_by_source(fn, ties)
         runtime_line = directive_line(fn.name)
         shares = block_shares(fn) if runtime_line is not None else []
+        caps = self._exit_caps(fn, chains)
         total = ZERO
         for index, block in enumerate(fn.blocks):
             frequency = loop_trips[block.loop] if block.loop is not None else 1.0
@@ -114,7 +124,7 @@ class _Counter:
                     # the OpenMP device runtime's code, on the directive's line: no statement
                     # guards it, each of its branches is read as even
                     guarded = shares[index]
-                weight = (1.0 if guarded is None else guarded) * frequency
+                weight = min(1.0 if guarded is None else guarded, caps[index]) * frequency
                 if weight <= 0:
                     continue
                 total = add(total, lc.counts, weight)
@@ -142,6 +152,36 @@ class _Counter:
                          "functions not counted (the argument reduction for |x| ≥ 105615, 2^31 for doubles): "
                          "no thread runs it in practice")
         return DynamicCounts(total, len(fn.loops), matched, notes)
+
+    def _exit_caps(self, fn: CompiledFunction, chains: list[tuple[Location, ...]]) -> list[float]:
+        """Per block, the most of a thread's passes that run it as the early exits before it allow.
+
+        The compiler moves code past a guard's exit where only the threads that stay need it
+        (`sum` of a loop sunk below `if (tid == 0 && bid == 0)`'s `@P0 EXIT`): that code keeps
+        its own source line, before the guard, which the source's weights say every thread runs.
+        Past a predicated exit on line L, no more threads run than run the code of line L and
+        after (in the guard or after it) that the exit leads to: the largest weight of that code."""
+        caps = [1.0] * len(fn.blocks)
+        exits = {x for block in fn.blocks for x in block.after_exits}
+        if not exits:
+            return caps
+        staying: dict[int, float] = {}
+        for x in exits:
+            chain = fn.blocks[x].exit_chain
+            if chain is None or not chains[chain]:
+                continue
+            where = chains[chain][0]
+            found = [w for block in fn.blocks if x in block.after_exits for lc in block.lines
+                     if chains[lc.chain] and same_file(chains[lc.chain][0][0], where[0]) and _works(lc.counts)
+                     and chains[lc.chain][0][1] >= where[1]
+                     and (w := self.source_weight(chains[lc.chain])) is not None]
+            if found:
+                staying[x] = max(found)
+        for b, block in enumerate(fn.blocks):
+            for x in block.after_exits:
+                if x in staying:
+                    caps[b] = min(caps[b], staying[x])
+        return caps
 
     @staticmethod
     def _tied_by_source(fn: CompiledFunction, ties: list[_LoopTie]) -> dict[int, set[int]]:
