@@ -7,9 +7,7 @@ blocks' shared memory) or they do not:
 - they fit: local loads and stores stay on chip, DRAM sees none of them;
 - they do not: frames leave the chip. Each thread's frame is written to DRAM and read back at
   least once, and never more than every byte its loads and stores move. The engine counts the
-  least of those, twice the frames of the launch, within the bytes moved: a frame kept warm
-  by a hot loop moves little more, one the thread walks through moves about its loads and
-  stores.
+  least of those, twice the frames of the launch, within the bytes moved.
 
 Measured against Nsight Compute's DRAM bytes on the study split, kernels whose frames exceed
 L1 moved beyond their global traffic from one frame a thread (large per-thread tables walked
