@@ -264,3 +264,60 @@ def test_a_launch_at_the_runtime_s_team_limit_bounds_the_iterations_from_below_o
     below = reports(CAPPED_SRC, options=AnalysisOptions(launch_override=((100, 1, 1), (256, 1, 1))))[0]
     assert below.facts.work_items == 100 * 256  # fewer teams than the limit: one iteration per thread
     assert not any("team limit" in a for a in texts(below.facts.assumptions))
+
+
+# a region the build compiles only with a macro defined ---------------------------------------------
+
+GATED_SRC = """
+#ifdef OMP_TARGET
+#define ISTART omp_get_team_num()
+#define IINC omp_get_num_teams()
+#else
+#define ISTART 0
+#define IINC 1
+#endif
+
+void scale(int n, const float *__restrict x, float *__restrict y) {
+#ifdef OMP_TARGET
+  #pragma omp target teams num_teams(n) thread_limit(128)
+  {
+  #pragma omp parallel
+  {
+#endif
+  for (int i = ISTART; i < n; i += IINC) {
+#ifdef OMP_TARGET
+    const int jstart = omp_get_thread_num();
+    const int jinc = omp_get_num_threads();
+#else
+    const int jstart = 0;
+    const int jinc = 1;
+#endif
+    for (int j = jstart; j < n; j += jinc)
+      y[i * n + j] = 2.0f * x[i * n + j];
+  }
+#ifdef OMP_TARGET
+  }
+  }
+#endif
+}
+"""
+
+
+def test_without_build_flags_a_region_is_read_as_its_offload_build_reads_it():
+    from perflsp.kernels.includes import offload_gates
+
+    # `#ifdef OMP_TARGET` around the directive (and the braces it opens): the offload build
+    # defines it; `#ifndef`, `#else` arms and macros the file defines itself are no such gate
+    assert offload_gates(GATED_SRC.encode()) == {"OMP_TARGET": "1"}
+    assert offload_gates(b"#ifndef CPU\n#pragma omp target\n#endif\n") == {}
+    # a macro choosing between two target directives gates nothing
+    assert offload_gates(b"#ifdef SIMD\n#pragma omp target simd\n#else\n#pragma omp target\n#endif\n") == {}
+    assert offload_gates(b"#define GPU 1\n#if GPU\n#pragma omp target\n#endif\n") == {}
+    assert offload_gates(b"#if defined(USE_GPU) \n#pragma omp target teams\n#else\n#pragma omp parallel\n#endif\n") \
+        == {"USE_GPU": "1"}
+    (region,) = analyse(GATED_SRC)
+    # without the gate, the `#else` arms were read and the braces the `#ifdef` opens did not
+    # close: "the offloaded statement could not be parsed"
+    assert region.facts.uncertain is None
+    assert region.estimates[0].verdict == "bandwidth"
+    assert region.facts.per_item.fp32 > 0

@@ -72,6 +72,57 @@ def scan_directives(data: bytes) -> list[Directive]:
     return out
 
 
+_GATE = re.compile(r"^(?:defined\s*\(\s*([A-Za-z_]\w*)\s*\)|defined\s+([A-Za-z_]\w*)|([A-Za-z_]\w*))$")
+_TARGET_PRAGMA = re.compile(r"^omp\b.*\btarget\b")
+
+
+@dataclass(slots=True)
+class _Conditional:
+    """An open `#if`: the macro its first arm needs, and which of its arms hold target directives."""
+
+    gate: str | None
+    in_first_arm: bool = True
+    target_in_first: bool = False
+    target_elsewhere: bool = False
+
+
+def offload_gates(data: bytes) -> dict[str, str]:
+    """The macros that must be defined for the file's `#pragma omp target` directives to be
+    compiled at all: those an `#ifdef X`, `#if defined(X)` or `#if X` tests whose arm holds a
+    target directive and whose other arms hold none, where the file does not define them.
+    Without the build's flags (no compile database) the offload build's view of the file is the
+    one to read: `#ifdef OMP_TARGET` around a directive and the braces it opens, `#define ISTART
+    omp_get_team_num()` beside it. (`#ifdef USE_SIMD` choosing between two target directives
+    gates nothing.)"""
+    if b"target" not in data or b"#" not in data:
+        return {}
+    gates: dict[str, str] = {}
+    defined: set[str] = set()
+    stack: list[_Conditional] = []
+    for directive in scan_directives(data):
+        name, argument = directive.name, directive.argument
+        words = argument.split()
+        if name == "define" and words:
+            defined.add(words[0].split("(", 1)[0])
+        elif name in ("ifdef", "if", "ifndef"):
+            m = _GATE.match(argument.strip() if name == "if" else (words[0] if words else "")) \
+                if name != "ifndef" else None
+            stack.append(_Conditional(next((g for g in m.groups() if g), None) if m else None))
+        elif name in ("else", "elif") and stack:
+            stack[-1].in_first_arm = False
+        elif name == "endif" and stack:
+            ended = stack.pop()
+            if ended.gate is not None and ended.target_in_first and not ended.target_elsewhere:
+                gates[ended.gate] = "1"
+        elif name == "pragma" and _TARGET_PRAGMA.match(argument):
+            for entry in stack:
+                if entry.in_first_arm:
+                    entry.target_in_first = True
+                else:
+                    entry.target_elsewhere = True
+    return {gate: value for gate, value in gates.items() if gate not in defined}
+
+
 def scan_constants(data: bytes, env: ConstEnv) -> None:
     """Const/constexpr scalars and type aliases of a header (line level, position independent)."""
     for m in _CONSTANT.finditer(data):
@@ -145,6 +196,9 @@ class IncludeResolver:
         env.macros.update(self.defines)
         if defines:
             env.macros.update(defines)
+        elif defines is None:
+            # no build flags for this file: read it as its offload build does
+            env.macros.update(offload_gates(data))
         if includers and path is not None:
             for includer in self.includers_of(path):
                 context = self.env_for(includer, self._file_bytes(includer), defines, include_dirs, includers=False)
