@@ -304,7 +304,10 @@ void scale(int n, const float *__restrict x, float *__restrict y) {
 
 
 def test_without_build_flags_a_region_is_read_as_its_offload_build_reads_it():
-    from perflsp.kernels.includes import offload_gates
+    from perflsp.kernels.includes import offload_gates as gates_of, scan_directives
+
+    def offload_gates(text: bytes) -> dict[str, str]:
+        return gates_of(scan_directives(text))
 
     # `#ifdef OMP_TARGET` around the directive (and the braces it opens): the offload build
     # defines it; `#ifndef`, `#else` arms and macros the file defines itself are no such gate

@@ -18,9 +18,7 @@ first within 2x and brings the others closer (the small-frame ones stay 2-9x und
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from perflsp.analysis.memory import Traffic, _bytes
+from perflsp.analysis.memory import _bytes, with_dram_added
 from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.hardware.models import Gpu
@@ -50,20 +48,11 @@ def with_local_traffic(facts: KernelFacts, gpu: Gpu, threads_per_block: int | No
     if frames_on_sm <= l1:
         return facts
     added = min(moved, FRAME_PASSES * stack.bytes_per_thread * stack.threads)
-    dram = facts.dram_bytes + added
     remark = (f"{_bytes(added)} of local memory: the {stack.bytes_per_thread:,} B stack frames of the "
               f"{resident:,} threads an SM holds ({_bytes(frames_on_sm)}) exceed its L1 "
               f"({_bytes(l1)}), each frame written to DRAM and read back (the local loads and stores "
               f"move {_bytes(moved)})")
-    note = f"{facts.dram_note}; {remark}" if facts.dram_note else remark
-    evidence = [replace(n, detail=f"DRAM: {note}", value=dram) if n.kind == NoteKind.DRAM_TRAFFIC else n
-                for n in facts.evidence]
-    assumption = assumed(NoteKind.LOCAL_MEMORY,
-                         f"{gpu.name}: stack frames that do not fit in an SM's L1 leave the chip; each thread's "
-                         "frame counted written to DRAM and read back once (at most what its local loads and "
-                         "stores move)", subject=gpu.name)
-    traffic = facts.traffic
-    if isinstance(traffic, Traffic):
-        traffic = replace(traffic, dram_bytes=dram, note=note, remarks=(*traffic.remarks, remark))
-    return replace(facts, dram_bytes=dram, dram_note=note, dram_remarks=(*facts.dram_remarks, remark),
-                   traffic=traffic, evidence=evidence, assumptions=[*facts.assumptions, assumption])
+    return with_dram_added(facts, added, remark, assumed(
+        NoteKind.LOCAL_MEMORY, f"{gpu.name}: stack frames that do not fit in an SM's L1 leave the chip; each "
+        "thread's frame counted written to DRAM and read back once (at most what its local loads and stores move)",
+        subject=gpu.name))

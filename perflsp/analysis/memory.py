@@ -19,6 +19,8 @@ from typing import Any
 
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, distinct_values
+from perflsp.analysis.models import KernelFacts
+from perflsp.analysis.notes import Note, NoteKind
 from perflsp.analysis.walk_values import Access
 
 WARP = 32
@@ -177,6 +179,21 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     order = block_axes(block_atoms, cardinality, block_items)
     return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups,
                    "; ".join([note, *remarks]), remarks, dict(cardinality), order)
+
+
+def with_dram_added(facts: KernelFacts, added: float, remark: str, assumption: Note) -> KernelFacts:
+    """The facts with `added` bytes on top of their DRAM bytes (a per-GPU rule's: local memory,
+    other clients of the DRAM), the DRAM note and evidence line saying `remark`, and the rule's
+    `assumption`."""
+    dram = facts.dram_bytes + added
+    note = f"{facts.dram_note}; {remark}" if facts.dram_note else remark
+    evidence = [replace(n, detail=f"DRAM: {note}", value=dram) if n.kind == NoteKind.DRAM_TRAFFIC else n
+                for n in facts.evidence]
+    traffic = facts.traffic
+    if isinstance(traffic, Traffic):
+        traffic = replace(traffic, dram_bytes=dram, note=note, remarks=(*traffic.remarks, remark))
+    return replace(facts, dram_bytes=dram, dram_note=note, dram_remarks=(*facts.dram_remarks, remark),
+                   traffic=traffic, evidence=evidence, assumptions=[*facts.assumptions, assumption])
 
 
 def block_axes(atoms: tuple[str, ...], cardinality: dict[str, float],

@@ -18,9 +18,7 @@ below the bandwidth, can never bring its intensity down to a ridge.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from perflsp.analysis.memory import Traffic, _bytes
+from perflsp.analysis.memory import _bytes, with_dram_added
 from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.hardware.models import Gpu
@@ -54,19 +52,10 @@ def with_other_traffic(facts: KernelFacts, gpu: Gpu) -> KernelFacts:
     added = rate * seconds
     if added < 1.0:
         return facts
-    dram = facts.dram_bytes + added
     remark = (f"{_bytes(added)} of other DRAM clients over the kernel's run time ({gpu.other_dram_traffic_gbs:g} GB/s "
               f"for about {format_seconds(seconds)})")
-    note = f"{facts.dram_note}; {remark}" if facts.dram_note else remark
-    evidence = [replace(n, detail=f"DRAM: {note}", value=dram) if n.kind == NoteKind.DRAM_TRAFFIC else n
-                for n in facts.evidence]
-    assumption = assumed(NoteKind.OTHER_TRAFFIC,
-                         f"{gpu.name}: other clients of its DRAM (a display's scanout) move "
-                         f"{gpu.other_dram_traffic_gbs:g} GB/s while the kernel runs, counted with its DRAM bytes as "
-                         f"a profiler counts them; run time taken as {RUN_TIME_OVER_ROOFLINE:g}x the roofline's",
-                         subject=gpu.name)
-    traffic = facts.traffic
-    if isinstance(traffic, Traffic):
-        traffic = replace(traffic, dram_bytes=dram, note=note, remarks=(*traffic.remarks, remark))
-    return replace(facts, dram_bytes=dram, dram_note=note, dram_remarks=(*facts.dram_remarks, remark),
-                   traffic=traffic, evidence=evidence, assumptions=[*facts.assumptions, assumption])
+    return with_dram_added(facts, added, remark, assumed(
+        NoteKind.OTHER_TRAFFIC,
+        f"{gpu.name}: other clients of its DRAM (a display's scanout) move {gpu.other_dram_traffic_gbs:g} GB/s while "
+        f"the kernel runs, counted with its DRAM bytes as a profiler counts them; run time taken as "
+        f"{RUN_TIME_OVER_ROOFLINE:g}x the roofline's", subject=gpu.name))

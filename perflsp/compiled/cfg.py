@@ -82,8 +82,9 @@ def build_function(fn: SassFunction) -> CompiledFunction:
         blocks.append(Block(instructions[bounds[old]].offset, [LineCounts(c, v, p) for c, (v, p) in lines.items()],
                             [renumber[s] for s in successors[old] if s in renumber], None, calls, indirect,
                             exit_chain))
-    loops = _loops(blocks, instructions, bounds, order, chain_id)
-    _mark_early_exits(blocks)
+    dom = _dominators(blocks)
+    loops = _loops(blocks, instructions, bounds, order, chain_id, dom)
+    _mark_early_exits(blocks, dom)
     return CompiledFunction(fn.name, fn.is_entry, fn.registers, chains, blocks, loops, len(slow_arms),
                             frame_bytes(instructions))
 
@@ -218,7 +219,7 @@ def _dominators(blocks: list[Block]) -> list[set[int]]:
     return dom
 
 
-def _mark_early_exits(blocks: list[Block]) -> None:
+def _mark_early_exits(blocks: list[Block], dom: list[set[int]]) -> None:
     """Each block's `after_exits`: the predicated exits outside loops that dominate it. An exit
     in a loop (a thread leaving mid-loop) is no guard around the code after it."""
     exits = [b for b, block in enumerate(blocks) if block.exit_chain is not None]
@@ -226,9 +227,6 @@ def _mark_early_exits(blocks: list[Block]) -> None:
         if blocks[b].loop is not None:
             blocks[b].exit_chain = None
     exits = [b for b in exits if blocks[b].exit_chain is not None]
-    if not exits:
-        return
-    dom = _dominators(blocks)
     for b, block in enumerate(blocks):
         block.after_exits = [x for x in exits if x != b and x in dom[b]]
 
@@ -253,8 +251,7 @@ def _reverse_postorder(blocks: list[Block]) -> list[int]:
 
 
 def _loops(blocks: list[Block], instructions: list[Instruction], bounds: list[int], order: list[int],
-           chain_id: Callable[[tuple[Location, ...]], int]) -> list[Loop]:
-    dom = _dominators(blocks)
+           chain_id: Callable[[tuple[Location, ...]], int], dom: list[set[int]]) -> list[Loop]:
     preds: list[list[int]] = [[] for _ in blocks]
     for b, block in enumerate(blocks):
         for s in block.successors:

@@ -86,7 +86,7 @@ class _Conditional:
     target_elsewhere: bool = False
 
 
-def offload_gates(data: bytes) -> dict[str, str]:
+def offload_gates(directives: list[Directive]) -> dict[str, str]:
     """The macros that must be defined for the file's `#pragma omp target` directives to be
     compiled at all: those an `#ifdef X`, `#if defined(X)` or `#if X` tests whose arm holds a
     target directive and whose other arms hold none, where the file does not define them.
@@ -94,12 +94,10 @@ def offload_gates(data: bytes) -> dict[str, str]:
     one to read: `#ifdef OMP_TARGET` around a directive and the braces it opens, `#define ISTART
     omp_get_team_num()` beside it. (`#ifdef USE_SIMD` choosing between two target directives
     gates nothing.)"""
-    if b"target" not in data or b"#" not in data:
-        return {}
     gates: dict[str, str] = {}
     defined: set[str] = set()
     stack: list[_Conditional] = []
-    for directive in scan_directives(data):
+    for directive in directives:
         name, argument = directive.name, directive.argument
         words = argument.split()
         if name == "define" and words:
@@ -196,9 +194,10 @@ class IncludeResolver:
         env.macros.update(self.defines)
         if defines:
             env.macros.update(defines)
-        elif defines is None:
+        directives = scan_directives(data)
+        if defines is None and b"target" in data:
             # no build flags for this file: read it as its offload build does
-            env.macros.update(offload_gates(data))
+            env.macros.update(offload_gates(directives))
         if includers and path is not None:
             for includer in self.includers_of(path):
                 context = self.env_for(includer, self._file_bytes(includer), defines, include_dirs, includers=False)
@@ -214,7 +213,7 @@ class IncludeResolver:
         seen_order: list[Path] = []
         self._seen_order = seen_order
         self._extra_dirs = include_dirs
-        self._run(scan_directives(data), path.parent if path is not None else None, env, constants, seen, depth=0)
+        self._run(directives, path.parent if path is not None else None, env, constants, seen, depth=0)
         for constant, value in constants.constants.items():
             env.constants.setdefault(constant, value)
         env.type_aliases.update(constants.type_aliases)
