@@ -4,7 +4,7 @@ parameters read as the extent the threads cover. Small programs written for the 
 
 
 from perflsp.analysis.notes import texts
-from tests.engine_reports import kernel_reports
+from tests.engine_reports import kernel_reports, reports
 
 
 def analyse(src: str):
@@ -217,3 +217,23 @@ def test_launch_argument_named_like_a_host_buffer_elsewhere_is_the_callers_devic
     # pinned `in`: its reads come from DRAM
     assert load.footprint_bytes == 4 * (1 << 24)
     assert report.estimates[0].verdict == "bandwidth"
+
+
+def test_at_a_given_launch_a_size_the_thread_index_is_checked_against_is_the_launch_extent():
+    # the launch shape given (as `perflsp eval` and a profile give it), the size read at run time
+    from perflsp.analysis.engine import AnalysisOptions
+
+    src = SIZE_PARAMETER_SRC + """
+int main(int argc, char **argv) {
+  int n = atoi(argv[1]);
+  float *c, *u; int *f;
+  first_above<<<(n + 255) / 256, 256>>>(c, u, f, n);
+}
+"""
+    (report,) = [r for r in reports(src, options=AnalysisOptions(launch_override=((40, 1, 1), (256, 1, 1))))
+                 if r.kernel.name == "first_above"]
+    facts = report.facts
+    (loop,) = facts.loops
+    assert loop.trip_count == 40 * 256  # not the 32 an unknown bound is given
+    assert any("`n` bounds the thread index: read as the extent the threads cover, 10,240" in a
+               for a in texts(facts.assumptions))

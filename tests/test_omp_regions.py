@@ -324,3 +324,33 @@ def test_without_build_flags_a_region_is_read_as_its_offload_build_reads_it():
     assert region.facts.uncertain is None
     assert region.estimates[0].verdict == "bandwidth"
     assert region.facts.per_item.fp32 > 0
+
+
+LAUNCH_SIZED_SRC = """
+#include <stdlib.h>
+int main(int argc, char **argv) {
+  int n = atoi(argv[1]);
+  float *pos = (float *)malloc(n * sizeof(float)), *force = (float *)malloc(n * sizeof(float));
+  #pragma omp target teams distribute parallel for map(to: pos[0:n]) map(from: force[0:n])
+  for (int i = 0; i < n; i++) {
+    float f = 0.0f;
+    for (int j = 0; j < n; j++) f += pos[j] - pos[i];
+    force[i] = f;
+  }
+  return 0;
+}
+"""
+
+
+def test_the_size_of_a_parallel_loop_is_read_from_a_given_launch_in_its_body():
+    from perflsp.analysis.engine import AnalysisOptions
+
+    # the runtime sized 40 teams of 256 threads from `n`: the inner loop over `n` runs as far
+    sized = reports(LAUNCH_SIZED_SRC, options=AnalysisOptions(launch_override=((40, 1, 1), (256, 1, 1))))[0]
+    inner = next(loop for loop in sized.facts.loops if loop.variable == "j")
+    assert inner.trip_count == 40 * 256
+    assert any("`n` bounds the parallel loop" in a for a in texts(sized.facts.assumptions))
+    # at the runtime's team limit the launch bounds `n` from below only: nothing is read from it
+    capped = reports(LAUNCH_SIZED_SRC, options=AnalysisOptions(launch_override=((3200, 1, 1), (256, 1, 1))))[0]
+    assert next(loop for loop in capped.facts.loops if loop.variable == "j").trip_count == 32
+    assert not any("bounds the parallel loop" in a for a in texts(capped.facts.assumptions))

@@ -101,12 +101,12 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
         extents = _bind_params(unit, walker, kernel, site, aliases)
         walker.array_extents = extents
         walker.grid_sized = grid_sized
-        if not shape_known:
-            # at an assumed launch, a size parameter the thread index is checked against is that launch's extent
-            walker.size_parameters = {p.name for p in kernel.params
-                                      if p.name is not None and _unknown_scalar(walker.lookup(p.name))}
-            for name, extent in learned.items():
-                learn_size(walker, name, extent)
+        # a size parameter the thread index is checked against (`if (i < n)`) is the extent the
+        # launch's threads cover: the launch, given or assumed, is sized from it
+        walker.size_parameters = {p.name for p in kernel.params
+                                  if p.name is not None and _unknown_scalar(walker.lookup(p.name))}
+        for name, extent in learned.items():
+            learn_size(walker, name, extent)
         walker.walk_statement(body)
         return walker, profile, extents
 
