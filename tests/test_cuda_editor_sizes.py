@@ -237,3 +237,26 @@ int main(int argc, char **argv) {
     assert loop.trip_count == 40 * 256  # not the 32 an unknown bound is given
     assert any("`n` bounds the thread index: read as the extent the threads cover, 10,240" in a
                for a in texts(facts.assumptions))
+
+
+TILED_SRC = """
+#define TILE 32
+__global__ void tiled(const float *A, float *out, int K) {
+  const float *row = A + blockIdx.x * K;  // moved by the size before the loop reads it
+  float s = 0.0f;
+  for (int k = 0; k < K; k += TILE) s += row[k + threadIdx.x];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+"""
+
+
+def test_a_size_an_assumed_loop_runs_over_is_the_range_it_covers_wherever_else_it_is_read():
+    facts = analyse(TILED_SRC)["tiled"].facts
+    (loop,) = facts.loops
+    assert loop.trip_count == 32 and loop.origin == "assumed"
+    # K is read as the 32 tiles of 32 the loop covers, also where it moved the pointer before the loop
+    assert any("`K` bounds the `k` loop, whose trip count is assumed: read as the range it covers, 1,024" in a
+               for a in texts(facts.assumptions))
+    # each block's row of K floats read once (an unknown K would place the rows apart, 1,248 floats each)
+    rows = facts.work_items / 256 * 1024 * 4
+    assert rows <= sum(g.footprint_bytes for g in facts.traffic.groups if g.array == "A") <= rows * 1.01

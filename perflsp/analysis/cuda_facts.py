@@ -89,7 +89,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     body = callee.node.child_by_field_name("body")
     grid_sized = cache(partial(grid_sized_parameters, unit.model, kernel, site))  # read once, if asked
 
-    def walked(learned: dict[str, float]) -> tuple[KernelWalker, SourceProfile | None, Extents]:
+    def walked(learned: dict[str, tuple[float, str | None]]) -> tuple[KernelWalker, SourceProfile | None, Extents]:
         profile = SourceProfile() if compiled_fn is not None else None
         walker = KernelWalker(callee.data, cost, LaunchShape(grid, block), aliases, unit.callees,
                               line_offset=kernel.span.start.line if callee.data is not unit.data else 0,
@@ -105,8 +105,8 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
         # launch's threads cover: the launch, given or assumed, is sized from it
         walker.size_parameters = {p.name for p in kernel.params
                                   if p.name is not None and _unknown_scalar(walker.lookup(p.name))}
-        for name, extent in learned.items():
-            learn_size(walker, name, extent)
+        for name, (extent, loop) in learned.items():
+            learn_size(walker, name, extent, loop)
         walker.walk_statement(body)
         return walker, profile, extents
 

@@ -69,7 +69,7 @@ class Walker(Protocol):
     size_parameters: set[str]
     learned_sizes: set[str]
     shape_assumed: bool
-    learned_extents: dict[str, float]
+    learned_extents: dict[str, tuple[float, str | None]]
     offset_before_size: bool
     grid_sized: Callable[[], frozenset[str]]
     fragments: dict[str, tuple[str, tuple[float | None, ...], str]]

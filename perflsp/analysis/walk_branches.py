@@ -90,17 +90,20 @@ def learn_sizes(walker: Walker, cond: Node | None) -> None:
             learn_size(walker, name, extent)
 
 
-def learn_size(walker: Walker, name: str, extent: float) -> None:
-    """Bind the size parameter `name` (still unknown) to the extent the threads cover."""
+def learn_size(walker: Walker, name: str, extent: float, loop: str | None = None) -> None:
+    """Bind the size parameter `name` (still unknown) to the extent the threads cover, or, for
+    the bound of the `loop` loop whose trip count is assumed, to the range that loop covers."""
     current = walker.lookup(name) if name in walker.size_parameters else None
     if current is None or current.value is not None or not current.ctype.is_int:
         return
     walker.size_parameters.discard(name)
     walker.learned_sizes.add(name)
-    walker.learned_extents[name] = extent
+    walker.learned_extents[name] = (extent, loop)
     walker.assign(name, Val(current.ctype, extent, Linear.constant(extent)))
-    walker.assume(assumed(NoteKind.SIZE_BOUND, f"`{name}` bounds the thread index: read as the extent the threads cover, "
-                          f"{extent:,.0f}", subject=name, value=extent, unit="threads"))
+    text = f"`{name}` bounds the thread index: read as the extent the threads cover, {extent:,.0f}" if loop is None \
+        else f"`{name}` bounds the `{loop}` loop, whose trip count is assumed: read as the range it covers, {extent:,.0f}"
+    walker.assume(assumed(NoteKind.SIZE_BOUND, text, subject=name, value=extent,
+                          unit="threads" if loop is None else "elements"))
 
 
 def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:

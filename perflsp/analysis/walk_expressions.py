@@ -13,7 +13,7 @@ from tree_sitter import Node
 from perflsp.analysis import costs
 from perflsp.analysis.ctype import BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, parse_type
 from perflsp.analysis.folding import LIBRARY_CONSTANTS, combine_linear, exact_float_scale, fold_binary, number_literal
-from perflsp.analysis.linear import Linear
+from perflsp.analysis.linear import UNKNOWN_COEFF, Linear
 from perflsp.analysis.walk_accesses import record_store, repointed
 from perflsp.analysis.walk_branches import branch_weight
 from perflsp.analysis.walk_ranges import offset_origin
@@ -123,12 +123,12 @@ def combine_values(walker: Walker, op: str, left: Val, right: Val) -> Val:
     # pointer arithmetic keeps the array
     if left.ctype.pointer and op in ("+", "-") and not right.ctype.pointer:
         walker.count_int(1.0)
-        if walker.size_parameters and right.value is None and not right.lin.atoms and not right.lin.const_known:
+        if walker.size_parameters and right.value is None and _size_unknown(right.lin):
             walker.offset_before_size = True
         return Val(left.ctype, None, left.lin.add(right.lin, 1.0 if op == "+" else -1.0), left.root, left.space, left.dims)
     if right.ctype.pointer and op == "+" and (right.root is not None or left.root is None):
         walker.count_int(1.0)
-        if walker.size_parameters and left.value is None and not left.lin.atoms and not left.lin.const_known:
+        if walker.size_parameters and left.value is None and _size_unknown(left.lin):
             walker.offset_before_size = True
         return Val(right.ctype, None, right.lin.add(left.lin), right.root, right.space, right.dims)
     if left.ctype.pointer and op == "+":
@@ -330,3 +330,8 @@ def eval_initializer_list(walker: Walker, node: Node) -> Val:
     for child in node.named_children:
         walker.eval(child)
     return UNKNOWN_VAL
+
+
+def _size_unknown(offset: Linear) -> bool:
+    """Whether a pointer offset rests on a size not known yet (`p + n`, `A + blockIdx.x * K`)."""
+    return (not offset.atoms and not offset.const_known) or any(c == UNKNOWN_COEFF for _, c in offset.coeffs)

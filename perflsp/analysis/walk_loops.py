@@ -156,9 +156,12 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
         trip = walker.cost.assumed_trip_count
         walker.assume(assumed(NoteKind.LOOP_TRIP, f"trip count of the `{var}` loop unknown (`{walker.text(bound_node)}`): "
                               f"assumed {trip:g}", subject=var, line=walker.line(loop), value=trip, unit="iterations"))
-        if thread_start and step_kind == "add" and step is not None and step.value:
-            # a block-stride loop over a size parameter: the size is what the assumed loop covers
-            learn_size(walker, walker.text(bound_node).strip(), trip * abs(step.value))
+        if step_kind == "add" and step is not None and step.value and step.value > 0 \
+                and (thread_start or start_value is not None):
+            # a loop over a size parameter (`for (k = 0; k < K; k += TILE)`, a block-stride loop):
+            # the size is what the assumed loop covers, wherever else it is read (`A += row * K`)
+            learn_size(walker, walker.text(bound_node).strip(), (0.0 if thread_start else start_value or 0.0)
+                       + trip * step.value, loop=None if thread_start else var)
         return trip, origin, f"{var} {op} {walker.text(bound_node)}", step
     if start_value is None:
         # (a loop halving its counter starts from the size an unknown loop is assumed to cover,

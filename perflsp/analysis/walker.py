@@ -102,7 +102,7 @@ class KernelWalker:
         self.size_parameters: set[str] = set()
         self.learned_sizes: set[str] = set()
         self.shape_assumed = False  # the launch shape is the engine's guess (`cuda_facts.production_shape`)
-        self.learned_extents: dict[str, float] = {}  # learned size -> the extent it was read as
+        self.learned_extents: dict[str, tuple[float, str | None]] = {}  # learned size -> (its extent, the loop it bounds)
         # a pointer moved by a value not known while a size was still to be learned (`p + n`
         # before `if (i < n)`): the caller walks again with the sizes bound from the start
         self.offset_before_size = False
