@@ -36,8 +36,9 @@ def leading_name(expression: str) -> str | None:
     `(float *)buf`, `v.data()`, `thrust::raw_pointer_cast(v.data())`."""
     text = re.sub(r"\((?:const\s+)?[\w:\s]+\*+\s*\)", " ", expression)  # C casts
     text = re.sub(r"\b(?:thrust::raw_pointer_cast|reinterpret_cast<[^>]*>|static_cast<[^>]*>)\s*\(", "(", text)
-    m = re.search(r"[A-Za-z_]\w*", text.replace("&", " "))
-    return m.group() if m else None
+    m = re.search(r"[A-Za-z_]\w*(?:\s*(?:->|\.)\s*[A-Za-z_]\w*(?!\w|\s*\())*", text.replace("&", " "))
+    # a member (`model->m_memory`, `s.ptr`) is its own allocation, not its struct's
+    return re.sub(r"\s+", "", m.group()) if m else None
 
 
 def cuda_extent(unit: AnalysisUnit, name: str, depth: int = 0) -> Extent:
@@ -52,7 +53,9 @@ def cuda_extent(unit: AnalysisUnit, name: str, depth: int = 0) -> Extent:
 
 
 def _find_extent(unit: AnalysisUnit, name: str, depth: int) -> Extent:
-    target = re.compile(r"&\s*\(?\s*" + re.escape(name) + r"\b")
+    # `&name` (a member path: `&model->m_memory`), not a member of it (`&model->inputs` for `model`)
+    path = r"\s*(?:->|\.)\s*".join(re.escape(part) for part in re.split(r"->|\.", name))
+    target = re.compile(r"&\s*\(?\s*" + path + r"\b(?!\s*(?:->|\.))")
     model = unit.model
     for allocator in DEVICE_ALLOCATORS + HOST_MAPPED_ALLOCATORS:
         for call in model.calls_to(allocator):
