@@ -232,6 +232,30 @@ def test_code_sunk_below_a_guards_exit_runs_only_for_the_threads_that_stay(tmp_p
     assert facts.per_item.int32 == pytest.approx(2.0, abs=0.01)
 
 
+ONE_LINE_GUARD = """\
+#define N 500000
+__global__ void axpy(const float *x, float *y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) y[i] = 2.0f * x[i] + y[i];
+}
+int main() { float *x, *y; axpy<<<N, 512>>>(x, y); }
+"""
+
+
+@needs_cuda
+def test_past_a_one_line_guards_exit_only_its_body_runs(tmp_path, compiler):
+    source = tmp_path / "guard.cu"
+    source.write_text(ONE_LINE_GUARD)
+    facts = analyse(source, compiler)["axpy"].facts
+    # 500,000 of the 256,000,000 threads pass `i < N` (a grid 512x too large); SASS: the index and
+    # its test, `@P0 EXIT`, then on the same line the body: 2 LDG, FFMA, STG. The test's line
+    # holds the body too: the body runs at the guard's share, not the test's
+    share = 500_000 / (500_000 * 512)
+    assert facts.per_item.fp32 == pytest.approx(2 * share)
+    assert facts.per_item.global_loads == pytest.approx(2 * share)
+    assert 1.5 <= facts.per_item.int32 <= 4.5  # the index and the test, every thread
+
+
 HISTOGRAM = """\
 __global__ void histogram(const float *x, const int *bin, float *y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -19,7 +19,12 @@ def record_statement(walker: Walker, node: Node) -> None:
     weight = walker.mult / walker.trip_product if walker.trip_product > 0 else 0.0
     walker.profile.statements.append(SourceStatement(
         walker.path, walker.line(node), node.end_point[0] + 1 + walker.line_offset, weight,
-        walker.profile_loops[-1] if walker.profile_loops else None, walker.callsites))
+        walker.profile_loops[-1] if walker.profile_loops else None, walker.callsites,
+        node.type in _TESTS_AND_JUMPS))
+
+
+_TESTS_AND_JUMPS = frozenset({"if_statement", "switch_statement", "return_statement", "break_statement",
+                              "continue_statement", "goto_statement"})
 
 
 def begin_profile_loop(walker: Walker, node: Node, body: Node | None, trip: float, step: float | None,

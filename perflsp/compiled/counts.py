@@ -174,7 +174,7 @@ class _Counter:
             found = [w for block in fn.blocks if x in block.after_exits for lc in block.lines
                      if chains[lc.chain] and same_file(chains[lc.chain][0][0], where[0]) and _works(lc.counts)
                      and chains[lc.chain][0][1] >= where[1]
-                     and (w := self.source_weight(chains[lc.chain])) is not None]
+                     and (w := self._past_exit_weight(chains[lc.chain], where)) is not None]
             if found:
                 staying[x] = max(found)
         for b, block in enumerate(fn.blocks):
@@ -182,6 +182,15 @@ class _Counter:
                 if x in staying:
                     caps[b] = min(caps[b], staying[x])
         return caps
+
+    def _past_exit_weight(self, chain: tuple[Location, ...], exit_at: Location) -> float | None:
+        """The weight of code past a guard's exit at `exit_at`: on the guard's own line, that of
+        the work its line holds (the body of `if (i < n) y[i] = x[i];`, not its test)."""
+        if chain[0][1] == exit_at[1]:
+            work = self.table.work_weight_at(chain[0], chain[1:])
+            if work is not None:
+                return work
+        return self.source_weight(chain)
 
     @staticmethod
     def _tied_by_source(fn: CompiledFunction, ties: list[_LoopTie]) -> dict[int, set[int]]:

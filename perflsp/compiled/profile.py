@@ -41,6 +41,9 @@ class SourceStatement:
     weight: float  # guard weight: executions per entry of its innermost loop iteration (1: always)
     loop: int | None  # index of the innermost enclosing SourceLoop
     callsites: tuple[Location, ...] = ()
+    # its own code is a test (`if`, `switch`) or a jump (`return`, `break`): on a line it shares
+    # with other statements (`if (i < n) y[i] = x[i];`), the work there is theirs
+    test_or_jump: bool = False
 
 
 @dataclass(slots=True)
@@ -97,6 +100,16 @@ class LineTable:
         for statement in chosen:  # innermost first: the first of each inline copy
             innermost.setdefault(self._sites[id(statement)], statement.weight)
         return max(innermost.values())
+
+    def work_weight_at(self, location: Location, callsites: tuple[Location, ...]) -> float | None:
+        """The largest guard weight of the statements that begin on the line of `location` and do
+        work there (not a test or a jump): past a guard's exit on that line (`if (i < n) y[i] =
+        x[i];`), only its body runs. None when no such statement begins there."""
+        wanted = tuple((_key(p), n) for p, n in callsites)
+        statements = self.statements_at(location)
+        chosen = [s for s in statements if self._sites[id(s)] == wanted] or statements
+        working = [s.weight for s in chosen if s.first == location[1] and not s.test_or_jump]
+        return max(working) if working else None
 
     def knows_file(self, path: str) -> bool:
         return _key(path) in self._files
