@@ -256,6 +256,32 @@ def test_past_a_one_line_guards_exit_only_its_body_runs(tmp_path, compiler):
     assert 1.5 <= facts.per_item.int32 <= 4.5  # the index and the test, every thread
 
 
+PIXELS = """\
+__global__ void shade(uchar4 *pixels, int width) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    int at = x + y * width;
+    unsigned char grey = (unsigned char)(128.0f + 127.0f * __cosf(x * 0.1f) * __sinf(y * 0.1f));
+    pixels[at].x = grey;
+    pixels[at].y = grey;
+    pixels[at].z = grey;
+    pixels[at].w = 255;
+}
+int main() { uchar4 *p; cudaMalloc(&p, 1024 * 1024 * sizeof(uchar4)); shade<<<dim3(64, 64), dim3(16, 16)>>>(p, 1024); }
+"""
+
+
+@needs_cuda
+def test_member_stores_the_compiler_merges_into_one_keep_the_members_bytes(tmp_path, compiler):
+    source = tmp_path / "pixels.cu"
+    source.write_text(PIXELS)
+    facts = analyse(source, compiler)["shade"].facts
+    # SASS: the four byte stores become one 32-bit STG on the last member's line; the pixels are
+    # 4 MiB, not 4 bytes per member (16 MiB)
+    assert facts.per_item.global_stores == pytest.approx(1.0)
+    assert sum(g.footprint_bytes for g in facts.traffic.groups if g.is_store) == pytest.approx(1024 * 1024 * 4)
+
+
 HISTOGRAM = """\
 __global__ void histogram(const float *x, const int *bin, float *y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

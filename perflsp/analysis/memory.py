@@ -227,14 +227,17 @@ def with_compiled_widths(accesses: list[Access],
     - of known types sharing one size: the compiled width where it is wider (a template type or
       typedef the source did not resolve) and the compiled code has at least as many
       instructions there as the source has accesses (fewer: the compiler merged neighbouring
-      elements into one wide access). A narrower width is no evidence: a struct or vector
-      element is loaded field by field;
+      elements into one wide access), and no access of another line lies within the wider
+      element (`p[i].x = g; ... p[i].w = 255;`: four byte stores merged into one on the last
+      line). A narrower width is no evidence: a struct or vector element is loaded field by field;
     - of a struct or type the source does not know (4 B assumed): the bytes the compiled code
       moves there, shared among them (a struct copied from memory is loaded field by field)."""
     by_line: dict[tuple[int, bool], list[Access]] = defaultdict(list)
+    offsets: dict[tuple[Any, ...], set[tuple[int, float]]] = defaultdict(set)  # (line, offset) per element form
     for access in accesses:
         if access.space == "global" and not access.atomic:
             by_line[(access.line, access.is_store)].append(access)
+            offsets[_element_form(access)].add((access.line, access.lin.const))
     changed: dict[int, int] = {}  # id(access) -> compiled size
     notes = []
     for (line, is_store), members in sorted(by_line.items()):
@@ -246,7 +249,8 @@ def with_compiled_widths(accesses: list[Access],
         elem = elems.pop()
         if sized.pop():
             distinct = {(a.array, a.lin.coeffs, a.lin.nonlinear, a.lin.const) for a in members}
-            if nbytes / count not in WIDTHS or nbytes / count <= elem or count < len(distinct):
+            if nbytes / count not in WIDTHS or nbytes / count <= elem or count < len(distinct) \
+                    or any(_merged(a, offsets, nbytes / count) for a in members):
                 continue
             size, what = int(nbytes / count), "per element"
         else:
@@ -261,6 +265,17 @@ def with_compiled_widths(accesses: list[Access],
     if not changed:
         return accesses, []
     return [replace(a, elem_bytes=changed[id(a)]) if id(a) in changed else a for a in accesses], notes
+
+
+def _element_form(access: Access) -> tuple[Any, ...]:
+    return (access.array, access.is_store, access.lin.coeffs, access.lin.nonlinear, access.elem_bytes)
+
+
+def _merged(access: Access, offsets: dict[tuple[Any, ...], set[tuple[int, float]]], width: float) -> bool:
+    """Whether an access of another line lies within `width` bytes of `access`'s element: the
+    compiler's wide access there holds both."""
+    return any(line != access.line and 0 < abs(const - access.lin.const) * access.elem_bytes < width
+               for line, const in offsets[_element_form(access)])
 
 
 _UNBOUNDED_SPAN = float("inf")
