@@ -119,3 +119,43 @@ def test_offloaded_functions_in_a_table_of_the_same_file(tmp_path: Path):
     found = reports(OMP, path=path, options=AnalysisOptions(argv=("40",)))
     assert [trips(r) for r in found] == [{"i": 40_000}, {"i": 40_000}]
     assert all(unknown_trips(r) == [] for r in found)
+
+
+# a wrapper handed to a timing harness, which calls it through its parameter -------------------
+
+HARNESS = """
+#define TILE 16
+__global__ void scale_k(float *y, int n, int m) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int j = 0; j < n; j++) y[i] *= 0.5f;
+}
+void run(float *y, int N, int M) {
+  dim3 block(TILE, TILE);
+  dim3 grid(M / block.x, N / block.y);
+  scale_k<<<grid, block>>>(y, N, M);
+}
+void timed(void (*op)(float *, int, int), float *y, int N, int M) {
+  for (int r = 0; r < 10; r++)
+    (*op)(y, N, M);
+}
+int main() {
+  float *y;
+  int N, M;
+  N = M = 2048;
+  cudaMalloc((void **)&y, N * M * sizeof(float));
+  timed(run, y, N, M);
+}
+"""
+
+
+def test_a_wrapper_called_through_the_parameter_of_a_harness_gets_that_calls_arguments():
+    from perflsp.kernels.pointer_tables import calls_through_callbacks
+    from perflsp.kernels.definitions import function_definitions
+
+    data = HARNESS.encode()
+    root = parse(data).root_node
+    (call,) = calls_through_callbacks(data, root, "run", function_definitions(root, data))
+    assert data[call.start_byte:call.end_byte] == b"(*op)(y, N, M)"
+    (report,) = reports(HARNESS)
+    assert report.facts.work_items == 2048 * 2048  # the grid from M and N, not the production guess
+    assert trips(report) == {"j": 2048}

@@ -1,7 +1,8 @@
-"""Calls through a table of function pointers: `coding_func table[] = {w1, w2, ...};`, a
-pointer taken from it (`ptrs[i] = table[k];`) and called (`ptrs[j](k, index[j], ...)`). Such a
-call passes its arguments to each function the table lists (that takes as many parameters):
-where a wrapper that launches a kernel is never called by name, this is its caller."""
+"""Calls through a function pointer: through a table of them (`coding_func table[] = {w1, w2,
+...};`, a pointer taken from it, `ptrs[i] = table[k];`, and called, `ptrs[j](k, index[j], ...)`),
+or through the parameter of a function the wrapper is handed to (`time_it(sgemm_gpu, A, B, C, n)`
+calling `run(A, B, C, n)`). Such a call passes its arguments to the function (that takes as many
+parameters): where a wrapper that launches a kernel is never called by name, this is its caller."""
 
 from __future__ import annotations
 
@@ -74,6 +75,54 @@ def _declared_array(declarator: Node | None) -> Node | None:
             inner = declarator.named_children[0] if declarator.named_children else None
         declarator = inner
     return declarator if array else None
+
+
+def calls_through_callbacks(data: bytes, root: Node, name: str, definitions: dict[str, Node]) -> list[Node]:
+    """Calls of the function `name` through a parameter of a function of this text it is passed
+    to: for `bench(sgemm_gpu, A, n)`, with `void bench(void (*run)(float *, int), float *A, int n)`
+    defined here, the calls `run(...)` in `bench`'s body; in text order."""
+    found: dict[int, Node] = {}
+    for at in _word_offsets(data, name):
+        node = root.descendant_for_byte_range(at, at + len(name))
+        if node is None or node.type != "identifier" or node.parent is None or node.parent.type != "argument_list":
+            continue
+        call = node.parent.parent
+        callee = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
+        receiver = definitions.get(_text(data, callee)) if callee is not None and callee.type == "identifier" else None
+        if receiver is None:
+            continue
+        index = [a for a in node.parent.named_children if a.type != "comment"].index(node)
+        parameter = _parameter_name(data, receiver, index)
+        body = receiver.child_by_field_name("body")
+        if parameter is None or body is None:
+            continue
+        for use in _word_offsets(data[: body.end_byte], parameter):
+            if use < body.start_byte:
+                continue
+            used = root.descendant_for_byte_range(use, use + len(parameter))
+            while used is not None and used.parent is not None and used.parent.type in _POINTER_WRAPPERS:
+                used = used.parent
+            inner = used.parent if used is not None else None
+            if inner is not None and inner.type == "call_expression" and inner.child_by_field_name("function") == used:
+                found.setdefault(inner.start_byte, inner)
+    return [found[k] for k in sorted(found)]
+
+
+def _parameter_name(data: bytes, function: Node, index: int) -> str | None:
+    """The name of `function`'s parameter at `index` (a function pointer's: `void (*run)(int)`)."""
+    declarator = function.child_by_field_name("declarator")
+    while declarator is not None and declarator.type != "function_declarator":
+        declarator = declarator.child_by_field_name("declarator")
+    params = declarator.child_by_field_name("parameters") if declarator is not None else None
+    named = [p for p in params.named_children if p.type != "comment"] if params is not None else []
+    if index >= len(named):
+        return None
+    words = re.findall(r"[A-Za-z_]\w*", re.sub(r"\([^()]*\)\s*$", "", _text(data, named[index])))
+    return words[-1] if words else None
+
+
+def _text(data: bytes, node: Node) -> str:
+    return data[node.start_byte:node.end_byte].decode("utf-8", errors="replace")
 
 
 def _word_offsets(data: bytes, word: str) -> list[int]:

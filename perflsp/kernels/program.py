@@ -36,7 +36,7 @@ from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
 from perflsp.kernels.objects import DeclaredStruct, ObjectPaths, declared_fields_env, member_env, object_paths_env, passed_fields
 from perflsp.kernels.omp import parse_clauses, split_directive
-from perflsp.kernels.pointer_tables import calls_through, mentions_any, tables_listing
+from perflsp.kernels.pointer_tables import calls_through, calls_through_callbacks, mentions_any, tables_listing
 from perflsp.kernels.preprocess import expand_macros
 from perflsp.kernels.symbols import TopLevelFacts, declares, file_env, function_env, is_write, mutable_globals, never_runs
 from perflsp.source.files import SkippedFile, load_file
@@ -434,6 +434,9 @@ class ProgramModel:
                     break
         if passed is None and name != "main":
             passed = self._passed_through_tables(name, tuple(param_names), depth)
+        if passed is None and name != "main":
+            calls = calls_through_callbacks(self.data, self.tree.root_node, name, self._plain_definitions)
+            passed = self.arguments_passed(name, tuple(param_names), depth, calls=calls) if calls else None
         values, assumed = passed if passed is not None else ({}, set())
         if assumed:
             self._caller_assumed[key] = assumed
