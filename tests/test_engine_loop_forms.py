@@ -64,6 +64,25 @@ int main() { float *a, *b; tiles<<<12, 32>>>(a, b); }
     assert not any("c1" in t for t in texts(k.facts.assumptions))
 
 
+def test_a_block_stride_loop_up_to_the_blocks_own_position_runs_its_average_over_the_grid():
+    # a triangular (causal) loop: block t's threads stride over 0..t; the block's position is no
+    # size the loop strides over (the grid's 48 rows of heads are narrower than the stride), so it
+    # is not read as a grid-stride loop over the production size
+    src = """
+__global__ void causal(float *out, const float *att, int T) {
+  int t = blockIdx.x, head = blockIdx.y;
+  float s = 0.0f;
+  for (int t2 = threadIdx.x; t2 <= t; t2 += 256) s += att[(head * T + t) * T + t2];
+  out[(head * T + t) * 256 + threadIdx.x] = s;
+}
+int main() { float *o, *a; causal<<<dim3(1024, 48), 256>>>(o, a, 1024); }
+"""
+    loop = only_loop(kernel(src, "causal"))
+    # block t: threads 0..t pass once, each pass 256 wide: (t + 1) / 256 per thread on average
+    assert loop.trip_count == pytest.approx(sum(range(1, 1025)) / 1024 / 256, rel=0.05)
+    assert loop.origin == "launch"
+
+
 def test_a_block_dependent_start_is_folded_with_the_bound():
     src = """
 __global__ void rows(float *a) {

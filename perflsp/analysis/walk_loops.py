@@ -138,8 +138,9 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     # a size read from the launch by a bounds guard (`if (i < n)` before the loop): a grid-stride
     # loop says the launch does not cover it
     launch_read = bound_value is not None and bound_name in walker.learned_sizes
+    # (a bound that is a block's own position, `t2 <= blockIdx.x`, is no size: averaged below)
     if (bound_value is None or launch_read) and thread_start and step_kind == "add" and step is not None \
-            and step.value and step.value >= max(32.0, stride_extent(walker)):
+            and step.value and step.value >= max(32.0, stride_extent(walker)) and not bound.lin.atoms & _INDEX_ATOMS:
         return _grid_stride(walker, var, op, bound_name, bound_node, step, loop, launch_read)
     # a bound that varies with the block index only (the start too): the average over the grid
     averaged = per_block_trip(walker, var, bound, bound_node, start, step if step_kind == "add" else None,
@@ -374,6 +375,9 @@ def _bound_known(walker: Walker, var: str, node: Node) -> bool:
     if value is None and walker.resolve_bound is not None:
         value = walker.resolve_bound(walker.text(bound))
     return value is not None
+
+
+_INDEX_ATOMS = frozenset(("tx", "ty", "tz", "bx", "by", "bz"))
 
 
 def stride_extent(walker: Walker) -> float:
