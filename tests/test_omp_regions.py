@@ -354,3 +354,24 @@ def test_the_size_of_a_parallel_loop_is_read_from_a_given_launch_in_its_body():
     capped = reports(LAUNCH_SIZED_SRC, options=AnalysisOptions(launch_override=((3200, 1, 1), (256, 1, 1))))[0]
     assert next(loop for loop in capped.facts.loops if loop.variable == "j").trip_count == 32
     assert not any("bounds the parallel loop" in a for a in texts(capped.facts.assumptions))
+
+
+AUTO_SRC = """
+#include <cstdlib>
+int main() {
+  const int n = 1 << 20;
+  auto x = static_cast<float *>(std::malloc(sizeof(float) * n));
+  auto y = (float *)malloc(sizeof(float) * n);
+  auto z = new double[n];
+  #pragma omp target teams distribute parallel for map(to: x[:n], z[:n]) map(tofrom: y[:n])
+  for (int i = 0; i < n; i++) y[i] += 2.0f * x[i] + (float)z[i];
+}
+"""
+
+
+def test_auto_pointers_take_the_type_their_initialiser_casts_to():
+    (report,) = reports(AUTO_SRC)
+    # `x`, `y` floats and `z` doubles: 4 + 4 + 8 bytes loaded, 4 stored, per iteration (read as
+    # unknown, `auto` arrays were no global memory at all)
+    assert report.facts.per_item.global_load_bytes == 16
+    assert report.facts.per_item.global_store_bytes == 4

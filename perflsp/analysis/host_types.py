@@ -136,13 +136,39 @@ def _collect_host_types(aliases: dict[str, CType], unit: AnalysisUnit, nodes: li
         if vector:
             inner = parse_type(vector.group(1), aliases)
             base = CType(inner.kind, inner.size_bytes, inner.lanes, inner.pointer + 1, inner.wide)
+        deduced = re.fullmatch(r"(?:const\s+)?auto(?:\s+const)?", type_text.strip()) is not None
         for declarator in node.children_by_field_name("declarator"):
             shape = _declarator_shape(unit, declarator, text)
             if shape is None:
                 continue
             name, stars, dims = shape
-            ctype = CType(base.kind, base.size_bytes, base.lanes, base.pointer + stars + len(dims), base.wide)
+            typed = _initialiser_type(text(declarator.child_by_field_name("value")), aliases) if deduced else None
+            if deduced and typed is None:
+                continue
+            own = typed or base
+            ctype = CType(own.kind, own.size_bytes, own.lanes, own.pointer + stars + len(dims), own.wide)
             out[name] = (ctype, dims if stars == 0 else (0.0, *dims))
+
+
+# what an `auto` variable's initialiser says it is: `static_cast<Atom *>(std::malloc(...))`,
+# `(float *)malloc(...)`, `new float[n]`
+_CAST = re.compile(r"(?:static_cast|reinterpret_cast)\s*<\s*([^<>]+?\*+)\s*>|\(\s*((?:const\s+)?[\w:]+\s*\*+)\s*\)")
+_NEW = re.compile(r"new\s+([\w:]+)\s*\[")
+
+
+def _initialiser_type(value: str, aliases: dict[str, CType]) -> CType | None:
+    """The pointer type an `auto` declaration's initialiser names by a cast or `new T[n]`."""
+    value = value.strip()
+    cast = _CAST.match(value)
+    if cast is not None:
+        found = parse_type(cast.group(1) or cast.group(2), aliases)
+        return found if found.kind != "unknown" and found.pointer else None
+    new = _NEW.match(value)
+    if new is not None:
+        element = parse_type(new.group(1), aliases)
+        return None if element.kind == "unknown" else CType(element.kind, element.size_bytes, element.lanes,
+                                                              element.pointer + 1, element.wide)
+    return None
 
 
 def _declarator_shape(unit: AnalysisUnit, node: Node | None, text: Callable[[Node | None], str]
