@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
-from perflsp.analysis.ctype import INT, UNKNOWN, CType
+from perflsp.analysis.ctype import F32, INT, UNKNOWN, CType
 from perflsp.analysis.fragment_elements import fragment_num_elements
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.notes import NoteKind, assumed
@@ -104,6 +104,18 @@ def record_access(walker: Walker, base: Val, index_lin: Linear, elem: CType, is_
         walker.counts.atomics += walker.mult
 
 
+def _member_constant(walker: Walker, base_text: str, field_name: str) -> Val | None:
+    """A member of a local that is a compile-time constant: a wmma fragment's `num_elements`, or a
+    static constant of the local's class (`x128 v; ... v.size`, `size` a static constexpr)."""
+    if field_name == "num_elements" and (elements := fragment_num_elements(walker, base_text)):
+        return elements
+    if base_text in walker.declared_types and walker.constant_lookup is not None:
+        constant = walker.constant_lookup(f"{walker.declared_types[base_text]}::{field_name}")
+        if constant is not None:
+            return Val(INT if constant[1] == "int" else F32, constant[0], Linear.constant(constant[0]), static=True)
+    return None
+
+
 def eval_field(walker: Walker, node: Node) -> Val:
     arg = node.child_by_field_name("argument")
     field_name = walker.text(node.child_by_field_name("field"))
@@ -121,8 +133,8 @@ def eval_field(walker: Walker, node: Node) -> Val:
                                   subject=f"{base_text}.x"))
         return Val(INT, None, Linear(const_known=False))
     operator = walker.text(node.child_by_field_name("operator"))
-    if operator == "." and field_name == "num_elements" and (elements := fragment_num_elements(walker, base_text)):
-        return elements
+    if operator == "." and (constant := _member_constant(walker, base_text, field_name)) is not None:
+        return constant
     if operator == "." and (assigned := walker.lookup(f"{base_text}.{field_name}")) is not None:
         return assigned  # a member of a local struct the kernel assigned (`r.data = ...`)
     if operator in (".", "->") and base_text in walker.members and field_name in walker.members[base_text]:

@@ -50,6 +50,7 @@ class Walker(Protocol):
     loops: list[LoopFact]
     notes: list[Note]
     said_once: set[str]
+    declared_types: dict[str, str]
 
     # -- the state of the statement walked ---------------------------------------------------
     mult: float

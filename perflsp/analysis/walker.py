@@ -114,6 +114,7 @@ class KernelWalker:
         self.layouts: dict[str, Layout] = {}  # array of structs -> the layout the source shows of its element
         self.constant_lookup = constant_lookup  # macros/constants left unexpanded in the text
         self.said_once: set[str] = set()  # assumptions made and calls noted, each said once
+        self.declared_types: dict[str, str] = {}  # local of a class type -> its type's text (`x128 v;`)
         self.first_statement: Node | None = None  # the kernel's body (its function's text names its types)
         self.fragments: dict[str, tuple[str, tuple[float | None, ...], str]] = {}  # wmma fragments: use, m×n×k, type
         # where the statements walked are, and how often each runs (for tying compiled code to them)
@@ -267,6 +268,10 @@ class KernelWalker:
             fragment_declaration(self, type_text, node)
         for declarator in node.children_by_field_name("declarator"):
             self._declarator(declarator, base, shared, constant, storage)
+            if base.kind in ("struct", "unknown") and not base.pointer:
+                named = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" else declarator
+                if named is not None and named.type == "identifier":
+                    self.declared_types[self.text(named)] = " ".join(type_text.split())
 
     def _declarator(self, declarator: Node, base: CType, shared: bool, constant: bool, storage: str) -> None:
         value_node: Node | None = None

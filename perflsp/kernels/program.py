@@ -31,13 +31,14 @@ from perflsp.kernels.definitions import function_declarator, function_definition
 from perflsp.kernels.extract import extract, extract_with_constants
 from perflsp.kernels.fields import field_declarations
 from perflsp.kernels.file_trees import defined_names, file_version, parsed_header, parsed_text, source_definitions
-from perflsp.kernels.includes import IncludeResolver
+from perflsp.kernels.includes import IncludeResolver, scan_constants
 from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
 from perflsp.kernels.objects import DeclaredStruct, ObjectPaths, declared_fields_env, member_env, object_paths_env, passed_fields
 from perflsp.kernels.omp import parse_clauses, split_directive
 from perflsp.kernels.pointer_tables import calls_through, calls_through_callbacks, mentions_any, tables_listing
 from perflsp.kernels.preprocess import expand_macros
+from perflsp.kernels.static_members import static_member_value
 from perflsp.kernels.symbols import TopLevelFacts, declares, file_env, function_env, is_write, mutable_globals, never_runs
 from perflsp.source.files import SkippedFile, load_file
 from perflsp.source.parser import parse, query
@@ -239,6 +240,8 @@ class ProgramModel:
         literal ("int", "f32" for `1e-9f`, "f64"), or None."""
         if name not in self._constants:
             value, _ = try_evaluate(name, self.env)
+            if not isinstance(value, (int, float)) and "::" in name:
+                value = self._static_member(name)
             if isinstance(value, (int, float)):
                 body = self.env.all_macros().get(name, "")
                 if isinstance(value, int):
@@ -251,6 +254,27 @@ class ProgramModel:
             else:
                 self._constants[name] = None
         return self._constants[name]
+
+    def _static_member(self, name: str) -> int | float | None:
+        """`Class::member`, a static constant of a class (template instance) defined in this file
+        or a local header (`perflsp.kernels.static_members`)."""
+        texts, aliases = self._class_texts
+        return static_member_value(name, aliases, texts)
+
+    @cached_property
+    def _class_texts(self) -> tuple[list[str], ConstEnv]:
+        """The texts classes may be defined in (this file, its local headers) and the type
+        aliases they declare (the file's own typedefs too), read once."""
+        texts = [self.data.decode("utf-8", errors="replace")]
+        for path, _mtime, _size in self._header_versions:
+            try:
+                texts.append(path.read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                continue
+        aliases = ConstEnv(parent=self.env)
+        for text in texts:
+            scan_constants(text.encode("utf-8", errors="replace"), aliases)
+        return texts, aliases
 
     # ------------------------------------------------------------------ constants at a point
 
