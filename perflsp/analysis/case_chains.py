@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.analysis.notes import NoteKind, assumed
+from perflsp.analysis.walk_values import INDEX_ATOMS
 
 if TYPE_CHECKING:
     from perflsp.analysis.walk_api import Walker
 
-_THREAD_ATOMS = frozenset(("tx", "ty", "tz", "bx", "by", "bz"))
 
 
 def case_share(walker: Walker, cond: Node | None) -> float | None:
@@ -40,7 +40,7 @@ def case_share(walker: Walker, cond: Node | None) -> float | None:
     walker.mult = 0.0  # evaluated again, and counted, as the condition
     value = walker.eval(_operand(cond, subject, walker))
     walker.mult = saved
-    if not (value.lin.nonlinear & _THREAD_ATOMS) and not any(a.startswith("o") for a in value.lin.nonlinear):
+    if not (value.lin.nonlinear & INDEX_ATOMS) and not any(a.startswith("o") for a in value.lin.nonlinear):
         return None  # the thread index itself (`tid == 0`), or no thread index
     # in an `else if` chain the threads the earlier tests took are gone: a third of them, then
     # a half of the rest, ...

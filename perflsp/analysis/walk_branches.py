@@ -13,7 +13,7 @@ from perflsp.analysis.case_chains import case_share
 from perflsp.analysis.lane_guards import lanes_share
 from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, distinct_values
 from perflsp.analysis.notes import NoteKind, assumed
-from perflsp.analysis.walk_values import Val
+from perflsp.analysis.walk_values import INDEX_ATOMS, Val
 
 if TYPE_CHECKING:
     from perflsp.analysis.walk_api import Walker
@@ -83,7 +83,7 @@ def learn_sizes(walker: Walker, cond: Node | None) -> None:
             continue
         (index,) = _uncounted(walker, index_node)
         atoms = index.lin.atoms
-        if not atoms or not atoms <= _THREAD_INDEX_ATOMS:
+        if not atoms or not atoms <= INDEX_ATOMS:
             continue
         extent = distinct_values(index.lin, {a: walker.cardinality.get(a, 1.0) for a in atoms}, math.inf)
         if extent > 1.0:
@@ -115,7 +115,7 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
     both = _conjoined_thread_tests(walker, cond)
     if both is not None:
         return both
-    thread_atoms = {a for a in cval.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz") or a.startswith("o")}
+    thread_atoms = {a for a in cval.lin.atoms if a in INDEX_ATOMS or a.startswith("o")}
     if "==" in text and thread_atoms and "&&" not in text and "||" not in text:
         share = case_share(walker, cond)
         if share is not None:
@@ -165,7 +165,7 @@ def _conjoined_thread_tests(walker: Walker, cond: Node | None) -> float | None:
         finally:
             walker.mult, walker.visited = saved
         atoms = difference.atoms
-        if not atoms or difference.nonlinear or not atoms <= _THREAD_INDEX_ATOMS or atoms & seen \
+        if not atoms or difference.nonlinear or not atoms <= INDEX_ATOMS or atoms & seen \
                 or any(c == UNKNOWN_COEFF for _, c in difference.coeffs):
             return None
         seen |= atoms
@@ -196,7 +196,7 @@ def equality_weight(walker: Walker, cond: Node | None) -> float | None:
         walker.mult, walker.visited = saved
     counters = set(walker.loop_atoms)
     atoms = difference.atoms
-    if not atoms or difference.nonlinear or not atoms <= counters | _THREAD_INDEX_ATOMS | _omp_indices(atoms) \
+    if not atoms or difference.nonlinear or not atoms <= counters | INDEX_ATOMS | _omp_indices(atoms) \
             or (op == "==" and not atoms & counters) \
             or any(c == UNKNOWN_COEFF or walker.cardinality.get(a, 1.0) <= 1.0 for a, c in difference.coeffs):
         return None
@@ -287,7 +287,7 @@ def _index_range(walker: Walker, val: Val) -> tuple[float, float] | None:
     """(lowest, highest) value of a thread index over the launch: a sum of thread and block
     indices with known coefficients and a known constant; None for anything else."""
     lin = val.lin
-    if lin.nonlinear or not lin.const_known or not lin.coeffs or not lin.atoms <= _THREAD_INDEX_ATOMS:
+    if lin.nonlinear or not lin.const_known or not lin.coeffs or not lin.atoms <= INDEX_ATOMS:
         return None
     lo = hi = lin.const
     for atom, coeff in lin.coeffs:
@@ -368,7 +368,6 @@ def _case_weights(walker: Walker, cases: list[Node], value: float | None) -> lis
     return weights
 
 
-_THREAD_INDEX_ATOMS = frozenset(("tx", "ty", "tz", "bx", "by", "bz"))
 
 
 _JUMPS = frozenset({"continue_statement", "break_statement", "return_statement", "goto_statement"})
@@ -388,4 +387,4 @@ def _clause(walker: Walker, cond: Node | None) -> str:
 
 
 def _thread_dependent(val: Val) -> bool:
-    return any(a in _THREAD_INDEX_ATOMS or a.startswith("o") for a in val.lin.atoms)
+    return any(a in INDEX_ATOMS or a.startswith("o") for a in val.lin.atoms)

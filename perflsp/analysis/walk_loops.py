@@ -19,7 +19,7 @@ from perflsp.analysis.notes import Note, NoteKind, NoteSource, assumed
 from perflsp.analysis.walk_branches import learn_size
 from perflsp.analysis.walk_profile import begin_profile_loop, end_profile_loop
 from perflsp.analysis.walk_ranges import assume_sized_trip
-from perflsp.analysis.walk_values import IDENT, LoopOrigin, Val
+from perflsp.analysis.walk_values import IDENT, INDEX_ATOMS, LoopOrigin, Val
 from perflsp.analysis.while_forms import while_expectation
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     launch_read = bound_value is not None and bound_name in walker.learned_sizes
     # (a bound that is a block's own position, `t2 <= blockIdx.x`, is no size: averaged below)
     if (bound_value is None or launch_read) and thread_start and step_kind == "add" and step is not None \
-            and step.value and step.value >= max(32.0, stride_extent(walker)) and not bound.lin.atoms & _INDEX_ATOMS:
+            and step.value and step.value >= max(32.0, stride_extent(walker)) and not bound.lin.atoms & INDEX_ATOMS:
         return _grid_stride(walker, var, op, bound_name, bound_node, step, loop, launch_read)
     # a bound that varies with the block index only (the start too): the average over the grid
     averaged = per_block_trip(walker, var, bound, bound_node, start, step if step_kind == "add" else None,
@@ -308,7 +308,7 @@ def start_of(start: Val | None) -> tuple[float | None, bool]:
     """(the loop's first value where known, whether it starts at the thread's own index): a
     start spread over the threads (`i = threadIdx.x`) counts from its constant part."""
     start_value = start.value if start is not None else None
-    thread_start = start is not None and bool({a for a in start.lin.atoms if a in ("tx", "ty", "tz", "bx", "by", "bz")})
+    thread_start = start is not None and bool(start.lin.atoms & INDEX_ATOMS)
     if start_value is None and start is not None and (thread_start or start.lin.const_known):
         start_value = start.lin.const
     return start_value, thread_start
@@ -375,9 +375,6 @@ def _bound_known(walker: Walker, var: str, node: Node) -> bool:
     if value is None and walker.resolve_bound is not None:
         value = walker.resolve_bound(walker.text(bound))
     return value is not None
-
-
-_INDEX_ATOMS = frozenset(("tx", "ty", "tz", "bx", "by", "bz"))
 
 
 def stride_extent(walker: Walker) -> float:

@@ -17,6 +17,7 @@ from perflsp.analysis.notes import Note
 from perflsp.analysis.struct_layout import Layout
 
 THREAD_ATOMS = {"threadIdx": ("tx", "ty", "tz"), "blockIdx": ("bx", "by", "bz")}
+INDEX_ATOMS = frozenset(atom for atoms in THREAD_ATOMS.values() for atom in atoms)  # a thread's and a block's indices
 # OpenMP's runtime calls inside a target region play the roles of CUDA's built-ins
 OMP_THREAD_API = {"omp_get_thread_num": ("tx", None), "omp_get_team_num": ("bx", None),
                   "omp_get_num_threads": (None, "block"), "omp_get_num_teams": (None, "grid")}

@@ -7,11 +7,13 @@ parameters): where a wrapper that launches a kernel is never called by name, thi
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
 from tree_sitter import Node
 
+from perflsp.kernels.definitions import function_declarator
 from perflsp.source.files import SkippedFile, load_file
 
 _POINTER_WRAPPERS = ("parenthesized_expression", "pointer_expression")  # `(*p)(...)`
@@ -21,9 +23,8 @@ _MAX_TABLES = 8  # (a name listed in more tables than this is not a callee read 
 def tables_listing(data: bytes, root: Node, name: str) -> tuple[str, ...]:
     """The arrays whose initialiser lists the function `name` (`f[] = {name, ...}`)."""
     found: dict[str, None] = {}
-    for at in _word_offsets(data, name):
-        node = root.descendant_for_byte_range(at, at + len(name))
-        if node is None or node.type != "identifier" or node.parent is None or node.parent.type != "initializer_list":
+    for node in _identifiers(data, root, name):
+        if node.parent is None or node.parent.type != "initializer_list":
             continue
         declarator = node.parent.parent
         if declarator is None or declarator.type != "init_declarator":
@@ -45,15 +46,10 @@ def calls_through(data: bytes, root: Node, tables: tuple[str, ...]) -> list[Node
         pointers.update(dict.fromkeys(m.group(1) for m in taken.finditer(text)))
     found: dict[int, Node] = {}
     for pointer in pointers:
-        for at in _word_offsets(data, pointer):
-            node = root.descendant_for_byte_range(at, at + len(pointer))
-            if node is None or node.type != "identifier":
-                continue
+        for node in _identifiers(data, root, pointer):
             callee = node.parent if node.parent is not None and node.parent.type == "subscript_expression" else node
-            while callee.parent is not None and callee.parent.type in _POINTER_WRAPPERS:
-                callee = callee.parent
-            call = callee.parent
-            if call is not None and call.type == "call_expression" and call.child_by_field_name("function") == callee:
+            call = _called(callee)
+            if call is not None:
                 found.setdefault(call.start_byte, call)
     return [found[k] for k in sorted(found)]
 
@@ -82,9 +78,8 @@ def calls_through_callbacks(data: bytes, root: Node, name: str, definitions: dic
     to: for `bench(sgemm_gpu, A, n)`, with `void bench(void (*run)(float *, int), float *A, int n)`
     defined here, the calls `run(...)` in `bench`'s body; in text order."""
     found: dict[int, Node] = {}
-    for at in _word_offsets(data, name):
-        node = root.descendant_for_byte_range(at, at + len(name))
-        if node is None or node.type != "identifier" or node.parent is None or node.parent.type != "argument_list":
+    for node in _identifiers(data, root, name):
+        if node.parent is None or node.parent.type != "argument_list":
             continue
         call = node.parent.parent
         callee = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
@@ -96,23 +91,35 @@ def calls_through_callbacks(data: bytes, root: Node, name: str, definitions: dic
         body = receiver.child_by_field_name("body")
         if parameter is None or body is None:
             continue
-        for use in _word_offsets(data[: body.end_byte], parameter):
-            if use < body.start_byte:
-                continue
-            used = root.descendant_for_byte_range(use, use + len(parameter))
-            while used is not None and used.parent is not None and used.parent.type in _POINTER_WRAPPERS:
-                used = used.parent
-            inner = used.parent if used is not None else None
-            if inner is not None and inner.type == "call_expression" and inner.child_by_field_name("function") == used:
+        for used in _identifiers(data, root, parameter, body):
+            inner = _called(used)
+            if inner is not None:
                 found.setdefault(inner.start_byte, inner)
     return [found[k] for k in sorted(found)]
 
 
+def _identifiers(data: bytes, root: Node, word: str, within: Node | None = None) -> Iterator[Node]:
+    """The identifier nodes spelling `word` in the text (in `within`'s span, if given)."""
+    for at in _word_offsets(data, word):
+        if within is not None and not within.start_byte <= at < within.end_byte:
+            continue
+        node = root.descendant_for_byte_range(at, at + len(word))
+        if node is not None and node.type == "identifier":
+            yield node
+
+
+def _called(callee: Node) -> Node | None:
+    """The call expression `callee` (through `(*p)`) is the function of, or None."""
+    while callee.parent is not None and callee.parent.type in _POINTER_WRAPPERS:
+        callee = callee.parent
+    call = callee.parent
+    return call if call is not None and call.type == "call_expression" and call.child_by_field_name("function") == callee \
+        else None
+
+
 def _parameter_name(data: bytes, function: Node, index: int) -> str | None:
     """The name of `function`'s parameter at `index` (a function pointer's: `void (*run)(int)`)."""
-    declarator = function.child_by_field_name("declarator")
-    while declarator is not None and declarator.type != "function_declarator":
-        declarator = declarator.child_by_field_name("declarator")
+    declarator = function_declarator(function)
     params = declarator.child_by_field_name("parameters") if declarator is not None else None
     named = [p for p in params.named_children if p.type != "comment"] if params is not None else []
     if index >= len(named):

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 
 from perflsp.kernels.consteval import ConstEnv, try_evaluate
+from perflsp.kernels.text import split_top_level
 
 _QUALIFIED = re.compile(r"([A-Za-z_]\w*(?:<[^<>]*>)?)::([A-Za-z_]\w*)")
 _INSTANCE = re.compile(r"([A-Za-z_]\w*)\s*(?:<(.*)>)?")
@@ -47,7 +48,7 @@ def _instance(type_text: str, env: ConstEnv) -> tuple[str | None, list[str]]:
             return None, []
         alias = env.type_alias(m.group(1)) if m.group(2) is None else None
         if alias is None:
-            arguments = [_resolved(a, env) for a in _split(m.group(2))] if m.group(2) else []
+            arguments = [_resolved(a, env) for a in split_top_level(m.group(2), angles=True)] if m.group(2) else []
             return m.group(1), arguments
         type_text = alias
     return None, []
@@ -61,22 +62,6 @@ def _resolved(type_text: str, env: ConstEnv) -> str:
             return text
         text = alias.strip()
     return text
-
-
-def _split(arguments: str) -> list[str]:
-    """Top-level comma-separated template arguments."""
-    parts, depth, current = [], 0, ""
-    for ch in arguments:
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += ch
-    return [p.strip() for p in [*parts, current] if p.strip()]
 
 
 def _member_initialiser(text: str, cls: str, member: str) -> tuple[list[str], str] | None:

@@ -97,16 +97,18 @@ def line_is_directive(data: bytes, pos: int) -> bool:
     return data[line_start:pos].lstrip().startswith(b"#")
 
 
-def split_top_level(text: str, sep: str = ",") -> list[str]:
+def split_top_level(text: str, sep: str = ",", angles: bool = False) -> list[str]:
     """The non-empty `sep`-separated items of `text` outside brackets (`a, f(b, c), {d, e}` ->
-    3 items), stripped: an argument list, an initializer list, an OpenMP clause's list."""
+    3 items), stripped: an argument list, an initializer list, an OpenMP clause's list; with
+    `angles`, template arguments (`float, Op<int, 2>` -> 2 items)."""
+    opening, closing = ("([{<", ")]}>") if angles else ("([{", ")]}")
     parts: list[str] = []
     depth = 0
     start = 0
     for k, ch in enumerate(text):
-        if ch in "([{":
+        if ch in opening:
             depth += 1
-        elif ch in ")]}":
+        elif ch in closing:
             depth -= 1
         elif ch == sep and depth == 0:
             parts.append(text[start:k].strip())
