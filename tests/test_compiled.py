@@ -735,3 +735,93 @@ def test_regions_a_macro_writes_are_compiled_when_the_analysis_found_them(tmp_pa
     (report,) = result.kernels
     assert "operations counted in the compiled code" in texts(report.facts.evidence)[0]
     assert report.facts.per_item.fp32 == pytest.approx(2.0, rel=0.05)
+
+
+# a suite's host functions spell their array parameters with macros (which might have been device
+# qualifiers), its shared header sits in a folder no flag names, and its host code calls an API the
+# toolkit removed
+SUITE_KERNEL = """#include <suite.h>
+#define DATA_TYPE float
+#define HD __host__ __device__
+#define ARRAY_1D(name, n) name[n]
+HD DATA_TYPE twice(DATA_TYPE v) { return 2.0f * v; }
+__global__ void scale(DATA_TYPE *x) { x[threadIdx.x] = twice(x[threadIdx.x]) * SUITE_SCALE; }
+void run(DATA_TYPE ARRAY_1D(x, 256)) {
+  scale<<<1, 256>>>(x);
+  cudaThreadSynchronize();
+}
+int main() { return 0; }
+"""
+
+
+def test_host_functions_whose_signatures_carry_only_other_macros_are_set_aside_on_a_second_try():
+    from perflsp.compiled.host_aside import device_qualifier_macros, host_code_aside
+
+    text = SUITE_KERNEL.encode()
+    assert device_qualifier_macros([text, b"#define DEV2 HD inline\n"]) == {"HD", "DEV2"}
+    first = host_code_aside(text).decode()
+    assert "cudaThreadSynchronize" in first  # (any macro may be a device qualifier: kept)
+    second = host_code_aside(text, device_macros=device_qualifier_macros([text])).decode()
+    assert "cudaThreadSynchronize" not in second and "scale<<<" not in second
+    assert "HD DATA_TYPE twice(DATA_TYPE v) { return 2.0f * v; }" in second
+
+
+@needs_cuda
+def test_a_unit_set_aside_still_finds_the_headers_around_it(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "utilities").mkdir()
+    (tmp_path / "utilities" / "suite.h").write_text("#define SUITE_SCALE 3.0f\n")
+    folder = tmp_path / "kernels" / "scale"
+    folder.mkdir(parents=True)
+    source = folder / "scale.cu"
+    source.write_text(SUITE_KERNEL)
+    cache = CompileCache(tmp_path / "cache")
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN, cache)
+    assert "_Z5scalePf" in unit.functions and "device code alone" in unit.compiler
+
+
+def test_a_failure_recorded_by_older_retries_is_compiled_again(tmp_path):
+    from perflsp.compiled import build
+
+    cache = CompileCache(tmp_path / "cache")
+    cache.put_failure("ab" * 32, CompileFailure("nvcc failed: gone"), [])
+    with pytest.raises(CompileFailure):
+        CompileCache(tmp_path / "cache").get("ab" * 32)
+    meta = tmp_path / "cache" / "ab" / f"{'ab' * 32}.json"
+    recorded = json.loads(meta.read_text())
+    assert recorded["retries"] == build.RETRY_VERSION
+    meta.write_text(json.dumps({**recorded, "retries": build.RETRY_VERSION - 1}))
+    assert CompileCache(tmp_path / "cache").get("ab" * 32) is None
+
+
+# covariance: nvcc versions the j2 loop for n <= 0 (the i loop never runs: stores only, unrolled
+# four times) beside the general loop holding the i loop
+TRIANGLE = """\
+__global__ void covar(int m, int n, float *symmat, const float *data) {
+  int j1 = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j1 < m) {
+    for (int j2 = 0; j2 < m; j2++) {
+      symmat[j1 * m + j2] = 0.0f;
+      for (int i = 0; i < n; i++)
+        symmat[j1 * m + j2] += data[i * m + j1] * data[i * m + j2];
+      symmat[j2 * m + j1] = symmat[j1 * m + j2];
+    }
+  }
+}
+int main() {
+  float *s, *d;
+  cudaMalloc(&s, 512 * 512 * sizeof(float));
+  cudaMalloc(&d, 256 * 512 * sizeof(float));
+  covar<<<2, 256>>>(512, 256, s, d);
+}
+"""
+
+
+@needs_cuda
+def test_the_version_of_a_loop_holding_the_inner_loops_the_source_runs_is_its_main_loop(tmp_path, compiler):
+    source = tmp_path / "covar.cu"
+    source.write_text(TRIANGLE)
+    facts = analyse(source, compiler)["covar"].facts
+    assert any("operations counted in the compiled code" in e for e in texts(facts.evidence))
+    # one FFMA per (j2, i): 512 x 256 of them a thread (2 FLOP each), not the n <= 0 copy's none
+    assert facts.per_item.fp32 == pytest.approx(2 * 512 * 256, rel=0.05)

@@ -29,9 +29,9 @@ MAX_INCLUDERS = 4
 
 def includer_launches(path: Path | None, kernels: FileKernels, resolver: IncludeResolver,
                       argv: Sequence[str] | None = None, defines: dict[str, str] | None = None,
-                      include_dirs: tuple[Path, ...] = ()) -> tuple[LaunchSite, ...]:
+                      include_dirs: tuple[Path, ...] = (), project_search: bool = False) -> tuple[LaunchSite, ...]:
     """Launch sites, in the files that include `path`, of its kernels that it does not launch
-    itself (folded in their includer)."""
+    itself (folded in their includer; `project_search`: read.py's ReadContext.env)."""
     if path is None:
         return ()
     includers = resolver.includers_of(Path(path))[:MAX_INCLUDERS]
@@ -48,21 +48,22 @@ def includer_launches(path: Path | None, kernels: FileKernels, resolver: Include
             continue
         sites.extend(_launches_in(includer, stat.st_mtime_ns, stat.st_size, names,
                                   tuple(argv) if argv is not None else None, resolver,
-                                  tuple(sorted((defines or {}).items())), include_dirs))
+                                  tuple(sorted((defines or {}).items())), include_dirs, project_search))
     return tuple(sites)
 
 
 @lru_cache(maxsize=64)
 def _launches_in(includer: Path, mtime_ns: int, size: int, names: frozenset[str], argv: tuple[str, ...] | None,
                  resolver: IncludeResolver, defines: tuple[tuple[str, str], ...],
-                 include_dirs: tuple[Path, ...]) -> tuple[LaunchSite, ...]:
+                 include_dirs: tuple[Path, ...], project_search: bool) -> tuple[LaunchSite, ...]:
     loaded = load_file(includer)
     if isinstance(loaded, SkippedFile) or not has_launch_syntax(loaded.data):
         return ()
     data = loaded.data
     if not any(name.encode() in data for name in names):
         return ()
-    source = read_source(includer, data, resolver, dict(defines) or None, include_dirs, includers=False)
+    source = read_source(includer, data, resolver, dict(defines) or None, include_dirs, includers=False,
+                         project_search=project_search)
     matching = [s for s in source.kernels.launches if s.name in names]
     if not matching:
         return ()

@@ -78,13 +78,15 @@ class ReadContext:
     def env(self, path: Path | None, data: bytes) -> ConstEnv:
         """The preprocessor's view of `data` (the text of `path`): its local headers' macros, the
         build's, and for a file that a sibling source `#include`s, that sibling's."""
-        return self.resolver.env_for(path, data, self.defines, self.include_dirs, includers=True)
+        return self.resolver.env_for(path, data, self.defines, self.include_dirs, includers=True,
+                                     project_search=self.flags is None)
 
     def includer_launches(self, path: Path | None, kernels: FileKernels,
                           argv: Sequence[str] | None) -> tuple[LaunchSite, ...]:
         """Launch sites, in the sources that include `path`, of its kernels it does not launch
         itself, folded in their includer with these flags and the program's arguments."""
-        return includer_launches(path, kernels, self.resolver, argv, self.defines, self.include_dirs)
+        return includer_launches(path, kernels, self.resolver, argv, self.defines, self.include_dirs,
+                                 project_search=self.flags is None)
 
 
 class ReadProgram:
@@ -153,7 +155,8 @@ def read_program(path: Path | None, data: bytes, context: ReadContext,
     launch sites of its kernels in the sources that include it, folded with `options.argv`;
     not looked for with `includer_launch_sites=False`)."""
     source = read_source(path, data, context.resolver, context.defines, context.include_dirs, includers=True,
-                         build_sources=context.flags.unit_sources if context.flags is not None else ())
+                         build_sources=context.flags.unit_sources if context.flags is not None else (),
+                         project_search=context.flags is None)
     external = context.includer_launches(path, source.kernels, options.argv) if includer_launch_sites else ()
     return ReadProgram(path, source, dataclasses.replace(options, include_env=source.env, external_launches=external),
                        context)

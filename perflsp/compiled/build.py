@@ -33,7 +33,7 @@ from pathlib import Path
 
 from perflsp.compiled.cfg import build_function
 from perflsp.compiled.headers import MAX_FOUND, find_header_folder, missing_header
-from perflsp.compiled.host_aside import host_code_aside
+from perflsp.compiled.host_aside import device_qualifier_macros, host_code_aside
 from perflsp.compiled.inline_sites import place_library_code
 from perflsp.compiled.model import CompiledUnit
 from perflsp.compiled.sass import parse_sass
@@ -57,6 +57,10 @@ def _reader_version() -> str:
 
 READER_VERSION = _reader_version()
 FORMAT_VERSION = 5  # of the compile key: what a compile depends on besides the tools and the text (5: host code set aside on failure)
+# of the ways a failed compile is retried (2: headers found for the copy without host code, and
+# host functions whose signatures carry macros set aside): a failure recorded by older retries
+# is tried again, a compiled unit stays valid
+RETRY_VERSION = 2
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
 _BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
 _CXX17_ONLY: dict[str, bool] = {}  # nvcc -> whether its headers reject standards before C++17
@@ -173,7 +177,7 @@ class CompileCache:
         try:
             meta_path.parent.mkdir(parents=True, exist_ok=True)
             tmp = meta_path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"failure": str(failure), "header_paths": headers,
+            tmp.write_text(json.dumps({"failure": str(failure), "retries": RETRY_VERSION, "header_paths": headers,
                                        "headers": _header_digests(headers)}), encoding="utf-8")
             tmp.replace(meta_path)
         except OSError:
@@ -188,7 +192,7 @@ class CompileCache:
             if meta.get("headers") != _header_digests(meta.get("header_paths", [])):
                 return None
             if "failure" in meta:
-                return CompileFailure(str(meta["failure"]))
+                return CompileFailure(str(meta["failure"])) if meta.get("retries") == RETRY_VERSION else None
             if meta.get("reader") == READER_VERSION and meta.get("unit"):
                 return CompiledUnit.from_json(meta["unit"])
             sass = gzip.decompress(sass_path.read_bytes()).decode("utf-8", errors="replace")
@@ -348,20 +352,34 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
     if request.language != "cuda" or uses_clang_cuda(request, toolchain) or "took longer than" in str(failure):
         raise failure
     missing: frozenset[str] = frozenset()
-    for _ in range(MAX_FOUND + 1):
-        aside = host_code_aside(text, missing)
+    device_macros: frozenset[str] | None = None  # (first: every macro may be a device qualifier)
+    for _ in range(MAX_FOUND + 2):
+        aside = host_code_aside(text, missing, device_macros)
         if aside is None:
             raise failure
         source = _write_beside(request.source, aside, work)
         try:
-            return _nvcc(request, toolchain, source, work, timeout_s), request, source
+            # (the headers found around the file for the whole unit are found again for this copy)
+            cubin, compiled = _compile_finding_headers(request, toolchain, source, work, timeout_s)
+            return cubin, compiled, source
         except CompileFailure as again:
             os.unlink(source)
             name = missing_header(str(again))
+            if name is None and device_macros is None:
+                headers = local_headers(Path(request.source), request.include_dirs)
+                device_macros = device_qualifier_macros([text, *(_read_bytes(h) for h in headers)])
+                continue
             if name is None or name in missing:
                 raise failure from None
             missing |= {name}
     raise failure
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 def _compile_finding_headers(request: CompileRequest, toolchain: Toolchain, source: str, work: str,

@@ -296,12 +296,21 @@ class _Counter:
             # the main loop (the most unrolled) does all of the source loop's trips at its cost
             # per source iteration; the remainder loops and peeled copies unrolling leaves do the
             # few left over at about the same cost: they are not counted (see `_peeled`)
-            # (of versions unrolled alike, the largest: the general case beside a fast path)
+            # (of versions unrolled alike, the largest: the general case beside a fast path); a
+            # version without the inner loops the source runs is the compiler's fast path for
+            # their not running (`for (j2...) { s = 0; for (i = 0; i < n; i++) ...}` beside a
+            # copy for n <= 0): the version holding them is the main loop
             trip = self._trip(source)
-            main = max(members, key=lambda m: (ties[m].unroll, fn.loops[m].own_counts[INDEX["instructions"]]))
+            main = max(members, key=lambda m: (self._inner_loops_run(fn, ties, m), ties[m].unroll,
+                                               fn.loops[m].own_counts[INDEX["instructions"]]))
             for m in members:
                 ties[m].trips = trip / ties[m].unroll if m == main else 0.0
         return ties
+
+    def _inner_loops_run(self, fn: CompiledFunction, ties: list[_LoopTie], index: int) -> int:
+        """How many of the compiled loops inside loop `index` are source loops that run."""
+        sources = [ties[j].source for j in self._descendants(fn, index)]
+        return sum(1 for source in sources if source is not None and self._trip(source) > 0)
 
     @staticmethod
     def _descendants(fn: CompiledFunction, index: int) -> list[int]:

@@ -8,13 +8,16 @@ whose host-only function bodies are blanked and whose `#include`s the compiler c
 are blanked too. Blanking keeps every newline, so each line stays where it was and the line
 info still points into the file. A definition that says `__global__` or `__device__`, is
 `constexpr` (device code may call it), or carries a macro (which may expand to either) keeps
-its text.
+its text. Where that still does not compile (a host function whose signature spells its
+arrays with macros, `void run(DATA_TYPE POLYBENCH_2D(A, NX, NY, nx, ny))`), the macros the
+unit's own text and local headers define are looked at: a definition keeps its text only
+when it names one whose body says `__global__`, `__device__` or `__host__`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from tree_sitter import Node
 
@@ -25,12 +28,14 @@ from perflsp.source.parser import parse
 _KEEPS = re.compile(rb"__global__|__device__|\bconstexpr\b|\b[A-Z_][A-Z0-9_]+\b")
 
 
-def host_code_aside(text: bytes, missing_headers: frozenset[str] = frozenset()) -> bytes | None:
+def host_code_aside(text: bytes, missing_headers: frozenset[str] = frozenset(),
+                    device_macros: frozenset[str] | None = None) -> bytes | None:
     """`text` with its host-only function bodies and its `#include`s of `missing_headers`
-    blanked (newlines kept), or None when there is nothing to blank."""
+    blanked (newlines kept), or None when there is nothing to blank. With `device_macros` (the
+    macros known to expand to a device qualifier), a definition's other macros do not keep it."""
     out = bytearray(text)
     changed = False
-    for body in _host_bodies(text):
+    for body in _host_bodies(text, device_macros):
         # (the braces stay: `{ }` is a body for any function, a value-returning one included)
         _blank(out, body.start_byte + 1, body.end_byte - 1)
         changed = True
@@ -42,12 +47,42 @@ def host_code_aside(text: bytes, missing_headers: frozenset[str] = frozenset()) 
     return bytes(out) if changed else None
 
 
-def _host_bodies(text: bytes) -> Iterator[Node]:
+def device_qualifier_macros(texts: Iterable[bytes]) -> frozenset[str]:
+    """The object-like and function-like macros these texts define whose body names a device
+    qualifier (`#define HD __host__ __device__`), and those defined through them."""
+    bodies: dict[str, bytes] = {}
+    for text in texts:
+        for match in _DEFINE.finditer(text):
+            bodies.setdefault(match.group(1).decode(), match.group(2))
+    found: set[str] = set()
+    while True:
+        more = {name for name, body in bodies.items() if name not in found
+                and (_QUALIFIER.search(body) or any(w.decode() in found for w in _WORD.findall(body)))}
+        if not more:
+            return frozenset(found)
+        found |= more
+
+
+_DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?:\([^)\n]*\))?([^\n]*)", re.MULTILINE)
+_QUALIFIER = re.compile(rb"__global__|__device__|__host__")
+_WORD = re.compile(rb"[A-Za-z_]\w*")
+
+
+def _host_bodies(text: bytes, device_macros: frozenset[str] | None) -> Iterator[Node]:
     for definition, _member in definition_nodes(parse(text).root_node):
         body = definition.child_by_field_name("body")
-        if body is not None and body.type == "compound_statement" \
-                and not _KEEPS.search(text[definition.start_byte:body.start_byte]):
+        if body is None or body.type != "compound_statement":
+            continue
+        head = text[definition.start_byte:body.start_byte]
+        if device_macros is None:
+            keeps = _KEEPS.search(head) is not None
+        else:
+            keeps = _DEVICE.search(head) is not None or any(w.decode() in device_macros for w in _WORD.findall(head))
+        if not keeps:
             yield body
+
+
+_DEVICE = re.compile(rb"__global__|__device__|\bconstexpr\b")
 
 
 def _blank(out: bytearray, start: int, end: int) -> None:

@@ -1,7 +1,9 @@
 """A small preprocessor for the macros a translation unit sees.
 
 It follows `#include "local.h"` (quoted includes resolved next to the including file and in
-the include directories), evaluates `#if/#ifdef/#ifndef/#elif/#else/#endif` against what is
+the include directories) and `#include <name.h>` found in the include directories; where no build
+names the file's flags, a header found in neither is looked for around the file
+(project_headers.py). It evaluates `#if/#ifdef/#ifndef/#elif/#else/#endif` against what is
 defined at that point (compile flags `-D` and predefined macros included), and records
 `#define`/`#undef` in active regions, so that `#ifdef DOUBLE_PRECISION #define FP double
 #else #define FP float #endif` yields the branch the compiler would take. Conditions it cannot
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perflsp.kernels.consteval import ConstEnv, try_evaluate
+from perflsp.kernels.project_headers import HEADER_SUFFIXES, HeaderIndex, search_root
 from perflsp.kernels.return_forms import scan_pure_functions
 
 MAX_INCLUDE_DEPTH = 12
@@ -177,17 +180,22 @@ class IncludeResolver:
         self.include_dirs = include_dirs
         self.defines = dict(defines or {})
         self._directives: dict[Path, tuple[list[Directive], ConstEnv]] = {}
-        self._resolved: dict[tuple[Path, tuple[Path, ...], str], Path | None] = {}
+        self._resolved: dict[tuple[Path, tuple[Path, ...], str, bool], Path | None] = {}
         self._extra_dirs: tuple[Path, ...] = ()
+        self._project_search = False
+        self._projects: dict[Path, HeaderIndex] = {}
         self._includers: dict[Path, dict[str, list[Path]]] = {}
 
     def env_for(self, path: Path | None, data: bytes, defines: dict[str, str] | None = None,
-                include_dirs: tuple[Path, ...] = (), includers: bool = False) -> ConstEnv:
+                include_dirs: tuple[Path, ...] = (), includers: bool = False,
+                project_search: bool = False) -> ConstEnv:
         """The macros in effect at the end of `data` (a translation unit), with header constants.
 
         `defines` and `include_dirs` come from the build (`-D`, `-I`) and add to the resolver's.
         A file that a sibling source `#include`s (`kernel.cu` pulled into `main.cu` after
-        `#define fp float`) is read in that sibling's context when `includers` is set."""
+        `#define fp float`) is read in that sibling's context when `includers` is set. With
+        `project_search` (no build names the file's flags), a header found neither beside the
+        including file nor on the include paths is looked for around it in its project."""
         cuda = path is None or path.suffix.lower() in (".cu", ".cuh")
         env = ConstEnv()
         env.macros.update(PREDEFINED_CUDA if cuda else PREDEFINED_CXX)
@@ -200,7 +208,8 @@ class IncludeResolver:
             env.macros.update(offload_gates(directives))
         if includers and path is not None:
             for includer in self.includers_of(path):
-                context = self.env_for(includer, self._file_bytes(includer), defines, include_dirs, includers=False)
+                context = self.env_for(includer, self._file_bytes(includer), defines, include_dirs, includers=False,
+                                       project_search=project_search)
                 for name, body in context.macros.items():
                     env.macros.setdefault(name, body)
                 for name, definition in context.function_macros.items():
@@ -213,6 +222,7 @@ class IncludeResolver:
         seen_order: list[Path] = []
         self._seen_order = seen_order
         self._extra_dirs = include_dirs
+        self._project_search = project_search
         self._run(directives, path.parent if path is not None else None, env, constants, seen, depth=0)
         for constant, value in constants.constants.items():
             env.constants.setdefault(constant, value)
@@ -278,11 +288,12 @@ class IncludeResolver:
 
     def _include(self, argument: str, directory: Path, env: ConstEnv, constants: ConstEnv, seen: set[Path],
                  depth: int) -> None:
-        """`#include "header"`: its macros, constants and typedefs, once per translation unit."""
-        m = re.match(r'"([^"]+)"', argument)
+        """`#include "header"` (or `<header>` on the include paths): its macros, constants and
+        typedefs, once per translation unit."""
+        m = re.match(r'"([^"]+)"|<([^<>]+)>', argument.strip())
         if not m:
             return
-        header = self._resolve(directory, m.group(1))
+        header = self._resolve(directory, m.group(1)) if m.group(1) else self._resolve_angled(directory, m.group(2))
         if header is None or header in seen:
             return
         seen.add(header)
@@ -302,6 +313,7 @@ class IncludeResolver:
         self._directives = {}
         self._resolved = {}
         self._includers = {}
+        self._projects = {}
 
     @property
     def remembered(self) -> int:
@@ -349,20 +361,52 @@ class IncludeResolver:
         return cached
 
     def _resolve(self, directory: Path, name: str) -> Path | None:
-        key = (directory, self._extra_dirs, name)
-        if key in self._resolved:
-            return self._resolved[key]
-        found = None
-        for base in (directory, *self.include_dirs, *self._extra_dirs, *_conventional_dirs(directory)):
-            candidate = base / name
-            try:
-                if candidate.is_file():
-                    found = candidate.resolve()
-                    break
-            except OSError:
-                break
-        self._resolved[key] = found
-        return found
+        """A quoted include: beside the file, on the include paths, in the conventional folders,
+        then (with project search) around the file."""
+        key = (directory, self._extra_dirs, name, self._project_search)
+        if key not in self._resolved:
+            found = _first_file(name, (directory, *self.include_dirs, *self._extra_dirs, *_conventional_dirs(directory)))
+            self._resolved[key] = found if found is not None else self._in_project(directory, name)
+        return self._resolved[key]
+
+    def _resolve_angled(self, directory: Path, name: str) -> Path | None:
+        """An angled include: on the include paths, then (with project search) around the file
+        when it is a header the system does not provide."""
+        key = (directory, self._extra_dirs, "<" + name, self._project_search)
+        if key not in self._resolved:
+            found = _first_file(name, (*self.include_dirs, *self._extra_dirs))
+            if found is None and name.endswith(HEADER_SUFFIXES) and _first_file(name, SYSTEM_INCLUDE_DIRS) is None:
+                found = self._in_project(directory, name)
+            self._resolved[key] = found
+        return self._resolved[key]
+
+    def _in_project(self, directory: Path, name: str) -> Path | None:
+        if not self._project_search:
+            return None
+        directory = directory.absolute()  # (`check main.cu`: the folder is `.`)
+        root = search_root(directory)
+        if root is None:
+            return None
+        index = self._projects.get(root)
+        if index is None:
+            index = self._projects[root] = HeaderIndex(root)
+        folder = index.folder_for(name, directory)
+        return _first_file(name, (folder,)) if folder is not None else None
+
+
+# the system's own headers (`<math.h>`) are never looked for in a project
+SYSTEM_INCLUDE_DIRS = (Path("/usr/include"), Path("/usr/local/include"))
+
+
+def _first_file(name: str, folders: Sequence[Path]) -> Path | None:
+    for base in folders:
+        candidate = base / name
+        try:
+            if candidate.is_file():
+                return candidate.resolve()
+        except OSError:
+            return None
+    return None
 
 
 # Where projects keep their headers when no `-I` says (an editor without a compile database):

@@ -77,11 +77,12 @@ class SourceFile:
 
 def read_source(path: Path | None, data: bytes, resolver: IncludeResolver, defines: dict[str, str] | None = None,
                 include_dirs: tuple[Path, ...] = (), includers: bool = True,
-                build_sources: tuple[Path, ...] = ()) -> SourceFile:
+                build_sources: tuple[Path, ...] = (), project_search: bool = False) -> SourceFile:
     """Parse and extract `data` (the text of `path`) with the macros of its local headers and the
     build's `defines`/`include_dirs`; with `includers`, a file that a sibling source `#include`s
-    is read in that sibling's context."""
-    env = resolver.env_for(path, data, defines, include_dirs, includers=includers)
+    is read in that sibling's context; with `project_search` (no build names its flags), headers
+    the include paths miss are looked for around it."""
+    env = resolver.env_for(path, data, defines, include_dirs, includers=includers, project_search=project_search)
     tree = parsed_text(data).copy()  # (a copy: the caller may edit its tree)
     lines = LineIndex(data)
     kernels, constants = extract_with_constants(data, tree, path=str(path) if path is not None else None,
