@@ -260,3 +260,42 @@ def test_a_size_an_assumed_loop_runs_over_is_the_range_it_covers_wherever_else_i
     # each block's row of K floats read once (an unknown K would place the rows apart, 1,248 floats each)
     rows = facts.work_items / 256 * 1024 * 4
     assert rows <= sum(g.footprint_bytes for g in facts.traffic.groups if g.array == "A") <= rows * 1.01
+
+
+OCCUPANCY_GRID = """
+__global__ void zero(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = 0.0f;
+}
+__global__ void zero_strided(float *x, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] = 0.0f;
+}
+__global__ void zero_large(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = 0.0f;
+}
+int main() {
+  int n = 1 << 20;
+  float *x, *y;
+  cudaMalloc(&x, n * sizeof(float));
+  cudaMalloc(&y, (1 << 26) * sizeof(float));
+  int blocks, threads;
+  cudaOccupancyMaxPotentialBlockSize(&blocks, &threads, zero);
+  zero<<<blocks, threads>>>(x, n);
+  zero_strided<<<blocks, threads>>>(x, n);
+  zero_large<<<blocks, threads>>>(y, 1 << 26);
+}
+"""
+
+
+def test_a_guessed_grid_covers_the_known_size_its_threads_are_checked_against_once():
+    found = analyse(OCCUPANCY_GRID)
+    # the grid comes from the occupancy API (unknown here); the size is known: 2^20 threads, one
+    # element each, not 2^24 threads of which 15/16 only compute their index and leave
+    for name in ("zero", "zero_strided"):
+        facts = found[name].facts
+        assert facts.work_items == 1 << 20, facts.work_items_note
+        assert facts.per_item.global_store_bytes == 4
+        assert any("grid unknown: assumed to cover the 1,048,576 indices" in t for t in texts(facts.assumptions))
+    # a size above the production guess keeps the guess (the grid is not grown)
+    assert found["zero_large"].facts.work_items == 1 << 24

@@ -270,6 +270,38 @@ int main() { int *o, *n; chase<<<64, 256>>>(o, n); }
     assert "line 5: `while` loop with a data-dependent condition: assumed 8 iterations" in texts(k.facts.assumptions)
 
 
+
+DO_TILES = """
+__global__ void tiles(const float *a, float *c, int K) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float acc = 0.0f;
+  int k = 0;
+  do {
+    k += 8;
+    if (k < K) acc += a[i + k];
+  } while (k < K);
+  c[i] = acc;
+}
+int main() { float *a, *c; tiles<<<64, 256>>>(a, c, KSIZE); }
+"""
+
+
+def test_a_do_while_stepping_its_counter_is_counted_like_the_for_loop():
+    # the counter is stepped by the body's first statement: ceil(1000 / 8) passes (the last one
+    # sees k = 1000 and stops), as `for (k = 0; k < K; k += 8)` runs
+    loop = only_loop(kernel(DO_TILES.replace("KSIZE", "1000"), "tiles"))
+    assert loop.trip_count == 125
+    # over an unknown size: the trip count any loop over an unknown bound is given, not the
+    # passes assumed for a data-dependent condition
+    k = kernel(DO_TILES.replace("KSIZE", "K_FROM_FILE"), "tiles")
+    assert only_loop(k).trip_count == 32
+    assert not any("data-dependent condition" in t for t in texts(k.facts.assumptions))
+
+
+def test_a_do_while_whose_counter_is_also_set_elsewhere_is_not_counted():
+    src = DO_TILES.replace("KSIZE", "1000").replace("if (k < K) acc += a[i + k];", "if (a[k] < 0) k = K;")
+    assert only_loop(kernel(src, "tiles")).trip_count == 8
+
 WMMA = """
 #include <mma.h>
 using namespace nvcuda;
@@ -347,6 +379,32 @@ def test_loops_striding_by_a_cooperative_groups_size_read_the_group_from_its_typ
     assert tile_loop.trip_count == 1024 / 32  # a 32-thread tile strides by 32
     assert block_loop.trip_count == 4096 / 256  # the block strides by its 256 threads
     assert not any("not understood" in t for t in texts(k.facts.assumptions))
+
+
+GRID_GROUP = """
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void total(const float *in, float *partial, int n) {
+  cg::grid_group grid = cg::this_grid();
+  float s = 0.0f;
+  for (int i = grid.thread_rank(); i < n; i += grid.size()) s += in[i];
+  partial[blockIdx.x * blockDim.x + threadIdx.x] = s;
+  cg::sync(grid);
+  if (grid.thread_rank() == 0)
+    for (int b = 1; b < gridDim.x; b++) partial[0] += partial[b];
+}
+int main() { float *i, *p; total<<<64, 256>>>(i, p, 1 << 22); }
+"""
+
+
+def test_a_grid_group_strides_by_the_grids_threads_and_ranks_them_in_the_grid():
+    k = kernel(GRID_GROUP, "total")
+    stride_loop, sum_loop = k.facts.loops
+    assert stride_loop.trip_count == (1 << 22) / (64 * 256)  # 256 passes of the whole grid
+    assert sum_loop.trip_count == 63
+    assert not any("not understood" in t or "unknown" in t for t in texts(k.facts.assumptions))
+    # the final sum runs in one thread of the grid: 63 loads of `partial` in all, not 63 a thread
+    assert k.facts.per_item.global_loads == pytest.approx(256 + 2 * 63 / (64 * 256), rel=0.01)
 
 
 def test_a_group_whose_type_is_not_visible_is_not_guessed():

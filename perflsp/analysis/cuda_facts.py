@@ -71,6 +71,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
         return uncertain_facts("the kernel's definition could not be parsed"), None, 0
     known_block = block
     shape_known = grid is not None and block is not None
+    grid_guessed = grid is None
     if not shape_known:
         kernel_text = _text_with_helpers(unit, _node_text(callee))
         grid, block, shape_note = production_shape(kernel_text, grid, block,
@@ -114,6 +115,14 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     if walker.offset_before_size and walker.learned_extents:
         # a pointer was moved by a size read as the thread extent only further on (`p + n` before
         # `for (i = tid; i < n; ...)`): walked again with that size known from the start
+        walker, profile, extents = walked(dict(walker.learned_extents))
+    covering = _covering_grid(grid, block, walker.thread_extents) if grid_guessed else None
+    if covering is not None:
+        # a guessed grid larger than the known size its threads are checked against (`if (i < n)`,
+        # a grid-stride loop up to n; the grid set through the occupancy API): the launch covers
+        # that size once, as its author sizes it; its threads past it would only test and leave
+        grid, note = covering
+        assumptions[0] = note
         walker, profile, extents = walked(dict(walker.learned_extents))
     result = walker.result()
     assert grid is not None and block is not None  # production_shape fills what the site left open
@@ -209,6 +218,24 @@ def _text_with_helpers(unit: AnalysisUnit, kernel_text: str) -> str:
 _AXIS_USE = re.compile(r"\b(?:hip)?(threadIdx|blockDim|blockIdx|gridDim|ThreadIdx|BlockDim|BlockIdx|GridDim)\s*[._]\s*([xyz])\b")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _PRODUCTION_BLOCKS = {1: (256.0, 1.0, 1.0), 2: (16.0, 16.0, 1.0), 3: (8.0, 8.0, 4.0)}
+
+
+def _covering_grid(grid: tuple[float, float, float] | None, block: tuple[float, float, float] | None,
+                   extents: list[float]) -> tuple[tuple[float, float, float], Note] | None:
+    """The 1-D grid that covers the largest known size bounding the flat thread index once, and
+    its note, where the guessed grid holds more threads than that; None otherwise."""
+    if grid is None or block is None or not extents or grid[1] != 1.0 or grid[2] != 1.0 \
+            or block[1] != 1.0 or block[2] != 1.0:
+        return None
+    size = max(extents)
+    if size >= grid[0] * block[0]:
+        return None
+    covering = (float(max(1, math.ceil(size / block[0]))), 1.0, 1.0)
+    threads = covering[0] * block[0]
+    return covering, assumed(NoteKind.LAUNCH_SHAPE,
+                             f"grid unknown: assumed to cover the {count_text(size)} indices its threads are checked "
+                             f"against once ({count_text(threads)} threads, {dims_text(covering)} blocks × "
+                             f"{dims_text(block)})", subject="grid", value=threads, unit="threads")
 
 
 def production_shape(kernel_text: str, grid: tuple[float, float, float] | None,

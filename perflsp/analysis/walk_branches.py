@@ -136,6 +136,11 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
             return lanes
         # a bounds guard against a size the walk knows, under the launch's real shape: the share
         # of its indices on the side it tests (a grid larger than the size leaves threads idle)
+        if walker.shape_assumed:
+            # (the guessed grid is sized to this bound by the caller: every thread passes it)
+            extent = guarded_extent(walker, cond)
+            if extent is not None:
+                walker.thread_extents.append(extent)
         known = guard_share(walker, cond) if not walker.shape_assumed else None
         if known is not None:
             return known
@@ -281,6 +286,30 @@ def guard_share(walker: Walker, cond: Node | None) -> float | None:
     at_most = min(max(math.floor(bound) - lo + 1.0, 0.0), values)  # indices <= bound
     inside = {"<": below, "<=": at_most, ">": values - at_most, ">=": values - below}[op]
     return inside / values
+
+
+def guarded_extent(walker: Walker, cond: Node | None) -> float | None:
+    """How many values of the flat thread index (`blockIdx.x * blockDim.x + threadIdx.x`) a
+    bounds guard against a known size lets through (`if (i < n)`: n); None for anything else."""
+    parts = binary_parts(walker, cond)
+    if parts is None or parts[0] not in ("<", "<=", ">", ">=") or parts[1] is None or parts[2] is None:
+        return None
+    op, left, right = parts
+    lval, rval = _uncounted(walker, left, right)
+    if rval.lin.atoms & INDEX_ATOMS:
+        lval, rval = rval, lval
+        op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
+    if op not in ("<", "<="):
+        return None
+    coeffs = dict(lval.lin.coeffs)
+    if lval.lin.nonlinear or not lval.lin.const_known or lval.lin.const != 0 or set(coeffs) != {"bx", "tx"} \
+            or coeffs.get("tx") != 1.0 or coeffs.get("bx") != walker.cardinality.get("tx"):
+        return None
+    bound = rval.value if rval.value is not None else (rval.lin.const if not rval.lin.atoms and not rval.lin.nonlinear
+                                                       and rval.lin.const_known else None)
+    if bound is None or not math.isfinite(bound) or bound < 1.0:
+        return None
+    return math.ceil(bound) if op == "<" else math.floor(bound) + 1.0
 
 
 def _index_range(walker: Walker, val: Val) -> tuple[float, float] | None:

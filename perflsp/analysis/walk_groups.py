@@ -1,6 +1,7 @@
 """Cooperative groups' sizes and ranks: `for (int j = warp.thread_rank(); j < n; j += warp.size())`
 over a `thread_block_tile<32> warp = tiled_partition<32>(block)` steps by the tile's size, which
-its type fixes; a `thread_block` (`this_thread_block()`) is the launch's block. The group's
+its type fixes; a `thread_block` (`this_thread_block()`) is the launch's block, a `grid_group`
+(`this_grid()`) its grid (`grid.thread_rank()`: the thread's index in the grid). The group's
 type is read from the declaration of its name in the function around the call (a local or a
 parameter)."""
 
@@ -43,6 +44,17 @@ def group_method(walker: Walker, fn: Node, method: str) -> Val | None:
         if method in _SIZES:
             return _number(block_threads)
         return Val(INT, None, thread_rank) if method in _RANKS else None
+    if kind == "grid":
+        grid = walker.launch.grid
+        if grid is None or block_threads is None:
+            return None
+        if method in _SIZES:
+            return _number(grid[0] * grid[1] * grid[2] * block_threads)
+        if method in _RANKS:
+            block_rank = Linear.atom("bx").add(Linear.atom("by").scale(grid[0])).add(
+                Linear.atom("bz").scale(grid[0] * grid[1]))
+            return Val(INT, None, block_rank.scale(block_threads).add(thread_rank))
+        return None
     tile = float(kind)
     if method in _SIZES:
         return _number(tile)
@@ -63,7 +75,8 @@ def _number(value: float | None) -> Val | None:
 
 def group_kind(walker: Walker, node: Node, name: str) -> float | str | None:
     """The tile size of the group `name` (`thread_block_tile<32> name`, `name = tiled_partition<32>(...)`),
-    "block" for a thread block, None when its declaration is not found or not folded."""
+    "block" for a thread block, "grid" for the grid, None when its declaration is not found or
+    not folded."""
     function = node
     while function.parent is not None and function.type != "function_definition":
         function = function.parent
@@ -76,6 +89,9 @@ def group_kind(walker: Walker, node: Node, name: str) -> float | str | None:
     if re.search(rf"\bthread_block\s*&?\s*{word}\b", text) \
             or re.search(rf"\b{word}\s*=\s*(?:\w+::)*this_thread_block\s*\(", text):
         return "block"
+    if re.search(rf"\bgrid_group\s*&?\s*{word}\b", text) \
+            or re.search(rf"\b{word}\s*=\s*(?:\w+::)*this_grid\s*\(", text):
+        return "grid"
     return None
 
 

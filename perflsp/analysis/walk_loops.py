@@ -182,6 +182,8 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
         else:
             trip = max(0.0, math.ceil(span / s)) if (span > 0) == (s > 0) else 0.0
         origin = "grid-stride" if thread_start and step.lin.is_constant() and s >= 32 else ("constant" if bound.known else "arguments")
+        if origin == "grid-stride" and walker.shape_assumed and bound_name not in walker.learned_sizes:
+            walker.thread_extents.append(span)
         if walker.learned_sizes and walker.learned_sizes & set(IDENT.findall(walker.text(bound_node))):
             origin = "assumed"  # over a size read from the assumed launch
         return trip, origin, f"{var} {op} {walker.text(bound_node)}", step
@@ -562,7 +564,7 @@ def induction_variables(walker: Walker, body: Node | None, var: str | None, atom
 def walk_while(walker: Walker, node: Node) -> None:
     cond = node.child_by_field_name("condition")
     body = node.child_by_field_name("body")
-    if node.type == "while_statement" and counted_while(walker, node, cond, body):
+    if counted_while(walker, node, cond, body):
         return
     expected = while_expectation(walker, node, cond, body)
     if expected is not None:
@@ -581,16 +583,25 @@ def walk_while(walker: Walker, node: Node) -> None:
 
 
 def counted_while(walker: Walker, node: Node, cond: Node | None, body: Node | None) -> bool:
-    """`while (i < n) { ...; i += stride; }`: a counted loop whose update is the body's last
-    statement; walked like the equivalent `for`."""
+    """`while (i < n) { ...; i += stride; }` and `do { k += TILE; ... } while (k < K);`: a
+    counted loop whose counter one statement of the body steps (and nothing else assigns); walked
+    like the equivalent `for` (a do-while's first pass included: it runs while the counter,
+    stepped from its start, stays below the bound, as the `for` does)."""
     var, start = condition_variable(walker, cond)
     if var is None or body is None:
         return False
     statements = [c for c in body.named_children if c.type != "comment"] if body.type == "compound_statement" else [body]
-    last = statements[-1] if statements else None
-    update = last.named_children[0] if last is not None and last.type == "expression_statement" and last.named_child_count else None
-    if update is None or loop_step(walker, var, update)[0] is None:
+    if node.type == "while_statement":
+        # (the last statement: a step placed earlier changes what the body sees, and is rare)
+        last = statements[-1] if statements else None
+        steps = [last] if last is not None else []
+    else:
+        steps = statements
+    updates = [s.named_children[0] for s in steps if s.type == "expression_statement" and s.named_child_count
+               and loop_step(walker, var, s.named_children[0])[0] is not None]
+    if len(updates) != 1 or _assigned_elsewhere(walker, body, var, updates[0]):
         return False
+    update = updates[0]
     inner = cond
     while inner is not None and inner.type in ("parenthesized_expression", "condition_clause") \
             and inner.named_child_count == 1:
@@ -602,6 +613,22 @@ def counted_while(walker: Walker, node: Node, cond: Node | None, body: Node | No
     finally:
         walker.scopes.pop()
     return True
+
+
+_ASSIGNMENTS = ("assignment_expression", "update_expression")
+
+
+def _assigned_elsewhere(walker: Walker, body: Node, var: str, update: Node) -> bool:
+    """Whether a statement of `body` other than `update` assigns `var`."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if node.type in _ASSIGNMENTS and node.id != update.id:
+            target = node.child_by_field_name("left") or node.child_by_field_name("argument")
+            if target is not None and walker.text(target).strip() == var:
+                return True
+        stack.extend(node.named_children)
+    return False
 
 
 def walk_do(walker: Walker, node: Node) -> None:

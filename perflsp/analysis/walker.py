@@ -102,6 +102,9 @@ class KernelWalker:
         self.size_parameters: set[str] = set()
         self.learned_sizes: set[str] = set()
         self.shape_assumed = False  # the launch shape is the engine's guess (`cuda_facts.production_shape`)
+        # under a guessed shape, the known sizes that bound the flat thread index (`if (i < n)`,
+        # a grid-stride loop up to `n`): the caller sizes the guessed grid to cover them once
+        self.thread_extents: list[float] = []
         self.learned_extents: dict[str, tuple[float, str | None]] = {}  # learned size -> (its extent, the loop it bounds)
         # a pointer moved by a value not known while a size was still to be learned (`p + n`
         # before `if (i < n)`): the caller walks again with the sizes bound from the start
