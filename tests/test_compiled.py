@@ -825,3 +825,38 @@ def test_the_version_of_a_loop_holding_the_inner_loops_the_source_runs_is_its_ma
     assert any("operations counted in the compiled code" in e for e in texts(facts.evidence))
     # one FFMA per (j2, i): 512 x 256 of them a thread (2 FLOP each), not the n <= 0 copy's none
     assert facts.per_item.fp32 == pytest.approx(2 * 512 * 256, rel=0.05)
+
+
+# one device function of the kernel's own file inlined twice: for every thread, then only in
+# block 0, over the blocks' partial sums
+TWO_CALLS = """\
+__device__ void block_sum(float *out, const float *in, float *s, int n, int stride) {
+  float acc = 0.0f;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) acc += in[i];
+  s[threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) out[blockIdx.x] = s[0];
+}
+__global__ void total(float *out, const float *in, int n) {
+  __shared__ float s[256];
+  block_sum(out, in, s, n, gridDim.x * blockDim.x);
+  if (blockIdx.x == 0) block_sum(out, out, s, gridDim.x, blockDim.x);
+}
+int main() {
+  float *o, *i;
+  cudaMalloc(&i, (1 << 22) * sizeof(float));
+  cudaMalloc(&o, 4096 * sizeof(float));
+  total<<<4096, 256>>>(o, i, 1 << 22);
+}
+"""
+
+
+@needs_cuda
+def test_each_inlined_copy_of_a_device_function_runs_at_its_own_calls_weight(tmp_path, compiler):
+    source = tmp_path / "two_calls.cu"
+    source.write_text(TWO_CALLS)
+    facts = analyse(source, compiler)["total"].facts
+    assert any("operations counted in the compiled code" in e for e in texts(facts.evidence))
+    # every thread loads its 4 elements (2^22 over 2^20 threads); block 0's 256 threads load the
+    # 4096 partial sums, 16 each: 4 + 16 / 4096 loads a thread, not 16 more for every thread
+    assert facts.per_item.global_loads == pytest.approx(4 + 16 / 4096, rel=0.05)

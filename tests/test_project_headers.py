@@ -73,7 +73,7 @@ def test_the_nearest_copy_of_a_header_is_taken(tmp_path: Path):
     path = suite(tmp_path / "suite")
     root = tmp_path / "suite"
     assert search_root(path.parent) == root  # (the repository's root: the walk stops there)
-    assert HeaderIndex(root).folder_for("suite.h", path.parent) == root / "utilities"
+    assert HeaderIndex(root, path.parent).folder_for("suite.h", path.parent) == root / "utilities"
     assert find_header_folder("suite.h", root / "other" / "x") == root / "other" / "utilities"
     assert find_header_folder("stdio.h", path.parent) is None
 

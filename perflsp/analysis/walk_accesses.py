@@ -12,6 +12,7 @@ from perflsp.analysis.ctype import F32, INT, UNKNOWN, CType
 from perflsp.analysis.fragment_elements import fragment_num_elements
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.notes import NoteKind, assumed
+from perflsp.analysis.walk_groups import block_view
 from perflsp.analysis.walk_values import DIM_NAMES, THREAD_ATOMS, UNKNOWN_VAL, Access, Val
 
 if TYPE_CHECKING:
@@ -120,6 +121,8 @@ def eval_field(walker: Walker, node: Node) -> Val:
     arg = node.child_by_field_name("argument")
     field_name = walker.text(node.child_by_field_name("field"))
     base_text = walker.text(arg)
+    if arg is not None and field_name in ("x", "y", "z") and (view := block_view(walker, arg)) is not None:
+        base_text = view  # `block.group_index().x`: `blockIdx.x`
     if base_text in THREAD_ATOMS and field_name in ("x", "y", "z"):
         atom = THREAD_ATOMS[base_text]["xyz".index(field_name)]
         return Val(INT, None, Linear.atom(atom))

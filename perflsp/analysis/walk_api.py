@@ -70,6 +70,7 @@ class Walker(Protocol):
     size_parameters: set[str]
     learned_sizes: set[str]
     shape_assumed: bool
+    thread_extents: list[float]
     learned_extents: dict[str, tuple[float, str | None]]
     offset_before_size: bool
     grid_sized: Callable[[], frozenset[str]]

@@ -294,7 +294,7 @@ def guarded_extent(walker: Walker, cond: Node | None) -> float | None:
     parts = binary_parts(walker, cond)
     if parts is None or parts[0] not in ("<", "<=", ">", ">=") or parts[1] is None or parts[2] is None:
         return None
-    op, left, right = parts
+    op, left, right = parts[0], parts[1], parts[2]
     lval, rval = _uncounted(walker, left, right)
     if rval.lin.atoms & INDEX_ATOMS:
         lval, rval = rval, lval

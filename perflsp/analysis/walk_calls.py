@@ -313,9 +313,12 @@ def inline_call(walker: Walker, name: str, callee: Callee, args: list[Val], temp
         return UNKNOWN_VAL
     saved_data = walker.data
     saved_place = (walker.path, walker.line_offset, walker.callsites)
+    if walker.path is not None:
+        # the call inlined into, as the compiler's line info chains it (a function of the kernel's
+        # own text too: `reduce(...)` for the grid, then again under `if (block 0)`, runs each
+        # copy at its own call's weight and trip counts)
+        walker.callsites = ((walker.path, walker.call_line), *walker.callsites)
     if callee.data is not walker.data:
-        if walker.path is not None:
-            walker.callsites = ((walker.path, walker.call_line), *walker.callsites)
         if callee.line_base is not None and callee.path is not None:
             walker.path, walker.line_offset = callee.path, callee.line_base
         else:

@@ -69,6 +69,26 @@ def group_method(walker: Walker, fn: Node, method: str) -> Val | None:
     return Val(INT, None, thread_rank.opaque())  # meta_group_rank: the tile's index in the block
 
 
+# a thread block's dim3 views of the launch: `block.group_index().x` is `blockIdx.x`
+_BLOCK_VIEWS = {"group_index": "blockIdx", "thread_index": "threadIdx", "group_dim": "blockDim",
+                "dim_threads": "blockDim"}
+
+
+def block_view(walker: Walker, call: Node) -> str | None:
+    """The built-in a thread block's `group_index()`, `thread_index()` or `group_dim()` call
+    stands for (`blockIdx`, `threadIdx`, `blockDim`); None for any other expression."""
+    if call.type != "call_expression":
+        return None
+    fn = call.child_by_field_name("function")
+    if fn is None or fn.type != "field_expression":
+        return None
+    view = _BLOCK_VIEWS.get(walker.text(fn.child_by_field_name("field")))
+    obj = fn.child_by_field_name("argument")
+    if view is None or obj is None or obj.type != "identifier":
+        return None
+    return view if group_kind(walker, fn, walker.text(obj)) == "block" else None
+
+
 def _number(value: float | None) -> Val | None:
     return Val(INT, value, Linear.constant(value), static=True) if value is not None else None
 

@@ -181,11 +181,7 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
             trip = max(0.0, span / s) if (span > 0) == (s > 0) else 0.0
         else:
             trip = max(0.0, math.ceil(span / s)) if (span > 0) == (s > 0) else 0.0
-        origin = "grid-stride" if thread_start and step.lin.is_constant() and s >= 32 else ("constant" if bound.known else "arguments")
-        if origin == "grid-stride" and walker.shape_assumed and bound_name not in walker.learned_sizes:
-            walker.thread_extents.append(span)
-        if walker.learned_sizes and walker.learned_sizes & set(IDENT.findall(walker.text(bound_node))):
-            origin = "assumed"  # over a size read from the assumed launch
+        origin = _counted_origin(walker, thread_start and step.lin.is_constant() and s >= 32, bound, bound_node, span)
         return trip, origin, f"{var} {op} {walker.text(bound_node)}", step
     if step_kind in ("mul", "div") and step is not None and step.value and step.value > 1:
         lo, hi = sorted((max(start_value, 1.0), max(bound_value, 1.0)))
@@ -197,6 +193,19 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
                           f"assumed {walker.cost.assumed_trip_count:g} iterations", subject=var,
                           line=walker.line(loop), value=walker.cost.assumed_trip_count, unit="iterations"))
     return walker.cost.assumed_trip_count, "assumed", f"{var} {op} {walker.text(bound_node)}", None
+
+
+def _counted_origin(walker: Walker, grid_stride: bool, bound: Val, bound_node: Node | None, span: float) -> LoopOrigin:
+    """Where a counted loop's trip count comes from; a grid-stride loop over a known size under a
+    guessed launch records that size (the caller sizes the grid to cover it once)."""
+    names = set(IDENT.findall(walker.text(bound_node)))
+    if walker.learned_sizes and walker.learned_sizes & names:
+        return "assumed"  # over a size read from the assumed launch
+    if grid_stride:
+        if walker.shape_assumed:
+            walker.thread_extents.append(span)
+        return "grid-stride"
+    return "constant" if bound.known else "arguments"
 
 
 def _tile_step(walker: Walker, var: str, start: Val | None, stepping: tuple[str | None, Val | None],

@@ -283,9 +283,13 @@ class _Counter:
                         for j in self._descendants(fn, i):
                             if ties[j].source == parallel[0]:
                                 ties[j] = _LoopTie(None, 1.0, 1.0, wrapper=True)
+        copies: dict[tuple[int, int | None], int] = {}
         for i, tie in enumerate(ties):
             if tie.source is not None:
-                tie.unroll = self._unroll(fn, i, tie.source)
+                copies[(tie.source, fn.loops[i].parent)] = copies.get((tie.source, fn.loops[i].parent), 0) + 1
+        for i, tie in enumerate(ties):
+            if tie.source is not None:
+                tie.unroll = self._unroll(fn, i, tie.source, copies[(tie.source, fn.loops[i].parent)] > 1)
         # trips: the most unrolled compiled loop of a source loop runs its trips; the others (the
         # remainder loops unrolling leaves) the few that are left over
         groups: dict[tuple[int, int | None], list[int]] = {}
@@ -367,10 +371,11 @@ class _Counter:
         held = [i for i, v in votes.items() if total and v >= total / 2]
         return sorted(held, key=lambda i: self.profile.loops[i].depth, reverse=True)
 
-    def _unroll(self, fn: CompiledFunction, index: int, source: int) -> float:
+    def _unroll(self, fn: CompiledFunction, index: int, source: int, remainder: bool) -> float:
         """How many source iterations one trip of the compiled loop does: the smallest constant
         its counters step by (on the source loop's header, else where the loop closes) over the
-        source step; without a 32-bit counter, how many iterations' loads a trip does."""
+        source step; without a 32-bit counter, how many iterations' loads a trip does.
+        `remainder`: another compiled loop does the same source loop (unrolling's leftover)."""
         lp = self.profile.loops[source]
         if lp.parallel or lp.step is None or lp.step == 0:
             return 1.0
@@ -397,8 +402,12 @@ class _Counter:
         # only where a 64-bit offset or pointer stands for the counter (clang's loops): its step
         # is no iteration count, the loads say how many a trip does
         pointer_counted = any(s.wide for s in steps)
+        # nor where the source steps by a register (a grid- or block-stride loop: nvcc unrolls
+        # it with the stride's multiples in registers, no constant counter step)
+        # (beside the remainder loop unrolling leaves: a loop kept whole has none)
+        register_strided = step >= 32 and not counters and remainder
         by_loads = self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], lp.load_bytes) \
-            if innermost and pointer_counted else None
+            if innermost and (pointer_counted or register_strided) else None
         if counters:
             return max(1.0, min(counters) / step)
         # no such counter (clang counts by a 64-bit byte offset or pointer, whose step is the

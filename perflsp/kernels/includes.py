@@ -389,8 +389,11 @@ class IncludeResolver:
             return None
         index = self._projects.get(root)
         if index is None:
-            index = self._projects[root] = HeaderIndex(root)
+            index = self._projects[root] = HeaderIndex(root, directory)
         folder = index.folder_for(name, directory)
+        if folder is None and not index.complete:
+            # (a walk cut short near another file: this one's surroundings walked first)
+            folder = HeaderIndex(root, directory).folder_for(name, directory)
         return _first_file(name, (folder,)) if folder is not None else None
 
 

@@ -10,8 +10,9 @@ nearest first (fewest levels up, then fewest down). The filesystem's root is nev
 (its `/proc` and `/sys` are not a project's), and a folder that cannot be read is passed over.
 
 The preprocessor (includes.py) keeps one `HeaderIndex` per project root, so a file's missing
-headers cost one walk of its project, not one per header; the compiler's retry (compiled/build.py)
-asks `find_header_folder` for the header the compiler names.
+headers cost one walk of its project, not one per header (an index the folder budget cut short
+is walked again from the file that misses a header in it); the compiler's retry
+(compiled/build.py) asks `find_header_folder` for the header the compiler names.
 """
 
 from __future__ import annotations
@@ -40,19 +41,35 @@ def search_root(start: Path) -> Path | None:
 
 
 class HeaderIndex:
-    """The header files under one project root (`MAX_FOLDERS` folders, breadth first), by name."""
+    """The header files around `start` up to `root`, by name: the folders `DEPTH` levels below
+    `start`, then below each ancestor up to `root`, nearest first, at most `MAX_FOLDERS` of them
+    (`complete` says whether the walk ended before that)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, start: Path):
         self.root = root
+        self.complete = True
         self._folders: dict[str, list[Path]] = {}
-        level = [root]
-        visited = 0
-        for _depth in range(ANCESTORS + DEPTH + 1):
+        searched: set[Path] = set()
+        folder = start
+        while True:
+            if not self._walk(folder, searched):
+                self.complete = False
+                return
+            if folder == root or folder.parent == folder:
+                return
+            folder = folder.parent
+
+    def _walk(self, top: Path, searched: set[Path]) -> bool:
+        """Index the folders `DEPTH` levels below `top` not searched yet; False when the budget ran out."""
+        level = [top]
+        for _depth in range(DEPTH + 1):
             following: list[Path] = []
             for folder in level:
-                visited += 1
-                if visited > MAX_FOLDERS:
-                    return
+                if folder in searched:
+                    continue
+                searched.add(folder)
+                if len(searched) > MAX_FOLDERS:
+                    return False
                 try:
                     with os.scandir(folder) as entries:
                         for entry in entries:
@@ -66,6 +83,7 @@ class HeaderIndex:
                 except OSError:
                     continue
             level = sorted(following)
+        return True
 
     def folder_for(self, name: str, start: Path) -> Path | None:
         """The folder F, nearest to `start`, such that F/`name` exists (`name` may hold folders:
@@ -105,4 +123,4 @@ def find_header_folder(name: str, start: Path) -> Path | None:
     ancestor's subfolders), or None."""
     start = start.absolute()
     root = search_root(start)
-    return HeaderIndex(root).folder_for(name, start) if root is not None else None
+    return HeaderIndex(root, start).folder_for(name, start) if root is not None else None
