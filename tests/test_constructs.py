@@ -672,3 +672,46 @@ def test_texture_fetches_are_global_reads_of_the_texels_they_name():
     assert window.facts.per_item.global_load_bytes == 49 * 4
     texels = [g for g in window.facts.traffic.groups if g.array == "img"]
     assert sum(g.footprint_bytes for g in texels) == pytest.approx(2048 * 2048 * 4, rel=0.01)
+
+
+SURFACES = """
+__global__ void columns(cudaSurfaceObject_t dst, cudaSurfaceObject_t src, int width, int height) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x;
+  if (x >= width) return;
+  unsigned acc = 0;
+  for (int y = 0; y < height; y++) {
+    unsigned v = surf2Dread<unsigned>(src, x * 4, y);
+    acc += v;
+    surf2Dwrite(acc, dst, x * 4, y);
+  }
+}
+__global__ void levels(cudaSurfaceObject_t *mips, int width) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int level = 0; level < 4; level++) {
+    uchar4 p;
+    surf2Dread(&p, mips[level], x * sizeof(uchar4), 0);
+    surf2Dwrite(make_uchar4(p.x / 2, p.y / 2, p.z / 2, p.w), mips[level], x * sizeof(uchar4), 0);
+  }
+}
+int main() {
+  cudaSurfaceObject_t a, b, *m;
+  columns<<<4, 256>>>(b, a, 1024, 512);
+  levels<<<4, 256>>>(m, 1024);
+}
+"""
+
+
+def test_surface_reads_and_writes_are_global_accesses_of_their_elements():
+    by_name = {r.name: r for r in analyse(SURFACES)}
+    columns = by_name["columns"].facts
+    # x counts bytes: each thread reads and writes its own 4-byte column, 512 rows
+    assert columns.per_item.global_load_bytes == 512 * 4
+    assert columns.per_item.global_store_bytes == 512 * 4
+    src = [g for g in columns.traffic.groups if g.array == "src"]
+    assert sum(g.footprint_bytes for g in src) == pytest.approx(1024 * 512 * 4, rel=0.01)
+    # a surface picked from an array of them (one per mip level) is a surface of its own; a read
+    # into `&p` reads p's type
+    levels = by_name["levels"].facts
+    assert levels.per_item.global_store_bytes == 4 * 4
+    mips = [g for g in levels.traffic.groups if g.array.startswith("mips") and g.is_store]
+    assert sum(g.footprint_bytes for g in mips) == pytest.approx(4 * 1024 * 4, rel=0.01)

@@ -80,6 +80,11 @@ TEXTURE_FETCHES = {"tex1Dfetch": 1, "tex1D": 1, "tex1DLod": 1, "tex1DGrad": 1, "
                    "tex1DLayered": 2, "tex1DLayeredLod": 2, "tex2DLayered": 3, "tex2DLayeredLod": 3,
                    "texCubemap": 3, "texCubemapLod": 3}
 STORE_FUNCTIONS = {"__stcg", "__stcs", "__stwb", "__stwt"}
+# surface reads and writes: the coordinates they take (x in bytes; a layer or a cube face is one more)
+SURFACE_READS = {"surf1Dread": 1, "surf2Dread": 2, "surf3Dread": 3, "surf1DLayeredread": 2, "surf2DLayeredread": 3,
+                 "surfCubemapread": 3, "surfCubemapLayeredread": 3}
+SURFACE_WRITES = {"surf1Dwrite": 1, "surf2Dwrite": 2, "surf3Dwrite": 3, "surf1DLayeredwrite": 2,
+                  "surf2DLayeredwrite": 3, "surfCubemapwrite": 3, "surfCubemapLayeredwrite": 3}
 
 
 @dataclass(frozen=True)

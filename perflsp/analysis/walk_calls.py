@@ -99,6 +99,65 @@ def texture_fetch(walker: Walker, node: Node, simple: str, arg_nodes: list[Node]
     return Val(element, None, Linear(nonlinear=frozenset({"data"}), const_known=False))
 
 
+def surface_access(walker: Walker, node: Node, simple: str, arg_nodes: list[Node]) -> Val:
+    """`surf2Dread<T>(surf, x, y)`, `surf2Dread(&v, surf, x, y)`, `surf2Dwrite(v, surf, x, y)`:
+    a load or store of the element at those coordinates, a global access (a surface is an
+    array in device memory; Nsight Compute's DRAM bytes count it). The element is the template
+    argument, else the type of the value written or read into; `x` counts bytes."""
+    store = simple in costs.SURFACE_WRITES
+    template = re.search(r"<(.*)>", walker.text(node.child_by_field_name("function")))
+    rest = arg_nodes
+    if store or not template:
+        # (the value written, or where a read without a template argument puts its value)
+        value = walker.eval(arg_nodes[0])
+        element = value.ctype.deref() if not store and value.ctype.pointer else value.ctype
+        rest = arg_nodes[1:]
+    if template:
+        element = parse_type(template.group(1), walker.aliases)
+    if element.kind in ("unknown", "void") or not rest:
+        element = INT if element.kind in ("unknown", "void") else element
+    surface = walker.eval(rest[0]) if rest else UNKNOWN_VAL
+    dims = (costs.SURFACE_WRITES if store else costs.SURFACE_READS)[simple]
+    coordinates = [walker.eval(a) for a in rest[1:1 + dims]]
+    if len(coordinates) < dims or any(c.lin.nonlinear or not c.lin.const_known for c in coordinates):
+        index = _own_texel(walker)
+    else:
+        size = float(element.size_bytes or 4)
+        index, stride = coordinates[0].lin.scale(1.0 / size), 1.0
+        stride = distinct_values(index, walker.cardinality, _TEXTURE_ROW)
+        for coordinate in coordinates[1:]:
+            index = index.add(coordinate.lin.scale(stride))
+            stride *= distinct_values(coordinate.lin, walker.cardinality, _TEXTURE_ROW)
+        handle = rest[0]
+        while handle.type == "parenthesized_expression" and handle.named_child_count == 1:
+            handle = handle.named_children[0]
+        if handle.type == "subscript_expression" and (chosen := _subscript_index(walker, handle)) is not None:
+            # a surface chosen from an array of them (`levels[mip]`, one per mip level): each is
+            # an array of its own, placed after the others
+            index = index.add(chosen.scale(stride))
+    root = surface.root or walker.text(rest[0]).strip() if rest else "surface"
+    record_access(walker, Val(element.address_of(), None, Linear.constant(0.0), root, "global"), index, element,
+                  store, node)
+    return Val(element, None, Linear(nonlinear=frozenset({"data"}), const_known=False)) if not store else UNKNOWN_VAL
+
+
+def _subscript_index(walker: Walker, node: Node) -> Linear | None:
+    """The linear index of `a[i]` (None where it is not one the walk follows)."""
+    indices = node.child_by_field_name("indices") or node.child_by_field_name("index")
+    inner = [c for c in indices.named_children if c.type != "comment"] if indices is not None else []
+    if indices is not None and indices.type not in ("subscript_argument_list",):
+        inner = [indices]
+    if len(inner) != 1:
+        return None
+    saved = walker.mult
+    walker.mult = 0.0  # (evaluated again when the surface argument is: counted there)
+    try:
+        value = walker.eval(inner[0])
+    finally:
+        walker.mult = saved
+    return None if value.lin.nonlinear or not value.lin.const_known else value.lin
+
+
 def _own_texel(walker: Walker) -> Linear:
     """The texel of the thread's own position in the launch (row-major over the grid's threads):
     where the walk cannot follow a fetch's coordinates (floating-point arithmetic: `x + j` of
@@ -151,6 +210,8 @@ def call_on_nodes(walker: Walker, node: Node, name: str, simple: str, arg_nodes:
         return matrix_sync(walker, node, arg_nodes, simple == "store_matrix_sync")
     if simple in costs.TEXTURE_FETCHES and len(arg_nodes) >= 2:
         return texture_fetch(walker, node, simple, arg_nodes)
+    if (simple in costs.SURFACE_READS or simple in costs.SURFACE_WRITES) and len(arg_nodes) >= 2:
+        return surface_access(walker, node, simple, arg_nodes)
     if simple in costs.LOAD_FUNCTIONS and arg_nodes:
         ptr = walker.eval(arg_nodes[0])
         if ptr.root is not None:
