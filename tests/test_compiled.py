@@ -169,6 +169,15 @@ def analyse(path: Path, compiler: Compiler | None, gpus=(RTX3080,)):
     return {report.name: report for report in analysis.reports(list(gpus))}
 
 
+def compiled_facts(tmp_path: Path, compiler: Compiler, name: str, text: str, kernel: str):
+    """The facts of `kernel` in `text` (saved as `name`), which must be counted from its compiled code."""
+    source = tmp_path / name
+    source.write_text(text)
+    facts = analyse(source, compiler)[kernel].facts
+    assert any("operations counted in the compiled code" in e for e in texts(facts.evidence))
+    return facts
+
+
 @pytest.fixture
 def compiler(tmp_path) -> Compiler:
     return Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"))
@@ -819,10 +828,7 @@ int main() {
 
 @needs_cuda
 def test_the_version_of_a_loop_holding_the_inner_loops_the_source_runs_is_its_main_loop(tmp_path, compiler):
-    source = tmp_path / "covar.cu"
-    source.write_text(TRIANGLE)
-    facts = analyse(source, compiler)["covar"].facts
-    assert any("operations counted in the compiled code" in e for e in texts(facts.evidence))
+    facts = compiled_facts(tmp_path, compiler, "covar.cu", TRIANGLE, "covar")
     # one FFMA per (j2, i): 512 x 256 of them a thread (2 FLOP each), not the n <= 0 copy's none
     assert facts.per_item.fp32 == pytest.approx(2 * 512 * 256, rel=0.05)
 
@@ -853,10 +859,7 @@ int main() {
 
 @needs_cuda
 def test_each_inlined_copy_of_a_device_function_runs_at_its_own_calls_weight(tmp_path, compiler):
-    source = tmp_path / "two_calls.cu"
-    source.write_text(TWO_CALLS)
-    facts = analyse(source, compiler)["total"].facts
-    assert any("operations counted in the compiled code" in e for e in texts(facts.evidence))
+    facts = compiled_facts(tmp_path, compiler, "two_calls.cu", TWO_CALLS, "total")
     # every thread loads its 4 elements (2^22 over 2^20 threads); block 0's 256 threads load the
     # 4096 partial sums, 16 each: 4 + 16 / 4096 loads a thread, not 16 more for every thread
     assert facts.per_item.global_loads == pytest.approx(4 + 16 / 4096, abs=1e-4)

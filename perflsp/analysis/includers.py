@@ -31,7 +31,7 @@ def includer_launches(path: Path | None, kernels: FileKernels, resolver: Include
                       argv: Sequence[str] | None = None, defines: dict[str, str] | None = None,
                       include_dirs: tuple[Path, ...] = (), project_search: bool = False) -> tuple[LaunchSite, ...]:
     """Launch sites, in the files that include `path`, of its kernels that it does not launch
-    itself (folded in their includer; `project_search`: read.py's ReadContext.env)."""
+    itself (folded in their includer; `project_search`: as in `IncludeResolver.env_for`)."""
     if path is None:
         return ()
     includers = resolver.includers_of(Path(path))[:MAX_INCLUDERS]

@@ -72,6 +72,12 @@ class ReadContext:
         return out or None
 
     @property
+    def project_search(self) -> bool:
+        """Whether headers the include paths miss are looked for around the file: where no
+        database gives its flags (with one, only its `-I` folders are searched, as the compiler does)."""
+        return self.flags is None
+
+    @property
     def include_dirs(self) -> tuple[Path, ...]:
         return self.flags.include_dirs if self.flags is not None else ()
 
@@ -79,14 +85,14 @@ class ReadContext:
         """The preprocessor's view of `data` (the text of `path`): its local headers' macros, the
         build's, and for a file that a sibling source `#include`s, that sibling's."""
         return self.resolver.env_for(path, data, self.defines, self.include_dirs, includers=True,
-                                     project_search=self.flags is None)
+                                     project_search=self.project_search)
 
     def includer_launches(self, path: Path | None, kernels: FileKernels,
                           argv: Sequence[str] | None) -> tuple[LaunchSite, ...]:
         """Launch sites, in the sources that include `path`, of its kernels it does not launch
         itself, folded in their includer with these flags and the program's arguments."""
         return includer_launches(path, kernels, self.resolver, argv, self.defines, self.include_dirs,
-                                 project_search=self.flags is None)
+                                 project_search=self.project_search)
 
 
 class ReadProgram:
@@ -156,7 +162,7 @@ def read_program(path: Path | None, data: bytes, context: ReadContext,
     not looked for with `includer_launch_sites=False`)."""
     source = read_source(path, data, context.resolver, context.defines, context.include_dirs, includers=True,
                          build_sources=context.flags.unit_sources if context.flags is not None else (),
-                         project_search=context.flags is None)
+                         project_search=context.project_search)
     external = context.includer_launches(path, source.kernels, options.argv) if includer_launch_sites else ()
     return ReadProgram(path, source, dataclasses.replace(options, include_env=source.env, external_launches=external),
                        context)

@@ -269,17 +269,12 @@ def guard_share(walker: Walker, cond: Node | None) -> float | None:
     if op == "&&":
         sides = [guard_share(walker, left), guard_share(walker, right)]
         return None if None in sides else math.prod(s for s in sides if s is not None)
-    if op not in ("<", "<=", ">", ">=") or left is None or right is None:
+    guard = _index_against_bound(walker, op, left, right)
+    if guard is None:
         return None
-    lval, rval = _uncounted(walker, left, right)
-    if _index_range(walker, rval) is not None and _index_range(walker, lval) is None:
-        lval, rval = rval, lval
-        op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
-    span = _index_range(walker, lval)
-    bound = rval.value if rval.value is not None else (rval.lin.const if not rval.lin.atoms and not rval.lin.nonlinear
-                                                       and rval.lin.const_known else None)
-    if span is None or bound is None or not math.isfinite(bound):
-        return None
+    op, index, bound = guard
+    span = _index_range(walker, index)
+    assert span is not None  # (`_index_against_bound` keeps only thread indices)
     lo, hi = span
     values = hi - lo + 1.0
     below = min(max(math.ceil(bound) - lo, 0.0), values)  # indices < bound
@@ -292,24 +287,32 @@ def guarded_extent(walker: Walker, cond: Node | None) -> float | None:
     """How many values of the flat thread index (`blockIdx.x * blockDim.x + threadIdx.x`) a
     bounds guard against a known size lets through (`if (i < n)`: n); None for anything else."""
     parts = binary_parts(walker, cond)
-    if parts is None or parts[0] not in ("<", "<=", ">", ">=") or parts[1] is None or parts[2] is None:
+    guard = _index_against_bound(walker, parts[0], parts[1], parts[2]) if parts is not None else None
+    if guard is None or guard[0] not in ("<", "<=") or guard[2] < 1.0:
         return None
-    op, left, right = parts[0], parts[1], parts[2]
-    lval, rval = _uncounted(walker, left, right)
-    if rval.lin.atoms & INDEX_ATOMS:
-        lval, rval = rval, lval
-        op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
-    if op not in ("<", "<="):
-        return None
-    coeffs = dict(lval.lin.coeffs)
-    if lval.lin.nonlinear or not lval.lin.const_known or lval.lin.const != 0 or set(coeffs) != {"bx", "tx"} \
-            or coeffs.get("tx") != 1.0 or coeffs.get("bx") != walker.cardinality.get("tx"):
-        return None
-    bound = rval.value if rval.value is not None else (rval.lin.const if not rval.lin.atoms and not rval.lin.nonlinear
-                                                       and rval.lin.const_known else None)
-    if bound is None or not math.isfinite(bound) or bound < 1.0:
+    op, index, bound = guard
+    coeffs = dict(index.lin.coeffs)
+    if index.lin.const != 0 or set(coeffs) != {"bx", "tx"} or coeffs["tx"] != 1.0 \
+            or coeffs["bx"] != walker.cardinality.get("tx"):
         return None
     return math.ceil(bound) if op == "<" else math.floor(bound) + 1.0
+
+
+def _index_against_bound(walker: Walker, op: str, left: Node | None, right: Node | None
+                         ) -> tuple[str, Val, float] | None:
+    """A comparison of a thread index (`_index_range`) with a value the walk knows, as (the
+    operator with the index on its left, the index, the value); None for anything else."""
+    if op not in ("<", "<=", ">", ">=") or left is None or right is None:
+        return None
+    lval, rval = _uncounted(walker, left, right)
+    if _index_range(walker, rval) is not None and _index_range(walker, lval) is None:
+        lval, rval = rval, lval
+        op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
+    bound = rval.value if rval.value is not None else (rval.lin.const if not rval.lin.atoms and not rval.lin.nonlinear
+                                                       and rval.lin.const_known else None)
+    if _index_range(walker, lval) is None or bound is None or not math.isfinite(bound):
+        return None
+    return op, lval, bound
 
 
 def _index_range(walker: Walker, val: Val) -> tuple[float, float] | None:

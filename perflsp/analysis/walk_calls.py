@@ -89,10 +89,7 @@ def texture_fetch(walker: Walker, node: Node, simple: str, arg_nodes: list[Node]
     if any(c.lin.nonlinear or not c.lin.const_known for c in used):
         index = _own_texel(walker)
     else:
-        index, stride = Linear.constant(0.0), 1.0
-        for coordinate in used:
-            index = index.add(coordinate.lin.scale(stride))
-            stride *= distinct_values(coordinate.lin, walker.cardinality, _TEXTURE_ROW)
+        index, _ = _row_major(walker, [c.lin for c in used])
     root = texture.root or walker.text(arg_nodes[0]).strip()
     record_access(walker, Val(element.address_of(), None, Linear.constant(0.0), root, "global"), index, element,
                   False, node)
@@ -107,27 +104,22 @@ def surface_access(walker: Walker, node: Node, simple: str, arg_nodes: list[Node
     store = simple in costs.SURFACE_WRITES
     template = re.search(r"<(.*)>", walker.text(node.child_by_field_name("function")))
     rest = arg_nodes
+    element = parse_type(template.group(1), walker.aliases) if template else INT
     if store or not template:
         # (the value written, or where a read without a template argument puts its value)
         value = walker.eval(arg_nodes[0])
-        element = value.ctype.deref() if not store and value.ctype.pointer else value.ctype
+        if not template and value.ctype.kind not in ("unknown", "void"):
+            element = value.ctype.deref() if not store and value.ctype.pointer else value.ctype
         rest = arg_nodes[1:]
-    if template:
-        element = parse_type(template.group(1), walker.aliases)
-    if element.kind in ("unknown", "void") or not rest:
-        element = INT if element.kind in ("unknown", "void") else element
-    surface = walker.eval(rest[0]) if rest else UNKNOWN_VAL
+    surface = walker.eval(rest[0])
     dims = (costs.SURFACE_WRITES if store else costs.SURFACE_READS)[simple]
     coordinates = [walker.eval(a) for a in rest[1:1 + dims]]
     if len(coordinates) < dims or any(c.lin.nonlinear or not c.lin.const_known for c in coordinates):
         index = _own_texel(walker)
     else:
+        # (x counts bytes: the element it starts)
         size = float(element.size_bytes or 4)
-        index, stride = coordinates[0].lin.scale(1.0 / size), 1.0
-        stride = distinct_values(index, walker.cardinality, _TEXTURE_ROW)
-        for coordinate in coordinates[1:]:
-            index = index.add(coordinate.lin.scale(stride))
-            stride *= distinct_values(coordinate.lin, walker.cardinality, _TEXTURE_ROW)
+        index, stride = _row_major(walker, [coordinates[0].lin.scale(1.0 / size), *(c.lin for c in coordinates[1:])])
         handle = rest[0]
         while handle.type == "parenthesized_expression" and handle.named_child_count == 1:
             handle = handle.named_children[0]
@@ -135,10 +127,20 @@ def surface_access(walker: Walker, node: Node, simple: str, arg_nodes: list[Node
             # a surface chosen from an array of them (`levels[mip]`, one per mip level): each is
             # an array of its own, placed after the others
             index = index.add(chosen.scale(stride))
-    root = surface.root or walker.text(rest[0]).strip() if rest else "surface"
+    root = surface.root or walker.text(rest[0]).strip()
     record_access(walker, Val(element.address_of(), None, Linear.constant(0.0), root, "global"), index, element,
                   store, node)
     return Val(element, None, Linear(nonlinear=frozenset({"data"}), const_known=False)) if not store else UNKNOWN_VAL
+
+
+def _row_major(walker: Walker, coordinates: list[Linear]) -> tuple[Linear, float]:
+    """Coordinates as one row-major index, each dimension as wide as the range its coordinate
+    takes (at most `_TEXTURE_ROW` where unbounded), and the index's whole range."""
+    index, stride = Linear.constant(0.0), 1.0
+    for coordinate in coordinates:
+        index = index.add(coordinate.scale(stride))
+        stride *= distinct_values(coordinate, walker.cardinality, _TEXTURE_ROW)
+    return index, stride
 
 
 def _subscript_index(walker: Walker, node: Node) -> Linear | None:

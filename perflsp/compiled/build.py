@@ -39,6 +39,7 @@ from perflsp.compiled.model import CompiledUnit
 from perflsp.compiled.sass import parse_sass
 from perflsp.compiled.toolchain import Toolchain, omp_device_library
 from perflsp.kernels.includes import local_headers
+from perflsp.source.files import LoadedFile, load_file
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -367,19 +368,13 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
             name = missing_header(str(again))
             if name is None and device_macros is None:
                 headers = local_headers(Path(request.source), request.include_dirs)
-                device_macros = device_qualifier_macros([text, *(_read_bytes(h) for h in headers)])
+                device_macros = device_qualifier_macros([text, *(loaded.data for h in headers
+                                                                 if isinstance(loaded := load_file(h), LoadedFile))])
                 continue
             if name is None or name in missing:
                 raise failure from None
             missing |= {name}
     raise failure
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return b""
 
 
 def _compile_finding_headers(request: CompileRequest, toolchain: Toolchain, source: str, work: str,

@@ -283,19 +283,16 @@ class _Counter:
                         for j in self._descendants(fn, i):
                             if ties[j].source == parallel[0]:
                                 ties[j] = _LoopTie(None, 1.0, 1.0, wrapper=True)
-        copies: dict[tuple[int, int | None], int] = {}
-        for i, tie in enumerate(ties):
-            if tie.source is not None:
-                copies[(tie.source, fn.loops[i].parent)] = copies.get((tie.source, fn.loops[i].parent), 0) + 1
-        for i, tie in enumerate(ties):
-            if tie.source is not None:
-                tie.unroll = self._unroll(fn, i, tie.source, copies[(tie.source, fn.loops[i].parent)] > 1)
-        # trips: the most unrolled compiled loop of a source loop runs its trips; the others (the
-        # remainder loops unrolling leaves) the few that are left over
+        # the compiled loops of each source loop (under the same compiled parent)
         groups: dict[tuple[int, int | None], list[int]] = {}
         for i, tie in enumerate(ties):
             if tie.source is not None:
                 groups.setdefault((tie.source, fn.loops[i].parent), []).append(i)
+        for (source, _), members in groups.items():
+            for m in members:
+                ties[m].unroll = self._unroll(fn, m, source, len(members) > 1)
+        # trips: the most unrolled compiled loop of a source loop runs its trips; the others (the
+        # remainder loops unrolling leaves) the few that are left over
         for (source, _), members in groups.items():
             # the main loop (the most unrolled) does all of the source loop's trips at its cost
             # per source iteration; the remainder loops and peeled copies unrolling leaves do the

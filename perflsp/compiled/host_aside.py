@@ -24,8 +24,9 @@ from tree_sitter import Node
 from perflsp.kernels.definitions import definition_nodes
 from perflsp.source.parser import parse
 
-# what keeps a definition's body: device code, or a word that may expand to it
-_KEEPS = re.compile(rb"__global__|__device__|\bconstexpr\b|\b[A-Z_][A-Z0-9_]+\b")
+# what keeps a definition's body: device code, or (first try) a word that may expand to it
+_DEVICE = re.compile(rb"__global__|__device__|\bconstexpr\b")
+_KEEPS = re.compile(_DEVICE.pattern + rb"|\b[A-Z_][A-Z0-9_]+\b")
 
 
 def host_code_aside(text: bytes, missing_headers: frozenset[str] = frozenset(),
@@ -81,8 +82,6 @@ def _host_bodies(text: bytes, device_macros: frozenset[str] | None) -> Iterator[
         if not keeps:
             yield body
 
-
-_DEVICE = re.compile(rb"__global__|__device__|\bconstexpr\b")
 
 
 def _blank(out: bytearray, start: int, end: int) -> None:

@@ -46,7 +46,6 @@ class HeaderIndex:
     (`complete` says whether the walk ended before that)."""
 
     def __init__(self, root: Path, start: Path):
-        self.root = root
         self.complete = True
         self._folders: dict[str, list[Path]] = {}
         searched: set[Path] = set()
