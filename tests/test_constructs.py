@@ -292,6 +292,40 @@ def test_included_kernels_take_their_includers_launches(tmp_path):
     assert axpy.estimates[0].verdict == copy.estimates[0].verdict == "bandwidth"
 
 
+def test_kernels_of_a_nested_header_take_the_launches_of_the_source_above(tmp_path):
+    from perflsp.analysis.report import CheckSettings
+    from perflsp.checking import check_file
+    from perflsp.compiled.service import includer_of
+
+    # runner.cu -> kernels.cuh -> kernels/scale.cuh, as a tutorial's kernels are laid out
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "scale.cuh").write_text("""
+template <int UNROLL>
+__global__ void scale(float *out, const float *in) {
+  int i = (blockIdx.x * blockDim.x + threadIdx.x) * UNROLL;
+  for (int u = 0; u < UNROLL; u++) out[i + u] = 2.0f * in[i + u];
+}
+""")
+    (tmp_path / "kernels.cuh").write_text('#pragma once\n#include "kernels/scale.cuh"\n')
+    (tmp_path / "runner.cu").write_text("""
+#include "kernels.cuh"
+int main() {
+  float *a, *b;
+  scale<8><<<(1 << 22) / 256 / 8, 256>>>(a, b);
+}
+""")
+    # a header of the same name beside another source is that source's, not this one's
+    (tmp_path / "scale.cuh").write_text("__global__ void other(float *p) { p[threadIdx.x] = 0.f; }\n")
+    (tmp_path / "other.cu").write_text('#include "scale.cuh"\nint main() { float *p; other<<<1, 32>>>(p); }\n')
+    resolver = IncludeResolver()
+    assert resolver.includers_of(tmp_path / "kernels" / "scale.cuh") == [tmp_path / "runner.cu"]
+    assert includer_of(tmp_path / "kernels" / "scale.cuh") == tmp_path / "runner.cu"
+    (scale,) = check_file(tmp_path / "kernels" / "scale.cuh", [H100], CheckSettings(), resolver).kernels
+    assert scale.facts.work_items == (1 << 22) // 8  # the launch of runner.cu, two includes up
+    (loop,) = scale.facts.loops
+    assert loop.trip_count == 8
+
+
 def test_unresolved_type_names_are_guessed_from_their_name():
     from perflsp.analysis.ctype import F32, F64, guessed_float_type
 

@@ -22,6 +22,7 @@ from perflsp.compiled.linking import MAX_ROUNDS, defining_sources, external_call
 from perflsp.compiled.model import CompiledFunction, CompiledSource, CompiledUnit
 from perflsp.compiled.toolchain import Toolchain, ToolchainSettings
 from perflsp.kernels.compile_db import CompileFlags, FlagsSource
+from perflsp.kernels.includes import folders_above, names_file, sources_including
 
 CUDA_SUFFIXES = frozenset({".cu"})
 HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl"})
@@ -294,33 +295,16 @@ def _reached(unit: CompiledUnit, others: dict[str, tuple[CompiledFunction, str]]
 _INCLUDE_NAME = re.compile(rb'#\s*include\s*"([^"]+)"')
 
 
-def includer_of(header: Path, depth: int = 3) -> Path | None:
+def includer_of(header: Path) -> Path | None:
     """A source file that #includes `header` by name, directly or through other headers, found
     beside it or up to two folders above it."""
-    frontier = [header]
-    seen = {header.resolve()}
-    for _ in range(depth):
-        next_frontier: list[Path] = []
-        for current in frontier:
-            for candidate in _includers(current):
-                if candidate.suffix in SOURCE_SUFFIXES:
-                    return candidate
-                if candidate.resolve() not in seen:
-                    seen.add(candidate.resolve())
-                    next_frontier.append(candidate)
-        frontier = next_frontier
-    return None
+    return next(iter(sources_including(header, _includers)), None)
 
 
 def _includers(header: Path) -> list[Path]:
-    """Files beside `header` or up to two folders above that include it by name, sources first."""
-    name = header.name
-    found: list[Path] = []
-    for folder in (header.parent, header.parent.parent, header.parent.parent.parent):
-        for candidate in _folder_sources(folder):
-            if candidate != header and name in _included_names(candidate):
-                found.append(candidate)
-    return sorted(found, key=lambda p: p.suffix not in SOURCE_SUFFIXES)
+    """Files beside `header` or up to two folders above that include it by name."""
+    return [candidate for folder in folders_above(header) for candidate in _folder_sources(folder)
+            if candidate != header and any(names_file(candidate, written, header) for written in _included_names(candidate))]
 
 
 def _folder_sources(folder: Path) -> list[Path]:
@@ -342,7 +326,7 @@ def _folder_sources(folder: Path) -> list[Path]:
 
 
 def _included_names(path: Path) -> frozenset[str]:
-    """The file names a file #includes with quotes, per version of the file."""
+    """The paths a file #includes with quotes, as written, per version of the file."""
     try:
         stat = path.stat()
     except OSError:
@@ -354,7 +338,7 @@ def _included_names(path: Path) -> frozenset[str]:
             text = path.read_bytes()
         except OSError:
             text = b""
-        found = frozenset(Path(m.decode(errors="replace")).name for m in _INCLUDE_NAME.findall(text))
+        found = frozenset(m.decode(errors="replace") for m in _INCLUDE_NAME.findall(text))
         if len(_INCLUDES) > 65536:
             _INCLUDES.clear()
         _INCLUDES[key] = found

@@ -14,8 +14,9 @@ Each file's directive lines are read once per process and cached.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from perflsp.kernels.return_forms import scan_pure_functions
 
 MAX_INCLUDE_DEPTH = 12
 MAX_HEADER_BYTES = 4 * 1024 * 1024
+_SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
+_INCLUDE_DEPTH = 3  # headers between a source and the file it reaches
 
 # Starts at the `#` (a literal prefix lets the regex engine skip ahead quickly); the caller checks
 # that only blanks precede it on its line.
@@ -35,7 +38,7 @@ _CONSTANT = re.compile(
     rb"([A-Za-z_]\w*)[ \t]*=[ \t]*([^;{}\n]+);",
     re.MULTILINE,
 )
-_INCLUDE_NAME = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"(?:[^"\n]*/)?([^"/\n]+)"', re.MULTILINE)
+_INCLUDE_NAME = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"((?:[^"\n]*/)?([^"/\n]+))"', re.MULTILINE)
 _TYPEDEF = re.compile(rb"^[ \t]*typedef[ \t]+([A-Za-z_][\w: \t<>,*]*?)[ \t*]*\b([A-Za-z_]\w*)[ \t]*;", re.MULTILINE)
 _USING = re.compile(rb"^[ \t]*using[ \t]+([A-Za-z_]\w*)[ \t]*=[ \t]*([^;\n]+);", re.MULTILINE)
 _DEFINE_HEAD = re.compile(r"([A-Za-z_]\w*)(\(([^)]*)\))?\s*(.*)", re.DOTALL)
@@ -184,7 +187,7 @@ class IncludeResolver:
         self._extra_dirs: tuple[Path, ...] = ()
         self._project_search = False
         self._projects: dict[Path, HeaderIndex] = {}
-        self._includers: dict[Path, dict[str, list[Path]]] = {}
+        self._includers: dict[Path, dict[str, list[tuple[Path, str]]]] = {}
 
     def env_for(self, path: Path | None, data: bytes, defines: dict[str, str] | None = None,
                 include_dirs: tuple[Path, ...] = (), includers: bool = False,
@@ -321,8 +324,17 @@ class IncludeResolver:
         return len(self._directives) + len(self._resolved) + len(self._includers)
 
     def includers_of(self, path: Path) -> list[Path]:
-        """Sources in the same folder that `#include "<this file's name>"`."""
-        folder = path.parent
+        """Sources that `#include` this file, directly or through other headers, beside it or up
+        to two folders above (`runner.cu` -> `kernels.cuh` -> `kernels/10_warptiling.cuh`),
+        nearest first."""
+        return sources_including(path, lambda file: [
+            candidate for folder in folders_above(file)
+            for candidate, written in self._folder_index(folder).get(file.name, [])
+            if candidate != file and names_file(candidate, written, file)])
+
+    def _folder_index(self, folder: Path) -> dict[str, list[tuple[Path, str]]]:
+        """File name -> the C, C++ and CUDA files (sources and headers) of `folder` that
+        `#include "...name"` it, each with the path it writes."""
         index = self._includers.get(folder)
         if index is None:
             index = {}
@@ -331,12 +343,13 @@ class IncludeResolver:
             except OSError:
                 entries = []
             for entry in entries:
-                if entry.suffix.lower() not in (".cu", ".cpp", ".cc", ".cxx", ".c") or not entry.is_file():
+                if entry.suffix.lower() not in _SOURCE_SUFFIXES + HEADER_SUFFIXES or not entry.is_file():
                     continue
                 for m in _INCLUDE_NAME.finditer(self._file_bytes(entry)):
-                    index.setdefault(m.group(1).decode("utf-8", "replace"), []).append(entry)
+                    index.setdefault(m.group(2).decode("utf-8", "replace"), []).append(
+                        (entry, m.group(1).decode("utf-8", "replace")))
             self._includers[folder] = index
-        return [p for p in index.get(path.name, []) if p != path]
+        return index
 
     def _file_bytes(self, path: Path) -> bytes:
         try:
@@ -503,3 +516,38 @@ def local_headers(source: Path, include_dirs: Sequence[str] = ()) -> list[Path]:
                         queue.append(candidate)
                     break
     return sorted(seen)
+
+
+def sources_including(path: Path, includers: Callable[[Path], Iterable[Path]], depth: int = _INCLUDE_DEPTH) -> list[Path]:
+    """The source files that include `path`, directly or through up to `depth` headers, nearest
+    first. `includers(file)`: the files (sources and headers) that `#include` `file` by name."""
+    found: list[Path] = []
+    frontier, seen = [path], {path}
+    for _ in range(depth):
+        next_frontier: list[Path] = []
+        for current in frontier:
+            for candidate in includers(current):
+                if candidate not in seen:
+                    seen.add(candidate)
+                    (found if _is_source(candidate) else next_frontier).append(candidate)
+        frontier = next_frontier
+    return found
+
+
+def names_file(includer: Path, written: str, file: Path) -> bool:
+    """Whether `#include "written"` in `includer` can mean `file`: the path resolves to it from the
+    includer's folder, or, resolving to no file there, names it (a folder on the include path)
+    — not a header of the same name beside the includer."""
+    if Path(written).name != file.name:
+        return False
+    relative = includer.parent / written
+    return os.path.normpath(relative) == os.path.normpath(file) or not relative.is_file()
+
+
+def folders_above(path: Path) -> tuple[Path, Path, Path]:
+    """Where a file's includers are looked for: its folder and the two above it."""
+    return path.parent, path.parent.parent, path.parent.parent.parent
+
+
+def _is_source(path: Path) -> bool:
+    return path.suffix.lower() in _SOURCE_SUFFIXES
