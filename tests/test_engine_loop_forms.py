@@ -589,3 +589,45 @@ def test_tile_loops_of_an_unknown_step_cover_the_nest_once():
     # each element moves once: a load of A and B and a store of B, 8 B each, per element of the tile
     assert tiles.facts.dram_bytes == pytest.approx(tiles.facts.work_items * 32 * 32 * 24, rel=0.05)
     assert tiles.estimates[0].verdict == "bandwidth"
+
+
+def test_a_bound_offset_by_a_named_constant_is_solved_for_the_counter():
+    src = """
+template <const int BM, const int STRIDE>
+__device__ void load(const float *A, float *As, int K, int row, int col) {
+  for (unsigned offset = 0; offset + STRIDE <= BM; offset += STRIDE)
+    As[row + offset] = A[(row + offset) * K + col];
+}
+template <const int BM, const int NT>
+__global__ void tiles(const float *A, float *out, int K) {
+  __shared__ float As[BM];
+  constexpr unsigned stride = NT / 8;
+  load<BM, stride>(A, As, K, threadIdx.x / 8, threadIdx.x % 8);
+  out[threadIdx.x] = As[threadIdx.x];
+}
+int main() { float *a, *o; tiles<128, 256><<<64, 256>>>(a, o, 1024); }
+"""
+    loop = only_loop(kernel(src, "tiles"))
+    assert loop.trip_count == 4  # offset = 0, 32, 64, 96 (offset + 32 <= 128)
+    assert loop.origin == "constant"
+
+
+def test_a_call_whose_template_arguments_span_lines_is_inlined():
+    src = """
+template <const int TM,
+          const int TN>
+__device__ void multiply(float *acc, const float *a, const float *b) {
+  for (int i = 0; i < TM; ++i)
+    for (int j = 0; j < TN; ++j) acc[i * TN + j] += a[i] * b[j];
+}
+__global__ void tiles(const float *a, const float *b, float *out) {
+  float acc[64] = {0.f};
+  multiply<8,
+           8>(acc, a + threadIdx.x * 8, b + threadIdx.x * 8);
+  out[threadIdx.x] = acc[0];
+}
+int main() { float *a, *b, *o; tiles<<<64, 256>>>(a, b, o); }
+"""
+    k = kernel(src, "tiles")
+    assert k.facts.per_item.fp32 == pytest.approx(2 * 64)  # 64 FMAs
+    assert not any("not analysed" in t for t in texts(k.facts.evidence))

@@ -20,7 +20,8 @@ PLAIN: Form = (1.0, 0.0)
 
 def counter_form(walker: Walker, var: str, node: Node | None) -> Form | None:
     """(scale, offset) when `node` is `var`, `k * var`, `var * k`, `var + c` or `var - c` with
-    number literals `k > 0` and `c`; None otherwise."""
+    `k > 0` and `c` numbers or names of known values (`offset + rowStride <= BM`, a template's
+    constant); None otherwise."""
     while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
         node = node.named_children[0]
     if node is None:
@@ -35,12 +36,20 @@ def counter_form(walker: Walker, var: str, node: Node | None) -> Form | None:
         return None
     if op == "*":
         counter, factor = (left, right) if walker.text(left) == var else (right, left)
-        value = number_literal(walker.text(factor)).value if walker.text(counter) == var else None
+        value = _known(walker, factor) if walker.text(counter) == var else None
         return (value, 0.0) if value is not None and value > 0 else None
     if op in ("+", "-") and walker.text(left) == var:
-        value = number_literal(walker.text(right)).value
+        value = _known(walker, right)
         return (1.0, value if op == "+" else -value) if value is not None else None
     return None
+
+
+def _known(walker: Walker, node: Node) -> float | None:
+    """A number literal's value, or that of a name whose value the walk knows."""
+    if node.type == "identifier":
+        bound = walker.lookup(walker.text(node))
+        return bound.value if bound is not None and not bound.ctype.pointer else None
+    return number_literal(walker.text(node)).value
 
 
 def solved_bound(bound: float | None, form: Form | None, op: str | None) -> float | None:

@@ -30,7 +30,7 @@ def eval_call(walker: Walker, node: Node) -> Val:
     fn = node.child_by_field_name("function")
     args_node = node.child_by_field_name("arguments")
     arg_nodes = [c for c in args_node.named_children if c.type != "comment"] if args_node is not None else []
-    name = walker.text(fn).replace(" ", "")
+    name = "".join(walker.text(fn).split())  # (template arguments may span lines)
     simple = re.sub(r"<.*>", "", name).split("::")[-1] if name else ""
     if fn is not None and fn.type == "field_expression":
         return method_call(walker, fn, arg_nodes)
