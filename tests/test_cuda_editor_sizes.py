@@ -299,3 +299,23 @@ def test_a_guessed_grid_covers_the_known_size_its_threads_are_checked_against_on
         assert any("grid unknown: assumed to cover the 1,048,576 indices" in t for t in texts(facts.assumptions))
     # a size above the production guess keeps the guess (the grid is not grown)
     assert found["zero_large"].facts.work_items == 1 << 24
+
+
+def test_a_grid_the_host_fixes_stays_where_only_the_block_is_unknown():
+    # the block size is a parameter of the launching function; the grid (columns / 32) is not
+    src = """
+__global__ void column_sums(float *sums, const float *m, int rows, int cols) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float s = 0.f;
+  for (int r = warp; r < rows; r += blockDim.x / 32) s += m[r * cols + blockIdx.x * 32 + lane];
+  if (warp == 0) sums[blockIdx.x * 32 + lane] = s;
+}
+void launch(float *sums, const float *m, int block_size) {
+  int rows = 4096, cols = 768;
+  column_sums<<<cols / 32, block_size>>>(sums, m, rows, cols);
+}
+"""
+    facts = analyse(src)["column_sums"].facts
+    assert facts.work_items == 24 * 256  # 24 blocks of the launch, the block assumed
+    assert any("block assumed 256 threads" in a for a in texts(facts.assumptions))
+    assert not any("problem size unknown" in a for a in texts(facts.assumptions))

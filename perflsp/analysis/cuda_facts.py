@@ -245,7 +245,9 @@ def production_shape(kernel_text: str, grid: tuple[float, float, float] | None,
     threads over the grid axes the kernel reads (data well beyond L2), and a common block
     shape over the block axes it reads. An axis the kernel never reads gets one block (or
     thread): more would repeat the same work on the same data. A kernel that never reads
-    `blockIdx`/`gridDim` is one block."""
+    `blockIdx`/`gridDim` is one block. A grid the source gives is kept (`OC / 32` blocks of a
+    `block_size` passed in): only the block is assumed."""
+    grid_given = grid is not None
     read: dict[str, set[int]] = {"thread": set(), "block": set()}
     for m in _AXIS_USE.finditer(_COMMENTS.sub(" ", kernel_text)):
         family = "thread" if m.group(1).lower() in ("threadidx", "blockdim") else "block"
@@ -266,6 +268,11 @@ def production_shape(kernel_text: str, grid: tuple[float, float, float] | None,
                 dims[axis] = max(1.0, round(extent / block[axis]))
         grid = (dims[0], dims[1], dims[2])
     total = math.prod(grid) * math.prod(block)
+    if grid_given:
+        note = assumed(NoteKind.LAUNCH_SHAPE, f"block assumed {dims_text(block)} threads over the axes the kernel "
+                       f"reads ({count_text(total)} threads in the {dims_text(grid)} blocks of the launch)",
+                       subject="block", value=total, unit="threads")
+        return grid, block, note
     note = problem_size_unknown(f"{count_text(total)} threads, {dims_text(grid)} blocks × {dims_text(block)}", total,
                                 "threads")
     return grid, block, note
@@ -292,9 +299,9 @@ def _launch_shape(unit: AnalysisUnit, site: LaunchSite | None, assumptions: list
     if block is None:
         assumptions.append(assumed(NoteKind.LAUNCH_SHAPE, f"block `{site.block.text}` unknown ({site.block.reason})",
                                    subject="block"))
-    if grid is None or block is None:
-        return None, (tuple(float(x) for x in block) if block else None)  # type: ignore[return-value]
-    return tuple(float(x) for x in grid), tuple(float(x) for x in block)  # type: ignore[return-value]
+    # a grid the host fixes apart from the block (`OC / 32` blocks of `block_size` threads) stays
+    return (tuple(float(x) for x in grid) if grid else None,  # type: ignore[return-value]
+            tuple(float(x) for x in block) if block else None)
 
 
 def _as_dim(value: object) -> tuple[int, int, int] | None:
