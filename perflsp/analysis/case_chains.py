@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
+from perflsp.analysis.linear import tile_parts
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_values import INDEX_ATOMS
 
@@ -40,7 +41,8 @@ def case_share(walker: Walker, cond: Node | None) -> float | None:
     walker.mult = 0.0  # evaluated again, and counted, as the condition
     value = walker.eval(_operand(cond, subject, walker))
     walker.mult = saved
-    if not (value.lin.nonlinear & INDEX_ATOMS) and not any(a.startswith("o") for a in value.lin.nonlinear):
+    tiles = any(tile_parts(a) for a in value.lin.atoms)
+    if not tiles and not (value.lin.nonlinear & INDEX_ATOMS) and not any(a.startswith("o") for a in value.lin.nonlinear):
         return None  # the thread index itself (`tid == 0`), or no thread index
     # in an `else if` chain the threads the earlier tests took are gone: a third of them, then
     # a half of the rest, ...

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
+from perflsp.analysis.linear import tile_parts
 from perflsp.analysis.walk_values import Val
 
 if TYPE_CHECKING:
@@ -25,8 +26,8 @@ _MIRROR = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 def lanes_share(walker: Walker, cond: Node | None) -> float | None:
     """The share of a block's threads for which `cond`, a comparison of one thread index
-    (`threadIdx.x`, not offset or scaled) with a known number inside the block's extent, holds;
-    None for anything else."""
+    (`threadIdx.x`, not offset or scaled) or a tile of it (`threadIdx.x % 32`) with a known number
+    inside its extent, holds; None for anything else."""
     node = cond
     while node is not None and node.type in ("parenthesized_expression", "condition_clause") \
             and node.named_child_count == 1:
@@ -41,13 +42,12 @@ def lanes_share(walker: Walker, cond: Node | None) -> float | None:
     walker.mult = 0.0  # evaluated again, and counted, as the condition
     lval, rval = walker.eval(left), walker.eval(right)
     walker.mult = saved
-    axis = _thread_axis(lval)
+    extent = _thread_extent(walker, lval)
     bound = rval
-    if axis is None:
-        axis, bound, op = _thread_axis(rval), lval, _MIRROR[op]
-    if axis is None or bound.value is None or bound.ctype.pointer or _thread_axis(bound) is not None:
+    if extent is None:
+        extent, bound, op = _thread_extent(walker, rval), lval, _MIRROR[op]
+    if extent is None or bound.value is None or bound.ctype.pointer or _thread_extent(walker, bound) is not None:
         return None
-    extent = walker.launch.block[axis]
     value = float(bound.value)
     if extent <= 1 or not 0 < value < extent:
         return None
@@ -55,10 +55,17 @@ def lanes_share(walker: Walker, cond: Node | None) -> float | None:
     return min(1.0, max(0.0, float(int(passing + 0.999999)) / extent))
 
 
-def _thread_axis(val: Val) -> int | None:
-    """The axis of a value that is exactly one thread index (`threadIdx.y`), else None."""
+def _thread_extent(walker: Walker, val: Val) -> float | None:
+    """The values of a value that is exactly one thread index (`threadIdx.y`: the block's extent
+    along it) or a tile of one (`threadIdx.x % 32`: 32), else None."""
     lin = val.lin
     if val.value is not None or lin.nonlinear or len(lin.coeffs) != 1 or not lin.const_known or lin.const != 0:
         return None
     atom, coeff = lin.coeffs[0]
-    return _AXES.get(atom) if coeff == 1.0 else None
+    if coeff != 1.0:
+        return None
+    axis = _AXES.get(atom)
+    if axis is not None and walker.launch.block is not None:
+        return walker.launch.block[axis]
+    parts = tile_parts(atom)
+    return walker.cardinality.get(atom) if parts is not None and parts[0] in _AXES else None

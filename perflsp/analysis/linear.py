@@ -8,9 +8,50 @@ touch (the DRAM footprint) and whether neighbouring threads touch neighbouring e
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 UNKNOWN_COEFF = float("inf")  # a coefficient that is a runtime value: treated as "large"
+
+
+def tile_atom(atom: str, low: int, values: float) -> str:
+    """The atom of a thread index split into tiles: `(atom / low) % values`, each of its own
+    range. `tx % 32` is (1, 32), a tile's column; `tx / 32` is (32, inf), its row; `(tx % 32) / 4`
+    is (4, 8). `As[ty][tx % 32] = A[(tx / 32) * K + tx % 32]` reads rows K apart, 32
+    consecutive elements each, where one opaque index would read 1,024 scattered ones."""
+    if values == math.inf:
+        return f"{atom}/{low}"
+    return f"{atom}%{int(values)}" if low == 1 else f"{atom}/{low}%{int(values)}"
+
+
+def tile_parts(atom: str) -> tuple[str, int, float] | None:
+    """(thread atom, low, values) of a tile atom (see `tile_atom`); None for any other atom."""
+    base, sep, rest = atom.partition("/")
+    if sep:
+        low_text, sep2, values_text = rest.partition("%")
+        if low_text.isdigit() and (not sep2 or values_text.isdigit()):
+            return base, int(low_text), float(values_text) if sep2 else math.inf
+        return None
+    base, sep, values_text = atom.partition("%")
+    if sep and values_text.isdigit():
+        return base, 1, float(values_text)
+    return None
+
+
+def tile_value(atom: str, index: int) -> int | None:
+    """The tile atom's value at the thread index `index`; None for another atom."""
+    parts = tile_parts(atom)
+    if parts is None:
+        return None
+    _, low, values = parts
+    value = index // low
+    return value if values == math.inf else value % int(values)
+
+
+def base_atom(atom: str) -> str:
+    """The thread index a tile atom splits; any other atom itself."""
+    parts = tile_parts(atom)
+    return parts[0] if parts else atom
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,13 +12,14 @@ once; larger ones are streamed.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
 
 from perflsp.analysis.costs import CostModel
-from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, distinct_values
+from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, base_atom, distinct_values, tile_parts, tile_value
 from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.notes import Note, NoteKind
 from perflsp.analysis.walk_values import Access
@@ -153,7 +154,7 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
             streamed = 0.0  # read over the bus from host memory, not from DRAM
         groups.append(GroupTraffic(array, is_store, capped, streamed, count * elem,
                                    any(m.atomic for m in members), placed))
-        if size is None and "data" not in form.nonlinear and form.atoms & {fast_atom, *_BLOCK_ATOMS}:
+        if size is None and "data" not in form.nonlinear and {base_atom(a) for a in form.atoms} & {fast_atom, *_BLOCK_ATOMS}:
             by_index[array] = max(by_index.get(array, 0.0), capped)
         if gap_filled > 0.0:
             spans[len(groups) - 1] = _capped(gap_filled, streamed, count * elem, size, host_memory, cost)
@@ -294,9 +295,26 @@ def _own_elements(accesses: list[Access], cardinality: dict[str, float]) -> set[
     for access in accesses:
         lin = access.lin
         if access.space == "global" and access.is_store and not access.atomic and access.loops <= lin.atoms \
-                and not lin.nonlinear and varying and varying <= lin.atoms:
+                and not lin.nonlinear and varying and varying <= _whole_atoms(lin.atoms):
             forms.add(lin.coeffs)
     return forms
+
+
+def _whole_atoms(atoms: frozenset[str]) -> set[str]:
+    """The atoms, with each thread index whose tiles all enter (`tx % 32` and `tx / 32`)."""
+    whole = set(atoms)
+    tiles: dict[str, dict[int, float]] = defaultdict(dict)  # thread index -> low -> values
+    for atom in atoms:
+        parts = tile_parts(atom)
+        if parts is not None:
+            tiles[parts[0]][parts[1]] = parts[2]
+    for base, by_low in tiles.items():
+        low = 1
+        while low in by_low and by_low[low] != math.inf:
+            low *= int(by_low[low])
+        if by_low.get(low) == math.inf:
+            whole.add(base)
+    return whole
 
 
 def _owned(form: Linear, loops: frozenset[str], own_elements: set[tuple[tuple[str, float], ...]],
@@ -423,7 +441,7 @@ _THREAD_ATOMS = ("tx", "ty", "tz")
 
 def _dense(form: Linear, elem: int, cost: CostModel, fast_atom: str) -> bool:
     """Neighbouring threads step through the form within a sector of each other."""
-    coeff = form.coeff_map().get(fast_atom)
+    coeff = _neighbour_coeff(form, fast_atom)
     return coeff is not None and coeff != UNKNOWN_COEFF and 0 < abs(coeff) * elem <= cost.sector_bytes
 
 
@@ -432,6 +450,9 @@ def _warp_bytes(form: Linear, elem: int, cost: CostModel, fast_atom: str) -> flo
     sector = cost.sector_bytes
     if "data" in form.nonlinear or fast_atom in form.nonlinear:
         return WARP * sector
+    tiled = _tile_lane_offsets(form, fast_atom)
+    if tiled is not None:
+        return _sectors_reached(tiled, elem, sector) * sector
     coeff = form.coeff_map().get(fast_atom, 0.0)
     if coeff == 0.0:
         return sector * max(1.0, elem / sector)  # every lane reads the same element
@@ -446,14 +467,61 @@ def _sector_factor(form: Linear, elem: int, cardinality: dict[str, float], cost:
     """>1 when neighbouring threads touch elements a sector or more apart and nothing else
     fills the gap (a column of a row-major matrix). (Elements less than a sector apart: see
     `_sub_sector_step`.)"""
-    coeffs = form.coeff_map()
     if _sub_sector_step(form, elem, cardinality, cost):
         return 1.0
-    thread_coeff = coeffs.get(fast_atom)
+    thread_coeff = _neighbour_coeff(form, fast_atom)
     if thread_coeff is None:
         return 1.0
     stride = cost.sector_bytes if thread_coeff == UNKNOWN_COEFF else min(cost.sector_bytes, abs(thread_coeff) * elem)
     return max(1.0, stride / elem)
+
+
+def _neighbour_coeff(form: Linear, fast_atom: str) -> float | None:
+    """Elements between the accesses of neighbouring threads: the fast index's coefficient, or
+    that of its tile column (`tx % 32`); a tile row alone (`tx / 32`) moves once every `low`
+    threads (its coefficient over that). None where the fast index does not enter."""
+    coeffs = form.coeff_map()
+    if fast_atom in coeffs:
+        return coeffs[fast_atom]
+    rows = None
+    for atom, coeff in coeffs.items():
+        parts = tile_parts(atom)
+        if parts is None or parts[0] != fast_atom:
+            continue
+        if parts[1] == 1:
+            return coeff
+        rows = coeff if coeff == UNKNOWN_COEFF else coeff / parts[1]
+    return rows
+
+
+def _tile_lane_offsets(form: Linear, fast_atom: str) -> list[float] | None:
+    """The element offsets of one warp's 32 lanes (lane = the fast index's value) where the form
+    splits the fast index into tiles (`(tx / 8) * n + tx % 8`: four rows of 8 elements); None
+    for a form without tile atoms of it."""
+    terms = [(atom, coeff) for atom, coeff in form.coeffs if atom == fast_atom or base_atom(atom) == fast_atom]
+    if all(atom == fast_atom for atom, _ in terms):
+        return None
+    offsets = []
+    for lane in range(WARP):
+        total = 0.0
+        for atom, coeff in terms:
+            value = lane if atom == fast_atom else tile_value(atom, lane) or 0
+            total += value * (coeff if coeff != UNKNOWN_COEFF else _APART)
+        offsets.append(total)
+    return offsets
+
+
+_APART = 1e12  # elements between the rows of an unknown stride: never in one sector
+
+
+def _sectors_reached(offsets: list[float], elem: int, sector: float) -> float:
+    """Sectors the elements at `offsets` (in elements of `elem` bytes) lie in."""
+    reached: set[int] = set()
+    for offset in offsets:
+        first = math.floor(offset * elem / sector)
+        last = math.floor((offset * elem + elem - 1) / sector)
+        reached.update(range(first, last + 1))
+    return float(len(reached))
 
 
 def _sub_sector_step(form: Linear, elem: int, cardinality: dict[str, float], cost: CostModel) -> float:

@@ -13,7 +13,7 @@ from perflsp.analysis.case_chains import case_share
 from perflsp.analysis.lane_guards import lanes_share
 from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, distinct_values
 from perflsp.analysis.notes import NoteKind, assumed
-from perflsp.analysis.walk_values import INDEX_ATOMS, Val
+from perflsp.analysis.walk_values import INDEX_ATOMS, Val, index_atom
 
 if TYPE_CHECKING:
     from perflsp.analysis.walk_api import Walker
@@ -115,7 +115,7 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
     both = _conjoined_thread_tests(walker, cond)
     if both is not None:
         return both
-    thread_atoms = {a for a in cval.lin.atoms if a in INDEX_ATOMS or a.startswith("o")}
+    thread_atoms = {a for a in cval.lin.atoms if index_atom(a) or a.startswith("o")}
     if "==" in text and thread_atoms and "&&" not in text and "||" not in text:
         share = case_share(walker, cond)
         if share is not None:
@@ -419,4 +419,4 @@ def _clause(walker: Walker, cond: Node | None) -> str:
 
 
 def _thread_dependent(val: Val) -> bool:
-    return any(a in INDEX_ATOMS or a.startswith("o") for a in val.lin.atoms)
+    return any(index_atom(a) or a.startswith("o") for a in val.lin.atoms)

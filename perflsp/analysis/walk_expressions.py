@@ -13,7 +13,7 @@ from tree_sitter import Node
 from perflsp.analysis import costs
 from perflsp.analysis.ctype import BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, parse_type
 from perflsp.analysis.folding import LIBRARY_CONSTANTS, combine_linear, exact_float_scale, fold_binary, number_literal
-from perflsp.analysis.linear import UNKNOWN_COEFF, Linear
+from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, tile_atom, tile_parts
 from perflsp.analysis.walk_accesses import record_store, repointed
 from perflsp.analysis.walk_branches import branch_weight
 from perflsp.analysis.walk_ranges import offset_origin
@@ -138,10 +138,50 @@ def combine_values(walker: Walker, op: str, left: Val, right: Val) -> Val:
     static = left.static and right.static
     if not static:
         count_binary(walker, op, ctype, left, right)
-    lin = combine_linear(op, left.lin, right.lin, left.value, right.value)
+    lin = tile_of(walker, op, left, right) or combine_linear(op, left.lin, right.lin, left.value, right.value)
     if ctype.is_float and lin.atoms:
         lin = lin.opaque()  # float values are not indices
     return Val(ctype, value, lin, static=static, loaded=offset_origin(op, left, right))
+
+
+_TILED_AXES = ("tx", "ty", "tz")
+
+
+def tile_of(walker: Walker, op: str, left: Val, right: Val) -> Linear | None:
+    """`tx % C` and `tx / C` (`tx & (C - 1)`, `tx >> k`) of one thread index or of a tile of it,
+    C a number under its extent: a tile's column and its row, each an atom of its own over its
+    own values (`linear.tile_atom`); None for anything else. Read as one opaque index, a tile of
+    32 columns K apart looked like 1,024 scattered rows, and `lane == 0` like one thread of the
+    block."""
+    lin = left.lin
+    if right.value is None or not left.ctype.is_int or lin.nonlinear or len(lin.coeffs) != 1 \
+            or not lin.const_known or lin.const != 0:
+        return None
+    atom, coeff = lin.coeffs[0]
+    parts = (atom, 1, math.inf) if atom in _TILED_AXES else tile_parts(atom)
+    if parts is None or coeff != 1.0:
+        return None
+    value = right.value
+    if op == "&" and value >= 1 and math.log2(value + 1).is_integer():
+        kind, divisor = "%", value + 1
+    elif op == ">>" and 0 < value < 31:
+        kind, divisor = "/", 2.0 ** int(value)
+    elif op in ("%", "/") and float(value).is_integer():
+        kind, divisor = op, value
+    else:
+        return None
+    base, low, values = parts
+    extent = walker.cardinality.get(atom, 1.0)
+    if kind == "%" and extent <= divisor:
+        return lin  # every value of it is under the divisor
+    if divisor < 2 or extent <= divisor or (values != math.inf and values % divisor):
+        return None  # one value of it, or tiles that do not nest: read as before
+    if kind == "%":
+        name, count = tile_atom(base, low, divisor), divisor
+    else:
+        name, count = tile_atom(base, low * int(divisor), values / divisor), math.ceil(extent / divisor)
+    walker.cardinality[name] = float(count)
+    return Linear.atom(name)
 
 
 def count_binary(walker: Walker, op: str, ctype: CType, left: Val, right: Val) -> None:

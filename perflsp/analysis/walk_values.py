@@ -11,13 +11,20 @@ from typing import Literal
 from tree_sitter import Node
 
 from perflsp.analysis.ctype import UNKNOWN, CType
-from perflsp.analysis.linear import Linear
+from perflsp.analysis.linear import Linear, base_atom
 from perflsp.analysis.models import LoopFact, OpCounts
 from perflsp.analysis.notes import Note
 from perflsp.analysis.struct_layout import Layout
 
 THREAD_ATOMS = {"threadIdx": ("tx", "ty", "tz"), "blockIdx": ("bx", "by", "bz")}
 INDEX_ATOMS = frozenset(atom for atoms in THREAD_ATOMS.values() for atom in atoms)  # a thread's and a block's indices
+
+
+def index_atom(atom: str) -> bool:
+    """A thread's or a block's index, or a tile of a thread index (`tx % 32`)."""
+    return base_atom(atom) in INDEX_ATOMS
+
+
 # OpenMP's runtime calls inside a target region play the roles of CUDA's built-ins
 OMP_THREAD_API = {"omp_get_thread_num": ("tx", None), "omp_get_team_num": ("bx", None),
                   "omp_get_num_threads": (None, "block"), "omp_get_num_teams": (None, "grid")}
