@@ -631,3 +631,16 @@ int main() { float *a, *b, *o; tiles<<<64, 256>>>(a, b, o); }
     k = kernel(src, "tiles")
     assert k.facts.per_item.fp32 == pytest.approx(2 * 64)  # 64 FMAs
     assert not any("not analysed" in t for t in texts(k.facts.evidence))
+
+
+def test_a_remainder_loop_starts_past_the_rounded_down_length():
+    # `V & ~7`: the last multiple of 8 under V (a known V), where the vector loop stopped
+    src = """
+__global__ void rem(float *out, const float *in, int V) {
+  int start = V & ~(8 - 1);
+  for (int i = threadIdx.x + start; i < V; i++) out[blockIdx.x * V + i] = expf(in[blockIdx.x * V + i]);
+}
+int main() { float *a, *b; rem<<<8192, 256>>>(a, b, 50257); }
+"""
+    loop = only_loop(kernel(src, "rem"))
+    assert loop.trip_count <= 1  # 50257 - 50256, not 50257 from a start read as 0

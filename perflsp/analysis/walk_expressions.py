@@ -139,6 +139,8 @@ def combine_values(walker: Walker, op: str, left: Val, right: Val) -> Val:
     if not static:
         count_binary(walker, op, ctype, left, right)
     lin = tile_of(walker, op, left, right) or combine_linear(op, left.lin, right.lin, left.value, right.value)
+    if value is not None and not lin.atoms:
+        lin = Linear.constant(value)  # (`v & ~7` of a known `v`: a number, as an offset or a start)
     if ctype.is_float and lin.atoms:
         lin = lin.opaque()  # float values are not indices
     return Val(ctype, value, lin, static=static, loaded=offset_origin(op, left, right))
