@@ -291,8 +291,8 @@ def _launch_shape(unit: AnalysisUnit, site: LaunchSite | None, assumptions: list
         # folded where the kernel is launched, with what the launching function's callers pass
         grid = _as_dim(unit.fold_at(site.grid.span.start_byte if site.grid.span else site.span.start_byte, site.grid.text))
         block = _as_dim(unit.fold_at(site.block.span.start_byte if site.block.span else site.span.start_byte, site.block.text))
-    grid = grid or (site.grid.value if isinstance(site.grid.value, tuple) else None)
-    block = block or (site.block.value if isinstance(site.block.value, tuple) else None)
+    grid = grid or _as_dim(site.grid.value)
+    block = block or _as_dim(site.block.value)
     if grid is None:
         assumptions.append(assumed(NoteKind.LAUNCH_SHAPE, f"grid `{site.grid.text}` unknown ({site.grid.reason})",
                                    subject="grid"))
@@ -305,8 +305,10 @@ def _launch_shape(unit: AnalysisUnit, site: LaunchSite | None, assumptions: list
 
 
 def _as_dim(value: object) -> tuple[int, int, int] | None:
+    """A launch dimension folded to a shape of at least one thread or block along each axis (a
+    count folded to 0, from a default the program overrides at run time, is no shape)."""
     if isinstance(value, tuple):
-        return value
+        return value if all(isinstance(v, (int, float)) and v >= 1 for v in value) else None
     if isinstance(value, (int, float)) and value > 0:
         return (int(value), 1, 1)
     return None

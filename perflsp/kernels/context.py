@@ -13,9 +13,14 @@ from perflsp.kernels.models import Param, Span
 from perflsp.kernels.text import _BLANK_TABLE, blank_comments_and_strings
 from perflsp.source.positions import LineIndex
 
-# how a launch's `<<<` is written: Visual Studio's formatter writes `k << < grid, block >> > (args)`
-# (nvcc and the grammar accept it)
-LAUNCH_TOKENS = (b"<<<", b"<< <")
+# the runtime calls that launch a kernel (`cudaLaunchCooperativeKernel((void *)k, grid, block,
+# args, 0, stream)`, `hipLaunchKernelGGL(k, grid, block, 0, stream, a, b)`); grammars/launches.scm
+# names the same
+API_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "hipLaunchKernel", "hipLaunchCooperativeKernel",
+                "hipLaunchKernelGGL")
+# how a launch is written: `<<<`, which Visual Studio's formatter writes `k << < grid, block >> > (args)`
+# (nvcc and the grammar accept it), or a runtime call
+LAUNCH_TOKENS = (b"<<<", b"<< <", *(name.encode() for name in API_LAUNCHES))
 _CANDIDATE_TOKENS = re.compile(b"|".join([rb"__global__", rb"__device__", *map(re.escape, LAUNCH_TOKENS),
                                           rb"#[ \t]*pragma"]))
 

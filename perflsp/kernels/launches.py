@@ -1,15 +1,17 @@
-"""Launch sites `k<<<grid, block, shmem, stream>>>(args)`: callee resolution and folded values."""
+"""Launch sites `k<<<grid, block, shmem, stream>>>(args)` and runtime launch calls
+(`cudaLaunchKernel`, `hipLaunchKernelGGL`, ...): callee resolution and folded values."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tree_sitter import Node
 
 from perflsp.kernels.consteval import ConstEnv, as_dim3, try_evaluate
 from perflsp.kernels.context import ExtractionContext
-from perflsp.kernels.models import ConstValue, CudaFunction, LaunchSite
+from perflsp.kernels.models import ConstValue, CudaFunction, LaunchSite, Span
 from perflsp.kernels.symbols import function_env
 
 
@@ -22,35 +24,153 @@ def extract_launches(ctx: ExtractionContext, env: ConstEnv, kernels: list[CudaFu
     for kernel in kernels:
         by_name.setdefault(kernel.name, []).append(kernel)
     for groups in matches:
-        launch = groups["launch"][0]
-        callee = groups["callee"][0]
-        config = groups["config"][0]
-        args = groups["args"][0]
-        function = enclosing_function(launch)
-        local = _LocalEnv(ctx, function, launch.start_byte, env)
-        name, template_args = _callee_name(ctx, callee)
-        config_args = [c for c in config.named_children if c.type != "comment"]
-        values = [_fold(ctx, c, local, dim3=i < 2) for i, c in enumerate(config_args)]
-        if len(values) < 2:
-            values += [ConstValue("", None, None, "missing launch argument")] * (2 - len(values))
-        call_args = tuple(_fold(ctx, a, local, dim3=False) for a in args.named_children if a.type != "comment")
-        resolved = _resolve(ctx, by_name.get(name, []), callee, name, template_args, len(call_args))
-        sites.append(LaunchSite(
-            callee=" ".join(ctx.text(callee).split()),
-            name=name,
-            template_args=template_args,
-            kernel=resolved.qualified_name if resolved else None,
-            grid=values[0],
-            block=values[1],
-            shared_mem_bytes=values[2] if len(values) > 2 else None,
-            stream=values[3] if len(values) > 3 else None,
-            args=call_args,
-            span=ctx.span(launch),
-            config_span=ctx.span(config),
-            callee_span=ctx.span(callee),
-            function=function_name(ctx, function) if function else None,
-        ))
+        site = _chevron_site(ctx, groups, env, by_name) if "config" in groups else _api_site(ctx, groups, env, by_name)
+        if site is not None:
+            sites.append(site)
     return sites
+
+
+def _chevron_site(ctx: ExtractionContext, groups: dict[str, list[Node]], env: ConstEnv,
+                  by_name: dict[str, list[CudaFunction]]) -> LaunchSite:
+    """`k<<<grid, block, shmem, stream>>>(args)`."""
+    launch = groups["launch"][0]
+    callee = groups["callee"][0]
+    config = groups["config"][0]
+    args = groups["args"][0]
+    function = enclosing_function(launch)
+    local = _LocalEnv(ctx, function, launch.start_byte, env)
+    config_args = [c for c in config.named_children if c.type != "comment"]
+    values = [_fold(ctx, c, local, dim3=i < 2) for i, c in enumerate(config_args)]
+    if len(values) < 2:
+        values += [ConstValue("", None, None, "missing launch argument")] * (2 - len(values))
+    call_args = tuple(_fold(ctx, a, local, dim3=False) for a in args.named_children if a.type != "comment")
+    return _site(ctx, by_name, launch, callee, function, values, call_args, ctx.span(config))
+
+
+@dataclass(frozen=True, slots=True)
+class _ApiForm:
+    """Where a runtime launch call takes each part: argument positions."""
+
+    grid: int
+    block: int
+    shared: int
+    stream: int
+    arguments: int  # the first of the kernel's arguments, or the array of pointers to them
+    packed: bool  # the kernel's arguments are an array of pointers to them (`void *args[]`)
+
+
+_RUNTIME_FORM = _ApiForm(1, 2, 4, 5, 3, packed=True)  # (func, grid, block, args, shmem, stream)
+_API_FORMS = {
+    "cudaLaunchKernel": _RUNTIME_FORM,
+    "cudaLaunchCooperativeKernel": _RUNTIME_FORM,
+    "hipLaunchKernel": _RUNTIME_FORM,
+    "hipLaunchCooperativeKernel": _RUNTIME_FORM,
+    "hipLaunchKernelGGL": _ApiForm(1, 2, 3, 4, 5, packed=False),  # (k, grid, block, shmem, stream, a, b, ...)
+}
+
+
+def _api_site(ctx: ExtractionContext, groups: dict[str, list[Node]], env: ConstEnv,
+              by_name: dict[str, list[CudaFunction]]) -> LaunchSite | None:
+    """`cudaLaunchCooperativeKernel((void *)k, grid, block, args, shmem, stream)` and the other
+    runtime calls of `API_LAUNCHES`: the kernel's arguments are those the `void *args[] = {&a,
+    &n}` array the call passes points to, where the launching function declares it so."""
+    launch = groups["launch"][0]
+    form = _API_FORMS.get(ctx.text(groups["api"][0]))
+    items = [c for c in groups["api_args"][0].named_children if c.type != "comment"]
+    if form is None or len(items) <= form.block:
+        return None
+    function = enclosing_function(launch)
+    local = _LocalEnv(ctx, function, launch.start_byte, env)
+    values = [_fold(ctx, items[i], local, dim3=i in (form.grid, form.block))
+              for i in (form.grid, form.block, form.shared, form.stream) if i < len(items)]
+    if form.packed:
+        packed = _packed_arguments(ctx, function, items[form.arguments], launch.start_byte) \
+            if form.arguments < len(items) else []
+    else:
+        packed = items[form.arguments:]
+    call_args = tuple(_fold(ctx, a, local, dim3=False) for a in packed)
+    config = items[form.grid:max(form.block, form.stream if form.stream < len(items) else 0) + 1]
+    return _site(ctx, by_name, launch, _kernel_operand(items[0]), function, values, call_args,
+                 ctx.span_bytes(config[0].start_byte, config[-1].end_byte))
+
+
+def _kernel_operand(node: Node) -> Node:
+    """The kernel a runtime launch names, without the casts around it (`(void *)k`,
+    `reinterpret_cast<const void *>(&k<float>)`, `HIP_KERNEL_NAME(k<T>)`)."""
+    while True:
+        if node.type == "parenthesized_expression" and node.named_child_count == 1:
+            node = node.named_children[0]
+        elif node.type == "cast_expression" and node.child_by_field_name("value") is not None:
+            node = node.child_by_field_name("value")  # type: ignore[assignment]
+        elif node.type == "call_expression" and _single_argument(node) is not None \
+                and _called_name(node) in ("reinterpret_cast", "static_cast", "const_cast", "HIP_KERNEL_NAME"):
+            node = _single_argument(node)  # type: ignore[assignment]
+        elif node.type == "pointer_expression" and node.child_by_field_name("argument") is not None \
+                and node.text is not None and node.text.startswith(b"&"):
+            node = node.child_by_field_name("argument")  # type: ignore[assignment]
+        else:
+            return node
+
+
+def _called_name(call: Node) -> str:
+    function = call.child_by_field_name("function")
+    if function is not None and function.type == "template_function":
+        function = function.child_by_field_name("name")
+    return function.text.decode("utf-8", "replace") if function is not None and function.text else ""
+
+
+def _single_argument(call: Node) -> Node | None:
+    args = call.child_by_field_name("arguments")
+    items = [c for c in args.named_children if c.type != "comment"] if args is not None else []
+    return items[0] if len(items) == 1 else None
+
+
+def _packed_arguments(ctx: ExtractionContext, function: Node | None, array: Node, before: int) -> list[Node]:
+    """The values an array of pointers to a kernel's arguments points to, where the launching
+    function declares it with them before the launch (`void *args[] = {&a, (void *)&n};`);
+    none otherwise (the kernel's parameters then stay unknown)."""
+    name = ctx.text(_kernel_operand(array)).strip()
+    body = function.child_by_field_name("body") if function is not None else None
+    if body is None or not name.isidentifier():
+        return []
+    found: list[Node] = []
+    pending = [body]
+    while pending:
+        node = pending.pop()
+        if node.start_byte >= before:
+            continue
+        if node.type == "init_declarator":
+            declarator, value = node.child_by_field_name("declarator"), node.child_by_field_name("value")
+            while declarator is not None and declarator.type == "pointer_declarator":
+                declarator = declarator.child_by_field_name("declarator")  # `void *args[]`
+            if declarator is not None and declarator.type == "array_declarator" and value is not None \
+                    and value.type == "initializer_list" and ctx.text(declarator.child_by_field_name("declarator")) == name:
+                found = [_kernel_operand(v) for v in value.named_children if v.type != "comment"]
+            continue
+        pending.extend(node.named_children)
+    return found
+
+
+def _site(ctx: ExtractionContext, by_name: dict[str, list[CudaFunction]], launch: Node, callee: Node,
+          function: Node | None, values: list[ConstValue], call_args: tuple[ConstValue, ...],
+          config_span: Span) -> LaunchSite:
+    name, template_args = _callee_name(ctx, callee)
+    resolved = _resolve(ctx, by_name.get(name, []), callee, name, template_args, len(call_args))
+    return LaunchSite(
+        callee=" ".join(ctx.text(callee).split()),
+        name=name,
+        template_args=template_args,
+        kernel=resolved.qualified_name if resolved else None,
+        grid=values[0],
+        block=values[1],
+        shared_mem_bytes=values[2] if len(values) > 2 else None,
+        stream=values[3] if len(values) > 3 else None,
+        args=call_args,
+        span=ctx.span(launch),
+        config_span=config_span,
+        callee_span=ctx.span(callee),
+        function=function_name(ctx, function) if function else None,
+    )
 
 
 def _fold(ctx: ExtractionContext, node: Node, env: ConstEnv | Callable[[], ConstEnv], dim3: bool) -> ConstValue:

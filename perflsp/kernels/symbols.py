@@ -659,7 +659,13 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
 
 
 def _address_taken(ctx: ExtractionContext, node: Node) -> Callable[[_Replay, bool], None] | None:
-    """The event of `&x`, `&p.n` or `&(p->n)` (the path `p.n`)."""
+    """The event of `&x`, `&p.n` or `&(p->n)` (the path `p.n`); none for an address listed in an
+    array's initializer (`void *args[] = {&a, &n}`: the arguments of a runtime kernel launch)."""
+    outer = node.parent
+    while outer is not None and outer.type in ("cast_expression", "parenthesized_expression"):
+        outer = outer.parent
+    if outer is not None and outer.type == "initializer_list":
+        return None
     target = node.child_by_field_name("argument")
     operator = node.child_by_field_name("operator")
     if target is not None and target.type == "parenthesized_expression":
