@@ -8,6 +8,8 @@
 (pointer_expression operator: "&" argument: (identifier)) @address
 (pointer_expression operator: "&" argument: (field_expression)) @address
 (pointer_expression operator: "&" argument: (parenthesized_expression (field_expression))) @address
+; `f(x)`: the variable may be written through a reference parameter (`void size(int &threads)`)
+(argument_list (identifier) @argument)
 ; A `return` inside a branch or loop: the function may end there (`out_parameters`)
 (return_statement) @exit
 ; Control statements: where their conditions are folded (a branch or loop the point is not in

@@ -722,3 +722,53 @@ def test_template_types_that_differ_between_the_instantiations_take_the_first_sa
     assert (report.facts.per_item.fp64, report.facts.per_item.fp32) == (0, 1)
     assert report.facts.per_item.global_load_bytes == 4
     assert any("template type `T` of the enclosing code: assumed float" in a for a in texts(report.facts.assumptions))
+
+
+# values set through reference parameters, and the callers a run reaches -------------------------
+
+REFERENCES = """
+__global__ void sum(const float *in, float *out, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = in[i];
+}
+void shape(int n, int maxBlocks, int &blocks, int &threads) {
+  threads = n < 512 ? 64 : 256;
+  blocks = (n + threads - 1) / threads;
+  if (blocks > maxBlocks) blocks = maxBlocks;
+}
+void limited(int &threads) {
+  if (deviceLimit() < 1024) threads = 128;   // a device property: not known here
+}
+void reduce(int n, float *in, float *out) {
+  int blocks = 0, threads = 0;
+  shape(n, 64, blocks, threads);
+  sum<<<blocks, threads>>>(in, out, n);
+}
+void sweep(int from) { for (int n = from; n < (1 << 26); n *= 2) reduce(n, 0, 0); }
+int main(int argc, char **argv) {
+  bool bench = argc > 1;
+  if (bench) sweep(1);
+  else reduce(1 << 24, 0, 0);
+}
+"""
+
+
+def test_a_variable_passed_to_a_reference_parameter_takes_what_the_callee_assigns():
+    model = model_of(REFERENCES)
+    site = next(s for s in model.kernels.launches if s.name == "sum")
+    assert model.fold_at(site.span.start_byte, "threads") == 256
+    assert model.fold_at(site.span.start_byte, "blocks") == 64  # capped at maxBlocks
+
+
+def test_a_reference_the_callee_may_set_where_the_source_cannot_say_is_unknown():
+    src = REFERENCES.replace("shape(n, 64, blocks, threads);", "shape(n, 64, blocks, threads);\n  limited(threads);")
+    model = model_of(src)
+    site = next(s for s in model.kernels.launches if s.name == "sum")
+    assert model.fold_at(site.span.start_byte, "threads") is None  # not 256, not the 0 it started with
+
+
+def test_the_caller_a_run_without_arguments_reaches_comes_first():
+    # `sweep` (from one element) comes first in the source; a run without arguments calls
+    # `reduce` from `main`'s other branch
+    model = model_of(REFERENCES)
+    site = next(s for s in model.kernels.launches if s.name == "sum")
+    assert model.fold_at(site.span.start_byte, "n") == 1 << 24

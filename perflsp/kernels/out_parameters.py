@@ -35,13 +35,15 @@ def _definitions(ctx: ExtractionContext) -> dict[str, Node]:
 
 def out_parameter_value(ctx: ExtractionContext, address: Node, env: ConstEnv,
                         params_of: Callable[[Node], list[str]],
-                        env_at_end: Callable[[ExtractionContext, Node, int, Mapping[str, Value]], ConstEnv]
-                        ) -> tuple[dict[str, Value | None], bool] | None:
+                        env_at_end: Callable[[ExtractionContext, Node, int, Mapping[str, Value]], ConstEnv],
+                        reference: bool = False) -> tuple[dict[str, Value | None], bool] | None:
     """What the call around `&x` (`address`) leaves in `x`, where a same-file definition of the
     callee assigns through its pointer parameter on a run that reaches its end: by path under
     `x` ("" for `x` itself through `*p = expr;`, ".n" for a field through `p->n = expr;`), the
     value or None where it is set but not known; and whether that rests on assumed program
-    arguments. None where the call cannot be followed (nothing is known of `x` then)."""
+    arguments. None where the call cannot be followed (nothing is known of `x` then).
+    `reference`: `address` is the variable `x` itself, passed to a reference parameter
+    (`int &threads`) that the callee assigns (`threads = ...;`)."""
     arguments = address.parent
     call = arguments.parent if arguments is not None else None
     if arguments is None or call is None or arguments.type != "argument_list" or call.type != "call_expression":
@@ -79,7 +81,9 @@ def out_parameter_value(ctx: ExtractionContext, address: Node, env: ConstEnv,
         try:
             local = env_at_end(callee_ctx, callee, body.end_byte - 1, bound)
             ends_early = RETURNED in local.constants or RETURNED in local.unknown  # (the callee's own locals)
-            found = {} if ends_early else _written(local, params[position])
+            found = {} if ends_early else _written(local, params[position], reference)
+            if reference:
+                return (found, reads.seen) if found and not ends_early else None
             if ends_early or not found or None in found.values():
                 # a loop or an early `return` the replay does not follow: the callee run on the values
                 ran = _run(ctx, callee_ctx, callee, address, env, [bound.get(name) for name in params], position)
@@ -164,12 +168,13 @@ def _kept(ctx: ExtractionContext, address: Node, env: ConstEnv, suffixes: set[st
     return kept
 
 
-def _written(local: ConstEnv, param: str) -> dict[str, Value | None]:
-    """What a callee's locals say of `*param` and `param->field` (by path under the caller's
-    variable; None: set, not known)."""
+def _written(local: ConstEnv, param: str, reference: bool = False) -> dict[str, Value | None]:
+    """What a callee's locals say of `*param` and `param->field` (of `param` and `param.field`,
+    a reference) by path under the caller's variable; None: set, not known."""
     found: dict[str, Value | None] = {}
+    whole = param if reference else DEREFERENCED + param
     for key in (*local.constants, *local.unknown):
-        if key == DEREFERENCED + param:
+        if key == whole:
             suffix = ""
         elif key.startswith(param + "."):
             suffix = key[len(param):]

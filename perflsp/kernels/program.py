@@ -164,6 +164,7 @@ class ProgramModel:
         self.env = env
         self._constants: dict[str, tuple[float, str] | None] = {}
         self._caller_arguments: dict[tuple[int, int], dict[str, Folded]] = {}
+        self._calls_run: dict[tuple[int, int], bool] = {}  # (call start, depth) -> whether a run reaches it
         self._caller_assumed: dict[tuple[int, int], set[str]] = {}  # those folded from assumed arguments
         self._calls: dict[str, list[Node]] = {}
         self._local_functions: dict[str, CudaFunction] = {}
@@ -473,7 +474,10 @@ class ProgramModel:
                          ) -> tuple[dict[str, Folded], set[str]] | None:
         """What the first call of `name` in this file (or of `calls`; with as many arguments as
         `param_names`, not inside `outside`: a recursive call) passes: the foldable arguments by
-        parameter name, and those folded from assumed program arguments; None when there is no such call."""
+        parameter name, and those folded from assumed program arguments; None when there is no such call.
+        A call a run without arguments reaches comes before those it does not (`--shmoo`'s sweep
+        from 1 element, ahead of the run's own size in the source)."""
+        candidates = []
         for call in self.calls_to(name) if calls is None else calls:
             if outside is not None and outside.start_byte <= call.start_byte < outside.end_byte:
                 continue
@@ -481,8 +485,10 @@ class ProgramModel:
             if args is None:
                 continue
             arg_nodes = [a for a in args.named_children if a.type != "comment"]
-            if len(arg_nodes) != len(param_names):
-                continue
+            if len(arg_nodes) == len(param_names):
+                candidates.append((call, arg_nodes))
+        running = [c for c in candidates if self._call_runs(c[0], depth)]
+        for call, arg_nodes in running[:1] or candidates[:1]:
             env = self.env_at(call.start_byte, depth + 1)
             values: dict[str, Folded] = {}
             assumed: set[str] = set()
@@ -498,6 +504,28 @@ class ProgramModel:
                         assumed.add(pname)
             return values, assumed
         return None
+
+    def _call_runs(self, call: Node, depth: int) -> bool:
+        """Whether a run without arguments may reach `call`: not in a branch its function skips,
+        in a function that `main` or a caller that runs calls (up to `CALLER_LEVELS` levels; a
+        function with no caller in this file may be called from elsewhere, and runs)."""
+        key = (call.start_byte, depth)
+        if key not in self._calls_run:
+            self._calls_run[key] = True  # (a call reached again while it is being decided)
+            self._calls_run[key] = self._decide_call_runs(call, depth)
+        return self._calls_run[key]
+
+    def _decide_call_runs(self, call: Node, depth: int) -> bool:
+        function = enclosing_function(call)
+        if function is None:
+            return True
+        if never_runs(self.ctx, call, function, lambda offset: self.env_at(offset, depth + 1)):
+            return False
+        name = self.function_name(function)
+        if name is None or name == "main" or depth + 1 >= CALLER_LEVELS:
+            return True
+        callers = [c for c in self.calls_to(name) if not function.start_byte <= c.start_byte < function.end_byte]
+        return not callers or any(self._call_runs(c, depth + 1) for c in callers)
 
     def _passed_through_tables(self, name: str, param_names: tuple[str | None, ...], depth: int,
                                ) -> tuple[dict[str, Folded], set[str]] | None:

@@ -14,10 +14,12 @@ from perflsp.kernels.argument_loops import read_argument_loop
 from perflsp.kernels.command_options import getopt_call, parse_options
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, note_assumed_read, string_value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
+from perflsp.kernels.definitions import function_definitions
 from perflsp.kernels.fields import bind_field, forget_fields
 from perflsp.kernels.helper_runs import HelperCalls, assigned_condition
 from perflsp.kernels.out_parameters import DEREFERENCED, ends_function, out_parameter_value, returned
 from perflsp.kernels.return_forms import pure_function
+from perflsp.kernels.sibling_functions import sibling_function
 from perflsp.source.parser import query
 
 T = TypeVar("T")
@@ -618,13 +620,16 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
                 events.append((node.start_byte, node.start_byte, chain, _control_entry(ctx, node)))
                 events.append((node.end_byte, node.end_byte, chain, _control_exit(ctx, node)))
             continue
-        chain = _chain(node, body)
-        if chain is None:
-            if capture == "address" and not _in_nested_definition(node, body):
+        if capture in ("address", "argument"):  # a variable a call may write through a pointer or reference
+            written = _address_taken(ctx, node) if capture == "address" else _reference_argument(ctx, node)
+            chain = _chain(node, body)
+            if chain is None and not _in_nested_definition(node, body):
                 chain = ()
-            else:
-                continue
-        if capture != "address" and _inner_part_of_expression(node, body):
+            if written is not None and chain is not None:
+                events.append((node.start_byte, node.start_byte, chain, written))
+            continue
+        chain = _chain(node, body)
+        if chain is None or _inner_part_of_expression(node, body):
             continue
         if capture == "exit":
             if chain and not ends_function(node, body):  # (a branch or loop the run takes, or may take, ends it there)
@@ -642,10 +647,6 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
                 _bind_assignment(ctx, assignment, replay.env, control)
 
             events.append((node.start_byte, node.start_byte, chain, assign))
-        elif capture == "address":
-            taken = _address_taken(ctx, node)
-            if taken is not None:
-                events.append((node.start_byte, node.start_byte, chain, taken))
         else:
             target = node.child_by_field_name("argument")
             if target is not None and target.type == "identifier":
@@ -656,6 +657,45 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
             elif target is not None and target.type == "field_expression":  # `p.count++`
                 events.append((node.start_byte, node.start_byte, chain, _replayed(_mark_unknown(
                     re.sub(r"\s+", "", ctx.text(target)), "is modified by ++/--"))))
+
+
+def _reference_argument(ctx: ExtractionContext, node: Node) -> Callable[[_Replay, bool], None] | None:
+    """The event of a variable passed to a function of the file (or of a source beside it) whose
+    parameter there is a non-const reference (`getNumBlocksAndThreads(n, blocks, threads)` into
+    `int &threads`): the variable may be set there, and is unknown after; None for any other
+    argument."""
+    call = node.parent.parent if node.parent is not None else None
+    function = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
+    if function is None or function.type not in ("identifier", "template_function", "qualified_identifier"):
+        return None
+    name = re.sub(r"<.*", "", ctx.text(function), flags=re.S).split("::")[-1].strip()
+    if ctx.function_index is None:
+        ctx.function_index = function_definitions(ctx.tree.root_node, ctx.data)
+    definition = ctx.function_index.get(name)
+    if definition is None:
+        found = sibling_function(ctx, name)
+        definition = found[1] if found is not None else None
+    if definition is None or node.parent is None:
+        return None
+    arguments = [a for a in node.parent.named_children if a.type != "comment"]
+    parameters = _parameter_declarations(definition)
+    position = next((i for i, a in enumerate(arguments) if a.id == node.id), None)
+    if position is None or position >= len(parameters):
+        return None
+    parameter = parameters[position]
+    declarator = parameter.child_by_field_name("declarator")
+    is_const = any(c.type == "type_qualifier" and c.text == b"const" for c in parameter.children)
+    if declarator is None or declarator.type != "reference_declarator" or is_const:
+        return None
+    return _address(ctx, node, ctx.text(node), reference=True)
+
+
+def _parameter_declarations(function: Node) -> list[Node]:
+    declarator = function.child_by_field_name("declarator")
+    while declarator is not None and declarator.type != "function_declarator":
+        declarator = declarator.child_by_field_name("declarator")
+    params = declarator.child_by_field_name("parameters") if declarator is not None else None
+    return [p for p in params.named_children if p.type != "comment"] if params is not None else []
 
 
 def _address_taken(ctx: ExtractionContext, node: Node) -> Callable[[_Replay, bool], None] | None:
@@ -677,21 +717,24 @@ def _address_taken(ctx: ExtractionContext, node: Node) -> Callable[[_Replay, boo
     return None
 
 
-def _address(ctx: ExtractionContext, node: Node, name: str) -> Callable[[_Replay, bool], None]:
+def _address(ctx: ExtractionContext, node: Node, name: str, reference: bool = False) -> Callable[[_Replay, bool], None]:
     """`&x` (`&p.n`, `&(p->n)`: `name` is the path): a same-file callee that assigns `*p` or
-    `p->field` on a run that reaches its end sets `x` or its fields; else `x` is unknown."""
+    `p->field` on a run that reaches its end sets `x` or its fields; else `x` is unknown.
+    `reference`: `x` passed to a reference parameter the callee assigns (`threads = ...;`)."""
+    how = "a reference parameter" if reference else "its address"
 
     def taken(replay: _Replay, control: bool) -> None:
         found = None if control else out_parameter_value(
             ctx, node, replay.env, _function_params,
-            lambda at, callee, end, bound: function_env(at, callee, end, replay.env.parent or replay.env, bound))
+            lambda at, callee, end, bound: function_env(at, callee, end, replay.env.parent or replay.env, bound),
+            reference)
         if found is None:
-            _mark_unknown(name, "may be set through its address")(replay.env)
+            _mark_unknown(name, f"may be set through {how}")(replay.env)
             return
         for suffix, value in found[0].items():
             path = name + suffix
             if value is None:
-                _mark_unknown(path, "is set through its address to a value not known")(replay.env)
+                _mark_unknown(path, f"is set through {how} to a value not known")(replay.env)
                 continue
             _freeze_dependents(replay.env, path)
             replay.env.constants[path] = value
