@@ -326,6 +326,26 @@ int main() {
     assert loop.trip_count == 8
 
 
+def test_a_header_reads_the_constants_of_headers_its_includer_reads_before_it(tmp_path):
+    from perflsp.analysis.report import CheckSettings
+    from perflsp.checking import check_file
+
+    # `WARPSIZE` is defined by a header that kernels.cuh includes before this one
+    (tmp_path / "common.cuh").write_text("#pragma once\nconst int WARPSIZE = 32;\n")
+    (tmp_path / "lanes.cuh").write_text("""
+__global__ void lanes(float *out, const float *in) {
+  float s = 0.f;
+  for (int k = 0; k < WARPSIZE; ++k) s += in[(blockIdx.x * blockDim.x + threadIdx.x) * WARPSIZE + k];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+""")
+    (tmp_path / "kernels.cuh").write_text('#include "common.cuh"\n#include "lanes.cuh"\n')
+    (tmp_path / "main.cu").write_text('#include "kernels.cuh"\nint main() { float *a, *b; lanes<<<4096, 256>>>(a, b); }\n')
+    (lanes,) = check_file(tmp_path / "lanes.cuh", [H100], CheckSettings(), IncludeResolver()).kernels
+    (loop,) = lanes.facts.loops
+    assert loop.trip_count == 32 and loop.origin == "constant"
+
+
 def test_unresolved_type_names_are_guessed_from_their_name():
     from perflsp.analysis.ctype import F32, F64, guessed_float_type
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from perflsp.kernels.consteval import ConstEnv, try_evaluate
+from perflsp.kernels.consteval import ConstEnv, Value, try_evaluate
 from perflsp.kernels.project_headers import HEADER_SUFFIXES, HeaderIndex, search_root
 from perflsp.kernels.return_forms import scan_pure_functions
 
@@ -209,10 +209,14 @@ class IncludeResolver:
         if defines is None and b"target" in data:
             # no build flags for this file: read it as its offload build does
             env.macros.update(offload_gates(directives))
+        includer_constants: dict[str, str | Value] = {}
         if includers and path is not None:
             for includer in self.includers_of(path):
                 context = self.env_for(includer, self._file_bytes(includer), defines, include_dirs, includers=False,
                                        project_search=project_search)
+                # the constants of the headers the includer reads (`const int WARPSIZE = 32;` of the
+                # header it includes before this one), under this file's own
+                includer_constants = dict(context.constants)
                 for name, body in context.macros.items():
                     env.macros.setdefault(name, body)
                 for name, definition in context.function_macros.items():
@@ -227,7 +231,7 @@ class IncludeResolver:
         self._extra_dirs = include_dirs
         self._project_search = project_search
         self._run(directives, path.parent if path is not None else None, env, constants, seen, depth=0)
-        for constant, value in constants.constants.items():
+        for constant, value in (*constants.constants.items(), *includer_constants.items()):
             env.constants.setdefault(constant, value)
         env.type_aliases.update(constants.type_aliases)
         for name, function in constants.pure_functions.items():
