@@ -487,8 +487,8 @@ class ProgramModel:
             arg_nodes = [a for a in args.named_children if a.type != "comment"]
             if len(arg_nodes) == len(param_names):
                 candidates.append((call, arg_nodes))
-        running = [c for c in candidates if self._call_runs(c[0], depth)]
-        for call, arg_nodes in running[:1] or candidates[:1]:
+        running = next((c for c in candidates if self._call_runs(c[0], depth)), None)
+        for call, arg_nodes in [running] if running is not None else candidates[:1]:
             env = self.env_at(call.start_byte, depth + 1)
             values: dict[str, Folded] = {}
             assumed: set[str] = set()
