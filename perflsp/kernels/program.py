@@ -487,7 +487,7 @@ class ProgramModel:
             arg_nodes = [a for a in args.named_children if a.type != "comment"]
             if len(arg_nodes) == len(param_names):
                 candidates.append((call, arg_nodes))
-        running = next((c for c in candidates if self._call_runs(c[0], depth)), None)
+        running = next((c for c in candidates if self._call_runs(c[0], depth)), None) if len(candidates) > 1 else None
         for call, arg_nodes in [running] if running is not None else candidates[:1]:
             env = self.env_at(call.start_byte, depth + 1)
             values: dict[str, Folded] = {}

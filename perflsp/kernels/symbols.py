@@ -666,28 +666,41 @@ def _reference_argument(ctx: ExtractionContext, node: Node) -> Callable[[_Replay
     argument."""
     call = node.parent.parent if node.parent is not None else None
     function = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
-    if function is None or function.type not in ("identifier", "template_function", "qualified_identifier"):
+    if function is None or node.parent is None \
+            or function.type not in ("identifier", "template_function", "qualified_identifier"):
         return None
-    name = re.sub(r"<.*", "", ctx.text(function), flags=re.S).split("::")[-1].strip()
-    if ctx.function_index is None:
-        ctx.function_index = function_definitions(ctx.tree.root_node, ctx.data)
-    definition = ctx.function_index.get(name)
-    if definition is None:
-        found = sibling_function(ctx, name)
-        definition = found[1] if found is not None else None
-    if definition is None or node.parent is None:
+    positions = _reference_positions(ctx, re.sub(r"<.*", "", ctx.text(function), flags=re.S).split("::")[-1].strip())
+    if not positions:
         return None
     arguments = [a for a in node.parent.named_children if a.type != "comment"]
-    parameters = _parameter_declarations(definition)
     position = next((i for i, a in enumerate(arguments) if a.id == node.id), None)
-    if position is None or position >= len(parameters):
-        return None
-    parameter = parameters[position]
-    declarator = parameter.child_by_field_name("declarator")
-    is_const = any(c.type == "type_qualifier" and c.text == b"const" for c in parameter.children)
-    if declarator is None or declarator.type != "reference_declarator" or is_const:
+    if position not in positions:
         return None
     return _address(ctx, node, ctx.text(node), reference=True)
+
+
+def _reference_positions(ctx: ExtractionContext, name: str) -> frozenset[int]:
+    """The positions of the non-const reference parameters of the function `name` defined in the
+    file or in a source beside it (none where it is defined in neither), once per file and name."""
+    key = ("reference parameters", name)
+    found = ctx.sibling_contexts.get(key)
+    if found is None:
+        if ctx.function_index is None:
+            ctx.function_index = function_definitions(ctx.tree.root_node, ctx.data)
+        definition = ctx.function_index.get(name)
+        if definition is None:
+            sibling = sibling_function(ctx, name)
+            definition = sibling[1] if sibling is not None else None
+        found = frozenset(i for i, parameter in enumerate(_parameter_declarations(definition) if definition else [])
+                          if _non_const_reference(parameter))
+        ctx.sibling_contexts[key] = found
+    return found
+
+
+def _non_const_reference(parameter: Node) -> bool:
+    declarator = parameter.child_by_field_name("declarator")
+    return declarator is not None and declarator.type == "reference_declarator" \
+        and not any(c.type == "type_qualifier" and c.text == b"const" for c in parameter.children)
 
 
 def _parameter_declarations(function: Node) -> list[Node]:
