@@ -22,9 +22,11 @@ _MAX_SOURCES = 32  # a folder of more sources than this is not one program's
 _VERSIONS = "versions"  # (the key the folder's source versions are kept under in `sibling_contexts`)
 
 
-def sibling_function(ctx: ExtractionContext, name: str) -> tuple[ExtractionContext, Node] | None:
+def sibling_function(ctx: ExtractionContext, name: str, by_reference: bool = False
+                     ) -> tuple[ExtractionContext, Node] | None:
     """The context of the other source of `ctx`'s folder that defines host function `name`, and
-    the definition; None where none does (or the file has no path)."""
+    the definition; None where none does (or the file has no path). `by_reference`: only a
+    definition with a `&` among its parameters (one that may take a reference)."""
     if ctx.path is None:
         return None
     versions = ctx.sibling_contexts.get(_VERSIONS)
@@ -32,7 +34,7 @@ def sibling_function(ctx: ExtractionContext, name: str) -> tuple[ExtractionConte
         path = Path(ctx.path)
         versions = tuple(v for v in map(_version, _folder_sources(path.parent, path.name)) if v is not None)
         ctx.sibling_contexts[_VERSIONS] = versions
-    found = _defining_source(name, versions)
+    found = _defining_source(name, versions, by_reference)
     if found is None:
         return None
     sibling = ctx.sibling_contexts.get(found)
@@ -59,9 +61,12 @@ def _folder_sources(folder: Path, own: str) -> tuple[Path, ...]:
 
 
 @lru_cache(maxsize=1024)
-def _defining_source(name: str, versions: tuple[tuple[Path, int, int], ...]) -> tuple[Path, int, int] | None:
-    """The first source whose text may define `name` (`name(...) {`) and whose tree does."""
-    head = re.compile(rb"\b" + re.escape(name.encode()) + rb"\s*\([^;{}]*\)\s*\{")
+def _defining_source(name: str, versions: tuple[tuple[Path, int, int], ...],
+                     by_reference: bool = False) -> tuple[Path, int, int] | None:
+    """The first source whose text may define `name` (`name(...) {`; with `by_reference`, a `&`
+    among the parameters) and whose tree does."""
+    parameters = rb"[^;{}]*&[^;{}]*" if by_reference else rb"[^;{}]*"
+    head = re.compile(rb"\b" + re.escape(name.encode()) + rb"\s*\(" + parameters + rb"\)\s*\{")
     for version in versions:
         data = _text(*version)
         if data is None or head.search(data) is None:

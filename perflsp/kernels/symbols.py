@@ -689,7 +689,7 @@ def _reference_positions(ctx: ExtractionContext, name: str) -> frozenset[int]:
             ctx.function_index = function_definitions(ctx.tree.root_node, ctx.data)
         definition = ctx.function_index.get(name)
         if definition is None:
-            sibling = sibling_function(ctx, name)
+            sibling = sibling_function(ctx, name, by_reference=True)
             definition = sibling[1] if sibling is not None else None
         found = frozenset(i for i, parameter in enumerate(_parameter_declarations(definition) if definition else [])
                           if _non_const_reference(parameter))
