@@ -772,3 +772,28 @@ def test_the_caller_a_run_without_arguments_reaches_comes_first():
     model = model_of(REFERENCES)
     site = next(s for s in model.kernels.launches if s.name == "sum")
     assert model.fold_at(site.span.start_byte, "n") == 1 << 24
+
+
+def test_a_reference_parameter_of_a_function_in_a_source_beside_the_file(tmp_path):
+    from perflsp.analysis.report import CheckSettings
+    from perflsp.checking import check_file
+    from perflsp.hardware import load_database
+    from perflsp.kernels.includes import IncludeResolver
+
+    (tmp_path / "shape.cpp").write_text("void shape(int n, int &blocks, int &threads) {\n"
+                                        "  threads = 128;\n  blocks = (n + threads - 1) / threads;\n}\n")
+    (tmp_path / "main.cu").write_text("""
+void shape(int n, int &blocks, int &threads);
+__global__ void scale(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= 2.f;
+}
+int main() {
+  int n = 1 << 22, blocks = 0, threads = 0;
+  float *x;
+  shape(n, blocks, threads);
+  scale<<<blocks, threads>>>(x, n);
+}
+""")
+    (scale,) = check_file(tmp_path / "main.cu", [load_database().get("H100")], CheckSettings(), IncludeResolver()).kernels
+    assert scale.facts.work_items == 1 << 22  # 32,768 blocks of 128 threads, set in shape.cpp

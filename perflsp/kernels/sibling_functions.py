@@ -34,7 +34,9 @@ def sibling_function(ctx: ExtractionContext, name: str, by_reference: bool = Fal
         path = Path(ctx.path)
         versions = tuple(v for v in map(_version, _folder_sources(path.parent, path.name)) if v is not None)
         ctx.sibling_contexts[_VERSIONS] = versions
-    found = _defining_source(name, versions, by_reference)
+    if by_reference:
+        versions = tuple(v for v in versions if name in _reference_taking(*v))
+    found = _defining_source(name, versions) if versions else None
     if found is None:
         return None
     sibling = ctx.sibling_contexts.get(found)
@@ -61,12 +63,9 @@ def _folder_sources(folder: Path, own: str) -> tuple[Path, ...]:
 
 
 @lru_cache(maxsize=1024)
-def _defining_source(name: str, versions: tuple[tuple[Path, int, int], ...],
-                     by_reference: bool = False) -> tuple[Path, int, int] | None:
-    """The first source whose text may define `name` (`name(...) {`; with `by_reference`, a `&`
-    among the parameters) and whose tree does."""
-    parameters = rb"[^;{}]*&[^;{}]*" if by_reference else rb"[^;{}]*"
-    head = re.compile(rb"\b" + re.escape(name.encode()) + rb"\s*\(" + parameters + rb"\)\s*\{")
+def _defining_source(name: str, versions: tuple[tuple[Path, int, int], ...]) -> tuple[Path, int, int] | None:
+    """The first source whose text may define `name` (`name(...) {`) and whose tree does."""
+    head = re.compile(rb"\b" + re.escape(name.encode()) + rb"\s*\([^;{}]*\)\s*\{")
     for version in versions:
         data = _text(*version)
         if data is None or head.search(data) is None:
@@ -75,6 +74,17 @@ def _defining_source(name: str, versions: tuple[tuple[Path, int, int], ...],
         if parsed is not None and name in parsed[1]:
             return version
     return None
+
+
+_DEFINITION_HEAD = re.compile(rb"\b([A-Za-z_]\w*)\s*\(([^;{}()]*)\)\s*\{")
+
+
+@lru_cache(maxsize=256)
+def _reference_taking(path: Path, mtime_ns: int, size: int) -> frozenset[str]:
+    """The names the source may define with a `&` among their parameters (`void f(int &n) {`),
+    from one pass over its text."""
+    data = _text(path, mtime_ns, size)
+    return frozenset(m.group(1).decode("latin-1") for m in _DEFINITION_HEAD.finditer(data or b"") if b"&" in m.group(2))
 
 
 @lru_cache(maxsize=64)
