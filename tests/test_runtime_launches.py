@@ -118,3 +118,17 @@ int main() {
     after = doc.applied(set_block_size(doc.model, doc.site("fill"), 128))
     assert "hipLaunchKernelGGL(fill, dim3((n + 127) / 128), dim3(128), 0, 0, a, 1.0f, n);" in after.text
     assert after.site("fill").grid.value == (1 << 17, 1, 1)
+
+
+def test_the_argument_array_a_launch_passes_is_the_nearest_declared_before_it():
+    src = """
+__global__ void axpy(const float *x, float *y, int n) { y[threadIdx.x] += x[threadIdx.x]; }
+int main() {
+  float *a, *b; int n = 1 << 20, m = 1 << 10;
+  { void *args[] = {&a, &b, &n}; cudaLaunchKernel((void *)axpy, n / 256, 256, args, 0, 0); }
+  { void *args[] = {&b, &a, &m}; cudaLaunchKernel((void *)axpy, m / 256, 256, args, 0, 0); }
+}
+"""
+    first, second = extract(src.encode()).launches
+    assert [a.text for a in first.args] == ["a", "b", "n"]
+    assert [a.text for a in second.args] == ["b", "a", "m"] and second.args[2].value == 1 << 10

@@ -20,6 +20,7 @@ from perflsp.analysis.walk_expressions import combine_values, identifier_named
 from perflsp.analysis.walk_groups import group_method
 from perflsp.analysis.walk_tensor import matrix_sync, mma_sync
 from perflsp.analysis.walk_values import IDENT, MAX_INLINE_DEPTH, OMP_THREAD_API, UNKNOWN_VAL, Callee, Val
+from perflsp.kernels.definitions import non_const_reference
 
 if TYPE_CHECKING:
     from perflsp.analysis.walk_api import Walker
@@ -490,7 +491,7 @@ def _reference_arguments(walker: Walker, param_nodes: list[Node], arg_nodes: lis
     found = []
     for param, arg in zip(param_nodes, arg_nodes):
         pname = _declared_name(walker, param)
-        if pname is not None and arg.type == "subscript_expression" and _non_const_reference(walker.text(param)):
+        if pname is not None and arg.type == "subscript_expression" and non_const_reference(walker.text(param)):
             found.append((pname, arg))
     return found
 
@@ -503,8 +504,3 @@ def _store_through_references(walker: Walker, body: bytes, written_through: list
     for pname, element in written_through:
         if re.search(rf"(?<![\w.>]){re.escape(pname)}\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)", text):
             record_store(walker, element, UNKNOWN_VAL)
-
-
-def _non_const_reference(param_text: str) -> bool:
-    """`float &u`, `T& out`: a parameter the callee may assign through (not `const T &`, `&&`)."""
-    return "&" in param_text and "&&" not in param_text and re.search(r"\bconst\b", param_text) is None

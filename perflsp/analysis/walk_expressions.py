@@ -146,9 +146,6 @@ def combine_values(walker: Walker, op: str, left: Val, right: Val) -> Val:
     return Val(ctype, value, lin, static=static, loaded=offset_origin(op, left, right))
 
 
-_TILED_AXES = ("tx", "ty", "tz")
-
-
 def tile_of(walker: Walker, op: str, left: Val, right: Val) -> Linear | None:
     """`tx % C` and `tx / C` (`tx & (C - 1)`, `tx >> k`) of one thread index or of a tile of it,
     C a number under its extent: a tile's column and its row, each an atom of its own over its
@@ -160,7 +157,7 @@ def tile_of(walker: Walker, op: str, left: Val, right: Val) -> Linear | None:
             or not lin.const_known or lin.const != 0:
         return None
     atom, coeff = lin.coeffs[0]
-    parts = (atom, 1, math.inf) if atom in _TILED_AXES else tile_parts(atom)
+    parts = (atom, 1, math.inf) if atom in THREAD_ATOMS["threadIdx"] else tile_parts(atom)
     if parts is None or coeff != 1.0:
         return None
     value = right.value

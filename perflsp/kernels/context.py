@@ -53,6 +53,8 @@ class ExtractionContext:
     # the contexts of other sources of the folder whose functions this file's host code calls
     # (`sibling_functions`): their replays are folded in this file's environment, so they are its own
     sibling_contexts: dict[Any, Any] = field(default_factory=dict, repr=False)
+    # function name -> the positions of its non-const reference parameters (`symbols`), once asked
+    reference_parameters: dict[str, frozenset[int]] = field(default_factory=dict, repr=False)
 
     def span(self, node: Node) -> Span:
         return self.span_bytes(node.start_byte, node.end_byte)

@@ -4,6 +4,7 @@ because a region calls it, says nothing like `__device__`)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from tree_sitter import Node
@@ -66,3 +67,27 @@ def defined_name(fn: Node, data: bytes) -> str | None:
     text = data[name.start_byte : name.end_byte].decode("utf-8", errors="replace")
     simple = text.split("::")[-1].strip()
     return simple if simple.isidentifier() else None
+
+
+def parameter_declarations(fn: Node) -> list[Node]:
+    """The parameter declarations of a function definition (or declaration), in order."""
+    declarator = function_declarator(fn)
+    params = declarator.child_by_field_name("parameters") if declarator is not None else None
+    return [p for p in params.named_children if p.type != "comment"] if params is not None else []
+
+
+def non_const_reference(param_text: str) -> bool:
+    """`float &u`, `T& out`: a parameter the callee may assign through (not `const T &`, `&&`)."""
+    return "&" in param_text and "&&" not in param_text and re.search(r"\bconst\b", param_text) is None
+
+
+def declarations_before(body: Node, before: int) -> Iterator[Node]:
+    """The declarations inside `body` that start before the byte `before`, in source order."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if node.start_byte >= before:
+            continue
+        if node.type == "declaration":
+            yield node
+        stack.extend(reversed(node.named_children))

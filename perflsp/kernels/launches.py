@@ -11,6 +11,7 @@ from tree_sitter import Node
 
 from perflsp.kernels.consteval import ConstEnv, as_dim3, try_evaluate
 from perflsp.kernels.context import ExtractionContext
+from perflsp.kernels.definitions import declarations_before
 from perflsp.kernels.models import ConstValue, CudaFunction, LaunchSite, Span
 from perflsp.kernels.symbols import function_env
 
@@ -134,20 +135,15 @@ def _packed_arguments(ctx: ExtractionContext, function: Node | None, array: Node
     if body is None or not name.isidentifier():
         return []
     found: list[Node] = []
-    pending = [body]
-    while pending:
-        node = pending.pop()
-        if node.start_byte >= before:
-            continue
-        if node.type == "init_declarator":
-            declarator, value = node.child_by_field_name("declarator"), node.child_by_field_name("value")
-            while declarator is not None and declarator.type == "pointer_declarator":
-                declarator = declarator.child_by_field_name("declarator")  # `void *args[]`
-            if declarator is not None and declarator.type == "array_declarator" and value is not None \
-                    and value.type == "initializer_list" and ctx.text(declarator.child_by_field_name("declarator")) == name:
+    for declaration in declarations_before(body, before):  # (in source order: the last one before the launch)
+        for declarator in declaration.children_by_field_name("declarator"):
+            value = declarator.child_by_field_name("value")
+            declared = declarator.child_by_field_name("declarator")
+            while declared is not None and declared.type == "pointer_declarator":
+                declared = declared.child_by_field_name("declarator")  # `void *args[]`
+            if declared is not None and declared.type == "array_declarator" and value is not None \
+                    and value.type == "initializer_list" and ctx.text(declared.child_by_field_name("declarator")) == name:
                 found = [_kernel_operand(v) for v in value.named_children if v.type != "comment"]
-            continue
-        pending.extend(node.named_children)
     return found
 
 

@@ -26,7 +26,8 @@ RETURNED = "<returned>"  # (bound in a callee's locals where its run reaches a `
 _active: set[tuple[str | None, int]] = set()  # callees being followed, by file and start (a recursive one is not)
 
 
-def _definitions(ctx: ExtractionContext) -> dict[str, Node]:
+def file_definitions(ctx: ExtractionContext) -> dict[str, Node]:
+    """The file's function definitions by simple name, read once per context."""
     index = ctx.function_index
     if index is None:
         index = ctx.function_index = function_definitions(ctx.tree.root_node, ctx.data)
@@ -53,7 +54,7 @@ def out_parameter_value(ctx: ExtractionContext, address: Node, env: ConstEnv,
         return None
     if ctx.text(function) in WRITING:  # (a CUDA samples' option getter: its library's rules)
         return _sample_option(ctx, ctx.text(function), arguments.named_children, address, env)
-    callee_ctx, callee = ctx, _definitions(ctx).get(ctx.text(function))
+    callee_ctx, callee = ctx, file_definitions(ctx).get(ctx.text(function))
     if callee is None:  # (defined in another source of the folder: one program's)
         callee_ctx, callee = sibling_function(ctx, ctx.text(function)) or (ctx, None)
     body = callee.child_by_field_name("body") if callee is not None else None

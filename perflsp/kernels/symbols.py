@@ -14,10 +14,10 @@ from perflsp.kernels.argument_loops import read_argument_loop
 from perflsp.kernels.command_options import getopt_call, parse_options
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, note_assumed_read, string_value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
-from perflsp.kernels.definitions import function_definitions
+from perflsp.kernels.definitions import declarations_before, non_const_reference, parameter_declarations
 from perflsp.kernels.fields import bind_field, forget_fields
 from perflsp.kernels.helper_runs import HelperCalls, assigned_condition
-from perflsp.kernels.out_parameters import DEREFERENCED, ends_function, out_parameter_value, returned
+from perflsp.kernels.out_parameters import DEREFERENCED, ends_function, file_definitions, out_parameter_value, returned
 from perflsp.kernels.return_forms import pure_function
 from perflsp.kernels.sibling_functions import sibling_function
 from perflsp.source.parser import query
@@ -165,19 +165,13 @@ def declares(ctx: ExtractionContext, function: Node, name: str, before: int) -> 
     body = function.child_by_field_name("body")
     if body is None:
         return False
-    stack = [body]
-    while stack:
-        node = stack.pop()
-        if node.start_byte >= before:
-            continue
-        if node.type == "declaration":
-            for declarator in node.children_by_field_name("declarator"):
-                inner: Node | None = declarator
-                while inner is not None and inner.type != "identifier":
-                    inner = inner.child_by_field_name("declarator")
-                if inner is not None and ctx.text(inner) == name:
-                    return True
-        stack.extend(node.named_children)
+    for node in declarations_before(body, before):
+        for declarator in node.children_by_field_name("declarator"):
+            inner: Node | None = declarator
+            while inner is not None and inner.type != "identifier":
+                inner = inner.child_by_field_name("declarator")
+            if inner is not None and ctx.text(inner) == name:
+                return True
     return False
 
 
@@ -682,33 +676,16 @@ def _reference_argument(ctx: ExtractionContext, node: Node) -> Callable[[_Replay
 def _reference_positions(ctx: ExtractionContext, name: str) -> frozenset[int]:
     """The positions of the non-const reference parameters of the function `name` defined in the
     file or in a source beside it (none where it is defined in neither), once per file and name."""
-    key = ("reference parameters", name)
-    found = ctx.sibling_contexts.get(key)
+    found = ctx.reference_parameters.get(name)
     if found is None:
-        if ctx.function_index is None:
-            ctx.function_index = function_definitions(ctx.tree.root_node, ctx.data)
-        definition = ctx.function_index.get(name)
+        definition = file_definitions(ctx).get(name)
         if definition is None:
             sibling = sibling_function(ctx, name, by_reference=True)
             definition = sibling[1] if sibling is not None else None
-        found = frozenset(i for i, parameter in enumerate(_parameter_declarations(definition) if definition else [])
-                          if _non_const_reference(parameter))
-        ctx.sibling_contexts[key] = found
+        parameters = parameter_declarations(definition) if definition is not None else []
+        found = ctx.reference_parameters[name] = frozenset(
+            i for i, parameter in enumerate(parameters) if non_const_reference((parameter.text or b"").decode("utf-8", "replace")))
     return found
-
-
-def _non_const_reference(parameter: Node) -> bool:
-    declarator = parameter.child_by_field_name("declarator")
-    return declarator is not None and declarator.type == "reference_declarator" \
-        and not any(c.type == "type_qualifier" and c.text == b"const" for c in parameter.children)
-
-
-def _parameter_declarations(function: Node) -> list[Node]:
-    declarator = function.child_by_field_name("declarator")
-    while declarator is not None and declarator.type != "function_declarator":
-        declarator = declarator.child_by_field_name("declarator")
-    params = declarator.child_by_field_name("parameters") if declarator is not None else None
-    return [p for p in params.named_children if p.type != "comment"] if params is not None else []
 
 
 def _address_taken(ctx: ExtractionContext, node: Node) -> Callable[[_Replay, bool], None] | None:
