@@ -329,7 +329,7 @@ class IncludeResolver:
 
     def includers_of(self, path: Path) -> list[Path]:
         """Sources that `#include` this file, directly or through other headers, beside it or up
-        to two folders above (`runner.cu` -> `kernels.cuh` -> `kernels/10_warptiling.cuh`),
+        to two folders above (`runner.cu` -> `kernels.cuh` -> `kernels/gemm_tiled.cuh`),
         nearest first."""
         return sources_including(path, lambda file: [
             candidate for folder in folders_above(file)

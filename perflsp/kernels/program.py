@@ -475,7 +475,7 @@ class ProgramModel:
         """What the first call of `name` in this file (or of `calls`; with as many arguments as
         `param_names`, not inside `outside`: a recursive call) passes: the foldable arguments by
         parameter name, and those folded from assumed program arguments; None when there is no such call.
-        A call a run without arguments reaches comes before those it does not (`--shmoo`'s sweep
+        A call a run without arguments reaches comes before those it does not (a `--sweep` option's run
         from 1 element, ahead of the run's own size in the source)."""
         candidates = []
         for call in self.calls_to(name) if calls is None else calls:

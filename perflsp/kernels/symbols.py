@@ -655,7 +655,7 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
 
 def _reference_argument(ctx: ExtractionContext, node: Node) -> Callable[[_Replay, bool], None] | None:
     """The event of a variable passed to a function of the file (or of a source beside it) whose
-    parameter there is a non-const reference (`getNumBlocksAndThreads(n, blocks, threads)` into
+    parameter there is a non-const reference (`launch_shape(n, blocks, threads)` into
     `int &threads`): the variable may be set there, and is unknown after; None for any other
     argument."""
     call = node.parent.parent if node.parent is not None else None
