@@ -342,17 +342,21 @@ def template_values(unit: AnalysisUnit, function: Node, named: tuple[str, ...] |
             if isinstance(value, (int, float)):
                 found[name] = [float(value)]
         return found
-    for call in unit.model.calls_to(unit.ctx.text(name_node).split("::")[-1]):
-        if function.start_byte <= call.start_byte < function.end_byte:
-            continue  # (a recursive call)
+    callee_name = unit.ctx.text(name_node).split("::")[-1]
+    given: list[tuple[int, list[str]]] = []  # (where a call stands, its explicit template arguments)
+    for call in unit.model.calls_to(callee_name):
         callee = call.child_by_field_name("function")
         arguments = callee.child_by_field_name("arguments") if callee is not None and callee.type == "template_function" else None
-        if arguments is None:
-            continue  # (arguments deduced from the call's: no value parameters given)
-        texts = [unit.ctx.text(a) for a in arguments.named_children if a.type != "comment"]
+        if arguments is not None:  # (else deduced from the call's arguments: no value parameters given)
+            given.append((call.start_byte, [unit.ctx.text(a) for a in arguments.named_children if a.type != "comment"]))
+    given += [(m.site.start_byte, list(m.template_arguments)) for m in unit.model.macro_calls_to(callee_name)
+              if m.template_arguments is not None]  # (`#define RUN(n) run<n>(x)`, then `RUN(64);`)
+    for start, texts in sorted(given, key=lambda g: g[0]):
+        if function.start_byte <= start < function.end_byte:
+            continue  # (a recursive call)
         for position, (name, default) in wanted.items():
             text = texts[position] if position < len(texts) else default
-            value = unit.model.fold_at(call.start_byte, text) if text is not None else None
+            value = unit.model.fold_at(start, text) if text is not None else None
             if isinstance(value, (int, float)) and float(value) not in found.setdefault(name, []):
                 found[name].append(float(value))
     return found

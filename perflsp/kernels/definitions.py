@@ -76,6 +76,25 @@ def parameter_declarations(fn: Node) -> list[Node]:
     return [p for p in params.named_children if p.type != "comment"] if params is not None else []
 
 
+def template_value_names(fn: Node) -> tuple[str | None, ...]:
+    """The template parameters of a function template's definition, in order: a value
+    parameter's name (`N` of `template <typename T, int N>`), None for a type parameter; () for
+    a function that is not a template."""
+    template = fn.parent
+    parameters = template.child_by_field_name("parameters") if template is not None and template.type == "template_declaration" else None
+    if parameters is None:
+        return ()
+    names: list[str | None] = []
+    for parameter in parameters.named_children:
+        if parameter.type == "comment":
+            continue
+        ident = parameter.child_by_field_name("declarator") \
+            if parameter.type in ("parameter_declaration", "optional_parameter_declaration") else None
+        names.append(ident.text.decode("utf-8", errors="replace") if ident is not None and ident.type == "identifier"
+                     and ident.text is not None else None)
+    return tuple(names)
+
+
 def non_const_reference(param_text: str) -> bool:
     """`float &u`, `T& out`: a parameter the callee may assign through (not `const T &`, `&&`)."""
     return "&" in param_text and "&&" not in param_text and re.search(r"\bconst\b", param_text) is None

@@ -27,12 +27,13 @@ from perflsp.kernels.build_sources import program_sources
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.cuda import from_definition, macro_aliases
-from perflsp.kernels.definitions import function_declarator, function_definitions
+from perflsp.kernels.definitions import function_declarator, function_definitions, template_value_names
 from perflsp.kernels.extract import extract, extract_with_constants
 from perflsp.kernels.fields import field_declarations
 from perflsp.kernels.file_trees import defined_names, file_version, parsed_header, parsed_text, source_definitions
 from perflsp.kernels.includes import IncludeResolver, scan_constants
 from perflsp.kernels.launches import enclosing_function
+from perflsp.kernels.macro_calls import MacroCall, calls_in_expansion, macros_calling
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
 from perflsp.kernels.objects import DeclaredStruct, ObjectPaths, declared_fields_env, member_env, object_paths_env, passed_fields
 from perflsp.kernels.omp import parse_clauses, split_directive
@@ -167,6 +168,7 @@ class ProgramModel:
         self._calls_run: dict[tuple[int, int], bool] = {}  # (call start, depth) -> whether a run reaches it
         self._caller_assumed: dict[tuple[int, int], set[str]] = {}  # those folded from assumed arguments
         self._calls: dict[str, list[Node]] = {}
+        self._macro_calls: dict[str, list[MacroCall]] = {}
         self._local_functions: dict[str, CudaFunction] = {}
         for fn in kernels.device_functions:
             self._local_functions.setdefault(fn.name, fn)
@@ -452,10 +454,11 @@ class ProgramModel:
                 continue  # (`float **eigenIntervals,  // reset` is one parameter, not two)
             m = re.search(r"(\w+)\s*(?:\[.*\])?\s*(?:=.*)?$", self.ctx.text(p))
             param_names.append(m.group(1) if m else None)
-        passed = self.arguments_passed(name, tuple(param_names), depth, outside=function)
+        template_names = template_value_names(function)
+        passed = self.arguments_passed(name, tuple(param_names), depth, outside=function, template_names=template_names)
         if passed is None and name != "main":
             for other in self._caller_sources(name):
-                passed = other.arguments_passed(name, tuple(param_names), depth)
+                passed = other.arguments_passed(name, tuple(param_names), depth, template_names=template_names)
                 if passed is not None:
                     break
         if passed is None and name != "main":
@@ -471,33 +474,49 @@ class ProgramModel:
 
     def arguments_passed(self, name: str, param_names: tuple[str | None, ...], depth: int,
                          outside: Node | None = None, calls: list[Node] | None = None,
+                         template_names: tuple[str | None, ...] = (),
                          ) -> tuple[dict[str, Folded], set[str]] | None:
         """What the first call of `name` in this file (or of `calls`; with as many arguments as
         `param_names`, not inside `outside`: a recursive call) passes: the foldable arguments by
         parameter name, and those folded from assumed program arguments; None when there is no such call.
         A call a run without arguments reaches comes before those it does not (a `--sweep` option's run
-        from 1 element, ahead of the run's own size in the source)."""
-        candidates = []
+        from 1 element, ahead of the run's own size in the source). The call's explicit template
+        arguments bind the value parameters `template_names` names (`run<256>(n)` for
+        `template <int BS> void run(int n)`; None for a type parameter)."""
+        candidates: list[tuple[Node, list[str], Sequence[str]]] = []  # (where the call stands, its arguments, its template arguments)
         for call in self.calls_to(name) if calls is None else calls:
             if outside is not None and outside.start_byte <= call.start_byte < outside.end_byte:
                 continue
             args = call.child_by_field_name("arguments")
             if args is None:
                 continue
-            arg_nodes = [a for a in args.named_children if a.type != "comment"]
-            if len(arg_nodes) == len(param_names):
-                candidates.append((call, arg_nodes))
+            arg_texts = [self.ctx.text(a) for a in args.named_children if a.type != "comment"]
+            if len(arg_texts) == len(param_names):
+                callee = call.child_by_field_name("function")
+                listed = callee.child_by_field_name("arguments") if callee is not None and callee.type == "template_function" else None
+                candidates.append((call, arg_texts, [self.ctx.text(a) for a in listed.named_children if a.type != "comment"]
+                                   if listed is not None else ()))
+        if calls is None:
+            candidates += [(m.site, list(m.arguments), m.template_arguments or ()) for m in self.macro_calls_to(name)
+                           if len(m.arguments) == len(param_names)
+                           and not (outside is not None and outside.start_byte <= m.site.start_byte < outside.end_byte)]
+            candidates.sort(key=lambda c: c[0].start_byte)
         running = next((c for c in candidates if self._call_runs(c[0], depth)), None) if len(candidates) > 1 else None
-        for call, arg_nodes in [running] if running is not None else candidates[:1]:
+        for call, arg_texts, template_texts in [running] if running is not None else candidates[:1]:
             env = self.env_at(call.start_byte, depth + 1)
             values: dict[str, Folded] = {}
             assumed: set[str] = set()
-            for pname, arg in zip(param_names, arg_nodes):
+            for tname, targ in zip(template_names, template_texts):
+                if tname is not None and tname not in param_names:
+                    tvalue, _ = try_evaluate(targ, env)
+                    if isinstance(tvalue, (int, float)):
+                        values[tname] = tvalue
+            for pname, arg in zip(param_names, arg_texts):
                 if pname is None:
                     continue
-                assumed |= passed_fields(self.ctx.text(arg), pname, env, values)
+                assumed |= passed_fields(arg, pname, env, values)
                 with ReadsApart() as reads:
-                    value, _ = try_evaluate(self.ctx.text(arg), env)
+                    value, _ = try_evaluate(arg, env)
                 if value is not None and not isinstance(value, str):
                     values[pname] = value
                     if reads.seen:
@@ -524,7 +543,8 @@ class ProgramModel:
         name = self.function_name(function)
         if name is None or name == "main" or depth + 1 >= CALLER_LEVELS:
             return True
-        callers = [c for c in self.calls_to(name) if not function.start_byte <= c.start_byte < function.end_byte]
+        callers = [c for c in (*self.calls_to(name), *(m.site for m in self.macro_calls_to(name)))
+                   if not function.start_byte <= c.start_byte < function.end_byte]
         return not callers or any(self._call_runs(c, depth + 1) for c in callers)
 
     def _passed_through_tables(self, name: str, param_names: tuple[str | None, ...], depth: int,
@@ -611,6 +631,22 @@ class ProgramModel:
                     found[call.start_byte] = call
         self._calls[name] = [found[k] for k in sorted(found)]
         return self._calls[name]
+
+    def macro_calls_to(self, name: str) -> list[MacroCall]:
+        """The calls of `name` that uses of function-like macros make (`#define RUN(T) run<T>(n)`,
+        then `RUN(float);`), in the order of the uses (`perflsp.kernels.macro_calls`)."""
+        if name not in self._macro_calls:
+            found = []
+            for macro in self._macros_calling.get(name, ()):
+                for site in self.calls_to(macro):
+                    found += [MacroCall(site, arguments, template)
+                              for arguments, template in calls_in_expansion(self.ctx.text(site), self.env, name)]
+            self._macro_calls[name] = sorted(found, key=lambda c: c.site.start_byte)
+        return self._macro_calls[name]
+
+    @cached_property
+    def _macros_calling(self) -> dict[str, tuple[str, ...]]:
+        return macros_calling(self.env.all_function_macros(), self.env)
 
     @cached_property
     def _call_offsets(self) -> dict[str, list[int]]:
