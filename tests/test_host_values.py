@@ -609,6 +609,12 @@ int main() {
     assert trips(report)["j"] == 5
     assert any("template value `R` differs between the instantiations (4, 8): assumed 4, the first" in a
                for a in texts(report.facts.assumptions))
+    # the instantiation judged, named from outside (a profile's kernel): its values, not the first caller's
+    report = reports(src.replace("smooth<4, float>(in, out, n);",
+                                 "smooth<4, float>(in, out, n);\n    smooth<8, float, 1>(in, out, n);"),
+                     options=AnalysisOptions(instantiation=("8", "float", "1")))[0]
+    assert trips(report)["j"] == 17
+    assert not any("template value" in a for a in texts(report.facts.assumptions))
 
 
 # a file whose tree is lost (one ERROR node): the function around a region parsed on its own ------

@@ -206,20 +206,24 @@ def bind_host_variables(unit: AnalysisUnit, walker: KernelWalker, host_types: Ho
         """The host value of `name`, with the function's template values where it needs them
         (`auto iters = size / CHANNELS;` in `template <int CHANNELS> void f(...)`)."""
         nonlocal instantiated
-        value = unit.model.evaluate(name, host_env)
-        if value is not None or function is None:
-            return value
+        if function is None:
+            return unit.model.evaluate(name, host_env)
+        # the function's template values: those of the instantiation judged, else of each call
+        # (said where they differ), not only the first caller's that `host_env` holds
+        # (`ProgramModel.arguments_passed`)
         if instantiated is None:
             instantiated = template_values(unit, function, named)
+        if name in instantiated:
+            _say_instantiations(walker, instantiated, [name])
+            return instantiated[name][0]
         source = _local_text(host_env, name)
         used = [n for n in instantiated if source is not None and re.search(rf"\b{re.escape(n)}\b", source)]
-        if not used:
-            return None
-        assert source is not None
-        value = unit.model.evaluate(source, unit.model.scoped({n: instantiated[n][0] for n in used}, host_env))
-        if value is not None:
-            _say_instantiations(walker, instantiated, used)
-        return value
+        if source is not None and used:
+            value = unit.model.evaluate(source, unit.model.scoped({n: instantiated[n][0] for n in used}, host_env))
+            if value is not None:
+                _say_instantiations(walker, instantiated, used)
+                return value
+        return unit.model.evaluate(name, host_env)
 
     field_reads: dict[str, set[str]] = {}  # `p.n`, `q->n` (not a method call): p -> {n}
     for base, field in _FIELD_READ.findall(text):
