@@ -96,3 +96,88 @@ int main() { float *a, *o; sub<<<1024, 128>>>(a, o, 0); }
     # each warp reads 4 rows of 8 floats: one sector each; 1024 blocks x 16 rows
     assert read.footprint_bytes == pytest.approx(1024 * 16 * 32)
     assert read.streamed_bytes == pytest.approx(1024 * 4 * 4 * 32)
+
+
+# an index over the launch split at a multiple of the block size (`walk_expressions.split_at`)
+
+CHANNELS = """
+__global__ void channels(const unsigned char *in, unsigned char *out, int width, int height, int groups) {
+  int image = width * height;
+  for (int it = blockIdx.x * blockDim.x + threadIdx.x; it < groups * image; it += blockDim.x * gridDim.x) {
+    int c0 = (it / image) * 8;
+    int y = (it % image) / width;
+    int x = it % width;
+    int idx = c0 * image + y * width + x;
+    for (int c = 0; c < 8; c++) { out[idx] = in[idx]; idx += image; }
+  }
+}
+int main() {
+  unsigned char *in, *out;
+  channels<<<16384, 256>>>(in, out, 256, 256, 64);
+}
+"""
+
+
+def test_an_index_split_into_image_and_pixel_keeps_neighbouring_threads_on_neighbouring_pixels():
+    # 64 groups of 8 channels of a 256 x 256 image: `it / image` is the block's group, `it % image`
+    # the pixel; read as `8 * it`, each thread's pixel looked 8 bytes from its neighbour's
+    facts = kernel(CHANNELS, "channels").facts
+    for group in facts.traffic.groups:
+        assert group.footprint_bytes == pytest.approx(64 * 8 * 256 * 256)
+        assert group.streamed_bytes == pytest.approx(64 * 8 * 256 * 256)
+
+
+def test_a_split_that_carries_into_the_quotient_is_read_as_before():
+    # a row of 100 pixels: blocks of 256 threads straddle rows, no term of the index splits at 100
+    src = CHANNELS.replace("channels<<<16384, 256>>>(in, out, 256, 256, 64)", "channels<<<2500, 256>>>(in, out, 100, 100, 64)")
+    facts = kernel(src, "channels").facts
+    assert all(group.footprint_bytes > 0 for group in facts.traffic.groups)
+    assert not any(a.startswith("bx/") or a.startswith("bx%") for g in facts.traffic.groups for a in g.form.atoms)
+
+
+WARP_TILES = """
+#include <mma.h>
+using namespace nvcuda;
+__global__ void tiles(const half *a, float *d, int lda) {
+  int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::load_matrix_sync(fa, a + warp * 16 * lda, lda);
+  wmma::fill_fragment(acc, 0.0f);
+  wmma::store_matrix_sync(d + warp * 256, acc, 16, wmma::mem_row_major);
+}
+int main() { half *a; float *d; tiles<<<64, 128>>>(a, d, 16); }
+"""
+
+
+def test_the_lanes_of_a_warp_move_the_whole_tile_it_loads():
+    # 256 warps each load a 16 x 16 tile of halves (512 B) and store one of floats (1 KiB): the
+    # warp's address is the same in its 32 lanes, each of which moves its share of the tile
+    groups = kernel(WARP_TILES, "tiles").facts.traffic.groups
+    (load,) = [g for g in groups if g.array == "a"]
+    (store,) = [g for g in groups if g.array == "d"]
+    assert load.footprint_bytes == pytest.approx(256 * 16 * 16 * 2)
+    assert store.footprint_bytes == pytest.approx(256 * 16 * 16 * 4)
+
+
+RED_BLACK = """
+__global__ void sweep(double *u, const double *p) {
+  int gid = blockIdx.x * 128 + threadIdx.x;
+  int row = gid % 256 + 1;
+  int col = gid / 256 + 1;
+  if (col != 512) {
+    u[col * 514 + 2 * row - (col & 1)] = p[col * 512 + row] * 2.0;
+    u[col * 514 + 2 * row - ((col + 1) & 1)] = p[col * 512 + row] * 3.0;
+  }
+  if (row < 129) u[row] = 0.0;
+}
+int main() { double *u, *p; sweep<<<1024, 128>>>(u, p); }
+"""
+
+
+def test_tests_on_a_tile_of_the_block_index_count_the_threads_that_pass():
+    # `col` is `blockIdx.x / 2 + 1`, 1 to 512: `col != 512` lets 511 of 512 through, not half;
+    # `row` is `(blockIdx.x % 2) * 128 + threadIdx.x + 1`: `row < 129` half of the threads
+    facts = kernel(RED_BLACK, "sweep").facts
+    assert facts.per_item.fp64 == pytest.approx(2 * 511 / 512)
+    assert facts.per_item.global_stores == pytest.approx(2 * 511 / 512 + 0.5)

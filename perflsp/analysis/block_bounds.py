@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
-from perflsp.analysis.linear import UNKNOWN_COEFF, Linear
+from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, tile_parts
 from perflsp.analysis.notes import Note, NoteKind, NoteSource
 from perflsp.analysis.walk_values import Val
 
@@ -76,6 +76,8 @@ def index_extents(walker: Walker, atoms: frozenset[str]) -> dict[str, float] | N
             extents[atom] = block[THREAD_ATOMS[atom]]
         elif (atom in walker.loop_atoms or atom.startswith(PARALLEL_ATOM)) and atom in walker.cardinality:
             extents[atom] = walker.cardinality[atom]  # (an OpenMP worksharing loop's index too)
+        elif tile_parts(atom) is not None and atom in walker.cardinality:
+            extents[atom] = walker.cardinality[atom]  # a tile of an index (`tx % 32`, `bx / 256`): its own values
         else:
             return None
     return extents

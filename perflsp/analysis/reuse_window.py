@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from perflsp.analysis.linear import distinct_values
+from perflsp.analysis.linear import base_atom, distinct_values
 from perflsp.analysis.memory import GroupTraffic, Traffic, _bytes
 from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.notes import NoteKind, assumed
@@ -132,7 +132,9 @@ def _window(groups: list[GroupTraffic], units: list[float], cardinality: dict[st
     """How many blocks' data L2 holds: its bytes over the distinct bytes one block touches (all
     groups; a group whose elements the data places, its share of the launch). Under one when a
     single block's data exceed it."""
-    one_block = {**cardinality, **{atom: per_block for atom, per_block, _ in order}}
+    one_block = dict(cardinality)
+    for atom, per_block, _ in order:
+        _hold(one_block, atom, per_block)
     per_block = 0.0
     for group, unit in zip(groups, units):
         if unit > 0.0 and group.form is not None:
@@ -140,6 +142,15 @@ def _window(groups: list[GroupTraffic], units: list[float], cardinality: dict[st
         else:
             per_block += group.footprint_bytes / blocks
     return l2_bytes / per_block if per_block > 0.0 else blocks
+
+
+def _hold(cardinality: dict[str, float], atom: str, values: float) -> None:
+    """Hold a block index at `values` values, and each tile of it (`bx % 256`, `bx / 256`) at
+    as many at most."""
+    cardinality[atom] = values
+    for other, count in cardinality.items():
+        if other != atom and base_atom(other) == atom:
+            cardinality[other] = min(count, values)
 
 
 def _indices_apart(order: tuple[tuple[str, float, float], ...], window: float) -> dict[str, float]:
@@ -166,6 +177,6 @@ def _copies(group: GroupTraffic, unit: float, cardinality: dict[str, float], apa
     copies = 1.0
     for atom, count in apart.items():
         copies *= max(1.0, count)
-        one_each[atom] = 1.0
+        _hold(one_each, atom, 1.0)
     per_copy = unit * distinct_values(group.form, one_each, _UNBOUNDED)
     return min(per_copy * copies, group.streamed_bytes)

@@ -170,7 +170,7 @@ def _conjoined_thread_tests(walker: Walker, cond: Node | None) -> float | None:
         finally:
             walker.mult, walker.visited = saved
         atoms = difference.atoms
-        if not atoms or difference.nonlinear or not atoms <= INDEX_ATOMS or atoms & seen \
+        if not atoms or difference.nonlinear or not all(index_atom(a) for a in atoms) or atoms & seen \
                 or any(c == UNKNOWN_COEFF for _, c in difference.coeffs):
             return None
         seen |= atoms
@@ -201,7 +201,7 @@ def equality_weight(walker: Walker, cond: Node | None) -> float | None:
         walker.mult, walker.visited = saved
     counters = set(walker.loop_atoms)
     atoms = difference.atoms
-    if not atoms or difference.nonlinear or not atoms <= counters | INDEX_ATOMS | _omp_indices(atoms) \
+    if not atoms or difference.nonlinear or not all(a in counters or index_atom(a) for a in atoms - _omp_indices(atoms)) \
             or (op == "==" and not atoms & counters) \
             or any(c == UNKNOWN_COEFF or walker.cardinality.get(a, 1.0) <= 1.0 for a, c in difference.coeffs):
         return None
@@ -319,7 +319,7 @@ def _index_range(walker: Walker, val: Val) -> tuple[float, float] | None:
     """(lowest, highest) value of a thread index over the launch: a sum of thread and block
     indices with known coefficients and a known constant; None for anything else."""
     lin = val.lin
-    if lin.nonlinear or not lin.const_known or not lin.coeffs or not lin.atoms <= INDEX_ATOMS:
+    if lin.nonlinear or not lin.const_known or not lin.coeffs or not all(index_atom(a) for a in lin.atoms):
         return None
     lo = hi = lin.const
     for atom, coeff in lin.coeffs:

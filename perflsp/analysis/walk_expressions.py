@@ -138,7 +138,8 @@ def combine_values(walker: Walker, op: str, left: Val, right: Val) -> Val:
     static = left.static and right.static
     if not static:
         count_binary(walker, op, ctype, left, right)
-    lin = tile_of(walker, op, left, right) or combine_linear(op, left.lin, right.lin, left.value, right.value)
+    lin = tile_of(walker, op, left, right) or split_at(walker, op, left, right) \
+        or combine_linear(op, left.lin, right.lin, left.value, right.value)
     if value is not None and not lin.atoms:
         lin = Linear.constant(value)  # (`v & ~7` of a known `v`: a number, as an offset or a start)
     if ctype.is_float and lin.atoms:
@@ -181,6 +182,61 @@ def tile_of(walker: Walker, op: str, left: Val, right: Val) -> Linear | None:
         name, count = tile_atom(base, low * int(divisor), values / divisor), math.ceil(extent / divisor)
     walker.cardinality[name] = float(count)
     return Linear.atom(name)
+
+
+def _divisor(op: str, value: float) -> tuple[str, int] | None:
+    """(`/` or `%`, C) of an integer `/ C`, `% C`, `>> k` (C = 2**k) or `& (C - 1)`; None otherwise."""
+    if op == "&" and value >= 1 and math.log2(value + 1).is_integer():
+        return "%", int(value) + 1
+    if op == ">>" and 0 < value < 31:
+        return "/", 2 ** int(value)
+    if op in ("%", "/") and float(value).is_integer() and value >= 2:
+        return op, int(value)
+    return None
+
+
+def split_at(walker: Walker, op: str, left: Val, right: Val) -> Linear | None:
+    """`v / C` and `v % C` of an index over several launch indices and loop counters whose terms
+    split at C: `v = q * C + r` with every term of `q` a multiple of C and the others summing to
+    less than C (`i = blockIdx.x * 256 + threadIdx.x` with C = 65,536: `i / C` is `blockIdx.x / 256`,
+    `i % C` is `(blockIdx.x % 256) * 256 + threadIdx.x`; a term is split into tiles where C is a
+    multiple of its coefficient). Then `(i / C) * C * K + i % C` keeps neighbouring threads on
+    neighbouring elements: read as `i * K`, 8 channels of an image apart looked 8 elements apart,
+    and moved 8 times the bytes. None for any other form (`combine_linear` reads it)."""
+    lin = left.lin
+    split = _divisor(op, right.value) if right.value is not None and left.ctype.is_int else None
+    if split is None or lin.nonlinear or not lin.const_known or lin.const != 0 or len(lin.coeffs) < 2:
+        return None
+    kind, divisor = split
+    high: list[tuple[str, float]] = []  # the terms of v / C
+    low: list[tuple[str, float]] = []  # the terms of v % C
+    cards: dict[str, float] = {}  # the tiles made here, with their values
+    for atom, coeff in lin.coeffs:
+        card = walker.cardinality.get(atom)
+        if card is None or coeff <= 0 or not float(coeff).is_integer():
+            return None
+        c = int(coeff)
+        if c % divisor == 0:
+            high.append((atom, float(c // divisor)))
+        elif divisor % c == 0 and card > divisor // c:
+            per = divisor // c  # values of the atom in one C
+            parts = (atom, 1, math.inf) if tile_parts(atom) is None else tile_parts(atom)
+            assert parts is not None
+            base, lowest, values = parts
+            if values != math.inf and values % per:
+                return None  # tiles that do not nest
+            row = tile_atom(base, lowest * per, values / per)
+            column = tile_atom(base, lowest, per)
+            cards[row], cards[column] = math.ceil(card / per), float(per)
+            high.append((row, 1.0))
+            low.append((column, float(c)))
+        else:
+            low.append((atom, float(c)))
+    reach = sum(c * (max(1.0, cards.get(a, walker.cardinality.get(a, 1.0))) - 1) for a, c in low)
+    if reach >= divisor or not high:
+        return None  # the low terms carry into the quotient, or none leaves it: read as before
+    walker.cardinality.update(cards)
+    return Linear(tuple(high if kind == "/" else low))
 
 
 def count_binary(walker: Walker, op: str, ctype: CType, left: Val, right: Val) -> None:

@@ -10,6 +10,7 @@ from tree_sitter import Node
 
 from perflsp.analysis.ctype import CType, parse_type
 from perflsp.analysis.folding import int_literal
+from perflsp.analysis.linear import Linear, tile_atom, tile_parts
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_accesses import record_access
 from perflsp.analysis.walk_values import UNKNOWN_VAL, WARP_SIZE, Val
@@ -106,8 +107,23 @@ def matrix_sync(walker: Walker, node: Node, arg_nodes: list[Node], is_store: boo
     per_thread = max(1, int(rows_cols / WARP_SIZE))
     size = element.size_bytes if element.kind not in ("unknown", "struct", "void") else 2
     tile = CType(element.kind, size * per_thread, per_thread)
-    record_access(walker, ptr, ptr.lin, tile, is_store, node)
+    record_access(walker, ptr, _with_lane(walker, ptr.lin), tile, is_store, node)
     return UNKNOWN_VAL
+
+
+def _with_lane(walker: Walker, lin: Linear) -> Linear:
+    """Where a lane's share of a warp's tile lies: the tile's address (the same in every lane:
+    `a + warp * 16 * lda` with `warp = tid / 32`) plus the lane's index in shares (the access's
+    element is one lane's share), so that the 32 lanes reach the whole tile, not one share of it."""
+    lane = tile_atom("tx", 1, WARP_SIZE)
+    if walker.cardinality.get("tx", 1.0) < WARP_SIZE or lin.nonlinear:
+        return lin
+    for atom in lin.atoms:
+        parts = tile_parts(atom)
+        if atom == "tx" or (parts is not None and parts[0] == "tx" and parts[1] < WARP_SIZE):
+            return lin  # (the lanes' addresses differ already)
+    walker.cardinality.setdefault(lane, float(WARP_SIZE))
+    return lin.add(Linear.atom(lane))
 
 
 def count_tensor(walker: Walker, ops_per_thread: float, field_name: str | None) -> None:
