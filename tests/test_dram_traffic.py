@@ -188,3 +188,63 @@ def test_a_struct_read_from_memory_moves_the_fields_the_compiled_code_loads(tmp_
     assert options.footprint_bytes == pytest.approx(28 * threads)
     assert facts.traffic.footprint_bytes == pytest.approx((28 + 4) * threads)
     assert "`options`: elements of `Option`, 28 B as the source lays it out" in facts.dram_note
+
+
+# ------------------------------------------------------------------ an array read at several forms
+
+PERIODIC = """
+__global__ void laplace(float *out, const float *in, int lx, int ly) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int x = i % lx;
+  int y = i / lx;
+  out[y * lx + x] = in[y * lx + x] + in[y * lx + (x + 1) % lx] + in[((y + 1) % ly) * lx + x];
+}
+int main() {
+  const int lx = 8192, ly = 8192;
+  float *a, *b;
+  cudaMalloc(&a, lx * ly * sizeof(float)); cudaMalloc(&b, lx * ly * sizeof(float));
+  laplace<<<lx * ly / 256, 256>>>(b, a, lx, ly);
+}
+"""
+
+
+def test_an_array_read_at_forms_that_do_not_merge_moves_at_most_its_size():
+    # the centre and the neighbours wrapped around with `%` are three groups of `in`, each
+    # reaching all of it: together they move its 256 MiB once, not three times
+    facts = kernel_reports(PERIODIC)["laplace"].facts
+    size = 8192 * 8192 * 4
+    reads = [g for g in facts.traffic.groups if g.array == "in"]
+    assert len(reads) > 1
+    assert sum(g.footprint_bytes for g in reads) == pytest.approx(size)
+    assert facts.dram_bytes == pytest.approx(2 * size, rel=0.05)
+    # `i / lx` and `i % lx` split the block index into tiles (`bx / 32`, `bx % 32`): one block
+    # still touches its own 256 pixels, and neighbouring blocks share what they read in L2
+    assert all(g.reread_bytes == 0.0 for g in facts.traffic.groups)
+
+
+TRANSPOSE = """
+__global__ void transpose(float *out, const float *in, int lx, int ly) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int x = i % lx;
+  int y = i / lx;
+  out[y * lx + x] = in[x * ly + y];
+}
+int main() {
+  const int lx = 8192, ly = 8192;
+  float *a, *b;
+  cudaMalloc(&a, lx * ly * sizeof(float)); cudaMalloc(&b, lx * ly * sizeof(float));
+  transpose<<<lx * ly / 256, 256>>>(b, a, lx, ly);
+}
+"""
+
+
+def test_blocks_split_into_tiles_share_in_l2_what_their_neighbours_read():
+    # each lane reads its own sector of `in` (8 times the bytes it uses); the blocks of the next
+    # row (`y + 1`: `bx / 32` one more, 32 blocks later) read the rest of those sectors while L2
+    # still holds them: one block is its own 256 threads, not every value of `bx % 32` and `bx / 32`
+    facts = kernel_reports(TRANSPOSE)["transpose"].facts
+    size = 8192 * 8192 * 4
+    (read,) = [g for g in facts.traffic.groups if g.array == "in"]
+    assert read.streamed_bytes == pytest.approx(8 * size)
+    assert read.reread_bytes == 0.0
+    assert facts.dram_bytes == pytest.approx(2 * size, rel=0.05)

@@ -160,6 +160,7 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
             spans[len(groups) - 1] = _capped(gap_filled, streamed, count * elem, size, host_memory, cost)
     widened |= _fill_gaps(groups, spans)
     bounded = _bound_gathers(groups, gathers, by_index)
+    _bound_by_allocation(groups, extents)
     footprint_total = _union(groups, "footprint_bytes")
     streamed_total = sum(g.streamed_bytes for g in groups)
     accessed_total = sum(g.accessed_bytes for g in groups)
@@ -408,6 +409,26 @@ def _bound_gathers(groups: list[GroupTraffic], gathers: list[int], by_index: dic
             groups[i].footprint_bytes *= bound / total
         bounded.append(array)
     return bounded
+
+
+def _bound_by_allocation(groups: list[GroupTraffic], extents: dict[str, tuple[float | None, bool]]) -> None:
+    """The groups of one array read (or written) at index forms that cannot be merged (a
+    stencil's centre, its neighbours wrapped around with `%`): together they reach at most the
+    array's allocated bytes. The largest keeps its footprint (what `reuse_window` reads again
+    is counted from it); the others share what is left of the array."""
+    sizes = {array: size for array, (size, host_memory) in extents.items() if size is not None and not host_memory}
+    by_array: dict[tuple[str, bool], list[GroupTraffic]] = defaultdict(list)
+    for g in groups:
+        if g.array.rstrip("[]") in sizes:
+            by_array[(g.array.rstrip("[]"), g.is_store)].append(g)
+    for (array, _), members in by_array.items():
+        largest = max(members, key=lambda g: g.footprint_bytes)
+        others = sum(g.footprint_bytes for g in members if g is not largest)
+        left = max(0.0, sizes[array] - largest.footprint_bytes)
+        if others > left:
+            for g in members:
+                if g is not largest:
+                    g.footprint_bytes *= left / others
 
 
 def combine(groups: list[GroupTraffic]) -> float:
