@@ -248,3 +248,30 @@ def test_blocks_split_into_tiles_share_in_l2_what_their_neighbours_read():
     assert read.streamed_bytes == pytest.approx(8 * size)
     assert read.reread_bytes == 0.0
     assert facts.dram_bytes == pytest.approx(2 * size, rel=0.05)
+
+
+ROTATE = """
+__global__ void rotate(const float *src, float *dst, int w, int h, float c, float s) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x;
+  int y = blockIdx.y * blockDim.y + threadIdx.y;
+  int xs = (int)floorf(c * x - s * y);
+  int ys = (int)floorf(s * x + c * y);
+  float v = 0.0f;
+  if (xs >= 0 && xs < w && ys >= 0 && ys < h) v = src[ys * w + xs];
+  dst[y * w + x] = v;
+}
+int main() {
+  float *a, *b;
+  cudaMalloc(&a, 4096 * 4096 * sizeof(float)); cudaMalloc(&b, 4096 * 4096 * sizeof(float));
+  rotate<<<dim3(256, 256), dim3(16, 16)>>>(a, b, 4096, 4096, 0.8f, 0.6f);
+}
+"""
+
+
+def test_an_index_a_math_function_computes_from_the_thread_index_reaches_an_element_per_thread():
+    # `floorf(c * x - s * y)` is some function of the thread's position: each thread its own
+    # source pixel (as many as it writes), not one pixel for the launch
+    facts = kernel_reports(ROTATE)["rotate"].facts
+    (read,) = [g for g in facts.traffic.groups if g.array == "src"]
+    (write,) = [g for g in facts.traffic.groups if g.array == "dst"]
+    assert read.footprint_bytes >= 0.5 * write.footprint_bytes

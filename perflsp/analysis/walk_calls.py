@@ -260,7 +260,7 @@ def math_call(walker: Walker, simple: str, args: list[Val]) -> Val | None:
     if simple in costs.MATH_FP32:
         fp, sfu, ints = costs.MATH_FP32[simple]
         walker.count_math(fp, sfu, ints, F32)
-        return Val(F32, fold_math(simple, args), Linear(const_known=False))
+        return Val(F32, fold_math(simple, args), Linear(const_known=False, nonlinear=atoms_of(args)))
     if simple in costs.MATH_FP64:
         precision = F64
         if simple in costs.OVERLOADED and args and args[0].ctype.kind == "f32" and all(a.ctype.kind != "f64" for a in args):
@@ -270,7 +270,7 @@ def math_call(walker: Walker, simple: str, args: list[Val]) -> Val | None:
         else:
             fp, sfu, ints = costs.MATH_FP64[simple]
         walker.count_math(fp, sfu, ints, precision)
-        return Val(precision, fold_math(simple, args), Linear(const_known=False))
+        return Val(precision, fold_math(simple, args), Linear(const_known=False, nonlinear=atoms_of(args)))
     if simple in costs.HALF_INTRINSICS:
         walker.count_math(costs.HALF_INTRINSICS[simple], 0, 0, F16)
         return Val(F16)
@@ -295,7 +295,8 @@ def builtin_call(walker: Walker, simple: str, args: list[Val]) -> Val | None:
         target = {"float": F32, "double": F64, "int": INT}.get(simple)
         if target is None:
             target = conversion_target(simple)
-        return Val(target, args[0].value if args else None, args[0].lin if args and target.is_int else Linear(const_known=False))
+        return Val(target, args[0].value if args else None,
+                   args[0].lin if args and target.is_int else Linear(const_known=False, nonlinear=atoms_of(args)))
     if (simple in walker.aliases or simple in _SCALAR_TYPE_NAMES) and len(args) == 1 and simple not in walker.callees:
         # a functional cast: `Real_t(0.5)`, `float(i)`
         target = walker.aliases.get(simple) or parse_type(simple, walker.aliases)
