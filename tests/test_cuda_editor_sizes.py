@@ -319,3 +319,33 @@ void launch(float *sums, const float *m, int block_size) {
     assert facts.work_items == 24 * 256  # 24 blocks of the launch, the block assumed
     assert any("block assumed 256 threads" in a for a in texts(facts.assumptions))
     assert not any("problem size unknown" in a for a in texts(facts.assumptions))
+
+
+STRIDED_BLOCKS_SRC = """
+template <int NUM_THREADS = 128>
+__global__ void block_sum(const float *a, float *y, int n) {
+  int tid = threadIdx.x;
+  int idx = blockIdx.x * NUM_THREADS + tid;
+  __shared__ float part[NUM_THREADS / 32];
+  float v = idx < n ? a[idx] : 0.0f;
+  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffff, v, m);
+  if (tid % 32 == 0) part[tid / 32] = v;
+  __syncthreads();
+  if (tid == 0) atomicAdd(y, part[0] + part[1] + part[2] + part[3]);
+}
+#define BLOCK 512
+__global__ void twice(const float *a, float *b) {
+  int i = blockIdx.x * BLOCK * 2 + threadIdx.x;
+  b[i] = a[i] + a[i + BLOCK];
+}
+"""
+
+
+def test_a_kernel_that_strides_its_blocks_by_a_constant_is_assumed_launched_with_blocks_of_it():
+    # `blockIdx.x * NUM_THREADS + tid` is written for blocks of NUM_THREADS threads: 256-thread
+    # blocks would read every element twice (half the bytes, twice the integer work per byte)
+    reports = analyse(STRIDED_BLOCKS_SRC)
+    block_sum = reports["block_sum"].facts
+    assert "× 128 threads" in block_sum.work_items_note
+    assert block_sum.dram_bytes >= 4 * block_sum.work_items * 0.95
+    assert "× 512 threads" in reports["twice"].facts.work_items_note

@@ -72,14 +72,15 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
     known_block = block
     shape_known = grid is not None and block is not None
     grid_guessed = grid is None
-    if not shape_known:
-        kernel_text = _text_with_helpers(unit, _node_text(callee))
-        grid, block, shape_note = production_shape(kernel_text, grid, block,
-                                                   cost.assumed_problem_size)
-        assumptions.insert(0, shape_note)
     aliases = dict(unit.type_aliases)
     template_values = _bind_template(unit.model, kernel, site, aliases, assumptions, _template_env(unit, site),
                                      unit.options.instantiation)
+    if not shape_known:
+        kernel_text = _text_with_helpers(unit, _node_text(callee))
+        stride = _block_stride(kernel_text, lambda name: template_values.get(name, _constant(unit, name)))
+        grid, block, shape_note = production_shape(kernel_text, grid, block,
+                                                   cost.assumed_problem_size, block_stride=stride)
+        assumptions.insert(0, shape_note)
     shift = kernel_shift(unit.options.compiled, kernel.body_hash, kernel.span.start.line) if compiled is not None else None
     if compiled is not None and shift is None:
         compiled = None  # edited since the file was compiled: the next compile counts it
@@ -220,6 +221,37 @@ _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _PRODUCTION_BLOCKS = {1: (256.0, 1.0, 1.0), 2: (16.0, 16.0, 1.0), 3: (8.0, 8.0, 4.0)}
 
 
+# `blockIdx.x * C + threadIdx.x` (C a name or a number, the thread index or a plain copy of it,
+# either order): a 1-D kernel whose global index strides its blocks by C runs blocks of C threads
+# (`blockIdx.x * BLOCK + tid`, `blockIdx.x * BLOCK * 2 + threadIdx.x`: two elements a thread)
+_STRIDE = r"blockIdx\s*\.\s*x\s*\*\s*([A-Za-z_]\w*|\d+)(?:\s*\*\s*(?:\d+|[A-Za-z_]\w*))?"
+_THREAD_COPY = re.compile(r"\b([A-Za-z_]\w*)\s*=\s*threadIdx\s*\.\s*x\s*;")
+
+
+def _block_stride(kernel_text: str, value_of: Callable[[str], float | None]) -> float | None:
+    """The block size a 1-D kernel's `blockIdx.x * C + threadIdx.x` index implies: one C, a whole
+    number of warps up to 1,024 threads, where every such index folds to it; None otherwise."""
+    text = _COMMENTS.sub(" ", kernel_text)
+    thread = "|".join([r"threadIdx\s*\.\s*x", *(re.escape(n) for n in set(_THREAD_COPY.findall(text)))])
+    pattern = re.compile(rf"\b{_STRIDE}\s*\+\s*(?:{thread})\b(?!\s*[%/*\[(.])|(?:{thread})\s*\+\s*{_STRIDE}\b(?!\s*[\[(.])")
+    found: set[float] = set()
+    for m in pattern.finditer(text):
+        word = m.group(1) or m.group(2)
+        value = float(word) if word.isdigit() else value_of(word)
+        if value is None:
+            return None
+        found.add(float(value))
+    if len(found) != 1:
+        return None
+    (size,) = found
+    return size if 32 <= size <= 1024 and size % 32 == 0 else None
+
+
+def _constant(unit: AnalysisUnit, name: str) -> float | None:
+    known = unit.constant(name)
+    return known[0] if known is not None else None
+
+
 def _covering_grid(grid: tuple[float, float, float] | None, block: tuple[float, float, float] | None,
                    extents: list[float]) -> tuple[tuple[float, float, float], Note] | None:
     """The 1-D grid that covers the largest known size bounding the flat thread index once, and
@@ -239,19 +271,22 @@ def _covering_grid(grid: tuple[float, float, float] | None, block: tuple[float, 
 
 
 def production_shape(kernel_text: str, grid: tuple[float, float, float] | None,
-                     block: tuple[float, float, float] | None, threads: float
+                     block: tuple[float, float, float] | None, threads: float, block_stride: float | None = None,
                      ) -> tuple[tuple[float, float, float], tuple[float, float, float], Note]:
     """The launch shape assumed when the source cannot say it: production scale, `threads`
     threads over the grid axes the kernel reads (data well beyond L2), and a common block
     shape over the block axes it reads. An axis the kernel never reads gets one block (or
     thread): more would repeat the same work on the same data. A kernel that never reads
     `blockIdx`/`gridDim` is one block. A grid the source gives is kept (`OC / 32` blocks of a
-    `block_size` passed in): only the block is assumed."""
+    `block_size` passed in): only the block is assumed. `block_stride`: the block size a 1-D
+    kernel's `blockIdx.x * C` index implies (`_block_stride`), taken for its block."""
     grid_given = grid is not None
     read: dict[str, set[int]] = {"thread": set(), "block": set()}
     for m in _AXIS_USE.finditer(_COMMENTS.sub(" ", kernel_text)):
         family = "thread" if m.group(1).lower() in ("threadidx", "blockdim") else "block"
         read[family].add("xyz".index(m.group(2)))
+    if block is None and block_stride is not None and read["thread"] <= {0}:
+        block = (block_stride, 1.0, 1.0)
     if block is None:
         axes = sorted(read["thread"]) or [0]
         sizes = _PRODUCTION_BLOCKS[len(axes)]

@@ -161,15 +161,10 @@ def tile_of(walker: Walker, op: str, left: Val, right: Val) -> Linear | None:
     parts = (atom, 1, math.inf) if atom in THREAD_ATOMS["threadIdx"] else tile_parts(atom)
     if parts is None or coeff != 1.0:
         return None
-    value = right.value
-    if op == "&" and value >= 1 and math.log2(value + 1).is_integer():
-        kind, divisor = "%", value + 1
-    elif op == ">>" and 0 < value < 31:
-        kind, divisor = "/", 2.0 ** int(value)
-    elif op in ("%", "/") and float(value).is_integer():
-        kind, divisor = op, value
-    else:
+    split = _divisor(op, right.value)
+    if split is None:
         return None
+    kind, divisor = split
     base, low, values = parts
     extent = walker.cardinality.get(atom, 1.0)
     if kind == "%" and extent <= divisor:
@@ -220,9 +215,7 @@ def split_at(walker: Walker, op: str, left: Val, right: Val) -> Linear | None:
             high.append((atom, float(c // divisor)))
         elif divisor % c == 0 and card > divisor // c:
             per = divisor // c  # values of the atom in one C
-            parts = (atom, 1, math.inf) if tile_parts(atom) is None else tile_parts(atom)
-            assert parts is not None
-            base, lowest, values = parts
+            base, lowest, values = tile_parts(atom) or (atom, 1, math.inf)
             if values != math.inf and values % per:
                 return None  # tiles that do not nest
             row = tile_atom(base, lowest * per, values / per)
