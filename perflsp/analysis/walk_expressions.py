@@ -208,7 +208,8 @@ def split_at(walker: Walker, op: str, left: Val, right: Val) -> Linear | None:
     cards: dict[str, float] = {}  # the tiles made here, with their values
     for atom, coeff in lin.coeffs:
         card = walker.cardinality.get(atom)
-        if card is None or coeff <= 0 or not float(coeff).is_integer():
+        if card is None or not math.isfinite(card) or coeff <= 0 or not math.isfinite(coeff) \
+                or not float(coeff).is_integer():
             return None
         c = int(coeff)
         if c % divisor == 0:
