@@ -409,6 +409,35 @@ def test_an_openmp_region_counts_its_loop_body_per_iteration(tmp_path, compiler)
     assert facts.per_item.fp64 == 0.0
 
 
+DOT_REGION = """\
+double dot(int n, const double *x, const double *y) {
+  double s = 0.0;
+  #pragma omp target teams distribute parallel for map(to: x[0:n], y[0:n]) map(tofrom: s) reduction(+:s) thread_limit(256)
+  for (int i = 0; i < n; i++)
+    s += x[i] * y[i];
+  return s;
+}
+int main() { static double x[1 << 22], y[1 << 22]; return dot(1 << 22, x, y) > 0; }
+"""
+
+
+@needs_omp
+def test_the_runtime_code_of_a_directive_continued_on_a_second_line_counts_as_on_one(tmp_path, compiler):
+    # the reduction's code sits on the line of its clause: written on a continuation line, it is
+    # still the runtime's (each of its branches read as even), not the loop body's (every pass)
+    counts = []
+    for name, text in (("one.cpp", DOT_REGION),
+                       ("two.cpp", DOT_REGION.replace("map(tofrom: s) reduction", "map(tofrom: s) \\\n    reduction"))):
+        source = tmp_path / name
+        source.write_text(text)
+        (report,) = analyse(source, compiler).values()
+        assert "operations counted in the compiled code" in texts(report.facts.evidence)[0]
+        counts.append(report.facts.per_item)
+    one, two = counts
+    assert two.int32 == pytest.approx(one.int32, rel=0.02)
+    assert two.fp64 == pytest.approx(one.fp64, rel=0.02)
+
+
 def test_without_a_toolchain_the_source_engine_answers_and_says_why(tmp_path):
     source = tmp_path / "slip.cu"
     source.write_text(SLIP)

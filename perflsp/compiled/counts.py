@@ -21,7 +21,7 @@ from pathlib import Path
 from perflsp.compiled.branch_shares import block_shares
 from perflsp.compiled.linking import simple_name
 from perflsp.compiled.model import INDEX, ZERO, CompiledFunction, CompiledUnit, Vector, add
-from perflsp.compiled.names import directive_line
+from perflsp.compiled.names import directive_line, directive_lines
 from perflsp.compiled.profile import LineTable, SourceProfile, same_file
 from perflsp.compiled.sass import Location
 
@@ -120,9 +120,12 @@ class _Counter:
                 if self._peeled(chain, enclosing, tied_loops):
                     continue
                 guarded = self.source_weight(chain)
-                if guarded is None and chain and chain[0][1] == runtime_line:
-                    # the OpenMP device runtime's code, on the directive's line: no statement
-                    # guards it, each of its branches is read as even
+                if chain and runtime_line is not None and (
+                        (guarded is None and chain[0][1] == runtime_line)
+                        or chain[0][1] in directive_lines(chain[0][0], runtime_line) - {runtime_line}):
+                    # the OpenMP device runtime's code, on the directive's lines (a clause on a
+                    # continuation line: its reduction): no statement guards it, each of its
+                    # branches is read as even
                     guarded = shares[index]
                 weight = min(1.0 if guarded is None else guarded, caps[index]) * frequency
                 if weight <= 0:
