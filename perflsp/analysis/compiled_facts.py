@@ -42,8 +42,9 @@ class CompiledCounts:
 
 
 def count_compiled(unit: CompiledUnit, fn: CompiledFunction, profile: SourceProfile,
-                   parallel_trips: float | None = None, shift: tuple[str, int] | None = None) -> CompiledCounts:
-    dynamic = dynamic_counts(unit, fn, profile, parallel_trips, PREDICATED_SHARE, shift)
+                   parallel_trips: float | None = None, shift: tuple[str, int] | None = None,
+                   continuation_lines: int = 0) -> CompiledCounts:
+    dynamic = dynamic_counts(unit, fn, profile, parallel_trips, PREDICATED_SHARE, shift, continuation_lines)
     return CompiledCounts(fn, dynamic, unit.arch, unit.compiler)
 
 
@@ -87,11 +88,11 @@ def operations(source: OpCounts, fixed_ints: float, cost: CostModel, compiled: C
                function: CompiledFunction | None, profile: SourceProfile | None, notes: list[Note], *,
                threads: float, work_items: float, parallel_trips: float | None = None,
                shift: tuple[str, int] | None = None, edited_since: bool = False,
-               missing: str = "") -> tuple[OpCounts, Note | None]:
+               missing: str = "", continuation_lines: int = 0) -> tuple[OpCounts, Note | None]:
     """A kernel's per-item operations: the compiled code's where it has the kernel (and the
     evidence line saying so), else the source walk's (with the reason in `notes`)."""
     if compiled is not None and function is not None and profile is not None:
-        counted = count_compiled(compiled, function, profile, parallel_trips, shift)
+        counted = count_compiled(compiled, function, profile, parallel_trips, shift, continuation_lines)
         notes.extend(Note(NoteKind.COMPILED_COUNTS, NoteSource.COMPILED, note) for note in counted.dynamic.notes)
         return compiled_per_item(source, counted, threads, work_items), compiled_evidence(counted)
     if edited_since:

@@ -20,6 +20,7 @@ from perflsp.analysis.unit import AnalysisUnit, HostTypes
 from perflsp.analysis.walk_values import Val
 from perflsp.analysis.walker import KernelWalker
 from perflsp.kernels.consteval import ConstEnv, Value
+from perflsp.kernels.definitions import template_arguments
 from perflsp.kernels.program import function_around
 
 
@@ -349,10 +350,9 @@ def template_values(unit: AnalysisUnit, function: Node, named: tuple[str, ...] |
     callee_name = unit.ctx.text(name_node).split("::")[-1]
     given: list[tuple[int, list[str]]] = []  # (where a call stands, its explicit template arguments)
     for call in unit.model.calls_to(callee_name):
-        callee = call.child_by_field_name("function")
-        arguments = callee.child_by_field_name("arguments") if callee is not None and callee.type == "template_function" else None
-        if arguments is not None:  # (else deduced from the call's arguments: no value parameters given)
-            given.append((call.start_byte, [unit.ctx.text(a) for a in arguments.named_children if a.type != "comment"]))
+        explicit = template_arguments(call.child_by_field_name("function"))
+        if explicit is not None:  # (else deduced from the call's arguments: no value parameters given)
+            given.append((call.start_byte, [unit.ctx.text(a) for a in explicit]))
     given += [(m.site.start_byte, list(m.template_arguments)) for m in unit.model.macro_calls_to(callee_name)
               if m.template_arguments is not None]  # (`#define RUN(n) run<n>(x)`, then `RUN(64);`)
     for start, texts in sorted(given, key=lambda g: g[0]):
@@ -399,9 +399,7 @@ def template_types(unit: AnalysisUnit, function: Node | None, named: tuple[str, 
     for call in unit.model.calls_to(unit.ctx.text(name_node).split("::")[-1]):
         if function.start_byte <= call.start_byte < function.end_byte:
             continue  # (a recursive call)
-        callee = call.child_by_field_name("function")
-        explicit = callee.child_by_field_name("arguments") if callee is not None and callee.type == "template_function" else None
-        given = [unit.ctx.text(a) for a in explicit.named_children if a.type != "comment"] if explicit is not None else []
+        given = [unit.ctx.text(a) for a in template_arguments(call.child_by_field_name("function")) or []]
         arguments = call.child_by_field_name("arguments")
         passed = [a for a in arguments.named_children if a.type != "comment"] if arguments is not None else []
         caller_types: HostTypes | None = None

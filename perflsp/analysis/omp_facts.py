@@ -150,7 +150,8 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
         result.counts, cost.int_per_omp_iteration, cost, compiled, compiled_fn, profile, result.notes,
         threads=launched, work_items=max(work_items, 1.0), parallel_trips=max(work_items, 1.0) / launched,
         shift=(unit.kernels.path, shift) if shift and unit.kernels.path else None, edited_since=edited_since,
-        missing=f"offload entry for line {region.span.start.line + 1}")
+        missing=f"offload entry for line {region.span.start.line + 1}",
+        continuation_lines=region.span.end.line - region.span.start.line)
     fast_atom = f"o{max(parallel_levels, 1) - 1}"
     sizes_assumed = any(a.kind == NoteKind.PROBLEM_SIZE_UNKNOWN for a in assumptions)
     serial = not words & {"teams", "parallel", "distribute", "for", "loop", "simd"} and \

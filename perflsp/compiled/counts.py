@@ -21,7 +21,7 @@ from pathlib import Path
 from perflsp.compiled.branch_shares import block_shares
 from perflsp.compiled.linking import simple_name
 from perflsp.compiled.model import INDEX, ZERO, CompiledFunction, CompiledUnit, Vector, add
-from perflsp.compiled.names import directive_line, directive_lines
+from perflsp.compiled.names import directive_line
 from perflsp.compiled.profile import LineTable, SourceProfile, same_file
 from perflsp.compiled.sass import Location
 
@@ -59,23 +59,26 @@ class _LoopTie:
 
 
 def dynamic_counts(unit: CompiledUnit, fn: CompiledFunction, profile: SourceProfile, parallel_trips: float | None = None,
-                   predicated_share: float = 1.0, shift: tuple[str, int] | None = None) -> DynamicCounts:
+                   predicated_share: float = 1.0, shift: tuple[str, int] | None = None,
+                   continuation_lines: int = 0) -> DynamicCounts:
     """Counts per thread of `fn` (a kernel of `unit`); `parallel_trips`: the iterations of the
     OpenMP worksharing loop one thread runs; `shift`: (file, lines) the source of that file moved
-    by since it was compiled (an edited buffer)."""
+    by since it was compiled (an edited buffer); `continuation_lines`: the lines an OpenMP
+    directive continues onto after its first (`... map(tofrom: s) \\` then `reduction(+:s)`)."""
     table = profile.lines()
-    return _Counter(unit, table, profile, parallel_trips, predicated_share, shift).count(fn, 0)
+    return _Counter(unit, table, profile, parallel_trips, predicated_share, shift, continuation_lines).count(fn, 0)
 
 
 class _Counter:
     def __init__(self, unit: CompiledUnit, table: LineTable, profile: SourceProfile, parallel_trips: float | None,
-                 predicated_share: float, shift: tuple[str, int] | None = None):
+                 predicated_share: float, shift: tuple[str, int] | None = None, continuation_lines: int = 0):
         self.unit = unit
         self.table = table
         self.profile = profile
         self.parallel_trips = parallel_trips
         self.predicated_share = predicated_share
         self.shift = shift if shift is not None and shift[1] else None
+        self.continuation_lines = continuation_lines  # of the OpenMP directive, after its first line
         self._weights: dict[tuple[Location, ...], float | None] = {}
         self._callees: dict[str, Vector] = {}
         self._chains: dict[int, list[tuple[Location, ...]]] = {}
@@ -107,6 +110,7 @@ class _Counter:
             loop_trips.append(trips)
         tied_loops = self._tied_by_source(fn, ties)
         runtime_line = directive_line(fn.name)
+        continued = range(runtime_line + 1, runtime_line + 1 + self.continuation_lines) if runtime_line else range(0)
         shares = block_shares(fn) if runtime_line is not None else []
         caps = self._exit_caps(fn, chains)
         total = ZERO
@@ -121,8 +125,7 @@ class _Counter:
                     continue
                 guarded = self.source_weight(chain)
                 if chain and runtime_line is not None and (
-                        (guarded is None and chain[0][1] == runtime_line)
-                        or chain[0][1] in directive_lines(chain[0][0], runtime_line) - {runtime_line}):
+                        (guarded is None and chain[0][1] == runtime_line) or chain[0][1] in continued):
                     # the OpenMP device runtime's code, on the directive's lines (a clause on a
                     # continuation line: its reduction): no statement guards it, each of its
                     # branches is read as even

@@ -174,24 +174,6 @@ def directive_line(name: str) -> int | None:
     return int(m.group(4)) if m else None
 
 
-@lru_cache(maxsize=256)
-def directive_lines(path: str, first: int) -> frozenset[int]:
-    """The lines (1-based) a directive starting on line `first` of `path` spans: it and the
-    lines its trailing backslashes continue it onto (`... map(tofrom: s) \\` then
-    `reduction(+:s)`); the first line alone where the file cannot be read."""
-    try:
-        with open(path, "rb") as handle:
-            lines = handle.read().split(b"\n")
-    except OSError:
-        return frozenset({first})
-    found = {first}
-    at = first
-    while 0 < at <= len(lines) and lines[at - 1].rstrip().endswith(b"\\") and at < first + 64:
-        at += 1
-        found.add(at)
-    return frozenset(found)
-
-
 def _file_id(path: str) -> tuple[int, int] | None:
     try:
         stat = os.stat(path)

@@ -95,6 +95,13 @@ def template_value_names(fn: Node) -> tuple[str | None, ...]:
     return tuple(names)
 
 
+def template_arguments(callee: Node | None) -> list[Node] | None:
+    """The explicit template arguments of a call's callee (`run<T, 256>`: `T`, `256`); None for a
+    callee written without them (its template arguments, if any, are deduced)."""
+    listed = callee.child_by_field_name("arguments") if callee is not None and callee.type == "template_function" else None
+    return [a for a in listed.named_children if a.type != "comment"] if listed is not None else None
+
+
 def non_const_reference(param_text: str) -> bool:
     """`float &u`, `T& out`: a parameter the callee may assign through (not `const T &`, `&&`)."""
     return "&" in param_text and "&&" not in param_text and re.search(r"\bconst\b", param_text) is None

@@ -10,12 +10,14 @@ function that uses the macro (a driver of benchmark sizes is often written this 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from tree_sitter import Node, QueryCursor
 
 from perflsp.kernels.consteval import ConstEnv
+from perflsp.kernels.definitions import template_arguments
 from perflsp.kernels.preprocess import expand_macros
 from perflsp.source.parser import parse, query
 
@@ -33,18 +35,22 @@ class MacroCall:
     template_arguments: tuple[str, ...] | None  # the explicit template arguments (`<T, 256>`), if any
 
 
-def macros_calling(used: Iterable[str], env: ConstEnv) -> dict[str, tuple[str, ...]]:
-    """Callee name -> the function-like macros among `used` (names the file calls) whose body
-    calls it."""
+def macros_calling(macros: Mapping[str, tuple[tuple[str, ...], str]]) -> dict[str, tuple[str, ...]]:
+    """Callee name -> the function-like macros of `macros` (name -> parameters and body) whose
+    body calls it."""
     out: dict[str, list[str]] = {}
-    for macro in used:
-        definition = env.function_macro(macro)
-        if definition is None:
-            continue
-        for callee in set(_CALLED.findall(definition[1])):
+    for macro, (_, body) in macros.items():
+        for callee in _called(body):
             if callee != macro:
                 out.setdefault(callee, []).append(macro)
-    return {name: tuple(sorted(macros)) for name, macros in out.items()}
+    return {name: tuple(sorted(found)) for name, found in out.items()}
+
+
+@lru_cache(maxsize=8192)
+def _called(body: str) -> frozenset[str]:
+    """The names a macro body calls: the same bodies (a header's) are read by every version of
+    every file that includes them."""
+    return frozenset(_CALLED.findall(body))
 
 
 def calls_in_expansion(use: str, env: ConstEnv, name: str) -> list[tuple[tuple[str, ...], tuple[str, ...] | None]]:
@@ -64,10 +70,10 @@ def calls_in_expansion(use: str, env: ConstEnv, name: str) -> list[tuple[tuple[s
         arguments = call.child_by_field_name("arguments")
         if arguments is None:
             continue
-        listed = callee.child_by_field_name("arguments") if callee.type == "template_function" else None
+        listed = template_arguments(callee)
         found[call.start_byte] = (
             tuple(_text(data, a) for a in arguments.named_children if a.type != "comment"),
-            tuple(_text(data, a) for a in listed.named_children if a.type != "comment") if listed is not None else None,
+            tuple(_text(data, a) for a in listed) if listed is not None else None,
         )
     return [found[k] for k in sorted(found)]
 

@@ -27,7 +27,7 @@ from perflsp.kernels.build_sources import program_sources
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.cuda import from_definition, macro_aliases
-from perflsp.kernels.definitions import function_declarator, function_definitions, template_value_names
+from perflsp.kernels.definitions import function_declarator, function_definitions, template_arguments, template_value_names
 from perflsp.kernels.extract import extract, extract_with_constants
 from perflsp.kernels.fields import field_declarations
 from perflsp.kernels.file_trees import defined_names, file_version, parsed_header, parsed_text, source_definitions
@@ -492,10 +492,8 @@ class ProgramModel:
                 continue
             arg_texts = [self.ctx.text(a) for a in args.named_children if a.type != "comment"]
             if len(arg_texts) == len(param_names):
-                callee = call.child_by_field_name("function")
-                listed = callee.child_by_field_name("arguments") if callee is not None and callee.type == "template_function" else None
-                candidates.append((call, arg_texts, [self.ctx.text(a) for a in listed.named_children if a.type != "comment"]
-                                   if listed is not None else ()))
+                listed = template_arguments(call.child_by_field_name("function")) or []
+                candidates.append((call, arg_texts, [self.ctx.text(a) for a in listed]))
         if calls is None:
             candidates += [(m.site, list(m.arguments), m.template_arguments or ()) for m in self.macro_calls_to(name)
                            if len(m.arguments) == len(param_names)
@@ -543,8 +541,7 @@ class ProgramModel:
         name = self.function_name(function)
         if name is None or name == "main" or depth + 1 >= CALLER_LEVELS:
             return True
-        callers = [c for c in (*self.calls_to(name), *(m.site for m in self.macro_calls_to(name)))
-                   if not function.start_byte <= c.start_byte < function.end_byte]
+        callers = [c for c in self.call_sites(name) if not function.start_byte <= c.start_byte < function.end_byte]
         return not callers or any(self._call_runs(c, depth + 1) for c in callers)
 
     def _passed_through_tables(self, name: str, param_names: tuple[str | None, ...], depth: int,
@@ -632,6 +629,11 @@ class ProgramModel:
         self._calls[name] = [found[k] for k in sorted(found)]
         return self._calls[name]
 
+    def call_sites(self, name: str) -> list[Node]:
+        """Where `name` is called: its written calls (`calls_to`), then the uses of macros whose
+        body calls it (`macro_calls_to`)."""
+        return [*self.calls_to(name), *(m.site for m in self.macro_calls_to(name))]
+
     def macro_calls_to(self, name: str) -> list[MacroCall]:
         """The calls of `name` that uses of function-like macros make (`#define RUN(T) run<T>(n)`,
         then `RUN(float);`), in the order of the uses (`perflsp.kernels.macro_calls`)."""
@@ -646,7 +648,7 @@ class ProgramModel:
 
     @cached_property
     def _macros_calling(self) -> dict[str, tuple[str, ...]]:
-        return macros_calling(self.env.all_function_macros(), self.env)
+        return macros_calling(self.env.all_function_macros())
 
     @cached_property
     def _call_offsets(self) -> dict[str, list[int]]:

@@ -79,7 +79,7 @@ def _called_from_edit(model: ProgramModel, name: str, edited: tuple[int, int], r
     reached[key] = False  # (a recursive call chain ends here)
     found = name in removed
     if not found and name:
-        for call in (*model.calls_to(name), *(m.site for m in model.macro_calls_to(name))):
+        for call in model.call_sites(name):
             if edited[0] <= call.start_byte < edited[1]:
                 found = True
                 break
