@@ -124,6 +124,16 @@ def test_instruction_classes_follow_nsight_compute(opcode, field, amount):
     assert other.integer == other.fp32 == 0
 
 
+def test_a_constant_put_in_a_register_by_an_fma_is_no_arithmetic():
+    from perflsp.compiled.sass import Instruction
+
+    # ptxas (sm_80, sm_86) sets a register to 4 this way before an `IMAD.WIDE` by the element size
+    move = classify(Instruction(0, "HFMA2.MMA", "R7, -RZ, RZ, 0, 2.384185791015625e-07", None, ()))
+    assert move.fp16 == move.fp32 == move.integer == 0
+    real = classify(Instruction(0, "HFMA2", "R4, R2, R3, -RZ", None, ()))
+    assert real.fp16 == 4
+
+
 # ------------------------------------------------------------------------------ real compiles
 
 SLIP = """\

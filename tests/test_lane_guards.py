@@ -58,3 +58,39 @@ def test_compiled_counts_weight_a_lane_guarded_block_by_its_share(tmp_path):
     assert "operations counted in the compiled code" in texts(facts.evidence)[0]
     # the loops' FP32 work at their shares (nvcc unrolls them: the trips carry the unrolling)
     assert facts.per_item.fp32 == pytest.approx(2000 * 32 / 256 + 1000 * 192 / 256, rel=0.02)
+
+
+TREE = """
+__global__ void tree(int *g_in, int *g_out, unsigned int n) {
+  unsigned int tid = threadIdx.x;
+  int *data = g_in + blockIdx.x * blockDim.x;
+  for (int stride = 1; stride < blockDim.x; stride *= 2) {
+    if ((tid % (2 * stride)) == 0)
+      data[tid] += data[tid + stride];
+    __syncthreads();
+  }
+  if (tid % 4 != 0) g_out[blockIdx.x * blockDim.x + tid] = 1;
+}
+int main() { int *a, *b; int n = 1 << 24; tree<<<n / 1024, 1024>>>(a, b, n); }
+"""
+
+
+def test_a_remainder_test_lets_one_thread_in_its_modulus_through(tmp_path):
+    source = tmp_path / "tree.cu"
+    source.write_text(TREE)
+    facts = analyse(source, None)["tree"].facts
+    # half the threads add in the first of the 10 passes, a quarter in the next, ...: about one
+    # pass's worth (two loads and a store) in all; then three threads in four store once
+    assert facts.per_item.global_loads == pytest.approx(2.0)
+    assert facts.per_item.global_stores == pytest.approx(1.0 + 0.75)
+    # every element of the input is read: its footprint is the array's, not a thousandth of it
+    assert facts.traffic.footprint_bytes >= 4 * (1 << 24)
+
+
+@needs_cuda
+def test_compiled_counts_weight_a_remainder_test_by_its_share(tmp_path):
+    source = tmp_path / "tree.cu"
+    source.write_text(TREE)
+    facts = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["tree"].facts
+    assert "operations counted in the compiled code" in texts(facts.evidence)[0]
+    assert facts.per_item.global_loads == pytest.approx(2.0, rel=0.05)

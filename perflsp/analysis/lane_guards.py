@@ -55,6 +55,62 @@ def lanes_share(walker: Walker, cond: Node | None) -> float | None:
     return min(1.0, max(0.0, float(int(passing + 0.999999)) / extent))
 
 
+def modulus_share(walker: Walker, cond: Node | None) -> float | None:
+    """The share of threads for which `cond`, `x % m == k` (or `!=`) with `x` a value of the
+    thread index, holds: one value of `x` in `m` for a known `m`; in a loop that doubles or halves
+    `m` (`tid % (2 * stride) == 0` of a tree reduction) half the threads, then a quarter, ...:
+    about one pass's worth over the loop, 1/passes a pass. None for any other condition."""
+    node = cond
+    while node is not None and node.type in ("parenthesized_expression", "condition_clause") \
+            and node.named_child_count == 1:
+        node = node.named_children[0]
+    if node is None or node.type != "binary_expression":
+        return None
+    op = walker.text(node.child_by_field_name("operator"))
+    sides = [node.child_by_field_name("left"), node.child_by_field_name("right")]
+    if op not in ("==", "!=") or None in sides:
+        return None
+    remainder = next((_strip(side) for side in sides if _is_remainder(walker, side)), None)
+    if remainder is None:
+        return None
+    other = sides[1] if _strip(sides[0]) is remainder else sides[0]
+    saved = walker.mult
+    walker.mult = 0.0  # evaluated again, and counted, as the condition
+    try:
+        dividend = walker.eval(remainder.child_by_field_name("left"))
+        modulus = walker.eval(remainder.child_by_field_name("right"))
+        tested = walker.eval(other)
+    finally:
+        walker.mult = saved
+    thread_atoms = {a for a in dividend.lin.atoms | dividend.lin.nonlinear if a in _AXES or tile_parts(a)}
+    if not thread_atoms or tested.value is None:
+        return None
+    geometric = [a for a in modulus.lin.atoms | modulus.lin.nonlinear if a in walker.geometric_loops]
+    if geometric:
+        share = 1.0 / max(1.0, walker.geometric_loops[geometric[0]])
+    elif modulus.value is not None and modulus.value >= 1 and not modulus.lin.atoms:
+        share = 1.0 / float(modulus.value)
+    else:
+        return None
+    threads = 1.0
+    for atom in thread_atoms:
+        threads *= max(1.0, walker.cardinality.get(atom, 1.0))
+    share = max(share, 1.0 / threads)  # (a modulus beyond the threads' range: one of them)
+    return share if op == "==" else 1.0 - share
+
+
+def _strip(node: Node | None) -> Node | None:
+    while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node
+
+
+def _is_remainder(walker: Walker, node: Node | None) -> bool:
+    node = _strip(node)
+    return node is not None and node.type == "binary_expression" \
+        and walker.text(node.child_by_field_name("operator")) == "%"
+
+
 def _thread_extent(walker: Walker, val: Val) -> float | None:
     """The values of a value that is exactly one thread index (`threadIdx.y`: the block's extent
     along it) or a tile of one (`threadIdx.x % 32`: 32), else None."""

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.analysis.case_chains import case_share
-from perflsp.analysis.lane_guards import lanes_share
+from perflsp.analysis.lane_guards import lanes_share, modulus_share
 from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, distinct_values
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_values import INDEX_ATOMS, Val, index_atom
@@ -116,6 +116,10 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
     if both is not None:
         return both
     thread_atoms = {a for a in cval.lin.atoms if index_atom(a) or a.startswith("o")}
+    if thread_atoms:
+        share = modulus_share(walker, cond)
+        if share is not None:
+            return share
     if "==" in text and thread_atoms and "&&" not in text and "||" not in text:
         share = case_share(walker, cond)
         if share is not None:

@@ -148,4 +148,14 @@ def _classify_opcode(opcode: str) -> Cost:
 
 def classify(instruction: Instruction) -> Cost:
     """What one executing thread adds for `instruction` (its predicate aside)."""
+    if instruction.opcode.startswith("HFMA2") and _zero_product(instruction.operands):
+        return NOTHING
     return _classify_opcode(instruction.opcode)
+
+
+def _zero_product(operands: str) -> bool:
+    """An FMA whose multiplicand is the zero register (`HFMA2.MMA R7, -RZ, RZ, 0, 2.38e-07`):
+    ptxas's way to put a constant in a register on Ampere and later (it issues on the idle
+    tensor pipe), a move and no half-precision arithmetic."""
+    parts = [p.strip().lstrip("-|").rstrip("|") for p in operands.split(",")]
+    return len(parts) >= 3 and "RZ" in (parts[1], parts[2])
