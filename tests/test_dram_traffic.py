@@ -275,3 +275,52 @@ def test_an_index_a_math_function_computes_from_the_thread_index_reaches_an_elem
     (read,) = [g for g in facts.traffic.groups if g.array == "src"]
     (write,) = [g for g in facts.traffic.groups if g.array == "dst"]
     assert read.footprint_bytes >= 0.5 * write.footprint_bytes
+
+
+SUB_MATRICES = """
+#define TILE 16
+typedef struct { int width; int stride; float *elements; } Matrix;
+__device__ float get(const Matrix A, int row, int col) { return A.elements[row * A.stride + col]; }
+__device__ void set(Matrix A, int row, int col, float v) { A.elements[row * A.stride + col] = v; }
+__device__ Matrix sub_matrix(Matrix A, int row, int col) {
+  Matrix s;
+  s.width = TILE;
+  s.stride = A.stride;
+  s.elements = &A.elements[A.stride * TILE * row + TILE * col];
+  return s;
+}
+__global__ void product(Matrix A, Matrix B, Matrix C) {
+  int row = threadIdx.y, col = threadIdx.x;
+  Matrix c = sub_matrix(C, blockIdx.y, blockIdx.x);
+  float acc = 0;
+  for (int m = 0; m < 2048 / TILE; ++m) {
+    Matrix a = sub_matrix(A, blockIdx.y, m);
+    Matrix b = sub_matrix(B, m, blockIdx.x);
+    __shared__ float as[TILE][TILE], bs[TILE][TILE];
+    as[row][col] = get(a, row, col);
+    bs[row][col] = get(b, row, col);
+    __syncthreads();
+    for (int e = 0; e < TILE; ++e) acc += as[row][e] * bs[e][col];
+    __syncthreads();
+  }
+  set(c, row, col, acc);
+}
+int main() {
+  Matrix a, b, c;
+  a.width = a.stride = b.width = b.stride = c.width = c.stride = 2048;
+  product<<<dim3(128, 128), dim3(TILE, TILE)>>>(a, b, c);
+}
+"""
+
+
+def test_sub_matrices_returned_by_a_device_function_keep_their_place_in_the_matrix(tmp_path):
+    source = tmp_path / "sub.cu"
+    source.write_text(SUB_MATRICES)
+    facts = analyse(source, None)["product"].facts
+    # each of the three 2048 x 2048 matrices is reached whole (the tiles of `a` and `b` at their
+    # block's row and column and the loop's step; `get(b, ...)` reads `b`, not a kernel's
+    # parameter that a device function's parameter happens to share a name with)
+    matrix = 2048 * 2048 * 4
+    groups = {g.array: g.footprint_bytes for g in facts.traffic.groups}
+    assert groups == {"A.elements": pytest.approx(matrix), "B.elements": pytest.approx(matrix),
+                      "C.elements": pytest.approx(matrix)}

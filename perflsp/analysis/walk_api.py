@@ -65,6 +65,7 @@ class Walker(Protocol):
     last_step_kind: str | None
     inline_stack: list[str]
     return_values: list[Val]
+    returned_members: dict[str, Val]
     lambdas: dict[str, tuple[Callee, dict[str, Val] | None]]
     members: dict[str, dict[str, Val]]
     size_parameters: set[str]
@@ -98,6 +99,8 @@ class Walker(Protocol):
     def line(self, node: Node) -> int: ...
 
     def lookup(self, name: str) -> Val | None: ...
+
+    def members_of(self, name: str) -> dict[str, Val]: ...
 
     def assign(self, name: str, val: Val) -> None: ...
 

@@ -341,7 +341,12 @@ def _assign_local_member(walker: Walker, left: Node, right: Val, before: Val | N
     if before is not None:
         right = Val(before.ctype, None, Linear(const_known=False, nonlinear=before.lin.atoms | right.lin.atoms
                                                | before.lin.nonlinear | right.lin.nonlinear))
-    holder[f"{name}.{walker.text(left.child_by_field_name('field'))}"] = Val(right.ctype, None, right.lin)
+    member = f"{name}.{walker.text(left.child_by_field_name('field'))}"
+    if right.ctype.pointer and right.root is not None and before is None:
+        # a pointer member (`sub.elements = &a.elements[offset]`): the array it points into
+        holder[member] = Val(right.ctype, None, right.lin, right.root, right.space)
+        return
+    holder[member] = Val(right.ctype, None, right.lin)
 
 
 def lvalue_type(walker: Walker, node: Node | None) -> Val:

@@ -91,6 +91,9 @@ class KernelWalker:
         self.last_step_kind: str | None = None
         self.inline_stack: list[str] = []
         self.return_values: list[Val] = []
+        # the members of the struct an inlined call returned (`Matrix sub = sub_matrix(a, r, c)`
+        # reads `sub.elements` as the callee set it), kept until the declaration that takes them
+        self.returned_members: dict[str, Val] = {}
         # callables the body names: `auto f = [=] __device__ (int i) {...}` and lambdas passed
         # to the kernel, with the scope their captures read (None: the scopes where they are called)
         self.lambdas: dict[str, tuple[Callee, dict[str, Val] | None]] = {}
@@ -171,6 +174,17 @@ class KernelWalker:
             if name in scope:
                 return scope[name]
         return None
+
+    def members_of(self, name: str) -> dict[str, Val]:
+        """The members known of the struct variable `name`: those the walk assigned (`r.data =
+        ...`, kept as `r.data`) over those of a struct parameter of the kernel."""
+        found = dict(self.members.get(name, {}))
+        prefix = name + "."
+        for scope in self.scopes:
+            for key, val in scope.items():
+                if key.startswith(prefix) and "." not in key[len(prefix):]:
+                    found[key[len(prefix):]] = val
+        return found
 
     def assign(self, name: str, val: Val) -> None:
         for scope in reversed(self.scopes):
@@ -334,7 +348,11 @@ class KernelWalker:
             vals = [self.eval(c) for c in value_node.named_children]
             val = vals[0] if len(vals) == 1 else Val(ctype, lin=Linear(const_known=False))
         else:
+            self.returned_members = {}
             val = self.eval(value_node)
+            for member, member_val in self.returned_members.items():
+                self.scopes[-1][f"{name}.{member}"] = member_val
+            self.returned_members = {}
         if type_is_auto(base):
             ctype = val.ctype
         elif val.ctype.kind != ctype.kind and ctype.is_float and val.ctype.is_float:
@@ -384,6 +402,10 @@ class KernelWalker:
             val = self.eval(child)
             if self.inline_stack:
                 self.return_values.append(val)
+                if child.type == "identifier":
+                    self.returned_members = self.members_of(self.text(child))
+                elif child.type != "call_expression":  # (`return sub(...)`: what that call returned)
+                    self.returned_members = {}
 
     # -- expressions ------------------------------------------------------------------------
 
