@@ -755,6 +755,20 @@ def test_a_unit_whose_host_code_does_not_compile_is_counted_from_its_device_code
         compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
 
 
+
+@needs_cuda
+@needs_clang_cuda
+def test_a_clang_built_unit_whose_host_code_does_not_compile_here_is_counted_from_its_device_code(tmp_path):
+    source = tmp_path / "legacy.cu"
+    source.write_text(HOST_TROUBLE)  # (a library header this machine lacks)
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=_clang_database(tmp_path, source))
+    result = compiler.compiled(source, ["sm_86"])
+    assert result.failures == {}
+    unit = result.units["sm_86"]
+    assert "_Z5scalePfi" in unit.functions
+    assert unit.compiler.startswith("nvcc") and "device code alone" in unit.compiler
+
+
 MACRO_PRAGMAS = textwrap.dedent("""\
     #include <omp.h>
     #include "offload.h"

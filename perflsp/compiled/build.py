@@ -60,8 +60,8 @@ READER_VERSION = _reader_version()
 FORMAT_VERSION = 5  # of the compile key: what a compile depends on besides the tools and the text (5: host code set aside on failure)
 # of the ways a failed compile is retried (2: headers found for the copy without host code, and
 # host functions whose signatures carry macros set aside): a failure recorded by older retries
-# is tried again, a compiled unit stays valid
-RETRY_VERSION = 2
+# is tried again, a compiled unit stays valid (3: a unit the build compiles with clang, through nvcc)
+RETRY_VERSION = 3
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
 _BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
 _CXX17_ONLY: dict[str, bool] = {}  # nvcc -> whether its headers reject standards before C++17
@@ -347,11 +347,17 @@ def _write_beside(source: str, text: bytes, work: str) -> str:
 def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: bytes, work: str, timeout_s: float,
                           failure: CompileFailure) -> tuple[str, CompileRequest, str]:
     """A CUDA unit that failed to compile, compiled again with its host code set aside
-    (host_aside.py): (binary, request, the file compiled, written beside the source). Raises
-    `failure` where that does not compile either, or does not apply (OpenMP regions live in host
-    code; clang compiles as the build does; a compile that ran out of time)."""
-    if request.language != "cuda" or uses_clang_cuda(request, toolchain) or "took longer than" in str(failure):
+    (host_aside.py), by nvcc: (binary, request, the file compiled, written beside the source).
+    Raises `failure` where that does not compile either, or does not apply (OpenMP regions live in
+    host code; a compile that ran out of time)."""
+    if request.language != "cuda" or "took longer than" in str(failure):
         raise failure
+    if uses_clang_cuda(request, toolchain):
+        if toolchain.nvcc is None:
+            raise failure
+        # (a unit the build compiles with clang that does not compile here whole, for a library
+        # header this machine lacks: its device code alone, through nvcc, named in the evidence)
+        request = dataclasses.replace(request, clang_cuda=False)
     missing: frozenset[str] = frozenset()
     device_macros: frozenset[str] | None = None  # (first: every macro may be a device qualifier)
     for _ in range(MAX_FOUND + 2):
