@@ -769,6 +769,68 @@ def test_a_clang_built_unit_whose_host_code_does_not_compile_here_is_counted_fro
     assert unit.compiler.startswith("nvcc") and "device code alone" in unit.compiler
 
 
+
+HOST_CLASS = """#include <cstdio>
+#include <absent_timer.h>
+struct Range { int first, count; };
+class Stopwatch {
+  LegacyTimer *timer;  // a type of the header this machine lacks
+ public:
+  Stopwatch();
+  float elapsed() const;
+};
+Stopwatch::Stopwatch() { legacy_create(&timer); }
+float Stopwatch::elapsed() const { return legacy_value(timer); }
+__global__ void fill(float *x, Range r) {
+  int i = r.first + blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < r.first + r.count) x[i] = 1.0f;
+}
+int main() {
+  Stopwatch watch;
+  float *x = nullptr;
+  fill<<<4, 256>>>(x, Range{0, 1024});
+  printf("%f\\n", watch.elapsed());
+}
+"""
+
+
+@needs_cuda
+def test_a_host_class_whose_members_a_missing_header_declares_is_set_aside(tmp_path):
+    from perflsp.compiled.host_aside import host_code_aside
+
+    source = tmp_path / "timed.cu"
+    source.write_text(HOST_CLASS)
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert "_Z4fillPf5Range" in unit.functions and "device code alone" in unit.compiler
+    aside = host_code_aside(HOST_CLASS.encode(), frozenset({"absent_timer.h"}), frozenset(), host_classes=True)
+    assert aside is not None
+    kept = aside.decode()
+    # the class and its members' definitions go; the struct the kernel takes stays
+    assert "LegacyTimer" not in kept and "Stopwatch::" not in kept
+    assert "struct Range { int first, count; };" in kept
+    assert kept.count("\n") == HOST_CLASS.count("\n")
+
+
+NESTED_LAUNCH = """
+__global__ void child(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= 2.0f;
+}
+__global__ void parent(float *x, int n) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) child<<<(n + 255) / 256, 256>>>(x, n);
+}
+int main() { float *x = nullptr; parent<<<1, 32>>>(x, 1 << 20); }
+"""
+
+
+@needs_cuda
+def test_a_unit_that_launches_from_device_code_compiles_as_relocatable_code(tmp_path):
+    source = tmp_path / "nested.cu"
+    source.write_text(NESTED_LAUNCH)  # (nvcc without -rdc: "requires separate compilation mode")
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert {"_Z5childPfi", "_Z6parentPfi"} <= set(unit.functions)
+
+
 MACRO_PRAGMAS = textwrap.dedent("""\
     #include <omp.h>
     #include "offload.h"

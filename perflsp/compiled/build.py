@@ -60,8 +60,9 @@ READER_VERSION = _reader_version()
 FORMAT_VERSION = 5  # of the compile key: what a compile depends on besides the tools and the text (5: host code set aside on failure)
 # of the ways a failed compile is retried (2: headers found for the copy without host code, and
 # host functions whose signatures carry macros set aside): a failure recorded by older retries
-# is tried again, a compiled unit stays valid (3: a unit the build compiles with clang, through nvcc)
-RETRY_VERSION = 3
+# is tried again, a compiled unit stays valid (3: a unit the build compiles with clang, through nvcc; 4: a
+# launch from device code compiled as relocatable code; 5: host-only classes set aside)
+RETRY_VERSION = 5
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
 _BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
 _CXX17_ONLY: dict[str, bool] = {}  # nvcc -> whether its headers reject standards before C++17
@@ -360,8 +361,9 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
         request = dataclasses.replace(request, clang_cuda=False)
     missing: frozenset[str] = frozenset()
     device_macros: frozenset[str] | None = None  # (first: every macro may be a device qualifier)
-    for _ in range(MAX_FOUND + 2):
-        aside = host_code_aside(text, missing, device_macros)
+    host_classes = False  # (last: host-only classes set aside too)
+    for _ in range(MAX_FOUND + 3):
+        aside = host_code_aside(text, missing, device_macros, host_classes)
         if aside is None:
             raise failure
         source = _write_beside(request.source, aside, work)
@@ -376,6 +378,9 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
                 headers = local_headers(Path(request.source), request.include_dirs)
                 device_macros = device_qualifier_macros([text, *(loaded.data for h in headers
                                                                  if isinstance(loaded := load_file(h), LoadedFile))])
+                continue
+            if name is None and not host_classes:
+                host_classes = True
                 continue
             if name is None or name in missing:
                 raise failure from None
@@ -434,10 +439,11 @@ def _nvcc(request: CompileRequest, toolchain: Toolchain, source: str, work: str,
             try:
                 _run(command, timeout_s, "nvcc")
             except CompileFailure as exc:
-                if "Unresolved extern function" not in str(exc):
+                if "Unresolved extern function" not in str(exc) and "separate compilation mode" not in str(exc):
                     raise
                 # device functions of another translation unit (a `-rdc` build): relocatable
-                # code, their calls left unresolved
+                # code, their calls left unresolved; a launch from device code (dynamic
+                # parallelism) compiles only so
                 _run([*command[:1], "-rdc=true", *command[1:]], timeout_s, "nvcc")
             if attempt == "c++17" and older:
                 _CXX17_ONLY[toolchain.nvcc] = True

@@ -30,16 +30,23 @@ _KEEPS = re.compile(_DEVICE.pattern + rb"|\b[A-Z_][A-Z0-9_]+\b")
 
 
 def host_code_aside(text: bytes, missing_headers: frozenset[str] = frozenset(),
-                    device_macros: frozenset[str] | None = None) -> bytes | None:
+                    device_macros: frozenset[str] | None = None, host_classes: bool = False) -> bytes | None:
     """`text` with its host-only function bodies and its `#include`s of `missing_headers`
     blanked (newlines kept), or None when there is nothing to blank. With `device_macros` (the
-    macros known to expand to a device qualifier), a definition's other macros do not keep it."""
+    macros known to expand to a device qualifier), a definition's other macros do not keep it.
+    With `host_classes`, a class no device code names and that declares no device code goes
+    too, with the definitions of its members outside it (a timer class whose member's type a
+    missing header declared)."""
     out = bytearray(text)
     changed = False
     for body in _host_bodies(text, device_macros):
         # (the braces stay: `{ }` is a body for any function, a value-returning one included)
         _blank(out, body.start_byte + 1, body.end_byte - 1)
         changed = True
+    if host_classes:
+        for start, end in _host_classes(text, device_macros or frozenset()):
+            _blank(out, start, end)
+            changed = True
     for name in missing_headers:
         for match in re.finditer(rb"^[ \t]*#[ \t]*include[ \t]*[<\"]" + re.escape(name.encode()) + rb"[>\"][^\n]*",
                                  text, re.MULTILINE):
@@ -82,6 +89,51 @@ def _host_bodies(text: bytes, device_macros: frozenset[str] | None) -> Iterator[
         if not keeps:
             yield body
 
+
+
+_CLASSES = frozenset({"class_specifier", "struct_specifier"})
+
+
+def _host_classes(text: bytes, device_macros: frozenset[str]) -> list[tuple[int, int]]:
+    """The byte ranges of the host-only classes (their specifier, `class T { ... }`) and of the
+    definitions of their members outside them (`void T::start() { ... }`): classes with a body
+    and a name that no device definition names and whose text says no device qualifier."""
+    root = parse(text).root_node
+    device_words: set[bytes] = set()
+    for definition, _member in definition_nodes(root):
+        body = definition.child_by_field_name("body")
+        head = text[definition.start_byte:body.start_byte if body is not None else definition.end_byte]
+        if _DEVICE.search(head) or any(w.decode() in device_macros for w in _WORD.findall(head)):
+            device_words.update(_WORD.findall(text[definition.start_byte:definition.end_byte]))
+    ranges: list[tuple[int, int]] = []
+    names: set[bytes] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in node.named_children:
+            if child.type in ("namespace_definition", "declaration_list", "declaration", "linkage_specification"):
+                stack.append(child)
+            elif child.type in _CLASSES:
+                name = child.child_by_field_name("name")
+                body = child.child_by_field_name("body")
+                spelled = text[child.start_byte:child.end_byte]
+                if name is None or body is None or node.type == "type_definition" or _QUALIFIER.search(spelled) \
+                        or any(w.decode() in device_macros for w in _WORD.findall(spelled)):
+                    continue
+                word = text[name.start_byte:name.end_byte]
+                if word in device_words:
+                    continue
+                names.add(word)
+                ranges.append((child.start_byte, child.end_byte))
+    if not names:
+        return []
+    for definition, member in definition_nodes(root):
+        if member:
+            continue
+        head = text[definition.start_byte:definition.end_byte].split(b"(", 1)[0]
+        if any(re.search(rb"\b" + re.escape(n) + rb"\s*::", head) for n in names):
+            ranges.append((definition.start_byte, definition.end_byte))
+    return ranges
 
 
 def _blank(out: bytearray, start: int, end: int) -> None:
