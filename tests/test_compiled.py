@@ -811,6 +811,20 @@ def test_a_host_class_whose_members_a_missing_header_declares_is_set_aside(tmp_p
     assert kept.count("\n") == HOST_CLASS.count("\n")
 
 
+@needs_cuda
+def test_a_header_that_is_a_git_lfs_pointer_is_left_out_of_the_device_compile(tmp_path):
+    # reference data stored with Git LFS and never fetched: the header holds the pointer's text
+    (tmp_path / "reference.h").write_text("version https://git-lfs.github.com/spec/v1\n"
+                                          "oid sha256:3b8a0a1d288d456b2a40d85300f863ed76428c607cd8945a658102809561ed01\n"
+                                          "size 4652389\n")
+    source = tmp_path / "check.cu"
+    source.write_text('#include "reference.h"\n'
+                      "__global__ void twice(float *x) { x[threadIdx.x] *= 2.0f; }\n"
+                      "int main() { float *x = nullptr; twice<<<1, 32>>>(x); return reference.count; }\n")
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert "_Z5twicePf" in unit.functions and "device code alone" in unit.compiler
+
+
 NESTED_LAUNCH = """
 __global__ void child(float *x, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

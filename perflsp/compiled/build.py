@@ -61,8 +61,9 @@ FORMAT_VERSION = 5  # of the compile key: what a compile depends on besides the 
 # of the ways a failed compile is retried (2: headers found for the copy without host code, and
 # host functions whose signatures carry macros set aside): a failure recorded by older retries
 # is tried again, a compiled unit stays valid (3: a unit the build compiles with clang, through nvcc; 4: a
-# launch from device code compiled as relocatable code; 5: host-only classes set aside)
-RETRY_VERSION = 5
+# launch from device code compiled as relocatable code; 5: host-only classes set aside; 6:
+# a header that is a Git LFS pointer left out)
+RETRY_VERSION = 6
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
 _BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
 _CXX17_ONLY: dict[str, bool] = {}  # nvcc -> whether its headers reject standards before C++17
@@ -359,7 +360,9 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
         # (a unit the build compiles with clang that does not compile here whole, for a library
         # header this machine lacks: its device code alone, through nvcc, named in the evidence)
         request = dataclasses.replace(request, clang_cuda=False)
-    missing: frozenset[str] = frozenset()
+    # a header that is a Git LFS pointer (data never fetched) is no header: its #include goes too
+    missing = frozenset(_spelled_includes(text, [h for h in local_headers(Path(request.source), request.include_dirs)
+                                                 if _is_lfs_pointer(h)]))
     device_macros: frozenset[str] | None = None  # (first: every macro may be a device qualifier)
     host_classes = False  # (last: host-only classes set aside too)
     for _ in range(MAX_FOUND + 3):
@@ -386,6 +389,24 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
                 raise failure from None
             missing |= {name}
     raise failure
+
+
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+
+
+def _is_lfs_pointer(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(_LFS_POINTER)) == _LFS_POINTER
+    except OSError:
+        return False
+
+
+def _spelled_includes(text: bytes, headers: Sequence[Path]) -> set[str]:
+    """How `text` spells its quoted #includes of `headers` (by file name)."""
+    names = {h.name for h in headers}
+    return {spelled.decode(errors="replace") for spelled in re.findall(rb'#[ \t]*include[ \t]*"([^"\n]+)"', text)
+            if Path(spelled.decode(errors="replace")).name in names}
 
 
 def _compile_finding_headers(request: CompileRequest, toolchain: Toolchain, source: str, work: str,
