@@ -825,6 +825,20 @@ def test_a_header_that_is_a_git_lfs_pointer_is_left_out_of_the_device_compile(tm
     assert "_Z5twicePf" in unit.functions and "device code alone" in unit.compiler
 
 
+@needs_cuda
+def test_kernels_a_macro_declares_global_are_compiled_when_the_analysis_found_them(tmp_path):
+    (tmp_path / "qualifiers.h").write_text("#ifdef __CUDACC__\n#define GLOBAL __global__\n#else\n#define GLOBAL\n#endif\n")
+    source = tmp_path / "fold.cu"
+    source.write_text('#include "qualifiers.h"\n'
+                      "GLOBAL static void fold(float *x) { x[threadIdx.x] += x[threadIdx.x + 32]; }\n"
+                      "void run(float *x) { fold<<<1, 32>>>(x); }\n")
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"))
+    # the file's text names no `__global__`: only the analysis knows it holds a kernel
+    assert compiler.compiled(source, ["sm_86"]).failures == {"sm_86": "fold.cu has no device code to compile"}
+    found = compiler.compiled(source, ["sm_86"], kernels=True)
+    assert found.failures == {} and "_Z4foldPf" in found.units["sm_86"].functions
+
+
 NESTED_LAUNCH = """
 __global__ void child(float *x, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

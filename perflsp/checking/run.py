@@ -147,7 +147,8 @@ def with_compiled(program: ReadProgram, gpus: Sequence[Gpu], compiler: Compiler 
     archs = [a for a in (gpu_arch(g) for g in gpus) if a]
     if not archs:
         return program
-    compiled = compiler.compiled(program.path, archs, omp_regions=bool(program.kernels.omp_regions))
+    compiled = compiler.compiled(program.path, archs, omp_regions=bool(program.kernels.omp_regions),
+                                 kernels=bool(program.kernels.kernels))
     return program.with_options(dataclasses.replace(program.options, compiled=compiled))
 
 

@@ -91,22 +91,23 @@ class Compiler:
         return includer_of(path)
 
     def request(self, path: Path, arch: str, text: bytes | None = None,
-                relocatable: bool = False, omp_regions: bool = False) -> CompileRequest | str:
+                relocatable: bool = False, omp_regions: bool = False, kernels: bool = False) -> CompileRequest | str:
         """`relocatable`: compiled for the `__device__` functions another unit calls (it may have
         no kernel of its own). `omp_regions`: the analysis found OpenMP target regions in the file
         (directives a macro writes, `OMP_TARGET(teams distribute)` -> `_Pragma("omp target
-        ...")`, that no `omp target` in its text shows)."""
+        ...")`, that no `omp target` in its text shows); `kernels`: it found CUDA kernels (a
+        macro may spell `__global__`: `#define GLOBAL __global__`)."""
         try:
             own = text if text is not None else _read(path)
         except OSError as exc:
             return f"cannot read {path}: {exc.strerror or exc}"
         if relocatable and _DEVICE.search(own):
             pass
-        elif not _GLOBAL.search(own) and not _OMP_TARGET.search(own) and not omp_regions:
+        elif not _GLOBAL.search(own) and not _OMP_TARGET.search(own) and not omp_regions and not kernels:
             return f"{path.name} has no device code to compile"
-        kernels = len(_GLOBAL.findall(own)) + len(_OMP_TARGET.findall(own))
-        if kernels > MAX_KERNELS:
-            return f"{path.name} has {kernels:,} kernels (more than {MAX_KERNELS:,}): too many to compile"
+        count = len(_GLOBAL.findall(own)) + len(_OMP_TARGET.findall(own))
+        if count > MAX_KERNELS:
+            return f"{path.name} has {count:,} kernels (more than {MAX_KERNELS:,}): too many to compile"
         unit = self.unit_for(path)
         if unit is None:
             return f"{path.name} is a header no source beside it includes: nothing compiles it"
@@ -117,7 +118,7 @@ class Compiler:
         flags = self.flags_for(unit) or self.flags_for(path)
         language = unit_language(unit, unit_text, flags) or ("omp" if omp_regions and unit == path else None)
         if language is None or (language == "cuda" and not _GLOBAL.search(unit_text) and unit == path
-                                and not relocatable):
+                                and not relocatable and not kernels):
             return f"{unit.name} has no device code to compile"
         missing = self.toolchain.missing(language)
         if missing:
@@ -136,14 +137,14 @@ class Compiler:
     # -- compiling -----------------------------------------------------------------------------
 
     def compiled(self, path: Path, archs: Sequence[str], text: bytes | None = None,
-                 omp_regions: bool = False) -> CompiledSource:
+                 omp_regions: bool = False, kernels: bool = False) -> CompiledSource:
         """`path` compiled for each architecture (waiting for a compile already under way);
-        `text`: its unsaved text, when it differs from the file; `omp_regions`: the analysis found
-        OpenMP target regions in it (`request`)."""
+        `text`: its unsaved text, when it differs from the file; `omp_regions`, `kernels`: the
+        analysis found OpenMP target regions or CUDA kernels in it (`request`)."""
         units: dict[str, CompiledUnit] = {}
         failures: dict[str, str] = {}
         for arch in dict.fromkeys(archs):
-            result = self._result(path, arch, text, omp_regions)
+            result = self._result(path, arch, text, omp_regions, kernels)
             if isinstance(result, str):
                 failures[arch] = result
             else:
@@ -235,8 +236,8 @@ class Compiler:
                                                     request.std, request.language, request.relocatable)))
 
     def _submit(self, path: Path, arch: str, text: bytes | None,
-                omp_regions: bool = False) -> Future[CompiledUnit | str] | CompiledUnit | str:
-        request = self.request(path, arch, text, omp_regions=omp_regions)
+                omp_regions: bool = False, kernels: bool = False) -> Future[CompiledUnit | str] | CompiledUnit | str:
+        request = self.request(path, arch, text, omp_regions=omp_regions, kernels=kernels)
         if isinstance(request, str):
             return request
         return self._submit_request(request)
@@ -275,8 +276,9 @@ class Compiler:
                     del self._done[next(iter(self._done))]
         return result
 
-    def _result(self, path: Path, arch: str, text: bytes | None, omp_regions: bool = False) -> CompiledUnit | str:
-        submitted = self._submit(path, arch, text, omp_regions)
+    def _result(self, path: Path, arch: str, text: bytes | None, omp_regions: bool = False,
+                kernels: bool = False) -> CompiledUnit | str:
+        submitted = self._submit(path, arch, text, omp_regions, kernels)
         if isinstance(submitted, Future):
             return submitted.result()
         return submitted

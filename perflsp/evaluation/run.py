@@ -105,7 +105,8 @@ def predict_rows(rows: Iterable[KernelRow], src_root: Path, gpu: Gpu, cost: Cost
     for count, row in enumerate(rows, start=1):
         compiled = None
         if compiler is not None and arch is not None:
-            compiled = compiler.compiled(src_root / row.file, [arch], omp_regions=row.language == "omp")
+            compiled = compiler.compiled(src_root / row.file, [arch], omp_regions=row.language == "omp",
+                                         kernels=row.language == "cuda")
         predictions.append(_predict(locator, launches, models, row, gpu, cost or CostModel(), compiled))
         if progress is not None:
             progress(count)

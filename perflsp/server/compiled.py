@@ -93,7 +93,7 @@ async def _run(ls: ServerContext, worker: DocumentWorker, path: Path, config: Re
     snapshot = await asyncio.to_thread(_text_now, worker)
     if snapshot is None:
         return
-    data, kernels, omp_regions = snapshot
+    data, kernels, omp_regions, cuda_kernels = snapshot
     archs = list(dict.fromkeys(a for a in (gpu_arch(g) for g in config.gpus) if a))
     compiler = compiler_for(toolchain_settings(config))
     try:
@@ -102,7 +102,7 @@ async def _run(ls: ServerContext, worker: DocumentWorker, path: Path, config: Re
         saved = None
     text = None if saved == data else data
     try:
-        source = await asyncio.to_thread(compiler.compiled, path, archs, text, omp_regions)
+        source = await asyncio.to_thread(compiler.compiled, path, archs, text, omp_regions, cuda_kernels)
     except Exception:
         log.exception("compiling %s failed", path.name)
         return
@@ -114,9 +114,9 @@ async def _run(ls: ServerContext, worker: DocumentWorker, path: Path, config: Re
     worker.set_compiled(source)
 
 
-def _text_now(worker: DocumentWorker) -> tuple[bytes, dict[str, int], bool] | None:
+def _text_now(worker: DocumentWorker) -> tuple[bytes, dict[str, int], bool, bool] | None:
     """The document's text, its kernels' first lines by their text's hash (while no edit
-    moves them), and whether it holds OpenMP target regions."""
+    moves them), and whether it holds OpenMP target regions and CUDA kernels."""
     with worker.text_lock:
         state = worker.state
         if state is None:
@@ -124,7 +124,7 @@ def _text_now(worker: DocumentWorker) -> tuple[bytes, dict[str, int], bool] | No
         fk = state.extracted.kernels
         items: list[CudaFunction | OmpRegion] = [*fk.kernels, *fk.omp_regions]
         kernels = {k.body_hash: k.span.start.line for k in items}
-        return (state.data, kernels, bool(fk.omp_regions)) if kernels else None
+        return (state.data, kernels, bool(fk.omp_regions), bool(fk.kernels)) if kernels else None
 
 
 def close(worker: DocumentWorker) -> None:
