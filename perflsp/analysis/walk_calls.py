@@ -403,7 +403,8 @@ def inline_call(walker: Walker, name: str, callee: Callee, args: list[Val], temp
             ctype = ptype if ptype.kind not in ("unknown", "struct") else actual.ctype
             scope[pname] = Val(ctype, actual.value, actual.lin, actual.root, actual.space, actual.dims)
             passed = arg_nodes[index] if arg_nodes and index < len(arg_nodes) else None
-            if passed is not None and passed.type == "identifier" and not ptype.pointer:
+            if passed is not None and passed.type == "identifier" and not ptype.pointer \
+                    and ptype.kind in ("struct", "unknown"):
                 # a struct passed by value: its members, under the parameter's name (and not a
                 # struct parameter of the kernel that happens to share that name)
                 for member, val in walker.members_of(walker.text(passed)).items():

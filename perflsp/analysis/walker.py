@@ -402,7 +402,7 @@ class KernelWalker:
             val = self.eval(child)
             if self.inline_stack:
                 self.return_values.append(val)
-                if child.type == "identifier":
+                if child.type == "identifier" and val.ctype.kind in ("struct", "unknown") and not val.ctype.pointer:
                     self.returned_members = self.members_of(self.text(child))
                 elif child.type != "call_expression":  # (`return sub(...)`: what that call returned)
                     self.returned_members = {}
