@@ -324,3 +324,36 @@ def test_sub_matrices_returned_by_a_device_function_keep_their_place_in_the_matr
     groups = {g.array: g.footprint_bytes for g in facts.traffic.groups}
     assert groups == {"A.elements": pytest.approx(matrix), "B.elements": pytest.approx(matrix),
                       "C.elements": pytest.approx(matrix)}
+
+
+UNROLLED_BLOCKS = """
+__global__ void gather8(const float *in, float *out) {
+  unsigned idx = blockDim.x * blockIdx.x * 8 + threadIdx.x;
+  // unrolled by hand, as a reduction's first step is: eight forms, shifted by constants
+  float s = in[idx] + in[idx + blockDim.x] + in[idx + 2 * blockDim.x] + in[idx + 3 * blockDim.x]
+          + in[idx + 4 * blockDim.x] + in[idx + 5 * blockDim.x] + in[idx + 6 * blockDim.x]
+          + in[idx + 7 * blockDim.x];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+__global__ void pairs(const float *in, float *out) {
+  unsigned idx = blockIdx.x * 512 + threadIdx.x;
+  out[blockIdx.x * 256 + threadIdx.x] = in[idx] + in[idx + 512];
+}
+int main() {
+  float *in, *out;
+  gather8<<<2048, 256>>>(in, out);
+  pairs<<<2048, 256>>>(in, out);
+}
+"""
+
+
+def test_shifted_runs_fill_the_gaps_between_a_blocks_runs(tmp_path):
+    source = tmp_path / "unrolled.cu"
+    source.write_text(UNROLLED_BLOCKS)
+    reports = analyse(source, None)
+    reads = {g.array: g.footprint_bytes for g in reports["gather8"].facts.traffic.groups if not g.is_store}
+    # each block reads 8 runs of 256 floats, one after the other: the whole 2048 x 2048 floats
+    assert reads["in"] == pytest.approx(2048 * 2048 * 4)
+    # `in[idx + 512]` is the next block's run: the two forms share all runs but one
+    reads = {g.array: g.footprint_bytes for g in reports["pairs"].facts.traffic.groups if not g.is_store}
+    assert reads["in"] == pytest.approx((2048 + 1) * 256 * 4)

@@ -134,8 +134,8 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
             one_range = max(distinct_values(form, cardinality, count),
                             _owned(form, loops, own_elements, members, work_items))
             # of the range's elements, those reached
-            density = min(1.0, one_range / span) if span < _UNBOUNDED_SPAN else 1.0
-            distinct = min(one_range + shifted * density, count)
+            distinct = min(one_range + _shifted_reach(form, cardinality, elem, cost, one_range, span, shifted,
+                                                      [m.lin.const for m in members]), count)
             if step > 1.0:
                 # elements `step` apart: every sector of the range they span moves, the gaps too
                 # (offsets within a step fill the gaps between elements: only those further apart add)
@@ -351,6 +351,55 @@ def _shifted_extra(span: float, offsets: list[float], least: float = 0.0) -> flo
     `least` are left out."""
     shifts = sorted(set(offsets))
     return sum(min(after - before, span) for before, after in pairwise(shifts) if after - before >= least)
+
+
+def _shifted_reach(form: Linear, cardinality: dict[str, float], elem: int, cost: CostModel, elements: float,
+                   span: float, shifted: float, offsets: list[float]) -> float:
+    """Elements the copies of a form shifted by `offsets` reach beyond its own `elements`: runs
+    with gaps between them (`g[idx + k * blockDim.x]`, `idx = blockIdx.x * blockDim.x * 8 +
+    threadIdx.x`) fill the gaps each shift reaches; any other form adds the `shifted` elements of
+    its range, at the share of the range it reaches."""
+    runs = _runs(form, cardinality, elem, cost) if len(set(offsets)) > 1 else None
+    if runs is not None:
+        return _shifted_runs(runs, elements, offsets)
+    density = min(1.0, elements / span) if span < _UNBOUNDED_SPAN else 1.0
+    return shifted * density
+
+
+def _runs(form: Linear, cardinality: dict[str, float], elem: int, cost: CostModel) -> tuple[float, float] | None:
+    """(run, period) of a form whose values are runs of consecutive elements, whole sectors
+    long, repeating further apart than their length (`blockIdx.x * 8192 + threadIdx.x`: runs of
+    the block's 1,024 elements every 8,192); None for a form with no gaps between its runs, with
+    runs shorter than a sector (strides: `_sub_sector_step`), or not plainly affine."""
+    if form.nonlinear or not form.coeffs:
+        return None
+    varying = sorted((abs(c), max(1.0, cardinality.get(a, 1.0))) for a, c in form.coeffs
+                     if cardinality.get(a, 1.0) > 1.0)
+    if not varying or any(c == UNKNOWN_COEFF or c <= 0 for c, _ in varying):
+        return None
+    run = 1.0
+    for coeff, card in varying:
+        if coeff == run:
+            run *= card
+        elif coeff > run:
+            return (run, coeff) if run * elem >= cost.sector_bytes else None
+        else:
+            return None
+    return None  # one dense range
+
+
+def _shifted_runs(runs: tuple[float, float], elements: float, offsets: list[float]) -> float:
+    """Elements that copies of a form made of runs (`_runs`), shifted by each offset, reach
+    beyond the first copy: a shift of q periods and r elements lands each run on the one q runs
+    later, r in: min(r, run, period - r) new elements a run, and whole runs beyond the last."""
+    run, period = runs
+    count = max(1.0, elements / run)
+    added = 0.0
+    for before, after in pairwise(sorted(set(offsets))):
+        whole, rest = divmod(after - before, period)
+        beyond = min(count, whole)
+        added += beyond * run + (count - beyond) * min(rest, run, period - rest)
+    return added
 
 
 def _capped(footprint: float, streamed: float, accessed: float, size: float | None, host_memory: bool,
