@@ -9,7 +9,7 @@ import pytest
 from perflsp.analysis.notes import texts
 from perflsp.compiled.build import CompileCache
 from perflsp.compiled.service import Compiler
-from tests.test_compiled import TOOLCHAIN, analyse, needs_cuda
+from tests.test_compiled import TOOLCHAIN, analyse, compiled_facts, compiler, needs_cuda  # noqa: F401 - the fixture
 
 WARP = """
 #define STEPS 1000
@@ -88,9 +88,6 @@ def test_a_remainder_test_lets_one_thread_in_its_modulus_through(tmp_path):
 
 
 @needs_cuda
-def test_compiled_counts_weight_a_remainder_test_by_its_share(tmp_path):
-    source = tmp_path / "tree.cu"
-    source.write_text(TREE)
-    facts = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["tree"].facts
-    assert "operations counted in the compiled code" in texts(facts.evidence)[0]
+def test_compiled_counts_weight_a_remainder_test_by_its_share(tmp_path, compiler):  # noqa: F811
+    facts = compiled_facts(tmp_path, compiler, "tree.cu", TREE, "tree")
     assert facts.per_item.global_loads == pytest.approx(2.0, rel=0.05)

@@ -53,7 +53,8 @@ def case_share(walker: Walker, cond: Node | None) -> float | None:
     return share
 
 
-def _strip(node: Node | None) -> Node | None:
+def unwrapped(node: Node | None) -> Node | None:
+    """`node` under its parentheses (and an `if`'s condition clause)."""
     while node is not None and node.type in ("parenthesized_expression", "condition_clause") \
             and node.named_child_count == 1:
         node = node.named_children[0]
@@ -62,10 +63,10 @@ def _strip(node: Node | None) -> Node | None:
 
 def _equality(walker: Walker, cond: Node | None) -> tuple[str, str] | None:
     """(the tested expression's text, the number's text) of `v == 3` or `3 == v`."""
-    node = _strip(cond)
+    node = unwrapped(cond)
     if node is None or node.type != "binary_expression" or walker.text(node.child_by_field_name("operator")) != "==":
         return None
-    left, right = _strip(node.child_by_field_name("left")), _strip(node.child_by_field_name("right"))
+    left, right = unwrapped(node.child_by_field_name("left")), unwrapped(node.child_by_field_name("right"))
     if left is None or right is None:
         return None
     if right.type == "number_literal" and left.type != "number_literal":
@@ -76,10 +77,10 @@ def _equality(walker: Walker, cond: Node | None) -> tuple[str, str] | None:
 
 
 def _operand(cond: Node, subject: str, walker: Walker) -> Node:
-    node = _strip(cond)
+    node = unwrapped(cond)
     assert node is not None
     for side in ("left", "right"):
-        child = _strip(node.child_by_field_name(side))
+        child = unwrapped(node.child_by_field_name(side))
         if child is not None and " ".join(walker.text(child).split()) == subject:
             return child
     return node

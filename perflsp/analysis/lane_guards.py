@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
+from perflsp.analysis.case_chains import unwrapped
 from perflsp.analysis.linear import tile_parts
 from perflsp.analysis.walk_values import Val
 
@@ -28,10 +29,7 @@ def lanes_share(walker: Walker, cond: Node | None) -> float | None:
     """The share of a block's threads for which `cond`, a comparison of one thread index
     (`threadIdx.x`, not offset or scaled) or a tile of it (`threadIdx.x % 32`) with a known number
     inside its extent, holds; None for anything else."""
-    node = cond
-    while node is not None and node.type in ("parenthesized_expression", "condition_clause") \
-            and node.named_child_count == 1:
-        node = node.named_children[0]
+    node = unwrapped(cond)
     if node is None or node.type != "binary_expression" or walker.launch.block is None:
         return None
     op = walker.text(node.child_by_field_name("operator"))
@@ -60,20 +58,18 @@ def modulus_share(walker: Walker, cond: Node | None) -> float | None:
     thread index, holds: one value of `x` in `m` for a known `m`; in a loop that doubles or halves
     `m` (`tid % (2 * stride) == 0` of a tree reduction) half the threads, then a quarter, ...:
     about one pass's worth over the loop, 1/passes a pass. None for any other condition."""
-    node = cond
-    while node is not None and node.type in ("parenthesized_expression", "condition_clause") \
-            and node.named_child_count == 1:
-        node = node.named_children[0]
+    node = unwrapped(cond)
     if node is None or node.type != "binary_expression":
         return None
     op = walker.text(node.child_by_field_name("operator"))
-    sides = [node.child_by_field_name("left"), node.child_by_field_name("right")]
-    if op not in ("==", "!=") or None in sides:
+    left, right = unwrapped(node.child_by_field_name("left")), unwrapped(node.child_by_field_name("right"))
+    if op not in ("==", "!=") or left is None or right is None:
         return None
-    remainder = next((_strip(side) for side in sides if _is_remainder(walker, side)), None)
-    if remainder is None:
+    sides = (left, right)
+    at = next((i for i, side in enumerate(sides) if _is_remainder(walker, side)), None)
+    if at is None:
         return None
-    other = sides[1] if _strip(sides[0]) is remainder else sides[0]
+    remainder, other = sides[at], sides[1 - at]
     saved = walker.mult
     walker.mult = 0.0  # evaluated again, and counted, as the condition
     try:
@@ -99,15 +95,8 @@ def modulus_share(walker: Walker, cond: Node | None) -> float | None:
     return share if op == "==" else 1.0 - share
 
 
-def _strip(node: Node | None) -> Node | None:
-    while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
-        node = node.named_children[0]
-    return node
-
-
-def _is_remainder(walker: Walker, node: Node | None) -> bool:
-    node = _strip(node)
-    return node is not None and node.type == "binary_expression" \
+def _is_remainder(walker: Walker, node: Node) -> bool:
+    return node.type == "binary_expression" \
         and walker.text(node.child_by_field_name("operator")) == "%"
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
-from perflsp.analysis.case_chains import case_share
+from perflsp.analysis.case_chains import case_share, unwrapped
 from perflsp.analysis.lane_guards import lanes_share, modulus_share
 from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, distinct_values
 from perflsp.analysis.notes import NoteKind, assumed
@@ -242,9 +242,7 @@ def _plain(node: Node) -> bool:
 def binary_parts(walker: Walker, cond: Node | None) -> tuple[str, Node | None, Node | None] | None:
     """(operator, left, right) of a condition that is a binary expression under its parentheses;
     None for any other condition."""
-    while cond is not None and cond.type in ("parenthesized_expression", "condition_clause") \
-            and cond.named_child_count == 1:
-        cond = cond.named_children[0]
+    cond = unwrapped(cond)
     if cond is None or cond.type != "binary_expression":
         return None
     return walker.text(cond.child_by_field_name("operator")), cond.child_by_field_name("left"), \

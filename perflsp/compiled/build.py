@@ -38,7 +38,7 @@ from perflsp.compiled.inline_sites import place_library_code
 from perflsp.compiled.model import CompiledUnit
 from perflsp.compiled.sass import parse_sass
 from perflsp.compiled.toolchain import Toolchain, omp_device_library
-from perflsp.kernels.includes import local_headers
+from perflsp.kernels.includes import local_headers, quoted_includes
 from perflsp.source.files import LoadedFile, load_file
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -405,8 +405,7 @@ def _is_lfs_pointer(path: Path) -> bool:
 def _spelled_includes(text: bytes, headers: Sequence[Path]) -> set[str]:
     """How `text` spells its quoted #includes of `headers` (by file name)."""
     names = {h.name for h in headers}
-    return {spelled.decode(errors="replace") for spelled in re.findall(rb'#[ \t]*include[ \t]*"([^"\n]+)"', text)
-            if Path(spelled.decode(errors="replace")).name in names}
+    return {spelled for spelled in quoted_includes(text) if Path(spelled).name in names}
 
 
 def _compile_finding_headers(request: CompileRequest, toolchain: Toolchain, source: str, work: str,

@@ -39,12 +39,13 @@ def host_code_aside(text: bytes, missing_headers: frozenset[str] = frozenset(),
     missing header declared)."""
     out = bytearray(text)
     changed = False
-    for body in _host_bodies(text, device_macros):
+    root = parse(text).root_node
+    for body in _host_bodies(root, text, device_macros):
         # (the braces stay: `{ }` is a body for any function, a value-returning one included)
         _blank(out, body.start_byte + 1, body.end_byte - 1)
         changed = True
     if host_classes:
-        for start, end in _host_classes(text, device_macros or frozenset()):
+        for start, end in _host_classes(root, text, device_macros or frozenset()):
             _blank(out, start, end)
             changed = True
     for name in missing_headers:
@@ -76,8 +77,8 @@ _QUALIFIER = re.compile(rb"__global__|__device__|__host__")
 _WORD = re.compile(rb"[A-Za-z_]\w*")
 
 
-def _host_bodies(text: bytes, device_macros: frozenset[str] | None) -> Iterator[Node]:
-    for definition, _member in definition_nodes(parse(text).root_node):
+def _host_bodies(root: Node, text: bytes, device_macros: frozenset[str] | None) -> Iterator[Node]:
+    for definition, _member in definition_nodes(root):
         body = definition.child_by_field_name("body")
         if body is None or body.type != "compound_statement":
             continue
@@ -94,11 +95,10 @@ def _host_bodies(text: bytes, device_macros: frozenset[str] | None) -> Iterator[
 _CLASSES = frozenset({"class_specifier", "struct_specifier"})
 
 
-def _host_classes(text: bytes, device_macros: frozenset[str]) -> list[tuple[int, int]]:
+def _host_classes(root: Node, text: bytes, device_macros: frozenset[str]) -> list[tuple[int, int]]:
     """The byte ranges of the host-only classes (their specifier, `class T { ... }`) and of the
     definitions of their members outside them (`void T::start() { ... }`): classes with a body
     and a name that no device definition names and whose text says no device qualifier."""
-    root = parse(text).root_node
     device_words: set[bytes] = set()
     for definition, _member in definition_nodes(root):
         body = definition.child_by_field_name("body")

@@ -498,6 +498,11 @@ MAX_LOCAL_HEADERS = 300
 _QUOTED_INCLUDE = re.compile(rb'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
+def quoted_includes(text: bytes) -> list[str]:
+    """The names `text`'s quoted #includes spell (`#include "util/grid.h"`: `util/grid.h`)."""
+    return [name.decode(errors="replace") for name in _QUOTED_INCLUDE.findall(text)]
+
+
 def local_headers(source: Path, include_dirs: Sequence[str] = ()) -> list[Path]:
     """Quoted #includes found beside the including file or on the include paths, transitively
     (what a cached compile is checked against: a header's change makes it stale)."""
@@ -511,9 +516,9 @@ def local_headers(source: Path, include_dirs: Sequence[str] = ()) -> list[Path]:
             text = current.read_bytes()
         except OSError:
             continue
-        for name in _QUOTED_INCLUDE.findall(text):
+        for name in quoted_includes(text):
             for folder in (current.parent, *dirs):
-                candidate = (folder / name.decode(errors="replace")).resolve()
+                candidate = (folder / name).resolve()
                 if candidate.is_file():
                     if candidate not in seen and candidate != resolved_source:
                         seen.append(candidate)
