@@ -1,7 +1,7 @@
 """Device functions of another translation unit (`compiled/linking.py`): a kernel calling a
-`__device__` function that another source of its folder defines (separate compilation) counts
-that function's compiled code at the call, and says so; without such a source it counts the call
-alone, as before."""
+`__device__` function, or an OpenMP target region calling a `declare target` function, that
+another source of its folder defines (separate compilation) counts that function's compiled code
+at the call, and says so; without such a source it counts the call alone, as before."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from perflsp.analysis.notes import texts
 from perflsp.compiled.build import CompileCache
 from perflsp.compiled.linking import defining_sources, simple_name
 from perflsp.compiled.service import Compiler
-from tests.test_compiled import TOOLCHAIN, analyse, needs_clang_cuda, needs_cuda
+from tests.test_compiled import TOOLCHAIN, analyse, needs_clang_cuda, needs_cuda, needs_omp
 
 KERNEL = """
 __device__ unsigned mix(unsigned x);
@@ -92,3 +92,44 @@ def test_a_clang_build_links_the_other_unit_compiled_by_clang(tmp_path):
     assert "`mix` (mix.cu)" in next(t for t in texts(facts.evidence) if "other units of the build" in t)
     # clang's SASS (ptxas -c for the call, mix.cu with -fgpu-rdc): the same 4 + 8 as nvcc's
     assert facts.per_item.int32 == pytest.approx(4 + 8)
+
+
+REGION = """
+#pragma omp declare target
+double poly(double x);
+#pragma omp end declare target
+
+void apply(int n, const double *x, double *y) {
+  #pragma omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])
+  for (int i = 0; i < n; i++)
+    y[i] = poly(x[i]);
+}
+int main() { static double x[1 << 20], y[1 << 20]; apply(1 << 20, x, y); }
+"""
+
+POLY = """
+#pragma omp declare target
+double poly(double x) { return ((0.25 * x + 0.5) * x + 1.5) * x + 3.0; }
+#pragma omp end declare target
+"""
+
+
+@needs_omp
+def test_an_openmp_region_counts_the_declare_target_function_another_source_defines(tmp_path):
+    (tmp_path / "main.cpp").write_text(REGION)
+    (tmp_path / "poly.cpp").write_text(POLY)
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"))
+    (report,) = analyse(tmp_path / "main.cpp", compiler).values()
+    facts = report.facts
+    # poly.cpp compiled relocatable by clang's device pass: Horner's three DFMAs, 2 operations each
+    assert facts.per_item.fp64 == pytest.approx(6.0, rel=0.05)
+    assert "`poly` (poly.cpp)" in next(t for t in texts(facts.evidence) if "other units of the build" in t)
+
+
+@needs_omp
+def test_without_the_defining_source_an_openmp_region_counts_the_call_alone(tmp_path):
+    (tmp_path / "main.cpp").write_text(REGION)
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"))
+    (report,) = analyse(tmp_path / "main.cpp", compiler).values()
+    assert report.facts.per_item.fp64 == 0.0
+    assert not any("other units of the build" in t for t in texts(report.facts.evidence))

@@ -542,7 +542,8 @@ def _clang_offload(request: CompileRequest, toolchain: Toolchain, source: str, w
     _run([toolchain.opt, "-O3", str(w / "relinked.bc"), "-o", str(w / "final.bc")], timeout_s, "opt")
     _run([toolchain.llc, "-O3", f"-mcpu={request.arch}", str(w / "final.bc"), "-o", str(w / "unit.ptx")], timeout_s,
          "llc")
-    return _assemble(toolchain.ptxas, request.arch, str(w / "unit.ptx"), str(w / "unit.cubin"), timeout_s)
+    return _assemble(toolchain.ptxas, request.arch, str(w / "unit.ptx"), str(w / "unit.cubin"), timeout_s,
+                     request.relocatable)
 
 
 def _run(command: Sequence[str], timeout_s: float, tool: str) -> str:

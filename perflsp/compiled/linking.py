@@ -1,4 +1,5 @@
-"""Device functions of another translation unit (separate compilation: `-rdc=true`, `-fgpu-rdc`).
+"""Device functions of another translation unit (separate compilation: `-rdc=true`, `-fgpu-rdc`,
+OpenMP `declare target` functions defined in another source).
 
 A kernel that calls a `__device__` function defined in another source of the build compiles to a
 `CALL` of an external symbol: the unit holds no code for it, and its work would count as nothing
@@ -7,6 +8,9 @@ thread where Nsight Compute measured 2 × 10^5). The build links such units from
 one target, which lie beside each other: the sources of the unit's folder that define a function
 of that name are compiled as relocatable device code, and their functions are counted where the
 calls are (`counts.py`, at the call's weight), the evidence naming the unit each came from.
+OpenMP offload is the same: a target region calling a `declare target` function of another source
+(`double f(double);` declared in a `declare target` block, defined in `f.cpp`) compiles to a call
+of an external symbol, which clang's device pass of `f.cpp` defines.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from perflsp.compiled.names import demangled
 
 MAX_SIBLINGS = 8  # sources of the folder compiled for the functions a unit calls
 MAX_ROUNDS = 3  # levels of calls followed into other units (a kernel -> merge -> field arithmetic)
-_DEVICE = re.compile(rb"__device__")
+OMP_DECLARE_TARGET = re.compile(rb"\bomp\s+(?:begin\s+)?declare\s+target\b")
+# code a source compiles for the device: CUDA `__device__` functions, OpenMP `declare target` ones
+DEVICE_CODE = re.compile(rb"__device__|" + OMP_DECLARE_TARGET.pattern)
 # what the CUDA runtime's device library provides (`printf`, `malloc`, `assert`): no source defines it
 _RUNTIME = frozenset({"vprintf", "malloc", "free", "__assertfail"})
 
@@ -44,7 +50,8 @@ def simple_name(symbol: str) -> str:
 def defining_sources(unit_source: Path, names: set[str], is_unit: Callable[[Path], bool | None],
                      candidates: list[Path]) -> list[Path]:
     """Sources among `candidates` (the unit's folder's) that the build compiles and that define a
-    `__device__` function named in `names`: `__device__` in the text and a name followed by `(`."""
+    device function named in `names`: device code in the text (`DEVICE_CODE`) and a name followed
+    by `(`."""
     if not names:
         return []
     pattern = re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\s*\(")
@@ -56,7 +63,7 @@ def defining_sources(unit_source: Path, names: set[str], is_unit: Callable[[Path
             text = path.read_bytes()
         except OSError:
             continue
-        if _DEVICE.search(text) and pattern.search(text):
+        if DEVICE_CODE.search(text) and pattern.search(text):
             found.append(path)
         if len(found) >= MAX_SIBLINGS:
             break

@@ -18,7 +18,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from perflsp.compiled.build import CompileCache, CompileFailure, CompileRequest, codegen_like, compile_unit, is_cached
-from perflsp.compiled.linking import MAX_ROUNDS, defining_sources, external_callees, simple_name, with_linked
+from perflsp.compiled.linking import (
+    DEVICE_CODE,
+    MAX_ROUNDS,
+    OMP_DECLARE_TARGET,
+    defining_sources,
+    external_callees,
+    simple_name,
+    with_linked,
+)
 from perflsp.compiled.model import CompiledFunction, CompiledSource, CompiledUnit
 from perflsp.compiled.toolchain import Toolchain, ToolchainSettings
 from perflsp.kernels.compile_db import CompileFlags, FlagsSource
@@ -29,7 +37,6 @@ HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl"
 SOURCE_SUFFIXES = frozenset({".c", ".cc", ".cpp", ".cxx", ".cu", ".C"})
 _OMP_TARGET = re.compile(rb"omp\s+target\b(?!\s+(?:data|enter|exit|update)\b)")
 _GLOBAL = re.compile(rb"__global__")
-_DEVICE = re.compile(rb"__device__")
 # Device code beyond this many kernels (generated files) is not compiled: nvcc takes about a minute
 # per 3,000 kernels and the analysis stops at its per-file ceiling anyway; the source engine answers.
 MAX_KERNELS = 1000
@@ -54,6 +61,8 @@ def unit_language(path: Path, text: bytes, flags: CompileFlags | None) -> str | 
         return "omp"
     if _GLOBAL.search(text):
         return "cuda"
+    if OMP_DECLARE_TARGET.search(text):  # (OpenMP device functions only: another unit's regions call them)
+        return "omp"
     return None
 
 
@@ -92,8 +101,8 @@ class Compiler:
 
     def request(self, path: Path, arch: str, text: bytes | None = None,
                 relocatable: bool = False, omp_regions: bool = False, kernels: bool = False) -> CompileRequest | str:
-        """`relocatable`: compiled for the `__device__` functions another unit calls (it may have
-        no kernel of its own). `omp_regions`: the analysis found OpenMP target regions in the file
+        """`relocatable`: compiled for the device functions another unit calls (`__device__`,
+        OpenMP `declare target`; it may have no kernel of its own). `omp_regions`: the analysis found OpenMP target regions in the file
         (directives a macro writes, `OMP_TARGET(teams distribute)` -> `_Pragma("omp target
         ...")`, that no `omp target` in its text shows); `kernels`: it found CUDA kernels (a
         macro may spell `__global__`: `#define GLOBAL __global__`)."""
@@ -101,7 +110,7 @@ class Compiler:
             own = text if text is not None else _read(path)
         except OSError as exc:
             return f"cannot read {path}: {exc.strerror or exc}"
-        if relocatable and _DEVICE.search(own):
+        if relocatable and DEVICE_CODE.search(own):
             pass
         elif not _GLOBAL.search(own) and not _OMP_TARGET.search(own) and not omp_regions and not kernels:
             return f"{path.name} has no device code to compile"
@@ -159,6 +168,7 @@ class Compiler:
             return memo[1]
         others: dict[str, tuple[CompiledFunction, str]] = {}
         missing = external_callees(unit.functions.values(), unit.functions)
+        language = self._language(Path(unit.source)) if missing else None
         tried: set[Path] = set()
         folder = Path(unit.source).parent
         for _ in range(MAX_ROUNDS):
@@ -171,7 +181,7 @@ class Compiler:
             added: list[CompiledFunction] = []
             for source in sources:
                 request = self.request(source, arch, relocatable=True)
-                if isinstance(request, str) or request.language != "cuda":
+                if isinstance(request, str) or (language is not None and request.language != language):
                     continue
                 result = self._compile(request)
                 if isinstance(result, str):
@@ -186,6 +196,13 @@ class Compiler:
         with self._lock:
             self._links[(unit.source, arch)] = (unit, linked)
         return linked
+
+    def _language(self, source: Path) -> str | None:
+        """The language a unit compiled in (its siblings must compile in it too), None unknown."""
+        try:
+            return unit_language(source, source.read_bytes(), self.flags_for(source))
+        except OSError:
+            return None
 
     def _is_unit(self, path: Path) -> bool | None:
         return self.flags.is_unit(path) if self.flags is not None else None
