@@ -375,3 +375,39 @@ def test_auto_pointers_take_the_type_their_initialiser_casts_to():
     # unknown, `auto` arrays were no global memory at all)
     assert report.facts.per_item.global_load_bytes == 16
     assert report.facts.per_item.global_store_bytes == 4
+
+
+# a worksharing directive inside a `target` block -------------------------------------------------
+
+NESTED_COLLAPSE_SRC = """
+#define W 512
+#define H 256
+void shade(float *img, const float *light) {
+  #pragma omp target map(from: img[0:W*H]) map(to: light[0:W*H])
+  {
+    #pragma omp teams distribute parallel for simd collapse(2) thread_limit(256)
+    for (int x = 0; x < W; x++)
+      for (int y = 0; y < H; y++)
+        img[y * W + x] = 0.5f * light[y * W + x];
+  }
+}
+void shade_rows(float *img, const float *light) {
+  #pragma omp target map(from: img[0:W*H]) map(to: light[0:W*H])
+  {
+    #pragma omp teams distribute parallel for
+    for (int y = 0; y < H; y++)
+      for (int x = 0; x < W; x++)
+        img[y * W + x] = 0.5f * light[y * W + x];
+  }
+}
+"""
+
+
+def test_a_nested_worksharing_directive_collapses_the_loops_it_names():
+    collapsed, rows = analyse(NESTED_COLLAPSE_SRC)
+    # `collapse(2)` on the directive inside the `target` block: every pixel is a work item
+    assert collapsed.facts.work_items == 512 * 256
+    assert collapsed.facts.per_item.fp32 == 1
+    # without it, the rows are the work items and each walks its row
+    assert rows.facts.work_items == 256
+    assert rows.facts.per_item.fp32 == 512

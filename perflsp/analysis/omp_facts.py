@@ -152,6 +152,8 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
         shift=(unit.kernels.path, shift) if shift and unit.kernels.path else None, edited_since=edited_since,
         missing=f"offload entry for line {region.span.start.line + 1}",
         continuation_lines=region.span.end.line - region.span.start.line)
+    if parallel_levels == 0 and statement is not None and (nested := _nested_worksharing_loop(statement)) is not None:
+        parallel_levels = nested[1]  # (the loops of a worksharing directive inside a `target` block)
     fast_atom = f"o{max(parallel_levels, 1) - 1}"
     sizes_assumed = any(a.kind == NoteKind.PROBLEM_SIZE_UNKNOWN for a in assumptions)
     serial = not words & {"teams", "parallel", "distribute", "for", "loop", "simd"} and \
@@ -244,7 +246,7 @@ def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assu
         if inner is None:
             walker.walk_statement(node)
             return 1.0, "1 (the region runs serially: no worksharing loop)", []
-        node, levels = inner, 1
+        node, levels = inner
     items = 1.0
     notes = []
     unknown: list[str] = []
@@ -312,19 +314,21 @@ def _unwrap_loop(node: Node | None) -> Node | None:
     return node if node is not None and node.type == "for_statement" else None
 
 
-def _nested_worksharing_loop(node: Node) -> Node | None:
+def _nested_worksharing_loop(node: Node) -> tuple[Node, int] | None:
     """In `#pragma omp target` + `{ #pragma omp teams distribute parallel for ... }`, the loop
-    after the nested pragma."""
+    after the nested pragma and the loops its `collapse(n)` makes parallel (1 without it)."""
     stack = [node]
     while stack:
         n = stack.pop(0)
         for child in n.named_children:
-            if child.type == "preproc_call" and re.search(r"\b(for|distribute|loop)\b", (child.text or b"").decode("utf-8", "replace")):
+            pragma = (child.text or b"").decode("utf-8", "replace") if child.type == "preproc_call" else ""
+            if re.search(r"\b(for|distribute|loop)\b", pragma):
                 nxt = child.next_named_sibling
                 while nxt is not None and nxt.type in ("comment", "preproc_call"):
                     nxt = nxt.next_named_sibling
                 if nxt is not None and nxt.type == "for_statement":
-                    return nxt
+                    collapse = re.search(r"\bcollapse\s*\(\s*(\d+)\s*\)", pragma)
+                    return nxt, int(collapse.group(1)) if collapse else 1
             if child.type == "compound_statement":
                 stack.append(child)
     return None
