@@ -106,6 +106,42 @@ def test_blocks_and_loops_of_the_control_flow_graph():
     assert own[INDEX["load_bytes"]] == 16 and own[INDEX["loads"]] == 1
 
 
+LOOP_LEFT_BY_A_CALL = """\
+\t.section\t.text.region,"ax",@progbits
+        .other          region,@"STO_CUDA_ENTRY STV_DEFAULT"
+region:
+.text.region:
+\t//## File "/src/k.cpp", line 4
+        /*0000*/                   MOV R7, RZ ;
+.L_x_1:
+\t//## File "/src/k.cpp", line 5
+        /*0010*/                   FFMA R9, R8, R9, R9 ;
+\t//## File "/src/k.cpp", line 4
+        /*0020*/                   IADD3 R7, R7, 0x1, RZ ;
+        /*0030*/                   ISETP.NE.AND P3, PT, R7, 0x8, PT ;
+        /*0040*/              @!P3 CALL.REL.NOINC `(.L_x_2) ;
+        /*0050*/                   BRA `(.L_x_1) ;
+.L_x_2:
+\t//## File "/src/k.cpp", line 7
+        /*0060*/                   STG.E [R2.64], R9 ;
+        /*0070*/                   RET.REL.NODEC R4 `(region) ;
+.L_x_3:
+        /*0080*/                   BRA `(.L_x_3);
+"""
+
+
+def test_a_loop_left_through_a_call_of_a_label_ends_there_even_when_a_return_follows():
+    # clang's OpenMP regions end in `RET` (the runtime calls the region's body): the code after
+    # the label still is the loop's exit, not a subroutine the loop calls on every pass
+    cf = build_function(parse_sass(LOOP_LEFT_BY_A_CALL)[0])
+    (loop,) = cf.loops
+    assert loop.blocks == [1, 2]
+    exit_block = next(b for b, block in enumerate(cf.blocks) if any(cf.chains[lc.chain] == (("/src/k.cpp", 7),)
+                                                                    for lc in block.lines))
+    assert exit_block not in loop.blocks
+    assert loop.own_counts[INDEX["stores"]] == 0 and loop.own_counts[INDEX["fp32"]] == 2
+
+
 @pytest.mark.parametrize("opcode, field, amount", [
     ("FFMA", "fp32", 2), ("FADD", "fp32", 1), ("FMUL32I", "fp32", 1), ("DFMA", "fp64", 2), ("DMUL", "fp64", 1),
     ("HFMA2", "fp16", 4), ("IMAD.WIDE.U32", "integer", 1), ("IMAD.MOV.U32", "integer", 1), ("LOP3.LUT", "integer", 1),

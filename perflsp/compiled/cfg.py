@@ -121,11 +121,13 @@ def _vector(ins: Instruction) -> Vector:
 
 def _subroutines(instructions: list[Instruction], by_label: dict[str, int]) -> dict[str, Vector]:
     """Labels that calls within the function reach and that return (`RET`): what one pass
-    through each costs (its straight-line instructions up to the return)."""
+    through each costs (its straight-line instructions up to the return). ptxas names its
+    subroutines `$...` (`$__internal_0_$__cuda_sm20_div_u64`); a call of a `.L_x_N` label is
+    its way of leaving a loop (`_local_call`), however the code after that label ends."""
     found: dict[str, Vector] = {}
     for ins in instructions:
         target = branch_target(ins) if ins.base == "CALL" else None
-        if target is None or target not in by_label or target in found:
+        if target is None or target not in by_label or target in found or target.startswith(".L"):
             continue
         if "slowpath" in target:
             found[target] = ZERO  # the slow path of special operands (a division by a denormal): nearly never runs
