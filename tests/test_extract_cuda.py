@@ -224,3 +224,32 @@ def test_a_launch_typed_in_visual_studio_s_format_is_found_as_the_user_types():
     state.apply([Change("  scale << < (n + 255) / 256, 256 >> > (x, n);\n", Position(6, 0), Position(6, 0))], 1)
     (site,) = state.extracted.kernels.launches
     assert site.kernel == "scale" and site.block.value == (256, 1, 1)
+
+
+BENCH_MACRO = """
+__global__ void reduce(const int *in, int *out, int n) { atomicAdd(out, in[threadIdx.x]); }
+__global__ void reduce_v2(const int *in, int *out, int n) { atomicAdd(out, in[threadIdx.x]); }
+#define bench(kernel, grid) \\
+  for (int r = 0; r < 10; r++) { \\
+    kernel<<<dim3(grid), dim3(block)>>>(in, out, n); \\
+  }
+int main() {
+  int n = 1 << 20, block = 128, blocks = 2048;
+  int *in, *out;
+  reduce<<<blocks, block>>>(in, out, n);
+  bench(reduce, blocks);
+  bench(reduce_v2, blocks / 2);
+}
+"""
+
+
+def test_a_launch_a_macro_makes_is_a_launch_where_the_macro_is_used():
+    written, first, second = extract(BENCH_MACRO.encode()).launches
+    assert (written.kernel, first.kernel, second.kernel) == ("reduce", "reduce", "reduce_v2")
+    # the expansion's texts, folded where each use stands
+    assert "blocks / 2" in second.grid.text and second.grid.value == (1024, 1, 1)
+    assert second.block.value == (128, 1, 1)
+    assert [a.text for a in second.args] == ["in", "out", "n"] and second.args[2].value == 1 << 20
+    assert second.function == "main"
+    line = BENCH_MACRO.splitlines().index("  bench(reduce_v2, blocks / 2);")
+    assert second.span.start.line == line

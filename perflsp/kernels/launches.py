@@ -17,9 +17,12 @@ from perflsp.kernels.symbols import function_env
 
 
 def extract_launches(ctx: ExtractionContext, env: ConstEnv, kernels: list[CudaFunction]) -> list[LaunchSite]:
+    from perflsp.kernels.macro_launches import launching_macros, macro_launch_sites
+
     sites: list[LaunchSite] = []
     matches = ctx.matches["launch"]
-    if not matches:
+    macros = launching_macros(env)
+    if not matches and not macros:
         return sites  # (an edit's definition mostly launches nothing: no index of every kernel)
     by_name: dict[str, list[CudaFunction]] = {}
     for kernel in kernels:
@@ -28,6 +31,9 @@ def extract_launches(ctx: ExtractionContext, env: ConstEnv, kernels: list[CudaFu
         site = _chevron_site(ctx, groups, env, by_name) if "config" in groups else _api_site(ctx, groups, env, by_name)
         if site is not None:
             sites.append(site)
+    if macros:
+        sites.extend(macro_launch_sites(ctx, env, by_name, macros))
+        sites.sort(key=lambda site: site.span.start_byte)
     return sites
 
 
@@ -39,13 +45,14 @@ def _chevron_site(ctx: ExtractionContext, groups: dict[str, list[Node]], env: Co
     config = groups["config"][0]
     args = groups["args"][0]
     function = enclosing_function(launch)
-    local = _LocalEnv(ctx, function, launch.start_byte, env)
+    local = LocalEnv(ctx, function, launch.start_byte, env)
     config_args = [c for c in config.named_children if c.type != "comment"]
     values = [_fold(ctx, c, local, dim3=i < 2) for i, c in enumerate(config_args)]
     if len(values) < 2:
         values += [ConstValue("", None, None, "missing launch argument")] * (2 - len(values))
     call_args = tuple(_fold(ctx, a, local, dim3=False) for a in args.named_children if a.type != "comment")
-    return _site(ctx, by_name, launch, callee, function, values, call_args, ctx.span(config))
+    return site_of(ctx, by_name, ctx, callee, function, values, call_args,
+                   (ctx.span(launch), ctx.span(config), ctx.span(callee)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +88,7 @@ def _api_site(ctx: ExtractionContext, groups: dict[str, list[Node]], env: ConstE
     if form is None or len(items) <= form.block:
         return None
     function = enclosing_function(launch)
-    local = _LocalEnv(ctx, function, launch.start_byte, env)
+    local = LocalEnv(ctx, function, launch.start_byte, env)
     values = [_fold(ctx, items[i], local, dim3=i in (form.grid, form.block))
               for i in (form.grid, form.block, form.shared, form.stream) if i < len(items)]
     if form.packed:
@@ -91,8 +98,9 @@ def _api_site(ctx: ExtractionContext, groups: dict[str, list[Node]], env: ConstE
         packed = items[form.arguments:]
     call_args = tuple(_fold(ctx, a, local, dim3=False) for a in packed)
     config = items[form.grid:max(form.block, form.stream if form.stream < len(items) else 0) + 1]
-    return _site(ctx, by_name, launch, _kernel_operand(items[0]), function, values, call_args,
-                 ctx.span_bytes(config[0].start_byte, config[-1].end_byte))
+    kernel = _kernel_operand(items[0])
+    return site_of(ctx, by_name, ctx, kernel, function, values, call_args,
+                   (ctx.span(launch), ctx.span_bytes(config[0].start_byte, config[-1].end_byte), ctx.span(kernel)))
 
 
 def _kernel_operand(node: Node) -> Node:
@@ -147,13 +155,15 @@ def _packed_arguments(ctx: ExtractionContext, function: Node | None, array: Node
     return found
 
 
-def _site(ctx: ExtractionContext, by_name: dict[str, list[CudaFunction]], launch: Node, callee: Node,
-          function: Node | None, values: list[ConstValue], call_args: tuple[ConstValue, ...],
-          config_span: Span) -> LaunchSite:
-    name, template_args = _callee_name(ctx, callee)
-    resolved = _resolve(ctx, by_name.get(name, []), callee, name, template_args, len(call_args))
+def site_of(ctx: ExtractionContext, by_name: dict[str, list[CudaFunction]], written: ExtractionContext,
+            callee: Node, function: Node | None, values: list[ConstValue], call_args: tuple[ConstValue, ...],
+            spans: tuple[Span, Span, Span]) -> LaunchSite:
+    """The launch site of `callee` (a node of `written`'s tree: `ctx`'s own, or a macro's
+    expansion), in `function` of `ctx`; `spans`: the launch's, its configuration's, its callee's."""
+    name, template_args = _callee_name(written, callee)
+    resolved = _resolve(written, by_name.get(name, []), callee, name, template_args, len(call_args))
     return LaunchSite(
-        callee=" ".join(ctx.text(callee).split()),
+        callee=" ".join(written.text(callee).split()),
         name=name,
         template_args=template_args,
         kernel=resolved.qualified_name if resolved else None,
@@ -162,17 +172,20 @@ def _site(ctx: ExtractionContext, by_name: dict[str, list[CudaFunction]], launch
         shared_mem_bytes=values[2] if len(values) > 2 else None,
         stream=values[3] if len(values) > 3 else None,
         args=call_args,
-        span=ctx.span(launch),
-        config_span=config_span,
-        callee_span=ctx.span(callee),
+        span=spans[0],
+        config_span=spans[1],
+        callee_span=spans[2],
         function=function_name(ctx, function) if function else None,
     )
 
 
 def _fold(ctx: ExtractionContext, node: Node, env: ConstEnv | Callable[[], ConstEnv], dim3: bool) -> ConstValue:
-    """The argument's text now; its value when first asked for (the environment too, when it
-    is given as a function)."""
-    text = ctx.text(node)
+    return fold_text(ctx.text(node), ctx.span(node), env, dim3)
+
+
+def fold_text(text: str, span: Span, env: ConstEnv | Callable[[], ConstEnv], dim3: bool) -> ConstValue:
+    """A launch's argument: its text now; its value when first asked for (the environment too,
+    when it is given as a function)."""
 
     def fold() -> tuple[object, str | None]:
         resolved = env() if callable(env) else env
@@ -188,10 +201,10 @@ def _fold(ctx: ExtractionContext, node: Node, env: ConstEnv | Callable[[], Const
                 value, reason = None, f"`{text}` is not a launch dimension"
         return value, reason
 
-    return ConstValue.lazy(text, ctx.span(node), fold)
+    return ConstValue.lazy(text, span, fold)
 
 
-class _LocalEnv:
+class LocalEnv:
     """The constants at a launch, computed on first use (launches are folded lazily). Launches
     of one function must be folded in source order for the incremental replay to pay off; out
     of order they are still correct."""
