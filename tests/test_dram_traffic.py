@@ -357,3 +357,34 @@ def test_shifted_runs_fill_the_gaps_between_a_blocks_runs(tmp_path):
     # `in[idx + 512]` is the next block's run: the two forms share all runs but one
     reads = {g.array: g.footprint_bytes for g in reports["pairs"].facts.traffic.groups if not g.is_store}
     assert reads["in"] == pytest.approx((2048 + 1) * 256 * 4)
+
+
+SLOTS = """
+#define N (1 << 22)
+__global__ void slot16(const int *in, int *out) {
+  int i = (blockIdx.x * blockDim.x + threadIdx.x) * 16;
+  out[i / 16] = in[i] + in[i + 1] + in[i + 2] + in[i + 3] + in[i + 4] + in[i + 5] + in[i + 6] + in[i + 7]
+      + in[i + 8] + in[i + 9] + in[i + 10] + in[i + 11] + in[i + 12] + in[i + 13] + in[i + 14] + in[i + 15];
+}
+__global__ void slot_first_half(const int *in, int *out) {
+  int i = (blockIdx.x * blockDim.x + threadIdx.x) * 16;
+  out[i / 16] = in[i] + in[i + 1] + in[i + 2] + in[i + 3] + in[i + 4] + in[i + 5] + in[i + 6] + in[i + 7];
+}
+int main() {
+  int *in, *out;
+  slot16<<<N / 16 / 256, 256>>>(in, out);
+  slot_first_half<<<N / 16 / 256, 256>>>(in, out);
+}
+"""
+
+
+def test_offsets_into_a_threads_slot_reach_each_sector_of_it(tmp_path):
+    source = tmp_path / "slots.cu"
+    source.write_text(SLOTS)
+    reports = analyse(source, None)
+    reads = {g.array: g.footprint_bytes for g in reports["slot16"].facts.traffic.groups if not g.is_store}
+    # each thread reads its 64-byte slot whole: both sectors of it, the whole array
+    assert reads["in"] == pytest.approx(N_SLOTS := (1 << 22) * 4, rel=1e-3)
+    # the first 8 elements of each slot: its first sector only
+    reads = {g.array: g.footprint_bytes for g in reports["slot_first_half"].facts.traffic.groups if not g.is_store}
+    assert reads["in"] == pytest.approx(N_SLOTS / 2, rel=1e-3)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
@@ -145,7 +146,8 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
                 gapped.setdefault(array, step)
                 footprint = distinct * elem
             else:
-                footprint = distinct * elem * _sector_factor(form, elem, cardinality, cost, fast_atom)
+                footprint = distinct * elem * _sector_factor(form, elem, cardinality, cost, fast_atom,
+                                                             [m.lin.const for m in members])
             placed = form
         streamed = count / reuse_in_thread / WARP * _warp_bytes(form, elem, cost, fast_atom)
         size, host_memory = extents.get(array.rstrip("[]"), (None, False))
@@ -533,9 +535,11 @@ def _warp_bytes(form: Linear, elem: int, cost: CostModel, fast_atom: str) -> flo
     return sectors * sector
 
 
-def _sector_factor(form: Linear, elem: int, cardinality: dict[str, float], cost: CostModel, fast_atom: str) -> float:
+def _sector_factor(form: Linear, elem: int, cardinality: dict[str, float], cost: CostModel, fast_atom: str,
+                   offsets: Sequence[float] = ()) -> float:
     """>1 when neighbouring threads touch elements a sector or more apart and nothing else
-    fills the gap (a column of a row-major matrix). (Elements less than a sector apart: see
+    fills the gap (a column of a row-major matrix), times the sectors of each thread's slot
+    that the form's `offsets` reach (`_slot_sectors`). (Elements less than a sector apart: see
     `_sub_sector_step`.)"""
     if _sub_sector_step(form, elem, cardinality, cost):
         return 1.0
@@ -543,7 +547,19 @@ def _sector_factor(form: Linear, elem: int, cardinality: dict[str, float], cost:
     if thread_coeff is None:
         return 1.0
     stride = cost.sector_bytes if thread_coeff == UNKNOWN_COEFF else min(cost.sector_bytes, abs(thread_coeff) * elem)
-    return max(1.0, stride / elem)
+    factor = max(1.0, stride / elem)
+    return factor * _slot_sectors(thread_coeff, elem, cost, offsets) if factor > 1.0 else factor
+
+
+def _slot_sectors(apart: float, elem: int, cost: CostModel, offsets: Sequence[float]) -> float:
+    """Sectors of one thread's slot (`apart` elements from its neighbour's, a sector or more)
+    that reads at `offsets` from it reach (`in[16 * i]` ... `in[16 * i + 15]` of 4-byte elements:
+    both sectors of each 64-byte slot), the slot's start taken as a sector's; 1 for one offset."""
+    if apart == UNKNOWN_COEFF or len(set(offsets)) < 2:
+        return 1.0
+    per_sector = cost.sector_bytes / elem
+    first = min(offsets)
+    return float(len({(o - first) // per_sector for o in offsets if o - first < abs(apart)}))
 
 
 def _neighbour_coeff(form: Linear, fast_atom: str) -> float | None:
