@@ -455,6 +455,32 @@ def test_an_openmp_region_counts_its_loop_body_per_iteration(tmp_path, compiler)
     assert facts.per_item.fp64 == 0.0
 
 
+NESTED_COLLAPSE_REGION = """\
+void blur(int n, const double *img, const double *w, double *out) {
+  #pragma omp target teams distribute map(to: img[0:n * 64 * 64], w[0:64 * 64]) map(from: out[0:n]) thread_limit(128)
+  for (int p = 0; p < n; p++) {
+    double s = 0.0;
+    #pragma omp parallel for collapse(2) reduction(+:s)
+    for (int a = 0; a < 64; a++)
+      for (int b = 0; b < 64; b++)
+        s += img[p * 4096 + a * 64 + b] * w[a * 64 + b];
+    out[p] = s;
+  }
+}
+int main() { static double img[1024 * 4096], w[4096], out[1024]; blur(1024, img, w, out); }
+"""
+
+
+@needs_omp
+def test_a_collapsed_parallel_loop_inside_a_distribute_loop_runs_the_whole_nest(tmp_path, compiler):
+    # clang emits one loop for the `collapse(2)` nest, its team's threads sharing the 4,096
+    # iterations: tied to either source loop, it runs the nest's iterations, not the first loop's
+    facts = compiled_facts(tmp_path, compiler, "blur.cpp", NESTED_COLLAPSE_REGION, "blur@l2")
+    assert facts.work_items == 1024
+    # a DFMA per iteration of the nest (2 FP64 operations), plus the team's reduction's few
+    assert facts.per_item.fp64 == pytest.approx(64 * 64 * 2, rel=0.1)
+
+
 DOT_REGION = """\
 double dot(int n, const double *x, const double *y) {
   double s = 0.0;

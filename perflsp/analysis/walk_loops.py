@@ -5,6 +5,7 @@ counter and induction variables as linear forms over the loop's atom."""
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING
 
 from tree_sitter import Node
@@ -17,7 +18,7 @@ from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import LoopFact
 from perflsp.analysis.notes import Note, NoteKind, NoteSource, assumed
 from perflsp.analysis.walk_branches import learn_size
-from perflsp.analysis.walk_profile import begin_profile_loop, end_profile_loop
+from perflsp.analysis.walk_profile import begin_profile_loop, collapse_profile_loops, end_profile_loop
 from perflsp.analysis.walk_ranges import assume_sized_trip
 from perflsp.analysis.walk_values import IDENT, INDEX_ATOMS, LoopOrigin, Val
 from perflsp.analysis.while_forms import while_expectation
@@ -46,9 +47,20 @@ def walk_for(walker: Walker, node: Node) -> None:
         unrolled = walker.trip_is_static and (trip <= walker.cost.unroll_limit or asked)
         if walker.last_step_kind in ("mul", "div"):
             walker.geometric_loops[f"L{walker.loop_counter + 1}"] = max(1.0, trip)
-        run_loop(walker, node, var, start, step_val, trip, origin, note, cond, update, body, unrolled)
+        run_loop(walker, node, var, start, step_val, trip, origin, note, cond, update, body, unrolled,
+                 collapse=_collapsed_levels(walker.text(pragma)) if pragma is not None and pragma.type == "preproc_call"
+                 else 1)
     finally:
         walker.scopes.pop()
+
+
+def _collapsed_levels(directive: str) -> int:
+    """The loops an OpenMP worksharing directive before a loop collapses into one (`#pragma omp
+    parallel for collapse(2)`), 1 for any other line."""
+    if not re.search(r"\bomp\b.*\b(?:for|loop|distribute|simd)\b", directive):
+        return 1
+    found = re.search(r"\bcollapse\s*\(\s*(\d+)\s*\)", directive)
+    return int(found.group(1)) if found else 1
 
 
 def condition_variable(walker: Walker, cond: Node | None) -> tuple[str | None, Val | None]:
@@ -450,9 +462,10 @@ def loop_step(walker: Walker, var: str, update: Node | None) -> tuple[str | None
 
 def run_loop(walker: Walker, node: Node, var: str | None, start: Val | None, step: Val | None, trip: float,
              origin: LoopOrigin, note: str, cond: Node | None, update: Node | None, body: Node | None,
-             unrolled: bool = False) -> None:
+             unrolled: bool = False, collapse: int = 1) -> None:
     """Walk a loop body `trip` times. An unrolled loop has no counter or compare, and the
-    addresses it steps through become immediate offsets."""
+    addresses it steps through become immediate offsets. `collapse`: the loops of the nest it
+    heads that an OpenMP directive collapses into one."""
     walker.loop_counter += 1
     atom = f"L{walker.loop_counter}"
     walker.cardinality[atom] = max(1.0, trip)
@@ -492,6 +505,7 @@ def run_loop(walker: Walker, node: Node, var: str | None, start: Val | None, ste
             walker.eval(update)
     finally:
         end_profile_loop(walker, profiled)
+        collapse_profile_loops(walker, profiled, collapse)
         walker.loop_depth -= 1
         walker.loop_atoms.pop()
         walker.mult = saved

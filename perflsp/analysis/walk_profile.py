@@ -4,6 +4,7 @@ header lines and trip counts)."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from tree_sitter import Node
@@ -47,6 +48,24 @@ def begin_profile_loop(walker: Walker, node: Node, body: Node | None, trip: floa
     if not parallel:
         walker.trip_product *= trip
     return index
+
+
+def collapse_profile_loops(walker: Walker, index: int | None, levels: int) -> None:
+    """The loop `index` and the `levels - 1` loops nested in it (each the first of its depth)
+    are one loop of the compiled code (an OpenMP `collapse(levels)` clause): each gets the nest's
+    iterations. Called once the nest is walked."""
+    if index is None or walker.profile is None or levels < 2:
+        return
+    loops = walker.profile.loops
+    members = [index]
+    for later in range(index + 1, len(loops)):
+        if len(members) == levels or loops[later].depth <= loops[index].depth:
+            break
+        if loops[later].depth == loops[members[-1]].depth + 1:
+            members.append(later)
+    product = math.prod(loops[m].trip for m in members)
+    for m in members:
+        loops[m].collapsed_trip = product
 
 
 def end_profile_loop(walker: Walker, index: int | None) -> None:

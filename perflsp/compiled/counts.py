@@ -334,7 +334,7 @@ class _Counter:
         loop = self.profile.loops[source]
         if loop.parallel:
             return self.parallel_trips if self.parallel_trips is not None else 1.0
-        return max(0.0, loop.trip)
+        return max(0.0, loop.collapsed_trip if loop.collapsed_trip is not None else loop.trip)
 
     def _candidates(self, fn: CompiledFunction, index: int) -> list[int]:
         """Source loops a compiled loop may be, innermost first: those whose header its closing

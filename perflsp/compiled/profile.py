@@ -31,6 +31,9 @@ class SourceLoop:
     # bytes of the global loads one iteration's own body reads (nested loops' not included),
     # each written access once: what one trip of the loop would load if the compiler kept it whole
     load_bytes: float = 0.0
+    # the iterations of the nest an OpenMP `collapse(n)` makes one loop of, when this loop is in
+    # one (the compiler emits a single loop for it, tied to any of the nest's source loops)
+    collapsed_trip: float | None = None
 
 
 @dataclass(slots=True)
