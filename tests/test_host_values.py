@@ -803,3 +803,28 @@ int main() {
 """)
     (scale,) = check_file(tmp_path / "main.cu", [load_database().get("H100")], CheckSettings(), IncludeResolver()).kernels
     assert scale.facts.work_items == 1 << 22  # 32,768 blocks of 128 threads, set in shape.cpp
+
+
+# the types a function template's callers name ----------------------------------------------------
+
+TEMPLATE_HOST = """
+template <typename T>
+__global__ void scale(T *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2; }
+template <typename T, int B>
+void run(int n) {
+  size_t bytes = n * sizeof(T);
+  T *d;
+  cudaMalloc(&d, bytes);
+  scale<<<(n + B - 1) / B, B>>>(d, n);
+}
+int main() { run<float, 256>(1 << 20); }
+"""
+
+
+def test_sizeof_a_type_parameter_is_the_size_of_the_type_its_callers_name():
+    model = model_of(TEMPLATE_HOST)
+    at = TEMPLATE_HOST.index("cudaMalloc")
+    assert model.fold_at(at, "bytes") == 4 << 20
+    # calls naming two types: which one a launch inside measures is not said
+    both = TEMPLATE_HOST.replace("run<float, 256>(1 << 20);", "run<float, 256>(1 << 20); run<double, 256>(1 << 20);")
+    assert model_of(both).fold_at(both.index("cudaMalloc"), "bytes") is None

@@ -95,6 +95,24 @@ def template_value_names(fn: Node) -> tuple[str | None, ...]:
     return tuple(names)
 
 
+def template_type_names(fn: Node) -> tuple[str | None, ...]:
+    """The template parameters of a function template's definition, in order: a type
+    parameter's name (`T` of `template <typename T, int N>`), None for a value parameter; () for
+    a function that is not a template."""
+    template = fn.parent
+    parameters = template.child_by_field_name("parameters") if template is not None and template.type == "template_declaration" else None
+    if parameters is None:
+        return ()
+    names: list[str | None] = []
+    for parameter in parameters.named_children:
+        if parameter.type == "comment":
+            continue
+        ident = next((c for c in parameter.named_children if c.type == "type_identifier"), None) \
+            if parameter.type in ("type_parameter_declaration", "optional_type_parameter_declaration") else None
+        names.append(ident.text.decode("utf-8", errors="replace") if ident is not None and ident.text is not None else None)
+    return tuple(names)
+
+
 def template_arguments(callee: Node | None) -> list[Node] | None:
     """The explicit template arguments of a call's callee (`run<T, 256>`: `T`, `256`); None for a
     callee written without them (its template arguments, if any, are deduced)."""

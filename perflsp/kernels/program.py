@@ -27,7 +27,13 @@ from perflsp.kernels.build_sources import program_sources
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.cuda import from_definition, macro_aliases
-from perflsp.kernels.definitions import function_declarator, function_definitions, template_arguments, template_value_names
+from perflsp.kernels.definitions import (
+    function_declarator,
+    function_definitions,
+    template_arguments,
+    template_type_names,
+    template_value_names,
+)
 from perflsp.kernels.extract import extract, extract_with_constants
 from perflsp.kernels.fields import field_declarations
 from perflsp.kernels.file_trees import defined_names, file_version, parsed_header, parsed_text, source_definitions
@@ -165,6 +171,7 @@ class ProgramModel:
         self.env = env
         self._constants: dict[str, tuple[float, str] | None] = {}
         self._caller_arguments: dict[tuple[int, int], dict[str, Folded]] = {}
+        self._template_types: dict[int, dict[str, str]] = {}  # function start -> its type parameters' types
         self._calls_run: dict[tuple[int, int], bool] = {}  # (call start, depth) -> whether a run reaches it
         self._caller_assumed: dict[tuple[int, int], set[str]] = {}  # those folded from assumed arguments
         self._calls: dict[str, list[Node]] = {}
@@ -297,6 +304,9 @@ class ProgramModel:
         passed: dict[str, Folded] = {}
         if function is not None and depth < CALLER_LEVELS:
             passed = self.caller_arguments(function, depth)
+            types = self.caller_template_types(function)
+            if types:
+                parent = ConstEnv(parent=parent, type_aliases=types)
             parent = self._members_env(function, depth, parent)
             parent = declared_fields_env(self, function, byte_offset, depth, parent, self._declared_fields)
             parent = object_paths_env(self, function, byte_offset, depth, parent, self._object_paths)
@@ -471,6 +481,28 @@ class ProgramModel:
             self._caller_assumed[key] = assumed
         self._caller_arguments[key] = values
         return values
+
+    def caller_template_types(self, function: Node) -> dict[str, str]:
+        """The types the calls of a function template naming them pass for its type parameters
+        (`conv<float>(n)` for `template <class T> void conv(int n)`: T is float), so that
+        `sizeof(T)` folds in it; none where calls name different types (`run<float>` and
+        `run<double>`: which one a launch inside measures, the caller does not say)."""
+        key = function.start_byte
+        if key in self._template_types:
+            return self._template_types[key]
+        named: set[tuple[tuple[str, str], ...]] = set()
+        names = template_type_names(function)
+        declarator = function_declarator(function) if any(names) else None
+        name_node = declarator.child_by_field_name("declarator") if declarator is not None else None
+        if name_node is not None:
+            name = self.ctx.text(name_node).split("::")[-1]
+            for call in self.calls_to(name):
+                listed = template_arguments(call.child_by_field_name("function"))
+                if listed and not function.start_byte <= call.start_byte < function.end_byte:
+                    named.add(tuple((n, " ".join(self.ctx.text(a).split())) for n, a in zip(names, listed) if n is not None))
+        found = dict(next(iter(named))) if len(named) == 1 else {}
+        self._template_types[key] = found
+        return found
 
     def arguments_passed(self, name: str, param_names: tuple[str | None, ...], depth: int,
                          outside: Node | None = None, calls: list[Node] | None = None,
