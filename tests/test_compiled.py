@@ -481,6 +481,37 @@ def test_a_collapsed_parallel_loop_inside_a_distribute_loop_runs_the_whole_nest(
     assert facts.per_item.fp64 == pytest.approx(64 * 64 * 2, rel=0.1)
 
 
+COPY_TEMPLATE_REGION = """\
+template <class T>
+void copy(int n, const T *x, T *y) {
+  #pragma omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])
+  for (int i = 0; i < n; i++)
+    y[i] = x[i];
+}
+int main() {
+  static unsigned int a[1 << 20], b[1 << 20];
+  static unsigned char c[1 << 20], d[1 << 20];
+  copy(1 << 20, a, b);
+  copy(1 << 20, c, d);
+}
+"""
+
+
+@needs_omp
+def test_the_offload_entry_of_the_instantiation_named_is_the_one_counted(tmp_path, compiler):
+    # three-word types (`unsigned char`) are matched as written in the entry's demangled name
+    source = tmp_path / "copy.cpp"
+    source.write_text(COPY_TEMPLATE_REGION)
+    for named, mangled, element in (("unsigned char", "_Z4copyIhEviPKT_PS0_", 1.0),
+                                    ("unsigned int", "_Z4copyIjEviPKT_PS0_", 4.0)):
+        prepared = read_program(source, source.read_bytes(), ReadContext(IncludeResolver()),
+                                AnalysisOptions(instantiation=(named,)))
+        options = dataclasses.replace(prepared.options, compiled=compiler.compiled(source, ["sm_86"]))
+        (report,) = FileAnalysis.of(prepared, options).reports([RTX3080])
+        assert mangled in texts(report.facts.evidence)[0]
+        assert report.facts.per_item.global_load_bytes == pytest.approx(element, rel=0.05)
+
+
 DOT_REGION = """\
 double dot(int n, const double *x, const double *y) {
   double s = 0.0;

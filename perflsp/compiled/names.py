@@ -163,8 +163,19 @@ def omp_region(unit: CompiledUnit, path: str | None, line: int,
     if not found:
         return None
     if prefer is not None and len(found) > 1:
-        return max(found, key=lambda fn: prefer(template_arguments(_split(demangled(_OFFLOAD.match(fn.name).group(3)))[1])))  # type: ignore[union-attr]
+        return max(found, key=lambda fn: prefer(_spelled_arguments(demangled(_OFFLOAD.match(fn.name).group(3)))))  # type: ignore[union-attr]
     return found[0]
+
+
+def _spelled_arguments(signature: str) -> list[str]:
+    """The template arguments of a demangled signature as written, each type's words apart
+    (`unsigned char`, which `_split` writes `unsignedchar` for comparing)."""
+    text = signature
+    if text.endswith(")"):
+        text, _ = _trailing_group(text, "(", ")")
+    if not text.endswith(">"):
+        return []
+    return [" ".join(a.split()) for a in template_arguments(_trailing_group(text, "<", ">")[1])]
 
 
 def directive_line(name: str) -> int | None:
