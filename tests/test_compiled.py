@@ -512,6 +512,35 @@ def test_the_offload_entry_of_the_instantiation_named_is_the_one_counted(tmp_pat
         assert report.facts.per_item.global_load_bytes == pytest.approx(element, rel=0.05)
 
 
+COPY_TEMPLATE_KERNEL = """\
+template <class T>
+__global__ void copy(int n, const T *x, T *y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i];
+}
+int main() {
+  unsigned int *a, *b;
+  unsigned char *c, *d;
+  copy<<<4096, 256>>>(1 << 20, a, b);
+  copy<<<4096, 256>>>(1 << 20, c, d);
+}
+"""
+
+
+@needs_cuda
+def test_the_kernel_instantiation_named_is_the_one_counted(tmp_path, compiler):
+    source = tmp_path / "copy.cu"
+    source.write_text(COPY_TEMPLATE_KERNEL)
+    for named, mangled, element in (("unsigned char", "_Z4copyIhEviPKT_PS0_", 1.0),
+                                    ("unsigned int", "_Z4copyIjEviPKT_PS0_", 4.0)):
+        prepared = read_program(source, source.read_bytes(), ReadContext(IncludeResolver()),
+                                AnalysisOptions(instantiation=(named,)))
+        options = dataclasses.replace(prepared.options, compiled=compiler.compiled(source, ["sm_86"]))
+        (report,) = FileAnalysis.of(prepared, options).reports([RTX3080])
+        assert mangled in texts(report.facts.evidence)[0]
+        assert report.facts.per_item.global_load_bytes == pytest.approx(element, rel=0.05)
+
+
 DOT_REGION = """\
 double dot(int n, const double *x, const double *y) {
   double s = 0.0;

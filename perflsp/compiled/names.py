@@ -44,7 +44,8 @@ def _split(signature: str) -> tuple[str, str, int | None]:
     templates = ""
     if text.endswith(">"):
         text, templates = _trailing_group(text, "<", ">")
-    return text.rsplit(" ", 1)[-1].strip(), templates.replace(" ", ""), params
+    # (a type's words stay apart: `unsigned char` is no `unsignedchar`)
+    return text.rsplit(" ", 1)[-1].strip(), " ".join(templates.split()), params
 
 
 def _trailing_group(text: str, opening: str, closing: str) -> tuple[str, str]:
@@ -90,7 +91,7 @@ def _count_top_level(params: str) -> int:
 
 
 def template_arguments(text: str) -> list[str]:
-    """`float,256,Op<int,2>` -> ["float", "256", "Op<int,2>"]."""
+    """`float, 256, Op<int, 2>` -> ["float", "256", "Op<int, 2>"]."""
     out: list[str] = []
     depth = 0
     current = ""
@@ -106,7 +107,7 @@ def template_arguments(text: str) -> list[str]:
             current += ch
     if current:
         out.append(current)
-    return out
+    return [arg.strip() for arg in out]
 
 
 def cuda_kernel(unit: CompiledUnit, name: str, params: int | None = None,
@@ -163,19 +164,8 @@ def omp_region(unit: CompiledUnit, path: str | None, line: int,
     if not found:
         return None
     if prefer is not None and len(found) > 1:
-        return max(found, key=lambda fn: prefer(_spelled_arguments(demangled(_OFFLOAD.match(fn.name).group(3)))))  # type: ignore[union-attr]
+        return max(found, key=lambda fn: prefer(template_arguments(_split(demangled(_OFFLOAD.match(fn.name).group(3)))[1])))  # type: ignore[union-attr]
     return found[0]
-
-
-def _spelled_arguments(signature: str) -> list[str]:
-    """The template arguments of a demangled signature as written, each type's words apart
-    (`unsigned char`, which `_split` writes `unsignedchar` for comparing)."""
-    text = signature
-    if text.endswith(")"):
-        text, _ = _trailing_group(text, "(", ")")
-    if not text.endswith(">"):
-        return []
-    return [" ".join(a.split()) for a in template_arguments(_trailing_group(text, "<", ">")[1])]
 
 
 def directive_line(name: str) -> int | None:
