@@ -142,6 +142,41 @@ def test_a_loop_left_through_a_call_of_a_label_ends_there_even_when_a_return_fol
     assert loop.own_counts[INDEX["stores"]] == 0 and loop.own_counts[INDEX["fp32"]] == 2
 
 
+JUMP_TABLE = """\
+\t.section\t.text.pick,"ax",@progbits
+        .other          pick,@"STO_CUDA_ENTRY STV_DEFAULT"
+pick:
+.text.pick:
+\t//## File "/src/k.cu", line 3
+        /*0000*/                   LDC R4, c[0x2][R3] ;
+        /*0010*/                   BRX R4 -0x20                           (*"BRANCH_TARGETS .L_x_1,.L_x_2"*) ;
+.L_x_1:
+\t//## File "/src/k.cu", line 4
+        /*0020*/                   FMUL R9, R8, R9 ;
+        /*0030*/                   BRA `(.L_x_3) ;
+.L_x_2:
+\t//## File "/src/k.cu", line 5
+        /*0040*/                   DADD R10, R10, R12 ;
+.L_x_3:
+\t//## File "/src/k.cu", line 7
+        /*0050*/                   STG.E [R2.64], R9 ;
+        /*0060*/                   EXIT ;
+.L_x_4:
+        /*0070*/                   BRA `(.L_x_4);
+"""
+
+
+def test_the_cases_of_a_jump_table_are_blocks_of_the_function():
+    # a `switch` compiled to `BRX`: nvdisasm lists its targets, the cases' blocks (before, they
+    # were unreachable, dropped, and their work not counted)
+    (fn,) = parse_sass(JUMP_TABLE)
+    assert fn.instructions[1].targets == (".L_x_1", ".L_x_2") and fn.instructions[1].operands == "R4 -0x20"
+    cf = build_function(fn)
+    lines = {cf.chains[lc.chain][0][1] for block in cf.blocks for lc in block.lines}
+    assert {4, 5, 7} <= lines
+    assert len(cf.blocks[0].successors) == 2
+
+
 @pytest.mark.parametrize("opcode, field, amount", [
     ("FFMA", "fp32", 2), ("FADD", "fp32", 1), ("FMUL32I", "fp32", 1), ("DFMA", "fp64", 2), ("DMUL", "fp64", 1),
     ("HFMA2", "fp16", 4), ("IMAD.WIDE.U32", "integer", 1), ("IMAD.MOV.U32", "integer", 1), ("LOP3.LUT", "integer", 1),

@@ -152,9 +152,9 @@ def _blocks(instructions: list[Instruction], subroutines: dict[str, Vector]) -> 
         if ins.base in _ENDS_BLOCK or _local_call(ins, by_label, subroutines):
             if i + 1 < len(instructions):
                 leaders.add(i + 1)
-            target = branch_target(ins)
-            if target in by_label:
-                leaders.add(by_label[target])
+            for target in (branch_target(ins), *ins.targets):
+                if target in by_label:
+                    leaders.add(by_label[target])
         if ins.labels and i:
             leaders.add(i)
     starts = sorted(leaders)
@@ -171,7 +171,10 @@ def _blocks(instructions: list[Instruction], subroutines: dict[str, Vector]) -> 
             succ = taken + following if last.predicated else (taken or following)
         elif last.base in ("EXIT", "RET", "KILL"):
             succ = following if last.predicated else []
-        else:  # fall through (BRX/JMX: targets not known, the next block stands for them)
+        elif last.targets:  # an indirect branch to the targets its jump table lists
+            taken = [block_of[by_label[t]] for t in last.targets if t in by_label]
+            succ = taken + following if last.predicated or not taken else taken
+        else:  # fall through (BRX/JMX whose targets nvdisasm did not list: the next block stands for them)
             succ = following
         successors.append(list(dict.fromkeys(succ)))
     return starts, successors

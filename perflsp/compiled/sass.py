@@ -24,6 +24,9 @@ class Instruction:
     predicate: str | None  # "P0", "!P0", "PT" ... (None: not predicated)
     chain: tuple[Location, ...]  # innermost source position first, then the call sites it is inlined at
     labels: tuple[str, ...] = ()  # labels that name this instruction's address (branch targets)
+    # an indirect branch's targets, as nvdisasm lists them (`BRX R4 -0x3a70 (*"BRANCH_TARGETS
+    # .L_x_1,.L_x_2"*)`: a switch's jump table)
+    targets: tuple[str, ...] = ()
 
     @property
     def base(self) -> str:
@@ -59,6 +62,7 @@ _INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:@(!?U?P\w+)\s+)?([A-Z]
 _LINE = re.compile(r'^\s*//## File "([^"]*)", line (\d+)(.*)$')
 _INLINED = re.compile(r'inlined at "([^"]*)", line (\d+)')
 _LABEL = re.compile(r"^(\.L_x_\d+|\$[\w.$]+):\s*$")
+_BRANCH_TARGETS = re.compile(r'\(\*"BRANCH_TARGETS\s+([^"]+)"\*\)')
 
 
 def parse_sass(text: str) -> list[SassFunction]:
@@ -72,8 +76,13 @@ def parse_sass(text: str) -> list[SassFunction]:
     for raw in text.splitlines():
         if m := _INSTRUCTION.match(raw):
             if current is not None:
-                current.instructions.append(Instruction(int(m.group(1), 16), m.group(3), m.group(4).strip(),
-                                                        m.group(2), chain, tuple(labels)))
+                operands = m.group(4)
+                listed = _BRANCH_TARGETS.search(operands)
+                if listed:
+                    operands = operands[:listed.start()]
+                current.instructions.append(Instruction(int(m.group(1), 16), m.group(3), operands.strip(),
+                                                        m.group(2), chain, tuple(labels),
+                                                        tuple(t.strip() for t in listed.group(1).split(",")) if listed else ()))
             labels = []
             previous_was_line = False
             continue
