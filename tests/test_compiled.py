@@ -576,6 +576,32 @@ def test_the_kernel_instantiation_named_is_the_one_counted(tmp_path, compiler):
         assert report.facts.per_item.global_load_bytes == pytest.approx(element, rel=0.05)
 
 
+NOINLINE_LOOP = """\
+__device__ __noinline__ float fit(const float *x, int n) {
+  float r = 0.f;
+  for (int i = 0; i < n - 1; i++) r += x[i] * x[i + 1] + 1.5f;
+  return r;
+}
+__global__ void best(const float *a, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < 4096)
+    out[i] = fit(a + i * n, n);
+}
+int main() { float *a, *o; best<<<64, 256>>>(a, o, 101); }
+"""
+
+
+@needs_cuda
+def test_a_called_subroutine_that_loops_runs_its_loop_on_every_call(tmp_path, compiler):
+    # ptxas places the function it did not inline in the kernel (`$_Z4bestPKfPfi$_Z3fitPKfi`);
+    # its loop runs 100 trips on each call (FFMA + FADD: 3 FP32 operations each; unrolled 16
+    # times, its remainder's copies run too), counted at the call's weight: 4,096 of the 16,384
+    # threads call it (the guard's weight is not taken twice). Summed as straight-line code, the
+    # loop's copies ran once: 29 of the 100 trips.
+    facts = compiled_facts(tmp_path, compiler, "fit.cu", NOINLINE_LOOP, "best")
+    assert facts.per_item.fp32 == pytest.approx(100 * 3 * 4096 / 16384, rel=0.15)
+
+
 DOT_REGION = """\
 double dot(int n, const double *x, const double *y) {
   double s = 0.0;

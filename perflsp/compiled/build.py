@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perflsp.compiled.cfg import build_function
+from perflsp.compiled.cfg import build_function, looping_subroutines
 from perflsp.compiled.headers import MAX_FOUND, find_header_folder, missing_header
 from perflsp.compiled.host_aside import device_qualifier_macros, host_code_aside
 from perflsp.compiled.inline_sites import place_library_code
@@ -326,7 +326,8 @@ def read_unit(sass: str, source: str, compiled_from: str, arch: str, compiler: s
     functions = {}
     parsed = parse_sass(sass)
     place_library_code(parsed, [source, compiled_from, *headers])
-    for fn in parsed:
+    # (a subroutine that loops is a function of its own: `cfg.looping_subroutines`)
+    for fn in [*parsed, *(sub for each in parsed for sub in looping_subroutines(each).values())]:
         compiled = build_function(fn)
         if compiled_from != source:
             compiled.chains = [tuple((source if p == compiled_from else p, n) for p, n in chain)

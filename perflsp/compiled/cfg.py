@@ -5,7 +5,7 @@ registers they step by a constant (how far one trip of an unrolled loop advances
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from perflsp.compiled.isa import classify
 from perflsp.compiled.model import CLASSES, INDEX, ZERO, Block, CompiledFunction, LineCounts, Loop, Step, Vector, add
@@ -33,8 +33,9 @@ def build_function(fn: SassFunction) -> CompiledFunction:
     if not instructions:
         return CompiledFunction(fn.name, fn.is_entry, fn.registers, chains, [], [], frame_bytes=frame_bytes(instructions))
     by_label = {label: i for i, ins in enumerate(instructions) for label in ins.labels}
-    subroutines = _subroutines(instructions, by_label)
-    starts, successors = _blocks(instructions, subroutines)
+    looping = set(looping_subroutines(fn))
+    subroutines = _subroutines(instructions, by_label, looping)
+    starts, successors = _blocks(instructions, subroutines.keys() | looping)
     # the arms only a library function's huge arguments take are cut off: their code goes with
     # the blocks no thread reaches then
     slow_arms = huge_argument_arms(instructions, starts, successors)
@@ -51,6 +52,7 @@ def build_function(fn: SassFunction) -> CompiledFunction:
     for old in order:
         lines: dict[int, tuple[Vector, Vector]] = {}
         calls: list[str] = []
+        call_chains: list[int] = []
         indirect = 0
         for at in range(bounds[old], bounds[old + 1]):
             ins = instructions[at]
@@ -58,7 +60,10 @@ def build_function(fn: SassFunction) -> CompiledFunction:
             vector = _ISSUED_ONLY if at in special else _vector(ins)
             if ins.base == "CALL":
                 target = branch_target(ins)
-                if target in subroutines:
+                if target in looping:
+                    calls.append(target)  # a function of its own (`looping_subroutines`)
+                    call_chains.append(chain_id(ins.chain))
+                elif target in subroutines:
                     # a subroutine of the function (a 64-bit integer division): its code runs
                     # where an unconditional call is; a guarded call, one of a `slowpath` or one
                     # on the arm a statement's own test branches around (`fix_up_arms`)
@@ -69,6 +74,7 @@ def build_function(fn: SassFunction) -> CompiledFunction:
                     pass  # a branch within the function (see `_local_call`)
                 elif target and not ins.operands.startswith(("R", "UR")):
                     calls.append(target)
+                    call_chains.append(chain_id(ins.chain))
                 else:
                     indirect += 1
             cid = chain_id(ins.chain)
@@ -81,7 +87,7 @@ def build_function(fn: SassFunction) -> CompiledFunction:
         exit_chain = chain_id(last.chain) if last.base == "EXIT" and last.predicated else None
         blocks.append(Block(instructions[bounds[old]].offset, [LineCounts(c, v, p) for c, (v, p) in lines.items()],
                             [renumber[s] for s in successors[old] if s in renumber], None, calls, indirect,
-                            exit_chain))
+                            exit_chain, call_chains=call_chains))
     dom = _dominators(blocks)
     loops = _loops(blocks, instructions, bounds, order, chain_id, dom)
     _mark_early_exits(blocks, dom)
@@ -119,15 +125,41 @@ def _vector(ins: Instruction) -> Vector:
     return tuple(values)
 
 
-def _subroutines(instructions: list[Instruction], by_label: dict[str, int]) -> dict[str, Vector]:
+def looping_subroutines(fn: SassFunction) -> dict[str, SassFunction]:
+    """The subroutines of `fn` that loop (a device function ptxas did not inline,
+    `$_Z6kernelPf$_Z7fitnessPf`, whose loop runs on every call): each read as a function of its
+    own, from its label to its return, so that its loops count their trips. Those that do not
+    loop are summed where they are called (`_subroutines`)."""
+    instructions = fn.instructions
+    by_label = {label: i for i, ins in enumerate(instructions) for label in ins.labels}
+    found: dict[str, SassFunction] = {}
+    for ins in instructions:
+        target = branch_target(ins) if ins.base == "CALL" else None
+        if target is None or target not in by_label or target in found or target.startswith(".L") \
+                or "slowpath" in target:
+            continue
+        start = by_label[target]
+        end = next((i for i in range(start, len(instructions))
+                    if instructions[i].base in ("RET", "EXIT", "KILL") and not instructions[i].predicated), None)
+        if end is None or instructions[end].base != "RET":
+            continue
+        inside = {label for body in instructions[start:end + 1] for label in body.labels}
+        if any(body.base == "BRA" and (t := branch_target(body)) in inside and by_label[t] <= at
+               for at, body in enumerate(instructions[start:end + 1], start)):
+            found[target] = SassFunction(target, False, fn.registers, instructions[start:end + 1])
+    return found
+
+
+def _subroutines(instructions: list[Instruction], by_label: dict[str, int], looping: set[str]) -> dict[str, Vector]:
     """Labels that calls within the function reach and that return (`RET`): what one pass
     through each costs (its straight-line instructions up to the return). ptxas names its
     subroutines `$...` (`$__internal_0_$__cuda_sm20_div_u64`); a call of a `.L_x_N` label is
-    its way of leaving a loop (`_local_call`), however the code after that label ends."""
+    its way of leaving a loop (`_local_call`), however the code after that label ends. Those
+    that loop (`looping`) are functions of their own."""
     found: dict[str, Vector] = {}
     for ins in instructions:
         target = branch_target(ins) if ins.base == "CALL" else None
-        if target is None or target not in by_label or target in found or target.startswith(".L"):
+        if target is None or target not in by_label or target in found or target.startswith(".L") or target in looping:
             continue
         if "slowpath" in target:
             found[target] = ZERO  # the slow path of special operands (a division by a denormal): nearly never runs
@@ -143,9 +175,9 @@ def _subroutines(instructions: list[Instruction], by_label: dict[str, int]) -> d
     return found
 
 
-def _blocks(instructions: list[Instruction], subroutines: dict[str, Vector]) -> tuple[list[int], list[list[int]]]:
+def _blocks(instructions: list[Instruction], subroutines: Collection[str]) -> tuple[list[int], list[list[int]]]:
     """Block start indices and each block's successors (as block numbers); a call of a
-    subroutine (`subroutines`) is a call, not a branch."""
+    subroutine (`subroutines`: labels) is a call, not a branch."""
     by_label = {label: i for i, ins in enumerate(instructions) for label in ins.labels}
     leaders = {0}
     for i, ins in enumerate(instructions):
@@ -180,7 +212,7 @@ def _blocks(instructions: list[Instruction], subroutines: dict[str, Vector]) -> 
     return starts, successors
 
 
-def _local_call(ins: Instruction, by_label: dict[str, int], subroutines: dict[str, Vector]) -> bool:
+def _local_call(ins: Instruction, by_label: dict[str, int], subroutines: Collection[str]) -> bool:
     """`@P0 CALL.REL.NOINC `(.L_x_57)``: ptxas leaves a loop through a call to a label of the
     function whose code never returns: a branch."""
     if ins.base != "CALL":

@@ -113,6 +113,7 @@ class _Counter:
         continued = range(runtime_line + 1, runtime_line + 1 + self.continuation_lines) if runtime_line else range(0)
         shares = block_shares(fn) if runtime_line is not None else []
         caps = self._exit_caps(fn, chains)
+        called = self._call_weight(fn, chains) if depth > 0 else 1.0
         total = ZERO
         for index, block in enumerate(fn.blocks):
             frequency = loop_trips[block.loop] if block.loop is not None else 1.0
@@ -130,17 +131,18 @@ class _Counter:
                     # continuation line: its reduction): no statement guards it, each of its
                     # branches is read as even
                     guarded = shares[index]
-                weight = min(1.0 if guarded is None else guarded, caps[index]) * frequency
+                weight = min(1.0 if guarded is None else guarded / called, caps[index]) * frequency
                 if weight <= 0:
                     continue
                 total = add(total, lc.counts, weight)
                 if self.predicated_share != 1.0:
                     total = add(total, lc.predicated, weight * (self.predicated_share - 1.0))
             if depth < MAX_CALL_DEPTH:
-                for callee in block.calls:
+                for k, callee in enumerate(block.calls):
                     counts = self._callee_counts(callee, depth)
                     if counts is not None:
-                        weight = frequency * (self.weight(chains[block.lines[-1].chain]) if block.lines else 1.0)
+                        at = [chains[block.call_chains[k]]] if k < len(block.call_chains) else []
+                        weight = frequency * self._call_site_weight(at + [chains[lc.chain] for lc in reversed(block.lines)])
                         total = add(total, counts, weight)
         matched = sum(1 for t in ties if t.source is not None or t.wrapper)
         notes = []
@@ -229,6 +231,29 @@ class _Counter:
             if in_body and not (tied[source] & enclosing) and same_file(path, lp.path):
                 return True
         return False
+
+    def _call_weight(self, fn: CompiledFunction, chains: list[tuple[Location, ...]]) -> float:
+        """The source weight a called function's own code carries that is its calls' (the guards
+        around them): its largest outside its loops, which every call runs. Its lines' weights
+        are over it: the call site's weight counts the calls (`_callee_counts`)."""
+        found = [w for block in fn.blocks if block.loop is None for lc in block.lines
+                 if chains[lc.chain] and (w := self.source_weight(chains[lc.chain])) is not None and w > 0]
+        return max(found) if found else 1.0
+
+    def _call_site_weight(self, chains: list[tuple[Location, ...]]) -> float:
+        """The weight of a call at the first of `chains` (then its block's code, last first): of
+        the work its line does (the body of `if (i < n) y[i] = f(x[i]);`, not its test), else
+        the line's; past a position no statement holds, the next."""
+        for chain in chains:
+            if not chain:
+                continue
+            work = self.table.work_weight_at(chain[0], chain[1:])
+            if work is not None:
+                return work
+            found = self.source_weight(chain)
+            if found is not None:
+                return found
+        return 1.0
 
     def _callee_counts(self, name: str, depth: int) -> Vector | None:
         if name not in self._callees:

@@ -49,6 +49,7 @@ class Block:
     # the blocks ending in such an exit that every path to this one passes: only the threads
     # that did not leave there run it, whatever source line its code comes from
     after_exits: list[int] = field(default_factory=list)
+    call_chains: list[int] = field(default_factory=list)  # the source position of each of `calls`
 
 
 @dataclass(slots=True)
@@ -112,7 +113,7 @@ class CompiledFunction:
             "name": self.name, "entry": self.is_entry, "registers": self.registers,
             "chains": [[list(loc) for loc in chain] for chain in self.chains],
             "blocks": [[b.start, [[lc.chain, list(lc.counts), list(lc.predicated)] for lc in b.lines], b.successors,
-                        b.loop, b.calls, b.indirect_calls, b.exit_chain, b.after_exits] for b in self.blocks],
+                        b.loop, b.calls, b.indirect_calls, b.exit_chain, b.after_exits, b.call_chains] for b in self.blocks],
             "loops": [[lp.header, lp.blocks, lp.parent, lp.latch_chains, [[s.amount, s.chain, s.wide, s.address] for s in lp.steps],
                        list(lp.own_counts)] for lp in self.loops],
             "slow_paths": self.slow_paths, "frame_bytes": self.frame_bytes,
@@ -122,7 +123,8 @@ class CompiledFunction:
     def from_json(cls, data: dict[str, Any]) -> CompiledFunction:
         chains = [tuple((str(p), int(n)) for p, n in chain) for chain in data["chains"]]
         blocks = [Block(start, [LineCounts(c, tuple(v), tuple(pv)) for c, v, pv in lines], succ, loop, calls, ind,
-                        rest[0] if rest else None, list(rest[1]) if len(rest) > 1 else [])
+                        rest[0] if rest else None, list(rest[1]) if len(rest) > 1 else [],
+                        list(rest[2]) if len(rest) > 2 else [])
                   for start, lines, succ, loop, calls, ind, *rest in data["blocks"]]
         loops = [Loop(h, bl, parent, latches, [Step(*step) for step in steps], tuple(own))
                  for h, bl, parent, latches, steps, own in data["loops"]]
