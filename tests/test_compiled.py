@@ -602,6 +602,19 @@ def test_a_called_subroutine_that_loops_runs_its_loop_on_every_call(tmp_path, co
     assert facts.per_item.fp32 == pytest.approx(100 * 3 * 4096 / 16384, rel=0.15)
 
 
+def test_the_unrolling_of_a_loop_explains_every_register_it_steps():
+    from perflsp.compiled.counts import _consistent_unroll
+
+    # one register stepped by 7 in a loop whose `z += 7` steps by 7: kept whole (clang counted
+    # a plane loop by `z`), not 7 iterations of the counter a trip
+    assert _consistent_unroll([7.0], (1.0, 7.0)) == 1.0
+    # unrolled 4 times: the counter by 4, `j += 4` by 16
+    assert _consistent_unroll([4.0, 16.0], (1.0, 4.0)) == 4.0
+    assert _consistent_unroll([4.0], (1.0,)) == 4.0
+    # a register no step explains (a byte offset): the smallest amount over the counter's step
+    assert _consistent_unroll([1.0, 12.0], (1.0,)) == 1.0
+
+
 DOT_REGION = """\
 double dot(int n, const double *x, const double *y) {
   double s = 0.0;

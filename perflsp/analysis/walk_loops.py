@@ -483,14 +483,16 @@ def run_loop(walker: Walker, node: Node, var: str | None, start: Val | None, ste
     elif var is not None:
         walker.assign(var, Val(INT, None, Linear(nonlinear=frozenset({atom}), const_known=False)))
     entry = {name: val for name in stepped_names(walker, body, var, update) if (val := walker.lookup(name)) is not None}
-    inductions = induction_variables(walker, body, var, atom, update)
+    induction_steps: list[float] = []
+    inductions = induction_variables(walker, body, var, atom, update, induction_steps)
     walker.mult = saved * trip
     walker.loop_depth += 1
     walker.loop_atoms.append(atom)
     if unrolled:
         walker.unrolled_atoms.add(atom)
     walker.mult = saved
-    profiled = begin_profile_loop(walker, node, body, trip, step.value if step is not None else None)
+    profiled = begin_profile_loop(walker, node, body, trip, step.value if step is not None else None,
+                                  induction_steps=tuple(induction_steps))
     walker.mult = saved * trip
     try:
         if not unrolled:
@@ -550,11 +552,12 @@ def stepped_names(walker: Walker, body: Node | None, var: str | None, update: No
     return names
 
 
-def induction_variables(walker: Walker, body: Node | None, var: str | None, atom: str, update: Node | None = None) -> list[str]:
+def induction_variables(walker: Walker, body: Node | None, var: str | None, atom: str, update: Node | None = None,
+                        steps: list[float] | None = None) -> list[str]:
     """Variables the body or the update clause steps by a loop-invariant amount
     (`index += stride;`, `p += n;`, `k++;` as statements of the body, `t++, p += n` in the
     update): during the loop they are their entry value plus the iteration times the step,
-    like the loop's own counter."""
+    like the loop's own counter. `steps` collects the steps that are constants."""
     found: list[str] = []
     saved = walker.mult
     walker.mult = 0.0  # reading the step costs nothing here; the statement is counted in the body
@@ -573,6 +576,8 @@ def induction_variables(walker: Walker, body: Node | None, var: str | None, atom
                 continue  # the step itself moves inside the loop, or comes from memory
             if step.value is not None:
                 moved = Linear.atom(atom).scale(step.value)
+                if steps is not None:
+                    steps.append(step.value)
             elif step.lin.atoms:
                 moved = step.lin.mul(Linear.atom(atom))
             else:

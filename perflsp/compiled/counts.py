@@ -15,6 +15,7 @@ The result is per thread; times the threads of the launch it is what Nsight Comp
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -437,7 +438,7 @@ class _Counter:
         by_loads = self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], lp.load_bytes) \
             if innermost and (pointer_counted or register_strided) else None
         if counters:
-            return max(1.0, min(counters) / step)
+            return _consistent_unroll(counters, (step, *(abs(s) for s in lp.induction_steps if s)))
         # no such counter (clang counts by a 64-bit byte offset or pointer, whose step is the
         # unrolling times an element's size): the loads
         return by_loads if by_loads is not None else 1.0
@@ -453,6 +454,19 @@ class _Counter:
         if ratio < 1.5:
             return 1.0
         return float(min(MAX_UNROLL, 2 ** round(math.log2(ratio))))
+
+
+def _consistent_unroll(amounts: Sequence[float], source_steps: tuple[float, ...]) -> float:
+    """The fewest source iterations per compiled trip that make each register step `amounts`
+    some variable's source step times it (`z += 7` each iteration, kept whole: 7 is `z`'s step,
+    not seven iterations of the counter); without one, the smallest amount over the counter's
+    step (`source_steps[0]`)."""
+    counter = source_steps[0]
+    candidates = sorted({a / s for a in amounts for s in source_steps if s > 0 and a % s == 0 and a / s >= 1})
+    for unroll in candidates:
+        if all(any(abs(a - s * unroll) < 1e-9 for s in source_steps) for a in amounts):
+            return unroll
+    return max(1.0, min(amounts) / counter)
 
 
 def _same_chain(a: tuple[Location, ...], b: tuple[Location, ...]) -> bool:

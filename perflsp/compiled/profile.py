@@ -34,6 +34,8 @@ class SourceLoop:
     # the iterations of the nest an OpenMP `collapse(n)` makes one loop of, when this loop is in
     # one (the compiler emits a single loop for it, tied to any of the nest's source loops)
     collapsed_trip: float | None = None
+    # the constants the loop's other induction variables step by per iteration (`z += 7`)
+    induction_steps: tuple[float, ...] = ()
 
 
 @dataclass(slots=True)
