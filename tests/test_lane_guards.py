@@ -91,3 +91,45 @@ def test_a_remainder_test_lets_one_thread_in_its_modulus_through(tmp_path):
 def test_compiled_counts_weight_a_remainder_test_by_its_share(tmp_path, compiler):  # noqa: F811
     facts = compiled_facts(tmp_path, compiler, "tree.cu", TREE, "tree")
     assert facts.per_item.global_loads == pytest.approx(2.0, rel=0.05)
+
+
+HALVING = """
+#define BLOCK 128
+__global__ void sum_while(const double *a, double *out) {
+  __shared__ double cache[BLOCK];
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  cache[threadIdx.x] = a[t] * a[t];
+  __syncthreads();
+  int i = BLOCK >> 1;
+  while (i != 0) {
+    if (threadIdx.x < i)
+      cache[threadIdx.x] += cache[threadIdx.x + i];
+    __syncthreads();
+    i >>= 1;
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = cache[0];
+}
+__global__ void sum_for(const double *a, double *out) {
+  __shared__ double cache[BLOCK];
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  cache[threadIdx.x] = a[t] * a[t];
+  __syncthreads();
+  for (int i = BLOCK >> 1; i != 0; i >>= 1) {
+    if (threadIdx.x < i)
+      cache[threadIdx.x] += cache[threadIdx.x + i];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = cache[0];
+}
+int main() { double *a, *o; sum_while<<<1024, BLOCK>>>(a, o); sum_for<<<1024, BLOCK>>>(a, o); }
+"""
+
+
+def test_a_while_loop_halving_its_counter_lets_the_guard_s_share_through_each_pass(tmp_path):
+    source = tmp_path / "halving.cu"
+    source.write_text(HALVING)
+    reports = analyse(source, None)
+    # the tree reduction adds 64 + 32 + ... + 1 = 127 values a block of 128 threads: about one
+    # FP64 add a thread, beside its multiply; written as a `while`, as a `for`
+    for kernel in ("sum_while", "sum_for"):
+        assert reports[kernel].facts.per_item.fp64 == pytest.approx(1 + 127 / 128, rel=0.02)

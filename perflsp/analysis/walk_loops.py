@@ -45,13 +45,20 @@ def walk_for(walker: Walker, node: Node) -> None:
         pragma = node.prev_named_sibling
         asked = pragma is not None and pragma.type == "preproc_call" and "unroll" in walker.text(pragma)
         unrolled = walker.trip_is_static and (trip <= walker.cost.unroll_limit or asked)
-        if walker.last_step_kind in ("mul", "div"):
-            walker.geometric_loops[f"L{walker.loop_counter + 1}"] = max(1.0, trip)
+        _note_geometric(walker, trip)
         run_loop(walker, node, var, start, step_val, trip, origin, note, cond, update, body, unrolled,
                  collapse=_collapsed_levels(walker.text(pragma)) if pragma is not None and pragma.type == "preproc_call"
                  else 1)
     finally:
         walker.scopes.pop()
+
+
+def _note_geometric(walker: Walker, trip: float) -> None:
+    """Record the loop about to run (`run_loop`) as one that doubles or halves its counter (`s
+    *= 2`, `i >>= 1`) when its trip count was just read so: guards on the counter (`tid < s`)
+    then take their average share over its passes."""
+    if walker.last_step_kind in ("mul", "div"):
+        walker.geometric_loops[f"L{walker.loop_counter + 1}"] = max(1.0, trip)
 
 
 def _collapsed_levels(directive: str) -> int:
@@ -637,6 +644,7 @@ def counted_while(walker: Walker, node: Node, cond: Node | None, body: Node | No
     walker.scopes.append({})
     try:
         trip, origin, note, step_val = trip_count(walker, var, start, inner, update, node)
+        _note_geometric(walker, trip)
         run_loop(walker, node, var, start, step_val, trip, origin, note, inner, None, body)
     finally:
         walker.scopes.pop()
