@@ -133,3 +133,32 @@ def test_a_while_loop_halving_its_counter_lets_the_guard_s_share_through_each_pa
     # FP64 add a thread, beside its multiply; written as a `while`, as a `for`
     for kernel in ("sum_while", "sum_for"):
         assert reports[kernel].facts.per_item.fp64 == pytest.approx(1 + 127 / 128, rel=0.02)
+
+
+TWO_D_LOCAL_ID = """
+#define LS 128
+__global__ void team_sum(float *out, const float *in) {
+  __shared__ float local_sum[LS];
+  const int lid = threadIdx.x;
+  int local_idi = lid % LS;
+  int local_idj = lid / LS;
+  local_sum[local_idi] = in[blockIdx.x * LS + lid] * 2.0f;
+  __syncthreads();
+  if (local_idi == 0 && local_idj == 0) {
+    float sum = 0.0f;
+    for (int i = 0; i < LS; i++) sum += local_sum[i];
+    out[blockIdx.x] = sum;
+  }
+}
+int main() { float *a, *b; team_sum<<<512, LS>>>(b, a); }
+"""
+
+
+def test_two_tests_of_one_thread_index_let_through_the_threads_that_pass_both(tmp_path):
+    # a 2D local id made of a 1D one (`lid % 128`, `lid / 128`): thread 0 of the 128 passes
+    # both; the sum's 128 adds, once a block, are one a thread (an even branch read 64)
+    source = tmp_path / "team.cu"
+    source.write_text(TWO_D_LOCAL_ID)
+    facts = analyse(source, None)["team_sum"].facts
+    assert facts.per_item.fp32 == pytest.approx(1 + 128 / 128)
+    assert facts.per_item.global_stores == pytest.approx(1 / 128)

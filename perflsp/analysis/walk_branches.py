@@ -3,6 +3,7 @@ the problem size they reveal), and blocks that jump away (`if (c) continue;`).""
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from typing import TYPE_CHECKING
@@ -11,7 +12,7 @@ from tree_sitter import Node
 
 from perflsp.analysis.case_chains import case_share, unwrapped
 from perflsp.analysis.lane_guards import lanes_share, modulus_share
-from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, distinct_values
+from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, base_atom, distinct_values, tile_value
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_values import INDEX_ATOMS, Val, index_atom
 
@@ -163,6 +164,8 @@ def _conjoined_thread_tests(walker: Walker, cond: Node | None) -> float | None:
         return None
     share = 1.0
     seen: set[str] = set()
+    differences: list[Linear] = []
+    shared = False
     for side in (parts[1], parts[2]):
         inner = binary_parts(walker, side)
         if inner is None or inner[0] != "==" or inner[1] is None or inner[2] is None:
@@ -174,15 +177,45 @@ def _conjoined_thread_tests(walker: Walker, cond: Node | None) -> float | None:
         finally:
             walker.mult, walker.visited = saved
         atoms = difference.atoms
-        if not atoms or difference.nonlinear or not all(index_atom(a) for a in atoms) or atoms & seen \
+        if not atoms or difference.nonlinear or not all(index_atom(a) for a in atoms) \
                 or any(c == UNKNOWN_COEFF for _, c in difference.coeffs):
             return None
+        shared = shared or bool(atoms & seen)
         seen |= atoms
+        differences.append(difference)
         card = 1.0
         for atom in atoms:
             card *= max(1.0, walker.cardinality.get(atom, 1.0))
         share /= card
-    return share
+    # both sides on one thread index (`lid % 128 == 0 && lid / 128 == 0`): the threads of the
+    # block that pass both, counted
+    return _threads_passing(walker, differences) if shared else share
+
+
+_MAX_COUNTED = 4096  # threads of a block enumerated at most
+
+
+def _threads_passing(walker: Walker, differences: list[Linear]) -> float | None:
+    """The share of a block's threads for which every form of `differences` is zero, the forms
+    over thread indices alone (an index divided by a constant, `lid / 128`, is a fractional
+    coefficient: its integer quotient is meant); None beyond thread indices or a large block."""
+    bases = sorted({base_atom(a) for d in differences for a in d.atoms})
+    sizes = [int(walker.cardinality.get(b, 0.0)) for b in bases]
+    if not set(bases) <= {"tx", "ty", "tz"} or any(n < 1 for n in sizes) or math.prod(sizes) > _MAX_COUNTED:
+        return None
+    passing = 0
+    for values in itertools.product(*(range(n) for n in sizes)):
+        at = dict(zip(bases, values))
+        passing += all(_zero(d, at) for d in differences)
+    return passing / math.prod(sizes)
+
+
+def _zero(form: Linear, at: dict[str, int]) -> bool:
+    value = form.const
+    for atom, coeff in form.coeffs:
+        tiled = tile_value(atom, at[base_atom(atom)])
+        value += coeff * (tiled if tiled is not None else at[atom])
+    return math.floor(value + 1e-9) == 0 if value >= 0 else math.ceil(value - 1e-9) == 0
 
 
 def equality_weight(walker: Walker, cond: Node | None) -> float | None:
