@@ -615,6 +615,52 @@ def test_the_unrolling_of_a_loop_explains_every_register_it_steps():
     assert _consistent_unroll([1.0, 12.0], (1.0,)) == 1.0
 
 
+TEAM_SUM_REGION = """\
+#include <omp.h>
+#define LS 128
+void run(float *out, const float *in, int teams) {
+  #pragma omp target teams num_teams(teams) thread_limit(LS) map(to: in[0:teams*LS]) map(from: out[0:teams])
+  {
+    float local_sum[LS];
+    #pragma omp parallel
+    {
+      const int lid = omp_get_thread_num();
+      const int tid = omp_get_team_num();
+      local_sum[lid] = in[LS * tid + lid] * 2.0f;
+      #pragma omp barrier
+      if (lid == 0) {
+        float sum = 0.0f;
+        for (int i = 0; i < LS; i++) sum += local_sum[i];
+        out[tid] = sum;
+      }
+    }
+  }
+}
+int main() { static float in[512 * LS], out[512]; run(out, in, 512); }
+"""
+
+
+@needs_omp
+def test_a_loop_counted_by_its_address_alone_runs_the_iterations_its_step_covers(tmp_path, compiler):
+    # clang unrolls the team's sum 8 times and steps the team-local array's 32-bit address by
+    # 32 bytes a trip, with no counter: 8 floats a trip, 16 trips, not 128 (FP32 per thread:
+    # the multiply, and the 128 adds of thread 0 shared over the team's 128 threads)
+    source = tmp_path / "team.cpp"
+    source.write_text(TEAM_SUM_REGION)
+    (report,) = analyse(source, compiler).values()
+    assert report.facts.per_item.fp32 == pytest.approx(2.0, rel=0.1)
+
+
+def test_the_unrolling_of_a_loop_without_a_counter_is_read_from_its_address_steps():
+    from perflsp.compiled.counts import _unroll_by_addresses
+
+    assert _unroll_by_addresses([32.0], {4.0}) == 8.0
+    assert _unroll_by_addresses([32.0, 64.0], {4.0, 8.0}) == 8.0
+    assert _unroll_by_addresses([4.0], {4.0}) == 1.0
+    assert _unroll_by_addresses([12.0], {8.0}) is None  # no whole number of iterations
+    assert _unroll_by_addresses([], {4.0}) is None
+
+
 DOT_REGION = """\
 double dot(int n, const double *x, const double *y) {
   double s = 0.0;

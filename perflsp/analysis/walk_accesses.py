@@ -10,7 +10,7 @@ from tree_sitter import Node
 
 from perflsp.analysis.ctype import F32, INT, UNKNOWN, CType
 from perflsp.analysis.fragment_elements import fragment_num_elements
-from perflsp.analysis.linear import Linear
+from perflsp.analysis.linear import UNKNOWN_COEFF, Linear
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_groups import block_view
 from perflsp.analysis.walk_values import DIM_NAMES, THREAD_ATOMS, UNKNOWN_VAL, Access, Val
@@ -41,6 +41,18 @@ def repointed(val: Val, ctype: CType) -> Val:
     return Val(ctype, None, lin, val.root, val.space, val.dims if before == after else ())
 
 
+def _note_stride(walker: Walker, index_lin: Linear, elem: CType) -> None:
+    """The bytes between the elements an access reaches in one iteration of the innermost
+    profiled loop and the next, any array (a stack or team-local one too): the compiled loop
+    steps its address by a multiple of them (`SourceLoop.access_strides`)."""
+    if not walker.profile_loops or not walker.loop_atoms or walker.profile is None:
+        return
+    step = index_lin.coeff_map().get(walker.loop_atoms[-1])
+    size = 8 if elem.pointer else elem.size_bytes
+    if step and step != UNKNOWN_COEFF and size:
+        walker.profile.loops[walker.profile_loops[-1]].access_strides.add(abs(step) * size)
+
+
 def _count_loop_load(walker: Walker, access: Access) -> None:
     """Add a global load to the bytes one iteration of the innermost profiled loop loads: each
     element once (the compiler loads `a[m]` read twice once) and only if the loop moves it (a
@@ -58,6 +70,7 @@ def _count_loop_load(walker: Walker, access: Access) -> None:
 
 def record_access(walker: Walker, base: Val, index_lin: Linear, elem: CType, is_store: bool, node: Node,
                   atomic: bool = False) -> None:
+    _note_stride(walker, index_lin, elem)
     if base.space in (None, "local") or base.root is None:
         return
     sized = elem.kind not in ("unknown", "struct", "void") or bool(elem.pointer)
@@ -72,6 +85,7 @@ def record_access(walker: Walker, base: Val, index_lin: Linear, elem: CType, is_
     walker.accesses.append(access)
     if walker.profile_load_bytes and access.space == "global" and not is_store and not atomic:
         _count_loop_load(walker, access)
+
     # an address that a loop does not change is computed once, outside that loop
     invariant = 1.0
     for atom in walker.loop_atoms:

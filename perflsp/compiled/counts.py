@@ -15,7 +15,7 @@ The result is per thread; times the threads of the launch it is what Nsight Comp
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -439,6 +439,14 @@ class _Counter:
             if innermost and (pointer_counted or register_strided) else None
         if counters:
             return _consistent_unroll(counters, (step, *(abs(s) for s in lp.induction_steps if s)))
+        # no counter, nor global loads to count iterations by: clang's loop stepping an address
+        # (a 32-bit shared or local one, `s[i]` of floats by 32 a trip: 8 iterations) against
+        # the bytes between its elements (a struct member's stride the source may misread: not
+        # where global loads say it)
+        addressed = _unroll_by_addresses([s.amount for s in steps if s.address and not s.wide], lp.access_strides) \
+            if lp.load_bytes <= 0 else None
+        if addressed is not None:
+            return addressed
         # no such counter (clang counts by a 64-bit byte offset or pointer, whose step is the
         # unrolling times an element's size): the loads
         return by_loads if by_loads is not None else 1.0
@@ -467,6 +475,18 @@ def _consistent_unroll(amounts: Sequence[float], source_steps: tuple[float, ...]
         if all(any(abs(a - s * unroll) < 1e-9 for s in source_steps) for a in amounts):
             return unroll
     return max(1.0, min(amounts) / counter)
+
+
+def _unroll_by_addresses(amounts: Sequence[float], strides: Collection[float]) -> float | None:
+    """The fewest iterations a trip (at most `MAX_UNROLL`) that make each address step some
+    access's stride times it; None without address steps or strides, or where none does."""
+    if not amounts or not strides:
+        return None
+    candidates = sorted({a / s for a in amounts for s in strides if s > 0 and a % s == 0 and 1 <= a / s <= MAX_UNROLL})
+    for unroll in candidates:
+        if all(any(abs(a - s * unroll) < 1e-9 for s in strides) for a in amounts):
+            return unroll
+    return None
 
 
 def _same_chain(a: tuple[Location, ...], b: tuple[Location, ...]) -> bool:

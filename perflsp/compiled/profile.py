@@ -36,6 +36,10 @@ class SourceLoop:
     collapsed_trip: float | None = None
     # the constants the loop's other induction variables step by per iteration (`z += 7`)
     induction_steps: tuple[float, ...] = ()
+    # bytes between the elements one iteration and the next access, of the arrays its body
+    # indexes by its counter (`s[i]` of floats: 4): an address register stepped by a multiple
+    # of one says how many iterations a compiled trip does
+    access_strides: set[float] = field(default_factory=set)
 
 
 @dataclass(slots=True)
