@@ -102,10 +102,11 @@ class Compiler:
     def request(self, path: Path, arch: str, text: bytes | None = None,
                 relocatable: bool = False, omp_regions: bool = False, kernels: bool = False) -> CompileRequest | str:
         """`relocatable`: compiled for the device functions another unit calls (`__device__`,
-        OpenMP `declare target`; it may have no kernel of its own). `omp_regions`: the analysis found OpenMP target regions in the file
-        (directives a macro writes, `OMP_TARGET(teams distribute)` -> `_Pragma("omp target
-        ...")`, that no `omp target` in its text shows); `kernels`: it found CUDA kernels (a
-        macro may spell `__global__`: `#define GLOBAL __global__`)."""
+        OpenMP `declare target`; it may have no kernel of its own). `omp_regions`: the analysis
+        found OpenMP target regions in the file (directives a macro writes,
+        `OMP_TARGET(teams distribute)` -> `_Pragma("omp target ...")`, that no `omp target` in
+        its text shows); `kernels`: it found CUDA kernels (a macro may spell `__global__`:
+        `#define GLOBAL __global__`)."""
         try:
             own = text if text is not None else _read(path)
         except OSError as exc:
