@@ -162,3 +162,14 @@ def test_two_tests_of_one_thread_index_let_through_the_threads_that_pass_both(tm
     facts = analyse(source, None)["team_sum"].facts
     assert facts.per_item.fp32 == pytest.approx(1 + 128 / 128)
     assert facts.per_item.global_stores == pytest.approx(1 / 128)
+
+
+def test_an_equality_on_a_thread_index_divided_lets_through_the_threads_it_holds_for(tmp_path):
+    # `threadIdx.x / 128 == 0` of 128 threads holds for all of them (it was read as one thread
+    # of 128), `/ 64 == 1` for half
+    shares = {}
+    for test in ("threadIdx.x / 128 == 0", "threadIdx.x / 64 == 1"):
+        source = tmp_path / "divided.cu"
+        source.write_text(TWO_D_LOCAL_ID.replace("local_idi == 0 && local_idj == 0", test))
+        shares[test] = analyse(source, None)["team_sum"].facts.per_item.global_stores
+    assert shares == {"threadIdx.x / 128 == 0": pytest.approx(1.0), "threadIdx.x / 64 == 1": pytest.approx(0.5)}

@@ -125,6 +125,9 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
         share = case_share(walker, cond)
         if share is not None:
             return share
+        share = _equal_threads_share(walker, cond)
+        if share is not None:
+            return share
         card = 1.0
         for atom in thread_atoms:
             card *= max(1.0, walker.cardinality.get(atom, 1.0))
@@ -190,6 +193,23 @@ def _conjoined_thread_tests(walker: Walker, cond: Node | None) -> float | None:
     # both sides on one thread index (`lid % 128 == 0 && lid / 128 == 0`): the threads of the
     # block that pass both, counted
     return _threads_passing(walker, differences) if shared else share
+
+
+def _equal_threads_share(walker: Walker, cond: Node | None) -> float | None:
+    """`threadIdx.x / 128 == 0` (of 128 threads: every one), `lid / 64 == 1`: the share of the
+    block's threads for which the two sides meet, counted; None for another condition."""
+    parts = binary_parts(walker, cond)
+    if parts is None or parts[0] != "==" or parts[1] is None or parts[2] is None:
+        return None
+    saved = walker.mult, walker.visited
+    walker.mult = 0.0  # the condition is counted where it is walked
+    try:
+        difference = walker.eval(parts[1]).lin.add(walker.eval(parts[2]).lin, -1.0)
+    finally:
+        walker.mult, walker.visited = saved
+    if not difference.atoms or difference.nonlinear or any(c == UNKNOWN_COEFF for _, c in difference.coeffs):
+        return None
+    return _threads_passing(walker, [difference])
 
 
 _MAX_COUNTED = 4096  # threads of a block enumerated at most
