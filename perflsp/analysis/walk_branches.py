@@ -170,19 +170,10 @@ def _conjoined_thread_tests(walker: Walker, cond: Node | None) -> float | None:
     differences: list[Linear] = []
     shared = False
     for side in (parts[1], parts[2]):
-        inner = binary_parts(walker, side)
-        if inner is None or inner[0] != "==" or inner[1] is None or inner[2] is None:
+        difference = _equality(walker, side)
+        if difference is None or not all(index_atom(a) for a in difference.atoms):
             return None
-        saved = walker.mult, walker.visited
-        walker.mult = 0.0  # the condition is counted where it is walked
-        try:
-            difference = walker.eval(inner[1]).lin.add(walker.eval(inner[2]).lin, -1.0)
-        finally:
-            walker.mult, walker.visited = saved
         atoms = difference.atoms
-        if not atoms or difference.nonlinear or not all(index_atom(a) for a in atoms) \
-                or any(c == UNKNOWN_COEFF for _, c in difference.coeffs):
-            return None
         shared = shared or bool(atoms & seen)
         seen |= atoms
         differences.append(difference)
@@ -198,18 +189,29 @@ def _conjoined_thread_tests(walker: Walker, cond: Node | None) -> float | None:
 def _equal_threads_share(walker: Walker, cond: Node | None) -> float | None:
     """`threadIdx.x / 128 == 0` (of 128 threads: every one), `lid / 64 == 1`: the share of the
     block's threads for which the two sides meet, counted; None for another condition."""
+    difference = _equality(walker, cond)
+    return _threads_passing(walker, [difference]) if difference is not None else None
+
+
+def _equality(walker: Walker, cond: Node | None) -> Linear | None:
+    """The difference of the two sides of `a == b` (walked without counting: the condition is
+    counted where it is walked), where it is a plain form of known atoms; None otherwise."""
     parts = binary_parts(walker, cond)
     if parts is None or parts[0] != "==" or parts[1] is None or parts[2] is None:
         return None
-    saved = walker.mult, walker.visited
-    walker.mult = 0.0  # the condition is counted where it is walked
-    try:
-        difference = walker.eval(parts[1]).lin.add(walker.eval(parts[2]).lin, -1.0)
-    finally:
-        walker.mult, walker.visited = saved
+    difference = _difference(walker, parts[1], parts[2])
     if not difference.atoms or difference.nonlinear or any(c == UNKNOWN_COEFF for _, c in difference.coeffs):
         return None
-    return _threads_passing(walker, [difference])
+    return difference
+
+
+def _difference(walker: Walker, left: Node, right: Node) -> Linear:
+    saved = walker.mult, walker.visited
+    walker.mult = 0.0
+    try:
+        return walker.eval(left).lin.add(walker.eval(right).lin, -1.0)
+    finally:
+        walker.mult, walker.visited = saved
 
 
 _MAX_COUNTED = 4096  # threads of a block enumerated at most
@@ -250,12 +252,7 @@ def equality_weight(walker: Walker, cond: Node | None) -> float | None:
     op, left, right = parts
     if op not in ("==", "!=") or left is None or right is None or not (_plain(left) and _plain(right)):
         return None
-    saved = walker.mult, walker.visited
-    walker.mult = 0.0  # the condition is counted where it is walked
-    try:
-        difference = walker.eval(left).lin.add(walker.eval(right).lin, -1.0)
-    finally:
-        walker.mult, walker.visited = saved
+    difference = _difference(walker, left, right)  # (uncounted: the condition is counted where it is walked)
     counters = set(walker.loop_atoms)
     atoms = difference.atoms
     if not atoms or difference.nonlinear or not all(a in counters or index_atom(a) for a in atoms - _omp_indices(atoms)) \

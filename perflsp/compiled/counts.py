@@ -469,24 +469,21 @@ def _consistent_unroll(amounts: Sequence[float], source_steps: tuple[float, ...]
     some variable's source step times it (`z += 7` each iteration, kept whole: 7 is `z`'s step,
     not seven iterations of the counter); without one, the smallest amount over the counter's
     step (`source_steps[0]`)."""
-    counter = source_steps[0]
-    candidates = sorted({a / s for a in amounts for s in source_steps if s > 0 and a % s == 0 and a / s >= 1})
-    for unroll in candidates:
-        if all(any(abs(a - s * unroll) < 1e-9 for s in source_steps) for a in amounts):
-            return unroll
-    return max(1.0, min(amounts) / counter)
+    found = _explaining_unroll(amounts, source_steps)
+    return found if found is not None else max(1.0, min(amounts) / source_steps[0])
 
 
 def _unroll_by_addresses(amounts: Sequence[float], strides: Collection[float]) -> float | None:
     """The fewest iterations a trip (at most `MAX_UNROLL`) that make each address step some
     access's stride times it; None without address steps or strides, or where none does."""
-    if not amounts or not strides:
-        return None
-    candidates = sorted({a / s for a in amounts for s in strides if s > 0 and a % s == 0 and 1 <= a / s <= MAX_UNROLL})
-    for unroll in candidates:
-        if all(any(abs(a - s * unroll) < 1e-9 for s in strides) for a in amounts):
-            return unroll
-    return None
+    return _explaining_unroll(amounts, tuple(strides), MAX_UNROLL) if amounts and strides else None
+
+
+def _explaining_unroll(amounts: Sequence[float], steps: tuple[float, ...], most: float = math.inf) -> float | None:
+    """The fewest iterations a compiled trip (at most `most`) that make every one of `amounts`
+    one of `steps` times it; None where none does."""
+    candidates = sorted({a / s for a in amounts for s in steps if s > 0 and a % s == 0 and 1 <= a / s <= most})
+    return next((u for u in candidates if all(any(abs(a - s * u) < 1e-9 for s in steps) for a in amounts)), None)
 
 
 def _same_chain(a: tuple[Location, ...], b: tuple[Location, ...]) -> bool:

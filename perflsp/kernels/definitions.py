@@ -80,37 +80,34 @@ def template_value_names(fn: Node) -> tuple[str | None, ...]:
     """The template parameters of a function template's definition, in order: a value
     parameter's name (`N` of `template <typename T, int N>`), None for a type parameter; () for
     a function that is not a template."""
-    template = fn.parent
-    parameters = template.child_by_field_name("parameters") if template is not None and template.type == "template_declaration" else None
-    if parameters is None:
-        return ()
-    names: list[str | None] = []
-    for parameter in parameters.named_children:
-        if parameter.type == "comment":
-            continue
-        ident = parameter.child_by_field_name("declarator") \
-            if parameter.type in ("parameter_declaration", "optional_parameter_declaration") else None
-        names.append(ident.text.decode("utf-8", errors="replace") if ident is not None and ident.type == "identifier"
-                     and ident.text is not None else None)
-    return tuple(names)
+    return tuple(name if kind == "value" else None for kind, name in _template_parameters(fn))
 
 
 def template_type_names(fn: Node) -> tuple[str | None, ...]:
-    """The template parameters of a function template's definition, in order: a type
-    parameter's name (`T` of `template <typename T, int N>`), None for a value parameter; () for
-    a function that is not a template."""
+    """The same, naming the type parameters (`T`), None for a value parameter."""
+    return tuple(name if kind == "type" else None for kind, name in _template_parameters(fn))
+
+
+def _template_parameters(fn: Node) -> list[tuple[str, str | None]]:
+    """(`type` or `value`, its name where it has one) of each template parameter of a function
+    template's definition, in order; [] for a function that is not a template."""
     template = fn.parent
     parameters = template.child_by_field_name("parameters") if template is not None and template.type == "template_declaration" else None
     if parameters is None:
-        return ()
-    names: list[str | None] = []
+        return []
+    found: list[tuple[str, str | None]] = []
     for parameter in parameters.named_children:
         if parameter.type == "comment":
             continue
-        ident = next((c for c in parameter.named_children if c.type == "type_identifier"), None) \
-            if parameter.type in ("type_parameter_declaration", "optional_type_parameter_declaration") else None
-        names.append(ident.text.decode("utf-8", errors="replace") if ident is not None and ident.text is not None else None)
-    return tuple(names)
+        if parameter.type in ("type_parameter_declaration", "optional_type_parameter_declaration"):
+            ident = next((c for c in parameter.named_children if c.type == "type_identifier"), None)
+            found.append(("type", ident.text.decode("utf-8", errors="replace") if ident is not None and ident.text else None))
+            continue
+        ident = parameter.child_by_field_name("declarator") \
+            if parameter.type in ("parameter_declaration", "optional_parameter_declaration") else None
+        found.append(("value", ident.text.decode("utf-8", errors="replace")
+                      if ident is not None and ident.type == "identifier" and ident.text is not None else None))
+    return found
 
 
 def template_arguments(callee: Node | None) -> list[Node] | None:
