@@ -30,8 +30,8 @@ _SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
 _INCLUDE_DEPTH = 3  # headers between a source and the file it reaches
 
 # Starts at the `#` (a literal prefix lets the regex engine skip ahead quickly); the caller checks
-# that only blanks precede it on its line.
-_DIRECTIVE = re.compile(rb"#[ \t]*([A-Za-z_]+)\b[ \t]*((?:[^\n\\]|\\.)*)", re.DOTALL)
+# that only blanks precede it on its line. A backslash continues it onto the next line, LF or CRLF.
+_DIRECTIVE = re.compile(rb"#[ \t]*([A-Za-z_]+)\b[ \t]*((?:[^\n\\]|\\\r?\n|\\.)*)", re.DOTALL)
 _CONSTANT = re.compile(
     rb"^[ \t]*(?:static[ \t]+)?(?:const|constexpr)[ \t]+(?:unsigned[ \t]+|signed[ \t]+)?"
     rb"(?:int|long|short|size_t|unsigned|char|float|double|[iu]nt(?:8|16|32|64)_t)[ \t]+"

@@ -28,8 +28,17 @@ _DIRECTIVES = ("preproc_function_def", "preproc_def")
 
 
 def launching_macros(env: ConstEnv) -> tuple[str, ...]:
-    """The function-like macros whose body launches a kernel (`<<<`)."""
-    return tuple(sorted(name for name, (_, body) in env.all_function_macros().items() if "<<<" in body))
+    """The function-like macros whose body launches a kernel (`<<<`), or uses one that does
+    (`#define call_kernel(k, b, t) call_kernel_s(k, b, t, 0)` over the macro that launches)."""
+    bodies = {name: body for name, (_, body) in env.all_function_macros().items()}
+    launching = {name for name, body in bodies.items() if "<<<" in body}
+    grown = True
+    while grown:
+        found = {name for name, body in bodies.items() if name not in launching
+                 and any(re.search(rf"\b{re.escape(other)}\s*\(", body) for other in launching)}
+        launching |= found
+        grown = bool(found)
+    return tuple(sorted(launching))
 
 
 def macro_launch_sites(ctx: ExtractionContext, env: ConstEnv, by_name: dict[str, list[CudaFunction]],

@@ -25,9 +25,9 @@ from perflsp.source.parser import query
 T = TypeVar("T")
 
 _SCOPE_CONTAINERS = {
-    "translation_unit", "declaration_list", "preproc_if", "preproc_ifdef", "preproc_else",
-    "preproc_elif", "preproc_elifdef", "linkage_specification", "namespace_definition",
+    "translation_unit", "declaration_list", "preproc_else", "linkage_specification", "namespace_definition",
 }
+_CONDITIONALS = {"preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef"}
 _COMPOUND = {"+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^"}
 
 
@@ -63,21 +63,25 @@ def file_env(ctx: ExtractionContext, macros: ConstEnv | None = None) -> ConstEnv
     (`macros`, from `IncludeResolver.env_for`; without it, the file's own `#define`s)."""
     from perflsp.kernels.includes import IncludeResolver
 
-    env = ConstEnv(parent=macros if macros is not None else IncludeResolver().env_for(None, ctx.data))
-    _collect_scope(ctx, ctx.tree.root_node, env)
+    preprocessor = macros if macros is not None else IncludeResolver().env_for(None, ctx.data)
+    env = ConstEnv(parent=preprocessor)
+    _collect_scope(ctx, ctx.tree.root_node, env, preprocessor)
     env.helpers = HelperCalls(ctx, env)  # (a call no other rule folds: its definition run on the values)
     return env
 
 
-def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
+def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv, macros: ConstEnv) -> None:
     for child in node.named_children:
         kind = child.type
-        if kind in _SCOPE_CONTAINERS:
-            _collect_scope(ctx, child, env)
+        if kind in _CONDITIONALS:
+            for branch in _active_branches(ctx, child, macros):
+                _collect_scope(ctx, branch, env, macros)
+        elif kind in _SCOPE_CONTAINERS:
+            _collect_scope(ctx, child, env, macros)
         elif kind == "namespace_definition":
             body = child.child_by_field_name("body")
             if body is not None:
-                _collect_scope(ctx, body, env)
+                _collect_scope(ctx, body, env, macros)
         elif kind == "declaration":
             if _is_constant_declaration(ctx, child):
                 _bind_declaration(ctx, child, env)
@@ -98,6 +102,44 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
                     _bind_enum(ctx, sub, env)
     # enums nested in declarations such as `enum { A = 1 } x;` are rare enough to ignore
 
+
+
+def _active_branches(ctx: ExtractionContext, conditional: Node, macros: ConstEnv) -> list[Node]:
+    """The parts of `#if`/`#ifdef` ... `#else` whose declarations the compiler sees: the taken
+    branch alone when the macros decide the condition (`#ifdef _n_ const int n = _n_; #else
+    const int n = 1024; #endif` with `_n_` undefined: the second `n`), every branch when they
+    do not (or when the condition tests `__CUDA_ARCH__`, which differs between the host and the
+    device passes). Each branch is returned as a node whose named children are its contents."""
+    from perflsp.kernels.includes import evaluate_condition, is_defined
+
+    alternative = conditional.child_by_field_name("alternative")
+    taken: bool | None
+    if conditional.type in ("preproc_ifdef", "preproc_elifdef"):
+        name = conditional.child_by_field_name("name")
+        directive = ctx.text(conditional.children[0]) if conditional.children else ""
+        taken = None if name is None or "__CUDA_ARCH__" in ctx.text(name) else \
+            is_defined(macros, ctx.text(name)) == ("ifndef" not in directive and "elifndef" not in directive)
+    else:
+        condition = conditional.child_by_field_name("condition")
+        text = ctx.text(condition) if condition is not None else ""
+        taken = None if condition is None or "__CUDA_ARCH__" in text else evaluate_condition(macros, text)
+    if taken is None:
+        return [conditional]
+    if not taken:
+        if alternative is None:
+            return []
+        if alternative.type in _CONDITIONALS:
+            return _active_branches(ctx, alternative, macros)
+        return [alternative]
+    return [cast(Node, _Without(conditional, alternative))]
+
+
+class _Without:
+    """A conditional's taken branch: its named children up to its `#else`/`#elif` (its condition
+    is among them, an expression no scope rule reads)."""
+
+    def __init__(self, node: Node, alternative: Node | None):
+        self.named_children = [c for c in node.named_children if alternative is None or c.id != alternative.id]
 
 
 def _bind_typedef(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:
