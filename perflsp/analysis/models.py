@@ -215,11 +215,22 @@ class Finding:
 
 
 @dataclass(slots=True)
+class InstantiationReport:
+    """One instantiation of a kernel template judged on its own (`analysis.instantiations`)."""
+
+    arguments: tuple[str, ...]  # its template arguments, as the compiled code names them
+    facts: KernelFacts
+    estimates: list[Estimate]  # one per GPU, in the order of the kernel's own estimates
+
+
+@dataclass(slots=True)
 class KernelReport:
     kernel: Kernel
     launches: list[LaunchSite]
     facts: KernelFacts
     estimates: list[Estimate]
+    # a template's instantiations in the compiled code, each judged (empty unless there are several)
+    instantiations: list[InstantiationReport] = field(default_factory=list)
 
     @property
     def name(self) -> str:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from tree_sitter import Tree
 
 from perflsp.analysis.engine import analyze_kernel, uncertain_report
+from perflsp.analysis.instantiations import judge_instantiations
 from perflsp.analysis.models import KernelReport
 from perflsp.analysis.options import DEFAULT_OPTIONS, AnalysisOptions
 from perflsp.analysis.reader import ReadProgram
@@ -154,10 +155,15 @@ class FileAnalysis:
         if unit is None:
             return uncertain_report(kernel, self._launches(kernel), gpus, self._failure or "engine error")
         try:
-            return analyze_kernel(unit, kernel, gpus)
+            report = analyze_kernel(unit, kernel, gpus)
         except Exception as exc:  # noqa: BLE001 - one kernel the engine trips on must not hide the rest
             log.warning("the static engine failed on %s: %s: %s", kernel.name, type(exc).__name__, exc)
             return uncertain_report(kernel, self._launches(kernel), gpus, failure_reason(exc))
+        model = unit.model
+        report.instantiations = judge_instantiations(
+            report, unit.options, self.kernels.path,
+            lambda named: analyze_kernel(AnalysisUnit.of(model, named), kernel, gpus))
+        return report
 
     def reports(self, gpus: Sequence[Gpu], limit: int = MAX_KERNELS_PER_FILE) -> list[KernelReport]:
         """Reports of every kernel, then every OpenMP region, in document order (those within

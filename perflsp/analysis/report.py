@@ -18,9 +18,10 @@ from typing import Any
 from tree_sitter import Tree
 
 from perflsp.analysis.fixes import with_fixes
+from perflsp.analysis.instantiations import differing_verdicts, instantiation_label
 from perflsp.analysis.lints import run_lints
 from perflsp.analysis.lints.context import LintOptions
-from perflsp.analysis.models import Estimate, Finding, KernelFacts, KernelReport, OpCounts, Severity
+from perflsp.analysis.models import Estimate, Finding, InstantiationReport, KernelFacts, KernelReport, OpCounts, Severity
 from perflsp.analysis.notes import records, texts
 from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import MAX_KERNELS_PER_FILE, FileAnalysis, within_ceiling
@@ -167,7 +168,10 @@ def verdict_summary(estimate: Estimate, facts: KernelFacts) -> str:
 def verdict_finding(report: KernelReport, estimate: Estimate) -> Finding:
     """A verdict as a diagnostic at the kernel, default severity from the rule registry."""
     rule = verdict_rule(estimate.verdict)
-    return Finding(code=rule.code, message=verdict_summary(estimate, report.facts), span=kernel_span(report.kernel),
+    message = verdict_summary(estimate, report.facts)
+    if (per_instantiation := differing_verdicts(report, estimate)) is not None:
+        message += f" · {per_instantiation}"
+    return Finding(code=rule.code, message=message, span=kernel_span(report.kernel),
                    severity=rule.default_severity, kernel=report.name)
 
 
@@ -216,6 +220,22 @@ def kernel_json(report: KernelReport, verdicts: Sequence[Verdict]) -> dict[str, 
             "uncertain": facts.uncertain,
         },
         "estimates": [estimate_json(v.estimate, v.gpu, report.facts) for v in verdicts],
+        # a template's instantiations in the compiled code, each judged (empty when judged once)
+        "instantiations": [_instantiation_json(report, inst, verdicts) for inst in report.instantiations],
+    }
+
+
+def _instantiation_json(report: KernelReport, inst: InstantiationReport, verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    shown = [(inst.estimates[i], v.gpu) for v in verdicts
+             if (i := next((j for j, e in enumerate(report.estimates) if e is v.estimate), -1)) >= 0
+             and i < len(inst.estimates)]
+    return {
+        "name": instantiation_label(report.kernel.name, inst.arguments),
+        "arguments": list(inst.arguments),
+        "facts": {"work_items": json_number(inst.facts.work_items), "total": _ops_json(inst.facts.total),
+                  "dram_bytes": json_number(inst.facts.dram_bytes), "assumptions": texts(inst.facts.assumptions),
+                  "evidence": texts(inst.facts.evidence)},
+        "estimates": [estimate_json(estimate, gpu, inst.facts) for estimate, gpu in shown],
     }
 
 

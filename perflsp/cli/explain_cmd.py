@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import click
 
+from perflsp.analysis.instantiations import estimates_on
 from perflsp.analysis.notes import records, texts
 from perflsp.cli._gpu_options import gpus_file_option, load_db_or_fail
 from perflsp.cli.llm_options import (
@@ -284,6 +285,12 @@ def _static_body(selected: Selected, report) -> str:
             var = f" over {loop.variable}" if loop.variable else ""
             lines.append(f"- loop at line {loop.line}{var}: {loop.trip_count:.4g} iterations "
                          f"({loop.origin}: {loop.note})")
+    judged = estimates_on(report, estimate)
+    if judged:
+        lines.append("")
+        lines.append("Per instantiation (each compiled and judged on its own; the verdict above is the first call's):")
+        lines += [f"- {label}: {e.headline()}" if e.verdict != "uncertain" else f"- {label}: uncertain"
+                  for label, e in judged]
     if facts.assumptions:
         lines.append("")
         lines.append("Assumptions (check them against the code):")

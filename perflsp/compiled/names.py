@@ -168,6 +168,41 @@ def omp_region(unit: CompiledUnit, path: str | None, line: int,
     return found[0]
 
 
+def kernel_instantiations(unit: CompiledUnit, name: str, params: int | None = None) -> list[tuple[str, ...]]:
+    """The template arguments of every instantiation of the kernel `name` the unit holds, in the
+    unit's order (`conv1d<float>` and `conv1d<double>`: [("float",), ("double",)]); empty for a
+    kernel that is no template."""
+    simple = name.split("::")[-1]
+    found: list[tuple[str, ...]] = []
+    for _fn, qualified, templates, count in _entries(unit).get(simple, ()):
+        if ("::" in name and not qualified.endswith(name)) or (params is not None and count not in (None, params)):
+            continue
+        arguments = instantiation_arguments(f"{qualified}<{templates}>") if templates else None
+        if arguments and arguments not in found:
+            found.append(arguments)
+    return found
+
+
+def region_instantiations(unit: CompiledUnit, path: str | None, line: int) -> list[tuple[str, ...]]:
+    """The template arguments of the function template around the OpenMP region on `line`
+    (1-based) of `path`, one tuple per instantiation the unit holds an offload entry of."""
+    wanted = _file_id(path) if path else None
+    exact: list[tuple[str, ...]] = []
+    by_line: list[tuple[str, ...]] = []
+    for fn in unit.functions.values():
+        m = _OFFLOAD.match(fn.name)
+        if m is None or int(m.group(4)) != line:
+            continue
+        arguments = instantiation_arguments(demangled(m.group(3)))
+        if not arguments:
+            continue
+        if arguments not in by_line:
+            by_line.append(arguments)
+        if wanted is not None and (int(m.group(1), 16), int(m.group(2), 16)) == wanted and arguments not in exact:
+            exact.append(arguments)
+    return exact or by_line
+
+
 def directive_line(name: str) -> int | None:
     """The line (1-based) of the directive an OpenMP offload entry was outlined from; None for
     any other function."""

@@ -28,6 +28,7 @@ from perflsp.analysis.compiled_facts import gpu_arch
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.engine import uncertain_report
 from perflsp.analysis.includers import refold_site
+from perflsp.analysis.instantiations import same_arguments
 from perflsp.analysis.models import KernelFacts, KernelReport
 from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import FileAnalysis, failure_reason
@@ -132,11 +133,18 @@ def totals_of(facts: KernelFacts) -> Totals:
 
 
 def prediction_from(row: KernelRow, report: KernelReport) -> Prediction:
-    """The prediction of a row from the engine's report of its kernel (its first estimate)."""
-    estimate = report.estimates[0]
-    totals = totals_of(report.facts)
+    """The prediction of a row from the engine's report of its kernel (its first estimate): of a
+    template judged per instantiation, the report of the instantiation the row measured, as the
+    editor shows it beside the template's own."""
+    estimate, facts = report.estimates[0], report.facts
+    named = row.instantiation
+    if named is not None:
+        judged = next((inst for inst in report.instantiations if same_arguments(inst.arguments, named)), None)
+        if judged is not None and judged.estimates:
+            estimate, facts = judged.estimates[0], judged.facts
+    totals = totals_of(facts)
     if estimate.verdict == "uncertain":
-        reason = "; ".join(note.text for note in estimate.evidence) or report.facts.uncertain
+        reason = "; ".join(note.text for note in estimate.evidence) or facts.uncertain
         return Prediction(row, "uncertain", reason, confidence=estimate.confidence, totals=totals)
     return Prediction(row, estimate.verdict, None, {p.value: v for p, v in estimate.intensity.items()},
                       confidence=estimate.confidence, totals=totals)

@@ -78,3 +78,48 @@ async def test_an_untrusted_workspace_compiles_nothing(tmp_path):
         shown = await _hover(s, path.as_uri(), path.read_text(), "saxpy(int n")
         assert COMPILED not in shown and "estimated from the source" in shown
         assert any("compiled facts off: the workspace is not trusted" in m.message for m in s.client.log_messages)
+
+
+SCALE_TEMPLATE = """\
+template <typename T>
+__global__ void scale(const T *x, T *y, T a, int n)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    T v = x[i];
+    for (int k = 0; k < 64; k++) v = v * a + (T)1;
+    y[i] = v;
+  }
+}
+template <typename T>
+void run(int n)
+{
+  T *x, *y;
+  cudaMalloc(&x, n * sizeof(T));
+  cudaMalloc(&y, n * sizeof(T));
+  scale<T><<<(n + 255) / 256, 256>>>(x, y, (T)0.5, n);
+}
+int main() {
+  run<float>(1 << 24);
+  run<double>(1 << 24);
+}
+"""
+
+
+@needs_cuda
+async def test_a_kernel_templates_instantiations_are_judged_apart_once_compiled(tmp_path):
+    path = tmp_path / "scale.cu"
+    path.write_text(SCALE_TEMPLATE)
+    async with session(tmp_path, init_options={"workspaceTrusted": True, "gpus": ["rtx3080"],
+                                              "compileDelayMs": 300}) as s:
+        uri = path.as_uri()
+        await s.open(path)
+        shown = await _until(s, uri, SCALE_TEMPLATE, "scale(const", "Per instantiation")
+        # FP64 is compute-bound on a GeForce, the same loop in FP32 bandwidth-bound
+        assert "| `scale<double>` |" in shown and "| `scale<float>` |" in shown
+        double_row = next(line for line in shown.splitlines() if line.startswith("| `scale<double>`"))
+        assert "compute-bound" in double_row
+        diagnostics = await s.pull(uri)
+        verdict = next(d for d in diagnostics if d.code and str(d.code).startswith("roofline/"))
+        assert "per instantiation:" in verdict.message
+        assert "`scale<double>` compute-bound" in verdict.message and "`scale<float>` bandwidth-bound" in verdict.message

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
+from perflsp.analysis.instantiations import differing_verdicts
 from perflsp.analysis.models import Estimate, KernelReport
 from perflsp.analysis.roof import roof_of, roof_summary
 from perflsp.analysis.roofline_rules import verdict_rule
@@ -140,6 +141,8 @@ def verdict_message(report: KernelReport, estimate: Estimate, llm: AdvisorResult
         if occ:
             parts.append(occ)
         text = " · ".join(parts)
+    if (per_instantiation := differing_verdicts(report, estimate)) is not None:
+        text += f" · {per_instantiation}"
     notes = []
     if measured is not None and fresh is None:
         if measured.verdict is None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
+from perflsp.analysis.instantiations import estimates_on, instantiation_label
 from perflsp.analysis.models import Estimate, KernelReport, OpCounts
 from perflsp.analysis.roof import LABELS, number, unit
 from perflsp.hardware.precision import ROOFLINE_PRECISIONS
@@ -134,6 +135,7 @@ def kernel_markdown(report: KernelReport, snapshot: Snapshot | None = None) -> s
     kind = "OpenMP target region" if report.kernel.kind == "omp" else "kernel"
     lines = [f"### `{name}` — {kind}", ""]
     lines += _verdict_table(report.estimates)
+    lines += _instantiation_table(report)
     measured_any = False
     if snapshot is not None:
         llm_lines, measured_lines = _llm_sections(snapshot, report), _measured_sections(snapshot, report)
@@ -281,6 +283,25 @@ def _verdict_table(estimates: list[Estimate]) -> list[str]:
         occ = f"{e.occupancy.occupancy:.0%} ({e.occupancy.limiter.value.replace('_', ' ')})" if e.occupancy else "—"
         rows.append(f"| {e.gpu} | **{short_verdict(e)}** | {intensity_vs_ridge(e) if e.verdict != 'uncertain' else '—'} | "
                     f"{occ} | {e.confidence:.0%} |")
+    return rows
+
+
+def _instantiation_table(report: KernelReport) -> list[str]:
+    """A template's instantiations in the compiled code, each judged: the verdict above is the
+    one its first launch or call names."""
+    if not report.instantiations:
+        return []
+    rows = ["", "**Per instantiation** (each compiled and judged on its own)", "",
+            "| instantiation | GPU | verdict | intensity vs ridge | FP32 / FP64 FLOP | DRAM bytes |",
+            "| --- | --- | --- | --- | ---: | ---: |"]
+    for estimate in report.estimates:
+        for label, judged in estimates_on(report, estimate):
+            facts = next(i.facts for i in report.instantiations
+                         if instantiation_label(report.kernel.name, i.arguments) == label)
+            rows.append(f"| `{label}` | {judged.gpu} | **{short_verdict(judged)}** | "
+                        f"{intensity_vs_ridge(judged) if judged.verdict != 'uncertain' else '—'} | "
+                        f"{_big(facts.total.fp32)} / {_big(facts.total.fp64)} | "
+                        f"{_big(judged.dram_bytes if judged.dram_bytes is not None else facts.dram_bytes)} |")
     return rows
 
 

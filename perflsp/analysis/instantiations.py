@@ -1,0 +1,107 @@
+"""Kernel templates judged per instantiation.
+
+A kernel template (`template <typename T> __global__ void conv1d(...)`, or an OpenMP region in a
+function template) is compiled once per set of template arguments the program instantiates it
+with, and each instantiation is a kernel of its own: `conv1d<double>` moves twice the bytes of
+`conv1d<float>` and does its arithmetic in the other precision. A kernel's report judges one
+instantiation (the one its first launch or call names). Where the file's compiled code holds
+several, each is judged as well, the analysis named with its arguments as an evaluation names the
+instantiation it measured, so that the diagnostic, the hover and `check --json` say which verdict
+belongs to which. Without compiled code (no toolchain, a failed compile) the instantiations are
+not listed: the source alone does not say which ones a nest of templates makes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+
+from perflsp.analysis.models import Estimate, InstantiationReport, Kernel, KernelReport
+from perflsp.analysis.options import AnalysisOptions
+from perflsp.compiled.model import CompiledSource
+from perflsp.compiled.names import kernel_instantiations, region_instantiations
+from perflsp.kernels.models import CudaFunction
+
+log = logging.getLogger(__name__)
+
+# instantiations judged per kernel at most: each is a walk of the kernel (a template instantiated
+# for every numeric type is still judged in a few walks)
+MAX_INSTANTIATIONS = 8
+
+
+def compiled_instantiations(compiled: CompiledSource | None, kernel: Kernel, path: str | None) -> list[tuple[str, ...]]:
+    """The template arguments of each instantiation of `kernel` in the compiled code (of the
+    first architecture that holds any), in the compiler's order; empty for a kernel that is no
+    template, or a file not compiled."""
+    if compiled is None:
+        return []
+    for arch in sorted(compiled.units):
+        unit = compiled.units[arch]
+        if isinstance(kernel, CudaFunction):
+            if not kernel.template_params:
+                return []
+            found = kernel_instantiations(unit, kernel.qualified_name, len(kernel.params))
+        else:
+            found = region_instantiations(unit, path, kernel.span.start.line + 1)
+        if found:
+            return found
+    return []
+
+
+def same_arguments(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Whether two spellings of template arguments name the same instantiation (`unsigned char,
+    8ul` and `unsigned char, 8`; spaces and integer suffixes aside)."""
+    def norm(arg: str) -> str:
+        text = " ".join(arg.split())
+        return text.rstrip("uUlL") if text[:1].isdigit() or text[:1] == "-" else text
+    return len(a) == len(b) and all(norm(x) == norm(y) for x, y in zip(a, b))
+
+
+def judge_instantiations(report: KernelReport, options: AnalysisOptions, path: str | None,
+                         analyze: Callable[[AnalysisOptions], KernelReport]) -> list[InstantiationReport]:
+    """Each instantiation of the report's kernel judged on its own (`analyze` with the options
+    naming it), when the compiled code holds two or more; none otherwise, or when the report
+    already judges a named one."""
+    if options.instantiation is not None:
+        return []
+    found = compiled_instantiations(options.compiled, report.kernel, path)
+    if len(found) < 2:
+        return []
+    judged: list[InstantiationReport] = []
+    for arguments in found[:MAX_INSTANTIATIONS]:
+        try:
+            named = analyze(dataclasses.replace(options, instantiation=arguments))
+        except Exception as exc:  # noqa: BLE001 - the template's own report stands without it
+            log.warning("the static engine failed on %s<%s>: %s: %s", report.kernel.name, ", ".join(arguments),
+                        type(exc).__name__, exc)
+            continue
+        judged.append(InstantiationReport(arguments, named.facts, named.estimates))
+    return judged if len(judged) >= 2 else []
+
+
+def instantiation_label(name: str, arguments: Sequence[str]) -> str:
+    """`conv1d<double>`."""
+    return f"{name}<{', '.join(arguments)}>"
+
+
+def estimates_on(report: KernelReport, estimate: Estimate) -> list[tuple[str, Estimate]]:
+    """Each judged instantiation's estimate on the GPU of `estimate` (one of the report's own),
+    labelled (`conv1d<double>`); empty for a kernel judged once."""
+    index = next((i for i, e in enumerate(report.estimates) if e is estimate), None)
+    if index is None or not report.instantiations:
+        return []
+    name = report.kernel.name
+    return [(instantiation_label(name, inst.arguments), inst.estimates[index])
+            for inst in report.instantiations if index < len(inst.estimates)]
+
+
+def differing_verdicts(report: KernelReport, estimate: Estimate) -> str | None:
+    """`per instantiation: scale<float> compute-bound, scale<double> bandwidth-bound` when the
+    instantiations' verdicts on this GPU differ (a verdict shown for the template alone would
+    hide the other); None when they agree or the kernel is judged once."""
+    judged = estimates_on(report, estimate)
+    if len({e.verdict for _, e in judged}) < 2:
+        return None
+    return "per instantiation: " + ", ".join(
+        f"`{label}` {e.verdict}-bound" if e.verdict != "uncertain" else f"`{label}` uncertain" for label, e in judged)
