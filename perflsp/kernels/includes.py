@@ -127,14 +127,33 @@ def offload_gates(directives: list[Directive]) -> dict[str, str]:
     return {gate: value for gate, value in gates.items() if gate not in defined}
 
 
-def scan_constants(data: bytes, env: ConstEnv) -> None:
-    """Const/constexpr scalars and type aliases of a header (line level, position independent)."""
+def scan_constants(data: bytes, env: ConstEnv) -> set[str]:
+    """Const/constexpr scalars and type aliases of a header (line level, position independent).
+    Returns the names it defines more than once (`#ifdef USE_SP typedef float real; #else typedef
+    double real; #endif`): which one holds depends on the macros where it is included."""
+    seen: set[str] = set()
+    twice: set[str] = set()
+
+    def note(name: str) -> str:
+        (twice if name in seen else seen).add(name)
+        return name
+
     for m in _CONSTANT.finditer(data):
-        env.constants.setdefault(m.group(1).decode("utf-8", "replace"), m.group(2).decode("utf-8", "replace").strip())
+        env.constants.setdefault(note(m.group(1).decode("utf-8", "replace")), m.group(2).decode("utf-8", "replace").strip())
     for m in _TYPEDEF.finditer(data):
-        env.type_aliases.setdefault(m.group(2).decode("utf-8", "replace"), m.group(1).decode("utf-8", "replace").strip())
+        env.type_aliases.setdefault(note(m.group(2).decode("utf-8", "replace")), m.group(1).decode("utf-8", "replace").strip())
     for m in _USING.finditer(data):
-        env.type_aliases.setdefault(m.group(1).decode("utf-8", "replace"), m.group(2).decode("utf-8", "replace").strip())
+        env.type_aliases.setdefault(note(m.group(1).decode("utf-8", "replace")), m.group(2).decode("utf-8", "replace").strip())
+    return twice
+
+
+def _active_definitions(data: bytes, macros: ConstEnv, names: set[str]) -> ConstEnv:
+    """The definitions of `names` in the branches of `data` that `macros` make active."""
+    active = ConstEnv()
+    scan_constants(strip_inactive(data.decode("utf-8", "replace"), macros).encode("utf-8"), active)
+    active.constants = {n: v for n, v in active.constants.items() if n in names}
+    active.type_aliases = {n: v for n, v in active.type_aliases.items() if n in names}
+    return active
 
 
 def define(env: ConstEnv, argument: str) -> None:
@@ -158,7 +177,13 @@ def undefine(env: ConstEnv, name: str) -> None:
 
 
 def is_defined(env: ConstEnv, name: str) -> bool:
-    return name in env.macros or name in env.function_macros
+    """Whether `env` or an environment it extends defines the macro `name`."""
+    scope: ConstEnv | None = env
+    while scope is not None:
+        if name in scope.macros or name in scope.function_macros:
+            return True
+        scope = scope.parent
+    return False
 
 
 def evaluate_condition(env: ConstEnv, expression: str) -> bool | None:
@@ -183,6 +208,7 @@ class IncludeResolver:
         self.include_dirs = include_dirs
         self.defines = dict(defines or {})
         self._directives: dict[Path, tuple[list[Directive], ConstEnv]] = {}
+        self._twice: dict[Path, set[str]] = {}  # of a header: the names it defines in several branches
         self._resolved: dict[tuple[Path, tuple[Path, ...], str, bool], Path | None] = {}
         self._extra_dirs: tuple[Path, ...] = ()
         self._project_search = False
@@ -306,6 +332,14 @@ class IncludeResolver:
         seen.add(header)
         self._seen_order.append(header)
         header_directives, header_constants = self._file(header)
+        twice = self._twice.get(header)
+        if twice:
+            # (a name defined in several branches: the definition of the branch the macros so far take)
+            chosen = _active_definitions(self._file_bytes(header), env, twice)
+            for cname, cbody in chosen.constants.items():
+                constants.constants.setdefault(cname, cbody)
+            for tname, tbody in chosen.type_aliases.items():
+                constants.type_aliases.setdefault(tname, tbody)
         for cname, cbody in header_constants.constants.items():
             constants.constants.setdefault(cname, cbody)
         for tname, tbody in header_constants.type_aliases.items():
@@ -318,6 +352,7 @@ class IncludeResolver:
         """Drop what was read of other files (their directives, where includes resolve, each
         folder's includers): read again on next use."""
         self._directives = {}
+        self._twice = {}
         self._resolved = {}
         self._includers = {}
         self._projects = {}
@@ -370,7 +405,9 @@ class IncludeResolver:
             except OSError:
                 data = b""
             directives = scan_directives(data)
-            scan_constants(data, constants)
+            twice = scan_constants(data, constants)
+            if twice:
+                self._twice[path] = twice
             for name, parameters, expression in scan_pure_functions(data):
                 constants.pure_functions.setdefault(name, (parameters, expression))
             cached = (directives, constants)

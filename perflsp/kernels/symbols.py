@@ -74,7 +74,7 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv, macros: Co
     for child in node.named_children:
         kind = child.type
         if kind in _CONDITIONALS:
-            for branch in _active_branches(ctx, child, macros):
+            for branch in active_branches(ctx, child, macros):
                 _collect_scope(ctx, branch, env, macros)
         elif kind in _SCOPE_CONTAINERS:
             _collect_scope(ctx, child, env, macros)
@@ -104,7 +104,7 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv, macros: Co
 
 
 
-def _active_branches(ctx: ExtractionContext, conditional: Node, macros: ConstEnv) -> list[Node]:
+def active_branches(ctx: ExtractionContext, conditional: Node, macros: ConstEnv) -> list[Node]:
     """The parts of `#if`/`#ifdef` ... `#else` whose declarations the compiler sees: the taken
     branch alone when the macros decide the condition (`#ifdef _n_ const int n = _n_; #else
     const int n = 1024; #endif` with `_n_` undefined: the second `n`), every branch when they
@@ -129,7 +129,7 @@ def _active_branches(ctx: ExtractionContext, conditional: Node, macros: ConstEnv
         if alternative is None:
             return []
         if alternative.type in _CONDITIONALS:
-            return _active_branches(ctx, alternative, macros)
+            return active_branches(ctx, alternative, macros)
         return [alternative]
     return [cast(Node, _Without(conditional, alternative))]
 

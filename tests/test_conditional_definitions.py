@@ -1,0 +1,62 @@
+"""Definitions in preprocessor branches: the branch the macros take is the one the compiler
+reads (`#ifdef USE_SP typedef float real; #else typedef double real; #endif` without USE_SP:
+double), in the file and in the headers it includes, wherever the other branch comes first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perflsp.analysis.options import AnalysisOptions
+from perflsp.analysis.pipeline import FileAnalysis
+from perflsp.analysis.reader import ReadContext, read_program
+from perflsp.hardware import load_database
+from perflsp.kernels.includes import IncludeResolver
+
+RTX3080 = load_database().get("rtx3080")
+
+KERNEL = """\
+__global__ void axpy(const real *x, real *y, real a, int n)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+int main() {
+  real *x, *y;
+  int n = 1 << 24;
+  axpy<<<n / 256, 256>>>(x, y, 2, n);
+}
+"""
+
+BRANCHES = """\
+#ifdef USE_SP
+typedef float real;
+#else
+typedef double real;
+#endif
+"""
+
+
+def _per_item(path: Path):
+    prepared = read_program(path, path.read_bytes(), ReadContext(IncludeResolver()), AnalysisOptions())
+    (report,) = FileAnalysis.of(prepared, prepared.options).reports([RTX3080])
+    return report.facts.per_item
+
+
+def test_a_typedef_of_the_file_takes_the_branch_the_macros_choose(tmp_path):
+    source = tmp_path / "axpy.cu"
+    source.write_text(BRANCHES + KERNEL)
+    per_item = _per_item(source)
+    # double: two 8-byte loads, one FMA in FP64
+    assert per_item.global_load_bytes == 16 and per_item.fp64 == 2 and per_item.fp32 == 0
+    source.write_text("#define USE_SP\n" + BRANCHES + KERNEL)
+    per_item = _per_item(source)
+    assert per_item.global_load_bytes == 8 and per_item.fp32 == 2 and per_item.fp64 == 0
+
+
+def test_a_typedef_of_an_included_header_takes_the_branch_the_macros_choose(tmp_path):
+    (tmp_path / "common.h").write_text(BRANCHES + "const int tile = 64;\n")
+    source = tmp_path / "axpy.cu"
+    source.write_text('#include "common.h"\n' + KERNEL)
+    assert _per_item(source).global_load_bytes == 16
+    source.write_text('#define USE_SP\n#include "common.h"\n' + KERNEL)
+    assert _per_item(source).global_load_bytes == 8
