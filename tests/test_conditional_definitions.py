@@ -60,3 +60,26 @@ def test_a_typedef_of_an_included_header_takes_the_branch_the_macros_choose(tmp_
     assert _per_item(source).global_load_bytes == 16
     source.write_text('#define USE_SP\n#include "common.h"\n' + KERNEL)
     assert _per_item(source).global_load_bytes == 8
+
+
+DEVICE_VARIANTS = """\
+#ifdef SLOW
+__device__ float f(float x) { float s = 0; for (int k = 0; k < 100; k++) s += x * k; return s; }
+#else
+__device__ float f(float x) { return x * 2.0f; }
+#endif
+__global__ void k(const float *x, float *y, int n)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = f(x[i]);
+}
+int main() { float *x, *y; int n = 1 << 24; k<<<n / 256, 256>>>(x, y, n); }
+"""
+
+
+def test_a_device_function_defined_in_two_branches_is_the_active_one(tmp_path):
+    source = tmp_path / "variants.cu"
+    source.write_text(DEVICE_VARIANTS)
+    assert _per_item(source).fp32 == 1  # x * 2.0f, not the 100-trip loop of the `SLOW` branch
+    source.write_text("#define SLOW\n" + DEVICE_VARIANTS)
+    assert _per_item(source).fp32 == 200

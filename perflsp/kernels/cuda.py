@@ -11,6 +11,7 @@ from tree_sitter import Node, QueryCursor
 
 from perflsp.kernels.consteval import ConstEnv, try_evaluate
 from perflsp.kernels.context import ExtractionContext
+from perflsp.kernels.includes import inactive_lines
 from perflsp.kernels.models import ConstValue, CudaFunction, LaunchBounds, Param, TemplateParam
 from perflsp.kernels.text import function_space_mentions, line_is_directive, match_close, text_hash
 from perflsp.source.parser import query
@@ -66,9 +67,29 @@ def extract_functions(ctx: ExtractionContext, env: ConstEnv) -> tuple[list[CudaF
         found.append(fn)
         seen_names.add(fn.name_span.start_byte)
     found.sort(key=lambda f: f.name_span.start_byte)
+    found = _active_definitions(ctx, env, found)
     kernels = [f for f in found if f.space == "global"]
     device = [f for f in found if f.space == "device"]
     return kernels, device
+
+
+def _active_definitions(ctx: ExtractionContext, env: ConstEnv, found: list[CudaFunction]) -> list[CudaFunction]:
+    """Of a function defined in several preprocessor branches (`#ifdef SLOW __device__ float
+    f(float x) {...} #else __device__ float f(float x) {...} #endif`), the definitions of the
+    branch the macros take; every one where none or all are (overloads, or branches the macros
+    do not decide)."""
+    groups: dict[tuple[str, str, int], list[CudaFunction]] = {}
+    for fn in found:
+        groups.setdefault((fn.qualified_name, fn.space, len(fn.params)), []).append(fn)
+    if all(len(group) == 1 for group in groups.values()):
+        return found
+    inactive = inactive_lines(ctx.data, env)
+    dropped: set[int] = set()
+    for group in groups.values():
+        active = [fn for fn in group if fn.name_span.start.line not in inactive]
+        if len(group) > 1 and 0 < len(active) < len(group):
+            dropped.update(id(fn) for fn in group if fn not in active)
+    return [fn for fn in found if id(fn) not in dropped]
 
 
 def function_definitions(ctx: ExtractionContext, aliases: dict[str, str]) -> Iterable[Node]:

@@ -531,6 +531,19 @@ def strip_inactive(text: str, env: ConstEnv) -> str:
     return "\n".join(out)
 
 
+def inactive_lines(data: bytes, env: ConstEnv) -> set[int]:
+    """0-based lines of `data` in conditional branches that the macros of `env` make inactive
+    (the directives themselves aside)."""
+    text = data.decode("utf-8", errors="replace")
+    original = text.split("\n")
+    stripped = strip_inactive(text, env).split("\n")
+    return {i for i, (a, b) in enumerate(zip(original, stripped)) if a.strip() and not b.strip()
+            and not _CONDITIONAL_LINE.match(a)}
+
+
+_CONDITIONAL_LINE = re.compile(r"\s*#\s*(?:if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b")
+
+
 MAX_LOCAL_HEADERS = 300
 _QUOTED_INCLUDE = re.compile(rb'^\s*#\s*include\s*"([^"]+)"', re.M)
 

@@ -9,6 +9,7 @@ from tree_sitter import Node
 
 from perflsp.kernels.consteval import ConstEnv, try_evaluate
 from perflsp.kernels.context import ExtractionContext
+from perflsp.kernels.includes import inactive_lines
 from perflsp.kernels.launches import enclosing_function, function_name
 from perflsp.kernels.models import ArraySection, ConstValue, LoopHeader, OmpClause, OmpRegion
 from perflsp.kernels.symbols import function_env
@@ -210,27 +211,13 @@ def _one_per_statement(ctx: ExtractionContext, env: ConstEnv, regions: list[OmpR
             by_body.setdefault(region.body_span.start_byte, []).append(region)
     if all(len(group) == 1 for group in by_body.values()):
         return regions
-    inactive = _inactive_lines(ctx, env)
+    inactive = inactive_lines(ctx.data, env)
     dropped: set[int] = set()
     for group in by_body.values():
         if len(group) > 1:
             keep = next((r for r in group if ctx.lines.line_of(r.span.start_byte) not in inactive), group[0])
             dropped.update(id(r) for r in group if r is not keep)
     return [r for r in regions if id(r) not in dropped]
-
-
-def _inactive_lines(ctx: ExtractionContext, env: ConstEnv) -> set[int]:
-    """0-based lines in conditional branches that the macros make inactive."""
-    from perflsp.kernels.includes import strip_inactive
-
-    text = ctx.data.decode("utf-8", errors="replace")
-    original = text.split("\n")
-    stripped = strip_inactive(text, env).split("\n")
-    return {i for i, (a, b) in enumerate(zip(original, stripped)) if a.strip() and not b.strip()
-            and not _CONDITIONAL_LINE.match(a)}
-
-
-_CONDITIONAL_LINE = re.compile(r"\s*#\s*(?:if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b")
 
 
 def _line_start(ctx: ExtractionContext, byte: int) -> int:
