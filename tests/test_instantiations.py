@@ -154,8 +154,22 @@ def test_an_evaluation_row_is_scored_on_the_instantiation_it_measured(tmp_path):
     assert prediction.totals is not None and prediction.totals.fp64 > 0 and prediction.totals.fp32 == 0
 
 
-def test_without_compiled_code_a_template_is_judged_once(tmp_path):
+def test_without_compiled_code_the_instantiations_the_source_spells_out_are_judged(tmp_path):
+    # `scale<T>` launched in `run<T>`, called as `run<float>` and `run<double>`
     report = _report(tmp_path, "scale.cu", SCALE_TEMPLATE, compiled=False)
+    judged = _by_arguments(report)
+    assert set(judged) == {("float",), ("double",)}
+    assert judged[("float",)].facts.per_item.fp32 == 128 and judged[("float",)].facts.per_item.fp64 == 0
+    assert judged[("double",)].facts.per_item.fp64 == 128 and judged[("double",)].facts.per_item.fp32 == 0
+    assert judged[("double",)].facts.per_item.global_load_bytes == 8
+    # an OpenMP region in a function template: the types its calls pass
+    region = _by_arguments(_report(tmp_path, "scale.cpp", SCALE_REGION, compiled=False))
+    assert set(region) == {("float",), ("double",)}
+    assert region[("double",)].facts.per_item.fp64 > 0 and region[("double",)].facts.per_item.fp32 == 0
+
+
+def test_a_kernel_template_launched_once_is_judged_once(tmp_path):
+    report = _report(tmp_path, "once.cu", SCALE_TEMPLATE.replace("  run<double>(1 << 24);\n", ""), compiled=False)
     assert report.instantiations == []
     assert differing_verdicts(report, report.estimates[0]) is None
 

@@ -8,7 +8,7 @@ instantiation (the one its first launch or call names). Where the file's compile
 several, each is judged as well, the analysis named with its arguments as an evaluation names the
 instantiation it measured, so that the diagnostic, the hover and `check --json` say which verdict
 belongs to which. Without compiled code (no toolchain, a failed compile) the instantiations are
-not listed: the source alone does not say which ones a nest of templates makes.
+those the source spells out (`source_instantiations`).
 """
 
 from __future__ import annotations
@@ -17,10 +17,15 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
+from tree_sitter import Node
+
+from perflsp.analysis.host_types import template_types
 from perflsp.analysis.models import Estimate, InstantiationReport, Kernel, KernelReport
 from perflsp.analysis.options import AnalysisOptions
+from perflsp.analysis.unit import AnalysisUnit
 from perflsp.compiled.model import CompiledSource
 from perflsp.compiled.names import kernel_instantiations, region_instantiations
+from perflsp.kernels.definitions import defined_name, template_arguments, template_type_names, template_value_names
 from perflsp.kernels.models import CudaFunction
 
 log = logging.getLogger(__name__)
@@ -49,6 +54,63 @@ def compiled_instantiations(compiled: CompiledSource | None, kernel: Kernel, pat
     return []
 
 
+def source_instantiations(unit: AnalysisUnit, kernel: Kernel) -> list[tuple[str, ...]]:
+    """Without compiled code: the template arguments of the instantiations the file's text
+    spells out. A kernel template's launches with every argument written (`k<double, 256><<<...>>>`),
+    or naming the launching function template's own parameters where that function's calls
+    write them (`k<T><<<...>>>` in `run<T>`, called as `run<float>` and `run<double>`); an OpenMP
+    region in a function template of type parameters only, from the types its calls pass
+    (`scale(n, xf, ...)` with `float *xf`, `scale<double>(...)`)."""
+    found: list[tuple[str, ...]] = []
+
+    def add(arguments: tuple[str, ...]) -> None:
+        if arguments and all(arguments) and not any(same_arguments(arguments, f) for f in found):
+            found.append(arguments)
+
+    model = unit.model
+    if isinstance(kernel, CudaFunction):
+        if not kernel.template_params or kernel.specialization_args is not None:
+            return []
+        for site in unit.kernels.launches_of(kernel):
+            written = tuple(" ".join(model.expand(arg).split()) or arg for arg in site.template_args)
+            if len(written) != len(kernel.template_params):
+                continue
+            launcher = model.enclosing_function(site.span.start_byte)
+            own = set(model.template_type_parameters(site.span.start_byte)) if launcher is not None else set()
+            if not own & set(written):
+                add(written)
+                continue
+            for binding in _call_bindings(unit, launcher) if launcher is not None else []:
+                add(tuple(binding.get(arg, arg) for arg in written))
+        return [f for f in found if not set(f) & set(model.template_type_parameters(kernel.span.start_byte))]
+    function = model.enclosing_function(kernel.span.start_byte)
+    types = template_type_names(function) if function is not None else ()
+    if len(types) != 1 or types[0] is None:
+        return []  # (a function template of one type parameter: the calls' types say it)
+    for text, _ctype in template_types(unit, function).get(types[0], []):
+        add((" ".join(text.split()),))
+    return found
+
+
+def _call_bindings(unit: AnalysisUnit, function: Node) -> list[dict[str, str]]:
+    """For each call of the function template `function` that writes all its template
+    arguments (`run<double>(n)`), its parameters' names bound to them."""
+    types, values = template_type_names(function), template_value_names(function)
+    names = [t or v for t, v in zip(types, values)]
+    simple = defined_name(function, unit.data)
+    if not names or None in names or simple is None:
+        return []
+    bindings: list[dict[str, str]] = []
+    for call in unit.model.calls_to(simple):
+        if function.start_byte <= call.start_byte < function.end_byte:
+            continue  # (a recursive call)
+        listed = template_arguments(call.child_by_field_name("function"))
+        if listed and len(listed) == len(names):
+            bindings.append({str(n): " ".join(unit.model.expand(unit.ctx.text(a)).split()) or unit.ctx.text(a)
+                             for n, a in zip(names, listed)})
+    return bindings
+
+
 def same_arguments(a: Sequence[str], b: Sequence[str]) -> bool:
     """Whether two spellings of template arguments name the same instantiation (`unsigned char,
     8ul` and `unsigned char, 8`; spaces and integer suffixes aside)."""
@@ -58,14 +120,17 @@ def same_arguments(a: Sequence[str], b: Sequence[str]) -> bool:
     return len(a) == len(b) and all(norm(x) == norm(y) for x, y in zip(a, b))
 
 
-def judge_instantiations(report: KernelReport, options: AnalysisOptions, path: str | None,
+def judge_instantiations(report: KernelReport, unit: AnalysisUnit,
                          analyze: Callable[[AnalysisOptions], KernelReport]) -> list[InstantiationReport]:
     """Each instantiation of the report's kernel judged on its own (`analyze` with the options
-    naming it), when the compiled code holds two or more; none otherwise, or when the report
-    already judges a named one."""
+    naming it), when the compiled code (else the source) shows two or more; none otherwise, or
+    when the report already judges a named one."""
+    options = unit.options
     if options.instantiation is not None:
         return []
-    found = compiled_instantiations(options.compiled, report.kernel, path)
+    found = compiled_instantiations(options.compiled, report.kernel, unit.kernels.path)
+    if not found and not any(u.functions for u in (options.compiled.units.values() if options.compiled else ())):
+        found = source_instantiations(unit, report.kernel)
     if len(found) < 2:
         return []
     judged: list[InstantiationReport] = []

@@ -229,7 +229,7 @@ class KernelReport:
     launches: list[LaunchSite]
     facts: KernelFacts
     estimates: list[Estimate]
-    # a template's instantiations in the compiled code, each judged (empty unless there are several)
+    # a template's instantiations (in the compiled code, else the source), each judged; empty unless several
     instantiations: list[InstantiationReport] = field(default_factory=list)
 
     @property

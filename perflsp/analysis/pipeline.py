@@ -161,8 +161,7 @@ class FileAnalysis:
             return uncertain_report(kernel, self._launches(kernel), gpus, failure_reason(exc))
         model = unit.model
         report.instantiations = judge_instantiations(
-            report, unit.options, self.kernels.path,
-            lambda named: analyze_kernel(AnalysisUnit.of(model, named), kernel, gpus))
+            report, unit, lambda named: analyze_kernel(AnalysisUnit.of(model, named), kernel, gpus))
         return report
 
     def reports(self, gpus: Sequence[Gpu], limit: int = MAX_KERNELS_PER_FILE) -> list[KernelReport]:

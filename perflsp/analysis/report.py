@@ -220,7 +220,7 @@ def kernel_json(report: KernelReport, verdicts: Sequence[Verdict]) -> dict[str, 
             "uncertain": facts.uncertain,
         },
         "estimates": [estimate_json(v.estimate, v.gpu, report.facts) for v in verdicts],
-        # a template's instantiations in the compiled code, each judged (empty when judged once)
+        # a template's instantiations (compiled code, else source), each judged; empty when judged once
         "instantiations": [_instantiation_json(report, inst, verdicts) for inst in report.instantiations],
     }
 

@@ -288,7 +288,7 @@ def _static_body(selected: Selected, report) -> str:
     judged = estimates_on(report, estimate)
     if judged:
         lines.append("")
-        lines.append("Per instantiation (each compiled and judged on its own; the verdict above is the first call's):")
+        lines.append("Per instantiation (each judged on its own; the verdict above is the first launch's or call's):")
         lines += [f"- {label}: {e.headline()}" if e.verdict != "uncertain" else f"- {label}: uncertain"
                   for label, e in judged]
     if facts.assumptions:

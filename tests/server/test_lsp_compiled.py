@@ -114,7 +114,9 @@ async def test_a_kernel_templates_instantiations_are_judged_apart_once_compiled(
                                               "compileDelayMs": 300}) as s:
         uri = path.as_uri()
         await s.open(path)
-        shown = await _until(s, uri, SCALE_TEMPLATE, "scale(const", "Per instantiation")
+        # (before the compile, the source's instantiations are judged apart: both compute-bound there)
+        shown = await _until(s, uri, SCALE_TEMPLATE, "scale(const", COMPILED)
+        assert COMPILED in shown and "Per instantiation" in shown
         # FP64 is compute-bound on a GeForce, the same loop in FP32 bandwidth-bound
         assert "| `scale<double>` |" in shown and "| `scale<float>` |" in shown
         double_row = next(line for line in shown.splitlines() if line.startswith("| `scale<double>`"))

@@ -291,7 +291,7 @@ def _instantiation_table(report: KernelReport) -> list[str]:
     one its first launch or call names."""
     if not report.instantiations:
         return []
-    rows = ["", "**Per instantiation** (each compiled and judged on its own)", "",
+    rows = ["", "**Per instantiation** (each judged on its own; the verdict above is the first launch's or call's)", "",
             "| instantiation | GPU | verdict | intensity vs ridge | FP32 / FP64 FLOP | DRAM bytes |",
             "| --- | --- | --- | --- | ---: | ---: |"]
     for estimate in report.estimates:
