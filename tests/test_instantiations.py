@@ -186,3 +186,16 @@ def test_template_arguments_compare_as_the_same_instantiation():
     assert same_arguments(("double",), ("double",))
     assert not same_arguments(("float",), ("double",))
     assert not same_arguments(("float", "8"), ("float",))
+
+
+@_needs("cuda")
+def test_the_llm_question_carries_each_instantiations_verdict(tmp_path):
+    from perflsp.kernels.extract import extract
+    from perflsp.llm.questions import question_for
+
+    report = _report(tmp_path, "scale.cu", SCALE_TEMPLATE)
+    data = (tmp_path / "scale.cu").read_bytes()
+    question = question_for(report, report.estimates[0], RTX3080, data, extract(data, path="scale.cu"))
+    said = next(line for line in question.static.evidence if "instantiations, each judged" in line)
+    assert "`scale<double>` compute-bound (FP64 intensity" in said
+    assert "`scale<float>` bandwidth-bound (FP32 intensity" in said

@@ -18,6 +18,7 @@ from typing import Literal
 
 from tree_sitter import Node, Tree
 
+from perflsp.analysis.instantiations import estimates_on
 from perflsp.analysis.models import Estimate, KernelFacts, KernelReport, LoopFact
 from perflsp.analysis.notes import Note, NoteKind
 from perflsp.hardware.models import Gpu
@@ -99,6 +100,15 @@ def question_for(
     # an OpenMP region is named by its function: its line (in `report.name`) must stay out of the
     # prompt, or moving the region would re-ask the model
     name = report.name if isinstance(kernel, CudaFunction) else (kernel.function or "<file scope>")
+    static = static_facts(report.facts, gpu_estimate, first_line, source.count("\n") + 1,
+                          detailed=task != "verdict", language=language)
+    judged = estimates_on(report, gpu_estimate)
+    if judged:
+        # a template's instantiations, each judged on its own: the verdict above is one of them
+        static.evidence.append("the template's instantiations, each judged on its own (the verdict above is its "
+                               "first launch's or call's): " + "; ".join(
+                                   f"`{label}` {e.verdict}" + (f"-bound ({roof})" if (roof := e.roof_summary()) else "")
+                                   for label, e in judged))
     return KernelQuestion(
         kernel_id=kernel_id or f"{file_kernels.path or '<buffer>'}#{report.name}",
         kernel_hash=kernel.body_hash,
@@ -110,8 +120,7 @@ def question_for(
         definitions=definitions,
         launch_sites=sites,
         gpu=gpu_facts(gpu),
-        static=static_facts(report.facts, gpu_estimate, first_line, source.count("\n") + 1,
-                            detailed=task != "verdict", language=language),
+        static=static,
         measured=measured,
         task=task,
     )
