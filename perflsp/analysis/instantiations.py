@@ -59,7 +59,7 @@ def source_instantiations(unit: AnalysisUnit, kernel: Kernel) -> list[tuple[str,
     spells out. A kernel template's launches with every argument written (`k<double, 256><<<...>>>`),
     or naming the launching function template's own parameters where that function's calls
     write them (`k<T><<<...>>>` in `run<T>`, called as `run<float>` and `run<double>`); an OpenMP
-    region in a function template of type parameters only, from the types its calls pass
+    region in a function template of one type parameter, the types its calls pass or write
     (`scale(n, xf, ...)` with `float *xf`, `scale<double>(...)`)."""
     found: list[tuple[str, ...]] = []
 
@@ -86,7 +86,7 @@ def source_instantiations(unit: AnalysisUnit, kernel: Kernel) -> list[tuple[str,
     function = model.enclosing_function(kernel.span.start_byte)
     types = template_type_names(function) if function is not None else ()
     if len(types) != 1 or types[0] is None:
-        return []  # (a function template of one type parameter: the calls' types say it)
+        return []  # (of several parameters, the calls' combinations are not read)
     for text, _ctype in template_types(unit, function).get(types[0], []):
         add((" ".join(text.split()),))
     return found
