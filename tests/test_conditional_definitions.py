@@ -1,5 +1,5 @@
 """Definitions in preprocessor branches: the branch the macros take is the one the compiler
-reads (`#ifdef USE_SP typedef float real; #else typedef double real; #endif` without USE_SP:
+reads (`#ifdef SINGLE_PRECISION typedef float real; #else typedef double real; #endif` without SINGLE_PRECISION:
 double), in the file and in the headers it includes, wherever the other branch comes first."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ int main() {
 """
 
 BRANCHES = """\
-#ifdef USE_SP
+#ifdef SINGLE_PRECISION
 typedef float real;
 #else
 typedef double real;
@@ -48,7 +48,7 @@ def test_a_typedef_of_the_file_takes_the_branch_the_macros_choose(tmp_path):
     per_item = _per_item(source)
     # double: two 8-byte loads, one FMA in FP64
     assert per_item.global_load_bytes == 16 and per_item.fp64 == 2 and per_item.fp32 == 0
-    source.write_text("#define USE_SP\n" + BRANCHES + KERNEL)
+    source.write_text("#define SINGLE_PRECISION\n" + BRANCHES + KERNEL)
     per_item = _per_item(source)
     assert per_item.global_load_bytes == 8 and per_item.fp32 == 2 and per_item.fp64 == 0
 
@@ -58,7 +58,7 @@ def test_a_typedef_of_an_included_header_takes_the_branch_the_macros_choose(tmp_
     source = tmp_path / "axpy.cu"
     source.write_text('#include "common.h"\n' + KERNEL)
     assert _per_item(source).global_load_bytes == 16
-    source.write_text('#define USE_SP\n#include "common.h"\n' + KERNEL)
+    source.write_text('#define SINGLE_PRECISION\n#include "common.h"\n' + KERNEL)
     assert _per_item(source).global_load_bytes == 8
 
 

@@ -257,15 +257,15 @@ def test_a_launch_a_macro_makes_is_a_launch_where_the_macro_is_used():
 
 NESTED_LAUNCH_MACROS = """
 __global__ void colmin(int *out) { out[threadIdx.x] = 0; }
-#define call_kernel(k, n_blocks, n_threads) \\
-  call_kernel_s(k, n_blocks, n_threads, 0ll)
-#define call_kernel_s(k, n_blocks, n_threads, shared) \\
+#define launch(k, n_blocks, n_threads) \\
+  launch_with_shared(k, n_blocks, n_threads, 0ll)
+#define launch_with_shared(k, n_blocks, n_threads, shared) \\
 { \\
   k <<< n_blocks, n_threads, shared>>> (out); \\
 }
 void run(int *out) {
   const int blocks = 64;
-  call_kernel(colmin, blocks, 256);
+  launch(colmin, blocks, 256);
 }
 """
 
@@ -274,4 +274,4 @@ def test_a_macro_that_uses_a_launching_macro_launches_where_it_is_used():
     (site,) = extract(NESTED_LAUNCH_MACROS.encode()).launches
     assert site.kernel == "colmin" and site.function == "run"
     assert site.grid.value == (64, 1, 1) and site.block.value == (256, 1, 1)
-    assert site.span.start.line == NESTED_LAUNCH_MACROS.splitlines().index("  call_kernel(colmin, blocks, 256);")
+    assert site.span.start.line == NESTED_LAUNCH_MACROS.splitlines().index("  launch(colmin, blocks, 256);")

@@ -48,13 +48,13 @@ void host(int n) {
 
 
 def test_a_constant_defined_in_each_branch_of_an_ifdef_takes_the_active_one():
-    # `_n_` is never defined: the `#else` branch is what the compiler reads
-    src = """#ifndef USE_TEST_MATRIX
-#ifdef _n_
-const int n = _n_;
+    # `SIZE_FROM_SCRIPT` is never defined: the `#else` branch is what the compiler reads
+    src = """#ifndef SMALL_TEST
+#ifdef SIZE_FROM_SCRIPT
+const int n = SIZE_FROM_SCRIPT;
 #else
-const int user_n = 1000;
-const int n = 1 << (user_n < 512 ? 9 : 10);
+const int requested = 1000;
+const int n = 1 << (requested < 512 ? 9 : 10);
 #endif
 #else
 const int n = 4;
@@ -73,10 +73,10 @@ void host(int *x) { k<<<n, threads>>>(x); }
 
 
 def test_a_macro_continued_over_crlf_lines_folds_whole():
-    src = ("#define klog2(n) ((n<8)?2:((n<16)?3:((n<32)?4:\\\r\n"
+    src = ("#define ilog2(n) ((n<8)?2:((n<16)?3:((n<32)?4:\\\r\n"
            "                ((n<64)?5:6))))\r\n"
-           "const int user_n = 40;\r\n"
-           "const int n = 1 << klog2(user_n);\r\n"
+           "const int requested = 40;\r\n"
+           "const int n = 1 << ilog2(requested);\r\n"
            "__global__ void k(int *x) {}\r\n"
            "void host(int *x) { k<<<n, 64>>>(x); }\r\n")
     (site,) = _sites(src)

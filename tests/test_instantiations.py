@@ -23,6 +23,7 @@ from perflsp.evaluation.labels import KernelRow
 from perflsp.evaluation.run import prediction_from
 from perflsp.hardware import load_database
 from perflsp.kernels.includes import IncludeResolver
+from tests.template_programs import SCALE_REGION, SCALE_TEMPLATE
 
 TOOLCHAIN = find_toolchain()
 RTX3080 = load_database().get("rtx3080")
@@ -32,53 +33,6 @@ REQUIRED = bool(os.environ.get("PERFLSP_REQUIRE_TOOLCHAIN"))
 def _needs(language: str):
     missing = TOOLCHAIN.missing(language)
     return pytest.mark.skipif(missing is not None and not REQUIRED, reason=missing or "")
-
-
-# the same loop in each precision: 128 FLOP per element loaded, compute-bound in FP64 on a
-# GeForce (ridge under 1 FLOP/B), bandwidth-bound in FP32 (ridge near 40)
-SCALE_TEMPLATE = """\
-template <typename T>
-__global__ void scale(const T *x, T *y, T a, int n)
-{
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) {
-    T v = x[i];
-    for (int k = 0; k < 64; k++) v = v * a + (T)1;
-    y[i] = v;
-  }
-}
-template <typename T>
-void run(int n)
-{
-  T *x, *y;
-  cudaMalloc(&x, n * sizeof(T));
-  cudaMalloc(&y, n * sizeof(T));
-  scale<T><<<(n + 255) / 256, 256>>>(x, y, (T)0.5, n);
-}
-int main() {
-  run<float>(1 << 24);
-  run<double>(1 << 24);
-}
-"""
-
-SCALE_REGION = """\
-template <typename T>
-void scale(int n, const T *x, T *y, T a)
-{
-  #pragma omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])
-  for (int i = 0; i < n; i++) {
-    T v = x[i];
-    for (int k = 0; k < 64; k++) v = v * a + (T)1;
-    y[i] = v;
-  }
-}
-int main() {
-  static float xf[1 << 22], yf[1 << 22];
-  static double xd[1 << 22], yd[1 << 22];
-  scale(1 << 22, xf, yf, 0.5f);
-  scale(1 << 22, xd, yd, 0.5);
-}
-"""
 
 
 def _report(tmp_path: Path, name: str, text: str, compiled: bool = True,
@@ -199,3 +153,24 @@ def test_the_llm_question_carries_each_instantiations_verdict(tmp_path):
     said = next(line for line in question.static.evidence if "instantiations, each judged" in line)
     assert "`scale<double>` compute-bound (FP64 intensity" in said
     assert "`scale<float>` bandwidth-bound (FP32 intensity" in said
+
+
+def test_an_instantiation_the_engine_fails_on_is_left_out_and_the_templates_report_stands(tmp_path, caplog):
+    from perflsp.analysis.instantiations import judge_instantiations
+
+    source = tmp_path / "scale.cu"
+    source.write_text(SCALE_TEMPLATE)
+    prepared = read_program(source, source.read_bytes(), ReadContext(IncludeResolver()), AnalysisOptions())
+    analysis = FileAnalysis.of(prepared, prepared.options)
+    (report,) = analysis.reports([RTX3080])
+    unit = analysis._prepared_unit()
+    assert unit is not None and len(report.instantiations) == 2
+
+    def failing(named: AnalysisOptions) -> KernelReport:
+        if named.instantiation == ("double",):
+            raise ValueError("no walk for this one")
+        return report
+
+    # one judged instantiation says nothing beside the template's own verdict: none are listed
+    assert judge_instantiations(report, unit, failing) == []
+    assert "scale<double>: ValueError: no walk for this one" in caplog.text

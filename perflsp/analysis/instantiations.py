@@ -1,9 +1,9 @@
 """Kernel templates judged per instantiation.
 
-A kernel template (`template <typename T> __global__ void conv1d(...)`, or an OpenMP region in a
+A kernel template (`template <typename T> __global__ void scale(...)`, or an OpenMP region in a
 function template) is compiled once per set of template arguments the program instantiates it
-with, and each instantiation is a kernel of its own: `conv1d<double>` moves twice the bytes of
-`conv1d<float>` and does its arithmetic in the other precision. A kernel's report judges one
+with, and each instantiation is a kernel of its own: `scale<double>` moves twice the bytes of
+`scale<float>` and does its arithmetic in the other precision. A kernel's report judges one
 instantiation (the one its first launch or call names). Where the file's compiled code holds
 several, each is judged as well, the analysis named with its arguments as an evaluation names the
 instantiation it measured, so that the diagnostic, the hover and `check --json` say which verdict
@@ -141,24 +141,28 @@ def judge_instantiations(report: KernelReport, unit: AnalysisUnit,
             log.warning("the static engine failed on %s<%s>: %s: %s", report.kernel.name, ", ".join(arguments),
                         type(exc).__name__, exc)
             continue
-        judged.append(InstantiationReport(arguments, named.facts, named.estimates))
+        judged.append(InstantiationReport(instantiation_label(report.kernel.name, arguments), arguments,
+                                          named.facts, named.estimates))
     return judged if len(judged) >= 2 else []
 
 
 def instantiation_label(name: str, arguments: Sequence[str]) -> str:
-    """`conv1d<double>`."""
+    """`scale<double>`."""
     return f"{name}<{', '.join(arguments)}>"
 
 
-def estimates_on(report: KernelReport, estimate: Estimate) -> list[tuple[str, Estimate]]:
-    """Each judged instantiation's estimate on the GPU of `estimate` (one of the report's own),
-    labelled (`conv1d<double>`); empty for a kernel judged once."""
-    index = next((i for i, e in enumerate(report.estimates) if e is estimate), None)
-    if index is None or not report.instantiations:
+def gpu_index(report: KernelReport, estimate: Estimate) -> int | None:
+    """Which of the report's GPUs `estimate` (one of its own estimates) judges."""
+    return next((i for i, e in enumerate(report.estimates) if e is estimate), None)
+
+
+def estimates_on(report: KernelReport, estimate: Estimate) -> list[tuple[InstantiationReport, Estimate]]:
+    """Each judged instantiation with its estimate on the GPU of `estimate` (one of the report's
+    own); empty for a kernel judged once."""
+    index = gpu_index(report, estimate)
+    if index is None:
         return []
-    name = report.kernel.name
-    return [(instantiation_label(name, inst.arguments), inst.estimates[index])
-            for inst in report.instantiations if index < len(inst.estimates)]
+    return [(inst, inst.estimates[index]) for inst in report.instantiations if index < len(inst.estimates)]
 
 
 def differing_verdicts(report: KernelReport, estimate: Estimate) -> str | None:
@@ -169,4 +173,5 @@ def differing_verdicts(report: KernelReport, estimate: Estimate) -> str | None:
     if len({e.verdict for _, e in judged}) < 2:
         return None
     return "per instantiation: " + ", ".join(
-        f"`{label}` {e.verdict}-bound" if e.verdict != "uncertain" else f"`{label}` uncertain" for label, e in judged)
+        f"`{inst.label}` {e.verdict}-bound" if e.verdict != "uncertain" else f"`{inst.label}` uncertain"
+        for inst, e in judged)

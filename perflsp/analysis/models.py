@@ -218,7 +218,8 @@ class Finding:
 class InstantiationReport:
     """One instantiation of a kernel template judged on its own (`analysis.instantiations`)."""
 
-    arguments: tuple[str, ...]  # its template arguments, as the compiled code names them
+    label: str  # `scale<double>`
+    arguments: tuple[str, ...]  # its template arguments, as the compiled code (or the source) names them
     facts: KernelFacts
     estimates: list[Estimate]  # one per GPU, in the order of the kernel's own estimates
 

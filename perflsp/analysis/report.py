@@ -18,7 +18,7 @@ from typing import Any
 from tree_sitter import Tree
 
 from perflsp.analysis.fixes import with_fixes
-from perflsp.analysis.instantiations import differing_verdicts, instantiation_label
+from perflsp.analysis.instantiations import differing_verdicts, gpu_index
 from perflsp.analysis.lints import run_lints
 from perflsp.analysis.lints.context import LintOptions
 from perflsp.analysis.models import Estimate, Finding, InstantiationReport, KernelFacts, KernelReport, OpCounts, Severity
@@ -226,11 +226,11 @@ def kernel_json(report: KernelReport, verdicts: Sequence[Verdict]) -> dict[str, 
 
 
 def _instantiation_json(report: KernelReport, inst: InstantiationReport, verdicts: Sequence[Verdict]) -> dict[str, Any]:
-    shown = [(inst.estimates[i], v.gpu) for v in verdicts
-             if (i := next((j for j, e in enumerate(report.estimates) if e is v.estimate), -1)) >= 0
-             and i < len(inst.estimates)]
+    """One instantiation's facts and its estimates on the GPUs of `verdicts` (the report's)."""
+    indices = [(gpu_index(report, v.estimate), v.gpu) for v in verdicts]
+    shown = [(inst.estimates[i], gpu) for i, gpu in indices if i is not None and i < len(inst.estimates)]
     return {
-        "name": instantiation_label(report.kernel.name, inst.arguments),
+        "name": inst.label,
         "arguments": list(inst.arguments),
         "facts": {"work_items": json_number(inst.facts.work_items), "total": _ops_json(inst.facts.total),
                   "dram_bytes": json_number(inst.facts.dram_bytes), "assumptions": texts(inst.facts.assumptions),

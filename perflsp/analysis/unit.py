@@ -23,7 +23,7 @@ from perflsp.analysis.walk_values import Callee, Val
 from perflsp.kernels.consteval import ConstEnv, Value
 from perflsp.kernels.models import CudaFunction, FileKernels
 from perflsp.kernels.program import ProgramModel, SourceFile, program_model
-from perflsp.kernels.symbols import active_branches
+from perflsp.kernels.symbols import active_contents
 from perflsp.source.positions import LineIndex
 
 HostTypes = dict[str, tuple[CType, tuple[float, ...]]]  # variable -> (type, array dimensions)
@@ -90,11 +90,10 @@ class AnalysisUnit:
             if name_node is not None and type_node is not None:
                 aliases.setdefault(self.ctx.text(name_node), parse_type(self.ctx.text(type_node), aliases))
         elif node.type in ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef") and depth < 6:
-            # (`#ifdef USE_DOUBLE typedef double real; #else typedef float real; #endif`: the
+            # (`#ifdef DOUBLE_PRECISION typedef double real; #else typedef float real; #endif`: the
             # branch the macros take)
-            for branch in active_branches(self.ctx, node, self.env):
-                for child in branch.named_children:
-                    self._collect_aliases(child, aliases, depth + 1)
+            for child in active_contents(self.ctx, node, self.env):
+                self._collect_aliases(child, aliases, depth + 1)
         elif node.type in ("namespace_definition", "declaration_list", "preproc_else",
                            "linkage_specification") and depth < 6:
             for child in node.named_children:

@@ -289,8 +289,8 @@ def _static_body(selected: Selected, report) -> str:
     if judged:
         lines.append("")
         lines.append("Per instantiation (each judged on its own; the verdict above is the first launch's or call's):")
-        lines += [f"- {label}: {e.headline()}" if e.verdict != "uncertain" else f"- {label}: uncertain"
-                  for label, e in judged]
+        lines += [f"- {inst.label}: {e.headline()}" if e.verdict != "uncertain" else f"- {inst.label}: uncertain"
+                  for inst, e in judged]
     if facts.assumptions:
         lines.append("")
         lines.append("Assumptions (check them against the code):")

@@ -114,16 +114,35 @@ def cuda_kernel(unit: CompiledUnit, name: str, params: int | None = None,
                 prefer: Callable[[list[str]], float] | None = None) -> CompiledFunction | None:
     """The entry function of the kernel `name` (simple or qualified), preferring the parameter
     count `params`, then the instantiation whose template arguments `prefer` scores highest."""
-    simple = name.split("::")[-1]
-    candidates = [(fn, templates, count) for fn, qualified, templates, count in _entries(unit).get(simple, ())
-                  if "::" not in name or qualified.endswith(name)]
+    candidates = _kernel_entries(unit, name, params)
     if not candidates:
         return None
-    if params is not None and any(c[2] == params for c in candidates):
-        candidates = [c for c in candidates if c[2] == params]
     if prefer is not None and len(candidates) > 1:
         return max(candidates, key=lambda c: prefer(template_arguments(c[1])))[0]
     return candidates[0][0]
+
+
+def kernel_instantiations(unit: CompiledUnit, name: str, params: int | None = None) -> list[tuple[str, ...]]:
+    """The template arguments of every instantiation of the kernel `name` the unit holds, in the
+    unit's order (`scale<float>` and `scale<double>`: [("float",), ("double",)]); empty for a
+    kernel that is no template."""
+    found: list[tuple[str, ...]] = []
+    for _fn, templates in _kernel_entries(unit, name, params):
+        arguments = instantiation_arguments(f"k<{templates}>") if templates else None
+        if arguments and arguments not in found:
+            found.append(arguments)
+    return found
+
+
+def _kernel_entries(unit: CompiledUnit, name: str, params: int | None) -> list[tuple[CompiledFunction, str]]:
+    """(function, template arguments) of the unit's entries for the kernel `name` (simple or
+    qualified): those of `params` parameters where any has that many."""
+    simple = name.split("::")[-1]
+    candidates = [(fn, templates, count) for fn, qualified, templates, count in _entries(unit).get(simple, ())
+                  if "::" not in name or qualified.endswith(name)]
+    if params is not None and any(c[2] == params for c in candidates):
+        candidates = [c for c in candidates if c[2] == params]
+    return [(fn, templates) for fn, templates, _ in candidates]
 
 
 def _entries(unit: CompiledUnit) -> dict[str, list[tuple[CompiledFunction, str, str, int | None]]]:
@@ -150,6 +169,29 @@ def omp_region(unit: CompiledUnit, path: str | None, line: int,
     """The offload entry of the region whose directive is on `line` (1-based) of `path`; of
     several (the instantiations of a template function), the one whose template arguments
     `prefer` scores highest."""
+    found = _region_entries(unit, path, line)
+    if not found:
+        return None
+    if prefer is not None and len(found) > 1:
+        return max(found, key=lambda fn: prefer(template_arguments(_split(_parent_of(fn))[1])))
+    return found[0]
+
+
+def region_instantiations(unit: CompiledUnit, path: str | None, line: int) -> list[tuple[str, ...]]:
+    """The template arguments of the function template around the OpenMP region on `line`
+    (1-based) of `path`, one tuple per instantiation the unit holds an offload entry of."""
+    found: list[tuple[str, ...]] = []
+    for fn in _region_entries(unit, path, line):
+        arguments = instantiation_arguments(_parent_of(fn))
+        if arguments and arguments not in found:
+            found.append(arguments)
+    return found
+
+
+def _region_entries(unit: CompiledUnit, path: str | None, line: int) -> list[CompiledFunction]:
+    """The offload entries of the region whose directive is on `line` of `path` (those of any
+    file at that line where none is `path`'s: an unsaved buffer is compiled from a copy, whose
+    inode differs)."""
     wanted = _file_id(path) if path else None
     exact: list[CompiledFunction] = []
     by_line: list[CompiledFunction] = []
@@ -160,47 +202,13 @@ def omp_region(unit: CompiledUnit, path: str | None, line: int,
         by_line.append(fn)
         if wanted is not None and (int(m.group(1), 16), int(m.group(2), 16)) == wanted:
             exact.append(fn)
-    found = exact or by_line  # (an unsaved buffer is compiled from a copy: its inode differs)
-    if not found:
-        return None
-    if prefer is not None and len(found) > 1:
-        return max(found, key=lambda fn: prefer(template_arguments(_split(demangled(_OFFLOAD.match(fn.name).group(3)))[1])))  # type: ignore[union-attr]
-    return found[0]
-
-
-def kernel_instantiations(unit: CompiledUnit, name: str, params: int | None = None) -> list[tuple[str, ...]]:
-    """The template arguments of every instantiation of the kernel `name` the unit holds, in the
-    unit's order (`conv1d<float>` and `conv1d<double>`: [("float",), ("double",)]); empty for a
-    kernel that is no template."""
-    simple = name.split("::")[-1]
-    found: list[tuple[str, ...]] = []
-    for _fn, qualified, templates, count in _entries(unit).get(simple, ()):
-        if ("::" in name and not qualified.endswith(name)) or (params is not None and count not in (None, params)):
-            continue
-        arguments = instantiation_arguments(f"{qualified}<{templates}>") if templates else None
-        if arguments and arguments not in found:
-            found.append(arguments)
-    return found
-
-
-def region_instantiations(unit: CompiledUnit, path: str | None, line: int) -> list[tuple[str, ...]]:
-    """The template arguments of the function template around the OpenMP region on `line`
-    (1-based) of `path`, one tuple per instantiation the unit holds an offload entry of."""
-    wanted = _file_id(path) if path else None
-    exact: list[tuple[str, ...]] = []
-    by_line: list[tuple[str, ...]] = []
-    for fn in unit.functions.values():
-        m = _OFFLOAD.match(fn.name)
-        if m is None or int(m.group(4)) != line:
-            continue
-        arguments = instantiation_arguments(demangled(m.group(3)))
-        if not arguments:
-            continue
-        if arguments not in by_line:
-            by_line.append(arguments)
-        if wanted is not None and (int(m.group(1), 16), int(m.group(2), 16)) == wanted and arguments not in exact:
-            exact.append(arguments)
     return exact or by_line
+
+
+def _parent_of(entry: CompiledFunction) -> str:
+    """The demangled function an offload entry was outlined from (`void dot<double>(int, int)`)."""
+    m = _OFFLOAD.match(entry.name)
+    return demangled(m.group(3)) if m else entry.name
 
 
 def directive_line(name: str) -> int | None:

@@ -129,7 +129,7 @@ def offload_gates(directives: list[Directive]) -> dict[str, str]:
 
 def scan_constants(data: bytes, env: ConstEnv) -> set[str]:
     """Const/constexpr scalars and type aliases of a header (line level, position independent).
-    Returns the names it defines more than once (`#ifdef USE_SP typedef float real; #else typedef
+    Returns the names it defines more than once (`#ifdef SINGLE_PRECISION typedef float real; #else typedef
     double real; #endif`): which one holds depends on the macros where it is included."""
     seen: set[str] = set()
     twice: set[str] = set()
@@ -208,7 +208,8 @@ class IncludeResolver:
         self.include_dirs = include_dirs
         self.defines = dict(defines or {})
         self._directives: dict[Path, tuple[list[Directive], ConstEnv]] = {}
-        self._twice: dict[Path, set[str]] = {}  # of a header: the names it defines in several branches
+        # of a header: the names it defines in several branches, and its text to choose among them
+        self._twice: dict[Path, tuple[set[str], bytes]] = {}
         self._resolved: dict[tuple[Path, tuple[Path, ...], str, bool], Path | None] = {}
         self._extra_dirs: tuple[Path, ...] = ()
         self._project_search = False
@@ -333,9 +334,9 @@ class IncludeResolver:
         self._seen_order.append(header)
         header_directives, header_constants = self._file(header)
         twice = self._twice.get(header)
-        if twice:
+        if twice is not None:
             # (a name defined in several branches: the definition of the branch the macros so far take)
-            chosen = _active_definitions(self._file_bytes(header), env, twice)
+            chosen = _active_definitions(twice[1], env, twice[0])
             for cname, cbody in chosen.constants.items():
                 constants.constants.setdefault(cname, cbody)
             for tname, tbody in chosen.type_aliases.items():
@@ -407,7 +408,7 @@ class IncludeResolver:
             directives = scan_directives(data)
             twice = scan_constants(data, constants)
             if twice:
-                self._twice[path] = twice
+                self._twice[path] = (twice, data)
             for name, parameters, expression in scan_pure_functions(data):
                 constants.pure_functions.setdefault(name, (parameters, expression))
             cached = (directives, constants)

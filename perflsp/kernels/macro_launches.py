@@ -29,7 +29,7 @@ _DIRECTIVES = ("preproc_function_def", "preproc_def")
 
 def launching_macros(env: ConstEnv) -> tuple[str, ...]:
     """The function-like macros whose body launches a kernel (`<<<`), or uses one that does
-    (`#define call_kernel(k, b, t) call_kernel_s(k, b, t, 0)` over the macro that launches)."""
+    (`#define launch(k, b, t) launch_with_shared(k, b, t, 0)` over the macro that launches)."""
     bodies = {name: body for name, (_, body) in env.all_function_macros().items()}
     launching = {name for name, body in bodies.items() if "<<<" in body}
     grown = True

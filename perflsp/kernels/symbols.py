@@ -65,23 +65,22 @@ def file_env(ctx: ExtractionContext, macros: ConstEnv | None = None) -> ConstEnv
 
     preprocessor = macros if macros is not None else IncludeResolver().env_for(None, ctx.data)
     env = ConstEnv(parent=preprocessor)
-    _collect_scope(ctx, ctx.tree.root_node, env, preprocessor)
+    _collect_scope(ctx, ctx.tree.root_node.named_children, env, preprocessor)
     env.helpers = HelperCalls(ctx, env)  # (a call no other rule folds: its definition run on the values)
     return env
 
 
-def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv, macros: ConstEnv) -> None:
-    for child in node.named_children:
+def _collect_scope(ctx: ExtractionContext, nodes: list[Node], env: ConstEnv, macros: ConstEnv) -> None:
+    for child in nodes:
         kind = child.type
         if kind in _CONDITIONALS:
-            for branch in active_branches(ctx, child, macros):
-                _collect_scope(ctx, branch, env, macros)
+            _collect_scope(ctx, active_contents(ctx, child, macros), env, macros)
         elif kind in _SCOPE_CONTAINERS:
-            _collect_scope(ctx, child, env, macros)
+            _collect_scope(ctx, child.named_children, env, macros)
         elif kind == "namespace_definition":
             body = child.child_by_field_name("body")
             if body is not None:
-                _collect_scope(ctx, body, env, macros)
+                _collect_scope(ctx, body.named_children, env, macros)
         elif kind == "declaration":
             if _is_constant_declaration(ctx, child):
                 _bind_declaration(ctx, child, env)
@@ -104,42 +103,34 @@ def _collect_scope(ctx: ExtractionContext, node: Node, env: ConstEnv, macros: Co
 
 
 
-def active_branches(ctx: ExtractionContext, conditional: Node, macros: ConstEnv) -> list[Node]:
-    """The parts of `#if`/`#ifdef` ... `#else` whose declarations the compiler sees: the taken
-    branch alone when the macros decide the condition (`#ifdef _n_ const int n = _n_; #else
-    const int n = 1024; #endif` with `_n_` undefined: the second `n`), every branch when they
-    do not (or when the condition tests `__CUDA_ARCH__`, which differs between the host and the
-    device passes). Each branch is returned as a node whose named children are its contents."""
+def active_contents(ctx: ExtractionContext, conditional: Node, macros: ConstEnv) -> list[Node]:
+    """What of `#if`/`#ifdef` ... `#else` the compiler sees, as the nodes it holds: the taken
+    branch's alone when the macros decide the condition (`#ifdef SIZE_FROM_SCRIPT const int n = SIZE_FROM_SCRIPT; #else
+    const int n = 1024; #endif` with `SIZE_FROM_SCRIPT` undefined: the second `n`), every branch's (its
+    `#else`/`#elif` among them) when they do not, or when the condition tests `__CUDA_ARCH__`,
+    which differs between the host and the device passes."""
     from perflsp.kernels.includes import evaluate_condition, is_defined
 
     alternative = conditional.child_by_field_name("alternative")
     taken: bool | None
     if conditional.type in ("preproc_ifdef", "preproc_elifdef"):
         name = conditional.child_by_field_name("name")
-        directive = ctx.text(conditional.children[0]) if conditional.children else ""
+        negated = bool(conditional.children) and "ndef" in ctx.text(conditional.children[0])
         taken = None if name is None or "__CUDA_ARCH__" in ctx.text(name) else \
-            is_defined(macros, ctx.text(name)) == ("ifndef" not in directive and "elifndef" not in directive)
+            is_defined(macros, ctx.text(name)) != negated
     else:
         condition = conditional.child_by_field_name("condition")
         text = ctx.text(condition) if condition is not None else ""
         taken = None if condition is None or "__CUDA_ARCH__" in text else evaluate_condition(macros, text)
     if taken is None:
-        return [conditional]
-    if not taken:
-        if alternative is None:
-            return []
-        if alternative.type in _CONDITIONALS:
-            return active_branches(ctx, alternative, macros)
-        return [alternative]
-    return [cast(Node, _Without(conditional, alternative))]
-
-
-class _Without:
-    """A conditional's taken branch: its named children up to its `#else`/`#elif` (its condition
-    is among them, an expression no scope rule reads)."""
-
-    def __init__(self, node: Node, alternative: Node | None):
-        self.named_children = [c for c in node.named_children if alternative is None or c.id != alternative.id]
+        return list(conditional.named_children)
+    if taken:
+        return [c for c in conditional.named_children if alternative is None or c.id != alternative.id]
+    if alternative is None:
+        return []
+    if alternative.type in _CONDITIONALS:
+        return active_contents(ctx, alternative, macros)
+    return list(alternative.named_children)
 
 
 def _bind_typedef(ctx: ExtractionContext, node: Node, env: ConstEnv) -> None:

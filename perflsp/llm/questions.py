@@ -107,8 +107,8 @@ def question_for(
         # a template's instantiations, each judged on its own: the verdict above is one of them
         static.evidence.append("the template's instantiations, each judged on its own (the verdict above is its "
                                "first launch's or call's): " + "; ".join(
-                                   f"`{label}` {e.verdict}" + (f"-bound ({roof})" if (roof := e.roof_summary()) else "")
-                                   for label, e in judged))
+                                   f"`{inst.label}` {e.verdict}" + (f"-bound ({roof})" if (roof := e.roof_summary()) else "")
+                                   for inst, e in judged))
     return KernelQuestion(
         kernel_id=kernel_id or f"{file_kernels.path or '<buffer>'}#{report.name}",
         kernel_hash=kernel.body_hash,

@@ -10,6 +10,7 @@ from lsprotocol import types as lsp
 
 from perflsp.compiled.toolchain import find_toolchain
 from tests.server.lsp_session import EXAMPLES, session
+from tests.template_programs import SCALE_TEMPLATE
 
 pytestmark = pytest.mark.asyncio
 MISSING = find_toolchain().missing("cuda")
@@ -78,32 +79,6 @@ async def test_an_untrusted_workspace_compiles_nothing(tmp_path):
         shown = await _hover(s, path.as_uri(), path.read_text(), "saxpy(int n")
         assert COMPILED not in shown and "estimated from the source" in shown
         assert any("compiled facts off: the workspace is not trusted" in m.message for m in s.client.log_messages)
-
-
-SCALE_TEMPLATE = """\
-template <typename T>
-__global__ void scale(const T *x, T *y, T a, int n)
-{
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) {
-    T v = x[i];
-    for (int k = 0; k < 64; k++) v = v * a + (T)1;
-    y[i] = v;
-  }
-}
-template <typename T>
-void run(int n)
-{
-  T *x, *y;
-  cudaMalloc(&x, n * sizeof(T));
-  cudaMalloc(&y, n * sizeof(T));
-  scale<T><<<(n + 255) / 256, 256>>>(x, y, (T)0.5, n);
-}
-int main() {
-  run<float>(1 << 24);
-  run<double>(1 << 24);
-}
-"""
 
 
 @needs_cuda

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
-from perflsp.analysis.instantiations import estimates_on, instantiation_label
+from perflsp.analysis.instantiations import estimates_on
 from perflsp.analysis.models import Estimate, KernelReport, OpCounts
 from perflsp.analysis.roof import LABELS, number, unit
 from perflsp.hardware.precision import ROOFLINE_PRECISIONS
@@ -295,10 +295,9 @@ def _instantiation_table(report: KernelReport) -> list[str]:
             "| instantiation | GPU | verdict | intensity vs ridge | FP32 / FP64 FLOP | DRAM bytes |",
             "| --- | --- | --- | --- | ---: | ---: |"]
     for estimate in report.estimates:
-        for label, judged in estimates_on(report, estimate):
-            facts = next(i.facts for i in report.instantiations
-                         if instantiation_label(report.kernel.name, i.arguments) == label)
-            rows.append(f"| `{label}` | {judged.gpu} | **{short_verdict(judged)}** | "
+        for inst, judged in estimates_on(report, estimate):
+            facts = inst.facts
+            rows.append(f"| `{inst.label}` | {judged.gpu} | **{short_verdict(judged)}** | "
                         f"{intensity_vs_ridge(judged) if judged.verdict != 'uncertain' else '—'} | "
                         f"{_big(facts.total.fp32)} / {_big(facts.total.fp64)} | "
                         f"{_big(judged.dram_bytes if judged.dram_bytes is not None else facts.dram_bytes)} |")
