@@ -211,6 +211,37 @@ def test_a_loop_counted_by_a_pointer_has_its_unrolling_read_from_its_loads(tmp_p
     assert facts.per_item.int32 == pytest.approx(expected, rel=0.1)
 
 
+ROWS = """\
+__global__ void rows(const float *m, const float *x, float *y, size_t n) {
+  size_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float t = 0.0f;
+    for (size_t j = 0; j < n; j++)
+      t += m[i * n + j] * x[j];
+    y[i] = t;
+  }
+}
+int main() { float *m, *x, *y; rows<<<16, 256>>>(m, x, y, 4096); }
+"""
+
+
+@needs_cuda
+@needs_clang_cuda
+def test_the_high_word_of_a_64_bit_counter_is_no_counter_of_its_own(tmp_path):
+    source = tmp_path / "rows.cu"
+    source.write_text(ROWS)
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=_clang_database(tmp_path, source))
+    (fn,) = compiler.compiled(source, ["sm_86"]).units["sm_86"].functions.values()
+    # clang's SASS: a `size_t` counter stepped as two 32-bit halves, `UIADD3 UR4, UP0, UR4, -0x8`
+    # then `UIADD3.X UR5, UR5, -0x1, URZ, UP0`: the high word's -1 is the low word's sign, the
+    # loop is unrolled 8 times (eight FFMA a trip), not once
+    main = max(fn.loops, key=lambda loop: loop.own_counts[INDEX["fp32"]])
+    assert main.own_counts[INDEX["fp32"]] == 8 * 2
+    assert all(step.wide for step in main.steps)
+    facts = analyse(source, compiler)["rows"].facts
+    assert facts.per_item.fp32 == pytest.approx(2 * 4096)
+
+
 ESCAPE = """\
 __global__ void escape(const float *c, int *out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -370,8 +370,10 @@ def _carries(ins: Instruction) -> bool:
 
 
 def _constant_step(ins: Instruction) -> int | None:
-    """|c| for `IADD3 Rx, Rx, c, RZ` (a register stepped by a constant), else None."""
-    if ins.base not in _STEP_OPCODES or ins.predicated:
+    """|c| for `IADD3 Rx, Rx, c, RZ` (a register stepped by a constant), else None. An add with
+    a carry-in (`UIADD3.X UR5, UR5, -0x1, URZ, UP0, !UPT`) is the high word of a 64-bit step
+    (its constant the low word's sign), not a counter of its own."""
+    if ins.base not in _STEP_OPCODES or ins.predicated or "X" in ins.modifiers:
         return None
     m = _STEP.match(ins.operands)
     if not m or m.group(1) != m.group(2):
