@@ -173,3 +173,46 @@ def test_an_equality_on_a_thread_index_divided_lets_through_the_threads_it_holds
         source.write_text(TWO_D_LOCAL_ID.replace("local_idi == 0 && local_idj == 0", test))
         shares[test] = analyse(source, None)["team_sum"].facts.per_item.global_stores
     assert shares == {"threadIdx.x / 128 == 0": pytest.approx(1.0), "threadIdx.x / 64 == 1": pytest.approx(0.5)}
+
+
+SCAN = """
+__global__ void scan(const float *d, float *out, float *sums) {
+  unsigned int t = threadIdx.x;
+  float sum = d[blockIdx.x * 32 + t];
+  for (int j = 1; j < 32; j *= 2) {
+    float v = __shfl_up_sync(0xffffffff, sum, j, 32);
+    if (t >= j) sum += v;
+  }
+  out[blockIdx.x * 32 + t] = sum;
+  __shared__ float s[32];
+  s[t] = sum * sum;
+  __syncthreads();
+  for (unsigned int h = 16; h > 0; h /= 2) {
+    if (t < h) s[t] += s[t + h];
+    __syncwarp();
+  }
+  if (t == 0) sums[blockIdx.x] = s[0];
+}
+int main() { float *d, *o, *s; scan<<<4096, 32>>>(d, o, s); }
+"""
+# a warp's scan adds for the lanes at or above the doubling distance (31 + 30 + 28 + 24 + 16 of
+# 32); the halving tree after it for the lanes below (16 + 8 + 4 + 2 + 1); one multiply between
+SCAN_FP32 = (31 + 30 + 28 + 24 + 16) / 32 + 1 + (16 + 8 + 4 + 2 + 1) / 32
+
+
+def test_the_lanes_above_a_doubling_distance_add_in_a_scan_those_below_a_halving_one_in_a_tree(tmp_path):
+    source = tmp_path / "scan.cu"
+    source.write_text(SCAN)
+    facts = analyse(source, None)["scan"].facts
+    assert facts.per_item.fp32 == pytest.approx(SCAN_FP32, rel=0.05)
+
+
+@needs_cuda
+def test_a_one_line_guard_if_converted_runs_its_predicated_body_at_the_body_share(tmp_path):
+    source = tmp_path / "scan.cu"
+    source.write_text(SCAN)
+    facts = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["scan"].facts
+    assert "operations counted in the compiled code" in texts(facts.evidence)[0]
+    # nvcc's SASS: each guard's test (ISETP) and its body (`@P0 FADD`, `@!P1 LDS`...) on the one
+    # line; the test runs every pass, the predicated body for the lanes it lets through
+    assert facts.per_item.fp32 == pytest.approx(SCAN_FP32, rel=0.05)

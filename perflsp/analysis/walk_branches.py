@@ -136,8 +136,10 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
         halving = [a for a in cval.lin.atoms if a in walker.geometric_loops]
         if halving:
             # `if (tid < s)` in `for (s = n / 2; s > 0; s >>= 1)`: half the threads, then a
-            # quarter, ...: about one full pass over the whole loop
-            return 1.0 / max(1.0, walker.geometric_loops[halving[0]])
+            # quarter, ...: about one full pass over the whole loop; the threads at or above
+            # it (`if (tid >= j) sum += v;` of a scan, `j` doubling): all the others
+            share = 1.0 / max(1.0, walker.geometric_loops[halving[0]])
+            return 1.0 - share if _threads_above(walker, cond, halving[0]) else share
         # a part of the block the walk can count (`threadIdx.x < 32` of 256 threads: an eighth)
         lanes = lanes_share(walker, cond)
         if lanes is not None:
@@ -156,6 +158,20 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
         # that side unless the condition tests for being out of them (`if (x >= n) {...} else {...}`)
         return 0.0 if out_of_bounds_test(walker, cond) else 1.0
     return walker.cost.branch_weight
+
+
+def _threads_above(walker: Walker, cond: Node | None, loop_atom: str) -> bool:
+    """Whether `cond` holds for the threads at or above the loop's variable (`tid >= j`,
+    `j <= tid`), not below it (`tid < s`)."""
+    parts = binary_parts(walker, cond)
+    if parts is None or parts[0] not in ("<", "<=", ">", ">="):
+        return False
+    op, left, right = parts
+    if left is None or right is None:
+        return False
+    (left_val,) = _uncounted(walker, left)
+    loop_on_left = loop_atom in left_val.lin.atoms
+    return (op in (">", ">=")) != loop_on_left
 
 
 def _conjoined_thread_tests(walker: Walker, cond: Node | None) -> float | None:

@@ -136,6 +136,11 @@ class _Counter:
                 if weight <= 0:
                     continue
                 total = add(total, lc.counts, weight)
+                body = self._predicated_body_weight(chain, guarded)
+                if body is not None and any(lc.predicated):
+                    # `if (tid < s) a[tid] += a[tid + s];` on one line, if-converted: the test
+                    # runs every pass, the predicated instructions are its body's
+                    total = add(total, lc.predicated, min(body / called, caps[index]) * frequency - weight)
                 if self.predicated_share != 1.0:
                     total = add(total, lc.predicated, weight * (self.predicated_share - 1.0))
             if depth < MAX_CALL_DEPTH:
@@ -191,6 +196,14 @@ class _Counter:
                 if x in staying:
                     caps[b] = min(caps[b], staying[x])
         return caps
+
+    def _predicated_body_weight(self, chain: tuple[Location, ...], guarded: float | None) -> float | None:
+        """The weight of the predicated code on a line where a guard and the work it guards
+        begin together (less often than the line's test runs); None elsewhere."""
+        if not chain or guarded is None:
+            return None
+        work = self.table.work_weight_at(chain[0], chain[1:])
+        return work if work is not None and work < guarded else None
 
     def _past_exit_weight(self, chain: tuple[Location, ...], exit_at: Location) -> float | None:
         """The weight of code past a guard's exit at `exit_at`: on the guard's own line, that of
