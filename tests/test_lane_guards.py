@@ -216,3 +216,28 @@ def test_a_one_line_guard_if_converted_runs_its_predicated_body_at_the_body_shar
     # nvcc's SASS: each guard's test (ISETP) and its body (`@P0 FADD`, `@!P1 LDS`...) on the one
     # line; the test runs every pass, the predicated body for the lanes it lets through
     assert facts.per_item.fp32 == pytest.approx(SCAN_FP32, rel=0.05)
+
+
+INTERLEAVED = """
+__global__ void interleaved(const float *in, float *out) {
+  extern __shared__ float s[];
+  s[threadIdx.x] = in[blockIdx.x * blockDim.x + threadIdx.x];
+  __syncthreads();
+  for (unsigned int stride = 1; stride < blockDim.x; stride *= 2) {
+    int index = 2 * stride * threadIdx.x;
+    if (index < blockDim.x)
+      s[index] += s[index + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = s[0];
+}
+int main() { float *a, *b; interleaved<<<4096, 256, 1024>>>(a, b); }
+"""
+
+
+def test_a_doubling_distance_times_the_thread_index_lets_the_threads_below_through(tmp_path):
+    source = tmp_path / "interleaved.cu"
+    source.write_text(INTERLEAVED)
+    facts = analyse(source, None)["interleaved"].facts
+    # `2 * stride * tid < 256`: 128 threads add, then 64, ... 1: 255 adds a block of 256
+    assert facts.per_item.fp32 == pytest.approx(255 / 256, rel=0.05)

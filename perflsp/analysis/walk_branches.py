@@ -162,16 +162,26 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
 
 def _threads_above(walker: Walker, cond: Node | None, loop_atom: str) -> bool:
     """Whether `cond` holds for the threads at or above the loop's variable (`tid >= j`,
-    `j <= tid`), not below it (`tid < s`)."""
+    `j <= tid`), not below it (`tid < s`): the thread index on one side, the loop's variable on
+    the other. Both on one side (`2 * s * tid < n`) reads as below."""
     parts = binary_parts(walker, cond)
     if parts is None or parts[0] not in ("<", "<=", ">", ">="):
         return False
     op, left, right = parts
     if left is None or right is None:
         return False
-    (left_val,) = _uncounted(walker, left)
-    loop_on_left = loop_atom in left_val.lin.atoms
-    return (op in (">", ">=")) != loop_on_left
+    left_val, right_val = _uncounted(walker, left, right)
+
+    def threads(val: Val) -> bool:
+        return any(index_atom(a) or a.startswith("o") for a in val.lin.atoms)
+
+    if loop_atom in right_val.lin.atoms and threads(left_val) and not threads(right_val) \
+            and loop_atom not in left_val.lin.atoms:
+        return op in (">", ">=")
+    if loop_atom in left_val.lin.atoms and threads(right_val) and not threads(left_val) \
+            and loop_atom not in right_val.lin.atoms:
+        return op in ("<", "<=")
+    return False
 
 
 def _conjoined_thread_tests(walker: Walker, cond: Node | None) -> float | None:
