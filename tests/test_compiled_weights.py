@@ -245,6 +245,45 @@ def test_the_high_word_of_a_64_bit_counter_is_no_counter_of_its_own(tmp_path):
     assert facts.per_item.fp32 == pytest.approx(2 * 4096)
 
 
+STRIDED = """\
+__global__ void pairs(const float *x, float *y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float t = 0.f;
+  for (int j = 0; j < n; j += 2) t += x[j] * x[j + 1];
+  y[i] = t;
+}
+int main() { float *a, *b; pairs<<<64, 256>>>(a, b, 4096); }
+"""
+
+WIDE_COUNTER = """\
+__global__ void pairs(const float *x, float *y, unsigned long long n) {
+  unsigned long long i = blockIdx.x * 256ull + threadIdx.x;
+  float t = x[i];
+  for (unsigned long long j = 0; j < n; ++j) t = t * 1.0001f + 0.5f;
+  y[i] = t;
+}
+int main() { float *a, *b; pairs<<<64, 256>>>(a, b, 1000); }
+"""
+
+
+@needs_cuda
+@pytest.mark.parametrize("build", ["nvcc", "clang"])
+@pytest.mark.parametrize("program, fp32", [(STRIDED, 2 * 2048), (WIDE_COUNTER, 2 * 1000)], ids=["step-2", "64-bit"])
+def test_an_unrolled_loop_is_read_from_its_trip_counter_or_its_64_bit_counter(tmp_path, build, program, fp32):
+    if build == "clang" and not TOOLCHAIN.clang_cuda_ready and not REQUIRED:
+        pytest.skip("no clang with a CUDA install it can use")
+    source = tmp_path / "pairs.cu"
+    source.write_text(program)
+    flags = _clang_database(tmp_path, source) if build == "clang" else None
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=flags)
+    # `j += 2`: nvcc steps `j` by 32 and its own trip counter by 16 in a trip of 16 iterations
+    # (not 8: the trip counter steps by one a source iteration); the `unsigned long long`
+    # loop without loads: its 64-bit counter steps by the 16 (nvcc) or 8 (clang) iterations a
+    # trip does; the remainder loops' leftovers aside, every source iteration counted once
+    facts = analyse(source, compiler)["pairs"].facts
+    assert facts.per_item.fp32 == pytest.approx(fp32, rel=0.02)
+
+
 ESCAPE = """\
 __global__ void escape(const float *c, int *out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

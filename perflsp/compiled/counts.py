@@ -450,8 +450,11 @@ class _Counter:
         register_strided = step >= 32 and not counters and remainder
         by_loads = self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], lp.load_bytes) \
             if innermost and (pointer_counted or register_strided) else None
+        # the source's steps, and the compiler's own trip counter (a canonical induction variable
+        # stepped by one: `for (j = 0; j < n; j += 2)` counted as 16 and 32 a trip of 16)
+        source_steps = (step, *(abs(s) for s in lp.induction_steps if s), 1.0)
         if counters:
-            return _consistent_unroll(counters, (step, *(abs(s) for s in lp.induction_steps if s)))
+            return _consistent_unroll(counters, source_steps)
         # no counter, nor global loads to count iterations by: clang's loop stepping an address
         # (a 32-bit shared or local one, `s[i]` of floats by 32 a trip: 8 iterations) against
         # the bytes between its elements (a struct member's stride the source may misread: not
@@ -462,7 +465,13 @@ class _Counter:
             return addressed
         # no such counter (clang counts by a 64-bit byte offset or pointer, whose step is the
         # unrolling times an element's size): the loads
-        return by_loads if by_loads is not None else 1.0
+        if by_loads is not None:
+            return by_loads
+        # nor loads: a 64-bit counter that addresses nothing (`unsigned long long j`, `size_t`)
+        # steps by the iterations a trip does
+        wide_counters = [s.amount for s in steps if s.wide and not s.address and step >= 1
+                         and s.amount <= MAX_UNROLL * step and s.amount % step == 0]
+        return _consistent_unroll(wide_counters, source_steps) if wide_counters else 1.0
 
     @staticmethod
     def _unroll_by_loads(compiled_bytes: float, source_bytes: float) -> float | None:
