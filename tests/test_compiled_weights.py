@@ -16,7 +16,7 @@ from perflsp.compiled.profile import LineTable, SourceProfile, SourceStatement
 from perflsp.compiled.sass import Instruction, SassFunction
 from perflsp.compiled.service import Compiler
 from perflsp.compiled.toolchain import find_toolchain
-from tests.test_compiled import _clang_database, analyse
+from tests.test_compiled import _clang_database, analyse, needs_omp
 
 TOOLCHAIN = find_toolchain()
 REQUIRED = bool(os.environ.get("PERFLSP_REQUIRE_TOOLCHAIN"))
@@ -282,6 +282,96 @@ def test_an_unrolled_loop_is_read_from_its_trip_counter_or_its_64_bit_counter(tm
     # trip does; the remainder loops' leftovers aside, every source iteration counted once
     facts = analyse(source, compiler)["pairs"].facts
     assert facts.per_item.fp32 == pytest.approx(fp32, rel=0.02)
+
+
+DIVISOR_UNROLLED = """\
+template <int N>
+__global__ void taps(const float *x, float *y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float t = 0.f;
+  for (int j = 0; j < N; ++j) t += x[i + j * 16384] * 0.5f;
+  y[i] = t;
+}
+int main() { float *a, *b; taps<300><<<64, 256>>>(a, b); }
+"""
+
+NEST_UNROLLED = """\
+__global__ void taps(const float *x, float *y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float t = 0.f;
+  for (int a = 0; a < 40; ++a) {
+    t += x[i + a * 3] * 2.0f;
+    for (int b = 0; b < 5; ++b) {
+      t += x[i + a * 7 + b + 100] * 0.5f;
+    }
+  }
+  y[i] = t;
+}
+int main() { float *a, *b; taps<<<64, 256>>>(a, b); }
+"""
+
+
+# the `a` loop loads nothing of its own: its body's loads are the `b` loop's (a source walk that
+# read `t += x[...]` for a step before walking the `b` loop once counted them the `a` loop's too)
+NEST_ONLY = NEST_UNROLLED.replace("    t += x[i + a * 3] * 2.0f;\n", "")
+
+
+@needs_cuda
+@pytest.mark.parametrize("build", ["nvcc", "clang"])
+@pytest.mark.parametrize("program, fp32", [(DIVISOR_UNROLLED, 2 * 300), (NEST_UNROLLED, 2 * 40 * 6),
+                                           (NEST_ONLY, 2 * 40 * 5)], ids=["divisor", "nest", "nest-only"])
+def test_an_unrolled_loop_is_read_from_the_loads_of_its_trip_and_its_unrolled_nest(tmp_path, build, program, fp32):
+    if build == "clang" and not TOOLCHAIN.clang_cuda_ready and not REQUIRED:
+        pytest.skip("no clang with a CUDA install it can use")
+    source = tmp_path / "taps.cu"
+    source.write_text(program)
+    flags = _clang_database(tmp_path, source) if build == "clang" else None
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=flags)
+    # clang's SASS: the 300-trip loop unrolled 6 times (six LDGs, 24 B a trip: a divisor of
+    # 300, not the power of two nearest); the `a` loop around the `b` loop it unrolled
+    # completely, twice (48 B a trip: 2 x (4 + 5 x 4)), its indices stepped by 6 and 14
+    facts = analyse(source, compiler)["taps"].facts
+    assert facts.per_item.fp32 == pytest.approx(fp32, rel=0.02)
+
+
+TRIANGLE = """\
+__global__ void triangle(const float *x, float *y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float t = 0.f;
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < a; ++b) t += x[a * n + b] * 0.5f;
+  y[i] = t;
+}
+int main() { float *a, *b; triangle<<<64, 256>>>(a, b, 100); }
+"""
+
+ROWS_OMP = """\
+void rows(const float *x, float *y, int n, int m) {
+  #pragma omp target teams distribute parallel for thread_limit(256)
+  for (int i = 0; i < n; i++) { float t = 0.f; for (int j = 0; j < m; j++) t += x[i * m + j] * 0.5f; y[i] = t; }
+}
+int main() { float *x, *y; rows(x, y, 1 << 16, 64); }
+"""
+
+
+@needs_cuda
+def test_a_loop_written_on_one_line_does_not_count_the_copies_unrolling_peels_off(tmp_path):
+    source = tmp_path / "triangle.cu"
+    source.write_text(TRIANGLE)
+    # nvcc's SASS: the `b` loop unrolled 4 times beside its remainder copies, all on line 5
+    # with its header: the copies' FFMAs are iterations the trip count already counts
+    facts = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["triangle"].facts
+    assert facts.per_item.fp32 == pytest.approx(2 * 100 * 99 / 2, rel=0.02)
+
+
+@needs_omp
+def test_a_region_s_one_line_inner_loop_counts_its_trips_once(tmp_path):
+    source = tmp_path / "rows.cpp"
+    source.write_text(ROWS_OMP)
+    # clang's SASS: the `j` loop unrolled 32 times, an 8x and a 1x loop for what is left, and a
+    # 16x copy outside them, all on line 3: 64 iterations a row, not 64 + 16
+    (report,) = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"))).values()
+    assert report.facts.per_item.fp32 == pytest.approx(2 * 64, rel=0.02)
 
 
 ESCAPE = """\

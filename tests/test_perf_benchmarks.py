@@ -4,6 +4,7 @@ each benchmark runs end to end on a small one (the figures themselves are not as
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,13 @@ def test_big_file_measures_a_child_process():
     assert wall_s > 0 and peak_mib > 1
     _, _, killed, _ = big_file.run_command([sys.executable, "-c", "import time; time.sleep(30)"], 0.5)
     assert killed is None
+
+
+def test_the_loop_idioms_benchmark_reports_each_count_over_the_exact_one():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "loop_idioms.py"), "--only", "step of 2", "--json"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    row = json.loads(done.stdout)["ratio_to_exact"]["step of 2"]
+    assert row["source"] == 1.0
+    # a compiled column is the ratio, or says why there is none
+    assert all(isinstance(row[b], float) and abs(row[b] - 1.0) < 0.05 or isinstance(row[b], str) for b in ("nvcc", "clang"))

@@ -83,7 +83,9 @@ def record_access(walker: Walker, base: Val, index_lin: Linear, elem: CType, is_
     access = Access(base.root, base.space or "global", size, is_store, index_lin, walker.mult, atomic, walker.line(node),
                     frozenset(walker.loop_atoms), sized)
     walker.accesses.append(access)
-    if walker.profile_load_bytes and access.space == "global" and not is_store and not atomic:
+    # (an evaluation that costs nothing, `t += x[j]` read for the step it might be before the
+    # walk of the body, is no load of the loop around it)
+    if walker.profile_load_bytes and walker.mult > 0 and access.space == "global" and not is_store and not atomic:
         _count_loop_load(walker, access)
 
     # an address that a loop does not change is computed once, outside that loop

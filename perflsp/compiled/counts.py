@@ -123,7 +123,7 @@ class _Counter:
             enclosing = self._enclosing(fn, block.loop)
             for lc in block.lines:
                 chain = chains[lc.chain]
-                if self._peeled(chain, enclosing, tied_loops):
+                if self._peeled(chain, enclosing, tied_loops, lc.counts):
                     continue
                 guarded = self.source_weight(chain)
                 if chain and runtime_line is not None and (
@@ -231,17 +231,26 @@ class _Counter:
             loop = fn.loops[loop].parent
         return out
 
-    def _peeled(self, chain: tuple[Location, ...], enclosing: set[int], tied: dict[int, set[int]]) -> bool:
+    def _peeled(self, chain: tuple[Location, ...], enclosing: set[int], tied: dict[int, set[int]],
+                counts: Vector) -> bool:
         """Code of a source loop's body outside every compiled loop tied to that loop: a copy
-        unrolling peeled off (its iterations are the main loop's, counted there)."""
+        unrolling peeled off (its iterations are the main loop's, counted there). On the line
+        of a loop written on one line (`for (j = 0; j < m; j++) t += x[j];`), the code that
+        loads or computes in floating point: the header's own code (the trip count's
+        arithmetic) does neither."""
         if not chain or not tied:
             return False
         path, line = chain[0]
-        for source in self.table.loops_around(chain[0]):
+        around = self.table.loops_around(chain[0])
+        # the copy of the loop inlined where this code is (a function's loop inlined twice)
+        around = [i for i in around if _same_chain(self.profile.loops[i].callsites, chain[1:])] or around
+        for source in around:
             if source not in tied:
                 continue
             lp = self.profile.loops[source]
-            in_body = line > lp.body or (line == lp.body and lp.body != lp.first)
+            one_line = line == lp.first == lp.last and any(
+                counts[INDEX[name]] > 0 for name in ("fp32", "fp64", "fp16", "load_bytes"))
+            in_body = line > lp.body or (line == lp.body and lp.body != lp.first) or one_line
             if in_body and not (tied[source] & enclosing) and same_file(path, lp.path):
                 return True
         return False
@@ -333,9 +342,10 @@ class _Counter:
         for i, tie in enumerate(ties):
             if tie.source is not None:
                 groups.setdefault((tie.source, fn.loops[i].parent), []).append(i)
+        tied_sources = {source for source, _ in groups}
         for (source, _), members in groups.items():
             for m in members:
-                ties[m].unroll = self._unroll(fn, m, source, len(members) > 1)
+                ties[m].unroll = self._unroll(fn, m, source, len(members) > 1, tied_sources)
         # trips: the most unrolled compiled loop of a source loop runs its trips; the others (the
         # remainder loops unrolling leaves) the few that are left over
         for (source, _), members in groups.items():
@@ -413,11 +423,13 @@ class _Counter:
         held = [i for i, v in votes.items() if total and v >= total / 2]
         return sorted(held, key=lambda i: self.profile.loops[i].depth, reverse=True)
 
-    def _unroll(self, fn: CompiledFunction, index: int, source: int, remainder: bool) -> float:
+    def _unroll(self, fn: CompiledFunction, index: int, source: int, remainder: bool,
+                tied_sources: Collection[int] = ()) -> float:
         """How many source iterations one trip of the compiled loop does: the smallest constant
         its counters step by (on the source loop's header, else where the loop closes) over the
         source step; without a 32-bit counter, how many iterations' loads a trip does.
-        `remainder`: another compiled loop does the same source loop (unrolling's leftover)."""
+        `remainder`: another compiled loop does the same source loop (unrolling's leftover);
+        `tied_sources`: the source loops a compiled loop of the function does."""
         lp = self.profile.loops[source]
         if lp.parallel or lp.step is None or lp.step == 0:
             return 1.0
@@ -467,11 +479,40 @@ class _Counter:
         # unrolling times an element's size): the loads
         if by_loads is not None:
             return by_loads
+        # around nested loops the compiler unrolled completely (none of them a compiled loop):
+        # a trip does their loads too (`for (a...) for (b = 0; b < 5; b++) t += x[a * 7 + b]`,
+        # its counter stepped by 7 times the unrolling)
+        # (where a register steps by that many iterations times the source's step: the loads
+        # alone are no evidence where the source misreads a load's width)
+        if not innermost:
+            whole = self._unrolled_nest_load_bytes(source, tied_sources)
+            nested = self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], whole) if whole else None
+            if nested is not None and any(s.amount % (nested * step) == 0 for s in loop.steps):
+                return nested
         # nor loads: a 64-bit counter that addresses nothing (`unsigned long long j`, `size_t`)
         # steps by the iterations a trip does
         wide_counters = [s.amount for s in steps if s.wide and not s.address and step >= 1
                          and s.amount <= MAX_UNROLL * step and s.amount % step == 0]
         return _consistent_unroll(wide_counters, source_steps) if wide_counters else 1.0
+
+    def _unrolled_nest_load_bytes(self, source: int, tied_sources: Collection[int]) -> float | None:
+        """The global load bytes of one iteration of source loop `source` with the loops nested
+        in it, each run its trips; None where one of those is a compiled loop of its own (or
+        its trips are not known)."""
+        loops = self.profile.loops
+        lp = loops[source]
+        inside = [i for i, other in enumerate(loops) if other.depth > lp.depth and same_file(other.path, lp.path)
+                  and lp.first <= other.first <= lp.last]
+        if any(i in tied_sources or loops[i].parallel or loops[i].trip <= 0 for i in inside):
+            return None
+
+        def bytes_of(index: int) -> float:
+            loop = loops[index]
+            children = [i for i in inside if loops[i].depth == loop.depth + 1
+                        and loop.first <= loops[i].first <= loop.last]
+            return loop.load_bytes + sum(loops[c].trip * bytes_of(c) for c in children)
+
+        return bytes_of(source)
 
     @staticmethod
     def _unroll_by_loads(compiled_bytes: float, source_bytes: float) -> float | None:
@@ -483,6 +524,10 @@ class _Counter:
         ratio = compiled_bytes / source_bytes
         if ratio < 1.5:
             return 1.0
+        # a whole number of iterations' loads (6 a trip of a loop of 300: unrolled by a divisor
+        # of its known trip count), else the power of two nearest (some loads hoisted or shared)
+        if abs(ratio - round(ratio)) < 1e-6:
+            return float(min(MAX_UNROLL, round(ratio)))
         return float(min(MAX_UNROLL, 2 ** round(math.log2(ratio))))
 
 
