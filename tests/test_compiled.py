@@ -1248,3 +1248,13 @@ def test_each_inlined_copy_of_a_device_function_runs_at_its_own_calls_weight(tmp
     # every thread loads its 4 elements (2^22 over 2^20 threads); block 0's 256 threads load the
     # 4096 partial sums, 16 each: 4 + 16 / 4096 loads a thread, not 16 more for every thread
     assert facts.per_item.global_loads == pytest.approx(4 + 16 / 4096, abs=1e-4)
+
+
+@needs_cuda
+def test_each_inlined_copy_of_a_multi_line_loop_counts_its_own_body(tmp_path, compiler):
+    # the loop's body on lines of its own: each copy's body is in the compiled loop tied to that
+    # copy, not a peeled piece of the other copy's loop (a device function called twice kept
+    # neither copy's loads)
+    text = TWO_CALLS.replace("i += stride) acc += in[i];", "i += stride) {\n    acc += in[i];\n  }")
+    facts = compiled_facts(tmp_path, compiler, "two_calls.cu", text, "total")
+    assert facts.per_item.global_loads == pytest.approx(4 + 16 / 4096, abs=1e-4)
