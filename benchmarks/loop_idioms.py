@@ -130,6 +130,15 @@ __global__ void k(const float *x, float *y) {
 }
 int main() { float *a, *b; k<300><<<64, 256>>>(a, b); }
 """, "k", 2 * 300),
+    Idiom("short counter", """
+__global__ void k(const float *x, float *y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float t = 0.f;
+  for (short j = 0; j < 1000; ++j) t += x[i + j * 16384] * 0.5f;
+  y[i] = t;
+}
+int main() { float *a, *b; k<<<64, 256>>>(a, b); }
+""", "k", 2 * 1000),
     Idiom("tiled matrix multiply", """
 #define TILE 16
 __global__ void k(const float *A, const float *B, float *C, int n) {

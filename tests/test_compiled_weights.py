@@ -315,11 +315,16 @@ int main() { float *a, *b; taps<<<64, 256>>>(a, b); }
 # read `t += x[...]` for a step before walking the `b` loop once counted them the `a` loop's too)
 NEST_ONLY = NEST_UNROLLED.replace("    t += x[i + a * 3] * 2.0f;\n", "")
 
+# a `short` counter: clang steps an index register by 8 x 16384 a trip (eight LDGs), no counter
+SHORT_COUNTER = DIVISOR_UNROLLED.replace("template <int N>\n", "").replace("int j = 0; j < N", "short j = 0; j < 1000") \
+    .replace("taps<300>", "taps")
+
 
 @needs_cuda
 @pytest.mark.parametrize("build", ["nvcc", "clang"])
 @pytest.mark.parametrize("program, fp32", [(DIVISOR_UNROLLED, 2 * 300), (NEST_UNROLLED, 2 * 40 * 6),
-                                           (NEST_ONLY, 2 * 40 * 5)], ids=["divisor", "nest", "nest-only"])
+                                           (NEST_ONLY, 2 * 40 * 5), (SHORT_COUNTER, 2 * 1000)],
+                         ids=["divisor", "nest", "nest-only", "short"])
 def test_an_unrolled_loop_is_read_from_the_loads_of_its_trip_and_its_unrolled_nest(tmp_path, build, program, fp32):
     if build == "clang" and not TOOLCHAIN.clang_cuda_ready and not REQUIRED:
         pytest.skip("no clang with a CUDA install it can use")

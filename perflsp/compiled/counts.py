@@ -479,6 +479,13 @@ class _Counter:
         # unrolling times an element's size): the loads
         if by_loads is not None:
             return by_loads
+        # no counter at all: an index register stepped by the unrolling times a stride (a `short`
+        # counter's loop stepping `j * 16384` by 8 of them): the loads, where a register steps by
+        # a multiple of as many iterations
+        if innermost:
+            loaded = self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], lp.load_bytes)
+            if loaded is not None and loaded > 1 and any(s.amount % (loaded * step) == 0 for s in loop.steps):
+                return loaded
         # around nested loops the compiler unrolled completely (none of them a compiled loop):
         # a trip does their loads too (`for (a...) for (b = 0; b < 5; b++) t += x[a * 7 + b]`,
         # its counter stepped by 7 times the unrolling)
