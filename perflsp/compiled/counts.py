@@ -21,7 +21,7 @@ from pathlib import Path
 
 from perflsp.compiled.branch_shares import block_shares
 from perflsp.compiled.linking import simple_name
-from perflsp.compiled.model import INDEX, ZERO, CompiledFunction, CompiledUnit, Vector, add
+from perflsp.compiled.model import INDEX, ZERO, CompiledFunction, CompiledUnit, Step, Vector, add
 from perflsp.compiled.names import directive_line
 from perflsp.compiled.profile import LineTable, SourceProfile, same_file
 from perflsp.compiled.sass import Location
@@ -484,7 +484,7 @@ class _Counter:
         # a multiple of as many iterations
         if innermost:
             loaded = self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], lp.load_bytes)
-            if loaded is not None and loaded > 1 and any(s.amount % (loaded * step) == 0 for s in loop.steps):
+            if loaded is not None and loaded > 1 and _steps_strides(loop.steps, loaded, lp.access_strides):
                 return loaded
         # around nested loops the compiler unrolled completely (none of them a compiled loop):
         # a trip does their loads too (`for (a...) for (b = 0; b < 5; b++) t += x[a * 7 + b]`,
@@ -536,6 +536,14 @@ class _Counter:
         if abs(ratio - round(ratio)) < 1e-6:
             return float(min(MAX_UNROLL, round(ratio)))
         return float(min(MAX_UNROLL, 2 ** round(math.log2(ratio))))
+
+
+def _steps_strides(steps: Sequence[Step], iterations: float, strides: Collection[float]) -> bool:
+    """Whether a register steps by `iterations` times the distance between the elements one
+    iteration and the next access (`strides`, in bytes), counted in elements of 1 to 16 bytes:
+    the index of such an access, stepped a trip's iterations."""
+    return any(abs(step.amount * size - iterations * stride) < 1e-6
+               for step in steps for stride in strides for size in (1, 2, 4, 8, 16))
 
 
 def _consistent_unroll(amounts: Sequence[float], source_steps: tuple[float, ...]) -> float:
