@@ -10,7 +10,7 @@ What it checks is how the compiled code's loops are read (which source loop each
 is unrolled, which copies are the remainder's): the ratio of the count to the exact one is 1.00
 when every source iteration is counted once.
 
-    python benchmarks/loop_idioms.py [--json] [--only NAME]
+    python benchmarks/loop_idioms.py [--gpu ID] [--json] [--only NAME]
 
 Needs nvcc (and clang with a CUDA install, and clang with the OpenMP offload runtime, for those
 columns; a missing compiler's column says so).
@@ -200,11 +200,11 @@ int main() { float *x; f(x, 1 << 24); }
 BUILDS = ("source", "nvcc", "clang")
 
 
-def count(idiom: Idiom, build: str, folder: Path) -> float | str:
+def count(idiom: Idiom, build: str, folder: Path, gpu: str) -> float | str:
     """FP operations per work item `perflsp check` reports for the idiom's kernel, or why none."""
     source = folder / ("k.cpp" if idiom.openmp else "k.cu")
     source.write_text(idiom.source)
-    command = [sys.executable, "-m", "perflsp", "check", str(source), "--gpu", "rtx-3080-10gb", "--json", "--no-progress",
+    command = [sys.executable, "-m", "perflsp", "check", str(source), "--gpu", gpu, "--json", "--no-progress",
                "--fail-on", "none"]
     if build == "source":
         command.append("--no-compile")
@@ -234,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print the counts as JSON")
     parser.add_argument("--only", help="run the idioms whose name contains this")
+    parser.add_argument("--gpu", default="rtx-3080-10gb",
+                        help="the GPU whose architecture the code is compiled for (default: rtx-3080-10gb, sm_86)")
     args = parser.parse_args(argv)
     toolchain = find_toolchain()
     missing = {"nvcc": toolchain.missing("cuda"),
@@ -251,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                 row[build] = f"no compiler ({missing[build]})"
                 continue
             with tempfile.TemporaryDirectory() as folder:
-                found = count(idiom, build, Path(folder))
+                found = count(idiom, build, Path(folder), args.gpu)
             row[build] = round(found / idiom.fp_per_item, 3) if isinstance(found, float) else found
         results[idiom.name] = row
     if args.json:

@@ -81,3 +81,14 @@ def test_the_loop_idioms_benchmark_reports_each_count_over_the_exact_one():
     assert row["source"] == 1.0
     # a compiled column is the ratio, or says why there is none
     assert all(isinstance(row[b], float) and abs(row[b] - 1.0) < 0.05 or isinstance(row[b], str) for b in ("nvcc", "clang"))
+
+
+def test_a_nest_clang_unrolls_whole_for_sm_90_is_read_from_its_loads_not_its_index_step():
+    # clang's sm_90 code steps the `a * 7` index by 140 a trip of 20 iterations: read as bytes
+    # against the 28 bytes between iterations it said 5; the trip's loads with the nest's say 20
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "loop_idioms.py"), "--only", "nest unrolled whole",
+                           "--gpu", "h100-sxm5-80gb", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    row = json.loads(done.stdout)["ratio_to_exact"]["nest unrolled whole"]
+    assert row["source"] == 1.0
+    assert isinstance(row["clang"], str) or abs(row["clang"] - 1.0) < 0.05

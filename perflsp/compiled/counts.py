@@ -467,6 +467,17 @@ class _Counter:
         source_steps = (step, *(abs(s) for s in lp.induction_steps if s), 1.0)
         if counters:
             return _consistent_unroll(counters, source_steps)
+        # around nested loops the compiler unrolled completely (none of them a compiled loop):
+        # a trip does their loads too (`for (a...) for (b = 0; b < 5; b++) t += x[a * 7 + b]`,
+        # its counter stepped by 7 times the unrolling)
+        # (where a register steps by that many iterations times the source's step: the loads
+        # alone are no evidence where the source misreads a load's width; before an address's
+        # step, which may count the nest's elements, not bytes: `a * 7` stepped 140 a trip of 20)
+        if not innermost:
+            whole = self._unrolled_nest_load_bytes(source, tied_sources)
+            nested = self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], whole) if whole else None
+            if nested is not None and any(s.amount % (nested * step) == 0 for s in loop.steps):
+                return nested
         # no counter, nor global loads to count iterations by: clang's loop stepping an address
         # (a 32-bit shared or local one, `s[i]` of floats by 32 a trip: 8 iterations) against
         # the bytes between its elements (a struct member's stride the source may misread: not
@@ -486,16 +497,6 @@ class _Counter:
             loaded = self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], lp.load_bytes)
             if loaded is not None and loaded > 1 and _steps_strides(loop.steps, loaded, lp.access_strides):
                 return loaded
-        # around nested loops the compiler unrolled completely (none of them a compiled loop):
-        # a trip does their loads too (`for (a...) for (b = 0; b < 5; b++) t += x[a * 7 + b]`,
-        # its counter stepped by 7 times the unrolling)
-        # (where a register steps by that many iterations times the source's step: the loads
-        # alone are no evidence where the source misreads a load's width)
-        if not innermost:
-            whole = self._unrolled_nest_load_bytes(source, tied_sources)
-            nested = self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], whole) if whole else None
-            if nested is not None and any(s.amount % (nested * step) == 0 for s in loop.steps):
-                return nested
         # nor loads: a 64-bit counter that addresses nothing (`unsigned long long j`, `size_t`)
         # steps by the iterations a trip does
         wide_counters = [s.amount for s in steps if s.wide and not s.address and step >= 1
