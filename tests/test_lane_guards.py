@@ -4,6 +4,11 @@ against a size the source does not fix, the comparison stays a bounds guard."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from perflsp.analysis.notes import texts
@@ -241,3 +246,31 @@ def test_a_doubling_distance_times_the_thread_index_lets_the_threads_below_throu
     facts = analyse(source, None)["interleaved"].facts
     # `2 * stride * tid < 256`: 128 threads add, then 64, ... 1: 255 adds a block of 256
     assert facts.per_item.fp32 == pytest.approx(255 / 256, rel=0.05)
+
+
+BUTTERFLY = """
+__global__ void butterfly(unsigned *d, unsigned *e, unsigned n) {
+  unsigned t = threadIdx.x;
+  for (unsigned k = 2; k <= 1024; k *= 2)
+    for (unsigned j = k >> 1; j > 0; j >>= 1) {
+      if (t < k / j) e[t] += d[t];
+      __syncthreads();
+    }
+}
+int main() { unsigned *d, *e; butterfly<<<1024, 1024>>>(d, e, 1 << 20); }
+"""
+
+
+def test_a_guard_on_two_doubling_and_halving_loops_is_weighted_alike_in_every_process(tmp_path):
+    # the loops a condition names were a set's first: which one set the guard's share changed
+    # with Python's hash seed (a bitonic sort's loads 80 or 2,064 a thread, run to run)
+    source = tmp_path / "butterfly.cu"
+    source.write_text(BUTTERFLY)
+    loads = set()
+    for seed in range(6):
+        done = subprocess.run([sys.executable, "-m", "perflsp", "check", str(source), "--json", "--no-compile",
+                               "--fail-on", "none"], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONHASHSEED": str(seed)})
+        (kernel,) = json.loads(done.stdout)["files"][0]["kernels"]
+        loads.add(kernel["facts"]["per_item"]["global_loads"])
+    assert len(loads) == 1

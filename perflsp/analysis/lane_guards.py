@@ -81,7 +81,9 @@ def modulus_share(walker: Walker, cond: Node | None) -> float | None:
     thread_atoms = {a for a in dividend.lin.atoms | dividend.lin.nonlinear if a in _AXES or tile_parts(a)}
     if not thread_atoms or tested.value is None:
         return None
-    geometric = [a for a in modulus.lin.atoms | modulus.lin.nonlinear if a in walker.geometric_loops]
+    # (the innermost such loop: atoms are a set, their order no choice)
+    geometric = sorted((a for a in modulus.lin.atoms | modulus.lin.nonlinear if a in walker.geometric_loops),
+                       key=lambda a: int(a[1:]) if a[1:].isdigit() else -1, reverse=True)
     if geometric:
         share = 1.0 / max(1.0, walker.geometric_loops[geometric[0]])
     elif modulus.value is not None and modulus.value >= 1 and not modulus.lin.atoms:

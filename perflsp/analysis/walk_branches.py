@@ -133,7 +133,8 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
             card *= max(1.0, walker.cardinality.get(atom, 1.0))
         return 1.0 / card
     if thread_atoms and re.search(r"<|>", text) and "==" not in text:
-        halving = [a for a in cval.lin.atoms if a in walker.geometric_loops]
+        # (the innermost such loop: atoms are a set, their order no choice)
+        halving = sorted((a for a in cval.lin.atoms if a in walker.geometric_loops), key=_loop_number, reverse=True)
         if halving:
             # `if (tid < s)` in `for (s = n / 2; s > 0; s >>= 1)`: half the threads, then a
             # quarter, ...: about one full pass over the whole loop; the threads at or above
@@ -158,6 +159,12 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
         # that side unless the condition tests for being out of them (`if (x >= n) {...} else {...}`)
         return 0.0 if out_of_bounds_test(walker, cond) else 1.0
     return walker.cost.branch_weight
+
+
+def _loop_number(atom: str) -> int:
+    """The walk's number of a loop's atom (`L12`: 12; later loops nest deeper)."""
+    digits = atom[1:]
+    return int(digits) if digits.isdigit() else -1
 
 
 def _threads_above(walker: Walker, cond: Node | None, loop_atom: str) -> bool:
