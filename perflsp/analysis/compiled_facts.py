@@ -19,10 +19,6 @@ from perflsp.compiled.model import CompiledFunction, CompiledSource, CompiledUni
 from perflsp.compiled.profile import SourceProfile, same_file
 from perflsp.hardware.models import Gpu
 
-# what a predicated instruction (`@P0 ...`) is counted as: Nsight counts the threads whose
-# predicate is on; most predicated code is a guard's short arm or a loop's last partial trip
-PREDICATED_SHARE = 1.0
-
 
 def gpu_arch(gpu: Gpu) -> str | None:
     """The SASS architecture a GPU runs ("sm_86"), None for GPUs nvcc does not target."""
@@ -44,7 +40,7 @@ class CompiledCounts:
 def count_compiled(unit: CompiledUnit, fn: CompiledFunction, profile: SourceProfile,
                    parallel_trips: float | None = None, shift: tuple[str, int] | None = None,
                    continuation_lines: int = 0) -> CompiledCounts:
-    dynamic = dynamic_counts(unit, fn, profile, parallel_trips, PREDICATED_SHARE, shift, continuation_lines)
+    dynamic = dynamic_counts(unit, fn, profile, parallel_trips, shift, continuation_lines)
     return CompiledCounts(fn, dynamic, unit.arch, unit.compiler)
 
 

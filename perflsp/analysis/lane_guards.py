@@ -9,6 +9,7 @@ the share of the block it lets through is exact.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from tree_sitter import Node
@@ -53,6 +54,14 @@ def lanes_share(walker: Walker, cond: Node | None) -> float | None:
     return min(1.0, max(0.0, float(int(passing + 0.999999)) / extent))
 
 
+def innermost_geometric_loop(walker: Walker, atoms: Collection[str]) -> str | None:
+    """The innermost loop doubling or halving its counter (`s *= 2`) among `atoms`, None when
+    none is. The walk records such loops as it enters them, so the last recorded is the
+    innermost of those around the code (a set's order would change with the hash seed)."""
+    found = [atom for atom in walker.geometric_loops if atom in atoms]
+    return found[-1] if found else None
+
+
 def modulus_share(walker: Walker, cond: Node | None) -> float | None:
     """The share of threads for which `cond`, `x % m == k` (or `!=`) with `x` a value of the
     thread index, holds: one value of `x` in `m` for a known `m`; in a loop that doubles or halves
@@ -81,11 +90,9 @@ def modulus_share(walker: Walker, cond: Node | None) -> float | None:
     thread_atoms = {a for a in dividend.lin.atoms | dividend.lin.nonlinear if a in _AXES or tile_parts(a)}
     if not thread_atoms or tested.value is None:
         return None
-    # (the innermost such loop: atoms are a set, their order no choice)
-    geometric = sorted((a for a in modulus.lin.atoms | modulus.lin.nonlinear if a in walker.geometric_loops),
-                       key=lambda a: int(a[1:]) if a[1:].isdigit() else -1, reverse=True)
-    if geometric:
-        share = 1.0 / max(1.0, walker.geometric_loops[geometric[0]])
+    geometric = innermost_geometric_loop(walker, modulus.lin.atoms | modulus.lin.nonlinear)
+    if geometric is not None:
+        share = 1.0 / max(1.0, walker.geometric_loops[geometric])
     elif modulus.value is not None and modulus.value >= 1 and not modulus.lin.atoms:
         share = 1.0 / float(modulus.value)
     else:

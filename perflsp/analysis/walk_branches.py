@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.analysis.case_chains import case_share, unwrapped
-from perflsp.analysis.lane_guards import lanes_share, modulus_share
+from perflsp.analysis.lane_guards import innermost_geometric_loop, lanes_share, modulus_share
 from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, base_atom, distinct_values, tile_value
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_values import INDEX_ATOMS, Val, index_atom
@@ -133,14 +133,13 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
             card *= max(1.0, walker.cardinality.get(atom, 1.0))
         return 1.0 / card
     if thread_atoms and re.search(r"<|>", text) and "==" not in text:
-        # (the innermost such loop: atoms are a set, their order no choice)
-        halving = sorted((a for a in cval.lin.atoms if a in walker.geometric_loops), key=_loop_number, reverse=True)
-        if halving:
+        halving = innermost_geometric_loop(walker, cval.lin.atoms)
+        if halving is not None:
             # `if (tid < s)` in `for (s = n / 2; s > 0; s >>= 1)`: half the threads, then a
             # quarter, ...: about one full pass over the whole loop; the threads at or above
             # it (`if (tid >= j) sum += v;` of a scan, `j` doubling): all the others
-            share = 1.0 / max(1.0, walker.geometric_loops[halving[0]])
-            return 1.0 - share if _threads_above(walker, cond, halving[0]) else share
+            share = 1.0 / max(1.0, walker.geometric_loops[halving])
+            return 1.0 - share if _threads_above(walker, cond, halving) else share
         # a part of the block the walk can count (`threadIdx.x < 32` of 256 threads: an eighth)
         lanes = lanes_share(walker, cond)
         if lanes is not None:
@@ -159,12 +158,6 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
         # that side unless the condition tests for being out of them (`if (x >= n) {...} else {...}`)
         return 0.0 if out_of_bounds_test(walker, cond) else 1.0
     return walker.cost.branch_weight
-
-
-def _loop_number(atom: str) -> int:
-    """The walk's number of a loop's atom (`L12`: 12; later loops nest deeper)."""
-    digits = atom[1:]
-    return int(digits) if digits.isdigit() else -1
 
 
 def _threads_above(walker: Walker, cond: Node | None, loop_atom: str) -> bool:

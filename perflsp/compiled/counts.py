@@ -6,7 +6,8 @@ that loop's trip count divided by how many source iterations one of its trips do
 unrolling, read from how far its counter steps). A source loop the compiler unrolled completely
 is no loop in the compiled code: its copies run as often as the code around them. Each
 instruction is weighted by its statement's guard weight (the share of threads its branches let
-through); predicated instructions by `predicated_share`. Direct calls add the callee's counts.
+through); a predicated instruction on a line where a guard and its body begin (an if-converted
+`if (tid < s) a[tid] += a[tid + s];`) by the body's. Direct calls add the callee's counts.
 
 The result is per thread; times the threads of the launch it is what Nsight Compute counts
 (`..._pred_on` metrics), up to the branch and trip-count estimates it rests on.
@@ -60,24 +61,22 @@ class _LoopTie:
 
 
 def dynamic_counts(unit: CompiledUnit, fn: CompiledFunction, profile: SourceProfile, parallel_trips: float | None = None,
-                   predicated_share: float = 1.0, shift: tuple[str, int] | None = None,
-                   continuation_lines: int = 0) -> DynamicCounts:
+                   shift: tuple[str, int] | None = None, continuation_lines: int = 0) -> DynamicCounts:
     """Counts per thread of `fn` (a kernel of `unit`); `parallel_trips`: the iterations of the
     OpenMP worksharing loop one thread runs; `shift`: (file, lines) the source of that file moved
     by since it was compiled (an edited buffer); `continuation_lines`: the lines an OpenMP
     directive continues onto after its first (`... map(tofrom: s) \\` then `reduction(+:s)`)."""
     table = profile.lines()
-    return _Counter(unit, table, profile, parallel_trips, predicated_share, shift, continuation_lines).count(fn, 0)
+    return _Counter(unit, table, profile, parallel_trips, shift, continuation_lines).count(fn, 0)
 
 
 class _Counter:
     def __init__(self, unit: CompiledUnit, table: LineTable, profile: SourceProfile, parallel_trips: float | None,
-                 predicated_share: float, shift: tuple[str, int] | None = None, continuation_lines: int = 0):
+                 shift: tuple[str, int] | None = None, continuation_lines: int = 0):
         self.unit = unit
         self.table = table
         self.profile = profile
         self.parallel_trips = parallel_trips
-        self.predicated_share = predicated_share
         self.shift = shift if shift is not None and shift[1] else None
         self.continuation_lines = continuation_lines  # of the OpenMP directive, after its first line
         self._weights: dict[tuple[Location, ...], float | None] = {}
@@ -141,8 +140,6 @@ class _Counter:
                     # `if (tid < s) a[tid] += a[tid + s];` on one line, if-converted: the test
                     # runs every pass, the predicated instructions are its body's
                     total = add(total, lc.predicated, min(body / called, caps[index]) * frequency - weight)
-                if self.predicated_share != 1.0:
-                    total = add(total, lc.predicated, weight * (self.predicated_share - 1.0))
             if depth < MAX_CALL_DEPTH:
                 for k, callee in enumerate(block.calls):
                     counts = self._callee_counts(callee, depth)
@@ -460,7 +457,8 @@ class _Counter:
         # it with the stride's multiples in registers, no constant counter step)
         # (beside the remainder loop unrolling leaves: a loop kept whole has none)
         register_strided = step >= 32 and not counters and remainder
-        by_loads = self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], lp.load_bytes) \
+        compiled_bytes = loop.own_counts[INDEX["load_bytes"]]
+        by_loads = self._unroll_by_loads(compiled_bytes, lp.load_bytes) \
             if innermost and (pointer_counted or register_strided) else None
         # the source's steps, and the compiler's own trip counter (a canonical induction variable
         # stepped by one: `for (j = 0; j < n; j += 2)` counted as 16 and 32 a trip of 16)
@@ -475,7 +473,7 @@ class _Counter:
         # step, which may count the nest's elements, not bytes: `a * 7` stepped 140 a trip of 20)
         if not innermost:
             whole = self._unrolled_nest_load_bytes(source, tied_sources)
-            nested = self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], whole) if whole else None
+            nested = self._unroll_by_loads(compiled_bytes, whole) if whole else None
             if nested is not None and any(s.amount % (nested * step) == 0 for s in loop.steps):
                 return nested
         # no counter, nor global loads to count iterations by: clang's loop stepping an address
@@ -494,7 +492,7 @@ class _Counter:
         # counter's loop stepping `j * 16384` by 8 of them): the loads, where a register steps by
         # a multiple of as many iterations
         if innermost:
-            loaded = self._unroll_by_loads(loop.own_counts[INDEX["load_bytes"]], lp.load_bytes)
+            loaded = self._unroll_by_loads(compiled_bytes, lp.load_bytes)
             if loaded is not None and loaded > 1 and _steps_strides(loop.steps, loaded, lp.access_strides):
                 return loaded
         # nor loads: a 64-bit counter that addresses nothing (`unsigned long long j`, `size_t`)
