@@ -10,7 +10,9 @@ from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import FileAnalysis
 from perflsp.analysis.reader import ReadContext, read_program
 from perflsp.hardware import load_database
-from perflsp.kernels.includes import IncludeResolver
+from perflsp.kernels.consteval import ConstEnv
+from perflsp.kernels.includes import IncludeResolver, balanced_view
+from perflsp.source.parser import parse
 
 RTX3080 = load_database().get("rtx3080")
 
@@ -83,3 +85,68 @@ def test_a_device_function_defined_in_two_branches_is_the_active_one(tmp_path):
     assert _per_item(source).fp32 == 1  # x * 2.0f, not the 100-trip loop of the `SLOW` branch
     source.write_text("#define SLOW\n" + DEVICE_VARIANTS)
     assert _per_item(source).fp32 == 200
+
+
+# a conditional that splits a brace pair between its branches (two loop headers for one body):
+# the parser reading the text as written loses the function; the branch the macros take is read
+SPLIT_HEADERS = """\
+#include <cstdlib>
+#include "kernels.cu"
+int main(int argc, char **argv) {
+  int n = atoi(argv[1]);
+  float *x;
+  cudaMalloc(&x, sizeof(float) * n);
+#ifdef DEBUG_SWEEP
+  for (int m = 9; m <= 9; ++m) {
+  for (int reps = m; reps <= 16; ++reps) {
+#else
+  for (int m = 3; m <= 4; ++m) {
+  for (int reps = m; reps <= 16; ++reps) {
+#endif
+    steps(x, n, reps);
+  }
+  }
+  return 0;
+}
+"""
+
+SPLIT_KERNELS = """\
+__global__ void scale(float *x, int n, int reps) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) for (int r = 0; r < reps; r++) x[i] *= 0.5f;
+}
+void steps(float *x, int n, int reps) { scale<<<(n + 255) / 256, 256>>>(x, n, reps); }
+"""
+
+
+def _report(path: Path, argv: tuple[str, ...]):
+    prepared = read_program(path, path.read_bytes(), ReadContext(IncludeResolver()), AnalysisOptions(argv=argv))
+    (report,) = FileAnalysis.of(prepared, prepared.options).reports([RTX3080])
+    return report
+
+
+def test_loop_headers_split_between_branches_are_read_as_the_macros_choose(tmp_path):
+    (tmp_path / "main.cu").write_text(SPLIT_HEADERS)
+    kernels = tmp_path / "kernels.cu"
+    kernels.write_text(SPLIT_KERNELS)
+    report = _report(kernels, ("4096",))
+    # the wrapper's caller, in the loops the `#else` branch opens: reps = m = 3 on the first pass
+    assert {loop.variable: loop.trip_count for loop in report.facts.loops} == {"r": 3}
+    assert report.facts.work_items == 4096
+    (tmp_path / "main.cu").write_text("#define DEBUG_SWEEP\n" + SPLIT_HEADERS)
+    assert {loop.variable: loop.trip_count for loop in _report(kernels, ("4096",)).facts.loops} == {"r": 9}
+
+
+def test_balanced_view_blanks_only_groups_that_split_braces():
+    env = ConstEnv()
+    env.macros["WIDE"] = "1"
+    data = (b"void f() {\n#if WIDE\n  g(); /* { */\n#else\n  h();\n#endif\n}\n"
+            b"void k() {\n#if WIDE\n  for (;;) {\n#else\n  while (1) {\n#endif\n    step();\n  }\n}\n")
+    view = balanced_view(data, env)
+    assert len(view) == len(data) and view.count(b"\n") == data.count(b"\n")
+    assert view.startswith(data[:data.index(b"void k")])  # (paired branches, a brace in a comment: as written)
+    tail = view[data.index(b"void k"):].decode()
+    assert "for (;;) {" in tail and "while" not in tail and "#" not in tail
+    assert not parse(view).root_node.has_error
+    plain = b"int x;\n#ifdef A\nint y;\n#endif\n"
+    assert balanced_view(plain, env) is plain

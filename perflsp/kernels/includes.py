@@ -532,6 +532,74 @@ def strip_inactive(text: str, env: ConstEnv) -> str:
     return "\n".join(out)
 
 
+_CONDITIONAL_DIRECTIVE = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b", re.M)
+_BRACE_NOISE = re.compile(rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
+
+
+def _brace_balance(segment: bytes) -> int:
+    return segment.count(b"{") - segment.count(b"}")
+
+
+def _without_noise(data: bytes) -> bytes:
+    """`data` with its strings, characters and comments blanked, newlines and offsets kept
+    (braces there pair nothing; a `#if` in a comment is no directive)."""
+    return _BRACE_NOISE.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group()), data)
+
+
+def _unbalanced_groups(data: bytes) -> list[tuple[int, int]]:
+    """(start, end) bytes of the outermost conditional groups one of whose branches opens more
+    braces than it closes, or closes more (`#ifdef DUMP` / `for (...) {` / `#else` /
+    `for (...) {` / `#endif`, or `extern "C" {` under `#ifdef __cplusplus`)."""
+    found: list[tuple[int, int]] = []
+    stack: list[tuple[int, int, list[int]]] = []  # (group start, branch start, each branch's balance)
+    for m in _CONDITIONAL_DIRECTIVE.finditer(data):
+        line_end = data.find(b"\n", m.end())
+        line_end = len(data) if line_end < 0 else line_end
+        if stack:  # (the text of the open branch up to here counts for it)
+            first, branch, balances = stack[-1]
+            balances[-1] += _brace_balance(data[branch:m.start()])
+        word = m.group(1)
+        if word in (b"if", b"ifdef", b"ifndef"):
+            stack.append((m.start(), line_end, [0]))
+        elif not stack:
+            continue
+        elif word == b"endif":
+            first, _, balances = stack.pop()
+            if any(balances):
+                found = [g for g in found if g[0] < first] + [(first, line_end)]
+        else:  # `#elif`, `#else`: a new branch
+            first, _, balances = stack[-1]
+            balances.append(0)
+        if stack and word != b"if" and word != b"ifdef" and word != b"ifndef":
+            stack[-1] = (stack[-1][0], line_end, stack[-1][2])  # (the branch goes on after this line)
+    return found
+
+
+def balanced_view(data: bytes, env: ConstEnv) -> bytes:
+    """`data` with the conditional groups that split a brace pair between branches resolved by
+    `env`'s macros: their directives and inactive branches blanked, byte for byte (offsets and
+    lines stay). A parser reading such text as written sees two `for (...) {` headers for one
+    body and loses the function around them; groups that keep braces paired stay as written."""
+    if b"{" not in data:
+        return data
+    if not _unbalanced_groups(data):  # (counted as written first: most files end here)
+        return data
+    groups = _unbalanced_groups(_without_noise(data))
+    if not groups:
+        return data
+    out = bytearray(data)
+    for start, end in groups:
+        raw = data[start:end].split(b"\n")
+        text = [line.decode("utf-8", errors="replace") for line in raw]
+        stripped = strip_inactive("\n".join(text), env).split("\n")
+        at = start
+        for line, before, after in zip(raw, text, stripped):
+            if after != before:
+                out[at:at + len(line)] = b" " * len(line)
+            at += len(line) + 1
+    return bytes(out)
+
+
 def inactive_lines(data: bytes, env: ConstEnv) -> set[int]:
     """0-based lines of `data` in conditional branches that the macros of `env` make inactive
     (the directives themselves aside)."""

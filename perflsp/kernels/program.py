@@ -37,7 +37,7 @@ from perflsp.kernels.definitions import (
 from perflsp.kernels.extract import extract, extract_with_constants
 from perflsp.kernels.fields import field_declarations
 from perflsp.kernels.file_trees import defined_names, file_version, parsed_header, parsed_text, source_definitions
-from perflsp.kernels.includes import IncludeResolver, scan_constants
+from perflsp.kernels.includes import IncludeResolver, balanced_view, scan_constants
 from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.macro_calls import MacroCall, calls_in_expansion, macros_calling
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
@@ -90,6 +90,7 @@ def read_source(path: Path | None, data: bytes, resolver: IncludeResolver, defin
     is read in that sibling's context; with `project_search` (no build names its flags), headers
     the include paths miss are looked for around it."""
     env = resolver.env_for(path, data, defines, include_dirs, includers=includers, project_search=project_search)
+    data = balanced_view(data, env)
     tree = parsed_text(data).copy()  # (a copy: the caller may edit its tree)
     lines = LineIndex(data)
     kernels, constants = extract_with_constants(data, tree, path=str(path) if path is not None else None,

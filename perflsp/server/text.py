@@ -16,7 +16,7 @@ from tree_sitter import Point, Tree
 from perflsp.analysis.reader import ReadContext
 from perflsp.compiled.model import CompiledSource
 from perflsp.kernels.consteval import ConstEnv
-from perflsp.kernels.includes import IncludeResolver
+from perflsp.kernels.includes import IncludeResolver, balanced_view
 from perflsp.kernels.incremental import (
     Extracted,
     definition_around,
@@ -141,6 +141,9 @@ class TextState:
         owner = weakref.ref(self)  # (no cycle: a closed document's state goes with its last reference)
 
         def source() -> SourceFile:
+            view = balanced_view(data, preprocessed)
+            if view is not data:  # (a conditional splits a brace pair: read as `check` reads it)
+                return SourceFile(view, parse(view), lines, extracted.kernels, preprocessed, extracted.top)
             text = owner()
             if text is not None and text.doc.data is data:
                 text.awake()

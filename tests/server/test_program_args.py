@@ -27,3 +27,33 @@ def test_profiling_args_fold_into_the_analysis():
 def test_untrusted_repository_file_cannot_set_them():
     config = resolve([Layer(Origin.FILE, ".perflsp.toml", {"profiling": {"args": ["400"]}})])
     assert config.argv is None
+
+
+SPLIT_HEADERS = """\
+#include <cstdlib>
+__global__ void scale(float *x, int n, int reps) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) for (int r = 0; r < reps; r++) x[i] *= 0.5f;
+}
+int main(int argc, char **argv) {
+  int n = atoi(argv[1]);
+  float *x;
+  cudaMalloc(&x, sizeof(float) * n);
+#ifdef DEBUG_SWEEP
+  for (int reps = 9; reps <= 9; ++reps) {
+#else
+  for (int reps = 5; reps <= 16; ++reps) {
+#endif
+    scale<<<(n + 255) / 256, 256>>>(x, n, reps);
+  }
+  return 0;
+}
+"""
+
+
+def test_the_open_document_reads_loop_headers_split_between_branches_as_check_does():
+    config = resolve([Layer(Origin.INIT_OPTIONS, "test", {"gpus": ["h100"], "profiling": {"args": ["4096"]}})])
+    snap = analyse_text(SPLIT_HEADERS, "file:///split.cu", config)
+    (report,) = snap.analysis.reports.values()
+    assert {loop.variable: loop.trip_count for loop in report.facts.loops} == {"r": 5}
+    assert report.facts.work_items == 4096
