@@ -52,6 +52,29 @@ def test_host_allocations_are_indexed_by_form():
     assert len(model.calls_to("cudaMalloc")) == 3
 
 
+def test_an_array_member_of_a_struct_is_no_allocation_of_its_name():
+    # `trees` is a member of `Rows` and, elsewhere, a pointer to `Tree`s: the member's 4096
+    # ints are what each `Rows` holds, not the extent of the pointer
+    model = model_of("""
+#define N 4096
+struct Tree { int apples[N]; };
+struct Rows { int trees[N]; struct { float w[8]; } inner; };
+struct Cell { int ids[4]; };
+Cell table[32];
+int main() {
+  int *data = (int *)malloc(N * N * sizeof(int));
+  Tree *trees = (Tree *)data;
+  int apples[7];
+  return trees[1].apples[2] + apples[0];
+}
+""")
+    assert model.host_allocation("trees") is None and model.host_allocation("w") is None
+    assert model.host_allocation("ids") is None
+    table, apples = model.host_allocation("table"), model.host_allocation("apples")
+    assert table is not None and table.groups == ("Cell", "[32]")
+    assert apples is not None and apples.groups == ("int", "[7]")  # (the local array, not the member)
+
+
 def test_constants_fold_where_they_are_used_with_the_callers_arguments():
     model = model_of(HOST)
     site = next(s for s in model.kernels.launches if s.name == "scale")

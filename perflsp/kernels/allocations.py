@@ -78,13 +78,36 @@ def index_allocations(text: str) -> list[dict[str, HostAllocation]]:
         at = text.find("vector", at + 1)
     array: dict[str, HostAllocation] = {}
     at = text.find("[")
+    fields = _class_bodies(text) if "[" in text else []
     while at >= 0:
         found = _array_before(text, at)
-        if found is not None:
+        if found is not None and not any(a < at < b for a, b in fields):
             start, m = found
             array.setdefault(m.group(2), HostAllocation("array", start, (m.group(1), m.group(3))))
         at = text.find("[", at + 1)
     return [malloc, new, vector, array]
+
+
+_BRACE = re.compile(r"[{}]")
+_CLASS_HEAD = re.compile(r"\b(?:struct|class|union)\s+(?:\w+\s*)?(?::[^{};()]*)?\{")
+
+
+def _class_bodies(text: str) -> list[tuple[int, int]]:
+    """The `{...}` bodies of struct, class and union definitions: an array declared there is a
+    member each object holds (`struct Tree { int apples[N]; };`), no allocation of that name."""
+    bodies: list[tuple[int, int]] = []
+    for m in _CLASS_HEAD.finditer(text):
+        open_at = m.end() - 1
+        if bodies and bodies[-1][0] < open_at < bodies[-1][1]:
+            continue  # (a nested class: inside the body found already)
+        depth, close_at = 0, len(text)
+        for brace in _BRACE.finditer(text, open_at):
+            depth += 1 if brace.group() == "{" else -1
+            if depth == 0:
+                close_at = brace.start()
+                break
+        bodies.append((open_at, close_at))
+    return bodies
 
 
 def _array_before(text: str, bracket: int) -> tuple[int, re.Match[str]] | None:
