@@ -828,3 +828,66 @@ def test_sizeof_a_type_parameter_is_the_size_of_the_type_its_callers_name():
     # calls naming two types: which one a launch inside measures is not said
     both = TEMPLATE_HOST.replace("run<float, 256>(1 << 20);", "run<float, 256>(1 << 20); run<double, 256>(1 << 20);")
     assert model_of(both).fold_at(both.index("cudaMalloc"), "bytes") is None
+
+
+# a method defined outside its class, called on an object in another source of the folder -----
+
+NOISE_CU = """
+struct Params { float scale; int octaves; };
+__device__ float layers(float x, Params p) {
+  float sum = 0.0f;
+  for (int i = 1; i < p.octaves; i++) sum += __sinf(x * i) * p.scale;
+  return sum;
+}
+__global__ void noise(float *out, int n, Params p) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = layers(i * 0.5f, p);
+}
+class Generator {
+ public:
+  void run(float *out, int n, Params p);
+};
+void Generator::run(float *out, int n, Params p) {
+  noise<<<(n + 255) / 256, 256>>>(out, n, p);
+}
+"""
+
+NOISE_MAIN = """
+#include "noise.h"
+int main() {
+  Params params;
+  params.scale = 0.5f;
+  params.octaves = 5;
+  float *out;
+  cudaMalloc(&out, (1 << 20) * sizeof(float));
+  Generator generator;
+  generator.run(out, 1 << 20, params);
+  Generator *again = &generator;
+  again->run(out, 1 << 10, params);
+  return 0;
+}
+"""
+
+
+def test_a_method_takes_the_arguments_of_its_call_on_an_object_in_another_source(tmp_path):
+    (tmp_path / "main.cu").write_text(NOISE_MAIN)
+    (report,) = [r for r in reports(NOISE_CU, tmp_path / "noise.cu") if r.kernel.name == "noise"]
+    assert trips(report) == {"i": 4}  # 1 .. octaves - 1, the struct's field set by the caller
+    assert report.facts.work_items == 1 << 20  # the first call's `n`
+    assert not unknown_trips(report)
+
+
+def test_method_calls_are_found_on_objects_and_pointers():
+    model = model_of(NOISE_MAIN)
+    calls = model.method_calls_to("run")
+    assert [model.ctx.text(c) for c in calls] == ["generator.run(out, 1 << 20, params)", "again->run(out, 1 << 10, params)"]
+    assert model.calls_to("run") == []  # (a plain call's name only)
+
+
+def test_a_method_defined_in_its_class_takes_the_arguments_of_its_call_on_an_object(tmp_path):
+    inline = NOISE_CU.replace("  void run(float *out, int n, Params p);\n",
+                              "  void run(float *out, int n, Params p) { noise<<<(n + 255) / 256, 256>>>(out, n, p); }\n")
+    inline = inline[:inline.index("void Generator::run")]
+    (tmp_path / "main.cu").write_text(NOISE_MAIN)
+    (report,) = [r for r in reports(inline, tmp_path / "noise.cu") if r.kernel.name == "noise"]
+    assert trips(report) == {"i": 4} and report.facts.work_items == 1 << 20

@@ -13,6 +13,7 @@ the preprocessor or the parser itself. Every memo is a field of the model, fille
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -472,6 +473,16 @@ class ProgramModel:
                 passed = other.arguments_passed(name, tuple(param_names), depth, template_names=template_names)
                 if passed is not None:
                     break
+        method = "::" in self.ctx.text(name_node) or (function.parent is not None and function.parent.type == "field_declaration_list")
+        if passed is None and method:
+            # a method (`void Perlin::calculate(...)`, or defined in its class): its calls on an
+            # object, here or in another source of the folder
+            siblings = (_method_caller(v, name, self.argv) for v in self._sibling_all_versions)
+            for caller in itertools.chain((self,), siblings):
+                calls = caller.method_calls_to(name) if caller is not None else []
+                passed = caller.arguments_passed(name, tuple(param_names), depth, calls=calls) if caller and calls else None
+                if passed is not None:
+                    break
         if passed is None and name != "main":
             passed = self._passed_through_tables(name, tuple(param_names), depth)
         if passed is None and name != "main":
@@ -661,6 +672,26 @@ class ProgramModel:
                     found[call.start_byte] = call
         self._calls[name] = [found[k] for k in sorted(found)]
         return self._calls[name]
+
+    def method_calls_to(self, name: str) -> list[Node]:
+        """Calls of a method `name` on an object (`perlin.calculate(...)`, `p->step(...)`), which
+        `calls_to` leaves out: who calls a method `X::name` that a file defines."""
+        key = "." + name
+        if key in self._calls:
+            return self._calls[key]
+        found: dict[int, Node] = {}
+        calls_query = query("calls")
+        pattern = re.compile(rb"(?:\.|->)\s*" + re.escape(name.encode()) + _CALL_TAIL)
+        for m in pattern.finditer(self.data):
+            cursor = QueryCursor(calls_query)
+            cursor.set_byte_range(m.start(), m.end())
+            for _, groups in cursor.matches(self.tree.root_node):
+                fn = groups["callee"][0]
+                member = fn.child_by_field_name("field") if fn.type == "field_expression" else None
+                if member is not None and re.sub(r"<.*", "", self.ctx.text(member)).strip() == name:
+                    found[groups["call"][0].start_byte] = groups["call"][0]
+        self._calls[key] = [found[k] for k in sorted(found)]
+        return self._calls[key]
 
     def call_sites(self, name: str) -> list[Node]:
         """Where `name` is called: its written calls (`calls_to`), then the uses of macros whose
@@ -1016,6 +1047,14 @@ def _called_names_cached(path: Path, mtime_ns: int, size: int) -> frozenset[str]
 
 
 @lru_cache(maxsize=32)
+def _method_caller(version: tuple[Path, int, int], name: str, argv: tuple[str, ...] | None) -> ProgramModel | None:
+    """The model of a source of the folder whose text calls a method `name` on an object."""
+    loaded = load_file(version[0])
+    if isinstance(loaded, SkippedFile) or not re.search(rb"(?:\.|->)\s*" + re.escape(name.encode()) + rb"\s*\(", loaded.data):
+        return None
+    return _sibling_model(*version, argv)
+
+
 def _sibling_model(path: Path, mtime_ns: int, size: int, argv: tuple[str, ...] | None) -> ProgramModel | None:
     """Another source of the folder read as `perflsp check` reads it (its own macros), where
     a function of this file is called from."""
