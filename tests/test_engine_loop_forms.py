@@ -644,3 +644,27 @@ int main() { float *a, *b; rem<<<8192, 256>>>(a, b, 50257); }
 """
     loop = only_loop(kernel(src, "rem"))
     assert loop.trip_count <= 1  # 50257 - 50256, not 50257 from a start read as 0
+
+
+def test_a_bound_and_start_that_differ_by_a_constant_count_that_many_passes():
+    # `nk`, `w` and `last` are never known here: what the loop covers is, as the compiler sees it
+    src = """
+__global__ void stencil(float *x, const float *y, int nk, int w, int last) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float acc = 0.0f;
+  for (int q = nk - 7; q <= nk; q++) acc += y[i + q];
+  for (int j = w; j < w + 4; j++) acc *= y[j];
+  for (int j = last; j > last - 5; j -= 2) acc -= y[j];
+  for (int j = 0; j < nk; j++) acc += 2.0f;
+  for (int j = 0; j < nk - j; j++) acc += 3.0f;
+  x[i] = acc;
+}
+int main(int argc, char **argv) {
+  float *x, *y;
+  stencil<<<64, 256>>>(x, y, atoi(argv[1]), atoi(argv[2]), atoi(argv[3]));
+}
+"""
+    k = kernel(src, "stencil")
+    assert [loop.trip_count for loop in k.facts.loops] == [8, 4, 3, 32, 32]
+    unknown = [t for t in texts(k.facts.assumptions) if "trip count of the" in t]
+    assert unknown == ["line 8: trip count of the `j` loop unknown (`nk`): assumed 32"]

@@ -22,6 +22,7 @@ from perflsp.analysis.walk_profile import begin_profile_loop, collapse_profile_l
 from perflsp.analysis.walk_ranges import assume_sized_trip
 from perflsp.analysis.walk_values import IDENT, INDEX_ATOMS, LoopOrigin, Val
 from perflsp.analysis.while_forms import while_expectation
+from perflsp.kernels.consteval import ConstEnv, try_evaluate
 
 if TYPE_CHECKING:
     from perflsp.analysis.walk_api import Walker
@@ -154,6 +155,9 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     sized = assume_sized_trip(walker, var, start, bound, bound_value, (step_kind, step), loop)
     if sized is not None:
         return sized, "data-dependent", f"{var} {op} {bound_name}", step
+    counted = _span_of_difference(walker, var, loop, bound_node, bound_value, form, op, (step_kind, step))
+    if counted is not None:
+        return counted, "constant", f"{var} {op} {bound_name}", step
     # a size read from the launch by a bounds guard (`if (i < n)` before the loop): a grid-stride
     # loop says the launch does not cover it
     launch_read = bound_value is not None and bound_name in walker.learned_sizes
@@ -212,6 +216,63 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
                           f"assumed {walker.cost.assumed_trip_count:g} iterations", subject=var,
                           line=walker.line(loop), value=walker.cost.assumed_trip_count, unit="iterations"))
     return walker.cost.assumed_trip_count, "assumed", f"{var} {op} {walker.text(bound_node)}", None
+
+
+def _span_of_difference(walker: Walker, var: str, loop: Node, bound_node: Node | None, bound_value: float | None,
+                        form: object, op: str, stepping: tuple[str | None, Val | None]) -> float | None:
+    """The trip count of a loop whose bound and start differ by a constant, whatever the values
+    they share (`for (q = nk - 7; q <= nk; q++)`: 8 passes; `j < w + 4` from `j = w`: 4): the
+    compiler counts it so too, and may unroll it whole. The two are read with each unknown name
+    at two probe values; the same difference both times is the span (a counter compared as it
+    is: `form` is the identity)."""
+    step_kind, step = stepping
+    if bound_value is not None or bound_node is None or form != (1.0, 0.0) or step_kind != "add" \
+            or step is None or not step.value or op == "!=" or (step.value > 0) != (op in ("<", "<=")):
+        return None
+    start_text = _start_text(walker, loop)
+    bound_text = walker.text(bound_node)
+    if start_text is None or _OPAQUE.search(start_text) or _OPAQUE.search(bound_text):
+        return None
+    names = sorted(set(IDENT.findall(start_text)) | set(IDENT.findall(bound_text)))
+    if var in names:
+        return None  # (`k < n - k`: the bound moves with the counter)
+    known = {n: v.value for n in names if (v := walker.lookup(n)) is not None and v.value is not None}
+    unknown = [n for n in names if n not in known]
+    if not unknown:
+        return None
+    spans = []
+    for probe in _PROBES:
+        env = ConstEnv(constants={**known, **{n: probe * (i + 2) for i, n in enumerate(unknown)}})
+        start_value, _ = try_evaluate(start_text, env)
+        end_value, _ = try_evaluate(bound_text, env)
+        if not isinstance(start_value, (int, float)) or not isinstance(end_value, (int, float)):
+            return None
+        spans.append(end_value - start_value)
+    if spans[0] != spans[1]:
+        return None
+    s = step.value
+    total = spans[0] + ((1.0 if s > 0 else -1.0) if op in ("<=", ">=") else 0.0)
+    walker.trip_is_static = bool(step.static)
+    return max(0.0, math.ceil(total / s)) if (total > 0) == (s > 0) else 0.0
+
+
+_PROBES = (1009, 7919)  # (primes: a difference that held at both is no coincidence of the values)
+_OPAQUE = re.compile(r"[\[(?:.>]|->")  # calls, subscripts, members, conditionals: not probed
+
+
+def _start_text(walker: Walker, loop: Node) -> str | None:
+    """The text of the value a `for` loop's counter starts from (`int q = nk - 7`, `q = nk - 7`)."""
+    init = loop.child_by_field_name("initializer")
+    if init is None:
+        return None
+    if init.type == "declaration":
+        declarators = init.children_by_field_name("declarator")
+        value = declarators[0].child_by_field_name("value") if len(declarators) == 1 else None
+    elif init.type == "assignment_expression" and walker.text(init.child_by_field_name("operator")) == "=":
+        value = init.child_by_field_name("right")
+    else:
+        value = None
+    return walker.text(value) if value is not None else None
 
 
 def _counted_origin(walker: Walker, grid_stride: bool, bound: Val, bound_node: Node | None, span: float) -> LoopOrigin:
