@@ -77,6 +77,28 @@ __global__ void spmv(const int *ptr, const int *col, const float *val, const flo
     assert "average trip of the `k` loop from the sizes: 8,000 elements of `col` over 1,000 rows" in texts(report.facts.assumptions)[0]
 
 
+def test_a_count_read_as_the_difference_of_a_rows_offsets():
+    # the row's elements through a pointer to its first (`list = col + ptr[i]`), counted from 0
+    src = """
+__global__ void spmv(const int *ptr, const int *col, const float *val, const float *x, float *y, int rows) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= rows) return;
+  const int count = ptr[i + 1] - ptr[i];
+  const int *list = col + ptr[i];
+  float sum = 0.0f;
+  for (int k = 0; k < count; ++k) sum += x[list[k]];
+  y[i] = sum;
+}
+"""
+    report = only(src, "spmv<<<4, 256>>>(ptr, col, val, x, y, rows)")
+    assert loop_trips(report) == [pytest.approx(8.0)]
+    assert "average trip of the `k` loop from the sizes: 8,000 elements of `col` over 1,000 rows" in texts(report.facts.assumptions)[0]
+    # a count of two different rows, or from another start, is no row of offsets
+    for other in ("ptr[i + 2] - ptr[i]", "ptr[i + 1] - col[i]"):
+        assert loop_trips(only(src.replace("ptr[i + 1] - ptr[i]", other), "spmv<<<4, 256>>>(ptr, col, val, x, y, rows)")) == [32]
+    assert loop_trips(only(src.replace("int k = 0;", "int k = 1;"), "spmv<<<4, 256>>>(ptr, col, val, x, y, rows)")) == [32]
+
+
 def test_a_warp_per_row_shares_the_row_among_its_lanes():
     src = """
 __global__ void spmv(const int *ptr, const int *col, const float *val, const float *x, float *y, int rows) {

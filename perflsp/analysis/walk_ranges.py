@@ -41,6 +41,11 @@ def assume_sized_trip(walker: Walker, var: str, start: Val | None, bound: Val, b
     (its value not known: `bound_value` None), stated as an assumption; None (nothing said) when
     the sizes do not say it. `stepping`: the kind of the loop's step and its amount."""
     step_kind, step = stepping
+    if bound.loaded is None and bound.counted is not None and start is not None and start.value == 0:
+        # `count = ptr[i + 1] - ptr[i]; for (k = 0; k < count; k++)`: the row `ptr[i]..ptr[i + 1]`
+        array, first, elem_bytes = bound.counted
+        start = Val(INT, 0.0, loaded=(array, first, elem_bytes))
+        bound = Val(INT, None, loaded=(array, first.add(Linear.constant(1.0)), elem_bytes))
     if bound_value is not None or bound.loaded is None or step_kind != "add" or step is None:
         return None
     sized = sized_trip(walker, var, start, bound, step.value, loop.child_by_field_name("body"))
@@ -131,6 +136,16 @@ def offset_origin(op: str, left: Val, right: Val) -> tuple[str, Linear, float] |
                 and not other.ctype.pointer and other.loaded is None:
             return loaded.loaded
     return None
+
+
+def row_count(op: str, left: Val, right: Val) -> tuple[str, Linear, float] | None:
+    """The row `left - right` counts when both are read from one offsets array a row apart
+    (`ptr[i + 1] - ptr[i]`): (array, the row's first index, element bytes)."""
+    if op != "-" or left.loaded is None or right.loaded is None:
+        return None
+    array, end_index, elem_bytes = left.loaded
+    first, first_index, _ = right.loaded
+    return (array, first_index, elem_bytes) if first == array and _apart(first_index, end_index, 1.0) else None
 
 
 def _apart(first: Linear, second: Linear, distance: float) -> bool:

@@ -50,6 +50,9 @@ class Val:
     # a value read from a global array: (array, element index, element bytes), so that a loop
     # bound read from an offsets or counts array can be sized from the arrays around it
     loaded: tuple[str, Linear, float] | None = None
+    # a row's count read as the difference of its offsets (`ptr[i + 1] - ptr[i]`): (array, index of
+    # the row's first offset, element bytes), so that a loop up to it is sized as `ptr[i]..ptr[i + 1]`
+    counted: tuple[str, Linear, float] | None = None
 
     @property
     def known(walker) -> bool:

@@ -361,7 +361,7 @@ class KernelWalker:
         self.bind(name, Val(ctype, val.value, val.lin if keeps_array or not val.root else Linear(const_known=False),
                             val.root if keeps_array else None, val.space if keeps_array else None,
                             val.dims if keeps_array else (), static=val.static,
-                            loaded=None if keeps_array else val.loaded))
+                            loaded=None if keeps_array else val.loaded, counted=None if keeps_array else val.counted))
 
     def bind_members(self, name: str, members: dict[str, Val]) -> None:
         """`name.member` reads `members[member]` (a struct of arrays passed by value)."""
