@@ -10,6 +10,7 @@ from perflsp.hardware import load_database
 from perflsp.kernels.extract import extract
 from perflsp.kernels.program import ProgramModel
 from perflsp.source.parser import parse
+from tests.engine_reports import reports
 
 H100 = load_database().get("h100")
 
@@ -117,3 +118,32 @@ def test_an_analysis_over_a_given_model_equals_one_that_builds_it():
     fresh = FileAnalysis(data, tree, kernels, options).reports([H100])
     assert [(r.name, r.facts.work_items, r.facts.dram_bytes, r.estimates[0].verdict) for r in shared] == \
         [(r.name, r.facts.work_items, r.facts.dram_bytes, r.estimates[0].verdict) for r in fresh]
+
+
+def test_a_source_that_calls_many_functions_of_the_file_is_read_once(tmp_path, monkeypatch):
+    # three wrappers, each launching a kernel, all called from main.cu: one read of main.cu
+    kernels = "".join(f"""
+__global__ void k{n}(float *x, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] += {n}.0f; }}
+void run{n}(float *x, int n) {{ k{n}<<<(n + 255) / 256, 256>>>(x, n); }}
+""" for n in range(3))
+    (tmp_path / "main.cu").write_text("""
+int main() {
+  float *x;
+  cudaMalloc(&x, 4096 * sizeof(float));
+  run0(x, 1024); run1(x, 2048); run2(x, 4096);
+}
+""")
+    path = tmp_path / "kernels.cu"
+    path.write_text(kernels)
+    program._sibling_model.cache_clear()
+    reads: list[str] = []
+    real_read = program.read_source
+
+    def counting_read(source_path, *args, **kwargs):
+        reads.append(source_path.name if source_path is not None else "")
+        return real_read(source_path, *args, **kwargs)
+
+    monkeypatch.setattr(program, "read_source", counting_read)
+    found = reports(kernels, path)
+    assert [r.facts.work_items for r in found] == [1024, 2048, 4096]
+    assert reads.count("main.cu") == 1

@@ -1046,15 +1046,19 @@ def _called_names_cached(path: Path, mtime_ns: int, size: int) -> frozenset[str]
     return frozenset(m.decode("latin-1") for m in _CALL_START.findall(loaded.data))
 
 
-@lru_cache(maxsize=32)
 def _method_caller(version: tuple[Path, int, int], name: str, argv: tuple[str, ...] | None) -> ProgramModel | None:
     """The model of a source of the folder whose text calls a method `name` on an object."""
-    loaded = load_file(version[0])
-    if isinstance(loaded, SkippedFile) or not re.search(rb"(?:\.|->)\s*" + re.escape(name.encode()) + rb"\s*\(", loaded.data):
-        return None
-    return _sibling_model(*version, argv)
+    return _sibling_model(*version, argv) if _calls_method(*version, name) else None
 
 
+@lru_cache(maxsize=1024)
+def _calls_method(path: Path, mtime_ns: int, size: int, name: str) -> bool:
+    loaded = load_file(path)
+    pattern = rb"(?:\.|->)\s*" + re.escape(name.encode()) + rb"\s*\("
+    return not isinstance(loaded, SkippedFile) and re.search(pattern, loaded.data) is not None
+
+
+@lru_cache(maxsize=32)
 def _sibling_model(path: Path, mtime_ns: int, size: int, argv: tuple[str, ...] | None) -> ProgramModel | None:
     """Another source of the folder read as `perflsp check` reads it (its own macros), where
     a function of this file is called from."""
