@@ -140,6 +140,49 @@ def test_a_loop_clang_unrolls_is_tied_and_its_unrolling_read_where_it_closes(tmp
     assert facts.per_item.int32 == pytest.approx(expected, rel=0.1)
 
 
+SHUFFLE = """
+#define NTAB 16
+__device__ float ran(int idum, int *iv) {
+  int k, tid = threadIdx.x;
+  for (int j = NTAB; j >= 0; j--) {
+    k = idum / 127773;
+    idum = 16807 * (idum - k * 127773) - 2836 * k;
+    if (idum < 0) idum += 2147483647;
+    if (j < NTAB) iv[NTAB * tid + j] = idum;
+  }
+  return iv[NTAB * tid] * 4.6566128752457969e-10f;
+}
+__global__ void noise(const float *in, float *out) {
+  __shared__ int iv[NTAB * 256];
+  int pos = blockIdx.x * blockDim.x + threadIdx.x;
+  out[pos] = ran((int)in[pos], iv);
+}
+int main() {
+  float *in, *out;
+  cudaMalloc(&in, 262144 * sizeof(float)); cudaMalloc(&out, 262144 * sizeof(float));
+  noise<<<1024, 256>>>(in, out);
+}
+"""
+
+
+@needs_clang_cuda
+def test_a_counter_that_also_indexes_shared_memory_gives_the_unrolling_with_the_address(tmp_path):
+    source = tmp_path / "shuffle.cu"
+    source.write_text(SHUFFLE)
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=_clang_database(tmp_path, source))
+    (fn,) = compiler.compiled(source, ["sm_86"]).units["sm_86"].functions.values()
+    # clang's SASS, read by hand: the 17-pass `j` loop unrolled twice, its exit test between
+    # the two copies; `j` steps by 2 a trip and, as it indexes `iv`, counts as an address, as
+    # does the store's address stepped by 8 (two 4-byte elements): 2 iterations a trip
+    (loop,) = fn.loops
+    assert sorted((s.amount, s.address) for s in loop.steps) == [(2, True), (8, True)]
+    facts = analyse(source, compiler)["noise"].facts
+    per_pass = loop.own_counts[INDEX["integer"]] / 2
+    # 17 passes of about 12 integer instructions (predicated ones on data at their share), plus
+    # the code around the loop; not 17 trips of both copies (twice as many)
+    assert 0.8 * 17 * per_pass <= facts.per_item.int32 <= 17 * per_pass + 40
+
+
 # ------------------------------------------------------------------------------ inline sites
 
 def ins(offset: int, opcode: str, *chain: tuple[str, int], labels: tuple[str, ...] = ()) -> Instruction:

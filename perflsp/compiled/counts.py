@@ -480,8 +480,8 @@ class _Counter:
         # (a 32-bit shared or local one, `s[i]` of floats by 32 a trip: 8 iterations) against
         # the bytes between its elements (a struct member's stride the source may misread: not
         # where global loads say it)
-        addressed = _unroll_by_addresses([s.amount for s in steps if s.address and not s.wide], lp.access_strides) \
-            if lp.load_bytes <= 0 else None
+        addressed = _unroll_by_addresses([s.amount for s in steps if s.address and not s.wide], lp.access_strides,
+                                         source_steps) if lp.load_bytes <= 0 else None
         if addressed is not None:
             return addressed
         # no such counter (clang counts by a 64-bit byte offset or pointer, whose step is the
@@ -554,10 +554,17 @@ def _consistent_unroll(amounts: Sequence[float], source_steps: tuple[float, ...]
     return found if found is not None else max(1.0, min(amounts) / source_steps[0])
 
 
-def _unroll_by_addresses(amounts: Sequence[float], strides: Collection[float]) -> float | None:
+def _unroll_by_addresses(amounts: Sequence[float], strides: Collection[float],
+                         source_steps: tuple[float, ...] = ()) -> float | None:
     """The fewest iterations a trip (at most `MAX_UNROLL`) that make each address step some
-    access's stride times it; None without address steps or strides, or where none does."""
-    return _explaining_unroll(amounts, tuple(strides), MAX_UNROLL) if amounts and strides else None
+    access's stride times it, or a source step times it (the counter itself, where it also
+    indexes: `iv[16 * tid + j]` with `j -= 2` and the address `-= 8` a trip of 2); None without
+    address steps or strides, or where none does."""
+    if not amounts or not strides:
+        return None
+    candidates = sorted({a / s for a in amounts for s in strides if s > 0 and a % s == 0 and 1 <= a / s <= MAX_UNROLL})
+    steps = (*strides, *source_steps)
+    return next((u for u in candidates if all(any(abs(a - s * u) < 1e-9 for s in steps) for a in amounts)), None)
 
 
 def _explaining_unroll(amounts: Sequence[float], steps: tuple[float, ...], most: float = math.inf) -> float | None:
