@@ -668,3 +668,26 @@ int main(int argc, char **argv) {
     assert [loop.trip_count for loop in k.facts.loops] == [8, 4, 3, 32, 32]
     unknown = [t for t in texts(k.facts.assumptions) if "trip count of the" in t]
     assert unknown == ["line 8: trip count of the `j` loop unknown (`nk`): assumed 32"]
+
+
+def test_a_pointer_run_to_the_end_of_its_row_counts_the_row():
+    src = """
+__global__ void sum_rows(const float *x, float *y, int n, int m) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float s = 0.0f;
+  const float *row = x + (size_t)i * m;
+  for (const float *p = row; p != row + m; ++p) s += *p;
+  for (const float *p = row; p != row + m; p += 3) s += *p;
+  y[i] = s;
+}
+int main() {
+  float *x, *y;
+  sum_rows<<<256, 256>>>(x, y, 1 << 16, 64);
+}
+"""
+    k = kernel(src, "sum_rows")
+    # 64 elements one by one; by threes the pointer steps over `row + 64` and never meets it:
+    # no count follows from the source (the fixed guess)
+    assert [loop.trip_count for loop in k.facts.loops] == [64, 32]
+    assert k.facts.per_item.global_load_bytes == (64 + 32) * 4

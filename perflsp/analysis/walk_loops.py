@@ -221,13 +221,14 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
 def _span_of_difference(walker: Walker, var: str, loop: Node, bound_node: Node | None, bound_value: float | None,
                         form: object, op: str, stepping: tuple[str | None, Val | None]) -> float | None:
     """The trip count of a loop whose bound and start differ by a constant, whatever the values
-    they share (`for (q = nk - 7; q <= nk; q++)`: 8 passes; `j < w + 4` from `j = w`: 4): the
+    they share (`for (q = nk - 7; q <= nk; q++)`: 8 passes; `j < w + 4` from `j = w`: 4; a
+    pointer run to its end, `p != row + m` from `p = row`: m): the
     compiler counts it so too, and may unroll it whole. The two are read with each unknown name
     at two probe values; the same difference both times is the span (a counter compared as it
     is: `form` is the identity)."""
     step_kind, step = stepping
     if bound_value is not None or bound_node is None or form != (1.0, 0.0) or step_kind != "add" \
-            or step is None or not step.value or op == "!=" or (step.value > 0) != (op in ("<", "<=")):
+            or step is None or not step.value or (op != "!=" and (step.value > 0) != (op in ("<", "<="))):
         return None
     start_text = _start_text(walker, loop)
     bound_text = walker.text(bound_node)
@@ -251,6 +252,12 @@ def _span_of_difference(walker: Walker, var: str, loop: Node, bound_node: Node |
     if spans[0] != spans[1]:
         return None
     s = step.value
+    if op == "!=":
+        # (`p != row + m` from `p = row`: it stops where it lands on the bound, or never)
+        if spans[0] % s or spans[0] / s < 0:
+            return None
+        walker.trip_is_static = bool(step.static)
+        return spans[0] / s
     total = spans[0] + ((1.0 if s > 0 else -1.0) if op in ("<=", ">=") else 0.0)
     walker.trip_is_static = bool(step.static)
     return max(0.0, math.ceil(total / s)) if (total > 0) == (s > 0) else 0.0
