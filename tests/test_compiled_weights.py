@@ -313,18 +313,23 @@ int main() { float *a, *b; pairs<<<64, 256>>>(a, b, 1000); }
 @pytest.mark.parametrize("build", ["nvcc", "clang"])
 @pytest.mark.parametrize("program, fp32", [(STRIDED, 2 * 2048), (WIDE_COUNTER, 2 * 1000)], ids=["step-2", "64-bit"])
 def test_an_unrolled_loop_is_read_from_its_trip_counter_or_its_64_bit_counter(tmp_path, build, program, fp32):
-    if build == "clang" and not TOOLCHAIN.clang_cuda_ready and not REQUIRED:
-        pytest.skip("no clang with a CUDA install it can use")
-    source = tmp_path / "pairs.cu"
-    source.write_text(program)
-    flags = _clang_database(tmp_path, source) if build == "clang" else None
-    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=flags)
     # `j += 2`: nvcc steps `j` by 32 and its own trip counter by 16 in a trip of 16 iterations
     # (not 8: the trip counter steps by one a source iteration); the `unsigned long long`
     # loop without loads: its 64-bit counter steps by the 16 (nvcc) or 8 (clang) iterations a
     # trip does; the remainder loops' leftovers aside, every source iteration counted once
-    facts = analyse(source, compiler)["pairs"].facts
-    assert facts.per_item.fp32 == pytest.approx(fp32, rel=0.02)
+    assert _compiled_fp32(tmp_path, build, "pairs", program) == pytest.approx(fp32, rel=0.02)
+
+
+def _compiled_fp32(tmp_path: Path, build: str, kernel: str, program: str) -> float:
+    """FP32 operations per item of `kernel` in `program`, compiled by nvcc or by clang (a
+    compile database naming clang++)."""
+    if build == "clang" and not TOOLCHAIN.clang_cuda_ready and not REQUIRED:
+        pytest.skip("no clang with a CUDA install it can use")
+    source = tmp_path / f"{kernel}.cu"
+    source.write_text(program)
+    flags = _clang_database(tmp_path, source) if build == "clang" else None
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=flags)
+    return analyse(source, compiler)[kernel].facts.per_item.fp32
 
 
 DIVISOR_UNROLLED = """\
@@ -369,17 +374,10 @@ SHORT_COUNTER = DIVISOR_UNROLLED.replace("template <int N>\n", "").replace("int 
                                            (NEST_ONLY, 2 * 40 * 5), (SHORT_COUNTER, 2 * 1000)],
                          ids=["divisor", "nest", "nest-only", "short"])
 def test_an_unrolled_loop_is_read_from_the_loads_of_its_trip_and_its_unrolled_nest(tmp_path, build, program, fp32):
-    if build == "clang" and not TOOLCHAIN.clang_cuda_ready and not REQUIRED:
-        pytest.skip("no clang with a CUDA install it can use")
-    source = tmp_path / "taps.cu"
-    source.write_text(program)
-    flags = _clang_database(tmp_path, source) if build == "clang" else None
-    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=flags)
     # clang's SASS: the 300-trip loop unrolled 6 times (six LDGs, 24 B a trip: a divisor of
     # 300, not the power of two nearest); the `a` loop around the `b` loop it unrolled
     # completely, twice (48 B a trip: 2 x (4 + 5 x 4)), its indices stepped by 6 and 14
-    facts = analyse(source, compiler)["taps"].facts
-    assert facts.per_item.fp32 == pytest.approx(fp32, rel=0.02)
+    assert _compiled_fp32(tmp_path, build, "taps", program) == pytest.approx(fp32, rel=0.02)
 
 
 TRIANGLE = """\

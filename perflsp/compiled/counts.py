@@ -562,15 +562,15 @@ def _unroll_by_addresses(amounts: Sequence[float], strides: Collection[float],
     address steps or strides, or where none does."""
     if not amounts or not strides:
         return None
-    candidates = sorted({a / s for a in amounts for s in strides if s > 0 and a % s == 0 and 1 <= a / s <= MAX_UNROLL})
-    steps = (*strides, *source_steps)
-    return next((u for u in candidates if all(any(abs(a - s * u) < 1e-9 for s in steps) for a in amounts)), None)
+    return _explaining_unroll(amounts, (*strides, *source_steps), MAX_UNROLL, tuple(strides))
 
 
-def _explaining_unroll(amounts: Sequence[float], steps: tuple[float, ...], most: float = math.inf) -> float | None:
+def _explaining_unroll(amounts: Sequence[float], steps: tuple[float, ...], most: float = math.inf,
+                       evidence: tuple[float, ...] | None = None) -> float | None:
     """The fewest iterations a compiled trip (at most `most`) that make every one of `amounts`
-    one of `steps` times it; None where none does."""
-    candidates = sorted({a / s for a in amounts for s in steps if s > 0 and a % s == 0 and 1 <= a / s <= most})
+    one of `steps` times it, one of `evidence` (default: `steps`) giving it; None where none does."""
+    candidates = sorted({a / s for a in amounts for s in (steps if evidence is None else evidence)
+                         if s > 0 and a % s == 0 and 1 <= a / s <= most})
     return next((u for u in candidates if all(any(abs(a - s * u) < 1e-9 for s in steps) for a in amounts)), None)
 
 

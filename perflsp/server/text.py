@@ -19,6 +19,7 @@ from perflsp.kernels.consteval import ConstEnv
 from perflsp.kernels.includes import IncludeResolver, balanced_view
 from perflsp.kernels.incremental import (
     Extracted,
+    changed_region,
     definition_around,
     extract_full,
     extract_incremental,
@@ -96,6 +97,9 @@ class TextState:
         self._unparsed = False  # the tree has edits applied that are not parsed yet (`_held_edit`)
         self._alone = new_parser()  # parses a held definition on its own
         self._model: DocumentModel | None = None  # the current version's program model (`model`)
+        # the text as `balanced_view` reads it and its tree, where that differs from the text:
+        # the next version's view is parsed from this tree, not from scratch (`view_tree`)
+        self._view: tuple[bytes, Tree] | None = None
 
     @property
     def data(self) -> bytes:
@@ -124,6 +128,7 @@ class TextState:
         edit parses again, the next reader builds the model again."""
         self.doc.tree = None  # type: ignore[assignment]
         self._unparsed = False
+        self._view = None
         if self._model is not None:
             self._model.forget()  # (the snapshots of this version share it: they build it again on use)
 
@@ -141,10 +146,11 @@ class TextState:
         owner = weakref.ref(self)  # (no cycle: a closed document's state goes with its last reference)
 
         def source() -> SourceFile:
+            text = owner()
             view = balanced_view(data, preprocessed)
             if view is not data:  # (a conditional splits a brace pair: read as `check` reads it)
-                return SourceFile(view, parse(view), lines, extracted.kernels, preprocessed, extracted.top)
-            text = owner()
+                tree = text.view_tree(view) if text is not None else parse(view)
+                return SourceFile(view, tree, lines, extracted.kernels, preprocessed, extracted.top)
             if text is not None and text.doc.data is data:
                 text.awake()
                 return SourceFile(data, text.tree, lines, extracted.kernels, preprocessed, extracted.top)
@@ -152,6 +158,26 @@ class TextState:
 
         self._model = DocumentModel(source, extracted, preprocessed, wanted)
         return self._model
+
+    def view_tree(self, view: bytes) -> Tree:
+        """The tree of `view` (the text with the conditionals that split braces resolved), parsed
+        from the previous view's tree over the bytes between their common start and end: one
+        keystroke re-parses what it changed, as the document's own tree does."""
+        previous = self._view
+        if previous is not None and previous[0] == view:
+            return previous[1]
+        if previous is None:
+            tree = parse(view)
+        else:
+            old, old_tree = previous
+            start, old_end, new_end = changed_region(old, view) or (0, 0, 0)
+            tree = old_tree.copy()  # (the previous version's readers keep theirs)
+            tree.edit(start_byte=start, old_end_byte=old_end, new_end_byte=new_end,
+                      start_point=_byte_point(old, start), old_end_point=_byte_point(old, old_end),
+                      new_end_point=_byte_point(view, new_end))
+            tree = parse(view, tree)
+        self._view = (view, tree)
+        return tree
 
     def awake(self) -> None:
         """Parse again if `hibernate` dropped the tree."""
@@ -345,3 +371,8 @@ def path_of(uri: str) -> Path | None:
     if parsed.scheme != "file":
         return None
     return Path(unquote(parsed.path))
+
+
+def _byte_point(data: bytes, offset: int) -> Point:
+    row = data.count(b"\n", 0, offset)
+    return Point(row, offset - (data.rfind(b"\n", 0, offset) + 1))

@@ -57,3 +57,24 @@ def test_the_open_document_reads_loop_headers_split_between_branches_as_check_do
     (report,) = snap.analysis.reports.values()
     assert {loop.variable: loop.trip_count for loop in report.facts.loops} == {"r": 5}
     assert report.facts.work_items == 4096
+
+
+def test_typing_in_a_document_with_split_loop_headers_reparses_its_view_from_the_last_one():
+    from perflsp.kernels.includes import balanced_view
+    from perflsp.server.text import Change, TextState
+    from perflsp.source.parser import parse
+    from perflsp.source.positions import Position
+
+    state = TextState(SPLIT_HEADERS, 0, None)
+    assert state.model(("4096",)).model.data != SPLIT_HEADERS.encode()  # (read through the view)
+    line = SPLIT_HEADERS.splitlines().index("    scale<<<(n + 255) / 256, 256>>>(x, n, reps);")
+    for version, ch in enumerate("  ", 1):
+        state.apply([Change(ch, Position(line, 0), Position(line, 0))], version)
+        view = balanced_view(state.data, state.preprocessed)
+        tree = state.view_tree(view)
+        assert str(tree.root_node) == str(parse(view).root_node)  # the incremental parse is the fresh one
+        assert state.view_tree(view) is tree  # (one parse a version)
+    config = resolve([Layer(Origin.INIT_OPTIONS, "test", {"gpus": ["h100"], "profiling": {"args": ["4096"]}})])
+    snap = analyse_text(state.data.decode(), "file:///split.cu", config)
+    (report,) = snap.analysis.reports.values()
+    assert {loop.variable: loop.trip_count for loop in report.facts.loops} == {"r": 5}
