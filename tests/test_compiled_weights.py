@@ -420,6 +420,41 @@ def test_a_region_s_one_line_inner_loop_counts_its_trips_once(tmp_path):
     assert report.facts.per_item.fp32 == pytest.approx(2 * 64, rel=0.02)
 
 
+PAIRWISE = """\
+inline __device__ void operator+=(float4 &a, const float4 &b) {
+  a.x += b.x;
+  a.y += b.y;
+  a.z += b.z;
+  a.w += b.w;
+}
+__global__ void moments(const float2 *__restrict__ points, float4 *__restrict__ partial) {
+  extern __shared__ float4 acc[];
+  unsigned t = threadIdx.x;
+  float2 p = points[blockIdx.x * blockDim.x + t];
+  acc[t] = make_float4(p.x, p.y, p.x * p.y, p.x * p.x);
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
+    if (t < s)
+      acc[t] += acc[t + s];
+    __syncthreads();
+  }
+  if (t == 0) partial[blockIdx.x] = acc[0];
+}
+int main() { float2 *p; float4 *r; moments<<<4096, 256, 256 * sizeof(float4)>>>(p, r); }
+"""
+
+
+@needs_cuda
+@pytest.mark.parametrize("build", ["nvcc", "clang"])
+def test_an_operator_s_body_runs_under_the_guard_of_the_statement_that_calls_it(tmp_path, build):
+    # `acc[t] += acc[t + s]` calls the operator, whose four FADDs stand at its own lines 2-5:
+    # nvcc says where it was inlined, LLVM 19 does not (and the source walk records no
+    # statement there). Either way they run under `t < s` (half the threads, a quarter, ...:
+    # about one pass over the 8 halvings), not on every halving for every thread: 2 FMULs + 4
+    # FADDs, not 2 + 8 x 4
+    assert _compiled_fp32(tmp_path, build, "moments", PAIRWISE) == pytest.approx(2 + 4, rel=0.05)
+
+
 ESCAPE = """\
 __global__ void escape(const float *c, int *out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -120,17 +120,26 @@ class _Counter:
             if frequency <= 0:
                 continue
             enclosing = self._enclosing(fn, block.loop)
-            for lc in block.lines:
+            known = [self.source_weight(chains[lc.chain]) for lc in block.lines]
+            beside = _nearest_known(known)
+            # predicated code the walk has no statement for (an if-converted body's inlined
+            # operator) runs under the predicate of the known code predicated beside it
+            beside_predicated = _nearest_known([w if any(lc.predicated) else None
+                                                for w, lc in zip(known, block.lines)])
+            for k, lc in enumerate(block.lines):
                 chain = chains[lc.chain]
                 if self._peeled(chain, enclosing, tied_loops, lc.counts):
                     continue
-                guarded = self.source_weight(chain)
+                guarded = known[k]
                 if chain and runtime_line is not None and (
                         (guarded is None and chain[0][1] == runtime_line) or chain[0][1] in continued):
                     # the OpenMP device runtime's code, on the directive's lines (a clause on a
                     # continuation line: its reduction): no statement guards it, each of its
                     # branches is read as even
                     guarded = shares[index]
+                elif guarded is None:
+                    whole = lc.predicated == lc.counts and beside_predicated[k] is not None
+                    guarded = beside_predicated[k] if whole else beside[k]
                 weight = min(1.0 if guarded is None else guarded / called, caps[index]) * frequency
                 if weight <= 0:
                     continue
@@ -572,6 +581,31 @@ def _explaining_unroll(amounts: Sequence[float], steps: tuple[float, ...], most:
     candidates = sorted({a / s for a in amounts for s in (steps if evidence is None else evidence)
                          if s > 0 and a % s == 0 and 1 <= a / s <= most})
     return next((u for u in candidates if all(any(abs(a - s * u) < 1e-9 for s in steps) for a in amounts)), None)
+
+
+def _nearest_known(weights: Sequence[float | None]) -> list[float | None]:
+    """For each source position of a block (in the order its code appears), the weight of the
+    nearest position after it whose weight the source gives, else the nearest before it.
+
+    Code the source walk recorded no statement for (an overloaded operator's body, `a += b` on a
+    struct; a function reached by a call the walk does not follow), compiled without inline call
+    sites (LLVM 19 and older print only the innermost position), runs where it was inlined: in
+    the same basic block as the statement that called it, under the same guards. Read as
+    running on every pass instead, the work of a tree reduction's `if (tid < s) v[tid] +=
+    v[tid + s];` counts for every thread of every halving step."""
+    found: list[float | None] = [None] * len(weights)
+    following: float | None = None
+    for i in range(len(weights) - 1, -1, -1):
+        found[i] = following
+        if weights[i] is not None:
+            following = weights[i]
+    preceding: float | None = None
+    for i, weight in enumerate(weights):
+        if found[i] is None:
+            found[i] = preceding
+        if weight is not None:
+            preceding = weight
+    return found
 
 
 def _same_chain(a: tuple[Location, ...], b: tuple[Location, ...]) -> bool:
