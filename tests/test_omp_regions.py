@@ -350,10 +350,33 @@ def test_the_size_of_a_parallel_loop_is_read_from_a_given_launch_in_its_body():
     inner = next(loop for loop in sized.facts.loops if loop.variable == "j")
     assert inner.trip_count == 40 * 256
     assert any("`n` bounds the parallel loop" in a for a in texts(sized.facts.assumptions))
-    # at the runtime's team limit the launch bounds `n` from below only: nothing is read from it
+    # at the runtime's team limit the launch bounds `n` from below only: read as that least
+    # value (not as an unknown size, whose loops would run an arbitrary 32 passes)
     capped = reports(LAUNCH_SIZED_SRC, options=AnalysisOptions(launch_override=((3200, 1, 1), (256, 1, 1))))[0]
-    assert next(loop for loop in capped.facts.loops if loop.variable == "j").trip_count == 32
-    assert not any("bounds the parallel loop" in a for a in texts(capped.facts.assumptions))
+    assert next(loop for loop in capped.facts.loops if loop.variable == "j").trip_count == 3200 * 256
+    assert any("`n` bounds the parallel loop: read as the iterations the launch has threads for, at least 819,200" in a
+               for a in texts(capped.facts.assumptions))
+
+
+STREAMS_SRC = """
+void split(const float *in, float *out, int n) {
+  #pragma omp target teams distribute parallel for thread_limit(256) map(to: in[0:3*n]) map(from: out[0:n])
+  for (int i = 0; i < n; i++)
+    out[i] = in[i] + in[i + n] + in[i + 2 * n];
+}
+"""
+
+
+def test_rows_a_parallel_loop_s_size_apart_are_apart_at_a_launch_at_the_team_limit():
+    from perflsp.analysis.engine import AnalysisOptions
+
+    # `n` unknown but at least the launch's 819,200 threads: `in[i]`, `in[i + n]`, `in[i + 2n]`
+    # are three streams of 3.3 MB, not one (read as one row, `n` unknown, DRAM came out a third)
+    capped = reports(STREAMS_SRC, options=AnalysisOptions(launch_override=((3200, 1, 1), (256, 1, 1))))[0]
+    assert capped.facts.traffic is not None
+    footprints = {group.array: group.footprint_bytes for group in capped.facts.traffic.groups}
+    assert footprints == {"in": 3 * 4 * 3200 * 256, "out": 4 * 3200 * 256}
+    assert capped.facts.dram_bytes >= 3 * 4 * 3200 * 256
 
 
 AUTO_SRC = """

@@ -132,10 +132,11 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
         collapse = region.clause("collapse")
         parallel_levels = int(collapse.value.value) if collapse and collapse.value and isinstance(collapse.value.value, (int, float)) else 1
     # the runtime sizes a given launch from the loop's trip count (below its default team limit)
-    launched_items = float(teams * threads) if override is not None and teams and threads \
-        and teams != LLVM_NVPTX_DEFAULT_TEAMS else None
+    # (at its team limit, the launch bounds the count from below: the least it can be)
+    launched_items = float(teams * threads) if override is not None and teams and threads else None
+    capped = teams == LLVM_NVPTX_DEFAULT_TEAMS
     work_items, items_note, unknown_atoms = _walk_region(walker, statement, parallel_levels, assumptions,
-                                                         region.span.start.line + 1, launched_items)
+                                                         region.span.start.line + 1, launched_items, capped)
     result = walker.result()
     if parallel_levels == 0 and "teams" in words and teams and threads and work_items == 1.0:
         # SPMD-style region: every thread of every team runs the body, indexing itself with
@@ -232,12 +233,14 @@ _OMP_PARALLEL = re.compile(r"#\s*pragma\s+omp\s+parallel\b(?!\s+(?:for|loop)\b)"
 
 
 def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assumptions: list[Note],
-                 directive_line: int | None = None, launched_items: float | None = None) -> tuple[float, str, list[str]]:
+                 directive_line: int | None = None, launched_items: float | None = None,
+                 capped: bool = False) -> tuple[float, str, list[str]]:
     """Walk the offloaded statement; the first `levels` loops of the nest are the parallel
     iteration space. Returns (product of the known trip counts, note, atoms whose trip count
     is unknown). `launched_items`: the threads of a given launch that the runtime sized from the
     loop's trip count; a single parallel loop over a size the source does not state
-    (`for (i = 0; i < n; i++)`) runs that many iterations, and `n` is read so in its body."""
+    (`for (i = 0; i < n; i++)`) runs that many iterations, and `n` is read so in its body
+    (`capped`: the launch is at the runtime's team limit, so `n` is at least that many)."""
     if statement is None:
         return 1.0, "empty region", []
     node: Node | None = statement
@@ -265,7 +268,7 @@ def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assu
         if origin in ("assumed", "data-dependent"):
             unknown.append(atom)
             if levels == 1 and launched_items is not None:
-                _learn_launched_bound(walker, cond, var, start, launched_items)
+                _learn_launched_bound(walker, cond, var, start, launched_items, capped)
         else:
             items *= max(trip, 1.0)
         walker.cardinality[atom] = max(1.0, trip)
@@ -286,9 +289,11 @@ def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assu
 
 
 def _learn_launched_bound(walker: KernelWalker, cond: Node | None, var: str | None, start: Val | None,
-                          launched_items: float) -> None:
+                          launched_items: float, capped: bool = False) -> None:
     """Bind the size `n` of the parallel loop `for (i = s; i < n; i++)` (its value unknown) to
-    the iterations the given launch has threads for: inner loops over `n` then run as far."""
+    the iterations the given launch has threads for: inner loops over `n` then run as far, and
+    the rows of `a[i + k * n]` lie `n` apart (left unknown, they would read as one row). At the
+    runtime's team limit (`capped`) that is the least `n` can be."""
     if cond is None or var is None or cond.type != "binary_expression" or start is None or start.value is None:
         return
     left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
@@ -301,8 +306,9 @@ def _learn_launched_bound(walker: KernelWalker, cond: Node | None, var: str | No
         return
     size = launched_items + start.value - (1.0 if op == "<=" else 0.0)
     walker.assign(name, Val(current.ctype, size, Linear.constant(size)))
+    least = "at least " if capped else ""
     walker.assume(assumed(NoteKind.SIZE_BOUND, f"`{name}` bounds the parallel loop: read as the iterations the launch "
-                          f"has threads for, {size:,.0f}", subject=name, value=size, unit="iterations"))
+                          f"has threads for, {least}{size:,.0f}", subject=name, value=size, unit="iterations"))
 
 
 def _unwrap_loop(node: Node | None) -> Node | None:
