@@ -96,7 +96,10 @@ __global__ void spmv(const int *ptr, const int *col, const float *val, const flo
     # a count of two different rows, or from another start, is no row of offsets
     for other in ("ptr[i + 2] - ptr[i]", "ptr[i + 1] - col[i]"):
         assert loop_trips(only(src.replace("ptr[i + 1] - ptr[i]", other), "spmv<<<4, 256>>>(ptr, col, val, x, y, rows)")) == [32]
-    assert loop_trips(only(src.replace("int k = 0;", "int k = 1;"), "spmv<<<4, 256>>>(ptr, col, val, x, y, rows)")) == [32]
+    # from 1, or up to one less than the count: the row less what the loop leaves of it
+    assert loop_trips(only(src.replace("int k = 0;", "int k = 1;"), "spmv<<<4, 256>>>(ptr, col, val, x, y, rows)")) == [7.0]
+    assert loop_trips(only(src.replace("int k = 0;", "int k = 1;").replace("k < count;", "k < count - 1;"),
+                           "spmv<<<4, 256>>>(ptr, col, val, x, y, rows)")) == [6.0]
 
 
 def test_a_warp_per_row_shares_the_row_among_its_lanes():

@@ -14,7 +14,7 @@ from tree_sitter import Node
 
 from perflsp.analysis.compiled_facts import access_widths, kernel_shift, operations
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
-from perflsp.analysis.extents import Extent, cuda_extent, leading_name
+from perflsp.analysis.extents import Extent, copied_from, cuda_extent, leading_name
 from perflsp.analysis.finish import Extents, count_text, dims_text, finish, uncertain_facts
 from perflsp.analysis.grid_sizes import grid_sized_parameters
 from perflsp.analysis.host_types import class_member_types, host_types
@@ -30,6 +30,7 @@ from perflsp.compiled.model import CompiledFunction, CompiledUnit
 from perflsp.compiled.names import cuda_kernel
 from perflsp.compiled.profile import SourceProfile
 from perflsp.kernels.consteval import ConstEnv, Value, assumed_notes, assumed_reads
+from perflsp.kernels.host_fills import HostFill
 from perflsp.kernels.models import CudaFunction, LaunchSite
 from perflsp.kernels.program import ProgramModel
 
@@ -102,6 +103,7 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
             walker.bind(name, Val(INT, value, Linear.constant(value), static=True))
         extents = _bind_params(unit, walker, kernel, site, aliases)
         walker.array_extents = extents
+        walker.host_fill = partial(_parameter_fill, unit, kernel, site)
         walker.grid_sized = grid_sized
         # a size parameter the thread index is checked against (`if (i < n)`) is the extent the
         # launch's threads cover: the launch, given or assumed, is sized from it
@@ -552,6 +554,19 @@ def _parameter_names(unit: AnalysisUnit, function: Node) -> set[str]:
         if param.type != "comment" and m is not None:
             names.add(m.group(1))
     return names
+
+
+def _parameter_fill(unit: AnalysisUnit, kernel: CudaFunction, site: LaunchSite | None, name: str) -> HostFill | None:
+    """What the host stores in the array the launch passes as parameter `name`: the host array
+    the file copies into it."""
+    if site is None or not unit.kernels.has_launch(site):
+        return None
+    index = next((i for i, p in enumerate(kernel.params) if p.name == name), None)
+    if index is None or index >= len(site.args):
+        return None
+    device = leading_name(site.args[index].text)
+    host = copied_from(unit, device) if device else None
+    return unit.model.host_fill(host) if host else None
 
 
 def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction, site: LaunchSite | None,

@@ -72,6 +72,50 @@ def _find_extent(unit: AnalysisUnit, name: str, depth: int) -> Extent:
     return host_extent(unit, name)
 
 
+COPIES = ("cudaMemcpy", "cudaMemcpyAsync", "hipMemcpy", "hipMemcpyAsync")
+
+
+def copied_from(unit: AnalysisUnit, device: str) -> str | None:
+    """The host array the file copies into device array `device` (`cudaMemcpy(d_a, a, ...)`,
+    or through a function of its own that passes its first two parameters on to one:
+    `upload(d_a, a, n)`), None when it copies none."""
+    model = unit.model
+    wrappers = []
+    for copy in COPIES:
+        for call in model.calls_to(copy):
+            args = _args(call)
+            if len(args) >= 2 and leading_name(unit.ctx.text(args[0])) == device:
+                return leading_name(unit.ctx.text(args[1]))
+            function = model.enclosing_function(call.start_byte)
+            params = _parameter_names(unit, function) if function is not None and len(args) >= 2 else []
+            if params[:2] == [leading_name(unit.ctx.text(args[0])), leading_name(unit.ctx.text(args[1]))]:
+                name = model.function_name(function) if function is not None else None
+                if name:
+                    wrappers.append(name)
+    for wrapper in wrappers:
+        for call in model.calls_to(wrapper):
+            args = _args(call)
+            if len(args) >= 2 and leading_name(unit.ctx.text(args[0])) == device:
+                return leading_name(unit.ctx.text(args[1]))
+    return None
+
+
+def _parameter_names(unit: AnalysisUnit, function: Node) -> list[str | None]:
+    declarator = function.child_by_field_name("declarator")
+    while declarator is not None and declarator.type not in ("function_declarator",):
+        declarator = declarator.child_by_field_name("declarator")
+    params = declarator.child_by_field_name("parameters") if declarator is not None else None
+    if params is None:
+        return []
+    names: list[str | None] = []
+    for param in params.named_children:
+        if param.type not in ("parameter_declaration", "optional_parameter_declaration"):
+            continue
+        found = re.search(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*$", unit.ctx.text(param.child_by_field_name("declarator")))
+        names.append(found.group(1) if found else None)
+    return names
+
+
 def host_extent(unit: AnalysisUnit, name: str) -> Extent:
     """`name = malloc(...)`, `new T[n]`, `std::vector<T> name(n)`, `T name[N]` (the model
     indexes these once per file)."""

@@ -127,6 +127,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     walker.scopes[0].update(unit.globals)
     extents = bind_host_variables(unit, walker, types, host_env, expanded, function, named)
     walker.array_extents = extents
+    walker.host_fill = unit.model.host_fill  # (the region reads the host's arrays by their names)
     parallel_levels = 0
     if words & {"distribute", "for", "loop", "simd"}:
         collapse = region.clause("collapse")

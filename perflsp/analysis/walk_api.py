@@ -26,6 +26,7 @@ from perflsp.analysis.notes import Note
 from perflsp.analysis.struct_layout import Layout
 from perflsp.analysis.walk_values import Access, Callee, LaunchShape, Val
 from perflsp.compiled.profile import SourceProfile
+from perflsp.kernels.host_fills import HostFill
 
 
 class Walker(Protocol):
@@ -41,6 +42,7 @@ class Walker(Protocol):
     line_offset: int
     resolve_bound: Callable[[str], float | None] | None
     array_extents: dict[str, tuple[float | None, bool]]
+    host_fill: Callable[[str], HostFill | None]
     layouts: dict[str, Layout]
     constant_lookup: Callable[[str], tuple[float, str] | None] | None
 

@@ -401,7 +401,10 @@ def inline_call(walker: Walker, name: str, callee: Callee, args: list[Val], temp
         if index < len(args):
             actual = args[index]
             ctype = ptype if ptype.kind not in ("unknown", "struct") else actual.ctype
-            scope[pname] = Val(ctype, actual.value, actual.lin, actual.root, actual.space, actual.dims)
+            # (what a bound read from memory needs to be sized travels with the value)
+            scope[pname] = Val(ctype, actual.value, actual.lin, actual.root, actual.space, actual.dims,
+                               loaded=actual.loaded if not ptype.pointer else None,
+                               counted=actual.counted, counted_less=actual.counted_less)
             passed = arg_nodes[index] if arg_nodes and index < len(arg_nodes) else None
             if passed is not None and passed.type == "identifier" and not ptype.pointer \
                     and ptype.kind in ("struct", "unknown"):

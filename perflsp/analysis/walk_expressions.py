@@ -16,7 +16,7 @@ from perflsp.analysis.folding import LIBRARY_CONSTANTS, combine_linear, exact_fl
 from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, tile_atom, tile_parts
 from perflsp.analysis.walk_accesses import record_store, repointed
 from perflsp.analysis.walk_branches import branch_weight
-from perflsp.analysis.walk_ranges import offset_origin, row_count
+from perflsp.analysis.walk_ranges import offset_origin, row_count, shifted_count
 from perflsp.analysis.walk_statement_expressions import eval_statement_expression
 from perflsp.analysis.walk_values import HIP_BUILTINS, THREAD_ATOMS, UNKNOWN_VAL, Val
 
@@ -144,8 +144,10 @@ def combine_values(walker: Walker, op: str, left: Val, right: Val) -> Val:
         lin = Linear.constant(value)  # (`v & ~7` of a known `v`: a number, as an offset or a start)
     if ctype.is_float and lin.atoms:
         lin = lin.opaque()  # float values are not indices
+    counted = row_count(op, left, right)
+    less = shifted_count(op, left, right) if counted is None else None
     return Val(ctype, value, lin, static=static, loaded=offset_origin(op, left, right),
-               counted=row_count(op, left, right))
+               counted=less[0] if less is not None else counted, counted_less=less[1] if less is not None else 0.0)
 
 
 def tile_of(walker: Walker, op: str, left: Val, right: Val) -> Linear | None:
@@ -323,7 +325,7 @@ def eval_assignment(walker: Walker, node: Node) -> Val:
             value = right.value if walker.loop_depth == 0 else None
             space = right.space if right.root else (current.space if current else None)
             walker.assign(name, Val(ctype, value, right.lin, root, space, right.dims, loaded=right.loaded,
-                                    counted=right.counted))
+                                    counted=right.counted, counted_less=right.counted_less))
     return right
 
 

@@ -13,6 +13,9 @@ given, the arrays' sizes are usually known, and across all rows the loop runs on
   count array's elements), or over the rows when each row has a block of its own
   (`neighbor[n * M + k]`).
 
+Where the host code makes the array's values up (`count[i] = rand() % 10 + 1`, offsets as a
+running sum of such), their average says it directly (`filled_trip`), before the sizes do.
+
 Each is stated as an assumption; where a size is not known the caller keeps its fixed guess.
 """
 
@@ -26,7 +29,7 @@ from tree_sitter import Node
 from perflsp.analysis.ctype import INT
 from perflsp.analysis.linear import UNKNOWN_COEFF, Linear
 from perflsp.analysis.notes import NoteKind, assumed
-from perflsp.analysis.walk_values import Val
+from perflsp.analysis.walk_values import Val, index_atom
 
 if TYPE_CHECKING:
     from perflsp.analysis.walk_api import Walker
@@ -41,14 +44,21 @@ def assume_sized_trip(walker: Walker, var: str, start: Val | None, bound: Val, b
     (its value not known: `bound_value` None), stated as an assumption; None (nothing said) when
     the sizes do not say it. `stepping`: the kind of the loop's step and its amount."""
     step_kind, step = stepping
-    if bound.loaded is None and bound.counted is not None and start is not None and start.value == 0:
+    less = 0.0
+    if bound.loaded is None and bound.counted is not None and start is not None \
+            and (start.value is not None or _lane_offset(start)):
         # `count = ptr[i + 1] - ptr[i]; for (k = 0; k < count; k++)`: the row `ptr[i]..ptr[i + 1]`
+        # (less what the loop leaves of it: `for (k = 1; k < count - 1; k++)`); from a thread's
+        # own position in it (`for (k = lane; k < count; k += 32)`): the lanes share the row,
+        # each its steps' worth
         array, first, elem_bytes = bound.counted
+        less = bound.counted_less + (start.value or 0.0)
         start = Val(INT, 0.0, loaded=(array, first, elem_bytes))
         bound = Val(INT, None, loaded=(array, first.add(Linear.constant(1.0)), elem_bytes))
     if bound_value is not None or bound.loaded is None or step_kind != "add" or step is None:
         return None
-    sized = sized_trip(walker, var, start, bound, step.value, loop.child_by_field_name("body"))
+    sized = filled_trip(walker, var, start, bound, step.value, less) \
+        or sized_trip(walker, var, start, bound, step.value, loop.child_by_field_name("body"), less)
     if sized is None:
         return None
     walker.assume(assumed(NoteKind.LOOP_TRIP, sized[1], subject=var, line=walker.line(loop), value=sized[0],
@@ -56,8 +66,44 @@ def assume_sized_trip(walker: Walker, var: str, start: Val | None, bound: Val, b
     return sized[0]
 
 
+def _lane_offset(start: Val) -> bool:
+    """Whether a loop start is a thread's position and nothing read from memory (`lane`, `tid`,
+    an enclosing loop's `idx` that starts from `tid`)."""
+    atoms = start.lin.atoms
+    return start.value is None and start.loaded is None and start.counted is None and bool(atoms) \
+        and not start.lin.nonlinear and all(index_atom(a) or re.fullmatch(r"L\d+", a) for a in atoms)
+
+
+def filled_trip(walker: Walker, var: str, start: Val | None, bound: Val, step: float | None,
+                less: float = 0.0) -> tuple[float, str] | None:
+    """(average trip count per work item, what it rests on) of the `var` loop whose bound was read
+    from an array whose values the host code makes up (`kernels.host_fills`): a count's mean, or
+    a row's (the mean step of offsets built as a running sum); None when the host does not say."""
+    if bound.loaded is None or not step or step <= 0:
+        return None
+    array, index, _bytes = bound.loaded
+    fill = walker.host_fill(array)
+    if fill is None:
+        return None
+    if start is not None and start.loaded is not None:
+        first, first_index, _ = start.loaded
+        if first != array or not _apart(first_index, index, 1.0) or fill.step is None:
+            return None
+        per_row, what = max(0.0, fill.step - less), "a row's length" + (f" less {less:g}" if less else "")
+    elif start is not None and start.value is not None and fill.mean is not None:
+        per_row, what = max(0.0, fill.mean - start.value), "the count"
+    else:
+        return None
+    trip = per_row / step
+    text = f"average trip of the `{var}` loop from what the host stores in `{array}` (`{fill.source}`): " \
+           f"{what}, {per_row:.4g} on average"
+    if step != 1.0:
+        text += f", {trip:.4g} per work item (step {step:g})"
+    return trip, text
+
+
 def sized_trip(walker: Walker, var: str, start: Val | None, bound: Val, step: float | None,
-               body: Node | None) -> tuple[float, str] | None:
+               body: Node | None, less: float = 0.0) -> tuple[float, str] | None:
     """(average trip count per work item, what it rests on) of the `var` loop whose bound
     `bound` was read from a global array, or None when the sizes do not say it."""
     if bound.loaded is None or body is None or not walker.array_extents or not step or step <= 0:
@@ -80,9 +126,10 @@ def sized_trip(walker: Walker, var: str, start: Val | None, bound: Val, step: fl
         else:
             return None
         name, elements, coeff, _rest = min(capacities, key=lambda c: c[1] / c[2])
-        per_row = elements / coeff / rows
+        per_row = max(0.0, elements / coeff / rows - less)
         how = f"{_count(elements)} elements of `{name}`" + (f" / stride {coeff:g}" if coeff != 1.0 else "")
-        text = f"average trip of the `{var}` loop from the sizes: {how} over {_count(rows)} rows ({where}) = {per_row:.4g}"
+        text = f"average trip of the `{var}` loop from the sizes: {how} over {_count(rows)} rows ({where})" \
+               + (f" less {less:g}" if less else "") + f" = {per_row:.4g}"
     elif start is not None and start.value is not None:
         bounds = [(b, c) for c in capacities if (b := _count_bound(c, index, entries)) is not None]
         if not bounds:
@@ -146,6 +193,18 @@ def row_count(op: str, left: Val, right: Val) -> tuple[str, Linear, float] | Non
     array, end_index, elem_bytes = left.loaded
     first, first_index, _ = right.loaded
     return (array, first_index, elem_bytes) if first == array and _apart(first_index, end_index, 1.0) else None
+
+
+def shifted_count(op: str, left: Val, right: Val) -> tuple[tuple[str, Linear, float], float] | None:
+    """A row's count moved by a constant (`len - 1`, `len + 2` of `len = ptr[i + 1] - ptr[i]`):
+    (the row, as `row_count` gives it, what is taken off the count)."""
+    if op not in ("+", "-"):
+        return None
+    if left.counted is not None and right.value is not None and not right.lin.atoms:
+        return left.counted, left.counted_less + (right.value if op == "-" else -right.value)
+    if op == "+" and right.counted is not None and left.value is not None and not left.lin.atoms:
+        return right.counted, right.counted_less - left.value
+    return None
 
 
 def _apart(first: Linear, second: Linear, distance: float) -> bool:

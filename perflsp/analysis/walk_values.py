@@ -53,6 +53,7 @@ class Val:
     # a row's count read as the difference of its offsets (`ptr[i + 1] - ptr[i]`): (array, index of
     # the row's first offset, element bytes), so that a loop up to it is sized as `ptr[i]..ptr[i + 1]`
     counted: tuple[str, Linear, float] | None = None
+    counted_less: float = 0.0  # ... less this constant (`len - 1` of such a count `len`)
 
     @property
     def known(walker) -> bool:

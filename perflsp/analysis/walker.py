@@ -45,6 +45,7 @@ from perflsp.analysis.walk_profile import record_statement
 from perflsp.analysis.walk_tensor import eval_asm, fragment_declaration
 from perflsp.analysis.walk_values import MAX_NODES, THREAD_ATOMS, UNKNOWN_VAL, Access, Callee, LaunchShape, Val, WalkResult, type_is_auto
 from perflsp.compiled.profile import SourceProfile
+from perflsp.kernels.host_fills import HostFill
 
 
 class KernelWalker:
@@ -117,6 +118,9 @@ class KernelWalker:
         self.grid_sized: Callable[[], frozenset[str]] = frozenset
         self.resolve_bound = loop_bound_resolver
         self.array_extents: dict[str, tuple[float | None, bool]] = {}  # array -> (allocated bytes, host memory)
+        # what the host stores in an array, asked only for a loop bound read from it (the
+        # caller knows which host array a kernel's array is a copy of)
+        self.host_fill: Callable[[str], HostFill | None] = _no_fill
         self.layouts: dict[str, Layout] = {}  # array of structs -> the layout the source shows of its element
         self.constant_lookup = constant_lookup  # macros/constants left unexpanded in the text
         self.said_once: set[str] = set()  # assumptions made and calls noted, each said once
@@ -480,6 +484,10 @@ _EXPRESSIONS: dict[str, Callable[[KernelWalker, Node], Val]] = {
 
 # `make_int2(...)`, `make_float4(...)`: CUDA's built-in vector constructors
 _MAKE_VECTOR = re.compile(r"make_(?:u?char|u?short|u?int|u?long|u?longlong|float|double|half)([1-4])")
+
+
+def _no_fill(_array: str) -> HostFill | None:
+    return None
 
 
 def _vector_lanes(walker: KernelWalker, value: Node, ctype: CType) -> list[Node] | None:

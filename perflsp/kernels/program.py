@@ -38,6 +38,7 @@ from perflsp.kernels.definitions import (
 from perflsp.kernels.extract import extract, extract_with_constants
 from perflsp.kernels.fields import field_declarations
 from perflsp.kernels.file_trees import defined_names, file_version, parsed_header, parsed_text, source_definitions
+from perflsp.kernels.host_fills import HostFill, host_fill
 from perflsp.kernels.includes import IncludeResolver, balanced_view, scan_constants
 from perflsp.kernels.launches import enclosing_function
 from perflsp.kernels.macro_calls import MacroCall, calls_in_expansion, macros_calling
@@ -189,6 +190,7 @@ class ProgramModel:
         self._object_paths: ObjectPaths = {}  # `objects.object_paths_env`
         self._declared_fields: dict[tuple[int, int], list[DeclaredStruct]] = {}  # `objects.declared_fields_env`
         self._member_envs: dict[tuple[int, int], list[tuple[ConstEnv, ConstEnv]]] = {}  # `_members_env`
+        self._fills: dict[str, HostFill | None] = {}  # `host_fill`, per array asked about
 
     # ------------------------------------------------------------------ edited versions
 
@@ -738,6 +740,12 @@ class ProgramModel:
             if found is not None:
                 return found
         return None
+
+    def host_fill(self, name: str) -> HostFill | None:
+        """What the host code stores in array `name` on average (`kernels.host_fills`)."""
+        if name not in self._fills:
+            self._fills[name] = host_fill(self, name)
+        return self._fills[name]
 
     @cached_property
     def map_clauses(self) -> list[tuple[int, list[OmpClause]]]:
