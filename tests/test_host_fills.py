@@ -200,3 +200,32 @@ def test_lanes_that_share_a_row_from_their_own_positions_split_it():
     facts = kernel_reports(LANES)["shift"].facts
     assert next(loop for loop in facts.loops if loop.variable == "k").trip_count == pytest.approx(32.5)
     assert facts.per_item.fp32 == pytest.approx(32.5, rel=0.01)
+
+
+BROKEN = """
+#include <random>
+__global__ void k(const int *c, float *y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int p = 0; p < c[i]; p++) y[i] += 1.0f;
+}
+int main() {
+  int n = 1000;
+  std::uniform_int_distribution<int> d(;
+  int *c = (int *)malloc(n * 4);
+  for (int i = 0; i < n; i++) c[i] = () + d(g) % 0 / (rand() % 0) + c[i];
+  for (int i = 0; i < n; i++) c[i] = c[i - 1] + ;
+  for (int i = 0; i < n; i++) c[i] = rand() % ((((((((((((((((((((((((7)))))))))))))))))))))))) + 0 * 0 * 0 * 0 * 0;
+  int *d_c; float *y;
+  cudaMemcpy(d_c, c, n * 4, cudaMemcpyHostToDevice);
+  k<<<4, 256>>>(d_c, y, n);
+}
+"""
+
+
+def test_fills_the_parser_recovers_from_are_skipped_and_the_first_readable_one_counts():
+    # a distribution declared with no arguments, a remainder by 0, an empty operand: no mean;
+    # the last loop's fill is read (7 remainders: 3 on average), the statement quoted shortened
+    facts = kernel_reports(BROKEN)["k"].facts
+    assert next(loop for loop in facts.loops if loop.variable == "p").trip_count == pytest.approx(3.0)
+    (note,) = [a for a in texts(facts.assumptions) if "what the host stores" in a]
+    assert "…" in note and len(note) < 200

@@ -27,6 +27,7 @@ from tree_sitter import Node
 if TYPE_CHECKING:
     from perflsp.kernels.program import ProgramModel
 
+_SOURCE_CHARS = 80  # the statement as notes quote it
 RAND_MAX = 2147483647.0  # glibc's; `rand() % n` (n far below it) does not depend on it
 _LOOPS = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
 _UNIFORM = re.compile(r"\b(uniform_int_distribution|uniform_real_distribution|normal_distribution)\s*<[^<>;]*>\s*"
@@ -114,6 +115,8 @@ def _fill(host: _Host, assignment: Node, name: str) -> HostFill | None:
     if index is None or not set(re.findall(r"[A-Za-z_]\w*", _text(index))) & host.varying:
         return None  # one element (`offset[0] = 0`), not the array's values
     source = " ".join(_text(assignment).split())
+    if len(source) > _SOURCE_CHARS:
+        source = source[:_SOURCE_CHARS - 1] + "…"
     inner = _unwrapped(right)
     if inner.type == "binary_expression" and _text(inner.child_by_field_name("operator")) == "+":
         left, other = inner.child_by_field_name("left"), inner.child_by_field_name("right")
@@ -218,9 +221,13 @@ def _draw_mean(host: _Host, call: Node) -> float | None:
 
 def _random(host: _Host, node: Node) -> bool:
     """Whether an expression draws a random number."""
-    if node.type == "call_expression" and _draw_mean(host, node) is not None:
-        return True
-    return any(_random(host, child) for child in node.named_children)
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if current.type == "call_expression" and _draw_mean(host, current) is not None:
+            return True
+        pending.extend(current.named_children)
+    return False
 
 
 def _constant(host: _Host, node: Node) -> float | None:
@@ -241,7 +248,10 @@ def _mentions(node: Node, name: str) -> bool:
 
 def _unwrapped(node: Node) -> Node:
     while node.type in ("parenthesized_expression", "cast_expression"):
-        inner = node.child_by_field_name("value") if node.type == "cast_expression" else node.named_children[0]
+        if node.type == "cast_expression":
+            inner = node.child_by_field_name("value")
+        else:
+            inner = node.named_children[0] if node.named_children else None
         if inner is None:
             break
         node = inner
