@@ -177,6 +177,59 @@ def test_the_cases_of_a_jump_table_are_blocks_of_the_function():
     assert len(cf.blocks[0].successors) == 2
 
 
+SUBROUTINE_WITH_AN_EXIT = """\
+\t.section\t.text.points,"ax",@progbits
+        .other          points,@"STO_CUDA_ENTRY STV_DEFAULT"
+points:
+.text.points:
+\t//## File "/src/k.cu", line 14
+        /*0000*/                   MOV R7, RZ ;
+.L_x_0:
+\t//## File "/src/k.cu", line 16
+        /*0010*/                   CALL.REL.NOINC `($points$smooth) ;
+\t//## File "/src/k.cu", line 15
+        /*0020*/                   IADD3 R7, R7, 0x1, RZ ;
+        /*0030*/                   ISETP.NE.AND P0, PT, R7, 0x40, PT ;
+        /*0040*/              @!P0 EXIT ;
+        /*0050*/                   BRA `(.L_x_0) ;
+$points$smooth:
+\t//## File "/src/k.cu", line 3
+        /*0060*/                   MOV R8, RZ ;
+.L_x_1:
+\t//## File "/src/k.cu", line 5
+        /*0070*/                   ISETP.GT.AND P1, PT, R9, 0x3, PT ;
+        /*0080*/               @P1 BRA `(.L_x_2) ;
+\t//## File "/src/k.cu", line 6
+        /*0090*/                   FFMA R9, R8, R9, R9 ;
+\t//## File "/src/k.cu", line 3
+        /*00a0*/                   IADD3 R8, R8, 0x1, RZ ;
+        /*00b0*/                   ISETP.NE.AND P2, PT, R8, 0x64, PT ;
+        /*00c0*/               @P2 BRA `(.L_x_1) ;
+        /*00d0*/                   BRA `(.L_x_3) ;
+.L_x_2:
+\t//## File "/src/k.cu", line 10
+        /*00e0*/                   EXIT ;
+.L_x_3:
+\t//## File "/src/k.cu", line 12
+        /*00f0*/                   RET.REL.NODEC R4 `(points) ;
+.L_x_4:
+        /*0100*/                   BRA `(.L_x_4);
+"""
+
+
+def test_a_device_function_that_loops_and_may_end_the_kernel_is_called_on_every_pass():
+    # `smooth`, not inlined, loops 100 times, and a path of it ends the kernel (`EXIT`, laid
+    # out before its return, as a `switch` with no case for a value compiles): still a function
+    # the kernel's 64-pass loop calls (read as a jump into its code, the kernel's loop was lost
+    # and the function ran once)
+    cf = build_function(parse_sass(SUBROUTINE_WITH_AN_EXIT)[0])
+    (loop,) = cf.loops
+    assert [cf.chains[c][0] for c in loop.latch_chains] == [("/src/k.cu", 15)]
+    calls = [callee for b in loop.blocks for callee in cf.blocks[b].calls]
+    assert calls == ["$points$smooth"]
+    assert loop.own_counts[INDEX["fp32"]] == 0  # the function's work is its own, counted per call
+
+
 @pytest.mark.parametrize("opcode, field, amount", [
     ("FFMA", "fp32", 2), ("FADD", "fp32", 1), ("FMUL32I", "fp32", 1), ("DFMA", "fp64", 2), ("DMUL", "fp64", 1),
     ("HFMA2", "fp16", 4), ("IMAD.WIDE.U32", "integer", 1), ("IMAD.MOV.U32", "integer", 1), ("LOP3.LUT", "integer", 1),

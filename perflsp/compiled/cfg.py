@@ -139,9 +139,11 @@ def looping_subroutines(fn: SassFunction) -> dict[str, SassFunction]:
                 or "slowpath" in target:
             continue
         start = by_label[target]
+        # (a device function may end the kernel on a path of its own, `EXIT` where a `switch`
+        # has no case: its end is its return)
         end = next((i for i in range(start, len(instructions))
-                    if instructions[i].base in ("RET", "EXIT", "KILL") and not instructions[i].predicated), None)
-        if end is None or instructions[end].base != "RET":
+                    if instructions[i].base == "RET" and not instructions[i].predicated), None)
+        if end is None:
             continue
         inside = {label for body in instructions[start:end + 1] for label in body.labels}
         if any(body.base == "BRA" and (t := branch_target(body)) in inside and by_label[t] <= at
