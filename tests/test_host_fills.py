@@ -87,11 +87,11 @@ __device__ double sweep(const double *h, const int len) {
     s += h[i] * h[i + 1];
   return s;
 }
-__global__ void pairs(const int *__restrict__ nbond, const float *__restrict__ x, float *__restrict__ f, int n) {
+__global__ void pairs(const int *__restrict__ links, const float *__restrict__ x, float *__restrict__ f, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   float s = 0.f;
-  int m = nbond[i];
+  int m = links[i];
   for (int p = 0; p < m; p++)
     s += x[(i + p) % n] * 0.5f;
   f[i] = s;
@@ -109,9 +109,9 @@ int main() {
   const int n = 1 << 16;
   std::mt19937 g(1);
   std::uniform_int_distribution<int> pick(0, 40);
-  int *nbond = (int *)malloc(n * sizeof(int));
+  int *links = (int *)malloc(n * sizeof(int));
   int *starts = (int *)malloc((n + 1) * sizeof(int));
-  for (int i = 0; i < n; i++) nbond[i] = pick(g);
+  for (int i = 0; i < n; i++) links[i] = pick(g);
   size_t total = 0;
   int k;
   for (k = 0; k < n; k++) {
@@ -119,13 +119,13 @@ int main() {
     total += (rand() % 10 + 1) * 100;
   }
   starts[k] = total;
-  int *d_nbond, *d_starts; float *x, *f; double *h, *out;
-  cudaMalloc(&d_nbond, n * sizeof(int)); cudaMalloc(&d_starts, (n + 1) * sizeof(int));
+  int *d_links, *d_starts; float *x, *f; double *h, *out;
+  cudaMalloc(&d_links, n * sizeof(int)); cudaMalloc(&d_starts, (n + 1) * sizeof(int));
   cudaMalloc(&x, n * sizeof(float)); cudaMalloc(&f, n * sizeof(float));
   cudaMalloc(&h, total * sizeof(double)); cudaMalloc(&out, n * sizeof(double));
-  upload(d_nbond, nbond, n);
+  upload(d_links, links, n);
   cudaMemcpy(d_starts, starts, (n + 1) * sizeof(int), cudaMemcpyHostToDevice);
-  pairs<<<n / 256, 256>>>(d_nbond, x, f, n);
+  pairs<<<n / 256, 256>>>(d_links, x, f, n);
   rows<<<n / 256, 256>>>(h, d_starts, out, n);
 }
 """
@@ -133,11 +133,11 @@ int main() {
 
 def test_a_loop_over_a_count_the_host_draws_runs_its_mean():
     found = kernel_reports(KERNELS)
-    # the count copied (through a function of the program's own) from `nbond`, uniform over 0..40
+    # the count copied (through a function of the program's own) from `links`, uniform over 0..40
     pairs = found["pairs"].facts
     assert next(loop for loop in pairs.loops if loop.variable == "p").trip_count == pytest.approx(20.0)
     assert pairs.per_item.fp32 == pytest.approx(2 * 20.0, rel=0.01)
-    assert any("what the host stores in `nbond` (`nbond[i] = pick(g)`): the count, 20 on average" in a
+    assert any("what the host stores in `links` (`links[i] = pick(g)`): the count, 20 on average" in a
                for a in texts(pairs.assumptions))
     # a row of offsets stored as a running total of (1..10) * 100, passed to a function that
     # leaves out its first and last elements: 550 - 2 passes

@@ -1,11 +1,11 @@
 """What the host code stores in an array, on average: the values a kernel later reads as its
 loop bounds.
 
-A loop over a count or a row read from memory (`for (p = 0; p < nbond[i]; p++)`,
+A loop over a count or a row read from memory (`for (p = 0; p < links[i]; p++)`,
 `ptr[i]..ptr[i + 1]`) has no trip count in the kernel's source, but a program that makes up
 its input says how it fills that array, and the average is all the trip count needs:
 
-- values: `nbond[i] = dist(g);` with `std::uniform_int_distribution<int> dist(0, 32)` holds 16
+- values: `links[i] = dist(g);` with `std::uniform_int_distribution<int> dist(0, 32)` holds 16
   on average; `count[i] = rand() % 10 + 1;` 5.5; a constant, itself;
 - running sums (offsets: each row starts where the one before it ends):
   `offset[i] = offset[i - 1] + (rand() % n + 1) * cols;` or `offset[n] = total; total += len;`
