@@ -159,3 +159,11 @@ def test_a_wrapper_called_through_the_parameter_of_a_harness_gets_that_calls_arg
     (report,) = reports(HARNESS)
     assert report.facts.work_items == 2048 * 2048  # the grid from M and N, not the production guess
     assert trips(report) == {"j": 2048}
+
+
+def test_parameter_names_skip_types_defaults_brackets_and_pointer_signatures():
+    from perflsp.kernels.definitions import parameter_names
+
+    data = b"void f(int n = SIZE, const float *__restrict__ a, float b[][4], void (*run)(int), double) {}\n"
+    (fn,) = parse(data).root_node.named_children
+    assert parameter_names(fn, data) == ["n", "a", "b", "run", None]

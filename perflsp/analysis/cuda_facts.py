@@ -10,8 +10,6 @@ from collections.abc import Callable
 from functools import cache, partial
 from pathlib import Path
 
-from tree_sitter import Node
-
 from perflsp.analysis.compiled_facts import access_widths, kernel_shift, operations
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.extents import Extent, copied_from, cuda_extent, leading_name
@@ -30,6 +28,7 @@ from perflsp.compiled.model import CompiledFunction, CompiledUnit
 from perflsp.compiled.names import cuda_kernel
 from perflsp.compiled.profile import SourceProfile
 from perflsp.kernels.consteval import ConstEnv, Value, assumed_notes, assumed_reads
+from perflsp.kernels.definitions import parameter_names
 from perflsp.kernels.host_fills import HostFill
 from perflsp.kernels.models import CudaFunction, LaunchSite
 from perflsp.kernels.program import ProgramModel
@@ -532,28 +531,13 @@ def _launcher_parameter_extent(unit: AnalysisUnit, site: LaunchSite, name: str) 
     file (`main` allocating pinned host buffers `a` while `run(float *a)` launches on device
     copies). None when `name` is not such a parameter."""
     launcher = unit.model.enclosing_function(site.span.start_byte)
-    if launcher is None or name not in _parameter_names(unit, launcher):
+    if launcher is None or name not in parameter_names(launcher, unit.model.data):
         return None
     for node in unit.model.caller_argument_nodes(launcher, name):
         passed = leading_name(unit.ctx.text(node))
         if passed:
             return cuda_extent(unit, passed)
     return Extent(None)
-
-
-def _parameter_names(unit: AnalysisUnit, function: Node) -> set[str]:
-    declarator = function.child_by_field_name("declarator")
-    while declarator is not None and declarator.type != "function_declarator":
-        declarator = declarator.child_by_field_name("declarator")
-    params = declarator.child_by_field_name("parameters") if declarator is not None else None
-    if params is None:
-        return set()
-    names = set()
-    for param in params.named_children:
-        m = re.search(r"(\w+)\s*(?:\[.*\])?\s*(?:=.*)?$", unit.ctx.text(param))
-        if param.type != "comment" and m is not None:
-            names.add(m.group(1))
-    return names
 
 
 def _parameter_fill(unit: AnalysisUnit, kernel: CudaFunction, site: LaunchSite | None, name: str) -> HostFill | None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.analysis.ctype import parse_type
+from perflsp.kernels.definitions import parameter_names
 from perflsp.kernels.text import split_top_level
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def copied_from(unit: AnalysisUnit, device: str) -> str | None:
             if len(args) >= 2 and leading_name(unit.ctx.text(args[0])) == device:
                 return leading_name(unit.ctx.text(args[1]))
             function = model.enclosing_function(call.start_byte)
-            params = _parameter_names(unit, function) if function is not None and len(args) >= 2 else []
+            params = parameter_names(function, unit.model.data) if function is not None and len(args) >= 2 else []
             if params[:2] == [leading_name(unit.ctx.text(args[0])), leading_name(unit.ctx.text(args[1]))]:
                 name = model.function_name(function) if function is not None else None
                 if name:
@@ -98,22 +99,6 @@ def copied_from(unit: AnalysisUnit, device: str) -> str | None:
             if len(args) >= 2 and leading_name(unit.ctx.text(args[0])) == device:
                 return leading_name(unit.ctx.text(args[1]))
     return None
-
-
-def _parameter_names(unit: AnalysisUnit, function: Node) -> list[str | None]:
-    declarator = function.child_by_field_name("declarator")
-    while declarator is not None and declarator.type not in ("function_declarator",):
-        declarator = declarator.child_by_field_name("declarator")
-    params = declarator.child_by_field_name("parameters") if declarator is not None else None
-    if params is None:
-        return []
-    names: list[str | None] = []
-    for param in params.named_children:
-        if param.type not in ("parameter_declaration", "optional_parameter_declaration"):
-            continue
-        found = re.search(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*$", unit.ctx.text(param.child_by_field_name("declarator")))
-        names.append(found.group(1) if found else None)
-    return names
 
 
 def host_extent(unit: AnalysisUnit, name: str) -> Extent:

@@ -20,7 +20,7 @@ from perflsp.analysis.notes import Note, NoteKind, NoteSource, assumed
 from perflsp.analysis.walk_branches import learn_size
 from perflsp.analysis.walk_profile import begin_profile_loop, collapse_profile_loops, end_profile_loop
 from perflsp.analysis.walk_ranges import assume_sized_trip
-from perflsp.analysis.walk_values import IDENT, INDEX_ATOMS, LoopOrigin, Val
+from perflsp.analysis.walk_values import IDENT, INDEX_ATOMS, LoopOrigin, Val, loop_atom
 from perflsp.analysis.while_forms import while_expectation
 from perflsp.kernels.consteval import ConstEnv, try_evaluate
 
@@ -59,7 +59,7 @@ def _note_geometric(walker: Walker, trip: float) -> None:
     *= 2`, `i >>= 1`) when its trip count was just read so: guards on the counter (`tid < s`)
     then take their average share over its passes."""
     if walker.last_step_kind in ("mul", "div"):
-        walker.geometric_loops[f"L{walker.loop_counter + 1}"] = max(1.0, trip)
+        walker.geometric_loops[loop_atom(walker.loop_counter + 1)] = max(1.0, trip)
 
 
 def _collapsed_levels(directive: str) -> int:
@@ -542,7 +542,7 @@ def run_loop(walker: Walker, node: Node, var: str | None, start: Val | None, ste
     addresses it steps through become immediate offsets. `collapse`: the loops of the nest it
     heads that an OpenMP directive collapses into one."""
     walker.loop_counter += 1
-    atom = f"L{walker.loop_counter}"
+    atom = loop_atom(walker.loop_counter)
     walker.cardinality[atom] = max(1.0, trip)
     walker.loops.append(LoopFact(walker.line(node), var, trip, origin, note))
     saved = walker.mult

@@ -29,7 +29,7 @@ from tree_sitter import Node
 from perflsp.analysis.ctype import INT
 from perflsp.analysis.linear import UNKNOWN_COEFF, Linear
 from perflsp.analysis.notes import NoteKind, assumed
-from perflsp.analysis.walk_values import Val, index_atom
+from perflsp.analysis.walk_values import Val, index_atom, is_loop_atom
 
 if TYPE_CHECKING:
     from perflsp.analysis.walk_api import Walker
@@ -71,7 +71,7 @@ def _lane_offset(start: Val) -> bool:
     an enclosing loop's `idx` that starts from `tid`)."""
     atoms = start.lin.atoms
     return start.value is None and start.loaded is None and start.counted is None and bool(atoms) \
-        and not start.lin.nonlinear and all(index_atom(a) or re.fullmatch(r"L\d+", a) for a in atoms)
+        and not start.lin.nonlinear and all(index_atom(a) or is_loop_atom(a) for a in atoms)
 
 
 def filled_trip(walker: Walker, var: str, start: Val | None, bound: Val, step: float | None,

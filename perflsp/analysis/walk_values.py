@@ -20,6 +20,15 @@ THREAD_ATOMS = {"threadIdx": ("tx", "ty", "tz"), "blockIdx": ("bx", "by", "bz")}
 INDEX_ATOMS = frozenset(atom for atoms in THREAD_ATOMS.values() for atom in atoms)  # a thread's and a block's indices
 
 
+def loop_atom(number: int) -> str:
+    """The atom standing for the iteration of the `number`-th loop the walk entered."""
+    return f"L{number}"
+
+
+def is_loop_atom(atom: str) -> bool:
+    return atom[:1] == "L" and atom[1:].isdigit()
+
+
 def index_atom(atom: str) -> bool:
     """A thread's or a block's index, or a tile of a thread index (`tx % 32`)."""
     return base_atom(atom) in INDEX_ATOMS

@@ -121,11 +121,13 @@ class _Counter:
                 continue
             enclosing = self._enclosing(fn, block.loop)
             known = [self.source_weight(chains[lc.chain]) for lc in block.lines]
-            beside = _nearest_known(known)
-            # predicated code the walk has no statement for (an if-converted body's inlined
-            # operator) runs under the predicate of the known code predicated beside it
-            beside_predicated = _nearest_known([w if any(lc.predicated) else None
-                                                for w, lc in zip(known, block.lines)])
+            beside = beside_predicated = known
+            if None in known:
+                beside = _nearest_known(known)
+                # predicated code the walk has no statement for (an if-converted body's inlined
+                # operator) runs under the predicate of the known code predicated beside it
+                beside_predicated = _nearest_known([w if any(lc.predicated) else None
+                                                    for w, lc in zip(known, block.lines)])
             for k, lc in enumerate(block.lines):
                 chain = chains[lc.chain]
                 if self._peeled(chain, enclosing, tied_loops, lc.counts):

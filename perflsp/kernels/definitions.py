@@ -56,6 +56,23 @@ def function_declarator(fn: Node) -> Node | None:
     return declarator
 
 
+def parameter_names(fn: Node, data: bytes) -> list[str | None]:
+    """The names of a function's parameters in order, None for an unnamed one: `n` of
+    `int n = 4`, `a` of `float a[]`, `run` of `void (*run)(int)`."""
+    declarator = function_declarator(fn)
+    params = declarator.child_by_field_name("parameters") if declarator is not None else None
+    names: list[str | None] = []
+    for param in params.named_children if params is not None else ():
+        if param.type == "comment":
+            continue
+        named = param.child_by_field_name("declarator")
+        text = data[named.start_byte:named.end_byte].decode("utf-8", "replace") if named is not None else ""
+        text = re.sub(r"\([^()]*\)\s*$", "", text)  # a function pointer's parameter list
+        words = re.findall(r"[A-Za-z_]\w*", re.sub(r"(\s*\[[^\]]*\])+\s*$", "", text))
+        names.append(words[-1] if words else None)
+    return names
+
+
 def defined_name(fn: Node, data: bytes) -> str | None:
     """The simple name a function definition defines (`f` of `float *ns::f(...)`)."""
     declarator = function_declarator(fn)

@@ -54,8 +54,7 @@ class _Host:
         self.distributions: dict[str, tuple[str, int, list[str]]] = {}
         for m in _UNIFORM.finditer(text):
             self.distributions.setdefault(m.group(2), (m.group(1), m.start(), [a.strip() for a in m.group(3).split(",")]))
-
-        self.varying: frozenset[str] = frozenset()  # the loop variables around the fill being read
+        self.varying: frozenset[str] = frozenset()  # the loop variables around the fill being read (`_fill`)
 
     def fold_at(self, offset: int, text: str) -> object:
         if self.varying and set(re.findall(r"[A-Za-z_]\w*", text)) & self.varying:
@@ -144,10 +143,11 @@ def _loop_variables(node: Node) -> frozenset[str]:
     parent = node.parent
     while parent is not None and parent.type not in ("function_definition", "translation_unit"):
         if parent.type == "for_statement":
-            for field in ("initializer", "update", "condition"):
+            # (what the header assigns or steps; the bound it compares with stays foldable)
+            for field in ("initializer", "update"):
                 part = parent.child_by_field_name(field)
                 if part is not None:
-                    names.update(re.findall(r"[A-Za-z_]\w*", _text(part).split("<")[0] if field == "condition" else _text(part)))
+                    names.update(re.findall(r"[A-Za-z_]\w*", _text(part)))
         parent = parent.parent
     return frozenset(names)
 

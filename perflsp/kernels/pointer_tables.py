@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tree_sitter import Node
 
-from perflsp.kernels.definitions import function_declarator
+from perflsp.kernels.definitions import parameter_names
 from perflsp.source.files import SkippedFile, load_file
 
 _POINTER_WRAPPERS = ("parenthesized_expression", "pointer_expression")  # `(*p)(...)`
@@ -87,7 +87,8 @@ def calls_through_callbacks(data: bytes, root: Node, name: str, definitions: dic
         if receiver is None:
             continue
         index = [a for a in node.parent.named_children if a.type != "comment"].index(node)
-        parameter = _parameter_name(data, receiver, index)
+        names = parameter_names(receiver, data)
+        parameter = names[index] if index < len(names) else None
         body = receiver.child_by_field_name("body")
         if parameter is None or body is None:
             continue
@@ -115,17 +116,6 @@ def _called(callee: Node) -> Node | None:
     call = callee.parent
     return call if call is not None and call.type == "call_expression" and call.child_by_field_name("function") == callee \
         else None
-
-
-def _parameter_name(data: bytes, function: Node, index: int) -> str | None:
-    """The name of `function`'s parameter at `index` (a function pointer's: `void (*run)(int)`)."""
-    declarator = function_declarator(function)
-    params = declarator.child_by_field_name("parameters") if declarator is not None else None
-    named = [p for p in params.named_children if p.type != "comment"] if params is not None else []
-    if index >= len(named):
-        return None
-    words = re.findall(r"[A-Za-z_]\w*", re.sub(r"\([^()]*\)\s*$", "", _text(data, named[index])))
-    return words[-1] if words else None
 
 
 def _text(data: bytes, node: Node) -> str:
