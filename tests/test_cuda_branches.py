@@ -43,3 +43,34 @@ def test_the_in_bounds_arm_is_taken_whichever_way_the_guard_is_written():
         assert per_item.fp32 == 1, name
     # `i > 0` is a low edge: the threads above it do the work
     assert reports["differences"].facts.per_item.global_loads == 2
+
+
+RESET_SRC = """
+__global__ void spread(const unsigned char *bins, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int seen = 0;
+  float mean = 0.0f;
+  for (int k = 0; k < 8; k++) {
+    if (bins[i * 8 + k] > 3) { seen++; mean += 1.0f; }
+  }
+  if (seen == 0) {
+    seen = 1;
+  } else {
+    for (int k = 0; k < 8; k++) mean = mean * 0.5f + (float)k;
+  }
+  float width = mean;
+  if (width <= 0.001f || width > 1000.0f) width = 1.0f;
+  else width = width * width;
+  out[i] = mean * (float)seen + width;
+}
+"""
+
+
+def test_an_arm_that_only_resets_the_value_it_tests_is_the_rare_case():
+    facts = analyse(RESET_SRC)["spread"].facts
+    # `seen == 0` resets `seen`: the `else` loop runs (8 x 2 FLOP), as does `width * width`;
+    # the first loop's `mean += 1.0f` keeps its even share (4), the product and sum 2
+    assert facts.per_item.fp32 == 16 + 1 + 4 + 2
+    texts = [note.text for note in facts.assumptions]
+    assert any("`if (seen == 0)` only resets the value it tests" in text for text in texts)
+    assert any("`if (width <= 0.001f || width > 1000.0f)` only resets" in text for text in texts)

@@ -19,8 +19,9 @@ from typing import Any
 
 class NoteKind(StrEnum):
     """What a note states. Assumptions: problem size, launch shape, loop trip, size bound, exit
-    edge, case chain, template argument, guessed type, tensor core, program arguments, work limit, L2 reuse, L2 writes. Evidence: per-item
-    counts, DRAM traffic, unanalysed call, compiled counts, source counts, intensity, uncertain."""
+    edge, degenerate case, case chain, template argument, guessed type, tensor core, program
+    arguments, work limit, L2 reuse, L2 writes. Evidence: per-item counts, DRAM traffic,
+    unanalysed call, compiled counts, source counts, intensity, uncertain."""
 
     PER_ITEM_COUNTS = "per-item-counts"  # operations and bytes of one work item
     DRAM_TRAFFIC = "dram-traffic"  # the launch's DRAM bytes and how they were found
@@ -29,6 +30,7 @@ class NoteKind(StrEnum):
     LAUNCH_SHAPE = "launch-shape"  # a grid or block the launch does not fix
     SIZE_BOUND = "size-bound"  # a parameter bounding the thread index, read as the extent
     EXIT_EDGE = "exit-edge"  # a guard that leaves the block (`if (t >= n) break;`), read as taken at the edge
+    DEGENERATE_CASE = "degenerate-case"  # an arm that only resets the value it tests (`if (n < 1) n = 1;`), read as rare
     CASE_CHAIN = "case-chain"  # `if (c == 1) ... if (c == 2)` on a value of the thread index: one case per thread
     TEMPLATE_ARGUMENT = "template-argument"  # a template type or value not visible at a launch
     GUESSED_TYPE = "guessed-type"  # a type defined nowhere the engine reads

@@ -39,6 +39,13 @@ def walk_if(walker: Walker, node: Node) -> None:
         walker.assume(assumed(NoteKind.EXIT_EDGE, f"`if ({_clause(walker, cond)})` leaves the block: read as taken "
                               "at the edge only (the code after it runs)", subject=_clause(walker, cond),
                               line=walker.line(node)))
+    elif alternative is not None and _resets_tested(walker, cond, consequence):
+        # `if (total < 1) total = 1; else { ...work... }`: the arm that only replaces a degenerate
+        # value is the exception, the work is the rule
+        weight = 0.0
+        walker.assume(assumed(NoteKind.DEGENERATE_CASE, f"`if ({_clause(walker, cond)})` only resets the value it tests: "
+                              "read as a degenerate case, rarely taken (the `else` arm runs)",
+                              subject=_clause(walker, cond), line=walker.line(node)))
     walker.mult = saved * weight
     if weight > 0:
         walker.walk_statement(consequence)
@@ -48,6 +55,44 @@ def walk_if(walker: Walker, node: Node) -> None:
     walker.mult = saved
     # the share of passes that leave the block here (`if (c) continue;`), for `_compound`
     walker.exited_share = weight if leaves else 0.0
+
+
+def _resets_tested(walker: Walker, cond: Node | None, arm: Node | None) -> bool:
+    """Whether a data-dependent condition compares plain variables with constants (`total < 1`,
+    `s <= eps || s > big`) and its arm does nothing but assign constants to those variables."""
+    tested: set[str] = set()
+    stack = [cond]
+    while stack:
+        node = unwrapped(stack.pop())
+        parts = binary_parts(walker, node)
+        if parts is None:
+            return False
+        op, left, right = parts
+        if op in ("&&", "||"):
+            stack += [left, right]
+            continue
+        if op not in _COMPARISONS or left is None or right is None or left.type != "identifier":
+            return False
+        if not walker.eval(right).known or _thread_dependent(walker.eval(left)):
+            return False
+        tested.add(walker.text(left))
+    statements = arm.named_children if arm is not None and arm.type == "compound_statement" else [arm]
+    assigned = [s for s in statements if s is not None and s.type != "comment"]
+    if not assigned:
+        return False
+    for statement in assigned:
+        expression = statement.named_children[0] if statement.type == "expression_statement" and statement.named_children else None
+        if expression is None or expression.type != "assignment_expression":
+            return False
+        target, value = expression.child_by_field_name("left"), expression.child_by_field_name("right")
+        if target is None or value is None or walker.text(target) not in tested:
+            return False
+        if walker.text(expression.child_by_field_name("operator")) != "=" or not walker.eval(value).known:
+            return False
+    return True
+
+
+_COMPARISONS = frozenset(("<", "<=", ">", ">=", "==", "!="))
 
 
 def _ends_loop(node: Node | None) -> bool:
