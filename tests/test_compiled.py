@@ -1311,3 +1311,35 @@ def test_each_inlined_copy_of_a_multi_line_loop_counts_its_own_body(tmp_path, co
     text = TWO_CALLS.replace("i += stride) acc += in[i];", "i += stride) {\n    acc += in[i];\n  }")
     facts = compiled_facts(tmp_path, compiler, "two_calls.cu", text, "total")
     assert facts.per_item.global_loads == pytest.approx(4 + 16 / 4096, abs=1e-4)
+
+
+HOISTED = """\
+#define at(i, j) ((i) * cols + (j))
+int main() {
+  const int rows = 4096, cols = 4096;
+  double nu = 0.5, dt = 0.001, dx = 0.01;
+  double *u = new double[rows * cols], *v = new double[rows * cols];
+  #pragma omp target teams distribute parallel for collapse(2) num_teams(3200) thread_limit(256) map(to: v[0:rows * cols]) map(from: u[0:rows * cols])
+  for (int i = 1; i < rows - 1; i++) {
+    for (int j = 1; j < cols - 1; j++) {
+      u[at(i, j)] = v[at(i, j)] + (nu * dt / (dx * dx)) * (v[at(i, j + 1)] - 2 * v[at(i, j)]) +
+                                  (nu * dt / (dx * dx)) * (v[at(i + 1, j)] - 2 * v[at(i, j)]);
+    }
+  }
+  return u[5] > 0;
+}
+"""
+
+
+@needs_omp
+def test_code_hoisted_out_of_a_loop_runs_once_per_thread(tmp_path, compiler):
+    source = tmp_path / "relax.cpp"
+    source.write_text(HOISTED)
+    (report,) = analyse(source, compiler).values()
+    per_thread = report.facts.work_items / (3200 * 256)  # 4094 x 4094 iterations over 819,200 threads
+    # SASS (clang 19): the loop-invariant `nu * dt / (dx * dx)` is computed before the
+    # work-sharing loop, once per thread: 3 DMUL, MUFU.RCP64H and 7 DFMA (17 FP64) and the FFMA
+    # that checks the quotient's range (2 FP32); no load or store, so no copy of the loop's body
+    # peeled off it. The body: 4 DFMA (8 FP64 an iteration)
+    assert report.facts.per_item.fp32 == pytest.approx(2 / per_thread)
+    assert report.facts.per_item.fp64 == pytest.approx(8 + 17 / per_thread)

@@ -128,9 +128,11 @@ class _Counter:
                 # operator) runs under the predicate of the known code predicated beside it
                 beside_predicated = _nearest_known([w if any(lc.predicated) else None
                                                     for w, lc in zip(known, block.lines)])
+            # (before a loop, code that touches no memory: what the compiler hoisted out of it)
+            ahead = None if any(lc.counts[i] > 0 for lc in block.lines for i in _MEMORY) else block.start
             for k, lc in enumerate(block.lines):
                 chain = chains[lc.chain]
-                if self._peeled(chain, enclosing, tied_loops, lc.counts):
+                if self._peeled(fn, chain, enclosing, tied_loops, lc.counts, ahead):
                     continue
                 guarded = known[k]
                 if chain and runtime_line is not None and (
@@ -239,13 +241,16 @@ class _Counter:
             loop = fn.loops[loop].parent
         return out
 
-    def _peeled(self, chain: tuple[Location, ...], enclosing: set[int], tied: dict[int, set[int]],
-                counts: Vector) -> bool:
+    def _peeled(self, fn: CompiledFunction, chain: tuple[Location, ...], enclosing: set[int],
+                tied: dict[int, set[int]], counts: Vector, ahead: int | None = None) -> bool:
         """Code of a source loop's body outside every compiled loop tied to that loop: a copy
         unrolling peeled off (its iterations are the main loop's, counted there). On the line
         of a loop written on one line (`for (j = 0; j < m; j++) t += x[j];`), the code that
         loads or computes in floating point: the header's own code (the trip count's
-        arithmetic) does neither."""
+        arithmetic) does neither. Code laid out before the loop that touches no memory (`ahead`:
+        its block's offset) is no copy of it but a loop invariant hoisted out of it (`nu * dt /
+        (dx * dx)`), which runs once per entry; a copy after the loop (the remainder of an
+        unrolling) stays one."""
         if not chain or not tied:
             return False
         path, line = chain[0]
@@ -260,7 +265,8 @@ class _Counter:
                 counts[INDEX[name]] > 0 for name in ("fp32", "fp64", "fp16", "load_bytes"))
             in_body = line > lp.body or (line == lp.body and lp.body != lp.first) or one_line
             if in_body and not (tied[source] & enclosing) and same_file(path, lp.path):
-                return True
+                hoisted = ahead is not None and all(ahead < fn.blocks[fn.loops[t].header].start for t in tied[source])
+                return not hoisted
         return False
 
     def _call_weight(self, fn: CompiledFunction, chains: list[tuple[Location, ...]]) -> float:
@@ -583,6 +589,10 @@ def _explaining_unroll(amounts: Sequence[float], steps: tuple[float, ...], most:
     candidates = sorted({a / s for a in amounts for s in (steps if evidence is None else evidence)
                          if s > 0 and a % s == 0 and 1 <= a / s <= most})
     return next((u for u in candidates if all(any(abs(a - s * u) < 1e-9 for s in steps) for a in amounts)), None)
+
+
+# what a copy of a loop's body peeled off its loop does and code hoisted out of it does not
+_MEMORY = tuple(INDEX[name] for name in ("loads", "stores", "atomics", "shared", "local"))
 
 
 def _nearest_known(weights: Sequence[float | None]) -> list[float | None]:
