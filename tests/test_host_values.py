@@ -577,6 +577,38 @@ int main() { float *y; cudaMalloc(&y, 512 * sizeof(float)); launch(y, 512); }
     assert model.fold_at(site.grid.span.start_byte, site.grid.text) == 8
 
 
+
+SWEEP = """
+__global__ void k(float *y, int points, int n) { for (int j = 0; j < points; j++) y[j * n] += 1.0f; }
+void interpolate(float *y, int points, int n) { k<<<n / 256, 256>>>(y, points, n); }
+double measure(float *y, int points, int n) {
+  if (points > STARTS)   // too few points: nothing to launch
+    interpolate(y, points, n);
+  return 0.0;
+}
+int main() {
+  float *y;
+  cudaMalloc(&y, 64 << 20);
+  for (int points = 1; points <= 11; points += STEP) measure(y, points, 1 << 20);
+}
+"""
+
+
+def test_a_launch_its_callers_first_pass_skips_takes_the_first_pass_that_reaches_it():
+    # `points` is 1 on the sweep's first pass, where `measure` launches nothing: the program's
+    # first launch is on the first pass that passes `points > 1`, with 2 points (3 stepping by 2)
+    assert launch_args(SWEEP.replace("STARTS", "1").replace("STEP", "1"), "k")[1:] == [2, 1 << 20]
+    assert launch_args(SWEEP.replace("STARTS", "1").replace("STEP", "2"), "k")[1:] == [3, 1 << 20]
+    doubling = SWEEP.replace("STARTS", "3").replace("points += STEP", "points *= 2")
+    assert launch_args(doubling, "k")[1:] == [4, 1 << 20]
+    counting = SWEEP.replace("STARTS", "4").replace("points += STEP", "points++")
+    assert launch_args(counting, "k")[1:] == [5, 1 << 20]
+    # a guard no pass of the sweep passes: the first pass's values, as before
+    assert launch_args(SWEEP.replace("STARTS", "20").replace("STEP", "1"), "k")[1:] == [1, 1 << 20]
+    # a guard the first pass passes: the first pass
+    assert launch_args(SWEEP.replace("STARTS", "0").replace("STEP", "1"), "k")[1:] == [1, 1 << 20]
+
+
 # template values of the function around an OpenMP region -----------------------------------------
 
 def test_a_region_reads_its_function_s_template_values_from_the_calls_that_instantiate_it():

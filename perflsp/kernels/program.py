@@ -41,6 +41,7 @@ from perflsp.kernels.file_trees import defined_names, file_version, parsed_heade
 from perflsp.kernels.host_fills import HostFill, host_fill
 from perflsp.kernels.includes import IncludeResolver, balanced_view, scan_constants
 from perflsp.kernels.launches import enclosing_function
+from perflsp.kernels.loop_passes import MAX_LATER_PASSES, later_pass_env
 from perflsp.kernels.macro_calls import MacroCall, calls_in_expansion, macros_calling
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpClause
 from perflsp.kernels.objects import DeclaredStruct, ObjectPaths, declared_fields_env, member_env, object_paths_env, passed_fields
@@ -173,7 +174,7 @@ class ProgramModel:
             env = ConstEnv(parent=env, argv=("program",), argv_assumed=True)
         self.env = env
         self._constants: dict[str, tuple[float, str] | None] = {}
-        self._caller_arguments: dict[tuple[int, int], dict[str, Folded]] = {}
+        self._caller_arguments: dict[tuple[int, int, int], dict[str, Folded]] = {}  # (function, depth, later pass)
         self._template_types: dict[int, dict[str, str]] = {}  # function start -> its type parameters' types
         self._calls_run: dict[tuple[int, int], bool] = {}  # (call start, depth) -> whether a run reaches it
         self._caller_assumed: dict[tuple[int, int], set[str]] = {}  # those folded from assumed arguments
@@ -303,11 +304,13 @@ class ProgramModel:
         passed by its first caller (`CALLER_LEVELS` levels up)."""
         return self._env_at(byte_offset, depth, self.host_globals)
 
-    def _env_at(self, byte_offset: int, depth: int, parent: ConstEnv) -> ConstEnv:
+    def _env_at(self, byte_offset: int, depth: int, parent: ConstEnv,
+                passing: dict[str, Folded] | None = None) -> ConstEnv:
+        """`env_at`, the enclosing function's parameters as `passing` gives them where it does."""
         function = self.enclosing_function(byte_offset)
         passed: dict[str, Folded] = {}
         if function is not None and depth < CALLER_LEVELS:
-            passed = self.caller_arguments(function, depth)
+            passed = self.caller_arguments(function, depth) if passing is None else passing
             types = self.caller_template_types(function)
             if types:
                 parent = ConstEnv(parent=parent, type_aliases=types)
@@ -446,11 +449,12 @@ class ProgramModel:
         m = re.search(r"template\s*<([^{};]*)>\s*(?:(?:inline|static)\s+)*$", before)
         return _TEMPLATE_TYPE_PARAMETER.findall(m.group(1)) if m is not None else []
 
-    def caller_arguments(self, function: Node, depth: int = 0) -> dict[str, Folded]:
+    def caller_arguments(self, function: Node, depth: int = 0, later: int = 0) -> dict[str, Folded]:
         """The foldable arguments the first caller of `function` passes, by parameter name: a
         call in this file, else (a function of a header, or of another translation unit) one in
-        another source of the file's folder."""
-        key = (function.start_byte, depth)
+        another source of the file's folder. `later`: on that pass of the loop around the call
+        after its first (`loop_passes`; nothing where there is none)."""
+        key = (function.start_byte, depth, later)
         if key in self._caller_arguments:
             return self._caller_arguments[key]
         self._caller_arguments[key] = {}
@@ -469,12 +473,18 @@ class ProgramModel:
             m = re.search(r"(\w+)\s*(?:\[.*\])?\s*(?:=.*)?$", self.ctx.text(p))
             param_names.append(m.group(1) if m else None)
         template_names = template_value_names(function)
-        passed = self.arguments_passed(name, tuple(param_names), depth, outside=function, template_names=template_names)
+        passed = self.arguments_passed(name, tuple(param_names), depth, outside=function, template_names=template_names,
+                                       later=later)
         if passed is None and name != "main":
             for other in self._caller_sources(name):
-                passed = other.arguments_passed(name, tuple(param_names), depth, template_names=template_names)
+                passed = other.arguments_passed(name, tuple(param_names), depth, template_names=template_names,
+                                                later=later)
                 if passed is not None:
                     break
+        if later:
+            values = passed[0] if passed is not None else {}
+            self._caller_arguments[key] = values
+            return values
         method = "::" in self.ctx.text(name_node) or (function.parent is not None and function.parent.type == "field_declaration_list")
         if passed is None and method:
             # a method (`void Perlin::calculate(...)`, or defined in its class): its calls on an
@@ -492,7 +502,7 @@ class ProgramModel:
             passed = self.arguments_passed(name, tuple(param_names), depth, calls=calls) if calls else None
         values, assumed = passed if passed is not None else ({}, set())
         if assumed:
-            self._caller_assumed[key] = assumed
+            self._caller_assumed[(function.start_byte, depth)] = assumed
         self._caller_arguments[key] = values
         return values
 
@@ -520,7 +530,7 @@ class ProgramModel:
 
     def arguments_passed(self, name: str, param_names: tuple[str | None, ...], depth: int,
                          outside: Node | None = None, calls: list[Node] | None = None,
-                         template_names: tuple[str | None, ...] = (),
+                         template_names: tuple[str | None, ...] = (), later: int = 0,
                          ) -> tuple[dict[str, Folded], set[str]] | None:
         """What the first call of `name` in this file (or of `calls`; with as many arguments as
         `param_names`, not inside `outside`: a recursive call) passes: the foldable arguments by
@@ -528,7 +538,10 @@ class ProgramModel:
         A call a run without arguments reaches comes before those it does not (a `--sweep` option's run
         from 1 element, ahead of the run's own size in the source). The call's explicit template
         arguments bind the value parameters `template_names` names (`run<256>(n)` for
-        `template <int BS> void run(int n)`; None for a type parameter)."""
+        `template <int BS> void run(int n)`; None for a type parameter). A call that its
+        function's first pass cannot reach (`if (n > 1) run(n);` where `n` is 1 the first time
+        the function is called) passes what it does on the first pass of its caller's loop that
+        reaches it; `later`: what it passes on that pass of the loop around it."""
         candidates: list[tuple[Node, list[str], Sequence[str]]] = []  # (where the call stands, its arguments, its template arguments)
         for call in self.calls_to(name) if calls is None else calls:
             if outside is not None and outside.start_byte <= call.start_byte < outside.end_byte:
@@ -548,6 +561,13 @@ class ProgramModel:
         running = next((c for c in candidates if self._call_runs(c[0], depth)), None) if len(candidates) > 1 else None
         for call, arg_texts, template_texts in [running] if running is not None else candidates[:1]:
             env = self.env_at(call.start_byte, depth + 1)
+            if later:
+                stepped = later_pass_env(self.ctx, call, env, later)
+                if stepped is None:
+                    return None
+                env = stepped
+            else:
+                env = self._reaching_env(call, depth + 1) or env
             values: dict[str, Folded] = {}
             assumed: set[str] = set()
             for tname, targ in zip(template_names, template_texts):
@@ -566,6 +586,24 @@ class ProgramModel:
                     if reads.seen:
                         assumed.add(pname)
             return values, assumed
+        return None
+
+    def _reaching_env(self, call: Node, depth: int) -> ConstEnv | None:
+        """The constants at `call` on the first pass of its function's caller's loop that
+        reaches it, where the first pass does not (None where it does, or no pass does)."""
+        function = enclosing_function(call)
+        if function is None or depth >= CALLER_LEVELS:
+            return None
+        if not never_runs(self.ctx, call, function, lambda offset: self.env_at(offset, depth)):
+            return None
+        for later in range(1, MAX_LATER_PASSES + 1):
+            passed = self.caller_arguments(function, depth, later)
+            if not passed:
+                return None
+            def env_of(offset: int, passing: dict[str, Folded] = passed) -> ConstEnv:
+                return self._env_at(offset, depth, self.host_globals, passing)
+            if not never_runs(self.ctx, call, function, env_of):
+                return env_of(call.start_byte)
         return None
 
     def _call_runs(self, call: Node, depth: int) -> bool:
