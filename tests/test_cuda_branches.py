@@ -74,3 +74,30 @@ def test_an_arm_that_only_resets_the_value_it_tests_is_the_rare_case():
     texts = [note.text for note in facts.assumptions]
     assert any("`if (seen == 0)` only resets the value it tests" in text for text in texts)
     assert any("`if (width <= 0.001f || width > 1000.0f)` only resets" in text for text in texts)
+
+
+WINDOW_SRC = """
+__global__ void gather(const float *img, const int2 *pts, float *out, int w, int h) {
+  int n = blockIdx.x * blockDim.x + threadIdx.x;
+  int x0 = pts[n].x, y0 = pts[n].y;
+  float s = 0.0f;
+  for (int a = -4; a < 4; a++)
+    for (int b = -4; b < 4; b++)
+      if (x0 + a >= 0 && y0 + b >= 0 && x0 + a < w && y0 + b < h)
+        s += img[(y0 + b) * w + x0 + a] * 0.5f;
+  float t;
+  if (x0 < 0 || x0 >= w) t = 1.0f; else t = s * s;
+  float u = 0.0f;
+  if (s >= 0.0f && s < 1.0f) u = s * 3.0f;
+  out[n] = s + t + u;
+}
+"""
+
+
+def test_an_index_read_from_data_is_in_bounds_where_the_test_is_of_its_bounds():
+    per_item = analyse(WINDOW_SRC)["gather"].facts.per_item
+    # the window's 64 points, each tested `>= 0` and `< w` on the same indices: in bounds (a
+    # multiply and an add each); `x0 < 0 || x0 >= w` is out of them: its `else` runs (1);
+    # `s >= 0.0f && s < 1.0f` is a value's range, no index's: half (0.5); the sums 2
+    assert per_item.fp32 == 128 + 1 + 0.5 + 2
+    assert per_item.global_loads == 2 + 64  # (the point's two coordinates)

@@ -202,7 +202,54 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
         # against a size it does not know: (nearly) every item is in bounds; the `then` arm is
         # that side unless the condition tests for being out of them (`if (x >= n) {...} else {...}`)
         return 0.0 if out_of_bounds_test(walker, cond) else 1.0
+    inside = index_bounds(walker, cond)
+    if inside is not None:
+        # `x >= 0 && x < w` on an index read from data (a gather's window): (nearly) every
+        # index is in bounds, as a thread's is
+        return 1.0 if inside else 0.0
     return walker.cost.branch_weight
+
+
+def index_bounds(walker: Walker, cond: Node | None) -> bool | None:
+    """True for a test that an index is in bounds, each expression it tests both at least zero
+    and below a bound (`x >= 0 && y >= 0 && x < w && y < h`); False for the test that it is
+    out of them (`x < 0 || x >= w`); None for anything else."""
+    parts = binary_parts(walker, cond)
+    if parts is None or parts[0] not in ("&&", "||"):
+        return None
+    joint = parts[0]
+    lower: set[str] = set()
+    upper: set[str] = set()
+    pending = [parts[1], parts[2]]
+    while pending:
+        leaf = binary_parts(walker, pending.pop())
+        if leaf is None or leaf[1] is None or leaf[2] is None:
+            return None
+        op, left, right = leaf
+        if op == joint:
+            pending += [left, right]
+            continue
+        if op not in _FLIPPED:
+            return None
+        lval, rval = walker.eval(left), walker.eval(right)
+        if (lval.known and rval.known) or lval.ctype.is_float or rval.ctype.is_float:
+            return None  # (a value's range, `v >= 0.0f && v < 1.0f`, is no index's bounds)
+        if lval.known or rval.known:
+            # `index op constant`, read with the index first
+            index, op, limit = (right, _FLIPPED[op], lval.value) if lval.known else (left, op, rval.value)
+            floor = (op, limit) in ((">=", 0), (">", -1)) if joint == "&&" else (op, limit) in (("<", 0), ("<=", -1))
+            below = op in ("<", "<=") if joint == "&&" else op in (">", ">=")
+            if not (floor or below):
+                return None
+            (lower if floor else upper).add(" ".join(walker.text(index).split()))
+            continue
+        # `index < bound` (in) / `index >= bound` (out): the smaller side is the index
+        smaller = left if (op in ("<", "<=")) == (joint == "&&") else right
+        upper.add(" ".join(walker.text(smaller).split()))
+    return (joint == "&&") if lower and lower == upper else None
+
+
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 def _threads_above(walker: Walker, cond: Node | None, loop_atom: str) -> bool:
