@@ -714,6 +714,88 @@ def test_the_unrolling_of_a_loop_without_a_counter_is_read_from_its_address_step
     assert _unroll_by_addresses([], {4.0}) is None
 
 
+INDEX_STEPPED = """\
+\t.section\t.text._Z1kPd,"ax",@progbits
+        .other          _Z1kPd,@"STO_CUDA_ENTRY STV_DEFAULT"
+_Z1kPd:
+.text._Z1kPd:
+\t//## File "/src/k.cu", line 2
+        /*0000*/                   IMAD.MOV.U32 R5, RZ, RZ, -0x1 ;
+.L_x_0:
+\t//## File "/src/k.cu", line 4
+        /*0010*/                   DFMA R2, R2, R2, R2 ;
+\t//## File "/src/k.cu", line 3
+        /*0020*/                   IADD3 R5, R5, 0x6, RZ ;
+        /*0030*/                   ISETP.NE.AND P0, PT, R5, 0x2f, PT ;
+        /*0040*/               @P0 BRA `(.L_x_0) ;
+        /*0050*/                   EXIT ;
+"""
+
+
+@pytest.mark.parametrize(("static", "fp64"), [(True, 16.0), (False, 16.0 / 6)])
+def test_a_register_stepped_by_an_index_s_stride_is_no_counter_of_that_many_iterations(static, fp64):
+    from perflsp.compiled.cfg import build_function
+    from perflsp.compiled.counts import dynamic_counts
+    from perflsp.compiled.model import CompiledUnit
+    from perflsp.compiled.profile import SourceLoop, SourceProfile, SourceStatement
+
+    # `for (q = 1; q <= 8; q++) r = fma(r, r, r + acof[k + 6 * q]);` as clang's strength reduction
+    # leaves it: one register, the index, stepped 6 a trip and compared with 47, no counter
+    fn = build_function(parse_sass(INDEX_STEPPED)[0])
+    unit = CompiledUnit("/src/k.cu", "sm_86", "clang", {fn.name: fn})
+    loop = SourceLoop("/src/k.cu", 3, 4, 4, 8.0, 1.0, 1.0, 0, index_steps={6.0}, static_trip=static)
+    profile = SourceProfile([SourceStatement("/src/k.cu", 2, 2, 1.0, None), SourceStatement("/src/k.cu", 3, 4, 1.0, None),
+                             SourceStatement("/src/k.cu", 4, 4, 1.0, 0)], [loop])
+    # a trip count the compiler knows (8): 6 iterations a trip would not fit it, one does (the
+    # index's step): 8 trips of one DFMA; a trip count it does not know: read as a counter
+    assert dynamic_counts(unit, fn, profile).get("fp64") == pytest.approx(fp64)
+
+
+def test_an_index_s_stride_explains_a_step_only_where_it_fits_the_known_trip_count():
+    from perflsp.compiled.counts import _index_unroll
+
+    assert _index_unroll([192.0], {48.0}, 8.0) == 4.0  # acof[k + 48 * m], unrolled 4 times
+    assert _index_unroll([24.0], {6.0}, 8.0) == 4.0
+    assert _index_unroll([6.0], {6.0}, 8.0) == 1.0
+    assert _index_unroll([18.0], {6.0}, 8.0) is None  # 3 iterations a trip do not fit 8
+    assert _index_unroll([192.0], {48.0}, 0.0) is None  # a trip count the compiler does not know
+    assert _index_unroll([192.0], set(), 8.0) is None
+
+
+SWEEP_COEFFICIENTS = """\
+__global__ void mix(const double *acof, const double *u, double *out, int n, int k) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  double r = 0;
+  for (int q = 1; q <= 8; q++)
+    for (int m = 0; m < n; m++)
+      r += acof[k + 6 * q + 48 * m] * u[i];
+  out[i] = r;
+}
+"""
+
+
+@needs_cuda
+def test_the_walk_records_a_loop_s_index_steps_and_whether_the_compiler_knows_its_trips(tmp_path, compiler, monkeypatch):
+    import perflsp.analysis.compiled_facts as compiled_facts
+
+    profiles = []
+    counted = compiled_facts.dynamic_counts
+
+    def recording(unit, fn, profile, *args, **kwargs):
+        profiles.append(profile)
+        return counted(unit, fn, profile, *args, **kwargs)
+
+    monkeypatch.setattr(compiled_facts, "dynamic_counts", recording)
+    source = tmp_path / "mix.cu"
+    source.write_text(SWEEP_COEFFICIENTS)
+    analyse(source, compiler)
+    q, m = profiles[0].loops
+    # `q <= 8`: a trip count the compiler knows; `m < n`: one it does not. The index `k + 6 * q
+    # + 48 * m` steps 6 elements a `q` iteration, 48 an `m` one
+    assert (q.static_trip, q.index_steps) == (True, {6.0})
+    assert (m.static_trip, m.index_steps) == (False, {48.0})
+
+
 DOT_REGION = """\
 double dot(int n, const double *x, const double *y) {
   double s = 0.0;

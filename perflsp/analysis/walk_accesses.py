@@ -50,7 +50,9 @@ def _note_stride(walker: Walker, index_lin: Linear, elem: CType) -> None:
     step = index_lin.coeff_map().get(walker.loop_atoms[-1])
     size = 8 if elem.pointer else elem.size_bytes
     if step and step != UNKNOWN_COEFF and size:
-        walker.profile.loops[walker.profile_loops[-1]].access_strides.add(abs(step) * size)
+        loop = walker.profile.loops[walker.profile_loops[-1]]
+        loop.access_strides.add(abs(step) * size)
+        loop.index_steps.add(abs(step))
 
 
 def _count_loop_load(walker: Walker, access: Access) -> None:

@@ -49,7 +49,7 @@ def walk_for(walker: Walker, node: Node) -> None:
         _note_geometric(walker, trip)
         run_loop(walker, node, var, start, step_val, trip, origin, note, cond, update, body, unrolled,
                  collapse=_collapsed_levels(walker.text(pragma)) if pragma is not None and pragma.type == "preproc_call"
-                 else 1)
+                 else 1, static_trip=walker.trip_is_static)
     finally:
         walker.scopes.pop()
 
@@ -537,7 +537,7 @@ def loop_step(walker: Walker, var: str, update: Node | None) -> tuple[str | None
 
 def run_loop(walker: Walker, node: Node, var: str | None, start: Val | None, step: Val | None, trip: float,
              origin: LoopOrigin, note: str, cond: Node | None, update: Node | None, body: Node | None,
-             unrolled: bool = False, collapse: int = 1) -> None:
+             unrolled: bool = False, collapse: int = 1, static_trip: bool = False) -> None:
     """Walk a loop body `trip` times. An unrolled loop has no counter or compare, and the
     addresses it steps through become immediate offsets. `collapse`: the loops of the nest it
     heads that an OpenMP directive collapses into one."""
@@ -567,7 +567,7 @@ def run_loop(walker: Walker, node: Node, var: str | None, start: Val | None, ste
         walker.unrolled_atoms.add(atom)
     walker.mult = saved
     profiled = begin_profile_loop(walker, node, body, trip, step.value if step is not None else None,
-                                  induction_steps=tuple(induction_steps))
+                                  induction_steps=tuple(induction_steps), static_trip=static_trip)
     walker.mult = saved * trip
     try:
         if not unrolled:

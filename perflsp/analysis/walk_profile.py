@@ -30,7 +30,7 @@ _TESTS_AND_JUMPS = frozenset({"if_statement", "switch_statement", "return_statem
 
 def begin_profile_loop(walker: Walker, node: Node, body: Node | None, trip: float, step: float | None,
                        parallel: bool = False, first_line: int | None = None,
-                       induction_steps: tuple[float, ...] = ()) -> int | None:
+                       induction_steps: tuple[float, ...] = (), static_trip: bool = False) -> int | None:
     """Record a loop the walk enters (`end_profile_loop` when it leaves); None when not
     profiling. `first_line`: where its header starts when not on the loop statement (the
     directive of an OpenMP worksharing loop, whose runtime loops the compiler puts there)."""
@@ -41,7 +41,8 @@ def begin_profile_loop(walker: Walker, node: Node, body: Node | None, trip: floa
     walker.profile.loops.append(SourceLoop(
         walker.path, first_line or walker.line(node), walker.line(body) if body is not None else walker.line(node),
         node.end_point[0] + 1 + walker.line_offset, trip, weight * walker.trip_product, step,
-        len(walker.profile_loops), walker.callsites, parallel, induction_steps=induction_steps))
+        len(walker.profile_loops), walker.callsites, parallel, induction_steps=induction_steps,
+        static_trip=static_trip))
     walker.profile_loops.append(index)
     walker.profile_load_bytes.append(0.0)
     walker.profile_load_keys.append(set())

@@ -480,8 +480,14 @@ class _Counter:
         # the source's steps, and the compiler's own trip counter (a canonical induction variable
         # stepped by one: `for (j = 0; j < n; j += 2)` counted as 16 and 32 a trip of 16)
         source_steps = (step, *(abs(s) for s in lp.induction_steps if s), 1.0)
+        # a 32-bit register stepped by a multiple of an index's step (`acof[k + 6 * q]`, stepped 6
+        # a trip of one iteration, 24 a trip of 4) where a counter's reading would not fit the
+        # trip count the compiler knows (6 iterations a trip of a loop of 8)
+        trip = self._trip(source) if lp.static_trip else 0.0
+        indexed = _index_unroll([s.amount for s in steps if not s.wide and not s.address], lp.index_steps, trip)
         if counters:
-            return _consistent_unroll(counters, source_steps)
+            counted = _consistent_unroll(counters, source_steps)
+            return indexed if indexed is not None and not _divides(counted, trip) else counted
         # around nested loops the compiler unrolled completely (none of them a compiled loop):
         # a trip does their loads too (`for (a...) for (b = 0; b < 5; b++) t += x[a * 7 + b]`,
         # its counter stepped by 7 times the unrolling)
@@ -512,6 +518,9 @@ class _Counter:
             loaded = self._unroll_by_loads(compiled_bytes, lp.load_bytes)
             if loaded is not None and loaded > 1 and _steps_strides(loop.steps, loaded, lp.access_strides):
                 return loaded
+        # nothing else: the index register (`acof[k + 48 * m]` stepped 192 a trip of 4)
+        if indexed is not None:
+            return indexed
         # nor loads: a 64-bit counter that addresses nothing (`unsigned long long j`, `size_t`)
         # steps by the iterations a trip does
         wide_counters = [s.amount for s in steps if s.wide and not s.address and step >= 1
@@ -552,6 +561,24 @@ class _Counter:
         if abs(ratio - round(ratio)) < 1e-6:
             return float(min(MAX_UNROLL, round(ratio)))
         return float(min(MAX_UNROLL, 2 ** round(math.log2(ratio))))
+
+
+def _divides(unroll: float, trip: float) -> bool:
+    """Whether `unroll` iterations a trip fit a loop of `trip` iterations, a compile-time
+    constant (a whole number of trips); any unrolling fits a trip count the compiler does not
+    know (0: a remainder loop does what is left)."""
+    if trip < 1 or trip != int(trip):
+        return True
+    return unroll <= trip and trip % unroll == 0
+
+
+def _index_unroll(amounts: Sequence[float], index_steps: Collection[float], trip: float) -> float | None:
+    """The fewest iterations a trip that make every one of `amounts` an index step times it and
+    fit the loop's trip count, a whole number known; None where none does."""
+    if not amounts or not index_steps or trip < 1 or trip != int(trip):
+        return None
+    found = _explaining_unroll(amounts, tuple(index_steps), min(MAX_UNROLL, trip))
+    return found if found is not None and _divides(found, trip) else None
 
 
 def _steps_strides(steps: Sequence[Step], iterations: float, strides: Collection[float]) -> bool:

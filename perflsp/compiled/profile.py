@@ -40,6 +40,11 @@ class SourceLoop:
     # indexes by its counter (`s[i]` of floats: 4): an address register stepped by a multiple
     # of one says how many iterations a compiled trip does
     access_strides: set[float] = field(default_factory=set)
+    # the elements between them, in each such access's index (`acof[k + 6 * q + 48 * m]`: 6 for
+    # `q`): a 32-bit index register stepped by a multiple of one, rather than a counter
+    index_steps: set[float] = field(default_factory=set)
+    # its trip count is a compile-time constant (`q <= 8`): the compiler unrolls it by a divisor
+    static_trip: bool = False
 
 
 @dataclass(slots=True)
