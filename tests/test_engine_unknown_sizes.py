@@ -340,6 +340,9 @@ __global__ void vec(const float4 *x, int2 *p, double2 *d, half2 *h, float *y, in
     # a name that only looks like a float type is still an assumption, said so
     guessed = kernel(src.replace("float4 v = x[i];", "real_t s = 1; float4 v = x[i];"), "vec")
     assert any("`real_t` is not defined" in a for a in texts(guessed.facts.assumptions))
+    # words in a comment name no type (`// only 1 real root`, `/* 2 double buffers */`)
+    commented = kernel(src.replace("float4 v = x[i];", "float4 v = x[i];  // only 1 real root\n /* 2 double buffers */"), "vec")
+    assert not [a for a in texts(commented.facts.assumptions) if "is not defined" in a]
 
 
 def test_a_loop_on_two_bounds_stops_at_the_nearer_one():

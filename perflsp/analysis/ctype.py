@@ -157,6 +157,8 @@ _FLOAT_NAME = re.compile(r"^(?P<prefix>[dDsS]?)(?P<word>real|float|double|fp)(?:
                          re.IGNORECASE)
 
 
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
 _BUILTIN_VECTORS = frozenset({"half2", "__half2", "__nv_bfloat162", "nv_bfloat162", "cuComplex", "cuFloatComplex",
                               "cuDoubleComplex"})
 
@@ -179,9 +181,11 @@ def guessed_float_type(name: str) -> CType | None:
 
 
 def guessed_type_notes(text: str, aliases: dict[str, CType]) -> list[Note]:
-    """Assumptions for the unresolved floating-point type names that `text` uses as types."""
+    """Assumptions for the unresolved floating-point type names that `text` uses as types (its
+    comments aside: `// the real root` names no type)."""
     notes = []
-    for name in sorted(set(re.findall(r"\b([A-Za-z_]\w*)\s*(?:[*&]|\s[A-Za-z_(]|>)", text))):
+    code = _COMMENT.sub(" ", text)
+    for name in sorted(set(re.findall(r"\b([A-Za-z_]\w*)\s*(?:[*&]|\s[A-Za-z_(]|>)", code))):
         if name in aliases or name in _SCALARS:
             continue
         guessed = guessed_float_type(name)
