@@ -10,6 +10,9 @@
 (pointer_expression operator: "&" argument: (parenthesized_expression (field_expression))) @address
 ; `f(x)`: the variable may be written through a reference parameter (`void size(int &threads)`)
 (argument_list (identifier) @argument)
+; `in >> n >> m;`: a stream extraction (a shift whose value a statement drops is no arithmetic)
+; writes its operands (`file >> size;`, `std::cin >> n;`)
+(expression_statement (binary_expression operator: ">>") @extraction)
 ; A `return` inside a branch or loop: the function may end there (`out_parameters`)
 (return_statement) @exit
 ; Control statements: where their conditions are folded (a branch or loop the point is not in

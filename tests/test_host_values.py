@@ -609,6 +609,31 @@ def test_a_launch_its_callers_first_pass_skips_takes_the_first_pass_that_reaches
     assert launch_args(SWEEP.replace("STARTS", "0").replace("STEP", "1"), "k")[1:] == [1, 1 << 20]
 
 
+
+STREAMED = """
+#include <fstream>
+__global__ void k(float *y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 0.0f; }
+int main(int argc, char **argv) {
+  int n = 0, m = 4, threads = 256;
+  std::ifstream in(argv[1]);
+  if (in.is_open()) { in >> n >> m; }
+  threads = threads >> 2;
+  float *y;
+  k<<<(n + 255) / 256, threads>>>(y, n);
+}
+"""
+
+
+def test_a_variable_read_from_a_stream_is_unknown_and_a_shift_still_folds():
+    # `in >> n >> m;` writes `n` and `m` (a file's size): not the 0 they were declared with
+    model = model_of(STREAMED, ("points.txt",))
+    site = model.kernels.launches[0]
+    assert launch_args(STREAMED, "k", ("points.txt",))[1] is None
+    assert model.fold_at(site.grid.span.start_byte, site.grid.text) is None
+    # `threads >> 2` is arithmetic: 64
+    assert model.fold_at(site.block.span.start_byte, site.block.text) == 64
+
+
 # template values of the function around an OpenMP region -----------------------------------------
 
 def test_a_region_reads_its_function_s_template_values_from_the_calls_that_instantiate_it():

@@ -658,6 +658,10 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
         chain = _chain(node, body)
         if chain is None or _inner_part_of_expression(node, body):
             continue
+        if capture == "extraction":
+            for name in _extracted(ctx, node):
+                events.append((node.start_byte, node.start_byte, chain, _replayed(_mark_unknown(name, "is read from a stream"))))
+            continue
         if capture == "exit":
             if chain and not ends_function(node, body):  # (a branch or loop the run takes, or may take, ends it there)
                 events.append((node.start_byte, node.start_byte, chain, lambda replay, control: returned(replay.env, control)))
@@ -675,15 +679,37 @@ def _collect_events(ctx: ExtractionContext, body: Node, events: list[_Event]) ->
 
             events.append((node.start_byte, node.start_byte, chain, assign))
         else:
-            target = node.child_by_field_name("argument")
-            if target is not None and target.type == "identifier":
-                def update(replay: _Replay, control: bool, name: str = ctx.text(target), upd: Node = node) -> None:
-                    _bind_update(ctx, upd, name, replay.env, control)
+            updated = _update_event(ctx, node)
+            if updated is not None:
+                events.append((node.start_byte, node.start_byte, chain, updated))
 
-                events.append((node.start_byte, node.start_byte, chain, update))
-            elif target is not None and target.type == "field_expression":  # `p.count++`
-                events.append((node.start_byte, node.start_byte, chain, _replayed(_mark_unknown(
-                    re.sub(r"\s+", "", ctx.text(target)), "is modified by ++/--"))))
+
+def _update_event(ctx: ExtractionContext, node: Node) -> Callable[[_Replay, bool], None] | None:
+    """The event of `x++` (or `p.count++`: the path is unknown after); None for anything else."""
+    target = node.child_by_field_name("argument")
+    if target is not None and target.type == "identifier":
+        def update(replay: _Replay, control: bool, name: str = ctx.text(target), upd: Node = node) -> None:
+            _bind_update(ctx, upd, name, replay.env, control)
+
+        return update
+    if target is not None and target.type == "field_expression":  # `p.count++`
+        return _replayed(_mark_unknown(re.sub(r"\s+", "", ctx.text(target)), "is modified by ++/--"))
+    return None
+
+
+def _extracted(ctx: ExtractionContext, node: Node) -> list[str]:
+    """The variables (or member paths, `p.n`) `in >> a >> p.n` reads into: the right operands
+    of the chain of `>>`."""
+    names: list[str] = []
+    while node.type == "binary_expression" and ctx.text(node.child_by_field_name("operator")) == ">>":
+        right = node.child_by_field_name("right")
+        if right is not None and right.type in ("identifier", "field_expression"):
+            names.append(re.sub(r"\s+", "", ctx.text(right)).replace("->", "."))
+        left = node.child_by_field_name("left")
+        if left is None:
+            break
+        node = left
+    return names
 
 
 def _reference_argument(ctx: ExtractionContext, node: Node) -> Callable[[_Replay, bool], None] | None:
