@@ -153,3 +153,34 @@ __global__ void apply(const float *a, float *b, int n) {
     facts = analyse(kernel, source)["apply"].facts
     assert not any("`scale_it` not analysed" in e for e in texts(facts.evidence))
     assert facts.per_item.fp32 >= 2  # the callee's multiply-add
+
+
+REFERENCE_COUNT = """
+__device__ void peaks(const double *h, int n, double *out, int &count) {
+  int k = 0;
+  for (int i = 1; i < n - 1; i++)
+    if (h[i] > h[i - 1] && h[i] > h[i + 1]) out[k++] = h[i];
+  count = k;
+}
+__device__ void fixed(int &count) { count = 5; }
+__global__ void cycles(const double *h, double *out, double *sum, int n) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  int count = 0;
+  peaks(h + t * n, n, out + t * n, count);
+  double s = 0.0;
+  for (int i = 0; i < count; i++) s += out[t * n + i] * 0.5;
+  int five = 0;
+  fixed(five);
+  for (int j = 0; j < five; j++) s += 1.0;
+  sum[t] = s;
+}
+"""
+
+
+def test_a_variable_passed_to_a_reference_parameter_takes_what_the_callee_sets():
+    loops = {loop.variable: loop for loop in kernel_reports(REFERENCE_COUNT)["cycles"].facts.loops
+             if loop.line > 10}
+    # `count` is what `peaks` counted (data-dependent: an assumed trip), not the caller's 0;
+    # `five` is the constant `fixed` stores
+    assert loops["i"].trip_count > 0 and loops["i"].origin == "assumed"
+    assert loops["j"].trip_count == 5

@@ -393,6 +393,7 @@ def inline_call(walker: Walker, name: str, callee: Callee, args: list[Val], temp
     param_list = declarator.child_by_field_name("parameters") if declarator is not None else None
     param_nodes = [p for p in param_list.named_children if p.type.endswith("parameter_declaration")] if param_list is not None else []
     written_through = _reference_arguments(walker, param_nodes, arg_nodes or [])
+    set_through = _reference_variables(walker, param_nodes, arg_nodes or [])
     for index, param in enumerate(param_nodes):
         ptype = parse_type(walker.text(param.child_by_field_name("type")) + " " + "*" * walker.text(param).count("*"), walker.aliases)
         pname = _declared_name(walker, param)
@@ -440,6 +441,7 @@ def inline_call(walker: Walker, name: str, callee: Callee, args: list[Val], temp
         walker.path, walker.line_offset, walker.callsites = saved_place
         walker.aliases = saved_aliases
     _store_through_references(walker, callee.data[body.start_byte : body.end_byte], written_through)
+    _set_through_references(walker, scope, set_through)
     if returned is None:
         # a constructor or a function whose result we did not see: it depends on its inputs
         atoms = frozenset().union(*(a.lin.atoms for a in args)) if args else frozenset()
@@ -505,6 +507,30 @@ def _reference_arguments(walker: Walker, param_nodes: list[Node], arg_nodes: lis
         if pname is not None and arg.type == "subscript_expression" and non_const_reference(walker.text(param)):
             found.append((pname, arg))
     return found
+
+
+def _reference_variables(walker: Walker, param_nodes: list[Node], arg_nodes: list[Node]) -> list[tuple[str, str]]:
+    """(parameter, variable) for each local variable passed to a non-const reference parameter
+    of a scalar (`int &count`): the callee may set it."""
+    found = []
+    for param, arg in zip(param_nodes, arg_nodes):
+        pname = _declared_name(walker, param)
+        text = walker.text(param)
+        if pname is not None and arg.type == "identifier" and non_const_reference(text) and "*" not in text:
+            found.append((pname, walker.text(arg)))
+    return found
+
+
+def _set_through_references(walker: Walker, scope: dict[str, Val], set_through: list[tuple[str, str]]) -> None:
+    """`extrema(h, n, out, count)` into `int &count`: the caller's variable takes what the body
+    left in the parameter (a constant), else a value the walk does not know (not the caller's
+    `int count = 0`)."""
+    for pname, variable in set_through:
+        final = scope.get(pname)
+        if final is not None and final.value is not None and not final.lin.atoms:
+            walker.assign(variable, final)
+        elif final is not None:
+            walker.assign(variable, Val(final.ctype, None, Linear(const_known=False)))
 
 
 def _store_through_references(walker: Walker, body: bytes, written_through: list[tuple[str, Node]]) -> None:
