@@ -149,6 +149,29 @@ int main() { float *a; prefix<<<1, 64>>>(a); }
     assert only_loop(kernel(src, "prefix")).trip_count == pytest.approx(63 / 2)
 
 
+
+def test_a_loop_starting_at_an_enclosing_loop_s_counter_runs_its_mean():
+    src = """
+__global__ void pick(const double *weights, double *out) {
+  double s = 0.0;
+  for (int i = 0; i < 12; i++) {
+    double running = 0.0;
+    for (int j = i; j > 0; j--) running += weights[j];
+    for (int k = 2 * i + 1; k < 30; k++) s += weights[k];
+    s += running;
+  }
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+int main() { double *w, *o; pick<<<64, 256>>>(w, o); }
+"""
+    outer, down, up = kernel(src, "pick").facts.loops
+    # `j` from `i` down to 1: i passes, 5.5 over i = 0..11 (not the 0 of the first pass);
+    # `k` from 2i + 1 to 29: 29 - 2i passes, 18 on average
+    assert outer.trip_count == 12
+    assert down.trip_count == pytest.approx(5.5)
+    assert up.trip_count == pytest.approx(18.0)
+
+
 CAS = """
 __device__ double add_double(double *address, double val) {
   unsigned long long *a = (unsigned long long *)address;

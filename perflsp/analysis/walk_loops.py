@@ -14,13 +14,13 @@ from perflsp.analysis.block_bounds import per_block_trip
 from perflsp.analysis.counter_forms import counter_form, geometric_passes, solved_bound
 from perflsp.analysis.ctype import INT
 from perflsp.analysis.folding import pow2
-from perflsp.analysis.linear import Linear
+from perflsp.analysis.linear import UNKNOWN_COEFF, Linear
 from perflsp.analysis.models import LoopFact
 from perflsp.analysis.notes import Note, NoteKind, NoteSource, assumed
 from perflsp.analysis.walk_branches import learn_size
 from perflsp.analysis.walk_profile import begin_profile_loop, collapse_profile_loops, end_profile_loop
 from perflsp.analysis.walk_ranges import assume_sized_trip
-from perflsp.analysis.walk_values import IDENT, INDEX_ATOMS, LoopOrigin, Val, loop_atom
+from perflsp.analysis.walk_values import IDENT, INDEX_ATOMS, LoopOrigin, Val, is_loop_atom, loop_atom
 from perflsp.analysis.while_forms import while_expectation
 from perflsp.kernels.consteval import ConstEnv, try_evaluate
 
@@ -150,6 +150,11 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     bound_value = solved_bound(bound_value, form, op)
     step = _tile_step(walker, var, start, (step_kind, step), bound if bound_value is None else None, update, loop)
     start_value, thread_start = start_of(start)
+    # a start that is an enclosing loop's counter (`for (j = i; j > 0; j--)`): its mean over
+    # that loop's passes, the trip count averaged as `j < i`'s is
+    outer_mean = _mean_over_loops(walker, start) if start is not None and not thread_start else None
+    if outer_mean is not None:
+        start_value = outer_mean
     bound_name = walker.text(bound_node).strip()
     # a bound read from an offsets or counts array: the average from the arrays' sizes
     sized = assume_sized_trip(walker, var, start, bound, bound_value, (step_kind, step), loop)
@@ -198,9 +203,10 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     if step_kind == "add" and step is not None and step.value:
         s = step.value
         span = (bound_value - start_value + (inclusive if s > 0 else -inclusive))
-        if thread_start:
-            # threads start spread over one stride (grid-/block-stride loops): on average
-            # span / stride iterations each, not the ceiling of it
+        if thread_start or outer_mean is not None:
+            # threads start spread over one stride (grid-/block-stride loops), or passes of an
+            # enclosing loop over a range: on average span / stride iterations each, not the
+            # ceiling of it
             trip = max(0.0, span / s) if (span > 0) == (s > 0) else 0.0
         else:
             trip = max(0.0, math.ceil(span / s)) if (span > 0) == (s > 0) else 0.0
@@ -400,6 +406,16 @@ def _clipped_trip(walker: Walker, var: str, start: Val | None, step: Val | None,
                              "(the other clips the last tile only)", subject=var, value=min(trips),
                              unit="iterations", line=walker.line(loop)))
     return min(trips)
+
+
+def _mean_over_loops(walker: Walker, start: Val) -> float | None:
+    """The mean of a loop start made of enclosing loops' counters (`i`, `2 * i + 1`) over their
+    passes, or None for any other start (a known value, a thread's index, data)."""
+    lin = start.lin
+    if start.value is not None or lin.nonlinear or not lin.coeffs or not lin.const_known \
+            or not all(is_loop_atom(atom) and coeff != UNKNOWN_COEFF for atom, coeff in lin.coeffs):
+        return None
+    return lin.const + sum(coeff * (walker.cardinality.get(atom, 1.0) - 1.0) / 2.0 for atom, coeff in lin.coeffs)
 
 
 def start_of(start: Val | None) -> tuple[float | None, bool]:
