@@ -149,12 +149,7 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
         bound_value = walker.resolve_bound(walker.text(bound_node))
     bound_value = solved_bound(bound_value, form, op)
     step = _tile_step(walker, var, start, (step_kind, step), bound if bound_value is None else None, update, loop)
-    start_value, thread_start = start_of(start)
-    # a start that is an enclosing loop's counter (`for (j = i; j > 0; j--)`): its mean over
-    # that loop's passes, the trip count averaged as `j < i`'s is
-    outer_mean = _mean_over_loops(walker, start) if start is not None and not thread_start else None
-    if outer_mean is not None:
-        start_value = outer_mean
+    start_value, thread_start, spread = _start_of_loop(walker, start)
     bound_name = walker.text(bound_node).strip()
     # a bound read from an offsets or counts array: the average from the arrays' sizes
     sized = assume_sized_trip(walker, var, start, bound, bound_value, (step_kind, step), loop)
@@ -203,7 +198,7 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     if step_kind == "add" and step is not None and step.value:
         s = step.value
         span = (bound_value - start_value + (inclusive if s > 0 else -inclusive))
-        if thread_start or outer_mean is not None:
+        if spread:
             # threads start spread over one stride (grid-/block-stride loops), or passes of an
             # enclosing loop over a range: on average span / stride iterations each, not the
             # ceiling of it
@@ -406,6 +401,16 @@ def _clipped_trip(walker: Walker, var: str, start: Val | None, step: Val | None,
                              "(the other clips the last tile only)", subject=var, value=min(trips),
                              unit="iterations", line=walker.line(loop)))
     return min(trips)
+
+
+def _start_of_loop(walker: Walker, start: Val | None) -> tuple[float | None, bool, bool]:
+    """`start_of`, and whether the start is spread over threads or over an enclosing loop's
+    passes (`for (j = i; j > 0; j--)`: the mean of `i`, the trip count averaged as `j < i`'s is)."""
+    start_value, thread_start = start_of(start)
+    outer_mean = _mean_over_loops(walker, start) if start is not None and not thread_start else None
+    if outer_mean is not None:
+        return outer_mean, thread_start, True
+    return start_value, thread_start, thread_start
 
 
 def _mean_over_loops(walker: Walker, start: Val) -> float | None:
