@@ -499,3 +499,39 @@ def test_a_register_that_addresses_memory_is_a_byte_offset_not_a_counter():
     assert not _addresses("R7", counter)
     assert not _addresses("R8", [i("LDG.E", "R4, [R80.64]")])
     assert _carries(i("IADD3", "R7, P1, R7, 0x4, RZ")) and not _carries(i("IADD3", "R6, R6, 0x800, RZ"))
+
+
+LAST_COPY = """\
+\t.section\t.text._Z1kPf,"ax",@progbits
+        .other          _Z1kPf,@"STO_CUDA_ENTRY STV_DEFAULT"
+_Z1kPf:
+.text._Z1kPf:
+\t//## File "/src/k.cu", line 20
+        /*0000*/                   ISETP.GE.U32.AND P0, PT, R0, 0x10, PT ;
+\t//## File "/src/k.cu", line 4
+        /*0010*/              @!P0 FADD R2, R2, R3 ;
+\t//## File "/src/k.cu", line 20
+        /*0020*/                   ISETP.NE.AND P1, PT, R0, RZ, PT ;
+        /*0030*/               @P1 BRA `(.L_x_1) ;
+\t//## File "/src/k.cu", line 4
+        /*0040*/                   FADD R2, R2, R4 ;
+.L_x_1:
+\t//## File "/src/k.cu", line 22
+        /*0050*/                   EXIT ;
+"""
+
+
+def test_an_operator_s_copy_alone_in_its_block_runs_as_often_as_its_other_copies():
+    from perflsp.compiled.cfg import build_function
+    from perflsp.compiled.counts import dynamic_counts
+    from perflsp.compiled.model import CompiledUnit
+    from perflsp.compiled.sass import parse_sass
+
+    # a tree reduction unrolled whole, its operator's FADD (line 4: no statement of the walk, no
+    # call site in LLVM 19's line info) in each pass: predicated beside the pass's test (line
+    # 20, a quarter of the threads) in the first block; alone in the last pass's block, where no
+    # known code stands beside it: as often as its other copy, not on every thread
+    fn = build_function(parse_sass(LAST_COPY)[0])
+    unit = CompiledUnit("/src/k.cu", "sm_86", "clang", {fn.name: fn})
+    profile = SourceProfile([SourceStatement("/src/k.cu", 20, 21, 0.25, None), SourceStatement("/src/k.cu", 22, 22, 1.0, None)])
+    assert dynamic_counts(unit, fn, profile).get("fp32") == pytest.approx(0.25 + 0.25)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from perflsp.compiled.branch_shares import block_shares
 from perflsp.compiled.linking import simple_name
-from perflsp.compiled.model import INDEX, ZERO, CompiledFunction, CompiledUnit, Step, Vector, add
+from perflsp.compiled.model import INDEX, ZERO, Block, CompiledFunction, CompiledUnit, Step, Vector, add
 from perflsp.compiled.names import directive_line
 from perflsp.compiled.profile import LineTable, SourceProfile, same_file
 from perflsp.compiled.sass import Location
@@ -115,19 +115,14 @@ class _Counter:
         caps = self._exit_caps(fn, chains)
         called = self._call_weight(fn, chains) if depth > 0 else 1.0
         total = ZERO
+        resolved = [self._block_weights(block, chains) for block in fn.blocks]
+        copies = _copy_weights(fn.blocks, resolved)
         for index, block in enumerate(fn.blocks):
             frequency = loop_trips[block.loop] if block.loop is not None else 1.0
             if frequency <= 0:
                 continue
             enclosing = self._enclosing(fn, block.loop)
-            known = [self.source_weight(chains[lc.chain]) for lc in block.lines]
-            beside = beside_predicated = known
-            if None in known:
-                beside = _nearest_known(known)
-                # predicated code the walk has no statement for (an if-converted body's inlined
-                # operator) runs under the predicate of the known code predicated beside it
-                beside_predicated = _nearest_known([w if any(lc.predicated) else None
-                                                    for w, lc in zip(known, block.lines)])
+            known, beside, beside_predicated = resolved[index]
             # (before a loop, code that touches no memory: what the compiler hoisted out of it)
             ahead = None if any(lc.counts[i] > 0 for lc in block.lines for i in _MEMORY) else block.start
             for k, lc in enumerate(block.lines):
@@ -144,6 +139,8 @@ class _Counter:
                 elif guarded is None:
                     whole = lc.predicated == lc.counts and beside_predicated[k] is not None
                     guarded = beside_predicated[k] if whole else beside[k]
+                    if guarded is None:
+                        guarded = copies.get(lc.chain)
                 weight = min(1.0 if guarded is None else guarded / called, caps[index]) * frequency
                 if weight <= 0:
                     continue
@@ -176,6 +173,17 @@ class _Counter:
                          "functions not counted (the argument reduction for |x| ≥ 105615, 2^31 for doubles): "
                          "no thread runs it in practice")
         return DynamicCounts(total, len(fn.loops), matched, notes)
+
+    def _block_weights(self, block: Block, chains: list[tuple[Location, ...]],
+                       ) -> tuple[list[float | None], list[float | None], list[float | None]]:
+        """The source weight of each of a block's lines (None where no statement holds it),
+        then with the weight of the known code beside it filled in, then of the predicated code
+        beside it (an if-converted body's inlined operator runs under that code's predicate)."""
+        known = [self.source_weight(chains[lc.chain]) for lc in block.lines]
+        if None not in known:
+            return known, known, known
+        return known, _nearest_known(known), _nearest_known([w if any(lc.predicated) else None
+                                                             for w, lc in zip(known, block.lines)])
 
     def _exit_caps(self, fn: CompiledFunction, chains: list[tuple[Location, ...]]) -> list[float]:
         """Per block, the most of a thread's passes that run it as the early exits before it allow.
@@ -620,6 +628,19 @@ def _explaining_unroll(amounts: Sequence[float], steps: tuple[float, ...], most:
 
 # what a copy of a loop's body peeled off its loop does and code hoisted out of it does not
 _MEMORY = tuple(INDEX[name] for name in ("loads", "stores", "atomics", "shared", "local"))
+
+
+def _copy_weights(blocks: Sequence[Block], resolved: Sequence[tuple[list[float | None], ...]]) -> dict[int, float]:
+    """The mean weight each source position took, where no statement holds it, from the known
+    code beside it: code with no known statement in its own block takes what its other copies
+    in the function took (the last copy of an unrolled loop's operator body, alone in its block)."""
+    found: dict[int, list[float]] = {}
+    for block, (known, beside, beside_predicated) in zip(blocks, resolved):
+        for k, lc in enumerate(block.lines):
+            weight = beside_predicated[k] if lc.predicated == lc.counts and beside_predicated[k] is not None else beside[k]
+            if known[k] is None and weight is not None:
+                found.setdefault(lc.chain, []).append(weight)
+    return {chain: sum(weights) / len(weights) for chain, weights in found.items()}
 
 
 def _nearest_known(weights: Sequence[float | None]) -> list[float | None]:
