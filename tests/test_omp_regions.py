@@ -434,3 +434,40 @@ def test_a_nested_worksharing_directive_collapses_the_loops_it_names():
     # without it, the rows are the work items and each walks its row
     assert rows.facts.work_items == 256
     assert rows.facts.per_item.fp32 == 512
+
+
+FRAGMENT = """\
+#pragma omp target teams distribute parallel for thread_limit(256)
+for (int i = 0; i < count; i++)
+  histogram[i % bins] += scale * values[i];
+"""
+
+FRAGMENT_INCLUDER = """\
+void tally(const float *values, float *histogram, int count, int bins, float scale) {
+  #pragma omp target data map(to: values[0:count]) map(tofrom: histogram[0:bins])
+  {
+    #include "tally_kernel.h"
+  }
+}
+"""
+
+FRAGMENT_MAIN = """\
+void tally(const float *values, float *histogram, int count, int bins, float scale);
+int main() {
+  static float values[1 << 20], histogram[64];
+  tally(values, histogram, 1 << 20, 64, 0.5f);
+}
+"""
+
+
+def test_a_region_included_inside_a_function_takes_that_function_s_values(tmp_path):
+    # the region's file is a fragment `{ #include "tally_kernel.h" }` inside `tally`, whose
+    # caller (another source) passes `count`: 2^20 iterations, not an assumed size
+    (tmp_path / "tally.cpp").write_text(FRAGMENT_INCLUDER)
+    (tmp_path / "main.cpp").write_text(FRAGMENT_MAIN)
+    fragment = tmp_path / "tally_kernel.h"
+    fragment.write_text(FRAGMENT)
+    (report,) = analyse(FRAGMENT, fragment)
+    assert report.facts.work_items == 1 << 20
+    assert not any("unknown" in a or "production" in a for a in texts(report.facts.assumptions)), \
+        texts(report.facts.assumptions)

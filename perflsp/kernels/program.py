@@ -192,6 +192,7 @@ class ProgramModel:
         self._declared_fields: dict[tuple[int, int], list[DeclaredStruct]] = {}  # `objects.declared_fields_env`
         self._member_envs: dict[tuple[int, int], list[tuple[ConstEnv, ConstEnv]]] = {}  # `_members_env`
         self._fills: dict[str, HostFill | None] = {}  # `host_fill`, per array asked about
+        self._fragment_env: tuple[ConstEnv | None] | None = None  # `_including_env`, once
 
     # ------------------------------------------------------------------ edited versions
 
@@ -309,6 +310,10 @@ class ProgramModel:
         """`env_at`, the enclosing function's parameters as `passing` gives them where it does."""
         function = self.enclosing_function(byte_offset)
         passed: dict[str, Folded] = {}
+        if function is None and depth == 0:
+            # a fragment `#include`d inside a function of another source (`{ #include "step.h" }`):
+            # that function's locals and parameters where the directive stands
+            parent = self._including_env() or parent
         if function is not None and depth < CALLER_LEVELS:
             passed = self.caller_arguments(function, depth) if passing is None else passing
             types = self.caller_template_types(function)
@@ -1005,11 +1010,36 @@ class ProgramModel:
         node = first_function(parse(text).root_node)
         return ParsedFunction(node, text) if node is not None else None
 
+    def _including_env(self) -> ConstEnv | None:
+        """The constants, in a source of the folder whose function body `#include`s this file,
+        where the directive stands (once per model); None for any other file."""
+        if self._fragment_env is None:
+            self._fragment_env = (self._read_including_env(),)
+        return self._fragment_env[0]
+
+    def _read_including_env(self) -> ConstEnv | None:
+        if not self.kernels.path or not any(region.function_span is None for region in self.kernels.omp_regions):
+            return None  # (only an OpenMP region outside any function of its file is such a fragment)
+        path = Path(self.kernels.path)
+        directive = re.compile(rb'#\s*include\s*"(?:[^"]*/)?' + re.escape(path.name.encode()) + rb'"')
+        for includer in IncludeResolver().includers_of(path)[:4]:
+            version = file_version(includer)
+            loaded = load_file(includer) if version is not None else None
+            if version is None or loaded is None or isinstance(loaded, SkippedFile):
+                continue
+            m = directive.search(loaded.data)
+            if m is None or function_around(loaded.data, m.start()) is None:
+                continue
+            model = _sibling_model(*version, self.argv)
+            if model is not None:
+                return model.env_at(m.start())
+        return None
+
     def including_function_text(self) -> str | None:
         """The text of the function, in a file of the same folder, whose body `#include`s this
         file (a fragment `{ #include "step.h" }`), or None."""
-        if not self.kernels.path:
-            return None
+        if not self.kernels.path or not any(region.function_span is None for region in self.kernels.omp_regions):
+            return None  # (only an OpenMP region outside any function of its file is such a fragment)
         path = Path(self.kernels.path)
         directive = re.compile(rb'#\s*include\s*"(?:[^"]*/)?' + re.escape(path.name.encode()) + rb'"')
         for includer in IncludeResolver().includers_of(path)[:4]:
