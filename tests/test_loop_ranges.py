@@ -4,6 +4,7 @@ fixed guess where the sizes are not known. Small programs of our own."""
 
 import pytest
 
+from perflsp.analysis.costs import CostModel
 from perflsp.analysis.models import KernelReport
 from perflsp.analysis.notes import NoteKind, texts
 from perflsp.compiled.build import CompileCache
@@ -11,6 +12,8 @@ from perflsp.compiled.service import Compiler
 from perflsp.kernels.models import OmpRegion
 from tests.engine_reports import kernel_reports, reports
 from tests.test_compiled import TOOLCHAIN, analyse, needs_cuda
+
+ROW_GUESS = CostModel().assumed_row_trip  # a loop over a row read from memory, its size unknown
 
 HOST = """
 int main() {
@@ -95,7 +98,9 @@ __global__ void spmv(const int *ptr, const int *col, const float *val, const flo
     assert "average trip of the `k` loop from the sizes: 8,000 elements of `col` over 1,000 rows" in texts(report.facts.assumptions)[0]
     # a count of two different rows, or from another start, is no row of offsets
     for other in ("ptr[i + 2] - ptr[i]", "ptr[i + 1] - col[i]"):
-        assert loop_trips(only(src.replace("ptr[i + 1] - ptr[i]", other), "spmv<<<4, 256>>>(ptr, col, val, x, y, rows)")) == [32]
+        unsized = only(src.replace("ptr[i + 1] - ptr[i]", other), "spmv<<<4, 256>>>(ptr, col, val, x, y, rows)")
+        assert not any("from the sizes" in a for a in texts(unsized.facts.assumptions))
+        assert loop_trips(unsized) == [ROW_GUESS]  # a count read from memory, unknown
     # from 1, or up to one less than the count: the row less what the loop leaves of it
     assert loop_trips(only(src.replace("int k = 0;", "int k = 1;"), "spmv<<<4, 256>>>(ptr, col, val, x, y, rows)")) == [7.0]
     assert loop_trips(only(src.replace("int k = 0;", "int k = 1;").replace("k < count;", "k < count - 1;"),
@@ -143,7 +148,7 @@ def test_a_range_from_two_arrays_of_different_sizes_keeps_the_fixed_guess():
     src = SCALAR_CSR.replace("for (int j = ptr[i]; j < ptr[i + 1]; j++)", "for (int j = ptr[i]; j < x2[i]; j++)").replace(
         "float *y, int rows", "float *y, const int *x2, int rows")
     report = only(src, "spmv<<<4, 256>>>(ptr, col, val, x, y, (const int *)y, rows)")
-    assert loop_trips(report) == [32.0]
+    assert loop_trips(report) == [ROW_GUESS]
 
 
 NEIGHBOURS = """
@@ -182,15 +187,15 @@ def test_an_index_that_calls_or_steps_is_not_read_ahead(index):
         "float s = 0.0f;", "float s = 0.0f; int p = n;").replace(
         "__global__ void sum", "__device__ int at(int n, int k, int N) { return n + k * N; }\n__global__ void sum")
     report = kernel_reports(src)["sum"]
-    assert loop_trips(report) == [32.0]
-    assert "trip count of the `k` loop unknown (`count[n]`): assumed 32" in texts(report.facts.assumptions)[0]
+    assert loop_trips(report) == [ROW_GUESS]
+    assert f"trip count of the `k` loop unknown (`count[n]`): assumed {ROW_GUESS:g}" in texts(report.facts.assumptions)[0]
 
 
 def test_a_count_over_rows_that_may_overlap_keeps_the_fixed_guess():
     # `list[n + k]`: row n's elements are row n + 1's shifted by one, so the sizes bound nothing
     report = kernel_reports(NEIGHBOURS.replace("INDEX", "n + k"))["sum"]
-    assert loop_trips(report) == [32.0]
-    assert "trip count of the `k` loop unknown (`count[n]`): assumed 32" in texts(report.facts.assumptions)[0]
+    assert loop_trips(report) == [ROW_GUESS]
+    assert f"trip count of the `k` loop unknown (`count[n]`): assumed {ROW_GUESS:g}" in texts(report.facts.assumptions)[0]
 
 
 def test_a_count_whose_stride_exceeds_the_rows_is_bounded_by_the_stride():
@@ -207,14 +212,14 @@ void run(int *ptr, int *col, float *val, float *x, float *y, int rows) {
 }
 """
     report = kernel_reports(src)["spmv"]
-    assert loop_trips(report) == [32.0]
-    assert any("trip count of the `j` loop unknown (`ptr[i + 1]`): assumed 32" in t for t in texts(report.facts.assumptions))
+    assert loop_trips(report) == [ROW_GUESS]
+    assert any(f"trip count of the `j` loop unknown (`ptr[i + 1]`): assumed {ROW_GUESS:g}" in t for t in texts(report.facts.assumptions))
 
 
 def test_offsets_not_of_one_row_keep_the_fixed_guess():
     # `ptr[i]` to `ptr[i + 2]` spans two rows: not the average of one
     report = only(SCALAR_CSR.replace("ptr[i + 1]", "ptr[i + 2]"), "spmv<<<4, 256>>>(ptr, col, val, x, y, rows)")
-    assert loop_trips(report) == [32.0]
+    assert loop_trips(report) == [ROW_GUESS]
 
 
 def test_an_openmp_region_of_the_same_shape_reads_its_map_sections():
@@ -243,7 +248,7 @@ int main() {
 def test_the_compiled_counts_weigh_the_loop_by_the_average_trip(tmp_path):
     compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"))
     program = "#include <cuda_runtime.h>\n" + SCALAR_CSR + HOST.replace(
-        "LAUNCH", "spmv<<<(rows + 255) / 256, 256>>>(ptr, col, val, x, y, rows)")
+        "LAUNCH", "spmv<<<(rows + 255) / 256, 256>>>(ptr, col, val, x, y, rows)").replace("nnz = 8000", "nnz = 24000")
     sized = tmp_path / "sized.cu"
     sized.write_text(program)
     # the same program, the elements' arrays not allocated where the analysis can see them
@@ -255,7 +260,7 @@ def test_the_compiled_counts_weigh_the_loop_by_the_average_trip(tmp_path):
     assert "operations counted in the compiled code" in texts(with_sizes.evidence)[0]
     # (per launched thread: 1000 of the 1024 are inside `i < rows`)
     inside = 1000 / 1024
-    assert with_sizes.per_item.loop_iterations == pytest.approx(8.0 * inside)
-    assert without.per_item.loop_iterations == pytest.approx(32.0 * inside)
-    # one FFMA (2 FLOP) a stored element: 24 trips fewer per thread inside
-    assert without.per_item.fp32 - with_sizes.per_item.fp32 == pytest.approx(2 * (32 - 8) * inside)
+    assert with_sizes.per_item.loop_iterations == pytest.approx(24.0 * inside)
+    assert without.per_item.loop_iterations == pytest.approx(ROW_GUESS * inside)
+    # one FFMA (2 FLOP) a stored element: the trips the sizes add to the guess, per thread inside
+    assert with_sizes.per_item.fp32 - without.per_item.fp32 == pytest.approx(2 * (24 - ROW_GUESS) * inside)

@@ -106,6 +106,7 @@ class CostModel:
     sector_bytes: float = 32.0
     branch_weight: float = 0.5  # fraction of items assumed to take a data-dependent branch
     assumed_trip_count: float = 32.0  # a loop whose bound is unknown
+    assumed_row_trip: float = 8.0  # a loop whose bound is read from memory (a row's count or end)
     assumed_while_trips: float = 8.0  # a `while` loop with a data-dependent condition
     # work items (threads / iterations) when nothing tells the size: production scale, so that
     # every array streamed by the launch is far larger than any GPU's L2 (2^24 floats = 64 MiB)

@@ -177,7 +177,7 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     if bound_value is None:
         data_dependent = "data" in bound.lin.atoms
         origin: LoopOrigin = "data-dependent" if data_dependent else "assumed"
-        trip = walker.cost.assumed_trip_count
+        trip = walker.cost.assumed_row_trip if data_dependent else walker.cost.assumed_trip_count
         walker.assume(assumed(NoteKind.LOOP_TRIP, f"trip count of the `{var}` loop unknown (`{walker.text(bound_node)}`): "
                               f"assumed {trip:g}", subject=var, line=walker.line(loop), value=trip, unit="iterations"))
         if step_kind == "add" and step is not None and step.value and step.value > 0 \
