@@ -418,8 +418,9 @@ def _mean_over_loops(walker: Walker, start: Val) -> float | None:
     passes, or None for any other start (a known value, a thread's index, data)."""
     lin = start.lin
     if start.value is not None or lin.nonlinear or not lin.coeffs or not lin.const_known \
-            or not all(is_loop_atom(atom) and coeff != UNKNOWN_COEFF for atom, coeff in lin.coeffs):
-        return None
+            or not all(is_loop_atom(atom) and coeff != UNKNOWN_COEFF and atom not in walker.geometric_loops
+                       for atom, coeff in lin.coeffs):
+        return None  # (a doubling loop's counter is no arithmetic range: `stride = size / 2`)
     return lin.const + sum(coeff * (walker.cardinality.get(atom, 1.0) - 1.0) / 2.0 for atom, coeff in lin.coeffs)
 
 
