@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from perflsp.compiled.sass import Location
 
@@ -70,7 +71,13 @@ class SourceProfile:
 
 
 def same_file(a: str, b: str) -> bool:
-    return a == b or os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+    return a == b or _real(a) == _real(b)
+
+
+@lru_cache(maxsize=4096)
+def _real(path: str) -> str:
+    """A path as the file system resolves it (asked for every line of every compiled block)."""
+    return os.path.normcase(os.path.realpath(path))
 
 
 class LineTable:
