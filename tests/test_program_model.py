@@ -147,3 +147,22 @@ int main() {
     found = reports(kernels, path)
     assert [r.facts.work_items for r in found] == [1024, 2048, 4096]
     assert reads.count("main.cu") == 1
+
+
+def test_a_fragment_included_inside_a_function_reads_that_function(tmp_path):
+    # `{ #include "launch_step.h" }`: the fragment's variables are the including function's
+    (tmp_path / "run.cu").write_text(
+        "__global__ void k(float *a, int n);\n"
+        "void run(float *a, int n) {\n  int blocks = n / 256;\n  #include \"launch_step.h\"\n}\n")
+    fragment = tmp_path / "launch_step.h"
+    fragment.write_text("k<<<blocks, 256>>>(a, n);\n")
+    data = fragment.read_bytes()
+    tree = parse(data)
+    model = ProgramModel(data, tree, extract(data, tree, str(fragment)))
+    text = model.including_function_text()
+    assert text is not None and text.startswith("void run(float *a, int n)") and "#include" in text
+    # a file no function includes: none
+    (tmp_path / "alone.h").write_text("k<<<1, 1>>>(0, 0);\n")
+    alone = (tmp_path / "alone.h").read_bytes()
+    alone_tree = parse(alone)
+    assert ProgramModel(alone, alone_tree, extract(alone, alone_tree, str(tmp_path / "alone.h"))).including_function_text() is None

@@ -193,6 +193,7 @@ class ProgramModel:
         self._member_envs: dict[tuple[int, int], list[tuple[ConstEnv, ConstEnv]]] = {}  # `_members_env`
         self._fills: dict[str, HostFill | None] = {}  # `host_fill`, per array asked about
         self._fragment_env: tuple[ConstEnv | None] | None = None  # `_including_env`, once
+        self._fragment_site: tuple[tuple[tuple[Path, int, int], bytes, int, tuple[int, int]] | None] | None = None
 
     # ------------------------------------------------------------------ edited versions
 
@@ -1012,14 +1013,35 @@ class ProgramModel:
 
     def _including_env(self) -> ConstEnv | None:
         """The constants, in a source of the folder whose function body `#include`s this file,
-        where the directive stands (once per model); None for any other file."""
+        where the directive stands (once per model); None for any other file. Only a file with
+        an OpenMP region outside any function of its own is looked at as such a fragment (the
+        search reads the folder: not for every top-level fold of every file)."""
         if self._fragment_env is None:
-            self._fragment_env = (self._read_including_env(),)
+            site = self._including_site() if any(r.function_span is None for r in self.kernels.omp_regions) else None
+            model = _sibling_model(*site[0], self.argv) if site is not None else None
+            self._fragment_env = (model.env_at(site[2]) if model is not None and site is not None else None,)
         return self._fragment_env[0]
 
-    def _read_including_env(self) -> ConstEnv | None:
-        if not self.kernels.path or not any(region.function_span is None for region in self.kernels.omp_regions):
-            return None  # (only an OpenMP region outside any function of its file is such a fragment)
+    def including_function_text(self) -> str | None:
+        """The text of the function, in a file of the same folder, whose body `#include`s this
+        file (a fragment `{ #include "step.h" }`), or None."""
+        site = self._including_site()
+        if site is None:
+            return None
+        _version, data, _offset, (first, last) = site
+        return data[first:last].decode("utf-8", errors="replace")
+
+    def _including_site(self) -> tuple[tuple[Path, int, int], bytes, int, tuple[int, int]] | None:
+        """(the includer's version, its text, where the directive stands, the span of the function
+        around it) for the first source of the folder whose function body `#include`s this file;
+        None where none does (once per model)."""
+        if self._fragment_site is None:
+            self._fragment_site = (self._find_including_site(),)
+        return self._fragment_site[0]
+
+    def _find_including_site(self) -> tuple[tuple[Path, int, int], bytes, int, tuple[int, int]] | None:
+        if not self.kernels.path:
+            return None
         path = Path(self.kernels.path)
         directive = re.compile(rb'#\s*include\s*"(?:[^"]*/)?' + re.escape(path.name.encode()) + rb'"')
         for includer in IncludeResolver().includers_of(path)[:4]:
@@ -1028,28 +1050,9 @@ class ProgramModel:
             if version is None or loaded is None or isinstance(loaded, SkippedFile):
                 continue
             m = directive.search(loaded.data)
-            if m is None or function_around(loaded.data, m.start()) is None:
-                continue
-            model = _sibling_model(*version, self.argv)
-            if model is not None:
-                return model.env_at(m.start())
-        return None
-
-    def including_function_text(self) -> str | None:
-        """The text of the function, in a file of the same folder, whose body `#include`s this
-        file (a fragment `{ #include "step.h" }`), or None."""
-        if not self.kernels.path or not any(region.function_span is None for region in self.kernels.omp_regions):
-            return None  # (only an OpenMP region outside any function of its file is such a fragment)
-        path = Path(self.kernels.path)
-        directive = re.compile(rb'#\s*include\s*"(?:[^"]*/)?' + re.escape(path.name.encode()) + rb'"')
-        for includer in IncludeResolver().includers_of(path)[:4]:
-            loaded = load_file(includer)
-            if isinstance(loaded, SkippedFile):
-                continue
-            m = directive.search(loaded.data)
             span = function_around(loaded.data, m.start()) if m is not None else None
-            if span is not None:
-                return loaded.data[span[0] : span[1]].decode("utf-8", errors="replace")
+            if m is not None and span is not None:
+                return version, loaded.data, m.start(), span
         return None
 
 
