@@ -108,6 +108,10 @@ class CostModel:
     assumed_trip_count: float = 32.0  # a loop whose bound is unknown
     assumed_row_trip: float = 8.0  # a loop whose bound is read from memory (a row's count or end)
     assumed_while_trips: float = 8.0  # a `while` loop with a data-dependent condition
+    # iterations per thread of an OpenMP launch at the runtime's team limit whose loop size the
+    # source does not state (the launch says only that there are at least one each): fitted to
+    # the measured counts of the study split (1, 2, 3, 4, 6: see docs/engine.md)
+    assumed_capped_iterations: float = 3.0
     # work items (threads / iterations) when nothing tells the size: production scale, so that
     # every array streamed by the launch is far larger than any GPU's L2 (2^24 floats = 64 MiB)
     assumed_problem_size: float = 1 << 24

@@ -133,9 +133,10 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
         collapse = region.clause("collapse")
         parallel_levels = int(collapse.value.value) if collapse and collapse.value and isinstance(collapse.value.value, (int, float)) else 1
     # the runtime sizes a given launch from the loop's trip count (below its default team limit)
-    # (at its team limit, the launch bounds the count from below: the least it can be)
-    launched_items = float(teams * threads) if override is not None and teams and threads else None
+    # (at its team limit, the launch bounds the count from below: each thread takes a few)
     capped = teams == LLVM_NVPTX_DEFAULT_TEAMS
+    launched_items = float(teams * threads) * (cost.assumed_capped_iterations if capped else 1.0) \
+        if override is not None and teams and threads else None
     work_items, items_note, unknown_atoms = _walk_region(walker, statement, parallel_levels, assumptions,
                                                          region.span.start.line + 1, launched_items, capped)
     result = walker.result()
@@ -191,12 +192,14 @@ def _unknown_iterations(walker: KernelWalker, unknown_atoms: list[str], known_pa
         if teams == LLVM_NVPTX_DEFAULT_TEAMS:
             # LLVM's offload runtime launches min(iterations / threads, this) teams and lets
             # each thread take several iterations: the launch bounds the count from below only
-            items_note = f"at least {count_text(total)} iterations ({teams} teams × {threads} threads)"
+            each = cost.assumed_capped_iterations
+            total = max(float(teams * threads) * each, known_part)
+            items_note = f"{count_text(total)} iterations ({teams} teams × {threads} threads × {each:g} each)"
             assumptions.append(assumed(
                 NoteKind.LAUNCH_SHAPE,
                 f"{teams} teams is the LLVM offload runtime's default team limit on NVIDIA GPUs: the loop "
-                f"may run more than the {count_text(total)} iterations the launch has threads for; read as "
-                "one each", subject="teams", value=float(teams)))
+                f"runs at least the {count_text(float(teams * threads))} iterations the launch has threads for; "
+                f"read as {each:g} each", subject="teams", value=float(teams)))
     else:
         total = max(cost.assumed_problem_size, known_part)
         assumptions.insert(0, problem_size_unknown(f"{count_text(total)} iterations", total, "iterations"))
@@ -294,7 +297,8 @@ def _learn_launched_bound(walker: KernelWalker, cond: Node | None, var: str | No
     """Bind the size `n` of the parallel loop `for (i = s; i < n; i++)` (its value unknown) to
     the iterations the given launch has threads for: inner loops over `n` then run as far, and
     the rows of `a[i + k * n]` lie `n` apart (left unknown, they would read as one row). At the
-    runtime's team limit (`capped`) that is the least `n` can be."""
+    runtime's team limit (`capped`) `launched_items` counts a few iterations per thread
+    (`CostModel.assumed_capped_iterations`): the launch is only the least `n` can be."""
     if cond is None or var is None or cond.type != "binary_expression" or start is None or start.value is None:
         return
     left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
@@ -307,9 +311,11 @@ def _learn_launched_bound(walker: KernelWalker, cond: Node | None, var: str | No
         return
     size = launched_items + start.value - (1.0 if op == "<=" else 0.0)
     walker.assign(name, Val(current.ctype, size, Linear.constant(size)))
-    least = "at least " if capped else ""
-    walker.assume(assumed(NoteKind.SIZE_BOUND, f"`{name}` bounds the parallel loop: read as the iterations the launch "
-                          f"has threads for, {least}{size:,.0f}", subject=name, value=size, unit="iterations"))
+    read = (f"at least the iterations the launch has threads for; read as {size:,.0f} "
+            f"({walker.cost.assumed_capped_iterations:g} per thread)") if capped else \
+        f"read as the iterations the launch has threads for, {size:,.0f}"
+    walker.assume(assumed(NoteKind.SIZE_BOUND, f"`{name}` bounds the parallel loop: {read}",
+                          subject=name, value=size, unit="iterations"))
 
 
 def _unwrap_loop(node: Node | None) -> Node | None:
