@@ -1133,6 +1133,68 @@ def test_a_unit_whose_host_code_does_not_compile_is_counted_from_its_device_code
 
 
 
+HOST_LAUNCHED_TEMPLATES = """#include <cstdio>
+#include "absent_library.h"
+#define WIDTH 4
+namespace ops {
+template <typename T> __global__ void twice(T *x, size_t n) {
+  size_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= 2;
+}
+}
+template <typename T, int N>
+__global__ void scale(T *x, size_t n) {
+  size_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * (T)N;
+}
+template <typename T> void run(T *x, size_t n) { scale<T, 2><<<n / 256, 256>>>(x, n); }
+int main() {
+  float *x = nullptr;
+  double *y = nullptr;
+  legacy_call();
+  scale<float, WIDTH><<<4, 256>>>(x, 1024);
+  scale<double, 3><<<4, 256>>>(y, 1024);
+  ops::twice<float><<<4, 256>>>(x, 1024);
+  run(x, 1024);
+}
+"""
+
+
+def test_the_kernel_templates_blanked_host_code_launched_are_instantiated_at_the_end():
+    from perflsp.compiled.host_aside import host_code_aside
+
+    text = HOST_LAUNCHED_TEMPLATES.encode()
+    aside = host_code_aside(text, frozenset({"absent_library.h"}))
+    assert aside is not None
+    lines = aside.decode().split("\n")
+    assert len(lines) == len(HOST_LAUNCHED_TEMPLATES.split("\n")) + 1  # (one line added at the end)
+    # the launches written out with the file's words; `scale<T, 2>` names the host template's own
+    # parameter, which the file's scope does not know
+    assert lines[-2] == ("static void *const perflsp_instantiated_kernels[] __attribute__((unused)) = {"
+                         "(void *)&scale<float, WIDTH>, (void *)&scale<double, 3>, (void *)&ops::twice<float>};")
+    assert b"perflsp_instantiated" not in host_code_aside(text, frozenset({"absent_library.h"}), instantiate=False)
+    # a type only the host function knows is not named
+    local = HOST_LAUNCHED_TEMPLATES.replace("int main() {", "int main() {\n  typedef float Local;").replace(
+        "ops::twice<float>", "ops::twice<Local>").encode()
+    assert b"twice" not in (host_code_aside(local, frozenset({"absent_library.h"})) or b"").split(b"\n")[-2]
+
+
+@needs_cuda
+def test_a_kernel_template_only_failing_host_code_launched_is_compiled_with_the_device_code(tmp_path):
+    source = tmp_path / "legacy_templates.cu"
+    source.write_text(HOST_LAUNCHED_TEMPLATES)
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert "device code alone" in unit.compiler
+    assert {"_Z5scaleIfLi4EEvPT_m", "_Z5scaleIdLi3EEvPT_m", "_ZN3ops5twiceIfEEvPT_m"} <= set(unit.functions)
+    # an instantiation that does not compile (a variable of the file for a type) is given up,
+    # the unit is not: compiled again without them
+    source.write_text(HOST_LAUNCHED_TEMPLATES.replace("int main() {", "int counter;\nint main() {")
+                      .replace("ops::twice<float>", "ops::twice<counter>"))
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert "device code alone" in unit.compiler
+    assert not any(name.startswith("_Z5scale") for name in unit.functions)
+
+
 @needs_cuda
 @needs_clang_cuda
 def test_a_clang_built_unit_whose_host_code_does_not_compile_here_is_counted_from_its_device_code(tmp_path):

@@ -64,6 +64,10 @@ FORMAT_VERSION = 5  # of the compile key: what a compile depends on besides the 
 # launch from device code compiled as relocatable code; 5: host-only classes set aside; 6:
 # a header that is a Git LFS pointer left out)
 RETRY_VERSION = 6
+# of the copy compiled without host code: a unit compiled from an older copy is compiled again
+# (2: the kernel templates the host code launched are instantiated)
+ASIDE_VERSION = 2
+_ASIDE = "(device code alone"
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
 _BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
 _CXX17_ONLY: dict[str, bool] = {}  # nvcc -> whether its headers reject standards before C++17
@@ -196,6 +200,8 @@ class CompileCache:
                 return None
             if "failure" in meta:
                 return CompileFailure(str(meta["failure"])) if meta.get("retries") == RETRY_VERSION else None
+            if _ASIDE in str(meta.get("compiler", "")) and meta.get("aside") != ASIDE_VERSION:
+                return None
             if meta.get("reader") == READER_VERSION and meta.get("unit"):
                 return CompiledUnit.from_json(meta["unit"])
             sass = gzip.decompress(sass_path.read_bytes()).decode("utf-8", errors="replace")
@@ -221,7 +227,7 @@ class CompileCache:
                 tmp.write_bytes(gzip.compress(sass.encode("utf-8"), compresslevel=6))
                 tmp.replace(sass_path)
             headers = unit.dependencies
-            meta = {"reader": READER_VERSION, "source": unit.source, "compiled_from": compiled_from,
+            meta = {"reader": READER_VERSION, "aside": ASIDE_VERSION, "source": unit.source, "compiled_from": compiled_from,
                     "arch": unit.arch, "compiler": unit.compiler, "seconds": unit.seconds,
                     "header_paths": headers, "headers": _header_digests(headers), "unit": unit.to_json()}
             tmp = meta_path.with_suffix(f".{os.getpid()}.tmp")
@@ -311,7 +317,7 @@ def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCa
         compiler = " ".join([Path((toolchain.nvcc if request.language == "cuda" else toolchain.clang) or "?").name,
                              *request.codegen])
     if host_aside:
-        compiler += " (device code alone: the host code did not compile here)"
+        compiler += f" {_ASIDE}: the host code did not compile here)"
     headers = [str(h) for h in local_headers(Path(request.source), request.include_dirs)]
     unit = read_unit(sass, request.source, source, request.arch, compiler, headers, time.perf_counter() - started)
     if cache is not None:
@@ -366,8 +372,9 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
                                                  if _is_lfs_pointer(h)]))
     device_macros: frozenset[str] | None = None  # (first: every macro may be a device qualifier)
     host_classes = False  # (last: host-only classes set aside too)
-    for _ in range(MAX_FOUND + 3):
-        aside = host_code_aside(text, missing, device_macros, host_classes)
+    instantiate = True  # (the kernel templates the host code launched, named at the end)
+    for _ in range(MAX_FOUND + 4):
+        aside = host_code_aside(text, missing, device_macros, host_classes, instantiate)
         if aside is None:
             raise failure
         source = _write_beside(request.source, aside, work)
@@ -378,6 +385,9 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
         except CompileFailure as again:
             os.unlink(source)
             name = missing_header(str(again))
+            if name is None and instantiate and b"perflsp_instantiated_kernels" in aside:
+                instantiate = False  # (an instantiation the file's scope cannot spell)
+                continue
             if name is None and device_macros is None:
                 headers = local_headers(Path(request.source), request.include_dirs)
                 device_macros = device_qualifier_macros([text, *(loaded.data for h in headers

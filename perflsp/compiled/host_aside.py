@@ -6,7 +6,10 @@ side stops the device compile that the counts need: an API the toolkit has remov
 header this machine lacks (`cublas_v2.h`, `mpi.h`). The unit is then compiled again from a copy
 whose host-only function bodies are blanked and whose `#include`s the compiler could not find
 are blanked too. Blanking keeps every newline, so each line stays where it was and the line
-info still points into the file. A definition that says `__global__` or `__device__`, is
+info still points into the file. A kernel template that only a blanked body launched
+(`scale<float><<<g, b>>>(x, n)`) would be compiled by no one: its instantiations are named in a
+line added at the end (`(void *)&scale<float>`, which makes nvcc compile them), where their
+template arguments are words the file's own scope knows. A definition that says `__global__` or `__device__`, is
 `constexpr` (device code may call it), or carries a macro (which may expand to either) keeps
 its text. Where that still does not compile (a host function whose signature spells its
 arrays with macros, `void run(DATA_TYPE POLYBENCH_2D(A, NX, NY, nx, ny))`), the macros the
@@ -30,18 +33,22 @@ _KEEPS = re.compile(_DEVICE.pattern + rb"|\b[A-Z_][A-Z0-9_]+\b")
 
 
 def host_code_aside(text: bytes, missing_headers: frozenset[str] = frozenset(),
-                    device_macros: frozenset[str] | None = None, host_classes: bool = False) -> bytes | None:
+                    device_macros: frozenset[str] | None = None, host_classes: bool = False,
+                    instantiate: bool = True) -> bytes | None:
     """`text` with its host-only function bodies and its `#include`s of `missing_headers`
     blanked (newlines kept), or None when there is nothing to blank. With `device_macros` (the
     macros known to expand to a device qualifier), a definition's other macros do not keep it.
     With `host_classes`, a class no device code names and that declares no device code goes
     too, with the definitions of its members outside it (a timer class whose member's type a
-    missing header declared)."""
+    missing header declared). With `instantiate`, the kernel templates the blanked bodies
+    launched are instantiated at the end (`instantiated_launches`)."""
     out = bytearray(text)
     changed = False
     root = parse(text).root_node
+    blanked: list[bytes] = []
     for body in _host_bodies(root, text, device_macros):
         # (the braces stay: `{ }` is a body for any function, a value-returning one included)
+        blanked.append(text[body.start_byte:body.end_byte])
         _blank(out, body.start_byte + 1, body.end_byte - 1)
         changed = True
     if host_classes:
@@ -53,7 +60,54 @@ def host_code_aside(text: bytes, missing_headers: frozenset[str] = frozenset(),
                                  text, re.MULTILINE):
             _blank(out, match.start(), match.end())
             changed = True
+    if instantiate and blanked and (line := instantiated_launches(blanked, _file_scope_words(root, text))):
+        out += (b"" if out.endswith(b"\n") else b"\n") + line
     return bytes(out) if changed else None
+
+
+# `name<args><<<`: a kernel template's launch with its arguments written out (one level of
+# nested angle brackets: `k<Vec<float>, 4>`)
+_TEMPLATE_LAUNCH = re.compile(rb"(?<![\w:])((?:[A-Za-z_]\w*::)*[A-Za-z_]\w*)\s*<((?:[^<>;{}()]|<[^<>;{}()]*>)+)>\s*<<<")
+_BUILTIN_WORDS = frozenset(
+    b"float double int unsigned signed long short char bool void const half __half __nv_bfloat16 "
+    b"size_t int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t true false std".split())
+
+
+def instantiated_launches(bodies: Iterable[bytes], known: frozenset[bytes]) -> bytes:
+    """A line that takes the address of each kernel template instantiation the `bodies` launch
+    (`(void *)&scale<float, 4>`), so that nvcc compiles it though no code left calls it; empty
+    when there is none. Arguments must be built-in types, numbers and words in `known` (the
+    file's scope: a host function's own template parameters or locals would not compile there)."""
+    seen: dict[bytes, None] = {}
+    for body in bodies:
+        for match in _TEMPLATE_LAUNCH.finditer(body):
+            name, args = match.group(1), b" ".join(match.group(2).split())
+            words = set(re.findall(rb"[A-Za-z_]\w*", args))
+            if words <= (_BUILTIN_WORDS | known) and (name.split(b"::")[0] in known):
+                seen.setdefault(b"(void *)&" + name + b"<" + args + b">")
+    if not seen:
+        return b""
+    return (b"static void *const perflsp_instantiated_kernels[] __attribute__((unused)) = {"
+            + b", ".join(seen) + b"};\n")
+
+
+def _file_scope_words(root: Node, text: bytes) -> frozenset[bytes]:
+    """The words the file spells outside function bodies and template parameter lists (its
+    macros, types, constants, the kernels' names and namespaces)."""
+    outside = bytearray(text)
+    for definition, _member in definition_nodes(root):
+        body = definition.child_by_field_name("body")
+        if body is not None:
+            _blank(outside, body.start_byte, body.end_byte)
+    parameters: set[bytes] = set()  # (a template's parameters are no names of the file's scope)
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type == "template_parameter_list":
+            parameters.update(re.findall(rb"[A-Za-z_]\w*", text[node.start_byte:node.end_byte]))
+        else:
+            stack.extend(node.named_children)
+    return frozenset(re.findall(rb"[A-Za-z_]\w*", bytes(outside))) - (parameters - _BUILTIN_WORDS)
 
 
 def device_qualifier_macros(texts: Iterable[bytes]) -> frozenset[str]:
