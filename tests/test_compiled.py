@@ -1133,6 +1133,43 @@ def test_a_unit_whose_host_code_does_not_compile_is_counted_from_its_device_code
 
 
 
+HOST_SIGNATURES = """#include <cstdio>
+#include <absent_blas.h>
+#include <absent_mpi.h>
+void check_blas(blasStatus_t status, int line) {
+  if (status != BLAS_OK) printf("error at %d\\n", line);
+}
+MPI_Comm world;
+namespace io { void report(MPI_Comm comm, float value); }
+__global__ void axpy(float a, const float *x, float *y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += a * x[i];
+}
+int main() {
+  float *x = nullptr, *y = nullptr;
+  axpy<<<4, 256>>>(2.0f, x, y, 1024);
+}
+"""
+
+
+@needs_cuda
+def test_host_declarations_of_a_missing_header_s_types_are_set_aside_whole(tmp_path):
+    from perflsp.compiled.host_aside import host_code_aside
+
+    # a host function's signature, a global and a prototype name types of headers this machine
+    # lacks: blanking bodies is not enough, the compiler's rejected lines go whole
+    text = HOST_SIGNATURES.encode()
+    aside = host_code_aside(text, frozenset({"absent_blas.h", "absent_mpi.h"}), error_lines=frozenset({4, 7, 8}))
+    assert aside is not None and len(aside) == len(text)
+    kept = aside.decode()
+    assert "blasStatus_t" not in kept and "MPI_Comm" not in kept and "namespace io {" in kept
+    assert "__global__ void axpy(float a, const float *x, float *y, int n) {" in kept
+    source = tmp_path / "library_types.cu"
+    source.write_text(HOST_SIGNATURES)
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert "device code alone" in unit.compiler and "_Z4axpyfPKfPfi" in unit.functions
+
+
 HOST_LAUNCHED_TEMPLATES = """#include <cstdio>
 #include "absent_library.h"
 #define WIDTH 4

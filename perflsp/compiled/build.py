@@ -62,8 +62,9 @@ FORMAT_VERSION = 5  # of the compile key: what a compile depends on besides the 
 # host functions whose signatures carry macros set aside): a failure recorded by older retries
 # is tried again, a compiled unit stays valid (3: a unit the build compiles with clang, through nvcc; 4: a
 # launch from device code compiled as relocatable code; 5: host-only classes set aside; 6:
-# a header that is a Git LFS pointer left out)
-RETRY_VERSION = 6
+# a header that is a Git LFS pointer left out; 7: host declarations the compiler rejects set
+# aside whole)
+RETRY_VERSION = 7
 # of the copy compiled without host code: a unit compiled from an older copy is compiled again
 # (2: the kernel templates the host code launched are instantiated)
 ASIDE_VERSION = 2
@@ -373,8 +374,10 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
     device_macros: frozenset[str] | None = None  # (first: every macro may be a device qualifier)
     host_classes = False  # (last: host-only classes set aside too)
     instantiate = True  # (the kernel templates the host code launched, named at the end)
-    for _ in range(MAX_FOUND + 4):
-        aside = host_code_aside(text, missing, device_macros, host_classes, instantiate)
+    rejected: frozenset[int] = frozenset()  # (lines of host declarations the compiler rejected)
+    rejected_rounds = 0
+    for _ in range(MAX_FOUND + 4 + MAX_REJECTED_ROUNDS):
+        aside = host_code_aside(text, missing, device_macros, host_classes, instantiate, rejected)
         if aside is None:
             raise failure
         source = _write_beside(request.source, aside, work)
@@ -396,10 +399,24 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
             if name is None and not host_classes:
                 host_classes = True
                 continue
+            if name is None and (lines := _error_lines(str(again), source)) - rejected \
+                    and rejected_rounds < MAX_REJECTED_ROUNDS:
+                rejected |= lines
+                rejected_rounds += 1
+                continue
             if name is None or name in missing:
                 raise failure from None
             missing |= {name}
     raise failure
+
+
+MAX_REJECTED_ROUNDS = 3  # compiles spent setting aside the host declarations the compiler rejects
+
+
+def _error_lines(message: str, source: str) -> frozenset[int]:
+    """The lines of `source` (the copy compiled) that nvcc's errors in `message` point at."""
+    name = re.escape(Path(source).name)
+    return frozenset(int(m.group(1)) for m in re.finditer(name + r"\((\d+)\): error", message))
 
 
 _LFS_POINTER = b"version https://git-lfs.github.com/spec/"

@@ -34,14 +34,17 @@ _KEEPS = re.compile(_DEVICE.pattern + rb"|\b[A-Z_][A-Z0-9_]+\b")
 
 def host_code_aside(text: bytes, missing_headers: frozenset[str] = frozenset(),
                     device_macros: frozenset[str] | None = None, host_classes: bool = False,
-                    instantiate: bool = True) -> bytes | None:
+                    instantiate: bool = True, error_lines: frozenset[int] = frozenset()) -> bytes | None:
     """`text` with its host-only function bodies and its `#include`s of `missing_headers`
     blanked (newlines kept), or None when there is nothing to blank. With `device_macros` (the
     macros known to expand to a device qualifier), a definition's other macros do not keep it.
     With `host_classes`, a class no device code names and that declares no device code goes
     too, with the definitions of its members outside it (a timer class whose member's type a
     missing header declared). With `instantiate`, the kernel templates the blanked bodies
-    launched are instantiated at the end (`instantiated_launches`)."""
+    launched are instantiated at the end (`instantiated_launches`). A host-only declaration or
+    definition at file or namespace scope that spans one of `error_lines` (1-based lines the
+    compiler rejected) goes whole: a signature or a variable of a missing header's type
+    (`void check(cublasStatus_t s)`, `MPI_Comm comm;`)."""
     out = bytearray(text)
     changed = False
     root = parse(text).root_node
@@ -55,6 +58,9 @@ def host_code_aside(text: bytes, missing_headers: frozenset[str] = frozenset(),
         for start, end in _host_classes(root, text, device_macros or frozenset()):
             _blank(out, start, end)
             changed = True
+    for start, end in _host_declarations_at(root, text, error_lines, device_macros or frozenset()):
+        _blank(out, start, end)
+        changed = True
     for name in missing_headers:
         for match in re.finditer(rb"^[ \t]*#[ \t]*include[ \t]*[<\"]" + re.escape(name.encode()) + rb"[>\"][^\n]*",
                                  text, re.MULTILINE):
@@ -187,6 +193,33 @@ def _host_classes(root: Node, text: bytes, device_macros: frozenset[str]) -> lis
         head = text[definition.start_byte:definition.end_byte].split(b"(", 1)[0]
         if any(re.search(rb"\b" + re.escape(n) + rb"\s*::", head) for n in names):
             ranges.append((definition.start_byte, definition.end_byte))
+    return ranges
+
+
+_SCOPED = frozenset({"function_definition", "declaration", "template_declaration", "type_definition",
+                     "alias_declaration"})
+
+
+def _host_declarations_at(root: Node, text: bytes, lines: frozenset[int],
+                          device_macros: frozenset[str]) -> list[tuple[int, int]]:
+    """The byte ranges of the declarations and definitions at file or namespace scope that span
+    one of `lines` and say no device qualifier (nor a macro that may expand to one)."""
+    if not lines:
+        return []
+    ranges: list[tuple[int, int]] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in node.named_children:
+            if child.type in ("namespace_definition", "declaration_list", "linkage_specification"):
+                stack.append(child)
+            elif child.type in _SCOPED and any(child.start_point[0] + 1 <= line <= child.end_point[0] + 1
+                                               for line in lines):
+                spelled = text[child.start_byte:child.end_byte]
+                if _DEVICE.search(spelled) or _QUALIFIER.search(spelled) \
+                        or any(w.decode() in device_macros for w in _WORD.findall(spelled)):
+                    continue
+                ranges.append((child.start_byte, child.end_byte))
     return ranges
 
 
