@@ -1170,6 +1170,60 @@ def test_host_declarations_of_a_missing_header_s_types_are_set_aside_whole(tmp_p
     assert "device code alone" in unit.compiler and "_Z4axpyfPKfPfi" in unit.functions
 
 
+OFFLOAD_WITH_MPI = """#include <stdio.h>
+#include <stdlib.h>
+#include <absent_mpi.h>
+#pragma omp declare target
+static double twice(double v) { return 2.0 * v; }
+#pragma omp end declare target
+static void exchange(double *x, int n, MPI_Comm comm) {
+  MPI_Sendrecv(x, 1, MPI_DOUBLE, 0, 0, x + n - 1, 1, MPI_DOUBLE, 0, 0, comm, MPI_STATUS_IGNORE);
+}
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int n = 1 << 24;
+  double *a = malloc(n * sizeof(double)), *b = malloc(n * sizeof(double));
+  #pragma omp target teams distribute parallel for map(to: b[0:n]) map(from: a[0:n])
+  for (int i = 0; i < n; i++) a[i] = twice(b[i]);
+  exchange(a, n, MPI_COMM_WORLD);
+  printf("%d %f\\n", rank, a[0]);
+  MPI_Finalize();
+  return 0;
+}
+"""
+
+
+def test_an_openmp_unit_s_rejected_host_statements_are_set_aside_not_its_regions():
+    from perflsp.compiled.host_aside import offload_host_aside
+
+    text = OFFLOAD_WITH_MPI.encode()
+    # the lines clang rejects once the header is gone (a signature, MPI calls and constants), and
+    # lines of the declare target block and the region, as a compiler might point into them
+    rejected = frozenset({5, 7, 11, 13, 16, 17, 18, 20})
+    aside = offload_host_aside(text, frozenset({"absent_mpi.h"}), rejected)
+    assert aside is not None and len(aside) == len(text)
+    kept = aside.decode()
+    assert "absent_mpi" not in kept and "MPI_" not in kept and "exchange" not in kept
+    # the region, its statement, the declare target block, the other includes and the statements
+    # the compiler did not reject stay
+    for line in ("#include <stdlib.h>", "static double twice(double v) { return 2.0 * v; }",
+                 "  #pragma omp target teams distribute parallel for map(to: b[0:n]) map(from: a[0:n])",
+                 "  for (int i = 0; i < n; i++) a[i] = twice(b[i]);", "  int rank = 0;",
+                 '  printf("%d %f\\n", rank, a[0]);'):
+        assert line in kept
+
+
+@needs_omp
+def test_an_openmp_unit_whose_host_code_does_not_compile_is_compiled_from_its_regions(tmp_path):
+    source = tmp_path / "with_mpi.c"
+    source.write_text(OFFLOAD_WITH_MPI)
+    unit = compile_unit(CompileRequest(str(source), "omp", "sm_86"), TOOLCHAIN)
+    assert "did not compile here" in unit.compiler
+    assert any(name.startswith("__omp_offloading_") and name.endswith("_main_l16") for name in unit.functions)
+
+
 HOST_LAUNCHED_TEMPLATES = """#include <cstdio>
 #include "absent_library.h"
 #define WIDTH 4

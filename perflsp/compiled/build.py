@@ -33,7 +33,7 @@ from pathlib import Path
 
 from perflsp.compiled.cfg import build_function, looping_subroutines
 from perflsp.compiled.headers import MAX_FOUND, find_header_folder, missing_header
-from perflsp.compiled.host_aside import device_qualifier_macros, host_code_aside
+from perflsp.compiled.host_aside import device_qualifier_macros, host_code_aside, offload_host_aside
 from perflsp.compiled.inline_sites import place_library_code
 from perflsp.compiled.model import CompiledUnit
 from perflsp.compiled.sass import parse_sass
@@ -63,17 +63,22 @@ FORMAT_VERSION = 5  # of the compile key: what a compile depends on besides the 
 # is tried again, a compiled unit stays valid (3: a unit the build compiles with clang, through nvcc; 4: a
 # launch from device code compiled as relocatable code; 5: host-only classes set aside; 6:
 # a header that is a Git LFS pointer left out; 7: host declarations the compiler rejects set
-# aside whole)
-RETRY_VERSION = 7
+# aside whole; 8: an OpenMP unit's missing headers and rejected host statements set aside)
+RETRY_VERSION = 8
 # of the copy compiled without host code: a unit compiled from an older copy is compiled again
 # (2: the kernel templates the host code launched are instantiated)
 ASIDE_VERSION = 2
-_ASIDE = "(device code alone"
+_ASIDE = "did not compile here"  # (in the compiler's name of a unit compiled from such a copy)
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
 _BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
 _CXX17_ONLY: dict[str, bool] = {}  # nvcc -> whether its headers reject standards before C++17
 class CompileFailure(RuntimeError):
-    """The unit could not be compiled; the message says why in one line."""
+    """The unit could not be compiled; the message says why in one line (`errors`: every error
+    line the compiler printed, for the retries that read where it failed)."""
+
+    def __init__(self, message: str, errors: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.errors = tuple(errors)
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +323,8 @@ def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCa
         compiler = " ".join([Path((toolchain.nvcc if request.language == "cuda" else toolchain.clang) or "?").name,
                              *request.codegen])
     if host_aside:
-        compiler += f" {_ASIDE}: the host code did not compile here)"
+        compiler += (" (device code alone: the host code did not compile here)" if request.language == "cuda"
+                     else " (host statements that did not compile here set aside)")
     headers = [str(h) for h in local_headers(Path(request.source), request.include_dirs)]
     unit = read_unit(sass, request.source, source, request.arch, compiler, headers, time.perf_counter() - started)
     if cache is not None:
@@ -356,12 +362,14 @@ def _write_beside(source: str, text: bytes, work: str) -> str:
 
 def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: bytes, work: str, timeout_s: float,
                           failure: CompileFailure) -> tuple[str, CompileRequest, str]:
-    """A CUDA unit that failed to compile, compiled again with its host code set aside
-    (host_aside.py), by nvcc: (binary, request, the file compiled, written beside the source).
-    Raises `failure` where that does not compile either, or does not apply (OpenMP regions live in
-    host code; a compile that ran out of time)."""
-    if request.language != "cuda" or "took longer than" in str(failure):
+    """A unit that failed to compile, compiled again with its host code set aside
+    (host_aside.py): a CUDA unit by nvcc, an OpenMP unit as before (`_offload_with_host_aside`):
+    (binary, request, the file compiled, written beside the source). Raises `failure` where that
+    does not compile either, or does not apply (a compile that ran out of time)."""
+    if "took longer than" in str(failure):
         raise failure
+    if request.language != "cuda":
+        return _offload_with_host_aside(request, toolchain, text, work, timeout_s, failure)
     if uses_clang_cuda(request, toolchain):
         if toolchain.nvcc is None:
             raise failure
@@ -399,7 +407,7 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
             if name is None and not host_classes:
                 host_classes = True
                 continue
-            if name is None and (lines := _error_lines(str(again), source)) - rejected \
+            if name is None and (lines := _error_lines(again, source)) - rejected \
                     and rejected_rounds < MAX_REJECTED_ROUNDS:
                 rejected |= lines
                 rejected_rounds += 1
@@ -413,10 +421,43 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
 MAX_REJECTED_ROUNDS = 3  # compiles spent setting aside the host declarations the compiler rejects
 
 
-def _error_lines(message: str, source: str) -> frozenset[int]:
-    """The lines of `source` (the copy compiled) that nvcc's errors in `message` point at."""
+def _offload_with_host_aside(request: CompileRequest, toolchain: Toolchain, text: bytes, work: str,
+                             timeout_s: float, failure: CompileFailure) -> tuple[str, CompileRequest, str]:
+    """An OpenMP unit that failed to compile, compiled again from a copy whose missing headers'
+    `#include`s and rejected host statements are blanked (`offload_host_aside`), a few rounds at
+    most. Raises `failure` where that does not compile either."""
+    missing: frozenset[str] = frozenset()
+    rejected: frozenset[int] = frozenset()
+    last, compiled_from = failure, request.source
+    for _ in range(MAX_FOUND + MAX_REJECTED_ROUNDS + 1):
+        name = missing_header(str(last))
+        lines: frozenset[int] = frozenset() if name is not None else _error_lines(last, compiled_from)
+        if name is not None and name not in missing:
+            missing |= {name}
+        elif lines - rejected:
+            rejected |= lines
+        else:
+            raise failure
+        aside = offload_host_aside(text, missing, rejected)
+        if aside is None:
+            raise failure
+        compiled_from = _write_beside(request.source, aside, work)
+        try:
+            binary, compiled = _compile_finding_headers(request, toolchain, compiled_from, work, timeout_s)
+            return binary, compiled, compiled_from
+        except CompileFailure as again:
+            os.unlink(compiled_from)
+            last = again
+    raise failure
+
+
+def _error_lines(failure: CompileFailure, source: str) -> frozenset[int]:
+    """The lines of `source` (the copy compiled) that the compiler's errors point at (nvcc's
+    `file(12): error`, clang's `file:12:5: error`)."""
     name = re.escape(Path(source).name)
-    return frozenset(int(m.group(1)) for m in re.finditer(name + r"\((\d+)\): error", message))
+    pattern = re.compile(name + r"(?:\((\d+)\)|:(\d+):\d+): (?:fatal )?error")
+    return frozenset(int(m.group(1) or m.group(2)) for text in (*failure.errors, str(failure))
+                     for m in pattern.finditer(text))
 
 
 _LFS_POINTER = b"version https://git-lfs.github.com/spec/"
@@ -586,7 +627,7 @@ def _run(command: Sequence[str], timeout_s: float, tool: str) -> str:
         lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
         errors = [ln for ln in lines if "error" in ln.lower() or "fatal" in ln.lower()]
         detail = "; ".join((errors or lines)[:3]) or f"exit status {done.returncode}"
-        raise CompileFailure(f"{tool} failed: {detail[:600]}")
+        raise CompileFailure(f"{tool} failed: {detail[:600]}", errors)
     return done.stdout.decode("utf-8", errors="replace")
 
 

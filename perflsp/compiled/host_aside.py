@@ -61,14 +61,97 @@ def host_code_aside(text: bytes, missing_headers: frozenset[str] = frozenset(),
     for start, end in _host_declarations_at(root, text, error_lines, device_macros or frozenset()):
         _blank(out, start, end)
         changed = True
-    for name in missing_headers:
+    changed |= _blank_includes(out, text, missing_headers)
+    if instantiate and blanked and (line := instantiated_launches(blanked, _file_scope_words(root, text))):
+        out += (b"" if out.endswith(b"\n") else b"\n") + line
+    return bytes(out) if changed else None
+
+
+def offload_host_aside(text: bytes, missing_headers: frozenset[str] = frozenset(),
+                       error_lines: frozenset[int] = frozenset()) -> bytes | None:
+    """An OpenMP unit's copy for host code that does not compile here (its target regions live
+    in host functions, so no body goes whole): the `#include`s of `missing_headers` blanked, and
+    each statement or file-scope declaration that spans one of `error_lines` (1-based lines the
+    compiler rejected: an MPI call, a library's type) unless it holds an OpenMP directive, is a
+    directive's statement or lies in a `declare target` block. None when nothing is blanked."""
+    out = bytearray(text)
+    changed = _blank_includes(out, text, missing_headers)
+    if error_lines:
+        root = parse(text).root_node
+        guarded = _declare_target_lines(text)
+        for line in sorted(error_lines):
+            node = _statement_at(root, line - 1)
+            if node is None or line in guarded or _in_directive(node, text):
+                continue
+            _blank(out, node.start_byte, node.end_byte)
+            changed = True
+    return bytes(out) if changed else None
+
+
+_STATEMENT_PARENTS = frozenset({"compound_statement", "translation_unit", "declaration_list"})
+_OMP_PRAGMA = re.compile(rb"^\s*#\s*pragma\s+omp\b")
+# directives that apply to no statement after them
+_STANDALONE = frozenset({b"declare", b"end", b"begin", b"requires", b"threadprivate", b"barrier", b"flush",
+                         b"taskwait", b"taskyield", b"update", b"enter", b"exit"})
+
+
+def _statement_at(root: Node, row: int) -> Node | None:
+    """The innermost statement or declaration (a child of a block, namespace or the file) on
+    0-based `row`."""
+    found: Node | None = None
+    node: Node | None = root
+    while node is not None:
+        # (a directive's node ends at column 0 of the next line: it does not hold that line)
+        inner = next((c for c in node.named_children if c.start_point[0] <= row and
+                      (row < c.end_point[0] or (row == c.end_point[0] and c.end_point[1] > 0))), None)
+        if inner is not None and node.type in _STATEMENT_PARENTS and inner.type != "comment" \
+                and not inner.type.startswith("preproc_"):
+            found = inner
+        node = inner
+    return found
+
+
+def _in_directive(node: Node, text: bytes) -> bool:
+    """Whether the statement holds an OpenMP directive or it, or a statement around it, is the
+    one a directive applies to."""
+    if re.search(rb"#\s*pragma\s+omp\b", text[node.start_byte:node.end_byte]):
+        return True
+    current: Node | None = node
+    while current is not None:
+        before = current.prev_named_sibling
+        while before is not None and before.type == "comment":
+            before = before.prev_named_sibling
+        spelled = text[before.start_byte:before.end_byte] if before is not None and before.type == "preproc_call" else b""
+        if _OMP_PRAGMA.match(spelled) and not _STANDALONE & set(re.findall(rb"[a-z_]+", spelled)[2:4]):
+            return True
+        current = current.parent
+    return False
+
+
+def _declare_target_lines(text: bytes) -> frozenset[int]:
+    """The 1-based lines inside `#pragma omp [begin] declare target` ... `end declare target`."""
+    lines: set[int] = set()
+    start: int | None = None
+    for number, line in enumerate(text.split(b"\n"), 1):
+        words = line.split()
+        if _OMP_PRAGMA.match(line) and b"declare" in words and b"target" in words:
+            if b"end" in words:
+                if start is not None:
+                    lines.update(range(start, number + 1))
+                start = None
+            elif len(words) <= 5 and not any(w.startswith((b"to(", b"link(", b"enter(")) for w in words):
+                start = number  # (`declare target(f)` and `declare target to(x)` name, they open no block)
+    return frozenset(lines)
+
+
+def _blank_includes(out: bytearray, text: bytes, names: frozenset[str]) -> bool:
+    changed = False
+    for name in names:
         for match in re.finditer(rb"^[ \t]*#[ \t]*include[ \t]*[<\"]" + re.escape(name.encode()) + rb"[>\"][^\n]*",
                                  text, re.MULTILINE):
             _blank(out, match.start(), match.end())
             changed = True
-    if instantiate and blanked and (line := instantiated_launches(blanked, _file_scope_words(root, text))):
-        out += (b"" if out.endswith(b"\n") else b"\n") + line
-    return bytes(out) if changed else None
+    return changed
 
 
 # `name<args><<<`: a kernel template's launch with its arguments written out (one level of
