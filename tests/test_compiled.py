@@ -1170,6 +1170,22 @@ def test_host_declarations_of_a_missing_header_s_types_are_set_aside_whole(tmp_p
     assert "device code alone" in unit.compiler and "_Z4axpyfPKfPfi" in unit.functions
 
 
+@needs_cuda
+def test_a_missing_library_header_one_of_the_unit_s_headers_includes_is_answered_empty(tmp_path):
+    # the unit's header stays as it is: its #include of a header this machine lacks is answered
+    # by an empty stand-in, enough where only host code would have used it
+    (tmp_path / "common.h").write_text("#pragma once\n#include <absent_blas.h>\n#define SCALE 2.0f\n")
+    source = tmp_path / "uses_common.cu"
+    source.write_text('#include "common.h"\n'
+                      "__global__ void scale(float *x, int n) {\n"
+                      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                      "  if (i < n) x[i] *= SCALE;\n}\n"
+                      "int main() { scale<<<4, 256>>>(nullptr, 1024); }\n")
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert "device code alone" in unit.compiler and "_Z5scalePfi" in unit.functions
+    assert unit.dependencies == [str((tmp_path / "common.h").resolve())]  # (no stand-in among them)
+
+
 OFFLOAD_WITH_MPI = """#include <stdio.h>
 #include <stdlib.h>
 #include <absent_mpi.h>

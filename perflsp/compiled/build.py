@@ -63,8 +63,9 @@ FORMAT_VERSION = 5  # of the compile key: what a compile depends on besides the 
 # is tried again, a compiled unit stays valid (3: a unit the build compiles with clang, through nvcc; 4: a
 # launch from device code compiled as relocatable code; 5: host-only classes set aside; 6:
 # a header that is a Git LFS pointer left out; 7: host declarations the compiler rejects set
-# aside whole; 8: an OpenMP unit's missing headers and rejected host statements set aside)
-RETRY_VERSION = 8
+# aside whole; 8: an OpenMP unit's missing headers and rejected host statements set aside;
+# 9: a missing header one of the unit's headers includes answered by an empty stand-in)
+RETRY_VERSION = 9
 # of the copy compiled without host code: a unit compiled from an older copy is compiled again
 # (2: the kernel templates the host code launched are instantiated)
 ASIDE_VERSION = 2
@@ -384,7 +385,8 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
     instantiate = True  # (the kernel templates the host code launched, named at the end)
     rejected: frozenset[int] = frozenset()  # (lines of host declarations the compiler rejected)
     rejected_rounds = 0
-    for _ in range(MAX_FOUND + 4 + MAX_REJECTED_ROUNDS):
+    stand_ins: set[str] = set()  # (missing headers the unit's headers include, answered empty)
+    for _ in range(2 * MAX_FOUND + 4 + MAX_REJECTED_ROUNDS):
         aside = host_code_aside(text, missing, device_macros, host_classes, instantiate, rejected)
         if aside is None:
             raise failure
@@ -412,10 +414,34 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
                 rejected |= lines
                 rejected_rounds += 1
                 continue
-            if name is None or name in missing:
+            if name is None or name in stand_ins:
                 raise failure from None
+            if name in missing or not _spells_include(text, name):
+                # included by one of the unit's headers, whose text stays: an empty stand-in
+                request = _with_stand_in(request, work, name)
+                stand_ins.add(name)
             missing |= {name}
     raise failure
+
+
+def _spells_include(text: bytes, name: str) -> bool:
+    return re.search(rb"^[ \t]*#[ \t]*include[ \t]*[<\"]" + re.escape(name.encode()) + rb"[>\"]", text,
+                     re.MULTILINE) is not None
+
+
+def _with_stand_in(request: CompileRequest, work: str, name: str) -> CompileRequest:
+    """`request` with an include folder holding an empty file for the header `name` (a library
+    header this machine lacks that one of the unit's own headers includes: its device code may
+    not need it; where the host code does, the compile fails as before)."""
+    folder = Path(work) / "missing-headers"
+    target = folder / name
+    if ".." in Path(name).parts or not target.resolve().is_relative_to(folder.resolve()):
+        return request
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(b"")
+    if str(folder) in request.include_dirs:
+        return request
+    return dataclasses.replace(request, include_dirs=(*request.include_dirs, str(folder)))
 
 
 MAX_REJECTED_ROUNDS = 3  # compiles spent setting aside the host declarations the compiler rejects
@@ -429,10 +455,13 @@ def _offload_with_host_aside(request: CompileRequest, toolchain: Toolchain, text
     missing: frozenset[str] = frozenset()
     rejected: frozenset[int] = frozenset()
     last, compiled_from = failure, request.source
-    for _ in range(MAX_FOUND + MAX_REJECTED_ROUNDS + 1):
+    for _ in range(2 * MAX_FOUND + MAX_REJECTED_ROUNDS + 1):
         name = missing_header(str(last))
         lines: frozenset[int] = frozenset() if name is not None else _error_lines(last, compiled_from)
-        if name is not None and name not in missing:
+        if name is not None and name not in missing and _spells_include(text, name):
+            missing |= {name}
+        elif name is not None and name not in missing:
+            request = _with_stand_in(request, work, name)  # (one of the unit's headers includes it)
             missing |= {name}
         elif lines - rejected:
             rejected |= lines
