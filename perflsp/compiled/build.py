@@ -454,6 +454,7 @@ def _offload_with_host_aside(request: CompileRequest, toolchain: Toolchain, text
     most. Raises `failure` where that does not compile either."""
     missing: frozenset[str] = frozenset()
     rejected: frozenset[int] = frozenset()
+    rejected_rounds = 0
     last, compiled_from = failure, request.source
     for _ in range(2 * MAX_FOUND + MAX_REJECTED_ROUNDS + 1):
         name = missing_header(str(last))
@@ -463,8 +464,9 @@ def _offload_with_host_aside(request: CompileRequest, toolchain: Toolchain, text
         elif name is not None and name not in missing:
             request = _with_stand_in(request, work, name)  # (one of the unit's headers includes it)
             missing |= {name}
-        elif lines - rejected:
+        elif lines - rejected and rejected_rounds < MAX_REJECTED_ROUNDS:
             rejected |= lines
+            rejected_rounds += 1
         else:
             raise failure
         aside = offload_host_aside(text, missing, rejected)
