@@ -1186,6 +1186,35 @@ def test_a_missing_library_header_one_of_the_unit_s_headers_includes_is_answered
     assert unit.dependencies == [str((tmp_path / "common.h").resolve())]  # (no stand-in among them)
 
 
+@needs_cuda
+def test_a_unit_no_copy_can_save_spends_no_compile_on_copies_it_already_tried(tmp_path, monkeypatch):
+    import perflsp.compiled.build as build
+
+    compiles: list[str] = []
+    real = build._compile_finding_headers
+
+    def counted(request, *args, **kwargs):
+        compiles.append(request.source)
+        return real(request, *args, **kwargs)
+
+    monkeypatch.setattr(build, "_compile_finding_headers", counted)
+    # an error in device code: the copy without host code fails as the unit did, and the later
+    # steps (device-qualifier macros, host classes, rejected lines) make no other copy
+    source = tmp_path / "device_error.cu"
+    source.write_text(HOST_TROUBLE.replace('#include "absent_library.h"', "")
+                      .replace("x[i] = twice(x[i])", "x[i] = missing_device_fn(x[i])"))
+    with pytest.raises(CompileFailure, match="missing_device_fn"):
+        compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert len(compiles) <= 3
+    # a HIP unit: no copy of it compiles for NVIDIA, none is tried
+    compiles.clear()
+    hip = tmp_path / "hip_unit.cu"
+    hip.write_text("#include <hip/hip_runtime.h>\n__global__ void k(float *x) { x[threadIdx.x] = 1.0f; }\n")
+    with pytest.raises(CompileFailure, match="hip/hip_runtime.h"):
+        compile_unit(CompileRequest(str(hip), "cuda", "sm_86"), TOOLCHAIN)
+    assert len(compiles) == 1
+
+
 OFFLOAD_WITH_MPI = """#include <stdio.h>
 #include <stdlib.h>
 #include <absent_mpi.h>

@@ -367,8 +367,8 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
     (host_aside.py): a CUDA unit by nvcc, an OpenMP unit as before (`_offload_with_host_aside`):
     (binary, request, the file compiled, written beside the source). Raises `failure` where that
     does not compile either, or does not apply (a compile that ran out of time)."""
-    if "took longer than" in str(failure):
-        raise failure
+    if "took longer than" in str(failure) or (missing_header(str(failure)) or "").startswith("hip/"):
+        raise failure  # (a HIP unit: its runtime is not CUDA's, no copy of it compiles for NVIDIA)
     if request.language != "cuda":
         return _offload_with_host_aside(request, toolchain, text, work, timeout_s, failure)
     if uses_clang_cuda(request, toolchain):
@@ -386,41 +386,45 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
     rejected: frozenset[int] = frozenset()  # (lines of host declarations the compiler rejected)
     rejected_rounds = 0
     stand_ins: set[str] = set()  # (missing headers the unit's headers include, answered empty)
+    tried: set[tuple[bytes, tuple[str, ...]]] = set()  # (copies compiled: the same one fails again)
+    last, source = failure, request.source
     for _ in range(2 * MAX_FOUND + 4 + MAX_REJECTED_ROUNDS):
         aside = host_code_aside(text, missing, device_macros, host_classes, instantiate, rejected)
         if aside is None:
             raise failure
-        source = _write_beside(request.source, aside, work)
-        try:
-            # (the headers found around the file for the whole unit are found again for this copy)
-            cubin, compiled = _compile_finding_headers(request, toolchain, source, work, timeout_s)
-            return cubin, compiled, source
-        except CompileFailure as again:
-            os.unlink(source)
-            name = missing_header(str(again))
-            if name is None and instantiate and b"perflsp_instantiated_kernels" in aside:
-                instantiate = False  # (an instantiation the file's scope cannot spell)
-                continue
-            if name is None and device_macros is None:
-                headers = local_headers(Path(request.source), request.include_dirs)
-                device_macros = device_qualifier_macros([text, *(loaded.data for h in headers
-                                                                 if isinstance(loaded := load_file(h), LoadedFile))])
-                continue
-            if name is None and not host_classes:
-                host_classes = True
-                continue
-            if name is None and (lines := _error_lines(again, source)) - rejected \
-                    and rejected_rounds < MAX_REJECTED_ROUNDS:
-                rejected |= lines
-                rejected_rounds += 1
-                continue
-            if name is None or name in stand_ins:
-                raise failure from None
-            if name in missing or not _spells_include(text, name):
-                # included by one of the unit's headers, whose text stays: an empty stand-in
-                request = _with_stand_in(request, work, name)
-                stand_ins.add(name)
-            missing |= {name}
+        if (aside, request.include_dirs) not in tried:  # (else its failure stands: the next step)
+            tried.add((aside, request.include_dirs))
+            source = _write_beside(request.source, aside, work)
+            try:
+                # (the headers found around the file for the whole unit are found again for this copy)
+                cubin, compiled = _compile_finding_headers(request, toolchain, source, work, timeout_s)
+                return cubin, compiled, source
+            except CompileFailure as again:
+                os.unlink(source)
+                last = again
+        name = missing_header(str(last))
+        if name is None and instantiate and b"perflsp_instantiated_kernels" in aside:
+            instantiate = False  # (an instantiation the file's scope cannot spell)
+            continue
+        if name is None and device_macros is None:
+            headers = local_headers(Path(request.source), request.include_dirs)
+            device_macros = device_qualifier_macros([text, *(loaded.data for h in headers
+                                                             if isinstance(loaded := load_file(h), LoadedFile))])
+            continue
+        if name is None and not host_classes:
+            host_classes = True
+            continue
+        if name is None and (lines := _error_lines(last, source)) - rejected and rejected_rounds < MAX_REJECTED_ROUNDS:
+            rejected |= lines
+            rejected_rounds += 1
+            continue
+        if name is None or name in stand_ins:
+            raise failure
+        if name in missing or not _spells_include(text, name):
+            # included by one of the unit's headers, whose text stays: an empty stand-in
+            request = _with_stand_in(request, work, name)
+            stand_ins.add(name)
+        missing |= {name}
     raise failure
 
 
@@ -455,6 +459,7 @@ def _offload_with_host_aside(request: CompileRequest, toolchain: Toolchain, text
     missing: frozenset[str] = frozenset()
     rejected: frozenset[int] = frozenset()
     rejected_rounds = 0
+    tried: set[tuple[bytes, tuple[str, ...]]] = set()  # (copies compiled: the same one fails again)
     last, compiled_from = failure, request.source
     for _ in range(2 * MAX_FOUND + MAX_REJECTED_ROUNDS + 1):
         name = missing_header(str(last))
@@ -470,8 +475,9 @@ def _offload_with_host_aside(request: CompileRequest, toolchain: Toolchain, text
         else:
             raise failure
         aside = offload_host_aside(text, missing, rejected)
-        if aside is None:
+        if aside is None or (aside, request.include_dirs) in tried:
             raise failure
+        tried.add((aside, request.include_dirs))
         compiled_from = _write_beside(request.source, aside, work)
         try:
             binary, compiled = _compile_finding_headers(request, toolchain, compiled_from, work, timeout_s)
