@@ -147,7 +147,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
         items_note = f"{count_text(work_items)} threads ({teams} teams × {threads} threads) run the region"
     if unknown_atoms:
         work_items, items_note = _unknown_iterations(walker, unknown_atoms, work_items, teams, threads,
-                                                     override is not None, cost, assumptions)
+                                                     launched_items, cost, assumptions)
     launched = float(teams * threads) if teams and threads else max(work_items, 1.0)
     per_item, compiled_note = operations(
         result.counts, cost.int_per_omp_iteration, cost, compiled, compiled_fn, profile, result.notes,
@@ -178,22 +178,20 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
 
 
 def _unknown_iterations(walker: KernelWalker, unknown_atoms: list[str], known_part: float, teams: int | None,
-                        threads: int | None, launch_given: bool, cost: CostModel, assumptions: list[Note]
-                        ) -> tuple[float, str]:
-    """The iterations of a parallel nest whose trip count the source does not state: the launch's
-    threads when the launch is given, else the production size assumed; spread over the loops
-    left unknown. Returns (iterations, note)."""
+                        threads: int | None, launched_items: float | None, cost: CostModel,
+                        assumptions: list[Note]) -> tuple[float, str]:
+    """The iterations of a parallel nest whose trip count the source does not state: those the
+    given launch stands for (`launched_items`), else the production size assumed; spread over
+    the loops left unknown. Returns (iterations, note)."""
     known_part = known_part or 1.0
-    if launch_given:
+    if launched_items is not None:
         # the runtime sizes the launch from the loop's trip count: the launch tells it
-        assert teams is not None and threads is not None  # both come from the launch given
-        total = max(float(teams * threads), known_part)
+        total = max(launched_items, known_part)
         items_note = f"{count_text(total)} iterations (from the launch: {teams} teams × {threads} threads)"
-        if teams == LLVM_NVPTX_DEFAULT_TEAMS:
+        if teams == LLVM_NVPTX_DEFAULT_TEAMS and threads:
             # LLVM's offload runtime launches min(iterations / threads, this) teams and lets
             # each thread take several iterations: the launch bounds the count from below only
             each = cost.assumed_capped_iterations
-            total = max(float(teams * threads) * each, known_part)
             items_note = f"{count_text(total)} iterations ({teams} teams × {threads} threads × {each:g} each)"
             assumptions.append(assumed(
                 NoteKind.LAUNCH_SHAPE,

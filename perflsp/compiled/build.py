@@ -77,9 +77,10 @@ class CompileFailure(RuntimeError):
     """The unit could not be compiled; the message says why in one line (`errors`: every error
     line the compiler printed, for the retries that read where it failed)."""
 
-    def __init__(self, message: str, errors: Sequence[str] = ()) -> None:
+    def __init__(self, message: str, errors: Sequence[str] = (), compiled_from: str = "") -> None:
         super().__init__(message)
         self.errors = tuple(errors)
+        self.compiled_from = compiled_from  # (a copy's path, which its errors name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,20 +388,16 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
     rejected_rounds = 0
     stand_ins: set[str] = set()  # (missing headers the unit's headers include, answered empty)
     tried: set[tuple[bytes, tuple[str, ...]]] = set()  # (copies compiled: the same one fails again)
-    last, source = failure, request.source
+    last = failure
     for _ in range(2 * MAX_FOUND + 4 + MAX_REJECTED_ROUNDS):
         aside = host_code_aside(text, missing, device_macros, host_classes, instantiate, rejected)
         if aside is None:
             raise failure
         if (aside, request.include_dirs) not in tried:  # (else its failure stands: the next step)
             tried.add((aside, request.include_dirs))
-            source = _write_beside(request.source, aside, work)
             try:
-                # (the headers found around the file for the whole unit are found again for this copy)
-                cubin, compiled = _compile_finding_headers(request, toolchain, source, work, timeout_s)
-                return cubin, compiled, source
+                return _compile_copy(request, toolchain, aside, work, timeout_s)
             except CompileFailure as again:
-                os.unlink(source)
                 last = again
         name = missing_header(str(last))
         if name is None and instantiate and b"perflsp_instantiated_kernels" in aside:
@@ -414,7 +411,7 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
         if name is None and not host_classes:
             host_classes = True
             continue
-        if name is None and (lines := _error_lines(last, source)) - rejected and rejected_rounds < MAX_REJECTED_ROUNDS:
+        if name is None and (lines := _error_lines(last)) - rejected and rejected_rounds < MAX_REJECTED_ROUNDS:
             rejected |= lines
             rejected_rounds += 1
             continue
@@ -460,10 +457,10 @@ def _offload_with_host_aside(request: CompileRequest, toolchain: Toolchain, text
     rejected: frozenset[int] = frozenset()
     rejected_rounds = 0
     tried: set[tuple[bytes, tuple[str, ...]]] = set()  # (copies compiled: the same one fails again)
-    last, compiled_from = failure, request.source
+    last = failure
     for _ in range(2 * MAX_FOUND + MAX_REJECTED_ROUNDS + 1):
         name = missing_header(str(last))
-        lines: frozenset[int] = frozenset() if name is not None else _error_lines(last, compiled_from)
+        lines: frozenset[int] = frozenset() if name is not None else _error_lines(last, request.source)
         if name is not None and name not in missing and _spells_include(text, name):
             missing |= {name}
         elif name is not None and name not in missing:
@@ -478,20 +475,31 @@ def _offload_with_host_aside(request: CompileRequest, toolchain: Toolchain, text
         if aside is None or (aside, request.include_dirs) in tried:
             raise failure
         tried.add((aside, request.include_dirs))
-        compiled_from = _write_beside(request.source, aside, work)
         try:
-            binary, compiled = _compile_finding_headers(request, toolchain, compiled_from, work, timeout_s)
-            return binary, compiled, compiled_from
+            return _compile_copy(request, toolchain, aside, work, timeout_s)
         except CompileFailure as again:
-            os.unlink(compiled_from)
             last = again
     raise failure
 
 
-def _error_lines(failure: CompileFailure, source: str) -> frozenset[int]:
-    """The lines of `source` (the copy compiled) that the compiler's errors point at (nvcc's
-    `file(12): error`, clang's `file:12:5: error`)."""
-    name = re.escape(Path(source).name)
+def _compile_copy(request: CompileRequest, toolchain: Toolchain, copy: bytes, work: str,
+                  timeout_s: float) -> tuple[str, CompileRequest, str]:
+    """`copy` of the unit compiled from beside its source (the headers found around the file for
+    the whole unit are found again for it): (binary, request, the copy's path). Its failure names
+    the copy (`CompileFailure.compiled_from`); the copy is then removed."""
+    path = _write_beside(request.source, copy, work)
+    try:
+        binary, compiled = _compile_finding_headers(request, toolchain, path, work, timeout_s)
+    except CompileFailure as failed:
+        os.unlink(path)
+        raise CompileFailure(str(failed), failed.errors, compiled_from=path) from None
+    return binary, compiled, path
+
+
+def _error_lines(failure: CompileFailure, source: str = "") -> frozenset[int]:
+    """The lines of the file compiled (the copy the failure names, else `source`) that the
+    compiler's errors point at (nvcc's `file(12): error`, clang's `file:12:5: error`)."""
+    name = re.escape(Path(failure.compiled_from or source).name)
     pattern = re.compile(name + r"(?:\((\d+)\)|:(\d+):\d+): (?:fatal )?error")
     return frozenset(int(m.group(1) or m.group(2)) for text in (*failure.errors, str(failure))
                      for m in pattern.finditer(text))
