@@ -600,6 +600,41 @@ def test_the_offload_entry_of_the_instantiation_named_is_the_one_counted(tmp_pat
         assert report.facts.per_item.global_load_bytes == pytest.approx(element, rel=0.05)
 
 
+WINDOW_TEMPLATE_REGION = """\
+template <int R>
+void smooth(int n, const float *x, float *y) {
+  #pragma omp target teams distribute parallel for map(to: x[0:n + 2 * R]) map(from: y[0:n])
+  for (int i = 0; i < n; i++) {
+    float s = 0.f;
+    for (int k = -R; k <= R; k++)
+      s += x[i + R + k] * 0.5f;
+    y[i] = s;
+  }
+}
+int main() {
+  static float x[(1 << 20) + 64], y[1 << 20];
+  smooth<9>(1 << 20, x, y);
+  smooth<1>(1 << 20, x, y);
+}
+"""
+
+
+@needs_omp
+def test_the_offload_entry_of_the_value_instantiation_named_is_the_one_counted(tmp_path, compiler):
+    # `smooth<1>`'s window loop is unrolled into 3 loads and 3 FMAs a point, `smooth<9>`'s 19:
+    # the region of the instantiation judged is counted, not the first the unit holds
+    source = tmp_path / "smooth.cpp"
+    source.write_text(WINDOW_TEMPLATE_REGION)
+    for named, mangled, window in (("1", "_Z6smoothILi1EEviPKfPf", 3), ("9", "_Z6smoothILi9EEviPKfPf", 19)):
+        prepared = read_program(source, source.read_bytes(), ReadContext(IncludeResolver()),
+                                AnalysisOptions(instantiation=(named,)))
+        options = dataclasses.replace(prepared.options, compiled=compiler.compiled(source, ["sm_86"]))
+        (report,) = FileAnalysis.of(prepared, options).reports([RTX3080])
+        assert mangled in texts(report.facts.evidence)[0]
+        assert report.facts.per_item.fp32 == pytest.approx(2 * window, rel=0.1)
+        assert report.facts.per_item.global_load_bytes == pytest.approx(4 * window, rel=0.1)
+
+
 COPY_TEMPLATE_KERNEL = """\
 template <class T>
 __global__ void copy(int n, const T *x, T *y) {

@@ -25,7 +25,7 @@ from perflsp.analysis.walk_branches import learn_size
 from perflsp.analysis.walk_values import Callee, LaunchShape, Val
 from perflsp.analysis.walker import KernelWalker
 from perflsp.compiled.model import CompiledFunction, CompiledUnit
-from perflsp.compiled.names import cuda_kernel
+from perflsp.compiled.names import argument_value, cuda_kernel
 from perflsp.compiled.profile import SourceProfile
 from perflsp.kernels.consteval import ConstEnv, Value, assumed_notes, assumed_reads
 from perflsp.kernels.definitions import parameter_names
@@ -171,10 +171,7 @@ def _compiled_function(compiled: CompiledUnit, kernel: CudaFunction, aliases: di
                 got = parse_type(arg, {})
                 points += got.kind == want.kind and got.size_bytes == want.size_bytes and got.pointer == want.pointer
             elif want is not None:
-                try:
-                    points += float(arg.rstrip("uUlL")) == want
-                except ValueError:
-                    pass
+                points += argument_value(arg) == want
         return points
 
     return cuda_kernel(compiled, kernel.qualified_name, len(kernel.params), score)

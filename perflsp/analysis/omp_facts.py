@@ -14,7 +14,7 @@ from perflsp.analysis.compiled_facts import access_widths, kernel_shift, operati
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.ctype import F32, INT, CType, parse_type
 from perflsp.analysis.finish import count_text, finish, uncertain_facts
-from perflsp.analysis.host_types import bind_host_variables, host_types
+from perflsp.analysis.host_types import bind_host_variables, host_types, template_values
 from perflsp.analysis.host_types import template_types as instantiated_types
 from perflsp.analysis.linear import Linear
 from perflsp.analysis.models import KernelFacts, LoopFact, StackFrames
@@ -25,9 +25,10 @@ from perflsp.analysis.walk_profile import begin_profile_loop, end_profile_loop
 from perflsp.analysis.walk_values import LaunchShape, Val
 from perflsp.analysis.walker import KernelWalker
 from perflsp.compiled.model import CompiledUnit
-from perflsp.compiled.names import omp_region
+from perflsp.compiled.names import argument_value, omp_region
 from perflsp.compiled.profile import SourceProfile
 from perflsp.kernels.consteval import assumed_notes, assumed_reads
+from perflsp.kernels.definitions import template_value_names
 from perflsp.kernels.models import OmpRegion
 
 
@@ -117,7 +118,8 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     shift = kernel_shift(unit.options.compiled, region.body_hash, region.span.start.line) if compiled is not None else None
     edited_since = compiled is not None and shift is None
     compiled_fn = omp_region(compiled, unit.kernels.path, region.span.start.line + 1 - (shift or 0),
-                             _prefer(template_types)) if compiled is not None and shift is not None else None
+                             _prefer(template_types, _value_arguments(unit, function, named)))\
+        if compiled is not None and shift is not None else None
     profile = SourceProfile() if compiled_fn is not None else None
     # (the region's text is expanded; the functions it calls keep their numeric macros by name)
     walker = KernelWalker(wrapped, cost, shape, aliases, unit.target_callees,
@@ -208,9 +210,25 @@ def _unknown_iterations(walker: KernelWalker, unknown_atoms: list[str], known_pa
     return total, items_note
 
 
-def _prefer(aliases: dict[str, CType]) -> Callable[[list[str]], float]:
+def _value_arguments(unit: AnalysisUnit, function: Node | None, named: tuple[str, ...] | None,
+                     ) -> tuple[float | None, ...]:
+    """By position, the value each value parameter of the enclosing function template is read
+    with (`R` of `template <int R>`: the instantiation judged's, else the first call's); None
+    for a type parameter or a value not known."""
+    if function is None:
+        return ()
+    names = template_value_names(function)
+    if not any(names):
+        return ()
+    values = template_values(unit, function, named)
+    return tuple(values[n][0] if n is not None and values.get(n) else None for n in names)
+
+
+def _prefer(aliases: dict[str, CType], values: tuple[float | None, ...] = ()) -> Callable[[list[str]], float]:
     """How well an instantiation's template arguments fit the types the region is read with
-    (a template type the code does not fix is read as float)."""
+    (a template type the code does not fix is read as float) and the values its value
+    parameters are read with (`smooth<3>`'s region is not `smooth<9>`'s: the loops the
+    compiler unrolled differ)."""
     bound = {(t.kind, t.size_bytes) for t in aliases.values()}
 
     def score(args: list[str]) -> float:
@@ -219,6 +237,9 @@ def _prefer(aliases: dict[str, CType]) -> Callable[[list[str]], float]:
             got = parse_type(arg, {})
             points += (got.kind, got.size_bytes) in bound
             points += 0.001 * (arg == "float")
+        for want, arg in zip(values, args):
+            if want is not None:
+                points += argument_value(arg) == want
         return points
 
     return score

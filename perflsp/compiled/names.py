@@ -77,6 +77,18 @@ def instantiation_arguments(name: str) -> tuple[str, ...] | None:
                  for a in args) or None
 
 
+def argument_value(arg: str) -> float | None:
+    """The number a demangled value argument spells (`3`, `256u`, `(char)1`, `true`); None for a
+    type or anything else."""
+    text = re.sub(r"^\((?:unsigned |signed )?(?:char|short|int|long|long long|bool)\)\s*", "", arg.strip())
+    if text in ("true", "false"):
+        return float(text == "true")
+    try:
+        return float(text.rstrip("uUlL"))
+    except ValueError:
+        return None
+
+
 def _count_top_level(params: str) -> int:
     depth = 0
     count = 1
