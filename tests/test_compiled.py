@@ -1088,6 +1088,39 @@ def test_a_cuda_unit_the_project_builds_with_clang_is_compiled_by_clang(tmp_path
         dataclasses.replace(request, clang_cuda=False), TOOLCHAIN, BITS.encode())
 
 
+LIBCUXX_UNIT = """\
+#include <cuda/std/limits>
+__global__ void clamp(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] < cuda::std::numeric_limits<float>::max() ? x[i] : 0.f;
+}
+"""
+
+
+@pytest.mark.parametrize("build_compiler", ["nvcc", "clang++"])
+@needs_cuda
+def test_a_cxx14_build_of_a_unit_using_libcuxx_compiles_where_the_toolkit_needs_cxx17(tmp_path, build_compiler):
+    # CUDA 13's libcu++ stops a C++14 compile (`#error libcu++ requires at least C++ 17`): the unit
+    # is compiled as C++17, by nvcc and by clang alike (a toolkit that accepts C++14 compiles it so)
+    if build_compiler == "clang++" and not TOOLCHAIN.clang_cuda_ready:
+        pytest.skip("no clang with a CUDA install")
+    from perflsp.kernels.compile_db import CompileDatabase
+
+    source = tmp_path / "clamp.cu"
+    source.write_text(LIBCUXX_UNIT)
+    arch = "--cuda-gpu-arch=sm_86 -x cuda" if build_compiler == "clang++" else "-arch=sm_86"
+    (tmp_path / "compile_commands.json").write_text(json.dumps([
+        {"directory": str(tmp_path), "file": str(source), "command": f"{build_compiler} -std=c++14 {arch} -c {source}"}]))
+    database = CompileDatabase.load(tmp_path / "compile_commands.json")
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=database)
+    request = compiler.request(source, "sm_86")
+    assert not isinstance(request, str) and request.std == "c++14"
+    assert request.clang_cuda == (build_compiler == "clang++")
+    unit = compile_unit(request, TOOLCHAIN)
+    assert any("clamp" in name for name in unit.functions)
+    assert "device code alone" not in unit.compiler  # (the unit itself, not a copy without host code)
+
+
 @needs_clang_cuda
 def test_clang_finds_stand_ins_for_the_headers_its_cuda_wrapper_includes_and_a_toolkit_lacks():
     from perflsp.compiled.build import _CLANG_CUDA_SHIMS
@@ -1426,6 +1459,39 @@ def test_a_header_that_is_a_git_lfs_pointer_is_left_out_of_the_device_compile(tm
                       "int main() { float *x = nullptr; twice<<<1, 32>>>(x); return reference.count; }\n")
     unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
     assert "_Z5twicePf" in unit.functions and "device code alone" in unit.compiler
+
+
+@needs_omp
+def test_an_openmp_unit_leaves_a_git_lfs_pointer_header_out_as_a_cuda_unit_does(tmp_path):
+    (tmp_path / "reference.h").write_text("version https://git-lfs.github.com/spec/v1\n"
+                                          "oid sha256:3b8a0a1d288d456b2a40d85300f863ed76428c607cd8945a658102809561ed01\n"
+                                          "size 4652389\n")
+    source = tmp_path / "check.cpp"
+    source.write_text('#include "reference.h"\n'
+                      "int main() {\n"
+                      "  static float x[1024];\n"
+                      "  #pragma omp target teams distribute parallel for map(tofrom: x)\n"
+                      "  for (int i = 0; i < 1024; i++) x[i] *= 2.0f;\n"
+                      "  return x[0] == reference.first ? 0 : 1;\n"
+                      "}\n")
+    unit = compile_unit(CompileRequest(str(source), "omp", "sm_86"), TOOLCHAIN)
+    assert any(name.startswith("__omp_offloading_") and name.endswith("_main_l4") for name in unit.functions)
+    assert "set aside" in unit.compiler
+
+
+@needs_omp
+def test_a_c_file_its_build_compiles_as_cxx_is_compiled_as_cxx(tmp_path):
+    # `-x c++ -std=gnu++14` on a `.c` file: compiled as C, `<cmath>` and `std::` do not exist
+    source = tmp_path / "scale.c"
+    source.write_text("#include <cmath>\n"
+                      "void scale(float *x, int n) {\n"
+                      "  #pragma omp target teams distribute parallel for map(tofrom: x[0:n])\n"
+                      "  for (int i = 0; i < n; i++) x[i] = std::sqrt(x[i]);\n"
+                      "}\n")
+    unit = compile_unit(CompileRequest(str(source), "omp", "sm_86", std="c++14"), TOOLCHAIN)
+    assert any(name.endswith("_l3") for name in unit.functions)
+    with pytest.raises(CompileFailure):  # (the same file as C)
+        compile_unit(CompileRequest(str(source), "omp", "sm_86"), TOOLCHAIN)
 
 
 @needs_cuda

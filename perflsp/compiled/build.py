@@ -64,8 +64,10 @@ FORMAT_VERSION = 5  # of the compile key: what a compile depends on besides the 
 # launch from device code compiled as relocatable code; 5: host-only classes set aside; 6:
 # a header that is a Git LFS pointer left out; 7: host declarations the compiler rejects set
 # aside whole; 8: an OpenMP unit's missing headers and rejected host statements set aside;
-# 9: a missing header one of the unit's headers includes answered by an empty stand-in)
-RETRY_VERSION = 9
+# 9: a missing header one of the unit's headers includes answered by an empty stand-in; 10: an OpenMP
+# unit's Git LFS pointer headers left out, a `.c` unit built as C++ compiled so, the C++17 retry of
+# CUDA 13's headers recognised)
+RETRY_VERSION = 10
 # of the copy compiled without host code: a unit compiled from an older copy is compiled again
 # (2: the kernel templates the host code launched are instantiated)
 ASIDE_VERSION = 2
@@ -73,6 +75,10 @@ _ASIDE = "did not compile here"  # (in the compiler's name of a unit compiled fr
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
 _BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
 _CXX17_ONLY: dict[str, bool] = {}  # nvcc -> whether its headers reject standards before C++17
+# a compiler's word that the headers need C++17 (CUDA 13's libcu++: "requires at least C++ 17")
+_NEEDS_CXX17 = re.compile(r"[Cc]\+\+ ?17")
+
+
 class CompileFailure(RuntimeError):
     """The unit could not be compiled; the message says why in one line (`errors`: every error
     line the compiler printed, for the retries that read where it failed)."""
@@ -138,7 +144,8 @@ def cache_key(request: CompileRequest, toolchain: Toolchain, text: bytes) -> str
     digest.update(json.dumps([FORMAT_VERSION, tools, request.language, request.arch,
                               request.source, request.include_dirs, request.defines, request.forced_includes,
                               request.std, *request.codegen, uses_clang_cuda(request, toolchain),
-                              *(["relocatable"] if request.relocatable else [])]).encode())
+                              *(["relocatable"] if request.relocatable else []),
+                              *(["c-as-c++"] if _c_as_cxx(request) else [])]).encode())
     digest.update(text)
     return digest.hexdigest()
 
@@ -453,15 +460,19 @@ def _offload_with_host_aside(request: CompileRequest, toolchain: Toolchain, text
     """An OpenMP unit that failed to compile, compiled again from a copy whose missing headers'
     `#include`s and rejected host statements are blanked (`offload_host_aside`), a few rounds at
     most. Raises `failure` where that does not compile either."""
-    missing: frozenset[str] = frozenset()
+    # a header that is a Git LFS pointer (data never fetched) is no header: its #include goes
+    missing = frozenset(_spelled_includes(text, [h for h in local_headers(Path(request.source), request.include_dirs)
+                                                 if _is_lfs_pointer(h)]))
     rejected: frozenset[int] = frozenset()
     rejected_rounds = 0
     tried: set[tuple[bytes, tuple[str, ...]]] = set()  # (copies compiled: the same one fails again)
     last = failure
-    for _ in range(2 * MAX_FOUND + MAX_REJECTED_ROUNDS + 1):
+    for round_ in range(2 * MAX_FOUND + MAX_REJECTED_ROUNDS + 2):
         name = missing_header(str(last))
         lines: frozenset[int] = frozenset() if name is not None else _error_lines(last, request.source)
-        if name is not None and name not in missing and _spells_include(text, name):
+        if round_ == 0 and missing:
+            pass  # (first the copy without the pointers' includes)
+        elif name is not None and name not in missing and _spells_include(text, name):
             missing |= {name}
         elif name is not None and name not in missing:
             request = _with_stand_in(request, work, name)  # (one of the unit's headers includes it)
@@ -584,7 +595,7 @@ def _nvcc(request: CompileRequest, toolchain: Toolchain, source: str, work: str,
             return cubin
         except CompileFailure as exc:
             failure = str(exc)
-            if "C++17" not in failure and "c++17" not in failure:
+            if not _NEEDS_CXX17.search(failure):
                 break
     raise CompileFailure(failure)
 
@@ -605,9 +616,13 @@ def _clang_cuda(request: CompileRequest, toolchain: Toolchain, source: str, work
     cccl = Path(toolchain.cuda_root) / "include" / "cccl"
     if cccl.is_dir():
         command += ["-isystem", str(cccl)]  # CUDA 13 keeps thrust, cub and libcu++ there; nvcc adds it itself
-    if request.std:
-        command.append(f"-std={request.std}")
-    _run([*command, source, "-o", ptx], timeout_s, "clang")
+    try:
+        _run([*command, *([f"-std={request.std}"] if request.std else []), source, "-o", ptx], timeout_s, "clang")
+    except CompileFailure as failure:
+        if not (request.std in _BEFORE_CXX17 and _NEEDS_CXX17.search(str(failure))):
+            raise
+        # the CUDA install's headers (CCCL 3) need C++17: the build's older standard fails with them
+        _run([*command, "-std=c++17", source, "-o", ptx], timeout_s, "clang")
     return _assemble(toolchain.ptxas, request.arch, ptx, str(Path(work) / "unit.cubin"), timeout_s,
                      request.relocatable)
 
@@ -635,10 +650,10 @@ def _clang_offload(request: CompileRequest, toolchain: Toolchain, source: str, w
     device = [toolchain.clang, "-O3", "-fopenmp", "-fopenmp-targets=nvptx64-nvidia-cuda", f"--offload-arch={request.arch}",
               "--offload-device-only", "-emit-llvm", "-c", "-gline-tables-only", "-w", *request.flags()]
     device.append("-nocudalib")  # libdevice is linked below, whatever CUDA version clang knows
-    if Path(source).suffix == ".c":
+    if Path(source).suffix == ".c" and not _c_as_cxx(request):
         device += ["-x", "c"]  # (a C++ standard is refused for C)
-    elif request.std:
-        device.append(f"-std={request.std}")
+    else:
+        device += [*(["-x", "c++"] if _c_as_cxx(request) else []), *([f"-std={request.std}"] if request.std else [])]
     _run([*device, source, "-o", str(w / "device.bc")], timeout_s, "clang")
     libraries = [runtime] + ([toolchain.libdevice] if toolchain.libdevice else [])
     _run([toolchain.llvm_link, "--only-needed", "--internalize", str(w / "device.bc"), *libraries,
@@ -658,6 +673,11 @@ def _clang_offload(request: CompileRequest, toolchain: Toolchain, source: str, w
          "llc")
     return _assemble(toolchain.ptxas, request.arch, str(w / "unit.ptx"), str(w / "unit.cubin"), timeout_s,
                      request.relocatable)
+
+
+def _c_as_cxx(request: CompileRequest) -> bool:
+    """A `.c` unit its build compiles as C++ (`-x c++ -std=gnu++14`: a C++ standard says so)."""
+    return Path(request.source).suffix == ".c" and (request.std or "").startswith("c++")
 
 
 def _run(command: Sequence[str], timeout_s: float, tool: str) -> str:
