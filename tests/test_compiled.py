@@ -1392,6 +1392,40 @@ def test_a_kernel_template_only_failing_host_code_launched_is_compiled_with_the_
     assert not any(name.startswith("_Z5scale") for name in unit.functions)
 
 
+DEDUCED_TEMPLATE_LAUNCHES = """\
+#include <absent_blas.h>
+template <class T>
+__global__ void scale(T *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= (T)2;
+}
+template <class T>
+void run(int n) {
+  T *x = nullptr;
+  scale<<<(n + 255) / 256, 256>>>(x, n);
+}
+int main() {
+  blas_handle_t handle;
+  blas_create(&handle);
+  run<float>(1 << 20);
+  run<double>(1 << 20);
+  blas_destroy(handle);
+}
+"""
+
+
+@needs_cuda
+def test_host_code_that_instantiates_kernel_templates_keeps_what_compiles(tmp_path):
+    # `scale<<<...>>>(x, n)` deduces `scale<T>` from `run<T>`'s types, instantiated by `main`:
+    # a copy with the host bodies blanked instantiates neither; the copy that sets aside only
+    # what the compiler rejects (the library's include, type and calls) keeps both
+    source = tmp_path / "deduced.cu"
+    source.write_text(DEDUCED_TEMPLATE_LAUNCHES)
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert {"_Z5scaleIfEvPT_i", "_Z5scaleIdEvPT_i"} <= set(unit.functions)
+    assert "host statements that did not compile here set aside" in unit.compiler
+
+
 @needs_cuda
 @needs_clang_cuda
 def test_a_clang_built_unit_whose_host_code_does_not_compile_here_is_counted_from_its_device_code(tmp_path):

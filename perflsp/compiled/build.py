@@ -30,10 +30,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from perflsp.compiled.cfg import build_function, looping_subroutines
 from perflsp.compiled.headers import MAX_FOUND, find_header_folder, missing_header
-from perflsp.compiled.host_aside import device_qualifier_macros, host_code_aside, offload_host_aside
+from perflsp.compiled.host_aside import (
+    device_qualifier_macros,
+    host_code_aside,
+    launches_kernel_templates,
+    offload_host_aside,
+)
 from perflsp.compiled.inline_sites import place_library_code
 from perflsp.compiled.model import CompiledUnit
 from perflsp.compiled.sass import parse_sass
@@ -69,8 +75,10 @@ FORMAT_VERSION = 5  # of the compile key: what a compile depends on besides the 
 # CUDA 13's headers recognised)
 RETRY_VERSION = 10
 # of the copy compiled without host code: a unit compiled from an older copy is compiled again
-# (2: the kernel templates the host code launched are instantiated)
-ASIDE_VERSION = 2
+# (2: the kernel templates the host code launched are instantiated; 3: a CUDA unit whose host code
+# instantiates kernel templates keeps the host statements that compile: only such units compiled
+# from an older copy are compiled again, `_stale_copy`)
+ASIDE_VERSION = 3
 _ASIDE = "did not compile here"  # (in the compiler's name of a unit compiled from such a copy)
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
 _BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
@@ -215,7 +223,7 @@ class CompileCache:
                 return None
             if "failure" in meta:
                 return CompileFailure(str(meta["failure"])) if meta.get("retries") == RETRY_VERSION else None
-            if _ASIDE in str(meta.get("compiler", "")) and meta.get("aside") != ASIDE_VERSION:
+            if _ASIDE in str(meta.get("compiler", "")) and _stale_copy(meta):
                 return None
             if meta.get("reader") == READER_VERSION and meta.get("unit"):
                 return CompiledUnit.from_json(meta["unit"])
@@ -257,6 +265,20 @@ class CompileCache:
             self._memory[key] = unit
             while len(self._memory) > self.memory_entries:
                 del self._memory[next(iter(self._memory))]
+
+
+def _stale_copy(meta: dict[str, Any]) -> bool:
+    """Whether a unit compiled from a copy (host code set aside) was compiled from a copy this
+    version makes differently."""
+    version = meta.get("aside")
+    if version == ASIDE_VERSION:
+        return False
+    if version != 2:
+        return True
+    try:  # (version 3 changed the copy of CUDA units whose host code launches kernel templates)
+        return launches_kernel_templates(Path(meta["source"]).read_bytes())
+    except OSError:
+        return True
 
 
 def _header_digests(paths: Sequence[str]) -> list[str]:
@@ -312,7 +334,7 @@ def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCa
                 retried = _with_host_code_aside(request, toolchain, text, work, timeout_s, failure)
                 if source != request.source:
                     os.unlink(source)
-                cubin, request, source = retried
+                cubin, request, source, statements_aside = retried
                 host_aside = True
             sass = _run([toolchain.nvdisasm or "nvdisasm", "-c", "-gi", cubin], timeout_s, "nvdisasm")
         except CompileFailure as failure:
@@ -332,8 +354,8 @@ def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCa
         compiler = " ".join([Path((toolchain.nvcc if request.language == "cuda" else toolchain.clang) or "?").name,
                              *request.codegen])
     if host_aside:
-        compiler += (" (device code alone: the host code did not compile here)" if request.language == "cuda"
-                     else " (host statements that did not compile here set aside)")
+        compiler += (" (host statements that did not compile here set aside)" if statements_aside
+                     else " (device code alone: the host code did not compile here)")
     headers = [str(h) for h in local_headers(Path(request.source), request.include_dirs)]
     unit = read_unit(sass, request.source, source, request.arch, compiler, headers, time.perf_counter() - started)
     if cache is not None:
@@ -370,15 +392,31 @@ def _write_beside(source: str, text: bytes, work: str) -> str:
 
 
 def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: bytes, work: str, timeout_s: float,
-                          failure: CompileFailure) -> tuple[str, CompileRequest, str]:
+                          failure: CompileFailure) -> tuple[str, CompileRequest, str, bool]:
     """A unit that failed to compile, compiled again with its host code set aside
-    (host_aside.py): a CUDA unit by nvcc, an OpenMP unit as before (`_offload_with_host_aside`):
-    (binary, request, the file compiled, written beside the source). Raises `failure` where that
-    does not compile either, or does not apply (a compile that ran out of time)."""
+    (host_aside.py): (binary, request, the file compiled, written beside the source, whether only
+    the host statements the compiler rejected were set aside). An OpenMP unit, and a CUDA unit
+    whose host code instantiates kernel templates by launching them (`scale<<<g, b>>>(x)` in
+    `template <class T> void run(T *x)`, `run<float>` called from `main`), keeps its host code
+    but the statements the compiler rejects (`_statements_aside`); any other CUDA unit, or one
+    that does not compile so, keeps its device code alone, through nvcc. Raises `failure` where
+    that does not compile either, or does not apply (a compile that ran out of time)."""
     if "took longer than" in str(failure):
         raise failure
     if request.language != "cuda":
-        return _offload_with_host_aside(request, toolchain, text, work, timeout_s, failure)
+        return (*_statements_aside(request, toolchain, text, work, timeout_s, failure), True)
+    if launches_kernel_templates(text):
+        try:
+            return (*_statements_aside(request, toolchain, text, work, timeout_s, failure), True)
+        except CompileFailure:
+            pass  # (the device code alone, below)
+    return (*_device_code_alone(request, toolchain, text, work, timeout_s, failure), False)
+
+
+def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: bytes, work: str, timeout_s: float,
+                       failure: CompileFailure) -> tuple[str, CompileRequest, str]:
+    """A CUDA unit compiled by nvcc from a copy with its host function bodies blanked (and, step
+    by step, what else keeps it from compiling: headers, host classes, rejected declarations)."""
     if uses_clang_cuda(request, toolchain):
         if toolchain.nvcc is None:
             raise failure
@@ -455,11 +493,12 @@ def _with_stand_in(request: CompileRequest, work: str, name: str) -> CompileRequ
 MAX_REJECTED_ROUNDS = 3  # compiles spent setting aside the host declarations the compiler rejects
 
 
-def _offload_with_host_aside(request: CompileRequest, toolchain: Toolchain, text: bytes, work: str,
-                             timeout_s: float, failure: CompileFailure) -> tuple[str, CompileRequest, str]:
-    """An OpenMP unit that failed to compile, compiled again from a copy whose missing headers'
+def _statements_aside(request: CompileRequest, toolchain: Toolchain, text: bytes, work: str,
+                      timeout_s: float, failure: CompileFailure) -> tuple[str, CompileRequest, str]:
+    """A unit that failed to compile, compiled again from a copy whose missing headers'
     `#include`s and rejected host statements are blanked (`offload_host_aside`), a few rounds at
-    most. Raises `failure` where that does not compile either."""
+    most: the host code that still compiles stays, with the instantiations it makes. Raises
+    `failure` where that does not compile either."""
     # a header that is a Git LFS pointer (data never fetched) is no header: its #include goes
     missing = frozenset(_spelled_includes(text, [h for h in local_headers(Path(request.source), request.include_dirs)
                                                  if _is_lfs_pointer(h)]))

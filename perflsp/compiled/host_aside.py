@@ -180,6 +180,17 @@ def instantiated_launches(bodies: Iterable[bytes], known: frozenset[bytes]) -> b
             + b", ".join(seen) + b"};\n")
 
 
+_KERNEL_TEMPLATE = re.compile(
+    rb"template\s*<[^{};]*?>\s*(?:(?:static|inline|__host__)\s+)*__global__\s+(?:[\w:<>]+\s+)*?(\w+)\s*\(")
+
+
+def launches_kernel_templates(text: bytes) -> bool:
+    """Whether the unit defines a kernel template and launches it without template arguments
+    (`scale<<<g, b>>>(x)`, the arguments deduced from a host template's types): host code that
+    instantiates it, which a copy with the host bodies blanked loses."""
+    return any(re.search(rb"\b" + re.escape(m.group(1)) + rb"\s*<<<", text) for m in _KERNEL_TEMPLATE.finditer(text))
+
+
 def _file_scope_words(root: Node, text: bytes) -> frozenset[bytes]:
     """The words the file spells outside function bodies and template parameter lists (its
     macros, types, constants, the kernels' names and namespaces)."""
