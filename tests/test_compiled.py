@@ -457,6 +457,19 @@ def test_a_stack_array_indexed_at_run_time_is_local_memory_that_reaches_dram(tmp
     assert estimate.dram_bytes == pytest.approx(global_bytes + 2 * 256 * float(1 << 20), rel=0.05)
 
 
+def test_a_copy_another_compile_wrote_beside_its_unit_is_neither_an_includer_nor_a_source(tmp_path):
+    # `check DIR` compiles units in parallel; one unit's copy (`.perflsp-*.cu`, written beside it
+    # for seconds) includes the same header: taken for the header's includer or for a file to
+    # check, it was gone when compiled ("cannot read .perflsp-...cu")
+    from perflsp.source.files import TRANSIENT_COPY_PREFIX, iter_source_paths
+
+    (tmp_path / "kernels.cuh").write_text("__global__ void k(float *x) { x[threadIdx.x] = 0.f; }\n")
+    (tmp_path / f"{TRANSIENT_COPY_PREFIX}a1b2c3.cu").write_text('#include "kernels.cuh"\n')
+    (tmp_path / "main.cu").write_text('#include "kernels.cuh"\nint main() {}\n')
+    assert includer_of(tmp_path / "kernels.cuh") == tmp_path / "main.cu"
+    assert [p.name for p in iter_source_paths([tmp_path])] == ["kernels.cuh", "main.cu"]
+
+
 @needs_cuda
 def test_a_header_kernel_is_compiled_through_the_source_that_includes_it(tmp_path, compiler):
     (tmp_path / "kernels.cuh").write_text(POLY.split("int main")[0])

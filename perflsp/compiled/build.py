@@ -45,7 +45,7 @@ from perflsp.compiled.model import CompiledUnit
 from perflsp.compiled.sass import parse_sass
 from perflsp.compiled.toolchain import Toolchain, omp_device_library
 from perflsp.kernels.includes import local_headers, quoted_includes
-from perflsp.source.files import LoadedFile, load_file
+from perflsp.source.files import TRANSIENT_COPY_PREFIX, LoadedFile, load_file
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -383,7 +383,7 @@ def read_unit(sass: str, source: str, compiled_from: str, arch: str, compiler: s
 def _write_beside(source: str, text: bytes, work: str) -> str:
     folder = Path(source).parent
     try:
-        handle, path = tempfile.mkstemp(prefix=".perflsp-", suffix=Path(source).suffix, dir=folder)
+        handle, path = tempfile.mkstemp(prefix=TRANSIENT_COPY_PREFIX, suffix=Path(source).suffix, dir=folder)
     except OSError:
         handle, path = tempfile.mkstemp(prefix="unit-", suffix=Path(source).suffix, dir=work)
     with os.fdopen(handle, "wb") as out:

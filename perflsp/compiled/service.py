@@ -31,6 +31,7 @@ from perflsp.compiled.model import CompiledFunction, CompiledSource, CompiledUni
 from perflsp.compiled.toolchain import Toolchain, ToolchainSettings
 from perflsp.kernels.compile_db import CompileFlags, FlagsSource
 from perflsp.kernels.includes import folders_above, names_file, sources_including
+from perflsp.source.files import is_transient_copy
 
 CUDA_SUFFIXES = frozenset({".cu"})
 HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl"})
@@ -336,7 +337,9 @@ def _folder_sources(folder: Path) -> list[Path]:
     cached = _FOLDERS.get(folder)
     if cached is None or cached[0] != stamp:
         try:
-            files = sorted(p for p in folder.iterdir() if p.suffix in _CANDIDATE_SUFFIXES and p.is_file())
+            # (a copy another compile wrote beside its unit is no includer: gone in a moment)
+            files = sorted(p for p in folder.iterdir() if p.suffix in _CANDIDATE_SUFFIXES and p.is_file()
+                           and not is_transient_copy(p))
         except OSError:
             files = []
         if len(_FOLDERS) > 4096:

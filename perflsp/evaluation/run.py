@@ -41,7 +41,7 @@ from perflsp.hardware.models import Gpu
 from perflsp.kernels.compile_db import FlagsSource
 from perflsp.kernels.models import CudaFunction, FileKernels, LaunchSite, OmpRegion
 from perflsp.kernels.program import ProgramModel, program_model
-from perflsp.source.files import SkippedFile
+from perflsp.source.files import SkippedFile, is_transient_copy
 from perflsp.source.parser import is_source_path
 
 if TYPE_CHECKING:
@@ -261,7 +261,7 @@ class _LaunchIndex:
             files = []
             folder = self.src_root / target
             for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
-                if not path.is_file() or not is_source_path(path):
+                if not path.is_file() or not is_source_path(path) or is_transient_copy(path):
                     continue
                 relative = str(path.relative_to(self.src_root))
                 result = self.locator.file(relative)

@@ -23,6 +23,7 @@ from pathlib import Path
 from perflsp.kernels.consteval import ConstEnv, Value, try_evaluate
 from perflsp.kernels.project_headers import HEADER_SUFFIXES, HeaderIndex, search_root
 from perflsp.kernels.return_forms import scan_pure_functions
+from perflsp.source.files import is_transient_copy
 
 MAX_INCLUDE_DEPTH = 12
 MAX_HEADER_BYTES = 4 * 1024 * 1024
@@ -383,7 +384,8 @@ class IncludeResolver:
             except OSError:
                 entries = []
             for entry in entries:
-                if entry.suffix.lower() not in _SOURCE_SUFFIXES + HEADER_SUFFIXES or not entry.is_file():
+                if entry.suffix.lower() not in _SOURCE_SUFFIXES + HEADER_SUFFIXES or not entry.is_file() \
+                        or is_transient_copy(entry):
                     continue
                 for m in _INCLUDE_NAME.finditer(self._file_bytes(entry)):
                     index.setdefault(m.group(2).decode("utf-8", "replace"), []).append(

@@ -50,7 +50,7 @@ from perflsp.kernels.pointer_tables import calls_through, calls_through_callback
 from perflsp.kernels.preprocess import expand_macros
 from perflsp.kernels.static_members import static_member_value
 from perflsp.kernels.symbols import TopLevelFacts, declares, file_env, function_env, is_write, mutable_globals, never_runs
-from perflsp.source.files import SkippedFile, load_file
+from perflsp.source.files import SkippedFile, is_transient_copy, load_file
 from perflsp.source.parser import parse, query
 from perflsp.source.positions import LineIndex
 
@@ -1152,7 +1152,8 @@ def _folder_sources(folder: Path, mtime_ns: int, own: str, suffixes: tuple[str, 
     """The sources of `folder` with these suffixes but `own` (none in a folder of more sources
     than one program has), listed once per state of the folder."""
     try:
-        found = sorted(p for p in folder.iterdir() if p.suffix in suffixes and p.name != own and p.is_file())
+        found = sorted(p for p in folder.iterdir()
+                       if p.suffix in suffixes and p.name != own and p.is_file() and not is_transient_copy(p))
     except OSError:
         return ()
     return tuple(found) if len(found) <= _MAX_SIBLINGS else ()

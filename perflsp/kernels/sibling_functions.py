@@ -13,7 +13,7 @@ from tree_sitter import Node, Tree
 
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.definitions import function_definitions
-from perflsp.source.files import SkippedFile, load_file
+from perflsp.source.files import SkippedFile, is_transient_copy, load_file
 from perflsp.source.parser import parse
 from perflsp.source.positions import LineIndex
 
@@ -56,7 +56,8 @@ def _version(path: Path) -> tuple[Path, int, int] | None:
 
 def _folder_sources(folder: Path, own: str) -> tuple[Path, ...]:
     try:
-        found = sorted(p for p in folder.iterdir() if p.suffix in _SOURCE_SUFFIXES and p.name != own and p.is_file())
+        found = sorted(p for p in folder.iterdir()
+                       if p.suffix in _SOURCE_SUFFIXES and p.name != own and p.is_file() and not is_transient_copy(p))
     except OSError:
         return ()
     return tuple(found) if len(found) <= _MAX_SOURCES else ()

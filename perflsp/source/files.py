@@ -11,6 +11,14 @@ from pathlib import Path
 from perflsp.source.parser import is_source_path
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
+# the name prefix of the copies of a unit perflsp compiles from beside it (an unsaved buffer, a
+# unit with its host code set aside): files that exist for seconds, no sources of the project
+TRANSIENT_COPY_PREFIX = ".perflsp-"
+
+
+def is_transient_copy(path: str | Path) -> bool:
+    """Whether `path` names such a copy."""
+    return Path(path).name.startswith(TRANSIENT_COPY_PREFIX)
 _BINARY_SNIFF_BYTES = 8192
 
 
@@ -81,7 +89,7 @@ def iter_source_paths(paths: Iterable[str | Path]) -> Iterator[Path | SkippedFil
             for root, dirs, files in os.walk(path, onerror=None):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(files):
-                    if is_source_path(name):
+                    if is_source_path(name) and not is_transient_copy(name):
                         yield Path(root) / name
         elif path.exists():
             yield path
