@@ -1405,6 +1405,29 @@ def test_a_kernel_template_only_failing_host_code_launched_is_compiled_with_the_
     assert not any(name.startswith("_Z5scale") for name in unit.functions)
 
 
+LEGACY_SHUFFLE = """\
+__global__ void warp_sum(const float *x, float *out) {
+  float v = x[blockIdx.x * blockDim.x + threadIdx.x];
+  for (int lane = 16; lane > 0; lane /= 2)
+    v += __shfl_xor(v, lane, 32);
+  if (__any(v > 0.f) && threadIdx.x % 32 == 0) out[blockIdx.x] = v;
+}
+"""
+
+
+@needs_cuda
+def test_legacy_warp_intrinsics_are_read_as_their_sync_forms(tmp_path):
+    # `__shfl_xor` and `__any` (before CUDA 9): CUDA 13 declares them no more; the whole warp's
+    # `_sync` forms are what they did
+    source = tmp_path / "legacy_warp.cu"
+    source.write_text(LEGACY_SHUFFLE)
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    (fn,) = [f for name, f in unit.functions.items() if "warp_sum" in name]
+    assert "legacy warp intrinsics read as their _sync forms" in unit.compiler
+    # the butterfly unrolled: five shuffles, each followed by its FADD
+    assert sum(lc.counts[INDEX["fp32"]] for block in fn.blocks for lc in block.lines) == 5
+
+
 DEDUCED_TEMPLATE_LAUNCHES = """\
 #include <absent_blas.h>
 template <class T>

@@ -72,14 +72,19 @@ FORMAT_VERSION = 5  # of the compile key: what a compile depends on besides the 
 # aside whole; 8: an OpenMP unit's missing headers and rejected host statements set aside;
 # 9: a missing header one of the unit's headers includes answered by an empty stand-in; 10: an OpenMP
 # unit's Git LFS pointer headers left out, a `.c` unit built as C++ compiled so, the C++17 retry of
-# CUDA 13's headers recognised)
-RETRY_VERSION = 10
+# CUDA 13's headers recognised; 11: legacy warp intrinsics read as their `_sync` forms)
+RETRY_VERSION = 11
 # of the copy compiled without host code: a unit compiled from an older copy is compiled again
 # (2: the kernel templates the host code launched are instantiated; 3: a CUDA unit whose host code
 # instantiates kernel templates keeps the host statements that compile: only such units compiled
 # from an older copy are compiled again, `_stale_copy`)
 ASIDE_VERSION = 3
 _ASIDE = "did not compile here"  # (in the compiler's name of a unit compiled from such a copy)
+# the warp intrinsics CUDA 9 replaced by `_sync` forms (CUDA 13 declares them no more), and the
+# compiler's word that one is missing
+_LEGACY_WARP_CALL = re.compile(rb"\b(__shfl|__shfl_up|__shfl_down|__shfl_xor|__ballot|__any|__all)\s*\(")
+_LEGACY_WARP_UNDECLARED = re.compile(r'identifier "(?:__shfl|__shfl_up|__shfl_down|__shfl_xor|__ballot|__any|__all)" '
+                                     r"is undefined")
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
 _BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
 _CXX17_ONLY: dict[str, bool] = {}  # nvcc -> whether its headers reject standards before C++17
@@ -334,7 +339,7 @@ def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCa
                 retried = _with_host_code_aside(request, toolchain, text, work, timeout_s, failure)
                 if source != request.source:
                     os.unlink(source)
-                cubin, request, source, statements_aside = retried
+                cubin, request, source, how = retried
                 host_aside = True
             sass = _run([toolchain.nvdisasm or "nvdisasm", "-c", "-gi", cubin], timeout_s, "nvdisasm")
         except CompileFailure as failure:
@@ -354,8 +359,7 @@ def compile_unit(request: CompileRequest, toolchain: Toolchain, cache: CompileCa
         compiler = " ".join([Path((toolchain.nvcc if request.language == "cuda" else toolchain.clang) or "?").name,
                              *request.codegen])
     if host_aside:
-        compiler += (" (host statements that did not compile here set aside)" if statements_aside
-                     else " (device code alone: the host code did not compile here)")
+        compiler += f" ({how})"
     headers = [str(h) for h in local_headers(Path(request.source), request.include_dirs)]
     unit = read_unit(sass, request.source, source, request.arch, compiler, headers, time.perf_counter() - started)
     if cache is not None:
@@ -392,10 +396,12 @@ def _write_beside(source: str, text: bytes, work: str) -> str:
 
 
 def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: bytes, work: str, timeout_s: float,
-                          failure: CompileFailure) -> tuple[str, CompileRequest, str, bool]:
-    """A unit that failed to compile, compiled again with its host code set aside
-    (host_aside.py): (binary, request, the file compiled, written beside the source, whether only
-    the host statements the compiler rejected were set aside). An OpenMP unit, and a CUDA unit
+                          failure: CompileFailure) -> tuple[str, CompileRequest, str, str]:
+    """A unit that failed to compile, compiled again from a copy (host_aside.py): (binary,
+    request, the file compiled, written beside the source, what the copy changed, for the
+    compiler's name). A CUDA unit calling the warp intrinsics CUDA 9 replaced (`__shfl_xor`,
+    `__ballot`), which CUDA 13 no longer declares, is read with their `_sync` forms over the
+    whole warp, what the old forms did; then, where it still fails, an OpenMP unit, and a CUDA unit
     whose host code instantiates kernel templates by launching them (`scale<<<g, b>>>(x)` in
     `template <class T> void run(T *x)`, `run<float>` called from `main`), keeps its host code
     but the statements the compiler rejects (`_statements_aside`); any other CUDA unit, or one
@@ -403,14 +409,23 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
     that does not compile either, or does not apply (a compile that ran out of time)."""
     if "took longer than" in str(failure):
         raise failure
+    statements = "host statements that did not compile here set aside"
     if request.language != "cuda":
-        return (*_statements_aside(request, toolchain, text, work, timeout_s, failure), True)
+        return (*_statements_aside(request, toolchain, text, work, timeout_s, failure), statements)
+    if _LEGACY_WARP_UNDECLARED.search(str(failure)):
+        text = _LEGACY_WARP_CALL.sub(lambda m: m.group(1) + b"_sync(0xffffffff, ", text)
+        try:
+            return (*_compile_copy(request, toolchain, text, work, timeout_s),
+                    "legacy warp intrinsics read as their _sync forms: they did not compile here")
+        except CompileFailure as again:
+            failure = again  # (the copies below start from the modern forms)
     if launches_kernel_templates(text):
         try:
-            return (*_statements_aside(request, toolchain, text, work, timeout_s, failure), True)
+            return (*_statements_aside(request, toolchain, text, work, timeout_s, failure), statements)
         except CompileFailure:
             pass  # (the device code alone, below)
-    return (*_device_code_alone(request, toolchain, text, work, timeout_s, failure), False)
+    return (*_device_code_alone(request, toolchain, text, work, timeout_s, failure),
+            "device code alone: the host code did not compile here")
 
 
 def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: bytes, work: str, timeout_s: float,
