@@ -457,6 +457,19 @@ def test_a_stack_array_indexed_at_run_time_is_local_memory_that_reaches_dram(tmp
     assert estimate.dram_bytes == pytest.approx(global_bytes + 2 * 256 * float(1 << 20), rel=0.05)
 
 
+@needs_cuda
+def test_a_header_of_kernels_a_cpp_file_includes_is_compiled_through_it_as_cuda(tmp_path, compiler):
+    # `main.cpp` holds no kernel of its own: the build compiles it for the device (`nvcc -x cu`)
+    # because the header it includes does
+    (tmp_path / "kernels.hpp").write_text("__global__ void twice(float *x) { x[threadIdx.x] *= 2.f; }\n")
+    (tmp_path / "main.cpp").write_text('#include "kernels.hpp"\n'
+                                       "int main() { float *x = nullptr; twice<<<1, 32>>>(x); }\n")
+    source = compiler.compiled(tmp_path / "kernels.hpp", ["sm_86"])
+    assert source.failures == {}
+    assert source.units["sm_86"].source == str((tmp_path / "main.cpp").resolve())
+    assert "_Z5twicePf" in source.units["sm_86"].functions
+
+
 def test_a_copy_another_compile_wrote_beside_its_unit_is_neither_an_includer_nor_a_source(tmp_path):
     # `check DIR` compiles units in parallel; one unit's copy (`.perflsp-*.cu`, written beside it
     # for seconds) includes the same header: taken for the header's includer or for a file to

@@ -128,6 +128,13 @@ class Compiler:
             return f"cannot read {unit}: {exc.strerror or exc}"
         flags = self.flags_for(unit) or self.flags_for(path)
         language = unit_language(unit, unit_text, flags) or ("omp" if omp_regions and unit == path else None)
+        if language is None and unit != path:
+            # a header of kernels (or regions) that a `.cpp` includes: its build compiles that
+            # source for the device (`nvcc -x cu main.cpp`), or the header's code would not compile
+            if _GLOBAL.search(own) or kernels:
+                language = "cuda"
+            elif _OMP_TARGET.search(own) or omp_regions:
+                language = "omp"
         if language is None or (language == "cuda" and not _GLOBAL.search(unit_text) and unit == path
                                 and not relocatable and not kernels):
             return f"{unit.name} has no device code to compile"
