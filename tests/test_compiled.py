@@ -1530,12 +1530,15 @@ def test_a_host_class_whose_members_a_missing_header_declares_is_set_aside(tmp_p
     assert kept.count("\n") == HOST_CLASS.count("\n")
 
 
+# reference data stored with Git LFS and never fetched: the header holds the pointer's text
+LFS_POINTER = ("version https://git-lfs.github.com/spec/v1\n"
+               "oid sha256:3b8a0a1d288d456b2a40d85300f863ed76428c607cd8945a658102809561ed01\n"
+               "size 4652389\n")
+
+
 @needs_cuda
 def test_a_header_that_is_a_git_lfs_pointer_is_left_out_of_the_device_compile(tmp_path):
-    # reference data stored with Git LFS and never fetched: the header holds the pointer's text
-    (tmp_path / "reference.h").write_text("version https://git-lfs.github.com/spec/v1\n"
-                                          "oid sha256:3b8a0a1d288d456b2a40d85300f863ed76428c607cd8945a658102809561ed01\n"
-                                          "size 4652389\n")
+    (tmp_path / "reference.h").write_text(LFS_POINTER)
     source = tmp_path / "check.cu"
     source.write_text('#include "reference.h"\n'
                       "__global__ void twice(float *x) { x[threadIdx.x] *= 2.0f; }\n"
@@ -1546,9 +1549,7 @@ def test_a_header_that_is_a_git_lfs_pointer_is_left_out_of_the_device_compile(tm
 
 @needs_omp
 def test_an_openmp_unit_leaves_a_git_lfs_pointer_header_out_as_a_cuda_unit_does(tmp_path):
-    (tmp_path / "reference.h").write_text("version https://git-lfs.github.com/spec/v1\n"
-                                          "oid sha256:3b8a0a1d288d456b2a40d85300f863ed76428c607cd8945a658102809561ed01\n"
-                                          "size 4652389\n")
+    (tmp_path / "reference.h").write_text(LFS_POINTER)
     source = tmp_path / "check.cpp"
     source.write_text('#include "reference.h"\n'
                       "int main() {\n"

@@ -438,9 +438,7 @@ def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: byte
         # (a unit the build compiles with clang that does not compile here whole, for a library
         # header this machine lacks: its device code alone, through nvcc, named in the evidence)
         request = dataclasses.replace(request, clang_cuda=False)
-    # a header that is a Git LFS pointer (data never fetched) is no header: its #include goes too
-    missing = frozenset(_spelled_includes(text, [h for h in local_headers(Path(request.source), request.include_dirs)
-                                                 if _is_lfs_pointer(h)]))
+    missing = _lfs_pointer_includes(request, text)
     device_macros: frozenset[str] | None = None  # (first: every macro may be a device qualifier)
     host_classes = False  # (last: host-only classes set aside too)
     instantiate = True  # (the kernel templates the host code launched, named at the end)
@@ -514,37 +512,38 @@ def _statements_aside(request: CompileRequest, toolchain: Toolchain, text: bytes
     `#include`s and rejected host statements are blanked (`offload_host_aside`), a few rounds at
     most: the host code that still compiles stays, with the instantiations it makes. Raises
     `failure` where that does not compile either."""
-    # a header that is a Git LFS pointer (data never fetched) is no header: its #include goes
-    missing = frozenset(_spelled_includes(text, [h for h in local_headers(Path(request.source), request.include_dirs)
-                                                 if _is_lfs_pointer(h)]))
+    missing = _lfs_pointer_includes(request, text)
     rejected: frozenset[int] = frozenset()
     rejected_rounds = 0
     tried: set[tuple[bytes, tuple[str, ...]]] = set()  # (copies compiled: the same one fails again)
     last = failure
-    for round_ in range(2 * MAX_FOUND + MAX_REJECTED_ROUNDS + 2):
+    for _ in range(2 * MAX_FOUND + MAX_REJECTED_ROUNDS + 2):
+        aside = offload_host_aside(text, missing, rejected)  # (None before anything is set aside)
+        if aside is not None and (aside, request.include_dirs) not in tried:
+            tried.add((aside, request.include_dirs))
+            try:
+                return _compile_copy(request, toolchain, aside, work, timeout_s)
+            except CompileFailure as again:
+                last = again
         name = missing_header(str(last))
-        lines: frozenset[int] = frozenset() if name is not None else _error_lines(last, request.source)
-        if round_ == 0 and missing:
-            pass  # (first the copy without the pointers' includes)
-        elif name is not None and name not in missing and _spells_include(text, name):
+        if name is not None and name not in missing:
+            if not _spells_include(text, name):
+                request = _with_stand_in(request, work, name)  # (one of the unit's headers includes it)
             missing |= {name}
-        elif name is not None and name not in missing:
-            request = _with_stand_in(request, work, name)  # (one of the unit's headers includes it)
-            missing |= {name}
-        elif lines - rejected and rejected_rounds < MAX_REJECTED_ROUNDS:
+        elif name is None and (lines := _error_lines(last, request.source)) - rejected \
+                and rejected_rounds < MAX_REJECTED_ROUNDS:
             rejected |= lines
             rejected_rounds += 1
         else:
             raise failure
-        aside = offload_host_aside(text, missing, rejected)
-        if aside is None or (aside, request.include_dirs) in tried:
-            raise failure
-        tried.add((aside, request.include_dirs))
-        try:
-            return _compile_copy(request, toolchain, aside, work, timeout_s)
-        except CompileFailure as again:
-            last = again
     raise failure
+
+
+def _lfs_pointer_includes(request: CompileRequest, text: bytes) -> frozenset[str]:
+    """The unit's `#include`s of local headers that are Git LFS pointers (data never fetched):
+    no headers, left out of every copy."""
+    return frozenset(_spelled_includes(text, [h for h in local_headers(Path(request.source), request.include_dirs)
+                                              if _is_lfs_pointer(h)]))
 
 
 def _compile_copy(request: CompileRequest, toolchain: Toolchain, copy: bytes, work: str,
