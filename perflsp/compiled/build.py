@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from perflsp.compiled.cfg import build_function, looping_subroutines
+from perflsp.compiled.header_copies import header_error_lines, write_tree
 from perflsp.compiled.headers import MAX_FOUND, find_header_folder, missing_header
 from perflsp.compiled.host_aside import (
     device_qualifier_macros,
@@ -72,8 +73,9 @@ FORMAT_VERSION = 5  # of the compile key: what a compile depends on besides the 
 # aside whole; 8: an OpenMP unit's missing headers and rejected host statements set aside;
 # 9: a missing header one of the unit's headers includes answered by an empty stand-in; 10: an OpenMP
 # unit's Git LFS pointer headers left out, a `.c` unit built as C++ compiled so, the C++17 retry of
-# CUDA 13's headers recognised; 11: legacy warp intrinsics read as their `_sync` forms)
-RETRY_VERSION = 11
+# CUDA 13's headers recognised; 11: legacy warp intrinsics read as their `_sync` forms; 12: the
+# unit's own headers copied with the host code the compiler rejected in them set aside)
+RETRY_VERSION = 12
 # of the copy compiled without host code: a unit compiled from an older copy is compiled again
 # (2: the kernel templates the host code launched are instantiated; 3: a CUDA unit whose host code
 # instantiates kernel templates keeps the host statements that compile: only such units compiled
@@ -96,10 +98,13 @@ class CompileFailure(RuntimeError):
     """The unit could not be compiled; the message says why in one line (`errors`: every error
     line the compiler printed, for the retries that read where it failed)."""
 
-    def __init__(self, message: str, errors: Sequence[str] = (), compiled_from: str = "") -> None:
+    def __init__(self, message: str, errors: Sequence[str] = (), compiled_from: str = "",
+                 include_dirs: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.errors = tuple(errors)
         self.compiled_from = compiled_from  # (a copy's path, which its errors name)
+        # (the include folders it ran with, those of headers found around the file among them)
+        self.include_dirs = include_dirs
 
 
 @dataclass(frozen=True, slots=True)
@@ -431,7 +436,8 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
 def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: bytes, work: str, timeout_s: float,
                        failure: CompileFailure) -> tuple[str, CompileRequest, str]:
     """A CUDA unit compiled by nvcc from a copy with its host function bodies blanked (and, step
-    by step, what else keeps it from compiling: headers, host classes, rejected declarations)."""
+    by step, what else keeps it from compiling: headers, host classes, rejected declarations, in
+    the unit and, through copies of them, in its own headers: `_compile_in_tree`)."""
     if uses_clang_cuda(request, toolchain):
         if toolchain.nvcc is None:
             raise failure
@@ -444,19 +450,29 @@ def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: byte
     instantiate = True  # (the kernel templates the host code launched, named at the end)
     rejected: frozenset[int] = frozenset()  # (lines of host declarations the compiler rejected)
     rejected_rounds = 0
-    stand_ins: set[str] = set()  # (missing headers the unit's headers include, answered empty)
-    tried: set[tuple[bytes, tuple[str, ...]]] = set()  # (copies compiled: the same one fails again)
+    stand_ins: set[str] = set()  # (missing headers answered by a stand-in: `_with_stand_in`)
+    headers = local_headers(Path(request.source), request.include_dirs)
+    header_lines: dict[Path, frozenset[int]] = {}  # (lines of the unit's headers the compiler rejected)
+    tried: set[tuple[Any, ...]] = set()  # (copies compiled: the same one fails again)
     last = failure
     for _ in range(2 * MAX_FOUND + 4 + MAX_REJECTED_ROUNDS):
         aside = host_code_aside(text, missing, device_macros, host_classes, instantiate, rejected)
         if aside is None:
             raise failure
-        if (aside, request.include_dirs) not in tried:  # (else its failure stands: the next step)
-            tried.add((aside, request.include_dirs))
+        # (a stand-in or a header's lines change the copy compiled as much as its own text)
+        key = (aside, frozenset(stand_ins), frozenset(header_lines.items()))
+        if key not in tried:  # (else its failure stands: the next step)
+            tried.add(key)
             try:
-                return _compile_copy(request, toolchain, aside, work, timeout_s)
+                if not header_lines:
+                    return _compile_copy(request, toolchain, aside, work, timeout_s)
+                edited = {h: host_code_aside(h.read_bytes(), frozenset(), device_macros, host_classes, False, lines)
+                          for h, lines in header_lines.items()}
+                return _compile_in_tree(request, toolchain, aside, headers,
+                                        {h: t for h, t in edited.items() if t is not None}, work, timeout_s)
             except CompileFailure as again:
                 last = again
+                request, headers = _with_found_folders(request, again, headers)
         name = missing_header(str(last))
         if name is None and instantiate and b"perflsp_instantiated_kernels" in aside:
             instantiate = False  # (an instantiation the file's scope cannot spell)
@@ -469,16 +485,23 @@ def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: byte
         if name is None and not host_classes:
             host_classes = True
             continue
-        if name is None and (lines := _error_lines(last)) - rejected and rejected_rounds < MAX_REJECTED_ROUNDS:
-            rejected |= lines
-            rejected_rounds += 1
-            continue
+        if name is None and rejected_rounds < MAX_REJECTED_ROUNDS:
+            lines = _error_lines(last) - rejected
+            more = _more_header_lines(header_lines, last, headers)
+            if lines or more is not None:
+                rejected |= lines
+                header_lines = more or header_lines
+                rejected_rounds += 1
+                continue
         if name is None or name in stand_ins:
             raise failure
-        if name in missing or not _spells_include(text, name):
-            # included by one of the unit's headers, whose text stays: an empty stand-in
+        if name in missing or not _spells_include(text, name) or _CUDA_LIBRARY_HEADER.fullmatch(name):
+            # included by one of the unit's headers, whose text stays (or a CUDA library's,
+            # whose types device code may use): a stand-in
             request = _with_stand_in(request, work, name)
             stand_ins.add(name)
+            if _CUDA_LIBRARY_HEADER.fullmatch(name):
+                continue  # (the #include stays: the stand-in answers it)
         missing |= {name}
     raise failure
 
@@ -488,16 +511,31 @@ def _spells_include(text: bytes, name: str) -> bool:
                      re.MULTILINE) is not None
 
 
+# the headers of CUDA's libraries (cuBLAS, cuFFT, cuSPARSE, cuSOLVER, cuRAND's host API, cuDNN,
+# NCCL, cuTENSOR), which bring the toolkit's half, bfloat16 and data-type headers with them: a
+# project's `typedef __nv_bfloat16 floatX` compiles only with those
+_CUDA_LIBRARY_HEADER = re.compile(r"(?:cublas|cufft|cusparse|cusolver|curand|cudnn|nccl|cutensor)\w*\.h")
+_CUDA_LIBRARY_STAND_IN = b"""/* perflsp: a stand-in for a CUDA library header this machine lacks: what it includes */
+#if __has_include(<cuda_runtime.h>)
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <library_types.h>
+#endif
+"""
+
+
 def _with_stand_in(request: CompileRequest, work: str, name: str) -> CompileRequest:
-    """`request` with an include folder holding an empty file for the header `name` (a library
+    """`request` with an include folder holding a stand-in for the header `name` (a library
     header this machine lacks that one of the unit's own headers includes: its device code may
-    not need it; where the host code does, the compile fails as before)."""
+    not need it; where the host code does, the compile fails as before): empty, or, for a CUDA
+    library's header, the toolkit headers it includes."""
     folder = Path(work) / "missing-headers"
     target = folder / name
     if ".." in Path(name).parts or not target.resolve().is_relative_to(folder.resolve()):
         return request
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(b"")
+    target.write_bytes(_CUDA_LIBRARY_STAND_IN if _CUDA_LIBRARY_HEADER.fullmatch(Path(name).name) else b"")
     if str(folder) in request.include_dirs:
         return request
     return dataclasses.replace(request, include_dirs=(*request.include_dirs, str(folder)))
@@ -509,34 +547,90 @@ MAX_REJECTED_ROUNDS = 3  # compiles spent setting aside the host declarations th
 def _statements_aside(request: CompileRequest, toolchain: Toolchain, text: bytes, work: str,
                       timeout_s: float, failure: CompileFailure) -> tuple[str, CompileRequest, str]:
     """A unit that failed to compile, compiled again from a copy whose missing headers'
-    `#include`s and rejected host statements are blanked (`offload_host_aside`), a few rounds at
-    most: the host code that still compiles stays, with the instantiations it makes. Raises
-    `failure` where that does not compile either."""
+    `#include`s and rejected host statements (its own, and through copies of them its headers':
+    `_compile_in_tree`) are blanked (`offload_host_aside`), a few rounds at most: the host code
+    that still compiles stays, with the instantiations it makes. Raises `failure` where that does
+    not compile either."""
     missing = _lfs_pointer_includes(request, text)
+    stand_ins: set[str] = set()  # (missing headers answered by a stand-in, `#include`s kept)
     rejected: frozenset[int] = frozenset()
     rejected_rounds = 0
-    tried: set[tuple[bytes, tuple[str, ...]]] = set()  # (copies compiled: the same one fails again)
+    headers = local_headers(Path(request.source), request.include_dirs)
+    header_lines: dict[Path, frozenset[int]] = {}  # (lines of the unit's headers the compiler rejected)
+    tried: set[tuple[Any, ...]] = set()  # (copies compiled: the same one fails again)
     last = failure
     for _ in range(2 * MAX_FOUND + MAX_REJECTED_ROUNDS + 2):
         aside = offload_host_aside(text, missing, rejected)  # (None before anything is set aside)
-        if aside is not None and (aside, request.include_dirs) not in tried:
-            tried.add((aside, request.include_dirs))
+        key = (aside, frozenset(stand_ins), frozenset(header_lines.items()))
+        # (the unit's own text, where only a stand-in is new)
+        if (aside is not None or header_lines or stand_ins) and key not in tried:
+            tried.add(key)
             try:
-                return _compile_copy(request, toolchain, aside, work, timeout_s)
+                if not header_lines:
+                    return _compile_copy(request, toolchain, aside or text, work, timeout_s)
+                edited = {h: offload_host_aside(h.read_bytes(), frozenset(), lines) for h, lines in header_lines.items()}
+                return _compile_in_tree(request, toolchain, aside or text, headers,
+                                        {h: t for h, t in edited.items() if t is not None}, work, timeout_s)
             except CompileFailure as again:
                 last = again
+                request, headers = _with_found_folders(request, again, headers)
         name = missing_header(str(last))
-        if name is not None and name not in missing:
-            if not _spells_include(text, name):
-                request = _with_stand_in(request, work, name)  # (one of the unit's headers includes it)
-            missing |= {name}
-        elif name is None and (lines := _error_lines(last, request.source)) - rejected \
-                and rejected_rounds < MAX_REJECTED_ROUNDS:
+        lines = _error_lines(last, request.source) - rejected
+        more = _more_header_lines(header_lines, last, headers)
+        if name is not None and name not in missing and name not in stand_ins:
+            if not _spells_include(text, name) or _CUDA_LIBRARY_HEADER.fullmatch(name):
+                # (one of the unit's headers includes it, or a CUDA library's: its #include stays)
+                request = _with_stand_in(request, work, name)
+                stand_ins.add(name)
+            else:
+                missing |= {name}
+        elif name is None and (lines or more is not None) and rejected_rounds < MAX_REJECTED_ROUNDS:
             rejected |= lines
+            header_lines = more or header_lines
             rejected_rounds += 1
         else:
             raise failure
     raise failure
+
+
+def _with_found_folders(request: CompileRequest, failure: CompileFailure,
+                        headers: list[Path]) -> tuple[CompileRequest, list[Path]]:
+    """`request` with the folders of the headers that `failure`'s compile found around the file
+    (the next copy starts with them), and the unit's local headers read through them."""
+    if not failure.include_dirs or failure.include_dirs == request.include_dirs:
+        return request, headers
+    request = dataclasses.replace(request, include_dirs=failure.include_dirs)
+    return request, local_headers(Path(request.source), request.include_dirs)
+
+
+def _more_header_lines(known: dict[Path, frozenset[int]], failure: CompileFailure,
+                       headers: Sequence[Path]) -> dict[Path, frozenset[int]] | None:
+    """`known` with the lines of the unit's `headers` that `failure`'s errors point at, or None
+    when it names none that `known` lacks."""
+    found = header_error_lines((*failure.errors, str(failure)), headers)
+    if all(lines <= known.get(path, frozenset()) for path, lines in found.items()):
+        return None
+    return {path: known.get(path, frozenset()) | found.get(path, frozenset()) for path in {*known, *found}}
+
+
+def _compile_in_tree(request: CompileRequest, toolchain: Toolchain, copy: bytes, headers: Sequence[Path],
+                     edited: dict[Path, bytes], work: str, timeout_s: float) -> tuple[str, CompileRequest, str]:
+    """`copy` of the unit compiled in a copy of its folder tree whose `edited` headers have
+    their new text (header_copies.py): (binary, request, the copy's path), as `_compile_copy`."""
+    tree = Path(tempfile.mkdtemp(prefix="tree-", dir=work))
+    placed = write_tree(Path(request.source), copy, headers, edited, request.include_dirs, tree)
+    if placed is None:
+        raise CompileFailure("the unit's headers could not be copied beside it")
+    path, include_dirs = placed
+    try:
+        binary, compiled = _compile_finding_headers(dataclasses.replace(request, include_dirs=include_dirs),
+                                                    toolchain, str(path), work, timeout_s)
+    except CompileFailure as failed:
+        found = tuple(d for d in failed.include_dirs if d not in include_dirs)
+        raise CompileFailure(str(failed), failed.errors, str(path), (*request.include_dirs, *found)) from None
+    # (the request as the unit's own, with any folder the compile found: its headers are the originals)
+    found = tuple(d for d in compiled.include_dirs if d not in include_dirs)
+    return binary, dataclasses.replace(compiled, include_dirs=(*request.include_dirs, *found)), str(path)
 
 
 def _lfs_pointer_includes(request: CompileRequest, text: bytes) -> frozenset[str]:
@@ -556,7 +650,7 @@ def _compile_copy(request: CompileRequest, toolchain: Toolchain, copy: bytes, wo
         binary, compiled = _compile_finding_headers(request, toolchain, path, work, timeout_s)
     except CompileFailure as failed:
         os.unlink(path)
-        raise CompileFailure(str(failed), failed.errors, compiled_from=path) from None
+        raise CompileFailure(str(failed), failed.errors, path, failed.include_dirs) from None
     return binary, compiled, path
 
 
@@ -610,6 +704,7 @@ def _compile_finding_headers(request: CompileRequest, toolchain: Toolchain, sour
             name = missing_header(str(failure))
             folder = find_header_folder(name, Path(request.source).parent) if name else None
             if folder is None or str(folder) in request.include_dirs:
+                failure.include_dirs = request.include_dirs
                 raise
             request = dataclasses.replace(request, include_dirs=(*request.include_dirs, str(folder)))
     raise CompileFailure(f"more than {MAX_FOUND} headers missing: give the build's -I folders (compile_commands.json)")
@@ -630,7 +725,7 @@ def _nvcc(request: CompileRequest, toolchain: Toolchain, source: str, work: str,
     if older and _CXX17_ONLY.get(toolchain.nvcc):
         std = "c++17"  # this nvcc's own headers (CCCL 3) need C++17: the older standard fails
     attempts = [std, "c++17"] if older and std != "c++17" else [std]
-    failure = ""
+    failure = CompileFailure("nvcc failed")
     for attempt in attempts:
         command = [*base, *([f"-std={attempt}"] if attempt else []), source, "-o", cubin]
         try:
@@ -647,10 +742,10 @@ def _nvcc(request: CompileRequest, toolchain: Toolchain, source: str, work: str,
                 _CXX17_ONLY[toolchain.nvcc] = True
             return cubin
         except CompileFailure as exc:
-            failure = str(exc)
-            if not _NEEDS_CXX17.search(failure):
+            failure = exc  # (with every error line: the retries read where it failed)
+            if not _NEEDS_CXX17.search(str(failure)):
                 break
-    raise CompileFailure(failure)
+    raise failure
 
 
 # headers clang's CUDA wrapper includes that a CUDA install may lack: `texture_fetch_functions.h`

@@ -72,8 +72,9 @@ def offload_host_aside(text: bytes, missing_headers: frozenset[str] = frozenset(
     """An OpenMP unit's copy for host code that does not compile here (its target regions live
     in host functions, so no body goes whole): the `#include`s of `missing_headers` blanked, and
     each statement or file-scope declaration that spans one of `error_lines` (1-based lines the
-    compiler rejected: an MPI call, a library's type) unless it holds an OpenMP directive, is a
-    directive's statement or lies in a `declare target` block. None when nothing is blanked."""
+    compiler rejected: an MPI call, a library's type) unless it holds a directive that makes
+    device code (a target region, a `declare`), is a directive's statement or lies in a `declare
+    target` block. None when nothing is blanked."""
     out = bytearray(text)
     changed = _blank_includes(out, text, missing_headers)
     if error_lines:
@@ -88,8 +89,13 @@ def offload_host_aside(text: bytes, missing_headers: frozenset[str] = frozenset(
     return bytes(out) if changed else None
 
 
-_STATEMENT_PARENTS = frozenset({"compound_statement", "translation_unit", "declaration_list"})
+# (a class's members too: `MPI_Comm comm;` in a host class)
+_STATEMENT_PARENTS = frozenset({"compound_statement", "translation_unit", "declaration_list", "field_declaration_list"})
 _OMP_PRAGMA = re.compile(rb"^\s*#\s*pragma\s+omp\b")
+# a directive that makes device code: a target region, a `declare` (target, variant, reduction);
+# not a host construct nor a data movement (`target data`, `update`, `enter`/`exit data`), which
+# go whole with the statement holding them
+_DEVICE_DIRECTIVE = re.compile(rb"#\s*pragma\s+omp\s+(?:target\b(?!\s+(?:data|update|enter|exit)\b)|declare\b|begin\b)")
 # directives that apply to no statement after them
 _STANDALONE = frozenset({b"declare", b"end", b"begin", b"requires", b"threadprivate", b"barrier", b"flush",
                          b"taskwait", b"taskyield", b"update", b"enter", b"exit"})
@@ -104,17 +110,21 @@ def _statement_at(root: Node, row: int) -> Node | None:
         # (a directive's node ends at column 0 of the next line: it does not hold that line)
         inner = next((c for c in node.named_children if c.start_point[0] <= row and
                       (row < c.end_point[0] or (row == c.end_point[0] and c.end_point[1] > 0))), None)
-        if inner is not None and node.type in _STATEMENT_PARENTS and inner.type != "comment" \
-                and not inner.type.startswith("preproc_"):
-            found = inner
+        if inner is not None and inner.type != "comment" and not inner.type.startswith("preproc_") and \
+                (node.type in _STATEMENT_PARENTS or (node.type == "ERROR" and _is_statement(inner))):
+            found = inner  # (an ERROR node: a macro call the parser took for code, `OMP_REQUIRES(x)` with no `;`)
         node = inner
     return found
 
 
+def _is_statement(node: Node) -> bool:
+    return node.type.endswith("_statement") or node.type in ("declaration", "field_declaration")
+
+
 def _in_directive(node: Node, text: bytes) -> bool:
-    """Whether the statement holds an OpenMP directive or it, or a statement around it, is the
-    one a directive applies to."""
-    if re.search(rb"#\s*pragma\s+omp\b", text[node.start_byte:node.end_byte]):
+    """Whether the statement holds a directive that makes device code, or it or a statement
+    around it is the one a directive applies to."""
+    if _DEVICE_DIRECTIVE.search(text[node.start_byte:node.end_byte]):
         return True
     current: Node | None = node
     while current is not None:
@@ -231,12 +241,19 @@ _QUALIFIER = re.compile(rb"__global__|__device__|__host__")
 _WORD = re.compile(rb"[A-Za-z_]\w*")
 
 
+# `struct __align__(8) SumMax { float maxval, sum; };`, which the parser reads as a function
+# `__align__` whose declarator is `(8) SumMax`
+_ATTRIBUTED_TYPE = re.compile(rb"\s*(?:typedef\s+)?(?:struct|class|union)\s+(?:__align__|__attribute__|alignas|__declspec)\s*\(")
+
+
 def _host_bodies(root: Node, text: bytes, device_macros: frozenset[str] | None) -> Iterator[Node]:
     for definition, _member in definition_nodes(root):
         body = definition.child_by_field_name("body")
         if body is None or body.type != "compound_statement":
             continue
         head = text[definition.start_byte:body.start_byte]
+        if _ATTRIBUTED_TYPE.match(head):
+            continue  # (a type, not a function: its members stay)
         if device_macros is None:
             keeps = _KEEPS.search(head) is not None
         else:
@@ -247,6 +264,10 @@ def _host_bodies(root: Node, text: bytes, device_macros: frozenset[str] | None) 
 
 
 _CLASSES = frozenset({"class_specifier", "struct_specifier"})
+# what file-scope code lies in: namespaces, `extern "C"`, and conditional blocks (a header's
+# include guard, `#ifdef USE_MPI`)
+_SCOPES = frozenset({"namespace_definition", "declaration_list", "linkage_specification", "preproc_ifdef", "preproc_if",
+                     "preproc_else", "preproc_elif", "preproc_elifdef"})
 
 
 def _host_classes(root: Node, text: bytes, device_macros: frozenset[str]) -> list[tuple[int, int]]:
@@ -265,7 +286,7 @@ def _host_classes(root: Node, text: bytes, device_macros: frozenset[str]) -> lis
     while stack:
         node = stack.pop()
         for child in node.named_children:
-            if child.type in ("namespace_definition", "declaration_list", "declaration", "linkage_specification"):
+            if child.type in _SCOPES or child.type == "declaration":
                 stack.append(child)
             elif child.type in _CLASSES:
                 name = child.child_by_field_name("name")
@@ -285,7 +306,13 @@ def _host_classes(root: Node, text: bytes, device_macros: frozenset[str]) -> lis
         if member:
             continue
         head = text[definition.start_byte:definition.end_byte].split(b"(", 1)[0]
-        if any(re.search(rb"\b" + re.escape(n) + rb"\s*::", head) for n in names):
+        body = definition.child_by_field_name("body")
+        signature = text[definition.start_byte:body.start_byte if body is not None else definition.end_byte]
+        # (a member defined outside its class, or a host function whose signature names one:
+        # `void gpt2_forward(GPT2 *model, ...)`, which no device code can be)
+        if any(re.search(rb"\b" + re.escape(n) + rb"\s*::", head) for n in names) or \
+                (not _QUALIFIER.search(signature) and any(re.search(rb"\b" + re.escape(n) + rb"\b", signature)
+                                                          for n in names)):
             ranges.append((definition.start_byte, definition.end_byte))
     return ranges
 
@@ -305,16 +332,35 @@ def _host_declarations_at(root: Node, text: bytes, lines: frozenset[int],
     while stack:
         node = stack.pop()
         for child in node.named_children:
-            if child.type in ("namespace_definition", "declaration_list", "linkage_specification"):
+            if child.type in _SCOPES:
                 stack.append(child)
             elif child.type in _SCOPED and any(child.start_point[0] + 1 <= line <= child.end_point[0] + 1
                                                for line in lines):
                 spelled = text[child.start_byte:child.end_byte]
-                if _DEVICE.search(spelled) or _QUALIFIER.search(spelled) \
-                        or any(w.decode() in device_macros for w in _WORD.findall(spelled)):
+                # (a `constexpr` one too: rejected, it fails the compile whoever calls it)
+                if _QUALIFIER.search(spelled) or any(w.decode() in device_macros for w in _WORD.findall(spelled)):
                     continue
-                ranges.append((child.start_byte, child.end_byte))
+                fields = _fields_at(child, lines)
+                ranges.extend(fields if fields is not None else [(child.start_byte, child.end_byte)])
     return ranges
+
+
+def _fields_at(node: Node, lines: frozenset[int]) -> list[tuple[int, int]] | None:
+    """Where every one of `lines` in a struct's or class's definition (`typedef struct { ... }
+    GPT2;`) lies on one of its data members: those members' ranges (the type stays, for the
+    code naming it), else None."""
+    inside = [line for line in lines if node.start_point[0] + 1 <= line <= node.end_point[0] + 1]
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.type == "field_declaration_list":
+            fields = [f for f in current.named_children if f.type == "field_declaration"
+                      and any(f.start_point[0] + 1 <= line <= f.end_point[0] + 1 for line in inside)]
+            covered = all(any(f.start_point[0] + 1 <= line <= f.end_point[0] + 1 for f in fields) for line in inside)
+            return [(f.start_byte, f.end_byte) for f in fields] if fields and covered else None
+        if current.type in _CLASSES or current is node:
+            stack.extend(current.named_children)
+    return None
 
 
 def _blank(out: bytearray, start: int, end: int) -> None:

@@ -1,0 +1,224 @@
+"""A unit whose own headers use a library this machine lacks in host code: compiled with copies of
+those headers, the rejected host code set aside (header_copies.py), line info on the originals."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from perflsp.compiled.build import CompileRequest, compile_unit
+from perflsp.compiled.header_copies import header_error_lines, write_tree
+from perflsp.compiled.toolchain import find_toolchain
+
+TOOLCHAIN = find_toolchain()
+_REQUIRED = bool(os.environ.get("PERFLSP_REQUIRE_TOOLCHAIN"))
+needs_cuda = pytest.mark.skipif(TOOLCHAIN.missing("cuda") is not None and not _REQUIRED,
+                                reason=TOOLCHAIN.missing("cuda") or "")
+needs_omp = pytest.mark.skipif(TOOLCHAIN.missing("omp") is not None and not _REQUIRED,
+                               reason=TOOLCHAIN.missing("omp") or "")
+
+
+def test_errors_are_read_per_header_in_either_compiler_s_words(tmp_path):
+    header, other = tmp_path / "comm.h", tmp_path / "util.h"
+    errors = [f'{header}(12): error: identifier "MPI_Comm" is undefined',
+              f"{header}:30:5: error: unknown type name 'MPI_Request'",
+              f"{tmp_path / 'unit.cu'}(3): error: something else",
+              f"{other}(7): warning: not an error"]
+    assert header_error_lines(errors, [header, other]) == {header: frozenset({12, 30})}
+
+
+def test_the_tree_keeps_each_header_s_place_and_names_its_original(tmp_path):
+    project = tmp_path / "project"
+    (project / "include").mkdir(parents=True)
+    (project / "src").mkdir()
+    header = project / "include" / "comm.h"
+    header.write_text("#pragma once\nvoid f(MPI_Comm c);\n")
+    helper = project / "src" / "helper.h"
+    helper.write_text("#define TWO 2\n")
+    source = project / "src" / "unit.cu"
+    source.write_text('#include "../include/comm.h"\n#include "helper.h"\n')
+    placed = write_tree(source, b"// the copy\n", [header.resolve(), helper.resolve()],
+                        {header.resolve(): b"#pragma once\n\n"}, [str(project / "include")], tmp_path / "tree")
+    assert placed is not None
+    unit, dirs = placed
+    tree = tmp_path / "tree"
+    assert unit == tree / "src" / "unit.cu" and unit.read_bytes() == b"// the copy\n"
+    # every line of a copy is the original's line: the `#line` names the original file
+    assert (tree / "include" / "comm.h").read_bytes() == b'#line 1 "' + str(header.resolve()).encode() + b'"\n#pragma once\n\n'
+    assert (tree / "src" / "helper.h").read_text().endswith("#define TWO 2\n")
+    # the include folder's copy first, then the original, then the unit's own folder
+    assert dirs == (str(tree / "include"), str(project / "include"), str(source.resolve().parent))
+
+
+COMM_HEADER = """\
+#ifndef COMM_H
+#define COMM_H
+#include <absent_mpi.h>
+typedef struct { MPI_Comm world; int rank; } context_t;
+static double wall_time() { return MPI_Wtime(); }
+void report(MPI_Comm comm, int rank);
+__device__ inline float twice(float x) {
+  return 2.0f * x;
+}
+#endif
+"""
+
+COMM_UNIT = """\
+#include "../include/comm.h"
+__global__ void scale(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = twice(x[i]);
+}
+int main() {
+  report(0, 0);
+  scale<<<4, 256>>>(nullptr, 1024);
+}
+"""
+
+
+@needs_cuda
+def test_a_header_whose_host_code_uses_a_missing_library_is_copied_with_that_code_set_aside(tmp_path):
+    (tmp_path / "include").mkdir()
+    header = tmp_path / "include" / "comm.h"
+    header.write_text(COMM_HEADER)
+    (tmp_path / "src").mkdir()
+    source = tmp_path / "src" / "scale.cu"
+    source.write_text(COMM_UNIT)
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert "device code alone" in unit.compiler
+    scale = unit.functions["_Z5scalePfi"]
+    # the inlined device function's multiply is placed on the original header's line 8
+    assert any((str(header.resolve()), 8) in chain for chain in scale.chains)
+    assert header.read_text() == COMM_HEADER  # (the original untouched)
+    assert unit.dependencies == [str(header.resolve())]
+    assert not any(p.name.startswith(".perflsp-") for p in tmp_path.rglob("*"))
+
+
+BF16_HEADER = """\
+#pragma once
+#include <cublas_v2.h>
+typedef __nv_bfloat16 floatX;
+static cublasHandle_t handle;
+static void create_handle() { cublasCreate(&handle); }
+"""
+
+
+@needs_cuda
+def test_a_missing_cuda_library_header_brings_the_toolkit_s_number_types(tmp_path):
+    # the stand-in for cuBLAS's header includes what the real one does (cuda_bf16.h ...): the
+    # project's `floatX` keeps its type, only the handle and the call go
+    (tmp_path / "common.h").write_text(BF16_HEADER)
+    source = tmp_path / "encode.cu"
+    source.write_text('#include "common.h"\n'
+                      "__global__ void encode(floatX *out, const floatX *in, int n) {\n"
+                      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                      "  if (i < n) out[i] = in[i] + in[i];\n}\n"
+                      "int main() { create_handle(); encode<<<4, 256>>>(nullptr, nullptr, 1024); }\n")
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert "_Z6encodeP13__nv_bfloat16PKS_i" in unit.functions
+
+
+COMMS_DECLARATIONS = """\
+#pragma once
+#include <absent_mpi.h>
+void exchange(double *buffer, int n, MPI_Request *request);
+"""
+
+HALO_UNIT = """\
+#include "comms.h"
+void send_halo(double *b, int n, MPI_Request *r) {
+#pragma omp target update from(b[0:n])
+  exchange(b, n, r);
+}
+void scale(double *x, int n) {
+#pragma omp target teams distribute parallel for map(tofrom: x[0:n])
+  for (int i = 0; i < n; i++) x[i] *= 2.0;
+}
+int main() {
+  double x[64];
+  scale(x, 64);
+}
+"""
+
+
+@needs_omp
+def test_an_openmp_unit_whose_header_declares_a_missing_library_s_types_is_compiled(tmp_path):
+    # the header lies in a folder no flag names (found around the file) and declares a function
+    # of MPI's types; the unit's host function moving data for it holds no region: it goes whole
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "driver").mkdir()
+    (tmp_path / "driver" / "comms.h").write_text(COMMS_DECLARATIONS)
+    (tmp_path / "omp").mkdir()
+    source = tmp_path / "omp" / "halo.cpp"
+    source.write_text(HALO_UNIT)
+    unit = compile_unit(CompileRequest(str(source), "omp", "sm_86"), TOOLCHAIN)
+    assert "set aside" in unit.compiler
+    assert any("_Z5scalePdi_l7" in name for name in unit.functions)
+
+
+MACRO_DIRECTIVES = """\
+#include <stdio.h>
+#define PRAGMA(x) _Pragma(#x)
+#define OMP_TARGET(x) PRAGMA(omp target x)
+#define OMP_REQUIRES(x) PRAGMA(omp requires x)
+
+OMP_REQUIRES(unified_address)
+
+int main(void) {
+  printf("version %d\\n", BUILD_VERSION);
+  double a[64];
+  for (int iter = 0; iter < 4; iter++) {
+    OMP_TARGET( teams distribute parallel for simd schedule(static) map(tofrom: a[0:64]) )
+    for (int i = 0; i < 64; i++) {
+      a[i] += 2.0 * i;
+    }
+  }
+  return 0;
+}
+"""
+
+
+@needs_omp
+def test_a_rejected_statement_in_code_the_parser_misreads_is_set_aside(tmp_path):
+    # directives spelled through macros (`OMP_TARGET(...)` then a loop, no `;`) make the parser
+    # read the file as an error node: the rejected `printf` (a macro the build defines) is still
+    # found and set aside
+    source = tmp_path / "triad.c"
+    source.write_text(MACRO_DIRECTIVES)
+    unit = compile_unit(CompileRequest(str(source), "omp", "sm_86"), TOOLCHAIN)
+    assert "set aside" in unit.compiler and any("_main_l12" in name for name in unit.functions)
+
+
+def test_an_aligned_struct_the_parser_reads_as_a_function_keeps_its_members():
+    from perflsp.compiled.host_aside import host_code_aside
+
+    text = (b"struct __align__(8) SumMax {\n  float maxval;\n  float sum;\n};\n"
+            b"__device__ SumMax larger(SumMax a, SumMax b) { return a.maxval > b.maxval ? a : b; }\n"
+            b"void host_only() { printf(\"x\"); }\n")
+    aside = host_code_aside(text)
+    assert aside is not None and b"float maxval;" in aside and b'printf("x")' not in aside
+
+
+def test_a_rejected_data_member_goes_and_its_struct_stays():
+    from perflsp.compiled.host_aside import host_code_aside
+
+    # a member of a type set aside (a host class, a missing library's handle): the struct the
+    # rest of the file names stays, without it
+    text = (b"typedef struct {\n  int batch;\n  TensorSpec specs[4];\n  float *weights;\n} Model;\n"
+            b"void allocate(Model *m) { m->weights = 0; }\n")
+    aside = host_code_aside(text, error_lines=frozenset({3}))
+    assert aside is not None
+    assert b"} Model;" in aside and b"int batch;" in aside and b"TensorSpec" not in aside
+
+
+def test_a_host_function_whose_signature_names_a_host_class_set_aside_goes_too():
+    from perflsp.compiled.host_aside import host_code_aside
+
+    text = (b"#include <absent_timer.h>\n"
+            b"class Timer {\n  absent_clock_t start;\n public:\n  void begin();\n};\n"
+            b"double elapsed(const Timer &t, int reps) { return 0.0; }\n"
+            b"__global__ void scale(float *x) { x[threadIdx.x] *= 2.0f; }\n")
+    aside = host_code_aside(text, frozenset({"absent_timer.h"}), host_classes=True)
+    assert aside is not None
+    assert b"Timer" not in aside and b"elapsed" not in aside and b"__global__ void scale" in aside
