@@ -222,3 +222,23 @@ def test_a_host_function_whose_signature_names_a_host_class_set_aside_goes_too()
     aside = host_code_aside(text, frozenset({"absent_timer.h"}), host_classes=True)
     assert aside is not None
     assert b"Timer" not in aside and b"elapsed" not in aside and b"__global__ void scale" in aside
+
+
+@needs_cuda
+def test_legacy_warp_intrinsics_in_a_header_are_read_as_their_sync_forms(tmp_path):
+    # the unit first fails on a missing library header; the header's `__shfl_down`, which CUDA 13
+    # no longer declares, fails the copy later: the header's copy calls the `_sync` form
+    (tmp_path / "warp_reduce.h").write_text(
+        "__device__ inline float warp_sum(float v) {\n"
+        "  for (int offset = 16; offset > 0; offset /= 2)\n"
+        "    v += __shfl_down(v, offset);\n"
+        "  return v;\n}\n")
+    source = tmp_path / "reduce.cu"
+    source.write_text('#include "warp_reduce.h"\n#include "absent/library.cuh"\n'
+                      "__global__ void reduce(const float *in, float *out) {\n"
+                      "  float v = warp_sum(in[threadIdx.x]);\n"
+                      "  if (threadIdx.x == 0) *out = v;\n}\n"
+                      "int main() { absent::run(); reduce<<<1, 32>>>(nullptr, nullptr); }\n")
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert "legacy warp intrinsics" in unit.compiler and "_Z6reducePKfPf" in unit.functions
+    assert "__shfl_down(v, offset)" in (tmp_path / "warp_reduce.h").read_text()  # (the original untouched)

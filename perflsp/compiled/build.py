@@ -18,6 +18,7 @@ against the local headers they read.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import hashlib
 import json
@@ -27,7 +28,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -418,7 +419,7 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
     if request.language != "cuda":
         return (*_statements_aside(request, toolchain, text, work, timeout_s, failure), statements)
     if _LEGACY_WARP_UNDECLARED.search(str(failure)):
-        text = _LEGACY_WARP_CALL.sub(lambda m: m.group(1) + b"_sync(0xffffffff, ", text)
+        text = _sync_forms(text)
         try:
             return (*_compile_copy(request, toolchain, text, work, timeout_s),
                     "legacy warp intrinsics read as their _sync forms: they did not compile here")
@@ -429,15 +430,47 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
             return (*_statements_aside(request, toolchain, text, work, timeout_s, failure), statements)
         except CompileFailure:
             pass  # (the device code alone, below)
-    return (*_device_code_alone(request, toolchain, text, work, timeout_s, failure),
-            "device code alone: the host code did not compile here")
+    return _device_code_alone(request, toolchain, text, work, timeout_s, failure)
+
+
+def _header_aside(text: bytes, lines: frozenset[int], device_macros: frozenset[str] | None,
+                  host_classes: bool) -> bytes | None:
+    """A header's text with its host code set aside as the unit's is (no instantiations)."""
+    return host_code_aside(text, frozenset(), device_macros, host_classes, False, lines)
+
+
+def _sync_forms(text: bytes) -> bytes:
+    """`text` calling the `_sync` forms of the warp intrinsics CUDA 9 replaced, over the whole
+    warp (what the old forms did; newlines kept)."""
+    return _LEGACY_WARP_CALL.sub(lambda m: m.group(1) + b"_sync(0xffffffff, ", text)
+
+
+def _edited_headers(headers: Sequence[Path], header_lines: dict[Path, frozenset[int]], legacy: bool,
+                    aside: Callable[[bytes, frozenset[int]], bytes | None]) -> dict[Path, bytes]:
+    """The new text of each of the unit's headers that a copy changes: the lines the compiler
+    rejected set aside (`aside`), and with `legacy`, the old warp intrinsics read as their
+    `_sync` forms."""
+    edited: dict[Path, bytes] = {}
+    for header in dict.fromkeys([*header_lines, *(headers if legacy else [])]):
+        try:
+            original = header.read_bytes()
+        except OSError:
+            continue
+        text = _sync_forms(original) if legacy else original
+        if header in header_lines:
+            text = aside(text, header_lines[header]) or text
+        if text != original:
+            edited[header] = text
+    return edited
 
 
 def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: bytes, work: str, timeout_s: float,
-                       failure: CompileFailure) -> tuple[str, CompileRequest, str]:
+                       failure: CompileFailure) -> tuple[str, CompileRequest, str, str]:
     """A CUDA unit compiled by nvcc from a copy with its host function bodies blanked (and, step
     by step, what else keeps it from compiling: headers, host classes, rejected declarations, in
-    the unit and, through copies of them, in its own headers: `_compile_in_tree`)."""
+    the unit and, through copies of them, in its own headers: `_compile_in_tree`; the warp
+    intrinsics CUDA 9 replaced, where the compiler says they are gone): (binary, request, the
+    copy's path, what the copy changed, for the compiler's name)."""
     if uses_clang_cuda(request, toolchain):
         if toolchain.nvcc is None:
             raise failure
@@ -453,26 +486,33 @@ def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: byte
     stand_ins: set[str] = set()  # (missing headers answered by a stand-in: `_with_stand_in`)
     headers = local_headers(Path(request.source), request.include_dirs)
     header_lines: dict[Path, frozenset[int]] = {}  # (lines of the unit's headers the compiler rejected)
+    legacy = False  # (the warp intrinsics CUDA 9 replaced read as their `_sync` forms, unit and headers)
     tried: set[tuple[Any, ...]] = set()  # (copies compiled: the same one fails again)
     last = failure
-    for _ in range(2 * MAX_FOUND + 4 + MAX_REJECTED_ROUNDS):
-        aside = host_code_aside(text, missing, device_macros, host_classes, instantiate, rejected)
+    for _ in range(2 * MAX_FOUND + 5 + MAX_REJECTED_ROUNDS):
+        aside = host_code_aside(_sync_forms(text) if legacy else text, missing, device_macros, host_classes,
+                                instantiate, rejected)
         if aside is None:
             raise failure
         # (a stand-in or a header's lines change the copy compiled as much as its own text)
-        key = (aside, frozenset(stand_ins), frozenset(header_lines.items()))
+        key = (aside, frozenset(stand_ins), frozenset(header_lines.items()), legacy)
         if key not in tried:  # (else its failure stands: the next step)
             tried.add(key)
+            edited = _edited_headers(headers, header_lines, legacy,
+                                     functools.partial(_header_aside, device_macros=device_macros,
+                                                       host_classes=host_classes))
+            how = "device code alone: the host code did not compile here" + \
+                  ("; legacy warp intrinsics read as their _sync forms" if legacy else "")
             try:
-                if not header_lines:
-                    return _compile_copy(request, toolchain, aside, work, timeout_s)
-                edited = {h: host_code_aside(h.read_bytes(), frozenset(), device_macros, host_classes, False, lines)
-                          for h, lines in header_lines.items()}
-                return _compile_in_tree(request, toolchain, aside, headers,
-                                        {h: t for h, t in edited.items() if t is not None}, work, timeout_s)
+                if not edited:
+                    return (*_compile_copy(request, toolchain, aside, work, timeout_s), how)
+                return (*_compile_in_tree(request, toolchain, aside, headers, edited, work, timeout_s), how)
             except CompileFailure as again:
                 last = again
                 request, headers = _with_found_folders(request, again, headers)
+        if not legacy and _LEGACY_WARP_UNDECLARED.search("\n".join((str(last), *last.errors))):
+            legacy = True
+            continue
         name = missing_header(str(last))
         if name is None and instantiate and b"perflsp_instantiated_kernels" in aside:
             instantiate = False  # (an instantiation the file's scope cannot spell)
@@ -565,12 +605,12 @@ def _statements_aside(request: CompileRequest, toolchain: Toolchain, text: bytes
         # (the unit's own text, where only a stand-in is new)
         if (aside is not None or header_lines or stand_ins) and key not in tried:
             tried.add(key)
+            edited = _edited_headers(headers, header_lines, False,
+                                     lambda header, lines: offload_host_aside(header, frozenset(), lines))
             try:
-                if not header_lines:
+                if not edited:
                     return _compile_copy(request, toolchain, aside or text, work, timeout_s)
-                edited = {h: offload_host_aside(h.read_bytes(), frozenset(), lines) for h, lines in header_lines.items()}
-                return _compile_in_tree(request, toolchain, aside or text, headers,
-                                        {h: t for h, t in edited.items() if t is not None}, work, timeout_s)
+                return _compile_in_tree(request, toolchain, aside or text, headers, edited, work, timeout_s)
             except CompileFailure as again:
                 last = again
                 request, headers = _with_found_folders(request, again, headers)
