@@ -75,7 +75,8 @@ FORMAT_VERSION = 5  # of the compile key: what a compile depends on besides the 
 # 9: a missing header one of the unit's headers includes answered by an empty stand-in; 10: an OpenMP
 # unit's Git LFS pointer headers left out, a `.c` unit built as C++ compiled so, the C++17 retry of
 # CUDA 13's headers recognised; 11: legacy warp intrinsics read as their `_sync` forms; 12: the
-# unit's own headers copied with the host code the compiler rejected in them set aside)
+# unit's own headers copied with the host code the compiler rejected in them set aside, and their
+# legacy warp intrinsics read as their `_sync` forms)
 RETRY_VERSION = 12
 # of the copy compiled without host code: a unit compiled from an older copy is compiled again
 # (2: the kernel templates the host code launched are instantiated; 3: a CUDA unit whose host code
