@@ -242,3 +242,23 @@ def test_legacy_warp_intrinsics_in_a_header_are_read_as_their_sync_forms(tmp_pat
     unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
     assert "legacy warp intrinsics" in unit.compiler and "_Z6reducePKfPf" in unit.functions
     assert "__shfl_down(v, offset)" in (tmp_path / "warp_reduce.h").read_text()  # (the original untouched)
+
+
+@needs_cuda
+def test_members_the_unit_defines_of_a_class_its_header_s_copy_sets_aside_go_too(tmp_path):
+    # the header's class holds a missing library's handle: its copy sets the class aside, and
+    # the unit's `Layer::Layer()`, `Layer::~Layer()`, `Layer::forward` go with it
+    (tmp_path / "layer.h").write_text("#pragma once\n#include <absent_dnn.h>\n"
+                                      "class Layer {\n public:\n  Layer();\n  ~Layer();\n"
+                                      "  void forward(float *x, int n);\n private:\n"
+                                      "  dnnHandle_t handle_;\n  float *weights_;\n};\n")
+    source = tmp_path / "layer.cu"
+    source.write_text('#include "layer.h"\n'
+                      "__global__ void fill_ones(float *d, int n) {\n"
+                      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                      "  if (i < n) d[i] = 1.0f;\n}\n"
+                      "Layer::Layer() { weights_ = nullptr; }\n"
+                      "Layer::~Layer() { dnnDestroy(handle_); }\n"
+                      "void Layer::forward(float *x, int n) { fill_ones<<<n / 256, 256>>>(x, n); }\n")
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert "_Z9fill_onesPfi" in unit.functions

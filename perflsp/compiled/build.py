@@ -38,6 +38,7 @@ from perflsp.compiled.header_copies import header_error_lines, write_tree
 from perflsp.compiled.headers import MAX_FOUND, find_header_folder, missing_header
 from perflsp.compiled.host_aside import (
     device_qualifier_macros,
+    host_class_names,
     host_code_aside,
     launches_kernel_templates,
     offload_host_aside,
@@ -491,17 +492,19 @@ def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: byte
     tried: set[tuple[Any, ...]] = set()  # (copies compiled: the same one fails again)
     last = failure
     for _ in range(2 * MAX_FOUND + 5 + MAX_REJECTED_ROUNDS):
+        edited = _edited_headers(headers, header_lines, legacy,
+                                 functools.partial(_header_aside, device_macros=device_macros, host_classes=host_classes))
+        # (the members the unit defines of the host classes its headers' copies set aside go too)
+        elsewhere = frozenset().union(*(host_class_names(h.read_bytes(), device_macros) for h in header_lines
+                                        if h.is_file())) if host_classes else frozenset()
         aside = host_code_aside(_sync_forms(text) if legacy else text, missing, device_macros, host_classes,
-                                instantiate, rejected)
+                                instantiate, rejected, elsewhere)
         if aside is None:
             raise failure
         # (a stand-in or a header's lines change the copy compiled as much as its own text)
         key = (aside, frozenset(stand_ins), frozenset(header_lines.items()), legacy)
         if key not in tried:  # (else its failure stands: the next step)
             tried.add(key)
-            edited = _edited_headers(headers, header_lines, legacy,
-                                     functools.partial(_header_aside, device_macros=device_macros,
-                                                       host_classes=host_classes))
             how = "device code alone: the host code did not compile here" + \
                   ("; legacy warp intrinsics read as their _sync forms" if legacy else "")
             try:

@@ -34,14 +34,17 @@ _KEEPS = re.compile(_DEVICE.pattern + rb"|\b[A-Z_][A-Z0-9_]+\b")
 
 def host_code_aside(text: bytes, missing_headers: frozenset[str] = frozenset(),
                     device_macros: frozenset[str] | None = None, host_classes: bool = False,
-                    instantiate: bool = True, error_lines: frozenset[int] = frozenset()) -> bytes | None:
+                    instantiate: bool = True, error_lines: frozenset[int] = frozenset(),
+                    classes_elsewhere: frozenset[bytes] = frozenset()) -> bytes | None:
     """`text` with its host-only function bodies and its `#include`s of `missing_headers`
     blanked (newlines kept), or None when there is nothing to blank. With `device_macros` (the
     macros known to expand to a device qualifier), a definition's other macros do not keep it.
     With `host_classes`, a class no device code names and that declares no device code goes
     too, with the definitions of its members outside it (a timer class whose member's type a
-    missing header declared). With `instantiate`, the kernel templates the blanked bodies
-    launched are instantiated at the end (`instantiated_launches`). A host-only declaration or
+    missing header declared) and the host functions whose signatures name it; so do the members
+    defined here of `classes_elsewhere` (host-only classes a header's copy sets aside). With
+    `instantiate`, the kernel templates the blanked bodies launched are instantiated at the end
+    (`instantiated_launches`). A host-only declaration or
     definition at file or namespace scope that spans one of `error_lines` (1-based lines the
     compiler rejected) goes whole: a signature or a variable of a missing header's type
     (`void check(cublasStatus_t s)`, `MPI_Comm comm;`)."""
@@ -55,7 +58,7 @@ def host_code_aside(text: bytes, missing_headers: frozenset[str] = frozenset(),
         _blank(out, body.start_byte + 1, body.end_byte - 1)
         changed = True
     if host_classes:
-        for start, end in _host_classes(root, text, device_macros or frozenset()):
+        for start, end in _host_classes(root, text, device_macros or frozenset(), classes_elsewhere):
             _blank(out, start, end)
             changed = True
     for start, end in _host_declarations_at(root, text, error_lines, device_macros or frozenset()):
@@ -270,10 +273,41 @@ _SCOPES = frozenset({"namespace_definition", "declaration_list", "linkage_specif
                      "preproc_else", "preproc_elif", "preproc_elifdef"})
 
 
-def _host_classes(root: Node, text: bytes, device_macros: frozenset[str]) -> list[tuple[int, int]]:
+def host_class_names(text: bytes, device_macros: frozenset[str] | None = None) -> frozenset[bytes]:
+    """The names of the host-only classes `host_code_aside` sets aside in `text` (a header's,
+    whose members the unit may define)."""
+    return frozenset(_host_class_specifiers(parse(text).root_node, text, device_macros or frozenset())[1])
+
+
+def _host_classes(root: Node, text: bytes, device_macros: frozenset[str],
+                  elsewhere: frozenset[bytes] = frozenset()) -> list[tuple[int, int]]:
     """The byte ranges of the host-only classes (their specifier, `class T { ... }`) and of the
-    definitions of their members outside them (`void T::start() { ... }`): classes with a body
-    and a name that no device definition names and whose text says no device qualifier."""
+    definitions of their members outside them (`void T::start() { ... }`) and of host functions
+    naming them, with those of the classes `elsewhere` that no device code here names."""
+    ranges, names, device_words = _host_class_specifiers(root, text, device_macros)
+    names |= elsewhere - device_words
+    if not names:
+        return []
+    for definition, member in definition_nodes(root):
+        if member:
+            continue
+        head = text[definition.start_byte:definition.end_byte].split(b"(", 1)[0]
+        body = definition.child_by_field_name("body")
+        signature = text[definition.start_byte:body.start_byte if body is not None else definition.end_byte]
+        # (a member defined outside its class, or a host function whose signature names one:
+        # `void gpt2_forward(GPT2 *model, ...)`, which no device code can be)
+        if any(re.search(rb"\b" + re.escape(n) + rb"\s*::", head) for n in names) or \
+                (not _QUALIFIER.search(signature) and any(re.search(rb"\b" + re.escape(n) + rb"\b", signature)
+                                                          for n in names)):
+            ranges.append((definition.start_byte, definition.end_byte))
+    return ranges
+
+
+def _host_class_specifiers(root: Node, text: bytes,
+                           device_macros: frozenset[str]) -> tuple[list[tuple[int, int]], set[bytes], set[bytes]]:
+    """The host-only classes' specifiers (`class T { ... }`: a body and a name that no device
+    definition names, and no device qualifier in their text): (their byte ranges, their names,
+    the words device definitions spell)."""
     device_words: set[bytes] = set()
     for definition, _member in definition_nodes(root):
         body = definition.child_by_field_name("body")
@@ -300,21 +334,7 @@ def _host_classes(root: Node, text: bytes, device_macros: frozenset[str]) -> lis
                     continue
                 names.add(word)
                 ranges.append((child.start_byte, child.end_byte))
-    if not names:
-        return []
-    for definition, member in definition_nodes(root):
-        if member:
-            continue
-        head = text[definition.start_byte:definition.end_byte].split(b"(", 1)[0]
-        body = definition.child_by_field_name("body")
-        signature = text[definition.start_byte:body.start_byte if body is not None else definition.end_byte]
-        # (a member defined outside its class, or a host function whose signature names one:
-        # `void gpt2_forward(GPT2 *model, ...)`, which no device code can be)
-        if any(re.search(rb"\b" + re.escape(n) + rb"\s*::", head) for n in names) or \
-                (not _QUALIFIER.search(signature) and any(re.search(rb"\b" + re.escape(n) + rb"\b", signature)
-                                                          for n in names)):
-            ranges.append((definition.start_byte, definition.end_byte))
-    return ranges
+    return ranges, names, device_words
 
 
 _SCOPED = frozenset({"function_definition", "declaration", "template_declaration", "type_definition",
