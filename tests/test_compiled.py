@@ -470,6 +470,20 @@ def test_a_header_of_kernels_a_cpp_file_includes_is_compiled_through_it_as_cuda(
     assert "_Z5twicePf" in source.units["sm_86"].functions
 
 
+@needs_cuda
+def test_a_header_of_kernels_no_source_includes_is_compiled_on_its_own(tmp_path, compiler):
+    # a kernel file NVRTC compiles at run time (`extern "C"`, no includer): compiled alone, as
+    # NVRTC does; a header of no kernels still has nothing to compile
+    (tmp_path / "scale_kernel.cuh").write_text('extern "C" __global__ void scale(float *x, float a) {\n'
+                                               "  x[blockIdx.x * blockDim.x + threadIdx.x] *= a;\n}\n")
+    (tmp_path / "constants.h").write_text("#define SCALE 2.0f\n")
+    source = compiler.compiled(tmp_path / "scale_kernel.cuh", ["sm_86"])
+    assert source.failures == {}
+    assert source.units["sm_86"].source == str((tmp_path / "scale_kernel.cuh").resolve())
+    assert "scale" in source.units["sm_86"].functions
+    assert "no device code" in compiler.compiled(tmp_path / "constants.h", ["sm_86"]).failures["sm_86"]
+
+
 def test_a_copy_another_compile_wrote_beside_its_unit_is_neither_an_includer_nor_a_source(tmp_path):
     # `check DIR` compiles units in parallel; one unit's copy (`.perflsp-*.cu`, written beside it
     # for seconds) includes the same header: taken for the header's includer or for a file to

@@ -120,15 +120,19 @@ class Compiler:
         if count > MAX_KERNELS:
             return f"{path.name} has {count:,} kernels (more than {MAX_KERNELS:,}): too many to compile"
         unit = self.unit_for(path)
-        if unit is None:
+        alone = unit is None and bool(_GLOBAL.search(own) or kernels)
+        if unit is None and not alone:
             return f"{path.name} is a header no source beside it includes: nothing compiles it"
+        # (a header of CUDA kernels no source includes, a file NVRTC compiles at run time or a
+        # library's: compiled on its own, as NVRTC would)
+        unit = unit or path
         try:
             unit_text = text if unit == path and text is not None else unit.read_bytes()
         except OSError as exc:
             return f"cannot read {unit}: {exc.strerror or exc}"
         flags = self.flags_for(unit) or self.flags_for(path)
         language = unit_language(unit, unit_text, flags) or ("omp" if omp_regions and unit == path else None)
-        if language is None and unit != path:
+        if language is None and (unit != path or alone):
             # a header of kernels (or regions) that a `.cpp` includes: its build compiles that
             # source for the device (`nvcc -x cu main.cpp`), or the header's code would not compile
             if _GLOBAL.search(own) or kernels:
