@@ -484,6 +484,23 @@ def test_a_header_of_kernels_no_source_includes_is_compiled_on_its_own(tmp_path,
     assert "no device code" in compiler.compiled(tmp_path / "constants.h", ["sm_86"]).failures["sm_86"]
 
 
+@needs_cuda
+def test_a_source_other_sources_include_is_compiled_through_the_outermost_one(tmp_path, compiler):
+    # a unity build: main.cu includes solver.cu, which includes solver_kernels.cu, whose kernel
+    # takes a struct main's header declares: alone it does not compile, through main.cu it does
+    (tmp_path / "state.h").write_text("typedef struct { int rows; unsigned *pivot; } state_t;\n")
+    (tmp_path / "solver_kernels.cu").write_text("__global__ void clear_pivot(state_t s) {\n"
+                                                "  s.pivot[blockIdx.x * blockDim.x + threadIdx.x] = 0u;\n}\n")
+    (tmp_path / "solver.cu").write_text('#include "solver_kernels.cu"\n'
+                                        "void solve(state_t s) { clear_pivot<<<s.rows / 256, 256>>>(s); }\n")
+    (tmp_path / "main.cu").write_text('#include "state.h"\n#include "solver.cu"\nint main() { state_t s{}; solve(s); }\n')
+    (tmp_path / "other.cu").write_text("__global__ void k(float *x) { x[threadIdx.x] = 0.f; }\n")
+    assert compiler.unit_for(tmp_path / "solver_kernels.cu") == tmp_path / "main.cu"
+    assert compiler.unit_for(tmp_path / "other.cu") == tmp_path / "other.cu"
+    source = compiler.compiled(tmp_path / "solver_kernels.cu", ["sm_86"])
+    assert source.failures == {} and "_Z11clear_pivot7state_t" in source.units["sm_86"].functions
+
+
 def test_a_copy_another_compile_wrote_beside_its_unit_is_neither_an_includer_nor_a_source(tmp_path):
     # `check DIR` compiles units in parallel; one unit's copy (`.perflsp-*.cu`, written beside it
     # for seconds) includes the same header: taken for the header's includer or for a file to

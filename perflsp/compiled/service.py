@@ -95,9 +95,12 @@ class Compiler:
         """The translation unit that compiles `path`'s code: itself when it is a source file the
         build compiles (or no database says otherwise), else a source that includes it."""
         if path.suffix not in HEADER_SUFFIXES:
-            if self.flags is None or self.flags.is_unit(path) is not False:
-                return path
-            return includer_of(path) or path
+            known = self.flags.is_unit(path) if self.flags is not None else None
+            if known is False:
+                return includer_of(path) or path
+            # (no database says: a source that another source beside it includes, `#include
+            # "solver.cu"` in a unity build, is compiled through the outermost such source)
+            return path if known else _outermost_source_includer(path)
         return includer_of(path)
 
     def request(self, path: Path, arch: str, text: bytes | None = None,
@@ -331,6 +334,21 @@ def includer_of(header: Path) -> Path | None:
     """A source file that #includes `header` by name, directly or through other headers, found
     beside it or up to two folders above it."""
     return next(iter(sources_including(header, _includers)), None)
+
+
+def _outermost_source_includer(source: Path, depth: int = 4) -> Path:
+    """The source beside `source` that includes it by name, and the one including that, ...:
+    the outermost (`source` itself when none does)."""
+    seen = {source}
+    current = source
+    for _ in range(depth):
+        including = next((c for c in _folder_sources(current.parent) if c not in seen and c.suffix in SOURCE_SUFFIXES
+                          and any(names_file(c, written, current) for written in _included_names(c))), None)
+        if including is None:
+            break
+        seen.add(including)
+        current = including
+    return current
 
 
 def _includers(header: Path) -> list[Path]:
