@@ -61,6 +61,7 @@ class Outcome:
     found: bool
     degenerate: bool = False
     reason: str | None = None  # why not found, or the check's failure
+    compiled: bool = False  # its operations counted in the compiled code (else the source engine's)
     confidence: dict[str, float | None] = field(default_factory=dict)
 
     @property
@@ -222,7 +223,9 @@ def outcome_of(case: Case, report: dict | str, gpus: tuple[str, ...]) -> Outcome
         estimate = by_id.get(gpu_id) or {}
         verdicts[given] = estimate.get("verdict")
         confidence[given] = estimate.get("confidence")
-    return Outcome(case, verdicts, True, degenerate=is_degenerate(kernel.get("facts") or {}), confidence=confidence)
+    facts = kernel.get("facts") or {}
+    compiled = any(r.get("kind") == "compiled-counts" for r in facts.get("evidence_records") or [])
+    return Outcome(case, verdicts, True, degenerate=is_degenerate(facts), confidence=confidence, compiled=compiled)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,6 +259,7 @@ def summary(outcomes: list[Outcome], gpus: tuple[str, ...]) -> dict:
         "uncertain": sum(o.uncertain for o in outcomes),
         "degenerate_verdicts": sum(o.found and o.degenerate and not o.uncertain for o in outcomes),
         "not_found": sum(not o.found for o in outcomes),
+        "compiled": sum(o.compiled for o in outcomes),
     }
 
 
@@ -318,7 +322,7 @@ def _line(name: str, s: dict, gpus: tuple[str, ...]) -> str:
     recall = ", ".join(f"{cls} {s['recall'][cls]['agree']}/{s['recall'][cls]['of']}" for cls in CLASSES)
     return (f"{name}: {s['kernels']} kernels, balanced agreement {f(s['balanced_agreement'])} ({per_gpu}); "
             f"agree {s['agree']} ({recall}); uncertain {s['uncertain']}; degenerate verdicts "
-            f"{s['degenerate_verdicts']}; not found {s['not_found']}")
+            f"{s['degenerate_verdicts']}; not found {s['not_found']}; counted from compiled code {s['compiled']}")
 
 
 def print_text(result: dict, gpus: tuple[str, ...], show_kernels: bool) -> None:

@@ -125,6 +125,13 @@ def check_verdicts(path: Path) -> dict[str, list[str]]:
             for f in report["files"] for k in f["kernels"]}
 
 
+def compiled_kernels(path: Path) -> set[str]:
+    out = subprocess.run([sys.executable, "-m", "perflsp", "check", str(path), "--gpu", "H100", "--json"],
+                         capture_output=True, text=True, cwd=path.parent)
+    return {k["name"] if k["kind"] == "cuda" else f"omp@{k['line']}" for f in json.loads(out.stdout)["files"]
+            for k in f["kernels"] if any(r["kind"] == "compiled-counts" for r in k["facts"]["evidence_records"])}
+
+
 def test_scores_agree_with_what_check_prints(setup, capsys):
     tmp_path, mirrors, cases = setup
     result = json.loads(run_main("--csv", str(cases), "--mirrors", str(mirrors), "--holdout-repo", "other/secret",
@@ -147,6 +154,10 @@ def test_scores_agree_with_what_check_prints(setup, capsys):
     assert set(dev["by_gpu"]) == {"H100", "A100"}
     assert result["by_repo"]["someone/kernels"] == dev
     assert "other/secret" not in result["by_repo"]
+    # (the kernels whose operations the check counted from compiled code, as it says)
+    compiled = compiled_kernels(tmp_path / "work" / "someone_kernels" / "src" / "stream.cu") | \
+        compiled_kernels(tmp_path / "work" / "someone_kernels" / "omp" / "copy.cpp")
+    assert dev["compiled"] == len(compiled & {"scale", "spin", "omp@7"})
 
 
 def test_held_out_repository_is_aggregate_only(setup, capsys):
