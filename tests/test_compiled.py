@@ -1434,9 +1434,19 @@ def test_the_kernel_templates_blanked_host_code_launched_are_instantiated_at_the
 
 
 @needs_cuda
-def test_a_kernel_template_only_failing_host_code_launched_is_compiled_with_the_device_code(tmp_path):
+def test_a_kernel_template_only_failing_host_code_launched_is_compiled_with_the_device_code(tmp_path, monkeypatch):
+    import perflsp.compiled.build as build
+
     source = tmp_path / "legacy_templates.cu"
     source.write_text(HOST_LAUNCHED_TEMPLATES)
+    # first the copy keeping the host statements that compile: every launch instantiates,
+    # `run<float>`'s `scale<float, 2>` too
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert "host statements" in unit.compiler
+    assert {"_Z5scaleIfLi4EEvPT_m", "_Z5scaleIdLi3EEvPT_m", "_ZN3ops5twiceIfEEvPT_m", "_Z5scaleIfLi2EEvPT_m"} <= \
+        set(unit.functions)
+    # where that copy does not apply, the device code alone names the launches at its end
+    monkeypatch.setattr(build, "launches_kernel_templates", lambda text, headers=(): False)
     unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
     assert "device code alone" in unit.compiler
     assert {"_Z5scaleIfLi4EEvPT_m", "_Z5scaleIdLi3EEvPT_m", "_ZN3ops5twiceIfEEvPT_m"} <= set(unit.functions)

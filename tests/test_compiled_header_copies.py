@@ -262,3 +262,38 @@ def test_members_the_unit_defines_of_a_class_its_header_s_copy_sets_aside_go_too
                       "void Layer::forward(float *x, int n) { fill_ones<<<n / 256, 256>>>(x, n); }\n")
     unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
     assert "_Z9fill_onesPfi" in unit.functions
+
+
+@needs_cuda
+def test_a_header_s_kernel_template_launched_with_the_host_s_constants_is_instantiated(tmp_path):
+    # the unit does not compile here (a missing library); its host code launches the header's
+    # kernel template with a local constant: the copy keeping the host statements that compile
+    # keeps that instantiation, which the device code alone loses
+    (tmp_path / "kernels.cuh").write_text("template <int TILE>\n"
+                                          "__global__ void tiled_copy(const float *in, float *out, int n) {\n"
+                                          "  int i = blockIdx.x * TILE + threadIdx.x;\n"
+                                          "  if (i < n) out[i] = in[i];\n}\n")
+    source = tmp_path / "runner.cu"
+    source.write_text("#include <absent_blas.h>\n#include \"kernels.cuh\"\n"
+                      "void use_blas(blasHandle_t h) { blasSgemm(h); }\n"
+                      "void run(const float *in, float *out, int n) {\n"
+                      "  const int TILE = 128;\n"
+                      "  tiled_copy<TILE><<<n / TILE, TILE>>>(in, out, n);\n}\n"
+                      "int main() { run(nullptr, nullptr, 1024); }\n")
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert "_Z10tiled_copyILi128EEvPKfPfi" in unit.functions and "host statements" in unit.compiler
+
+
+def test_a_unit_compiled_from_an_older_copy_is_compiled_again_where_this_copy_differs(tmp_path):
+    from perflsp.compiled.build import ASIDE_VERSION, _stale_copy
+
+    header = tmp_path / "kernels.cuh"
+    header.write_text("template <int T> __global__ void k(float *x) { x[threadIdx.x] = T; }\n")
+    launches = tmp_path / "runner.cu"
+    launches.write_text('#include "kernels.cuh"\nvoid run(float *x) { const int T = 4; k<T><<<1, 32>>>(x); }\n')
+    plain = tmp_path / "plain.cu"
+    plain.write_text("__global__ void p(float *x) { x[threadIdx.x] = 0.f; }\n")
+    meta = {"source": str(launches), "header_paths": [str(header)]}
+    assert _stale_copy({**meta, "aside": 3}) and _stale_copy({**meta, "aside": 2})
+    assert not _stale_copy({**meta, "aside": ASIDE_VERSION})
+    assert not _stale_copy({"source": str(plain), "header_paths": [], "aside": 3})

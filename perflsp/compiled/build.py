@@ -82,8 +82,9 @@ RETRY_VERSION = 12
 # of the copy compiled without host code: a unit compiled from an older copy is compiled again
 # (2: the kernel templates the host code launched are instantiated; 3: a CUDA unit whose host code
 # instantiates kernel templates keeps the host statements that compile: only such units compiled
-# from an older copy are compiled again, `_stale_copy`)
-ASIDE_VERSION = 3
+# from an older copy are compiled again, `_stale_copy`; 4: so does a unit launching its headers'
+# kernel templates, or with template arguments its host code spells)
+ASIDE_VERSION = 4
 _ASIDE = "did not compile here"  # (in the compiler's name of a unit compiled from such a copy)
 # the warp intrinsics CUDA 9 replaced by `_sync` forms (CUDA 13 declares them no more), and the
 # compiler's word that one is missing
@@ -286,12 +287,18 @@ def _stale_copy(meta: dict[str, Any]) -> bool:
     version = meta.get("aside")
     if version == ASIDE_VERSION:
         return False
-    if version != 2:
+    if version not in (2, 3):
         return True
-    try:  # (version 3 changed the copy of CUDA units whose host code launches kernel templates)
-        return launches_kernel_templates(Path(meta["source"]).read_bytes())
+    # (version 3 changed the copy of CUDA units whose host code launches kernel templates; 4,
+    # of those launching their headers' kernel templates or with arguments the host code spells)
+    try:
+        text = Path(meta["source"]).read_bytes()
+        headers = [Path(h).read_bytes() for h in meta.get("header_paths") or []]
     except OSError:
         return True
+    if version == 3 and launches_kernel_templates(text):
+        return False
+    return launches_kernel_templates(text, headers)
 
 
 def _header_digests(paths: Sequence[str]) -> list[str]:
@@ -427,7 +434,7 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
                     "legacy warp intrinsics read as their _sync forms: they did not compile here")
         except CompileFailure as again:
             failure = again  # (the copies below start from the modern forms)
-    if launches_kernel_templates(text):
+    if launches_kernel_templates(text, _header_texts(request)):
         try:
             return (*_statements_aside(request, toolchain, text, work, timeout_s, failure), statements)
         except CompileFailure:
@@ -439,6 +446,16 @@ def _header_aside(text: bytes, lines: frozenset[int], device_macros: frozenset[s
                   host_classes: bool) -> bytes | None:
     """A header's text with its host code set aside as the unit's is (no instantiations)."""
     return host_code_aside(text, frozenset(), device_macros, host_classes, False, lines)
+
+
+def _header_texts(request: CompileRequest) -> list[bytes]:
+    """The texts of the unit's local headers (those that can be read)."""
+    texts = []
+    for header in local_headers(Path(request.source), request.include_dirs):
+        loaded = load_file(header)
+        if isinstance(loaded, LoadedFile):
+            texts.append(loaded.data)
+    return texts
 
 
 def _sync_forms(text: bytes) -> bytes:

@@ -197,11 +197,15 @@ _KERNEL_TEMPLATE = re.compile(
     rb"template\s*<[^{};]*?>\s*(?:(?:static|inline|__host__)\s+)*__global__\s+(?:[\w:<>]+\s+)*?(\w+)\s*\(")
 
 
-def launches_kernel_templates(text: bytes) -> bool:
-    """Whether the unit defines a kernel template and launches it without template arguments
-    (`scale<<<g, b>>>(x)`, the arguments deduced from a host template's types): host code that
-    instantiates it, which a copy with the host bodies blanked loses."""
-    return any(re.search(rb"\b" + re.escape(m.group(1)) + rb"\s*<<<", text) for m in _KERNEL_TEMPLATE.finditer(text))
+def launches_kernel_templates(text: bytes, headers: Iterable[bytes] = ()) -> bool:
+    """Whether the unit launches a kernel template that it or one of its `headers` (their texts)
+    defines, without template arguments (`scale<<<g, b>>>(x)`, deduced from a host template's
+    types) or with arguments its host code spells (`sgemm<BM, BN><<<g, b>>>(...)` after `const
+    uint BM = 64;`): host code that instantiates it, which a copy with the host bodies blanked
+    loses."""
+    names = {m.group(1) for each in (text, *headers) for m in _KERNEL_TEMPLATE.finditer(each)}
+    return any(re.search(rb"\b" + re.escape(name) + rb"\s*(?:<(?:[^<>;{}]|<[^<>;{}]*>)*>\s*)?<<<", text)
+               for name in names)
 
 
 def _file_scope_words(root: Node, text: bytes) -> frozenset[bytes]:
