@@ -93,7 +93,8 @@ class Compiler:
 
     def unit_for(self, path: Path) -> Path | None:
         """The translation unit that compiles `path`'s code: itself when it is a source file the
-        build compiles (or no database says otherwise), else a source that includes it."""
+        build compiles (or no database says otherwise and no source beside it includes it), else
+        a source that includes it (None: a header nothing includes)."""
         if path.suffix not in HEADER_SUFFIXES:
             known = self.flags.is_unit(path) if self.flags is not None else None
             if known is False:
