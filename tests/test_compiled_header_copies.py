@@ -297,3 +297,43 @@ def test_a_unit_compiled_from_an_older_copy_is_compiled_again_where_this_copy_di
     assert _stale_copy({**meta, "aside": 3}) and _stale_copy({**meta, "aside": 2})
     assert not _stale_copy({**meta, "aside": ASIDE_VERSION})
     assert not _stale_copy({"source": str(plain), "header_paths": [], "aside": 3})
+
+
+HIP_STYLE_STREAM = """\
+#include <hip/hip_runtime.h>
+#define TBSIZE 1024
+template <typename T>
+class Stream {
+ public:
+  Stream(int n) : size(n) {
+    hipMalloc(&a, n * sizeof(T)); hipMalloc(&b, n * sizeof(T)); hipMalloc(&c, n * sizeof(T));
+  }
+  void triad();
+ private:
+  int size;
+  T *a, *b, *c;
+};
+template <typename T>
+__global__ void triad_kernel(T *a, const T *b, const T *c) {
+  const int i = blockDim.x * blockIdx.x + threadIdx.x;
+  a[i] = b[i] + (T)0.4 * c[i];
+}
+template <typename T>
+void Stream<T>::triad() {
+  triad_kernel<T><<<size / TBSIZE, TBSIZE>>>(a, b, c);
+  hipDeviceSynchronize();
+}
+template class Stream<float>;
+template class Stream<double>;
+"""
+
+
+@needs_cuda
+def test_every_rejected_statement_on_a_line_goes_and_the_class_template_s_launches_stay(tmp_path):
+    # HIP code through nvcc without HIP's headers: the constructor's three calls on one line are
+    # set aside in one round, and the explicit instantiations keep both kernels
+    source = tmp_path / "stream.cpp"
+    source.write_text(HIP_STYLE_STREAM)
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert "host statements" in unit.compiler
+    assert {"_Z12triad_kernelIfEvPT_PKS0_S3_", "_Z12triad_kernelIdEvPT_PKS0_S3_"} <= set(unit.functions)

@@ -83,8 +83,9 @@ RETRY_VERSION = 12
 # (2: the kernel templates the host code launched are instantiated; 3: a CUDA unit whose host code
 # instantiates kernel templates keeps the host statements that compile: only such units compiled
 # from an older copy are compiled again, `_stale_copy`; 4: so does a unit launching its headers'
-# kernel templates, or with template arguments its host code spells)
-ASIDE_VERSION = 4
+# kernel templates, or with template arguments its host code spells; 5: every statement on a
+# rejected line set aside, not the first alone)
+ASIDE_VERSION = 5
 _ASIDE = "did not compile here"  # (in the compiler's name of a unit compiled from such a copy)
 # the warp intrinsics CUDA 9 replaced by `_sync` forms (CUDA 13 declares them no more), and the
 # compiler's word that one is missing
@@ -289,8 +290,8 @@ def _stale_copy(meta: dict[str, Any]) -> bool:
         return False
     if version not in (2, 3):
         return True
-    # (version 3 changed the copy of CUDA units whose host code launches kernel templates; 4,
-    # of those launching their headers' kernel templates or with arguments the host code spells)
+    # (version 3 changed the copy of CUDA units whose host code launches kernel templates; 4 and
+    # 5, of those launching their headers' kernel templates or with arguments the host code spells)
     try:
         text = Path(meta["source"]).read_bytes()
         headers = [Path(h).read_bytes() for h in meta.get("header_paths") or []]

@@ -84,11 +84,16 @@ def offload_host_aside(text: bytes, missing_headers: frozenset[str] = frozenset(
         root = parse(text).root_node
         guarded = _declare_target_lines(text)
         for line in sorted(error_lines):
-            node = _statement_at(root, line - 1)
-            if node is None or line in guarded or _in_directive(node, text):
+            found = _statement_at(root, line - 1)
+            if found is None or line in guarded:
                 continue
-            _blank(out, node.start_byte, node.end_byte)
-            changed = True
+            # (every statement on the line: `hipMalloc(&a, n); hipMalloc(&b, n);`)
+            siblings = found.parent.named_children if found.parent is not None else [found]
+            for node in [s for s in siblings if s.start_point[0] <= line - 1 <= s.end_point[0]] or [found]:
+                if node.type == "comment" or node.type.startswith("preproc_") or _in_directive(node, text):
+                    continue
+                _blank(out, node.start_byte, node.end_byte)
+                changed = True
     return bytes(out) if changed else None
 
 
