@@ -337,3 +337,39 @@ def test_every_rejected_statement_on_a_line_goes_and_the_class_template_s_launch
     unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
     assert "host statements" in unit.compiler
     assert {"_Z12triad_kernelIfEvPT_PKS0_S3_", "_Z12triad_kernelIdEvPT_PKS0_S3_"} <= set(unit.functions)
+
+
+HIP_KERNELS = """\
+#include <hip/hip_runtime.h>
+template <typename T>
+__global__ void scale_kernel(T *x, T a, int n) {
+  const int i = hipBlockDim_x * hipBlockIdx_x + hipThreadIdx_x;
+  if (i < n) x[i] *= a;
+}
+__global__ void fill_kernel(float *x, int n) {
+  HIP_DYNAMIC_SHARED(float, tile)
+  tile[hipThreadIdx_x] = 1.0f;
+  const int i = hipBlockDim_x * hipBlockIdx_x + hipThreadIdx_x;
+  if (i < n) x[i] = tile[hipThreadIdx_x];
+}
+"""
+
+
+@needs_cuda
+def test_hip_code_compiles_through_nvcc_as_hip_s_nvidia_platform_does(tmp_path):
+    # without HIP's headers, `hip/hip_runtime.h` is answered by a stand-in mapping HIP's names
+    # onto CUDA's (HIP's NVIDIA platform): a header of HIP kernels compiles on its own, and a
+    # unit launching a kernel template through `hipLaunchKernelGGL` instantiates it
+    header = tmp_path / "kernels_hip.hpp"
+    header.write_text(HIP_KERNELS)
+    unit = compile_unit(CompileRequest(str(header), "cuda", "sm_86"), TOOLCHAIN)
+    assert "_Z11fill_kernelPfi" in unit.functions
+    source = tmp_path / "scale.cpp"
+    source.write_text('#include "kernels_hip.hpp"\n'
+                      "void run(float *x, int n) {\n"
+                      "  hipLaunchKernelGGL(HIP_KERNEL_NAME(scale_kernel<float>), dim3(n / 256), dim3(256), 0, 0,"
+                      " x, 2.0f, n);\n"
+                      "  hipDeviceSynchronize();\n}\n"
+                      "int main() { float *x; hipMalloc(&x, 1024 * sizeof(float)); run(x, 1024); hipFree(x); }\n")
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_86"), TOOLCHAIN)
+    assert "_Z12scale_kernelIfEvPT_S0_i" in unit.functions

@@ -507,7 +507,8 @@ def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: byte
     headers = local_headers(Path(request.source), request.include_dirs)
     header_lines: dict[Path, frozenset[int]] = {}  # (lines of the unit's headers the compiler rejected)
     legacy = False  # (the warp intrinsics CUDA 9 replaced read as their `_sync` forms, unit and headers)
-    tried: set[tuple[Any, ...]] = set()  # (copies compiled: the same one fails again)
+    # (copies compiled: the same one fails again; the unit as it is failed already)
+    tried: set[tuple[Any, ...]] = {(text, frozenset(), frozenset(), False)}
     last = failure
     for _ in range(2 * MAX_FOUND + 5 + MAX_REJECTED_ROUNDS):
         edited = _edited_headers(headers, header_lines, legacy,
@@ -515,10 +516,10 @@ def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: byte
         # (the members the unit defines of the host classes its headers' copies set aside go too)
         elsewhere = frozenset().union(*(host_class_names(h.read_bytes(), device_macros) for h in header_lines
                                         if h.is_file())) if host_classes else frozenset()
+        # (a unit with no host code to blank, a header of kernels, is compiled as it is: its
+        # missing headers' stand-ins and its headers' copies may still make it compile)
         aside = host_code_aside(_sync_forms(text) if legacy else text, missing, device_macros, host_classes,
-                                instantiate, rejected, elsewhere)
-        if aside is None:
-            raise failure
+                                instantiate, rejected, elsewhere) or (_sync_forms(text) if legacy else text)
         # (a stand-in or a header's lines change the copy compiled as much as its own text)
         key = (aside, frozenset(stand_ins), frozenset(header_lines.items()), legacy)
         if key not in tried:  # (else its failure stands: the next step)
@@ -557,12 +558,12 @@ def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: byte
                 continue
         if name is None or name in stand_ins:
             raise failure
-        if name in missing or not _spells_include(text, name) or _CUDA_LIBRARY_HEADER.fullmatch(name):
+        if name in missing or not _spells_include(text, name) or _stand_in_text(name):
             # included by one of the unit's headers, whose text stays (or a CUDA library's,
             # whose types device code may use): a stand-in
             request = _with_stand_in(request, work, name)
             stand_ins.add(name)
-            if _CUDA_LIBRARY_HEADER.fullmatch(name):
+            if _stand_in_text(name):
                 continue  # (the #include stays: the stand-in answers it)
         missing |= {name}
     raise failure
@@ -587,17 +588,66 @@ _CUDA_LIBRARY_STAND_IN = b"""/* perflsp: a stand-in for a CUDA library header th
 """
 
 
+# HIP's runtime header, answered as HIP's NVIDIA platform answers it: CUDA's runtime with HIP's
+# names for its built-ins and launch (`hipBlockIdx_x`, `hipLaunchKernelGGL`); HIP's host API
+# calls it does not name are set aside as any host statement the compiler rejects
+_HIP_RUNTIME = re.compile(r"hip/hip_runtime(?:_api)?\.h")
+_HIP_STAND_IN = _CUDA_LIBRARY_STAND_IN + b"""#define __HIP_PLATFORM_NVIDIA__ 1
+#define __HIP_PLATFORM_NVCC__ 1
+#define hipThreadIdx_x threadIdx.x
+#define hipThreadIdx_y threadIdx.y
+#define hipThreadIdx_z threadIdx.z
+#define hipBlockIdx_x blockIdx.x
+#define hipBlockIdx_y blockIdx.y
+#define hipBlockIdx_z blockIdx.z
+#define hipBlockDim_x blockDim.x
+#define hipBlockDim_y blockDim.y
+#define hipBlockDim_z blockDim.z
+#define hipGridDim_x gridDim.x
+#define hipGridDim_y gridDim.y
+#define hipGridDim_z gridDim.z
+#define HIP_KERNEL_NAME(...) __VA_ARGS__
+#define HIP_SYMBOL(symbol) symbol
+#define HIP_DYNAMIC_SHARED(type, var) extern __shared__ type var[];
+#define hipLaunchKernelGGL(kernel, blocks, threads, shared, stream, ...) \\
+  kernel<<<blocks, threads, shared, stream>>>(__VA_ARGS__)
+#define hipError_t cudaError_t
+#define hipSuccess cudaSuccess
+#define hipStream_t cudaStream_t
+#define hipEvent_t cudaEvent_t
+#define hipMalloc cudaMalloc
+#define hipFree cudaFree
+#define hipMemcpy cudaMemcpy
+#define hipMemcpyAsync cudaMemcpyAsync
+#define hipMemset cudaMemset
+#define hipMemcpyHostToDevice cudaMemcpyHostToDevice
+#define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define hipDeviceSynchronize cudaDeviceSynchronize
+#define hipGetLastError cudaGetLastError
+#define hipGetErrorString cudaGetErrorString
+"""
+
+
+def _stand_in_text(name: str) -> bytes | None:
+    """The text of the stand-in for a missing header whose `#include` stays (a CUDA library's,
+    HIP's runtime), None for any other (an empty stand-in, or its `#include` blanked)."""
+    if _HIP_RUNTIME.fullmatch(name):
+        return _HIP_STAND_IN
+    return _CUDA_LIBRARY_STAND_IN if _CUDA_LIBRARY_HEADER.fullmatch(Path(name).name) else None
+
+
 def _with_stand_in(request: CompileRequest, work: str, name: str) -> CompileRequest:
     """`request` with an include folder holding a stand-in for the header `name` (a library
     header this machine lacks that one of the unit's own headers includes: its device code may
     not need it; where the host code does, the compile fails as before): empty, or, for a CUDA
-    library's header, the toolkit headers it includes."""
+    library's header, the toolkit headers it includes (for HIP's runtime, its NVIDIA platform)."""
     folder = Path(work) / "missing-headers"
     target = folder / name
     if ".." in Path(name).parts or not target.resolve().is_relative_to(folder.resolve()):
         return request
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(_CUDA_LIBRARY_STAND_IN if _CUDA_LIBRARY_HEADER.fullmatch(Path(name).name) else b"")
+    target.write_bytes(_stand_in_text(name) or b"")
     if str(folder) in request.include_dirs:
         return request
     return dataclasses.replace(request, include_dirs=(*request.include_dirs, str(folder)))
@@ -640,7 +690,7 @@ def _statements_aside(request: CompileRequest, toolchain: Toolchain, text: bytes
         lines = _error_lines(last, request.source) - rejected
         more = _more_header_lines(header_lines, last, headers)
         if name is not None and name not in missing and name not in stand_ins:
-            if not _spells_include(text, name) or _CUDA_LIBRARY_HEADER.fullmatch(name):
+            if not _spells_include(text, name) or _stand_in_text(name):
                 # (one of the unit's headers includes it, or a CUDA library's: its #include stays)
                 request = _with_stand_in(request, work, name)
                 stand_ins.add(name)

@@ -210,6 +210,8 @@ def launches_kernel_templates(text: bytes, headers: Iterable[bytes] = ()) -> boo
     loses."""
     names = {m.group(1) for each in (text, *headers) for m in _KERNEL_TEMPLATE.finditer(each)}
     return any(re.search(rb"\b" + re.escape(name) + rb"\s*(?:<(?:[^<>;{}]|<[^<>;{}]*>)*>\s*)?<<<", text)
+               # (HIP's launch: `hipLaunchKernelGGL(HIP_KERNEL_NAME(scale<T>), grid, block, ...)`)
+               or re.search(rb"\bhipLaunchKernelGGL\s*\(\s*(?:HIP_KERNEL_NAME\s*\(\s*)?" + re.escape(name) + rb"\b", text)
                for name in names)
 
 
