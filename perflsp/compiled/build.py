@@ -84,8 +84,8 @@ RETRY_VERSION = 12
 # instantiates kernel templates keeps the host statements that compile: only such units compiled
 # from an older copy are compiled again, `_stale_copy`; 4: so does a unit launching its headers'
 # kernel templates, or with template arguments its host code spells; 5: every statement on a
-# rejected line set aside, not the first alone)
-ASIDE_VERSION = 5
+# rejected line set aside, not the first alone; 6: HIP's runtime header answered by a stand-in)
+ASIDE_VERSION = 6
 _ASIDE = "did not compile here"  # (in the compiler's name of a unit compiled from such a copy)
 # the warp intrinsics CUDA 9 replaced by `_sync` forms (CUDA 13 declares them no more), and the
 # compiler's word that one is missing
@@ -290,8 +290,9 @@ def _stale_copy(meta: dict[str, Any]) -> bool:
         return False
     if version not in (2, 3):
         return True
-    # (version 3 changed the copy of CUDA units whose host code launches kernel templates; 4 and
-    # 5, of those launching their headers' kernel templates or with arguments the host code spells)
+    # (version 3 changed the copy of CUDA units whose host code launches kernel templates; 4 to
+    # 6, of those launching their headers' kernel templates or with arguments the host code
+    # spells, or through `hipLaunchKernelGGL`)
     try:
         text = Path(meta["source"]).read_bytes()
         headers = [Path(h).read_bytes() for h in meta.get("header_paths") or []]
