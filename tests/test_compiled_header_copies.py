@@ -3,20 +3,9 @@ those headers, the rejected host code set aside (header_copies.py), line info on
 
 from __future__ import annotations
 
-import os
-
-import pytest
-
 from perflsp.compiled.build import CompileRequest, compile_unit
 from perflsp.compiled.header_copies import header_error_lines, write_tree
-from perflsp.compiled.toolchain import find_toolchain
-
-TOOLCHAIN = find_toolchain()
-_REQUIRED = bool(os.environ.get("PERFLSP_REQUIRE_TOOLCHAIN"))
-needs_cuda = pytest.mark.skipif(TOOLCHAIN.missing("cuda") is not None and not _REQUIRED,
-                                reason=TOOLCHAIN.missing("cuda") or "")
-needs_omp = pytest.mark.skipif(TOOLCHAIN.missing("omp") is not None and not _REQUIRED,
-                               reason=TOOLCHAIN.missing("omp") or "")
+from tests.test_compiled import TOOLCHAIN, needs_cuda, needs_omp
 
 
 def test_errors_are_read_per_header_in_either_compiler_s_words(tmp_path):
@@ -26,6 +15,12 @@ def test_errors_are_read_per_header_in_either_compiler_s_words(tmp_path):
               f"{tmp_path / 'unit.cu'}(3): error: something else",
               f"{other}(7): warning: not an error"]
     assert header_error_lines(errors, [header, other]) == {header: frozenset({12, 30})}
+    # a folder with a space, a path through `..`, and the one-line message of the failure
+    (tmp_path / "my project" / "src").mkdir(parents=True)
+    spaced = (tmp_path / "my project" / "comm.h").resolve()
+    through = tmp_path / "my project" / "src" / ".." / "comm.h"
+    message = f"nvcc failed: {through}(4): error: identifier \"MPI_Comm\" is undefined; {spaced}(9): error: x"
+    assert header_error_lines([message], [spaced]) == {spaced: frozenset({4, 9})}
 
 
 def test_the_tree_keeps_each_header_s_place_and_names_its_original(tmp_path):

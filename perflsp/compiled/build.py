@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from perflsp.compiled.cfg import build_function, looping_subroutines
-from perflsp.compiled.header_copies import header_error_lines, write_tree
+from perflsp.compiled.header_copies import error_positions, header_error_lines, write_tree
 from perflsp.compiled.headers import MAX_FOUND, find_header_folder, missing_header
 from perflsp.compiled.host_aside import (
     device_qualifier_macros,
@@ -427,8 +427,9 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
     if "took longer than" in str(failure):
         raise failure
     statements = "host statements that did not compile here set aside"
+    headers = local_headers(Path(request.source), request.include_dirs)
     if request.language != "cuda":
-        return (*_statements_aside(request, toolchain, text, work, timeout_s, failure), statements)
+        return (*_statements_aside(request, toolchain, text, headers, work, timeout_s, failure), statements)
     if _LEGACY_WARP_UNDECLARED.search(str(failure)):
         text = _sync_forms(text)
         try:
@@ -436,12 +437,12 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
                     "legacy warp intrinsics read as their _sync forms: they did not compile here")
         except CompileFailure as again:
             failure = again  # (the copies below start from the modern forms)
-    if launches_kernel_templates(text, _header_texts(request)):
+    if launches_kernel_templates(text, _header_texts(headers)):
         try:
-            return (*_statements_aside(request, toolchain, text, work, timeout_s, failure), statements)
+            return (*_statements_aside(request, toolchain, text, headers, work, timeout_s, failure), statements)
         except CompileFailure:
             pass  # (the device code alone, below)
-    return _device_code_alone(request, toolchain, text, work, timeout_s, failure)
+    return _device_code_alone(request, toolchain, text, headers, work, timeout_s, failure)
 
 
 def _header_aside(text: bytes, lines: frozenset[int], device_macros: frozenset[str] | None,
@@ -450,14 +451,9 @@ def _header_aside(text: bytes, lines: frozenset[int], device_macros: frozenset[s
     return host_code_aside(text, frozenset(), device_macros, host_classes, False, lines)
 
 
-def _header_texts(request: CompileRequest) -> list[bytes]:
+def _header_texts(headers: Sequence[Path]) -> list[bytes]:
     """The texts of the unit's local headers (those that can be read)."""
-    texts = []
-    for header in local_headers(Path(request.source), request.include_dirs):
-        loaded = load_file(header)
-        if isinstance(loaded, LoadedFile):
-            texts.append(loaded.data)
-    return texts
+    return [loaded.data for header in headers if isinstance(loaded := load_file(header), LoadedFile)]
 
 
 def _sync_forms(text: bytes) -> bytes:
@@ -485,8 +481,8 @@ def _edited_headers(headers: Sequence[Path], header_lines: dict[Path, frozenset[
     return edited
 
 
-def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: bytes, work: str, timeout_s: float,
-                       failure: CompileFailure) -> tuple[str, CompileRequest, str, str]:
+def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: bytes, headers: list[Path], work: str,
+                       timeout_s: float, failure: CompileFailure) -> tuple[str, CompileRequest, str, str]:
     """A CUDA unit compiled by nvcc from a copy with its host function bodies blanked (and, step
     by step, what else keeps it from compiling: headers, host classes, rejected declarations, in
     the unit and, through copies of them, in its own headers: `_compile_in_tree`; the warp
@@ -498,14 +494,13 @@ def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: byte
         # (a unit the build compiles with clang that does not compile here whole, for a library
         # header this machine lacks: its device code alone, through nvcc, named in the evidence)
         request = dataclasses.replace(request, clang_cuda=False)
-    missing = _lfs_pointer_includes(request, text)
+    missing = _lfs_pointer_includes(text, headers)
     device_macros: frozenset[str] | None = None  # (first: every macro may be a device qualifier)
     host_classes = False  # (last: host-only classes set aside too)
     instantiate = True  # (the kernel templates the host code launched, named at the end)
     rejected: frozenset[int] = frozenset()  # (lines of host declarations the compiler rejected)
     rejected_rounds = 0
     stand_ins: set[str] = set()  # (missing headers answered by a stand-in: `_with_stand_in`)
-    headers = local_headers(Path(request.source), request.include_dirs)
     header_lines: dict[Path, frozenset[int]] = {}  # (lines of the unit's headers the compiler rejected)
     legacy = False  # (the warp intrinsics CUDA 9 replaced read as their `_sync` forms, unit and headers)
     # (copies compiled: the same one fails again; the unit as it is failed already)
@@ -542,9 +537,7 @@ def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: byte
             instantiate = False  # (an instantiation the file's scope cannot spell)
             continue
         if name is None and device_macros is None:
-            headers = local_headers(Path(request.source), request.include_dirs)
-            device_macros = device_qualifier_macros([text, *(loaded.data for h in headers
-                                                             if isinstance(loaded := load_file(h), LoadedFile))])
+            device_macros = device_qualifier_macros([text, *_header_texts(headers)])
             continue
         if name is None and not host_classes:
             host_classes = True
@@ -657,18 +650,17 @@ def _with_stand_in(request: CompileRequest, work: str, name: str) -> CompileRequ
 MAX_REJECTED_ROUNDS = 3  # compiles spent setting aside the host declarations the compiler rejects
 
 
-def _statements_aside(request: CompileRequest, toolchain: Toolchain, text: bytes, work: str,
+def _statements_aside(request: CompileRequest, toolchain: Toolchain, text: bytes, headers: list[Path], work: str,
                       timeout_s: float, failure: CompileFailure) -> tuple[str, CompileRequest, str]:
     """A unit that failed to compile, compiled again from a copy whose missing headers'
     `#include`s and rejected host statements (its own, and through copies of them its headers':
     `_compile_in_tree`) are blanked (`offload_host_aside`), a few rounds at most: the host code
     that still compiles stays, with the instantiations it makes. Raises `failure` where that does
     not compile either."""
-    missing = _lfs_pointer_includes(request, text)
+    missing = _lfs_pointer_includes(text, headers)
     stand_ins: set[str] = set()  # (missing headers answered by a stand-in, `#include`s kept)
     rejected: frozenset[int] = frozenset()
     rejected_rounds = 0
-    headers = local_headers(Path(request.source), request.include_dirs)
     header_lines: dict[Path, frozenset[int]] = {}  # (lines of the unit's headers the compiler rejected)
     tried: set[tuple[Any, ...]] = set()  # (copies compiled: the same one fails again)
     last = failure
@@ -746,11 +738,10 @@ def _compile_in_tree(request: CompileRequest, toolchain: Toolchain, copy: bytes,
     return binary, dataclasses.replace(compiled, include_dirs=(*request.include_dirs, *found)), str(path)
 
 
-def _lfs_pointer_includes(request: CompileRequest, text: bytes) -> frozenset[str]:
+def _lfs_pointer_includes(text: bytes, headers: Sequence[Path]) -> frozenset[str]:
     """The unit's `#include`s of local headers that are Git LFS pointers (data never fetched):
     no headers, left out of every copy."""
-    return frozenset(_spelled_includes(text, [h for h in local_headers(Path(request.source), request.include_dirs)
-                                              if _is_lfs_pointer(h)]))
+    return frozenset(_spelled_includes(text, [h for h in headers if _is_lfs_pointer(h)]))
 
 
 def _compile_copy(request: CompileRequest, toolchain: Toolchain, copy: bytes, work: str,
@@ -770,10 +761,9 @@ def _compile_copy(request: CompileRequest, toolchain: Toolchain, copy: bytes, wo
 def _error_lines(failure: CompileFailure, source: str = "") -> frozenset[int]:
     """The lines of the file compiled (the copy the failure names, else `source`) that the
     compiler's errors point at (nvcc's `file(12): error`, clang's `file:12:5: error`)."""
-    name = re.escape(Path(failure.compiled_from or source).name)
-    pattern = re.compile(name + r"(?:\((\d+)\)|:(\d+):\d+): (?:fatal )?error")
-    return frozenset(int(m.group(1) or m.group(2)) for text in (*failure.errors, str(failure))
-                     for m in pattern.finditer(text))
+    name = Path(failure.compiled_from or source).name
+    return frozenset(line for path, line in error_positions((*failure.errors, str(failure)))
+                     if Path(path).name == name)
 
 
 _LFS_POINTER = b"version https://git-lfs.github.com/spec/"

@@ -16,23 +16,32 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-# an error line naming a file and line: nvcc's `path(12): error`, clang's `path:12:5: error`
-_ERROR_AT = re.compile(r"(?P<path>[^\s:;()]+?)(?:\((?P<a>\d+)\)|:(?P<b>\d+):\d+): (?:fatal )?error")
+# an error naming a file and line: nvcc's `path(12): error`, clang's `path:12:5: error` (one error
+# a line; a failure's one-line message joins the first few with "; " after "<tool> failed: ")
+_ERROR_AT = re.compile(r"(?P<path>.+?)(?:\((?P<a>\d+)\)|:(?P<b>\d+):\d+): (?:fatal )?error")
+_TOOL_FAILED = re.compile(r"^[\w+.-]+ failed: ")
+
+
+def error_positions(errors: Iterable[str]) -> Iterator[tuple[str, int]]:
+    """(path as the compiler spelled it, 1-based line) of each error in the compiler's output."""
+    for text in errors:
+        for piece in _TOOL_FAILED.sub("", text).split("; "):
+            if (match := _ERROR_AT.match(piece.strip())) is not None:
+                yield match.group("path"), int(match.group("a") or match.group("b"))
 
 
 def header_error_lines(errors: Iterable[str], headers: Sequence[Path]) -> dict[Path, frozenset[int]]:
     """The 1-based lines of each of `headers` (resolved paths) that the compiler's `errors` point
-    at."""
+    at (a path spelled through `..` included)."""
     known = {str(h): h for h in headers}
     found: dict[Path, set[int]] = {}
-    for text in errors:
-        for match in _ERROR_AT.finditer(text):
-            path = known.get(match.group("path")) or known.get(os.path.realpath(match.group("path")))
-            if path is not None:
-                found.setdefault(path, set()).add(int(match.group("a") or match.group("b")))
+    for spelled, line in error_positions(errors):
+        path = known.get(spelled) or known.get(os.path.realpath(spelled))
+        if path is not None:
+            found.setdefault(path, set()).add(line)
     return {path: frozenset(lines) for path, lines in found.items()}
 
 
