@@ -275,3 +275,18 @@ def test_a_macro_that_uses_a_launching_macro_launches_where_it_is_used():
     assert site.kernel == "colmin" and site.function == "run"
     assert site.grid.value == (64, 1, 1) and site.block.value == (256, 1, 1)
     assert site.span.start.line == NESTED_LAUNCH_MACROS.splitlines().index("  launch(colmin, blocks, 256);")
+
+
+def test_explicit_class_instantiation_is_no_syntax_error():
+    # tree-sitter-cuda reads `template class Stream<float>;` as a declaration missing its
+    # declarator; the check must not tell the user that valid code has syntax errors
+    src = b"""template <class T> struct Stream { T *a; void copy(); };
+template <class T> void Stream<T>::copy() {
+  #pragma omp target teams distribute parallel for
+  for (int i = 0; i < 1024; i++) a[i] = 0;
+}
+template class Stream<float>;
+extern template struct Stream<double>;
+"""
+    assert not extract(src).has_errors
+    assert extract(src + b"int broken( {\n").has_errors

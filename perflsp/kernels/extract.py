@@ -15,7 +15,7 @@ from perflsp.kernels.models import FileKernels
 from perflsp.kernels.omp import extract_regions
 from perflsp.kernels.symbols import file_env
 from perflsp.source.files import LoadedFile, SkippedFile, load_file
-from perflsp.source.parser import parse
+from perflsp.source.parser import has_syntax_errors, parse
 from perflsp.source.positions import LineIndex
 
 _DEFAULT_RESOLVER = IncludeResolver()
@@ -45,7 +45,7 @@ def extract_with_constants(data: bytes, tree: Tree | None = None, path: str | No
         device_functions=device_functions,
         omp_regions=extract_regions(ctx, constants) if b"omp" in data else [],
         launches=extract_launches(ctx, constants, kernels) if has_launch_syntax(data) else [],
-        has_errors=tree.root_node.has_error,
+        has_errors=has_syntax_errors(tree),
         notes=ctx.notes,
     )
     if any(k.recovered for k in kernels):

@@ -55,7 +55,7 @@ from perflsp.kernels.models import (
 from perflsp.kernels.omp import PRAGMA_LINE, extract_regions, pragma_macros
 from perflsp.kernels.symbols import TopLevelFacts, file_env
 from perflsp.kernels.text import COMMENT_OR_STRING, DIGIT_SEPARATOR, function_space_mentions
-from perflsp.source.parser import query
+from perflsp.source.parser import has_syntax_errors, query
 from perflsp.source.positions import LineIndex, Position
 
 RECOVERED_NOTE = "some kernels were recovered from tokens: the tree has syntax errors around them"
@@ -185,7 +185,7 @@ def extract_full(data: bytes, tree: Tree, lines: LineIndex, path: str | None, pr
         device_functions=[f for f in found if f.space == "device"],
         omp_regions=regions,
         launches=extract_launches(ctx, env, kernels) if has_launch_syntax(data) else [],
-        has_errors=tree.root_node.has_error,
+        has_errors=has_syntax_errors(tree),
         notes=ctx.notes,
     )
     if any(k.recovered for k in kernels):
@@ -714,7 +714,7 @@ def _reextract_definition(previous: Extracted, old_data: bytes, new_data: bytes,
         device_functions=device,
         omp_regions=regions if tokens[b"omp"].present else [],
         launches=launches,
-        has_errors=new_tree.root_node.has_error,
+        has_errors=has_syntax_errors(new_tree),
         notes=[RECOVERED_NOTE] if any(k.recovered for k in new_functions) or (
             RECOVERED_NOTE in old_fk.notes and any(k.recovered for k in kernels)) else [],
     )

@@ -317,7 +317,7 @@ class FileKernels:
     device_functions: list[CudaFunction] = field(default_factory=list)
     omp_regions: list[OmpRegion] = field(default_factory=list)
     launches: list[LaunchSite] = field(default_factory=list)
-    has_errors: bool = False  # the tree contains ERROR/MISSING nodes
+    has_errors: bool = False  # the tree contains ERROR/MISSING nodes (beyond the grammar gaps `has_syntax_errors` knows)
     notes: list[str] = field(default_factory=list)
     _launch_index: LaunchIndex = field(default_factory=lambda: LaunchIndex(), init=False, repr=False, compare=False)
 

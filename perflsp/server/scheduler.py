@@ -65,6 +65,7 @@ from perflsp.server.host import AnalysisHooks, DocumentHost, PooledHost
 from perflsp.server.json_types import JsonObject
 from perflsp.server.pool import WorkPool
 from perflsp.server.text import Change, TextState
+from perflsp.source.parser import has_syntax_errors
 
 if TYPE_CHECKING:
     from perflsp.analysis.models import KernelReport
@@ -778,7 +779,7 @@ class DocumentWorker:
             analysis = self.analyzer.step(deadline, edit_first)
         tree = state.parsed_tree  # (None: edits inside a held definition are not parsed yet)
         if exact is None:  # (a tree with errors is exact once a fresh parse gave it: settled)
-            exact = tree is not None and (not tree.root_node.has_error or state.settled)
+            exact = tree is not None and (not has_syntax_errors(tree) or state.settled)
         snap = Snapshot(self.uri, version, state.data, tree, state.lines, extracted.kernels, analysis, config,
                         state.preprocessed, exact, document=state.model(config.argv))
         if analysis.complete:

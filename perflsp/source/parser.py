@@ -7,7 +7,7 @@ import time
 from functools import cache
 from pathlib import PurePath
 
-from tree_sitter import Language, Parser, Query, Tree
+from tree_sitter import Language, Node, Parser, Query, Tree
 
 from perflsp.resources import read_text
 
@@ -59,6 +59,33 @@ def parse(data: bytes, old_tree: Tree | None = None, parser: Parser | None = Non
     # large files. Parsing the bytes again from that tree reuses every node (about 10 ms per MB)
     # and leaves a tree that holds its text.
     return parser.parse(data, tree)
+
+
+def has_syntax_errors(tree: Tree) -> bool:
+    """Whether the text has syntax errors, beyond the grammar's known gaps: tree-sitter-cuda
+    reads an explicit instantiation of a class template (`template class Stream<float>;`,
+    valid C++) as a declaration missing its declarator."""
+    if not tree.root_node.has_error:
+        return False
+    pending = [tree.root_node]
+    while pending:
+        node = pending.pop()
+        if node.is_missing:
+            if not _instantiation_gap(node):
+                return True
+        elif node.is_error:
+            return True
+        else:
+            pending.extend(c for c in node.children if c.has_error)
+    return False
+
+
+def _instantiation_gap(node: Node) -> bool:
+    parent = node.parent
+    if parent is None or parent.type != "template_instantiation" or node.type != "identifier":
+        return False
+    kind = parent.child_by_field_name("type")
+    return kind is not None and kind.type in ("class_specifier", "struct_specifier", "union_specifier")
 
 
 def is_source_path(path: str | PurePath) -> bool:
