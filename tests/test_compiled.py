@@ -600,6 +600,38 @@ def test_an_openmp_region_counts_its_loop_body_per_iteration(tmp_path, compiler)
     assert facts.per_item.fp64 == 0.0
 
 
+UNLAUNCHED_DOT = """\
+double dot(const double *a, const double *b) {
+  const int n = 1 << 24;
+  double sum = 0.0;
+  #pragma omp target teams distribute parallel for map(to: a[0:n], b[0:n]) map(tofrom: sum) reduction(+:sum)
+  for (int i = 0; i < n; i++)
+    sum += a[i] * b[i];
+  return sum;
+}
+int main() { static double a[1 << 24], b[1 << 24]; return dot(a, b) > 0; }
+"""
+
+
+@needs_omp
+def test_a_region_without_a_launch_is_counted_on_the_launch_llvms_runtime_makes(tmp_path, compiler):
+    # no `num_teams`/`thread_limit`: libomptarget launches 128 threads a team, a team per 128
+    # iterations up to 3,200 teams, so each thread takes 41 of the 2^24 iterations and runs the
+    # reduction's tail once for them, as a launch of that shape given by a profile counts it
+    source = tmp_path / "dot.cpp"
+    source.write_text(UNLAUNCHED_DOT)
+    (editor,) = analyse(source, compiler).values()
+    assert "3200 teams × 128 threads as LLVM's offload runtime launches them, 41 iterations per thread" \
+        in editor.facts.work_items_note
+    data = source.read_bytes()
+    prepared = read_program(source, data, ReadContext(IncludeResolver()), AnalysisOptions())
+    options = dataclasses.replace(prepared.options, compiled=compiler.compiled(source, ["sm_86"]),
+                                  launch_override=((3200, 1, 1), (128, 1, 1)))
+    (given,) = FileAnalysis.of(prepared, options).reports([RTX3080])
+    assert editor.facts.per_item.int32 == pytest.approx(given.facts.per_item.int32)
+    assert editor.facts.per_item.fp64 == pytest.approx(given.facts.per_item.fp64)
+
+
 NESTED_COLLAPSE_REGION = """\
 void blur(int n, const double *img, const double *w, double *out) {
   #pragma omp target teams distribute map(to: img[0:n * 64 * 64], w[0:64 * 64]) map(from: out[0:n]) thread_limit(128)

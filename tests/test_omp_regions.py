@@ -480,3 +480,30 @@ def test_a_region_included_inside_a_function_takes_that_function_s_values(tmp_pa
     assert report.facts.work_items == 1 << 20
     assert not any("unknown" in a or "production" in a for a in texts(report.facts.assumptions)), \
         texts(report.facts.assumptions)
+
+
+RUNTIME_LAUNCH_SRC = """
+void run(const float *x, float *y) {
+  const int n = 1 << 20;
+  #pragma omp target teams distribute parallel for map(to: x[0:n]) map(from: y[0:n])
+  for (int i = 0; i < n; i++) y[i] = x[i];
+  #pragma omp target teams distribute parallel for num_threads(64) map(to: x[0:n]) map(from: y[0:n])
+  for (int i = 0; i < n; i++) y[i] = x[i];
+  #pragma omp target parallel for map(to: x[0:n]) map(from: y[0:n])
+  for (int i = 0; i < n; i++) y[i] = x[i];
+  #pragma omp target teams distribute parallel for num_teams(8) thread_limit(32) map(to: x[0:n]) map(from: y[0:n])
+  for (int i = 0; i < n; i++) y[i] = x[i];
+}
+"""
+
+
+def test_a_launch_the_source_leaves_open_is_the_one_llvms_runtime_makes():
+    # (what a thread does once is spread over the iterations it takes: see tests/test_compiled.py)
+    default, threads, one_team, stated = analyse(RUNTIME_LAUNCH_SRC)
+    assert "3200 teams × 128 threads as LLVM's offload runtime launches them, 2.56 iterations per thread" \
+        in default.facts.work_items_note
+    assert "3200 teams × 64 threads as LLVM's offload runtime launches them, 5.12 iterations per thread" \
+        in threads.facts.work_items_note
+    assert "1 team × 128 threads as LLVM's offload runtime launches them, 8.19e+03 iterations per thread" \
+        in one_team.facts.work_items_note
+    assert "offload runtime" not in stated.facts.work_items_note  # the source says it all

@@ -150,7 +150,10 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     if unknown_atoms:
         work_items, items_note = _unknown_iterations(walker, unknown_atoms, work_items, teams, threads,
                                                      launched_items, cost, assumptions)
-    launched = float(teams * threads) if teams and threads else max(work_items, 1.0)
+    # no launch given: the one LLVM's offload runtime makes, so that what a thread does once (a
+    # reduction's tail, loop-invariant code) is spread over the iterations it takes
+    launched, items_note = _launched(region, words, teams, threads, work_items, items_note,
+                                     runtime=override is None and parallel_levels > 0 and not shape_assumed)
     per_item, compiled_note = operations(
         result.counts, cost.int_per_omp_iteration, cost, compiled, compiled_fn, profile, result.notes,
         threads=launched, work_items=max(work_items, 1.0), parallel_trips=max(work_items, 1.0) / launched,
@@ -248,6 +251,31 @@ def _prefer(aliases: dict[str, CType], values: tuple[float | None, ...] = ()) ->
 # `GV_Default_Num_Teams` of LLVM's NVPTX grid values (llvm/Frontend/OpenMP/OMPGridValues.h): the
 # teams libomptarget launches at most for a loop of many iterations (it reuses them beyond)
 LLVM_NVPTX_DEFAULT_TEAMS = 3200
+# `GV_Default_WG_Size`: the threads of a team where neither `thread_limit` nor `num_threads` says
+LLVM_NVPTX_DEFAULT_THREADS = 128
+
+
+def _launched(region: OmpRegion, words: set[str], teams: int | None, threads: int | None, iterations: float,
+              items_note: str, runtime: bool) -> tuple[float, str]:
+    """The threads that run the region's `iterations`, and `items_note` saying how many: those
+    of its launch; with no launch given (`runtime`) and the source leaving teams or threads open,
+    those LLVM's offload runtime launches for a worksharing loop (one team without `teams`; else a
+    team per team's worth of iterations, up to its team limit)."""
+    if not runtime or (teams and threads):
+        return (float(teams * threads) if teams and threads else max(iterations, 1.0)), items_note
+    per_team = threads or _clause_number(region, "num_threads") or LLVM_NVPTX_DEFAULT_THREADS
+    if teams is None:
+        teams = min(math.ceil(max(iterations, 1.0) / per_team), LLVM_NVPTX_DEFAULT_TEAMS) if "teams" in words else 1
+    launched = float(teams * per_team)
+    return launched, (f"{items_note}; {teams} team{'s' if teams != 1 else ''} × {per_team} threads as LLVM's "
+                      f"offload runtime launches them, {max(iterations, 1.0) / launched:.3g} iterations per thread")
+
+
+def _clause_number(region: OmpRegion, name: str) -> int | None:
+    clause = region.clause(name)
+    if clause is not None and clause.value is not None and isinstance(clause.value.value, (int, float)):
+        return int(clause.value.value)
+    return None
 
 _OMP_SPMD_CALLS = re.compile(r"\bomp_get_(?:team|thread)_num\s*\(")
 # `#pragma omp parallel` (not a worksharing loop) in a `teams` region: every thread of every
