@@ -278,6 +278,38 @@ int main() {{ int *o; lg<<<64, 256>>>(o); }}
     assert any("`m` halved until zero (1024)" in t for t in texts(k.facts.evidence))
 
 
+def test_a_halved_value_the_walk_cannot_fold_is_read_at_production_scale():
+    # a value halved until zero (an exponent, a key, a size) is no loop's trip count: read at
+    # the production scale an unknown size is read at (2^24), 24 passes, not log2 of 32
+    src = """
+__global__ void powmod(const unsigned *e, unsigned *out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned b = e[i], r = 1, x = 3;
+  do { if (b & 1) r *= x; x *= x; } while (b >>= 1);
+  out[i] = r;
+}
+int main() { unsigned *e, *o; powmod<<<64, 256>>>(e, o); }
+"""
+    k = kernel(src, "powmod")
+    assert only_loop(k).trip_count == 24
+    assert "line 5: `b` halved until zero, range unknown: assumed 24 passes (log2 of 1.67772e+07)" \
+        in texts(k.facts.assumptions)
+
+
+def test_a_search_over_an_unknown_range_takes_log2_of_an_unknown_loops_trips():
+    src = """
+__global__ void find(const int *keys, const int *q, int *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int lo = 0, hi = n;
+  while (lo < hi) { int mid = (lo + hi) >> 1; if (keys[mid] < q[i]) lo = mid + 1; else hi = mid; }
+  out[i] = lo;
+}
+int main() { int *k, *q, *o; int n; find<<<64, 256>>>(k, q, o, n); }
+"""
+    k = kernel(src, "find")
+    assert only_loop(k).trip_count == 5  # log2 of the 32 trips an unknown loop is assumed to take
+
+
 def test_other_data_dependent_while_loops_keep_the_assumed_passes():
     src = """
 __global__ void chase(int *out, const int *next) {

@@ -7,8 +7,10 @@ a fair expectation of their passes:
   `while (length > 1) { ... length = upper - lower; }` around a midpoint): log2 of the range;
 - loops halving a variable in their condition (`while (n >>= 1) ++log;`): log2 of its value.
 
-A range the walk cannot fold is the range an unknown loop is assumed to cover
-(`CostModel.assumed_trip_count`), searched in log2 of it passes."""
+A halved value the walk cannot fold is read at production scale (`CostModel.assumed_problem_size`,
+as an unknown size is: a size, a key or an exponent, not a loop's trip count); a searched range it
+cannot fold is the range an unknown loop is assumed to cover (`CostModel.assumed_trip_count`).
+Either takes log2 of it passes."""
 
 from __future__ import annotations
 
@@ -42,19 +44,21 @@ def while_expectation(walker: Walker, node: Node, cond: Node | None, body: Node 
     halving = _halving_condition(walker, inner)
     if halving is not None:
         name, factor = halving
-        return _log_passes(walker, node, f"`{name}` halved until zero", _value(walker, name), factor, floor=True)
+        return _log_passes(walker, node, f"`{name}` halved until zero", _value(walker, name), factor, floor=True,
+                           unknown=walker.cost.assumed_problem_size)
     search = _search_range(walker, inner, body)
     if search is not None:
         what, span = search
-        return _log_passes(walker, node, f"binary search over {what}", span, 2.0, floor=False)
+        return _log_passes(walker, node, f"binary search over {what}", span, 2.0, floor=False,
+                           unknown=walker.cost.assumed_trip_count)
     return None
 
 
 def _log_passes(walker: Walker, node: Node, what: str, span: float | None, factor: float,
-                floor: bool) -> tuple[float, Note]:
+                floor: bool, unknown: float) -> tuple[float, Note]:
     line = walker.line(node)
     if span is None:
-        assumed_span = walker.cost.assumed_trip_count
+        assumed_span = unknown
         passes = max(1.0, math.ceil(math.log(assumed_span, factor)))
         return passes, assumed(NoteKind.LOOP_TRIP, f"{what}, range unknown: assumed {passes:g} passes "
                                f"(log{factor:g} of {assumed_span:g})", line=line, value=passes, unit="iterations")
