@@ -1514,6 +1514,27 @@ def test_legacy_warp_intrinsics_are_read_as_their_sync_forms(tmp_path):
     assert sum(lc.counts[INDEX["fp32"]] for block in fn.blocks for lc in block.lines) == 5
 
 
+LEGACY_VOTE = """\
+__global__ void any_hit(const float *x, int *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  bool hit = i < n && x[i] > 0.5f;
+  if (!__any(hit)) return;
+  out[i] = hit;
+}
+"""
+
+
+@needs_cuda
+def test_a_vote_ptxas_refuses_is_read_as_its_sync_form(tmp_path):
+    # CUDA 13 still declares `__any` (deprecated) and compiles it to the PTX `vote.any`, which
+    # ptxas refuses for sm_70 and later: the same rewrite as for an undeclared legacy intrinsic
+    source = tmp_path / "legacy_vote.cu"
+    source.write_text(LEGACY_VOTE)
+    unit = compile_unit(CompileRequest(str(source), "cuda", "sm_90"), TOOLCHAIN)
+    assert "legacy warp intrinsics read as their _sync forms" in unit.compiler
+    assert any("any_hit" in name for name in unit.functions)
+
+
 DEDUCED_TEMPLATE_LAUNCHES = """\
 #include <absent_blas.h>
 template <class T>

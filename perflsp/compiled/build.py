@@ -77,8 +77,9 @@ FORMAT_VERSION = 5  # of the compile key: what a compile depends on besides the 
 # unit's Git LFS pointer headers left out, a `.c` unit built as C++ compiled so, the C++17 retry of
 # CUDA 13's headers recognised; 11: legacy warp intrinsics read as their `_sync` forms; 12: the
 # unit's own headers copied with the host code the compiler rejected in them set aside, and their
-# legacy warp intrinsics read as their `_sync` forms)
-RETRY_VERSION = 12
+# legacy warp intrinsics read as their `_sync` forms; 13: so also where ptxas rejects the `vote`
+# a deprecated `__any` compiles to)
+RETRY_VERSION = 13
 # of the copy compiled without host code: a unit compiled from an older copy is compiled again
 # (2: the kernel templates the host code launched are instantiated; 3: a CUDA unit whose host code
 # instantiates kernel templates keeps the host statements that compile: only such units compiled
@@ -87,11 +88,12 @@ RETRY_VERSION = 12
 # rejected line set aside, not the first alone; 6: HIP's runtime header answered by a stand-in)
 ASIDE_VERSION = 6
 _ASIDE = "did not compile here"  # (in the compiler's name of a unit compiled from such a copy)
-# the warp intrinsics CUDA 9 replaced by `_sync` forms (CUDA 13 declares them no more), and the
-# compiler's word that one is missing
+# the warp intrinsics CUDA 9 replaced by `_sync` forms, and the compiler's word that one is
+# rejected: CUDA 13 declares the shuffles no more, and compiles `__any`/`__all`/`__ballot` (still
+# declared, deprecated) to the PTX `vote` ptxas refuses for sm_70 and later
 _LEGACY_WARP_CALL = re.compile(rb"\b(__shfl|__shfl_up|__shfl_down|__shfl_xor|__ballot|__any|__all)\s*\(")
-_LEGACY_WARP_UNDECLARED = re.compile(r'identifier "(?:__shfl|__shfl_up|__shfl_down|__shfl_xor|__ballot|__any|__all)" '
-                                     r"is undefined")
+_LEGACY_WARP_REJECTED = re.compile(r'identifier "(?:__shfl|__shfl_up|__shfl_down|__shfl_xor|__ballot|__any|__all)" '
+                                   r"is undefined|Instruction '(?:vote|shfl)' without '\.sync'")
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*(\([^()]*\))?")
 _BEFORE_CXX17 = frozenset({"c++98", "c++03", "c++11", "c++14", "c++0x", "c++1y"})
 _CXX17_ONLY: dict[str, bool] = {}  # nvcc -> whether its headers reject standards before C++17
@@ -430,7 +432,7 @@ def _with_host_code_aside(request: CompileRequest, toolchain: Toolchain, text: b
     headers = local_headers(Path(request.source), request.include_dirs)
     if request.language != "cuda":
         return (*_statements_aside(request, toolchain, text, headers, work, timeout_s, failure), statements)
-    if _LEGACY_WARP_UNDECLARED.search(str(failure)):
+    if _LEGACY_WARP_REJECTED.search(str(failure)):
         text = _sync_forms(text)
         try:
             return (*_compile_copy(request, toolchain, text, work, timeout_s),
@@ -529,7 +531,7 @@ def _device_code_alone(request: CompileRequest, toolchain: Toolchain, text: byte
             except CompileFailure as again:
                 last = again
                 request, headers = _with_found_folders(request, again, headers)
-        if not legacy and _LEGACY_WARP_UNDECLARED.search("\n".join((str(last), *last.errors))):
+        if not legacy and _LEGACY_WARP_REJECTED.search("\n".join((str(last), *last.errors))):
             legacy = True
             continue
         name = missing_header(str(last))
