@@ -875,6 +875,49 @@ def test_a_register_stepped_by_an_index_s_stride_is_no_counter_of_that_many_iter
     assert dynamic_counts(unit, fn, profile).get("fp64") == pytest.approx(fp64)
 
 
+CLANG_INLINED_LOOP = """\
+\t.section\t.text._Z1kPd,"ax",@progbits
+        .other          _Z1kPd,@"STO_CUDA_ENTRY STV_DEFAULT"
+_Z1kPd:
+.text._Z1kPd:
+\t//## File "/src/k.cu", line 9
+        /*0000*/                   IMAD.MOV.U32 R5, RZ, RZ, RZ ;
+.L_x_0:
+\t//## File "/src/h.cuh", line 2
+        /*0010*/                   DFMA R2, R2, R2, R2 ;
+        /*0020*/                   DFMA R2, R2, R2, R2 ;
+        /*0030*/                   DFMA R2, R2, R2, R2 ;
+\t//## File "/src/k.cu", line 10
+        /*0040*/                   IADD3 R5, R5, 0x1, RZ ;
+        /*0050*/                   ISETP.NE.AND P0, PT, R5, 0x10, PT ;
+        /*0060*/               @P0 BRA `(.L_x_0) ;
+        /*0070*/                   EXIT ;
+"""
+
+
+def test_a_loop_clang_inlined_without_naming_its_calls_is_tied_through_the_calls_the_walk_inlined():
+    from perflsp.compiled.cfg import build_function
+    from perflsp.compiled.counts import dynamic_counts
+    from perflsp.compiled.model import CompiledUnit
+    from perflsp.compiled.profile import SourceLoop, SourceProfile, SourceStatement
+
+    # `scan(x);` on k.cu lines 9-10 inlines a device function whose loop (lines 3-5, 16 trips)
+    # calls a helper of h.cuh on line 4. clang's line info names no inline call: the loop closes
+    # on the call's line, its body is the helper's line. The walk inlined the helper through
+    # k.cu:4 and k.cu:9: through those calls, the body sits in the loop
+    fn = build_function(parse_sass(CLANG_INLINED_LOOP)[0])
+    unit = CompiledUnit("/src/k.cu", "sm_86", "clang", {fn.name: fn})
+    inlined = (("/src/k.cu", 9),)
+    loop = SourceLoop("/src/k.cu", 3, 4, 5, 16.0, 1.0, 1.0, 1, callsites=inlined)
+    profile = SourceProfile([SourceStatement("/src/k.cu", 9, 10, 1.0, None),
+                             SourceStatement("/src/k.cu", 3, 5, 1.0, None, inlined),
+                             SourceStatement("/src/k.cu", 4, 4, 1.0, 0, inlined),
+                             SourceStatement("/src/h.cuh", 2, 2, 1.0, 0, (("/src/k.cu", 4), *inlined))], [loop])
+    counts = dynamic_counts(unit, fn, profile)
+    assert counts.matched == 1
+    assert counts.get("fp64") == pytest.approx(16 * 3 * 2)
+
+
 def test_an_index_s_stride_explains_a_step_only_where_it_fits_the_known_trip_count():
     from perflsp.compiled.counts import _index_unroll
 
