@@ -415,7 +415,7 @@ class _Counter:
         shifted = self.chains(fn)
         for chains in ([shifted[c] for c in loop.latch_chains], [shifted[s.chain] for s in loop.steps]):
             found: list[int] = []
-            for chain in (known for written in chains for known in self._inline_chains(written)):
+            for chain in (known for written in chains for known in self._inline_chains(fn, written)):
                 for depth, location in enumerate(chain):
                     at = self.table.loops_at(location)
                     if at:
@@ -437,27 +437,33 @@ class _Counter:
                 chain = shifted[lc.chain]
                 size = lc.counts[INDEX["instructions"]]
                 total += size
-                for i in self._loops_around(chain):
+                for i in self._loops_around(fn, chain):
                     votes[i] = votes.get(i, 0.0) + size
         # innermost first, as above: the compiler's loops nest as the source's do, so the
         # innermost source loop not already taken by a loop nested in this one is this one
         held = [i for i, v in votes.items() if total and v >= total / 2]
         return sorted(held, key=lambda i: self.profile.loops[i].depth, reverse=True)
 
-    def _inline_chains(self, chain: tuple[Location, ...]) -> list[tuple[Location, ...]]:
-        """`chain`, and where it names no call it was inlined through (clang's line info names
-        none) while the walk inlined statements of its line, the chain of each such copy: a
-        device function's loop step or code then finds the loops around its call."""
-        if len(chain) != 1:
+    def _inline_chains(self, fn: CompiledFunction, chain: tuple[Location, ...]) -> list[tuple[Location, ...]]:
+        """`chain`, and where clang compiled the kernel `fn` (its line info names no call a line
+        was inlined through) and the walk inlined statements of the line, the chain of each such
+        copy: a device function's loop step or code then finds the loops around its call. (nvcc
+        names the calls: its single locations are code of the function itself; a function not
+        inlined is counted at its calls' weight, so its own loops keep its own.)"""
+        if len(chain) != 1 or not fn.is_entry or "clang" not in self.unit.compiler:
             return [chain]
         return [chain, *((chain[0], *s.callsites) for s in self.table.statements_at(chain[0]) if s.callsites)]
 
-    def _loops_around(self, chain: tuple[Location, ...]) -> set[int]:
-        """The source loops around code at `chain`: in the function it sits in, and around each
-        call it was inlined through (a device function's code runs inside its caller's loops),
-        each the loop walked at that chain of calls where the profile tells them apart."""
+    def _loops_around(self, fn: CompiledFunction, chain: tuple[Location, ...]) -> set[int]:
+        """The source loops around the line of code at `chain`; where clang's line info names no
+        call the line was inlined through, around each call the walk inlined it through too (a
+        device function's code runs inside its caller's loops), each the loop walked at that
+        chain of calls where the profile tells them apart."""
+        chains = self._inline_chains(fn, chain)
+        if len(chains) == 1:
+            return set(self.table.loops_around(chain[0])) if chain else set()
         found: set[int] = set()
-        for known in self._inline_chains(chain):
+        for known in chains:
             for depth, location in enumerate(known):
                 around = self.table.loops_around(location)
                 exact = [i for i in around if _same_chain(self.profile.loops[i].callsites, known[depth + 1:])]
