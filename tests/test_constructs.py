@@ -346,6 +346,38 @@ __global__ void lanes(float *out, const float *in) {
     assert loop.trip_count == 32 and loop.origin == "constant"
 
 
+def test_a_header_calls_the_functions_of_headers_its_includer_reads_before_it(tmp_path):
+    from perflsp.analysis.report import CheckSettings
+    from perflsp.checking import check_file
+
+    # kernels.h calls `mix` (a device function) and `steps` (a plain function a target region
+    # calls) that it does not include: its includer read common/helpers.h first, as the compiler
+    # does (no sibling of kernels.h defines them)
+    (tmp_path / "common").mkdir()
+    (tmp_path / "common" / "helpers.h").write_text("""#pragma once
+__device__ inline float mix(float a, float b) { float s = 0.f; for (int k = 0; k < 16; ++k) s += a * b + k; return s; }
+inline int steps(unsigned v) { int n = 0; for (int k = 0; k < 32; ++k) n += (v >> k) & 1; return n; }
+""")
+    (tmp_path / "kernels.h").write_text("""
+__global__ void blend(float *out, const float *a, const float *b) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = mix(a[i], b[i]);
+}
+void count(const unsigned *v, int *out, int n) {
+  #pragma omp target teams distribute parallel for map(to: v[0:n]) map(from: out[0:n])
+  for (int i = 0; i < n; i++) out[i] = steps(v[i]);
+}
+""")
+    (tmp_path / "main.cu").write_text('#include "common/helpers.h"\n#include "kernels.h"\n'
+                                      "int main() { float *o, *a, *b; blend<<<4096, 256>>>(o, a, b); }\n")
+    blend, count = check_file(tmp_path / "kernels.h", [H100], CheckSettings(), IncludeResolver()).kernels
+    for report in (blend, count):
+        assert not any("not analysed" in t for t in texts(report.facts.evidence)), report.name
+    # the helpers' loops, inlined
+    assert [loop.trip_count for loop in blend.facts.loops] == [16]
+    assert 32 in [loop.trip_count for loop in count.facts.loops]
+
+
 def test_unresolved_type_names_are_guessed_from_their_name():
     from perflsp.analysis.ctype import F32, F64, guessed_float_type
 

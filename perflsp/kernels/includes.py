@@ -238,6 +238,7 @@ class IncludeResolver:
             # no build flags for this file: read it as its offload build does
             env.macros.update(offload_gates(directives))
         includer_constants: dict[str, str | Value] = {}
+        includer_headers: tuple[Path, ...] = ()
         if includers and path is not None:
             for includer in self.includers_of(path):
                 context = self.env_for(includer, self._file_bytes(includer), defines, include_dirs, includers=False,
@@ -251,6 +252,9 @@ class IncludeResolver:
                     env.function_macros.setdefault(name, definition)
                 for name, text in context.type_aliases.items():
                     env.type_aliases.setdefault(name, text)
+                # the headers it reads hold the functions this file calls without including
+                # them (`kernels.h` calling a helper of the `benchmark.h` its includer read first)
+                includer_headers = tuple(h for h in context.headers if h != path)
                 break
         constants = ConstEnv()
         seen: set[Path] = set()
@@ -264,7 +268,7 @@ class IncludeResolver:
         env.type_aliases.update(constants.type_aliases)
         for name, function in constants.pure_functions.items():
             env.pure_functions.setdefault(name, function)
-        env.headers = tuple(seen_order)
+        env.headers = (*seen_order, *(h for h in includer_headers if h not in seen_order))
         return env
 
     def _run(self, directives: list[Directive], directory: Path | None, env: ConstEnv, constants: ConstEnv,
