@@ -1557,6 +1557,40 @@ def test_legacy_warp_intrinsics_are_read_as_their_sync_forms(tmp_path):
     assert sum(lc.counts[INDEX["fp32"]] for block in fn.blocks for lc in block.lines) == 5
 
 
+LAMBDA_LAUNCHES = """\
+template <typename F>
+__global__ void for_each_kernel(int n, F f) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) f(i);
+}
+template <class T>
+struct Stream {
+  T *a, *b, *c; int n;
+  void copy() {
+    T *A = a, *C = c;
+    for_each_kernel<<<(n + 255) / 256, 256>>>(n, [=] __device__ (int i) { C[i] = A[i]; });
+  }
+  void triad(T s) {
+    T *A = a, *B = b, *C = c;
+    for_each_kernel<<<(n + 255) / 256, 256>>>(n, [=] __device__ (int i) { A[i] = B[i] + s * C[i]; });
+  }
+};
+template struct Stream<float>;
+template struct Stream<double>;
+"""
+
+
+@needs_cuda
+def test_a_kernel_template_launched_with_a_lambda_is_the_instantiation_of_the_launch_s_lambda(tmp_path, compiler):
+    # the Python demangler reads no closure type (`for_each_kernel<Stream<float>::copy()::
+    # {lambda(int)#1}>`): without c++filt's reading the kernel had no compiled function at all;
+    # of the four, the one of the lambda written where the kernel is first launched (`copy`),
+    # in the float instantiation of its class: one load and one store, no FLOP
+    facts = compiled_facts(tmp_path, compiler, "lambdas.cu", LAMBDA_LAUNCHES, "for_each_kernel")
+    assert "_Z15for_each_kernelIZN6StreamIfE4copyEvEUliE_EviT_" in texts(facts.evidence)[0]
+    assert facts.per_item.fp32 == 0.0 and facts.per_item.global_loads == 1.0
+
+
 LEGACY_VOTE = """\
 __global__ void any_hit(const float *x, int *out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

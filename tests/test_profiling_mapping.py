@@ -9,8 +9,8 @@ import pytest
 from profiling_helpers import cuda_kernel, file_kernels, omp_region
 from test_profiling_measured import _labels_path
 
-from perflsp.profiling import demangling as D
 from perflsp.profiling.mapping import map_kernel, map_kernels, parse_name, parse_omp_entry
+from perflsp.source import demangling as D
 
 needs_cxxfilt = pytest.mark.skipif(D.cxxfilt_path() is None, reason="c++filt (binutils) is not installed")
 

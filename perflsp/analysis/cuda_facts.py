@@ -87,7 +87,8 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
         edited_since = True
     else:
         edited_since = False
-    compiled_fn = _compiled_function(compiled, kernel, aliases, template_values) if compiled is not None else None
+    compiled_fn = _compiled_function(compiled, kernel, aliases, template_values, site.function if site else None) \
+        if compiled is not None else None
     body = callee.node.child_by_field_name("body")
     grid_sized = cache(partial(grid_sized_parameters, unit.model, kernel, site))  # read once, if asked
 
@@ -156,18 +157,25 @@ def cuda_facts(unit: AnalysisUnit, kernel: CudaFunction, launches: list[LaunchSi
 
 
 def _compiled_function(compiled: CompiledUnit, kernel: CudaFunction, aliases: dict[str, CType],
-                       values: dict[str, float]) -> CompiledFunction | None:
+                       values: dict[str, float], launched_in: str | None = None) -> CompiledFunction | None:
     """The kernel's function in the compiled unit: of a template's instantiations, the one whose
-    arguments are those the analysis bound (written at the launch, deduced, or assumed)."""
+    arguments are those the analysis bound (written at the launch, deduced, or assumed), and
+    whose lambda arguments are defined in the function of the launch (`launched_in`)."""
     wanted: list[CType | float | None] = []
     for param in kernel.template_params:
         wanted.append(aliases.get(param.name) if param.kind == "type" else values.get(param.name))
+    # `for_each<Stream<float>::copy()::{lambda(int)#1}>`: the closure of a lambda written in `copy`
+    own_lambda = re.compile(rf"\b{re.escape(launched_in.split('::')[-1].split('<')[0])}\(.*\{{lambda") \
+        if launched_in else None
 
     def score(args: list[str]) -> float:
         # with nothing bound, a template instantiated for several types is read as its float one
-        points = 0.001 * sum(arg == "float" for arg in args)
+        # (a lambda's: the one written in a float instantiation of its class)
+        points = 0.001 * sum(arg == "float" or ("{lambda" in arg and "<float>" in arg) for arg in args)
+        if own_lambda is not None:
+            points += 0.5 * sum(own_lambda.search(arg) is not None for arg in args)
         for want, arg in zip(wanted, args):
-            if isinstance(want, CType):
+            if isinstance(want, CType) and "{lambda" not in arg:  # (a closure is no type to match)
                 got = parse_type(arg, {})
                 points += got.kind == want.kind and got.size_bytes == want.size_bytes and got.pointer == want.pointer
             elif want is not None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from perflsp.compiled.model import CompiledFunction, CompiledUnit
+from perflsp.source.demangling import demangle_many
 
 _OFFLOAD = re.compile(r"^__omp_offloading_([0-9a-f]+)_([0-9a-f]+)_(.+)_l(\d+)$")
 
@@ -163,10 +164,13 @@ def _entries(unit: CompiledUnit) -> dict[str, list[tuple[CompiledFunction, str, 
     up each of them)."""
     if unit.entries is None:
         index: dict[str, list[tuple[CompiledFunction, str, str, int | None]]] = {}
-        for fn in unit.functions.values():
-            if not fn.is_entry or fn.name.startswith("__omp_offloading_"):
-                continue
-            qualified, templates, count = _split(demangled(fn.name))
+        entries = [fn for fn in unit.functions.values() if fn.is_entry and not fn.name.startswith("__omp_offloading_")]
+        # the Python demangler reads no lambda's closure type (`for_each<...::{lambda(int)#1}>`,
+        # a kernel template launched with a lambda): those go to c++filt, in one batch
+        unread = [fn.name for fn in entries if fn.name.startswith("_Z") and demangled(fn.name) == fn.name]
+        by_cxxfilt = demangle_many(unread) if unread else {}
+        for fn in entries:
+            qualified, templates, count = _split(by_cxxfilt.get(fn.name) or demangled(fn.name))
             entry = (fn, qualified, templates, count)
             simple = qualified.split("::")[-1]
             index.setdefault(simple, []).append(entry)

@@ -11,7 +11,6 @@ The API the server and CLI use (all synchronous; the server calls it via asyncio
 - every failure: `ProfilingError(code, message)`.
 """
 
-from perflsp.profiling.demangling import demangle, demangle_many
 from perflsp.profiling.errors import ProfilingError
 from perflsp.profiling.gpus import BUILTIN_GPUS, RTX_3080, MeasuredGpu, find_measured_gpu, resolve_measured_gpu
 from perflsp.profiling.mapping import KernelMatch, KernelRef, map_kernel, map_kernels, parse_name, parse_omp_entry
@@ -40,6 +39,7 @@ from perflsp.profiling.settings import (
     resolve_profiling_settings,
 )
 from perflsp.profiling.store import ProfileRecord, ProfileStore
+from perflsp.source.demangling import demangle, demangle_many
 
 __all__ = [
     "BUILTIN_GPUS",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from perflsp.kernels.models import CudaFunction, FileKernels, OmpRegion
-from perflsp.profiling.demangling import demangle_many
+from perflsp.source.demangling import demangle_many
 
 _OMP_ENTRY = re.compile(r"^__omp_offloading_([0-9a-fA-F]+)_([0-9a-fA-F]+)_(.+)_l(\d+)(?:_(\d+))?$")
 # Brackets are not counted: ncu prints lambdas as `[lambda(...) (instance 1)]`, not always balanced.

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from perflsp.kernels.models import FileKernels
 from perflsp.profiling import metrics as M
-from perflsp.profiling.demangling import demangle_many
 from perflsp.profiling.errors import ProfilingError
 from perflsp.profiling.gpus import MeasuredGpu, find_measured_gpu
 from perflsp.profiling.mapping import KernelMatch, map_kernels, parse_name, parse_omp_entry
@@ -27,6 +26,7 @@ from perflsp.profiling.reports import import_report
 from perflsp.profiling.settings import ProfilingSettings
 from perflsp.profiling.store import STATE_DIR, ProfileRecord, ProfileStore, ensure_state_dir, stored_kernel
 from perflsp.profiling.templates import check_value, expand, is_ssh, uses_placeholder, with_launcher
+from perflsp.source.demangling import demangle_many
 
 SOURCE_SUFFIXES = frozenset({".cu", ".cpp", ".cc", ".cxx", ".c", ".c++", ".C"})
 PERMISSION_MARKER = "ERR_NVGPUCTRPERM"
