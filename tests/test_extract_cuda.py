@@ -290,3 +290,15 @@ extern template struct Stream<double>;
 """
     assert not extract(src).has_errors
     assert extract(src + b"int broken( {\n").has_errors
+
+
+def test_an_extended_lambda_is_no_syntax_error():
+    # tree-sitter-cuda reads the execution space of `[=] __device__ (int i) {...}` as an error
+    src = b"""template <typename F> __global__ void each(int n, F f) { int i = threadIdx.x; if (i < n) f(i); }
+void run(int n, float *a) {
+  each<<<1, 256>>>(n, [=] __device__ (int i) { a[i] = 0; });
+  auto g = [=] __host__ __device__ (int i) mutable { return i; };
+}
+"""
+    assert not extract(src).has_errors
+    assert extract(src.replace(b"__device__ (int i) {", b"__device__ (int i {", 1)).has_errors

@@ -64,7 +64,8 @@ def parse(data: bytes, old_tree: Tree | None = None, parser: Parser | None = Non
 def has_syntax_errors(tree: Tree) -> bool:
     """Whether the text has syntax errors, beyond the grammar's known gaps: tree-sitter-cuda
     reads an explicit instantiation of a class template (`template class Stream<float>;`,
-    valid C++) as a declaration missing its declarator."""
+    valid C++) as a declaration missing its declarator, and the execution space of an extended
+    lambda (`[=] __device__ (int i) {...}`) as an error inside the lambda."""
     if not tree.root_node.has_error:
         return False
     pending = [tree.root_node]
@@ -74,10 +75,21 @@ def has_syntax_errors(tree: Tree) -> bool:
             if not _instantiation_gap(node):
                 return True
         elif node.is_error:
-            return True
+            if not _lambda_space_gap(node):
+                return True
         else:
             pending.extend(c for c in node.children if c.has_error)
     return False
+
+
+_SPACES = frozenset({b"__host__", b"__device__"})
+
+
+def _lambda_space_gap(node: Node) -> bool:
+    before = node.prev_sibling
+    return (node.parent is not None and node.parent.type == "lambda_expression" and before is not None
+            and before.type == "lambda_capture_specifier" and node.text is not None
+            and bool(node.text.split()) and set(node.text.split()) <= _SPACES)
 
 
 def _instantiation_gap(node: Node) -> bool:
