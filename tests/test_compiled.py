@@ -916,6 +916,10 @@ def test_a_loop_clang_inlined_without_naming_its_calls_is_tied_through_the_calls
     counts = dynamic_counts(unit, fn, profile)
     assert counts.matched == 1
     assert counts.get("fp64") == pytest.approx(16 * 3 * 2)
+    # nvcc names the calls a line was inlined through: a single location there is the
+    # function's own code, read as written (no loop around the helper's line: once)
+    by_nvcc = CompiledUnit("/src/k.cu", "sm_86", "nvcc", {fn.name: fn})
+    assert dynamic_counts(by_nvcc, fn, profile).matched == 0
 
 
 def test_an_index_s_stride_explains_a_step_only_where_it_fits_the_known_trip_count():
