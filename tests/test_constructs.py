@@ -358,19 +358,23 @@ def test_a_header_calls_the_functions_of_headers_its_includer_reads_before_it(tm
 __device__ inline float mix(float a, float b) { float s = 0.f; for (int k = 0; k < 16; ++k) s += a * b + k; return s; }
 inline int steps(unsigned v) { int n = 0; for (int k = 0; k < 32; ++k) n += (v >> k) & 1; return n; }
 """)
+    # (a header the includer reads after it is none the compiler lets it call)
+    (tmp_path / "common" / "later.h").write_text("__device__ inline float late(float a) { return a * 2.f; }\n")
     (tmp_path / "kernels.h").write_text("""
 __global__ void blend(float *out, const float *a, const float *b) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   out[i] = mix(a[i], b[i]);
 }
+__global__ void doubled(float *out, const float *a) { out[threadIdx.x] = late(a[threadIdx.x]); }
 void count(const unsigned *v, int *out, int n) {
   #pragma omp target teams distribute parallel for map(to: v[0:n]) map(from: out[0:n])
   for (int i = 0; i < n; i++) out[i] = steps(v[i]);
 }
 """)
-    (tmp_path / "main.cu").write_text('#include "common/helpers.h"\n#include "kernels.h"\n'
+    (tmp_path / "main.cu").write_text('#include "common/helpers.h"\n#include "kernels.h"\n#include "common/later.h"\n'
                                       "int main() { float *o, *a, *b; blend<<<4096, 256>>>(o, a, b); }\n")
-    blend, count = check_file(tmp_path / "kernels.h", [H100], CheckSettings(), IncludeResolver()).kernels
+    blend, doubled, count = check_file(tmp_path / "kernels.h", [H100], CheckSettings(), IncludeResolver()).kernels
+    assert "call to `late` not analysed (definition not visible)" in texts(doubled.facts.evidence)
     for report in (blend, count):
         assert not any("not analysed" in t for t in texts(report.facts.evidence)), report.name
     # the helpers' loops, inlined

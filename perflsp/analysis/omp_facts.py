@@ -68,18 +68,14 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
         return uncertain_facts("the offloaded statement could not be parsed"), None, 0
     body = fn.child_by_field_name("body")
     statement = next((c for c in body.named_children if c.type not in ("comment", "preproc_call")), None) if body else None
-    threads = None
+    threads = _clause_number(region, "thread_limit")
     teams = None
-    limit = region.clause("thread_limit")
-    if limit is not None and limit.value is not None and isinstance(limit.value.value, (int, float)):
-        threads = int(limit.value.value)
     override = unit.options.launch_override
     if override is not None:
         teams = math.prod(override[0])
         threads = math.prod(override[1])
-    num_teams = region.clause("num_teams")
-    if teams is None and num_teams is not None and num_teams.value is not None and isinstance(num_teams.value.value, (int, float)):
-        teams = int(num_teams.value.value)
+    if teams is None:
+        teams = _clause_number(region, "num_teams")
     words = set(region.directive.split())
     spmd = ("teams" in words and not words & {"distribute", "for", "loop", "simd"}
             and (_OMP_SPMD_CALLS.search(expanded) is not None or _OMP_PARALLEL.search(expanded) is not None)
@@ -132,8 +128,7 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     walker.host_fill = unit.model.host_fill  # (the region reads the host's arrays by their names)
     parallel_levels = 0
     if words & {"distribute", "for", "loop", "simd"}:
-        collapse = region.clause("collapse")
-        parallel_levels = int(collapse.value.value) if collapse and collapse.value and isinstance(collapse.value.value, (int, float)) else 1
+        parallel_levels = _clause_number(region, "collapse") or 1
     # the runtime sizes a given launch from the loop's trip count (below its default team limit)
     # (at its team limit, the launch bounds the count from below: each thread takes a few)
     capped = teams == LLVM_NVPTX_DEFAULT_TEAMS

@@ -252,9 +252,11 @@ class IncludeResolver:
                     env.function_macros.setdefault(name, definition)
                 for name, text in context.type_aliases.items():
                     env.type_aliases.setdefault(name, text)
-                # the headers it reads hold the functions this file calls without including
-                # them (`kernels.h` calling a helper of the `benchmark.h` its includer read first)
-                includer_headers = tuple(h for h in context.headers if h != path)
+                # the headers it reads before this file hold the functions this file calls
+                # without including them (`kernels.h` calling a helper of the `benchmark.h` its
+                # includer read first)
+                read = list(context.headers)
+                includer_headers = tuple(read[:read.index(path)] if path in read else read)
                 break
         constants = ConstEnv()
         seen: set[Path] = set()
