@@ -600,6 +600,35 @@ def test_an_openmp_region_counts_its_loop_body_per_iteration(tmp_path, compiler)
     assert facts.per_item.fp64 == 0.0
 
 
+BYTE_FILL = """\
+#include <cstdlib>
+int main(int argc, char **argv) {
+  int n = atoi(argv[1]);
+  unsigned char *p = (unsigned char *)malloc(n);
+  #pragma omp target teams distribute parallel for map(from: p[0:n])%s
+  for (int i = 0; i < n; i++) p[i] = 0;
+  return p[0];
+}
+"""
+
+
+@needs_omp
+def test_only_the_copy_of_a_parallel_loop_doing_an_iteration_a_trip_runs(tmp_path, compiler):
+    # clang 19 vectorizes the byte stores inside the distribute loop: a copy storing 16 bytes a
+    # trip, 8 unrolled, 4 a trip, and the remainder loop storing 1; a thread runs one iteration
+    # of each chunk of the team's threads, so the remainder loop alone runs (all four counted:
+    # 29 bytes stored an iteration, with their trip-count division ~60 integer instructions)
+    source = tmp_path / "fill.cpp"
+    source.write_text(BYTE_FILL % "")
+    (report,) = analyse(source, compiler).values()
+    assert "operations counted in the compiled code" in texts(report.facts.evidence)[0]
+    assert report.facts.per_item.global_store_bytes == pytest.approx(1.0)
+    assert report.facts.per_item.int32 < 40
+    # a chunk of the directive's own hands a thread many iterations of it: every copy may run
+    chunked = compiled_facts(tmp_path, compiler, "chunked.cpp", BYTE_FILL % " dist_schedule(static, 65536)", "main@l5")
+    assert chunked.per_item.global_store_bytes > 1.0
+
+
 UNLAUNCHED_DOT = """\
 double dot(const double *a, const double *b) {
   const int n = 1 << 24;

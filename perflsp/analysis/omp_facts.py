@@ -134,8 +134,9 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     capped = teams == LLVM_NVPTX_DEFAULT_TEAMS
     launched_items = float(teams * threads) * (cost.assumed_capped_iterations if capped else 1.0) \
         if override is not None and teams and threads else None
+    scheduled = region.clause("schedule") is not None or region.clause("dist_schedule") is not None
     work_items, items_note, unknown_atoms = _walk_region(walker, statement, parallel_levels, assumptions,
-                                                         region.span.start.line + 1, launched_items, capped)
+                                                         region.span.start.line + 1, launched_items, capped, scheduled)
     result = walker.result()
     if parallel_levels == 0 and "teams" in words and teams and threads and work_items == 1.0:
         # SPMD-style region: every thread of every team runs the body, indexing itself with
@@ -280,13 +281,14 @@ _OMP_PARALLEL = re.compile(r"#\s*pragma\s+omp\s+parallel\b(?!\s+(?:for|loop)\b)"
 
 def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assumptions: list[Note],
                  directive_line: int | None = None, launched_items: float | None = None,
-                 capped: bool = False) -> tuple[float, str, list[str]]:
+                 capped: bool = False, scheduled: bool = False) -> tuple[float, str, list[str]]:
     """Walk the offloaded statement; the first `levels` loops of the nest are the parallel
     iteration space. Returns (product of the known trip counts, note, atoms whose trip count
     is unknown). `launched_items`: the threads of a given launch that the runtime sized from the
     loop's trip count; a single parallel loop over a size the source does not state
     (`for (i = 0; i < n; i++)`) runs that many iterations, and `n` is read so in its body
-    (`capped`: the launch is at the runtime's team limit, so `n` is at least that many)."""
+    (`capped`: the launch is at the runtime's team limit, so `n` is at least that many;
+    `scheduled`: the directive names a `schedule` or `dist_schedule`)."""
     if statement is None:
         return 1.0, "empty region", []
     node: Node | None = statement
@@ -325,6 +327,8 @@ def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assu
         notes.append(f"{var or '?'}: {trip:g} ({note})")
         profiled.append(begin_profile_loop(walker, loop, loop.child_by_field_name("body"), trip, None, parallel=True,
                                            first_line=directive_line if level == 0 else None))
+        if scheduled and profiled[-1] is not None and walker.profile is not None:
+            walker.profile.loops[profiled[-1]].default_schedule = False
         walker.loops.append(LoopFact(walker.line(loop), var, trip, origin if origin != "grid-stride" else "constant",
                                      f"parallel: {note}", parallel=True))
         node = loop.child_by_field_name("body")

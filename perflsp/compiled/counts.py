@@ -16,7 +16,7 @@ The result is per thread; times the threads of the launch it is what Nsight Comp
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +58,8 @@ class _LoopTie:
     unroll: float = 1.0
     trips: float = UNMATCHED_LOOP_TRIPS  # per entry of the compiled loop
     wrapper: bool = False  # around a loop that is tied to the same source loop: runs once
+    # blocks of the loop a trip does not reach (the way into copies of an inner loop that do not run)
+    unreached: frozenset[int] = frozenset()
 
 
 def dynamic_counts(unit: CompiledUnit, fn: CompiledFunction, profile: SourceProfile, parallel_trips: float | None = None,
@@ -117,9 +119,10 @@ class _Counter:
         total = ZERO
         resolved = [self._block_weights(block, chains) for block in fn.blocks]
         copies = _copy_weights(fn.blocks, resolved)
+        unreached = set().union(*(t.unreached for t in ties))
         for index, block in enumerate(fn.blocks):
             frequency = loop_trips[block.loop] if block.loop is not None else 1.0
-            if frequency <= 0:
+            if frequency <= 0 or index in unreached:
                 continue
             enclosing = self._enclosing(fn, block.loop)
             known, beside, beside_predicated = resolved[index]
@@ -356,9 +359,11 @@ class _Counter:
                         # iterations are chunks of the distribute loop, one pass of the inner
                         # loop each (both loops' code runs per iteration): the outer runs them
                         ties[i] = _LoopTie(parallel[0])
-                        for j in self._descendants(fn, i):
-                            if ties[j].source == parallel[0]:
-                                ties[j] = _LoopTie(None, 1.0, 1.0, wrapper=True)
+                        inner = [j for j in self._descendants(fn, i) if ties[j].source == parallel[0]]
+                        for j in inner:
+                            ties[j] = _LoopTie(None, 1.0, 1.0, wrapper=True)
+                        if self.profile.loops[parallel[0]].default_schedule:
+                            self._one_iteration_copy(fn, ties, i, inner)
         # the compiled loops of each source loop (under the same compiled parent)
         groups: dict[tuple[int, int | None], list[int]] = {}
         for i, tie in enumerate(ties):
@@ -384,6 +389,36 @@ class _Counter:
             for m in members:
                 ties[m].trips = trip / ties[m].unroll if m == main else 0.0
         return ties
+
+    @staticmethod
+    def _one_iteration_copy(fn: CompiledFunction, ties: list[_LoopTie], outer: int, inner: list[int]) -> None:
+        """Of the copies clang makes of an OpenMP parallel-for loop inside its distribute loop (a
+        vectorized or unrolled main loop, the remainder loop), only the one doing an iteration a
+        trip runs: with clang's GPU defaults (the directive names no `schedule`), the distribute
+        loop hands a team chunks of as many iterations as it has threads and the parallel-for
+        loop each thread one iteration of a chunk, so the trip-count tests leading into the other
+        copies fail. The copies are the inner loops that access global memory; the one that runs
+        accesses the fewest bytes a trip. The other copies, and the blocks of the distribute loop
+        a trip passes only on the way into them, do not run."""
+        memory = (INDEX["load_bytes"], INDEX["store_bytes"])
+        copies = [j for j in inner if fn.loops[j].parent == outer and any(fn.loops[j].own_counts[k] > 0 for k in memory)]
+        if len(copies) < 2:
+            return
+        runs = min(copies, key=lambda j: (sum(fn.loops[j].own_counts[k] for k in memory),
+                                          fn.loops[j].own_counts[INDEX["instructions"]]))
+        for j in copies:
+            if j != runs:
+                ties[j].trips = 0.0
+        loop = fn.loops[outer]
+        body = set(loop.blocks)
+        dominators = _dominators(loop.header, body, lambda b: fn.blocks[b].successors)
+        kept = fn.loops[runs].header
+        latches = [b for b in body if loop.header in fn.blocks[b].successors]
+        # the way into the copies that do not run: the blocks dominated by a block that
+        # dominates such a copy but neither the copy that runs nor the way back to the header
+        doors = {d for j in copies if j != runs for d in dominators.get(fn.loops[j].header, ())
+                 if d not in dominators.get(kept, ()) and not any(d in dominators.get(b, ()) for b in latches)}
+        ties[outer].unreached = frozenset(b for b in body if doors & dominators.get(b, set()))
 
     def _inner_loops_run(self, fn: CompiledFunction, ties: list[_LoopTie], index: int) -> int:
         """How many of the compiled loops inside loop `index` are source loops that run."""
@@ -594,6 +629,34 @@ class _Counter:
         if abs(ratio - round(ratio)) < 1e-6:
             return float(min(MAX_UNROLL, round(ratio)))
         return float(min(MAX_UNROLL, 2 ** round(math.log2(ratio))))
+
+
+def _dominators(entry: int, within: Collection[int], successors: Callable[[int], Sequence[int]]) -> dict[int, set[int]]:
+    """Each block of `within` reached from `entry` -> the blocks every path to it from `entry`
+    passes (itself included), in the graph of `within` alone."""
+    order = [entry]
+    seen = {entry}
+    for b in order:
+        for nxt in successors(b):
+            if nxt in within and nxt not in seen:
+                seen.add(nxt)
+                order.append(nxt)
+    predecessors: dict[int, list[int]] = {b: [] for b in order}
+    for b in order:
+        for nxt in successors(b):
+            if nxt in seen and nxt != entry:
+                predecessors[nxt].append(b)
+    found: dict[int, set[int]] = {b: set(order) for b in order}
+    found[entry] = {entry}
+    changed = True
+    while changed:
+        changed = False
+        for b in order[1:]:
+            new = set.intersection(*(found[p] for p in predecessors[b])) | {b} if predecessors[b] else {b}
+            if new != found[b]:
+                found[b] = new
+                changed = True
+    return found
 
 
 def _divides(unroll: float, trip: float) -> bool:

@@ -46,6 +46,9 @@ class SourceLoop:
     index_steps: set[float] = field(default_factory=set)
     # its trip count is a compile-time constant (`q <= 8`): the compiler unrolls it by a divisor
     static_trip: bool = False
+    # an OpenMP worksharing loop without `schedule` or `dist_schedule`: clang's GPU defaults hand
+    # each thread one iteration of each chunk of a team's threads
+    default_schedule: bool = True
 
 
 @dataclass(slots=True)
