@@ -3,6 +3,8 @@ space. Small programs of our own."""
 
 from pathlib import Path
 
+import pytest
+
 from perflsp.analysis.costs import CostModel
 from perflsp.analysis.models import KernelReport
 from perflsp.analysis.notes import texts
@@ -507,3 +509,30 @@ def test_a_launch_the_source_leaves_open_is_the_one_llvms_runtime_makes():
     assert "1 team × 128 threads as LLVM's offload runtime launches them, 8.19e+03 iterations per thread" \
         in one_team.facts.work_items_note
     assert "offload runtime" not in stated.facts.work_items_note  # the source says it all
+
+
+# a flattened iteration index split with `/` and `%` -------------------------------------------
+
+CHANNEL_PLANES_SRC = """
+void first_quarter(const float *in, float *out) {
+  const int n = 64 * 65536;
+  #pragma omp target teams distribute parallel for map(to: in[0:64 * 262144]) map(from: out[0:n])
+  for (int i = 0; i < n; i++) {
+    int c = i / 65536;
+    int p = i % 65536;
+    out[i] = in[c * 262144 + p];
+  }
+}
+"""
+
+
+def test_a_flattened_index_split_by_division_keeps_neighbouring_iterations_on_neighbouring_elements():
+    # each of 64 channels reads the first quarter of its plane, one float per iteration: a dense
+    # 4 bytes an iteration read, 4 written; read as `i * (262144 / 65536)`, iterations 4 elements
+    # apart, every plane's whole length moved (16 bytes an iteration read, 4x)
+    (report,) = analyse(CHANNEL_PLANES_SRC)
+    facts = report.facts
+    assert facts.work_items == 64 * 65536
+    read = [g for g in facts.traffic.groups if g.array == "in"]
+    assert sum(g.footprint_bytes for g in read) == pytest.approx(4 * 64 * 65536)
+    assert facts.dram_bytes <= 8 * 64 * 65536
