@@ -319,6 +319,7 @@ def _walk_region(walker: KernelWalker, statement: Node | None, levels: int, assu
                 _learn_launched_bound(walker, cond, var, start, launched_items, capped)
         else:
             items *= max(trip, 1.0)
+            walker.counted_parallel_atoms.add(atom)
         walker.cardinality[atom] = max(1.0, trip)
         if var is not None:
             lin = (start.lin if start is not None else Linear.constant(0.0)).add(

@@ -150,23 +150,20 @@ def combine_values(walker: Walker, op: str, left: Val, right: Val) -> Val:
                counted=less[0] if less is not None else counted, counted_less=less[1] if less is not None else 0.0)
 
 
-# the index of an OpenMP worksharing loop (`o0`; `o1` in a collapsed nest): a flattened thread
-# index, split into tiles as one (`x = i % w`, `y = i / w`)
-_PARALLEL_INDEX = re.compile(r"o\d+")
-
-
 def tile_of(walker: Walker, op: str, left: Val, right: Val) -> Linear | None:
     """`tx % C` and `tx / C` (`tx & (C - 1)`, `tx >> k`) of one thread index or of a tile of it,
     C a number under its extent: a tile's column and its row, each an atom of its own over its
     own values (`linear.tile_atom`); None for anything else. Read as one opaque index, a tile of
     32 columns K apart looked like 1,024 scattered rows, and `lane == 0` like one thread of the
-    block."""
+    block. The index of an OpenMP worksharing loop of a known iteration count is a flattened
+    thread index, split so too (`c = i / (h * w)`, `x = i % w`: read as `i / (h * w)`, neighbouring
+    iterations looked planes apart)."""
     lin = left.lin
     if right.value is None or not left.ctype.is_int or lin.nonlinear or len(lin.coeffs) != 1 \
             or not lin.const_known or lin.const != 0:
         return None
     atom, coeff = lin.coeffs[0]
-    parts = (atom, 1, math.inf) if atom in THREAD_ATOMS["threadIdx"] or _PARALLEL_INDEX.fullmatch(atom) \
+    parts = (atom, 1, math.inf) if atom in THREAD_ATOMS["threadIdx"] or atom in walker.counted_parallel_atoms \
         else tile_parts(atom)
     if parts is None or coeff != 1.0:
         return None

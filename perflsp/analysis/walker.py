@@ -82,6 +82,9 @@ class KernelWalker:
         self.mult = 1.0
         self.scopes: list[dict[str, Val]] = [{}]
         self.cardinality: dict[str, float] = {}
+        # the indices of OpenMP worksharing loops whose iteration count is known as the walk reads
+        # them: split into tiles like a thread index (an unknown count is settled after the walk)
+        self.counted_parallel_atoms: set[str] = set()
         self.loop_depth = 0
         self.loop_counter = 0
         self.loop_atoms: list[str] = []
