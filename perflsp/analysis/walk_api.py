@@ -58,6 +58,7 @@ class Walker(Protocol):
     mult: float
     scopes: list[dict[str, Val]]
     cardinality: dict[str, float]
+    counted_parallel_atoms: set[str]
     loop_depth: int
     loop_counter: int
     loop_atoms: list[str]
