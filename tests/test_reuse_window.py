@@ -218,3 +218,31 @@ def test_an_openmp_nest_whose_rows_share_a_team_keeps_its_footprint():
     # 64 values of j: a team takes 4 whole rows, so neighbouring rows are in the same block
     report = _omp_report(OMP_PRODUCT.format(n=64), [RTX3080])
     assert all(g.reread_bytes == 0.0 for g in report.facts.traffic.groups)
+
+
+OMP_STENCIL = """
+#define N 512
+void dz(const double *u, double *f) {
+  #pragma omp target teams distribute parallel for collapse(3) thread_limit(256) map(to: u[0:N*N*N]) map(from: f[0:N*N*N])
+  for (int k = 2; k < N - 2; k++)
+    for (int j = 0; j < N; j++)
+      for (int i = 0; i < N; i++)
+        f[k * N * N + j * N + i] = u[(k + 2) * N * N + j * N + i] - u[(k - 2) * N * N + j * N + i]
+                                 + u[(k + 1) * N * N + j * N + i] - u[(k - 1) * N * N + j * N + i];
+}
+"""
+
+
+def test_a_stencil_reads_the_planes_around_each_plane_again_where_they_are_too_far_apart_for_l2():
+    # a plane of u (2 MB) is 1,024 teams' blocks of 256 iterations; 5 MiB of L2 holds about 500
+    # blocks' data (10 KB each: four reads of u, a write of f an iteration): the planes a block
+    # reads above and below its own were read 1,024 and 3,072 blocks before, and L2 let them go.
+    # Each plane of k reads its four planes of u again (the footprint alone counted u once);
+    # the 50 MB of H100 keep them.
+    report = _omp_report(OMP_STENCIL, [RTX3080, H100])
+    plane = 512 * 512 * 8
+    u = _group(report, "u")
+    assert u.footprint_bytes == pytest.approx(512 * plane, rel=0.02)
+    assert u.reread_bytes == pytest.approx(4 * 508 * plane, rel=0.02)
+    assert "blocks next to each other along `o0` lie further apart in launch order" in report.facts.dram_note
+    assert report.estimates[1].dram_bytes < 2 * 512 * plane * 1.05

@@ -39,6 +39,8 @@ class GroupTraffic:
     # the index form its footprint was counted over (None: gathered or data-placed elements)
     form: Linear | None = None
     reread_bytes: float = 0.0  # read again by blocks too far apart to share them in L2 (`reuse_window`)
+    # the elements its accesses are shifted by from the form (`x[i - n]`, `x[i]`, `x[i + n]`)
+    offsets: tuple[float, ...] = ()
 
 
 @dataclass(slots=True)
@@ -155,7 +157,8 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
         if host_memory:
             streamed = 0.0  # read over the bus from host memory, not from DRAM
         groups.append(GroupTraffic(array, is_store, capped, streamed, count * elem,
-                                   any(m.atomic for m in members), placed))
+                                   any(m.atomic for m in members), placed,
+                                   offsets=tuple(sorted({m.lin.const for m in members})) if placed else ()))
         if size is None and "data" not in form.nonlinear and {base_atom(a) for a in form.atoms} & {fast_atom, *_BLOCK_ATOMS}:
             by_index[array] = max(by_index.get(array, 0.0), capped)
         if gap_filled > 0.0:
