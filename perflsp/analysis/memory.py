@@ -158,7 +158,7 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
             streamed = 0.0  # read over the bus from host memory, not from DRAM
         groups.append(GroupTraffic(array, is_store, capped, streamed, count * elem,
                                    any(m.atomic for m in members), placed,
-                                   offsets=tuple(sorted({m.lin.const for m in members})) if placed else ()))
+                                   offsets=tuple(sorted({m.lin.const for m in members})) if placed is not None else ()))
         if size is None and "data" not in form.nonlinear and {base_atom(a) for a in form.atoms} & {fast_atom, *_BLOCK_ATOMS}:
             by_index[array] = max(by_index.get(array, 0.0), capped)
         if gap_filled > 0.0:

@@ -88,7 +88,7 @@ def build_function(fn: SassFunction) -> CompiledFunction:
         blocks.append(Block(instructions[bounds[old]].offset, [LineCounts(c, v, p) for c, (v, p) in lines.items()],
                             [renumber[s] for s in successors[old] if s in renumber], None, calls, indirect,
                             exit_chain, call_chains=call_chains))
-    dom = _dominators(blocks)
+    dom = dominators(blocks)
     loops = _loops(blocks, instructions, bounds, order, chain_id, dom)
     _mark_early_exits(blocks, dom)
     return CompiledFunction(fn.name, fn.is_entry, fn.registers, chains, blocks, loops, len(slow_arms),
@@ -234,7 +234,8 @@ def _reachable(successors: list[list[int]]) -> set[int]:
     return seen
 
 
-def _dominators(blocks: list[Block]) -> list[set[int]]:
+def dominators(blocks: list[Block]) -> list[set[int]]:
+    """Each block's dominators (itself included): the blocks every path from the entry to it passes."""
     n = len(blocks)
     preds: list[list[int]] = [[] for _ in range(n)]
     for b, block in enumerate(blocks):

@@ -16,11 +16,12 @@ The result is per thread; times the threads of the launch it is what Nsight Comp
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflsp.compiled.branch_shares import block_shares
+from perflsp.compiled.cfg import dominators
 from perflsp.compiled.linking import simple_name
 from perflsp.compiled.model import INDEX, ZERO, Block, CompiledFunction, CompiledUnit, Step, Vector, add
 from perflsp.compiled.names import directive_line
@@ -410,15 +411,15 @@ class _Counter:
             if j != runs:
                 ties[j].trips = 0.0
         loop = fn.loops[outer]
-        body = set(loop.blocks)
-        dominators = _dominators(loop.header, body, lambda b: fn.blocks[b].successors)
-        kept = fn.loops[runs].header
-        latches = [b for b in body if loop.header in fn.blocks[b].successors]
+        dom = dominators(fn.blocks)
+        kept = dom[fn.loops[runs].header]
+        latches = [b for b in loop.blocks if loop.header in fn.blocks[b].successors]
         # the way into the copies that do not run: the blocks dominated by a block that
         # dominates such a copy but neither the copy that runs nor the way back to the header
-        doors = {d for j in copies if j != runs for d in dominators.get(fn.loops[j].header, ())
-                 if d not in dominators.get(kept, ()) and not any(d in dominators.get(b, ()) for b in latches)}
-        ties[outer].unreached = frozenset(b for b in body if doors & dominators.get(b, set()))
+        # (blocks before the loop dominate all of them)
+        doors = {d for j in copies if j != runs for d in dom[fn.loops[j].header]
+                 if d not in kept and not any(d in dom[b] for b in latches)}
+        ties[outer].unreached = frozenset(b for b in loop.blocks if doors & dom[b])
 
     def _inner_loops_run(self, fn: CompiledFunction, ties: list[_LoopTie], index: int) -> int:
         """How many of the compiled loops inside loop `index` are source loops that run."""
@@ -629,34 +630,6 @@ class _Counter:
         if abs(ratio - round(ratio)) < 1e-6:
             return float(min(MAX_UNROLL, round(ratio)))
         return float(min(MAX_UNROLL, 2 ** round(math.log2(ratio))))
-
-
-def _dominators(entry: int, within: Collection[int], successors: Callable[[int], Sequence[int]]) -> dict[int, set[int]]:
-    """Each block of `within` reached from `entry` -> the blocks every path to it from `entry`
-    passes (itself included), in the graph of `within` alone."""
-    order = [entry]
-    seen = {entry}
-    for b in order:
-        for nxt in successors(b):
-            if nxt in within and nxt not in seen:
-                seen.add(nxt)
-                order.append(nxt)
-    predecessors: dict[int, list[int]] = {b: [] for b in order}
-    for b in order:
-        for nxt in successors(b):
-            if nxt in seen and nxt != entry:
-                predecessors[nxt].append(b)
-    found: dict[int, set[int]] = {b: set(order) for b in order}
-    found[entry] = {entry}
-    changed = True
-    while changed:
-        changed = False
-        for b in order[1:]:
-            new = set.intersection(*(found[p] for p in predecessors[b])) | {b} if predecessors[b] else {b}
-            if new != found[b]:
-                found[b] = new
-                changed = True
-    return found
 
 
 def _divides(unroll: float, trip: float) -> bool:
