@@ -222,6 +222,37 @@ def test_an_array_read_at_forms_that_do_not_merge_moves_at_most_its_size():
     assert all(g.reread_bytes == 0.0 for g in facts.traffic.groups)
 
 
+CLOSEST = """
+#define N 16384
+__global__ void closest(const float *p, float *out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float best = 1e30f;
+  for (int k = 0; k < N; k++) {
+    float d = 0.f;
+    for (int j = 0; j < 3; j++) d += (p[i * 3 + j] - p[k * 3 + j]) * (p[i * 3 + j] - p[k * 3 + j]);
+    best = fminf(best, d);
+  }
+  out[i] = best;
+}
+void run(const float *p, float *out) {
+  closest<<<N / 256, 256>>>(p, out);
+}
+"""
+
+
+def test_an_array_read_at_two_forms_moves_its_sectors_once():
+    # each thread reads its own point and, in the loop, every point: groups of `p` at two forms
+    # over the same 16,384 points of 3 floats, an array whose size the source does not state;
+    # its 192 KiB come from DRAM once, not once per form
+    facts = kernel_reports(CLOSEST)["closest"].facts
+    points = 16384 * 3 * 4
+    reads = [g for g in facts.traffic.groups if g.array == "p"]
+    assert len({g.form for g in reads}) == 2
+    assert sum(g.footprint_bytes for g in reads) == pytest.approx(points, rel=1e-3)
+    # with the writes a launch far below L2 sends to DRAM within it (the floor's share)
+    assert facts.dram_bytes == pytest.approx(points + 0.2 * 16384 * 4, rel=1e-3)
+
+
 TRANSPOSE = """
 __global__ void transpose(float *out, const float *in, int lx, int ly) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -90,6 +90,7 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
     spans: dict[int, float] = {}  # group -> its footprint with the gaps between its elements
     widened: set[str] = set()  # arrays whose bytes include such gaps
     gathers: list[int] = []  # groups indexed by values read from memory
+    elems: list[int] = []  # each group's element bytes
     by_index: dict[str, float] = {}  # array of no known size -> the most its thread-indexed groups reach
     for (array, is_store, _, _, elem, loops), members in grouped.items():
         form = members[0].lin
@@ -156,6 +157,7 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
         capped = _capped(footprint, streamed, count * elem, size, host_memory, cost)
         if host_memory:
             streamed = 0.0  # read over the bus from host memory, not from DRAM
+        elems.append(elem)
         groups.append(GroupTraffic(array, is_store, capped, streamed, count * elem,
                                    any(m.atomic for m in members), placed,
                                    offsets=tuple(sorted({m.lin.const for m in members})) if placed is not None else ()))
@@ -163,6 +165,7 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
             by_index[array] = max(by_index.get(array, 0.0), capped)
         if gap_filled > 0.0:
             spans[len(groups) - 1] = _capped(gap_filled, streamed, count * elem, size, host_memory, cost)
+    _share_overlaps(groups, cardinality, elems, spans)
     widened |= _fill_gaps(groups, spans)
     bounded = _bound_gathers(groups, gathers, by_index)
     _bound_by_allocation(groups, extents)
@@ -414,6 +417,54 @@ def _capped(footprint: float, streamed: float, accessed: float, size: float | No
     if host_memory:
         return 0.0
     return min(footprint, max(size, cost.sector_bytes)) if size is not None else footprint
+
+
+def _share_overlaps(groups: list[GroupTraffic], cardinality: dict[str, float], elems: list[int],
+                     spans: dict[int, float]) -> None:
+    """An array read (or written) at several index forms over the same elements (each thread's own
+    point, and every point in a loop; a row read by the thread's index and again by a loop's):
+    groups that each fill their range move the sectors of the ranges' union once, not once per
+    group. The largest keeps its footprint, the others share the rest of the union. Groups of
+    elements apart (`spans`, `_fill_gaps`) and gathers are left as they are: their elements may
+    be another's gaps."""
+    dense: dict[tuple[str, bool, int], list[tuple[int, float, float]]] = defaultdict(list)
+    for i, g in enumerate(groups):
+        if g.form is None or i in spans or g.footprint_bytes <= 0.0:
+            continue
+        reach = _range(g.form, g.offsets, cardinality)
+        if reach is not None and g.footprint_bytes >= (reach[1] - reach[0] + 1.0) * elems[i]:
+            dense[(g.array, g.is_store, elems[i])].append((i, *reach))
+    for (_, _, elem), members in dense.items():
+        if len(members) < 2:
+            continue
+        union, end = 0.0, -math.inf
+        for _, low, high in sorted(members, key=lambda m: m[1]):
+            union += max(0.0, high + 1.0 - max(low, end))
+            end = max(end, high + 1.0)
+        # as `_bound_by_allocation` does: the largest keeps its footprint (what `reuse_window` reads
+        # again is counted from it), the others share what the union holds beyond it
+        largest = max((i for i, _, _ in members), key=lambda i: groups[i].footprint_bytes)
+        others = sum(groups[i].footprint_bytes for i, _, _ in members if i != largest)
+        left = max(0.0, union * elem - groups[largest].footprint_bytes)
+        if others > left:
+            for i, _, _ in members:
+                if i != largest:
+                    groups[i].footprint_bytes *= left / others
+
+
+def _range(form: Linear, offsets: tuple[float, ...], cardinality: dict[str, float]) -> tuple[float, float] | None:
+    """The least and the greatest element a form reaches with its offsets; None where a
+    coefficient is not known or an atom enters it non-linearly."""
+    if form.nonlinear or not offsets:
+        return None
+    low, high = min(offsets), max(offsets)
+    for atom, coeff in form.coeffs:
+        card = max(1.0, cardinality.get(atom, 1.0))
+        if coeff == UNKNOWN_COEFF or not math.isfinite(card):
+            return None
+        low += min(0.0, coeff * (card - 1.0))
+        high += max(0.0, coeff * (card - 1.0))
+    return low, high
 
 
 def _fill_gaps(groups: list[GroupTraffic], spans: dict[int, float]) -> set[str]:
