@@ -746,3 +746,53 @@ int main() {
     # no count follows from the source (the fixed guess)
     assert [loop.trip_count for loop in k.facts.loops] == [64, 32]
     assert k.facts.per_item.global_load_bytes == (64 + 32) * 4
+
+
+POOL_GRAD = """
+__global__ void avg_pool_grad(const float *grad_out, float *grad_in, int height, int width, int pooled_h, int pooled_w,
+                              int kh, int kw, int sh, int sw, int total) {
+  int index = blockIdx.x * blockDim.x + threadIdx.x;
+  if (index < total) {
+    int w = index % width;
+    int h = (index / width) % height;
+    int c = index / (width * height);
+    int phstart = (h < kh) ? 0 : (h - kh) / sh + 1;
+    int pwstart = (w < kw) ? 0 : (w - kw) / sw + 1;
+    int phend = min(h / sh + 1, pooled_h);
+    int pwend = min(w / sw + 1, pooled_w);
+    float g = 0.f;
+    for (int ph = phstart; ph < phend; ++ph)
+      for (int pw = pwstart; pw < pwend; ++pw)
+        g += grad_out[(c * pooled_h + ph) * pooled_w + pw];
+    grad_in[index] = g;
+  }
+}
+int main() {
+  const int height = 512, width = 512, channels = 64, kh = KERNEL, kw = KERNEL, sh = 2, sw = 2;
+  const int pooled_h = (height - kh) / sh + 1, pooled_w = (width - kw) / sw + 1;
+  const int total = channels * height * width;
+  float *go, *gi;
+  cudaMalloc(&go, channels * pooled_h * pooled_w * sizeof(float));
+  cudaMalloc(&gi, total * sizeof(float));
+  avg_pool_grad<<<(total + 255) / 256, 256>>>(go, gi, height, width, pooled_h, pooled_w, kh, kw, sh, sw, total);
+}
+"""
+
+
+@pytest.mark.parametrize(("window", "trips"), [(3, 1.5), (4, 2.0)])
+def test_a_loop_between_clamped_ends_of_an_index_runs_the_window_over_its_stride(window, trips):
+    # a pooling gradient: each input pixel sums the outputs whose windows hold it, between a start
+    # and an end clamped at the image's edges; away from them the window over the stride (3 over
+    # 2: one or two passes), not an unknown loop's 32
+    k = kernel(POOL_GRAD.replace("KERNEL", str(window)), "avg_pool_grad")
+    loops = k.facts.loops
+    assert [loop.trip_count for loop in loops] == [pytest.approx(trips), pytest.approx(trips)]
+    assert any("between clamped ends" in t for t in texts(k.facts.assumptions))
+    assert k.facts.per_item.fp32 == pytest.approx(trips * trips)
+
+
+def test_a_loop_between_clamped_ends_of_an_unknown_window_stays_an_assumption():
+    # the window's size is a parameter no launch states: its span could be anything
+    src = POOL_GRAD.split("int main()")[0]
+    k = kernel(src, "avg_pool_grad")
+    assert all(loop.origin == "assumed" for loop in k.facts.loops)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.analysis.block_bounds import per_block_trip
+from perflsp.analysis.clamped_spans import clamped_span
 from perflsp.analysis.counter_forms import counter_form, geometric_passes, solved_bound
 from perflsp.analysis.ctype import INT
 from perflsp.analysis.folding import pow2
@@ -155,7 +156,7 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     sized = assume_sized_trip(walker, var, start, bound, bound_value, (step_kind, step), loop)
     if sized is not None:
         return sized, "data-dependent", f"{var} {op} {bound_name}", step
-    counted = _span_of_difference(walker, var, loop, bound_node, bound_value, form, op, (step_kind, step))
+    counted = _counted_span(walker, var, loop, bound_node, bound_value, form, op, (step_kind, step))
     if counted is not None:
         return counted, "constant", f"{var} {op} {bound_name}", step
     # a size read from the launch by a bounds guard (`if (i < n)` before the loop): a grid-stride
@@ -219,6 +220,17 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     return walker.cost.assumed_trip_count, "assumed", f"{var} {op} {walker.text(bound_node)}", None
 
 
+def _counted_span(walker: Walker, var: str, loop: Node, bound_node: Node | None, bound_value: float | None,
+                  form: object, op: str, stepping: tuple[str | None, Val | None]) -> float | None:
+    """The trip count of a loop between a start and a bound that differ by a constant
+    (`_span_of_difference`), or by a window once the clamps at an index's edges are set aside
+    (`clamped_spans`: a pooling gradient's `ph` from `phstart` to `phend`); None otherwise."""
+    counted = _span_of_difference(walker, var, loop, bound_node, bound_value, form, op, stepping)
+    if counted is not None:
+        return counted
+    return clamped_span(walker, var, loop, _start_node(loop), bound_node, op, bound_value, form, stepping)
+
+
 def _span_of_difference(walker: Walker, var: str, loop: Node, bound_node: Node | None, bound_value: float | None,
                         form: object, op: str, stepping: tuple[str | None, Val | None]) -> float | None:
     """The trip count of a loop whose bound and start differ by a constant, whatever the values
@@ -270,17 +282,20 @@ _OPAQUE = re.compile(r"[\[(?:.>]|->")  # calls, subscripts, members, conditional
 
 def _start_text(walker: Walker, loop: Node) -> str | None:
     """The text of the value a `for` loop's counter starts from (`int q = nk - 7`, `q = nk - 7`)."""
+    value = _start_node(loop)
+    return walker.text(value) if value is not None else None
+
+
+def _start_node(loop: Node) -> Node | None:
+    """The value a `for` loop's counter starts from (`nk - 7` of `int q = nk - 7` or `q = nk - 7`)."""
     init = loop.child_by_field_name("initializer")
     if init is None:
         return None
     if init.type == "declaration":
         declarators = init.children_by_field_name("declarator")
-        value = declarators[0].child_by_field_name("value") if len(declarators) == 1 else None
-    elif init.type == "assignment_expression" and walker.text(init.child_by_field_name("operator")) == "=":
-        value = init.child_by_field_name("right")
-    else:
-        value = None
-    return walker.text(value) if value is not None else None
+        return declarators[0].child_by_field_name("value") if len(declarators) == 1 else None
+    operator = init.child_by_field_name("operator") if init.type == "assignment_expression" else None
+    return init.child_by_field_name("right") if operator is not None and operator.text == b"=" else None
 
 
 def _counted_origin(walker: Walker, grid_stride: bool, bound: Val, bound_node: Node | None, span: float) -> LoopOrigin:
