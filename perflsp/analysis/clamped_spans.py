@@ -54,14 +54,14 @@ def clamped_span(walker: Walker, var: str, loop: Node, start: Node | None, bound
     names = set(IDENT.findall(low)) | set(IDENT.findall(high))
     if var in names:
         return None
-    known: dict[str, float] = {}
+    known: dict[str, float | int] = {}
     varying: list[str] = []
     for name in sorted(names):
         val = walker.lookup(name)
         if val is None:
             return None  # (a function, a macro not expanded: nothing to evaluate)
         if val.value is not None:
-            known[name] = val.value
+            known[name] = int(val.value) if float(val.value).is_integer() else val.value
         elif val.lin.atoms:
             varying.append(name)  # an index or a value of one
         else:
@@ -71,7 +71,7 @@ def clamped_span(walker: Walker, var: str, loop: Node, start: Node | None, bound
         return None
     spans = []
     for probe in _PROBES:
-        env = ConstEnv(constants={**known, **{name: float(probe + 7 * i) for i, name in enumerate(varying)}})
+        env = ConstEnv(constants={**known, **{name: probe + 7 * i for i, name in enumerate(varying)}})
         first, _ = try_evaluate(low, env)
         last, _ = try_evaluate(high, env)
         if not isinstance(first, (int, float)) or not isinstance(last, (int, float)):
