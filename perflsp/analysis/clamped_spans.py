@@ -46,8 +46,9 @@ def clamped_span(walker: Walker, var: str, loop: Node, start: Node | None, bound
     if bound_value is not None or form != (1.0, 0.0) or start is None or bound is None or op not in ("<", "<=") \
             or step is None or step <= 0:
         return None
-    ends = [_interior(walker, _definition(walker, end, loop)) if end.type == "identifier" else None
-            for end in (start, bound)]
+    if start.type != "identifier" or bound.type != "identifier":
+        return None
+    ends = [_interior(walker, _definition(walker, end, loop)) for end in (start, bound)]
     if ends[0] is None or ends[1] is None:
         return None
     low, high = (walker.text(e) for e in ends)
