@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.analysis.notes import NoteKind, assumed
+from perflsp.analysis.walk_calls import _MIN_MAX_ABS
 from perflsp.analysis.walk_values import IDENT, Val
 from perflsp.kernels.consteval import ConstEnv, try_evaluate
 
 if TYPE_CHECKING:
     from perflsp.analysis.walk_api import Walker
 
-_MIN_MAX = frozenset({"min", "max", "std::min", "std::max", "umin", "umax", "imin", "imax", "llmin", "llmax"})
+_MIN_MAX = _MIN_MAX_ABS - {"abs", "labs", "llabs"}  # the calls the walk folds as min/max
 # values of the index names the spans are read at (a spread of residues of any small stride)
 _PROBES = tuple(range(1000, 1048, 3))
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from perflsp.analysis.linear import Linear, base_atom, distinct_values
+from perflsp.analysis.linear import base_atom, distinct_values
 from perflsp.analysis.memory import GroupTraffic, Traffic, _bytes, _shifted_extra, _span
 from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.notes import NoteKind, assumed
@@ -138,7 +138,7 @@ def _window(groups: list[GroupTraffic], units: list[float], cardinality: dict[st
     per_block = 0.0
     for group, unit in zip(groups, units):
         if unit > 0.0 and group.form is not None:
-            per_block += unit * _reached(group, group.form, one_block)
+            per_block += unit * _reached(group, one_block)
         else:
             per_block += group.footprint_bytes / blocks
     return l2_bytes / per_block if per_block > 0.0 else blocks
@@ -178,14 +178,18 @@ def _copies(group: GroupTraffic, unit: float, cardinality: dict[str, float], apa
     for atom, count in apart.items():
         copies *= max(1.0, count)
         _hold(one_each, atom, 1.0)
-    per_copy = unit * _reached(group, group.form, one_each)
+    per_copy = unit * _reached(group, one_each)
     return min(per_copy * copies, group.streamed_bytes)
 
 
-def _reached(group: GroupTraffic, form: Linear, cardinality: dict[str, float]) -> float:
+def _reached(group: GroupTraffic, cardinality: dict[str, float]) -> float:
     """Distinct elements the group reaches over the atoms' `cardinality`: its form's values and
     those of its accesses' shifts (a stencil's planes above and below its own,
-    `c[(k + 4) * n * n + j * n + i]`, which a block or a copy reads beside its own)."""
+    `c[(k + 4) * n * n + j * n + i]`, which a block or a copy reads beside its own); 0 for a
+    group the data places (no form)."""
+    form = group.form
+    if form is None:
+        return 0.0
     elements = distinct_values(form, cardinality, _UNBOUNDED)
     span = _span(form, cardinality)
     if len(group.offsets) > 1 and math.isfinite(span):
