@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from perflsp.analysis.engine import AnalysisOptions
 from perflsp.analysis.models import KernelReport
 from perflsp.analysis.notes import texts
@@ -407,3 +409,90 @@ def test_a_setter_in_a_loop_before_the_getter_leaves_it_unknown():
                                   "  for (int r = 0; r < argc; r++) grid->refine();\n  int n = grid->cells();")
     report = only(src, ("64",))
     assert any("(`width`)" in t for t in unknown_trips(report))
+
+
+SCANNED = """
+#include <fstream>
+#include <string>
+class Gather {
+ public:
+  Gather(const std::string &path) : ns_(-1), traces_(0) {
+    std::ifstream file(path);
+    int most = -1;
+    int count = 8;
+    for (int v; file >> v;) {
+      if (v > most) most = v;
+    }
+    count = count * 4;
+    ns_ = most;
+    traces_ = count;
+  }
+  int ns() const { return ns_; }
+  int traces() const { return traces_; }
+ private:
+  int ns_, traces_;
+};
+
+void reduce(float *out, const float *in, int ns, int traces) {
+  #pragma omp target teams distribute parallel for map(to: in[0:ns * traces]) map(from: out[0:ns])
+  for (int t = 0; t < ns; t++) {
+    float s = 0.0f;
+    for (int k = 0; k < traces; k++) s += in[k * ns + t];
+    out[t] = s;
+  }
+}
+
+int main(int argc, char **argv) {
+  Gather g(argv[1]);
+  const int ns = g.ns();
+  float *in = new float[1 << 20], *out = new float[1 << 20];
+  reduce(out, in, ns, g.traces());
+  return 0;
+}
+"""
+
+
+def test_a_constructor_s_local_set_in_a_loop_or_again_is_not_its_first_value():
+    report = only(SCANNED, ("data.bin",))
+    # `most` is the largest value read from the file, not its initial -1 (a region of -1
+    # iterations, read as one work item); `count` is 32 after `count = count * 4`
+    assert any("(`ns`)" in t for t in unknown_trips(report))
+    assert trips(report)["k"] == 32
+    assert report.facts.uncertain is None
+
+
+def test_a_constructor_s_local_read_from_a_stream_is_not_its_first_value():
+    src = SCANNED.replace("    for (int v; file >> v;) {\n      if (v > most) most = v;\n    }\n", "    file >> most;\n")
+    report = only(src, ("data.bin",))
+    assert any("(`ns`)" in t for t in unknown_trips(report))
+
+
+VECTORS = """
+#include <cstdlib>
+__global__ void column_sum(const float *a, float *b, int3 dims, int cells) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= cells) return;
+  float s = 0.0f;
+  for (int z = 0; z < dims.z; z++) s += a[z * dims.x * dims.y + i];
+  b[i] = s;
+}
+int main(int argc, char **argv) {
+  int v = atoi(argv[1]);
+  int3 dims = {v, v, 2 * v};
+  const int cells = dims.x * dims.y;
+  float *a, *b;
+  cudaMalloc(&a, cells * dims.z * sizeof(float));
+  cudaMalloc(&b, cells * sizeof(float));
+  column_sum<<<(cells + 255) / 256, 256>>>(a, b, dims, cells);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("made", ["{v, v, 2 * v}", "make_int3(v, v, 2 * v)"])
+def test_a_cuda_vector_s_lanes_fold_on_the_host_and_in_the_kernel_it_is_passed_to(made):
+    report = only(VECTORS.replace("{v, v, 2 * v}", made), ("100",))
+    # `dims.x * dims.y` on the host sizes the launch; `dims.z` bounds the kernel's loop
+    assert report.facts.work_items == (100 * 100 + 255) // 256 * 256
+    assert trips(report) == {"z": 200}
+    assert unknown_trips(report) == []

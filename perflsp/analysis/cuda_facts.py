@@ -526,6 +526,18 @@ def _bind_struct_members(unit: AnalysisUnit, walker: KernelWalker, name: str, ty
     return True
 
 
+def _bind_vector_lanes(walker: KernelWalker, name: str, ctype: CType, fold: Callable[[str], Value | None]) -> bool:
+    """A CUDA vector passed by value (`int3 dims`, set `{nx, ny, nz}` or `make_int3(...)` before
+    the launch): `dims.x` is what its lane folds to there. False where no lane folds."""
+    lane = ctype.element
+    lanes = {member: fold(member) for member in ("x", "y", "z", "w")[:ctype.lanes]}
+    if not any(isinstance(v, (int, float)) for v in lanes.values()):
+        return False
+    walker.bind_members(name, {member: Val(lane, float(v), Linear.constant(float(v))) if isinstance(v, (int, float))
+                               else Val(lane, None, Linear(const_known=False)) for member, v in lanes.items()})
+    return True
+
+
 def _fold_member(unit: AnalysisUnit, start: int, passed: str, member: str) -> Value | None:
     return unit.fold_at(start, f"{passed}.{member}")
 
@@ -594,6 +606,8 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
             start, passed = arg.span.start_byte, arg.text.strip()
             fold = partial(_fold_member, unit, start, passed)
         if ctype.kind == "struct" and _bind_struct_members(unit, walker, param.name, param.type, fold):
+            continue
+        if ctype.lanes > 1 and fold is not None and _bind_vector_lanes(walker, param.name, ctype, fold):
             continue
         if ctype.kind == "struct" and not param.is_reference:
             # an accessor object (`PackedTensorAccessor`, a struct of pointers): its subscripts

@@ -230,6 +230,27 @@ def _assigned_members(data: bytes, node: Node, members: dict[str, str | None],
     return found
 
 
+def _written_names(data: bytes, node: Node) -> set[str]:
+    """Plain names `node` may write: assigned or stepped (`n = ...`, `n += ...`, `n++`), handed
+    on by address (`read(&n)`), or read into from a stream (`file >> n`)."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        target = None
+        if current.type == "assignment_expression":
+            target = current.child_by_field_name("left")
+        elif current.type == "update_expression" or (current.type == "pointer_expression"
+                                                      and _text(data, current).startswith("&")):
+            target = current.child_by_field_name("argument")
+        elif current.type == "binary_expression" and _text(data, current.child_by_field_name("operator")) == ">>":
+            target = current.child_by_field_name("right")
+        if target is not None and target.type == "identifier":
+            found.add(_text(data, target))
+        stack.extend(current.named_children)
+    return found
+
+
 @dataclass
 class ObjectState:
     """Members' folded values, those unknown (and why), and those resting on assumed program arguments."""
@@ -333,7 +354,10 @@ class _Runner:
                 and statement.named_children else None
             if expression is not None and self._straight(data, expression, state, local, assumed_locals, where, depth):
                 continue
-            # anything else (a loop, a branch, a call not followed): what it may set is unknown
+            # anything else (a loop, a branch, a call not followed): what it may set is unknown,
+            # the constructor's own locals too (`for (...) if (v > most) most = v;`)
+            for name in _written_names(data, statement):
+                local.pop(name, None)
             state.forget(_assigned_members(data, statement, self.index.members, self.index.references()),
                          f"is set inside a loop or branch of {where}")
             for called in self._called_methods(data, statement):
@@ -360,7 +384,20 @@ class _Runner:
         if expression.type == "assignment_expression":
             member = _member_written(data, expression, self.index.members, self.index.references())
             left = expression.child_by_field_name("left")
-            if member is None or (left is not None and left.type == "identifier" and _text(data, left) in local):
+            if left is not None and left.type == "identifier" and _text(data, left) in local:
+                # a local set again (`m = m * 4;`): its new value, or none
+                name, right = _text(data, left), _text(data, expression.child_by_field_name("right"))
+                operator = _text(data, expression.child_by_field_name("operator"))
+                text = right if operator == "=" else f"({name}) {operator[:-1]} ({right})"
+                value, assumed = self.fold(text, state, local, bool(set(re.findall(r"\w+", text)) & assumed_locals))
+                local.pop(name, None)
+                assumed_locals.discard(name)
+                if value is not None and not isinstance(value, str):
+                    local[name] = value
+                    if assumed:
+                        assumed_locals.add(name)
+                return True
+            if member is None:
                 return not _assigned_members(data, expression, self.index.members, self.index.references())
             operator = _text(data, expression.child_by_field_name("operator"))
             right = _text(data, expression.child_by_field_name("right"))
@@ -386,7 +423,12 @@ class _Runner:
                     for a in passed]
             self.call(called, args, state, depth + 1)
             return True
-        return expression.type not in _UPDATES and not _assigned_members(data, expression, self.index.members, self.index.references())
+        if expression.type not in _UPDATES and not _assigned_members(data, expression, self.index.members,
+                                                                      self.index.references()):
+            for name in _written_names(data, expression):  # (`file >> n;`, `n++;`, `read(&n);`)
+                local.pop(name, None)
+            return True
+        return False
 
     def _called_methods(self, data: bytes, node: Node) -> set[str]:
         found: set[str] = set()
@@ -852,7 +894,12 @@ def _declared_structs(model: ProgramModel, function: Node, depth: int) -> list[D
                 if fields:
                     found.append(DeclaredStruct(statement.end_byte, _text(model.data, name), fields[0], frozenset(fields[1])))
                 continue
-            if callee is None or callee.type != "identifier":
+            if value is None or callee is None or callee.type != "identifier":
+                continue
+            made = _made_vector(model, _text(model.data, callee), value, depth)
+            if made is not None:
+                if made[0]:
+                    found.append(DeclaredStruct(statement.end_byte, _text(model.data, name), made[0], frozenset(made[1])))
                 continue
             returned = _returned_fields(model, _text(model.data, callee), depth)
             if returned is not None and returned[0]:
@@ -870,8 +917,8 @@ def _aggregate_fields(model: ProgramModel, statement: Node, value: Node, depth: 
     elements = [e for e in value.named_children if e.type != "comment"]
     if len(type_words) != 1 or any(e.type in ("initializer_list", "initializer_pair", "field_designator") for e in elements):
         return None
-    members: list[str] = []
-    for data, declarations in model.class_fields(type_words[0])[:1]:
+    members: list[str] = list(vector_members(type_words[0]))
+    for data, declarations in model.class_fields(type_words[0])[:1] if not members else ():
         for declaration in declarations:
             if declaration.child_by_field_name("default_value") is not None or "static" in _text(data, declaration).split():
                 return None
@@ -884,6 +931,12 @@ def _aggregate_fields(model: ProgramModel, statement: Node, value: Node, depth: 
                 members.append(_text(data, inner))
     if not members or len(elements) > len(members):
         return None
+    return _folded_members(model, members, elements, depth)
+
+
+def _folded_members(model: ProgramModel, members: list[str], elements: list[Node], depth: int
+                    ) -> tuple[dict[str, Value], set[str]]:
+    """The members given by `elements` in order, those that fold; `assumed`: those read from data."""
     fields: dict[str, Value] = {}
     assumed: set[str] = set()
     for member, element in zip(members, elements, strict=False):
@@ -893,6 +946,31 @@ def _aggregate_fields(model: ProgramModel, statement: Node, value: Node, depth: 
             if read:
                 assumed.add(member)
     return fields, assumed
+
+
+# CUDA's built-in vector types (`int3`, `float4`, `uint2`, ...), which no header of the program declares
+_VECTOR_TYPE = re.compile(r"(?:u?(?:char|short|int|long|longlong)|float|double)([1-4])")
+_VECTOR_MAKER = re.compile(r"make_((?:u?(?:char|short|int|long|longlong)|float|double)[1-4])")
+
+
+def vector_members(type_name: str) -> tuple[str, ...]:
+    """The members of a CUDA vector type (`int3`: x, y, z); () for any other type."""
+    match = _VECTOR_TYPE.fullmatch(type_name)
+    return ("x", "y", "z", "w")[:int(match.group(1))] if match else ()
+
+
+def _made_vector(model: ProgramModel, callee: str, call: Node, depth: int
+                 ) -> tuple[dict[str, Value], set[str]] | None:
+    """`make_int3(v, v, 1)`: its members from the arguments that fold; None for another call."""
+    match = _VECTOR_MAKER.fullmatch(callee)
+    arguments = call.child_by_field_name("arguments")
+    if match is None or arguments is None:
+        return None
+    elements = [a for a in arguments.named_children if a.type != "comment"]
+    members = list(vector_members(match.group(1)))
+    if len(elements) != len(members):
+        return None
+    return _folded_members(model, members, elements, depth)
 
 
 _following: set[tuple[int, int, str]] = set()  # objects whose state is being followed (this thread's walk)
