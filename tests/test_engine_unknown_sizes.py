@@ -151,6 +151,12 @@ void run(const float *in, float *out, int width, int blocks) {
     ("void lost(float *a, int n) {\n  #pragma omp target teams distribute parallel for\n"
      "  { int i = 0; while (i < n) { a[i] = a[i] + 1.0f; i++; } }\n}",
      "parallel loop was not found"),
+    # main's default when no arguments are given: the loop is there, with one iteration
+    ("void step(float *a, int n) {\n  #pragma omp target teams distribute parallel for\n"
+     "  for (int i = 0; i < n; i++) a[i] = a[i] * 2.0f;\n}\n"
+     "int main(int argc, char **argv) {\n  int n = 1;\n  if (argc > 1) n = atoi(argv[1]);\n"
+     "  float *a = new float[n];\n  step(a, n);\n}",
+     "runs one iteration at the sizes the source sets: give the program's arguments"),
 ])
 def test_degenerate_analyses_are_uncertain_with_the_reason(src, reason):
     (k,) = run(src).kernels

@@ -28,7 +28,8 @@ def calibrated(counts: OpCounts, cost: CostModel, fixed_ints: float) -> OpCounts
 
 def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: str, result: WalkResult,
            assumptions: list[Note], fast_atom: str = "tx", extents: Extents | None = None, *,
-           sizes_assumed: bool = False, one_item_expected: bool = True, data_offsets: bool = False,
+           sizes_assumed: bool = False, one_item_expected: bool = True, one_item_stated: bool = False,
+           data_offsets: bool = False,
            compiled: bool = False, widths: dict[tuple[int, bool], tuple[float, float]] | None = None,
            block_atoms: tuple[str, ...] = (), block_items: float | None = None,
            shape_assumed: bool = False) -> KernelFacts:
@@ -72,12 +73,13 @@ def finish(cost: CostModel, per_item: OpCounts, work_items: float, items_note: s
     if result.truncated:
         facts.assumptions.append(assumed(NoteKind.WORK_LIMIT, "analysis stopped at its work limit: counts are a lower bound"))
     facts.uncertain = _degenerate(per_item, work_items, traffic, cost, sizes_assumed, one_item_expected, compiled,
-                                  unseen_calls)
+                                  unseen_calls, one_item_stated)
     return facts
 
 
 def _degenerate(per_item: OpCounts, work_items: float, traffic: Traffic, cost: CostModel, sizes_assumed: bool,
-                one_item_expected: bool, compiled: bool = False, unseen_calls: bool = False) -> str | None:
+                one_item_expected: bool, compiled: bool = False, unseen_calls: bool = False,
+                one_item_stated: bool = False) -> str | None:
     """Why an analysis says too little to give a verdict on, or None. A ratio of two numbers
     the analysis did not really find (memory traffic hidden behind calls it could not read, a
     parallel launch seen as one item, traffic that is only the per-launch floor at production
@@ -89,6 +91,10 @@ def _degenerate(per_item: OpCounts, work_items: float, traffic: Traffic, cost: C
     if no_global and not compiled and unseen_calls:
         return "no global-memory access found in the kernel, and it calls functions the engine could not read"
     if work_items <= 1.0 and not one_item_expected:
+        if one_item_stated:
+            # (`n = 1` in main unless the program is given arguments: too little work to judge)
+            return ("the region's parallel loop runs one iteration at the sizes the source sets: give the "
+                    "program's arguments (`--args`, or `args` of [profiling] in .perflsp.toml)")
         return "the region's parallel loop was not found: the analysis saw one work item"
     if no_global:
         return None

@@ -163,8 +163,11 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     serial = not words & {"teams", "parallel", "distribute", "for", "loop", "simd"} and \
         (statement is None or _nested_worksharing_loop(statement) is None)
     assumptions.extend(assumed(NoteKind.PROGRAM_ARGUMENTS, note) for note in assumed_notes(arguments_read))
+    # a worksharing loop whose trip count the source states (`n = 1` unless the program is given
+    # arguments): one iteration is what the program does then, not a loop not found
+    stated = any(loop.parallel and loop.origin not in ("assumed", "data-dependent") for loop in result.loops)
     facts = finish(cost, per_item, work_items, items_note, result, assumptions, fast_atom, extents,
-                   sizes_assumed=sizes_assumed, one_item_expected=serial, compiled=compiled_note is not None,
+                   sizes_assumed=sizes_assumed, one_item_expected=serial, one_item_stated=stated, compiled=compiled_note is not None,
                    widths=access_widths(compiled_fn, (unit.kernels.path, shift) if shift and unit.kernels.path else None)
                    if compiled_note else None,
                    # a team's threads take consecutive iterations of the nest, innermost loop fastest
