@@ -461,8 +461,9 @@ def test_a_constructor_s_local_set_in_a_loop_or_again_is_not_its_first_value():
     assert report.facts.uncertain is None
 
 
-def test_a_constructor_s_local_read_from_a_stream_is_not_its_first_value():
-    src = SCANNED.replace("    for (int v; file >> v;) {\n      if (v > most) most = v;\n    }\n", "    file >> most;\n")
+@pytest.mark.parametrize("read", ["    file >> most;\n", "    read_into(&most);\n"])
+def test_a_constructor_s_local_read_from_a_stream_or_by_address_is_not_its_first_value(read):
+    src = SCANNED.replace("    for (int v; file >> v;) {\n      if (v > most) most = v;\n    }\n", read)
     report = only(src, ("data.bin",))
     assert any("(`ns`)" in t for t in unknown_trips(report))
 

@@ -406,6 +406,8 @@ class _Runner:
             state.put(member, value, f"is set to `{right}` by {where}", assumed)
             return True
         if expression.type == "call_expression":
+            for written in _written_names(data, expression):  # (`fscanf(f, "%d", &n);`)
+                local.pop(written, None)
             function = expression.child_by_field_name("function")
             if function is not None and function.type == "field_expression" \
                     and _text(data, function.child_by_field_name("argument")) == "this":
