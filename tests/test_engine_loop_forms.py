@@ -796,3 +796,43 @@ def test_a_loop_between_clamped_ends_of_an_unknown_window_stays_an_assumption():
     src = POOL_GRAD.split("int main()")[0]
     k = kernel(src, "avg_pool_grad")
     assert all(loop.origin == "assumed" for loop in k.facts.loops)
+
+
+SKIP_AHEAD = """
+#include <cstdint>
+__device__ uint64_t skip_ahead(uint64_t seed, uint64_t n) {
+  const uint64_t m = 9223372036854775808ULL;
+  uint64_t a = 2806196910506780709ULL, a_new = 1;
+  n = n % m;
+  while (n > 0) {
+    if (n & 1) a_new *= a;
+    a *= a;
+    n >>= 1;
+  }
+  return a_new * seed;
+}
+__global__ void draw(uint64_t *out, int n) {
+  int i = threadIdx.x + blockIdx.x * blockDim.x;
+  if (i >= n) return;
+  out[i] = skip_ahead(1, i);
+}
+int main() { uint64_t *o; draw<<<4096, 256>>>(o, 1 << 20); }
+"""
+
+
+def test_a_loop_halving_a_counter_that_starts_at_the_thread_s_index_runs_log2_of_each():
+    k = kernel(SKIP_AHEAD, "draw")
+    (loop,) = k.facts.loops
+    # thread i halves i until zero: floor(log2 i) + 1 passes, 18.9 on average over 0 .. 2^20 - 1
+    # (`i % 2^63` is `i`); its constant part, 0, gave no pass at all
+    mean = sum(v.bit_length() for v in range(1 << 20)) / (1 << 20)
+    assert loop.trip_count == pytest.approx(mean, rel=0.01)
+    assert any("starts at each thread's (or pass's) own value (0 to 1,048,575)" in t for t in texts(k.facts.evidence))
+
+
+def test_spread_geometric_passes_average_the_passes_of_each_start():
+    from perflsp.analysis.counter_forms import spread_geometric_passes
+    # halving 0 .. 7 until zero: 0, 1, 2, 2, 3, 3, 3, 3 passes
+    assert spread_geometric_passes(0, 7, 0, 2.0, "div", ">") == pytest.approx(17 / 8)
+    # doubling 1 .. 4 while below 16: 4 (1, 2, 4, 8), 3 (2, 4, 8), 3 (3, 6, 12), 2 (4, 8) passes
+    assert spread_geometric_passes(1, 4, 16, 2.0, "mul", "<") == pytest.approx(3.0)

@@ -79,3 +79,22 @@ def geometric_passes(start: float, bound: float, factor: float, kind: str, op: s
         least = math.floor(bound) + 1 if op in (">", "!=") else max(1, math.ceil(bound))  # smallest value that passes
         return math.floor(math.log(start / least, factor) + eps) + 1.0 if start >= least else 0.0
     return None
+
+
+def spread_geometric_passes(low: float, high: float, bound: float, factor: float, kind: str, op: str,
+                            samples: int = 256) -> float | None:
+    """The mean passes of a geometric loop (`geometric_passes`) whose counter starts at each
+    thread's own value, spread evenly over `low`..`high` (`n = i; while (n > 0) n >>= 1;` over
+    a launch's thread indices: about log2 of each, not of the smallest). None where one of
+    those starts gives no reading."""
+    count = max(1, min(samples, int(high - low) + 1))
+    total = 0.0
+    for k in range(count):
+        start = float(math.floor(low + (high - low) * k / max(1, count - 1))) if count > 1 else float(low)
+        passes = geometric_passes(start, bound, factor, kind, op)
+        if passes is None:
+            if start < 1:
+                continue  # (a start of 0 runs no pass of either kind: counted as none)
+            return None
+        total += passes
+    return total / count

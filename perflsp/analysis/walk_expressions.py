@@ -138,8 +138,8 @@ def combine_values(walker: Walker, op: str, left: Val, right: Val) -> Val:
     static = left.static and right.static
     if not static:
         count_binary(walker, op, ctype, left, right)
-    lin = tile_of(walker, op, left, right) or split_at(walker, op, left, right) \
-        or combine_linear(op, left.lin, right.lin, left.value, right.value)
+    lin = _under_modulus(walker, op, left, right) or tile_of(walker, op, left, right) \
+        or split_at(walker, op, left, right) or combine_linear(op, left.lin, right.lin, left.value, right.value)
     if value is not None and not lin.atoms:
         lin = Linear.constant(value)  # (`v & ~7` of a known `v`: a number, as an offset or a start)
     if ctype.is_float and lin.atoms:
@@ -148,6 +148,23 @@ def combine_values(walker: Walker, op: str, left: Val, right: Val) -> Val:
     less = shifted_count(op, left, right) if counted is None else None
     return Val(ctype, value, lin, static=static, loaded=offset_origin(op, left, right),
                counted=less[0] if less is not None else counted, counted_less=less[1] if less is not None else 0.0)
+
+
+def _under_modulus(walker: Walker, op: str, left: Val, right: Val) -> Linear | None:
+    """`v % C` of an integer index whose every value over the launch and the loops lies in
+    0..C-1 (`i % m` with `m = 2^63`, a random generator's modulus): `v` itself. None otherwise."""
+    lin = left.lin
+    if op != "%" or right.value is None or right.value < 1 or not left.ctype.is_int or lin.nonlinear \
+            or not lin.coeffs or not lin.const_known:
+        return None
+    low = high = lin.const
+    for atom, coeff in lin.coeffs:
+        extent = walker.cardinality.get(atom)
+        if coeff == UNKNOWN_COEFF or extent is None or not math.isfinite(extent):
+            return None
+        low += min(0.0, coeff * (max(extent, 1.0) - 1.0))
+        high += max(0.0, coeff * (max(extent, 1.0) - 1.0))
+    return lin if low >= 0.0 and high < right.value else None
 
 
 def tile_of(walker: Walker, op: str, left: Val, right: Val) -> Linear | None:

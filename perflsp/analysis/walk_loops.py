@@ -12,7 +12,7 @@ from tree_sitter import Node
 
 from perflsp.analysis.block_bounds import per_block_trip
 from perflsp.analysis.clamped_spans import clamped_span
-from perflsp.analysis.counter_forms import counter_form, geometric_passes, solved_bound
+from perflsp.analysis.counter_forms import counter_form, geometric_passes, solved_bound, spread_geometric_passes
 from perflsp.analysis.ctype import INT
 from perflsp.analysis.folding import pow2
 from perflsp.analysis.linear import UNKNOWN_COEFF, Linear
@@ -209,11 +209,9 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
         origin = _counted_origin(walker, thread_start and step.lin.is_constant() and s >= 32, bound, bound_node, span)
         return trip, origin, f"{var} {op} {walker.text(bound_node)}", step
     if step_kind in ("mul", "div") and step is not None and step.value and step.value > 1:
-        lo, hi = sorted((max(start_value, 1.0), max(bound_value, 1.0)))
-        passes = geometric_passes(start_value, bound_value, step.value, step_kind, op)
-        trip = passes if passes is not None else \
-            max(0.0, math.ceil(math.log(hi / lo, step.value) + (inclusive or 0.0))) if hi > lo else 0.0
-        return trip, "constant" if bound.known else "arguments", f"{var} {op} {walker.text(bound_node)}", None
+        trip, launched = _geometric_trip(walker, var, start, start_value, bound_value, (step_kind, step.value), op,
+                                         loop)
+        return trip, launched or ("constant" if bound.known else "arguments"), f"{var} {op} {walker.text(bound_node)}", None
     walker.assume(assumed(NoteKind.LOOP_TRIP, f"step of the `{var}` loop not understood: "
                           f"assumed {walker.cost.assumed_trip_count:g} iterations", subject=var,
                           line=walker.line(loop), value=walker.cost.assumed_trip_count, unit="iterations"))
@@ -437,6 +435,50 @@ def _mean_over_loops(walker: Walker, start: Val) -> float | None:
                        for atom, coeff in lin.coeffs):
         return None  # (a doubling loop's counter is no arithmetic range: `stride = size / 2`)
     return lin.const + sum(coeff * (walker.cardinality.get(atom, 1.0) - 1.0) / 2.0 for atom, coeff in lin.coeffs)
+
+
+def _geometric_trip(walker: Walker, var: str, start: Val | None, start_value: float, bound: float,
+                    stepping: tuple[str, float], op: str, loop: Node) -> tuple[float, LoopOrigin | None]:
+    """Passes of a loop multiplying or dividing its counter by a factor: averaged over the
+    threads' (or passes') starting values where the start varies with them, else from its
+    one start. The origin where the launch sets it, else None (the bound's)."""
+    kind, factor = stepping
+    if start is not None and start.value is None and start.lin.coeffs:
+        spread = _spread_geometric_trip(walker, var, start, bound, factor, kind, op, loop)
+        if spread is not None:
+            return spread, "launch"
+    lo, hi = sorted((max(start_value, 1.0), max(bound, 1.0)))
+    passes = geometric_passes(start_value, bound, factor, kind, op)
+    inclusive = 1.0 if op in ("<=", ">=") else 0.0
+    trip = passes if passes is not None else \
+        max(0.0, math.ceil(math.log(hi / lo, factor) + inclusive)) if hi > lo else 0.0
+    return trip, None
+
+
+def _spread_geometric_trip(walker: Walker, var: str, start: Val, bound: float, factor: float, kind: str, op: str,
+                           loop: Node) -> float | None:
+    """A loop halving (or doubling) a counter that starts at the thread's own index or an
+    enclosing loop's counter (`n = i; while (n > 0) { ...; n >>= 1; }`, a random generator's
+    skip-ahead): its passes averaged over the values the launch and the loops give the start,
+    not those of its constant part (0: no pass at all). None where an index's coefficient or
+    extent is not known."""
+    low = high = start.lin.const if start.lin.const_known else 0.0
+    if start.lin.nonlinear:
+        return None
+    for atom, coeff in start.lin.coeffs:
+        card = walker.cardinality.get(atom)
+        if coeff == UNKNOWN_COEFF or card is None or not math.isfinite(card):
+            return None
+        low += min(0.0, coeff * (max(card, 1.0) - 1.0))
+        high += max(0.0, coeff * (max(card, 1.0) - 1.0))
+    passes = spread_geometric_passes(low, high, bound, factor, kind, op)
+    if passes is None:
+        return None
+    walker.notes.append(Note(NoteKind.LOOP_TRIP, NoteSource.SOURCE,
+                              f"the `{var}` loop scales a counter that starts at each thread's (or pass's) own value "
+                              f"({low:,.0f} to {high:,.0f}): {passes:.3g} passes on average",
+                              value=passes, unit="iterations", line=walker.line(loop)))
+    return passes
 
 
 def start_of(start: Val | None) -> tuple[float | None, bool]:
