@@ -120,6 +120,25 @@ int main(int argc, char **argv) {
     assert launch_args(src, "k", ("5", "7"))[1] == 7
 
 
+SHADOWED = """
+#include <cstdlib>
+__global__ void k(float *y, long blocks, long n) { for (long b = blockIdx.x; b < blocks; b += gridDim.x) y[b] = n; }
+int main(int argc, char **argv) {
+  long n = atol(argv[1]);
+  long blocks = (n + 127) / 128;
+  float *y = (float *) malloc(n * sizeof(float));
+  for (long n = 0; n < 16; n++) y[n] = 0.0f;
+  { long n = 5; y[n] = 1.0f; }
+  k<<<64, 1>>>(y, blocks, n);
+}
+"""
+
+
+def test_a_block_s_own_variable_does_not_change_the_outer_one_of_its_name():
+    # the loop's and the block's `n` end with them: `blocks` and `n` after them are main's
+    assert launch_args(SHADOWED, "k", ("1000000",))[1:] == [7813, 1000000]
+
+
 # options read with getopt() --------------------------------------------------------------------
 
 OPTIONS = """

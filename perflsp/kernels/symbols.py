@@ -260,6 +260,9 @@ def _bind_declaration(ctx: ExtractionContext, decl: Node, env: ConstEnv, overrid
         if name is None:
             continue
         names.append(name)
+        if override and (name in env.constants or name in env.unknown):
+            # an inner `for (int n = 0; ...)` of a name the code read before (`nb = (n + 127) / 128`)
+            _freeze_dependents(env, name)
         if override and forget_fields(env, name, dry=True):
             _freeze_dependents(env, name)
             forget_fields(env, name)
@@ -567,9 +570,87 @@ def _function_events(ctx: ExtractionContext, function: Node) -> list[_Event]:
         body = function.child_by_field_name("body")
         if body is not None:
             _collect_events(ctx, body, events)
+            events.extend(_scope_events(ctx, body))
         events.sort(key=lambda e: e[0])
         cache[function.start_byte] = events
     return events
+
+
+_SCOPES = ("compound_statement", "for_statement", "for_range_loop")
+
+
+def _scope_events(ctx: ExtractionContext, body: Node) -> list[_Event]:
+    """For each block (and `for` statement) inside `body` that declares names: at its start,
+    what those names were bound to; at its end, that binding back. A point after the block reads
+    the outer variable, not the block's own of the same name (`for (int n = 0; ...)` after a
+    parameter `n`). Events with no control chain: they run whatever the block's mode."""
+    events: list[_Event] = []
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        for child in node.named_children:
+            if child.type in _NESTED_DEFINITIONS:
+                continue
+            stack.append(child)
+            if child.type not in _SCOPES:
+                continue
+            names = _names_declared_in(ctx, child)
+            if names:
+                saved: list[dict[str, tuple[object, object]]] = []
+                events.append((child.start_byte, child.start_byte, (), _save_bindings(names, saved)))
+                events.append((child.end_byte, child.end_byte, (), _restore_bindings(names, saved)))
+    return events
+
+
+def _names_declared_in(ctx: ExtractionContext, scope: Node) -> set[str]:
+    """Names a block declares directly (a `for` statement: in its initializer)."""
+    if scope.type == "compound_statement":
+        declarations = [c for c in scope.named_children if c.type == "declaration"]
+    elif scope.type == "for_statement":
+        loop_body = scope.child_by_field_name("body")
+        declarations = [c for c in scope.named_children if c.type == "declaration"
+                        and (loop_body is None or c.end_byte <= loop_body.start_byte)]
+    else:
+        declarator = scope.child_by_field_name("declarator")
+        return {ctx.text(declarator)} if declarator is not None and declarator.type == "identifier" else set()
+    names: set[str] = set()
+    for declaration in declarations:
+        for declarator in declaration.children_by_field_name("declarator"):
+            inner: Node | None = declarator
+            while inner is not None and inner.type != "identifier":
+                inner = inner.child_by_field_name("declarator")
+            if inner is not None:
+                names.add(ctx.text(inner))
+    return names
+
+
+_MISSING = object()
+
+
+def _save_bindings(names: set[str], saved: list[dict[str, tuple[object, object]]]
+                   ) -> Callable[[_Replay, bool], None]:
+    def save(replay: _Replay, control: bool) -> None:
+        env = replay.env
+        saved.append({name: (env.constants.get(name, _MISSING), env.unknown.get(name, _MISSING)) for name in names})
+    return save
+
+
+def _restore_bindings(names: set[str], saved: list[dict[str, tuple[object, object]]]
+                      ) -> Callable[[_Replay, bool], None]:
+    def restore(replay: _Replay, control: bool) -> None:
+        if not saved:
+            return
+        env = replay.env
+        for name, (constant, unknown) in saved.pop().items():
+            _freeze_dependents(env, name)  # (what the block's own variable set keeps its value)
+            env.constants.pop(name, None)
+            env.unknown.pop(name, None)
+            env._memo.pop(name, None)
+            if constant is not _MISSING:
+                env.constants[name] = constant  # type: ignore[assignment]
+            if unknown is not _MISSING:
+                env.unknown[name] = unknown  # type: ignore[assignment]
+    return restore
 
 
 def _parameter(name: str) -> Callable[[_Replay, bool], None]:
