@@ -836,3 +836,23 @@ def test_spread_geometric_passes_average_the_passes_of_each_start():
     assert spread_geometric_passes(0, 7, 0, 2.0, "div", ">") == pytest.approx(17 / 8)
     # doubling 1 .. 4 while below 16: 4 (1, 2, 4, 8), 3 (2, 4, 8), 3 (3, 6, 12), 2 (4, 8) passes
     assert spread_geometric_passes(1, 4, 16, 2.0, "mul", "<") == pytest.approx(3.0)
+
+
+COUNTDOWN = """
+__global__ void down(float *d, const int len, const int N) {
+  int tid = threadIdx.x + blockIdx.x * blockDim.x;
+  for (int j = len - 1; j > 0; j--) d[j * N + tid] = 0.0f;
+  int k = len;
+  while (k > 0) { d[k * N + tid] = 1.0f; k--; }
+}
+"""
+
+
+def test_a_loop_counting_down_from_a_start_not_known_takes_an_unknown_bound_s_passes():
+    k = kernel(COUNTDOWN, "down")
+    # a start of 0 gave them no pass at all
+    assert [(loop.trip_count, loop.origin) for loop in k.facts.loops] == [(32, "assumed"), (32, "assumed")]
+    assert "line 4: start of the `j` loop unknown (`len - 1`), counting down: assumed 32 iterations" \
+        in texts(k.facts.assumptions)
+    launched = kernel(COUNTDOWN + "int main() { float *d; down<<<4, 256>>>(d, 100, 1024); }", "down")
+    assert [loop.trip_count for loop in launched.facts.loops] == [99, 100]

@@ -176,19 +176,12 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     if edge is not None:
         return edge, "launch", f"{var} {op} {walker.text(bound_node)}", step
     if bound_value is None:
-        data_dependent = "data" in bound.lin.atoms
-        origin: LoopOrigin = "data-dependent" if data_dependent else "assumed"
-        trip = walker.cost.assumed_row_trip if data_dependent else walker.cost.assumed_trip_count
-        walker.assume(assumed(NoteKind.LOOP_TRIP, f"trip count of the `{var}` loop unknown (`{walker.text(bound_node)}`): "
-                              f"assumed {trip:g}", subject=var, line=walker.line(loop), value=trip, unit="iterations"))
-        if step_kind == "add" and step is not None and step.value and step.value > 0 \
-                and (thread_start or start_value is not None):
-            # a loop over a size parameter (`for (k = 0; k < K; k += TILE)`, a block-stride loop):
-            # the size is what the assumed loop covers, wherever else it is read (`A += row * K`)
-            learn_size(walker, walker.text(bound_node).strip(), (0.0 if thread_start else start_value or 0.0)
-                       + trip * step.value, loop=None if thread_start else var)
+        trip, origin = _unknown_bound(walker, var, bound, bound_node, (step_kind, step), start_value, thread_start,
+                                      loop)
         return trip, origin, f"{var} {op} {walker.text(bound_node)}", step
     if start_value is None:
+        if step_kind == "add" and step is not None and (step.value or 0.0) < 0:
+            return _down_from_unknown(walker, var, loop), "assumed", f"{var} {op} {walker.text(bound_node)}", step
         # (a loop halving its counter starts from the size an unknown loop is assumed to cover,
         # one doubling it from 1; 0 would give them no pass at all)
         start_value = walker.cost.assumed_trip_count if step_kind == "div" else (1.0 if step_kind == "mul" else 0.0)
@@ -276,6 +269,36 @@ def _span_of_difference(walker: Walker, var: str, loop: Node, bound_node: Node |
 
 _PROBES = (1009, 7919)  # (primes: a difference that held at both is no coincidence of the values)
 _OPAQUE = re.compile(r"[\[(?:.>]|->")  # calls, subscripts, members, conditionals: not probed
+
+
+def _unknown_bound(walker: Walker, var: str, bound: Val, bound_node: Node, stepping: tuple[str | None, Val | None],
+                   start_value: float | None, thread_start: bool, loop: Node) -> tuple[float, LoopOrigin]:
+    """A loop to a bound not known: a row's assumed length where memory holds the bound, else an
+    unknown loop's; said."""
+    step_kind, step = stepping
+    data_dependent = "data" in bound.lin.atoms
+    origin: LoopOrigin = "data-dependent" if data_dependent else "assumed"
+    trip = walker.cost.assumed_row_trip if data_dependent else walker.cost.assumed_trip_count
+    walker.assume(assumed(NoteKind.LOOP_TRIP, f"trip count of the `{var}` loop unknown (`{walker.text(bound_node)}`): "
+                          f"assumed {trip:g}", subject=var, line=walker.line(loop), value=trip, unit="iterations"))
+    if step_kind == "add" and step is not None and step.value and step.value > 0 \
+            and (thread_start or start_value is not None):
+        # a loop over a size parameter (`for (k = 0; k < K; k += TILE)`, a block-stride loop):
+        # the size is what the assumed loop covers, wherever else it is read (`A += row * K`)
+        learn_size(walker, walker.text(bound_node).strip(), (0.0 if thread_start else start_value or 0.0)
+                   + trip * step.value, loop=None if thread_start else var)
+    return trip, origin
+
+
+def _down_from_unknown(walker: Walker, var: str, loop: Node) -> float:
+    """A loop counting down from a start not known (`for (j = len - 1; j > 0; j--)`) to a known
+    end: as many passes as an unknown bound's, said (a start of 0 gave it none)."""
+    trip = walker.cost.assumed_trip_count
+    written = _start_text(walker, loop)
+    walker.assume(assumed(NoteKind.LOOP_TRIP, f"start of the `{var}` loop unknown{f' (`{written}`)' if written else ''}, "
+                          f"counting down: assumed {trip:g} iterations", subject=var, line=walker.line(loop),
+                          value=trip, unit="iterations"))
+    return trip
 
 
 def _start_text(walker: Walker, loop: Node) -> str | None:
