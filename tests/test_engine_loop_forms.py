@@ -856,3 +856,26 @@ def test_a_loop_counting_down_from_a_start_not_known_takes_an_unknown_bound_s_pa
         in texts(k.facts.assumptions)
     launched = kernel(COUNTDOWN + "int main() { float *d; down<<<4, 256>>>(d, 100, 1024); }", "down")
     assert [loop.trip_count for loop in launched.facts.loops] == [99, 100]
+
+
+HIGHEST_BIT = """
+__device__ int highest_bit(int n) {
+  for (int i = 31; i >= 0; --i)
+    if ((1 << i) & n) return i;
+  return 0;
+}
+__global__ void ladder(int *out, const int *keys) {
+  int t = threadIdx.x + blockIdx.x * blockDim.x;
+  int x = 0;
+  for (int i = highest_bit(keys[t]) - 1; i >= 0; --i) x = 2 * x + 1;
+  out[t] = x;
+}
+"""
+
+
+def test_a_call_returning_from_inside_a_loop_and_after_it_returns_no_known_value():
+    k = kernel(HIGHEST_BIT, "ladder")
+    # `return i;` in the loop and `return 0;` after it: the result is not 0 (which left the
+    # caller's loop from -1 with no pass), so that loop's start is unknown
+    ladder = next(loop for loop in k.facts.loops if loop.line == 10)
+    assert (ladder.trip_count, ladder.origin) == (32, "assumed")

@@ -49,12 +49,32 @@ def walk_if(walker: Walker, node: Node) -> None:
     walker.mult = saved * weight
     if weight > 0:
         walker.walk_statement(consequence)
+    elif leaves and walker.inline_stack:
+        _note_returned(walker, consequence)
     if alternative is not None and weight < 1.0:
         walker.mult = saved * (1.0 - weight)
         walker.walk_statement(alternative)
     walker.mult = saved
     # the share of passes that leave the block here (`if (c) continue;`), for `_compound`
     walker.exited_share = weight if leaves else 0.0
+
+
+def _note_returned(walker: Walker, exit_arm: Node | None) -> None:
+    """An exit read as taken at the edge only, in a function being inlined (`if (bit) return i;`
+    in a search loop): what it returns is one of the call's results all the same (counted as
+    nothing: `walk_calls` merges the results)."""
+    node = exit_arm
+    while node is not None and node.type == "compound_statement":
+        statements = [c for c in node.named_children if c.type != "comment"]
+        node = statements[-1] if statements else None
+    if node is None or node.type != "return_statement":
+        return
+    values = [c for c in node.named_children if c.type != "comment"]
+    if values:
+        saved = walker.mult
+        walker.mult = 0.0
+        walker.return_values.append(walker.eval(values[0]))
+        walker.mult = saved
 
 
 def _resets_tested(walker: Walker, cond: Node | None, arm: Node | None) -> bool:

@@ -432,7 +432,7 @@ def inline_call(walker: Walker, name: str, callee: Callee, args: list[Val], temp
     walker.inline_stack.append(name)
     try:
         walker.walk_statement(body)
-        returned = walker.return_values[-1] if walker.return_values else None
+        returned = _merged_returns(walker.return_values)
     finally:
         walker.inline_stack.pop()
         walker.scopes = saved_scopes
@@ -531,6 +531,19 @@ def _set_through_references(walker: Walker, scope: dict[str, Val], set_through: 
             walker.assign(variable, final)
         elif final is not None:
             walker.assign(variable, Val(final.ctype, None, Linear(const_known=False)))
+
+
+def _merged_returns(values: list[Val]) -> Val | None:
+    """What a call returns from its `return` statements: the last one's where they all agree
+    (or there is one), else a value of unknown size over their atoms (`first_set_bit`'s `return
+    i;` inside its loop and `return 0;` after it: not 0)."""
+    if not values:
+        return None
+    last = values[-1]
+    if all(v.value == last.value and v.lin == last.lin for v in values[:-1]):
+        return last
+    atoms = frozenset().union(*(v.lin.atoms for v in values))
+    return Val(last.ctype, None, Linear(nonlinear=atoms, const_known=False), last.root, last.space)
 
 
 def _store_through_references(walker: Walker, body: bytes, written_through: list[tuple[str, Node]]) -> None:
