@@ -167,8 +167,10 @@ def test_degenerate_analyses_are_uncertain_with_the_reason(src, reason):
 
 def test_a_serial_target_region_and_a_one_thread_launch_are_real_and_keep_their_verdict():
     serial = "void serial(float *a) {\n  #pragma omp target map(tofrom: a[0:1])\n  { a[0] = a[0] + 1.0f; }\n}"
+    one_thread = ("void edges(float *a, int n) {\n  #pragma omp target teams num_teams(1) thread_limit(1) "
+                  "map(tofrom: a[0:n])\n  { for (int i = 0; i < n; i++) a[i * n] = 0.0f; }\n}")
     single = SCALE + "int main() { float *x, *y; cudaMalloc(&x, 4); cudaMalloc(&y, 4); scale<<<1, 1>>>(y, x, 2.0f, 1); }"
-    for k in (*run(serial).kernels, *run(single).kernels):
+    for k in (*run(serial).kernels, *run(one_thread).kernels, *run(single).kernels):
         assert k.facts.uncertain is None
         assert all(e.verdict in ("compute", "bandwidth") for e in k.estimates)
 

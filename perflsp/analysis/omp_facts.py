@@ -160,7 +160,10 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
         parallel_levels = nested[1]  # (the loops of a worksharing directive inside a `target` block)
     fast_atom = f"o{max(parallel_levels, 1) - 1}"
     sizes_assumed = any(a.kind == NoteKind.PROBLEM_SIZE_UNKNOWN for a in assumptions)
-    serial = not words & {"teams", "parallel", "distribute", "for", "loop", "simd"} and \
+    # (a region without worksharing launched as one thread, `teams num_teams(1) thread_limit(1)`,
+    # is as serial as a plain `target`)
+    serial = (not words & {"teams", "parallel", "distribute", "for", "loop", "simd"}
+              or (teams == 1 and threads == 1 and parallel_levels == 0)) and \
         (statement is None or _nested_worksharing_loop(statement) is None)
     assumptions.extend(assumed(NoteKind.PROGRAM_ARGUMENTS, note) for note in assumed_notes(arguments_read))
     # a worksharing loop whose trip count the source states (`n = 1` unless the program is given
