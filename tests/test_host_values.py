@@ -967,3 +967,27 @@ def test_a_method_defined_in_its_class_takes_the_arguments_of_its_call_on_an_obj
     (tmp_path / "main.cu").write_text(NOISE_MAIN)
     (report,) = [r for r in reports(inline, tmp_path / "noise.cu") if r.kernel.name == "noise"]
     assert trips(report) == {"i": 4} and report.facts.work_items == 1 << 20
+
+
+COUNTED_UP = """
+#include <cstdlib>
+__global__ void k(float *y, int m, int r) { for (int j = 0; j < m; j++) y[j * r + threadIdx.x] = 0.0f; }
+int main(int argc, char **argv) {
+  int n = atoi(argv[1]);
+  int m = n;
+  while (m % 64 != 0) m++;
+  int s = n / 16;
+  s -= (s % 256 == 0 ? 0 : s % 256);
+  int r = 16;
+  while (s * r < n) r++;
+  float *y;
+  k<<<1, 64>>>(y, m, r);
+}
+"""
+
+
+def test_a_loop_that_only_steps_a_variable_is_run_to_its_end():
+    # 100000 rounded up to a multiple of 64; r raised until s * r covers n (s = 6144)
+    assert launch_args(COUNTED_UP, "k", ("100000",))[1:] == [100032, 17]
+    # without the arguments the conditions do not fold: unknown, as before
+    assert launch_args(COUNTED_UP, "k", ())[1:] == [None, None]

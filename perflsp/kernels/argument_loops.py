@@ -110,6 +110,49 @@ def read_argument_loop(replay: Replay, control: Node, passing: object, done: obj
     return True
 
 
+_MAX_COUNTING_PASSES = 4096  # (a loop that rounds a size up or searches a small factor: its passes are few)
+_COUNTING_NODES = frozenset({"compound_statement", "expression_statement", "assignment_expression",
+                             "update_expression", "identifier", "number_literal", "binary_expression",
+                             "parenthesized_expression", "unary_expression", "field_expression", "field_identifier",
+                             "conditional_expression", "comment", "sizeof_expression", "type_descriptor",
+                             "primitive_type", "cast_expression"})
+
+
+def read_counting_loop(replay: Replay, control: Node, passing: object, done: object) -> bool:
+    """Run a loop of the host code whose body only steps plain variables (`while (n % 64 != 0)
+    n++;`, `while (s * r < n) r++;`) pass by pass while its condition folds, at most a few
+    thousand passes: what it leaves is then known instead of set an unknown number of times.
+    Returns whether it was such a loop and was run so (`passing` its status meanwhile, `done`
+    after); nothing changes otherwise."""
+    ctx = replay.ctx
+    condition = control.child_by_field_name("condition")
+    body = control.child_by_field_name("body")
+    if control.type not in ("for_statement", "while_statement") or condition is None or body is None \
+            or control.start_byte in replay.path or not _steps_variables_only(body):
+        return False
+    loop = _ArgumentLoop(replay, control, body, [])
+    replay.status[control.start_byte] = passing
+    if not loop.run(ctx.text(condition), limit=_MAX_COUNTING_PASSES):
+        return loop.restore()
+    replay.status[control.start_byte] = done
+    return True
+
+
+def _steps_variables_only(body: Node) -> bool:
+    """Whether a loop body only assigns or steps plain variables with calls-free arithmetic."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if node.type not in _COUNTING_NODES:
+            return False
+        if node.type in ("assignment_expression", "update_expression"):
+            target = node.child_by_field_name("left" if node.type == "assignment_expression" else "argument")
+            if target is None or target.type != "identifier":
+                return False
+        stack.extend(node.named_children)
+    return True
+
+
 class _ArgumentLoop:
     def __init__(self, replay: Replay, control: Node, body: Node, jumps: list[tuple[Node, bool]]):
         self.replay = replay
@@ -128,10 +171,10 @@ class _ArgumentLoop:
         self.saved = (dict(env.constants), dict(env.unknown), set(env.assumed), dict(replay.status))
         self.left: list[bool] = []  # (the jump that ended this pass: True for `break`)
 
-    def run(self, condition: str) -> bool:
+    def run(self, condition: str, limit: int = _MAX_PASSES) -> bool:
         """All passes; False where one cannot be followed."""
         self._events(self.parts["initializer"], jumps=False)
-        for _ in range(_MAX_PASSES):
+        for _ in range(limit):
             with ReadsApart():
                 value, _ = try_evaluate(condition, self.replay.env)
             if not isinstance(value, (int, float)):

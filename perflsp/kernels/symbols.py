@@ -10,7 +10,7 @@ from typing import TypeVar, cast
 
 from tree_sitter import Node, QueryCursor
 
-from perflsp.kernels.argument_loops import read_argument_loop
+from perflsp.kernels.argument_loops import read_argument_loop, read_counting_loop
 from perflsp.kernels.command_options import getopt_call, parse_options
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, note_assumed_read, string_value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
@@ -885,6 +885,8 @@ def _control_entry(ctx: ExtractionContext, control: Node) -> Callable[[_Replay, 
                 and replay.read_options(control):
             return
         if not in_control and read_argument_loop(replay, control, _OPTIONS_PASS, _OPTIONS_READ):
+            return
+        if not in_control and read_counting_loop(replay, control, _OPTIONS_PASS, _OPTIONS_READ):
             return
         if not in_control:
             with ReadsApart() as reads:
