@@ -879,3 +879,20 @@ def test_a_call_returning_from_inside_a_loop_and_after_it_returns_no_known_value
     # caller's loop from -1 with no pass), so that loop's start is unknown
     ladder = next(loop for loop in k.facts.loops if loop.line == 10)
     assert (ladder.trip_count, ladder.origin) == (32, "assumed")
+
+
+def test_a_loop_counting_down_from_the_thread_s_index_runs_its_mean():
+    src = """
+__global__ void tri(float *a) {
+  int t = threadIdx.x;
+  float s = 0.0f;
+  for (int j = t; j > 0; j--) s += a[j];
+  for (int j = 0; j < t; j++) s += a[j];
+  a[t] = s;
+}
+int main() { float *a; tri<<<64, 256>>>(a); }
+"""
+    down, up = kernel(src, "tri").facts.loops
+    # thread t takes t passes either way: 127.5 on average over a block of 256 (from the start's
+    # constant part, 0, the countdown ran none)
+    assert down.trip_count == up.trip_count == 127.5

@@ -190,16 +190,13 @@ def trip_count(walker: Walker, var: str | None, start: Val | None, cond: Node | 
     inclusive = 1.0 if op in ("<=", ">=") else 0.0
     walker.trip_is_static = bool(bound.static and start is not None and start.static and step is not None and step.static)
     if step_kind == "add" and step is not None and step.value:
-        s = step.value
-        span = (bound_value - start_value + (inclusive if s > 0 else -inclusive))
-        if spread:
-            # threads start spread over one stride (grid-/block-stride loops), or passes of an
-            # enclosing loop over a range: on average span / stride iterations each, not the
-            # ceiling of it
-            trip = max(0.0, span / s) if (span > 0) == (s > 0) else 0.0
-        else:
-            trip = max(0.0, math.ceil(span / s)) if (span > 0) == (s > 0) else 0.0
-        origin = _counted_origin(walker, thread_start and step.lin.is_constant() and s >= 32, bound, bound_node, span)
+        if thread_start and step.value < 0 and start is not None:
+            # counting down from the thread's own index (`for (j = t; j > 0; j--)`): from its mean
+            start_value = _mean_start(walker, start, start_value, abs(step.value))
+        span = (bound_value - start_value + (inclusive if step.value > 0 else -inclusive))
+        trip = _stepped_trip(span, step.value, spread)
+        origin = _counted_origin(walker, thread_start and step.lin.is_constant() and step.value >= 32, bound,
+                                 bound_node, span)
         return trip, origin, f"{var} {op} {walker.text(bound_node)}", step
     if step_kind in ("mul", "div") and step is not None and step.value and step.value > 1:
         trip, launched = _geometric_trip(walker, var, start, start_value, bound_value, (step_kind, step.value), op,
@@ -288,6 +285,29 @@ def _unknown_bound(walker: Walker, var: str, bound: Val, bound_node: Node, stepp
         learn_size(walker, walker.text(bound_node).strip(), (0.0 if thread_start else start_value or 0.0)
                    + trip * step.value, loop=None if thread_start else var)
     return trip, origin
+
+
+def _stepped_trip(span: float, step: float, spread: bool) -> float:
+    """Passes of a counter stepping by `step` over `span`: where threads start spread over one
+    stride (grid-/block-stride loops), or passes of an enclosing loop over a range, on average
+    span / stride each, not the ceiling of it."""
+    if (span > 0) != (step > 0):
+        return 0.0
+    return max(0.0, span / step) if spread else max(0.0, math.ceil(span / step))
+
+
+def _mean_start(walker: Walker, start: Val, least: float, step: float) -> float:
+    """The mean of a start that varies with the thread's index, where its values spread over more
+    than one step (`j = threadIdx.x` counting down by 1: from 127.5 in a block of 256, not 0);
+    `least`, its constant part, where they do not or an extent is not known."""
+    low = high = start.lin.const
+    for atom, coeff in start.lin.coeffs:
+        extent = walker.cardinality.get(atom)
+        if coeff == UNKNOWN_COEFF or extent is None or not math.isfinite(extent):
+            return least
+        low += min(0.0, coeff * (max(extent, 1.0) - 1.0))
+        high += max(0.0, coeff * (max(extent, 1.0) - 1.0))
+    return (low + high) / 2.0 if start.lin.const_known and high - low > step else least
 
 
 def _down_from_unknown(walker: Walker, var: str, loop: Node) -> float:
