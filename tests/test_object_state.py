@@ -497,3 +497,14 @@ def test_a_cuda_vector_s_lanes_fold_on_the_host_and_in_the_kernel_it_is_passed_t
     assert report.facts.work_items == (100 * 100 + 255) // 256 * 256
     assert trips(report) == {"z": 200}
     assert unknown_trips(report) == []
+
+
+def test_a_dim3_passed_to_a_kernel_binds_by_lane():
+    src = VECTORS.replace("int3 dims, int cells)", "dim3 dims, int cells)").replace(
+        "int3 dims = {v, v, 2 * v};", "dim3 dims(v, v, 2 * v);")
+    assert "dim3 dims, int cells" in src and "dim3 dims(v" in src
+    report = only(src, ("100",))
+    assert trips(report) == {"z": 200}
+    # one load per pass of the threads within `cells` (`dims` was read as an accessor object:
+    # `dims.z` a global-memory load of its own)
+    assert report.facts.per_item.global_loads == pytest.approx(200 * 10000 / 10240)

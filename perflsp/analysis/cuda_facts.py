@@ -526,6 +526,9 @@ def _bind_struct_members(unit: AnalysisUnit, walker: KernelWalker, name: str, ty
     return True
 
 
+_DIM3 = CType("int", 12, 3)
+
+
 def _bind_vector_lanes(walker: KernelWalker, name: str, ctype: CType, fold: Callable[[str], Value | None]) -> bool:
     """A CUDA vector passed by value (`int3 dims`, set `{nx, ny, nz}` or `make_int3(...)` before
     the launch): `dims.x` is what its lane folds to there. False where no lane folds."""
@@ -605,6 +608,8 @@ def _bind_params(unit: AnalysisUnit, walker: KernelWalker, kernel: CudaFunction,
                 and re.fullmatch(r"[A-Za-z_]\w*", arg.text.strip()):
             start, passed = arg.span.start_byte, arg.text.strip()
             fold = partial(_fold_member, unit, start, passed)
+        if re.fullmatch(r"(?:const\s+)?dim3", param.type.strip()):
+            ctype = _DIM3  # (three unsigned lanes, as `uint3`)
         if ctype.kind == "struct" and _bind_struct_members(unit, walker, param.name, param.type, fold):
             continue
         if ctype.lanes > 1 and fold is not None and _bind_vector_lanes(walker, param.name, ctype, fold):
