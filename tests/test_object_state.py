@@ -414,9 +414,9 @@ def test_a_setter_in_a_loop_before_the_getter_leaves_it_unknown():
 SCANNED = """
 #include <fstream>
 #include <string>
-class Gather {
+class Series {
  public:
-  Gather(const std::string &path) : ns_(-1), traces_(0) {
+  Series(const std::string &path) : length_(-1), width_(0) {
     std::ifstream file(path);
     int most = -1;
     int count = 8;
@@ -424,13 +424,13 @@ class Gather {
       if (v > most) most = v;
     }
     count = count * 4;
-    ns_ = most;
-    traces_ = count;
+    length_ = most;
+    width_ = count;
   }
-  int ns() const { return ns_; }
-  int traces() const { return traces_; }
+  int length() const { return length_; }
+  int width() const { return width_; }
  private:
-  int ns_, traces_;
+  int length_, width_;
 };
 
 void reduce(float *out, const float *in, int ns, int traces) {
@@ -443,10 +443,10 @@ void reduce(float *out, const float *in, int ns, int traces) {
 }
 
 int main(int argc, char **argv) {
-  Gather g(argv[1]);
-  const int ns = g.ns();
+  Series g(argv[1]);
+  const int ns = g.length();
   float *in = new float[1 << 20], *out = new float[1 << 20];
-  reduce(out, in, ns, g.traces());
+  reduce(out, in, ns, g.width());
   return 0;
 }
 """
