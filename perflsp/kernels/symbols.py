@@ -577,6 +577,11 @@ def _function_events(ctx: ExtractionContext, function: Node) -> list[_Event]:
 
 
 _SCOPES = ("compound_statement", "for_statement", "for_range_loop")
+# the statements that can hold a block (a lambda's or a local class's body is not this function's)
+_STATEMENT_CONTAINERS = frozenset({"compound_statement", "for_statement", "for_range_loop", "while_statement",
+                                   "do_statement", "if_statement", "else_clause", "switch_statement",
+                                   "case_statement", "labeled_statement", "try_statement", "catch_clause",
+                                   "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"})
 
 
 def _scope_events(ctx: ExtractionContext, body: Node) -> list[_Event]:
@@ -589,8 +594,8 @@ def _scope_events(ctx: ExtractionContext, body: Node) -> list[_Event]:
     while stack:
         node = stack.pop()
         for child in node.named_children:
-            if child.type in _NESTED_DEFINITIONS:
-                continue
+            if child.type not in _STATEMENT_CONTAINERS:
+                continue  # (expressions and declarations hold no block: not descended)
             stack.append(child)
             if child.type not in _SCOPES:
                 continue
@@ -642,6 +647,8 @@ def _restore_bindings(names: set[str], saved: list[dict[str, tuple[object, objec
             return
         env = replay.env
         for name, (constant, unknown) in saved.pop().items():
+            if env.constants.get(name, _MISSING) == constant and env.unknown.get(name, _MISSING) == unknown:
+                continue  # (the block left it as it was)
             _freeze_dependents(env, name)  # (what the block's own variable set keeps its value)
             env.constants.pop(name, None)
             env.unknown.pop(name, None)
