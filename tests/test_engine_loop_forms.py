@@ -896,3 +896,23 @@ int main() { float *a; tri<<<64, 256>>>(a); }
     # thread t takes t passes either way: 127.5 on average over a block of 256 (from the start's
     # constant part, 0, the countdown ran none)
     assert down.trip_count == up.trip_count == 127.5
+
+
+def test_a_counter_after_its_loop_holds_its_exit_value_unless_the_loop_may_leave_early():
+    src = """
+__global__ void k(int *p, float *out) {
+  int t = threadIdx.x + blockIdx.x * blockDim.x;
+  int n;
+  for (n = 0; n < 4; n++) { if (p[t * 4 + n] < 0) break; }
+  float s = 0.0f;
+  for (int j = n; j > 0; j--) s += out[j];
+  int m;
+  for (m = 0; m < 6; m++) s += 1.0f;
+  for (int j = 0; j < m; j++) s += out[j + 8];
+  out[t] = s;
+}
+int main() { int *p; float *o; k<<<64, 256>>>(p, o); }
+"""
+    loops = {loop.line: loop for loop in kernel(src, "k").facts.loops}
+    assert (loops[10].trip_count, loops[10].origin) == (6, "constant")  # `m` is 6 after its loop
+    assert loops[7].origin == "assumed"  # `n` may be anything up to 4: not read as 4

@@ -711,13 +711,39 @@ def run_loop(walker: Walker, node: Node, var: str | None, start: Val | None, ste
     if var is not None:
         current = walker.lookup(var)
         if current is not None:
-            walker.assign(var, Val(current.ctype, None, Linear(const_known=False), current.root, current.space))
+            walker.assign(var, _exit_value(current, start, step, trip, origin, body))
     for name in inductions:
         # after the loop: the entry value moved by an unknown multiple of the step (the
         # thread indices it held still hold)
         before = entry[name]
         walker.assign(name, Val(before.ctype, None, Linear(coeffs=before.lin.coeffs, nonlinear=before.lin.nonlinear,
                                                            const_known=False), before.root, before.space))
+
+
+def _exit_value(current: Val, start: Val | None, step: Val | None, trip: float, origin: str, body: Node | None) -> Val:
+    """The counter after its loop: its first value plus the passes' steps where the loop's passes
+    are stated and whole, its start and step known, and nothing leaves it early (`for (m = 0; m <
+    6; m++)` leaves 6); else not known."""
+    if start is not None and start.value is not None and step is not None and step.value is not None \
+            and origin not in ("assumed", "data-dependent") and float(trip).is_integer() and not _leaves_early(body):
+        value = start.value + trip * step.value
+        return Val(current.ctype, value, Linear.constant(value), current.root, current.space)
+    return Val(current.ctype, None, Linear(const_known=False), current.root, current.space)
+
+
+def _leaves_early(body: Node | None) -> bool:
+    """Whether a loop body can leave the loop before its condition does: a `break` of its own
+    (not a nested loop's or `switch`'s), a `return` or a `goto`."""
+    stack = [(body, False)] if body is not None else []
+    while stack:
+        node, nested = stack.pop()
+        if node.type in ("return_statement", "goto_statement") or (node.type == "break_statement" and not nested):
+            return True
+        inner = nested or node.type in ("for_statement", "while_statement", "do_statement", "for_range_loop",
+                                        "switch_statement")
+        if node.type not in ("lambda_expression",):
+            stack.extend((child, inner) for child in node.named_children)
+    return False
 
 
 def step_expressions(body: Node | None, update: Node | None) -> list[Node]:
