@@ -112,6 +112,22 @@ class Linear:
         return not self.coeffs and not self.nonlinear
 
 
+def value_range(form: Linear, cardinality: dict[str, float]) -> tuple[float, float] | None:
+    """The least and the greatest value a form takes over its atoms' extents (`cardinality`);
+    None where its constant or a coefficient is not known, an atom enters it non-linearly, or an
+    atom's extent is not known or not finite."""
+    if form.nonlinear or not form.const_known:
+        return None
+    low = high = form.const
+    for atom, coeff in form.coeffs:
+        extent = cardinality.get(atom)
+        if coeff == UNKNOWN_COEFF or extent is None or not math.isfinite(extent):
+            return None
+        low += min(0.0, coeff * (max(extent, 1.0) - 1.0))
+        high += max(0.0, coeff * (max(extent, 1.0) - 1.0))
+    return low, high
+
+
 def distinct_values(form: Linear, cardinality: dict[str, float], accesses: float) -> float:
     """How many distinct values the form takes over all atoms' ranges (capped by `accesses`)."""
     if "data" in form.nonlinear:

@@ -13,7 +13,7 @@ from tree_sitter import Node
 from perflsp.analysis import costs
 from perflsp.analysis.ctype import BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, parse_type
 from perflsp.analysis.folding import LIBRARY_CONSTANTS, combine_linear, exact_float_scale, fold_binary, number_literal
-from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, tile_atom, tile_parts
+from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, tile_atom, tile_parts, value_range
 from perflsp.analysis.walk_accesses import record_store, repointed
 from perflsp.analysis.walk_branches import branch_weight
 from perflsp.analysis.walk_ranges import offset_origin, row_count, shifted_count
@@ -154,17 +154,10 @@ def _under_modulus(walker: Walker, op: str, left: Val, right: Val) -> Linear | N
     """`v % C` of an integer index whose every value over the launch and the loops lies in
     0..C-1 (`i % m` with `m = 2^63`, a random generator's modulus): `v` itself. None otherwise."""
     lin = left.lin
-    if op != "%" or right.value is None or right.value < 1 or not left.ctype.is_int or lin.nonlinear \
-            or not lin.coeffs or not lin.const_known:
+    if op != "%" or right.value is None or right.value < 1 or not left.ctype.is_int or not lin.coeffs:
         return None
-    low = high = lin.const
-    for atom, coeff in lin.coeffs:
-        extent = walker.cardinality.get(atom)
-        if coeff == UNKNOWN_COEFF or extent is None or not math.isfinite(extent):
-            return None
-        low += min(0.0, coeff * (max(extent, 1.0) - 1.0))
-        high += max(0.0, coeff * (max(extent, 1.0) - 1.0))
-    return lin if low >= 0.0 and high < right.value else None
+    spread = value_range(lin, walker.cardinality)
+    return lin if spread is not None and spread[0] >= 0.0 and spread[1] < right.value else None
 
 
 def tile_of(walker: Walker, op: str, left: Val, right: Val) -> Linear | None:

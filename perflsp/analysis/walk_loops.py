@@ -15,7 +15,7 @@ from perflsp.analysis.clamped_spans import clamped_span
 from perflsp.analysis.counter_forms import counter_form, geometric_passes, solved_bound, spread_geometric_passes
 from perflsp.analysis.ctype import INT
 from perflsp.analysis.folding import pow2
-from perflsp.analysis.linear import UNKNOWN_COEFF, Linear
+from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, value_range
 from perflsp.analysis.models import LoopFact
 from perflsp.analysis.notes import Note, NoteKind, NoteSource, assumed
 from perflsp.analysis.walk_branches import learn_size
@@ -300,14 +300,10 @@ def _mean_start(walker: Walker, start: Val, least: float, step: float) -> float:
     """The mean of a start that varies with the thread's index, where its values spread over more
     than one step (`j = threadIdx.x` counting down by 1: from 127.5 in a block of 256, not 0);
     `least`, its constant part, where they do not or an extent is not known."""
-    low = high = start.lin.const
-    for atom, coeff in start.lin.coeffs:
-        extent = walker.cardinality.get(atom)
-        if coeff == UNKNOWN_COEFF or extent is None or not math.isfinite(extent):
-            return least
-        low += min(0.0, coeff * (max(extent, 1.0) - 1.0))
-        high += max(0.0, coeff * (max(extent, 1.0) - 1.0))
-    return (low + high) / 2.0 if start.lin.const_known and high - low > step else least
+    spread = value_range(start.lin, walker.cardinality)
+    if spread is None or spread[1] - spread[0] <= step:
+        return least
+    return (spread[0] + spread[1]) / 2.0
 
 
 def _down_from_unknown(walker: Walker, var: str, loop: Node) -> float:
@@ -505,15 +501,10 @@ def _spread_geometric_trip(walker: Walker, var: str, start: Val, bound: float, f
     skip-ahead): its passes averaged over the values the launch and the loops give the start,
     not those of its constant part (0: no pass at all). None where an index's coefficient or
     extent is not known."""
-    low = high = start.lin.const if start.lin.const_known else 0.0
-    if start.lin.nonlinear:
+    spread = value_range(start.lin, walker.cardinality)
+    if spread is None:
         return None
-    for atom, coeff in start.lin.coeffs:
-        card = walker.cardinality.get(atom)
-        if coeff == UNKNOWN_COEFF or card is None or not math.isfinite(card):
-            return None
-        low += min(0.0, coeff * (max(card, 1.0) - 1.0))
-        high += max(0.0, coeff * (max(card, 1.0) - 1.0))
+    low, high = spread
     passes = spread_geometric_passes(low, high, bound, factor, kind, op)
     if passes is None:
         return None

@@ -1,7 +1,9 @@
 """Option loops over the program's arguments: `for (int i = 1; i < argc; i++) { if
 (strcmp(argv[i], "-n") == 0) n = atoi(argv[++i]); ... }` (or `while (i < argc) { ...; i += 2; }`)
 run once per argument when the arguments are known, each pass with the loop variable's value, so that the option a pass
-compares `argv[i]` with picks the branch that runs and what it sets keeps its value."""
+compares `argv[i]` with picks the branch that runs and what it sets keeps its value. Loops that
+only step plain variables (`while (m % 64 != 0) m++;`) are run the same way, pass by pass
+(`read_counting_loop`)."""
 
 from __future__ import annotations
 

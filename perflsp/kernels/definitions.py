@@ -149,3 +149,44 @@ def declarations_before(body: Node, before: int) -> Iterator[Node]:
         if node.type == "declaration":
             yield node
         stack.extend(reversed(node.named_children))
+
+
+def written_names(data: bytes, node: Node) -> set[str]:
+    """The names `node` may write, spaces removed (`p.n`, `*p` as written): assigned, stepped or
+    declared (`n = ...`, `n += ...`, `n++`, `int n = ...`), handed on by address (`read(&n)`,
+    `&(p->n)`), or read into from a stream (`file >> n;`, a statement of `>>` only)."""
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        target = None
+        if current.type == "assignment_expression":
+            target = current.child_by_field_name("left")
+        elif current.type == "update_expression":
+            target = current.child_by_field_name("argument")
+        elif current.type == "init_declarator":
+            target = current.child_by_field_name("declarator")
+        elif current.type == "pointer_expression" and _operator(data, current) == "&":
+            target = current.child_by_field_name("argument")
+            if target is not None and target.type == "parenthesized_expression" and target.named_children:
+                target = target.named_children[0]
+        elif current.type == "binary_expression" and _operator(data, current) == ">>" and _extraction(data, current):
+            target = current.child_by_field_name("right")
+        if target is not None and target.type in ("identifier", "field_expression", "pointer_expression"):
+            names.add(re.sub(r"\s+", "", data[target.start_byte:target.end_byte].decode("utf-8", errors="replace")))
+        stack.extend(current.named_children)
+    return names
+
+
+def _operator(data: bytes, node: Node) -> str:
+    operator = node.child_by_field_name("operator")
+    return data[operator.start_byte:operator.end_byte].decode() if operator is not None else ""
+
+
+def _extraction(data: bytes, node: Node) -> bool:
+    """A `>>` chain that is a statement of its own (`file >> a >> b;`), not a shift inside an
+    expression (`x = y >> s`)."""
+    parent = node.parent
+    while parent is not None and parent.type == "binary_expression" and _operator(data, parent) == ">>":
+        parent = parent.parent
+    return parent is not None and parent.type == "expression_statement"

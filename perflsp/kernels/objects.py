@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, try_evaluate
-from perflsp.kernels.definitions import function_declarator
+from perflsp.kernels.definitions import function_declarator, written_names
 
 if TYPE_CHECKING:
     from perflsp.kernels.program import ProgramModel
@@ -230,27 +230,6 @@ def _assigned_members(data: bytes, node: Node, members: dict[str, str | None],
     return found
 
 
-def _written_names(data: bytes, node: Node) -> set[str]:
-    """Plain names `node` may write: assigned or stepped (`n = ...`, `n += ...`, `n++`), handed
-    on by address (`read(&n)`), or read into from a stream (`file >> n`)."""
-    found: set[str] = set()
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        target = None
-        if current.type == "assignment_expression":
-            target = current.child_by_field_name("left")
-        elif current.type == "update_expression" or (current.type == "pointer_expression"
-                                                      and _text(data, current).startswith("&")):
-            target = current.child_by_field_name("argument")
-        elif current.type == "binary_expression" and _text(data, current.child_by_field_name("operator")) == ">>":
-            target = current.child_by_field_name("right")
-        if target is not None and target.type == "identifier":
-            found.add(_text(data, target))
-        stack.extend(current.named_children)
-    return found
-
-
 @dataclass
 class ObjectState:
     """Members' folded values, those unknown (and why), and those resting on assumed program arguments."""
@@ -356,7 +335,7 @@ class _Runner:
                 continue
             # anything else (a loop, a branch, a call not followed): what it may set is unknown,
             # the constructor's own locals too (`for (...) if (v > most) most = v;`)
-            for name in _written_names(data, statement):
+            for name in written_names(data, statement):
                 local.pop(name, None)
             state.forget(_assigned_members(data, statement, self.index.members, self.index.references()),
                          f"is set inside a loop or branch of {where}")
@@ -406,7 +385,7 @@ class _Runner:
             state.put(member, value, f"is set to `{right}` by {where}", assumed)
             return True
         if expression.type == "call_expression":
-            for written in _written_names(data, expression):  # (`fscanf(f, "%d", &n);`)
+            for written in written_names(data, expression):  # (`fscanf(f, "%d", &n);`)
                 local.pop(written, None)
             function = expression.child_by_field_name("function")
             if function is not None and function.type == "field_expression" \
@@ -427,7 +406,7 @@ class _Runner:
             return True
         if expression.type not in _UPDATES and not _assigned_members(data, expression, self.index.members,
                                                                       self.index.references()):
-            for name in _written_names(data, expression):  # (`file >> n;`, `n++;`, `read(&n);`)
+            for name in written_names(data, expression):  # (`file >> n;`, `n++;`, `read(&n);`)
                 local.pop(name, None)
             return True
         return False

@@ -14,7 +14,7 @@ from perflsp.kernels.argument_loops import read_argument_loop, read_counting_loo
 from perflsp.kernels.command_options import getopt_call, parse_options
 from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, note_assumed_read, string_value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
-from perflsp.kernels.definitions import declarations_before, non_const_reference, parameter_declarations
+from perflsp.kernels.definitions import declarations_before, non_const_reference, parameter_declarations, written_names
 from perflsp.kernels.fields import bind_field, forget_fields
 from perflsp.kernels.helper_runs import HelperCalls, assigned_condition
 from perflsp.kernels.out_parameters import DEREFERENCED, ends_function, file_definitions, out_parameter_value, returned
@@ -911,30 +911,9 @@ def _control_exit(ctx: ExtractionContext, control: Node) -> Callable[[_Replay, b
 
     def leave(replay: _Replay, in_control: bool) -> None:
         if control.start_byte in replay.assumed_controls:
-            replay.env.assumed.update(_written_names(ctx, control))
+            replay.env.assumed.update(written_names(ctx.data, control))
 
     return leave
-
-
-def _written_names(ctx: ExtractionContext, node: Node) -> set[str]:
-    names: set[str] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        target = None
-        if n.type == "assignment_expression":
-            target = n.child_by_field_name("left")
-        elif n.type == "update_expression":
-            target = n.child_by_field_name("argument")
-        elif n.type == "init_declarator":
-            target = n.child_by_field_name("declarator")
-        elif n.type == "pointer_expression" and ctx.text(n.child_by_field_name("operator")) == "&":
-            target = n.child_by_field_name("argument")  # (`&(p->n)`: handed to a function that may set it)
-            target = target.named_children[0] if target is not None and target.type == "parenthesized_expression" else target
-        if target is not None and target.type in ("identifier", "field_expression", "pointer_expression"):  # (`p.n`, `*p`)
-            names.add(re.sub(r"\s+", "", ctx.text(target)))
-        stack.extend(n.named_children)
-    return names
 
 
 def _fold_condition(ctx: ExtractionContext, control: Node, env: ConstEnv) -> object:
