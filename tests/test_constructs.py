@@ -346,6 +346,44 @@ __global__ void lanes(float *out, const float *in) {
     assert loop.trip_count == 32 and loop.origin == "constant"
 
 
+def test_a_header_s_enumerators_are_constants_in_the_branch_the_macros_take(tmp_path):
+    from perflsp.analysis.report import CheckSettings
+    from perflsp.checking import check_file
+
+    # enumerators of a header (one chosen by `#ifdef`, one numbered after the one before it),
+    # seen by a kernel file its includer reads after that header
+    (tmp_path / "sizes.h").write_text("""#pragma once
+#ifdef UNKNOWNS_VALUE
+enum{ UNKNOWNS = UNKNOWNS_VALUE };
+#else
+enum{ UNKNOWNS = 4 }; /* default */
+#endif
+typedef enum Axis { AXIS_X, AXIS_Y, AXIS_Z, AXES /* count */ } Axis;
+enum class Mode { FAST = 64 };
+""")
+    (tmp_path / "kernels.cu").write_text("""
+__global__ void sweep(float *out, const float *in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float s = 0.f;
+  for (int u = 0; u < UNKNOWNS; ++u) s += in[i * UNKNOWNS + u];
+  for (int a = 0; a < AXES; ++a) s += in[i * AXES + a];
+  for (int m = 0; m < FAST; ++m) s += in[i + m];
+  out[i] = s;
+}
+""")
+    (tmp_path / "main.cu").write_text('#include "sizes.h"\n#include "kernels.cu"\n'
+                                      "int main() { float *a, *b; sweep<<<4096, 256>>>(a, b); }\n")
+    (sweep,) = check_file(tmp_path / "kernels.cu", [H100], CheckSettings(), IncludeResolver()).kernels
+    unknowns, axes, scoped = sweep.facts.loops
+    assert (unknowns.trip_count, unknowns.origin) == (4, "constant")
+    assert (axes.trip_count, axes.origin) == (3, "constant")
+    # a scoped enumerator is `Mode::FAST`, not `FAST`: the bare name stays unknown
+    assert scoped.origin == "assumed"
+    (defined,) = check_file(tmp_path / "kernels.cu", [H100], CheckSettings(),
+                            IncludeResolver(defines={"UNKNOWNS_VALUE": "8"})).kernels
+    assert defined.facts.loops[0].trip_count == 8
+
+
 def test_a_header_calls_the_functions_of_headers_its_includer_reads_before_it(tmp_path):
     from perflsp.analysis.report import CheckSettings
     from perflsp.checking import check_file

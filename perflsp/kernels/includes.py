@@ -42,6 +42,10 @@ _CONSTANT = re.compile(
 _INCLUDE_NAME = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"((?:[^"\n]*/)?([^"/\n]+))"', re.MULTILINE)
 _TYPEDEF = re.compile(rb"^[ \t]*typedef[ \t]+([A-Za-z_][\w: \t<>,*]*?)[ \t*]*\b([A-Za-z_]\w*)[ \t]*;", re.MULTILINE)
 _USING = re.compile(rb"^[ \t]*using[ \t]+([A-Za-z_]\w*)[ \t]*=[ \t]*([^;\n]+);", re.MULTILINE)
+# an unscoped enumeration's body (`enum { NU = 4 };`, `typedef enum Dir { UP, DOWN } Dir;`); an
+# `enum class` names its enumerators through its own scope and is left out
+_ENUM = re.compile(rb"\benum(?![ \t\n]+(?:class|struct)\b)[ \t\n]*(?:[A-Za-z_]\w*[ \t\n]*)?(?::[^{;]*)?\{([^{}]*)\}")
+_ENUMERATOR = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:=\s*(.+?))?\s*$", re.DOTALL)
 _DEFINE_HEAD = re.compile(r"([A-Za-z_]\w*)(\(([^)]*)\))?\s*(.*)", re.DOTALL)
 _DEFINED = re.compile(r"\bdefined\s*(\(\s*([A-Za-z_]\w*)\s*\)|([A-Za-z_]\w*))")
 _COMMENTS = re.compile(r"//.*|/\*.*?\*/", re.DOTALL)
@@ -145,7 +149,25 @@ def scan_constants(data: bytes, env: ConstEnv) -> set[str]:
         env.type_aliases.setdefault(note(m.group(2).decode("utf-8", "replace")), m.group(1).decode("utf-8", "replace").strip())
     for m in _USING.finditer(data):
         env.type_aliases.setdefault(note(m.group(1).decode("utf-8", "replace")), m.group(2).decode("utf-8", "replace").strip())
+    for m in _ENUM.finditer(data):
+        for name, value in enumerators(m.group(1).decode("utf-8", "replace")):
+            env.constants.setdefault(note(name), value)
     return twice
+
+
+def enumerators(body: str) -> list[tuple[str, str]]:
+    """(name, value text) of each enumerator of an enumeration's body: one without a value is the
+    one before it plus 1, the first 0 (as the compiler numbers them)."""
+    found: list[tuple[str, str]] = []
+    previous: str | None = None
+    for item in _COMMENTS.sub(" ", body).split(","):
+        m = _ENUMERATOR.match(item)
+        if m is None:
+            continue
+        name = m.group(1)
+        found.append((name, m.group(2) if m.group(2) else (f"({previous}) + 1" if previous else "0")))
+        previous = name
+    return found
 
 
 def _active_definitions(data: bytes, macros: ConstEnv, names: set[str]) -> ConstEnv:
