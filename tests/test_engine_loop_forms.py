@@ -916,3 +916,24 @@ int main() { int *p; float *o; k<<<64, 256>>>(p, o); }
     loops = {loop.line: loop for loop in kernel(src, "k").facts.loops}
     assert (loops[10].trip_count, loops[10].origin) == (6, "constant")  # `m` is 6 after its loop
     assert loops[7].origin == "assumed"  # `n` may be anything up to 4: not read as 4
+
+
+def test_a_loop_declaring_two_names_counts_with_the_one_its_update_steps():
+    # `idx` (declared first) moves in the body; `i`, stepped by the update, bounds the passes
+    src = """
+template <int N>
+__global__ void rows(float *out, const float *in, int n) {
+  float s = 0.f;
+  for (int idx = threadIdx.x, i = 0; idx < n && i < N; ++i) {
+    s += in[blockIdx.x * n + idx];
+    idx += blockDim.x;
+  }
+  for (int p = 0, q = threadIdx.x; p < 6 && q < n; ++p, q += 2) s += in[q];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+void run(float *out, const float *in, int n) { rows<4><<<4096, 256>>>(out, in, n); }
+"""
+    stepped, both = kernel(src, "rows").facts.loops
+    assert (stepped.variable, stepped.trip_count, stepped.origin) == ("i", 4, "constant")
+    # (the first declared is kept where the update steps it too)
+    assert (both.variable, both.trip_count) == ("p", 6)

@@ -43,6 +43,8 @@ def walk_for(walker: Walker, node: Node) -> None:
             named, value = condition_variable(walker, cond)
             if named is not None or var is None:
                 var, start = named, value
+        elif (stepped := _stepped_counter(walker, init, update, cond, var)) is not None:
+            var, start = stepped, walker.lookup(stepped)
         trip, origin, note, step_val = trip_count(walker, var, start, cond, update, node)
         pragma = node.prev_named_sibling
         asked = pragma is not None and pragma.type == "preproc_call" and "unroll" in walker.text(pragma)
@@ -53,6 +55,25 @@ def walk_for(walker: Walker, node: Node) -> None:
                  else 1, static_trip=walker.trip_is_static)
     finally:
         walker.scopes.pop()
+
+
+def _stepped_counter(walker: Walker, init: Node | None, update: Node | None, cond: Node | None,
+                     var: str) -> str | None:
+    """`for (int idx = t, i = 0; idx < n && i < N; ++i)`: of the names the loop declares, the
+    counter is the one its update steps and its condition compares (the first declared, `idx`,
+    moves in the body or not at all); None where the first declared is stepped or none other is."""
+    if init is None or init.type != "declaration" or update is None or cond is None:
+        return None
+    stepped = {walker.text(target) for expression in step_expressions(None, update)
+               if (target := _step_target(expression)) is not None}
+    if var in stepped:
+        return None
+    compared = set(IDENT.findall(walker.text(cond)))
+    for declarator in init.children_by_field_name("declarator"):
+        name = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" else None
+        if name is not None and walker.text(name) in stepped and walker.text(name) in compared:
+            return walker.text(name)
+    return None
 
 
 def _note_geometric(walker: Walker, trip: float) -> None:
@@ -759,11 +780,17 @@ def step_expressions(body: Node | None, update: Node | None) -> list[Node]:
 def stepped_names(walker: Walker, body: Node | None, var: str | None, update: Node | None = None) -> list[str]:
     names = []
     for expression in step_expressions(body, update):
-        target = expression.child_by_field_name("left") if expression.type == "assignment_expression" \
-            else expression.child_by_field_name("argument") if expression.type == "update_expression" else None
-        if target is not None and target.type == "identifier" and walker.text(target) != var:
+        target = _step_target(expression)
+        if target is not None and walker.text(target) != var:
             names.append(walker.text(target))
     return names
+
+
+def _step_target(expression: Node) -> Node | None:
+    """The variable an assignment or `++`/`--` expression steps, when it is a plain name."""
+    target = expression.child_by_field_name("left") if expression.type == "assignment_expression" \
+        else expression.child_by_field_name("argument") if expression.type == "update_expression" else None
+    return target if target is not None and target.type == "identifier" else None
 
 
 def induction_variables(walker: Walker, body: Node | None, var: str | None, atom: str, update: Node | None = None,
