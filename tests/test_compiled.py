@@ -600,6 +600,30 @@ def test_an_openmp_region_counts_its_loop_body_per_iteration(tmp_path, compiler)
     assert facts.per_item.fp64 == 0.0
 
 
+@needs_omp
+def test_a_serial_target_region_counts_one_thread_whatever_threads_its_launch_has(tmp_path, compiler):
+    # clang runs a plain `target` region in its team's main thread; the launch's other threads
+    # (128 of them, as the profiler saw it launched) wait in the runtime's state machine
+    source = tmp_path / "total.cpp"
+    source.write_text(textwrap.dedent("""\
+        void total(float *e, int n) {
+          #pragma omp target map(tofrom: e[0:n])
+          for (int i = 1; i < n; i++) e[0] += e[i];
+        }
+        int main() { float e[16000]; total(e, 16000); }
+        """))
+    prepared = read_program(source, source.read_bytes(), ReadContext(IncludeResolver()), AnalysisOptions())
+    compiled = compiler.compiled(source, ["sm_86"])
+    alone, launched = (
+        FileAnalysis.of(prepared, dataclasses.replace(prepared.options, compiled=compiled, launch_override=shape))
+        .reports([RTX3080])[0].facts
+        for shape in (None, ((1, 1, 1), (128, 1, 1))))
+    assert "operations counted in the compiled code" in texts(launched.evidence)[0]
+    assert launched.work_items == alone.work_items == 1.0
+    # (at least the loop's 15,999 additions, in one thread: not 128 times them)
+    assert 15999 <= launched.total.fp32 == alone.total.fp32 < 15999 * 16
+
+
 BYTE_FILL = """\
 #include <cstdlib>
 int main(int argc, char **argv) {

@@ -150,9 +150,18 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     # reduction's tail, loop-invariant code) is spread over the iterations it takes
     launched, items_note = _launched(region, words, teams, threads, work_items, items_note,
                                      runtime=override is None and parallel_levels > 0 and not shape_assumed)
+    # (a region without worksharing launched as one thread, `teams num_teams(1) thread_limit(1)`,
+    # is as serial as a plain `target`)
+    serial = (not words & {"teams", "parallel", "distribute", "for", "loop", "simd"}
+              or (teams == 1 and threads == 1 and parallel_levels == 0)) and \
+        (statement is None or _nested_worksharing_loop(statement) is None)
+    # a serial region runs in its team's main thread alone (the launch's other threads wait in
+    # the runtime's state machine), whatever threads the launch has: its compiled code's counts
+    # are that one thread's
     per_item, compiled_note = operations(
         result.counts, cost.int_per_omp_iteration, cost, compiled, compiled_fn, profile, result.notes,
-        threads=launched, work_items=max(work_items, 1.0), parallel_trips=max(work_items, 1.0) / launched,
+        threads=1.0 if serial and work_items <= 1.0 else launched, work_items=max(work_items, 1.0),
+        parallel_trips=max(work_items, 1.0) / launched,
         shift=(unit.kernels.path, shift) if shift and unit.kernels.path else None, edited_since=edited_since,
         missing=f"offload entry for line {region.span.start.line + 1}",
         continuation_lines=region.span.end.line - region.span.start.line)
@@ -160,11 +169,6 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
         parallel_levels = nested[1]  # (the loops of a worksharing directive inside a `target` block)
     fast_atom = f"o{max(parallel_levels, 1) - 1}"
     sizes_assumed = any(a.kind == NoteKind.PROBLEM_SIZE_UNKNOWN for a in assumptions)
-    # (a region without worksharing launched as one thread, `teams num_teams(1) thread_limit(1)`,
-    # is as serial as a plain `target`)
-    serial = (not words & {"teams", "parallel", "distribute", "for", "loop", "simd"}
-              or (teams == 1 and threads == 1 and parallel_levels == 0)) and \
-        (statement is None or _nested_worksharing_loop(statement) is None)
     assumptions.extend(assumed(NoteKind.PROGRAM_ARGUMENTS, note) for note in assumed_notes(arguments_read))
     # a worksharing loop whose trip count the source states (`n = 1` unless the program is given
     # arguments): one iteration is what the program does then, not a loop not found
