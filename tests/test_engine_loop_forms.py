@@ -937,3 +937,23 @@ void run(float *out, const float *in, int n) { rows<4><<<4096, 256>>>(out, in, n
     assert (stepped.variable, stepped.trip_count, stepped.origin) == ("i", 4, "constant")
     # (the first declared is kept where the update steps it too)
     assert (both.variable, both.trip_count) == ("p", 6)
+
+
+def test_a_counter_stepped_inside_the_update_s_assignment_counts_its_passes():
+    # a polygon's edges: `k = j++` keeps the previous vertex as the counter steps
+    src = """
+#define CORNERS 600
+__global__ void inside(const float2 *pt, const float2 *v, int *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float2 p = pt[i];
+  int c = 0;
+  int k = CORNERS - 1;
+  for (int j = 0; j < CORNERS; k = j++)
+    if ((v[j].y > p.y) != (v[k].y > p.y) && p.x < v[k].x - v[j].x) c = !c;
+  out[i] = c;
+}
+void run(const float2 *pt, const float2 *v, int *out) { inside<<<4096, 256>>>(pt, v, out, 1 << 20); }
+"""
+    loop = only_loop(kernel(src, "inside"))
+    assert (loop.variable, loop.trip_count, loop.origin) == ("j", 600, "constant")

@@ -636,7 +636,10 @@ def loop_step(walker: Walker, var: str, update: Node | None) -> tuple[str | None
     if update.type == "assignment_expression":
         left = update.child_by_field_name("left")
         if walker.text(left) != var:
-            return None, None
+            # `k = j++` (a polygon's edges: the previous vertex kept as the counter steps)
+            stepped = update.child_by_field_name("right")
+            return loop_step(walker, var, stepped) if stepped is not None \
+                and stepped.type in ("update_expression", "assignment_expression") else (None, None)
         op = walker.text(update.child_by_field_name("operator"))
         right = update.child_by_field_name("right")
         val = walker.eval(right)
