@@ -113,7 +113,7 @@ def _on_gpu_traffic(facts: KernelFacts, gpu: Gpu, threads: int | None, registers
     frames its SMs cannot hold, then the traffic of the GPU's other clients over the kernel's run
     time (which the bytes before it set)."""
     held = with_held_writes(on_gpu(facts, gpu, threads, registers, shared), gpu, cost)
-    return with_other_traffic(with_local_traffic(held, gpu, threads, registers, shared), gpu)
+    return with_other_traffic(with_local_traffic(held, gpu, threads, registers, shared), gpu, threads)
 
 
 def _kernel_facts(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, launches: list[LaunchSite],
