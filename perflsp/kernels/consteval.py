@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -805,3 +805,15 @@ class _Parser:
         if size is None:
             raise NotConstant(f"sizeof({named}) is not known here")
         return size
+
+
+def numbered_enumerators(items: Iterable[tuple[str, str | None]]) -> list[tuple[str, str]]:
+    """(name, value text) of an enumeration's enumerators, given (name, value text or None): one
+    without a value is the one before it plus 1, the first 0, as the compiler numbers them."""
+    found: list[tuple[str, str]] = []
+    previous: str | None = None
+    for name, value in items:
+        found.append((name, value if value else (f"({previous}) + 1" if previous else "0")))
+        previous = name
+    return found
+

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from perflsp.kernels.consteval import ConstEnv, Value, try_evaluate
+from perflsp.kernels.consteval import ConstEnv, Value, numbered_enumerators, try_evaluate
 from perflsp.kernels.project_headers import HEADER_SUFFIXES, HeaderIndex, search_root
 from perflsp.kernels.return_forms import scan_pure_functions
 from perflsp.source.files import is_transient_copy
@@ -156,18 +156,9 @@ def scan_constants(data: bytes, env: ConstEnv) -> set[str]:
 
 
 def enumerators(body: str) -> list[tuple[str, str]]:
-    """(name, value text) of each enumerator of an enumeration's body: one without a value is the
-    one before it plus 1, the first 0 (as the compiler numbers them)."""
-    found: list[tuple[str, str]] = []
-    previous: str | None = None
-    for item in _COMMENTS.sub(" ", body).split(","):
-        m = _ENUMERATOR.match(item)
-        if m is None:
-            continue
-        name = m.group(1)
-        found.append((name, m.group(2) if m.group(2) else (f"({previous}) + 1" if previous else "0")))
-        previous = name
-    return found
+    """(name, value text) of each enumerator of an enumeration's body (`numbered_enumerators`)."""
+    matches = (_ENUMERATOR.match(item) for item in _COMMENTS.sub(" ", body).split(","))
+    return numbered_enumerators((m.group(1), m.group(2)) for m in matches if m is not None)
 
 
 def _active_definitions(data: bytes, macros: ConstEnv, names: set[str]) -> ConstEnv:

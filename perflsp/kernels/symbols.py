@@ -12,7 +12,7 @@ from tree_sitter import Node, QueryCursor
 
 from perflsp.kernels.argument_loops import read_argument_loop, read_counting_loop
 from perflsp.kernels.command_options import getopt_call, parse_options
-from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, note_assumed_read, string_value, try_evaluate
+from perflsp.kernels.consteval import ConstEnv, ReadsApart, Value, note_assumed_read, numbered_enumerators, string_value, try_evaluate
 from perflsp.kernels.context import ExtractionContext
 from perflsp.kernels.definitions import declarations_before, non_const_reference, parameter_declarations, written_names
 from perflsp.kernels.fields import bind_field, forget_fields
@@ -235,17 +235,14 @@ def _bind_enum(ctx: ExtractionContext, enum: Node, env: ConstEnv) -> None:
     body = enum.child_by_field_name("body")
     if body is None:
         return
-    previous: str | None = None
+    items: list[tuple[str, str | None]] = []
     for item in body.named_children:
-        if item.type != "enumerator":
-            continue
-        name = item.child_by_field_name("name")
-        value = item.child_by_field_name("value")
-        if name is None:
-            continue
-        text = ctx.text(value) if value is not None else (f"({previous}) + 1" if previous else "0")
-        env.constants.setdefault(ctx.text(name), text)
-        previous = ctx.text(name)
+        name = item.child_by_field_name("name") if item.type == "enumerator" else None
+        if name is not None:
+            value = item.child_by_field_name("value")
+            items.append((ctx.text(name), ctx.text(value) if value is not None else None))
+    for constant, text in numbered_enumerators(items):
+        env.constants.setdefault(constant, text)
 
 
 def _bind_declaration(ctx: ExtractionContext, decl: Node, env: ConstEnv, override: bool = False) -> list[str]:
