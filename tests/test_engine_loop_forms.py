@@ -957,3 +957,26 @@ void run(const float2 *pt, const float2 *v, int *out) { inside<<<4096, 256>>>(pt
 """
     loop = only_loop(kernel(src, "inside"))
     assert (loop.variable, loop.trip_count, loop.origin) == ("j", 600, "constant")
+
+
+def test_a_loop_up_to_the_least_of_a_constant_and_an_unknown_runs_no_more_than_the_constant():
+    # `Horizon` (a filter's causal initialisation) is at most 12 whatever the data length; a
+    # `max` of the same has no such bound
+    src = """
+#define LEAST(a, b) ((a) < (b) ? (a) : (b))
+__global__ void horizon(float *x, unsigned length, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned Horizon = 12 < length ? 12 : length;
+  float s = 0.f;
+  for (unsigned h = 0; h < Horizon; h++) s += x[i + h];
+  const int m = min(n, 7);
+  for (int j = 0; j < m; j++) s += x[i + j];
+  for (int j = 0; j < LEAST(n, 5); j += 2) s += x[i + j];
+  for (int j = 0; j < max(n, 7); j++) s += x[i + j];
+  x[i] = s;
+}
+void run(float *x, unsigned length, int n) { horizon<<<4096, 256>>>(x, length, n); }
+"""
+    facts = kernel(src, "horizon").facts
+    assert [loop.trip_count for loop in facts.loops] == [12, 7, 3, 32]
+    assert any("at most 12" in a.text for a in facts.assumptions)

@@ -288,7 +288,10 @@ def builtin_call(walker: Walker, simple: str, args: list[Val]) -> Val | None:
             return Val(ctype, folded, Linear.constant(folded))
         if ctype.is_int:
             walker.count_int(1.0)
-        return Val(ctype, None, Linear(const_known=False, nonlinear=atoms_of(args)))
+        bounds = [a.value if a.value is not None else a.most for a in args]
+        least = min(b for b in bounds if b is not None) if "min" in simple and any(b is not None for b in bounds) \
+            else None
+        return Val(ctype, None, Linear(const_known=False, nonlinear=atoms_of(args)), most=least)
     if simple in _VECTOR_CONSTRUCTORS:
         return Val(parse_type(simple.replace("make_", ""), walker.aliases))
     if simple in _CONVERSIONS:

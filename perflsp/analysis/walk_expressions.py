@@ -417,7 +417,34 @@ def eval_conditional(walker: Walker, node: Node) -> Val:
     walker.count_int(1.0)  # select
     ctype = common_type(a.ctype, b.ctype)
     return Val(ctype, None, Linear(const_known=False, nonlinear=a.lin.atoms | b.lin.atoms | cond.lin.atoms),
-               a.root or b.root, a.space or b.space)
+               a.root or b.root, a.space or b.space, most=_least_of(walker, node, a, b))
+
+
+def _least_of(walker: Walker, node: Node, a: Val, b: Val) -> float | None:
+    """The most `c < x ? c : x` (the least of its two arms, as `MIN` macros expand) can be: the
+    bound of the arm that has one (its value, or its own most); None for any other selection."""
+    cond = node.child_by_field_name("condition")
+    while cond is not None and cond.type == "parenthesized_expression" and cond.named_child_count == 1:
+        cond = cond.named_children[0]
+    if cond is None or cond.type != "binary_expression":
+        return None
+    op = walker.text(cond.child_by_field_name("operator"))
+    sides = [_bare(walker, cond.child_by_field_name(f)) for f in ("left", "right")]
+    arms = [_bare(walker, node.child_by_field_name(f)) for f in ("consequence", "alternative")]
+    if op not in ("<", "<=", ">", ">=") or sorted(sides) != sorted(arms) or sides[0] == sides[1]:
+        return None
+    # `l < r ? l : r` and `l > r ? r : l` take the least
+    if (arms[0] == sides[0]) != (op in ("<", "<=")):
+        return None
+    bounds = [v.value if v.value is not None else v.most for v in (a, b)]
+    known = [v for v in bounds if v is not None]
+    return min(known) if known else None
+
+
+def _bare(walker: Walker, node: Node | None) -> str:
+    while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return walker.text(node).replace(" ", "") if node is not None else ""
 
 
 def eval_sizeof(walker: Walker, node: Node) -> Val:

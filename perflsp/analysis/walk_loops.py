@@ -297,6 +297,14 @@ def _unknown_bound(walker: Walker, var: str, bound: Val, bound_node: Node, stepp
     data_dependent = "data" in bound.lin.atoms
     origin: LoopOrigin = "data-dependent" if data_dependent else "assumed"
     trip = walker.cost.assumed_row_trip if data_dependent else walker.cost.assumed_trip_count
+    capped = _capped_trip(bound, stepping, start_value)
+    if capped is not None and capped < trip:
+        # (`h < min(n, 12)`: no more passes than the constant allows, however large `n` is)
+        trip = capped
+        walker.assume(assumed(NoteKind.LOOP_TRIP, f"trip count of the `{var}` loop unknown (`{walker.text(bound_node)}`"
+                              f", at most {bound.most:g}): assumed {trip:g}, its most", subject=var,
+                              line=walker.line(loop), value=trip, unit="iterations"))
+        return trip, origin
     walker.assume(assumed(NoteKind.LOOP_TRIP, f"trip count of the `{var}` loop unknown (`{walker.text(bound_node)}`): "
                           f"assumed {trip:g}", subject=var, line=walker.line(loop), value=trip, unit="iterations"))
     if step_kind == "add" and step is not None and step.value and step.value > 0 \
@@ -306,6 +314,15 @@ def _unknown_bound(walker: Walker, var: str, bound: Val, bound_node: Node, stepp
         learn_size(walker, walker.text(bound_node).strip(), (0.0 if thread_start else start_value or 0.0)
                    + trip * step.value, loop=None if thread_start else var)
     return trip, origin
+
+
+def _capped_trip(bound: Val, stepping: tuple[str | None, Val | None], start: float | None) -> float | None:
+    """The most passes a counter stepping up from `start` makes below a bound whose most is known
+    (`Val.most`); None where the bound has none or the loop does not count up by a constant."""
+    step_kind, step = stepping
+    if bound.most is None or start is None or step_kind != "add" or step is None or not step.value or step.value <= 0:
+        return None
+    return max(0.0, math.ceil((bound.most - start) / step.value))
 
 
 def _stepped_trip(span: float, step: float, spread: bool) -> float:

@@ -63,6 +63,9 @@ class Val:
     # the row's first offset, element bytes), so that a loop up to it is sized as `ptr[i]..ptr[i + 1]`
     counted: tuple[str, Linear, float] | None = None
     counted_less: float = 0.0  # ... less this constant (`len - 1` of such a count `len`)
+    # the most an unknown value can be: the constant it is the least of (`min(n, 12)`,
+    # `12 < n ? 12 : n`), so that a loop up to it runs no more passes than that
+    most: float | None = None
 
     @property
     def known(walker) -> bool:

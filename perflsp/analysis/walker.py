@@ -368,7 +368,8 @@ class KernelWalker:
         self.bind(name, Val(ctype, val.value, val.lin if keeps_array or not val.root else Linear(const_known=False),
                             val.root if keeps_array else None, val.space if keeps_array else None,
                             val.dims if keeps_array else (), static=val.static,
-                            loaded=None if keeps_array else val.loaded, counted=None if keeps_array else val.counted))
+                            loaded=None if keeps_array else val.loaded, counted=None if keeps_array else val.counted,
+                            most=None if keeps_array else val.most))
 
     def bind_members(self, name: str, members: dict[str, Val]) -> None:
         """`name.member` reads `members[member]` (a struct of arrays passed by value)."""
