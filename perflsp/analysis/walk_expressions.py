@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.analysis import costs
+from perflsp.analysis.case_chains import unwrapped
 from perflsp.analysis.ctype import BOOL, F16, F32, F64, INT, LONG, UNKNOWN, CType, common_type, parse_type
 from perflsp.analysis.folding import LIBRARY_CONSTANTS, combine_linear, exact_float_scale, fold_binary, number_literal
 from perflsp.analysis.linear import UNKNOWN_COEFF, Linear, tile_atom, tile_parts, value_range
@@ -423,9 +424,7 @@ def eval_conditional(walker: Walker, node: Node) -> Val:
 def _least_of(walker: Walker, node: Node, a: Val, b: Val) -> float | None:
     """The most `c < x ? c : x` (the least of its two arms, as `MIN` macros expand) can be: the
     bound of the arm that has one (its value, or its own most); None for any other selection."""
-    cond = node.child_by_field_name("condition")
-    while cond is not None and cond.type == "parenthesized_expression" and cond.named_child_count == 1:
-        cond = cond.named_children[0]
+    cond = unwrapped(node.child_by_field_name("condition"))
     if cond is None or cond.type != "binary_expression":
         return None
     op = walker.text(cond.child_by_field_name("operator"))
@@ -442,9 +441,9 @@ def _least_of(walker: Walker, node: Node, a: Val, b: Val) -> float | None:
 
 
 def _bare(walker: Walker, node: Node | None) -> str:
-    while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
-        node = node.named_children[0]
-    return walker.text(node).replace(" ", "") if node is not None else ""
+    """An operand's text without its parentheses and spaces (`(a)` and `a` compare equal)."""
+    inner = unwrapped(node)
+    return walker.text(inner).replace(" ", "") if inner is not None else ""
 
 
 def eval_sizeof(walker: Walker, node: Node) -> Val:

@@ -511,7 +511,8 @@ def _mean_over_loops(walker: Walker, start: Val) -> float | None:
             or not all(is_loop_atom(atom) and coeff != UNKNOWN_COEFF and atom not in walker.geometric_loops
                        for atom, coeff in lin.coeffs):
         return None  # (a doubling loop's counter is no arithmetic range: `stride = size / 2`)
-    return lin.const + sum(coeff * (walker.cardinality.get(atom, 1.0) - 1.0) / 2.0 for atom, coeff in lin.coeffs)
+    spread = value_range(lin, {atom: walker.cardinality.get(atom, 1.0) for atom, _ in lin.coeffs})
+    return (spread[0] + spread[1]) / 2.0 if spread is not None else None
 
 
 def _geometric_trip(walker: Walker, var: str, start: Val | None, start_value: float, bound: float,
