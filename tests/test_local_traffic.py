@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from perflsp.analysis.local_traffic import FRAME_PASSES, with_local_traffic
+from perflsp.analysis.local_traffic import FRAME_PASSES, MAX_FRAME_PASSES, with_local_traffic
 from perflsp.analysis.models import KernelFacts, OpCounts, StackFrames
 from perflsp.analysis.notes import NoteKind
 from perflsp.compiled.cfg import build_function, frame_bytes
@@ -55,16 +55,43 @@ def _facts(local_bytes: float, frame: int, registers: int = 21) -> KernelFacts:
                        "footprint 516 MB", stack=StackFrames(frame, THREADS, registers), operations="compiled")
 
 
-def test_frames_that_exceed_an_sms_l1_are_written_to_dram_and_read_back():
-    # 21 registers: six 256-thread blocks an SM (its 1,536 threads), 256 B each = 384 KiB > 128 KiB of L1
-    before = _facts(local_bytes=772.0, frame=256)
-    after = with_local_traffic(before, RTX3080, 256, None, 0)
-    assert after.dram_bytes - before.dram_bytes == pytest.approx(FRAME_PASSES * 256 * THREADS)
-    assert "of local memory" in after.dram_note and "1,536 threads an SM holds" in after.dram_note
+H100 = load_database().get("h100-sxm5-80gb")
+
+
+def test_frames_beyond_l1_but_within_l2_are_written_to_dram_and_read_back():
+    # H100, 21 registers: eight 256-thread blocks an SM (2,048 threads), 160 B each = 320 KiB > its
+    # 256 KiB of L1, but the 132 SMs' 42 MB of frames fit in its 50 MiB of L2
+    before = _facts(local_bytes=772.0, frame=160)
+    after = with_local_traffic(before, H100, 256, None, 0)
+    assert after.dram_bytes - before.dram_bytes == pytest.approx(FRAME_PASSES * 160 * THREADS)
+    assert "of local memory" in after.dram_note and "2,048 threads an SM holds" in after.dram_note
     assert any(note.kind == NoteKind.LOCAL_MEMORY for note in after.assumptions)
     # never more than the local loads and stores move
-    few = with_local_traffic(_facts(local_bytes=100.0, frame=256), RTX3080, 256, None, 0)
+    few = with_local_traffic(_facts(local_bytes=100.0, frame=160), H100, 256, None, 0)
     assert few.dram_bytes - before.dram_bytes == pytest.approx(100.0 * THREADS)
+
+
+def test_frames_beyond_l1_and_l2_send_what_l1_misses_to_dram():
+    # RTX 3080, 21 registers: six 256-thread blocks an SM (1,536 threads), 256 B each = 384 KiB
+    # > 128 KiB of L1; its 68 SMs' 26 MB of frames exceed its 5 MiB of L2: two thirds of the
+    # 2,000 B a thread moves miss L1 and reach DRAM (more than the 512 B of a frame written and read back)
+    before = _facts(local_bytes=2000.0, frame=256)
+    after = with_local_traffic(before, RTX3080, 256, None, 0)
+    assert after.dram_bytes - before.dram_bytes == pytest.approx(2000.0 * (1 - 128 / 384) * THREADS)
+    assert "1,536 threads an SM holds" in after.dram_note and "67%" in after.dram_note
+    # at most eight frames a thread, however much the walk says moves
+    heavy = with_local_traffic(_facts(local_bytes=100_000.0, frame=256), RTX3080, 256, None, 0)
+    assert heavy.dram_bytes - before.dram_bytes == pytest.approx(MAX_FRAME_PASSES * 256 * THREADS)
+    # at least the frame written and read back
+    light = with_local_traffic(_facts(local_bytes=700.0, frame=256), RTX3080, 256, None, 0)
+    assert light.dram_bytes - before.dram_bytes == pytest.approx(FRAME_PASSES * 256 * THREADS)
+
+
+def test_a_launch_smaller_than_the_gpu_spreads_its_frames_over_the_sms():
+    # 6,800 threads on 68 SMs: 100 an SM, 100 x 1,024 B = 100 KiB within L1: nothing leaves the chip
+    small = KernelFacts(OpCounts(local_bytes=8192.0), 6800.0, "6,800 threads", OpCounts(local_bytes=8192.0 * 6800),
+                        0.0, "", stack=StackFrames(1024, 6800.0, 21), operations="compiled")
+    assert with_local_traffic(small, RTX3080, 256, None, 0) is small
 
 
 def test_frames_that_fit_in_l1_stay_on_chip():

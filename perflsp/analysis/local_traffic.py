@@ -5,15 +5,23 @@ Local memory lives in DRAM and is cached in L1 and L2 like global data. The fram
 threads an SM holds at once either fit in its L1 (the unified L1/shared memory less the
 blocks' shared memory) or they do not:
 - they fit: local loads and stores stay on chip, DRAM sees none of them;
-- they do not: frames leave the chip. Each thread's frame is written to DRAM and read back at
-  least once, and never more than every byte its loads and stores move. The engine counts the
-  least of those, twice the frames of the launch, within the bytes moved.
+- they do not, and the frames of the threads all SMs hold fit in L2: what L1 misses, L2 holds.
+  Each thread's frame is written to DRAM and read back at least once, and never more than every
+  byte its loads and stores move; the engine counts the least of those, twice the frames of the
+  launch, within the bytes moved;
+- they fit in neither: L1 keeps the share of each SM's frames it can hold, and every load and
+  store it misses goes to DRAM: the bytes moved times the share L1 cannot hold (accesses taken as
+  spread evenly over the frames), at least the twice-the-frames above and at most eight frames a
+  thread (`MAX_FRAME_PASSES`): the bytes moved are themselves an estimate, and where they pass
+  through branches the data decide (an insertion into a short sorted list) the walk's assumed
+  shares can put them a hundred times over.
 
-Measured against Nsight Compute's DRAM bytes on the study split, kernels whose frames exceed
-L1 moved beyond their global traffic from one frame a thread (large per-thread tables walked
-once) to about a hundred (small top-k lists updated in an inner loop), and no more than their
-local loads and stores; kernels whose frames fit in L1 moved none. Twice the frames keeps the
-first within 2x and brings the others closer (the small-frame ones stay 2-9x under).
+Measured against Nsight Compute's DRAM bytes on the study split (an RTX 3080, whose L2 is smaller
+than its SMs' L1 together: frames that exceed an SM's L1 exceed L2 as well), local traffic beyond
+the global: none where the frames fit in L1; 4.6 frames a thread for FFT butterflies over a
+176 B frame (2.94 GB moved, 58% of it beyond L1: 1.7 GB), 9 for a hash's 1,120 B frames (6.6 GB
+moved, 77% beyond L1), about 12 for top-k lists of 128 B updated in an inner loop, and one or
+less for large per-thread tables walked about once.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from perflsp.hardware.models import Gpu
 from perflsp.hardware.occupancy import OccupancyInputError, occupancy
 
 FRAME_PASSES = 2.0  # a frame that leaves the chip: written to DRAM once, read back once
+MAX_FRAME_PASSES = 8.0  # the most frames a thread that local loads and stores missing L1 are counted (see above)
 
 
 def with_local_traffic(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None, registers_per_thread: int | None,
@@ -43,16 +52,27 @@ def with_local_traffic(facts: KernelFacts, gpu: Gpu, threads_per_block: int | No
     except (OccupancyInputError, ValueError, TypeError):
         return facts  # a launch the GPU rejects, or a user GPU without occupancy tables
     resident = max(1, held) * threads_per_block
-    frames_on_sm = stack.bytes_per_thread * min(float(resident), stack.threads)
+    # (a launch smaller than the GPU spreads over its SMs: each holds its share of the threads)
+    on_sm = max(1.0, min(float(resident), stack.threads / gpu.sm_count))
+    frames_on_sm = stack.bytes_per_thread * on_sm
     l1 = max(0.0, l1_and_shared * 1024.0 - max(1, held) * shared_bytes)
     if frames_on_sm <= l1:
         return facts
-    added = min(moved, FRAME_PASSES * stack.bytes_per_thread * stack.threads)
+    frames = stack.bytes_per_thread * stack.threads
+    added = min(moved, FRAME_PASSES * frames)
+    how = f"each frame written to DRAM and read back (the local loads and stores move {_bytes(moved)})"
+    rule = ("stack frames that do not fit in an SM's L1 leave the chip; each thread's frame counted written to DRAM "
+            "and read back once (at most what its local loads and stores move)")
+    live = stack.bytes_per_thread * min(stack.threads, on_sm * gpu.sm_count)  # the frames all SMs hold
+    l2 = gpu.l2_cache_bytes
+    if l2 is not None and live > l2:
+        missed = 1.0 - l1 / frames_on_sm
+        added = max(added, min(moved * missed, MAX_FRAME_PASSES * frames))
+        how = (f"and those of all SMs ({_bytes(live)}) its L2: the {missed:.0%} of the local loads and stores "
+               f"({_bytes(moved)}) that L1 cannot hold go to DRAM, at most {MAX_FRAME_PASSES:g} frames a thread")
+        rule = ("stack frames that fit in neither an SM's L1 nor L2: the share of the local loads and stores L1 "
+                f"cannot hold counted as DRAM traffic (at most {MAX_FRAME_PASSES:g} frames a thread)")
     remark = (f"{_bytes(added)} of local memory: the {stack.bytes_per_thread:,} B stack frames of the "
-              f"{resident:,} threads an SM holds ({_bytes(frames_on_sm)}) exceed its L1 "
-              f"({_bytes(l1)}), each frame written to DRAM and read back (the local loads and stores "
-              f"move {_bytes(moved)})")
-    return with_dram_added(facts, added, remark, assumed(
-        NoteKind.LOCAL_MEMORY, f"{gpu.name}: stack frames that do not fit in an SM's L1 leave the chip; each "
-        "thread's frame counted written to DRAM and read back once (at most what its local loads and stores move)",
-        subject=gpu.name))
+              f"{on_sm:,.0f} threads an SM holds ({_bytes(frames_on_sm)}) exceed its L1 ({_bytes(l1)}), {how}")
+    return with_dram_added(facts, added, remark, assumed(NoteKind.LOCAL_MEMORY, f"{gpu.name}: {rule}",
+                                                         subject=gpu.name))
