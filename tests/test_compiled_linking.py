@@ -133,3 +133,32 @@ def test_without_the_defining_source_an_openmp_region_counts_the_call_alone(tmp_
     (report,) = analyse(tmp_path / "main.cpp", compiler).values()
     assert report.facts.per_item.fp64 == 0.0
     assert not any("other units of the build" in t for t in texts(report.facts.evidence))
+
+
+MIX_ROUNDS = """
+__device__ __forceinline__ unsigned rounds(unsigned x, int m) {
+#pragma unroll 1
+  for (int r = 0; r < m; r++) {
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+  }
+  return x;
+}
+
+__device__ unsigned mix(unsigned x) {
+  x = rounds(x, 3);
+  return rounds(x, 7);
+}
+"""
+
+
+@needs_cuda
+def test_copies_of_a_loop_inlined_with_different_constants_each_run_the_trips_their_code_fixes(tmp_path):
+    # mix.cu's SASS (nvcc -rdc=true): two loops, each `MOV R0, RZ` before it and `IADD3 R0, R0,
+    # 0x1, RZ`, SHF.R.U32.HI, `ISETP.NE.AND P0, PT, R0, 0x3 (0x7), PT`, LOP3.LUT, IMAD, `@P0 BRA`
+    # back: 3 and 7 trips of 5 integer instructions (the MOVs are moves), after the kernel's 4.
+    # Tied to the one source loop they were counted as a main loop and its remainder: 4 + 3 x 5.
+    (tmp_path / "main.cu").write_text(KERNEL)
+    (tmp_path / "mix.cu").write_text(MIX_ROUNDS)
+    facts = analyse(tmp_path / "main.cu", Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["hash"].facts
+    assert facts.per_item.int32 == pytest.approx(4 + (3 + 7) * 5)

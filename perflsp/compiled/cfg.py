@@ -335,6 +335,9 @@ def _loops(blocks: list[Block], instructions: list[Instruction], bounds: list[in
             last = instructions[bounds[order[latch] + 1] - 1]
             loop.latch_chains.append(chain_id(last.chain))
         code = [ins for b in loop.blocks for ins in instructions[bounds[order[b]]:bounds[order[b] + 1]]]
+        loop.static_trips = _fixed_trips(loop, blocks, code, instructions,
+                                         [i for b in own for i in range(bounds[order[b]], bounds[order[b] + 1])],
+                                         bounds[order[loop.header]])
         for b in own:
             for ins in instructions[bounds[order[b]]:bounds[order[b] + 1]]:
                 step = _constant_step(ins)
@@ -383,3 +386,103 @@ def _constant_step(ins: Instruction) -> int | None:
         return None
     value = int(m.group(3), 0)
     return abs(value) or None
+
+
+# an immediate move into a register: `UMOV UR8, 0x3`, `MOV R5, 0x1f`, `IMAD.MOV.U32 R5, RZ, RZ, 0x1f`
+_SET = re.compile(r"^(U?R\d+),\s*(?:U?RZ,\s*U?RZ,\s*)?(-?0x[0-9a-f]+|-?\d+|U?RZ)\s*$")
+_SET_OPCODES = frozenset({"MOV", "UMOV", "IMAD", "MOV32I"})
+# `ISETP.NE.U32.AND P0, PT, RZ, UR8, PT`: the predicate, then the two values compared
+_TEST = re.compile(r"^(U?P\d+),\s*U?PT,\s*([^,]+),\s*([^,]+),\s*U?PT\s*$")
+_IMMEDIATE = re.compile(r"^(-?0x[0-9a-f]+|-?\d+|U?RZ)$")
+_MIRRORED = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE", "NE": "NE", "EQ": "EQ"}
+MAX_STATIC_TRIPS = 1 << 20
+
+
+def _fixed_trips(loop: Loop, blocks: list[Block], code: list[Instruction], instructions: list[Instruction],
+                 own: list[int], header: int) -> float | None:
+    """`static_trips` of a loop with one way out: one with a second (`break`, a data-dependent
+    test beside its counter's) can end before its counter says."""
+    body = set(loop.blocks)
+    if sum(1 for b in loop.blocks for s in blocks[b].successors if s not in body) != 1 \
+            or any(ins.base in ("EXIT", "RET", "KILL", "BREAK") for ins in code):
+        return None
+    return static_trips(instructions, header, sorted(own))
+
+
+def static_trips(instructions: list[Instruction], header: int, own: list[int]) -> float | None:
+    """The trips per entry of a loop whose code fixes them (`Loop.static_trips`): a register the
+    loop's own code (`own`: instruction indices, in order) steps by a constant, set to a constant
+    on the straight way into the loop (no label between the move and the header), and tested
+    against a constant after its step by the compare whose predicate a branch of the loop's own
+    code takes. The loop is read as
+    ptxas lays it out, the test closing each trip (`do { ...; x += s; } while (x != b)`): `!=`
+    runs (b - x0) / s trips, `<` ceil((b - x0) / s), `<=` one more where s divides. None where
+    any part is missing or the trips would not be a positive count below `MAX_STATIC_TRIPS`."""
+    branch_predicates = {predicate.lstrip("!") for i in own
+                         if instructions[i].base in ("BRA", "CALL", "EXIT") and instructions[i].predicated
+                         and (predicate := instructions[i].predicate) is not None}
+    for at, i in enumerate(own):
+        ins = instructions[i]
+        if ins.base not in _STEP_OPCODES or ins.predicated or "X" in ins.modifiers:
+            continue
+        m = _STEP.match(ins.operands)
+        if not m or m.group(1) != m.group(2):
+            continue
+        register, step = m.group(1), int(m.group(3), 0)
+        start = _value_entering(instructions, header, register)
+        if start is None or not step:
+            continue
+        for j in own[at + 1:]:
+            test = instructions[j]
+            if test.base not in ("ISETP", "UISETP") or "EX" in test.modifiers or test.predicated:
+                continue
+            t = _TEST.match(test.operands)
+            if not t or t.group(1) not in branch_predicates:
+                continue
+            left, right = t.group(2).strip(), t.group(3).strip()
+            op = next((mod for mod in test.modifiers if mod in _MIRRORED), None)
+            if op is None:
+                continue
+            if right == register and _IMMEDIATE.match(left):
+                left, right, op = right, left, _MIRRORED[op]
+            if left != register or not _IMMEDIATE.match(right):
+                continue
+            trips = _trips(start, step, _immediate(right), op)
+            if trips is not None and 1 <= trips <= MAX_STATIC_TRIPS:
+                return float(trips)
+            return None
+    return None
+
+
+def _value_entering(instructions: list[Instruction], header: int, register: str) -> int | None:
+    """The constant `register` holds on entering the loop at `header` by falling into it: the
+    last write before it, an immediate move, with no label (another way in) between the two."""
+    for i in range(header - 1, -1, -1):
+        ins = instructions[i]
+        operands = ins.operands.split(",", 1)
+        if operands and operands[0].strip() == register:
+            if ins.predicated or ins.base not in _SET_OPCODES or (ins.base == "IMAD" and "MOV" not in ins.modifiers):
+                return None
+            m = _SET.match(ins.operands)
+            return _immediate(m.group(2)) if m and m.group(1) == register else None
+        if ins.labels or ins.base in _ENDS_BLOCK or ins.base == "CALL":
+            return None
+    return None
+
+
+def _immediate(text: str) -> int:
+    return 0 if text in ("RZ", "URZ") else int(text, 0)
+
+
+def _trips(start: int, step: int, bound: int, op: str) -> int | None:
+    """Trips of `do { x += step; } while (x OP bound)` from x = start; None where the counter
+    does not head for the bound."""
+    span = bound - start
+    if span == 0 or (span > 0) != (step > 0):
+        return None
+    if op == "NE":
+        return span // step if span % step == 0 else None
+    if (op in ("LT", "LE") and step > 0) or (op in ("GT", "GE") and step < 0):
+        trips = -(-abs(span) // abs(step))
+        return trips + 1 if op in ("LE", "GE") and span % step == 0 else trips
+    return None

@@ -29,7 +29,7 @@ from perflsp.compiled.profile import LineTable, SourceProfile, same_file
 from perflsp.compiled.sass import Location
 
 MAX_CALL_DEPTH = 4
-UNMATCHED_LOOP_TRIPS = 1.0  # a compiled loop no source loop explains (library code): once per entry
+UNMATCHED_LOOP_TRIPS = 1.0  # a compiled loop no source loop explains (library code), trips not fixed by its code: once per entry
 MAX_UNROLL = 64  # the most source iterations one trip of a compiled loop does (nvcc and LLVM unroll by 4-32)
 
 
@@ -389,6 +389,11 @@ class _Counter:
                                                fn.loops[m].own_counts[INDEX["instructions"]]))
             for m in members:
                 ties[m].trips = trip / ties[m].unroll if m == main else 0.0
+        # a loop whose own code fixes its trips (`cfg.static_trips`) runs them, whatever the source
+        for i, tie in enumerate(ties):
+            fixed = fn.loops[i].static_trips
+            if not tie.wrapper and fixed is not None:
+                tie.trips = fixed
         return ties
 
     @staticmethod

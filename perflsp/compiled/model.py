@@ -74,6 +74,10 @@ class Loop:
     latch_chains: list[int]  # source positions of the branches that close the loop
     steps: list[Step]
     own_counts: Vector = ZERO  # what one trip executes outside nested loops (all positions)
+    # the trips per entry the code itself fixes (a counter set to a constant before the loop,
+    # stepped by a constant and tested against one: `UMOV UR8, 0x3` ... `UIADD3 UR8, UP0, UR8,
+    # -0x1, URZ` ... `ISETP.NE.U32.AND P0, PT, RZ, UR8, PT`); None where it does not
+    static_trips: float | None = None
 
 
 @dataclass(slots=True)
@@ -115,7 +119,7 @@ class CompiledFunction:
             "blocks": [[b.start, [[lc.chain, list(lc.counts), list(lc.predicated)] for lc in b.lines], b.successors,
                         b.loop, b.calls, b.indirect_calls, b.exit_chain, b.after_exits, b.call_chains] for b in self.blocks],
             "loops": [[lp.header, lp.blocks, lp.parent, lp.latch_chains, [[s.amount, s.chain, s.wide, s.address] for s in lp.steps],
-                       list(lp.own_counts)] for lp in self.loops],
+                       list(lp.own_counts), lp.static_trips] for lp in self.loops],
             "slow_paths": self.slow_paths, "frame_bytes": self.frame_bytes,
         }
 
@@ -126,8 +130,8 @@ class CompiledFunction:
                         rest[0] if rest else None, list(rest[1]) if len(rest) > 1 else [],
                         list(rest[2]) if len(rest) > 2 else [])
                   for start, lines, succ, loop, calls, ind, *rest in data["blocks"]]
-        loops = [Loop(h, bl, parent, latches, [Step(*step) for step in steps], tuple(own))
-                 for h, bl, parent, latches, steps, own in data["loops"]]
+        loops = [Loop(h, bl, parent, latches, [Step(*step) for step in steps], tuple(own), rest[0] if rest else None)
+                 for h, bl, parent, latches, steps, own, *rest in data["loops"]]
         return cls(data["name"], bool(data["entry"]), data["registers"], chains, blocks, loops,
                    int(data.get("slow_paths", 0)), int(data.get("frame_bytes", 0)))
 
