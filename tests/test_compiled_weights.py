@@ -535,3 +535,24 @@ def test_an_operator_s_copy_alone_in_its_block_runs_as_often_as_its_other_copies
     unit = CompiledUnit("/src/k.cu", "sm_86", "clang", {fn.name: fn})
     profile = SourceProfile([SourceStatement("/src/k.cu", 20, 21, 0.25, None), SourceStatement("/src/k.cu", 22, 22, 1.0, None)])
     assert dynamic_counts(unit, fn, profile).get("fp32") == pytest.approx(0.25 + 0.25)
+
+
+# the nest on one line (`for (a ...) for (b ...) t = ...;`): the line holds the code of both loops
+NEST_FIXED = """\
+__global__ void k(const double *x, double *y) { int i = blockIdx.x * 256 + threadIdx.x; double t = 0;
+  for (int a = 0; a < 37; ++a) for (int b = 0; b < 11; ++b) t = t * x[i + a * 11 + b] + 1.0; y[i] = t; }
+int main() { double *a, *b; k<<<64, 256>>>(a, b); }
+"""
+
+
+@needs_cuda
+def test_a_nest_whose_compiled_loop_fixes_its_trips_runs_them_where_its_unrolling_is_misread(tmp_path):
+    # nvcc's SASS: the `b` loop unrolled whole, the first `a` iteration peeled (11 DFMAs), then a
+    # loop of 66 DFMAs whose counter goes 0, 6, ..., 36 (`IADD3 R28, R28, 0x6, RZ`,
+    # `ISETP.NE.AND P0, PT, R28, 0x24, PT`): 6 trips of 6 iterations. Read from its steps, the
+    # unrolling came out near 20 (242 FLOP counted of 814); the 6 trips the code fixes count
+    # 792 (the peeled iteration, as ever, not counted again)
+    source = tmp_path / "k.cu"
+    source.write_text(NEST_FIXED)
+    facts = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["k"].facts
+    assert facts.per_item.fp64 == pytest.approx(2 * 37 * 11, rel=0.05)

@@ -30,6 +30,10 @@ from perflsp.compiled.sass import Location
 
 MAX_CALL_DEPTH = 4
 UNMATCHED_LOOP_TRIPS = 1.0  # a compiled loop no source loop explains (library code), trips not fixed by its code: once per entry
+# how far a main loop's trips (the walk's over the unrolling) may stray from those its code fixes
+# before the code's are taken: a remainder loop's share (a 40-trip loop unrolled 4 times by clang
+# beside its remainder, 10 versus 9 trips of the main loop)
+FIXED_TRIPS_SLACK = 0.25
 MAX_UNROLL = 64  # the most source iterations one trip of a compiled loop does (nvcc and LLVM unroll by 4-32)
 
 
@@ -389,10 +393,22 @@ class _Counter:
                                                fn.loops[m].own_counts[INDEX["instructions"]]))
             for m in members:
                 ties[m].trips = trip / ties[m].unroll if m == main else 0.0
-        # a loop whose own code fixes its trips (`cfg.static_trips`) runs them, whatever the source
+        # a loop whose own code fixes its trips (`cfg.static_trips`) runs them where the source
+        # walk does not know better: a loop it did not reach (code of another unit), one whose
+        # trip count it did not take for a compile-time constant (a guess, a size it did not
+        # resolve), each copy of a loop inlined at different calls (`rounds(x, 3); rounds(x, 7);`),
+        # and a main loop whose trips over its unrolling stray from them by more than a remainder
+        # (`FIXED_TRIPS_SLACK`: the unrolling misread). Within that, the walk's trips hold the
+        # iterations the remainder loop does, which the main loop's own count leaves out.
+        chains = self.chains(fn)
+        inlined = {source for (source, _), members in groups.items()
+                   if len({chains[c][1:] for m in members for c in fn.loops[m].latch_chains}) > 1}
         for i, tie in enumerate(ties):
             fixed = fn.loops[i].static_trips
-            if not tie.wrapper and fixed is not None:
+            if fixed is None or tie.wrapper:
+                continue
+            if tie.source is None or tie.source in inlined or not self.profile.loops[tie.source].static_trip \
+                    or (tie.trips > 0 and abs(tie.trips - fixed) > max(1.0, FIXED_TRIPS_SLACK * fixed)):
                 tie.trips = fixed
         return ties
 
