@@ -33,7 +33,7 @@ from perflsp.hardware.models import Gpu
 from perflsp.hardware.occupancy import OccupancyInputError, occupancy
 
 FRAME_PASSES = 2.0  # a frame that leaves the chip: written to DRAM once, read back once
-MAX_FRAME_PASSES = 8.0  # the most frames a thread that local loads and stores missing L1 are counted (see above)
+MAX_FRAME_PASSES = 8.0  # at most this many frames a thread for the local accesses L1 misses (see above)
 
 
 def with_local_traffic(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None, registers_per_thread: int | None,

@@ -376,16 +376,23 @@ def _carries(ins: Instruction) -> bool:
 
 
 def _constant_step(ins: Instruction) -> int | None:
-    """|c| for `IADD3 Rx, Rx, c, RZ` (a register stepped by a constant), else None. An add with
-    a carry-in (`UIADD3.X UR5, UR5, -0x1, URZ, UP0, !UPT`) is the high word of a 64-bit step
-    (its constant the low word's sign), not a counter of its own."""
+    """|c| for `IADD3 Rx, Rx, c, RZ` (a register stepped by a constant), else None."""
+    stepped = _stepped(ins)
+    if stepped is None:
+        return None
+    return abs(stepped[1]) or None
+
+
+def _stepped(ins: Instruction) -> tuple[str, int] | None:
+    """(register, c) for `IADD3 Rx, Rx, c, RZ` (a register stepped by a constant), else None. An
+    add with a carry-in (`UIADD3.X UR5, UR5, -0x1, URZ, UP0, !UPT`) is the high word of a 64-bit
+    step (its constant the low word's sign), not a counter of its own."""
     if ins.base not in _STEP_OPCODES or ins.predicated or "X" in ins.modifiers:
         return None
     m = _STEP.match(ins.operands)
     if not m or m.group(1) != m.group(2):
         return None
-    value = int(m.group(3), 0)
-    return abs(value) or None
+    return m.group(1), int(m.group(3), 0)
 
 
 # an immediate move into a register: `UMOV UR8, 0x3`, `MOV R5, 0x1f`, `IMAD.MOV.U32 R5, RZ, RZ, 0x1f`
@@ -414,21 +421,18 @@ def static_trips(instructions: list[Instruction], header: int, own: list[int]) -
     loop's own code (`own`: instruction indices, in order) steps by a constant, set to a constant
     on the straight way into the loop (no label between the move and the header), and tested
     against a constant after its step by the compare whose predicate a branch of the loop's own
-    code takes. The loop is read as
-    ptxas lays it out, the test closing each trip (`do { ...; x += s; } while (x != b)`): `!=`
-    runs (b - x0) / s trips, `<` ceil((b - x0) / s), `<=` one more where s divides. None where
-    any part is missing or the trips would not be a positive count below `MAX_STATIC_TRIPS`."""
+    code takes. The loop is read as ptxas lays it out, the test closing each trip (`do { ...;
+    x += s; } while (x != b)`): `!=` runs (b - x0) / s trips, `<` ceil((b - x0) / s), `<=` one
+    more where s divides. None where any part is missing or the trips would not be a positive
+    count below `MAX_STATIC_TRIPS`."""
     branch_predicates = {predicate.lstrip("!") for i in own
                          if instructions[i].base in ("BRA", "CALL", "EXIT") and instructions[i].predicated
                          and (predicate := instructions[i].predicate) is not None}
     for at, i in enumerate(own):
-        ins = instructions[i]
-        if ins.base not in _STEP_OPCODES or ins.predicated or "X" in ins.modifiers:
+        stepped = _stepped(instructions[i])
+        if stepped is None:
             continue
-        m = _STEP.match(ins.operands)
-        if not m or m.group(1) != m.group(2):
-            continue
-        register, step = m.group(1), int(m.group(3), 0)
+        register, step = stepped
         start = _value_entering(instructions, header, register)
         if start is None or not step:
             continue
@@ -459,8 +463,7 @@ def _value_entering(instructions: list[Instruction], header: int, register: str)
     last write before it, an immediate move, with no label (another way in) between the two."""
     for i in range(header - 1, -1, -1):
         ins = instructions[i]
-        operands = ins.operands.split(",", 1)
-        if operands and operands[0].strip() == register:
+        if ins.operands.split(",", 1)[0].strip() == register:
             if ins.predicated or ins.base not in _SET_OPCODES or (ins.base == "IMAD" and "MOV" not in ins.modifiers):
                 return None
             m = _SET.match(ins.operands)
