@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tree_sitter import Node
@@ -181,6 +182,9 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
     both = _conjoined_thread_tests(walker, cond)
     if both is not None:
         return both
+    passes = counter_share(walker, cond)
+    if passes is not None:
+        return passes
     thread_atoms = {a for a in cval.lin.atoms if index_atom(a) or a.startswith("o")}
     if thread_atoms:
         share = modulus_share(walker, cond)
@@ -465,10 +469,34 @@ def guard_share(walker: Walker, cond: Node | None) -> float | None:
     op, index, bound = guard
     span = _index_range(walker, index)
     assert span is not None  # (`_index_against_bound` keeps only thread indices)
+    return _share_on_side(op, span, bound)
+
+
+def counter_share(walker: Walker, cond: Node | None) -> float | None:
+    """`if (j < 250)` in `for (j = 0; j < 1000; ++j)`: the share of the passes of the open
+    loops for which a comparison of their counters (a sum of them with known coefficients and a
+    known start) with a value the walk knows holds (a quarter), not the even split of a
+    data-dependent branch; None where a side is anything else (a thread index: `branch_weight`
+    reads those, a value read from memory)."""
+    parts = binary_parts(walker, cond)
+    if parts is None:
+        return None
+    op, left, right = parts
+    guard = _index_against_bound(walker, op, left, right, lambda val: _counter_range(walker, val))
+    if guard is None:
+        return None
+    op, counters, bound = guard
+    span = _counter_range(walker, counters)
+    assert span is not None  # (`_index_against_bound` keeps only such sums)
+    return _share_on_side(op, span, bound)
+
+
+def _share_on_side(op: str, span: tuple[float, float], bound: float) -> float:
+    """The share of the integers in `span` (lowest, highest) on the side `op` of `bound`."""
     lo, hi = span
     values = hi - lo + 1.0
-    below = min(max(math.ceil(bound) - lo, 0.0), values)  # indices < bound
-    at_most = min(max(math.floor(bound) - lo + 1.0, 0.0), values)  # indices <= bound
+    below = min(max(math.ceil(bound) - lo, 0.0), values)  # values < bound
+    at_most = min(max(math.floor(bound) - lo + 1.0, 0.0), values)  # values <= bound
     inside = {"<": below, "<=": at_most, ">": values - at_most, ">=": values - below}[op]
     return inside / values
 
@@ -488,19 +516,22 @@ def guarded_extent(walker: Walker, cond: Node | None) -> float | None:
     return math.ceil(bound) if op == "<" else math.floor(bound) + 1.0
 
 
-def _index_against_bound(walker: Walker, op: str, left: Node | None, right: Node | None
+def _index_against_bound(walker: Walker, op: str, left: Node | None, right: Node | None,
+                         span: Callable[[Val], tuple[float, float] | None] | None = None
                          ) -> tuple[str, Val, float] | None:
-    """A comparison of a thread index (`_index_range`) with a value the walk knows, as (the
-    operator with the index on its left, the index, the value); None for anything else."""
+    """A comparison of a thread index (`_index_range`, or the ranged sums `span` reads) with a
+    value the walk knows, as (the operator with the index on its left, the index, the value);
+    None for anything else."""
     if op not in ("<", "<=", ">", ">=") or left is None or right is None:
         return None
+    ranged = span or (lambda val: _index_range(walker, val))
     lval, rval = _uncounted(walker, left, right)
-    if _index_range(walker, rval) is not None and _index_range(walker, lval) is None:
+    if ranged(rval) is not None and ranged(lval) is None:
         lval, rval = rval, lval
         op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
     bound = rval.value if rval.value is not None else (rval.lin.const if not rval.lin.atoms and not rval.lin.nonlinear
                                                        and rval.lin.const_known else None)
-    if _index_range(walker, lval) is None or bound is None or not math.isfinite(bound):
+    if ranged(lval) is None or bound is None or not math.isfinite(bound):
         return None
     return op, lval, bound
 
@@ -508,8 +539,20 @@ def _index_against_bound(walker: Walker, op: str, left: Node | None, right: Node
 def _index_range(walker: Walker, val: Val) -> tuple[float, float] | None:
     """(lowest, highest) value of a thread index over the launch: a sum of thread and block
     indices with known coefficients and a known constant; None for anything else."""
+    return _atoms_range(walker, val, index_atom)
+
+
+def _counter_range(walker: Walker, val: Val) -> tuple[float, float] | None:
+    """(lowest, highest) value of a sum of the open loops' counters (`j`, `2 * j + k + 1`)
+    over their passes; None for anything else."""
+    return _atoms_range(walker, val, lambda atom: atom in walker.loop_atoms)
+
+
+def _atoms_range(walker: Walker, val: Val, ranged: Callable[[str], bool]) -> tuple[float, float] | None:
+    """(lowest, highest) value of a sum of atoms `ranged` accepts, each over its cardinality,
+    with known coefficients and a known constant; None for anything else."""
     lin = val.lin
-    if lin.nonlinear or not lin.const_known or not lin.coeffs or not all(index_atom(a) for a in lin.atoms):
+    if lin.nonlinear or not lin.const_known or not lin.coeffs or not all(ranged(a) for a in lin.atoms):
         return None
     lo = hi = lin.const
     for atom, coeff in lin.coeffs:
