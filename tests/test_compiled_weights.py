@@ -556,3 +556,52 @@ def test_a_nest_whose_compiled_loop_fixes_its_trips_runs_them_where_its_unrollin
     source.write_text(NEST_FIXED)
     facts = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["k"].facts
     assert facts.per_item.fp64 == pytest.approx(2 * 37 * 11, rel=0.05)
+
+
+# a counter stepped by 2 to a bound known only at run time, and the same nest as above with the
+# outer bound a parameter
+STEPPED_AND_NESTED = """\
+__global__ void evens(const float *x, float *y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float t = 0.f;
+  int j = 0;
+  do {
+    t += x[i + j * 4096] * 1.5f;
+    j += 2;
+  } while (j < n);
+  y[i] = t;
+}
+__global__ void nest(const double *x, double *y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x; double t = 0.0;
+  for (int a = 0; a < n; ++a) for (int b = 0; b < 11; ++b) t += x[i + (a * 11 + b) * 4096] * 1.5;
+  y[i] = t;
+}
+int main() { float *x, *y; double *p, *q; evens<<<64, 256>>>(x, y, 1000); nest<<<64, 256>>>(p, q, 37); }
+"""
+
+
+@needs_cuda
+def test_a_trip_counter_beside_a_counter_stepped_by_two_is_told_apart_by_the_index_register(tmp_path):
+    # nvcc's main loop does 16 iterations a trip: its own trip counter steps 16 (`IADD3 R6, R6,
+    # 0x10`, one an iteration), `j` steps 32 and the index `i + j * 4096` steps 0x20000 = 16 x
+    # 8192. Read as `j` stepped 16 (8 iterations of 2), the loop counted twice its work; the
+    # index register's step says 16: 500 FMAs, 2 KB loaded a thread
+    source = tmp_path / "k.cu"
+    source.write_text(STEPPED_AND_NESTED)
+    facts = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["evens"].facts
+    assert facts.operations == "compiled"
+    assert facts.per_item.fp32 == pytest.approx(2 * 500, rel=0.02)
+    assert facts.per_item.global_load_bytes == pytest.approx(4 * 500, rel=0.02)
+
+
+@needs_cuda
+def test_a_one_line_nest_whose_inner_loop_is_unrolled_whole_ties_its_loop_to_the_outer_one(tmp_path):
+    # the `b` loop (11 trips) unrolled whole into the `a` loop, itself unrolled by 2 (counter
+    # stepped 2, index 2 x 11 x 4096): both loops' headers on one line, the compiled loop was
+    # tied to `b` (5.5 trips of 2: 242 FLOP of 814); no trip of a loop of 11 does 22 iterations
+    source = tmp_path / "k.cu"
+    source.write_text(STEPPED_AND_NESTED)
+    facts = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["nest"].facts
+    assert facts.operations == "compiled"
+    assert facts.per_item.fp64 == pytest.approx(2 * 37 * 11, rel=0.02)
+    assert facts.per_item.global_load_bytes == pytest.approx(8 * 37 * 11, rel=0.02)

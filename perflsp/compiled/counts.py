@@ -23,7 +23,7 @@ from pathlib import Path
 from perflsp.compiled.branch_shares import block_shares
 from perflsp.compiled.cfg import dominators
 from perflsp.compiled.linking import simple_name
-from perflsp.compiled.model import INDEX, ZERO, Block, CompiledFunction, CompiledUnit, Step, Vector, add
+from perflsp.compiled.model import INDEX, ZERO, Block, CompiledFunction, CompiledUnit, Loop, Step, Vector, add
 from perflsp.compiled.names import directive_line
 from perflsp.compiled.profile import LineTable, SourceProfile, same_file
 from perflsp.compiled.sass import Location
@@ -352,8 +352,9 @@ class _Counter:
             candidates = self._candidates(fn, i)
             free = [c for c in candidates if c not in below]
             if free:
-                ties[i] = _LoopTie(free[0])
-                claimed[i] = below | {free[0]}
+                chosen = self._one_line_nest_loop(fn, i, free)
+                ties[i] = _LoopTie(chosen)
+                claimed[i] = below | {chosen}
             else:
                 claimed[i] = below
                 if candidates:  # only loops of nested compiled loops: a wrapper around them (runs once)
@@ -411,6 +412,29 @@ class _Counter:
                     or (tie.trips > 0 and abs(tie.trips - fixed) > max(1.0, FIXED_TRIPS_SLACK * fixed)):
                 tie.trips = fixed
         return ties
+
+    def _one_line_nest_loop(self, fn: CompiledFunction, index: int, free: list[int]) -> int:
+        """Of the source loops compiled loop `index` may be (innermost first), the innermost,
+        unless it is a loop of a constant trip count that no reading of the compiled loop's
+        register steps fits while an outer loop on the same line fits one: `for (a = 0; a < n;
+        ++a) for (b = 0; b < 11; ++b) ...` on one line, the inner loop unrolled whole into the
+        outer one (stepped 2 a trip and 2 x 11 elements: no trip of a loop of 11)."""
+        first = free[0]
+        if len(free) < 2 or not self.profile.loops[first].static_trip or self._fits(fn.loops[index], first):
+            return first
+        line = (self.profile.loops[first].path, self.profile.loops[first].first)
+        same_line = [c for c in free[1:] if (self.profile.loops[c].path, self.profile.loops[c].first) == line]
+        return next((c for c in same_line if self._fits(fn.loops[index], c)), first)
+
+    def _fits(self, loop: Loop, source: int) -> bool:
+        """Whether a 32-bit register step of the compiled loop is a step of source loop `source`
+        (its counter's, one, or an index's) times a number of iterations a trip could do (for a
+        constant trip count, a divisor of it)."""
+        lp = self.profile.loops[source]
+        trip = self._trip(source) if lp.static_trip else 0.0
+        steps = {abs(lp.step) if lp.step else 1.0, 1.0, *lp.index_steps}
+        return any(a % s == 0 and 1 <= a / s <= MAX_UNROLL and _divides(a / s, trip)
+                   for a in (st.amount for st in loop.steps if not st.wide) for s in steps if s > 0)
 
     @staticmethod
     def _one_iteration_copy(fn: CompiledFunction, ties: list[_LoopTie], outer: int, inner: list[int]) -> None:
@@ -577,7 +601,14 @@ class _Counter:
         indexed = _index_unroll([s.amount for s in steps if not s.wide and not s.address], lp.index_steps, trip)
         if counters:
             counted = _consistent_unroll(counters, source_steps)
-            return indexed if indexed is not None and not _divides(counted, trip) else counted
+            if indexed is not None and not _divides(counted, trip):
+                return indexed
+            # the counter may be the compiler's trip counter, stepped by one an iteration, or the
+            # source's, stepped by its step (`j += 2` with a register stepped 16: 8 or 16 a trip):
+            # an index register stepped that many iterations' elements says which
+            confirmed = _indexed_reading(counters, source_steps, [s.amount for s in loop.steps if not s.wide],
+                                         lp.index_steps)
+            return confirmed if confirmed is not None else counted
         # around nested loops the compiler unrolled completely (none of them a compiled loop):
         # a trip does their loads too (`for (a...) for (b = 0; b < 5; b++) t += x[a * 7 + b]`,
         # its counter stepped by 7 times the unrolling)
@@ -669,6 +700,19 @@ def _index_unroll(amounts: Sequence[float], index_steps: Collection[float], trip
         return None
     found = _explaining_unroll(amounts, tuple(index_steps), min(MAX_UNROLL, trip))
     return found if found is not None and _divides(found, trip) else None
+
+
+def _indexed_reading(counters: Sequence[float], source_steps: tuple[float, ...], amounts: Sequence[float],
+                     index_steps: Collection[float]) -> float | None:
+    """Of the readings of `counters` (each some source step times the iterations a trip
+    does), the fewest iterations a trip whose index steps times it are among the 32-bit
+    registers' step `amounts`; None where no reading is borne out so (or no index is stepped)."""
+    readings = sorted({a / s for a in counters for s in source_steps if s > 0 and a % s == 0 and 1 <= a / s <= MAX_UNROLL})
+    for u in readings:
+        if all(any(abs(a - s * u) < 1e-9 for s in source_steps) for a in counters) \
+                and any(abs(a - step * u) < 1e-9 for a in amounts for step in index_steps):
+            return u
+    return None
 
 
 def _steps_strides(steps: Sequence[Step], iterations: float, strides: Collection[float]) -> bool:
