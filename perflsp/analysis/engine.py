@@ -34,6 +34,7 @@ from perflsp.analysis.notes import Note, NoteKind, NoteSource
 from perflsp.analysis.omp_facts import omp_facts
 from perflsp.analysis.options import DEFAULT_OPTIONS, AnalysisOptions, Dim3
 from perflsp.analysis.other_traffic import with_other_traffic
+from perflsp.analysis.pass_rereads import with_pass_rereads
 from perflsp.analysis.reuse_window import on_gpu
 from perflsp.analysis.unit import AnalysisUnit
 from perflsp.compiled.model import CompiledUnit
@@ -99,7 +100,8 @@ def analyze_kernel(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, gpus: S
     registers = unit.options.registers_for(kernel.qualified_name if isinstance(kernel, CudaFunction) else kernel.name)
     # the DRAM traffic depends on the GPU's L2 and the blocks it holds at once: each GPU's own facts,
     # what its writes leave in that L2, and what its other clients move while the kernel runs
-    chosen = [(_on_gpu_traffic(facts, gpu, threads, registers, shared, unit.options.cost), threads, shared)
+    chosen = [(_on_gpu_traffic(facts, gpu, threads, registers, shared, unit.options.cost,
+                               isinstance(kernel, CudaFunction)), threads, shared)
               if gpu is not None else (facts, threads, shared)
               for gpu, (facts, threads, shared) in zip(judged, chosen)]
     estimates = [estimate_for_gpu(facts, gpu, threads, registers, shared, unit.options.cost)
@@ -108,11 +110,15 @@ def analyze_kernel(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, gpus: S
 
 
 def _on_gpu_traffic(facts: KernelFacts, gpu: Gpu, threads: int | None, registers: int | None, shared: int,
-                    cost: CostModel) -> KernelFacts:
-    """The kernel's DRAM bytes on `gpu`: its L2's reuse window, the writes it holds, the stack
+                    cost: CostModel, per_thread: bool = True) -> KernelFacts:
+    """The kernel's DRAM bytes on `gpu`: its L2's reuse window, the reads a loop's passes
+    repeat beyond its L1 and L2, the writes it holds, the stack
     frames its SMs cannot hold, then the traffic of the GPU's other clients over the kernel's run
-    time (which the bytes before it set)."""
-    held = with_held_writes(on_gpu(facts, gpu, threads, registers, shared), gpu, cost)
+    time (which the bytes before it set). `per_thread`: a work item is a thread (CUDA; an OpenMP
+    region's is an iteration of its worksharing loops, whose nested loops its team may share)."""
+    windowed = on_gpu(facts, gpu, threads, registers, shared)
+    reread = with_pass_rereads(windowed, gpu, threads, registers, shared, cost.unroll_limit) if per_thread else windowed
+    held = with_held_writes(reread, gpu, cost)
     return with_other_traffic(with_local_traffic(held, gpu, threads, registers, shared), gpu, threads)
 
 

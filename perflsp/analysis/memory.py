@@ -41,6 +41,8 @@ class GroupTraffic:
     reread_bytes: float = 0.0  # read again by blocks too far apart to share them in L2 (`reuse_window`)
     # the elements its accesses are shifted by from the form (`x[i - n]`, `x[i]`, `x[i + n]`)
     offsets: tuple[float, ...] = ()
+    # the atoms of the loops around its accesses (`pass_rereads`: those its form does not follow)
+    loops: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -160,7 +162,8 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
         elems.append(elem)
         groups.append(GroupTraffic(array, is_store, capped, streamed, count * elem,
                                    any(m.atomic for m in members), placed,
-                                   offsets=tuple(sorted({m.lin.const for m in members})) if placed is not None else ()))
+                                   offsets=tuple(sorted({m.lin.const for m in members})) if placed is not None else (),
+                                   loops=loops))
         if size is None and "data" not in form.nonlinear and {base_atom(a) for a in form.atoms} & {fast_atom, *_BLOCK_ATOMS}:
             by_index[array] = max(by_index.get(array, 0.0), capped)
         if gap_filled > 0.0:
