@@ -6,9 +6,9 @@ of a loop its index does not depend on (`feature[l * n + p]` inside `for (i < cl
 again for every cluster) is served by the caches. It is where what one pass of that loop reads,
 over the threads the GPU runs at once, fits in them. Where it does not, the sectors read first
 are gone by the time the pass comes back to them: each pass reads the group's footprint from
-DRAM again. A group of five clusters over 494,080 points of 34 features (the threads of an SM
-reading 209 KB a pass, all SMs 14 MB, against 128 KB of L1 each and 5 MB of L2) measured 4.6
-times its footprint in DRAM bytes on the study's card.
+DRAM again. Points of 34 features against five cluster centres (the threads of an SM reading
+209 KB a pass, all SMs 14 MB, against 128 KB of L1 each and 5 MB of L2) measured 4.4 times their
+footprint in DRAM bytes on the study's card.
 
 What one pass reads: each group inside the loop, its bytes per thread per pass over the threads
 held at once, at most its footprint (an array every thread reads alike, a table of centres, is
