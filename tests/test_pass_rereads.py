@@ -88,3 +88,47 @@ def test_a_few_elements_a_pass_stay_in_registers():
     # are registers over the 5 passes, whatever the caches hold
     report = _report(1 << 19, [RTX3080], bound="8")
     assert _points_group(report).reread_bytes == 0.0
+
+
+NEAREST_OMP = """
+void nearest(const float *x, const float *centres, int *label, int k, int features, int points) {{
+  #pragma omp target teams distribute {parallel} thread_limit(256) map(to: x[0:points * features], centres[0:k * features]) map(from: label[0:points])
+  for (int p = 0; p < points; p++) {{
+    int best = 0;
+    float least = 3.0e38f;
+    for (int c = 0; c < k; c++) {{
+      float d = 0.0f;
+      for (int f = 0; f < features; f++) {{
+        float t = x[f * points + p] - centres[c * features + f];
+        d += t * t;
+      }}
+      if (d < least) {{ least = d; best = c; }}
+    }}
+    label[p] = best;
+  }}
+}}
+int main() {{
+  float *x, *centres; int *label;
+  nearest(x, centres, label, 5, 34, 1 << 19);
+}}
+"""
+
+
+def _omp_report(parallel: str, gpus: list[Gpu]) -> KernelReport:
+    src = NEAREST_OMP.format(parallel=parallel)
+    prepared = read_program(None, src.encode(), ReadContext(IncludeResolver()), AnalysisOptions())
+    unit = AnalysisUnit.of(prepared.model, prepared.options)
+    (region,) = prepared.kernels.omp_regions
+    return analyze_kernel(unit, region, gpus)
+
+
+def test_an_openmp_parallel_for_iteration_is_a_thread_that_reads_again_on_each_pass():
+    report = _omp_report("parallel for", [RTX3080])
+    footprint = (1 << 19) * 34 * 4
+    assert _points_group(report).reread_bytes == pytest.approx(5 * footprint, rel=0.01)
+
+
+def test_an_openmp_region_without_parallel_keeps_its_footprint():
+    # `teams distribute` alone: each team's main thread runs its iterations, not a thread each
+    report = _omp_report("", [RTX3080])
+    assert _points_group(report).reread_bytes == 0.0

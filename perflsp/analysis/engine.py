@@ -100,8 +100,10 @@ def analyze_kernel(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, gpus: S
     registers = unit.options.registers_for(kernel.qualified_name if isinstance(kernel, CudaFunction) else kernel.name)
     # the DRAM traffic depends on the GPU's L2 and the blocks it holds at once: each GPU's own facts,
     # what its writes leave in that L2, and what its other clients move while the kernel runs
-    chosen = [(_on_gpu_traffic(facts, gpu, threads, registers, shared, unit.options.cost,
-                               isinstance(kernel, CudaFunction)), threads, shared)
+    # (an OpenMP region without `parallel` hands each team's iterations to its main thread, or to
+    # threads of parallel regions nested in them: an iteration is no thread)
+    per_thread = isinstance(kernel, CudaFunction) or "parallel" in kernel.directive.split()
+    chosen = [(_on_gpu_traffic(facts, gpu, threads, registers, shared, unit.options.cost, per_thread), threads, shared)
               if gpu is not None else (facts, threads, shared)
               for gpu, (facts, threads, shared) in zip(judged, chosen)]
     estimates = [estimate_for_gpu(facts, gpu, threads, registers, shared, unit.options.cost)
@@ -114,8 +116,8 @@ def _on_gpu_traffic(facts: KernelFacts, gpu: Gpu, threads: int | None, registers
     """The kernel's DRAM bytes on `gpu`: its L2's reuse window, the reads a loop's passes
     repeat beyond its L1 and L2, the writes it holds, the stack
     frames its SMs cannot hold, then the traffic of the GPU's other clients over the kernel's run
-    time (which the bytes before it set). `per_thread`: a work item is a thread (CUDA; an OpenMP
-    region's is an iteration of its worksharing loops, whose nested loops its team may share)."""
+    time (which the bytes before it set). `per_thread`: a work item is a thread (a CUDA kernel's,
+    an iteration of an OpenMP region's `parallel for`)."""
     windowed = on_gpu(facts, gpu, threads, registers, shared)
     reread = with_pass_rereads(windowed, gpu, threads, registers, shared, cost.unroll_limit) if per_thread else windowed
     held = with_held_writes(reread, gpu, cost)

@@ -35,7 +35,8 @@ _RELEVANT = 1.05  # reads again below 5% of the group's footprint change nothing
 
 def with_pass_rereads(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None, registers_per_thread: int | None,
                       shared_bytes: int, unroll_limit: float = 32.0) -> KernelFacts:
-    """The facts of a CUDA kernel (a work item a thread) with the reads repeated on each pass of
+    """The facts of a kernel whose work item is a thread (CUDA; an OpenMP `parallel for`
+    iteration) with the reads repeated on each pass of
     an outer loop whose pass does not fit in `gpu`'s L1 and L2 counted from DRAM; the same facts
     where every such pass fits (or no read repeats over a loop). `unroll_limit`: the most trips
     of a loop of constant trip count the compiler unrolls (`CostModel.unroll_limit`)."""
@@ -113,13 +114,15 @@ def _walked_per_pass(group: GroupTraffic, loop: str, cardinality: dict[str, floa
     """Whether a thread walks the group's elements in one pass of `loop`, more than registers
     hold: its index follows a loop inside it whose trip count is no compile-time constant (the
     compiler keeps such a loop), or more than the compiler unrolls. A loop atom is the walk's
-    `n`-th loop, `loops[n - 1]`; where its fact does not match, the loop is taken for unrolled."""
+    `n`-th loop, the `n`-th of `loops` that is no OpenMP worksharing loop (those are `o` atoms);
+    where its fact does not match, the loop is taken for unrolled."""
     assert group.form is not None
+    walked = [fact for fact in loops if not fact.parallel]
     for atom in group.form.atoms:
         if not is_loop_atom(atom) or _order(atom) <= _order(loop):
             continue
         number = _order(atom)
-        fact = loops[number - 1] if 0 < number <= len(loops) else None
+        fact = walked[number - 1] if 0 < number <= len(walked) else None
         trips = cardinality.get(atom, 1.0)
         if fact is None or max(1.0, fact.trip_count) != trips:
             continue
