@@ -28,6 +28,7 @@ from perflsp.analysis.cuda_facts import cuda_facts, production_shape
 from perflsp.analysis.estimate import estimate_for_gpu
 from perflsp.analysis.finish import uncertain_facts
 from perflsp.analysis.l2_writes import with_held_writes
+from perflsp.analysis.line_walks import with_line_walks
 from perflsp.analysis.local_traffic import with_local_traffic
 from perflsp.analysis.models import FileReport, KernelFacts, KernelReport
 from perflsp.analysis.notes import Note, NoteKind, NoteSource
@@ -114,12 +115,14 @@ def analyze_kernel(unit: AnalysisUnit, kernel: CudaFunction | OmpRegion, gpus: S
 def _on_gpu_traffic(facts: KernelFacts, gpu: Gpu, threads: int | None, registers: int | None, shared: int,
                     cost: CostModel, per_thread: bool = True) -> KernelFacts:
     """The kernel's DRAM bytes on `gpu`: its L2's reuse window, the reads a loop's passes
-    repeat beyond its L1 and L2, the writes it holds, the stack
+    repeat beyond its L1 and L2 and the rows threads walk beyond them, the writes it holds, the stack
     frames its SMs cannot hold, then the traffic of the GPU's other clients over the kernel's run
     time (which the bytes before it set). `per_thread`: a work item is a thread (a CUDA kernel's,
     an iteration of an OpenMP region's `parallel for`)."""
-    windowed = on_gpu(facts, gpu, threads, registers, shared)
-    reread = with_pass_rereads(windowed, gpu, threads, registers, shared, cost.unroll_limit) if per_thread else windowed
+    reread = on_gpu(facts, gpu, threads, registers, shared)
+    if per_thread:
+        reread = with_pass_rereads(reread, gpu, threads, registers, shared, cost.unroll_limit)
+        reread = with_line_walks(reread, gpu, threads, registers, shared)
     held = with_held_writes(reread, gpu, cost)
     return with_other_traffic(with_local_traffic(held, gpu, threads, registers, shared), gpu, threads)
 

@@ -43,6 +43,7 @@ class GroupTraffic:
     offsets: tuple[float, ...] = ()
     # the atoms of the loops around its accesses (`pass_rereads`: those its form does not follow)
     loops: frozenset[str] = frozenset()
+    element_bytes: float = 0.0  # one access's element (0: not known)
 
 
 @dataclass(slots=True)
@@ -59,6 +60,7 @@ class Traffic:
     # one block covers, blocks along it). CUDA: (`bx`, 1, gridDim.x), ...; OpenMP: the collapsed
     # nest's loops, innermost first, a team's iterations split over them
     block_order: tuple[tuple[str, float, float], ...] = ()
+    fast_atom: str = "tx"  # the index a warp's neighbouring lanes differ by
 
 
 def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_items: float, cost: CostModel,
@@ -163,7 +165,7 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
         groups.append(GroupTraffic(array, is_store, capped, streamed, count * elem,
                                    any(m.atomic for m in members), placed,
                                    offsets=tuple(sorted({m.lin.const for m in members})) if placed is not None else (),
-                                   loops=loops))
+                                   loops=loops, element_bytes=float(elem)))
         if size is None and "data" not in form.nonlinear and {base_atom(a) for a in form.atoms} & {fast_atom, *_BLOCK_ATOMS}:
             by_index[array] = max(by_index.get(array, 0.0), capped)
         if gap_filled > 0.0:
@@ -191,7 +193,7 @@ def dram_traffic(accesses: list[Access], cardinality: dict[str, float], work_ite
         remarks += (f"at least {_bytes(cost.min_dram_bytes)} assumed (every launch moves some)",)
     order = block_axes(block_atoms, cardinality, block_items)
     return Traffic(max(dram, cost.min_dram_bytes, 1.0), footprint_total, streamed_total, accessed_total, groups,
-                   "; ".join([note, *remarks]), remarks, dict(cardinality), order)
+                   "; ".join([note, *remarks]), remarks, dict(cardinality), order, fast_atom)
 
 
 def with_dram_added(facts: KernelFacts, added: float, remark: str, assumption: Note) -> KernelFacts:

@@ -6,9 +6,9 @@ of a loop its index does not depend on (`feature[l * n + p]` inside `for (i < cl
 again for every cluster) is served by the caches. It is where what one pass of that loop reads,
 over the threads the GPU runs at once, fits in them. Where it does not, the sectors read first
 are gone by the time the pass comes back to them: each pass reads the group's footprint from
-DRAM again. Points of 34 features against five cluster centres (the threads of an SM reading
-209 KB a pass, all SMs 14 MB, against 128 KB of L1 each and 5 MB of L2) measured 4.4 times their
-footprint in DRAM bytes on the study's card.
+DRAM again. Points of a few dozen features against five cluster centres (the threads of an SM
+reading some 200 KB a pass, all SMs 14 MB, against 128 KB of L1 each and 5 MB of L2) measured 4.4
+times their footprint in DRAM bytes on the study's card.
 
 What one pass reads: each group inside the loop, its bytes per thread per pass over the threads
 held at once, at most its footprint (an array every thread reads alike, a table of centres, is
@@ -23,12 +23,12 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from perflsp.analysis.held_threads import held_threads
 from perflsp.analysis.memory import GroupTraffic, Traffic, _bytes
 from perflsp.analysis.models import KernelFacts, LoopFact
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_values import is_loop_atom
 from perflsp.hardware.models import Gpu
-from perflsp.hardware.occupancy import OccupancyInputError, occupancy
 
 _RELEVANT = 1.05  # reads again below 5% of the group's footprint change nothing worth a remark
 
@@ -41,20 +41,13 @@ def with_pass_rereads(facts: KernelFacts, gpu: Gpu, threads_per_block: int | Non
     where every such pass fits (or no read repeats over a loop). `unroll_limit`: the most trips
     of a loop of constant trip count the compiler unrolls (`CostModel.unroll_limit`)."""
     traffic = facts.traffic
-    l1_and_shared = getattr(gpu.limits, "unified_l1_shared_kib", None)
     l2_bytes = gpu.l2_cache_bytes
     work_items = facts.work_items
+    held = held_threads(gpu, work_items, threads_per_block, registers_per_thread, shared_bytes)
     if not isinstance(traffic, Traffic) or not traffic.groups or traffic.cardinality is None or not l2_bytes \
-            or not l1_and_shared or not threads_per_block or not work_items or work_items < 1.0:
+            or held is None or work_items is None:
         return facts
-    try:
-        held = occupancy(gpu, threads_per_block, registers_per_thread or 32, shared_bytes).active_blocks_per_sm
-    except (OccupancyInputError, ValueError, TypeError):
-        return facts  # a launch the GPU rejects, or a user GPU without occupancy tables
-    # (a launch smaller than the GPU spreads over its SMs: each holds its share of the threads)
-    on_sm = max(1.0, min(float(max(1, held) * threads_per_block), work_items / gpu.sm_count))
-    on_gpu = min(work_items, on_sm * gpu.sm_count)
-    l1 = max(0.0, l1_and_shared * 1024.0 - max(1, held) * shared_bytes)
+    on_sm, on_gpu, l1 = held.on_sm, held.on_gpu, held.l1_bytes
     cardinality = traffic.cardinality
     groups: list[GroupTraffic] = []
     changed: list[tuple[str, float, float]] = []  # (array, times its footprint, the pass's bytes on all SMs)
