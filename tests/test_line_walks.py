@@ -75,3 +75,14 @@ def test_a_launch_whose_lines_fit_in_l2_reads_each_row_pass_once():
 
 def test_threads_side_by_side_share_their_sectors():
     assert _walked(_report(120_000, [RTX3080], COLUMN_MAJOR)) == []
+
+
+def test_each_gpu_s_summary_names_only_what_was_assumed_of_it():
+    # the report's facts are the first GPU's: the RTX 3080's line-walk assumption is not the
+    # H100's, whose lines fit
+    from perflsp.analysis.report import verdict_summary
+
+    report = _report(120_000, [RTX3080, H100])
+    rtx, h100 = (verdict_summary(estimate, report.facts) for estimate in report.estimates)
+    assert "GeForce RTX 3080" in rtx and "128-byte lines" in rtx
+    assert "GeForce RTX 3080" not in h100 and "128-byte lines" not in h100

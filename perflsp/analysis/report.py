@@ -22,7 +22,7 @@ from perflsp.analysis.instantiations import differing_verdicts, gpu_index
 from perflsp.analysis.lints import run_lints
 from perflsp.analysis.lints.context import LintOptions
 from perflsp.analysis.models import Estimate, Finding, InstantiationReport, KernelFacts, KernelReport, OpCounts, Severity
-from perflsp.analysis.notes import records, texts
+from perflsp.analysis.notes import NoteKind, records, texts
 from perflsp.analysis.options import AnalysisOptions
 from perflsp.analysis.pipeline import MAX_KERNELS_PER_FILE, FileAnalysis, within_ceiling
 from perflsp.analysis.roofline_rules import verdict_rule
@@ -149,6 +149,10 @@ def shown_precision(estimate: Estimate) -> Precision | None:
     return estimate.main_precision()
 
 
+# the assumptions a per-GPU rule makes of the GPU it judges (its name their subject)
+PER_GPU_KINDS = frozenset({NoteKind.L2_REUSE, NoteKind.L2_WRITES, NoteKind.LOCAL_MEMORY, NoteKind.OTHER_TRAFFIC})
+
+
 def verdict_summary(estimate: Estimate, facts: KernelFacts) -> str:
     """`bandwidth-bound on H100 SXM5 80GB · 12 B DRAM per work item · FP32 intensity 0.083 < ridge 20.0 FLOP/B
     · problem size unknown: assumed large ...`: the deciding assumption is named first."""
@@ -156,9 +160,11 @@ def verdict_summary(estimate: Estimate, facts: KernelFacts) -> str:
         reason = facts.uncertain or "; ".join(texts(estimate.evidence)) or "the engine could not analyse this kernel"
         return f"uncertain on {estimate.gpu} · {reason}"
     parts = estimate.headline_parts()
-    if facts.assumptions:
-        first = facts.assumptions[0]
-        more = len(facts.assumptions) - 1
+    # (the facts are the first GPU's: what a rule assumed of that GPU is not said of another)
+    assumptions = [a for a in facts.assumptions if a.kind not in PER_GPU_KINDS or a.subject in (None, estimate.gpu)]
+    if assumptions:
+        first = assumptions[0]
+        more = len(assumptions) - 1
         parts.append(first.summary)
         if more:
             parts.append(f"{more} more assumption{'s' if more > 1 else ''}")
