@@ -1,5 +1,6 @@
 """The threads a GPU holds at once for a launch, and the L1 each SM has left for them: what the
-per-GPU cache rules (`pass_rereads`, `line_walks`) weigh a working set against."""
+per-GPU cache rules (`local_traffic`, `pass_rereads`, `line_walks`) weigh a working set
+against."""
 
 from __future__ import annotations
 

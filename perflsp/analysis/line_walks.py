@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from perflsp.analysis.held_threads import held_threads
 from perflsp.analysis.linear import UNKNOWN_COEFF
-from perflsp.analysis.memory import GroupTraffic, Traffic, _bytes
+from perflsp.analysis.memory import GroupTraffic, Traffic, _bytes, combine, with_dram_added
 from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_values import is_loop_atom
@@ -73,22 +73,15 @@ def with_line_walks(facts: KernelFacts, gpu: Gpu, threads_per_block: int | None,
             changed.append(group.array)
     if not changed:
         return facts
-    added = sum(max(g.footprint_bytes, g.reread_bytes) for g in groups) \
-        - sum(max(g.footprint_bytes, g.reread_bytes) for g in traffic.groups)
+    added = combine(groups) - combine(traffic.groups)
     arrays = ", ".join(f"`{a}`" for a in dict.fromkeys(changed))
     remark = (f"{arrays} walked a row a thread, threads {LINE_BYTES:g} B or more apart: the lines of the "
               f"{held.on_sm:,.0f} threads an SM holds ({_bytes(lines_on_sm)}) exceed its L1 ({_bytes(held.l1_bytes)}) "
               f"and those of all SMs ({_bytes(lines_on_gpu)}) its L2: each access reads its sector from DRAM again")
-    dram = traffic.dram_bytes + added
-    walked = replace(traffic, dram_bytes=dram, groups=groups, note=f"{traffic.note}; {remark}",
-                     remarks=(*traffic.remarks, remark))
-    evidence = [replace(note, detail=f"DRAM: {walked.note}", value=dram) if note.kind == NoteKind.DRAM_TRAFFIC
-                else note for note in facts.evidence]
     assumption = assumed(NoteKind.L2_REUSE, f"{gpu.name}: L1 and L2 allocate {LINE_BYTES:g}-byte lines; a thread "
                          "walking its own row keeps its line only where the lines of the threads held at once fit "
                          "in them", subject=gpu.name)
-    return replace(facts, dram_bytes=dram, dram_note=walked.note, dram_remarks=walked.remarks, traffic=walked,
-                   evidence=evidence, assumptions=[*facts.assumptions, assumption])
+    return with_dram_added(replace(facts, traffic=replace(traffic, groups=groups)), added, remark, assumption)
 
 
 def _row_walk(group: GroupTraffic, fast_atom: str, cardinality: dict[str, float]) -> str | None:

@@ -26,11 +26,11 @@ less for large per-thread tables walked about once.
 
 from __future__ import annotations
 
+from perflsp.analysis.held_threads import held_threads
 from perflsp.analysis.memory import _bytes, with_dram_added
 from perflsp.analysis.models import KernelFacts
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.hardware.models import Gpu
-from perflsp.hardware.occupancy import OccupancyInputError, occupancy
 
 FRAME_PASSES = 2.0  # a frame that leaves the chip: written to DRAM once, read back once
 MAX_FRAME_PASSES = 8.0  # at most this many frames a thread for the local accesses L1 misses (see above)
@@ -43,19 +43,13 @@ def with_local_traffic(facts: KernelFacts, gpu: Gpu, threads_per_block: int | No
     the threads an SM holds fit in its L1."""
     stack = facts.stack
     moved = facts.per_item.local_bytes * (facts.work_items or 0.0)
-    l1_and_shared = getattr(gpu.limits, "unified_l1_shared_kib", None)
-    if stack is None or stack.bytes_per_thread <= 0 or moved <= 0.0 or not threads_per_block or not l1_and_shared:
+    if stack is None or stack.bytes_per_thread <= 0 or moved <= 0.0:
         return facts
-    try:
-        registers = stack.registers or registers_per_thread or 32
-        held = occupancy(gpu, threads_per_block, registers, shared_bytes).active_blocks_per_sm
-    except (OccupancyInputError, ValueError, TypeError):
-        return facts  # a launch the GPU rejects, or a user GPU without occupancy tables
-    resident = max(1, held) * threads_per_block
-    # (a launch smaller than the GPU spreads over its SMs: each holds its share of the threads)
-    on_sm = max(1.0, min(float(resident), stack.threads / gpu.sm_count))
+    held = held_threads(gpu, stack.threads, threads_per_block, stack.registers or registers_per_thread, shared_bytes)
+    if held is None:
+        return facts
+    on_sm, l1 = held.on_sm, held.l1_bytes
     frames_on_sm = stack.bytes_per_thread * on_sm
-    l1 = max(0.0, l1_and_shared * 1024.0 - max(1, held) * shared_bytes)
     if frames_on_sm <= l1:
         return facts
     frames = stack.bytes_per_thread * stack.threads
@@ -63,7 +57,7 @@ def with_local_traffic(facts: KernelFacts, gpu: Gpu, threads_per_block: int | No
     how = f"each frame written to DRAM and read back (the local loads and stores move {_bytes(moved)})"
     rule = ("stack frames that do not fit in an SM's L1 leave the chip; each thread's frame counted written to DRAM "
             "and read back once (at most what its local loads and stores move)")
-    live = stack.bytes_per_thread * min(stack.threads, on_sm * gpu.sm_count)  # the frames all SMs hold
+    live = stack.bytes_per_thread * held.on_gpu  # the frames all SMs hold
     l2 = gpu.l2_cache_bytes
     if l2 is not None and live > l2:
         missed = 1.0 - l1 / frames_on_sm

@@ -24,7 +24,7 @@ import math
 from dataclasses import replace
 
 from perflsp.analysis.held_threads import held_threads
-from perflsp.analysis.memory import GroupTraffic, Traffic, _bytes
+from perflsp.analysis.memory import GroupTraffic, Traffic, _bytes, combine, with_dram_added
 from perflsp.analysis.models import KernelFacts, LoopFact
 from perflsp.analysis.notes import NoteKind, assumed
 from perflsp.analysis.walk_values import is_loop_atom
@@ -72,21 +72,14 @@ def with_pass_rereads(facts: KernelFacts, gpu: Gpu, threads_per_block: int | Non
         groups.append(group)
     if not changed:
         return facts
-    added = sum(max(g.footprint_bytes, g.reread_bytes) for g in groups) \
-        - sum(max(g.footprint_bytes, g.reread_bytes) for g in traffic.groups)
+    added = combine(groups) - combine(traffic.groups)
     shown = ", ".join(f"`{array}` {times:.3g}x (a pass {_bytes(live)})" for array, times, live in changed[:3])
     remark = (f"read again on each pass of a loop its index does not follow, the pass's data exceeding L1 "
               f"({_bytes(l1)} an SM, {on_sm:,.0f} threads) and L2 ({_bytes(float(l2_bytes))}): {shown} the footprint")
-    dram = traffic.dram_bytes + added
-    retraffic = replace(traffic, dram_bytes=dram, groups=groups, note=f"{traffic.note}; {remark}",
-                        remarks=(*traffic.remarks, remark))
-    evidence = [replace(note, detail=f"DRAM: {retraffic.note}", value=dram) if note.kind == NoteKind.DRAM_TRAFFIC
-                else note for note in facts.evidence]
     assumption = assumed(NoteKind.L2_REUSE, f"{gpu.name}: a value a thread reads again on the next pass of an outer "
                          "loop stays in L1 or L2 only where what one pass reads, over the threads held at once, fits "
                          "in them", subject=gpu.name)
-    return replace(facts, dram_bytes=dram, dram_note=retraffic.note, dram_remarks=retraffic.remarks,
-                   traffic=retraffic, evidence=evidence, assumptions=[*facts.assumptions, assumption])
+    return with_dram_added(replace(facts, traffic=replace(traffic, groups=groups)), added, remark, assumption)
 
 
 def _order(atom: str) -> int:

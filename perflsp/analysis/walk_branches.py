@@ -463,13 +463,7 @@ def guard_share(walker: Walker, cond: Node | None) -> float | None:
     if op == "&&":
         sides = [guard_share(walker, left), guard_share(walker, right)]
         return None if None in sides else math.prod(s for s in sides if s is not None)
-    guard = _index_against_bound(walker, op, left, right)
-    if guard is None:
-        return None
-    op, index, bound = guard
-    span = _index_range(walker, index)
-    assert span is not None  # (`_index_against_bound` keeps only thread indices)
-    return _share_on_side(op, span, bound)
+    return _ranged_share(walker, op, left, right, lambda val: _index_range(walker, val))
 
 
 def counter_share(walker: Walker, cond: Node | None) -> float | None:
@@ -482,11 +476,18 @@ def counter_share(walker: Walker, cond: Node | None) -> float | None:
     if parts is None:
         return None
     op, left, right = parts
-    guard = _index_against_bound(walker, op, left, right, lambda val: _counter_range(walker, val))
+    return _ranged_share(walker, op, left, right, lambda val: _counter_range(walker, val))
+
+
+def _ranged_share(walker: Walker, op: str, left: Node | None, right: Node | None,
+                  ranged: Callable[[Val], tuple[float, float] | None]) -> float | None:
+    """The share of the values of a sum `ranged` reads (its lowest and highest) on the side of a
+    comparison with a value the walk knows; None where the comparison is no such test."""
+    guard = _index_against_bound(walker, op, left, right, ranged)
     if guard is None:
         return None
-    op, counters, bound = guard
-    span = _counter_range(walker, counters)
+    op, summed, bound = guard
+    span = ranged(summed)
     assert span is not None  # (`_index_against_bound` keeps only such sums)
     return _share_on_side(op, span, bound)
 
