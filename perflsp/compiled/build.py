@@ -5,9 +5,11 @@ CUDA: `nvcc -cubin -O3 -lineinfo -arch=sm_XX` then `nvdisasm -c -gi`; a unit its
 with clang (compile database) is compiled by clang's CUDA device pass to PTX, then `ptxas
 -lineinfo`: the two compilers emit different code for the same source (LLVM's NVPTX back end
 lowers bit tricks, loops and math differently), and the GPU runs what the build emits. OpenMP offload (clang):
-the device pass to LLVM bitcode, linked with the NVPTX OpenMP device runtime and libdevice,
-optimised (`opt -O3`), lowered (`llc`) and assembled (`ptxas -lineinfo`), as the offload driver
-does; the `-S`-then-ptxas shortcut leaves the runtime's calls unresolved.
+clang's own offload driver, device side only (`--offload-device-only -c`): one optimisation
+pipeline over the region and the NVPTX device runtime and libdevice it links in first, then
+`ptxas -c -lineinfo`, exactly the image a `clang -fopenmp --offload-arch=sm_XX -c` build embeds
+in its object (optimising again after linking unrolls loops a second time: a loop the build
+unrolls by 4 came out unrolled by 16, a quarter of its integer instructions).
 
 Only include paths, macros, forced includes and the language standard are taken from a compile
 database: a cloned repository cannot smuggle other options (plug-ins, output paths) into a
@@ -57,7 +59,7 @@ def _reader_version() -> str:
     """What a unit is read with: the code that turns SASS into blocks, loops and classes (cached
     units read with other code are read again from their cached disassembly)."""
     digest = hashlib.sha256()
-    for name in ("sass.py", "inline_sites.py", "isa.py", "cfg.py", "model.py", "special.py", "slow_paths.py"):
+    for name in ("sass.py", "inline_sites.py", "isa.py", "cfg.py", "model.py", "special.py", "slow_paths.py", "execution_mode.py"):
         try:
             digest.update((Path(__file__).parent / name).read_bytes())
         except OSError:
@@ -894,38 +896,23 @@ def _assemble(ptxas: str, arch: str, ptx: str, cubin: str, timeout_s: float, rel
 
 
 def _clang_offload(request: CompileRequest, toolchain: Toolchain, source: str, work: str, timeout_s: float) -> str:
-    assert toolchain.clang and toolchain.llvm_link and toolchain.opt and toolchain.llc and toolchain.ptxas
-    assert toolchain.omp_device_dir
+    assert toolchain.clang and toolchain.ptxas and toolchain.omp_device_dir
     runtime = omp_device_library(toolchain.omp_device_dir, request.arch)
     if runtime is None:
         raise CompileFailure(f"no OpenMP device runtime for {request.arch} in {toolchain.omp_device_dir}")
-    w = Path(work)
+    cubin = str(Path(work) / "unit.cubin")
     device = [toolchain.clang, "-O3", "-fopenmp", "-fopenmp-targets=nvptx64-nvidia-cuda", f"--offload-arch={request.arch}",
-              "--offload-device-only", "-emit-llvm", "-c", "-gline-tables-only", "-w", *request.flags()]
-    device.append("-nocudalib")  # libdevice is linked below, whatever CUDA version clang knows
+              "--offload-device-only", "-c", "-gline-tables-only", "-w", f"--libomptarget-nvptx-bc-path={runtime}",
+              f"--ptxas-path={toolchain.ptxas}", *request.flags()]
+    # libdevice comes from the CUDA install that holds it (a toolkit or the nvcc wheel); without
+    # one the math functions stay calls of their own, counted as nothing
+    device += [f"--cuda-path={toolchain.libdevice_root}"] if toolchain.libdevice_root else ["-nocudalib"]
     if Path(source).suffix == ".c" and not _c_as_cxx(request):
         device += ["-x", "c"]  # (a C++ standard is refused for C)
     else:
         device += [*(["-x", "c++"] if _c_as_cxx(request) else []), *([f"-std={request.std}"] if request.std else [])]
-    _run([*device, source, "-o", str(w / "device.bc")], timeout_s, "clang")
-    libraries = [runtime] + ([toolchain.libdevice] if toolchain.libdevice else [])
-    _run([toolchain.llvm_link, "--only-needed", "--internalize", str(w / "device.bc"), *libraries,
-          "-o", str(w / "linked.bc")], timeout_s, "llvm-link")
-    # the runtime's configuration flags, which the offload driver defines from the host pass
-    # (debugging off, no assumptions): left undefined, none of the runtime's checks fold away
-    (w / "flags.ll").write_text(_RUNTIME_FLAGS, encoding="utf-8")
-    _run([toolchain.llvm_link, str(w / "linked.bc"), str(w / "flags.ll"), "-o", str(w / "configured.bc")],
-         timeout_s, "llvm-link")
-    _run([toolchain.opt, "-O3", str(w / "configured.bc"), "-o", str(w / "opt.bc")], timeout_s, "opt")
-    # the optimiser calls runtime functions the code did not (OpenMPOpt's thread queries): link
-    # what they need and optimise again
-    _run([toolchain.llvm_link, "--only-needed", str(w / "opt.bc"), runtime, "-o", str(w / "relinked.bc")], timeout_s,
-         "llvm-link")
-    _run([toolchain.opt, "-O3", str(w / "relinked.bc"), "-o", str(w / "final.bc")], timeout_s, "opt")
-    _run([toolchain.llc, "-O3", f"-mcpu={request.arch}", str(w / "final.bc"), "-o", str(w / "unit.ptx")], timeout_s,
-         "llc")
-    return _assemble(toolchain.ptxas, request.arch, str(w / "unit.ptx"), str(w / "unit.cubin"), timeout_s,
-                     request.relocatable)
+    _run([*device, source, "-o", cubin], timeout_s, "clang")
+    return cubin
 
 
 def _c_as_cxx(request: CompileRequest) -> bool:
@@ -947,13 +934,3 @@ def _run(command: Sequence[str], timeout_s: float, tool: str) -> str:
         detail = "; ".join((errors or lines)[:3]) or f"exit status {done.returncode}"
         raise CompileFailure(f"{tool} failed: {detail[:600]}", errors)
     return done.stdout.decode("utf-8", errors="replace")
-
-
-_RUNTIME_FLAGS = """target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
-target triple = "nvptx64-nvidia-cuda"
-@__omp_rtl_debug_kind = weak_odr hidden constant i32 0
-@__omp_rtl_assume_teams_oversubscription = weak_odr hidden constant i32 0
-@__omp_rtl_assume_threads_oversubscription = weak_odr hidden constant i32 0
-@__omp_rtl_assume_no_thread_state = weak_odr hidden constant i32 0
-@__omp_rtl_assume_no_nested_parallelism = weak_odr hidden constant i32 0
-"""

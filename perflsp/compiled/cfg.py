@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection
 
+from perflsp.compiled.execution_mode import other_mode_arms
 from perflsp.compiled.isa import classify
 from perflsp.compiled.model import CLASSES, INDEX, ZERO, Block, CompiledFunction, LineCounts, Loop, Step, Vector, add
 from perflsp.compiled.sass import Instruction, Location, SassFunction, branch_target
@@ -41,6 +42,10 @@ def build_function(fn: SassFunction) -> CompiledFunction:
     slow_arms = huge_argument_arms(instructions, starts, successors)
     for b, arm in slow_arms.items():
         successors[b].remove(arm)
+    # (an OpenMP kernel compiled for two execution modes runs in the one its entry stores)
+    for b, arm in other_mode_arms(instructions, starts, successors).items():
+        if arm in successors[b]:
+            successors[b].remove(arm)
     reachable = _reachable(successors)
     fix_ups = fix_up_arms(instructions, starts, successors)
     special = special_operand_instructions(instructions)
@@ -72,6 +77,12 @@ def build_function(fn: SassFunction) -> CompiledFunction:
                         vector = add(vector, subroutines[target])
                 elif target and target in by_label:
                     pass  # a branch within the function (see `_local_call`)
+                elif target and ("slowpath" in target
+                                 or (target.startswith("__cuda_") and (ins.predicated or old in fix_ups))):
+                    # the same helpers in relocatable code (clang's OpenMP offload), where ptxas
+                    # makes them functions of their own (`CALL.ABS.NOINC `(__cuda_sm20_div_rn_f64_full)`):
+                    # a slow path, or a call on a fix-up arm, as above
+                    pass
                 elif target and not ins.operands.startswith(("R", "UR")):
                     calls.append(target)
                     call_chains.append(chain_id(ins.chain))
@@ -338,13 +349,39 @@ def _loops(blocks: list[Block], instructions: list[Instruction], bounds: list[in
         loop.static_trips = _fixed_trips(loop, blocks, code, instructions,
                                          [i for b in own for i in range(bounds[order[b]], bounds[order[b] + 1])],
                                          bounds[order[loop.header]])
-        for b in own:
-            for ins in instructions[bounds[order[b]]:bounds[order[b] + 1]]:
-                step = _constant_step(ins)
-                if step:
-                    register = ins.operands.split(",", 1)[0].strip()
-                    loop.steps.append(Step(step, chain_id(ins.chain), _carries(ins), _addresses(register, code)))
+        own_code = [ins for b in own for ins in instructions[bounds[order[b]]:bounds[order[b] + 1]]]
+        for ins in own_code:
+            step = _constant_step(ins)
+            register = ins.operands.split(",", 1)[0].strip()
+            searched = code
+            if not step and (copied := _copied_step(ins, own_code)) is not None:
+                # (the sum's register is the counter's next value: where it is reused, an address)
+                step, register = copied
+                searched = [other for other in code if other is not ins]
+            if step:
+                loop.steps.append(Step(step, chain_id(ins.chain), _carries(ins), _addresses(register, searched)))
     return loops
+
+
+# a register copied into another: `MOV R50, R48`, `IMAD.MOV.U32 R50, RZ, RZ, R48`
+_COPY = re.compile(r"^(U?R\d+),\s*(?:U?RZ,\s*U?RZ,\s*)?(U?R\d+)\s*$")
+
+
+def _copied_step(ins: Instruction, body: list[Instruction]) -> tuple[int, str] | None:
+    """(|c|, Rb) for `IADD3 Ra, Rb, c, RZ` whose sum the loop copies back (`MOV Rb, Ra`): a counter
+    stepped through a second register, as ptxas writes it where the next value is also tested
+    (`ISETP.NE.AND P0, PT, Ra, R47, PT`), else None."""
+    if ins.base not in _STEP_OPCODES or ins.predicated or "X" in ins.modifiers:
+        return None
+    m = _STEP.match(ins.operands)
+    if not m or m.group(1) == m.group(2) or m.group(1).startswith("U") != m.group(2).startswith("U"):
+        return None
+    for other in body:
+        if other.base in _SET_OPCODES and not other.predicated:
+            copy = _COPY.match(other.operands)
+            if copy and copy.group(1) == m.group(2) and copy.group(2) == m.group(1):
+                return (abs(int(m.group(3), 0)), m.group(2)) if int(m.group(3), 0) else None
+    return None
 
 
 _PLAIN_ADDS = frozenset({"IADD3", "UIADD3", "IADD"})

@@ -369,7 +369,7 @@ class _Counter:
                         for j in inner:
                             ties[j] = _LoopTie(None, 1.0, 1.0, wrapper=True)
                         if self.profile.loops[parallel[0]].default_schedule:
-                            self._one_iteration_copy(fn, ties, i, inner)
+                            self._one_iteration_copy(fn, ties, i, [j for j in inner if _holds_body_code(fn, j)])
         # the compiled loops of each source loop (under the same compiled parent)
         groups: dict[tuple[int, int | None], list[int]] = {}
         for i, tie in enumerate(ties):
@@ -570,6 +570,10 @@ class _Counter:
             # rotated loop's counter and closing branch on the line before the loop)
             latches = {chains[c][0] for c in loop.latch_chains if chains[c]}
             steps = [s for s in loop.steps if chains[s.chain] and chains[s.chain][0] in latches]
+        if not steps:
+            # nor there: the counter a statement of the body steps (`j++;` at the end of a
+            # `while (j < n)` loop), on a line of the loop no loop nested in it holds
+            steps = [s for s in loop.steps if chains[s.chain] and self._own_line(source, chains[s.chain][0])]
         step = abs(lp.step)
         # a 32-bit register stepped by a multiple of the source step, by no more than any
         # unrolling would: the counter (larger steps are addresses: `a[i].field`)
@@ -647,6 +651,15 @@ class _Counter:
         wide_counters = [s.amount for s in steps if s.wide and not s.address and step >= 1
                          and s.amount <= MAX_UNROLL * step and s.amount % step == 0]
         return _consistent_unroll(wide_counters, source_steps) if wide_counters else 1.0
+
+    def _own_line(self, source: int, location: Location) -> bool:
+        """Whether `location` is a line of source loop `source` outside the loops nested in it."""
+        path, line = location
+        lp = self.profile.loops[source]
+        if not same_file(path, lp.path) or not lp.first < line <= lp.last:
+            return False
+        return not any(other.depth > lp.depth and same_file(other.path, lp.path) and other.first <= line <= other.last
+                       and lp.first <= other.first <= lp.last for other in self.profile.loops)
 
     def _unrolled_nest_load_bytes(self, source: int, tied_sources: Collection[int]) -> float | None:
         """The global load bytes of one iteration of source loop `source` with the loops nested
@@ -792,6 +805,16 @@ def _nearest_known(weights: Sequence[float | None]) -> list[float | None]:
         if weight is not None:
             preceding = weight
     return found
+
+
+def _holds_body_code(fn: CompiledFunction, index: int) -> bool:
+    """Whether compiled loop `index` of OpenMP entry `fn` runs code of a line other than the
+    directive's: the device runtime's own loops (a thread-state lock's spin, its list walks) sit on
+    the directive's line and are no copy of the loop it outlines."""
+    line = directive_line(fn.name)
+    return line is None or any(
+        chain and chain[0][1] != line for b in fn.loops[index].blocks
+        for chain in (fn.chains[lc.chain] for lc in fn.blocks[b].lines))
 
 
 def _same_chain(a: tuple[Location, ...], b: tuple[Location, ...]) -> bool:

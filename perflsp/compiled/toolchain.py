@@ -2,9 +2,9 @@
 
 CUDA: `nvcc` (with its `ptxas`) and `nvdisasm`; a unit its build compiles with clang: that
 `clang`, the CUDA install's headers and libdevice, `ptxas` and `nvdisasm`. Headers of CUDA
-components a toolkit may lack (cuRAND) are also taken from NVIDIA wheels. OpenMP offload: a `clang` whose LLVM tools
-(`llvm-link`, `opt`, `llc`) and NVPTX device runtime (`libomptarget-nvptx*.bc`) sit beside it,
-then `ptxas` and `nvdisasm`. Looked up, in order, in the paths the settings name, `$CUDA_HOME` /
+components a toolkit may lack (cuRAND) are also taken from NVIDIA wheels. OpenMP offload: a `clang` whose
+NVPTX device runtime (`libomptarget-nvptx*.bc`) sits beside it, then `ptxas` and `nvdisasm` (and
+libdevice, for the math functions). Looked up, in order, in the paths the settings name, `$CUDA_HOME` /
 `$CUDA_PATH`, `PATH`, the usual install folders and the NVIDIA wheels installed in this Python
 (`pip install 'perflsp[compile]'` brings nvcc, ptxas and nvdisasm).
 
@@ -41,9 +41,6 @@ class Toolchain:
     ptxas: str | None = None
     nvdisasm: str | None = None
     clang: str | None = None
-    llvm_link: str | None = None
-    opt: str | None = None
-    llc: str | None = None
     omp_device_dir: str | None = None  # the folder of libomptarget-nvptx*.bc
     libdevice: str | None = None
     cuda_root: str | None = None
@@ -64,16 +61,19 @@ class Toolchain:
 
     @property
     def omp_ready(self) -> bool:
-        return None not in (self.clang, self.llvm_link, self.opt, self.llc, self.ptxas, self.nvdisasm,
-                            self.omp_device_dir)
+        return None not in (self.clang, self.ptxas, self.nvdisasm, self.omp_device_dir)
+
+    @property
+    def libdevice_root(self) -> str | None:
+        """The CUDA install that holds libdevice (`nvvm/libdevice/libdevice.10.bc` under it)."""
+        return str(Path(self.libdevice).parents[2]) if self.libdevice else None
 
     def missing(self, language: str) -> str | None:
         """Why `language` ("cuda" | "omp") cannot be compiled, or None when it can."""
         if language == "cuda":
             absent = [name for name, path in (("nvcc", self.nvcc), ("nvdisasm", self.nvdisasm)) if path is None]
         else:
-            absent = [name for name, path in (("clang", self.clang), ("llvm-link", self.llvm_link), ("opt", self.opt),
-                                              ("llc", self.llc), ("the NVPTX OpenMP device runtime", self.omp_device_dir),
+            absent = [name for name, path in (("clang", self.clang), ("the NVPTX OpenMP device runtime", self.omp_device_dir),
                                               ("ptxas", self.ptxas), ("nvdisasm", self.nvdisasm)) if path is None]
         if not absent:
             return None
@@ -88,7 +88,7 @@ class Toolchain:
         elif language == "clang-cuda":
             tools = [self.clang, self.ptxas, self.nvdisasm, self.libdevice, *self.cuda_extra_includes]
         else:
-            tools = [self.clang, self.llvm_link, self.opt, self.llc, self.ptxas, self.nvdisasm, self.omp_device_dir]
+            tools = [self.clang, self.ptxas, self.nvdisasm, self.omp_device_dir, self.libdevice]
         parts = []
         for tool in tools:
             try:
@@ -144,16 +144,9 @@ def find_toolchain(settings: ToolchainSettings | None = None, *, environ: Mappin
             cuda_root, libdevice = root, str(candidate)
             break
     clang = _find_clang(settings.clang, notes, path_env)
-    llvm_link = opt = llc = omp_dir = None
-    if clang is not None:
-        llvm_bin = Path(_real(clang)).parent
-        suffix = _version_suffix(clang)
-        llvm_link = _tool_beside(llvm_bin, "llvm-link", suffix, path_env)
-        opt = _tool_beside(llvm_bin, "opt", suffix, path_env)
-        llc = _tool_beside(llvm_bin, "llc", suffix, path_env)
-        omp_dir = _omp_device_dir(llvm_bin.parent)
+    omp_dir = _omp_device_dir(Path(_real(clang)).parent.parent) if clang is not None else None
     extra = _wheel_includes(cuda_root, ("curand.h",)) if search_wheels else ()
-    return Toolchain(nvcc, ptxas, nvdisasm, clang, llvm_link, opt, llc, omp_dir, libdevice, cuda_root, tuple(notes),
+    return Toolchain(nvcc, ptxas, nvdisasm, clang, omp_dir, libdevice, cuda_root, tuple(notes),
                      extra)
 
 
@@ -208,15 +201,6 @@ def _find_clang(explicit: str | None, notes: list[str], path_env: str) -> str | 
     if found and _omp_device_dir(Path(_real(found)).parent.parent):
         return found
     return None
-
-
-def _version_suffix(clang: str) -> str:
-    name = Path(clang).name
-    return name[len("clang"):] if name.startswith("clang-") else ""
-
-
-def _tool_beside(llvm_bin: Path, name: str, suffix: str, path_env: str) -> str | None:
-    return _executable(str(llvm_bin / name)) or shutil.which(f"{name}{suffix}", path=path_env)
 
 
 def _omp_device_dir(llvm_root: Path) -> str | None:
