@@ -77,7 +77,7 @@ def _constant(ins: Instruction, register: str) -> int | None:
     if ins.base in ("MOV", "IMAD") and (s := _SET.match(ins.operands)) is not None and s.group(1) == register:
         return int(s.group(2), 0)
     if ins.base == "HFMA2" and (h := _HALVES.match(ins.operands)) is not None and h.group(1) == register:
-        high, low = (struct.unpack("<H", struct.pack("<e", float(v)))[0] for v in (h.group(2), h.group(3)))
+        high, low = (int(struct.unpack("<H", struct.pack("<e", float(v)))[0]) for v in (h.group(2), h.group(3)))
         return high << 16 | low
     return None
 
