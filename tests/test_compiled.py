@@ -707,8 +707,9 @@ def test_a_collapsed_parallel_loop_inside_a_distribute_loop_runs_the_whole_nest(
     # iterations: tied to either source loop, it runs the nest's iterations, not the first loop's
     facts = compiled_facts(tmp_path, compiler, "blur.cpp", NESTED_COLLAPSE_REGION, "blur@l2")
     assert facts.work_items == 1024
-    # a DFMA per iteration of the nest (2 FP64 operations), plus the team's reduction's few
-    assert facts.per_item.fp64 == pytest.approx(64 * 64 * 2, rel=0.1)
+    # a DFMA per iteration of the nest (2 FP64 operations), plus the reduction's DADDs each of the
+    # team's 128 threads runs (5 shuffle steps in its warp, then the team's cross-warp step)
+    assert 64 * 64 * 2 + 128 * 5 <= facts.per_item.fp64 <= (64 * 64 * 2 + 128 * 5) * 1.1
 
 
 COPY_TEMPLATE_REGION = """\

@@ -220,3 +220,59 @@ def test_a_while_loops_counter_stepped_in_its_body_gives_its_unrolling(tmp_path)
     # 0x8 and 0x4 in the copies), the closing branches sit on the `while` line: 64 iterations of
     # DADD, DMUL and DFMA (read as one iteration a trip: 16 x 64 x 4)
     assert facts.per_item.fp64 == 64 * (1 + 1 + 2)
+
+
+ROW_SUMS = """\
+void row_sums(const float *a, float *s, int rows, int cols) {
+  #pragma omp target teams distribute thread_limit(THREADS) map(to: a[0:rows * cols]) map(from: s[0:rows])
+  for (int r = 0; r < rows; r++) {
+    float t = 0.f;
+    #pragma omp parallel for reduction(+: t)
+    for (int c = 0; c < cols; c++) t += a[r * cols + c] * a[r * cols + c];
+    s[r] = t;
+  }
+}
+int main() { static float a[1 << 22], s[1 << 14]; row_sums(a, s, 1 << 14, 256); }
+"""
+
+
+@needs_omp
+def test_a_team_shares_a_nested_parallel_loop_and_each_thread_pays_its_region(tmp_path):
+    # `teams distribute` hands each team rows; the team's threads share each row's `parallel for`
+    # (256 columns, one FFMA each) and each pays the parallel region's cost every row (the
+    # runtime's dispatch, the reduction's shuffles and adds): a row's FP32 work is its 256 FFMAs
+    # plus as many reduction adds per thread whatever the team's size, and its integer
+    # instructions grow with the team's threads (read as one thread's region, both stayed flat)
+    counts = {}
+    for threads in (32, 128):
+        (tmp_path / str(threads)).mkdir()
+        facts = _facts(tmp_path / str(threads), "rows.cpp", ROW_SUMS.replace("THREADS", str(threads)))
+        counts[threads] = facts.per_item
+    body = 2 * 256
+    assert counts[32].fp32 > body
+    assert counts[128].fp32 - body == pytest.approx(4 * (counts[32].fp32 - body))
+    assert counts[128].int32 > 2.5 * counts[32].int32
+
+
+@needs_omp
+def test_a_launch_of_a_distribute_loop_stands_for_an_iteration_a_team(tmp_path):
+    # no `parallel for` shares the loop: the runtime sizes the teams from its trip count, so a
+    # launch of 1000 teams of 128 threads says 1000 iterations (not 128,000)
+    source = tmp_path / "moments.cpp"
+    source.write_text(textwrap.dedent("""\
+        void moments(int nm, int g, const double *x, double *out) {
+          #pragma omp target teams distribute map(to: x[0:nm * g]) map(from: out[0:nm])
+          for (int m = 0; m < nm; ++m) {
+            double s = 0.0;
+            #pragma omp parallel for reduction(+: s)
+            for (int k = 0; k < g; ++k) s += x[m * g + k];
+            out[m] = s;
+          }
+        }
+        #include <stdlib.h>
+        int main(int argc, char **argv) { double *x, *out; moments(atoi(argv[1]), atoi(argv[2]), x, out); }
+        """))
+    prepared = read_program(source, source.read_bytes(), ReadContext(IncludeResolver()), AnalysisOptions())
+    options = dataclasses.replace(prepared.options, launch_override=((1000, 1, 1), (128, 1, 1)))
+    (report,) = FileAnalysis.of(prepared, options).reports([load_database().get("rtx3080")])
+    assert report.facts.work_items == 1000

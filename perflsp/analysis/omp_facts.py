@@ -132,7 +132,10 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     # the runtime sizes a given launch from the loop's trip count (below its default team limit)
     # (at its team limit, the launch bounds the count from below: each thread takes a few)
     capped = teams == LLVM_NVPTX_DEFAULT_TEAMS
-    launched_items = float(teams * threads) * (cost.assumed_capped_iterations if capped else 1.0) \
+    # (a `distribute` loop no `parallel for` shares hands each team its iterations: the runtime
+    # sizes the teams from its trip count, one iteration a team)
+    each_team = (threads or 1) if words & {"parallel", "for", "loop", "simd"} else 1
+    launched_items = float(teams * each_team) * (cost.assumed_capped_iterations if capped else 1.0) \
         if override is not None and teams and threads else None
     scheduled = region.clause("schedule") is not None or region.clause("dist_schedule") is not None
     work_items, items_note, unknown_atoms = _walk_region(walker, statement, parallel_levels, assumptions,
@@ -155,13 +158,17 @@ def omp_facts(unit: AnalysisUnit, region: OmpRegion,
     serial = (not words & {"teams", "parallel", "distribute", "for", "loop", "simd"}
               or (teams == 1 and threads == 1 and parallel_levels == 0)) and \
         (statement is None or _nested_worksharing_loop(statement) is None)
+    # (`teams distribute` around a `parallel for`: each thread takes its team's share)
+    team_threads = float(threads) if threads else (launched / teams if teams else 1.0)
+    shared = parallel_levels > 0 and not words & {"parallel", "for", "loop", "simd"} \
+        and _share_among_team(walker, statement, team_threads)
     # a serial region runs in its team's main thread alone (the launch's other threads wait in
     # the runtime's state machine), whatever threads the launch has: its compiled code's counts
     # are that one thread's
     per_item, compiled_note = operations(
         result.counts, cost.int_per_omp_iteration, cost, compiled, compiled_fn, profile, result.notes,
         threads=1.0 if serial and work_items <= 1.0 else launched, work_items=max(work_items, 1.0),
-        parallel_trips=max(work_items, 1.0) / launched,
+        parallel_trips=max(work_items, 1.0) / (launched / team_threads if shared else launched),
         shift=(unit.kernels.path, shift) if shift and unit.kernels.path else None, edited_since=edited_since,
         missing=f"offload entry for line {region.span.start.line + 1}",
         continuation_lines=region.span.end.line - region.span.start.line)
@@ -373,6 +380,46 @@ def _learn_launched_bound(walker: KernelWalker, cond: Node | None, var: str | No
         f"read as the iterations the launch has threads for, {size:,.0f}"
     walker.assume(assumed(NoteKind.SIZE_BOUND, f"`{name}` bounds the parallel loop: {read}",
                           subject=name, value=size, unit="iterations"))
+
+
+_NESTED_WORKSHARING = re.compile(r"#\s*pragma\s+omp\s+(?:parallel\s+)?(?:for|loop)\b")
+
+
+def _share_among_team(walker: KernelWalker, statement: Node | None, team_threads: float) -> bool:
+    """`teams distribute` around a `parallel for`: a team's threads take each of the team's
+    distribute iterations together and share the inner loop's iterations (each paying the
+    parallel region's cost every time). Per thread, then, the inner loop runs its iterations
+    over the team's threads (set here in the profile the compiled counts read; the caller gives
+    each thread the team's share of the distribute loop). Whether there is such a loop."""
+    if walker.profile is None or team_threads <= 1.0:
+        return False
+    shared = _team_shared_loops(walker, statement)
+    for index in shared:
+        loop = walker.profile.loops[index]
+        loop.trip /= team_threads
+        if loop.collapsed_trip is not None:
+            loop.collapsed_trip /= team_threads
+    return bool(shared)
+
+
+def _team_shared_loops(walker: KernelWalker, statement: Node | None) -> list[int]:
+    """The profile's loops that a worksharing directive inside the region (`#pragma omp parallel
+    for` in a `teams distribute` loop's body) shares among a team's threads."""
+    if statement is None or walker.profile is None:
+        return []
+    lines: set[int] = set()
+    stack = [statement]
+    while stack:
+        node = stack.pop()
+        for child in node.named_children:
+            if child.type == "preproc_call" and _NESTED_WORKSHARING.search(walker.text(child)):
+                nxt = child.next_named_sibling
+                while nxt is not None and nxt.type in ("comment", "preproc_call"):
+                    nxt = nxt.next_named_sibling
+                if nxt is not None and nxt.type == "for_statement":
+                    lines.add(walker.line(nxt))
+            stack.append(child)
+    return [i for i, loop in enumerate(walker.profile.loops) if not loop.parallel and loop.first in lines]
 
 
 def _unwrap_loop(node: Node | None) -> Node | None:
