@@ -412,12 +412,9 @@ def _team_shared_loops(walker: KernelWalker, statement: Node | None) -> list[int
     while stack:
         node = stack.pop()
         for child in node.named_children:
-            if child.type == "preproc_call" and _NESTED_WORKSHARING.search(walker.text(child)):
-                nxt = child.next_named_sibling
-                while nxt is not None and nxt.type in ("comment", "preproc_call"):
-                    nxt = nxt.next_named_sibling
-                if nxt is not None and nxt.type == "for_statement":
-                    lines.add(walker.line(nxt))
+            if child.type == "preproc_call" and _NESTED_WORKSHARING.search(walker.text(child)) \
+                    and (loop := _loop_after(child)) is not None:
+                lines.add(walker.line(loop))
             stack.append(child)
     return [i for i, loop in enumerate(walker.profile.loops) if not loop.parallel and loop.first in lines]
 
@@ -431,6 +428,14 @@ def _unwrap_loop(node: Node | None) -> Node | None:
     return node if node is not None and node.type == "for_statement" else None
 
 
+def _loop_after(pragma: Node) -> Node | None:
+    """The `for` statement a directive applies to (comments and other directives between), else None."""
+    nxt = pragma.next_named_sibling
+    while nxt is not None and nxt.type in ("comment", "preproc_call"):
+        nxt = nxt.next_named_sibling
+    return nxt if nxt is not None and nxt.type == "for_statement" else None
+
+
 def _nested_worksharing_loop(node: Node) -> tuple[Node, int] | None:
     """In `#pragma omp target` + `{ #pragma omp teams distribute parallel for ... }`, the loop
     after the nested pragma and the loops its `collapse(n)` makes parallel (1 without it)."""
@@ -439,13 +444,9 @@ def _nested_worksharing_loop(node: Node) -> tuple[Node, int] | None:
         n = stack.pop(0)
         for child in n.named_children:
             pragma = (child.text or b"").decode("utf-8", "replace") if child.type == "preproc_call" else ""
-            if re.search(r"\b(for|distribute|loop)\b", pragma):
-                nxt = child.next_named_sibling
-                while nxt is not None and nxt.type in ("comment", "preproc_call"):
-                    nxt = nxt.next_named_sibling
-                if nxt is not None and nxt.type == "for_statement":
-                    collapse = re.search(r"\bcollapse\s*\(\s*(\d+)\s*\)", pragma)
-                    return nxt, int(collapse.group(1)) if collapse else 1
+            if re.search(r"\b(for|distribute|loop)\b", pragma) and (loop := _loop_after(child)) is not None:
+                collapse = re.search(r"\bcollapse\s*\(\s*(\d+)\s*\)", pragma)
+                return loop, int(collapse.group(1)) if collapse else 1
             if child.type == "compound_statement":
                 stack.append(child)
     return None
