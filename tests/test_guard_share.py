@@ -23,12 +23,24 @@ __global__ void plane(float *a, int nx, int ny) {
   int y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x < nx && y < ny) a[y * nx + x] = 0.0f;
 }
+__global__ void pairs(const float *p, float *score, int n) {
+  int j = blockIdx.x * blockDim.x + threadIdx.x;
+  int i = blockIdx.y * blockDim.y + threadIdx.y;
+  if (j > i && i < n && j < n) score[i * n + j] = p[i] * p[j];
+}
+__global__ void lower(float *a, int n) {
+  int col = blockIdx.x * blockDim.x + threadIdx.x;
+  int row = blockIdx.y * blockDim.y + threadIdx.y;
+  if (col <= row) a[row * n + col] = 1.0f;
+}
 int main() {
   float *x, *y;
   cudaMalloc(&x, N * sizeof(float)); cudaMalloc(&y, N * sizeof(float));
   axpy<<<2000, 500>>>(x, y);
   early_exit<<<4000, 250>>>(x, y);
   plane<<<dim3(64, 64), dim3(16, 16)>>>(x, 512, 256);
+  pairs<<<dim3(64, 64), dim3(16, 16)>>>(x, y, 1024);
+  lower<<<dim3(64, 64), dim3(16, 16)>>>(x, 1024);
 }
 """
 
@@ -55,6 +67,15 @@ def test_guards_joined_by_and_multiply_over_their_axes():
     # 1024 x 1024 threads over a 512 x 256 plane: an eighth of them store
     facts = _facts("plane")
     assert facts.per_item.global_stores == pytest.approx(512 * 256 / (1024 * 1024), rel=0.01)
+
+
+def test_a_comparison_of_two_thread_indices_passes_the_pairs_on_its_side():
+    # `j > i` over a 1024 x 1024 grid of pairs: the upper triangle without its diagonal
+    # (1024 * 1023 / 2 pairs), not every thread; `col <= row`: the lower one with it
+    upper = _facts("pairs")
+    assert upper.total.fp32 == pytest.approx(1024 * 1023 / 2, rel=0.01)
+    lower = _facts("lower")
+    assert lower.per_item.global_stores == pytest.approx(1025 / 2048, rel=0.01)
 
 
 def test_under_an_assumed_launch_a_known_size_does_not_idle_the_guessed_threads():

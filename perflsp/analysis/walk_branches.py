@@ -463,7 +463,42 @@ def guard_share(walker: Walker, cond: Node | None) -> float | None:
     if op == "&&":
         sides = [guard_share(walker, left), guard_share(walker, right)]
         return None if None in sides else math.prod(s for s in sides if s is not None)
-    return _ranged_share(walker, op, left, right, lambda val: _index_range(walker, val))
+    share = _ranged_share(walker, op, left, right, lambda val: _index_range(walker, val))
+    return share if share is not None else _indices_compared(walker, op, left, right)
+
+
+def _indices_compared(walker: Walker, op: str, left: Node | None, right: Node | None) -> float | None:
+    """`if (j > i)` on two thread indices of their own axes (the upper triangle of a grid of
+    pairs): the share of the launch's (i, j) pairs on the side tested, each index spread evenly
+    over its range (half of a square's, less its diagonal); None where a side is anything else
+    or the two share an index (`tx > tx / 2`)."""
+    if op not in ("<", "<=", ">", ">=") or left is None or right is None:
+        return None
+    lval, rval = _uncounted(walker, left, right)
+    lspan, rspan = _index_range(walker, lval), _index_range(walker, rval)
+    if lspan is None or rspan is None or lval.lin.atoms & rval.lin.atoms:
+        return None
+    if op in ("<", "<="):  # `i < j` is `j > i`
+        lspan, rspan, op = rspan, lspan, {"<": ">", "<=": ">="}[op]
+    above = _share_above(lspan, rspan)
+    # `l >= r` holds wherever `r > l` does not
+    return above if op == ">" else 1.0 - _share_above(rspan, lspan)
+
+
+def _share_above(left: tuple[float, float], right: tuple[float, float]) -> float:
+    """The share of the pairs (l, r) of integers of the spans `left` and `right` with l > r."""
+    a, b = math.ceil(left[0]), math.floor(left[1])
+    c, d = math.ceil(right[0]), math.floor(right[1])
+    if b < a or d < c:
+        return 0.0
+    count_left = b - a + 1
+    total = 0
+    # each r below `a`: every l; each r from `a` to `b`: the b - r values above it; above b: none
+    total += count_left * max(0, min(d, a - 1) - c + 1)
+    lo, hi = max(c, a), min(d, b)
+    if hi >= lo:
+        total += (hi - lo + 1) * (2 * b - lo - hi) // 2
+    return total / (count_left * (d - c + 1))
 
 
 def counter_share(walker: Walker, cond: Node | None) -> float | None:
