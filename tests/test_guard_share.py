@@ -78,6 +78,37 @@ def test_a_comparison_of_two_thread_indices_passes_the_pairs_on_its_side():
     assert lower.per_item.global_stores == pytest.approx(1025 / 2048, rel=0.01)
 
 
+def test_a_guard_against_an_unknown_size_beside_a_known_share_keeps_that_share():
+    # `j > i && j < *n`, the size read from memory: the pairs' share of the threads, the unknown
+    # size letting every thread through as it does alone
+    src = """
+    __global__ void pairs(const float *p, float *score, const int *n) {
+      int j = blockIdx.x * blockDim.x + threadIdx.x;
+      int i = blockIdx.y * blockDim.y + threadIdx.y;
+      if (j > i && j < *n) score[i * 1024 + j] = p[i] * p[j];
+    }
+    int main() {
+      float *x, *y; int *n;
+      pairs<<<dim3(64, 64), dim3(16, 16)>>>(x, y, n);
+    }
+    """
+    facts = next(r for r in reports(src) if r.name == "pairs").facts
+    assert facts.total.fp32 == pytest.approx(1024 * 1023 / 2, rel=0.01)
+
+
+def test_a_collapsed_openmp_nest_over_pairs_runs_the_triangle_its_guard_keeps():
+    src = """
+    void pairs(const float *p, float *score, int n) {
+      #pragma omp target teams distribute parallel for collapse(2)
+      for (int i = 0; i < 1024; i++)
+        for (int j = 0; j < 1024; j++)
+          if (j > i && j < n) score[i * 1024 + j] = p[i] * p[j];
+    }
+    """
+    (region,) = reports(src)
+    assert region.facts.total.fp32 == pytest.approx(1024 * 1023 / 2, rel=0.01)
+
+
 def test_under_an_assumed_launch_a_known_size_does_not_idle_the_guessed_threads():
     # no launch in the file: the production-size guess is not a launch larger than `N`
     src = GUARDED.split("int main()")[0]

@@ -455,27 +455,34 @@ def guard_share(walker: Walker, cond: Node | None) -> float | None:
     """The share of the launch's threads for which a bounds guard holds, where it compares a
     thread index (a sum of `threadIdx`/`blockIdx` terms) with a value the walk knows
     (`if (idx < N)` with `#define N 500000`, a size the launch's arguments give), `&&` of such
-    guards multiplied as independent axes; None where a side is unknown or not such a sum."""
+    guards multiplied as independent axes (a side against a size the walk does not know passing
+    every thread); None where no side is such a guard."""
     parts = binary_parts(walker, cond)
     if parts is None:
         return None
     op, left, right = parts
     if op == "&&":
-        sides = [guard_share(walker, left), guard_share(walker, right)]
-        return None if None in sides else math.prod(s for s in sides if s is not None)
+        sides = [guard_share(walker, side) for side in (left, right)]
+        unknown = [side for share, side in zip(sides, (left, right)) if share is None]
+        if len(unknown) == 2 or any(out_of_bounds_test(walker, side) for side in unknown):
+            return None
+        # a side against a size the walk does not know lets (nearly) every thread through, as
+        # `branch_weight` reads such a guard alone (`j > i && j < *n`: the pairs' share); one
+        # that tests for being past a size (`n <= i`) is left to the reading of the whole
+        return math.prod(share for share in sides if share is not None)
     share = _ranged_share(walker, op, left, right, lambda val: _index_range(walker, val))
     return share if share is not None else _indices_compared(walker, op, left, right)
 
 
 def _indices_compared(walker: Walker, op: str, left: Node | None, right: Node | None) -> float | None:
-    """`if (j > i)` on two thread indices of their own axes (the upper triangle of a grid of
-    pairs): the share of the launch's (i, j) pairs on the side tested, each index spread evenly
+    """`if (j > i)` on two thread indices of their own axes, or on two loops of a collapsed
+    OpenMP nest (the upper triangle of a grid of pairs): the share of the launch's (i, j) pairs on the side tested, each index spread evenly
     over its range (half of a square's, less its diagonal); None where a side is anything else
     or the two share an index (`tx > tx / 2`)."""
     if op not in ("<", "<=", ">", ">=") or left is None or right is None:
         return None
     lval, rval = _uncounted(walker, left, right)
-    lspan, rspan = _index_range(walker, lval), _index_range(walker, rval)
+    lspan, rspan = (_atoms_range(walker, val, lambda atom: index_atom(atom) or atom.startswith("o")) for val in (lval, rval))
     if lspan is None or rspan is None or lval.lin.atoms & rval.lin.atoms:
         return None
     if op in ("<", "<="):  # `i < j` is `j > i`
