@@ -94,6 +94,33 @@ def test_compiled_cases_run_as_often_as_the_source_says(tmp_path):
     assert compiled.per_item.fp32 == pytest.approx(4.0)
 
 
+EXITS = """\
+__device__ float4 normal_at(const float3 *p, int i) {
+  float3 q = p[i];
+  if (isnan(q.z)) return make_float4(0.f, 0.f, 0.f, 0.f);
+  bool left = !isnan(p[i - 1].z), right = !isnan(p[i + 1].z);
+  if (!left & !right) return make_float4(0.f, 0.f, 0.f, 1.f);
+  float dx = p[i + 1].x - p[i - 1].x, dz = p[i + 1].z - p[i - 1].z;
+  return make_float4(dx * q.x, dz * q.y, dx * dz, 1.f);
+}
+__global__ void normals(const float3 *p, float4 *out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x + 1;
+  out[i] = normal_at(p, i);
+}
+int main() { float3 *p; float4 *out; normals<<<4096, 256>>>(p, out); }
+"""
+
+
+@needs_cuda
+def test_compiled_code_after_exits_that_return_constants_runs_for_every_thread(tmp_path):
+    source = tmp_path / "normals.cu"
+    source.write_text(EXITS)
+    facts = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["normals"].facts
+    # SASS (nvcc): the two FADDs and three FMULs after the NaN and neighbour tests, for every
+    # thread (a quarter of them, 1.25, were the exits read as even splits)
+    assert facts.per_item.fp32 == pytest.approx(5.0)
+
+
 # ------------------------------------------------------------------------------ clang's loops
 
 GRAY = """\

@@ -101,3 +101,37 @@ def test_an_index_read_from_data_is_in_bounds_where_the_test_is_of_its_bounds():
     # `s >= 0.0f && s < 1.0f` is a value's range, no index's: half (0.5); the sums 2
     assert per_item.fp32 == 128 + 1 + 0.5 + 2
     assert per_item.global_loads == 2 + 64  # (the point's two coordinates)
+
+
+EXITS_SRC = """
+__device__ float4 normal_at(const float3 *p, int i, int w) {
+  float3 q = p[i];
+  if (isnan(q.z)) return make_float4(0.f, 0.f, 0.f, 0.f);
+  bool left = !isnan(p[i - 1].z), right = !isnan(p[i + 1].z);
+  if (!left & !right) return make_float4(0.f, 0.f, 0.f, 1.f);
+  float dx = p[i + 1].x - p[i - 1].x, dz = p[i + 1].z - p[i - 1].z;
+  return make_float4(dx * q.x, dz * q.y, dx * dz, 1.f);
+}
+__global__ void normals(const float3 *p, float4 *out, int w) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = normal_at(p, i, w);
+}
+__global__ void shifts(const float *in, float *out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = in[i];
+  if (v > 0.5f) { out[i] = v * 2.0f; return; }
+  out[i] = v * v + 1.0f;
+}
+"""
+
+
+def test_a_test_of_data_returning_a_constant_turns_away_the_exceptions():
+    reports = analyse(EXITS_SRC)
+    normals = reports["normals"].facts
+    # the two exits return constants (a NaN point, no valid neighbour): the exceptions; every
+    # thread computes the differences and products after them (2 + 3 FLOP), not a quarter
+    assert normals.per_item.fp32 == 5
+    texts = [note.text for note in normals.assumptions]
+    assert any("returns a constant on a test of data: read as the exception" in text for text in texts)
+    # an exit that stores its own result first is work of its own: an even split (1 + 2 halves)
+    assert reports["shifts"].facts.per_item.fp32 == 0.5 * 1 + 0.5 * 2

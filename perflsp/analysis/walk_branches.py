@@ -40,6 +40,15 @@ def walk_if(walker: Walker, node: Node) -> None:
         walker.assume(assumed(NoteKind.EXIT_EDGE, f"`if ({_clause(walker, cond)})` leaves the block: read as taken "
                               "at the edge only (the code after it runs)", subject=_clause(walker, cond),
                               line=walker.line(node)))
+    elif leaves and walker.loop_depth == 0 and weight == walker.cost.branch_weight and not _thread_dependent(cval) \
+            and _returns_constant(consequence):
+        # a test of data that returns nothing or a constant (`if (isnan(p.z)) return zero;`,
+        # `if (!valid) return;`) turns away the degenerate items; the work after it is the rule
+        # (two such exits read as even splits would leave a quarter of it)
+        weight = 0.0
+        walker.assume(assumed(NoteKind.EXIT_EDGE, f"`if ({_clause(walker, cond)})` returns a constant on a test of data: "
+                              "read as the exception (the code after it runs)", subject=_clause(walker, cond),
+                              line=walker.line(node)))
     elif alternative is not None and _resets_tested(walker, cond, consequence):
         # `if (total < 1) total = 1; else { ...work... }`: the arm that only replaces a degenerate
         # value is the exception, the work is the rule
@@ -58,6 +67,41 @@ def walk_if(walker: Walker, node: Node) -> None:
     walker.mult = saved
     # the share of passes that leave the block here (`if (c) continue;`), for `_compound`
     walker.exited_share = weight if leaves else 0.0
+
+
+_CONSTANT_NODES = frozenset({"number_literal", "true", "false", "null", "nullptr", "char_literal"})
+
+
+def _returns_constant(arm: Node | None) -> bool:
+    """Whether an arm does nothing but return, with no value or a constant one (`return;`,
+    `return 0.5;`, `return make_float4(0.f, 0.f, 0.f, 1.f);`)."""
+    while arm is not None and arm.type == "compound_statement":
+        statements = [c for c in arm.named_children if c.type != "comment"]
+        if len(statements) != 1:
+            return False
+        arm = statements[0]
+    if arm is None or arm.type != "return_statement":
+        return False
+    values = [c for c in arm.named_children if c.type != "comment"]
+    return not values or _constant_expression(values[0])
+
+
+def _constant_expression(node: Node) -> bool:
+    """A literal, a negated or parenthesised one, a call or a braced list of literals
+    (`make_float4(0.f, ...)`, `{0.f, 0.f}`)."""
+    if node.type in _CONSTANT_NODES:
+        return True
+    if node.type in ("unary_expression", "parenthesized_expression", "cast_expression"):
+        operand = node.child_by_field_name("argument") or node.child_by_field_name("value") \
+            or (node.named_children[-1] if node.named_children else None)
+        return operand is not None and _constant_expression(operand)
+    if node.type == "initializer_list":
+        return all(_constant_expression(a) for a in node.named_children if a.type != "comment")
+    if node.type == "call_expression":
+        arguments = node.child_by_field_name("arguments")
+        return arguments is not None and all(_constant_expression(a) for a in arguments.named_children
+                                             if a.type != "comment")
+    return False
 
 
 def _note_returned(walker: Walker, exit_arm: Node | None) -> None:
