@@ -520,13 +520,14 @@ def guard_share(walker: Walker, cond: Node | None) -> float | None:
 
 def _indices_compared(walker: Walker, op: str, left: Node | None, right: Node | None) -> float | None:
     """`if (j > i)` on two thread indices of their own axes, or on two loops of a collapsed
-    OpenMP nest (the upper triangle of a grid of pairs): the share of the launch's (i, j) pairs on the side tested, each index spread evenly
-    over its range (half of a square's, less its diagonal); None where a side is anything else
-    or the two share an index (`tx > tx / 2`)."""
+    OpenMP nest (the upper triangle of a grid of pairs): the share of the launch's (i, j) pairs
+    on the side tested, each index spread evenly over its range (half of a square's, less its
+    diagonal); None where a side is anything else or the two share an index (`tx > tx / 2`)."""
     if op not in ("<", "<=", ">", ">=") or left is None or right is None:
         return None
     lval, rval = _uncounted(walker, left, right)
-    lspan, rspan = (_atoms_range(walker, val, lambda atom: index_atom(atom) or atom.startswith("o")) for val in (lval, rval))
+    lspan, rspan = (_atoms_range(walker, val, lambda atom: index_atom(atom) or bool(_omp_indices(frozenset({atom}))))
+                    for val in (lval, rval))
     if lspan is None or rspan is None or lval.lin.atoms & rval.lin.atoms:
         return None
     if op in ("<", "<="):  # `i < j` is `j > i`
