@@ -121,6 +121,29 @@ def test_compiled_code_after_exits_that_return_constants_runs_for_every_thread(t
     assert facts.per_item.fp32 == pytest.approx(5.0)
 
 
+ELIMINATE = """\
+__global__ void eliminate(float *a, const float *pivot) {
+  int row = threadIdx.x;
+  for (int k = 0; k < 256; k++) {
+    if (row > k) a[row] -= pivot[k] * a[k];
+    __syncthreads();
+  }
+}
+int main() { float *a, *p; eliminate<<<1, 256>>>(a, p); }
+"""
+
+
+@needs_cuda
+def test_compiled_code_under_a_guard_on_a_loop_counter_runs_its_triangle(tmp_path):
+    source = tmp_path / "eliminate.cu"
+    source.write_text(ELIMINATE)
+    facts = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["eliminate"].facts
+    # SASS (nvcc): one FFMA a pass for the rows below the pivot, 255 * 256 / 2 passes of the
+    # 256 threads' 65,536. The guard is on one line and its body a block the test branches
+    # around in each unrolled copy: the body's weight, not the test's (every pass, 131,072)
+    assert facts.total.fp32 == pytest.approx(2 * 255 * 256 / 2, rel=0.02)
+
+
 # ------------------------------------------------------------------------------ clang's loops
 
 GRAY = """\

@@ -134,3 +134,38 @@ def test_an_openmp_region_of_an_assumed_team_count_keeps_its_threads_busy():
     """
     (region,) = reports(src)
     assert region.facts.per_item.global_stores == pytest.approx(1.0)
+
+
+def test_a_thread_index_against_a_loop_counter_takes_its_share_over_the_passes():
+    # `if (row > k)` in `for (k = 0; k < 256; k++)` over 256 threads: each pass the rows below
+    # the pivot, a triangle over the passes (255 * 256 / 2 of 256 * 256), not every thread
+    src = """
+    __global__ void eliminate(float *a, const float *pivot) {
+      int row = threadIdx.x;
+      for (int k = 0; k < 256; k++) {
+        if (row > k) a[row] -= pivot[k] * a[k];
+        __syncthreads();
+      }
+    }
+    int main() { float *a, *p; eliminate<<<1, 256>>>(a, p); }
+    """
+    facts = next(r for r in reports(src) if r.name == "eliminate").facts
+    assert facts.total.fp32 == pytest.approx(2 * 255 * 256 / 2, rel=0.01)
+
+
+def test_a_loop_of_a_guessed_trip_count_gives_its_counter_no_range_to_compare_with():
+    # `for (k = 0; k < *n; k++)`: the trip count is assumed, and so would be any share of the
+    # threads below `k`; the guard keeps the reading of a bound the walk does not know (in bounds)
+    src = """
+    __global__ void below(float *a, const float *pivot, const int *n) {
+      int row = threadIdx.x;
+      for (int k = 0; k < *n; k++) {
+        if (row < k) a[row] -= pivot[k] * a[k];
+      }
+    }
+    int main() { float *a, *p; int *n; below<<<1, 256>>>(a, p, n); }
+    """
+    facts = next(r for r in reports(src) if r.name == "below").facts
+    (loop,) = facts.loops
+    assert loop.origin in ("assumed", "data-dependent")
+    assert facts.per_item.fp32 == pytest.approx(2 * loop.trip_count)

@@ -63,6 +63,7 @@ class Walker(Protocol):
     loop_counter: int
     loop_atoms: list[str]
     unrolled_atoms: set[str]
+    guessed_atoms: set[str]  # counters of loops whose trip count is assumed or data-dependent
     geometric_loops: dict[str, float]
     trip_is_static: bool
     last_step_kind: str | None

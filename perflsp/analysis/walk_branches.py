@@ -522,19 +522,28 @@ def _indices_compared(walker: Walker, op: str, left: Node | None, right: Node | 
     """`if (j > i)` on two thread indices of their own axes, or on two loops of a collapsed
     OpenMP nest (the upper triangle of a grid of pairs): the share of the launch's (i, j) pairs
     on the side tested, each index spread evenly over its range (half of a square's, less its
-    diagonal); None where a side is anything else or the two share an index (`tx > tx / 2`)."""
+    diagonal). A thread index against an open loop's counter (`if (tid > k)` in `for (k = 0;
+    k < n; k++)`, a triangle over the passes) is the share over the threads and the passes
+    alike. None where a side is anything else or the two share an index (`tx > tx / 2`)."""
     if op not in ("<", "<=", ">", ">=") or left is None or right is None:
         return None
     lval, rval = _uncounted(walker, left, right)
-    lspan, rspan = (_atoms_range(walker, val, lambda atom: index_atom(atom) or bool(_omp_indices(frozenset({atom}))))
+    counters = set(walker.loop_atoms) - walker.guessed_atoms  # (a guessed trip count's range is no range)
+    lspan, rspan = (_atoms_range(walker, val, lambda atom: _thread_index(atom) or atom in counters)
                     for val in (lval, rval))
-    if lspan is None or rspan is None or lval.lin.atoms & rval.lin.atoms:
+    if lspan is None or rspan is None or lval.lin.atoms & rval.lin.atoms \
+            or not any(_thread_index(a) for a in lval.lin.atoms | rval.lin.atoms):
         return None
     if op in ("<", "<="):  # `i < j` is `j > i`
         lspan, rspan, op = rspan, lspan, {"<": ">", "<=": ">="}[op]
     above = _share_above(lspan, rspan)
     # `l >= r` holds wherever `r > l` does not
     return above if op == ">" else 1.0 - _share_above(rspan, lspan)
+
+
+def _thread_index(atom: str) -> bool:
+    """A thread's or a block's index, or the index of an OpenMP worksharing loop."""
+    return index_atom(atom) or bool(_omp_indices(frozenset({atom})))
 
 
 def _share_above(left: tuple[float, float], right: tuple[float, float]) -> float:

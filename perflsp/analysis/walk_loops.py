@@ -699,6 +699,8 @@ def run_loop(walker: Walker, node: Node, var: str | None, start: Val | None, ste
     walker.loop_counter += 1
     atom = loop_atom(walker.loop_counter)
     walker.cardinality[atom] = max(1.0, trip)
+    if origin in ("assumed", "data-dependent"):
+        walker.guessed_atoms.add(atom)  # (its range is a guess: `walk_branches` compares no index with it)
     walker.loops.append(LoopFact(walker.line(node), var, trip, origin, note))
     saved = walker.mult
     if var is not None and start is not None:

@@ -90,6 +90,7 @@ class KernelWalker:
         self.loop_atoms: list[str] = []
         self.shared_bytes = 0.0  # static __shared__ arrays declared by the kernel
         self.unrolled_atoms: set[str] = set()
+        self.guessed_atoms: set[str] = set()  # counters of loops of a guessed trip count
         self.geometric_loops: dict[str, float] = {}  # loop atom -> trip count of `s *= 2` style loops
         self.trip_is_static = False
         self.last_step_kind: str | None = None

@@ -124,6 +124,7 @@ class _Counter:
         total = ZERO
         resolved = [self._block_weights(block, chains) for block in fn.blocks]
         copies = _copy_weights(fn.blocks, resolved)
+        arms = _guarded_arms(fn, chains)
         unreached = set().union(*(t.unreached for t in ties))
         for index, block in enumerate(fn.blocks):
             frequency = loop_trips[block.loop] if block.loop is not None else 1.0
@@ -149,6 +150,11 @@ class _Counter:
                     guarded = beside_predicated[k] if whole else beside[k]
                     if guarded is None:
                         guarded = copies.get(lc.chain)
+                if index in arms and chain and chain[0] == arms[index]:
+                    # `if (row > k) a[row] -= p[k] * a[k];` on one line, its body a block the
+                    # test branches around: the body's weight, not the test's
+                    body_weight = self._predicated_body_weight(chain, guarded)
+                    guarded = guarded if body_weight is None else body_weight
                 weight = min(1.0 if guarded is None else guarded / called, caps[index]) * frequency
                 if weight <= 0:
                     continue
@@ -819,3 +825,29 @@ def _holds_body_code(fn: CompiledFunction, index: int) -> bool:
 
 def _same_chain(a: tuple[Location, ...], b: tuple[Location, ...]) -> bool:
     return len(a) == len(b) and all(x[1] == y[1] and same_file(x[0], y[0]) for x, y in zip(a, b))
+
+
+def _guarded_arms(fn: CompiledFunction, chains: list[tuple[Location, ...]]) -> dict[int, Location]:
+    """The blocks that are the body of a guard written on one line and compiled as a branch
+    around them (not if-converted): each holds code of one line only, its one predecessor
+    branches either to it or past it to where it goes on, and holds code of that line too (the
+    test). Block -> that line's location."""
+    predecessors: dict[int, list[int]] = {}
+    for b, block in enumerate(fn.blocks):
+        for succ in block.successors:
+            predecessors.setdefault(succ, []).append(b)
+    found: dict[int, Location] = {}
+    for b, block in enumerate(fn.blocks):
+        preds = predecessors.get(b, [])
+        if len(preds) != 1 or len(block.successors) != 1:
+            continue
+        head = fn.blocks[preds[0]]
+        if len(head.successors) != 2 or block.successors[0] not in head.successors or head.loop != block.loop:
+            continue
+        lines = {chains[lc.chain][0] for lc in block.lines if chains[lc.chain]}
+        if len(lines) != 1:
+            continue
+        (line,) = lines
+        if any(chains[lc.chain] and chains[lc.chain][0] == line for lc in head.lines):
+            found[b] = line
+    return found
