@@ -16,7 +16,9 @@ from perflsp.compiled.profile import LineTable, SourceProfile, SourceStatement
 from perflsp.compiled.sass import Instruction, SassFunction
 from perflsp.compiled.service import Compiler
 from perflsp.compiled.toolchain import find_toolchain
-from tests.test_compiled import _clang_database, analyse, needs_omp
+from tests.test_compiled import _clang_database, analyse, compiled_facts, needs_omp
+from tests.test_cuda_branches import EXITS_SRC
+from tests.test_guard_share import ELIMINATE
 
 TOOLCHAIN = find_toolchain()
 REQUIRED = bool(os.environ.get("PERFLSP_REQUIRE_TOOLCHAIN"))
@@ -94,50 +96,19 @@ def test_compiled_cases_run_as_often_as_the_source_says(tmp_path):
     assert compiled.per_item.fp32 == pytest.approx(4.0)
 
 
-EXITS = """\
-__device__ float4 normal_at(const float3 *p, int i) {
-  float3 q = p[i];
-  if (isnan(q.z)) return make_float4(0.f, 0.f, 0.f, 0.f);
-  bool left = !isnan(p[i - 1].z), right = !isnan(p[i + 1].z);
-  if (!left & !right) return make_float4(0.f, 0.f, 0.f, 1.f);
-  float dx = p[i + 1].x - p[i - 1].x, dz = p[i + 1].z - p[i - 1].z;
-  return make_float4(dx * q.x, dz * q.y, dx * dz, 1.f);
-}
-__global__ void normals(const float3 *p, float4 *out) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x + 1;
-  out[i] = normal_at(p, i);
-}
-int main() { float3 *p; float4 *out; normals<<<4096, 256>>>(p, out); }
-"""
-
-
 @needs_cuda
 def test_compiled_code_after_exits_that_return_constants_runs_for_every_thread(tmp_path):
-    source = tmp_path / "normals.cu"
-    source.write_text(EXITS)
-    facts = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["normals"].facts
+    facts = compiled_facts(tmp_path, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")), "normals.cu", EXITS_SRC,
+                           "normals")
     # SASS (nvcc): the two FADDs and three FMULs after the NaN and neighbour tests, for every
     # thread (a quarter of them, 1.25, were the exits read as even splits)
     assert facts.per_item.fp32 == pytest.approx(5.0)
 
 
-ELIMINATE = """\
-__global__ void eliminate(float *a, const float *pivot) {
-  int row = threadIdx.x;
-  for (int k = 0; k < 256; k++) {
-    if (row > k) a[row] -= pivot[k] * a[k];
-    __syncthreads();
-  }
-}
-int main() { float *a, *p; eliminate<<<1, 256>>>(a, p); }
-"""
-
-
 @needs_cuda
 def test_compiled_code_under_a_guard_on_a_loop_counter_runs_its_triangle(tmp_path):
-    source = tmp_path / "eliminate.cu"
-    source.write_text(ELIMINATE)
-    facts = analyse(source, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")))["eliminate"].facts
+    facts = compiled_facts(tmp_path, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")), "eliminate.cu", ELIMINATE,
+                           "eliminate")
     # SASS (nvcc): one FFMA a pass for the rows below the pivot, 255 * 256 / 2 passes of the
     # 256 threads' 65,536. The guard is on one line and its body a block the test branches
     # around in each unrolled copy: the body's weight, not the test's (every pass, 131,072)

@@ -103,6 +103,7 @@ def test_an_index_read_from_data_is_in_bounds_where_the_test_is_of_its_bounds():
     assert per_item.global_loads == 2 + 64  # (the point's two coordinates)
 
 
+# (also compiled: `test_compiled_weights`)
 EXITS_SRC = """
 __device__ float4 normal_at(const float3 *p, int i, int w) {
   float3 q = p[i];
@@ -122,6 +123,7 @@ __global__ void shifts(const float *in, float *out) {
   if (v > 0.5f) { out[i] = v * 2.0f; return; }
   out[i] = v * v + 1.0f;
 }
+int main() { float3 *p; float4 *n; float *a, *b; normals<<<4096, 256>>>(p, n, 1024); shifts<<<4096, 256>>>(a, b); }
 """
 
 

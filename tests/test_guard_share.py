@@ -136,20 +136,23 @@ def test_an_openmp_region_of_an_assumed_team_count_keeps_its_threads_busy():
     assert region.facts.per_item.global_stores == pytest.approx(1.0)
 
 
+# (also compiled: `test_compiled_weights`)
+ELIMINATE = """\
+__global__ void eliminate(float *a, const float *pivot) {
+  int row = threadIdx.x;
+  for (int k = 0; k < 256; k++) {
+    if (row > k) a[row] -= pivot[k] * a[k];
+    __syncthreads();
+  }
+}
+int main() { float *a, *p; eliminate<<<1, 256>>>(a, p); }
+"""
+
+
 def test_a_thread_index_against_a_loop_counter_takes_its_share_over_the_passes():
     # `if (row > k)` in `for (k = 0; k < 256; k++)` over 256 threads: each pass the rows below
     # the pivot, a triangle over the passes (255 * 256 / 2 of 256 * 256), not every thread
-    src = """
-    __global__ void eliminate(float *a, const float *pivot) {
-      int row = threadIdx.x;
-      for (int k = 0; k < 256; k++) {
-        if (row > k) a[row] -= pivot[k] * a[k];
-        __syncthreads();
-      }
-    }
-    int main() { float *a, *p; eliminate<<<1, 256>>>(a, p); }
-    """
-    facts = next(r for r in reports(src) if r.name == "eliminate").facts
+    facts = next(r for r in reports(ELIMINATE) if r.name == "eliminate").facts
     assert facts.total.fp32 == pytest.approx(2 * 255 * 256 / 2, rel=0.01)
 
 

@@ -41,7 +41,7 @@ def walk_if(walker: Walker, node: Node) -> None:
                               "at the edge only (the code after it runs)", subject=_clause(walker, cond),
                               line=walker.line(node)))
     elif leaves and walker.loop_depth == 0 and weight == walker.cost.branch_weight and not _thread_dependent(cval) \
-            and _returns_constant(consequence):
+            and _returns_constant(consequence):  # (the weight `branch_weight` gives a test of data)
         # a test of data that returns nothing or a constant (`if (isnan(p.z)) return zero;`,
         # `if (!valid) return;`) turns away the degenerate items; the work after it is the rule
         # (two such exits read as even splits would leave a quarter of it)
@@ -229,7 +229,7 @@ def branch_weight(walker: Walker, cond: Node | None, cval: Val) -> float:
     passes = counter_share(walker, cond)
     if passes is not None:
         return passes
-    thread_atoms = {a for a in cval.lin.atoms if index_atom(a) or a.startswith("o")}
+    thread_atoms = {a for a in cval.lin.atoms if _thread_index(a)}
     if thread_atoms:
         share = modulus_share(walker, cond)
         if share is not None:
@@ -333,7 +333,7 @@ def _threads_above(walker: Walker, cond: Node | None, loop_atom: str) -> bool:
     left_val, right_val = _uncounted(walker, left, right)
 
     def threads(val: Val) -> bool:
-        return any(index_atom(a) or a.startswith("o") for a in val.lin.atoms)
+        return _thread_dependent(val)
 
     if loop_atom in right_val.lin.atoms and threads(left_val) and not threads(right_val) \
             and loop_atom not in left_val.lin.atoms:
@@ -749,4 +749,4 @@ def _clause(walker: Walker, cond: Node | None) -> str:
 
 
 def _thread_dependent(val: Val) -> bool:
-    return any(index_atom(a) or a.startswith("o") for a in val.lin.atoms)
+    return any(_thread_index(a) for a in val.lin.atoms)
