@@ -501,6 +501,28 @@ def test_a_source_other_sources_include_is_compiled_through_the_outermost_one(tm
     assert source.failures == {} and "_Z11clear_pivot7state_t" in source.units["sm_86"].functions
 
 
+@needs_cuda
+def test_a_file_the_database_does_not_compile_is_compiled_through_the_unit_that_includes_it(tmp_path):
+    # compile_commands.json names main.cu alone; main.cu defines the kernel file's type and
+    # includes work.cu, which includes it: work.cu, not a unit either, does not compile on its
+    # own ("identifier fp is undefined"); the build compiles the kernel through main.cu
+    from perflsp.kernels.compile_db import CompileDatabase
+
+    (tmp_path / "kernel_ecc.cu").write_text("__global__ void ecc(fp *x) { x[threadIdx.x] *= (fp)2; }\n")
+    (tmp_path / "header.h").write_text('#include "kernel_ecc.cu"\n')
+    (tmp_path / "work.cu").write_text('#include "header.h"\nvoid work(fp *x) { ecc<<<1, 32>>>(x); }\n')
+    (tmp_path / "main.cu").write_text('#define fp float\n#include "work.cu"\nint main() { work(nullptr); }\n')
+    (tmp_path / "compile_commands.json").write_text(json.dumps([
+        {"directory": str(tmp_path), "file": str(tmp_path / "main.cu"),
+         "command": f"nvcc -O3 -c {tmp_path}/main.cu"}]))
+    database = CompileDatabase.load(tmp_path / "compile_commands.json")
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=database)
+    assert compiler.unit_for(tmp_path / "kernel_ecc.cu") == tmp_path / "main.cu"
+    assert compiler.unit_for(tmp_path / "header.h") == tmp_path / "main.cu"
+    source = compiler.compiled(tmp_path / "kernel_ecc.cu", ["sm_86"])
+    assert source.failures == {} and "_Z3eccPf" in source.units["sm_86"].functions
+
+
 def test_a_copy_another_compile_wrote_beside_its_unit_is_neither_an_includer_nor_a_source(tmp_path):
     # `check DIR` compiles units in parallel; one unit's copy (`.perflsp-*.cu`, written beside it
     # for seconds) includes the same header: taken for the header's includer or for a file to

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -95,14 +95,15 @@ class Compiler:
         """The translation unit that compiles `path`'s code: itself when it is a source file the
         build compiles (or no database says otherwise and no source beside it includes it), else
         a source that includes it (None: a header nothing includes)."""
+        is_unit = self.flags.is_unit if self.flags is not None else None
         if path.suffix not in HEADER_SUFFIXES:
-            known = self.flags.is_unit(path) if self.flags is not None else None
+            known = is_unit(path) if is_unit is not None else None
             if known is False:
-                return includer_of(path) or path
+                return includer_of(path, is_unit) or path
             # (no database says: a source that another source beside it includes, `#include
             # "solver.cu"` in a unity build, is compiled through the outermost such source)
             return path if known else _outermost_source_includer(path)
-        return includer_of(path)
+        return includer_of(path, is_unit)
 
     def request(self, path: Path, arch: str, text: bytes | None = None,
                 relocatable: bool = False, omp_regions: bool = False, kernels: bool = False) -> CompileRequest | str:
@@ -331,9 +332,15 @@ def _reached(unit: CompiledUnit, others: dict[str, tuple[CompiledFunction, str]]
 _INCLUDE_NAME = re.compile(rb'#\s*include\s*"([^"]+)"')
 
 
-def includer_of(header: Path) -> Path | None:
+def includer_of(header: Path, is_unit: Callable[[Path], bool | None] | None = None) -> Path | None:
     """A source file that #includes `header` by name, directly or through other headers, found
-    beside it or up to two folders above it."""
+    beside it or up to two folders above it: one the build compiles where the database says which
+    (through sources it does not compile: `main.cu` -> `work.cu` -> `kernel_ecc.cu`), else the
+    nearest."""
+    if is_unit is not None:
+        compiled = next(iter(sources_including(header, _includers, is_unit=is_unit)), None)
+        if compiled is not None:
+            return compiled
     return next(iter(sources_including(header, _includers)), None)
 
 

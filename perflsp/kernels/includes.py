@@ -670,9 +670,12 @@ def local_headers(source: Path, include_dirs: Sequence[str] = ()) -> list[Path]:
     return sorted(seen)
 
 
-def sources_including(path: Path, includers: Callable[[Path], Iterable[Path]], depth: int = _INCLUDE_DEPTH) -> list[Path]:
+def sources_including(path: Path, includers: Callable[[Path], Iterable[Path]], depth: int = _INCLUDE_DEPTH,
+                      is_unit: Callable[[Path], bool | None] | None = None) -> list[Path]:
     """The source files that include `path`, directly or through up to `depth` headers, nearest
-    first. `includers(file)`: the files (sources and headers) that `#include` `file` by name."""
+    first. `includers(file)`: the files (sources and headers) that `#include` `file` by name.
+    `is_unit(source)`: False for a source the build does not compile itself (`work.cu`, which
+    `main.cu` includes): it is passed through like a header, towards the source that is compiled."""
     found: list[Path] = []
     frontier, seen = [path], {path}
     for _ in range(depth):
@@ -681,7 +684,8 @@ def sources_including(path: Path, includers: Callable[[Path], Iterable[Path]], d
             for candidate in includers(current):
                 if candidate not in seen:
                     seen.add(candidate)
-                    (found if _is_source(candidate) else next_frontier).append(candidate)
+                    ends = _is_source(candidate) and (is_unit is None or is_unit(candidate) is not False)
+                    (found if ends else next_frontier).append(candidate)
         frontier = next_frontier
     return found
 
