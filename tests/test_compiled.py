@@ -1087,6 +1087,23 @@ def test_without_a_toolchain_the_source_engine_answers_and_says_why(tmp_path):
         assert any(line.startswith("not compiled (no nvcc") for line in texts(other.facts.evidence))
 
 
+def test_check_names_a_file_s_compile_fallback_once_among_its_notes(tmp_path):
+    # `perflsp check` prints a file's notes under its verdicts: the reason its kernels were counted
+    # from the source is one of them, once for the file, not once per kernel; a file of no
+    # kernels compiles nothing and says nothing about it
+    from perflsp.checking.run import check_file, check_settings
+
+    (tmp_path / "slip.cu").write_text(SLIP)
+    (tmp_path / "host.cpp").write_text("int main() { return 0; }\n")
+    bare = Compiler(Toolchain(), CompileCache(None))
+    checked = check_file(tmp_path / "slip.cu", [RTX3080], check_settings(), IncludeResolver(), compiler=bare)
+    assert not isinstance(checked, str) and len(checked.kernels) > 1
+    fallbacks = [note for note in checked.notes if "operations estimated from the source" in note]
+    assert len(fallbacks) == 1 and fallbacks[0].startswith("not compiled for sm_86 (no nvcc")
+    host = check_file(tmp_path / "host.cpp", [RTX3080], check_settings(), IncludeResolver(), compiler=bare)
+    assert not isinstance(host, str) and not any("not compiled" in note for note in host.notes)
+
+
 def test_a_compile_error_is_named_and_the_source_engine_answers(tmp_path, compiler):
     if TOOLCHAIN.missing("cuda"):
         pytest.skip("no CUDA toolchain")

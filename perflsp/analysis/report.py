@@ -101,6 +101,12 @@ def check_document(data: bytes, tree: Tree, file_kernels: FileKernels, gpus: Seq
             finding = verdict_finding(report, estimate)
             shown = apply_rule_levels([finding], settings.rule_levels)
             result.verdicts.append(Verdict(report, estimate, gpu, shown[0] if shown else None))
+    compiled = settings.options.compiled
+    if compiled is not None and result.kernels:
+        # the fallback named once for the file, where a reader of `check`'s lines sees it (each
+        # kernel's evidence says it too)
+        result.notes += [f"not compiled for {arch} ({failure}): operations estimated from the source"
+                         for arch, failure in compiled.failures.items()]
     model = analysis.model_if_built()  # the lints and their fixes read the file through the same model
     if model is not None:
         lints = run_lints(model, gpus, enabled=enabled_codes(settings.rule_levels), options=settings.lint_options,
