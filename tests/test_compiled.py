@@ -523,6 +523,28 @@ def test_a_file_the_database_does_not_compile_is_compiled_through_the_unit_that_
     assert source.failures == {} and "_Z3eccPf" in source.units["sm_86"].functions
 
 
+@needs_cuda
+def test_a_source_in_a_folder_the_database_does_not_cover_is_compiled_through_the_unit_including_it(tmp_path):
+    # main.cu (the database's unit) -> tree.h -> kernels/tree_kernels.cu, a folder no entry names:
+    # alone it instantiates no template and emits no code for `fill`; through main.cu it does
+    from perflsp.kernels.compile_db import CompileDatabase
+
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "tree_kernels.cu").write_text(
+        "template <typename T> __global__ void fill(T *x, T v) { x[blockIdx.x * blockDim.x + threadIdx.x] = v; }\n")
+    (tmp_path / "tree.h").write_text('#include "kernels/tree_kernels.cu"\n')
+    (tmp_path / "main.cu").write_text('#include "tree.h"\nint main() { fill<float><<<4, 256>>>(nullptr, 1.f); }\n')
+    (tmp_path / "compile_commands.json").write_text(json.dumps([
+        {"directory": str(tmp_path), "file": str(tmp_path / "main.cu"),
+         "command": f"nvcc -O3 -c {tmp_path}/main.cu"}]))
+    database = CompileDatabase.load(tmp_path / "compile_commands.json")
+    assert database.is_unit(tmp_path / "kernels" / "tree_kernels.cu") is None
+    compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=database)
+    assert compiler.unit_for(tmp_path / "kernels" / "tree_kernels.cu") == tmp_path / "main.cu"
+    source = compiler.compiled(tmp_path / "kernels" / "tree_kernels.cu", ["sm_86"])
+    assert source.failures == {} and "_Z4fillIfEvPT_S0_" in source.units["sm_86"].functions
+
+
 def test_a_copy_another_compile_wrote_beside_its_unit_is_neither_an_includer_nor_a_source(tmp_path):
     # `check DIR` compiles units in parallel; one unit's copy (`.perflsp-*.cu`, written beside it
     # for seconds) includes the same header: taken for the header's includer or for a file to

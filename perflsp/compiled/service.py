@@ -100,9 +100,14 @@ class Compiler:
             known = is_unit(path) if is_unit is not None else None
             if known is False:
                 return includer_of(path, is_unit) or path
-            # (no database says: a source that another source beside it includes, `#include
+            if known:
+                return path
+            # (no database covers its folder: a unit the database compiles that includes it,
+            # `main.cu` -> `GpuBTree.h` -> `map/kernels/map_kernels.cu`, where its templates are
+            # instantiated; else a source that another source beside it includes, `#include
             # "solver.cu"` in a unity build, is compiled through the outermost such source)
-            return path if known else _outermost_source_includer(path)
+            return (_unit_including(path, is_unit) if is_unit is not None else None) \
+                or _outermost_source_includer(path)
         return includer_of(path, is_unit)
 
     def request(self, path: Path, arch: str, text: bytes | None = None,
@@ -342,6 +347,12 @@ def includer_of(header: Path, is_unit: Callable[[Path], bool | None] | None = No
         if compiled is not None:
             return compiled
     return next(iter(sources_including(header, _includers)), None)
+
+
+def _unit_including(source: Path, is_unit: Callable[[Path], bool | None]) -> Path | None:
+    """A source the compile database compiles that includes `source`, directly or through
+    headers and sources it does not compile (None: none found)."""
+    return next((c for c in sources_including(source, _includers, is_unit=is_unit) if is_unit(c)), None)
 
 
 def _outermost_source_includer(source: Path, depth: int = 4) -> Path:
