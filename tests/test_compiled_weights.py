@@ -18,7 +18,7 @@ from perflsp.compiled.service import Compiler
 from perflsp.compiled.toolchain import find_toolchain
 from tests.test_compiled import _clang_database, analyse, compiled_facts, needs_omp
 from tests.test_cuda_branches import EXITS_SRC
-from tests.test_guard_share import ELIMINATE
+from tests.test_guard_share import ELIMINATE, WINDOW
 
 TOOLCHAIN = find_toolchain()
 REQUIRED = bool(os.environ.get("PERFLSP_REQUIRE_TOOLCHAIN"))
@@ -113,6 +113,14 @@ def test_compiled_code_under_a_guard_on_a_loop_counter_runs_its_triangle(tmp_pat
     # 256 threads' 65,536. The guard is on one line and its body a block the test branches
     # around in each unrolled copy: the body's weight, not the test's (every pass, 131,072)
     assert facts.total.fp32 == pytest.approx(2 * 255 * 256 / 2, rel=0.02)
+
+
+@needs_cuda
+def test_compiled_code_inside_a_window_about_a_value_from_memory_runs_for_its_width(tmp_path):
+    facts = compiled_facts(tmp_path, Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache")), "window.cu", WINDOW,
+                           "window")
+    # SASS (nvcc): one FFMA under the window test, for 4 of each row's 1,024 columns
+    assert facts.total.fp32 == pytest.approx(1024 * 4 * 2, rel=0.02)
 
 
 # ------------------------------------------------------------------------------ clang's loops

@@ -172,3 +172,41 @@ def test_a_loop_of_a_guessed_trip_count_gives_its_counter_no_range_to_compare_wi
     (loop,) = facts.loops
     assert loop.origin in ("assumed", "data-dependent")
     assert facts.per_item.fp32 == pytest.approx(2 * loop.trip_count)
+
+
+WINDOW = """\
+__global__ void window(const float *x, const int *seam, float *y, int w, int h) {
+  int row = blockIdx.y * 16 + threadIdx.y;
+  int column = blockIdx.x * 16 + threadIdx.x;
+  if (row < h && column < w) {
+    int s = seam[row];
+    if (column >= s - 2 && column <= s + 1) {
+      y[row * w + column] = x[row * w + column] * 2.0f + 1.0f;
+    }
+  }
+}
+int main() {
+  int w = 1024, h = 1024;
+  float *x, *y; int *seam;
+  cudaMalloc(&x, w * h * 4); cudaMalloc(&y, w * h * 4); cudaMalloc(&seam, h * 4);
+  window<<<dim3(w / 16, h / 16), dim3(16, 16)>>>(x, seam, y, w, h);
+}
+"""
+
+
+def test_a_thread_index_within_a_window_about_a_value_read_from_memory_passes_the_window_s_width():
+    # `column >= s - 2 && column <= s + 1`, `s` read from memory: 4 of the row's 1,024 columns
+    # wherever the window lies, not every thread (nor half of them, a data-dependent test's split)
+    facts = next(r for r in reports(WINDOW) if r.name == "window").facts
+    assert facts.total.fp32 == pytest.approx(1024 * 4 * 2, rel=0.01)
+    assert facts.total.global_stores == pytest.approx(1024 * 4, rel=0.01)
+
+
+def test_bounds_of_two_values_or_of_a_value_the_thread_moves_are_no_window():
+    # the two sides bound the index by different values, or by one that moves with the thread:
+    # no window of known width (every thread passes, as before)
+    for guard in ("column >= s - 2 && column <= t + 1", "column >= s - 2 && column <= column + 1"):
+        src = WINDOW.replace("column >= s - 2 && column <= s + 1", guard).replace(
+            "int s = seam[row];", "int s = seam[row], t = seam[row + 1];")
+        facts = next(r for r in reports(src) if r.name == "window").facts
+        assert facts.total.fp32 == pytest.approx(1024 * 1024 * 2, rel=0.01), guard

@@ -506,6 +506,9 @@ def guard_share(walker: Walker, cond: Node | None) -> float | None:
         return None
     op, left, right = parts
     if op == "&&":
+        window = _window_share(walker, left, right)
+        if window is not None:
+            return window
         sides = [guard_share(walker, side) for side in (left, right)]
         unknown = [side for share, side in zip(sides, (left, right)) if share is None]
         if len(unknown) == 2 or any(out_of_bounds_test(walker, side) for side in unknown):
@@ -516,6 +519,71 @@ def guard_share(walker: Walker, cond: Node | None) -> float | None:
         return math.prod(share for share in sides if share is not None)
     share = _ranged_share(walker, op, left, right, lambda val: _index_range(walker, val))
     return share if share is not None else _indices_compared(walker, op, left, right)
+
+
+def _window_share(walker: Walker, left: Node | None, right: Node | None) -> float | None:
+    """`col >= seam - 2 && col <= seam + 1`: a thread index within a window of constant width
+    about a value the walk does not know (read from memory): the window's width over the
+    index's range (4 columns of the row's threads), wherever the window lies. None where the two
+    sides are not one lower and one upper bound of one index by one value moved by constants."""
+    bounds = [_window_bound(walker, side) for side in (left, right)]
+    first, second = bounds
+    if first is None or second is None:
+        return None
+    (index1, center1, low1, lower1), (index2, center2, low2, lower2) = first, second
+    if walker.text(index1) != walker.text(index2) or center1 != center2 or lower1 == lower2:
+        return None
+    lowest, highest = (low1, low2) if lower1 else (low2, low1)
+    span = _index_range(walker, _uncounted(walker, index1)[0])
+    if span is None:
+        return None
+    values = span[1] - span[0] + 1.0
+    return min(max(highest - lowest + 1.0, 0.0), values) / values
+
+
+def _window_bound(walker: Walker, side: Node | None) -> tuple[Node, str, float, bool] | None:
+    """(the thread index, the text of the value it is compared with, the integer bound that value
+    moved by a constant sets, whether it is a lower bound) of `i >= v - 2`, `v + 1 >= i`,
+    `i < v + 2`; None for another comparison, or one whose value depends on the thread."""
+    parts = binary_parts(walker, side)
+    if parts is None or parts[0] not in ("<", "<=", ">", ">="):
+        return None
+    op, left, right = parts
+    if left is None or right is None:
+        return None
+    lval, rval = _uncounted(walker, left, right)
+    if _index_range(walker, rval) is not None and _index_range(walker, lval) is None:
+        left, right, lval, rval = right, left, rval, lval  # `v + 1 >= i` is `i <= v + 1`
+        op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
+    if _index_range(walker, lval) is None or any(_thread_index(a) for a in rval.lin.atoms) \
+            or rval.lin.is_constant() and rval.lin.const_known:
+        return None  # (against a value the walk knows, the share on each side is counted exactly)
+    center, offset = _moved_value(walker, right)
+    if center is None:
+        return None
+    # integers: `i > v + c` is `i >= v + c + 1`, `i < v + c` is `i <= v + c - 1`
+    bound = offset + {">": 1.0, ">=": 0.0, "<": -1.0, "<=": 0.0}[op]
+    return left, center, bound, op in (">", ">=")
+
+
+def _moved_value(walker: Walker, node: Node) -> tuple[str | None, float]:
+    """(`v`, c) of `v + c` or `v - c` with c a number, (`v`, 0) of a plain name `v`; (None, 0)
+    for anything else."""
+    plain = unwrapped(node)
+    if plain is not None and plain.type == "identifier":
+        return walker.text(plain), 0.0
+    parts = binary_parts(walker, plain)
+    if parts is None or parts[0] not in ("+", "-"):
+        return None, 0.0
+    op, moved, by = parts
+    name, number = unwrapped(moved), unwrapped(by)
+    if name is None or number is None or name.type != "identifier" or number.type != "number_literal":
+        return None, 0.0
+    try:
+        value = float(walker.text(number).rstrip("uUlLfF"))
+    except ValueError:
+        return None, 0.0
+    return walker.text(name), value if op == "+" else -value
 
 
 def _indices_compared(walker: Walker, op: str, left: Node | None, right: Node | None) -> float | None:
