@@ -556,7 +556,7 @@ def _window_bound(walker: Walker, side: Node | None) -> tuple[Node, str, float, 
         left, right, lval, rval = right, left, rval, lval  # `v + 1 >= i` is `i <= v + 1`
         op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
     if _index_range(walker, lval) is None or any(_thread_index(a) for a in rval.lin.atoms) \
-            or rval.lin.is_constant() and rval.lin.const_known:
+            or (rval.lin.is_constant() and rval.lin.const_known):
         return None  # (against a value the walk knows, the share on each side is counted exactly)
     center, offset = _moved_value(walker, right)
     if center is None:
