@@ -508,8 +508,8 @@ def test_a_file_the_database_does_not_compile_is_compiled_through_the_unit_that_
     # own ("identifier fp is undefined"); the build compiles the kernel through main.cu
     from perflsp.kernels.compile_db import CompileDatabase
 
-    (tmp_path / "kernel_ecc.cu").write_text("__global__ void ecc(fp *x) { x[threadIdx.x] *= (fp)2; }\n")
-    (tmp_path / "header.h").write_text('#include "kernel_ecc.cu"\n')
+    (tmp_path / "kernels.cu").write_text("__global__ void ecc(fp *x) { x[threadIdx.x] *= (fp)2; }\n")
+    (tmp_path / "header.h").write_text('#include "kernels.cu"\n')
     (tmp_path / "work.cu").write_text('#include "header.h"\nvoid work(fp *x) { ecc<<<1, 32>>>(x); }\n')
     (tmp_path / "main.cu").write_text('#define fp float\n#include "work.cu"\nint main() { work(nullptr); }\n')
     (tmp_path / "compile_commands.json").write_text(json.dumps([
@@ -517,9 +517,9 @@ def test_a_file_the_database_does_not_compile_is_compiled_through_the_unit_that_
          "command": f"nvcc -O3 -c {tmp_path}/main.cu"}]))
     database = CompileDatabase.load(tmp_path / "compile_commands.json")
     compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=database)
-    assert compiler.unit_for(tmp_path / "kernel_ecc.cu") == tmp_path / "main.cu"
+    assert compiler.unit_for(tmp_path / "kernels.cu") == tmp_path / "main.cu"
     assert compiler.unit_for(tmp_path / "header.h") == tmp_path / "main.cu"
-    source = compiler.compiled(tmp_path / "kernel_ecc.cu", ["sm_86"])
+    source = compiler.compiled(tmp_path / "kernels.cu", ["sm_86"])
     assert source.failures == {} and "_Z3eccPf" in source.units["sm_86"].functions
 
 

@@ -175,11 +175,11 @@ def test_a_loop_of_a_guessed_trip_count_gives_its_counter_no_range_to_compare_wi
 
 
 WINDOW = """\
-__global__ void window(const float *x, const int *seam, float *y, int w, int h) {
+__global__ void window(const float *x, const int *marks, float *y, int w, int h) {
   int row = blockIdx.y * 16 + threadIdx.y;
   int column = blockIdx.x * 16 + threadIdx.x;
   if (row < h && column < w) {
-    int s = seam[row];
+    int s = marks[row];
     if (column >= s - 2 && column <= s + 1) {
       y[row * w + column] = x[row * w + column] * 2.0f + 1.0f;
     }
@@ -187,9 +187,9 @@ __global__ void window(const float *x, const int *seam, float *y, int w, int h) 
 }
 int main() {
   int w = 1024, h = 1024;
-  float *x, *y; int *seam;
-  cudaMalloc(&x, w * h * 4); cudaMalloc(&y, w * h * 4); cudaMalloc(&seam, h * 4);
-  window<<<dim3(w / 16, h / 16), dim3(16, 16)>>>(x, seam, y, w, h);
+  float *x, *y; int *marks;
+  cudaMalloc(&x, w * h * 4); cudaMalloc(&y, w * h * 4); cudaMalloc(&marks, h * 4);
+  window<<<dim3(w / 16, h / 16), dim3(16, 16)>>>(x, marks, y, w, h);
 }
 """
 
@@ -207,6 +207,6 @@ def test_bounds_of_two_values_or_of_a_value_the_thread_moves_are_no_window():
     # no window of known width (every thread passes, as before)
     for guard in ("column >= s - 2 && column <= t + 1", "column >= s - 2 && column <= column + 1"):
         src = WINDOW.replace("column >= s - 2 && column <= s + 1", guard).replace(
-            "int s = seam[row];", "int s = seam[row], t = seam[row + 1];")
+            "int s = marks[row];", "int s = marks[row], t = marks[row + 1];")
         facts = next(r for r in reports(src) if r.name == "window").facts
         assert facts.total.fp32 == pytest.approx(1024 * 1024 * 2, rel=0.01), guard

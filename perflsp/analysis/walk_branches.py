@@ -522,7 +522,7 @@ def guard_share(walker: Walker, cond: Node | None) -> float | None:
 
 
 def _window_share(walker: Walker, left: Node | None, right: Node | None) -> float | None:
-    """`col >= seam - 2 && col <= seam + 1`: a thread index within a window of constant width
+    """`col >= c - 2 && col <= c + 1`: a thread index within a window of constant width
     about a value the walk does not know (read from memory): the window's width over the
     index's range (4 columns of the row's threads), wherever the window lies. None where the two
     sides are not one lower and one upper bound of one index by one value moved by constants."""

@@ -103,7 +103,7 @@ class Compiler:
             if known:
                 return path
             # (no database covers its folder: a unit the database compiles that includes it,
-            # `main.cu` -> `GpuBTree.h` -> `map/kernels/map_kernels.cu`, where its templates are
+            # `main.cu` -> `tree.h` -> `kernels/tree_kernels.cu`, where its templates are
             # instantiated; else a source that another source beside it includes, `#include
             # "solver.cu"` in a unity build, is compiled through the outermost such source)
             return (_unit_including(path, is_unit) if is_unit is not None else None) \
@@ -340,7 +340,7 @@ _INCLUDE_NAME = re.compile(rb'#\s*include\s*"([^"]+)"')
 def includer_of(header: Path, is_unit: Callable[[Path], bool | None] | None = None) -> Path | None:
     """A source file that #includes `header` by name, directly or through other headers, found
     beside it or up to two folders above it: one the build compiles where the database says which
-    (through sources it does not compile: `main.cu` -> `work.cu` -> `kernel_ecc.cu`), else the
+    (through sources it does not compile: `main.cu` -> `work.cu` -> `kernels.cu`), else the
     nearest."""
     if is_unit is not None:
         compiled = next(iter(sources_including(header, _includers, is_unit=is_unit)), None)
