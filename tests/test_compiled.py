@@ -506,16 +506,11 @@ def test_a_file_the_database_does_not_compile_is_compiled_through_the_unit_that_
     # compile_commands.json names main.cu alone; main.cu defines the kernel file's type and
     # includes work.cu, which includes it: work.cu, not a unit either, does not compile on its
     # own ("identifier fp is undefined"); the build compiles the kernel through main.cu
-    from perflsp.kernels.compile_db import CompileDatabase
-
     (tmp_path / "kernels.cu").write_text("__global__ void ecc(fp *x) { x[threadIdx.x] *= (fp)2; }\n")
     (tmp_path / "header.h").write_text('#include "kernels.cu"\n')
     (tmp_path / "work.cu").write_text('#include "header.h"\nvoid work(fp *x) { ecc<<<1, 32>>>(x); }\n')
     (tmp_path / "main.cu").write_text('#define fp float\n#include "work.cu"\nint main() { work(nullptr); }\n')
-    (tmp_path / "compile_commands.json").write_text(json.dumps([
-        {"directory": str(tmp_path), "file": str(tmp_path / "main.cu"),
-         "command": f"nvcc -O3 -c {tmp_path}/main.cu"}]))
-    database = CompileDatabase.load(tmp_path / "compile_commands.json")
+    database = _database(tmp_path, tmp_path / "main.cu", "nvcc -O3")
     compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=database)
     assert compiler.unit_for(tmp_path / "kernels.cu") == tmp_path / "main.cu"
     assert compiler.unit_for(tmp_path / "header.h") == tmp_path / "main.cu"
@@ -527,17 +522,12 @@ def test_a_file_the_database_does_not_compile_is_compiled_through_the_unit_that_
 def test_a_source_in_a_folder_the_database_does_not_cover_is_compiled_through_the_unit_including_it(tmp_path):
     # main.cu (the database's unit) -> tree.h -> kernels/tree_kernels.cu, a folder no entry names:
     # alone it instantiates no template and emits no code for `fill`; through main.cu it does
-    from perflsp.kernels.compile_db import CompileDatabase
-
     (tmp_path / "kernels").mkdir()
     (tmp_path / "kernels" / "tree_kernels.cu").write_text(
         "template <typename T> __global__ void fill(T *x, T v) { x[blockIdx.x * blockDim.x + threadIdx.x] = v; }\n")
     (tmp_path / "tree.h").write_text('#include "kernels/tree_kernels.cu"\n')
     (tmp_path / "main.cu").write_text('#include "tree.h"\nint main() { fill<float><<<4, 256>>>(nullptr, 1.f); }\n')
-    (tmp_path / "compile_commands.json").write_text(json.dumps([
-        {"directory": str(tmp_path), "file": str(tmp_path / "main.cu"),
-         "command": f"nvcc -O3 -c {tmp_path}/main.cu"}]))
-    database = CompileDatabase.load(tmp_path / "compile_commands.json")
+    database = _database(tmp_path, tmp_path / "main.cu", "nvcc -O3")
     assert database.is_unit(tmp_path / "kernels" / "tree_kernels.cu") is None
     compiler = Compiler(TOOLCHAIN, CompileCache(tmp_path / "cache"), flags=database)
     assert compiler.unit_for(tmp_path / "kernels" / "tree_kernels.cu") == tmp_path / "main.cu"
@@ -1270,13 +1260,17 @@ def test_the_build_s_compiler_is_read_from_the_compile_database(tmp_path):
     assert codegen_like("nvcc", "cuda") == codegen_like("clang", "omp") == codegen_like(None, "cuda") == ()
 
 
-def _clang_database(folder: Path, source: Path):
+def _database(folder: Path, source: Path, compiler: str):
+    """A compile database of one entry: `source`, built by `compiler` (its command less `-c FILE`)."""
     from perflsp.kernels.compile_db import CompileDatabase
 
     (folder / "compile_commands.json").write_text(json.dumps([
-        {"directory": str(folder), "file": str(source),
-         "command": f"clang++ -O3 --cuda-gpu-arch=sm_86 -x cuda -c {source}"}]))
+        {"directory": str(folder), "file": str(source), "command": f"{compiler} -c {source}"}]))
     return CompileDatabase.load(folder / "compile_commands.json")
+
+
+def _clang_database(folder: Path, source: Path):
+    return _database(folder, source, "clang++ -O3 --cuda-gpu-arch=sm_86 -x cuda")
 
 
 @needs_cuda

@@ -526,8 +526,7 @@ def _window_share(walker: Walker, left: Node | None, right: Node | None) -> floa
     about a value the walk does not know (read from memory): the window's width over the
     index's range (4 columns of the row's threads), wherever the window lies. None where the two
     sides are not one lower and one upper bound of one index by one value moved by constants."""
-    bounds = [_window_bound(walker, side) for side in (left, right)]
-    first, second = bounds
+    first, second = _window_bound(walker, left), _window_bound(walker, right)
     if first is None or second is None:
         return None
     (index1, center1, low1, lower1), (index2, center2, low2, lower2) = first, second
@@ -553,8 +552,7 @@ def _window_bound(walker: Walker, side: Node | None) -> tuple[Node, str, float, 
         return None
     lval, rval = _uncounted(walker, left, right)
     if _index_range(walker, rval) is not None and _index_range(walker, lval) is None:
-        left, right, lval, rval = right, left, rval, lval  # `v + 1 >= i` is `i <= v + 1`
-        op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
+        left, right, lval, rval, op = right, left, rval, lval, _FLIPPED[op]  # `v + 1 >= i` is `i <= v + 1`
     if _index_range(walker, lval) is None or any(_thread_index(a) for a in rval.lin.atoms) \
             or (rval.lin.is_constant() and rval.lin.const_known):
         return None  # (against a value the walk knows, the share on each side is counted exactly)
@@ -692,8 +690,7 @@ def _index_against_bound(walker: Walker, op: str, left: Node | None, right: Node
     ranged = span or (lambda val: _index_range(walker, val))
     lval, rval = _uncounted(walker, left, right)
     if ranged(rval) is not None and ranged(lval) is None:
-        lval, rval = rval, lval
-        op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
+        lval, rval, op = rval, lval, _FLIPPED[op]
     bound = rval.value if rval.value is not None else (rval.lin.const if not rval.lin.atoms and not rval.lin.nonlinear
                                                        and rval.lin.const_known else None)
     if ranged(lval) is None or bound is None or not math.isfinite(bound):
