@@ -23,6 +23,12 @@ def reports(src: str, path: Path | None = None, options: AnalysisOptions | None 
     return [analyze_kernel(unit, k, [H100]) for k in [*found.kernels, *found.omp_regions]]
 
 
+def unit_for(src: str, path: Path | None = None, options: AnalysisOptions | None = None) -> AnalysisUnit:
+    """The analysis unit of `src` (the text of `path`), as `reports` builds it."""
+    prepared = read_program(path, src.encode(), ReadContext(IncludeResolver()), options or AnalysisOptions())
+    return AnalysisUnit.of(prepared.model, prepared.options)
+
+
 def kernel_reports(src: str, path: Path | None = None) -> dict[str, KernelReport]:
     """The CUDA kernels' reports by kernel name."""
     from perflsp.kernels.models import CudaFunction

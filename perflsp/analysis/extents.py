@@ -127,12 +127,7 @@ def host_extent(unit: AnalysisUnit, name: str) -> Extent:
         count = _fold(unit, offset, args[0]) if args else None
         elem = _sizeof(unit, elem_type or "")
         return Extent(count * elem if count is not None and elem else None, False, "std::vector")
-    elem_type, brackets = groups
-    total = _sizeof(unit, elem_type or "")
-    for d in re.findall(r"\[([^\]]+)\]", brackets or ""):
-        value = _fold(unit, offset, d)
-        total = total * value if total is not None and value is not None else None
-    return Extent(total, False, "array")
+    return Extent(_declared_array_bytes(unit, offset, groups), False, "array")
 
 
 def omp_extent(unit: AnalysisUnit, name: str, elem_bytes: float) -> Extent:
@@ -159,11 +154,44 @@ def _args(call: Node) -> list[Node]:
     return [a for a in args.named_children if a.type != "comment"] if args is not None else []
 
 
-def _fold(unit: AnalysisUnit, byte_offset: int, text: str) -> float | None:
-    value = unit.model.fold_at(byte_offset, text)
+def _fold(unit: AnalysisUnit, byte_offset: int, text: str, seen: frozenset[str] = frozenset()) -> float | None:
+    value = unit.model.fold_at(byte_offset, _array_sizes(unit, text, seen))
     if isinstance(value, (int, float)) and value >= 0:
         return float(value)
     return None
+
+
+# `sizeof(table)`, `sizeof table`: the operand a plain name (a type or a variable)
+_SIZEOF_NAME = re.compile(r"\bsizeof\s*(?:\(\s*([A-Za-z_]\w*)\s*\)|([A-Za-z_]\w*))")
+
+
+def _array_sizes(unit: AnalysisUnit, text: str, seen: frozenset[str]) -> str:
+    """`text` with each `sizeof` of a host array the file declares (`float table[26];`) replaced
+    by its bytes: `cudaMalloc(&d_table, sizeof(table))` allocates 104 B, as the compiler
+    counts it. A type's `sizeof` (and a name that is no array) is left to the folding."""
+    if "sizeof" not in text:
+        return text
+
+    def bytes_of(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2)
+        found = unit.model.host_allocation(name) if name not in seen else None
+        if found is None or found.kind != "array":
+            return m.group(0)
+        size = _declared_array_bytes(unit, found.offset, found.groups, seen | {name})
+        return f"({size:.0f})" if size is not None else m.group(0)
+
+    return _SIZEOF_NAME.sub(bytes_of, text)
+
+
+def _declared_array_bytes(unit: AnalysisUnit, offset: int, groups: tuple[str | None, ...],
+                          seen: frozenset[str] = frozenset()) -> float | None:
+    """The bytes of `T name[N][M]` from its declaration's (type, brackets) groups."""
+    elem_type, brackets = groups[0], groups[1]
+    total = _sizeof(unit, elem_type or "")
+    for d in re.findall(r"\[([^\]]+)\]", brackets or ""):
+        value = _fold(unit, offset, d, seen)
+        total = total * value if total is not None and value is not None else None
+    return total
 
 
 def _sizeof(unit: AnalysisUnit, type_text: str) -> float | None:
