@@ -148,7 +148,12 @@ def distinct_values(form: Linear, cardinality: dict[str, float], accesses: float
             # overlapping ranges (a[i + k]): the values fill the span instead of multiplying
             extent = extent + coeff * (card - 1)
             distinct = min(distinct * card, extent + 1)
-    return max(1.0, min(distinct * nonlinear, accesses))
+    # a part that is a function of atoms the linear part already ranges over (`(col & 1)` beside
+    # `col`) takes one value per value of them: no more values than the atoms' combinations
+    combinations = 1.0
+    for atom in {a for a, _ in form.coeffs} | form.nonlinear:
+        combinations *= max(1.0, cardinality.get(atom, 1.0))
+    return max(1.0, min(distinct * nonlinear, combinations, accesses))
 
 
 def contiguous_stride(form: Linear, thread_atom: str = "tx") -> float | None:
