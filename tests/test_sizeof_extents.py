@@ -47,3 +47,39 @@ def test_a_table_read_at_data_dependent_positions_brings_no_more_than_the_table(
     # counts (256 MiB) and out (64 MiB) are the traffic; the table's 2^28 data-placed reads
     # were 1 GiB of distinct bytes without its size
     assert facts.dram_bytes < 1.1 * (16 * (1 << 24) + 4 * (1 << 24))
+
+
+def test_the_short_integer_names_and_every_cuda_vector_type_have_their_sizes():
+    from perflsp.kernels.consteval import ConstEnv, try_evaluate
+
+    # <sys/types.h>'s `uint`, `ulong`, `uchar` and CUDA's `uchar3`, `long4`: a `cudaMalloc` sized
+    # with them folds (before, their `sizeof` did not, and the array had no size)
+    value, _ = try_evaluate("sizeof(uint) * (1L << 14) + sizeof(ulong) + sizeof(uchar3) + sizeof(long4)", ConstEnv())
+    assert value == 4 * (1 << 14) + 8 + 3 + 32
+    assert try_evaluate("(uint)(7.9) + (ushort)2", ConstEnv())[0] == 9
+
+
+SHORT_NAMES_SRC = """
+#include <cuda_runtime.h>
+#define BLOOM 14
+__global__ void member(const uint *filter, const uint *words, uint *hits, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) hits[i] = (filter[words[i] >> 5] >> (words[i] & 31)) & 1;
+}
+int main() {
+  uint *filter, *words, *hits;
+  int n = 1 << 24;
+  cudaMalloc((void **)&filter, sizeof(uint) * (1L << BLOOM));
+  cudaMalloc((void **)&words, sizeof(uint) * n);
+  cudaMalloc((void **)&hits, sizeof(uint) * n);
+  member<<<n / 256, 256>>>(filter, words, hits, n);
+}
+"""
+
+
+def test_a_filter_sized_with_a_short_type_name_caps_its_data_dependent_reads():
+    unit = unit_for(SHORT_NAMES_SRC)
+    assert cuda_extent(unit, "filter").bytes == 4 * (1 << 14)
+    facts = kernel_reports(SHORT_NAMES_SRC)["member"].facts
+    filter_bytes = max(g.footprint_bytes for g in facts.traffic.groups if g.array == "filter")
+    assert filter_bytes <= 4 * (1 << 14)  # 64 KiB, not a distinct word per thread (64 MiB)
