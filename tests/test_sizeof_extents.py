@@ -83,3 +83,38 @@ def test_a_filter_sized_with_a_short_type_name_caps_its_data_dependent_reads():
     facts = kernel_reports(SHORT_NAMES_SRC)["member"].facts
     filter_bytes = max(g.footprint_bytes for g in facts.traffic.groups if g.array == "filter")
     assert filter_bytes <= 4 * (1 << 14)  # 64 KiB, not a distinct word per thread (64 MiB)
+
+
+def test_the_sizeof_of_a_macro_naming_a_type_is_that_type_s():
+    from perflsp.kernels.consteval import ConstEnv, try_evaluate
+
+    env = ConstEnv(macros={"REAL": "float", "FP": "double", "WORD": "unsigned int", "N": "1024"})
+    assert try_evaluate("N * sizeof(REAL) + sizeof(FP) + sizeof(WORD)", env)[0] == 4096 + 8 + 4
+    # a macro that is a number or an expression is no type
+    assert try_evaluate("sizeof(N)", env)[0] is None
+
+
+MACRO_TYPE_SRC = """
+#include <cuda_runtime.h>
+#define REAL float
+#define ROWS 4096
+__global__ void scale(const REAL *x, const int *perm, REAL *y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2.0f * x[perm[i]];
+}
+int main() {
+  REAL *x, *y;
+  int *perm;
+  cudaMalloc((void **)&x, ROWS * sizeof(REAL));
+  cudaMalloc((void **)&y, (1 << 24) * sizeof(REAL));
+  cudaMalloc((void **)&perm, (1 << 24) * sizeof(int));
+  scale<<<(1 << 24) / 256, 256>>>(x, perm, y, 1 << 24);
+}
+"""
+
+
+def test_an_array_sized_with_a_macro_type_caps_its_gathered_reads():
+    unit = unit_for(MACRO_TYPE_SRC)
+    assert cuda_extent(unit, "x").bytes == 4096 * 4
+    facts = kernel_reports(MACRO_TYPE_SRC)["scale"].facts
+    assert max(g.footprint_bytes for g in facts.traffic.groups if g.array == "x") <= 4096 * 4

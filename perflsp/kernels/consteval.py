@@ -804,7 +804,7 @@ class _Parser:
         while not type_name.endswith("*") and type_name not in TYPE_SIZES_BYTES and type_name not in seen:
             # `typedef double Real_t;`, `using real = float;`: the size of the aliased type
             seen.add(type_name)
-            alias = self.env.type_alias(type_name)
+            alias = self.env.type_alias(type_name) or self._type_macro(type_name)
             if alias is None:
                 break
             type_name = " ".join(w for w in re.findall(r"[A-Za-z_]\w*|\*", alias) if w not in ("const", "volatile", "struct"))
@@ -815,6 +815,18 @@ class _Parser:
         if size is None:
             raise NotConstant(f"sizeof({named}) is not known here")
         return size
+
+    def _type_macro(self, name: str) -> str | None:
+        """The type an object-like macro stands for (`#define REAL float`), None for a macro
+        that is no type name (a number, an expression) and for a name no macro defines."""
+        body = next((env.macros[name] for env in self.env.chain() if name in env.macros), None)
+        if not isinstance(body, str):
+            return None
+        body = " ".join(body.split())
+        return body if body and _TYPE_TEXT.fullmatch(body) else None
+
+
+_TYPE_TEXT = re.compile(r"[A-Za-z_][\w\s]*\**")
 
 
 def numbered_enumerators(items: Iterable[tuple[str, str | None]]) -> list[tuple[str, str]]:
