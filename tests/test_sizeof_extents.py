@@ -118,3 +118,32 @@ def test_an_array_sized_with_a_macro_type_caps_its_gathered_reads():
     assert cuda_extent(unit, "x").bytes == 4096 * 4
     facts = kernel_reports(MACRO_TYPE_SRC)["scale"].facts
     assert max(g.footprint_bytes for g in facts.traffic.groups if g.array == "x") <= 4096 * 4
+
+
+STRUCT_SRC = """
+#include <cuda_runtime.h>
+#include <stdint.h>
+struct KeyValue { uint32_t key; uint32_t value; };
+const uint32_t kCapacity = 1 << 20;
+__global__ void probe(const KeyValue *table, const uint32_t *keys, uint32_t *found, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) found[i] = table[keys[i] & (kCapacity - 1)].value;
+}
+int main() {
+  KeyValue *table;
+  uint32_t *keys, *found;
+  int n = 1 << 24;
+  cudaMalloc((void **)&table, sizeof(KeyValue) * kCapacity);
+  cudaMalloc((void **)&keys, sizeof(uint32_t) * n);
+  cudaMalloc((void **)&found, sizeof(uint32_t) * n);
+  probe<<<n / 256, 256>>>(table, keys, found, n);
+}
+"""
+
+
+def test_the_sizeof_of_a_struct_the_source_lays_out_is_its_layout_s():
+    unit = unit_for(STRUCT_SRC)
+    assert cuda_extent(unit, "table").bytes == 8 * (1 << 20)  # two 4-byte members
+    facts = kernel_reports(STRUCT_SRC)["probe"].facts
+    # 2^24 probes at data-dependent slots read no more than the table's 8 MiB
+    assert max(g.footprint_bytes for g in facts.traffic.groups if g.array == "table") <= 8 * (1 << 20)

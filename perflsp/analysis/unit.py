@@ -19,6 +19,7 @@ from tree_sitter import Node, Tree
 from perflsp.analysis.ctype import CType, parse_type
 from perflsp.analysis.extents import Extent
 from perflsp.analysis.options import AnalysisOptions
+from perflsp.analysis.struct_layout import struct_layout
 from perflsp.analysis.walk_values import Callee, Val
 from perflsp.kernels.consteval import ConstEnv, Value
 from perflsp.kernels.models import CudaFunction, FileKernels
@@ -46,10 +47,17 @@ class AnalysisUnit:
         self.kernels = self.model.kernels
         self.ctx = self.model.ctx
         self.env: ConstEnv = self.model.env
+        if self.env.type_sizes is None:
+            self.env.type_sizes = self._struct_bytes  # (`sizeof(KeyValue)` in an allocation's size)
         # memos of the analysis modules (filled on first use)
         self.extents: dict[str, Extent] = {}  # analysis.extents: variable -> its allocation's size
         # analysis.host_types: (function start, instantiation named) -> types
         self.host_types: dict[tuple[int, tuple[str, ...] | None], HostTypes] = {}
+
+    def _struct_bytes(self, name: str) -> int | None:
+        """The bytes of the struct `name` as the source lays it out, None where it does not."""
+        layout = struct_layout(self.model, name, self.type_aliases)
+        return layout.size_bytes if layout is not None else None
 
     @classmethod
     def of(cls, model: ProgramModel, options: AnalysisOptions) -> AnalysisUnit:

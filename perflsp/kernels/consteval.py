@@ -140,6 +140,9 @@ class ConstEnv:
     numeric_bodies: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
     pragma_macros: dict[str, bool] | None = field(default=None, repr=False, compare=False)
     launch_folds: dict[str, tuple[Value | None, str | None]] = field(default_factory=dict, repr=False, compare=False)
+    # the bytes of a type the source defines (a struct's layout: `analysis.struct_layout`, which
+    # the analysis sets here), None for one it does not lay out
+    type_sizes: Callable[[str], int | None] | None = field(default=None, repr=False, compare=False)
 
     def all_macros(self) -> dict[str, str]:
         """Macros of this environment and its parents (the nearest definition wins)."""
@@ -812,6 +815,9 @@ class _Parser:
         if type_name.endswith("*"):
             return 8
         size = TYPE_SIZES_BYTES.get(type_name)
+        if size is None:
+            sizes = next((env.type_sizes for env in self.env.chain() if env.type_sizes is not None), None)
+            size = sizes(type_name) if sizes is not None and re.fullmatch(r"[A-Za-z_]\w*", type_name) else None
         if size is None:
             raise NotConstant(f"sizeof({named}) is not known here")
         return size
