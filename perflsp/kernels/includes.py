@@ -34,8 +34,9 @@ _INCLUDE_DEPTH = 3  # headers between a source and the file it reaches
 # that only blanks precede it on its line. A backslash continues it onto the next line, LF or CRLF.
 _DIRECTIVE = re.compile(rb"#[ \t]*([A-Za-z_]+)\b[ \t]*((?:[^\n\\]|\\\r?\n|\\.)*)", re.DOTALL)
 _CONSTANT = re.compile(
-    rb"^[ \t]*(?:static[ \t]+)?(?:const|constexpr)[ \t]+(?:unsigned[ \t]+|signed[ \t]+)?"
-    rb"(?:int|long|short|size_t|unsigned|char|float|double|[iu]nt(?:8|16|32|64)_t)[ \t]+"
+    rb"^[ \t]*(?:(?:static|inline)[ \t]+)*(?:const|constexpr)[ \t]+(?:(?:const|constexpr|static|inline)[ \t]+)*"
+    rb"(?:unsigned[ \t]+|signed[ \t]+)?"
+    rb"(?:long[ \t]+long|int|long|short|size_t|unsigned|char|float|double|u?int(?:8|16|32|64)_t|uint|ulong)[ \t]+"
     rb"([A-Za-z_]\w*)[ \t]*=[ \t]*([^;{}\n]+);",
     re.MULTILINE,
 )
