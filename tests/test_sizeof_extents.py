@@ -147,3 +147,16 @@ def test_the_sizeof_of_a_struct_the_source_lays_out_is_its_layout_s():
     facts = kernel_reports(STRUCT_SRC)["probe"].facts
     # 2^24 probes at data-dependent slots read no more than the table's 8 MiB
     assert max(g.footprint_bytes for g in facts.traffic.groups if g.array == "table") <= 8 * (1 << 20)
+
+
+def test_host_arrays_of_a_struct_or_a_macro_type_have_their_sizes():
+    from perflsp.analysis.extents import host_extent
+
+    unit = unit_for("""
+struct KeyValue { unsigned key; unsigned value; };
+#define REAL double
+int main() { KeyValue *h = new KeyValue[1024]; REAL *r = new REAL[10]; std::vector<KeyValue> v(8); }
+""")
+    assert host_extent(unit, "h").bytes == 8 * 1024
+    assert host_extent(unit, "r").bytes == 8 * 10
+    assert host_extent(unit, "v").bytes == 8 * 8

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from perflsp.analysis.ctype import parse_type
+from perflsp.kernels.consteval import try_evaluate
 from perflsp.kernels.definitions import parameter_names
 from perflsp.kernels.text import split_top_level
 
@@ -198,6 +199,10 @@ def _sizeof(unit: AnalysisUnit, type_text: str) -> float | None:
     ctype = parse_type(type_text, unit.type_aliases)
     if ctype.pointer:
         return 8.0
-    if ctype.kind in ("unknown", "struct", "void"):
+    if ctype.kind in ("unknown", "struct"):
+        # a struct the source lays out, a macro naming a type: `sizeof` as the host code folds it
+        value, _ = try_evaluate(f"sizeof({type_text})", unit.env)
+        return float(value) if isinstance(value, int) and value > 0 else None
+    if ctype.kind == "void":
         return None
     return float(ctype.size_bytes)

@@ -183,7 +183,7 @@ def learn_sizes(walker: Walker, cond: Node | None) -> None:
         learn_sizes(walker, left)
         learn_sizes(walker, right)
         return
-    if op not in ("<", "<=", ">", ">=") or left is None or right is None:
+    if op not in _ORDERING or left is None or right is None:
         return
     for size_node, index_node in ((right, left), (left, right)):
         name = walker.text(size_node).strip()
@@ -325,12 +325,11 @@ def _threads_above(walker: Walker, cond: Node | None, loop_atom: str) -> bool:
     `j <= tid`), not below it (`tid < s`): the thread index on one side, the loop's variable on
     the other. Both on one side (`2 * s * tid < n`) reads as below."""
     parts = binary_parts(walker, cond)
-    if parts is None or parts[0] not in ("<", "<=", ">", ">="):
+    values = _ordered(walker, *parts) if parts is not None else None
+    if parts is None or values is None:
         return False
-    op, left, right = parts
-    if left is None or right is None:
-        return False
-    left_val, right_val = _uncounted(walker, left, right)
+    op = parts[0]
+    left_val, right_val = values
 
     def threads(val: Val) -> bool:
         return _thread_dependent(val)
@@ -495,6 +494,18 @@ def _uncounted(walker: Walker, *nodes: Node) -> list[Val]:
         walker.mult = saved
 
 
+_ORDERING = frozenset(("<", "<=", ">", ">="))
+
+
+def _ordered(walker: Walker, op: str, left: Node | None, right: Node | None) -> tuple[Val, Val] | None:
+    """The two sides' values of an ordering comparison (`<`, `<=`, `>`, `>=`), evaluated without
+    counting; None for another operator or a side missing."""
+    if op not in _ORDERING or left is None or right is None:
+        return None
+    lval, rval = _uncounted(walker, left, right)
+    return lval, rval
+
+
 def guard_share(walker: Walker, cond: Node | None) -> float | None:
     """The share of the launch's threads for which a bounds guard holds, where it compares a
     thread index (a sum of `threadIdx`/`blockIdx` terms) with a value the walk knows
@@ -545,12 +556,12 @@ def _window_bound(walker: Walker, side: Node | None) -> tuple[Node, str, float, 
     moved by a constant sets, whether it is a lower bound) of `i >= v - 2`, `v + 1 >= i`,
     `i < v + 2`; None for another comparison, or one whose value depends on the thread."""
     parts = binary_parts(walker, side)
-    if parts is None or parts[0] not in ("<", "<=", ">", ">="):
+    values = _ordered(walker, *parts) if parts is not None else None
+    if parts is None or values is None:
         return None
     op, left, right = parts
-    if left is None or right is None:
-        return None
-    lval, rval = _uncounted(walker, left, right)
+    assert left is not None and right is not None  # (`_ordered` has both sides)
+    lval, rval = values
     if _index_range(walker, rval) is not None and _index_range(walker, lval) is None:
         left, right, lval, rval, op = right, left, rval, lval, _FLIPPED[op]  # `v + 1 >= i` is `i <= v + 1`
     if _index_range(walker, lval) is None or any(_thread_index(a) for a in rval.lin.atoms) \
@@ -591,9 +602,10 @@ def _indices_compared(walker: Walker, op: str, left: Node | None, right: Node | 
     diagonal). A thread index against an open loop's counter (`if (tid > k)` in `for (k = 0;
     k < n; k++)`, a triangle over the passes) is the share over the threads and the passes
     alike. None where a side is anything else or the two share an index (`tx > tx / 2`)."""
-    if op not in ("<", "<=", ">", ">=") or left is None or right is None:
+    values = _ordered(walker, op, left, right)
+    if values is None:
         return None
-    lval, rval = _uncounted(walker, left, right)
+    lval, rval = values
     counters = set(walker.loop_atoms) - walker.guessed_atoms  # (a guessed trip count's range is no range)
     lspan, rspan = (_atoms_range(walker, val, lambda atom: _thread_index(atom) or atom in counters)
                     for val in (lval, rval))
@@ -685,10 +697,11 @@ def _index_against_bound(walker: Walker, op: str, left: Node | None, right: Node
     """A comparison of a thread index (`_index_range`, or the ranged sums `span` reads) with a
     value the walk knows, as (the operator with the index on its left, the index, the value);
     None for anything else."""
-    if op not in ("<", "<=", ">", ">=") or left is None or right is None:
+    values = _ordered(walker, op, left, right)
+    if values is None:
         return None
     ranged = span or (lambda val: _index_range(walker, val))
-    lval, rval = _uncounted(walker, left, right)
+    lval, rval = values
     if ranged(rval) is not None and ranged(lval) is None:
         lval, rval, op = rval, lval, _FLIPPED[op]
     bound = rval.value if rval.value is not None else (rval.lin.const if not rval.lin.atoms and not rval.lin.nonlinear
@@ -736,9 +749,10 @@ def out_of_bounds_test(walker: Walker, cond: Node | None) -> bool:
     if op in ("||", "&&"):
         sides = [out_of_bounds_test(walker, left), out_of_bounds_test(walker, right)]
         return any(sides) if op == "||" else all(sides)
-    if op not in ("<", "<=", ">", ">=") or left is None or right is None:
+    values = _ordered(walker, op, left, right)
+    if values is None:
         return False
-    lval, rval = _uncounted(walker, left, right)
+    lval, rval = values
     if _thread_dependent(lval) and not _thread_dependent(rval):
         index_above = op in (">", ">=")  # `i >= bound`
         bound = rval

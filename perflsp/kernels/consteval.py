@@ -82,11 +82,8 @@ TYPE_SIZES_BYTES: dict[str, int] = {
     "__nv_bfloat16": 2, "half2": 4, "__half2": 4,
     "int": 4, "unsigned": 4, "unsigned int": 4, "int32_t": 4, "uint32_t": 4, "float": 4,
     "long": 8, "unsigned long": 8, "long long": 8, "unsigned long long": 8, "int64_t": 8,
-    "uint64_t": 8, "size_t": 8, "ssize_t": 8, "ptrdiff_t": 8, "double": 8,
-    "float2": 8, "int2": 8, "uint2": 8, "float3": 12, "int3": 12, "uint3": 12, "dim3": 12,
-    "float4": 16, "int4": 16, "uint4": 16, "double2": 16, "double3": 24, "double4": 32,
-    "long2": 16, "longlong2": 16, "ulonglong2": 16, "char4": 4, "uchar4": 4, "short2": 4,
-    "ushort2": 4, "char2": 2, "uchar2": 2, "__nv_bfloat162": 4,
+    "uint64_t": 8, "size_t": 8, "ssize_t": 8, "ptrdiff_t": 8, "double": 8, "dim3": 12,
+    "__nv_bfloat162": 4,
     # <sys/types.h>'s short names (CUDA's vector headers use them too) and pointer-sized integers
     "uchar": 1, "ushort": 2, "uint": 4, "ulong": 8, "u_char": 1, "u_short": 2, "u_int": 4, "u_long": 8,
     "longlong": 8, "ulonglong": 8, "intptr_t": 8, "uintptr_t": 8,
@@ -96,7 +93,7 @@ _VECTOR_ELEMENTS = {"char": 1, "uchar": 1, "short": 2, "ushort": 2, "int": 4, "u
                     "longlong": 8, "ulonglong": 8, "float": 4, "double": 8}
 for _base, _size in _VECTOR_ELEMENTS.items():
     for _lanes in (1, 2, 3, 4):
-        TYPE_SIZES_BYTES.setdefault(f"{_base}{_lanes}", _size * _lanes)
+        TYPE_SIZES_BYTES[f"{_base}{_lanes}"] = _size * _lanes
 _INT_TYPES = {"char", "short", "int", "long", "unsigned", "signed", "size_t", "int8_t", "uint8_t",
               "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t", "bool", "ssize_t",
               "ptrdiff_t", "unsigned int", "unsigned long", "long long", "unsigned long long",
